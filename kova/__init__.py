@@ -1,0 +1,127 @@
+"""kova: an LLM agent SDK on a trio actor runtime.
+
+Public names are re-exported here; heavy optional parts (MCP, Bedrock, OpenTelemetry) live in
+subpackages that import their dependencies only when used.
+"""
+
+from ._errors import ActorError as ActorError
+from ._errors import ActorFailed as ActorFailed
+from ._errors import AgentLoopError as AgentLoopError
+from ._errors import BuildError as BuildError
+from ._errors import Cancelled as Cancelled
+from ._errors import ContextBudgetExceededError as ContextBudgetExceededError
+from ._errors import InvalidRequest as InvalidRequest
+from ._errors import InvalidResponse as InvalidResponse
+from ._errors import KovaConnectionError as KovaConnectionError
+from ._errors import KovaError as KovaError
+from ._errors import KovaIOError as KovaIOError
+from ._errors import KovaTimeoutError as KovaTimeoutError
+from ._errors import MailboxClosed as MailboxClosed
+from ._errors import MaxIterationsError as MaxIterationsError
+from ._errors import McpError as McpError
+from ._errors import ModelNotFound as ModelNotFound
+from ._errors import ProviderAuthError as ProviderAuthError
+from ._errors import ProviderError as ProviderError
+from ._errors import ProviderErrorClass as ProviderErrorClass
+from ._errors import ProviderOverloaded as ProviderOverloaded
+from ._errors import RateLimited as RateLimited
+from ._errors import SerializationError as SerializationError
+from ._errors import StreamError as StreamError
+from ._errors import StructuredOutputError as StructuredOutputError
+from ._errors import ToolError as ToolError
+from ._errors import ToolExecutionError as ToolExecutionError
+from ._errors import ToolNotFoundError as ToolNotFoundError
+from ._models import ContentBlock as ContentBlock
+from ._models import ErrorEvent as ErrorEvent
+from ._models import Image as Image
+from ._models import InferenceConfig as InferenceConfig
+from ._models import JSONObject as JSONObject
+from ._models import JSONValue as JSONValue
+from ._models import Message as Message
+from ._models import ModelInfo as ModelInfo
+from ._models import ModelResponse as ModelResponse
+from ._models import RedactedThinking as RedactedThinking
+from ._models import ResponseFormat as ResponseFormat
+from ._models import Role as Role
+from ._models import SignedThinking as SignedThinking
+from ._models import StopEvent as StopEvent
+from ._models import StopKind as StopKind
+from ._models import StopReason as StopReason
+from ._models import StreamEvent as StreamEvent
+from ._models import Text as Text
+from ._models import TextDelta as TextDelta
+from ._models import Thinking as Thinking
+from ._models import ThinkingDelta as ThinkingDelta
+from ._models import ToolDefinition as ToolDefinition
+from ._models import ToolResult as ToolResult
+from ._models import ToolUse as ToolUse
+from ._models import ToolUseDelta as ToolUseDelta
+from ._models import ToolUseEnd as ToolUseEnd
+from ._models import ToolUseStart as ToolUseStart
+from ._models import Usage as Usage
+from ._models import UsageEvent as UsageEvent
+from ._models import messages_from_json as messages_from_json
+from ._models import messages_to_json as messages_to_json
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ActorError",
+    "ActorFailed",
+    "AgentLoopError",
+    "BuildError",
+    "Cancelled",
+    "ContentBlock",
+    "ContextBudgetExceededError",
+    "ErrorEvent",
+    "Image",
+    "InferenceConfig",
+    "InvalidRequest",
+    "InvalidResponse",
+    "JSONObject",
+    "JSONValue",
+    "KovaConnectionError",
+    "KovaError",
+    "KovaIOError",
+    "KovaTimeoutError",
+    "MailboxClosed",
+    "MaxIterationsError",
+    "McpError",
+    "Message",
+    "ModelInfo",
+    "ModelNotFound",
+    "ModelResponse",
+    "ProviderAuthError",
+    "ProviderError",
+    "ProviderErrorClass",
+    "ProviderOverloaded",
+    "RateLimited",
+    "RedactedThinking",
+    "ResponseFormat",
+    "Role",
+    "SerializationError",
+    "SignedThinking",
+    "StopEvent",
+    "StopKind",
+    "StopReason",
+    "StreamError",
+    "StreamEvent",
+    "StructuredOutputError",
+    "Text",
+    "TextDelta",
+    "Thinking",
+    "ThinkingDelta",
+    "ToolDefinition",
+    "ToolError",
+    "ToolExecutionError",
+    "ToolNotFoundError",
+    "ToolResult",
+    "ToolUse",
+    "ToolUseDelta",
+    "ToolUseEnd",
+    "ToolUseStart",
+    "Usage",
+    "UsageEvent",
+    "messages_from_json",
+    "messages_to_json",
+]

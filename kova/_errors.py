@@ -1,0 +1,398 @@
+"""Every error kova raises on purpose.
+
+The tree::
+
+    KovaError
+    ├── BuildError                    invalid configuration (raised at build time only)
+    ├── ProviderError                 the model provider answered with an error
+    │   ├── ProviderAuthError         401 / 403, or no usable credentials before any request
+    │   ├── RateLimited               429 (carries ``retry_after``)
+    │   ├── ProviderOverloaded        408, 5xx, 529
+    │   ├── InvalidRequest            400, 413, 422 (including "context too long")
+    │   ├── ModelNotFound             404
+    │   └── InvalidResponse           the provider sent something kova cannot read
+    ├── KovaConnectionError           refused / reset / dropped (a builtin ConnectionError too)
+    ├── KovaTimeoutError              connect or read timed out (also a builtin TimeoutError)
+    ├── StreamError                   a stream ended in an error event or was cut short
+    ├── ToolError                     a kova-side tool fault (tool failures go to the model in-band)
+    │   ├── ToolExecutionError
+    │   └── ToolNotFoundError
+    ├── McpError                      the MCP server reported an error (JSON-RPC) or broke protocol
+    ├── AgentLoopError
+    │   ├── MaxIterationsError
+    │   └── ContextBudgetExceededError
+    ├── StructuredOutputError         the final answer did not parse / validate (has raw text)
+    ├── Cancelled                     a turn was cancelled through a CancelToken
+    ├── SerializationError            stored data (history, JSON) could not be read
+    ├── KovaIOError                   a local I/O failure (also a builtin OSError)
+    └── ActorError
+        ├── ActorFailed               an actor crashed while serving a request
+        └── MailboxClosed             the actor is gone
+
+Retryability is data: :attr:`KovaError.is_retryable` is true for rate limits, overload,
+connection errors and timeouts. Provider errors also expose one :class:`ProviderErrorClass`
+value (:attr:`ProviderError.error_class`) so callers can match on it.
+
+``trio.Cancelled`` is never converted: a caller's cancel scope propagates untouched. Only an
+explicit :class:`~kova.CancelToken` raises kova's own :class:`Cancelled`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import enum
+from email.utils import parsedate_to_datetime
+
+__all__ = [
+    "ActorError",
+    "ActorFailed",
+    "AgentLoopError",
+    "BuildError",
+    "Cancelled",
+    "ContextBudgetExceededError",
+    "InvalidRequest",
+    "InvalidResponse",
+    "KovaConnectionError",
+    "KovaError",
+    "KovaIOError",
+    "KovaTimeoutError",
+    "MailboxClosed",
+    "MaxIterationsError",
+    "McpError",
+    "ModelNotFound",
+    "ProviderAuthError",
+    "ProviderError",
+    "ProviderErrorClass",
+    "ProviderOverloaded",
+    "RateLimited",
+    "SerializationError",
+    "StreamError",
+    "StructuredOutputError",
+    "ToolError",
+    "ToolExecutionError",
+    "ToolNotFoundError",
+    "parse_retry_after",
+]
+
+
+class KovaError(Exception):
+    """The root of every error kova raises on purpose."""
+
+    @property
+    def is_retryable(self) -> bool:
+        """Whether trying the same request again later can succeed."""
+        return False
+
+
+class BuildError(KovaError):
+    """The agent (or another component) was configured wrongly. Raised at build time only."""
+
+
+class ProviderErrorClass(enum.Enum):
+    """What kind of provider failure this is, independent of the provider."""
+
+    AUTH_INVALID = "auth_invalid"
+    """401: the key is wrong or expired."""
+    AUTH_FORBIDDEN = "auth_forbidden"
+    """403: the key lacks access."""
+    RATE_LIMITED = "rate_limited"
+    """429: back off (see ``retry_after``)."""
+    OVERLOADED = "overloaded"
+    """408, 5xx, 529: transient; retry."""
+    INVALID_REQUEST = "invalid_request"
+    """400, 413, 422: the request itself is wrong (including a prompt that is too long)."""
+    NOT_FOUND = "not_found"
+    """404: unknown model or endpoint."""
+    OTHER = "other"
+
+
+def classify_status(status_code: int) -> ProviderErrorClass:
+    """The :class:`ProviderErrorClass` of an HTTP status."""
+    if status_code == 401:
+        return ProviderErrorClass.AUTH_INVALID
+    if status_code == 403:
+        return ProviderErrorClass.AUTH_FORBIDDEN
+    if status_code == 429:
+        return ProviderErrorClass.RATE_LIMITED
+    if status_code == 408 or status_code == 529 or 500 <= status_code <= 599:
+        return ProviderErrorClass.OVERLOADED
+    if status_code in (400, 413, 422):
+        return ProviderErrorClass.INVALID_REQUEST
+    if status_code == 404:
+        return ProviderErrorClass.NOT_FOUND
+    return ProviderErrorClass.OTHER
+
+
+class ProviderError(KovaError):
+    """The model provider answered with an error.
+
+    Use :meth:`from_status` to build the right subclass from an HTTP status.
+    """
+
+    default_class: ProviderErrorClass = ProviderErrorClass.OTHER
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        provider: str | None = None,
+        retry_after: float | None = None,
+        error_type: str | None = None,
+        error_class: ProviderErrorClass | None = None,
+    ) -> None:
+        self.message = message
+        self.status_code = status_code
+        self.provider = provider
+        self.retry_after = retry_after
+        """Seconds the provider asked us to wait (``retry-after`` / ``retry-after-ms``)."""
+        self.error_type = error_type
+        """The provider's own error type, e.g. ``overloaded_error``."""
+        self.error_class = error_class or type(self).default_class
+        super().__init__(self._describe())
+
+    def _describe(self) -> str:
+        parts = []
+        if self.provider:
+            parts.append(self.provider)
+        if self.status_code is not None:
+            parts.append(f"HTTP {self.status_code}")
+        if self.error_type:
+            parts.append(self.error_type)
+        prefix = " ".join(parts)
+        text = f"{prefix}: {self.message}" if prefix else self.message
+        if self.retry_after is not None:
+            text += f" (retry after {self.retry_after:g}s)"
+        return text
+
+    @property
+    def is_retryable(self) -> bool:
+        return self.error_class in (ProviderErrorClass.RATE_LIMITED, ProviderErrorClass.OVERLOADED)
+
+    @staticmethod
+    def from_status(
+        status_code: int,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        provider: str | None = None,
+        error_type: str | None = None,
+    ) -> ProviderError:
+        """The error for an HTTP error status, classified by the status."""
+        error_class = classify_status(status_code)
+        cls = _CLASS_TO_ERROR.get(error_class, ProviderError)
+        return cls(
+            message,
+            status_code=status_code,
+            provider=provider,
+            retry_after=retry_after,
+            error_type=error_type,
+            error_class=error_class,
+        )
+
+    @staticmethod
+    def invalid_response(message: str, *, provider: str | None = None) -> InvalidResponse:
+        """The provider sent a response kova cannot read."""
+        return InvalidResponse(message, provider=provider)
+
+    @staticmethod
+    def credential_failure(message: str, *, provider: str | None = None) -> ProviderAuthError:
+        """No usable credentials were found before any request was sent."""
+        return ProviderAuthError(
+            message, provider=provider, error_class=ProviderErrorClass.AUTH_INVALID
+        )
+
+
+class ProviderAuthError(ProviderError):
+    default_class = ProviderErrorClass.AUTH_INVALID
+
+
+class RateLimited(ProviderError):
+    default_class = ProviderErrorClass.RATE_LIMITED
+
+
+class ProviderOverloaded(ProviderError):
+    default_class = ProviderErrorClass.OVERLOADED
+
+
+class InvalidRequest(ProviderError):
+    default_class = ProviderErrorClass.INVALID_REQUEST
+
+
+class ModelNotFound(ProviderError):
+    default_class = ProviderErrorClass.NOT_FOUND
+
+
+class InvalidResponse(ProviderError):
+    default_class = ProviderErrorClass.OTHER
+
+
+_CLASS_TO_ERROR: dict[ProviderErrorClass, type[ProviderError]] = {
+    ProviderErrorClass.AUTH_INVALID: ProviderAuthError,
+    ProviderErrorClass.AUTH_FORBIDDEN: ProviderAuthError,
+    ProviderErrorClass.RATE_LIMITED: RateLimited,
+    ProviderErrorClass.OVERLOADED: ProviderOverloaded,
+    ProviderErrorClass.INVALID_REQUEST: InvalidRequest,
+    ProviderErrorClass.NOT_FOUND: ModelNotFound,
+}
+
+
+class KovaConnectionError(KovaError, builtins.ConnectionError):
+    """The connection could not be made or broke (refused, reset, dropped).
+
+    Also a builtin :class:`ConnectionError`, so ``except ConnectionError`` catches it.
+    """
+
+    @property
+    def is_retryable(self) -> bool:
+        return True
+
+
+class KovaTimeoutError(KovaError, builtins.TimeoutError):
+    """A connect or read timeout expired. Also a builtin :class:`TimeoutError`."""
+
+    def __init__(self, message: str, *, timeout: float | None = None) -> None:
+        self.timeout = timeout
+        super().__init__(message)
+
+    @property
+    def is_retryable(self) -> bool:
+        return True
+
+
+class StreamError(KovaError):
+    """A stream failed: an ``error`` event arrived, or the connection was cut mid-stream."""
+
+    def __init__(self, message: str, *, error_type: str | None = None) -> None:
+        self.message = message
+        self.error_type = error_type
+        super().__init__(f"{error_type}: {message}" if error_type else message)
+
+
+class ToolError(KovaError):
+    """A kova-side tool fault. Failures *of* a tool go back to the model in-band instead."""
+
+
+class ToolExecutionError(ToolError):
+    def __init__(self, tool_name: str, message: str) -> None:
+        self.tool_name = tool_name
+        super().__init__(f"tool {tool_name!r} failed: {message}")
+
+
+class ToolNotFoundError(ToolError):
+    def __init__(self, tool_name: str) -> None:
+        self.tool_name = tool_name
+        super().__init__(f"no tool named {tool_name!r}")
+
+
+class McpError(KovaError):
+    """The MCP server reported an error or broke the protocol."""
+
+    def __init__(self, message: str, *, code: int | None = None) -> None:
+        self.message = message
+        self.code = code
+        """The JSON-RPC error code, when the server sent one."""
+        super().__init__(f"{message} (JSON-RPC error {code})" if code is not None else message)
+
+
+class AgentLoopError(KovaError):
+    """The agent loop stopped a turn."""
+
+
+class MaxIterationsError(AgentLoopError):
+    def __init__(self, max_iterations: int) -> None:
+        self.max_iterations = max_iterations
+        super().__init__(
+            f"the model was still calling tools after {max_iterations} iterations "
+            f"({max_iterations + 1} provider calls)"
+        )
+
+
+class ContextBudgetExceededError(AgentLoopError):
+    def __init__(self, estimated_tokens: int, budget: int) -> None:
+        self.estimated_tokens = estimated_tokens
+        self.budget = budget
+        super().__init__(
+            f"the prompt is about {estimated_tokens} tokens, over the context budget of {budget}; "
+            "nothing was sent"
+        )
+
+
+class StructuredOutputError(KovaError):
+    """The final answer did not parse as JSON or did not validate against the schema."""
+
+    def __init__(self, message: str, *, raw_text: str) -> None:
+        self.raw_text = raw_text
+        """The model's raw answer."""
+        super().__init__(f"{message}; raw answer: {raw_text[:200]!r}")
+
+
+class Cancelled(KovaError):
+    """A turn was cancelled through a :class:`~kova.CancelToken`. It produced no messages."""
+
+    def __init__(self, reason: str | None = None) -> None:
+        self.reason = reason
+        super().__init__(f"cancelled: {reason}" if reason else "cancelled")
+
+
+class SerializationError(KovaError, ValueError):
+    """Stored data (history, JSON) could not be read."""
+
+
+class KovaIOError(KovaError, OSError):
+    """A local I/O failure."""
+
+
+class ActorError(KovaError):
+    """An actor could not serve a request."""
+
+
+class ActorFailed(ActorError):
+    """The actor crashed; the original error is ``__cause__``."""
+
+    def __init__(self, actor: str, message: str = "") -> None:
+        self.actor = actor
+        super().__init__(f"actor {actor!r} failed" + (f": {message}" if message else ""))
+
+
+class MailboxClosed(ActorError):
+    """The actor is stopped or its mailbox is closed."""
+
+    def __init__(self, actor: str) -> None:
+        self.actor = actor
+        super().__init__(f"actor {actor!r} is not running")
+
+
+def parse_retry_after(
+    retry_after: str | None, retry_after_ms: str | None = None, *, now: float | None = None
+) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` (preferred) or ``retry-after`` (seconds or an
+    HTTP date). ``None`` when neither header is usable.
+
+    Args:
+        retry_after: the ``retry-after`` header value.
+        retry_after_ms: the ``retry-after-ms`` header value (OpenAI, Anthropic send it).
+        now: the current wall-clock time in seconds (for HTTP dates); defaults to ``time.time()``.
+    """
+    if retry_after_ms:
+        try:
+            value = float(retry_after_ms) / 1000.0
+        except ValueError:
+            pass
+        else:
+            if value >= 0:
+                return value
+    if not retry_after:
+        return None
+    try:
+        seconds = float(retry_after)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(retry_after)
+        except (TypeError, ValueError):
+            return None
+        import time
+
+        current = time.time() if now is None else now
+        return max(0.0, when.timestamp() - current)
+    return seconds if seconds >= 0 else None

@@ -1,0 +1,613 @@
+"""kova's data model: messages, content blocks, responses, usage, configs and stream events.
+
+Every value type is a frozen, slotted attrs class (``attrs.frozen(kw_only=True)``), so values
+can be shared between actors without copying. Sequence fields are tuples; mapping fields are
+typed ``Mapping`` and are never mutated by kova.
+
+History belongs to the host. Every :class:`Message` converts to plain JSON with
+:meth:`Message.to_dict` and back with :meth:`Message.from_dict` without loss, so a host can
+store it anywhere (a database row, a file, a queue) and hand it back to a later turn, even one
+that runs on another provider.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, ClassVar, TypeAlias, assert_never
+
+import attrs
+
+from ._errors import SerializationError
+
+if TYPE_CHECKING:
+    from typing import Self
+
+__all__ = [
+    "JSONObject",
+    "JSONValue",
+    "ContentBlock",
+    "ErrorEvent",
+    "Image",
+    "InferenceConfig",
+    "Message",
+    "ModelInfo",
+    "ModelResponse",
+    "RedactedThinking",
+    "ResponseFormat",
+    "Role",
+    "SignedThinking",
+    "StopEvent",
+    "StopKind",
+    "StopReason",
+    "StreamEvent",
+    "Text",
+    "TextDelta",
+    "Thinking",
+    "ThinkingDelta",
+    "ToolDefinition",
+    "ToolResult",
+    "ToolUse",
+    "ToolUseDelta",
+    "ToolUseEnd",
+    "ToolUseStart",
+    "Usage",
+    "UsageEvent",
+    "messages_from_json",
+    "messages_to_json",
+]
+
+JSONValue: TypeAlias = (
+    "bool | int | float | str | Sequence[JSONValue] | Mapping[str, JSONValue] | None"
+)
+"""Any value that plain JSON can carry (a recursive alias; ``json.loads`` returns one)."""
+
+JSONObject: TypeAlias = "Mapping[str, JSONValue]"
+"""A JSON object."""
+
+
+def _serialization_error(message: str) -> Exception:
+    return SerializationError(message)
+
+
+class Role(enum.StrEnum):
+    """Who said a message."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+    TOOL = "tool"
+
+
+def _non_empty(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not value:
+        raise ValueError(f"{attribute.name} must not be empty")
+
+
+# ---------------------------------------------------------------------------------------------
+# Content blocks
+
+
+@attrs.frozen(kw_only=True)
+class Text:
+    """Plain text."""
+
+    text: str
+
+
+@attrs.frozen(kw_only=True)
+class Image:
+    """An image, either inline (base64 ``data`` with its ``media_type``) or by ``url``."""
+
+    media_type: str | None = None
+    """MIME type such as ``image/png``; required with ``data``."""
+    data: str | None = None
+    """Base64-encoded bytes (no ``data:`` prefix)."""
+    url: str | None = None
+    """A URL the provider fetches itself (not every provider supports this)."""
+
+    def __attrs_post_init__(self) -> None:
+        if (self.data is None) == (self.url is None):
+            raise ValueError("Image needs exactly one of data (base64) or url")
+        if self.data is not None and not self.media_type:
+            raise ValueError("Image with inline data needs a media_type such as 'image/png'")
+
+
+@attrs.frozen(kw_only=True)
+class ToolUse:
+    """The model asks for a tool call."""
+
+    id: str = attrs.field(validator=_non_empty)
+    name: str = attrs.field(validator=_non_empty)
+    input: JSONObject = attrs.field(factory=dict)
+    """The parsed arguments (always a JSON object)."""
+    provider_metadata: JSONObject | None = None
+    """Opaque data a provider needs echoed back (e.g. Gemini's ``thoughtSignature``)."""
+
+
+@attrs.frozen(kw_only=True)
+class ToolResult:
+    """The outcome of a tool call.
+
+    A tool returns one without ``tool_use_id``; the agent loop stamps the id of the call it
+    answers before the result enters history.
+    """
+
+    content: str | tuple[Text | Image, ...] = ""
+    """The result text, or text and image parts."""
+    is_error: bool = False
+    tool_use_id: str = ""
+
+    @property
+    def text(self) -> str:
+        """The text of the result (image parts omitted)."""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(part.text for part in self.content if isinstance(part, Text))
+
+    @classmethod
+    def error(cls, message: str, *, tool_use_id: str = "") -> Self:
+        """An error result the model sees and can recover from."""
+        return cls(content=message, is_error=True, tool_use_id=tool_use_id)
+
+
+@attrs.frozen(kw_only=True)
+class Thinking:
+    """Reasoning text. ``signature`` is set when the provider signed it (Anthropic, Bedrock
+    Claude): such a block must be sent back unchanged on the next request of a tool loop."""
+
+    text: str
+    signature: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class RedactedThinking:
+    """Reasoning the provider encrypted; echoed back unchanged like a signed ``Thinking``."""
+
+    data: str
+
+
+ContentBlock: TypeAlias = Text | Image | ToolUse | ToolResult | Thinking | RedactedThinking
+
+
+def _to_blocks(content: str | Iterable[ContentBlock]) -> tuple[ContentBlock, ...]:
+    if isinstance(content, str):
+        return (Text(text=content),)
+    return tuple(content)
+
+
+def _block_tuple(content: Iterable[ContentBlock]) -> tuple[ContentBlock, ...]:
+    return tuple(content)
+
+
+@attrs.frozen(kw_only=True)
+class Message:
+    """One message of a conversation."""
+
+    role: Role = attrs.field(converter=Role)
+    content: tuple[ContentBlock, ...] = attrs.field(converter=_block_tuple)
+
+    @classmethod
+    def user(cls, content: str | Iterable[ContentBlock]) -> Self:
+        return cls(role=Role.USER, content=_to_blocks(content))
+
+    @classmethod
+    def assistant(cls, content: str | Iterable[ContentBlock]) -> Self:
+        return cls(role=Role.ASSISTANT, content=_to_blocks(content))
+
+    @classmethod
+    def system(cls, text: str) -> Self:
+        return cls(role=Role.SYSTEM, content=(Text(text=text),))
+
+    @classmethod
+    def tool_results(cls, results: Iterable[ToolResult]) -> Self:
+        """A ``tool`` message answering the tool calls of the previous assistant message."""
+        blocks = tuple(results)
+        for block in blocks:
+            if not block.tool_use_id:
+                raise ValueError("a ToolResult in history needs the tool_use_id it answers")
+        return cls(role=Role.TOOL, content=blocks)
+
+    @property
+    def text(self) -> str:
+        """The concatenated text blocks."""
+        return "".join(block.text for block in self.content if isinstance(block, Text))
+
+    @property
+    def tool_uses(self) -> tuple[ToolUse, ...]:
+        return tuple(block for block in self.content if isinstance(block, ToolUse))
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        """Plain JSON for storage; :meth:`from_dict` restores an equal message."""
+        return {"role": self.role.value, "content": [block_to_dict(b) for b in self.content]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> Self:
+        """Rebuild a message from :meth:`to_dict` output.
+
+        Raises:
+            SerializationError: the data is not a stored message.
+        """
+        role = data.get("role")
+        content = data.get("content")
+        if not isinstance(role, str) or role not in Role.__members__.values():
+            raise _serialization_error(f"message role must be one of {list(Role)}, got {role!r}")
+        if not isinstance(content, list):
+            raise _serialization_error("message content must be a list of blocks")
+        return cls(role=Role(role), content=tuple(block_from_dict(b) for b in content))
+
+
+def block_to_dict(block: ContentBlock) -> dict[str, JSONValue]:
+    """One content block as plain JSON, tagged with ``type``."""
+    match block:
+        case Text(text=text):
+            return {"type": "text", "text": text}
+        case Image(media_type=media_type, data=data, url=url):
+            return {"type": "image", "media_type": media_type, "data": data, "url": url}
+        case ToolUse(id=id_, name=name, input=input_, provider_metadata=metadata):
+            return {
+                "type": "tool_use",
+                "id": id_,
+                "name": name,
+                "input": input_,
+                "provider_metadata": metadata,
+            }
+        case ToolResult(content=content, is_error=is_error, tool_use_id=tool_use_id):
+            stored: JSONValue
+            if isinstance(content, str):
+                stored = content
+            else:
+                stored = [block_to_dict(part) for part in content]
+            return {
+                "type": "tool_result",
+                "tool_use_id": tool_use_id,
+                "content": stored,
+                "is_error": is_error,
+            }
+        case Thinking(text=text, signature=signature):
+            return {"type": "thinking", "text": text, "signature": signature}
+        case RedactedThinking(data=data):
+            return {"type": "redacted_thinking", "data": data}
+        case _:
+            assert_never(block)
+
+
+def _str(data: Mapping[str, object], key: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str):
+        raise _serialization_error(f"block field {key!r} must be a string, got {value!r}")
+    return value
+
+
+def _opt_str(data: Mapping[str, object], key: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise _serialization_error(f"block field {key!r} must be a string or null")
+    return value
+
+
+def _object(value: object, key: str) -> JSONObject:
+    if not isinstance(value, dict):
+        raise _serialization_error(f"block field {key!r} must be a JSON object")
+    return value
+
+
+def block_from_dict(data: object) -> ContentBlock:
+    """Rebuild a content block from :func:`block_to_dict` output."""
+    if not isinstance(data, Mapping):
+        raise _serialization_error(f"a content block must be a JSON object, got {data!r}")
+    kind = data.get("type")
+    try:
+        match kind:
+            case "text":
+                return Text(text=_str(data, "text"))
+            case "image":
+                return Image(
+                    media_type=_opt_str(data, "media_type"),
+                    data=_opt_str(data, "data"),
+                    url=_opt_str(data, "url"),
+                )
+            case "tool_use":
+                metadata = data.get("provider_metadata")
+                return ToolUse(
+                    id=_str(data, "id"),
+                    name=_str(data, "name"),
+                    input=_object(data.get("input", {}), "input"),
+                    provider_metadata=None
+                    if metadata is None
+                    else _object(metadata, "provider_metadata"),
+                )
+            case "tool_result":
+                raw = data.get("content")
+                content: str | tuple[Text | Image, ...]
+                if isinstance(raw, str):
+                    content = raw
+                elif isinstance(raw, list):
+                    parts = []
+                    for item in raw:
+                        part = block_from_dict(item)
+                        if not isinstance(part, Text | Image):
+                            raise _serialization_error("tool_result parts must be text or image")
+                        parts.append(part)
+                    content = tuple(parts)
+                else:
+                    raise _serialization_error("tool_result content must be a string or a list")
+                return ToolResult(
+                    tool_use_id=_str(data, "tool_use_id"),
+                    content=content,
+                    is_error=bool(data.get("is_error", False)),
+                )
+            case "thinking":
+                return Thinking(text=_str(data, "text"), signature=_opt_str(data, "signature"))
+            case "redacted_thinking":
+                return RedactedThinking(data=_str(data, "data"))
+            case _:
+                raise _serialization_error(f"unknown content block type {kind!r}")
+    except ValueError as exc:  # an attrs validator rejected the stored value
+        raise _serialization_error(f"invalid {kind} block: {exc}") from exc
+
+
+def messages_to_json(messages: Iterable[Message]) -> list[dict[str, JSONValue]]:
+    """A whole history as a JSON-ready list."""
+    return [message.to_dict() for message in messages]
+
+
+def messages_from_json(data: Iterable[Mapping[str, object]]) -> list[Message]:
+    """A history stored with :func:`messages_to_json`."""
+    return [Message.from_dict(item) for item in data]
+
+
+# ---------------------------------------------------------------------------------------------
+# Responses
+
+
+class StopKind(enum.StrEnum):
+    """Why the model stopped, normalized across providers."""
+
+    END_TURN = "end_turn"
+    TOOL_USE = "tool_use"
+    MAX_TOKENS = "max_tokens"
+    STOP_SEQUENCE = "stop_sequence"
+    UNKNOWN = "unknown"
+
+
+@attrs.frozen(kw_only=True)
+class StopReason:
+    """A :class:`StopKind`, plus the provider's raw value when kova does not know it."""
+
+    kind: StopKind
+    raw: str = ""
+    """The provider's own value; set for ``UNKNOWN`` (e.g. ``content_filter``, ``refusal``)."""
+
+    END_TURN: ClassVar[StopReason]
+    TOOL_USE: ClassVar[StopReason]
+    MAX_TOKENS: ClassVar[StopReason]
+    STOP_SEQUENCE: ClassVar[StopReason]
+
+    @classmethod
+    def unknown(cls, raw: str) -> StopReason:
+        return cls(kind=StopKind.UNKNOWN, raw=raw)
+
+    def __str__(self) -> str:
+        return f"unknown({self.raw})" if self.kind is StopKind.UNKNOWN else self.kind.value
+
+
+StopReason.END_TURN = StopReason(kind=StopKind.END_TURN)
+StopReason.TOOL_USE = StopReason(kind=StopKind.TOOL_USE)
+StopReason.MAX_TOKENS = StopReason(kind=StopKind.MAX_TOKENS)
+StopReason.STOP_SEQUENCE = StopReason(kind=StopKind.STOP_SEQUENCE)
+
+
+@attrs.frozen(kw_only=True)
+class Usage:
+    """Token counts of one call, or summed over several with ``+``."""
+
+    input_tokens: int = 0
+    """Prompt tokens, including any served from or written to the cache."""
+    output_tokens: int = 0
+    total_tokens: int = attrs.field()
+    cache_read_tokens: int = 0
+    """Prompt tokens served from the provider's prompt cache."""
+    cache_creation_tokens: int = 0
+    """Prompt tokens written to the provider's prompt cache."""
+    reasoning_tokens: int = 0
+    """Output tokens spent on reasoning, where the provider reports them."""
+
+    @total_tokens.default
+    def _total_default(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_creation_tokens=self.cache_creation_tokens + other.cache_creation_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+        )
+
+
+@attrs.frozen(kw_only=True)
+class ModelResponse:
+    """One provider call's answer."""
+
+    content: tuple[ContentBlock, ...] = attrs.field(converter=_block_tuple)
+    stop_reason: StopReason
+    usage: Usage | None = None
+    thinking: str | None = None
+    """Reasoning text for display; never sent back (signed blocks live in ``content``)."""
+
+    @property
+    def text(self) -> str:
+        return "".join(block.text for block in self.content if isinstance(block, Text))
+
+    @property
+    def tool_uses(self) -> tuple[ToolUse, ...]:
+        return tuple(block for block in self.content if isinstance(block, ToolUse))
+
+
+@attrs.frozen(kw_only=True)
+class ModelInfo:
+    """A model a provider offers."""
+
+    id: str
+    object: str = "model"
+    created: int | None = None
+    owned_by: str | None = None
+    display_name: str | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests
+
+
+@attrs.frozen(kw_only=True)
+class ToolDefinition:
+    """What the model is told about a tool."""
+
+    name: str = attrs.field(validator=_non_empty)
+    description: str = ""
+    parameters: JSONObject = attrs.field(
+        factory=lambda: {"type": "object", "properties": {}}
+    )
+    """A JSON Schema for the tool's arguments (an ``object`` schema)."""
+
+
+@attrs.frozen(kw_only=True)
+class ResponseFormat:
+    """Constrain the final answer to a JSON schema (mapped to each provider's native way)."""
+
+    name: str = attrs.field(validator=_non_empty)
+    schema: JSONObject
+    strict: bool = True
+    description: str | None = None
+
+    @classmethod
+    def named(cls, name: str, schema: JSONObject, *, strict: bool = True) -> ResponseFormat:
+        return cls(name=name, schema=schema, strict=strict)
+
+
+def _positive_or_none(
+    _instance: object, attribute: attrs.Attribute[int | None], value: int | None
+) -> None:
+    if value is not None and value <= 0:
+        raise ValueError(f"{attribute.name} must be positive, got {value}")
+
+
+def _stop_sequences(value: Iterable[str] | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return (value,)
+    return tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class InferenceConfig:
+    """Per-call model parameters. ``None`` means "not set": the provider's default applies."""
+
+    model: str | None = None
+    max_tokens: int | None = attrs.field(default=None, validator=_positive_or_none)
+    temperature: float | None = None
+    top_p: float | None = None
+    stop_sequences: tuple[str, ...] | None = attrs.field(default=None, converter=_stop_sequences)
+    response_format: ResponseFormat | None = None
+
+    def merged(self, overrides: InferenceConfig | None) -> InferenceConfig:
+        """This config with every field ``overrides`` sets taking precedence."""
+        if overrides is None:
+            return self
+        changes = {
+            field.name: value
+            for field in attrs.fields(InferenceConfig)
+            if (value := getattr(overrides, field.name)) is not None
+        }
+        return attrs.evolve(self, **changes) if changes else self
+
+
+# ---------------------------------------------------------------------------------------------
+# Provider stream events
+#
+# Providers stream these in *batches*: everything decoded from one network read travels as one
+# sequence, so the cost of crossing an actor boundary is paid per read, not per token.
+
+
+@attrs.frozen(kw_only=True)
+class TextDelta:
+    """A piece of answer text."""
+
+    text: str
+
+
+@attrs.frozen(kw_only=True)
+class ThinkingDelta:
+    """A piece of reasoning text (for display)."""
+
+    text: str
+
+
+@attrs.frozen(kw_only=True)
+class SignedThinking:
+    """A complete thinking block that must go back into history verbatim (Anthropic signed
+    thinking or redacted thinking). Its text already reached the stream as ``ThinkingDelta``s."""
+
+    block: Thinking | RedactedThinking
+
+
+@attrs.frozen(kw_only=True)
+class ToolUseStart:
+    """A tool call begins. ``index`` ties later deltas to it."""
+
+    index: int
+    id: str
+    name: str
+    provider_metadata: JSONObject | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ToolUseDelta:
+    """A fragment of a tool call's JSON arguments; fragments concatenate."""
+
+    index: int
+    partial_json: str
+
+
+@attrs.frozen(kw_only=True)
+class ToolUseEnd:
+    """The tool call at ``index`` is complete."""
+
+    index: int
+
+
+@attrs.frozen(kw_only=True)
+class StopEvent:
+    stop_reason: StopReason
+
+
+@attrs.frozen(kw_only=True)
+class UsageEvent:
+    usage: Usage
+
+
+@attrs.frozen(kw_only=True)
+class ErrorEvent:
+    """The provider reported an error inside the stream."""
+
+    message: str
+    error_type: str = ""
+
+
+StreamEvent: TypeAlias = (
+    TextDelta
+    | ThinkingDelta
+    | SignedThinking
+    | ToolUseStart
+    | ToolUseDelta
+    | ToolUseEnd
+    | StopEvent
+    | UsageEvent
+    | ErrorEvent
+)

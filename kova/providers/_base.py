@@ -1,0 +1,164 @@
+"""The provider protocol: what every model provider implements.
+
+A provider is a configuration plus a pure codec plus resources (an HTTP connection pool) that
+live between :meth:`Provider.open` entering and leaving. kova runs each provider inside a
+*provider actor* (see :mod:`kova.agent`), which enters ``open()`` once and serves many
+requests at once; a host may also use a provider directly::
+
+    async with provider.open():
+        response = await provider.chat_completion(messages, tools, config)
+
+Streams are async context managers that yield an async iterator of **batches**: every event
+decoded from one network read arrives as one sequence. Batching is what keeps the cost of an
+actor hop per read instead of per token (see DESIGN.md, "Performance facts").
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from .._models import (
+    Image,
+    InferenceConfig,
+    Message,
+    ModelInfo,
+    ModelResponse,
+    RedactedThinking,
+    StreamEvent,
+    Text,
+    Thinking,
+    ToolDefinition,
+    ToolResult,
+    ToolUse,
+)
+
+if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+
+__all__ = [
+    "EventBatches",
+    "Provider",
+    "heuristic_count_tokens",
+]
+
+EventBatches = AsyncIterator[Sequence[StreamEvent]]
+"""What a provider stream yields: batches of events, in order."""
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """A model provider.
+
+    Implementations must be safe to call from many tasks at once between entering and leaving
+    :meth:`open`. They never write thinking into history except signed blocks that must be
+    echoed back (Anthropic), and drop foreign ``Thinking`` blocks when they build a request.
+    """
+
+    @property
+    def name(self) -> str:
+        """A short label for logs and metrics, e.g. ``"openai"``."""
+        ...
+
+    def open(self) -> AbstractAsyncContextManager[None]:
+        """Acquire the provider's resources (HTTP client, connection pool) for the block.
+
+        Entering is reference-counted: nested or concurrent ``open()`` blocks share one pool,
+        which is closed when the last one leaves.
+        """
+        ...
+
+    async def chat_completion(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition],
+        config: InferenceConfig,
+    ) -> ModelResponse:
+        """One non-streaming call.
+
+        Raises:
+            ProviderError: the provider answered with an error (classified).
+            KovaConnectionError, KovaTimeoutError: the transport failed.
+
+        On cancellation the HTTP request is abandoned and its connection closed.
+        """
+        ...
+
+    def chat_completion_stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition],
+        config: InferenceConfig,
+    ) -> AbstractAsyncContextManager[EventBatches]:
+        """One streaming call: ``async with provider.chat_completion_stream(...) as batches``.
+
+        The request is sent when the block is entered (HTTP errors raise there); leaving the
+        block early closes the response. An error event or a connection cut mid-stream raises
+        :class:`~kova.StreamError` from the iterator, never a silently short answer.
+        """
+        ...
+
+    async def list_models(self) -> list[ModelInfo]:
+        """The models this provider offers."""
+        ...
+
+    async def count_tokens(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition],
+        config: InferenceConfig,
+    ) -> int:
+        """Prompt tokens for this request. Most providers use :func:`heuristic_count_tokens`;
+        Anthropic asks its exact counting endpoint."""
+        ...
+
+
+_CHARS_PER_TOKEN = 4
+_MESSAGE_OVERHEAD = 4
+_IMAGE_TOKENS = 1_600  # a typical image costs ~1.5k tokens on the major providers
+
+
+def _block_chars(block: object) -> tuple[int, int]:
+    """(characters, extra tokens) of one content block."""
+    match block:
+        case Text(text=text):
+            return len(text), 0
+        case Image():
+            return 0, _IMAGE_TOKENS
+        case ToolUse(name=name, input=arguments):
+            return len(name) + len(repr(arguments)), 0
+        case ToolResult(content=content):
+            if isinstance(content, str):
+                return len(content), 0
+            chars = extra = 0
+            for part in content:
+                part_chars, part_extra = _block_chars(part)
+                chars += part_chars
+                extra += part_extra
+            return chars, extra
+        case Thinking(text=text):
+            return len(text), 0
+        case RedactedThinking(data=data):
+            return len(data), 0
+    return 0, 0
+
+
+def heuristic_count_tokens(
+    messages: Sequence[Message], tools: Sequence[ToolDefinition] = ()
+) -> int:
+    """A cheap offline estimate: about 4 characters a token, plus a per-message overhead.
+
+    Conservative enough to guard against runaway prompts; not exact. Tool definitions count
+    by the size of their name, description and schema.
+    """
+    chars = 0
+    tokens = 0
+    for message in messages:
+        tokens += _MESSAGE_OVERHEAD
+        for block in message.content:
+            block_chars, extra = _block_chars(block)
+            chars += block_chars
+            tokens += extra
+    for tool in tools:
+        chars += len(tool.name) + len(tool.description) + len(repr(tool.parameters))
+    return tokens + (chars + _CHARS_PER_TOKEN - 1) // _CHARS_PER_TOKEN
