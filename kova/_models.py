@@ -470,9 +470,7 @@ class ToolDefinition:
 
     name: str = attrs.field(validator=_non_empty)
     description: str = ""
-    parameters: JSONObject = attrs.field(
-        factory=lambda: {"type": "object", "properties": {}}
-    )
+    parameters: JSONObject = attrs.field(factory=lambda: {"type": "object", "properties": {}})
     """A JSON Schema for the tool's arguments (an ``object`` schema)."""
 
 

@@ -1,0 +1,28 @@
+"""Test doubles for agents built on kova: scripted models and wire-level fake servers.
+
+Like ``trio.testing``, this is public API: use it to test your own agents deterministically.
+"""
+
+from ._script import ErrorReply as ErrorReply
+from ._script import Reply as Reply
+from ._script import Script as Script
+from ._script import ScriptExhaustedError as ScriptExhaustedError
+from ._script import ScriptRequest as ScriptRequest
+from ._script import StreamReply as StreamReply
+from ._script import reply_text as reply_text
+from ._script import reply_tool_calls as reply_tool_calls
+from ._script import response_to_events as response_to_events
+from ._script import stream_events as stream_events
+
+__all__ = [
+    "ErrorReply",
+    "Reply",
+    "Script",
+    "ScriptExhaustedError",
+    "ScriptRequest",
+    "StreamReply",
+    "reply_text",
+    "reply_tool_calls",
+    "response_to_events",
+    "stream_events",
+]

@@ -1,0 +1,218 @@
+"""Scripts: what a scripted model answers, shared by the scripted provider and the fake servers.
+
+A :class:`Script` is a list of replies handed out in order, or a function of the request that
+returns the next reply. The same script drives :class:`~kova.testing.ScriptedProvider` (no
+network) and kova's wire-level fake servers (real HTTP on loopback), so a test can move from
+one to the other without rewriting its model.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+
+import attrs
+
+from .._models import (
+    InferenceConfig,
+    Message,
+    ModelResponse,
+    SignedThinking,
+    StopEvent,
+    StopReason,
+    StreamEvent,
+    Text,
+    TextDelta,
+    Thinking,
+    ThinkingDelta,
+    ToolDefinition,
+    ToolUse,
+    ToolUseDelta,
+    ToolUseEnd,
+    ToolUseStart,
+    Usage,
+    UsageEvent,
+)
+
+__all__ = [
+    "ErrorReply",
+    "Reply",
+    "Script",
+    "ScriptExhaustedError",
+    "ScriptRequest",
+    "StreamReply",
+    "reply_text",
+    "reply_tool_calls",
+    "response_to_events",
+    "stream_events",
+]
+
+
+@attrs.frozen(kw_only=True)
+class ErrorReply:
+    """Answer with an HTTP error (the scripted provider raises the matching ProviderError)."""
+
+    status_code: int
+    message: str = "scripted error"
+    error_type: str | None = None
+    retry_after: float | None = None
+
+
+@attrs.frozen(kw_only=True)
+class StreamReply:
+    """A response with streaming details: how it is chunked and whether the stream is cut."""
+
+    response: ModelResponse
+    chunk_chars: int = 8
+    """Answer text is streamed in pieces of this many characters."""
+    cut_after: int | None = None
+    """Cut the stream (connection drop, no stop event) after this many events."""
+    events: tuple[StreamEvent, ...] | None = None
+    """Exact events to stream instead of deriving them from ``response``."""
+
+
+Reply = ModelResponse | ErrorReply | StreamReply
+
+
+@attrs.frozen(kw_only=True)
+class ScriptRequest:
+    """What the scripted model was asked."""
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolDefinition, ...]
+    config: InferenceConfig
+    stream: bool
+
+
+ScriptFunction = Callable[[ScriptRequest], Reply | Awaitable[Reply]]
+
+
+class ScriptExhaustedError(AssertionError):
+    """The model was asked more often than the script has replies."""
+
+
+class Script:
+    """Replies in order, or a function computing each reply.
+
+    ``requests`` records every request in order, so tests can assert on what the model saw.
+    A script belongs to one provider or fake server at a time (it is test scaffolding: the
+    cursor is plain state of whoever serves it).
+    """
+
+    def __init__(self, replies: Iterable[Reply] | ScriptFunction) -> None:
+        self._function: ScriptFunction | None
+        self._replies: list[Reply]
+        if callable(replies):
+            self._function = replies
+            self._replies = []
+        else:
+            self._function = None
+            self._replies = list(replies)
+        self._cursor = 0
+        self.requests: list[ScriptRequest] = []
+
+    @property
+    def remaining(self) -> int:
+        """Replies not yet handed out (0 for a function script)."""
+        return len(self._replies) - self._cursor
+
+    async def next_reply(self, request: ScriptRequest) -> Reply:
+        """Record the request and return the reply to it."""
+        self.requests.append(request)
+        if self._function is not None:
+            reply = self._function(request)
+            if inspect.isawaitable(reply):
+                reply = await reply
+            return reply
+        if self._cursor >= len(self._replies):
+            raise ScriptExhaustedError(
+                f"the script has {len(self._replies)} replies but request "
+                f"{len(self.requests)} arrived"
+            )
+        reply = self._replies[self._cursor]
+        self._cursor += 1
+        return reply
+
+
+def reply_text(
+    text: str, *, usage: Usage | None = None, thinking: str | None = None
+) -> ModelResponse:
+    """A final answer (``end_turn``)."""
+    return ModelResponse(
+        content=(Text(text=text),),
+        stop_reason=StopReason.END_TURN,
+        usage=usage if usage is not None else Usage(input_tokens=10, output_tokens=5),
+        thinking=thinking,
+    )
+
+
+def reply_tool_calls(
+    *calls: tuple[str, dict[str, object]] | ToolUse,
+    text: str = "",
+    usage: Usage | None = None,
+) -> ModelResponse:
+    """An answer asking for tool calls: ``reply_tool_calls(("get_weather", {"city": "Oslo"}))``.
+
+    Calls given as ``(name, arguments)`` get ids ``call_1``, ``call_2``, ...
+    """
+    blocks: list[Text | ToolUse] = [Text(text=text)] if text else []
+    for number, call in enumerate(calls, start=1):
+        if isinstance(call, ToolUse):
+            blocks.append(call)
+        else:
+            name, arguments = call
+            # dict[str, object] from callers is JSON by contract; ToolUse validates nothing more.
+            blocks.append(ToolUse(id=f"call_{number}", name=name, input=dict(arguments)))  # type: ignore[arg-type]
+    return ModelResponse(
+        content=tuple(blocks),
+        stop_reason=StopReason.TOOL_USE,
+        usage=usage if usage is not None else Usage(input_tokens=10, output_tokens=5),
+    )
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or []
+
+
+def response_to_events(response: ModelResponse, *, chunk_chars: int = 8) -> list[StreamEvent]:
+    """The stream a provider would send for ``response``: text in pieces, thinking, tool calls
+    with their arguments split into fragments, then stop and usage."""
+    size = max(1, chunk_chars)
+    events: list[StreamEvent] = []
+    if response.thinking:
+        events.extend(ThinkingDelta(text=piece) for piece in _pieces(response.thinking, size))
+    for index, block in enumerate(response.content):
+        match block:
+            case Text(text=text):
+                events.extend(TextDelta(text=piece) for piece in _pieces(text, size))
+            case Thinking() as thinking:
+                if not response.thinking:
+                    events.extend(ThinkingDelta(text=p) for p in _pieces(thinking.text, size))
+                if thinking.signature is not None:
+                    events.append(SignedThinking(block=thinking))
+            case ToolUse(id=id_, name=name, input=arguments, provider_metadata=metadata):
+                events.append(
+                    ToolUseStart(index=index, id=id_, name=name, provider_metadata=metadata)
+                )
+                encoded = json.dumps(arguments, separators=(",", ":"))
+                events.extend(
+                    ToolUseDelta(index=index, partial_json=piece)
+                    for piece in _pieces(encoded, size)
+                )
+                events.append(ToolUseEnd(index=index))
+            case _:
+                pass
+    events.append(StopEvent(stop_reason=response.stop_reason))
+    if response.usage is not None:
+        events.append(UsageEvent(usage=response.usage))
+    return events
+
+
+def stream_events(reply: ModelResponse | StreamReply) -> Sequence[StreamEvent]:
+    """The events a reply streams (before any cut)."""
+    if isinstance(reply, StreamReply):
+        if reply.events is not None:
+            return reply.events
+        return response_to_events(reply.response, chunk_chars=reply.chunk_chars)
+    return response_to_events(reply)
