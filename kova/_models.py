@@ -123,6 +123,9 @@ class ToolUse:
     """The parsed arguments (always a JSON object)."""
     provider_metadata: JSONObject | None = None
     """Opaque data a provider needs echoed back (e.g. Gemini's ``thoughtSignature``)."""
+    raw_arguments: str | None = None
+    """Set only when the model's arguments were not a JSON object: the raw text it sent
+    (``input`` is then empty). The agent answers such a call with an in-band error result."""
 
 
 @attrs.frozen(kw_only=True)
@@ -245,13 +248,16 @@ def block_to_dict(block: ContentBlock) -> dict[str, JSONValue]:
         case Image(media_type=media_type, data=data, url=url):
             return {"type": "image", "media_type": media_type, "data": data, "url": url}
         case ToolUse(id=id_, name=name, input=input_, provider_metadata=metadata):
-            return {
+            stored_use: dict[str, JSONValue] = {
                 "type": "tool_use",
                 "id": id_,
                 "name": name,
                 "input": input_,
                 "provider_metadata": metadata,
             }
+            if block.raw_arguments is not None:
+                stored_use["raw_arguments"] = block.raw_arguments
+            return stored_use
         case ToolResult(content=content, is_error=is_error, tool_use_id=tool_use_id):
             stored: JSONValue
             if isinstance(content, str):
@@ -316,6 +322,7 @@ def block_from_dict(data: object) -> ContentBlock:
                     provider_metadata=None
                     if metadata is None
                     else _object(metadata, "provider_metadata"),
+                    raw_arguments=_opt_str(data, "raw_arguments"),
                 )
             case "tool_result":
                 raw = data.get("content")

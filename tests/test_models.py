@@ -1,0 +1,161 @@
+"""The data model: constructors, validation, merging, usage sums, and lossless JSON history."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import kova
+from kova import (
+    Image,
+    InferenceConfig,
+    Message,
+    RedactedThinking,
+    ResponseFormat,
+    Role,
+    StopKind,
+    StopReason,
+    Text,
+    Thinking,
+    ToolResult,
+    ToolUse,
+    Usage,
+)
+
+# --- strategies -------------------------------------------------------------------------------
+
+json_scalars = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20)
+json_values = st.recursive(
+    json_scalars | st.floats(allow_nan=False, allow_infinity=False),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+json_objects = st.dictionaries(st.text(max_size=8), json_values, max_size=4)
+ids = st.text(min_size=1, max_size=12)
+
+texts = st.builds(Text, text=st.text(max_size=40))
+images = st.one_of(
+    st.builds(
+        Image,
+        media_type=st.sampled_from(["image/png", "image/jpeg"]),
+        data=st.text(min_size=1, max_size=20),
+    ),
+    st.builds(Image, url=st.text(min_size=1, max_size=30)),
+)
+tool_uses = st.builds(
+    ToolUse,
+    id=ids,
+    name=ids,
+    input=json_objects,
+    provider_metadata=st.none() | json_objects,
+    raw_arguments=st.none() | st.text(max_size=10),
+)
+tool_results = st.builds(
+    ToolResult,
+    tool_use_id=ids,
+    content=st.text(max_size=30) | st.lists(texts | images, max_size=3).map(tuple),
+    is_error=st.booleans(),
+)
+thinkings = st.builds(
+    Thinking, text=st.text(max_size=30), signature=st.none() | st.text(max_size=20)
+)
+redacted = st.builds(RedactedThinking, data=st.text(max_size=30))
+blocks = texts | images | tool_uses | tool_results | thinkings | redacted
+messages = st.builds(
+    Message, role=st.sampled_from(list(Role)), content=st.lists(blocks, max_size=5)
+)
+
+
+@given(st.lists(messages, max_size=6))
+def test_history_round_trips_through_plain_json(history: list[Message]) -> None:
+    stored = json.dumps(kova.messages_to_json(history))
+    assert kova.messages_from_json(json.loads(stored)) == history
+
+
+def test_message_constructors() -> None:
+    assert Message.user("hi") == Message(role=Role.USER, content=(Text(text="hi"),))
+    assert Message.assistant("yo").role is Role.ASSISTANT
+    assert Message.system("be brief").text == "be brief"
+    call = ToolUse(id="c1", name="f", input={"x": 1})
+    assert Message.assistant([Text(text="a"), call]).tool_uses == (call,)
+
+
+def test_tool_results_message_requires_ids() -> None:
+    with pytest.raises(ValueError, match="tool_use_id"):
+        Message.tool_results([ToolResult(content="x")])
+    message = Message.tool_results([ToolResult(content="x", tool_use_id="c1")])
+    assert message.role is Role.TOOL
+
+
+def test_image_needs_exactly_one_source() -> None:
+    with pytest.raises(ValueError, match="exactly one"):
+        Image(media_type="image/png")
+    with pytest.raises(ValueError, match="exactly one"):
+        Image(media_type="image/png", data="AAAA", url="http://x")
+    with pytest.raises(ValueError, match="media_type"):
+        Image(data="AAAA")
+
+
+def test_tool_use_rejects_empty_ids() -> None:
+    with pytest.raises(ValueError, match="id"):
+        ToolUse(id="", name="f")
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        ({"role": "wizard", "content": []}, "role"),
+        ({"role": "user", "content": "hi"}, "list"),
+        ({"role": "user", "content": [{"type": "video"}]}, "unknown content block"),
+        ({"role": "user", "content": [{"type": "text"}]}, "text"),
+        ({"role": "user", "content": [{"type": "tool_use", "id": "", "name": "f"}]}, "invalid"),
+    ],
+)
+def test_bad_stored_history_raises_serialization_error(data: dict[str, object], match: str) -> None:
+    with pytest.raises(kova.SerializationError, match=match):
+        Message.from_dict(data)
+
+
+def test_usage_sums_every_field() -> None:
+    a = Usage(input_tokens=10, output_tokens=5, cache_read_tokens=3, reasoning_tokens=1)
+    b = Usage(input_tokens=1, output_tokens=2, cache_creation_tokens=4)
+    total = a + b
+    assert total == Usage(
+        input_tokens=11,
+        output_tokens=7,
+        total_tokens=18,
+        cache_read_tokens=3,
+        cache_creation_tokens=4,
+        reasoning_tokens=1,
+    )
+    assert Usage(input_tokens=2, output_tokens=3).total_tokens == 5
+
+
+def test_inference_config_merge_falls_back_for_unset_fields() -> None:
+    fmt = ResponseFormat.named("r", {"type": "object"})
+    base = InferenceConfig(model="m", max_tokens=100, temperature=0.2)
+    merged = base.merged(InferenceConfig(temperature=0.9, response_format=fmt))
+    assert merged == InferenceConfig(
+        model="m", max_tokens=100, temperature=0.9, response_format=fmt
+    )
+    assert base.merged(None) is base
+    assert base.merged(InferenceConfig()) is base
+
+
+def test_inference_config_validates_max_tokens() -> None:
+    with pytest.raises(ValueError, match="max_tokens"):
+        InferenceConfig(max_tokens=0)
+
+
+def test_stop_reason_constants_and_unknown() -> None:
+    assert StopReason.END_TURN.kind is StopKind.END_TURN
+    odd = StopReason.unknown("content_filter")
+    assert odd.kind is StopKind.UNKNOWN
+    assert odd.raw == "content_filter"
+    assert str(odd) == "unknown(content_filter)"
+    assert StopReason(kind=StopKind.TOOL_USE) == StopReason.TOOL_USE
