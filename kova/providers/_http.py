@@ -1,0 +1,407 @@
+"""The HTTP transport every HTTP provider shares: one ``httpx2.AsyncClient``, timeouts, and
+the single place where transport failures and error statuses become kova errors.
+
+A provider owns one :class:`HttpTransport` and delegates its ``open()`` to it::
+
+    transport = HttpTransport(
+        provider="openai",
+        base_url="https://api.openai.com",
+        timeout=30.0,
+        transport=None,            # or an httpx2.MockTransport / custom transport in tests
+        client=None,               # or a caller-owned httpx2.AsyncClient (never closed by us)
+        error_details=None,        # hook: JSON error body -> ErrorDetails (default fits most)
+    )
+
+    async with transport.open():                     # reference-counted, shares one pool
+        body = await transport.request_json("POST", "/v1/chat/completions", json_body=payload,
+                                            headers={"authorization": "Bearer ..."})
+        async with transport.stream("POST", path, json_body=payload) as stream:
+            async for text in stream.iter_text():    # one str per network read
+                ...
+
+Error mapping (:func:`map_errors`, used by every call here):
+
+* connect / read / write / pool timeout → :class:`~kova.KovaTimeoutError` (``timeout`` set);
+* refused, reset, DNS or protocol failure *before* a response → :class:`~kova.KovaConnectionError`;
+* the same *while reading a streamed body* → :class:`~kova.StreamError` ("connection cut
+  mid-stream"): part of the answer may already have been delivered, so it is never a silently
+  short answer and never transparently retryable;
+* an HTTP status ≥ 400 → :meth:`~kova.ProviderError.from_status` with ``retry_after`` from
+  ``retry-after-ms`` / ``retry-after`` (seconds or an HTTP date) and the provider's message and
+  type from its JSON error body (see :func:`default_error_details`).
+
+Every vendor exception is re-raised as a kova error ``from`` the original. ``trio.Cancelled``
+passes through untouched; on cancellation the request is abandoned and its connection closed.
+
+Timeouts are httpx2's connect and read timeouts set on the client (the one place STYLE.md
+allows a ``timeout=`` value), so they follow trio's clock and are testable on ``MockClock``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from typing import TYPE_CHECKING
+
+import attrs
+import httpx2
+import structlog
+import trio
+
+from .._errors import (
+    KovaConnectionError,
+    KovaError,
+    KovaTimeoutError,
+    ProviderError,
+    ProviderErrorClass,
+    StreamError,
+    parse_retry_after,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from .._models import JSONValue
+
+__all__ = [
+    "ErrorDetails",
+    "ErrorDetailsHook",
+    "HttpStream",
+    "HttpTransport",
+    "default_error_details",
+    "map_errors",
+]
+
+log = structlog.get_logger(__name__)
+
+
+@attrs.frozen(kw_only=True)
+class ErrorDetails:
+    """What a provider's error body says."""
+
+    message: str | None = None
+    """Human-readable message (``error.message``)."""
+    error_type: str | None = None
+    """The provider's error type (``error.type``, or Gemini's ``error.status``)."""
+    code: str | None = None
+    """The provider's error code (``error.code``), e.g. OpenAI ``insufficient_quota``."""
+    error_class: ProviderErrorClass | None = None
+    """Override the status-based classification (e.g. a 429 that is a quota, not a rate)."""
+
+
+ErrorDetailsHook = Callable[["JSONValue"], ErrorDetails]
+"""Reads a parsed JSON error body; must not raise on unexpected shapes."""
+
+
+def _opt_str(value: object) -> str | None:
+    if value is None:
+        return None
+    return value if isinstance(value, str) else str(value)
+
+
+def default_error_details(body: JSONValue) -> ErrorDetails:
+    """Error details from the common shapes: ``{"error": {"message", "type"|"status", "code"}}``
+    (OpenAI, Anthropic, Gemini), ``{"error": "text"}`` and ``{"message": "text"}``."""
+    if not isinstance(body, Mapping):
+        return ErrorDetails()
+    error = body.get("error")
+    if isinstance(error, Mapping):
+        return ErrorDetails(
+            message=_opt_str(error.get("message")),
+            error_type=_opt_str(error.get("type") or error.get("status")),
+            code=_opt_str(error.get("code")),
+        )
+    if isinstance(error, str):
+        return ErrorDetails(message=error, error_type=_opt_str(body.get("type")))
+    return ErrorDetails(
+        message=_opt_str(body.get("message")), error_type=_opt_str(body.get("type"))
+    )
+
+
+def _timeout_of(exc: httpx2.TimeoutException) -> float | None:
+    try:
+        timeouts = exc.request.extensions.get("timeout", {})
+    except RuntimeError:  # the exception carries no request
+        return None
+    key = {
+        httpx2.ConnectTimeout: "connect",
+        httpx2.ReadTimeout: "read",
+        httpx2.WriteTimeout: "write",
+        httpx2.PoolTimeout: "pool",
+    }.get(type(exc), "read")
+    value = timeouts.get(key) if isinstance(timeouts, Mapping) else None
+    return value if isinstance(value, int | float) else None
+
+
+@contextmanager
+def map_errors(provider: str, *, mid_stream: bool = False) -> Iterator[None]:
+    """Translate httpx2 exceptions raised in the block into kova errors.
+
+    Args:
+        provider: label used in messages.
+        mid_stream: the block reads a streamed body that has already started; a broken
+            connection then raises :class:`~kova.StreamError` instead of
+            :class:`~kova.KovaConnectionError`.
+    """
+    try:
+        yield
+    except httpx2.TimeoutException as exc:
+        timeout = _timeout_of(exc)
+        kind = type(exc).__name__
+        after = f" after {timeout:g}s" if timeout is not None else ""
+        raise KovaTimeoutError(f"{provider}: {kind}{after}", timeout=timeout) from exc
+    except (httpx2.TransportError, httpx2.DecodingError) as exc:
+        detail = str(exc) or type(exc).__name__
+        if mid_stream:
+            raise StreamError(
+                f"{provider}: the connection was cut mid-stream ({detail})",
+                error_type="connection_cut",
+            ) from exc
+        raise KovaConnectionError(f"{provider}: connection failed ({detail})") from exc
+    except httpx2.StreamError as exc:  # StreamClosed etc.: the response was closed under us
+        raise StreamError(f"{provider}: {exc}", error_type="stream_closed") from exc
+
+
+@attrs.define
+class HttpStream:
+    """A streaming response whose status was OK. Get it from :meth:`HttpTransport.stream`."""
+
+    response: httpx2.Response
+    """The response (status and headers are read; the body is not)."""
+    _provider: str = attrs.field(alias="provider")
+
+    async def iter_text(self) -> AsyncIterator[str]:
+        """The body as text, one chunk per network read.
+
+        Raises:
+            StreamError: the connection broke before the body ended.
+            KovaTimeoutError: no data arrived within the read timeout.
+        """
+        iterator = self.response.aiter_text()
+        while True:
+            with map_errors(self._provider, mid_stream=True):
+                try:
+                    chunk = await iterator.__anext__()
+                except StopAsyncIteration:
+                    return
+            yield chunk
+
+    async def iter_bytes(self) -> AsyncIterator[bytes]:
+        """The body as bytes, one chunk per network read (errors as :meth:`iter_text`)."""
+        iterator = self.response.aiter_bytes()
+        while True:
+            with map_errors(self._provider, mid_stream=True):
+                try:
+                    chunk = await iterator.__anext__()
+                except StopAsyncIteration:
+                    return
+            yield chunk
+
+
+@attrs.define
+class HttpTransport:
+    """Owns the ``httpx2.AsyncClient`` of one provider instance while it is open.
+
+    Args:
+        provider: label for errors and logs (``"openai"``).
+        base_url: prepended to every request path (``https://api.openai.com``).
+        timeout: read (and write/pool) timeout in seconds.
+        connect_timeout: connect timeout; defaults to ``timeout``.
+        headers: sent with every request (do not put secrets in logs; kova never logs them).
+        client: a caller-owned client to use instead of creating one; kova never closes it.
+        transport: an httpx2 transport for the client kova creates (``httpx2.MockTransport``
+            in tests).
+        error_details: reads the provider's JSON error body; defaults to
+            :func:`default_error_details`.
+    """
+
+    provider: str
+    base_url: str
+    timeout: float | None = 30.0
+    connect_timeout: float | None = None
+    headers: Mapping[str, str] = attrs.field(factory=dict)
+    _injected_client: httpx2.AsyncClient | None = attrs.field(default=None, alias="client")
+    _transport: httpx2.AsyncBaseTransport | None = attrs.field(default=None, alias="transport")
+    _error_details: ErrorDetailsHook = attrs.field(
+        default=default_error_details, alias="error_details"
+    )
+    _client: httpx2.AsyncClient | None = attrs.field(default=None, init=False)
+    _opens: int = attrs.field(default=0, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self._injected_client is not None and self._transport is not None:
+            raise ValueError("pass either client= or transport=, not both")
+
+    @property
+    def is_open(self) -> bool:
+        """Whether at least one :meth:`open` block is active."""
+        return self._opens > 0
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[None]:
+        """Hold the client for the block. Nested or concurrent blocks share one client, which
+        is closed (unless it was injected) when the last block leaves."""
+        if self._opens == 0:
+            self._client = self._injected_client or self._make_client()
+        self._opens += 1
+        try:
+            yield
+        finally:
+            self._opens -= 1
+            if self._opens == 0:
+                client, self._client = self._client, None
+                if client is not None and client is not self._injected_client:
+                    with trio.CancelScope(shield=True), trio.move_on_after(5):
+                        await client.aclose()
+
+    def _make_client(self) -> httpx2.AsyncClient:
+        connect = self.connect_timeout if self.connect_timeout is not None else self.timeout
+        return httpx2.AsyncClient(
+            timeout=httpx2.Timeout(self.timeout, connect=connect),
+            transport=self._transport,
+            headers=dict(self.headers),
+        )
+
+    def _require_client(self) -> httpx2.AsyncClient:
+        if self._client is None:
+            raise KovaError(
+                f"the {self.provider} provider is not open: use `async with provider.open():` "
+                "around calls, or run it through an agent, which opens it for you"
+            )
+        return self._client
+
+    def url(self, path: str) -> str:
+        """The absolute URL of ``path`` (which may already be absolute)."""
+        if path.startswith(("http://", "https://")):
+            return path
+        return self.base_url.rstrip("/") + "/" + path.lstrip("/")
+
+    def _build(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: JSONValue | None,
+        params: Mapping[str, str] | None,
+        headers: Mapping[str, str] | None,
+    ) -> httpx2.Request:
+        client = self._require_client()
+        content = None
+        request_headers = dict(headers or {})
+        if json_body is not None:
+            # Compact separators: the same bytes the official SDKs send, and fewer of them.
+            content = json.dumps(json_body, separators=(",", ":"), ensure_ascii=False).encode()
+            request_headers.setdefault("content-type", "application/json")
+        return client.build_request(
+            method, self.url(path), content=content, params=params, headers=request_headers
+        )
+
+    async def request_json(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: JSONValue | None = None,
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> JSONValue:
+        """Send a request and return its parsed JSON body.
+
+        Raises:
+            ProviderError: an error status (classified), or a body that is not JSON
+                (:class:`~kova.InvalidResponse`).
+            KovaConnectionError, KovaTimeoutError: the transport failed.
+            KovaError: the transport is not open.
+        """
+        client = self._require_client()
+        request = self._build(method, path, json_body=json_body, params=params, headers=headers)
+        with map_errors(self.provider):
+            response = await client.send(request)
+        log.debug(
+            "http.request.completed",
+            provider=self.provider,
+            method=method,
+            path=request.url.path,
+            status=response.status_code,
+        )
+        if response.status_code >= 400:
+            raise self.status_error(response.status_code, response.headers, response.content)
+        try:
+            parsed: JSONValue = json.loads(response.content)
+        except ValueError as exc:
+            raise ProviderError.invalid_response(
+                f"expected a JSON body, got {response.content[:200]!r}", provider=self.provider
+            ) from exc
+        return parsed
+
+    @asynccontextmanager
+    async def stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: JSONValue | None = None,
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> AsyncIterator[HttpStream]:
+        """Send a request and yield its streaming body once the status is known to be OK.
+
+        Errors before the body starts raise when the block is entered (as
+        :meth:`request_json`); errors while reading raise from the :class:`HttpStream`
+        iterators. Leaving the block closes the response (and its connection, if unread).
+        """
+        client = self._require_client()
+        request = self._build(method, path, json_body=json_body, params=params, headers=headers)
+        with map_errors(self.provider):
+            response = await client.send(request, stream=True)
+        try:
+            log.debug(
+                "http.stream.opened",
+                provider=self.provider,
+                method=method,
+                path=request.url.path,
+                status=response.status_code,
+            )
+            if response.status_code >= 400:
+                with map_errors(self.provider):
+                    body = await response.aread()
+                raise self.status_error(response.status_code, response.headers, body)
+            yield HttpStream(response=response, provider=self.provider)
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(5):
+                await response.aclose()
+
+    def status_error(
+        self, status_code: int, headers: Mapping[str, str], body: bytes
+    ) -> ProviderError:
+        """The kova error for an HTTP error status, its headers and body."""
+        retry_after = parse_retry_after(headers.get("retry-after"), headers.get("retry-after-ms"))
+        details = ErrorDetails()
+        try:
+            parsed: JSONValue = json.loads(body) if body else None
+        except ValueError:
+            parsed = None
+        if parsed is not None:
+            details = self._error_details(parsed)
+        message = details.message
+        if not message:
+            text = body.decode("utf-8", "replace").strip()
+            message = text[:500] if text else f"HTTP {status_code}"
+        error = ProviderError.from_status(
+            status_code,
+            message,
+            retry_after=retry_after,
+            provider=self.provider,
+            error_type=details.error_type or details.code,
+        )
+        if details.error_class is not None and details.error_class is not error.error_class:
+            error = ProviderError(
+                message,
+                status_code=status_code,
+                provider=self.provider,
+                retry_after=retry_after,
+                error_type=details.error_type or details.code,
+                error_class=details.error_class,
+            )
+        return error
