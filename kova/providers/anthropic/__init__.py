@@ -1,0 +1,16 @@
+"""Anthropic's native Messages API: adaptive thinking, signed thinking round trips, prompt
+caching, structured output and exact token counts."""
+
+from ._config import ANTHROPIC_API_VERSION as ANTHROPIC_API_VERSION
+from ._config import DEFAULT_MAX_TOKENS as DEFAULT_MAX_TOKENS
+from ._config import EFFORT_LEVELS as EFFORT_LEVELS
+from ._config import AnthropicConfig as AnthropicConfig
+from ._config import Effort as Effort
+
+__all__ = [
+    "ANTHROPIC_API_VERSION",
+    "DEFAULT_MAX_TOKENS",
+    "EFFORT_LEVELS",
+    "AnthropicConfig",
+    "Effort",
+]

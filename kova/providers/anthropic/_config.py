@@ -1,0 +1,91 @@
+"""Configuration of the Anthropic provider."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal, TypeAlias
+
+import attrs
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = [
+    "ANTHROPIC_API_VERSION",
+    "DEFAULT_BASE_URL",
+    "DEFAULT_MAX_TOKENS",
+    "EFFORT_LEVELS",
+    "AnthropicConfig",
+    "Effort",
+]
+
+ANTHROPIC_API_VERSION = "2026-10-21"
+"""The ``anthropic-version`` the official ``anthropic`` package (2.16) sends by default."""
+
+BEARER_AUTH_SINCE = "2026-10-21"
+"""From this API version on the key travels as ``Authorization: Bearer``, as the official SDK
+sends it; older versions (``2023-06-01`` and the like) expect ``x-api-key``."""
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+
+DEFAULT_MAX_TOKENS = 16_384
+"""The API requires ``max_tokens`` and it counts thinking tokens too. 16k leaves adaptive
+thinking room to work and stays under the size (about 21k tokens) at which the official SDK
+refuses a non-streaming request as likely to take longer than ten minutes."""
+
+Effort: TypeAlias = Literal["low", "medium", "high", "xhigh", "max"]
+"""``output_config.effort`` levels the API accepts (availability of ``xhigh``/``max`` is
+model-specific; ``high`` is the API's default)."""
+
+EFFORT_LEVELS: tuple[Effort, ...] = ("low", "medium", "high", "xhigh", "max")
+
+
+def _check_effort(_instance: object, _attribute: object, value: str | None) -> None:
+    if value is not None and value not in EFFORT_LEVELS:
+        raise ValueError(f"effort must be one of {EFFORT_LEVELS}, got {value!r}")
+
+
+def _non_empty(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not value:
+        raise ValueError(f"{attribute.name} must not be empty")
+
+
+def _headers(value: Mapping[str, str]) -> Mapping[str, str]:
+    return dict(value)
+
+
+@attrs.frozen(kw_only=True)
+class AnthropicConfig:
+    """How to reach Anthropic's Messages API and what every request asks for.
+
+    Per-call settings (model, ``max_tokens``, sampling, stop sequences, structured output)
+    come from :class:`~kova.InferenceConfig` and take precedence over these defaults.
+    """
+
+    model: str = attrs.field(validator=_non_empty)
+    """Model id, e.g. ``claude-opus-4-8``."""
+    api_key: str | None = attrs.field(default=None, repr=False)
+    """The API key; ``None`` reads ``ANTHROPIC_API_KEY`` from the environment."""
+    base_url: str = DEFAULT_BASE_URL
+    timeout: float = attrs.field(default=600.0, validator=attrs.validators.gt(0))
+    """Seconds to wait for the server (connect is capped at 5 s). Long on purpose: a
+    non-streaming answer with thinking can take minutes before its first byte."""
+    api_version: str = attrs.field(default=ANTHROPIC_API_VERSION, validator=_non_empty)
+    """The ``anthropic-version`` header. Pin an older one (e.g. ``2023-06-01``) and kova
+    authenticates the way that version expects (``x-api-key``)."""
+    max_tokens: int = attrs.field(default=DEFAULT_MAX_TOKENS, validator=attrs.validators.gt(0))
+    """Upper bound on generated tokens, thinking included (see :data:`DEFAULT_MAX_TOKENS`)."""
+    adaptive_thinking: bool = True
+    """Send ``thinking: {"type": "adaptive"}`` (the model decides how much to think). When
+    false kova sends ``{"type": "disabled"}``."""
+    cache: bool = True
+    """Send a top-level ``cache_control: {"type": "ephemeral"}``: the API marks the last
+    cacheable block, so the stable prefix (tools, system prompt, earlier turns) is cached."""
+    effort: Effort | None = attrs.field(default=None, validator=_check_effort)
+    """``output_config.effort``; ``None`` leaves the API's default (``high``)."""
+    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers)
+    """Sent on every request, e.g. ``{"anthropic-beta": "context-1m-2025-08-07"}``."""
+
+    @property
+    def bearer_auth(self) -> bool:
+        """Whether this API version takes the key as ``Authorization: Bearer``."""
+        return self.api_version >= BEARER_AUTH_SINCE

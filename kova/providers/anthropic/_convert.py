@@ -1,0 +1,457 @@
+"""Pure translation between kova's data model and Anthropic's Messages API JSON.
+
+No I/O and no clock: every function here takes plain values and returns plain values, so the
+wire format is tested byte for byte against documented payloads without a network.
+
+Reference: ``shared/wire/anthropic.md`` and, where newer, the official ``anthropic`` package's
+request types (``MessageCreateParams``, ``OutputConfigParam``, ``ThinkingConfigParam``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, assert_never
+
+from ..._errors import InvalidResponse
+from ..._models import (
+    ContentBlock,
+    Image,
+    InferenceConfig,
+    JSONObject,
+    JSONValue,
+    Message,
+    ModelInfo,
+    ModelResponse,
+    RedactedThinking,
+    Role,
+    StopKind,
+    StopReason,
+    Text,
+    Thinking,
+    ToolDefinition,
+    ToolResult,
+    ToolUse,
+    Usage,
+)
+
+if TYPE_CHECKING:
+    from ._config import AnthropicConfig
+
+__all__ = [
+    "PROVIDER",
+    "decode_content_block",
+    "decode_count_tokens",
+    "decode_error_body",
+    "decode_model_page",
+    "decode_response",
+    "decode_stop_reason",
+    "decode_usage",
+    "encode_count_tokens_request",
+    "encode_messages",
+    "encode_request",
+    "encode_tools",
+    "request_headers",
+]
+
+PROVIDER = "anthropic"
+
+_STOP_REASONS: dict[str, StopReason] = {
+    "end_turn": StopReason.END_TURN,
+    "tool_use": StopReason.TOOL_USE,
+    "max_tokens": StopReason.MAX_TOKENS,
+    "stop_sequence": StopReason.STOP_SEQUENCE,
+    # The context window filled up: the same remedy as max_tokens, raw value kept.
+    "model_context_window_exceeded": StopReason(
+        kind=StopKind.MAX_TOKENS, raw="model_context_window_exceeded"
+    ),
+}
+
+
+def _invalid(message: str) -> InvalidResponse:
+    return InvalidResponse(message, provider=PROVIDER)
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests
+
+
+def request_headers(settings: AnthropicConfig, api_key: str) -> dict[str, str]:
+    """The headers of every call: version, credentials, JSON, then the user's extras.
+
+    API versions from ``2026-10-21`` on take the key as ``Authorization: Bearer`` (what the
+    official SDK sends); older pinned versions take ``x-api-key``.
+    """
+    headers = {
+        "anthropic-version": settings.api_version,
+        "content-type": "application/json",
+        "accept": "application/json",
+    }
+    if settings.bearer_auth:
+        headers["authorization"] = f"Bearer {api_key}"
+    else:
+        headers["x-api-key"] = api_key
+    for name, value in settings.extra_headers.items():
+        headers[name.lower()] = value
+    return headers
+
+
+def _image(image: Image) -> dict[str, JSONValue]:
+    if image.url is not None:
+        return {"type": "image", "source": {"type": "url", "url": image.url}}
+    return {
+        "type": "image",
+        "source": {"type": "base64", "media_type": image.media_type, "data": image.data},
+    }
+
+
+def _tool_result(result: ToolResult) -> dict[str, JSONValue]:
+    block: dict[str, JSONValue] = {"type": "tool_result", "tool_use_id": result.tool_use_id}
+    if isinstance(result.content, str):
+        if result.content:
+            block["content"] = result.content
+    else:
+        parts: list[JSONValue] = []
+        for part in result.content:
+            if isinstance(part, Image):
+                parts.append(_image(part))
+            elif part.text:
+                parts.append({"type": "text", "text": part.text})
+        if parts:
+            block["content"] = parts
+    if result.is_error:
+        block["is_error"] = True
+    return block
+
+
+def _block(block: ContentBlock, role: Role) -> dict[str, JSONValue] | None:
+    """One kova block as an Anthropic block, or ``None`` when it has no place on the wire."""
+    match block:
+        case Text(text=text):
+            # The API rejects empty text blocks.
+            return {"type": "text", "text": text} if text else None
+        case Image():
+            return _image(block)
+        case ToolUse(id=id_, name=name, input=arguments):
+            return {"type": "tool_use", "id": id_, "name": name, "input": arguments}
+        case ToolResult():
+            return _tool_result(block)
+        case Thinking(text=text, signature=signature):
+            # Only Anthropic's own signed blocks go back, and only in assistant turns; unsigned
+            # thinking (another provider's reasoning) is display text and is dropped.
+            if signature is None or role is not Role.ASSISTANT:
+                return None
+            return {"type": "thinking", "thinking": text, "signature": signature}
+        case RedactedThinking(data=data):
+            if role is not Role.ASSISTANT:
+                return None
+            return {"type": "redacted_thinking", "data": data}
+        case _:
+            assert_never(block)
+
+
+def encode_messages(
+    messages: Sequence[Message],
+) -> tuple[str | None, list[JSONValue]]:
+    """Split kova messages into Anthropic's top-level ``system`` and its ``messages`` list.
+
+    System messages are concatenated (blank line between) into ``system``. Tool messages
+    become ``tool_result`` blocks in a *user* turn. Consecutive turns of the same wire role are
+    merged so roles alternate, with ``tool_result`` blocks first in a user turn as the API
+    requires. Messages left without content are omitted.
+    """
+    system_parts: list[str] = []
+    turns: list[tuple[str, list[dict[str, JSONValue]]]] = []
+    for message in messages:
+        role = message.role
+        if role is Role.SYSTEM:
+            text = message.text
+            if text:
+                system_parts.append(text)
+            continue
+        wire_role = "assistant" if role is Role.ASSISTANT else "user"
+        blocks = [
+            encoded for block in message.content if (encoded := _block(block, role)) is not None
+        ]
+        if not blocks:
+            continue
+        if turns and turns[-1][0] == wire_role:
+            turns[-1][1].extend(blocks)
+        else:
+            turns.append((wire_role, blocks))
+    wire: list[JSONValue] = []
+    for wire_role, blocks in turns:
+        if wire_role == "user" and any(b["type"] == "tool_result" for b in blocks):
+            results = [b for b in blocks if b["type"] == "tool_result"]
+            blocks = results + [b for b in blocks if b["type"] != "tool_result"]
+        content: list[JSONValue] = list(blocks)
+        wire.append({"role": wire_role, "content": content})
+    return ("\n\n".join(system_parts) if system_parts else None), wire
+
+
+def encode_tools(tools: Sequence[ToolDefinition]) -> list[JSONValue]:
+    """Tool definitions (``name``, ``description``, ``input_schema``)."""
+    encoded: list[JSONValue] = []
+    for tool in tools:
+        definition: dict[str, JSONValue] = {"name": tool.name}
+        if tool.description:
+            definition["description"] = tool.description
+        definition["input_schema"] = tool.parameters
+        encoded.append(definition)
+    return encoded
+
+
+def _thinking(settings: AnthropicConfig) -> dict[str, JSONValue]:
+    return {"type": "adaptive"} if settings.adaptive_thinking else {"type": "disabled"}
+
+
+def _output_config(settings: AnthropicConfig, config: InferenceConfig) -> dict[str, JSONValue]:
+    output: dict[str, JSONValue] = {}
+    if settings.effort is not None:
+        output["effort"] = settings.effort
+    if config.response_format is not None:
+        output["format"] = {"type": "json_schema", "schema": config.response_format.schema}
+    return output
+
+
+def _prompt(
+    messages: Sequence[Message],
+    tools: Sequence[ToolDefinition],
+    config: InferenceConfig,
+    settings: AnthropicConfig,
+) -> dict[str, JSONValue]:
+    """The fields ``/v1/messages`` and ``/v1/messages/count_tokens`` share."""
+    system, wire_messages = encode_messages(messages)
+    body: dict[str, JSONValue] = {
+        "model": config.model or settings.model,
+        "messages": wire_messages,
+    }
+    if system is not None:
+        body["system"] = system
+    if tools:
+        body["tools"] = encode_tools(tools)
+    body["thinking"] = _thinking(settings)
+    output = _output_config(settings, config)
+    if output:
+        body["output_config"] = output
+    if settings.cache:
+        body["cache_control"] = {"type": "ephemeral"}
+    return body
+
+
+def encode_request(
+    messages: Sequence[Message],
+    tools: Sequence[ToolDefinition],
+    config: InferenceConfig,
+    settings: AnthropicConfig,
+    *,
+    stream: bool,
+) -> dict[str, JSONValue]:
+    """The JSON body of ``POST /v1/messages``.
+
+    ``config`` (the call's :class:`~kova.InferenceConfig`) overrides ``settings`` for the model
+    and ``max_tokens``. Sampling fields (``temperature``, ``top_p``) are sent only when set:
+    the current API version dropped them from ``messages.create``, but older models and pinned
+    versions still take them.
+    """
+    body = _prompt(messages, tools, config, settings)
+    body["max_tokens"] = config.max_tokens or settings.max_tokens
+    if config.temperature is not None:
+        body["temperature"] = config.temperature
+    if config.top_p is not None:
+        body["top_p"] = config.top_p
+    if config.stop_sequences:
+        body["stop_sequences"] = list(config.stop_sequences)
+    if stream:
+        body["stream"] = True
+    return body
+
+
+def encode_count_tokens_request(
+    messages: Sequence[Message],
+    tools: Sequence[ToolDefinition],
+    config: InferenceConfig,
+    settings: AnthropicConfig,
+) -> dict[str, JSONValue]:
+    """The JSON body of ``POST /v1/messages/count_tokens``: the same prompt as
+    :func:`encode_request` (system, tools, messages, thinking, output config, cache marker)
+    without the generation-only fields, which that endpoint rejects."""
+    return _prompt(messages, tools, config, settings)
+
+
+# ---------------------------------------------------------------------------------------------
+# Responses
+
+
+def decode_stop_reason(raw: str | None) -> StopReason:
+    """Anthropic's ``stop_reason`` as a kova :class:`~kova.StopReason`.
+
+    ``pause_turn``, ``refusal`` and any value kova does not know become ``UNKNOWN`` with the
+    raw value kept, so the agent loop stops and the host can see why.
+    """
+    if raw is None:
+        return StopReason.unknown("")
+    known = _STOP_REASONS.get(raw)
+    return known if known is not None else StopReason.unknown(raw)
+
+
+def _int(data: Mapping[str, object], key: str) -> int:
+    value = data.get(key)
+    return value if isinstance(value, int) else 0
+
+
+def decode_usage(usage: Mapping[str, object]) -> Usage:
+    """Anthropic's ``usage`` object as kova :class:`~kova.Usage`.
+
+    Anthropic reports uncached input, cache reads and cache writes separately; their sum is the
+    prompt size, which is what kova's ``input_tokens`` means.
+    """
+    uncached = _int(usage, "input_tokens")
+    cache_read = _int(usage, "cache_read_input_tokens")
+    cache_creation = _int(usage, "cache_creation_input_tokens")
+    output = _int(usage, "output_tokens")
+    details = usage.get("output_tokens_details")
+    reasoning = _int(details, "thinking_tokens") if isinstance(details, Mapping) else 0
+    return Usage(
+        input_tokens=uncached + cache_read + cache_creation,
+        output_tokens=output,
+        cache_read_tokens=cache_read,
+        cache_creation_tokens=cache_creation,
+        reasoning_tokens=reasoning,
+    )
+
+
+def _str_field(data: Mapping[str, object], key: str, where: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str):
+        raise _invalid(f"{where}: field {key!r} must be a string, got {value!r}")
+    return value
+
+
+def decode_content_block(block: object) -> ContentBlock | None:
+    """One response content block; ``None`` for block types kova does not model (server tool
+    blocks, future types), which are skipped."""
+    if not isinstance(block, Mapping):
+        raise _invalid(f"a content block must be a JSON object, got {block!r}")
+    match block.get("type"):
+        case "text":
+            return Text(text=_str_field(block, "text", "text block"))
+        case "thinking":
+            signature = block.get("signature")
+            return Thinking(
+                text=_str_field(block, "thinking", "thinking block"),
+                signature=signature if isinstance(signature, str) and signature else None,
+            )
+        case "redacted_thinking":
+            return RedactedThinking(data=_str_field(block, "data", "redacted_thinking block"))
+        case "tool_use":
+            arguments = block.get("input")
+            if arguments is None:
+                arguments = {}
+            if not isinstance(arguments, Mapping):
+                raise _invalid(f"tool_use input must be a JSON object, got {arguments!r}")
+            try:
+                return ToolUse(
+                    id=_str_field(block, "id", "tool_use block"),
+                    name=_str_field(block, "name", "tool_use block"),
+                    input=_json_object(arguments),
+                )
+            except ValueError as exc:
+                raise _invalid(f"invalid tool_use block: {exc}") from exc
+    return None
+
+
+def _json_object(value: Mapping[str, object]) -> JSONObject:
+    # json.loads output: every value is JSON by construction.
+    return value  # type: ignore[return-value]
+
+
+def decode_response(data: object) -> ModelResponse:
+    """A non-streaming ``/v1/messages`` response body (parsed JSON) as a
+    :class:`~kova.ModelResponse`.
+
+    Raises:
+        InvalidResponse: the body is not a Messages API response.
+    """
+    if not isinstance(data, Mapping) or not isinstance(data.get("content"), list):
+        raise _invalid("the response is not a Messages API message (no content list)")
+    content: list[ContentBlock] = []
+    thinking: list[str] = []
+    for raw in data["content"]:
+        block = decode_content_block(raw)
+        if block is None:
+            continue
+        if isinstance(block, Thinking) and block.text:
+            thinking.append(block.text)
+        content.append(block)
+    usage = data.get("usage")
+    stop = data.get("stop_reason")
+    return ModelResponse(
+        content=tuple(content),
+        stop_reason=decode_stop_reason(stop if isinstance(stop, str) else None),
+        usage=decode_usage(usage) if isinstance(usage, Mapping) else None,
+        thinking="".join(thinking) or None,
+    )
+
+
+def decode_count_tokens(data: object) -> int:
+    """The ``input_tokens`` of a ``/v1/messages/count_tokens`` response."""
+    if isinstance(data, Mapping):
+        tokens = data.get("input_tokens")
+        if isinstance(tokens, int) and not isinstance(tokens, bool):
+            return tokens
+    raise _invalid(f"count_tokens answered without input_tokens: {data!r}")
+
+
+def _timestamp(value: object) -> int | None:
+    if not isinstance(value, str):
+        return None
+    from datetime import datetime
+
+    try:
+        return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp())
+    except ValueError:
+        return None
+
+
+def decode_model_page(data: object) -> tuple[list[ModelInfo], str | None]:
+    """One page of ``GET /v1/models``: the models and the ``after_id`` of the next page
+    (``None`` on the last page)."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("data"), list):
+        raise _invalid("the models list has no data array")
+    models: list[ModelInfo] = []
+    for item in data["data"]:
+        if not isinstance(item, Mapping):
+            raise _invalid(f"a model entry must be a JSON object, got {item!r}")
+        display_name = item.get("display_name")
+        models.append(
+            ModelInfo(
+                id=_str_field(item, "id", "model"),
+                created=_timestamp(item.get("created_at")),
+                owned_by="anthropic",
+                display_name=display_name if isinstance(display_name, str) else None,
+            )
+        )
+    last_id = data.get("last_id")
+    if data.get("has_more") is True and isinstance(last_id, str) and last_id:
+        return models, last_id
+    return models, None
+
+
+def decode_error_body(body: bytes | str) -> tuple[str | None, str | None]:
+    """``(error type, message)`` from an Anthropic error body
+    (``{"type": "error", "error": {"type": ..., "message": ...}}``); ``(None, None)`` when the
+    body is something else (a proxy's HTML page, for instance)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None, None
+    error = data.get("error") if isinstance(data, dict) else None
+    if not isinstance(error, dict):
+        return None, None
+    error_type = error.get("type")
+    message = error.get("message")
+    return (
+        error_type if isinstance(error_type, str) else None,
+        message if isinstance(message, str) else None,
+    )

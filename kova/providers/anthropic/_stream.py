@@ -1,0 +1,287 @@
+"""Anthropic's streaming events (already framed as server-sent events) to kova stream events.
+
+The decoder is pure: it is fed parsed SSE events (an event name and its ``data`` text), one
+network read's worth at a time, and returns that read's kova events as one batch.
+
+Event order on the wire (``shared/wire/anthropic.md``, "Streaming")::
+
+    message_start
+    (content_block_start, content_block_delta*, content_block_stop)*   # per block index
+    message_delta        # stop_reason, cumulative output usage
+    message_stop
+    # ping anywhere; error instead of the rest when the server fails after HTTP 200
+
+Thinking text reaches the stream exactly once: as :class:`~kova.ThinkingDelta`\\ s while the
+block streams. The :class:`~kova.SignedThinking` emitted at the block's stop carries the
+complete block for history (text plus signature) and is not display text.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Protocol
+
+from ..._errors import InvalidResponse, StreamError
+from ..._models import (
+    ErrorEvent,
+    RedactedThinking,
+    SignedThinking,
+    StopEvent,
+    StopReason,
+    StreamEvent,
+    TextDelta,
+    Thinking,
+    ThinkingDelta,
+    ToolUseDelta,
+    ToolUseEnd,
+    ToolUseStart,
+    UsageEvent,
+)
+from ._convert import PROVIDER, decode_stop_reason, decode_usage
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+__all__ = ["AnthropicStreamDecoder", "SseLike"]
+
+
+class SseLike(Protocol):
+    """What the decoder needs of a server-sent event (``kova.providers._sse.SseEvent``,
+    ``httpx2.ServerSentEvent``)."""
+
+    @property
+    def event(self) -> str: ...
+
+    @property
+    def data(self) -> str: ...
+
+
+# Block kinds, per content block index.
+_TEXT = 0
+_THINKING = 1
+_REDACTED = 2
+_TOOL = 3
+_OTHER = 4  # server tool blocks and future types: their deltas are skipped
+
+_USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+    "output_tokens_details",
+)
+
+
+class _Block:
+    __slots__ = ("data", "kind", "signature", "text")
+
+    def __init__(self, kind: int) -> None:
+        self.kind = kind
+        self.text: list[str] = []
+        self.signature = ""
+        self.data = ""
+
+
+def _invalid(message: str) -> InvalidResponse:
+    return InvalidResponse(message, provider=PROVIDER)
+
+
+class AnthropicStreamDecoder:
+    """Turns one Messages API event stream into batches of kova stream events.
+
+    One decoder belongs to one stream. After an ``error`` event the batch ends with an
+    :class:`~kova.ErrorEvent` and later input is ignored; :meth:`check_complete` tells a cut
+    stream from a finished one.
+    """
+
+    __slots__ = ("_blocks", "_error", "_finished", "_stop_reason", "_usage")
+
+    def __init__(self) -> None:
+        self._blocks: dict[int, _Block] = {}
+        self._usage: dict[str, object] = {}
+        self._stop_reason: StopReason | None = None
+        self._finished = False
+        self._error: ErrorEvent | None = None
+
+    @property
+    def finished(self) -> bool:
+        """``message_stop`` arrived."""
+        return self._finished
+
+    @property
+    def error(self) -> ErrorEvent | None:
+        """The stream's ``error`` event, if one arrived."""
+        return self._error
+
+    def feed(self, events: Iterable[SseLike]) -> list[StreamEvent]:
+        """Decode the SSE events of one network read into one batch of kova events.
+
+        Raises:
+            InvalidResponse: an event's data is not the JSON the API sends.
+        """
+        out: list[StreamEvent] = []
+        for sse in events:
+            if self._error is not None or self._finished:
+                break
+            self._decode(sse.event, sse.data, out)
+        return out
+
+    def feed_event(self, event: str, data: str) -> list[StreamEvent]:
+        """Decode one SSE event (convenience for tests and single events)."""
+        out: list[StreamEvent] = []
+        if self._error is None and not self._finished:
+            self._decode(event, data, out)
+        return out
+
+    def check_complete(self) -> None:
+        """Call when the byte stream ended.
+
+        Raises:
+            StreamError: an ``error`` event arrived, or the stream stopped before
+                ``message_stop`` (the connection was cut).
+        """
+        if self._error is not None:
+            raise StreamError(self._error.message, error_type=self._error.error_type or None)
+        if not self._finished:
+            raise StreamError(
+                "the stream ended before message_stop (connection cut?)",
+                error_type="incomplete_stream",
+            )
+
+    def _decode(self, event: str, data: str, out: list[StreamEvent]) -> None:
+        if event == "ping" or not data:
+            return
+        try:
+            payload = json.loads(data)
+        except ValueError as exc:
+            raise _invalid(f"stream event {event!r} carries invalid JSON: {data[:200]!r}") from exc
+        if not isinstance(payload, dict):
+            raise _invalid(f"stream event {event!r} is not a JSON object: {data[:200]!r}")
+        kind = payload.get("type", event)
+        if kind == "content_block_delta":
+            self._delta(payload, out)
+        elif kind == "content_block_start":
+            self._start(payload, out)
+        elif kind == "content_block_stop":
+            self._stop(payload, out)
+        elif kind == "message_start":
+            message = payload.get("message")
+            usage = message.get("usage") if isinstance(message, dict) else None
+            if isinstance(usage, dict):
+                self._merge_usage(usage)
+        elif kind == "message_delta":
+            delta = payload.get("delta")
+            if isinstance(delta, dict):
+                stop = delta.get("stop_reason")
+                if isinstance(stop, str):
+                    self._stop_reason = decode_stop_reason(stop)
+            usage = payload.get("usage")
+            if isinstance(usage, dict):
+                self._merge_usage(usage)
+        elif kind == "message_stop":
+            self._finished = True
+            out.append(StopEvent(stop_reason=self._stop_reason or decode_stop_reason(None)))
+            out.append(UsageEvent(usage=decode_usage(self._usage)))
+        elif kind == "error" or event == "error":
+            error = payload.get("error")
+            error_type = message = None
+            if isinstance(error, dict):
+                error_type = error.get("type")
+                message = error.get("message")
+            self._error = ErrorEvent(
+                message=message if isinstance(message, str) else data,
+                error_type=error_type if isinstance(error_type, str) else "",
+            )
+            out.append(self._error)
+        # "ping" with a JSON body, and event types newer than this decoder, are skipped.
+
+    def _merge_usage(self, usage: Mapping[str, object]) -> None:
+        # message_start carries the input counts; message_delta the *cumulative* output count
+        # and, on newer API versions, the input and cache counts again. A later non-null value
+        # replaces an earlier one; nothing is summed.
+        for name in _USAGE_FIELDS:
+            value = usage.get(name)
+            if value is not None:
+                self._usage[name] = value
+
+    def _start(self, payload: Mapping[str, object], out: list[StreamEvent]) -> None:
+        index = payload.get("index")
+        block = payload.get("content_block")
+        if not isinstance(index, int) or not isinstance(block, dict):
+            raise _invalid(f"malformed content_block_start: {payload!r}")
+        block_type = block.get("type")
+        if block_type == "text":
+            state = _Block(_TEXT)
+            text = block.get("text")
+            if isinstance(text, str) and text:
+                out.append(TextDelta(text=text))
+        elif block_type == "thinking":
+            state = _Block(_THINKING)
+            text = block.get("thinking")
+            if isinstance(text, str) and text:
+                state.text.append(text)
+                out.append(ThinkingDelta(text=text))
+            signature = block.get("signature")
+            if isinstance(signature, str):
+                state.signature = signature
+        elif block_type == "redacted_thinking":
+            state = _Block(_REDACTED)
+            data = block.get("data")
+            state.data = data if isinstance(data, str) else ""
+        elif block_type == "tool_use":
+            state = _Block(_TOOL)
+            tool_id = block.get("id")
+            name = block.get("name")
+            if not isinstance(tool_id, str) or not tool_id or not isinstance(name, str) or not name:
+                raise _invalid(f"tool_use block without id or name: {block!r}")
+            out.append(ToolUseStart(index=index, id=tool_id, name=name))
+            arguments = block.get("input")
+            if isinstance(arguments, dict) and arguments:
+                # Deltas normally carry the input; a block that arrives with it filled in
+                # (some proxies do this) streams it as one fragment.
+                out.append(ToolUseDelta(index=index, partial_json=json.dumps(arguments)))
+        else:
+            state = _Block(_OTHER)
+        self._blocks[index] = state
+
+    def _delta(self, payload: Mapping[str, object], out: list[StreamEvent]) -> None:
+        index = payload.get("index")
+        delta = payload.get("delta")
+        if not isinstance(delta, dict):
+            raise _invalid(f"malformed content_block_delta: {payload!r}")
+        state = self._blocks.get(index) if isinstance(index, int) else None
+        if state is None:
+            raise _invalid(f"content_block_delta for a block that never started: {payload!r}")
+        delta_type = delta.get("type")
+        if delta_type == "text_delta":
+            text = delta.get("text")
+            if isinstance(text, str) and text and state.kind == _TEXT:
+                out.append(TextDelta(text=text))
+        elif delta_type == "input_json_delta":
+            fragment = delta.get("partial_json")
+            if isinstance(fragment, str) and fragment and state.kind == _TOOL:
+                out.append(ToolUseDelta(index=index, partial_json=fragment))  # type: ignore[arg-type]
+        elif delta_type == "thinking_delta":
+            text = delta.get("thinking")
+            if isinstance(text, str) and text and state.kind == _THINKING:
+                state.text.append(text)
+                out.append(ThinkingDelta(text=text))
+        elif delta_type == "signature_delta":
+            signature = delta.get("signature")
+            if isinstance(signature, str):
+                state.signature = signature
+        # citations_delta and newer delta types carry nothing kova models.
+
+    def _stop(self, payload: Mapping[str, object], out: list[StreamEvent]) -> None:
+        index = payload.get("index")
+        state = self._blocks.pop(index, None) if isinstance(index, int) else None
+        if state is None:
+            return
+        if state.kind == _TOOL:
+            out.append(ToolUseEnd(index=index))  # type: ignore[arg-type]
+        elif state.kind == _THINKING:
+            if state.signature:
+                block = Thinking(text="".join(state.text), signature=state.signature)
+                out.append(SignedThinking(block=block))
+        elif state.kind == _REDACTED:
+            out.append(SignedThinking(block=RedactedThinking(data=state.data)))
