@@ -321,9 +321,11 @@ class ContextBudgetExceededError(AgentLoopError):
 class StructuredOutputError(KovaError):
     """The final answer did not parse as JSON or did not validate against the schema."""
 
-    def __init__(self, message: str, *, raw_text: str) -> None:
+    def __init__(self, message: str, *, raw_text: str, response: object = None) -> None:
         self.raw_text = raw_text
         """The model's raw answer."""
+        self.response = response
+        """The turn's :class:`~kova.agent.AgentResponse` (its messages can still be kept)."""
         super().__init__(f"{message}; raw answer: {raw_text[:200]!r}")
 
 

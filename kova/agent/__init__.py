@@ -1,0 +1,31 @@
+"""The agent: AgentBuilder, Agent, streamed events, retries, cancellation."""
+
+from ._agent import Agent as Agent
+from ._agent import AgentConfig as AgentConfig
+from ._builder import AgentBuilder as AgentBuilder
+from ._cancel import CancelToken as CancelToken
+from ._events import AgentEvent as AgentEvent
+from ._events import AgentResponse as AgentResponse
+from ._events import ToolCallFinished as ToolCallFinished
+from ._events import ToolCallStarted as ToolCallStarted
+from ._events import TurnCompleted as TurnCompleted
+from ._retry import RetryConfig as RetryConfig
+from ._tool_pool import ApprovalHandler as ApprovalHandler
+from ._tool_pool import LifecycleHook as LifecycleHook
+from ._tool_pool import ToolOutcome as ToolOutcome
+
+__all__ = [
+    "Agent",
+    "AgentBuilder",
+    "AgentConfig",
+    "AgentEvent",
+    "AgentResponse",
+    "ApprovalHandler",
+    "CancelToken",
+    "LifecycleHook",
+    "RetryConfig",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "ToolOutcome",
+    "TurnCompleted",
+]

@@ -1,0 +1,157 @@
+"""Folding a provider's event stream back into one :class:`~kova.ModelResponse`.
+
+Per-event work here is one ``match`` and a list append: it runs for every streamed token.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from .._errors import StreamError
+from .._models import (
+    ContentBlock,
+    ErrorEvent,
+    JSONObject,
+    ModelResponse,
+    SignedThinking,
+    StopEvent,
+    StopReason,
+    StreamEvent,
+    Text,
+    TextDelta,
+    ThinkingDelta,
+    ToolUse,
+    ToolUseDelta,
+    ToolUseEnd,
+    ToolUseStart,
+    Usage,
+    UsageEvent,
+)
+
+__all__ = ["ResponseAccumulator", "parse_tool_arguments"]
+
+
+def parse_tool_arguments(raw: str) -> tuple[JSONObject, str | None]:
+    """``(arguments, None)`` for a JSON object (empty text counts as ``{}``), else
+    ``({}, raw)`` so the agent can answer the call with an in-band error."""
+    if not raw.strip():
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}, raw
+    if not isinstance(value, dict):
+        return {}, raw
+    return value, None
+
+
+class _PendingTool:
+    __slots__ = ("id", "metadata", "name", "parts")
+
+    def __init__(self, start: ToolUseStart) -> None:
+        self.id = start.id
+        self.name = start.name
+        self.metadata = start.provider_metadata
+        self.parts: list[str] = []
+
+    def finish(self) -> ToolUse:
+        arguments, raw = parse_tool_arguments("".join(self.parts))
+        return ToolUse(
+            id=self.id,
+            name=self.name,
+            input=arguments,
+            provider_metadata=self.metadata,
+            raw_arguments=raw,
+        )
+
+
+def merge_usage(current: Usage | None, update: Usage) -> Usage:
+    """Providers report usage cumulatively, sometimes split over several events (input tokens
+    at the start, output tokens at the end): keep the largest value seen for each field."""
+    if current is None:
+        return update
+    input_tokens = max(current.input_tokens, update.input_tokens)
+    output_tokens = max(current.output_tokens, update.output_tokens)
+    return Usage(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        total_tokens=max(current.total_tokens, update.total_tokens, input_tokens + output_tokens),
+        cache_read_tokens=max(current.cache_read_tokens, update.cache_read_tokens),
+        cache_creation_tokens=max(current.cache_creation_tokens, update.cache_creation_tokens),
+        reasoning_tokens=max(current.reasoning_tokens, update.reasoning_tokens),
+    )
+
+
+class ResponseAccumulator:
+    """Feed it every event of one stream, then :meth:`finish` for the response.
+
+    Content keeps the order it streamed in: signed thinking, text and tool calls interleave
+    exactly as the provider sent them (Anthropic requires thinking blocks to precede the tool
+    calls they led to when they are echoed back).
+    """
+
+    __slots__ = ("_items", "_stop", "_thinking", "_tools", "_usage")
+
+    def __init__(self) -> None:
+        self._items: list[list[str] | ContentBlock | _PendingTool] = []
+        self._tools: dict[int, _PendingTool] = {}
+        self._thinking: list[str] = []
+        self._stop: StopReason | None = None
+        self._usage: Usage | None = None
+
+    def feed(self, events: Iterable[StreamEvent]) -> None:
+        items = self._items
+        for event in events:
+            match event:
+                case TextDelta(text=text):
+                    if items and isinstance(items[-1], list):
+                        items[-1].append(text)
+                    else:
+                        items.append([text])
+                case ThinkingDelta(text=text):
+                    self._thinking.append(text)
+                case ToolUseDelta(index=index, partial_json=fragment):
+                    pending = self._tools.get(index)
+                    if pending is None:
+                        raise StreamError(f"tool call fragment for unknown index {index}")
+                    pending.parts.append(fragment)
+                case ToolUseStart(index=index):
+                    pending = _PendingTool(event)
+                    self._tools[index] = pending
+                    items.append(pending)
+                case ToolUseEnd():
+                    pass
+                case SignedThinking(block=block):
+                    items.append(block)
+                case StopEvent(stop_reason=stop_reason):
+                    self._stop = stop_reason
+                case UsageEvent(usage=usage):
+                    self._usage = merge_usage(self._usage, usage)
+                case ErrorEvent(message=message, error_type=error_type):
+                    raise StreamError(message, error_type=error_type or None)
+
+    def finish(self) -> ModelResponse:
+        """The complete response.
+
+        Raises:
+            StreamError: the stream ended without a stop reason (it was cut short).
+        """
+        if self._stop is None:
+            raise StreamError("the stream ended before the model finished (no stop reason)")
+        content: list[ContentBlock] = []
+        for item in self._items:
+            if isinstance(item, list):
+                text = "".join(item)
+                if text:
+                    content.append(Text(text=text))
+            elif isinstance(item, _PendingTool):
+                content.append(item.finish())
+            else:
+                content.append(item)
+        return ModelResponse(
+            content=tuple(content),
+            stop_reason=self._stop,
+            usage=self._usage,
+            thinking="".join(self._thinking) or None,
+        )

@@ -1,0 +1,216 @@
+"""AgentBuilder: the seed's fluent builder, a thin layer over :class:`AgentConfig`.
+
+Every configuration error surfaces from :meth:`AgentBuilder.build` (or from the option that
+received it) as :class:`~kova.BuildError`, never later at run time.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._errors import BuildError
+from .._models import InferenceConfig
+from ..providers import Provider
+from ._agent import Agent, AgentConfig
+from ._retry import RetryConfig
+from ._tool_pool import ApprovalHandler, LifecycleHook
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from ..actors import Runtime
+    from ..telemetry import MetricsCollector
+    from ..tools import Tool, ToolRegistry
+    from ._tool_pool import ApprovalFunction
+
+__all__ = ["AgentBuilder"]
+
+
+class AgentBuilder:
+    """Configure an :class:`Agent`::
+
+        agent = (
+            AgentBuilder()
+            .provider(provider)
+            .system_prompt("You are terse.")
+            .tool(get_weather)
+            .max_iterations(5)
+            .build()
+        )
+        async with agent:
+            response = await agent.run(history)
+
+    Each option returns the builder. ``build()`` validates everything and raises
+    :class:`~kova.BuildError` on the first problem.
+    """
+
+    def __init__(self) -> None:
+        self._provider: Provider | None = None
+        self._system_prompt: str | None = None
+        self._inference = InferenceConfig()
+        self._tools: list[Tool] = []
+        self._registry: ToolRegistry | None = None
+        self._context_budget: int | None = None
+        self._max_iterations = 10
+        self._max_concurrent_tools = 10
+        self._retry = RetryConfig()
+        self._metrics: MetricsCollector | None = None
+        self._approval: ApprovalHandler | ApprovalFunction | None = None
+        self._lifecycle: LifecycleHook | None = None
+        self._runtime: Runtime | None = None
+        self._max_in_flight: int | None = None
+
+    def provider(self, provider: Provider, *, max_in_flight: int | None = None) -> Self:
+        """The model provider (required): a provider, or a ``ProviderRef`` already running on
+        a shared runtime (agents given the same ref share its actor and connection pool).
+
+        Args:
+            max_in_flight: cap on concurrent requests to this provider (``None``: no cap).
+        """
+        self._provider = provider
+        self._max_in_flight = max_in_flight
+        return self
+
+    def system_prompt(self, prompt: str) -> Self:
+        """Prepended to every conversation as a system message."""
+        self._system_prompt = prompt
+        return self
+
+    def inference_config(self, config: InferenceConfig) -> Self:
+        """Model, max_tokens, temperature, ... for every call (per-call overrides merge in)."""
+        self._inference = config
+        return self
+
+    def tool(self, tool: Tool) -> Self:
+        """Add a tool (repeatable; merged with :meth:`tool_registry`)."""
+        self._tools.append(tool)
+        return self
+
+    def tools(self, *tools: Tool) -> Self:
+        """Add several tools."""
+        self._tools.extend(tools)
+        return self
+
+    def tool_registry(self, registry: ToolRegistry) -> Self:
+        """Use this registry; tools added with :meth:`tool` are registered into it at build
+        time. The agent sees tools registered into it (or any clone of it) later, too."""
+        self._registry = registry
+        return self
+
+    async def mcp_client(self, client: object, prefix: str) -> Self:
+        """Discover an MCP server's tools now and add them under ``prefix`` (so names from
+        several servers never collide). At run time they behave like native tools.
+
+        Raises:
+            McpError, KovaConnectionError: discovery failed.
+        """
+        from ..mcp import McpClient, mcp_tools
+
+        if not isinstance(client, McpClient):
+            raise BuildError(f"mcp_client() needs a kova.mcp.McpClient, got {client!r}")
+        if not prefix:
+            raise BuildError("mcp_client() needs a non-empty prefix")
+        self._tools.extend(await mcp_tools(client, prefix))
+        return self
+
+    def context_budget(self, max_prompt_tokens: int) -> Self:
+        """Refuse (before sending) any call whose prompt is estimated over this many tokens."""
+        self._context_budget = max_prompt_tokens
+        return self
+
+    def max_iterations(self, iterations: int) -> Self:
+        """Tool-loop iterations per turn (default 10): at most ``iterations + 1`` calls."""
+        self._max_iterations = iterations
+        return self
+
+    def max_concurrent_tools(self, limit: int) -> Self:
+        """Tool calls of one step that may run at once (default 10)."""
+        self._max_concurrent_tools = limit
+        return self
+
+    def retry_config(self, retry: RetryConfig) -> Self:
+        """Retries of failed provider calls (default: 2 retries, exponential backoff)."""
+        self._retry = retry
+        return self
+
+    def metrics(self, collector: MetricsCollector) -> Self:
+        """Record LLM latency, tokens and errors and tool outcomes into ``collector``."""
+        self._metrics = collector
+        return self
+
+    def approval_handler(self, handler: ApprovalHandler | ApprovalFunction) -> Self:
+        """Gate every tool call: an :class:`ApprovalHandler` or an async function of the
+        call returning True (run), False or a reason string (deny: the model is told)."""
+        self._approval = handler
+        return self
+
+    with_approval_handler = approval_handler
+
+    def lifecycle_hook(self, hook: LifecycleHook) -> Self:
+        """Observe tool calls starting and ending (denied calls are skipped)."""
+        self._lifecycle = hook
+        return self
+
+    with_lifecycle_hook = lifecycle_hook
+
+    def runtime(self, runtime: Runtime) -> Self:
+        """Run the agent's actors on an application-wide runtime (``kova.open_runtime()``)
+        instead of its own."""
+        self._runtime = runtime
+        return self
+
+    def build(self) -> Agent:
+        """Validate and build the agent (use it with ``async with``).
+
+        Raises:
+            BuildError: no provider, a limit below 1, a budget below 1, an object that is not
+                a tool, or two tools with the same name.
+        """
+        from ..tools import Tool, ToolRegistry
+
+        if self._provider is None:
+            raise BuildError("an agent needs a provider: call .provider(...)")
+        if not isinstance(self._provider, Provider):
+            raise BuildError(f"{self._provider!r} does not implement the kova Provider protocol")
+        if self._max_iterations < 1:
+            raise BuildError(f"max_iterations must be at least 1, got {self._max_iterations}")
+        if self._max_concurrent_tools < 1:
+            raise BuildError(
+                f"max_concurrent_tools must be at least 1, got {self._max_concurrent_tools}"
+            )
+        if self._context_budget is not None and self._context_budget < 1:
+            raise BuildError(f"context_budget must be at least 1, got {self._context_budget}")
+        if self._max_in_flight is not None and self._max_in_flight < 1:
+            raise BuildError(f"max_in_flight must be at least 1, got {self._max_in_flight}")
+        if self._approval is not None and not callable(self._approval):
+            if not isinstance(self._approval, ApprovalHandler):
+                raise BuildError("the approval handler needs an async approve(call) method")
+        if self._lifecycle is not None and not isinstance(self._lifecycle, LifecycleHook):
+            raise BuildError("the lifecycle hook needs on_tool_start and on_tool_end methods")
+        seen: set[str] = set()
+        for tool in self._tools:
+            if not isinstance(tool, Tool):
+                raise BuildError(f"{tool!r} is not a tool (see kova.tools.Tool)")
+            if tool.name in seen or (self._registry is not None and tool.name in self._registry):
+                raise BuildError(f"two tools are named {tool.name!r}; tool names must be unique")
+            seen.add(tool.name)
+        registry = self._registry if self._registry is not None else ToolRegistry()
+        for tool in self._tools:
+            registry.register(tool)
+        return Agent(
+            AgentConfig(
+                provider=self._provider,
+                registry=registry,
+                system_prompt=self._system_prompt,
+                inference=self._inference,
+                context_budget=self._context_budget,
+                max_iterations=self._max_iterations,
+                max_concurrent_tools=self._max_concurrent_tools,
+                retry=self._retry,
+                metrics=self._metrics,
+                approval=self._approval,
+                lifecycle=self._lifecycle,
+                runtime=self._runtime,
+                provider_max_in_flight=self._max_in_flight,
+            )
+        )

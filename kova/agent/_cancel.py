@@ -1,0 +1,67 @@
+"""An explicit cancel token: cancel a turn from another task."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import trio
+
+from .._errors import Cancelled
+
+__all__ = ["CancelToken"]
+
+
+class CancelToken:
+    """Cancels the turns it is passed to, from any task of the same trio run.
+
+    ``agent.run(history, cancel=token)`` raises :class:`kova.Cancelled` once
+    ``token.cancel()`` is called; the turn produces no messages and everything it started
+    (provider request, tool calls) has stopped before ``run`` returns. A cancelled token stays
+    cancelled: later turns given it are cancelled at once. (To stop a turn from the *same*
+    task structure, a trio cancel scope is simpler: ``trio.Cancelled`` then propagates
+    untouched.)
+    """
+
+    __slots__ = ("_event", "_reason")
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+        self._reason: str | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    @property
+    def reason(self) -> str | None:
+        return self._reason
+
+    def cancel(self, reason: str | None = None) -> None:
+        """Cancel every turn using this token (idempotent; the first reason is kept)."""
+        if not self._event.is_set():
+            self._reason = reason
+            self._event.set()
+
+    async def wait(self) -> None:
+        """Return once the token is cancelled."""
+        await self._event.wait()
+
+    @contextmanager
+    def _scope(self, nursery: trio.Nursery) -> Iterator[trio.CancelScope]:
+        """A cancel scope that this token cancels; raises kova.Cancelled on the way out if it
+        was cancelled by the token. ``nursery`` hosts the watcher task."""
+        scope = trio.CancelScope()
+        if self.cancelled:
+            scope.cancel(reason="kova CancelToken")
+
+        async def watch() -> None:
+            await self._event.wait()
+            scope.cancel(reason="kova CancelToken")
+
+        nursery.start_soon(watch)
+        with scope:
+            yield scope
+        nursery.cancel_scope.cancel(reason="turn finished")
+        if scope.cancelled_caught and self.cancelled:
+            raise Cancelled(self._reason)

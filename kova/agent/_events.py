@@ -1,0 +1,81 @@
+"""Events of a streamed agent turn.
+
+``agent.stream(history)`` yields, in order: :class:`~kova.TextDelta` and
+:class:`~kova.ThinkingDelta` as the provider streams them (the same classes the providers
+emit, passed through untouched), :class:`ToolCallStarted` / :class:`ToolCallFinished` around
+each tool call, and finally one :class:`TurnCompleted` carrying the whole
+:class:`AgentResponse`.
+"""
+
+from __future__ import annotations
+
+from typing import TypeAlias
+
+import attrs
+
+from .._models import (
+    Message,
+    StopReason,
+    TextDelta,
+    ThinkingDelta,
+    ToolResult,
+    ToolUse,
+    Usage,
+)
+
+__all__ = [
+    "AgentEvent",
+    "AgentResponse",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "TurnCompleted",
+]
+
+
+@attrs.frozen(kw_only=True)
+class AgentResponse:
+    """The outcome of one agent turn."""
+
+    text: str
+    """The final assistant text."""
+    new_messages: tuple[Message, ...]
+    """Everything the turn produced, in order: persist this (``history.extend(...)``)."""
+    stop_reason: StopReason
+    usage: Usage
+    """Summed over every provider call of the turn."""
+    llm_calls: int
+    thinking: str | None = None
+    """Reasoning text of the turn's calls, for display."""
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallStarted:
+    """A tool call is about to run (after approval)."""
+
+    call: ToolUse
+
+    @property
+    def name(self) -> str:
+        return self.call.name
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallFinished:
+    """A tool call finished (or was denied, or failed in-band)."""
+
+    call: ToolUse
+    result: ToolResult
+
+    @property
+    def name(self) -> str:
+        return self.call.name
+
+
+@attrs.frozen(kw_only=True)
+class TurnCompleted:
+    """The turn is complete."""
+
+    response: AgentResponse
+
+
+AgentEvent: TypeAlias = TextDelta | ThinkingDelta | ToolCallStarted | ToolCallFinished | TurnCompleted

@@ -1,0 +1,211 @@
+"""The tool pool actor: runs one step's tool calls concurrently under a capacity limit.
+
+It owns the agent's :class:`~kova.tools.ToolRegistry` (nothing else looks tools up at run
+time) and applies, for every call in this order: lookup, argument parsing and schema
+validation, the approval handler, the lifecycle hook, and the tool itself. Every failure of
+a *call* (unknown tool, arguments that are not JSON or fail the schema, a denial, a tool that
+raises) becomes an in-band error :class:`~kova.ToolResult` the model can recover from; only a
+cancellation stops the step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias, runtime_checkable
+
+import attrs
+import structlog
+import trio
+
+from .._models import ToolResult, ToolUse
+from ..actors import Actor
+from ..tools import ArgumentValidator, ToolRegistry, definition
+
+if TYPE_CHECKING:
+    from ..telemetry import MetricsCollector
+    from ..tools import Tool
+
+__all__ = [
+    "ApprovalHandler",
+    "LifecycleHook",
+    "RunToolCalls",
+    "ToolOutcome",
+    "ToolPoolActor",
+]
+
+log = structlog.get_logger(__name__)
+
+ApprovalResult: TypeAlias = "bool | str"
+"""``True`` approves; ``False`` denies; a string denies with that reason for the model."""
+
+
+@runtime_checkable
+class ApprovalHandler(Protocol):
+    """Gates every tool call before it runs. Async, so it can wait for a person (e.g. on a
+    channel from a UI) while the rest of the application keeps running."""
+
+    async def approve(self, call: ToolUse) -> ApprovalResult: ...
+
+
+@runtime_checkable
+class LifecycleHook(Protocol):
+    """Observes tool calls that run (denied calls are not seen)."""
+
+    async def on_tool_start(self, call: ToolUse) -> None: ...
+
+    async def on_tool_end(
+        self, call: ToolUse, result: ToolResult, *, duration: float, outcome: ToolOutcome
+    ) -> None: ...
+
+
+ApprovalFunction = Callable[[ToolUse], Awaitable[ApprovalResult]]
+
+
+class ToolOutcome:
+    """How a tool call ended (plain strings, so they read well in logs and metrics)."""
+
+    SUCCESS: ClassVar[str] = "success"
+    ERROR: ClassVar[str] = "error"
+    DENIED: ClassVar[str] = "denied"
+
+
+@attrs.frozen(kw_only=True)
+class RunToolCalls:
+    """Run these calls; reply with their results in call order."""
+
+    calls: tuple[ToolUse, ...]
+    on_event: Callable[[object], Awaitable[None]] | None = None
+    """Receives ToolCallStarted / ToolCallFinished events (for streamed turns)."""
+
+
+@attrs.frozen(kw_only=True)
+class GetDefinitions:
+    """Reply with the tool definitions to send to the model."""
+
+
+@attrs.define
+class ToolPoolActor(Actor):
+    """Runs tool calls. See the module docstring for the order of checks."""
+
+    concurrent: ClassVar[bool] = True
+
+    registry: ToolRegistry
+    max_concurrent: int = 10
+    approval: ApprovalHandler | ApprovalFunction | None = None
+    lifecycle: LifecycleHook | None = None
+    metrics: MetricsCollector | None = None
+    _limiter: trio.CapacityLimiter = attrs.field(init=False)
+    _validators: dict[str, ArgumentValidator] = attrs.field(init=False, factory=dict)
+
+    def __attrs_post_init__(self) -> None:
+        self._limiter = trio.CapacityLimiter(self.max_concurrent)
+
+    async def handle_call(self, message: Any) -> Any:
+        match message:
+            case RunToolCalls(calls=calls, on_event=on_event):
+                return await self._run_all(calls, on_event)
+            case GetDefinitions():
+                return [definition(tool) for tool in self.registry.list()]
+            case _:
+                raise TypeError(f"ToolPoolActor cannot handle {message!r}")
+
+    async def _run_all(
+        self,
+        calls: Sequence[ToolUse],
+        on_event: Callable[[object], Awaitable[None]] | None,
+    ) -> tuple[ToolResult, ...]:
+        results: list[ToolResult | None] = [None] * len(calls)
+
+        async def run_one(index: int, call: ToolUse) -> None:
+            results[index] = await self._run_one(call, on_event)
+
+        async with trio.open_nursery() as nursery:
+            for index, call in enumerate(calls):
+                nursery.start_soon(run_one, index, call)
+        return tuple(result for result in results if result is not None)
+
+    async def _run_one(
+        self, call: ToolUse, on_event: Callable[[object], Awaitable[None]] | None
+    ) -> ToolResult:
+        from ._events import ToolCallFinished, ToolCallStarted
+
+        tool = self.registry.get(call.name)
+        problem = self._check(call, tool)
+        if problem is not None:
+            result = ToolResult.error(problem, tool_use_id=call.id)
+            self._record(0.0, ToolOutcome.ERROR)
+            if on_event is not None:
+                await on_event(ToolCallFinished(call=call, result=result))
+            return result
+        assert tool is not None
+        denial = await self._approve(call)
+        if denial is not None:
+            result = ToolResult.error(denial, tool_use_id=call.id)
+            self._record(0.0, ToolOutcome.DENIED)
+            log.info("tool.call.denied", tool=call.name, tool_use_id=call.id)
+            if on_event is not None:
+                await on_event(ToolCallFinished(call=call, result=result))
+            return result
+        if on_event is not None:
+            await on_event(ToolCallStarted(call=call))
+        async with self._limiter:
+            if self.lifecycle is not None:
+                await self.lifecycle.on_tool_start(call)
+            started = trio.current_time()
+            wall = time.perf_counter()
+            try:
+                result = await tool.execute(call.input)
+            except Exception as exc:  # noqa: BLE001 - a tool failure goes to the model in-band
+                log.warning("tool.call.failed", tool=call.name, error=repr(exc))
+                result = ToolResult.error(f"tool {call.name!r} failed: {exc}")
+            if not isinstance(result, ToolResult):
+                result = ToolResult.error(
+                    f"tool {call.name!r} returned {type(result).__name__}, not a ToolResult"
+                )
+            duration = trio.current_time() - started
+            result = attrs.evolve(result, tool_use_id=call.id)
+            outcome = ToolOutcome.ERROR if result.is_error else ToolOutcome.SUCCESS
+            self._record((time.perf_counter() - wall) * 1000.0, outcome)
+            if self.lifecycle is not None:
+                await self.lifecycle.on_tool_end(call, result, duration=duration, outcome=outcome)
+        if on_event is not None:
+            await on_event(ToolCallFinished(call=call, result=result))
+        return result
+
+    def _check(self, call: ToolUse, tool: Tool | None) -> str | None:
+        """Why ``call`` cannot run, or None."""
+        if tool is None:
+            available = ", ".join(sorted(self.registry.names())) or "none"
+            return f"unknown tool {call.name!r}; available tools: {available}"
+        if call.raw_arguments is not None:
+            return (
+                f"the arguments for {call.name!r} are not a JSON object: "
+                f"{call.raw_arguments[:200]!r}"
+            )
+        validator = self._validators.get(call.name)
+        if validator is None or validator.schema is not tool.parameters:
+            validator = self._validators[call.name] = ArgumentValidator(tool.parameters)
+        problems = validator.problems(dict(call.input))
+        if problems:
+            return f"invalid arguments for {call.name!r}: " + "; ".join(problems)
+        return None
+
+    async def _approve(self, call: ToolUse) -> str | None:
+        """None when approved, else the denial message for the model."""
+        if self.approval is None:
+            return None
+        if isinstance(self.approval, ApprovalHandler):
+            decision = await self.approval.approve(call)
+        else:
+            decision = await self.approval(call)
+        if decision is True:
+            return None
+        if isinstance(decision, str) and decision:
+            return f"tool call denied: {decision}"
+        return "tool call denied by the approval handler"
+
+    def _record(self, duration_ms: float, outcome: str) -> None:
+        if self.metrics is not None:
+            self.metrics.record_tool_invocation(duration_ms, outcome)
+
