@@ -6,7 +6,7 @@ Per-event work here is one ``match`` and a list append: it runs for every stream
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from .._errors import StreamError
 from .._models import (
@@ -28,6 +28,9 @@ from .._models import (
     Usage,
     UsageEvent,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = ["ResponseAccumulator", "parse_tool_arguments"]
 

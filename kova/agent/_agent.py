@@ -157,7 +157,7 @@ class Agent:
                 if config.runtime is not None:
                     stack.push_async_callback(provider_ref.stop)
 
-            def pool_factory() -> ToolPoolActor:
+            def tool_pool() -> ToolPoolActor:
                 return ToolPoolActor(
                     registry=config.registry,
                     max_concurrent=config.max_concurrent_tools,
@@ -166,10 +166,10 @@ class Agent:
                     metrics=config.metrics,
                 )
 
-            self._pool = await runtime.spawn(pool_factory, name="tool-pool")
+            self._pool = await runtime.spawn(tool_pool)  # named tool_pool, tool_pool-2, ...
             if config.runtime is not None:
                 pool = self._pool
-                stack.push_async_callback(lambda: runtime.stop_child(pool))
+                stack.push_async_callback(lambda: runtime.stop(pool))
         except BaseException:
             await stack.aclose()
             raise
@@ -400,13 +400,7 @@ class Agent:
                 )
             working.append(assistant)
             new_messages.append(assistant)
-            on_event = None
-            if emit is not None:
-                send_events = emit
-
-                async def on_event(event: object) -> None:
-                    await send_events((event,))  # type: ignore[arg-type]
-
+            on_event = None if emit is None else _single_event_sender(emit)
             results = await pool.call(RunToolCalls(calls=calls, on_event=on_event))
             tool_message = Message.tool_results(results)
             working.append(tool_message)
@@ -471,6 +465,12 @@ class Agent:
             return response
 
 
+def _single_event_sender(emit: _Emit) -> Callable[[object], Awaitable[None]]:
+    async def send(event: object) -> None:
+        await emit((event,))  # type: ignore[arg-type]  # the tool pool sends agent events
+
+    return send
+
+
 def _visible(batch: Sequence[StreamEvent]) -> list[AgentEvent]:
     return [event for event in batch if isinstance(event, TextDelta | ThinkingDelta)]
-

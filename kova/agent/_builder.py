@@ -182,9 +182,11 @@ class AgentBuilder:
             raise BuildError(f"context_budget must be at least 1, got {self._context_budget}")
         if self._max_in_flight is not None and self._max_in_flight < 1:
             raise BuildError(f"max_in_flight must be at least 1, got {self._max_in_flight}")
-        if self._approval is not None and not callable(self._approval):
-            if not isinstance(self._approval, ApprovalHandler):
-                raise BuildError("the approval handler needs an async approve(call) method")
+        approval = self._approval
+        if approval is not None and not (
+            callable(approval) or isinstance(approval, ApprovalHandler)
+        ):
+            raise BuildError("the approval handler needs an async approve(call) method")
         if self._lifecycle is not None and not isinstance(self._lifecycle, LifecycleHook):
             raise BuildError("the lifecycle hook needs on_tool_start and on_tool_end methods")
         seen: set[str] = set()

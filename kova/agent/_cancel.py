@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import trio
 
 from .._errors import Cancelled
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 __all__ = ["CancelToken"]
 

@@ -78,4 +78,6 @@ class TurnCompleted:
     response: AgentResponse
 
 
-AgentEvent: TypeAlias = TextDelta | ThinkingDelta | ToolCallStarted | ToolCallFinished | TurnCompleted
+AgentEvent: TypeAlias = (
+    TextDelta | ThinkingDelta | ToolCallStarted | ToolCallFinished | TurnCompleted
+)

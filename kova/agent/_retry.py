@@ -28,7 +28,7 @@ class RetryConfig:
     retried once any of its content has reached the consumer.
     """
 
-    max_retries: int = attrs.field(default=2, validator=_non_negative)
+    max_retries: int = attrs.field(default=2, validator=attrs.validators.ge(0))
     """Retries after the first attempt (0 disables retrying)."""
     initial_backoff: float = attrs.field(default=0.5, validator=_non_negative)
     """Seconds before the first retry."""

@@ -10,6 +10,7 @@ cancellation stops the step.
 
 from __future__ import annotations
 
+import enum
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias, runtime_checkable
@@ -18,13 +19,13 @@ import attrs
 import structlog
 import trio
 
+from .._errors import ToolError
 from .._models import ToolResult, ToolUse
 from ..actors import Actor
-from ..tools import ArgumentValidator, ToolRegistry, definition
 
 if TYPE_CHECKING:
     from ..telemetry import MetricsCollector
-    from ..tools import Tool
+    from ..tools import Tool, ToolRegistry
 
 __all__ = [
     "ApprovalHandler",
@@ -62,12 +63,12 @@ class LifecycleHook(Protocol):
 ApprovalFunction = Callable[[ToolUse], Awaitable[ApprovalResult]]
 
 
-class ToolOutcome:
-    """How a tool call ended (plain strings, so they read well in logs and metrics)."""
+class ToolOutcome(enum.StrEnum):
+    """How a tool call ended."""
 
-    SUCCESS: ClassVar[str] = "success"
-    ERROR: ClassVar[str] = "error"
-    DENIED: ClassVar[str] = "denied"
+    SUCCESS = "success"
+    ERROR = "error"
+    DENIED = "denied"
 
 
 @attrs.frozen(kw_only=True)
@@ -96,7 +97,6 @@ class ToolPoolActor(Actor):
     lifecycle: LifecycleHook | None = None
     metrics: MetricsCollector | None = None
     _limiter: trio.CapacityLimiter = attrs.field(init=False)
-    _validators: dict[str, ArgumentValidator] = attrs.field(init=False, factory=dict)
 
     def __attrs_post_init__(self) -> None:
         self._limiter = trio.CapacityLimiter(self.max_concurrent)
@@ -106,7 +106,7 @@ class ToolPoolActor(Actor):
             case RunToolCalls(calls=calls, on_event=on_event):
                 return await self._run_all(calls, on_event)
             case GetDefinitions():
-                return [definition(tool) for tool in self.registry.list()]
+                return self.registry.definitions()
             case _:
                 raise TypeError(f"ToolPoolActor cannot handle {message!r}")
 
@@ -156,11 +156,11 @@ class ToolPoolActor(Actor):
             wall = time.perf_counter()
             try:
                 result = await tool.execute(call.input)
-            except Exception as exc:  # noqa: BLE001 - a tool failure goes to the model in-band
+            except Exception as exc:  # a tool's failure goes to the model in-band, by design
                 log.warning("tool.call.failed", tool=call.name, error=repr(exc))
                 result = ToolResult.error(f"tool {call.name!r} failed: {exc}")
-            if not isinstance(result, ToolResult):
-                result = ToolResult.error(
+            if not isinstance(result, ToolResult):  # a Tool written without type checking
+                result = ToolResult.error(  # type: ignore[unreachable]
                     f"tool {call.name!r} returned {type(result).__name__}, not a ToolResult"
                 )
             duration = trio.current_time() - started
@@ -183,12 +183,10 @@ class ToolPoolActor(Actor):
                 f"the arguments for {call.name!r} are not a JSON object: "
                 f"{call.raw_arguments[:200]!r}"
             )
-        validator = self._validators.get(call.name)
-        if validator is None or validator.schema is not tool.parameters:
-            validator = self._validators[call.name] = ArgumentValidator(tool.parameters)
-        problems = validator.problems(dict(call.input))
-        if problems:
-            return f"invalid arguments for {call.name!r}: " + "; ".join(problems)
+        try:
+            self.registry.validate_arguments(call.name, call.input)
+        except ToolError as exc:  # invalid arguments, or a tool whose schema is broken
+            return str(exc)
         return None
 
     async def _approve(self, call: ToolUse) -> str | None:
@@ -205,7 +203,6 @@ class ToolPoolActor(Actor):
             return f"tool call denied: {decision}"
         return "tool call denied by the approval handler"
 
-    def _record(self, duration_ms: float, outcome: str) -> None:
+    def _record(self, duration_ms: float, outcome: ToolOutcome) -> None:
         if self.metrics is not None:
             self.metrics.record_tool_invocation(duration_ms, outcome)
-
