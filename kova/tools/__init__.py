@@ -1,0 +1,30 @@
+"""Tools: the :class:`Tool` protocol, the ``@tool`` decorator, argument validation and the
+:class:`ToolRegistry`."""
+
+from ._decorator import FunctionTool as FunctionTool
+from ._decorator import tool as tool
+from ._errors import DuplicateToolError as DuplicateToolError
+from ._errors import InvalidToolArguments as InvalidToolArguments
+from ._errors import ToolDefinitionError as ToolDefinitionError
+from ._registry import ToolRegistry as ToolRegistry
+from ._schema import parse_docstring as parse_docstring
+from ._tool import Tool as Tool
+from ._tool import definition as definition
+from ._validate import ArgumentValidator as ArgumentValidator
+from ._validate import argument_problems as argument_problems
+from ._validate import validate_arguments as validate_arguments
+
+__all__ = [
+    "ArgumentValidator",
+    "DuplicateToolError",
+    "FunctionTool",
+    "InvalidToolArguments",
+    "Tool",
+    "ToolDefinitionError",
+    "ToolRegistry",
+    "argument_problems",
+    "definition",
+    "parse_docstring",
+    "tool",
+    "validate_arguments",
+]

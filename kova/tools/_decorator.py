@@ -1,0 +1,257 @@
+"""``@tool``: a plain Python function as a :class:`~kova.tools.Tool`."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import enum
+import functools
+import inspect
+import json
+import re
+import sys
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+
+import attrs
+import structlog
+import trio
+
+from .._models import Image, Text, ToolResult
+from ._errors import InvalidToolArguments, ToolDefinitionError
+from ._schema import ParameterSpec, build_parameters, parse_docstring
+from ._validate import ArgumentValidator
+
+if TYPE_CHECKING:
+    from .._models import JSONObject
+
+__all__ = ["FunctionTool", "tool"]
+
+log = structlog.get_logger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+"""What every provider accepts as a tool name (OpenAI and Anthropic use this exact rule)."""
+
+
+class FunctionTool(Generic[P, R]):
+    """A function wrapped by :func:`tool`: a :class:`~kova.tools.Tool` that is still callable.
+
+    Calling it calls the function unchanged (``get_weather("Oslo")``); :meth:`execute` is the
+    path the agent loop takes, with JSON arguments.
+    """
+
+    def __init__(
+        self,
+        function: Callable[P, R],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        abandon_on_cancel: bool = False,
+    ) -> None:
+        where = f"@tool {getattr(function, '__qualname__', function)!r}"
+        if inspect.isasyncgenfunction(function) or inspect.isgeneratorfunction(function):
+            raise ToolDefinitionError(f"{where}: a generator cannot be a tool; return a value")
+        tool_name = name if name is not None else getattr(function, "__name__", "")
+        if not isinstance(tool_name, str) or not _NAME.match(tool_name):
+            raise ToolDefinitionError(
+                f"{where}: tool name {tool_name!r} must be 1 to 64 characters of "
+                "letters, digits, '_' or '-'"
+            )
+        doc_description, argument_docs = parse_docstring(inspect.getdoc(function))
+        parameters, specs = build_parameters(function, where=where, argument_docs=argument_docs)
+        self._function = function
+        self._name = tool_name
+        self._description = description if description is not None else doc_description
+        self._parameters: JSONObject = parameters
+        self._specs: tuple[ParameterSpec, ...] = specs
+        self._is_async = inspect.iscoroutinefunction(function)
+        self._abandon_on_cancel = abandon_on_cancel
+        self._validator = ArgumentValidator(parameters)
+        functools.update_wrapper(self, function)
+
+    @property
+    def name(self) -> str:
+        """The tool's name: the function's ``__name__`` unless ``@tool(name=...)`` set it."""
+        return self._name
+
+    @property
+    def description(self) -> str:
+        """The docstring's text before its first section, unless ``description=`` set it."""
+        return self._description
+
+    @property
+    def parameters(self) -> JSONObject:
+        """The JSON Schema built from the signature (the same object on every access)."""
+        return self._parameters
+
+    @property
+    def function(self) -> Callable[P, R]:
+        """The undecorated function."""
+        return self._function
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self._function(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<FunctionTool {self._name!r} wrapping {self._function!r}>"
+
+    async def execute(self, arguments: JSONObject) -> ToolResult:
+        """Validate ``arguments``, call the function with them and wrap what it returns.
+
+        Invalid arguments are not an exception: they come back as an error result that lists
+        the problems, for the model to correct. An exception raised by the function
+        propagates (the agent loop reports it to the model in-band).
+
+        A sync function runs in a worker thread (``trio.to_thread.run_sync``), so it does not
+        block other tasks. Cancellation: an async function is cancelled as usual. A thread
+        cannot be interrupted: by default cancellation waits for the function to return (so
+        no work outlives the call); with ``@tool(abandon_on_cancel=True)`` the call returns at
+        once and the thread finishes in the background, its result discarded.
+
+        Returns:
+            ``str`` as the text; a ``ToolResult`` unchanged; ``Text``/``Image`` (or a list of
+            them) as content parts; anything else as JSON text (dataclasses, attrs classes,
+            pydantic models, enums, sets and dates are converted).
+        """
+        problems = self._validator.problems(arguments)
+        if problems:
+            return ToolResult.error(str(InvalidToolArguments(problems, tool_name=self._name)))
+        args, kwargs = self._bind(arguments)
+        if self._is_async:
+            result: Any = await self._function(*args, **kwargs)  # type: ignore[misc]
+        else:
+            call = functools.partial(self._function, *args, **kwargs)
+            result = await trio.to_thread.run_sync(call, abandon_on_cancel=self._abandon_on_cancel)
+        return self._to_result(result)
+
+    def _bind(self, arguments: JSONObject) -> tuple[list[Any], dict[str, Any]]:
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        for spec in self._specs:
+            if spec.name in arguments:
+                raw = arguments[spec.name]
+                value = raw if spec.trivial else spec.convert(raw)
+            elif spec.positional_only:
+                value = spec.default  # positional: a later argument needs this slot filled
+            else:
+                continue
+            if spec.positional_only:
+                args.append(value)
+            else:
+                kwargs[spec.name] = value
+        return args, kwargs
+
+    def _to_result(self, value: object) -> ToolResult:
+        if isinstance(value, ToolResult):
+            return value
+        if isinstance(value, str):
+            return ToolResult(content=value)
+        if isinstance(value, Text | Image):
+            return ToolResult(content=(value,))
+        if (
+            isinstance(value, list | tuple)
+            and value
+            and all(isinstance(part, Text | Image) for part in value)
+        ):
+            return ToolResult(content=tuple(value))
+        try:
+            text = json.dumps(value, default=_to_json, ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            # A bug in the tool, not in the model's call; the model still gets an answer.
+            log.warning("tool.result.unserializable", tool=self._name, error=str(exc))
+            return ToolResult.error(
+                f"tool {self._name!r} returned a {type(value).__name__}, "
+                "which kova cannot send to the model as text or JSON"
+            )
+        return ToolResult(content=text)
+
+
+def _to_json(value: object) -> Any:
+    """``json.dumps`` fallback for the values a tool commonly returns."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=repr)
+    if isinstance(value, datetime.date | datetime.time):
+        return value.isoformat()
+    if attrs.has(type(value)):
+        return attrs.asdict(value, recurse=False)  # type: ignore[arg-type]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {field.name: getattr(value, field.name) for field in dataclasses.fields(value)}
+    if "pydantic" in sys.modules:
+        import pydantic
+
+        if isinstance(value, pydantic.BaseModel):
+            return value.model_dump(mode="json")
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+@overload
+def tool(function: Callable[P, R], /) -> FunctionTool[P, R]: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    abandon_on_cancel: bool = False,
+) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
+
+
+def tool(
+    function: Callable[P, R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    abandon_on_cancel: bool = False,
+) -> FunctionTool[P, R] | Callable[[Callable[P, R]], FunctionTool[P, R]]:
+    """Make a function a tool, its schema built from its signature and docstring.
+
+    Use it bare (``@tool``) or with options (``@tool(name="weather")``)::
+
+        @tool
+        def get_weather(city: str, unit: Literal["c", "f"] = "c") -> str:
+            \"\"\"Get the current weather for a city.
+
+            Args:
+                city: The city name, e.g. "Oslo".
+                unit: Temperature unit.
+            \"\"\"
+            return f"12 degrees in {city}"
+
+    The JSON Schema comes from the type hints: ``str``, ``int``, ``float``, ``bool``,
+    ``None``, unions and ``Optional``, ``list``/``tuple``/``set``, ``dict[str, ...]``,
+    ``Literal``, ``Enum``, ``TypedDict``, dataclasses, attrs classes, pydantic models, and
+    ``Annotated[T, "description"]``. Parameters with defaults are optional. The description
+    is the docstring's text before its first section; ``Args:`` entries describe the
+    parameters. Arguments are validated against the schema before every call, and JSON is
+    converted to the hinted Python types (enum members, dataclass instances, ...).
+
+    Args:
+        function: the function (when used bare).
+        name: the tool name; defaults to the function's ``__name__``.
+        description: the tool description; defaults to the docstring's free text.
+        abandon_on_cancel: for a sync function, let cancellation return immediately and
+            leave the worker thread to finish on its own (see :meth:`FunctionTool.execute`).
+
+    Raises:
+        ToolDefinitionError: at decoration time, when a parameter is ``self``, ``cls``,
+            ``*args`` or ``**kwargs``, a type has no JSON Schema form, the function is a
+            generator, or the name is not 1-64 letters, digits, ``_`` or ``-``.
+    """
+
+    def decorate(inner: Callable[P, R]) -> FunctionTool[P, R]:
+        return FunctionTool(
+            inner, name=name, description=description, abandon_on_cancel=abandon_on_cancel
+        )
+
+    if function is not None:
+        return decorate(function)
+    return decorate

@@ -1,0 +1,136 @@
+"""``ToolRegistry``: tools by name, shared between clones."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING
+
+import attrs
+
+from .._errors import ToolNotFoundError
+from ._errors import DuplicateToolError, ToolDefinitionError
+from ._tool import Tool, definition
+from ._validate import ArgumentValidator
+
+if TYPE_CHECKING:
+    from .._models import ToolDefinition
+
+__all__ = ["ToolRegistry"]
+
+
+@attrs.define
+class _Entry:
+    tool: Tool
+    validator: ArgumentValidator | None = None
+    """Compiled on the first validation, recompiled if the tool's schema object changes."""
+
+
+@attrs.define
+class _Store:
+    entries: dict[str, _Entry] = attrs.Factory(dict)
+
+
+class ToolRegistry:
+    """Tools by name, in registration order.
+
+    A registry and all its :meth:`clone`\\ s share one set of registrations: a tool registered
+    through any of them is seen by all (the seed's ``ToolRegistry`` semantics). Pass
+    ``ToolRegistry()`` for an independent one.
+
+    There is no lock, and none is needed: kova runs in one thread under trio, and no method
+    awaits, so a registration or lookup runs from start to end without another task
+    interleaving. (Do not touch a registry from a worker thread.) In an agent, the tool pool
+    actor owns the registry; other code registers and looks up through it.
+
+    Args:
+        tools: tools to register right away.
+
+    Raises:
+        DuplicateToolError: two of ``tools`` share a name.
+    """
+
+    __slots__ = ("_store",)
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._store = _Store()
+        for item in tools:
+            self.register(item)
+
+    def clone(self) -> ToolRegistry:
+        """Another handle on the same registrations."""
+        clone = ToolRegistry()
+        clone._store = self._store
+        return clone
+
+    def register(self, tool: Tool) -> None:
+        """Add ``tool`` under its name.
+
+        Raises:
+            DuplicateToolError: a tool of that name is already registered.
+            ToolDefinitionError: ``tool`` does not implement the :class:`Tool` protocol, or its
+                name is empty.
+        """
+        if not isinstance(tool, Tool):
+            raise ToolDefinitionError(
+                f"{tool!r} is not a Tool (it needs name, description, parameters and an "
+                "async execute method)"
+            )
+        name = tool.name
+        if not isinstance(name, str) or not name:
+            raise ToolDefinitionError(f"tool {tool!r} has an empty name")
+        if not isinstance(tool.parameters, Mapping):
+            raise ToolDefinitionError(f"tool {name!r}: parameters must be a JSON Schema object")
+        if name in self._store.entries:
+            raise DuplicateToolError(name)
+        self._store.entries[name] = _Entry(tool=tool)
+
+    def unregister(self, name: str) -> Tool | None:
+        """Remove and return the tool called ``name`` (``None`` if there is none)."""
+        entry = self._store.entries.pop(name, None)
+        return None if entry is None else entry.tool
+
+    def get(self, name: str) -> Tool | None:
+        """The tool called ``name``, or ``None``."""
+        entry = self._store.entries.get(name)
+        return None if entry is None else entry.tool
+
+    def names(self) -> list[str]:
+        """The names of all tools, in registration order."""
+        return list(self._store.entries)
+
+    def definitions(self) -> list[ToolDefinition]:
+        """What the provider sends to the model, one per tool, in registration order."""
+        return [definition(entry.tool) for entry in self._store.entries.values()]
+
+    def validate_arguments(self, name: str, arguments: object) -> None:
+        """Check ``arguments`` against the schema of the tool called ``name``.
+
+        The schema is compiled once per tool and reused (recompiled only when the tool's
+        ``parameters`` returns a different object).
+
+        Raises:
+            ToolNotFoundError: no tool is called ``name``.
+            InvalidToolArguments: the arguments do not match; the message lists every
+                problem and is meant to go back to the model as an error tool result.
+            ToolDefinitionError: the tool's schema is not a valid JSON Schema.
+        """
+        entry = self._store.entries.get(name)
+        if entry is None:
+            raise ToolNotFoundError(name)
+        schema = entry.tool.parameters
+        if entry.validator is None or entry.validator.schema is not schema:
+            entry.validator = ArgumentValidator(schema)
+        entry.validator.validate(arguments, tool_name=name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._store.entries
+
+    def __len__(self) -> int:
+        return len(self._store.entries)
+
+    def __iter__(self) -> Iterator[Tool]:
+        """The tools in registration order (a snapshot: registering meanwhile is safe)."""
+        return iter([entry.tool for entry in self._store.entries.values()])
+
+    def __repr__(self) -> str:
+        return f"<ToolRegistry {self.names()!r}>"
