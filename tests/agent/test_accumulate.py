@@ -1,0 +1,108 @@
+"""Folding a stream back into a response."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import kova
+from kova import (
+    ModelResponse,
+    SignedThinking,
+    StopEvent,
+    StopReason,
+    Text,
+    TextDelta,
+    Thinking,
+    ThinkingDelta,
+    ToolUse,
+    ToolUseDelta,
+    ToolUseEnd,
+    ToolUseStart,
+    Usage,
+    UsageEvent,
+)
+from kova.agent._accumulate import ResponseAccumulator, merge_usage, parse_tool_arguments
+from kova.testing import response_to_events
+
+
+def test_interleaved_blocks_keep_their_order() -> None:
+    thinking = Thinking(text="hmm", signature="sig")
+    acc = ResponseAccumulator()
+    acc.feed(
+        [
+            ThinkingDelta(text="hm"),
+            ThinkingDelta(text="m"),
+            SignedThinking(block=thinking),
+            TextDelta(text="Let me "),
+            TextDelta(text="check."),
+            ToolUseStart(index=2, id="t1", name="f"),
+            ToolUseDelta(index=2, partial_json='{"a"'),
+            ToolUseDelta(index=2, partial_json=": 1}"),
+            ToolUseEnd(index=2),
+            StopEvent(stop_reason=StopReason.TOOL_USE),
+            UsageEvent(usage=Usage(input_tokens=5)),
+            UsageEvent(usage=Usage(input_tokens=5, output_tokens=9)),
+        ]
+    )
+    response = acc.finish()
+    assert response == ModelResponse(
+        content=(thinking, Text(text="Let me check."), ToolUse(id="t1", name="f", input={"a": 1})),
+        stop_reason=StopReason.TOOL_USE,
+        usage=Usage(input_tokens=5, output_tokens=9),
+        thinking="hmm",
+    )
+
+
+def test_stream_without_stop_is_an_error() -> None:
+    acc = ResponseAccumulator()
+    acc.feed([TextDelta(text="partial")])
+    with pytest.raises(kova.StreamError, match="no stop reason"):
+        acc.finish()
+
+
+def test_error_event_raises_stream_error() -> None:
+    acc = ResponseAccumulator()
+    with pytest.raises(kova.StreamError, match="overloaded_error: busy"):
+        acc.feed([kova.ErrorEvent(message="busy", error_type="overloaded_error")])
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("", ({}, None)),
+        ('{"x": [1, 2]}', ({"x": [1, 2]}, None)),
+        ("{broken", ({}, "{broken")),
+        ("[1, 2]", ({}, "[1, 2]")),
+    ],
+)
+def test_parse_tool_arguments(raw: str, expected: object) -> None:
+    assert parse_tool_arguments(raw) == expected
+
+
+def test_merge_usage_keeps_largest_per_field() -> None:
+    merged = merge_usage(Usage(input_tokens=10, cache_read_tokens=4), Usage(output_tokens=3))
+    assert merged == Usage(input_tokens=10, output_tokens=3, cache_read_tokens=4)
+
+
+texts = st.text(max_size=30)
+
+
+@given(
+    texts,
+    st.integers(min_value=1, max_value=10),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
+)
+def test_response_survives_a_stream_round_trip(
+    text: str, chunk: int, arguments: dict[str, int]
+) -> None:
+    original = ModelResponse(
+        content=((Text(text=text),) if text else ())
+        + (ToolUse(id="c", name="f", input=arguments),),
+        stop_reason=StopReason.TOOL_USE,
+        usage=Usage(input_tokens=1, output_tokens=2),
+    )
+    acc = ResponseAccumulator()
+    acc.feed(response_to_events(original, chunk_chars=chunk))
+    assert acc.finish() == original
