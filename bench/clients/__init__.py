@@ -1,0 +1,1 @@
+"""Benchmark clients, one module per SDK; each is imported only in its own worker process."""

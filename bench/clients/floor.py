@@ -1,0 +1,188 @@
+"""The floor: a raw HTTP client that streams and parses each event, and nothing else.
+
+Hand-written the way a careful user would: ``aiter_bytes``, split events on the blank line,
+``json.loads`` each ``data:`` payload and pick the text out of it. The same code runs on
+httpx2 (under asyncio and under trio) and on httpx (asyncio) for comparison.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from typing import Any
+
+import payloads
+
+_HEADERS = {
+    "openai": {"authorization": "Bearer sk-bench"},
+    "anthropic": {"x-api-key": "sk-bench", "anthropic-version": "2023-06-01"},
+}
+_PATH = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
+_TOOLS = {
+    "openai": [
+        {
+            "type": "function",
+            "function": {
+                "name": payloads.TOOL_NAME,
+                "description": "Weather for a city.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}},
+                    "required": ["city"],
+                },
+            },
+        }
+    ],
+    "anthropic": [
+        {
+            "name": payloads.TOOL_NAME,
+            "description": "Weather for a city.",
+            "input_schema": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        }
+    ],
+}
+PROMPT = "What is the weather in Paris?"
+
+
+def get_weather(city: str) -> str:
+    return payloads.TOOL_RESULT
+
+
+def _body(api: str, model: str, messages: list[Any], stream: bool, tools: bool = False) -> dict:
+    body: dict[str, Any] = {"model": model, "messages": messages, "max_tokens": 1024}
+    if stream:
+        body["stream"] = True
+        if api == "openai":
+            body["stream_options"] = {"include_usage": True}
+    if tools:
+        body["tools"] = _TOOLS[api]
+    return body
+
+
+class _Floor:
+    runtime = "asyncio"
+    apis = ("openai", "anthropic")
+    scenarios = ("b", "c", "d", "e")
+    http_module = "httpx2"
+
+    def __init__(self, base_url: str, api: str) -> None:
+        self.api = api
+        self.url = base_url + _PATH[api]
+        self.headers = _HEADERS[api]
+        mod = importlib.import_module(self.http_module)
+        self.client = mod.AsyncClient(
+            headers=self.headers,
+            timeout=mod.Timeout(600.0),
+            limits=mod.Limits(max_connections=1000, max_keepalive_connections=100),
+        )
+
+    async def __aenter__(self) -> _Floor:
+        await self.client.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.client.__aexit__(*exc)
+
+    async def call(self, model: str) -> str:
+        messages = [{"role": "user", "content": PROMPT}]
+        response = await self.client.post(self.url, json=_body(self.api, model, messages, False))
+        response.raise_for_status()
+        data = response.json()
+        if self.api == "openai":
+            return data["choices"][0]["message"]["content"]
+        return "".join(b["text"] for b in data["content"] if b["type"] == "text")
+
+    async def stream(self, model: str) -> tuple[int, int]:
+        messages = [{"role": "user", "content": PROMPT}]
+        body = _body(self.api, model, messages, True)
+        deltas = chars = 0
+        openai = self.api == "openai"
+        loads = json.loads
+        async with self.client.stream("POST", self.url, json=body) as response:
+            response.raise_for_status()
+            buffer = b""
+            async for chunk in response.aiter_bytes():
+                buffer += chunk
+                *events, buffer = buffer.split(b"\n\n")
+                for event in events:
+                    start = event.find(b"data: ")
+                    if start < 0:
+                        continue
+                    data = event[start + 6 :]
+                    if data == b"[DONE]":
+                        continue
+                    obj = loads(data)
+                    if openai:
+                        choices = obj["choices"]
+                        if choices:
+                            text = choices[0]["delta"].get("content")
+                            if text:
+                                deltas += 1
+                                chars += len(text)
+                    elif obj["type"] == "content_block_delta":
+                        delta = obj["delta"]
+                        if delta["type"] == "text_delta":
+                            deltas += 1
+                            chars += len(delta["text"])
+        return deltas, chars
+
+    async def turn(self, model: str) -> str:
+        """A hand-written agent loop: request, run the tool, request again."""
+        api = self.api
+        messages: list[Any] = [{"role": "user", "content": PROMPT}]
+        for _ in range(4):
+            response = await self.client.post(
+                self.url, json=_body(api, model, messages, False, tools=True)
+            )
+            response.raise_for_status()
+            data = response.json()
+            if api == "openai":
+                message = data["choices"][0]["message"]
+                calls = message.get("tool_calls")
+                if not calls:
+                    return message["content"]
+                messages.append(message)
+                for call in calls:
+                    args = json.loads(call["function"]["arguments"])
+                    messages.append(
+                        {"role": "tool", "tool_call_id": call["id"], "content": get_weather(**args)}
+                    )
+            else:
+                content = data["content"]
+                uses = [b for b in content if b["type"] == "tool_use"]
+                if not uses:
+                    return "".join(b["text"] for b in content if b["type"] == "text")
+                messages.append({"role": "assistant", "content": content})
+                messages.append(
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "tool_result",
+                                "tool_use_id": b["id"],
+                                "content": get_weather(**b["input"]),
+                            }
+                            for b in uses
+                        ],
+                    }
+                )
+        raise AssertionError("agent loop did not finish")
+
+
+class Httpx2Asyncio(_Floor):
+    runtime = "asyncio"
+    http_module = "httpx2"
+
+
+class Httpx2Trio(_Floor):
+    runtime = "trio"
+    http_module = "httpx2"
+
+
+class HttpxAsyncio(_Floor):
+    runtime = "asyncio"
+    http_module = "httpx"

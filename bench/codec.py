@@ -1,0 +1,108 @@
+"""Scenario (f): kova's stream codecs alone, SSE text to kova events, no I/O.
+
+The input is the mock server's text stream of ``chunks`` content chunks, fed one SSE event per
+call (one HTTP chunk each, which is how the transport hands it over). The floor reference is
+the floor client's own parse loop (split on blank lines, ``json.loads`` each ``data:``) over
+the same pieces as bytes.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import time
+from typing import Any
+
+import payloads
+
+
+def _pieces(api: str, n: int) -> list[bytes]:
+    body = payloads.sse_body(api, n)
+    return [p + b"\n\n" for p in body.split(b"\n\n") if p]
+
+
+def _measure(fn: Any, n: int, repeats: int) -> dict[str, Any]:
+    fn()  # warm-up
+    rates = []
+    for _ in range(repeats):
+        gc.collect()
+        t0 = time.process_time()
+        fn()
+        rates.append(n / (time.process_time() - t0))
+    return {"events_per_s": rates, "chunks": n}
+
+
+def floor_codec(size: dict[str, Any]) -> dict[str, Any]:
+    api, n = size["api"], size["chunks"]
+    pieces = _pieces(api, n)
+    openai = api == "openai"
+
+    def run() -> None:
+        loads = json.loads
+        buffer = b""
+        chars = 0
+        for chunk in pieces:
+            buffer += chunk
+            *events, buffer = buffer.split(b"\n\n")
+            for event in events:
+                start = event.find(b"data: ")
+                if start < 0:
+                    continue
+                data = event[start + 6 :]
+                if data == b"[DONE]":
+                    continue
+                obj = loads(data)
+                if openai:
+                    choices = obj["choices"]
+                    if choices:
+                        text = choices[0]["delta"].get("content")
+                        if text:
+                            chars += len(text)
+                elif obj["type"] == "content_block_delta":
+                    chars += len(obj["delta"]["text"])
+        assert chars == len(payloads.answer_text(n))
+
+    return _measure(run, n, size["repeats"])
+
+
+def kova_codec(size: dict[str, Any]) -> dict[str, Any]:
+    from kova._models import TextDelta
+
+    api, n = size["api"], size["chunks"]
+    pieces = [p.decode() for p in _pieces(api, n)]
+    expect = len(payloads.answer_text(n))
+
+    if api == "openai":
+        from kova.providers.openai._stream import OpenAiStreamDecoder
+
+        def run() -> None:
+            decoder = OpenAiStreamDecoder()
+            chars = 0
+            for chunk in pieces:
+                for event in decoder.feed(chunk):
+                    if type(event) is TextDelta:
+                        chars += len(event.text)
+            for event in decoder.finish():
+                if type(event) is TextDelta:
+                    chars += len(event.text)
+            assert chars == expect, (chars, expect)
+
+    else:
+        from kova.providers._sse import SseDecoder
+        from kova.providers.anthropic._stream import AnthropicStreamDecoder
+
+        def run() -> None:
+            sse = SseDecoder()
+            decoder = AnthropicStreamDecoder()
+            chars = 0
+            for chunk in pieces:
+                for event in decoder.feed(sse.feed(chunk)):
+                    if type(event) is TextDelta:
+                        chars += len(event.text)
+            for event in decoder.feed(sse.finish()):
+                if type(event) is TextDelta:
+                    chars += len(event.text)
+            decoder.check_complete()
+            assert chars == expect, (chars, expect)
+
+    return _measure(run, n, size["repeats"])

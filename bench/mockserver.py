@@ -1,0 +1,126 @@
+"""A mock LLM server for benchmarks: OpenAI ``/v1/chat/completions`` and Anthropic
+``/v1/messages``, JSON and SSE, from precomputed bytes.
+
+It runs in its own process (``python bench/mockserver.py``, prints ``PORT <n>`` when ready)
+on a bare asyncio ``Protocol``: per request it parses the request head, ``json.loads`` the
+small request body to read ``model``/``stream`` and whether a tool result is present, and
+writes one cached ``bytes`` object. That is all the work it does, so it is never the
+bottleneck; the runner measures its CPU share anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import payloads
+
+_CACHE: dict[tuple[str, bool, bool, int], bytes] = {}
+_NOT_FOUND = payloads.http_error(404, b'{"error":{"message":"not found","type":"not_found"}}')
+_PREPARED = payloads.http_json(b"{}")
+_MODELS = payloads.http_json(
+    b'{"object":"list","data":[{"id":"bench-n1","object":"model","created":1,"owned_by":"b"}]}'
+)
+
+
+def _has_tool_result(api: str, messages: object) -> bool:
+    if not isinstance(messages, list):
+        return False
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        if api == "openai":
+            if message.get("role") == "tool":
+                return True
+            continue
+        content = message.get("content")
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    return True
+    return False
+
+
+def respond(method: bytes, path: bytes, body: bytes) -> bytes:
+    path = path.split(b"?", 1)[0]
+    prepare = path.startswith(b"/prepare/")
+    if prepare:
+        # ``/prepare/v1/messages``: build the response this body would get into the cache, so
+        # the first timed request does not pay for building it.
+        path = path[len(b"/prepare") :]
+    if path.endswith(b"/chat/completions"):
+        api = "openai"
+    elif path.endswith(b"/messages"):
+        api = "anthropic"
+    elif path.endswith(b"/models") and method == b"GET":
+        return _MODELS
+    else:
+        return _NOT_FOUND
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return payloads.http_error(400, b'{"error":{"message":"bad json","type":"invalid"}}')
+    tool, n = payloads.parse_model(str(request.get("model", "")))
+    tool_call = tool and not _has_tool_result(api, request.get("messages"))
+    key = (api, bool(request.get("stream")), tool_call, n)
+    response = _CACHE.get(key)
+    if response is None:
+        response = _CACHE[key] = payloads.build(*key)
+    return _PREPARED if prepare else response
+
+
+class _Http(asyncio.Protocol):
+    __slots__ = ("_buffer", "_transport")
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer + data if self._buffer else data
+        transport = self._transport
+        assert transport is not None
+        while True:
+            end = buffer.find(b"\r\n\r\n")
+            if end < 0:
+                break
+            head = buffer[:end]
+            length = 0
+            lines = head.split(b"\r\n")
+            for line in lines[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+                    break
+            if len(buffer) < end + 4 + length:
+                break
+            body = buffer[end + 4 : end + 4 + length]
+            buffer = buffer[end + 4 + length :]
+            method, path, _ = lines[0].split(b" ", 2)
+            transport.write(respond(method, path, body))
+        self._buffer = buffer
+
+
+async def _main(port: int) -> None:
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(_Http, "127.0.0.1", port, backlog=4096)
+    sock = server.sockets[0]
+    print(f"PORT {sock.getsockname()[1]}", flush=True)
+    stop = asyncio.Event()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    async with server:
+        await stop.wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(_main(int(sys.argv[1]) if len(sys.argv) > 1 else 0))

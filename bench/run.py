@@ -1,0 +1,621 @@
+"""kova against the SDKs users would pick instead, on a local mock server: one command.
+
+    .venv/bin/python bench/run.py              # full run (~8 min on 2 cores)
+    .venv/bin/python bench/run.py --quick      # smaller sizes, for development
+    .venv/bin/python bench/run.py --tiny --clients floor,kova   # the smoke test's size
+
+It starts ``bench/mockserver.py`` in its own process, runs every client in its own
+subprocess (``bench/worker.py``) so imports never interfere, and prints one markdown table per
+scenario: medians with the min-max spread over the repeats, and each figure's ratio to the
+floor (raw httpx2 under trio) and to kova. JSON goes to ``bench/results/latest.json``
+(``--json``); ``--docs`` also rewrites the table section of ``docs/performance.md``.
+Clients whose package is not installed are skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import psutil  # noqa: E402
+
+FLOOR = "httpx2 (trio)"
+KOVA = "kova (trio)"
+
+
+@dataclass(frozen=True)
+class Client:
+    name: str
+    spec: str  # "module:Class" under bench/clients
+    group: str  # floor | kova | peer
+    apis: tuple[str, ...]
+    scenarios: tuple[str, ...]
+    requires: tuple[str, ...]  # importable modules it needs
+    import_stmt: str  # what scenario (a) times
+    repeats_d: int = 2  # (d) is the longest scenario: fewer repeats for the slow peers
+
+
+CLIENTS = [
+    Client(
+        FLOOR,
+        "floor:Httpx2Trio",
+        "floor",
+        ("openai", "anthropic"),
+        ("b", "c", "d", "e"),
+        ("httpx2", "trio"),
+        "import httpx2, trio",
+    ),
+    Client(
+        "httpx2 (asyncio)",
+        "floor:Httpx2Asyncio",
+        "floor",
+        ("openai", "anthropic"),
+        ("b", "c", "d", "e"),
+        ("httpx2",),
+        "import httpx2, asyncio",
+    ),
+    Client(
+        "httpx (asyncio)",
+        "floor:HttpxAsyncio",
+        "floor",
+        ("openai", "anthropic"),
+        ("b", "c", "d", "e"),
+        ("httpx",),
+        "import httpx, asyncio",
+    ),
+    Client(
+        KOVA,
+        "kova_client:Kova",
+        "kova",
+        ("openai", "anthropic"),
+        ("b", "c", "d", "e"),
+        ("kova",),
+        "import kova",
+    ),
+    Client(
+        "openai",
+        "openai_sdk:OpenAiSdk",
+        "peer",
+        ("openai",),
+        ("b", "c", "d"),
+        ("openai",),
+        "import openai",
+    ),
+    Client(
+        "anthropic",
+        "anthropic_sdk:AnthropicSdk",
+        "peer",
+        ("anthropic",),
+        ("b", "c", "d"),
+        ("anthropic",),
+        "import anthropic",
+    ),
+    Client(
+        "litellm",
+        "litellm_client:LiteLlm",
+        "peer",
+        ("openai", "anthropic"),
+        ("b", "c", "d"),
+        ("litellm",),
+        "import litellm",
+        repeats_d=1,
+    ),
+    Client(
+        "pydantic-ai",
+        "pydantic_ai_client:PydanticAi",
+        "peer",
+        ("openai", "anthropic"),
+        ("b", "c", "d", "e"),
+        ("pydantic_ai", "openai", "anthropic"),
+        "import pydantic_ai",
+        repeats_d=1,
+    ),
+    Client(
+        "openai-agents",
+        "openai_agents_client:OpenAiAgents",
+        "peer",
+        ("openai",),
+        ("e",),
+        ("agents",),
+        "import agents",
+    ),
+]
+
+# Extra import rows (no target): what a kova program really touches on its first call.
+EXTRA_IMPORTS = {
+    "kova + agent + providers": (
+        "import kova; from kova.agent import AgentBuilder; "
+        "from kova.providers.openai import OpenAiCompatibleProvider; "
+        "from kova.providers.anthropic import AnthropicProvider"
+    ),
+}
+
+SIZES: dict[str, dict[str, Any]] = {
+    "full": {
+        "import_runs": 7,
+        "repeats": 3,
+        "b": {"calls": 500, "answer": 20},
+        "c": {"chunks": 20_000},
+        "d": {"streams": 1000, "chunks": 200},
+        "e": {"turns": 200, "answer": 20},
+        "f": {"chunks": 20_000, "repeats": 5},
+        "hop": {"chunks": 20_000, "repeats": 5},
+    },
+    "quick": {
+        "import_runs": 3,
+        "repeats": 2,
+        "b": {"calls": 100, "answer": 20},
+        "c": {"chunks": 5_000},
+        "d": {"streams": 200, "chunks": 200},
+        "e": {"turns": 50, "answer": 20},
+        "f": {"chunks": 5_000, "repeats": 3},
+        "hop": {"chunks": 5_000, "repeats": 3},
+    },
+    "tiny": {
+        "import_runs": 1,
+        "repeats": 1,
+        "b": {"calls": 5, "answer": 5},
+        "c": {"chunks": 200},
+        "d": {"streams": 10, "chunks": 20},
+        "e": {"turns": 3, "answer": 5},
+        "f": {"chunks": 200, "repeats": 1},
+        "hop": {"chunks": 200, "repeats": 1},
+    },
+}
+WARMUP = {"calls": 3, "answer": 5, "chunks": 50, "streams": 5, "turns": 2}
+
+SCENARIO_TITLES = {
+    "a": "(a) Import time, s (median of fresh processes; lower is better)",
+    "b": "(b) Sequential non-streaming calls, calls/s (higher is better)",
+    "c": "(c) One long stream, events/s (higher is better)",
+    "c_cpu": "(c) One long stream, client CPU s per 1,000 events (lower is better)",
+    "d": "(d) Concurrent streams, wall s (lower is better)",
+    "d_rss": "(d) Concurrent streams, peak client RSS, MB (lower is better)",
+    "e": "(e) Agent turns with one tool round trip, turns/s (higher is better)",
+    "f": "(f) Codec alone: SSE bytes to events, events/s (higher is better)",
+}
+
+
+def available(client: Client) -> bool:
+    return all(importlib.util.find_spec(m) is not None for m in client.requires)
+
+
+# --------------------------------------------------------------------------- processes
+
+
+class MockServer:
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "mockserver.py")],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.startswith("PORT "):
+            raise RuntimeError(f"mock server did not start: {line!r}")
+        self.base_url = f"http://127.0.0.1:{int(line.split()[1])}"
+        self.ps = psutil.Process(self.proc.pid)
+
+    def prepare(self, api: str, bodies: list[dict[str, Any]]) -> None:
+        """Have the server build (and cache) the responses to these request bodies."""
+        path = "/prepare" + ("/v1/chat/completions" if api == "openai" else "/v1/messages")
+        host, port = self.base_url.rsplit("/", 1)[1].split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=60)
+        try:
+            for body in bodies:
+                conn.request("POST", path, json.dumps(body), {"content-type": "application/json"})
+                conn.getresponse().read()
+        finally:
+            conn.close()
+
+    def cpu(self) -> float:
+        t = self.ps.cpu_times()
+        return t.user + t.system
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = HERE + os.pathsep + env.get("PYTHONPATH", "")
+    env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    env.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
+    env.setdefault("PYTHONWARNINGS", "ignore")
+    return env
+
+
+def run_worker(spec: dict[str, Any], server: MockServer, timeout: float) -> dict[str, Any]:
+    cpu0 = server.cpu()
+    proc = subprocess.run(
+        [sys.executable, os.path.join(HERE, "worker.py"), json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=_env(),
+        check=False,
+    )
+    server_cpu = server.cpu() - cpu0
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            result: dict[str, Any] = json.loads(line[7:])
+            result["server_cpu"] = server_cpu
+            return result
+    raise RuntimeError(
+        f"worker {spec['client']} {spec['api']} {spec['scenario']} failed:\n{proc.stderr[-3000:]}"
+    )
+
+
+def prepare_bodies(
+    scenario: str, size: dict[str, int], warmup: dict[str, int]
+) -> list[dict[str, Any]]:
+    """The request bodies whose responses a scenario's rounds will ask for."""
+    bodies: list[dict[str, Any]] = []
+    for sz in (warmup, size):
+        if scenario == "b":
+            bodies.append({"model": f"bench-n{sz['answer']}", "messages": []})
+        elif scenario in "cd":
+            bodies.append({"model": f"bench-n{sz['chunks']}", "messages": [], "stream": True})
+        elif scenario == "e":
+            model = f"bench-tool-n{sz['answer']}"
+            done = [
+                {"role": "tool", "content": [{"type": "tool_result"}]},
+                {"role": "user", "content": [{"type": "tool_result"}]},
+            ]
+            for stream in (False, True):
+                bodies.append({"model": model, "messages": [], "stream": stream})
+                bodies.append({"model": model, "messages": done, "stream": stream})
+    return bodies
+
+
+def time_import(stmt: str, runs: int) -> list[float]:
+    code = (
+        "import time; t0 = time.perf_counter(); " + stmt + "; "
+        "print('IMPORT', time.perf_counter() - t0)"
+    )
+    cmd = [sys.executable, "-c", code]
+    subprocess.run(cmd, capture_output=True, env=_env(), check=False)  # warm .pyc caches
+    out = []
+    for _ in range(runs):
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), check=False)
+        for line in proc.stdout.splitlines():
+            if line.startswith("IMPORT "):
+                out.append(float(line.split()[1]))
+        if proc.returncode:
+            raise RuntimeError(f"import failed: {stmt}\n{proc.stderr[-2000:]}")
+    return out
+
+
+def run_inproc(module: str, fn: str, size: dict[str, Any]) -> dict[str, Any]:
+    """Run an in-process micro-benchmark (codec, actor hop) in a fresh subprocess."""
+    code = (
+        f"import json, sys; sys.path.insert(0, {HERE!r}); import {module} as m; "
+        f"print('RESULT ' + json.dumps(m.{fn}({size!r})))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        check=False,
+        timeout=300,
+    )
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            result: dict[str, Any] = json.loads(line[7:])
+            return result
+    raise RuntimeError(f"{module}.{fn} failed:\n{proc.stderr[-3000:]}")
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class Row:
+    """One figure: the per-repeat samples of a client in one scenario/API."""
+
+    client: str
+    values: list[float]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values)
+
+
+def _fmt(x: float) -> str:
+    if x == 0:
+        return "0"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    if abs(x) >= 100:
+        return f"{x:.0f}"
+    if abs(x) >= 10:
+        return f"{x:.1f}"
+    if abs(x) >= 1:
+        return f"{x:.2f}"
+    return f"{x:.3g}"
+
+
+def table(title: str, rows: list[Row], note: str = "") -> str:
+    ref_floor = next((r.median for r in rows if r.client == FLOOR), None)
+    ref_kova = next((r.median for r in rows if r.client.startswith("kova")), None)
+    lines = [f"#### {title}", ""]
+    if note:
+        lines += [note, ""]
+    lines += ["| client | median | min-max | x floor | x kova |", "|---|---:|---:|---:|---:|"]
+    for r in rows:
+        spread = f"{_fmt(min(r.values))}-{_fmt(max(r.values))}"
+        xf = f"{r.median / ref_floor:.2f}" if ref_floor else "-"
+        xk = f"{r.median / ref_kova:.2f}" if ref_kova else "-"
+        lines.append(f"| {r.client} | {_fmt(r.median)} | {spread} | {xf} | {xk} |")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    size_group = parser.add_mutually_exclusive_group()
+    size_group.add_argument("--quick", action="store_true", help="smaller sizes (development)")
+    size_group.add_argument("--tiny", action="store_true", help="smoke-test sizes")
+    parser.add_argument(
+        "--clients",
+        default="all",
+        help="comma list of client names or groups (floor, kova, peer); default all",
+    )
+    parser.add_argument("--scenarios", default="abcdefh", help="letters; h = actor hop")
+    parser.add_argument("--apis", default="openai,anthropic")
+    parser.add_argument("--json", default=os.path.join(HERE, "results", "latest.json"))
+    parser.add_argument("--docs", action="store_true", help="update docs/performance.md")
+    args = parser.parse_args(argv)
+
+    size_name = "tiny" if args.tiny else "quick" if args.quick else "full"
+    sizes = SIZES[size_name]
+    wanted = {w.strip() for w in args.clients.split(",")}
+    apis = [a.strip() for a in args.apis.split(",")]
+    scenarios = set(args.scenarios)
+    clients = [c for c in CLIENTS if "all" in wanted or c.name in wanted or c.group in wanted]
+    skipped = [c.name for c in clients if not available(c)]
+    clients = [c for c in clients if available(c)]
+    started = time.perf_counter()
+    log = sys.stderr
+    for name in skipped:
+        print(f"skipping {name}: not installed", file=log)
+
+    results: dict[str, Any] = {
+        "size": size_name,
+        "sizes": sizes,
+        "machine": machine(),
+        "skipped": skipped,
+        "scenarios": {},
+    }
+    sections: list[str] = []
+
+    # (a) import time
+    if "a" in scenarios:
+        rows = []
+        stmts = [(c.name, c.import_stmt) for c in clients]
+        if any(c.group == "kova" for c in clients):
+            stmts += list(EXTRA_IMPORTS.items())
+        for name, stmt in stmts:
+            print(f"(a) {name}", file=log)
+            try:
+                rows.append(Row(name, time_import(stmt, sizes["import_runs"]), {"stmt": stmt}))
+            except RuntimeError as exc:
+                print(f"  failed: {exc}", file=log)
+        results["scenarios"]["a"] = [r.__dict__ for r in rows]
+        note = "Statements: " + "; ".join(f"{r.client}: `{r.extra['stmt']}`" for r in rows)
+        sections.append(table(SCENARIO_TITLES["a"], rows, note))
+
+    server = MockServer()
+    server_share: list[dict[str, Any]] = []
+    try:
+        for scenario in "bcde":
+            if scenario not in scenarios:
+                continue
+            for api in apis:
+                rows_main: list[Row] = []
+                rows_second: list[Row] = []
+                for c in clients:
+                    if scenario not in c.scenarios or api not in c.apis:
+                        continue
+                    repeats = sizes["repeats"]
+                    if scenario == "d":
+                        repeats = min(repeats, c.repeats_d)
+                    spec = {
+                        "client": c.spec,
+                        "api": api,
+                        "scenario": scenario,
+                        "base_url": server.base_url,
+                        "repeats": repeats,
+                        "warmup": WARMUP,
+                        "size": {**WARMUP, **sizes[scenario]},
+                    }
+                    print(f"({scenario}) {api} {c.name}", file=log)
+                    server.prepare(api, prepare_bodies(scenario, spec["size"], spec["warmup"]))
+                    try:
+                        res = run_worker(spec, server, timeout=400)
+                    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                        print(f"  failed: {exc}", file=log)
+                        results.setdefault("failures", []).append(
+                            {"client": c.name, "api": api, "scenario": scenario, "error": str(exc)}
+                        )
+                        continue
+                    rounds = res["rounds"]
+                    size = sizes[scenario]
+                    run_cpu = sum(r["cpu"] for r in rounds) + res["warm_cpu"]
+                    server_share.append(
+                        {
+                            "client": c.name,
+                            "api": api,
+                            "scenario": scenario,
+                            "server_cpu": res["server_cpu"],
+                            "client_cpu": run_cpu,
+                        }
+                    )
+                    extra = {k: res[k] for k in ("peak_rss", "rss_base", "import_s", "server_cpu")}
+                    extra["rounds"] = rounds
+                    if scenario == "b":
+                        rows_main.append(
+                            Row(c.name, [size["calls"] / r["wall"] for r in rounds], extra)
+                        )
+                    elif scenario == "c":
+                        n = size["chunks"]
+                        rows_main.append(Row(c.name, [n / r["wall"] for r in rounds], extra))
+                        rows_second.append(
+                            Row(c.name, [r["cpu"] / n * 1000 for r in rounds], extra)
+                        )
+                    elif scenario == "d":
+                        rows_main.append(Row(c.name, [r["wall"] for r in rounds], extra))
+                        rows_second.append(Row(c.name, [res["peak_rss"] / 2**20], extra))
+                    else:
+                        rows_main.append(
+                            Row(c.name, [size["turns"] / r["wall"] for r in rounds], extra)
+                        )
+                sz = sizes[scenario]
+                desc = ", ".join(f"{k}={v}" for k, v in sz.items())
+                key = f"{scenario}/{api}"
+                results["scenarios"][key] = [r.__dict__ for r in rows_main]
+                sections.append(
+                    table(f"{SCENARIO_TITLES[scenario]} — {api} format ({desc})", rows_main)
+                )
+                if rows_second:
+                    second = "c_cpu" if scenario == "c" else "d_rss"
+                    results["scenarios"][f"{second}/{api}"] = [
+                        {"client": r.client, "values": r.values} for r in rows_second
+                    ]
+                    sections.append(
+                        table(f"{SCENARIO_TITLES[second]} — {api} format ({desc})", rows_second)
+                    )
+    finally:
+        server.close()
+
+    # (f) codec alone and the actor hop: in-process micro-benchmarks
+    if "f" in scenarios and any(c.group == "kova" for c in clients):
+        rows = []
+        for api in apis:
+            for label, fn in (
+                ("floor: split + json.loads", "floor_codec"),
+                ("kova codec", "kova_codec"),
+            ):
+                print(f"(f) {api} {label}", file=log)
+                try:
+                    res = run_inproc("codec", fn, {**sizes["f"], "api": api})
+                except RuntimeError as exc:
+                    print(f"  failed: {exc}", file=log)
+                    continue
+                rows.append(Row(f"{label} ({api})", res["events_per_s"], res))
+        results["scenarios"]["f"] = [r.__dict__ for r in rows]
+        if rows:
+            sections.append(table(SCENARIO_TITLES["f"] + f" (chunks={sizes['f']['chunks']})", rows))
+    if "h" in scenarios and any(c.group == "kova" for c in clients):
+        print("(hop) kova actor hop", file=log)
+        try:
+            res = run_inproc("hop", "actor_hop", sizes["hop"])
+            results["scenarios"]["hop"] = res
+            sections.append(hop_section(res))
+        except RuntimeError as exc:
+            print(f"  failed: {exc}", file=log)
+
+    if server_share:
+        worst = max(server_share, key=lambda s: s["server_cpu"] / max(s["client_cpu"], 1e-9))
+        results["server_share"] = server_share
+        sections.append(
+            "#### Mock server CPU\n\n"
+            "Server CPU seconds per client CPU second, worst case over all runs: "
+            f"{worst['server_cpu'] / max(worst['client_cpu'], 1e-9):.2f} "
+            f"({worst['client']}, {worst['api']}, scenario {worst['scenario']}). "
+            "The server runs in its own process on the other core.\n"
+        )
+
+    elapsed = time.perf_counter() - started
+    results["elapsed_s"] = elapsed
+    header = (
+        f"Run: {size_name} sizes, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"{elapsed:.0f} s. Machine: {results['machine']['summary']}.\n"
+    )
+    markdown = header + "\n" + "\n".join(sections)
+    print(markdown)
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(results, f, indent=1)
+    md_path = os.path.splitext(args.json)[0] + ".md"
+    with open(md_path, "w") as f:
+        f.write(markdown)
+    if args.docs:
+        update_docs(markdown)
+    return 1 if results.get("failures") else 0
+
+
+def hop_section(res: dict[str, Any]) -> str:
+    lines = ["#### Actor hop (agent -> provider actor -> back), per streamed event", ""]
+    lines.append(
+        f"Same stream ({res['chunks']} chunks, {res['api']} format, mock transport in process) "
+        "read directly from the provider and through the provider actor; CPU per event, "
+        "medians of the repeats."
+    )
+    lines.append("")
+    lines.append("| path | CPU us/event | min-max |")
+    lines.append("|---|---:|---:|")
+    for key, label in (("direct", "provider directly"), ("actor", "through provider actor")):
+        v = res[key]
+        lines.append(f"| {label} | {_fmt(statistics.median(v))} | {_fmt(min(v))}-{_fmt(max(v))} |")
+    lines.append("")
+    lines.append(
+        f"Hop cost: {res['hop_us']:.2f} us/event = {res['hop_share'] * 100:.1f}% of a streamed "
+        f"event's CPU (events per batch: {res.get('events_per_batch', 0):.1f})."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    cores = os.cpu_count() or 0
+    mem = psutil.virtual_memory().total / 2**30
+    py = platform.python_version()
+    summary = f"{cpu}, {cores} cores, {mem:.0f} GiB RAM, Linux {platform.release()}, Python {py}"
+    return {"cpu": cpu, "cores": cores, "mem_gib": mem, "python": py, "summary": summary}
+
+
+DOCS_BEGIN = "<!-- bench:begin -->"
+DOCS_END = "<!-- bench:end -->"
+
+
+def update_docs(markdown: str) -> None:
+    path = os.path.join(ROOT, "docs", "performance.md")
+    with open(path) as f:
+        text = f.read()
+    start = text.index(DOCS_BEGIN) + len(DOCS_BEGIN)
+    end = text.index(DOCS_END)
+    with open(path, "w") as f:
+        f.write(text[:start] + "\n" + markdown + "\n" + text[end:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
