@@ -1,0 +1,123 @@
+"""Configuration of the OpenAI-compatible providers."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Literal
+
+import attrs
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["OpenAiConfig", "OpenAiEmbeddingConfig"]
+
+DEFAULT_BASE_URL = "https://api.openai.com"
+
+
+def _headers(value: Mapping[str, str]) -> Mapping[str, str]:
+    return dict(value)
+
+
+def _env_key(value: str | None) -> str | None:
+    # Resolved once, when the config is built, so a provider's credentials cannot change
+    # under a running agent; evolve() the config (or build a new one) to rotate a key.
+    return value if value is not None else os.environ.get("OPENAI_API_KEY") or None
+
+
+@attrs.frozen(kw_only=True)
+class OpenAiConfig:
+    """How to reach an OpenAI Chat Completions endpoint (OpenAI, Azure, vLLM, Ollama ``/v1``,
+    DeepSeek, OpenRouter, ...).
+
+    Example::
+
+        OpenAiConfig(model="gpt-4.1")                                   # OpenAI
+        OpenAiConfig(base_url="http://localhost:11434", model="qwen3")  # Ollama /v1
+        OpenAiConfig(                                                   # Azure (classic)
+            base_url="https://my-resource.openai.azure.com",
+            model="gpt-4.1",
+            chat_completions_path="/openai/deployments/my-gpt41/chat/completions",
+            api_version="2024-10-21",
+        )
+    """
+
+    model: str
+    """Default model; ``InferenceConfig.model`` overrides it per call."""
+    base_url: str = DEFAULT_BASE_URL
+    """Scheme and host (and optional prefix); the paths below are appended."""
+    api_key: str | None = attrs.field(default=None, converter=_env_key, repr=False)
+    """The key. ``None`` reads ``OPENAI_API_KEY`` when the config is constructed; with no key
+    at all (or ``""``) no auth header is sent: local servers need none."""
+    timeout: float = attrs.field(default=30.0, validator=attrs.validators.gt(0))
+    """Read timeout in seconds (also write and pool)."""
+    connect_timeout: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
+    )
+    """Connect timeout in seconds; defaults to ``timeout``."""
+    max_tokens: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
+    )
+    """Output limit used when ``InferenceConfig.max_tokens`` is unset."""
+    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
+    """The request field carrying the limit: OpenAI deprecated ``max_tokens`` (reasoning models
+    reject it); some older compatible servers only know ``max_tokens``."""
+    temperature: float | None = None
+    """Temperature used when ``InferenceConfig.temperature`` is unset."""
+    chat_completions_path: str = "/v1/chat/completions"
+    models_path: str = "/v1/models"
+    api_version: str | None = None
+    """Azure's ``api-version`` query parameter. When set, the key goes in the ``api-key``
+    header instead of ``Authorization: Bearer``."""
+    reasoning_effort: str | None = None
+    """``reasoning_effort`` for reasoning models (``"low"``, ``"medium"``, ``"high"``, ...)."""
+    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers)
+    """Sent with every request (e.g. ``OpenAI-Organization``, ``OpenAI-Project``)."""
+
+    def auth_headers(self) -> dict[str, str]:
+        """The authentication header for this config (empty without a key)."""
+        if not self.api_key:
+            return {}
+        if self.api_version is not None:
+            return {"api-key": self.api_key}
+        return {"authorization": f"Bearer {self.api_key}"}
+
+    def query_params(self) -> dict[str, str]:
+        """Query parameters sent with every request."""
+        return {"api-version": self.api_version} if self.api_version is not None else {}
+
+
+@attrs.frozen(kw_only=True)
+class OpenAiEmbeddingConfig:
+    """How to reach an OpenAI-compatible ``/v1/embeddings`` endpoint."""
+
+    model: str = "text-embedding-3-small"
+    base_url: str = DEFAULT_BASE_URL
+    api_key: str | None = attrs.field(default=None, converter=_env_key, repr=False)
+    """As :attr:`OpenAiConfig.api_key` (``OPENAI_API_KEY`` read at construction)."""
+    dimensions: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
+    )
+    """Ask the model to shorten vectors to this size (``text-embedding-3-*`` support it)."""
+    embeddings_path: str = "/v1/embeddings"
+    api_version: str | None = None
+    """Azure ``api-version`` (switches auth to the ``api-key`` header)."""
+    timeout: float = attrs.field(default=30.0, validator=attrs.validators.gt(0))
+    connect_timeout: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
+    )
+    batch_size: int = attrs.field(default=2048, validator=attrs.validators.gt(0))
+    """Inputs per request; OpenAI accepts at most 2048."""
+    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers)
+
+    def auth_headers(self) -> dict[str, str]:
+        """The authentication header for this config (empty without a key)."""
+        if not self.api_key:
+            return {}
+        if self.api_version is not None:
+            return {"api-key": self.api_key}
+        return {"authorization": f"Bearer {self.api_key}"}
+
+    def query_params(self) -> dict[str, str]:
+        """Query parameters sent with every request."""
+        return {"api-version": self.api_version} if self.api_version is not None else {}

@@ -1,0 +1,207 @@
+"""Chat Completions SSE stream → kova stream events. Pure: fed text, returns events.
+
+::
+
+    decoder = OpenAiStreamDecoder()
+    for chunk in chunks:               # one chunk per network read
+        batch = decoder.feed(chunk)    # list[StreamEvent], possibly empty
+    tail = decoder.finish()            # raises StreamError if the stream was cut short
+
+Events, in wire order:
+
+* ``delta.content`` → :class:`TextDelta`; ``delta.reasoning_content`` / ``delta.reasoning``
+  (DeepSeek, vLLM, Ollama ``/v1``, OpenRouter) → :class:`ThinkingDelta`; ``delta.refusal`` →
+  :class:`TextDelta` (and the stop reason becomes ``unknown("refusal")``).
+* ``delta.tool_calls[]``: the first fragment of an ``index`` → :class:`ToolUseStart` (id and
+  name), every non-empty ``arguments`` piece → :class:`ToolUseDelta`. Calls may interleave.
+  Fragments without ``index`` fall back to "same id, same call", else the last call (some
+  compatible servers omit it).
+* ``finish_reason`` → :class:`ToolUseEnd` for each open call, then :class:`StopEvent`.
+* the ``choices: []`` chunk with ``usage`` → :class:`UsageEvent`.
+* ``data: [DONE]`` ends the stream; if it comes without a ``finish_reason`` the decoder closes
+  open calls and stops as if one had arrived.
+
+A ``data:`` object with an ``error`` key, or a stream that ends with neither ``[DONE]`` nor a
+``finish_reason``, raises :class:`~kova.StreamError`: never a silently short answer.
+
+The hot path per chunk is one ``json.loads`` and a few dict lookups.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from ..._errors import StreamError
+from ..._models import (
+    StopEvent,
+    StopReason,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolUseDelta,
+    ToolUseEnd,
+    ToolUseStart,
+    UsageEvent,
+)
+from .._sse import SseDecoder
+from ._convert import decode_usage, finish_reason_to_stop
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from .._sse import SseEvent
+
+__all__ = ["OpenAiStreamDecoder"]
+
+
+class OpenAiStreamDecoder:
+    """Decodes one Chat Completions stream. One decoder per stream; not task-safe."""
+
+    __slots__ = (
+        "_done",
+        "_ids",
+        "_last_index",
+        "_open_calls",
+        "_refused",
+        "_saw_text",
+        "_sse",
+        "_stopped",
+    )
+
+    def __init__(self) -> None:
+        self._sse = SseDecoder()
+        self._open_calls: list[int] = []
+        """Indices of tool calls started and not yet ended, in start order."""
+        self._ids: dict[str, int] = {}
+        self._last_index = 0
+        self._stopped = False
+        self._done = False
+        self._refused = False
+        self._saw_text = False
+
+    def feed(self, chunk: str) -> list[StreamEvent]:
+        """Decode one chunk of the body; returns the events it completed."""
+        sse_events = self._sse.feed(chunk)
+        return self.feed_events(sse_events) if sse_events else []
+
+    def finish(self) -> list[StreamEvent]:
+        """The body ended. Returns the last events.
+
+        Raises:
+            StreamError: the stream ended before ``[DONE]`` or a ``finish_reason``.
+        """
+        events = self.feed_events(self._sse.finish())
+        if not self._done and not self._stopped:
+            raise StreamError(
+                "the stream ended before [DONE] or a finish_reason: the answer is incomplete",
+                error_type="incomplete_stream",
+            )
+        if not self._stopped:
+            events.extend(self._stop(None))
+        return events
+
+    def feed_events(self, sse_events: Iterable[SseEvent]) -> list[StreamEvent]:
+        """Decode already framed server-sent events."""
+        out: list[StreamEvent] = []
+        for sse in sse_events:
+            data = sse.data
+            if self._done:
+                continue
+            if data == "[DONE]":
+                self._done = True
+                if not self._stopped:
+                    out.extend(self._stop(None))
+                continue
+            try:
+                chunk = json.loads(data)
+            except ValueError as exc:
+                raise StreamError(
+                    f"the stream sent a chunk that is not JSON: {data[:200]!r}",
+                    error_type="invalid_chunk",
+                ) from exc
+            if not isinstance(chunk, dict):
+                continue
+            error = chunk.get("error")
+            if error is not None:
+                raise _stream_error(error)
+            choices = chunk.get("choices")
+            if choices:
+                choice = choices[0]
+                delta = choice.get("delta")
+                if delta:
+                    content = delta.get("content")
+                    if content:
+                        self._saw_text = True
+                        out.append(TextDelta(text=content))
+                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                    if reasoning:
+                        out.append(ThinkingDelta(text=reasoning))
+                    calls = delta.get("tool_calls")
+                    if calls:
+                        self._tool_calls(calls, out)
+                    refusal = delta.get("refusal")
+                    if refusal:
+                        self._refused = True
+                        out.append(TextDelta(text=refusal))
+                finish = choice.get("finish_reason")
+                if finish and not self._stopped:
+                    out.extend(self._stop(finish))
+            usage = chunk.get("usage")
+            if usage:
+                decoded = decode_usage(usage)
+                if decoded is not None:
+                    out.append(UsageEvent(usage=decoded))
+        return out
+
+    def _tool_calls(self, calls: list[Mapping[str, object]], out: list[StreamEvent]) -> None:
+        for call in calls:
+            index = call.get("index")
+            call_id = call.get("id")
+            if not isinstance(index, int):
+                if isinstance(call_id, str) and call_id in self._ids:
+                    index = self._ids[call_id]
+                elif isinstance(call_id, str) and call_id:
+                    index = len(self._ids)
+                else:
+                    index = self._last_index
+            function = call.get("function")
+            function = function if isinstance(function, dict) else {}
+            if index not in self._open_calls and (
+                not isinstance(call_id, str) or call_id not in self._ids
+            ):
+                name = function.get("name")
+                identifier = call_id if isinstance(call_id, str) and call_id else f"call_{index}"
+                self._ids[identifier] = index
+                self._open_calls.append(index)
+                out.append(
+                    ToolUseStart(
+                        index=index, id=identifier, name=name if isinstance(name, str) else ""
+                    )
+                )
+            self._last_index = index
+            arguments = function.get("arguments")
+            if arguments and isinstance(arguments, str):
+                out.append(ToolUseDelta(index=index, partial_json=arguments))
+
+    def _stop(self, finish_reason: str | None) -> list[StreamEvent]:
+        self._stopped = True
+        has_calls = bool(self._ids)
+        events: list[StreamEvent] = [ToolUseEnd(index=index) for index in self._open_calls]
+        self._open_calls = []
+        stop = finish_reason_to_stop(finish_reason, has_tool_calls=has_calls)
+        if self._refused and not self._saw_text:
+            stop = StopReason.unknown("refusal")
+        events.append(StopEvent(stop_reason=stop))
+        return events
+
+
+def _stream_error(error: object) -> StreamError:
+    if isinstance(error, dict):
+        message = error.get("message")
+        error_type = error.get("type") or error.get("code")
+        return StreamError(
+            str(message) if message is not None else json.dumps(error),
+            error_type=str(error_type) if error_type is not None else "error",
+        )
+    return StreamError(str(error), error_type="error")
