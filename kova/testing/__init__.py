@@ -3,6 +3,7 @@
 Like ``trio.testing``, this is public API: use it to test your own agents deterministically.
 """
 
+from ._anthropic_server import FakeAnthropicServer as FakeAnthropicServer
 from ._script import ErrorReply as ErrorReply
 from ._script import Reply as Reply
 from ._script import Script as Script
@@ -13,13 +14,18 @@ from ._script import reply_text as reply_text
 from ._script import reply_tool_calls as reply_tool_calls
 from ._script import response_to_events as response_to_events
 from ._script import stream_events as stream_events
+from ._scripted import FunctionProvider as FunctionProvider
+from ._scripted import ScriptedProvider as ScriptedProvider
 
 __all__ = [
     "ErrorReply",
+    "FakeAnthropicServer",
+    "FunctionProvider",
     "Reply",
     "Script",
     "ScriptExhaustedError",
     "ScriptRequest",
+    "ScriptedProvider",
     "StreamReply",
     "reply_text",
     "reply_tool_calls",

@@ -1,0 +1,36 @@
+"""kova's actor runtime on trio: actors, refs, mailboxes, supervisors and the runtime.
+
+See ``docs/actors.md`` for a guide.
+"""
+
+from ._actor import Actor as Actor
+from ._actor import ActorRef as ActorRef
+from ._actor import StreamReceiver as StreamReceiver
+from ._mailbox import DEFAULT_MAILBOX_SIZE as DEFAULT_MAILBOX_SIZE
+from ._mailbox import Mailbox as Mailbox
+from ._runtime import Runtime as Runtime
+from ._runtime import open_runtime as open_runtime
+from ._supervisor import ActorFactory as ActorFactory
+from ._supervisor import Backoff as Backoff
+from ._supervisor import ChildSpec as ChildSpec
+from ._supervisor import RestartType as RestartType
+from ._supervisor import Strategy as Strategy
+from ._supervisor import Supervisor as Supervisor
+from ._supervisor import open_supervisor as open_supervisor
+
+__all__ = [
+    "DEFAULT_MAILBOX_SIZE",
+    "Actor",
+    "ActorFactory",
+    "ActorRef",
+    "Backoff",
+    "ChildSpec",
+    "Mailbox",
+    "RestartType",
+    "Runtime",
+    "Strategy",
+    "StreamReceiver",
+    "Supervisor",
+    "open_runtime",
+    "open_supervisor",
+]

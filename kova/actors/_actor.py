@@ -1,0 +1,368 @@
+"""Actors and the refs that reach them.
+
+An :class:`Actor` is a task that owns its state and serves messages from its
+:class:`~kova.actors.Mailbox`. Other tasks never touch that state: they hold an
+:class:`ActorRef` and ``call`` (request/reply), ``cast`` / ``send`` (fire-and-forget) or
+``stream`` (a reply that is a sequence of items).
+
+Two rules shape everything here:
+
+* **Cancellation crosses the boundary.** Every call or stream carries its own
+  :class:`trio.CancelScope`, which the actor enters while serving it. When the caller is
+  cancelled it cancels that scope and waits (shielded) until the actor-side work has unwound,
+  so ``call()`` re-raises :class:`trio.Cancelled` only after the handler's ``finally`` blocks
+  ran. A request the actor has not started yet is simply abandoned.
+* **Request errors are not crashes.** A handler that raises a :class:`~kova.KovaError` (see
+  :meth:`Actor.is_request_error`) fails that one request; the actor carries on. Anything else
+  is a bug or a broken resource: the actor crashes, every caller still waiting gets
+  :class:`~kova.ActorFailed` raised from the original error, and the supervisor decides what
+  happens next (it logs the crash, once).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import attrs
+import outcome
+import structlog
+import trio
+
+from .._errors import ActorError, ActorFailed, KovaError, MailboxClosed
+from ._mailbox import Mailbox, Request, RequestKind
+
+__all__ = ["Actor", "ActorRef", "StreamReceiver"]
+
+log = structlog.get_logger(__name__)
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from contextlib import AbstractAsyncContextManager
+
+
+@attrs.define(eq=False)
+class _RunState:
+    """What one incarnation of an actor knows about itself while it runs."""
+
+    name: str
+    nursery: trio.Nursery | None = None
+    loop_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    receiving: bool = False
+    stopping: bool = False
+    crash: Exception | None = None
+    in_flight: set[Request] = attrs.field(factory=set)
+
+
+class Actor:
+    """Base class of every actor. Override the hooks you need.
+
+    Subclasses keep their state in ordinary attributes: only the actor's own tasks touch it.
+    A supervisor builds a fresh instance for every (re)start through a factory, so state does
+    not survive a crash.
+
+    Class attributes:
+        concurrent: when true (the default), each call and stream is served in its own child
+            task of the actor's nursery, so a slow request never blocks the mailbox. When
+            false, messages are served one at a time in mailbox order. Casts are always
+            served in mailbox order by the actor's main task; keep them quick.
+    """
+
+    concurrent: ClassVar[bool] = True
+
+    _kova_state: _RunState | None = None
+
+    # -- hooks ----------------------------------------------------------------------------
+
+    async def handle_call(self, message: Any) -> Any:
+        """Answer one ``ref.call(message)``. Runs inside the request's cancel scope."""
+        raise ActorError(f"actor {self.name!r} does not handle calls ({type(message).__name__})")
+
+    async def handle_cast(self, message: Any) -> None:
+        """Handle one ``ref.cast(message)`` / ``ref.send(message)``; nobody waits for it."""
+        raise ActorError(f"actor {self.name!r} does not handle casts ({type(message).__name__})")
+
+    async def handle_stream(self, message: Any, send: trio.MemorySendChannel[Any]) -> None:
+        """Produce the items of one ``ref.stream(message)`` into ``send``.
+
+        ``await send.send(item)`` waits while the consumer is behind (backpressure). The
+        framework closes ``send`` when this returns. If the consumer leaves early, this is
+        cancelled.
+        """
+        raise ActorError(f"actor {self.name!r} does not handle streams ({type(message).__name__})")
+
+    def resources(self) -> AbstractAsyncContextManager[None]:
+        """Resources held for the life of this incarnation (an HTTP pool, a session...).
+
+        Entered in the actor's own task before it reports started, left when it stops.
+        """
+        return contextlib.nullcontext()
+
+    def is_request_error(self, exc: BaseException) -> bool:
+        """Whether ``exc`` fails only the request that raised it (default: any
+        :class:`~kova.KovaError`, or an exception group made only of them)."""
+        if isinstance(exc, KovaError):
+            return True
+        if isinstance(exc, BaseExceptionGroup):
+            _matched, rest = exc.split(KovaError)
+            return rest is None
+        return False
+
+    # -- running --------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The name of the mailbox this instance serves (the class name before it runs)."""
+        state = self._kova_state
+        return state.name if state is not None else type(self).__name__
+
+    def request_stop(self) -> None:
+        """Stop reading the mailbox; ``run`` returns normally once in-flight work is done.
+
+        Call it from a handler. A ``transient`` child that stops this way is not restarted.
+        """
+        state = self._kova_state
+        if state is None:
+            return
+        state.stopping = True
+        if state.receiving:
+            state.loop_scope.cancel(reason="actor requested stop")
+
+    async def run(
+        self,
+        mailbox: Mailbox,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Serve ``mailbox`` until its senders are closed (or :meth:`request_stop`).
+
+        Enters :meth:`resources`, reports started, then serves messages. On a crash the
+        original exception is raised (after every waiting caller got ``ActorFailed``).
+        The mailbox is not closed here: the supervisor owns it, and a restarted instance
+        reads it next.
+
+        Raises:
+            Exception: whatever crashed a handler (not a request error).
+        """
+        state = _RunState(name=mailbox.name)
+        self._kova_state = state
+        try:
+            async with self.resources(), trio.open_nursery() as nursery:
+                state.nursery = nursery
+                task_status.started()
+                with state.loop_scope:
+                    await self._serve_mailbox(mailbox.receive_channel, state)
+        finally:
+            for request in list(state.in_flight):
+                failure: ActorError
+                if state.crash is not None:
+                    failure = ActorFailed(state.name, type(state.crash).__name__)
+                    failure.__cause__ = state.crash
+                else:
+                    failure = MailboxClosed(state.name)
+                request.fail(failure)
+            state.in_flight.clear()
+        if state.crash is not None:
+            raise state.crash
+
+    async def _serve_mailbox(
+        self, receive: trio.MemoryReceiveChannel[Request], state: _RunState
+    ) -> None:
+        nursery = state.nursery
+        assert nursery is not None
+        concurrent = self.concurrent
+        while not state.stopping:
+            state.receiving = True
+            try:
+                request = await receive.receive()
+            except (trio.EndOfChannel, trio.ClosedResourceError):
+                return
+            finally:
+                state.receiving = False
+            if not request.start():
+                continue  # the caller gave up before we got to it
+            if request.kind is RequestKind.CAST:
+                await self._serve_cast(request, state)
+                continue
+            state.in_flight.add(request)
+            if concurrent:
+                nursery.start_soon(self._serve_request, request, state)
+            else:
+                await self._serve_request(request, state)
+
+    def _crash(self, exc: Exception, state: _RunState) -> None:
+        if state.crash is None:
+            state.crash = exc
+        assert state.nursery is not None
+        state.nursery.cancel_scope.cancel(reason=f"actor {state.name!r} crashed")
+
+    async def _serve_cast(self, request: Request, state: _RunState) -> None:
+        try:
+            await self.handle_cast(request.payload)
+        except Exception as exc:
+            if not self.is_request_error(exc):
+                self._crash(exc, state)
+                return
+            # Nobody waits for a cast, so this is the one place that can report it.
+            log.warning("actor.cast_failed", actor=state.name, exc_info=exc)
+        request.finish(outcome.Value(None))
+
+    async def _serve_request(self, request: Request, state: _RunState) -> None:
+        value: Any = None
+        try:
+            with request.scope:
+                if request.kind is RequestKind.CALL:
+                    value = await self.handle_call(request.payload)
+                else:
+                    assert request.stream_send is not None
+                    await self.handle_stream(request.payload, request.stream_send)
+        except Exception as exc:
+            if request.consumer_gone and isinstance(exc, trio.BrokenResourceError):
+                pass  # the consumer left between our checkpoints: a normal end
+            elif self.is_request_error(exc):
+                state.in_flight.discard(request)
+                request.fail(exc)
+                return
+            else:
+                if request.stream_send is not None:
+                    request.stream_send.close()
+                # Left in ``in_flight``: ``run`` fails it with ActorFailed once all
+                # sibling handlers have unwound.
+                self._crash(exc, state)
+                return
+        # A trio.Cancelled from the actor's own nursery (crash or stop) propagates and leaves
+        # the request in ``in_flight``; if the caller's scope was cancelled, the caller is
+        # already gone and ignores the value.
+        state.in_flight.discard(request)
+        request.finish(outcome.Value(value))
+
+
+class StreamReceiver(trio.abc.ReceiveChannel[Any]):
+    """The consumer's end of :meth:`ActorRef.stream`: a receive channel whose iteration
+    raises the producer's request error (or :class:`~kova.ActorFailed`) instead of ending
+    quietly."""
+
+    def __init__(self, channel: trio.MemoryReceiveChannel[Any], request: Request) -> None:
+        self._channel = channel
+        self._request = request
+
+    async def receive(self) -> Any:
+        """The next item.
+
+        Raises:
+            trio.EndOfChannel: the producer finished normally.
+            KovaError: the producer's request error; ``ActorFailed`` if the actor crashed.
+        """
+        try:
+            return await self._channel.receive()
+        except trio.EndOfChannel:
+            await self._request.done.wait()
+            result = self._request.result
+            if isinstance(result, outcome.Error):
+                raise result.error from None
+            raise
+
+    def receive_nowait(self) -> Any:
+        return self._channel.receive_nowait()
+
+    def statistics(self) -> trio.MemoryChannelStatistics:
+        return self._channel.statistics()
+
+    def close(self) -> None:
+        self._channel.close()
+
+    async def aclose(self) -> None:
+        self._channel.close()
+        await trio.lowlevel.checkpoint()
+
+
+@attrs.frozen
+class ActorRef:
+    """The handle to an actor. Cheap to copy; valid across restarts of the actor (it names
+    the supervisor's child slot and its mailbox, not one instance)."""
+
+    _mailbox: Mailbox = attrs.field(alias="mailbox")
+
+    @property
+    def name(self) -> str:
+        return self._mailbox.name
+
+    async def call(self, message: Any) -> Any:
+        """Send ``message`` and wait for the reply.
+
+        Waits for mailbox room first (backpressure).
+
+        On cancellation: if the actor has not started the request it is dropped; otherwise
+        the actor-side work is cancelled (its request scope) and ``trio.Cancelled`` is
+        re-raised only after that work has finished, its ``finally`` blocks included.
+
+        Raises:
+            MailboxClosed: the actor is stopped, or stopped before replying.
+            ActorFailed: the actor crashed while serving it (``__cause__`` is the crash).
+            KovaError: the handler's own request error.
+        """
+        request = Request(kind=RequestKind.CALL, payload=message)
+        await self._mailbox.put(request)
+        await _wait_for(request)
+        assert request.result is not None
+        return request.result.unwrap()
+
+    def cast(self, message: Any) -> None:
+        """Queue ``message`` without waiting; nobody hears how it went.
+
+        Raises:
+            trio.WouldBlock: the mailbox is full (use :meth:`send` to wait for room).
+            MailboxClosed: the actor is stopped.
+        """
+        self._mailbox.put_nowait(Request(kind=RequestKind.CAST, payload=message))
+
+    async def send(self, message: Any) -> None:
+        """Like :meth:`cast`, but waits for mailbox room instead of raising.
+
+        Raises:
+            MailboxClosed: the actor is stopped.
+        """
+        await self._mailbox.put(Request(kind=RequestKind.CAST, payload=message))
+
+    @contextlib.asynccontextmanager
+    async def stream(self, message: Any, *, buffer: int = 8) -> AsyncIterator[StreamReceiver]:
+        """``async with ref.stream(msg) as items: async for item in items: ...``
+
+        The actor's :meth:`Actor.handle_stream` produces into a channel of ``buffer`` items,
+        so a slow consumer slows the producer down. Leaving the block early, or cancelling
+        the consumer, cancels the producer; the block exits only after it has stopped.
+
+        Raises:
+            MailboxClosed: the actor is stopped (on entry), or stopped mid-stream.
+            ActorFailed: the actor crashed mid-stream (from iteration).
+            KovaError: the producer's request error (from iteration).
+        """
+        send, receive = trio.open_memory_channel[Any](buffer)
+        request = Request(kind=RequestKind.STREAM, payload=message, stream_send=send)
+        try:
+            await self._mailbox.put(request)
+        except BaseException:
+            send.close()
+            receive.close()
+            raise
+        try:
+            yield StreamReceiver(receive, request)
+        finally:
+            request.consumer_gone = True
+            if not request.abandon() and not request.done.is_set():
+                request.scope.cancel(reason="stream consumer left")
+                receive.close()
+                with trio.CancelScope(shield=True):
+                    await request.done.wait()
+            receive.close()
+
+
+async def _wait_for(request: Request) -> None:
+    try:
+        await request.done.wait()
+    except trio.Cancelled:
+        if not request.abandon():
+            request.scope.cancel(reason="caller cancelled")
+            with trio.CancelScope(shield=True):
+                await request.done.wait()
+        raise

@@ -1,0 +1,532 @@
+"""Supervisors: run child actors, restart them the OTP way, stop them in order.
+
+A supervisor owns a nursery. Each child has a *slot* (its :class:`ChildSpec`, its mailbox and
+the current instance); refs point at the slot, so they survive restarts. When an instance
+exits, the supervisor decides, in one task, one exit at a time:
+
+* restart type: ``permanent`` children are always restarted, ``transient`` ones only after an
+  abnormal exit (a crash), ``temporary`` ones never;
+* strategy: ``one_for_one`` restarts the child alone, ``one_for_all`` stops every other child
+  and restarts them all, ``rest_for_one`` restarts the child and those started after it;
+* intensity: if more than ``max_restarts`` restarts would happen within ``within`` seconds,
+  the supervisor gives up: it stops every child and raises :class:`~kova.ActorFailed` (from
+  the last crash) to whoever opened it;
+* backoff: the *k*-th restart inside the intensity window waits ``backoff.delay(k)`` first.
+
+Stopping (a child, or the whole supervisor, in reverse start order) asks nicely first: the
+mailbox refuses new messages, the actor serves what is queued and finishes in-flight work. If
+that takes longer than the child's ``shutdown_grace``, its cancel scope is cancelled.
+
+Strategies and restart types are plain strings (``Literal`` types), as in
+``restart="transient"``; they read like the OTP terms they are.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Literal, TypeAlias, get_args
+
+import attrs
+import structlog
+import trio
+
+from .._errors import ActorError, ActorFailed
+from ._actor import Actor, ActorRef
+from ._mailbox import DEFAULT_MAILBOX_SIZE, Mailbox
+
+__all__ = [
+    "Backoff",
+    "ChildSpec",
+    "RestartType",
+    "Strategy",
+    "Supervisor",
+    "open_supervisor",
+]
+
+log = structlog.get_logger(__name__)
+
+Strategy: TypeAlias = Literal["one_for_one", "one_for_all", "rest_for_one"]
+"""Which children restart when one fails."""
+
+RestartType: TypeAlias = Literal["permanent", "transient", "temporary"]
+"""When a child is restarted: always, after a crash only, or never."""
+
+ActorFactory: TypeAlias = Callable[[], Actor]
+
+DEFAULT_SHUTDOWN_GRACE = 5.0
+
+
+def _check_choice(allowed: tuple[str, ...]) -> Callable[[object, attrs.Attribute[str], str], None]:
+    def check(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+        if value not in allowed:
+            raise ValueError(f"{attribute.name} must be one of {allowed}, got {value!r}")
+
+    return check
+
+
+def _non_negative(_instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if value < 0:
+        raise ValueError(f"{attribute.name} must be >= 0, got {value}")
+
+
+@attrs.frozen(kw_only=True)
+class Backoff:
+    """Delay before a restart: ``min(maximum, initial * factor ** (k - 1))`` for the *k*-th
+    restart inside the supervisor's intensity window."""
+
+    initial: float = attrs.field(default=0.1, validator=_non_negative)
+    factor: float = attrs.field(default=2.0, validator=_non_negative)
+    maximum: float = attrs.field(default=5.0, validator=_non_negative)
+
+    @classmethod
+    def none(cls) -> Backoff:
+        """Restart immediately."""
+        return cls(initial=0.0, factor=1.0, maximum=0.0)
+
+    def delay(self, restart_number: int) -> float:
+        """Seconds to wait before restart number ``restart_number`` (1-based)."""
+        if self.initial == 0:
+            return 0.0
+        return min(self.maximum, self.initial * self.factor ** max(0, restart_number - 1))
+
+
+@attrs.frozen(kw_only=True)
+class ChildSpec:
+    """How to run one child."""
+
+    factory: ActorFactory
+    """Returns a fresh :class:`Actor` for every (re)start."""
+    name: str = attrs.field()
+    restart: RestartType = attrs.field(
+        default="permanent", validator=_check_choice(get_args(RestartType))
+    )
+    mailbox_size: int = attrs.field(default=DEFAULT_MAILBOX_SIZE, validator=_non_negative)
+    shutdown_grace: float = attrs.field(default=DEFAULT_SHUTDOWN_GRACE, validator=_non_negative)
+    """Seconds an orderly stop waits for the child before cancelling it."""
+
+    @name.validator
+    def _check_name(self, _attribute: attrs.Attribute[str], value: str) -> None:
+        if not value:
+            raise ValueError("a child needs a non-empty name")
+
+
+@attrs.define(eq=False)
+class _ChildSlot:
+    spec: ChildSpec
+    mailbox: Mailbox
+    incarnation: int = 0
+    scope: trio.CancelScope | None = None
+    exited: trio.Event = attrs.field(factory=trio.Event)
+    running: bool = False
+    stopping: bool = False
+    restarts: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+@attrs.frozen(kw_only=True)
+class _ChildExited:
+    slot: _ChildSlot
+    incarnation: int
+    error: Exception | None
+
+
+@attrs.define(eq=False)
+class _StartWatch:
+    """Forwards ``task_status.started()`` and marks the slot running at that very moment."""
+
+    _inner: trio.TaskStatus[None]
+    _slot: _ChildSlot
+    started: bool = False
+
+    def _started(self) -> None:
+        self.started = True
+        self._slot.running = True
+        self._inner.started()
+
+
+class _WatchedStatus:
+    def __init__(self, watch: _StartWatch) -> None:
+        self._watch = watch
+
+    def started(self, value: None = None) -> None:
+        self._watch._started()
+
+
+class Supervisor:
+    """Runs child actors in its nursery. Create it with :func:`open_supervisor`.
+
+    All methods must be called from trio tasks of the same run. Restart decisions happen in
+    the supervisor's own task, one child exit at a time (so restarts are serialized).
+    """
+
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        *,
+        name: str,
+        strategy: Strategy,
+        max_restarts: int,
+        within: float,
+        backoff: Backoff,
+    ) -> None:
+        if strategy not in get_args(Strategy):
+            raise ValueError(f"strategy must be one of {get_args(Strategy)}, got {strategy!r}")
+        if max_restarts < 0 or within <= 0:
+            raise ValueError("max_restarts must be >= 0 and within > 0")
+        self.name = name
+        self.strategy: Strategy = strategy
+        self.max_restarts = max_restarts
+        self.within = within
+        self.backoff = backoff
+        self._nursery = nursery
+        self._children: list[_ChildSlot] = []
+        self._restart_times: deque[float] = deque()
+        self._closing = False
+        self._loop_scope = trio.CancelScope()
+        self._loop_done = trio.Event()
+        # Unbounded on purpose: an exit event is sent once per child instance, and instances
+        # are started only by this supervisor, so the queue can hold at most one event per
+        # child incarnation that is still being processed; a bound could only deadlock the
+        # instance task that reports its own exit.
+        self._events_send, self._events_receive = trio.open_memory_channel[_ChildExited](math.inf)
+
+    # -- public API -----------------------------------------------------------------------
+
+    @property
+    def children(self) -> tuple[str, ...]:
+        """Names of the current children, in start order."""
+        return tuple(slot.name for slot in self._children)
+
+    def ref(self, name: str) -> ActorRef:
+        """The ref of the child called ``name``.
+
+        Raises:
+            KeyError: no such child.
+        """
+        return ActorRef(mailbox=self._slot(name).mailbox)
+
+    async def spawn(
+        self,
+        child: ChildSpec | ActorFactory,
+        *,
+        name: str | None = None,
+        restart: RestartType | None = None,
+        mailbox_size: int | None = None,
+        shutdown_grace: float | None = None,
+    ) -> ActorRef:
+        """Start a child and return its ref once it has started (its ``resources()`` are
+        entered).
+
+        Args:
+            child: a :class:`ChildSpec`, or a factory (an :class:`Actor` subclass or any
+                callable returning a fresh actor).
+            name: the child's name; defaults to the spec's, or the factory's name (made
+                unique with a ``-2``, ``-3`` ... suffix).
+            restart: overrides the spec's restart type (default ``"permanent"``).
+            mailbox_size: overrides the mailbox size (default 16).
+            shutdown_grace: overrides the grace period of an orderly stop (default 5 s).
+
+        Raises:
+            ValueError: the name is taken.
+            ActorError: the supervisor is shutting down.
+            Exception: whatever the factory or the actor's startup raised.
+        """
+        spec = self._make_spec(
+            child,
+            name=name,
+            restart=restart,
+            mailbox_size=mailbox_size,
+            shutdown_grace=shutdown_grace,
+        )
+        if self._closing:
+            raise ActorError(f"supervisor {self.name!r} is shutting down")
+        if any(slot.name == spec.name for slot in self._children):
+            raise ValueError(f"supervisor {self.name!r} already has a child named {spec.name!r}")
+        slot = _ChildSlot(spec=spec, mailbox=Mailbox(name=spec.name, size=spec.mailbox_size))
+        self._children.append(slot)
+        try:
+            await self._start(slot)
+        except BaseException:
+            self._forget(slot)
+            raise
+        log.debug("actor.started", actor=spec.name, supervisor=self.name)
+        return ActorRef(mailbox=slot.mailbox)
+
+    async def stop_child(self, child: ActorRef | str) -> None:
+        """Stop one child in an orderly way (it is not restarted). Does nothing if it is
+        already gone.
+
+        Waits up to the child's ``shutdown_grace`` for it to finish queued and in-flight
+        work, then cancels it; callers still waiting get :class:`~kova.MailboxClosed`.
+        """
+        name = child if isinstance(child, str) else child.name
+        for slot in self._children:
+            if slot.name == name:
+                await self._stop_gracefully(slot)
+                return
+
+    async def aclose(self) -> None:
+        """Stop every child in reverse start order, each with its grace period.
+
+        Called for you when the :func:`open_supervisor` block ends (shielded there).
+        """
+        self._closing = True
+        self._loop_scope.cancel(reason="supervisor stopping")
+        await self._loop_done.wait()
+        await self._stop_all()
+
+    # -- the supervisor's own task --------------------------------------------------------
+
+    async def _supervise(self) -> None:
+        try:
+            with self._loop_scope:
+                async for event in self._events_receive:
+                    await self._on_exit(event)
+        finally:
+            self._loop_done.set()
+
+    async def _on_exit(self, event: _ChildExited) -> None:
+        slot, error = event.slot, event.error
+        if error is not None:
+            log.error(
+                "actor.crashed",
+                actor=slot.name,
+                supervisor=self.name,
+                incarnation=event.incarnation,
+                exc_info=error,
+            )
+        if (
+            self._closing
+            or slot.stopping
+            or event.incarnation != slot.incarnation
+            or slot not in self._children
+        ):
+            return  # we stopped it on purpose, or it has been restarted already
+        restart = slot.spec.restart
+        if restart == "temporary" or (restart == "transient" and error is None):
+            log.info("actor.exited", actor=slot.name, supervisor=self.name, normal=error is None)
+            self._forget(slot)
+            return
+        await self._restart(slot, error)
+
+    async def _restart(self, slot: _ChildSlot, error: Exception | None) -> None:
+        failed = slot
+        while True:
+            now = trio.current_time()
+            window = self._restart_times
+            while window and window[0] <= now - self.within:
+                window.popleft()
+            if len(window) >= self.max_restarts:
+                await self._give_up(failed, error)
+            window.append(now)
+            delay = self.backoff.delay(len(window))
+            affected = self._affected(failed)
+            for sibling in reversed(affected):
+                await self._stop_for_restart(sibling)
+            if delay > 0:
+                await trio.sleep(delay)
+            try:
+                for child in affected:
+                    if child not in self._children or child.stopping or self._closing:
+                        continue
+                    if child is not failed and child.spec.restart == "temporary":
+                        self._forget(child)  # OTP: temporary siblings are not restarted
+                        continue
+                    failed = child
+                    await self._start(child)
+                    child.restarts += 1
+                    log.info(
+                        "actor.restarted",
+                        actor=child.name,
+                        supervisor=self.name,
+                        restarts=child.restarts,
+                        delay=delay,
+                    )
+            except Exception as exc:
+                # The new instance failed to start: that is one more crash of this child.
+                log.error(
+                    "actor.crashed",
+                    actor=failed.name,
+                    supervisor=self.name,
+                    during="start",
+                    exc_info=exc,
+                )
+                error = exc
+                continue
+            return
+
+    async def _give_up(self, slot: _ChildSlot, error: Exception | None) -> None:
+        self._closing = True
+        log.error(
+            "supervisor.gave_up",
+            supervisor=self.name,
+            actor=slot.name,
+            max_restarts=self.max_restarts,
+            within=self.within,
+            error=repr(error),
+        )
+        await self._stop_all()
+        failure = ActorFailed(
+            self.name,
+            f"child {slot.name!r} exceeded {self.max_restarts} restarts in {self.within:g}s",
+        )
+        raise failure from error
+
+    def _affected(self, slot: _ChildSlot) -> list[_ChildSlot]:
+        if self.strategy == "one_for_one":
+            return [slot]
+        if self.strategy == "one_for_all":
+            return list(self._children)
+        index = self._children.index(slot)
+        return self._children[index:]
+
+    # -- starting and stopping instances --------------------------------------------------
+
+    async def _start(self, slot: _ChildSlot) -> None:
+        await self._nursery.start(self._run_instance, slot)
+
+    async def _run_instance(
+        self, slot: _ChildSlot, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        slot.incarnation += 1
+        incarnation = slot.incarnation
+        exited = trio.Event()
+        slot.exited = exited
+        scope = trio.CancelScope()
+        slot.scope = scope
+        watch = _StartWatch(inner=task_status, slot=slot)
+        error: Exception | None = None
+        try:
+            actor = slot.spec.factory()
+            with scope:
+                await actor.run(slot.mailbox, task_status=_WatchedStatus(watch))
+        except Exception as exc:
+            if not watch.started:
+                raise  # nursery.start() hands it to whoever (re)started the child
+            error = exc
+        finally:
+            if slot.incarnation == incarnation:
+                slot.running = False
+            exited.set()
+        if watch.started:
+            self._events_send.send_nowait(
+                _ChildExited(slot=slot, incarnation=incarnation, error=error)
+            )
+
+    async def _stop_for_restart(self, slot: _ChildSlot) -> None:
+        if slot.running and slot.scope is not None:
+            slot.scope.cancel(reason="supervisor restarting children")
+            await slot.exited.wait()
+
+    async def _stop_gracefully(self, slot: _ChildSlot) -> None:
+        slot.stopping = True
+        slot.mailbox.close()
+        if slot.running:
+            with trio.move_on_after(slot.spec.shutdown_grace):
+                await slot.exited.wait()
+            if not slot.exited.is_set():
+                log.warning(
+                    "actor.shutdown_timed_out",
+                    actor=slot.name,
+                    supervisor=self.name,
+                    grace=slot.spec.shutdown_grace,
+                )
+                if slot.scope is not None:
+                    slot.scope.cancel(reason="shutdown grace period expired")
+                with trio.CancelScope(shield=True):
+                    await slot.exited.wait()
+        self._forget(slot)
+        log.debug("actor.stopped", actor=slot.name, supervisor=self.name)
+
+    async def _stop_all(self) -> None:
+        for slot in reversed(list(self._children)):
+            await self._stop_gracefully(slot)
+
+    def _forget(self, slot: _ChildSlot) -> None:
+        slot.stopping = True
+        slot.mailbox.drain()
+        if slot in self._children:
+            self._children.remove(slot)
+
+    def _slot(self, name: str) -> _ChildSlot:
+        for slot in self._children:
+            if slot.name == name:
+                return slot
+        raise KeyError(name)
+
+    def _make_spec(
+        self,
+        child: ChildSpec | ActorFactory,
+        *,
+        name: str | None,
+        restart: RestartType | None,
+        mailbox_size: int | None,
+        shutdown_grace: float | None,
+    ) -> ChildSpec:
+        if isinstance(child, ChildSpec):
+            spec = child
+        else:
+            if name is None:
+                base = getattr(child, "__name__", None) or "actor"
+                name = base
+                taken = {slot.name for slot in self._children}
+                number = 1
+                while name in taken:
+                    number += 1
+                    name = f"{base}-{number}"
+            spec = ChildSpec(factory=child, name=name)
+        return attrs.evolve(
+            spec,
+            name=spec.name if name is None else name,
+            restart=spec.restart if restart is None else restart,
+            mailbox_size=spec.mailbox_size if mailbox_size is None else mailbox_size,
+            shutdown_grace=spec.shutdown_grace if shutdown_grace is None else shutdown_grace,
+        )
+
+
+@asynccontextmanager
+async def open_supervisor(
+    *,
+    name: str = "supervisor",
+    strategy: Strategy = "one_for_one",
+    max_restarts: int = 3,
+    within: float = 5.0,
+    backoff: Backoff | None = None,
+) -> AsyncIterator[Supervisor]:
+    """``async with open_supervisor() as supervisor:`` run children for the block.
+
+    Leaving the block stops every child in reverse start order (shielded, each bounded by its
+    grace period). No child outlives the block.
+
+    Args:
+        name: a label for logs and for the :class:`~kova.ActorFailed` it raises.
+        strategy: ``"one_for_one"``, ``"one_for_all"`` or ``"rest_for_one"``.
+        max_restarts: restarts allowed within ``within`` seconds before giving up.
+        within: the intensity window, in seconds.
+        backoff: delay before restarts (default :class:`Backoff()`: 0.1 s doubling to 5 s).
+
+    Raises:
+        ActorFailed: (in an ``ExceptionGroup``, as trio nurseries do) the restart intensity
+            was exceeded; ``__cause__`` is the last crash. The block is cancelled first.
+    """
+    async with trio.open_nursery() as nursery:
+        supervisor = Supervisor(
+            nursery,
+            name=name,
+            strategy=strategy,
+            max_restarts=max_restarts,
+            within=within,
+            backoff=backoff if backoff is not None else Backoff(),
+        )
+        nursery.start_soon(supervisor._supervise)
+        try:
+            yield supervisor
+        finally:
+            with trio.CancelScope(shield=True):
+                await supervisor.aclose()

@@ -1,0 +1,302 @@
+"""The provider actor and ProviderRef, driven by the scripted provider."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+import trio.testing
+
+from kova import (
+    ActorFailed,
+    InferenceConfig,
+    MailboxClosed,
+    Message,
+    ModelInfo,
+    RateLimited,
+    StreamError,
+    StreamEvent,
+    ToolDefinition,
+)
+from kova.actors import Backoff, open_runtime
+from kova.agent._provider_actor import ProviderRef, spawn_provider
+from kova.providers import Provider, heuristic_count_tokens
+from kova.testing import (
+    ErrorReply,
+    FunctionProvider,
+    Reply,
+    ScriptedProvider,
+    ScriptRequest,
+    StreamReply,
+    reply_text,
+    stream_events,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+
+HISTORY = [Message.user("hi")]
+CONFIG = InferenceConfig(model="m")
+
+
+class RecordingProvider(ScriptedProvider):
+    """A scripted provider that records how far each stream got and when it was closed."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.log: list[tuple[str, int, float]] = []
+
+    @asynccontextmanager
+    async def chat_completion_stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition],
+        config: InferenceConfig,
+    ) -> AsyncIterator[AsyncIterator[Sequence[StreamEvent]]]:
+        async with super().chat_completion_stream(messages, tools, config) as batches:
+            try:
+                yield self._recorded(batches)
+            finally:
+                self.log.append(("closed", 0, trio.current_time()))
+
+    async def _recorded(
+        self, batches: AsyncIterator[Sequence[StreamEvent]]
+    ) -> AsyncIterator[Sequence[StreamEvent]]:
+        count = 0
+        async for batch in batches:
+            count += 1
+            self.log.append(("read", count, trio.current_time()))
+            yield batch
+
+
+async def test_provider_ref_is_a_provider_and_answers() -> None:
+    provider = ScriptedProvider([reply_text("hello")])
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, provider)
+        assert isinstance(ref, Provider)
+        assert ref.name == "scripted"
+        assert ref.ref.name == "provider.scripted"
+        assert provider.open_count == 1  # the actor holds provider.open()
+        async with ref.open():
+            response = await ref.chat_completion(HISTORY, [], CONFIG)
+        assert response.text == "hello"
+        assert provider.requests[0].messages == tuple(HISTORY)
+    assert provider.open_count == 0
+
+
+async def test_list_models_and_count_tokens_through_the_actor() -> None:
+    provider = ScriptedProvider([])
+    tools = [ToolDefinition(name="t", description="a tool")]
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, provider)
+        assert await ref.list_models() == [ModelInfo(id="scripted", owned_by="scripted")]
+        assert await ref.count_tokens(HISTORY, tools, CONFIG) == heuristic_count_tokens(
+            HISTORY, tools
+        )
+
+
+async def test_many_concurrent_requests_are_served_at_once(
+    autojump_clock: trio.testing.MockClock,
+):
+    provider = FunctionProvider(lambda request: reply_text("ok"), latency=1.0)
+    finished: list[float] = []
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, provider)
+
+        async def ask() -> None:
+            assert (await ref.chat_completion(HISTORY, [], CONFIG)).text == "ok"
+            finished.append(trio.current_time())
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(40):
+                nursery.start_soon(ask)
+    assert finished == [1.0] * 40
+
+
+async def test_max_in_flight_caps_concurrent_requests(autojump_clock: trio.testing.MockClock):
+    provider = FunctionProvider(lambda request: reply_text("ok"), latency=1.0)
+    finished: list[float] = []
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, provider, max_in_flight=2)
+
+        async def ask() -> None:
+            await ref.chat_completion(HISTORY, [], CONFIG)
+            finished.append(trio.current_time())
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(5):
+                nursery.start_soon(ask)
+    assert sorted(finished) == [1.0, 1.0, 2.0, 2.0, 3.0]
+
+
+async def test_stream_through_the_actor_delivers_the_batches() -> None:
+    reply = reply_text("a fairly long answer, streamed in pieces")
+    provider = ScriptedProvider([reply], batch_size=3)
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, provider)
+        async with ref.chat_completion_stream(HISTORY, [], CONFIG) as batches:
+            received = [list(batch) async for batch in batches]
+    assert all(len(batch) <= 3 for batch in received)
+    assert [event for batch in received for event in batch] == list(stream_events(reply))
+
+
+async def test_stream_backpressure_stops_reading_when_consumer_lags(
+    autojump_clock: trio.testing.MockClock,
+):
+    reply = StreamReply(response=reply_text("x" * 100), chunk_chars=1)  # 102 events
+    provider = RecordingProvider([reply], batch_size=1)
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, provider, stream_buffer=2)
+        async with ref.chat_completion_stream(HISTORY, [], CONFIG) as batches:
+            await trio.testing.wait_all_tasks_blocked()
+            # one batch taken on entering, two buffered, one held by the blocked producer
+            assert max(count for kind, count, _ in provider.log if kind == "read") == 4
+            total = 0
+            async for batch in batches:
+                total += len(batch)
+        assert total == 102
+
+
+async def test_leaving_a_stream_early_closes_the_provider_stream_first(
+    autojump_clock: trio.testing.MockClock,
+):
+    reply = StreamReply(response=reply_text("y" * 100), chunk_chars=1)
+    provider = RecordingProvider([reply], batch_size=1, batch_delay=1.0)
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, provider, stream_buffer=1)
+        async with ref.chat_completion_stream(HISTORY, [], CONFIG) as batches:
+            async for _batch in batches:
+                if trio.current_time() >= 3.0:
+                    break
+        left_at = trio.current_time()
+        assert provider.log[-1] == ("closed", 0, left_at)
+        reads = [count for kind, count, _ in provider.log if kind == "read"]
+        assert max(reads) < 10
+
+
+async def test_cancelling_the_consumer_mid_stream_stops_the_producer(
+    autojump_clock: trio.testing.MockClock,
+):
+    reply = StreamReply(response=reply_text("z" * 100), chunk_chars=1)
+    provider = RecordingProvider([reply], batch_size=1, batch_delay=1.0)
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, provider)
+        with trio.move_on_after(4.5):
+            async with ref.chat_completion_stream(HISTORY, [], CONFIG) as batches:
+                async for _batch in batches:
+                    pass
+        assert trio.current_time() == 4.5
+        assert provider.log[-1] == ("closed", 0, 4.5)
+
+
+async def test_stream_errors_reach_the_consumer() -> None:
+    provider = ScriptedProvider(
+        [
+            ErrorReply(status_code=429, retry_after=0.0),
+            StreamReply(response=reply_text("abcdefgh"), chunk_chars=1, cut_after=3),
+        ],
+        batch_size=1,
+    )
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, provider)
+        with pytest.raises(RateLimited):
+            async with ref.chat_completion_stream(HISTORY, [], CONFIG):
+                pytest.fail("entered a rate-limited stream")
+        received = []
+        with pytest.raises(StreamError):
+            async with ref.chat_completion_stream(HISTORY, [], CONFIG) as batches:
+                async for batch in batches:
+                    received.extend(batch)
+        assert len(received) == 3
+        # request errors do not crash the actor
+        assert provider.open_count == 1
+
+
+async def test_rate_limit_pauses_every_request_until_retry_after(
+    autojump_clock: trio.testing.MockClock,
+):
+    sent_at: list[float] = []
+
+    def model(request: ScriptRequest) -> Reply:
+        sent_at.append(trio.current_time())
+        if len(sent_at) == 1:
+            return ErrorReply(status_code=429, retry_after=5.0)
+        return reply_text("ok")
+
+    provider = FunctionProvider(model)
+    finished: list[float] = []
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, provider)
+        await trio.sleep(1.0)
+        with pytest.raises(RateLimited):
+            await ref.chat_completion(HISTORY, [], CONFIG)
+        assert trio.current_time() == 1.0
+
+        async def ask(delay: float) -> None:
+            await trio.sleep(delay)
+            await ref.chat_completion(HISTORY, [], CONFIG)
+            finished.append(trio.current_time())
+
+        async with trio.open_nursery() as nursery:
+            for delay in (0.0, 2.0, 4.0, 7.0):
+                nursery.start_soon(ask, delay)
+    # three requests arrived inside the pause and were held until 1 + 5; the last came later
+    assert sent_at == [1.0, 6.0, 6.0, 6.0, 8.0]
+    assert sorted(finished) == [6.0, 6.0, 6.0, 8.0]
+
+
+async def test_rate_limit_on_stream_also_pauses(autojump_clock: trio.testing.MockClock):
+    sent_at: list[float] = []
+
+    def model(request: ScriptRequest) -> Reply:
+        sent_at.append(trio.current_time())
+        if len(sent_at) == 1:
+            return ErrorReply(status_code=429, retry_after=3.0)
+        return reply_text("ok")
+
+    provider = FunctionProvider(model)
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, provider)
+        with pytest.raises(RateLimited):
+            async with ref.chat_completion_stream(HISTORY, [], CONFIG):
+                pass
+        assert (await ref.chat_completion(HISTORY, [], CONFIG)).text == "ok"
+    assert sent_at == [0.0, 3.0]
+
+
+async def test_provider_crash_fails_the_call_and_restarts_with_provider_reopened(
+    autojump_clock: trio.testing.MockClock,
+):
+    def model(request: ScriptRequest) -> Reply:
+        if len(provider.requests) == 1:
+            raise RuntimeError("codec bug")
+        return reply_text("recovered")
+
+    provider = FunctionProvider(model)
+    async with open_runtime(backoff=Backoff.none()) as runtime:
+        ref = await spawn_provider(runtime, provider)
+        with pytest.raises(ActorFailed) as failed:
+            await ref.chat_completion(HISTORY, [], CONFIG)
+        assert isinstance(failed.value.__cause__, RuntimeError)
+        assert (await ref.chat_completion(HISTORY, [], CONFIG)).text == "recovered"
+        assert provider.open_count == 1
+
+
+async def test_two_providers_with_one_name_get_distinct_actors() -> None:
+    async with open_runtime() as runtime:
+        first = await spawn_provider(runtime, ScriptedProvider([reply_text("1")]))
+        second = await spawn_provider(runtime, ScriptedProvider([reply_text("2")]))
+        assert first.ref.name != second.ref.name
+        assert (await second.chat_completion(HISTORY, [], CONFIG)).text == "2"
+        assert (await first.chat_completion(HISTORY, [], CONFIG)).text == "1"
+
+
+async def test_stopped_provider_ref_raises_mailbox_closed() -> None:
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, ScriptedProvider([]))
+        await ref.stop()
+        with pytest.raises(MailboxClosed):
+            await ref.list_models()
+        assert isinstance(ref, ProviderRef)
