@@ -1,6 +1,7 @@
 """Anthropic's native Messages API: adaptive thinking, signed thinking round trips, prompt
 caching, structured output and exact token counts."""
 
+from ._client import AnthropicProvider as AnthropicProvider
 from ._config import ANTHROPIC_API_VERSION as ANTHROPIC_API_VERSION
 from ._config import DEFAULT_MAX_TOKENS as DEFAULT_MAX_TOKENS
 from ._config import EFFORT_LEVELS as EFFORT_LEVELS
@@ -12,5 +13,6 @@ __all__ = [
     "DEFAULT_MAX_TOKENS",
     "EFFORT_LEVELS",
     "AnthropicConfig",
+    "AnthropicProvider",
     "Effort",
 ]

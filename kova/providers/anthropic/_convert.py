@@ -381,8 +381,11 @@ def decode_response(data: object) -> ModelResponse:
         block = decode_content_block(raw)
         if block is None:
             continue
-        if isinstance(block, Thinking) and block.text:
-            thinking.append(block.text)
+        if isinstance(block, Thinking):
+            if block.text:
+                thinking.append(block.text)
+            if block.signature is None:
+                continue  # unsigned thinking is display text only, never history
         content.append(block)
     usage = data.get("usage")
     stop = data.get("stop_reason")

@@ -1,0 +1,658 @@
+"""A fake Anthropic Messages API on loopback, driven by a :class:`~kova.testing.Script`.
+
+It speaks the real wire format, so the real :class:`~kova.providers.anthropic.AnthropicProvider`
+(or the official ``anthropic`` SDK) can be pointed at it::
+
+    server = FakeAnthropicServer(Script([reply_text("Hi")]))
+    async with trio.open_nursery() as nursery:
+        base_url = await nursery.start(server.serve)
+        provider = AnthropicProvider(AnthropicConfig(model="claude-x", api_key="k",
+                                                     base_url=base_url))
+        ...
+        nursery.cancel_scope.cancel()
+
+Endpoints: ``POST /v1/messages`` (JSON, or SSE with every event type: ``message_start``,
+``content_block_start/delta/stop`` for text, thinking with ``signature_delta``,
+``redacted_thinking`` and ``tool_use`` with ``input_json_delta`` fragments, ``message_delta``,
+``message_stop``, ``ping``, and ``error`` mid-stream), ``POST /v1/messages/count_tokens`` and
+``GET /v1/models`` (paged with ``after_id``/``limit``, ``has_more``/``last_id``).
+
+Scripted replies map to the wire like this:
+
+* a :class:`~kova.ModelResponse` is the message; its signed ``Thinking`` and
+  ``RedactedThinking`` blocks become thinking blocks with their signatures;
+* an :class:`~kova.testing.ErrorReply` is an HTTP error with Anthropic's error body
+  (``{"type": "error", "error": {"type": ..., "message": ...}}``) and ``retry-after``;
+* a :class:`~kova.testing.StreamReply` chunks the text, may stream exact ``events`` (an
+  :class:`~kova.ErrorEvent` among them becomes a mid-stream ``error`` event) and may cut the
+  connection after ``cut_after`` kova events (no ``message_stop``, body left unfinished).
+
+Every request is recorded in :attr:`FakeAnthropicServer.requests` (path, headers, JSON body).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from .._models import (
+    ErrorEvent,
+    Image,
+    InferenceConfig,
+    Message,
+    ModelInfo,
+    ModelResponse,
+    RedactedThinking,
+    ResponseFormat,
+    Role,
+    SignedThinking,
+    StopEvent,
+    StopKind,
+    StopReason,
+    StreamEvent,
+    Text,
+    TextDelta,
+    Thinking,
+    ThinkingDelta,
+    ToolDefinition,
+    ToolResult,
+    ToolUse,
+    ToolUseDelta,
+    ToolUseEnd,
+    ToolUseStart,
+    Usage,
+    UsageEvent,
+)
+from ..providers._base import heuristic_count_tokens
+from ._http_server import (
+    FakeResponse,
+    FakeStream,
+    RecordedRequest,
+    json_response,
+    serve_http,
+)
+from ._script import ErrorReply, ScriptRequest, StreamReply
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .._models import JSONValue
+    from ._script import Script
+
+__all__ = ["DEFAULT_ANTHROPIC_MODELS", "FakeAnthropicServer"]
+
+DEFAULT_ANTHROPIC_MODELS: tuple[ModelInfo, ...] = (
+    ModelInfo(id="claude-opus-4-8", display_name="Claude Opus 4.8", owned_by="anthropic"),
+    ModelInfo(id="claude-sonnet-4-6", display_name="Claude Sonnet 4.6", owned_by="anthropic"),
+    ModelInfo(id="claude-haiku-4-5", display_name="Claude Haiku 4.5", owned_by="anthropic"),
+)
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+
+_WIRE_STOP = {
+    StopKind.END_TURN: "end_turn",
+    StopKind.TOOL_USE: "tool_use",
+    StopKind.MAX_TOKENS: "max_tokens",
+    StopKind.STOP_SEQUENCE: "stop_sequence",
+}
+
+
+def _error_body(status: int, message: str, error_type: str | None) -> dict[str, JSONValue]:
+    return {
+        "type": "error",
+        "error": {"type": error_type or _ERROR_TYPES.get(status, "api_error"), "message": message},
+        "request_id": "req_fake",
+    }
+
+
+def _error(
+    status: int,
+    message: str,
+    *,
+    error_type: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> FakeResponse:
+    return json_response(_error_body(status, message, error_type), status=status, headers=headers)
+
+
+def _wire_stop(stop: StopReason) -> str:
+    if stop.raw:
+        return stop.raw
+    return _WIRE_STOP.get(stop.kind, "end_turn")
+
+
+def _wire_usage(usage: Usage | None) -> dict[str, JSONValue]:
+    usage = usage or Usage()
+    cached = usage.cache_read_tokens + usage.cache_creation_tokens
+    wire: dict[str, JSONValue] = {
+        "input_tokens": max(0, usage.input_tokens - cached),
+        "cache_creation_input_tokens": usage.cache_creation_tokens,
+        "cache_read_input_tokens": usage.cache_read_tokens,
+        "output_tokens": usage.output_tokens,
+    }
+    if usage.reasoning_tokens:
+        wire["output_tokens_details"] = {"thinking_tokens": usage.reasoning_tokens}
+    return wire
+
+
+# ---------------------------------------------------------------------------------------------
+# Wire request -> what the script sees
+
+
+def _image_from_wire(block: Mapping[str, object]) -> Image:
+    source = block.get("source")
+    if isinstance(source, Mapping) and source.get("type") == "url":
+        return Image(url=str(source.get("url")))
+    if isinstance(source, Mapping):
+        return Image(media_type=str(source.get("media_type")), data=str(source.get("data")))
+    raise ValueError(f"image block without a source: {block!r}")
+
+
+def _parts_from_wire(content: object) -> str | tuple[Text | Image, ...]:
+    if content is None or isinstance(content, str):
+        return content or ""
+    parts: list[Text | Image] = []
+    if isinstance(content, list):
+        for item in content:
+            if isinstance(item, Mapping) and item.get("type") == "text":
+                parts.append(Text(text=str(item.get("text", ""))))
+            elif isinstance(item, Mapping) and item.get("type") == "image":
+                parts.append(_image_from_wire(item))
+    return tuple(parts)
+
+
+def _messages_from_wire(body: Mapping[str, object]) -> list[Message]:
+    messages: list[Message] = []
+    system = body.get("system")
+    if isinstance(system, str) and system:
+        messages.append(Message.system(system))
+    elif isinstance(system, list):
+        text = "".join(str(b.get("text", "")) for b in system if isinstance(b, Mapping))
+        messages.append(Message.system(text))
+    turns = body.get("messages")
+    for turn in turns if isinstance(turns, list) else []:
+        if not isinstance(turn, Mapping):
+            continue
+        role = turn.get("role")
+        content = turn.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        results: list[ToolResult] = []
+        blocks: list[Text | Image | ToolUse | Thinking | RedactedThinking] = []
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, Mapping):
+                continue
+            kind = block.get("type")
+            if kind == "text":
+                blocks.append(Text(text=str(block.get("text", ""))))
+            elif kind == "image":
+                blocks.append(_image_from_wire(block))
+            elif kind == "tool_use":
+                arguments = block.get("input")
+                blocks.append(
+                    ToolUse(
+                        id=str(block.get("id")),
+                        name=str(block.get("name")),
+                        input=arguments if isinstance(arguments, dict) else {},
+                    )
+                )
+            elif kind == "thinking":
+                blocks.append(
+                    Thinking(
+                        text=str(block.get("thinking", "")),
+                        signature=str(block.get("signature", "")) or None,
+                    )
+                )
+            elif kind == "redacted_thinking":
+                blocks.append(RedactedThinking(data=str(block.get("data", ""))))
+            elif kind == "tool_result":
+                results.append(
+                    ToolResult(
+                        tool_use_id=str(block.get("tool_use_id")),
+                        content=_parts_from_wire(block.get("content")),
+                        is_error=bool(block.get("is_error", False)),
+                    )
+                )
+        if results:
+            messages.append(Message.tool_results(results))
+        if blocks:
+            messages.append(Message(role=Role(str(role)), content=tuple(blocks)))
+    return messages
+
+
+def _tools_from_wire(body: Mapping[str, object]) -> list[ToolDefinition]:
+    tools = body.get("tools")
+    definitions: list[ToolDefinition] = []
+    for tool in tools if isinstance(tools, list) else []:
+        if isinstance(tool, Mapping):
+            schema = tool.get("input_schema")
+            definitions.append(
+                ToolDefinition(
+                    name=str(tool.get("name")),
+                    description=str(tool.get("description", "")),
+                    parameters=schema if isinstance(schema, dict) else {},
+                )
+            )
+    return definitions
+
+
+def _config_from_wire(body: Mapping[str, object]) -> InferenceConfig:
+    output = body.get("output_config")
+    response_format = None
+    if isinstance(output, Mapping):
+        wire_format = output.get("format")
+        if isinstance(wire_format, Mapping) and isinstance(wire_format.get("schema"), dict):
+            response_format = ResponseFormat(name="output", schema=wire_format["schema"])
+    stop_sequences = body.get("stop_sequences")
+    model = body.get("model")
+    max_tokens = body.get("max_tokens")
+    temperature = body.get("temperature")
+    top_p = body.get("top_p")
+    return InferenceConfig(
+        model=model if isinstance(model, str) else None,
+        max_tokens=max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else None,
+        temperature=float(temperature) if isinstance(temperature, int | float) else None,
+        top_p=float(top_p) if isinstance(top_p, int | float) else None,
+        stop_sequences=[str(s) for s in stop_sequences]
+        if isinstance(stop_sequences, list)
+        else None,
+        response_format=response_format,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Script reply -> wire response
+
+
+def _wire_block(block: object) -> dict[str, JSONValue] | None:
+    match block:
+        case Text(text=text):
+            return {"type": "text", "text": text}
+        case Thinking(text=text, signature=signature):
+            return {"type": "thinking", "thinking": text, "signature": signature or ""}
+        case RedactedThinking(data=data):
+            return {"type": "redacted_thinking", "data": data}
+        case ToolUse(id=id_, name=name, input=arguments):
+            return {"type": "tool_use", "id": id_, "name": name, "input": arguments}
+    return None
+
+
+def _message_json(response: ModelResponse, model: str, message_id: str) -> dict[str, JSONValue]:
+    content: list[JSONValue] = []
+    has_thinking_block = any(isinstance(b, Thinking) for b in response.content)
+    if response.thinking and not has_thinking_block:
+        content.append({"type": "thinking", "thinking": response.thinking, "signature": ""})
+    for block in response.content:
+        wire = _wire_block(block)
+        if wire is not None:
+            content.append(wire)
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": _wire_stop(response.stop_reason),
+        "stop_sequence": None,
+        "usage": _wire_usage(response.usage),
+    }
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _reply_events(reply: ModelResponse | StreamReply) -> list[StreamEvent]:
+    """The kova events of a reply, in Anthropic's block order.
+
+    Like :func:`~kova.testing.response_to_events`, except that each signed ``Thinking`` block
+    streams its own text (``response.thinking`` is display text derived from such blocks, not
+    another block) and ``RedactedThinking`` blocks stream too.
+    """
+    if isinstance(reply, StreamReply) and reply.events is not None:
+        return list(reply.events)
+    response = reply.response if isinstance(reply, StreamReply) else reply
+    size = max(1, reply.chunk_chars if isinstance(reply, StreamReply) else 8)
+    events: list[StreamEvent] = []
+    if response.thinking and not any(isinstance(b, Thinking) for b in response.content):
+        events.extend(ThinkingDelta(text=piece) for piece in _pieces(response.thinking, size))
+    for index, block in enumerate(response.content):
+        match block:
+            case Text(text=text):
+                events.extend(TextDelta(text=piece) for piece in _pieces(text, size))
+            case Thinking(text=text, signature=signature):
+                events.extend(ThinkingDelta(text=piece) for piece in _pieces(text, size))
+                if signature is not None:
+                    events.append(SignedThinking(block=block))
+            case RedactedThinking():
+                events.append(SignedThinking(block=block))
+            case ToolUse(id=id_, name=name, input=arguments):
+                events.append(ToolUseStart(index=index, id=id_, name=name))
+                encoded = json.dumps(arguments, separators=(",", ":"))
+                events.extend(
+                    ToolUseDelta(index=index, partial_json=piece)
+                    for piece in _pieces(encoded, size)
+                )
+                events.append(ToolUseEnd(index=index))
+            case _:
+                pass
+    events.append(StopEvent(stop_reason=response.stop_reason))
+    if response.usage is not None:
+        events.append(UsageEvent(usage=response.usage))
+    return events
+
+
+def _sse(event: str, data: Mapping[str, JSONValue]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+class _SseWriter:
+    """Turns kova stream events into Anthropic SSE events, one kova event at a time."""
+
+    def __init__(self, model: str, message_id: str, usage: Usage | None) -> None:
+        self.model = model
+        self.message_id = message_id
+        self.usage = usage
+        self.index = -1
+        self.open_kind: str | None = None
+        self.tool_indexes: dict[int, int] = {}
+        self.stop: StopReason | None = None
+
+    def start(self) -> bytes:
+        start_usage = _wire_usage(self.usage)
+        start_usage["output_tokens"] = 1
+        start_usage.pop("output_tokens_details", None)
+        message: dict[str, JSONValue] = {
+            "id": self.message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": start_usage,
+        }
+        return _sse("message_start", {"type": "message_start", "message": message}) + _sse(
+            "ping", {"type": "ping"}
+        )
+
+    def _close(self) -> bytes:
+        if self.open_kind is None:
+            return b""
+        self.open_kind = None
+        return _sse("content_block_stop", {"type": "content_block_stop", "index": self.index})
+
+    def _open(self, kind: str, block: dict[str, JSONValue]) -> bytes:
+        out = self._close()
+        self.index += 1
+        self.open_kind = kind
+        return out + _sse(
+            "content_block_start",
+            {"type": "content_block_start", "index": self.index, "content_block": block},
+        )
+
+    def _delta(self, delta: dict[str, JSONValue]) -> bytes:
+        return _sse(
+            "content_block_delta",
+            {"type": "content_block_delta", "index": self.index, "delta": delta},
+        )
+
+    def event(self, event: StreamEvent) -> bytes:
+        out = b""
+        match event:
+            case TextDelta(text=text):
+                if self.open_kind != "text":
+                    out += self._open("text", {"type": "text", "text": ""})
+                out += self._delta({"type": "text_delta", "text": text})
+            case ThinkingDelta(text=text):
+                if self.open_kind != "thinking":
+                    out += self._open(
+                        "thinking", {"type": "thinking", "thinking": "", "signature": ""}
+                    )
+                out += self._delta({"type": "thinking_delta", "thinking": text})
+            case SignedThinking(block=Thinking(text=text, signature=signature)):
+                if self.open_kind != "thinking":
+                    out += self._open(
+                        "thinking", {"type": "thinking", "thinking": "", "signature": ""}
+                    )
+                    if text:
+                        out += self._delta({"type": "thinking_delta", "thinking": text})
+                if signature:
+                    out += self._delta({"type": "signature_delta", "signature": signature})
+                out += self._close()
+            case SignedThinking(block=RedactedThinking(data=data)):
+                out += self._open("redacted", {"type": "redacted_thinking", "data": data})
+                out += self._close()
+            case ToolUseStart(index=index, id=id_, name=name):
+                out += self._open(
+                    "tool", {"type": "tool_use", "id": id_, "name": name, "input": {}}
+                )
+                self.tool_indexes[index] = self.index
+                out += self._delta({"type": "input_json_delta", "partial_json": ""})
+            case ToolUseDelta(partial_json=fragment):
+                out += self._delta({"type": "input_json_delta", "partial_json": fragment})
+            case ToolUseEnd():
+                out += self._close()
+            case StopEvent(stop_reason=stop):
+                out += self._close()
+                self.stop = stop
+                out += _sse("ping", {"type": "ping"})
+            case UsageEvent(usage=usage):
+                self.usage = usage
+            case ErrorEvent(message=message, error_type=error_type):
+                out += _sse(
+                    "error",
+                    {
+                        "type": "error",
+                        "error": {"type": error_type or "api_error", "message": message},
+                    },
+                )
+        return out
+
+    def finish(self) -> bytes:
+        out = self._close()
+        delta_usage: dict[str, JSONValue] = {"output_tokens": (self.usage or Usage()).output_tokens}
+        full = _wire_usage(self.usage)
+        if "output_tokens_details" in full:
+            delta_usage["output_tokens_details"] = full["output_tokens_details"]
+        out += _sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {
+                    "stop_reason": _wire_stop(self.stop or StopReason.END_TURN),
+                    "stop_sequence": None,
+                },
+                "usage": delta_usage,
+            },
+        )
+        return out + _sse("message_stop", {"type": "message_stop"})
+
+
+def _stream_chunks(
+    events: Sequence[StreamEvent], writer: _SseWriter, cut_after: int | None
+) -> Iterator[bytes]:
+    yield writer.start()
+    limit = len(events) if cut_after is None else min(cut_after, len(events))
+    for event in events[:limit]:
+        chunk = writer.event(event)
+        if chunk:
+            yield chunk
+        if isinstance(event, ErrorEvent):
+            return
+    if cut_after is None:
+        yield writer.finish()
+
+
+# ---------------------------------------------------------------------------------------------
+# The server
+
+
+def _model_json(model: ModelInfo) -> dict[str, JSONValue]:
+    created = model.created if model.created is not None else 1_759_104_000
+    from datetime import UTC, datetime
+
+    return {
+        "type": "model",
+        "id": model.id,
+        "display_name": model.display_name or model.id,
+        "created_at": datetime.fromtimestamp(created, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+@attrs.define
+class FakeAnthropicServer:
+    """A fake Anthropic API: :meth:`serve` it in a nursery and point a client at the URL.
+
+    Args:
+        script: the replies to ``POST /v1/messages``, in order.
+        models: what ``GET /v1/models`` lists.
+        count_tokens: computes ``/v1/messages/count_tokens`` answers from the request's kova
+            messages and tools; defaults to :func:`~kova.providers.heuristic_count_tokens`.
+        api_key: when set, requests must carry it (``x-api-key`` or ``Authorization:
+            Bearer``); others get a 401 ``authentication_error``.
+    """
+
+    script: Script
+    models: Sequence[ModelInfo] = DEFAULT_ANTHROPIC_MODELS
+    count_tokens: Callable[[list[Message], list[ToolDefinition]], int] | None = None
+    api_key: str | None = None
+    requests: list[RecordedRequest] = attrs.field(factory=list, init=False)
+    """Every request received, in order."""
+    base_url: str | None = attrs.field(default=None, init=False)
+    """``http://127.0.0.1:<port>`` once serving."""
+    _ids: Iterator[int] = attrs.field(factory=lambda: itertools.count(1), init=False)
+
+    def messages_requests(self) -> list[RecordedRequest]:
+        """The ``POST /v1/messages`` requests received."""
+        return [r for r in self.requests if r.path == "/v1/messages"]
+
+    async def serve(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve until cancelled; ``await nursery.start(server.serve)`` returns the base URL."""
+
+        async with trio.open_nursery() as nursery:
+            url: str = await nursery.start(serve_http, self._handle)
+            self.base_url = url
+            task_status.started(url)
+
+    def _check_headers(self, request: RecordedRequest) -> FakeResponse | None:
+        if "anthropic-version" not in request.headers:
+            return _error(400, "anthropic-version header is required")
+        if self.api_key is not None:
+            offered = request.headers.get("x-api-key") or request.headers.get(
+                "authorization", ""
+            ).removeprefix("Bearer ")
+            if offered != self.api_key:
+                return _error(401, "invalid x-api-key")
+        return None
+
+    async def _handle(self, request: RecordedRequest) -> FakeResponse | FakeStream:
+        self.requests.append(request)
+        rejected = self._check_headers(request)
+        if rejected is not None:
+            return rejected
+        if request.method == "POST" and request.path == "/v1/messages":
+            return await self._messages(request)
+        if request.method == "POST" and request.path == "/v1/messages/count_tokens":
+            return self._count_tokens(request)
+        if request.method == "GET" and request.path == "/v1/models":
+            return self._list_models(request)
+        return _error(404, f"no route {request.method} {request.path}")
+
+    def _body(self, request: RecordedRequest) -> Mapping[str, object] | FakeResponse:
+        try:
+            body = request.json()
+        except ValueError:
+            return _error(400, "the body is not JSON")
+        if not isinstance(body, dict):
+            return _error(400, "the body must be an object")
+        return body
+
+    async def _messages(self, request: RecordedRequest) -> FakeResponse | FakeStream:
+        body = self._body(request)
+        if isinstance(body, FakeResponse):
+            return body
+        for field in ("model", "max_tokens", "messages"):
+            if field not in body:
+                return _error(400, f"{field}: Field required")
+        stream = body.get("stream") is True
+        script_request = ScriptRequest(
+            messages=tuple(_messages_from_wire(body)),
+            tools=tuple(_tools_from_wire(body)),
+            config=_config_from_wire(body),
+            stream=stream,
+        )
+        reply = await self.script.next_reply(script_request)
+        if isinstance(reply, ErrorReply):
+            headers = {}
+            if reply.retry_after is not None:
+                headers["retry-after"] = f"{reply.retry_after:g}"
+            return _error(
+                reply.status_code, reply.message, error_type=reply.error_type, headers=headers
+            )
+        model = str(body.get("model"))
+        message_id = f"msg_fake_{next(self._ids):04d}"
+        response = reply.response if isinstance(reply, StreamReply) else reply
+        if not stream:
+            return json_response(_message_json(response, model, message_id))
+        events = _reply_events(reply)
+        usage = next((e.usage for e in events if isinstance(e, UsageEvent)), response.usage)
+        writer = _SseWriter(model, message_id, usage)
+        cut_after = reply.cut_after if isinstance(reply, StreamReply) else None
+        return FakeStream(
+            headers={"content-type": "text/event-stream", "cache-control": "no-cache"},
+            chunks=list(_stream_chunks(events, writer, cut_after)),
+            cut=cut_after is not None,
+        )
+
+    def _count_tokens(self, request: RecordedRequest) -> FakeResponse:
+        body = self._body(request)
+        if isinstance(body, FakeResponse):
+            return body
+        for field in ("max_tokens", "stream", "stop_sequences", "temperature", "top_p"):
+            if field in body:
+                return _error(400, f"{field}: Extra inputs are not permitted")
+        messages = _messages_from_wire(body)
+        tools = _tools_from_wire(body)
+        counter = self.count_tokens or heuristic_count_tokens
+        return json_response({"input_tokens": counter(messages, tools)})
+
+    def _list_models(self, request: RecordedRequest) -> FakeResponse:
+        try:
+            limit = int(request.query.get("limit", "20"))
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= 1000:
+            return _error(400, "limit must be 1..1000")
+        ids = [model.id for model in self.models]
+        start = 0
+        after = request.query.get("after_id")
+        if after is not None:
+            if after not in ids:
+                return _error(400, f"unknown after_id {after}")
+            start = ids.index(after) + 1
+        page = list(self.models[start : start + limit])
+        return json_response(
+            {
+                "data": [_model_json(model) for model in page],
+                "has_more": start + limit < len(ids),
+                "first_id": page[0].id if page else None,
+                "last_id": page[-1].id if page else None,
+            }
+        )
