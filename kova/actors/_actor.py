@@ -48,6 +48,7 @@ class _RunState:
     name: str
     nursery: trio.Nursery | None = None
     loop_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    background_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     receiving: bool = False
     stopping: bool = False
     crash: Exception | None = None
@@ -97,6 +98,12 @@ class Actor:
         Entered in the actor's own task before it reports started, left when it stops.
         """
         return contextlib.nullcontext()
+
+    async def background(self) -> None:
+        """Optional work that runs for the life of the incarnation, beside the mailbox
+        (watching a connection, a periodic flush). Started after the actor reports started;
+        returning is fine, raising anything crashes the actor. Cancelled when the actor stops
+        reading its mailbox. Not started unless overridden."""
 
     def is_request_error(self, exc: BaseException) -> bool:
         """Whether ``exc`` fails only the request that raised it (default: any
@@ -150,8 +157,12 @@ class Actor:
             async with self.resources(), trio.open_nursery() as nursery:
                 state.nursery = nursery
                 task_status.started()
+                if type(self).background is not Actor.background:
+                    nursery.start_soon(self._run_background, state)
                 with state.loop_scope:
                     await self._serve_mailbox(mailbox.receive_channel, state)
+                # The mailbox is done: in-flight requests may finish, background work stops.
+                state.background_scope.cancel(reason="actor stopping")
         finally:
             for request in list(state.in_flight):
                 failure: ActorError
@@ -189,6 +200,13 @@ class Actor:
                 nursery.start_soon(self._serve_request, request, state)
             else:
                 await self._serve_request(request, state)
+
+    async def _run_background(self, state: _RunState) -> None:
+        try:
+            with state.background_scope:
+                await self.background()
+        except Exception as exc:
+            self._crash(exc, state)
 
     def _crash(self, exc: Exception, state: _RunState) -> None:
         if state.crash is None:

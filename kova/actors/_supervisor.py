@@ -175,10 +175,7 @@ class Supervisor:
         within: float,
         backoff: Backoff,
     ) -> None:
-        if strategy not in get_args(Strategy):
-            raise ValueError(f"strategy must be one of {get_args(Strategy)}, got {strategy!r}")
-        if max_restarts < 0 or within <= 0:
-            raise ValueError("max_restarts must be >= 0 and within > 0")
+        _check_supervisor_args(strategy, max_restarts, within)
         self.name = name
         self.strategy: Strategy = strategy
         self.max_restarts = max_restarts
@@ -490,6 +487,13 @@ class Supervisor:
         )
 
 
+def _check_supervisor_args(strategy: str, max_restarts: int, within: float) -> None:
+    if strategy not in get_args(Strategy):
+        raise ValueError(f"strategy must be one of {get_args(Strategy)}, got {strategy!r}")
+    if max_restarts < 0 or within <= 0:
+        raise ValueError("max_restarts must be >= 0 and within > 0")
+
+
 @asynccontextmanager
 async def open_supervisor(
     *,
@@ -515,6 +519,7 @@ async def open_supervisor(
         ActorFailed: (in an ``ExceptionGroup``, as trio nurseries do) the restart intensity
             was exceeded; ``__cause__`` is the last crash. The block is cancelled first.
     """
+    _check_supervisor_args(strategy, max_restarts, within)
     async with trio.open_nursery() as nursery:
         supervisor = Supervisor(
             nursery,
