@@ -1,0 +1,51 @@
+"""MCP (Model Context Protocol) client: supervised connections to MCP servers.
+
+Importing this package imports the ``mcp`` SDK (``pip install kova-sdk[mcp]``); ``import
+kova`` alone never does.
+"""
+
+from ._auth import TokenProvider as TokenProvider
+from ._client import DEFAULT_REQUEST_TIMEOUT as DEFAULT_REQUEST_TIMEOUT
+from ._client import McpClient as McpClient
+from ._tool import PREFIX_SEPARATOR as PREFIX_SEPARATOR
+from ._tool import McpTool as McpTool
+from ._tool import check_prefix as check_prefix
+from ._tool import mcp_tools as mcp_tools
+from ._transports import InProcessTransport as InProcessTransport
+from ._transports import SseTransport as SseTransport
+from ._transports import StdioTransport as StdioTransport
+from ._transports import StreamableHttpTransport as StreamableHttpTransport
+from ._transports import Transport as Transport
+from ._types import ElicitationHandler as ElicitationHandler
+from ._types import ElicitationRequest as ElicitationRequest
+from ._types import ElicitationResponse as ElicitationResponse
+from ._types import McpPrompt as McpPrompt
+from ._types import McpPromptArgument as McpPromptArgument
+from ._types import McpPromptResult as McpPromptResult
+from ._types import McpResource as McpResource
+from ._types import McpResourceContents as McpResourceContents
+from ._types import McpResourceTemplate as McpResourceTemplate
+
+__all__ = [
+    "DEFAULT_REQUEST_TIMEOUT",
+    "PREFIX_SEPARATOR",
+    "ElicitationHandler",
+    "ElicitationRequest",
+    "ElicitationResponse",
+    "InProcessTransport",
+    "McpClient",
+    "McpPrompt",
+    "McpPromptArgument",
+    "McpPromptResult",
+    "McpResource",
+    "McpResourceContents",
+    "McpResourceTemplate",
+    "McpTool",
+    "SseTransport",
+    "StdioTransport",
+    "StreamableHttpTransport",
+    "TokenProvider",
+    "Transport",
+    "check_prefix",
+    "mcp_tools",
+]

@@ -1,0 +1,88 @@
+"""Bearer-token authentication for the HTTP transports.
+
+kova keeps no OAuth state: the host owns the flow and the token store, and hands kova a
+:class:`TokenProvider`. The HTTP transports attach ``Authorization: Bearer <token>`` to every
+request; when the server answers ``401``, they call :meth:`TokenProvider.refresh` once and
+send the request again. A second ``401`` fails that request (with :class:`~kova.McpError`).
+
+The mechanism is an ``httpx2.Auth`` flow, the seam httpx2 provides for exactly this: it sees
+every request the ``mcp`` transports send (POSTs, the server-to-client GET stream, the
+session ``DELETE``), so no request can slip out without the token.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import httpx2
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncGenerator
+
+__all__ = ["TokenProvider"]
+
+MCP_SESSION_ID_HEADER = "mcp-session-id"
+
+
+@runtime_checkable
+class TokenProvider(Protocol):
+    """Supplies the bearer token for an HTTP MCP server.
+
+    Both methods may be called from any task, concurrently; an implementation that refreshes
+    over the network should make concurrent refreshes share one round trip.
+    """
+
+    async def token(self) -> str:
+        """The current bearer token (without the ``Bearer`` prefix)."""
+        ...
+
+    async def refresh(self) -> str:
+        """Obtain (and persist) a fresh token after the server rejected the current one."""
+        ...
+
+
+class SessionExpired(Exception):
+    """The server answered ``404`` to a request carrying its ``Mcp-Session-Id``.
+
+    The Streamable HTTP specification says this means the server ended the session and the
+    client must start a new one with a fresh ``initialize``. Raising it from the auth flow
+    tears the transport down, so the connection actor is restarted and re-initializes
+    instead of leaving a dead session behind.
+    """
+
+
+class McpHttpAuth(httpx2.Auth):
+    """The ``httpx2.Auth`` flow of kova's HTTP transports.
+
+    Args:
+        tokens: where bearer tokens come from; ``None`` sends no ``Authorization`` header.
+        detect_session_end: raise :class:`SessionExpired` on a ``404`` for a request that
+            carries an ``Mcp-Session-Id`` (Streamable HTTP only).
+    """
+
+    def __init__(self, tokens: TokenProvider | None, *, detect_session_end: bool) -> None:
+        self._tokens = tokens
+        self._detect_session_end = detect_session_end
+
+    async def async_auth_flow(
+        self, request: httpx2.Request
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        if self._tokens is not None:
+            request.headers["Authorization"] = f"Bearer {await self._tokens.token()}"
+        response = yield request
+        if response.status_code == 401 and self._tokens is not None:
+            # One refresh and one retry: a server that rejects a token it was just handed
+            # will not accept it on a third try either.
+            request.headers["Authorization"] = f"Bearer {await self._tokens.refresh()}"
+            response = yield request
+            # A second 401 is left to the ``mcp`` transport, which fails that one request with
+            # a JSON-RPC error: the connection itself is healthy and must not be torn down.
+        if (
+            self._detect_session_end
+            and response.status_code == 404
+            and MCP_SESSION_ID_HEADER in request.headers
+            and request.method != "DELETE"
+        ):
+            raise SessionExpired(
+                f"the MCP server ended session {request.headers[MCP_SESSION_ID_HEADER]}"
+            )

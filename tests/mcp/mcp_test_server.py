@@ -1,0 +1,275 @@
+"""A real MCP server for kova's tests, written with the ``mcp`` package's ``MCPServer``.
+
+Used in process (``build_server()`` + ``InProcessTransport``) and as a child process::
+
+    python tests/mcp/mcp_test_server.py stdio
+    python tests/mcp/mcp_test_server.py http [--json] [--token T] [--port-file F]
+    python tests/mcp/mcp_test_server.py sse [--token T]
+
+The HTTP modes bind ``127.0.0.1`` port 0 and print ``PORT <n>`` on stdout once listening.
+``--token T`` makes every HTTP request need ``Authorization: Bearer T`` (anything else gets
+``401``). ``POST /control/forget`` makes the server answer ``404`` to every session it has
+issued so far (the Streamable HTTP way of saying "session ended"); ``GET /control/stats``
+returns how many sessions it issued and how many requests it rejected with ``401``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import anyio
+import mcp_types as mt
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel
+
+# Every tool and resource is async: the server would run a sync one in a worker thread,
+# which trio's MockClock cannot see (it would jump the clock while the thread runs).
+
+# A 1x1 transparent PNG.
+PNG_1X1 = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
+)
+
+
+class Answer(BaseModel):
+    name: str
+    age: int
+
+
+def build_server(events: list[str] | None = None) -> MCPServer:
+    """The test server. ``events`` (in process only) records what the server saw."""
+    seen: list[str] = events if events is not None else []
+    server = MCPServer("kova-test-server", instructions="a server for kova's tests")
+
+    @server.tool()
+    async def echo(text: str) -> str:
+        """Echo the text back."""
+        return text
+
+    @server.tool()
+    async def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    @server.tool()
+    async def picture() -> list[Any]:
+        """A caption and a tiny PNG."""
+        return [
+            mt.TextContent(type="text", text="a pixel"),
+            mt.ImageContent(type="image", data=PNG_1X1, mime_type="image/png"),
+        ]
+
+    @server.tool()
+    async def attachment() -> list[Any]:
+        """An embedded text resource and an embedded image blob."""
+        return [
+            mt.EmbeddedResource(
+                type="resource",
+                resource=mt.TextResourceContents(
+                    uri="kova://notes/1", mime_type="text/plain", text="note one"
+                ),
+            ),
+            mt.EmbeddedResource(
+                type="resource",
+                resource=mt.BlobResourceContents(
+                    uri="kova://pixel.png", mime_type="image/png", blob=PNG_1X1
+                ),
+            ),
+        ]
+
+    @server.tool()
+    async def fail(reason: str) -> str:
+        """Fail inside the tool (an isError result)."""
+        raise ToolError(reason)
+
+    @server.tool()
+    async def protocol_error() -> str:
+        """Answer with a JSON-RPC error instead of a result."""
+        raise MCPError(code=-32099, message="the server refuses")
+
+    @server.tool()
+    async def wait(seconds: float, tag: str = "") -> str:
+        """Sleep; records start, finish and cancellation as events."""
+        seen.append(f"started {tag}")
+        try:
+            await anyio.sleep(seconds)
+        except anyio.get_cancelled_exc_class():
+            seen.append(f"cancelled {tag}")
+            raise
+        seen.append(f"finished {tag}")
+        return f"waited {seconds}"
+
+    @server.tool()
+    async def pid() -> int:
+        """The server's process id."""
+        return os.getpid()
+
+    @server.tool()
+    async def hang_once(marker: str) -> str:
+        """Hang forever the first time (creating ``marker``); answer on later calls."""
+        path = anyio.Path(marker)
+        if await path.exists():
+            return "recovered"
+        await path.write_text(str(os.getpid()))
+        await anyio.sleep_forever()
+        return "unreachable"
+
+    @server.tool()
+    async def exit_now() -> str:
+        """Exit the server process mid-call."""
+        os._exit(3)
+
+    @server.tool()
+    async def grow(name: str, ctx: Context) -> str:
+        """Add a tool called ``name`` and tell the client the tool list changed."""
+
+        async def extra() -> str:
+            return f"I am {name}"
+
+        server.add_tool(extra, name=name, description=f"a tool added at run time: {name}")
+        await ctx.session.send_tool_list_changed()
+        return f"added {name}"
+
+    @server.tool()
+    async def ask_model(question: str, ctx: Context) -> str:
+        """Ask the client's model (sampling)."""
+        result = await ctx.session.create_message(
+            [mt.SamplingMessage(role="user", content=mt.TextContent(type="text", text=question))],
+            max_tokens=64,
+            system_prompt="answer briefly",
+            temperature=0.5,
+        )
+        content = result.content
+        text = content.text if isinstance(content, mt.TextContent) else repr(content)
+        return f"{result.model}: {text} ({result.stop_reason})"
+
+    @server.tool()
+    async def ask_user(ctx: Context) -> str:
+        """Ask the user for a name and an age (elicitation)."""
+        result = await ctx.elicit("Who are you?", schema=Answer)
+        if result.action == "accept":
+            return f"hello {result.data.name}, {result.data.age}"
+        return f"no answer: {result.action}"
+
+    @server.resource("kova://greeting", name="greeting", mime_type="text/plain")
+    async def greeting() -> str:
+        return "hello from the server"
+
+    @server.resource("kova://items/{item_id}", name="item", mime_type="application/json")
+    async def item(item_id: str) -> str:
+        return json.dumps({"id": item_id})
+
+    @server.resource("kova://pixel", name="pixel", mime_type="image/png")
+    async def pixel() -> bytes:
+        import base64
+
+        return base64.b64decode(PNG_1X1)
+
+    @server.prompt(name="review", description="Review some code")
+    async def review(code: str) -> str:
+        return f"Please review:\n{code}"
+
+    return server
+
+
+# ---------------------------------------------------------------------------------------------
+# Running as a child process
+
+
+def _control_app(app: Any, token: str | None) -> Any:
+    """Wrap the Starlette app: bearer check, session forgetting, stats."""
+    issued: set[str] = set()
+    forgotten: set[str] = set()
+    stats = {"sessions": 0, "unauthorized": 0}
+
+    async def reply(send: Any, status: int, body: bytes, content_type: bytes) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(b"content-type", content_type)],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        headers = {key.decode().lower(): value.decode() for key, value in scope["headers"]}
+        path = scope["path"]
+        if path == "/control/forget":
+            forgotten.update(issued)
+            await reply(send, 200, b"{}", b"application/json")
+            return
+        if path == "/control/stats":
+            await reply(send, 200, json.dumps(stats).encode(), b"application/json")
+            return
+        if token is not None and headers.get("authorization") != f"Bearer {token}":
+            stats["unauthorized"] += 1
+            await reply(send, 401, b"unauthorized", b"text/plain")
+            return
+        if headers.get("mcp-session-id") in forgotten:
+            await reply(send, 404, b"session not found", b"text/plain")
+            return
+
+        async def watching_send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                for key, value in message.get("headers", []):
+                    if key.decode().lower() == "mcp-session-id" and value.decode() not in issued:
+                        issued.add(value.decode())
+                        stats["sessions"] += 1
+            await send(message)
+
+        await app(scope, receive, watching_send)
+
+    return wrapped
+
+
+def main(argv: list[str]) -> None:
+    mode = argv[0]
+    token = argv[argv.index("--token") + 1] if "--token" in argv else None
+    server = build_server()
+    if mode == "stdio":
+        anyio.run(server.run_stdio_async)
+        return
+
+    import socket
+
+    import uvicorn
+
+    if mode == "http":
+        app = server.streamable_http_app(json_response="--json" in argv)
+    elif mode == "sse":
+        app = server.sse_app()
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(_control_app(app, token), log_level="warning", lifespan="on")
+    uvicorn_server = uvicorn.Server(config)
+
+    async def serve() -> None:
+        import asyncio
+
+        task = asyncio.ensure_future(uvicorn_server.serve(sockets=[sock]))
+        while not uvicorn_server.started:  # noqa: ASYNC110 - uvicorn offers no event
+            await asyncio.sleep(0.01)
+        print(f"PORT {port}", flush=True)
+        await task
+
+    import asyncio
+
+    asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
