@@ -32,9 +32,11 @@ Every request is recorded in :attr:`FakeAnthropicServer.requests` (path, headers
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import attrs
@@ -84,7 +86,7 @@ if TYPE_CHECKING:
     from .._models import JSONValue
     from ._script import Script
 
-__all__ = ["DEFAULT_ANTHROPIC_MODELS", "FakeAnthropicServer"]
+__all__ = ["DEFAULT_ANTHROPIC_MODELS", "FakeAnthropicServer", "open_anthropic_server"]
 
 DEFAULT_ANTHROPIC_MODELS: tuple[ModelInfo, ...] = (
     ModelInfo(id="claude-opus-4-8", display_name="Claude Opus 4.8", owned_by="anthropic"),
@@ -535,7 +537,7 @@ class FakeAnthropicServer:
     api_key: str | None = None
     requests: list[RecordedRequest] = attrs.field(factory=list, init=False)
     """Every request received, in order."""
-    base_url: str | None = attrs.field(default=None, init=False)
+    base_url: str = attrs.field(default="", init=False)
     """``http://127.0.0.1:<port>`` once serving."""
     _ids: Iterator[int] = attrs.field(factory=lambda: itertools.count(1), init=False)
 
@@ -543,11 +545,18 @@ class FakeAnthropicServer:
         """The ``POST /v1/messages`` requests received."""
         return [r for r in self.requests if r.path == "/v1/messages"]
 
-    async def serve(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+    async def serve(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
         """Serve until cancelled; ``await nursery.start(server.serve)`` returns the base URL."""
-
         async with trio.open_nursery() as nursery:
-            url: str = await nursery.start(serve_http, self._handle)
+            url: str = await nursery.start(
+                functools.partial(serve_http, self._handle, host=host, port=port)
+            )
             self.base_url = url
             task_status.started(url)
 
@@ -656,3 +665,31 @@ class FakeAnthropicServer:
                 "last_id": page[-1].id if page else None,
             }
         )
+
+
+@asynccontextmanager
+async def open_anthropic_server(
+    script: Script,
+    *,
+    models: Sequence[ModelInfo] = DEFAULT_ANTHROPIC_MODELS,
+    count_tokens: Callable[[list[Message], list[ToolDefinition]], int] | None = None,
+    api_key: str | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+) -> AsyncIterator[FakeAnthropicServer]:
+    """A :class:`FakeAnthropicServer` serving for the duration of the block (arguments as its
+    own); cancelled when the block leaves::
+
+        async with open_anthropic_server(Script([reply_text("Hi")])) as server:
+            config = AnthropicConfig(model="claude-opus-4-8", api_key="k",
+                                     base_url=server.base_url)
+    """
+    server = FakeAnthropicServer(
+        script=script, models=models, count_tokens=count_tokens, api_key=api_key
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(functools.partial(server.serve, host=host, port=port))
+        try:
+            yield server
+        finally:
+            nursery.cancel_scope.cancel(reason="fake Anthropic server closing")
