@@ -4,6 +4,7 @@ Like ``trio.testing``, this is public API: use it to test your own agents determ
 """
 
 from ._anthropic_server import FakeAnthropicServer as FakeAnthropicServer
+from ._anthropic_server import open_anthropic_server as open_anthropic_server
 from ._script import ErrorReply as ErrorReply
 from ._script import Reply as Reply
 from ._script import Script as Script
@@ -27,6 +28,7 @@ __all__ = [
     "ScriptRequest",
     "ScriptedProvider",
     "StreamReply",
+    "open_anthropic_server",
     "reply_text",
     "reply_tool_calls",
     "response_to_events",
