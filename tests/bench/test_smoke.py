@@ -1,0 +1,92 @@
+"""The benchmark harness runs end to end on a tiny size (the benchmarks themselves are not part
+of the suite: ``python bench/run.py``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench"
+
+
+def _load_run_module():
+    sys.path.insert(0, str(BENCH))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_run", BENCH / "run.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["bench_run"] = module
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_tiny_run_produces_every_scenario(tmp_path: Path) -> None:
+    out = tmp_path / "result.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "run.py"),
+            "--tiny",
+            "--clients",
+            "httpx2 (trio),kova (trio)",
+            "--apis",
+            "openai",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    scenarios = result["scenarios"]
+    for key in ("b/openai", "c/openai", "c_cpu/openai", "d/openai", "d_rss/openai", "e/openai"):
+        clients = {row["client"]: row["values"] for row in scenarios[key]}
+        assert set(clients) == {"httpx2 (trio)", "kova (trio)"}, key
+        assert all(v > 0 for values in clients.values() for v in values), key
+    imports = {row["client"] for row in scenarios["a"]}
+    assert {"httpx2 (trio)", "kova (trio)"} <= imports
+    assert {row["client"] for row in scenarios["f"]["openai"]} == {
+        "floor: split + json.loads",
+        "kova codec",
+    }
+    assert [hop["api"] for hop in scenarios["hop"]] == ["openai"]
+    # the markdown table: ratios to the floor and to kova
+    assert "| kova (trio) |" in proc.stdout
+    assert "x floor | x kova" in proc.stdout
+    assert out.with_suffix(".md").read_text() in proc.stdout + "\n"
+
+
+def test_missing_peer_is_skipped() -> None:
+    run = _load_run_module()
+    missing = run.Client(
+        "ghost", "ghost:Ghost", "peer", ("openai",), ("b",), ("no_such_module_kova_bench",), ""
+    )
+    assert not run.available(missing)
+    assert all(run.available(c) for c in run.CLIENTS if c.group == "floor")
+
+
+def test_mock_server_payloads_round_trip() -> None:
+    sys.path.insert(0, str(BENCH))
+    try:
+        import payloads
+    finally:
+        sys.path.remove(str(BENCH))
+    body = payloads.sse_body("openai", 3).decode()
+    texts = [
+        json.loads(line[6:])["choices"][0]["delta"].get("content")
+        for line in body.split("\n")
+        if line.startswith("data: {") and '"choices":[{' in line
+    ]
+    assert "".join(t for t in texts if t) == payloads.answer_text(3)
+    assert body.rstrip().endswith("data: [DONE]")
+    assert payloads.parse_model("bench-tool-n20") == (True, 20)
+    assert payloads.parse_model("bench-n7") == (False, 7)
