@@ -17,7 +17,8 @@ def _load_run_module():
     sys.path.insert(0, str(BENCH))
     try:
         spec = importlib.util.spec_from_file_location("bench_run", BENCH / "run.py")
-        assert spec is not None and spec.loader is not None
+        assert spec is not None
+        assert spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules["bench_run"] = module
         spec.loader.exec_module(module)
