@@ -152,7 +152,9 @@ class Actor:
             Exception: whatever crashed a handler (not a request error).
         """
         state = _RunState(name=mailbox.name)
-        self._kova_state = state
+        # object.__setattr__: subclasses may be frozen attrs classes.
+        object.__setattr__(self, "_kova_state", state)
+        escaped: Exception | None = None
         try:
             async with self.resources(), trio.open_nursery() as nursery:
                 state.nursery = nursery
@@ -163,12 +165,17 @@ class Actor:
                     await self._serve_mailbox(mailbox.receive_channel, state)
                 # The mailbox is done: in-flight requests may finish, background work stops.
                 state.background_scope.cancel(reason="actor stopping")
+        except Exception as exc:
+            # A failure outside any handler (resources, a nursery error): still a crash.
+            escaped = exc
+            raise
         finally:
+            cause = state.crash if state.crash is not None else escaped
             for request in list(state.in_flight):
                 failure: ActorError
-                if state.crash is not None:
-                    failure = ActorFailed(state.name, type(state.crash).__name__)
-                    failure.__cause__ = state.crash
+                if cause is not None:
+                    failure = ActorFailed(state.name, f"{type(cause).__name__}: {cause}")
+                    failure.__cause__ = cause
                 else:
                     failure = MailboxClosed(state.name)
                 request.fail(failure)

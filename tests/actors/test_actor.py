@@ -360,3 +360,55 @@ async def test_actor_runs_standalone_with_nursery_start() -> None:
         ref = ActorRef(mailbox=mailbox)
         assert await ref.call(7) == 7
         mailbox.close()
+
+
+class Connection(Actor):
+    """Holds a resource whose own task fails after one second (a dropped connection)."""
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> Any:
+        async def watchdog() -> None:
+            await trio.sleep(1)
+            raise ConnectionResetError("peer went away")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watchdog)
+            yield
+
+    def resources(self) -> contextlib.AbstractAsyncContextManager[None]:
+        return self._connection()
+
+    async def handle_call(self, message: Any) -> Any:
+        await trio.sleep(message)
+        return "answered"
+
+
+async def test_resource_failure_fails_in_flight_callers_with_actor_failed(
+    autojump_clock: trio.testing.MockClock,
+):
+    async with open_runtime(backoff=Backoff.none()) as runtime:
+        ref = await runtime.spawn(Connection, name="connection")
+        with pytest.raises(ActorFailed) as failed:
+            await ref.call(10)
+        assert trio.current_time() == 1.0
+        cause = failed.value.__cause__
+        assert isinstance(cause, BaseExceptionGroup)
+        assert cause.subgroup(ConnectionResetError) is not None
+        # restarted: a short call fits before the new connection drops
+        assert await ref.call(0.5) == "answered"
+        await runtime.stop(ref)
+
+
+async def test_frozen_attrs_actor_works() -> None:
+    import attrs
+
+    @attrs.frozen
+    class Constant(Actor):
+        value: int
+
+        async def handle_call(self, message: Any) -> Any:
+            return self.value
+
+    async with open_runtime() as runtime:
+        ref = await runtime.spawn(lambda: Constant(value=42), name="constant")
+        assert await ref.call(None) == 42
