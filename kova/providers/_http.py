@@ -39,10 +39,11 @@ allows a ``timeout=`` value), so they follow trio's clock and are testable on ``
 
 from __future__ import annotations
 
+import codecs
 import json
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import attrs
 import httpx2
@@ -74,8 +75,6 @@ __all__ = [
 ]
 
 log = structlog.get_logger(__name__)
-
-_T = TypeVar("_T")
 
 
 @attrs.frozen(kw_only=True)
@@ -165,43 +164,99 @@ def map_errors(provider: str, *, mid_stream: bool = False) -> Iterator[None]:
         raise StreamError(f"{provider}: {exc}", error_type="stream_closed") from exc
 
 
-class _MappedChunks(AsyncIterator[_T]):
-    """An async iterator over a response body whose errors are mapped to kova errors.
+class _Chunks(AsyncIterator[bytes]):
+    """The body's byte chunks with errors mapped to kova errors.
 
-    A plain class rather than an async generator: nothing is left for the garbage collector
-    to finalize when a consumer stops early, and the per-read cost is one method call."""
+    A plain class rather than an async generator, and built on ``aiter_bytes`` (which closes
+    the chain below it) rather than ``aiter_text`` (which does not): :meth:`HttpStream.aclose`
+    can then finalize everything deterministically, and nothing is left for the garbage
+    collector when a consumer stops early.
+    """
 
     __slots__ = ("_iterator", "_provider")
 
-    def __init__(self, iterator: AsyncIterator[_T], provider: str) -> None:
+    def __init__(self, iterator: AsyncIterator[bytes], provider: str) -> None:
         self._iterator = iterator
         self._provider = provider
 
-    async def __anext__(self) -> _T:
+    async def __anext__(self) -> bytes:
         with map_errors(self._provider, mid_stream=True):
             return await self._iterator.__anext__()
 
 
+class _TextChunks(AsyncIterator[str]):
+    """:class:`_Chunks` decoded incrementally (a character split across reads is kept)."""
+
+    __slots__ = ("_chunks", "_decoder", "_ended")
+
+    def __init__(self, chunks: _Chunks, encoding: str) -> None:
+        self._chunks = chunks
+        self._decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+        self._ended = False
+
+    async def __anext__(self) -> str:
+        while not self._ended:
+            try:
+                data = await self._chunks.__anext__()
+            except StopAsyncIteration:
+                self._ended = True
+                tail: str = self._decoder.decode(b"", True)
+                if tail:
+                    return tail
+                break
+            text: str = self._decoder.decode(data)
+            if text:
+                return text
+        raise StopAsyncIteration
+
+
 @attrs.define
 class HttpStream:
-    """A streaming response whose status was OK. Get it from :meth:`HttpTransport.stream`."""
+    """A streaming response whose status was OK. Get it from :meth:`HttpTransport.stream`,
+    which closes it when its block ends."""
 
     response: httpx2.Response
     """The response (status and headers are read; the body is not)."""
     _provider: str = attrs.field(alias="provider")
+    _generators: list[AsyncGenerator[bytes]] = attrs.field(factory=list, init=False)
+
+    def _chunks(self) -> _Chunks:
+        generator = self.response.aiter_bytes()
+        self._generators.append(generator)
+        return _Chunks(generator, self._provider)
 
     def iter_text(self) -> AsyncIterator[str]:
-        """The body as text, one chunk per network read.
+        """The body as text (UTF-8 unless the response names a charset), one chunk per
+        network read.
 
         The iterator raises :class:`~kova.StreamError` when the connection breaks before the
         body ends, and :class:`~kova.KovaTimeoutError` when no data arrives within the read
         timeout.
         """
-        return _MappedChunks(self.response.aiter_text(), self._provider)
+        return _TextChunks(self._chunks(), self.response.charset_encoding or "utf-8")
 
     def iter_bytes(self) -> AsyncIterator[bytes]:
         """The body as bytes, one chunk per network read (errors as :meth:`iter_text`)."""
-        return _MappedChunks(self.response.aiter_bytes(), self._provider)
+        return self._chunks()
+
+    async def aclose(self) -> None:
+        """Close the response and finalize the body iterators (idempotent).
+
+        httpx2's default transport wraps httpcore2's body iterator in an async generator
+        that does not ``aclose`` it, so closing our iterator early would leave httpcore2's
+        generator to the garbage collector (trio then warns). Instead the response is closed
+        first and every started iterator is *drained*: on a closed connection each ends or
+        fails at once, so the whole chain finishes the normal way.
+        """
+        with trio.CancelScope(shield=True), trio.move_on_after(5):
+            await self.response.aclose()
+            while self._generators:
+                generator = self._generators.pop()
+                try:
+                    async for _ in generator:
+                        pass
+                except (httpx2.HTTPError, httpx2.StreamError):
+                    pass  # the expected end of a closed connection
 
 
 @attrs.define
@@ -372,7 +427,11 @@ class HttpTransport:
                 with map_errors(self.provider):
                     body = await response.aread()
                 raise self.status_error(response.status_code, response.headers, body)
-            yield HttpStream(response=response, provider=self.provider)
+            stream = HttpStream(response=response, provider=self.provider)
+            try:
+                yield stream
+            finally:
+                await stream.aclose()
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(5):
                 await response.aclose()

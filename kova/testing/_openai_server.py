@@ -1,0 +1,456 @@
+"""A fake OpenAI-compatible server on loopback, driven by a :class:`~kova.testing.Script`.
+
+It speaks the real wire format over real HTTP/1.1 (kova.testing's small h11-over-trio
+server; ``h11`` already comes with httpx2), so any OpenAI client can talk to it: kova's own
+provider, the official ``openai`` package, or whatever your application uses::
+
+    async with open_openai_server(Script([reply_text("Hello!")])) as server:
+        provider = OpenAiCompatibleProvider(
+            OpenAiConfig(base_url=server.base_url, model="gpt-fake", api_key="test")
+        )
+        ...
+        assert server.requests[0].json()["model"] == "gpt-fake"
+
+or, in a nursery you own::
+
+    server = FakeOpenAiServer(script=script)
+    base_url = await nursery.start(server.serve)
+
+Routes (matched by path suffix, so Azure-style prefixes work too):
+
+* ``POST …/chat/completions``: the next scripted reply. Non-streaming requests get a
+  ``chat.completion`` JSON body. With ``"stream": true`` the reply streams as SSE in the shape
+  OpenAI sends: a role chunk, ``content`` / ``reasoning_content`` chunks, tool-call deltas
+  (``index``, ``id``, ``name`` first, then ``arguments`` fragments), the ``finish_reason``
+  chunk, a ``choices: []`` usage chunk when ``stream_options.include_usage`` is set, then
+  ``data: [DONE]``. An :class:`~kova.testing.ErrorReply` answers with its status, an
+  OpenAI-shaped error body and ``retry-after`` / ``retry-after-ms`` headers. A
+  :class:`~kova.testing.StreamReply` with ``cut_after`` drops the connection after that many
+  events, mid-body, without ``[DONE]``. An ``ErrorEvent`` in ``StreamReply.events`` becomes an
+  ``{"error": …}`` chunk that ends the stream.
+* ``GET …/models``: the configured model ids.
+* ``POST …/embeddings``: deterministic unit vectors (a function of the text and the
+  dimensions), as floats or base64, as requested.
+
+Every request is recorded in :attr:`FakeOpenAiServer.requests` (method, path, headers, body).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import random
+import struct
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from functools import partial
+from typing import TYPE_CHECKING, assert_never
+
+import attrs
+import trio
+
+from .._models import (
+    ErrorEvent,
+    ModelResponse,
+    SignedThinking,
+    StopEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolUseDelta,
+    ToolUseEnd,
+    ToolUseStart,
+    UsageEvent,
+)
+from ..providers.openai._convert import decode_request, encode_arguments, stop_to_finish_reason
+from ._http_server import FakeResponse, FakeStream, RecordedRequest, serve_http
+from ._script import (
+    ErrorReply,
+    Script,
+    ScriptExhaustedError,
+    ScriptRequest,
+    StreamReply,
+    stream_events,
+)
+
+if TYPE_CHECKING:
+    from .._models import JSONValue, StreamEvent, Usage
+
+__all__ = ["FakeOpenAiServer", "open_openai_server"]
+
+_CREATED = 1_700_000_000
+
+
+def _usage_json(usage: Usage) -> dict[str, JSONValue]:
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+    }
+
+
+def _error_type(status: int) -> tuple[str, str | None]:
+    if status == 401:
+        return "invalid_request_error", "invalid_api_key"
+    if status == 404:
+        return "invalid_request_error", "model_not_found"
+    if status == 429:
+        return "requests", "rate_limit_exceeded"
+    if status >= 500:
+        return "server_error", None
+    return "invalid_request_error", None
+
+
+def _vector(text: str, dimensions: int) -> list[float]:
+    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+    generator = random.Random(seed)
+    values = [generator.gauss(0.0, 1.0) for _ in range(dimensions)]
+    norm = math.sqrt(sum(v * v for v in values)) or 1.0
+    return [v / norm for v in values]
+
+
+@attrs.define
+class FakeOpenAiServer:
+    """A scripted OpenAI-compatible HTTP server. :meth:`serve` it in a nursery (or use
+    :func:`open_openai_server`) and point any OpenAI client at :attr:`base_url`.
+
+    Args:
+        script: the replies to chat completion requests, in order.
+        model: the ``model`` reported in responses when the request names none.
+        models: ids listed by ``GET /v1/models``.
+        embedding_dimensions: vector size when a request sets no ``dimensions``.
+        embedding_input_limit: more inputs in one request get a 400 (OpenAI allows 2048).
+        reverse_embeddings: return embedding ``data`` in reverse order (clients must sort by
+            ``index``; this checks that they do).
+    """
+
+    script: Script
+    model: str = "gpt-fake"
+    models: Sequence[str] = ("gpt-fake", "text-embedding-fake")
+    embedding_dimensions: int = 8
+    embedding_input_limit: int = 2048
+    reverse_embeddings: bool = False
+    requests: list[RecordedRequest] = attrs.field(factory=list, init=False)
+    """Every request received, in arrival order."""
+    base_url: str = attrs.field(default="", init=False)
+    """``http://127.0.0.1:<port>`` once serving (the official SDK wants ``base_url + "/v1"``)."""
+    _completions: int = attrs.field(default=0, init=False)
+
+    def chat_requests(self) -> list[RecordedRequest]:
+        """The chat completion requests received, in order."""
+        return [r for r in self.requests if r.path.rstrip("/").endswith("/chat/completions")]
+
+    async def serve(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Serve until cancelled; ``await nursery.start(server.serve)`` returns the base URL
+        once the socket listens (port 0 picks a free port)."""
+        async with trio.open_nursery() as nursery:
+            url: str = await nursery.start(partial(serve_http, self._handle, host=host, port=port))
+            self.base_url = url
+            task_status.started(url)
+
+    async def _handle(self, request: RecordedRequest) -> FakeResponse | FakeStream:
+        self.requests.append(request)
+        path = request.path.rstrip("/")
+        if request.method == "POST" and path.endswith("/chat/completions"):
+            return await self._chat(request)
+        if request.method == "GET" and path.endswith("/models"):
+            data: list[JSONValue] = [
+                {"id": model, "object": "model", "created": _CREATED, "owned_by": "kova-testing"}
+                for model in self.models
+            ]
+            return _json(200, {"object": "list", "data": data})
+        if request.method == "POST" and path.endswith("/embeddings"):
+            return self._embeddings(request)
+        return _error(404, f"no route for {request.method} {request.path}")
+
+    async def _chat(self, request: RecordedRequest) -> FakeResponse | FakeStream:
+        try:
+            decoded = decode_request(request.json())
+        except ValueError as exc:
+            return _error(400, f"invalid request body: {exc}")
+        model = decoded.config.model or self.model
+        try:
+            reply = await self.script.next_reply(
+                ScriptRequest(
+                    messages=decoded.messages,
+                    tools=decoded.tools,
+                    config=decoded.config,
+                    stream=decoded.stream,
+                )
+            )
+        except ScriptExhaustedError as exc:
+            return _error(500, str(exc), error_type="script_exhausted")
+        self._completions += 1
+        completion_id = f"chatcmpl-kova{self._completions}"
+        if isinstance(reply, ErrorReply):
+            return _error(
+                reply.status_code,
+                reply.message,
+                error_type=reply.error_type,
+                retry_after=reply.retry_after,
+            )
+        if not decoded.stream:
+            response = reply.response if isinstance(reply, StreamReply) else reply
+            return _json(200, _completion_json(response, completion_id, model))
+        return _sse_stream(reply, completion_id, model, include_usage=decoded.include_usage)
+
+    def _embeddings(self, request: RecordedRequest) -> FakeResponse:
+        try:
+            body = request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, Mapping):
+            return _error(400, "the body must be a JSON object")
+        raw = body.get("input")
+        inputs: list[str]
+        if isinstance(raw, str):
+            inputs = [raw]
+        elif isinstance(raw, Sequence):
+            # Token arrays are hashed by their JSON form.
+            inputs = [item if isinstance(item, str) else json.dumps(item) for item in raw]
+        else:
+            inputs = []
+        if not inputs:
+            return _error(400, "'input' must not be empty")
+        if len(inputs) > self.embedding_input_limit:
+            return _error(
+                400,
+                f"'input' has {len(inputs)} items; at most {self.embedding_input_limit} allowed",
+            )
+        dimensions = body.get("dimensions")
+        size = dimensions if isinstance(dimensions, int) else self.embedding_dimensions
+        as_base64 = body.get("encoding_format") == "base64"
+        data: list[JSONValue] = []
+        for index, text in enumerate(inputs):
+            vector = _vector(text, size)
+            embedding: JSONValue
+            if as_base64:
+                # Little-endian float32, as the OpenAI API (and its official SDK) use.
+                embedding = base64.b64encode(struct.pack(f"<{size}f", *vector)).decode("ascii")
+            else:
+                embedding = vector
+            data.append({"object": "embedding", "index": index, "embedding": embedding})
+        if self.reverse_embeddings:
+            data.reverse()
+        tokens = sum(max(1, len(text) // 4) for text in inputs)
+        model = body.get("model")
+        return _json(
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": model if isinstance(model, str) else "text-embedding-fake",
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
+        )
+
+
+def _json(status: int, body: JSONValue, headers: Mapping[str, str] | None = None) -> FakeResponse:
+    payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    return FakeResponse(
+        status=status,
+        headers={"content-type": "application/json", **(headers or {})},
+        body=payload,
+    )
+
+
+def _error(
+    status: int, message: str, *, error_type: str | None = None, retry_after: float | None = None
+) -> FakeResponse:
+    default_type, code = _error_type(status)
+    headers: dict[str, str] = {}
+    if retry_after is not None:
+        if float(retry_after).is_integer():
+            headers["retry-after"] = str(int(retry_after))
+        else:
+            headers["retry-after-ms"] = str(round(retry_after * 1000))
+            headers["retry-after"] = str(math.ceil(retry_after))
+    body: JSONValue = {
+        "error": {
+            "message": message,
+            "type": error_type or default_type,
+            "param": None,
+            "code": code,
+        }
+    }
+    return _json(status, body, headers)
+
+
+def _sse_stream(
+    reply: ModelResponse | StreamReply, completion_id: str, model: str, *, include_usage: bool
+) -> FakeStream:
+    events = stream_events(reply)
+    cut_after = reply.cut_after if isinstance(reply, StreamReply) else None
+    encoder = _ChunkEncoder(completion_id, model, include_usage=include_usage)
+    chunks = [encoder.role_chunk()]
+    cut = False
+    ended_by_error = False
+    for number, event in enumerate(events):
+        if cut_after is not None and number >= cut_after:
+            cut = True
+            break
+        data = encoder.encode(event)
+        if data:
+            chunks.append(data)
+        if isinstance(event, ErrorEvent):
+            ended_by_error = True
+            break
+    if cut_after is not None and cut_after >= len(events) and not ended_by_error:
+        cut = True
+    if not cut and not ended_by_error:
+        chunks.append(b"data: [DONE]\n\n")
+    return FakeStream(
+        status=200,
+        headers={"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"},
+        chunks=chunks,
+        cut=cut,
+    )
+
+
+def _completion_json(response: ModelResponse, completion_id: str, model: str) -> JSONValue:
+    message: dict[str, JSONValue] = {
+        "role": "assistant",
+        "content": response.text or None,
+        "refusal": None,
+    }
+    if response.thinking:
+        message["reasoning_content"] = response.thinking
+    calls = response.tool_uses
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": encode_arguments(call)},
+            }
+            for call in calls
+        ]
+    body: dict[str, JSONValue] = {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": _CREATED,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": stop_to_finish_reason(response.stop_reason),
+            }
+        ],
+    }
+    if response.usage is not None:
+        body["usage"] = _usage_json(response.usage)
+    return body
+
+
+class _ChunkEncoder:
+    """kova stream events → ``chat.completion.chunk`` SSE bytes."""
+
+    def __init__(self, completion_id: str, model: str, *, include_usage: bool) -> None:
+        self._id = completion_id
+        self._model = model
+        self._include_usage = include_usage
+        self._tool_index: dict[int, int] = {}
+        """kova event index (a content-block position) → OpenAI tool-call index (0, 1, ...)."""
+
+    def _chunk(
+        self,
+        delta: JSONValue,
+        *,
+        finish_reason: str | None = None,
+        usage: JSONValue = None,
+        choices: bool = True,
+    ) -> bytes:
+        body: dict[str, JSONValue] = {
+            "id": self._id,
+            "object": "chat.completion.chunk",
+            "created": _CREATED,
+            "model": self._model,
+            "choices": [
+                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+            ]
+            if choices
+            else [],
+        }
+        if self._include_usage:
+            body["usage"] = usage
+        text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+        return b"data: " + text.encode() + b"\n\n"
+
+    def role_chunk(self) -> bytes:
+        return self._chunk({"role": "assistant", "content": "", "refusal": None})
+
+    def encode(self, event: StreamEvent) -> bytes:
+        match event:
+            case TextDelta(text=text):
+                return self._chunk({"content": text})
+            case ThinkingDelta(text=text):
+                return self._chunk({"reasoning_content": text})
+            case ToolUseStart(index=index, id=call_id, name=name):
+                number = self._tool_index.setdefault(index, len(self._tool_index))
+                call: JSONValue = {
+                    "index": number,
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": ""},
+                }
+                return self._chunk({"tool_calls": [call]})
+            case ToolUseDelta(index=index, partial_json=piece):
+                number = self._tool_index.setdefault(index, len(self._tool_index))
+                fragment: JSONValue = {"index": number, "function": {"arguments": piece}}
+                return self._chunk({"tool_calls": [fragment]})
+            case StopEvent(stop_reason=stop_reason):
+                return self._chunk({}, finish_reason=stop_to_finish_reason(stop_reason))
+            case UsageEvent(usage=usage):
+                if not self._include_usage:
+                    return b""
+                return self._chunk(None, usage=_usage_json(usage), choices=False)
+            case ErrorEvent(message=message, error_type=error_type):
+                error: JSONValue = {
+                    "error": {"message": message, "type": error_type or "server_error"}
+                }
+                return b"data: " + json.dumps(error, separators=(",", ":")).encode() + b"\n\n"
+            case ToolUseEnd() | SignedThinking():
+                return b""
+            case _:
+                assert_never(event)
+
+
+@asynccontextmanager
+async def open_openai_server(
+    script: Script,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    model: str = "gpt-fake",
+    models: Sequence[str] = ("gpt-fake", "text-embedding-fake"),
+    embedding_dimensions: int = 8,
+    embedding_input_limit: int = 2048,
+    reverse_embeddings: bool = False,
+) -> AsyncIterator[FakeOpenAiServer]:
+    """A :class:`FakeOpenAiServer` serving for the duration of the block (arguments as its
+    own); cancelled when the block leaves."""
+    server = FakeOpenAiServer(
+        script=script,
+        model=model,
+        models=models,
+        embedding_dimensions=embedding_dimensions,
+        embedding_input_limit=embedding_input_limit,
+        reverse_embeddings=reverse_embeddings,
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(partial(server.serve, host=host, port=port))
+        try:
+            yield server
+        finally:
+            nursery.cancel_scope.cancel(reason="fake OpenAI server closing")
