@@ -9,7 +9,6 @@ request types (``MessageCreateParams``, ``OutputConfigParam``, ``ThinkingConfigP
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, assert_never
 
@@ -42,7 +41,6 @@ __all__ = [
     "PROVIDER",
     "decode_content_block",
     "decode_count_tokens",
-    "decode_error_body",
     "decode_model_page",
     "decode_response",
     "decode_stop_reason",
@@ -439,22 +437,3 @@ def decode_model_page(data: object) -> tuple[list[ModelInfo], str | None]:
     if data.get("has_more") is True and isinstance(last_id, str) and last_id:
         return models, last_id
     return models, None
-
-
-def decode_error_body(body: bytes | str) -> tuple[str | None, str | None]:
-    """``(error type, message)`` from an Anthropic error body
-    (``{"type": "error", "error": {"type": ..., "message": ...}}``); ``(None, None)`` when the
-    body is something else (a proxy's HTML page, for instance)."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return None, None
-    error = data.get("error") if isinstance(data, dict) else None
-    if not isinstance(error, dict):
-        return None, None
-    error_type = error.get("type")
-    message = error.get("message")
-    return (
-        error_type if isinstance(error_type, str) else None,
-        message if isinstance(message, str) else None,
-    )

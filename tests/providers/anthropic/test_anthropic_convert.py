@@ -12,7 +12,6 @@ from kova._errors import InvalidResponse
 from kova.providers.anthropic import AnthropicConfig
 from kova.providers.anthropic._convert import (
     decode_count_tokens,
-    decode_error_body,
     decode_model_page,
     decode_response,
     decode_stop_reason,
@@ -467,10 +466,3 @@ def test_decode_model_page_from_the_wire_reference() -> None:
     ]
     _, after = decode_model_page({**page, "has_more": True})
     assert after == "claude-sonnet-4-5-20250929"
-
-
-def test_decode_error_body() -> None:
-    body = b'{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}'
-    assert decode_error_body(body) == ("overloaded_error", "Overloaded")
-    assert decode_error_body(b"<html>413</html>") == (None, None)
-    assert decode_error_body(b"\xff\xfe") == (None, None)

@@ -1,0 +1,361 @@
+"""Cross-checks with the official ``anthropic`` package (a dev dependency): both clients talk to
+the same fake server, under trio.
+
+* Request side: the same input written once as kova values and once as the SDK's documented
+  parameters produces the same JSON body and the same version/auth headers.
+* Response side: the SDK reads the fake's JSON and SSE answers to the same text, thinking
+  blocks (with signatures), tool calls and usage that kova decodes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import anthropic
+import pytest
+
+from kova import _models as m
+from kova.providers.anthropic import ANTHROPIC_API_VERSION, AnthropicConfig, AnthropicProvider
+from kova.testing import Script, StreamReply, open_anthropic_server
+
+if TYPE_CHECKING:
+    from kova.testing import FakeAnthropicServer
+
+KEY = "sk-ant-crosscheck"
+MODEL = "claude-opus-4-8"
+SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
+THINKING = m.Thinking(text="Paris is in France; call the tool.", signature="EqQBCkgIAR/sig+==")
+ANSWER = m.ModelResponse(
+    content=(
+        THINKING,
+        m.RedactedThinking(data="EmwKAhgBEgy3va3pzix"),
+        m.Text(text="Let me look that up for you."),
+        m.ToolUse(id="toolu_01A9", name="get_weather", input={"city": "Paris", "days": [1, 2]}),
+    ),
+    stop_reason=m.StopReason.TOOL_USE,
+    usage=m.Usage(
+        input_tokens=2242,
+        output_tokens=57,
+        cache_read_tokens=1830,
+        cache_creation_tokens=12,
+    ),
+)
+
+
+def test_kova_defaults_to_the_sdk_api_version() -> None:
+    from anthropic._constants import ANTHROPIC_API_VERSION as SDK_VERSION
+
+    assert SDK_VERSION == ANTHROPIC_API_VERSION
+
+
+def sdk_client(server: FakeAnthropicServer) -> anthropic.AsyncAnthropic:
+    return anthropic.AsyncAnthropic(api_key=KEY, base_url=server.base_url, max_retries=0)
+
+
+def kova_provider(server: FakeAnthropicServer, **settings: Any) -> AnthropicProvider:
+    return AnthropicProvider(
+        AnthropicConfig(model=MODEL, api_key=KEY, base_url=server.base_url, **settings)
+    )
+
+
+KOVA_HISTORY = [
+    m.Message.system("You are a weather bot."),
+    m.Message.user(
+        [
+            m.Text(text="What's the weather where this photo was taken?"),
+            m.Image(media_type="image/png", data="iVBORw0KGgoAAAANSUhEUg=="),
+            m.Image(url="https://example.com/eiffel.jpg"),
+        ]
+    ),
+    m.Message.assistant(
+        [
+            THINKING,
+            m.Text(text="Checking."),
+            m.ToolUse(id="toolu_01A9", name="get_weather", input={"city": "Paris"}),
+            m.ToolUse(id="toolu_01B2", name="get_weather", input={"city": "Lyon"}),
+        ]
+    ),
+    m.Message.tool_results(
+        [
+            m.ToolResult(tool_use_id="toolu_01A9", content="18°C, cloudy"),
+            m.ToolResult.error("timeout", tool_use_id="toolu_01B2"),
+        ]
+    ),
+]
+KOVA_TOOLS = [
+    m.ToolDefinition(
+        name="get_weather",
+        description="Current weather for a city",
+        parameters={
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    )
+]
+
+# The same conversation written against the SDK's documented parameter types.
+SDK_SYSTEM = "You are a weather bot."
+SDK_MESSAGES: list[Any] = [
+    {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "What's the weather where this photo was taken?"},
+            {
+                "type": "image",
+                "source": {
+                    "type": "base64",
+                    "media_type": "image/png",
+                    "data": "iVBORw0KGgoAAAANSUhEUg==",
+                },
+            },
+            {"type": "image", "source": {"type": "url", "url": "https://example.com/eiffel.jpg"}},
+        ],
+    },
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": THINKING.text, "signature": THINKING.signature},
+            {"type": "text", "text": "Checking."},
+            {
+                "type": "tool_use",
+                "id": "toolu_01A9",
+                "name": "get_weather",
+                "input": {"city": "Paris"},
+            },
+            {
+                "type": "tool_use",
+                "id": "toolu_01B2",
+                "name": "get_weather",
+                "input": {"city": "Lyon"},
+            },
+        ],
+    },
+    {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_01A9", "content": "18°C, cloudy"},
+            {
+                "type": "tool_result",
+                "tool_use_id": "toolu_01B2",
+                "content": "timeout",
+                "is_error": True,
+            },
+        ],
+    },
+]
+SDK_TOOLS: list[Any] = [
+    {
+        "name": "get_weather",
+        "description": "Current weather for a city",
+        "input_schema": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    }
+]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+async def test_same_request_body_and_headers_as_the_sdk(stream: bool) -> None:
+    config = m.InferenceConfig(
+        max_tokens=2048,
+        stop_sequences=["\n\nEND"],
+        response_format=m.ResponseFormat.named("answer", SCHEMA),
+    )
+    script = Script(
+        [m.ModelResponse(content=(m.Text(text="{}"),), stop_reason=m.StopReason.END_TURN)] * 2
+    )
+    async with open_anthropic_server(script, api_key=KEY) as server:
+        provider = kova_provider(server, effort="xhigh")
+        async with provider.open():
+            if stream:
+                async with provider.chat_completion_stream(KOVA_HISTORY, KOVA_TOOLS, config) as s:
+                    async for _ in s:
+                        pass
+            else:
+                await provider.chat_completion(KOVA_HISTORY, KOVA_TOOLS, config)
+        async with sdk_client(server) as client:
+            arguments: dict[str, Any] = {
+                "model": MODEL,
+                "max_tokens": 2048,
+                "system": SDK_SYSTEM,
+                "messages": SDK_MESSAGES,
+                "tools": SDK_TOOLS,
+                "thinking": {"type": "adaptive"},
+                "cache_control": {"type": "ephemeral"},
+                "output_config": {
+                    "effort": "xhigh",
+                    "format": {"type": "json_schema", "schema": SCHEMA},
+                },
+                "stop_sequences": ["\n\nEND"],
+            }
+            if stream:
+                async with client.messages.stream(**arguments) as sdk_stream:
+                    await sdk_stream.get_final_message()
+            else:
+                await client.messages.create(**arguments)
+    kova_request, sdk_request = server.messages_requests()
+    assert kova_request.json() == sdk_request.json()
+    for header in ("anthropic-version", "authorization", "content-type"):
+        assert kova_request.headers[header] == sdk_request.headers[header], header
+    assert "x-api-key" not in sdk_request.headers
+
+
+async def test_same_count_tokens_body_as_the_sdk() -> None:
+    async with open_anthropic_server(Script([]), api_key=KEY) as server:
+        provider = kova_provider(server)
+        async with provider.open():
+            kova_count = await provider.count_tokens(KOVA_HISTORY, KOVA_TOOLS, m.InferenceConfig())
+        async with sdk_client(server) as client:
+            sdk_count = await client.messages.count_tokens(
+                model=MODEL,
+                system=SDK_SYSTEM,
+                messages=SDK_MESSAGES,
+                tools=SDK_TOOLS,
+                thinking={"type": "adaptive"},
+                cache_control={"type": "ephemeral"},
+            )
+    kova_request, sdk_request = server.requests
+    assert kova_request.path == sdk_request.path == "/v1/messages/count_tokens"
+    assert kova_request.json() == sdk_request.json()
+    assert kova_count == sdk_count.input_tokens
+
+
+def sdk_view(message: anthropic.types.Message) -> dict[str, Any]:
+    """What matters of an SDK message: blocks, stop reason and usage."""
+    blocks: list[Any] = []
+    for block in message.content:
+        if block.type == "thinking":
+            blocks.append(("thinking", block.thinking, block.signature))
+        elif block.type == "redacted_thinking":
+            blocks.append(("redacted_thinking", block.data))
+        elif block.type == "text":
+            blocks.append(("text", block.text))
+        elif block.type == "tool_use":
+            blocks.append(("tool_use", block.id, block.name, block.input))
+    usage = message.usage
+    return {
+        "blocks": blocks,
+        "stop_reason": message.stop_reason,
+        "usage": (
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_read_input_tokens,
+            usage.cache_creation_input_tokens,
+        ),
+    }
+
+
+def kova_view(
+    content: tuple[m.ContentBlock, ...], stop: m.StopReason, usage: m.Usage
+) -> dict[str, Any]:
+    blocks: list[Any] = []
+    for block in content:
+        match block:
+            case m.Thinking(text=text, signature=signature):
+                blocks.append(("thinking", text, signature))
+            case m.RedactedThinking(data=data):
+                blocks.append(("redacted_thinking", data))
+            case m.Text(text=text):
+                blocks.append(("text", text))
+            case m.ToolUse(id=id_, name=name, input=arguments):
+                blocks.append(("tool_use", id_, name, dict(arguments)))
+    uncached = usage.input_tokens - usage.cache_read_tokens - usage.cache_creation_tokens
+    return {
+        "blocks": blocks,
+        "stop_reason": {m.StopKind.TOOL_USE: "tool_use", m.StopKind.END_TURN: "end_turn"}[
+            stop.kind
+        ],
+        "usage": (
+            uncached,
+            usage.output_tokens,
+            usage.cache_read_tokens,
+            usage.cache_creation_tokens,
+        ),
+    }
+
+
+def blocks_from_events(events: list[m.StreamEvent]) -> tuple[m.ContentBlock, ...]:
+    blocks: list[m.ContentBlock] = []
+    text: list[str] = []
+    arguments: dict[int, list[str]] = {}
+    starts: dict[int, m.ToolUseStart] = {}
+    for event in events:
+        match event:
+            case m.TextDelta(text=piece):
+                text.append(piece)
+            case m.SignedThinking(block=block):
+                blocks.append(block)
+            case m.ToolUseStart(index=index):
+                if text:
+                    blocks.append(m.Text(text="".join(text)))
+                    text.clear()
+                starts[index] = event
+                arguments[index] = []
+            case m.ToolUseDelta(index=index, partial_json=fragment):
+                arguments[index].append(fragment)
+            case m.ToolUseEnd(index=index):
+                start = starts[index]
+                blocks.append(
+                    m.ToolUse(
+                        id=start.id, name=start.name, input=json.loads("".join(arguments[index]))
+                    )
+                )
+    if text:
+        blocks.append(m.Text(text="".join(text)))
+    return tuple(blocks)
+
+
+async def test_sdk_reads_the_fake_json_answer_as_kova_does() -> None:
+    async with open_anthropic_server(Script([ANSWER, ANSWER]), api_key=KEY) as server:
+        provider = kova_provider(server)
+        async with provider.open():
+            ours = await provider.chat_completion([m.Message.user("hi")], [], m.InferenceConfig())
+        async with sdk_client(server) as client:
+            theirs = await client.messages.create(
+                model=MODEL, max_tokens=1024, messages=[{"role": "user", "content": "hi"}]
+            )
+    assert ours.usage is not None
+    assert sdk_view(theirs) == kova_view(ours.content, ours.stop_reason, ours.usage)
+    assert kova_view(ANSWER.content, ANSWER.stop_reason, ANSWER.usage) == sdk_view(theirs)  # type: ignore[arg-type]
+
+
+async def test_sdk_reads_the_fake_stream_as_kova_does() -> None:
+    reply = StreamReply(response=ANSWER, chunk_chars=4)
+    async with open_anthropic_server(Script([reply, reply]), api_key=KEY) as server:
+        provider = kova_provider(server)
+        events: list[m.StreamEvent] = []
+        async with provider.open():
+            async with provider.chat_completion_stream(
+                [m.Message.user("hi")], [], m.InferenceConfig()
+            ) as stream:
+                async for batch in stream:
+                    events.extend(batch)
+        async with sdk_client(server) as client:
+            sdk_text: list[str] = []
+            sdk_thinking: list[str] = []
+            async with client.messages.stream(
+                model=MODEL, max_tokens=1024, messages=[{"role": "user", "content": "hi"}]
+            ) as sdk_stream:
+                async for event in sdk_stream:
+                    if event.type == "text":
+                        sdk_text.append(event.text)
+                    elif event.type == "thinking":
+                        sdk_thinking.append(event.thinking)
+                theirs = await sdk_stream.get_final_message()
+    stops = [e.stop_reason for e in events if isinstance(e, m.StopEvent)]
+    usages = [e.usage for e in events if isinstance(e, m.UsageEvent)]
+    assert len(stops) == len(usages) == 1
+    assert sdk_view(theirs) == kova_view(blocks_from_events(events), stops[0], usages[0])
+    # The deltas themselves match too (same pieces, same order).
+    assert sdk_text == [e.text for e in events if isinstance(e, m.TextDelta)]
+    assert sdk_thinking == [e.text for e in events if isinstance(e, m.ThinkingDelta)]
+    assert "".join(sdk_thinking) == THINKING.text
