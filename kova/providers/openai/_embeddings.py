@@ -1,0 +1,152 @@
+"""OpenAI (and compatible) embeddings: ``POST /v1/embeddings``."""
+
+from __future__ import annotations
+
+import array
+import base64
+import sys
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+
+from ..._errors import ProviderError
+from .._http import HttpTransport
+from ._client import openai_error_details
+from ._convert import PROVIDER
+
+if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+
+    import httpx2
+
+    from ..._models import JSONValue
+    from ._config import OpenAiEmbeddingConfig
+
+__all__ = ["OpenAiEmbeddingProvider", "decode_embeddings"]
+
+
+def _vector(value: JSONValue) -> list[float]:
+    if isinstance(value, str):
+        # encoding_format=base64: little-endian float32.
+        floats = array.array("f")
+        floats.frombytes(base64.b64decode(value))
+        if sys.byteorder != "little":  # pragma: no cover - big-endian hosts only
+            floats.byteswap()
+        return floats.tolist()
+    if isinstance(value, Sequence):
+        return [float(x) for x in value if isinstance(x, int | float)]
+    raise ProviderError.invalid_response(
+        "an embedding is neither a list nor base64", provider=PROVIDER
+    )
+
+
+def decode_embeddings(body: JSONValue, count: int) -> list[list[float]]:
+    """The vectors of one ``/embeddings`` response, in input order (sorted by ``index``: the
+    API documents order but not every server keeps it).
+
+    Raises:
+        InvalidResponse: the body is malformed or does not answer all ``count`` inputs.
+    """
+    data = body.get("data") if isinstance(body, Mapping) else None
+    if not isinstance(data, Sequence):
+        raise ProviderError.invalid_response(
+            "the embeddings response has no data", provider=PROVIDER
+        )
+    vectors: dict[int, list[float]] = {}
+    for position, item in enumerate(data):
+        if not isinstance(item, Mapping):
+            raise ProviderError.invalid_response(
+                "an embedding item is not an object", provider=PROVIDER
+            )
+        index = item.get("index", position)
+        if not isinstance(index, int):
+            raise ProviderError.invalid_response(
+                "an embedding index is not an integer", provider=PROVIDER
+            )
+        vectors[index] = _vector(item.get("embedding"))
+    if sorted(vectors) != list(range(count)):
+        raise ProviderError.invalid_response(
+            f"asked for {count} embeddings, got indices {sorted(vectors)[:10]}", provider=PROVIDER
+        )
+    return [vectors[index] for index in range(count)]
+
+
+@attrs.define(init=False)
+class OpenAiEmbeddingProvider:
+    """Text embeddings from an OpenAI-compatible ``/embeddings`` endpoint.
+
+    Args:
+        config: endpoint, model, dimensions and batch size.
+        client: a caller-owned ``httpx2.AsyncClient`` (kova never closes it).
+        transport: an ``httpx2`` transport for the client kova creates (tests).
+
+    Use inside ``async with provider.open():``.
+    """
+
+    config: OpenAiEmbeddingConfig
+    _http: HttpTransport
+    _headers: Mapping[str, str]
+
+    def __init__(
+        self,
+        config: OpenAiEmbeddingConfig,
+        *,
+        client: httpx2.AsyncClient | None = None,
+        transport: httpx2.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.config = config
+        self._http = HttpTransport(
+            provider=PROVIDER,
+            base_url=config.base_url,
+            timeout=config.timeout,
+            connect_timeout=config.connect_timeout,
+            client=client,
+            transport=transport,
+            error_details=openai_error_details,
+        )
+        self._headers = {**config.extra_headers, **config.auth_headers()}
+
+    @property
+    def dimensions(self) -> int | None:
+        """The configured vector size (``None``: the model's native size)."""
+        return self.config.dimensions
+
+    def open(self) -> AbstractAsyncContextManager[None]:
+        """Hold the HTTP connection pool for the block (reference-counted)."""
+        return self._http.open()
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text, in input order.
+
+        More texts than ``config.batch_size`` (OpenAI's limit is 2048 per request) are sent
+        as several requests, one after another, and reassembled in order.
+
+        Raises:
+            ProviderError: an error status or a malformed answer.
+            KovaConnectionError, KovaTimeoutError: the transport failed.
+
+        On cancellation the request in flight is abandoned; nothing is returned.
+        """
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of strings, not one string")
+        vectors: list[list[float]] = []
+        size = self.config.batch_size
+        for start in range(0, len(texts), size):
+            batch = list(texts[start : start + size])
+            body: dict[str, JSONValue] = {
+                "model": self.config.model,
+                "input": batch,
+                "encoding_format": "float",
+            }
+            if self.config.dimensions is not None:
+                body["dimensions"] = self.config.dimensions
+            data = await self._http.request_json(
+                "POST",
+                self.config.embeddings_path,
+                json_body=body,
+                params=self.config.query_params() or None,
+                headers=self._headers,
+            )
+            vectors.extend(decode_embeddings(data, len(batch)))
+        return vectors
