@@ -5,6 +5,8 @@ Like ``trio.testing``, this is public API: use it to test your own agents determ
 
 from ._anthropic_server import FakeAnthropicServer as FakeAnthropicServer
 from ._anthropic_server import open_anthropic_server as open_anthropic_server
+from ._openai_server import FakeOpenAiServer as FakeOpenAiServer
+from ._openai_server import open_openai_server as open_openai_server
 from ._script import ErrorReply as ErrorReply
 from ._script import Reply as Reply
 from ._script import Script as Script
@@ -21,6 +23,7 @@ from ._scripted import ScriptedProvider as ScriptedProvider
 __all__ = [
     "ErrorReply",
     "FakeAnthropicServer",
+    "FakeOpenAiServer",
     "FunctionProvider",
     "Reply",
     "Script",
@@ -29,6 +32,7 @@ __all__ = [
     "ScriptedProvider",
     "StreamReply",
     "open_anthropic_server",
+    "open_openai_server",
     "reply_text",
     "reply_tool_calls",
     "response_to_events",
