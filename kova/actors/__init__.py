@@ -10,6 +10,12 @@ from ._mailbox import DEFAULT_MAILBOX_SIZE as DEFAULT_MAILBOX_SIZE
 from ._mailbox import Mailbox as Mailbox
 from ._runtime import Runtime as Runtime
 from ._runtime import open_runtime as open_runtime
+from ._subtree import GetChild as GetChild
+from ._subtree import ListChildren as ListChildren
+from ._subtree import SpawnChild as SpawnChild
+from ._subtree import StopChild as StopChild
+from ._subtree import SupervisorActor as SupervisorActor
+from ._subtree import supervisor_spec as supervisor_spec
 from ._supervisor import ActorFactory as ActorFactory
 from ._supervisor import Backoff as Backoff
 from ._supervisor import ChildSpec as ChildSpec
@@ -25,12 +31,18 @@ __all__ = [
     "ActorRef",
     "Backoff",
     "ChildSpec",
+    "GetChild",
+    "ListChildren",
     "Mailbox",
     "RestartType",
     "Runtime",
+    "SpawnChild",
+    "StopChild",
     "Strategy",
     "StreamReceiver",
     "Supervisor",
+    "SupervisorActor",
     "open_runtime",
     "open_supervisor",
+    "supervisor_spec",
 ]
