@@ -54,7 +54,9 @@ class FunctionTool(Generic[P, R]):
         where = f"@tool {getattr(function, '__qualname__', function)!r}"
         if inspect.isasyncgenfunction(function) or inspect.isgeneratorfunction(function):
             raise ToolDefinitionError(f"{where}: a generator cannot be a tool; return a value")
-        tool_name = name if name is not None else getattr(function, "__name__", "")
+        tool_name = name if name is not None else getattr(function, "__name__", None)
+        if tool_name is None:
+            raise ToolDefinitionError(f"{where}: it has no __name__; pass @tool(name=...)")
         if not isinstance(tool_name, str) or not _NAME.match(tool_name):
             raise ToolDefinitionError(
                 f"{where}: tool name {tool_name!r} must be 1 to 64 characters of "
@@ -67,7 +69,10 @@ class FunctionTool(Generic[P, R]):
         self._description = description if description is not None else doc_description
         self._parameters: JSONObject = parameters
         self._specs: tuple[ParameterSpec, ...] = specs
-        self._is_async = inspect.iscoroutinefunction(function)
+        self._is_async = inspect.iscoroutinefunction(function) or (
+            # a callable instance whose __call__ is async
+            not inspect.isroutine(function) and inspect.iscoroutinefunction(type(function).__call__)
+        )
         self._abandon_on_cancel = abandon_on_cancel
         self._validator = ArgumentValidator(parameters)
         functools.update_wrapper(self, function)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import enum
+import functools
 import inspect
 import json
 import re
@@ -228,10 +229,17 @@ class _Builder:
         if isinstance(hint, typing.NewType):
             return self.node(hint.__supertype__)
         origin = get_origin(hint)
+        if origin is typing.Required or origin is typing.NotRequired:
+            return self.node(get_args(hint)[0])  # TypedDict markers; required keys come apart
         if origin is typing.Annotated:
             inner, *metadata = get_args(hint)
             node = self.node(inner)
-            notes = [item for item in metadata if isinstance(item, str)]
+            # A plain string, or anything with a string ``description`` (pydantic's Field).
+            notes = [
+                item if isinstance(item, str) else item.description
+                for item in metadata
+                if isinstance(item, str) or isinstance(getattr(item, "description", None), str)
+            ]
             if notes:
                 node = attrs.evolve(node, schema={**node.schema, "description": notes[-1]})
             return node
@@ -509,6 +517,15 @@ def _decorate(schema: Schema, description: str | None, default: object) -> Schem
     return result
 
 
+def _annotated(function: Callable[..., Any]) -> Callable[..., Any]:
+    """The object whose annotations describe ``function``'s parameters."""
+    while isinstance(function, functools.partial):
+        function = function.func
+    if inspect.isroutine(function) or isinstance(function, type):
+        return function
+    return type(function).__call__  # a callable instance
+
+
 def build_parameters(
     function: Callable[..., Any], *, where: str, argument_docs: Mapping[str, str]
 ) -> tuple[Schema, tuple[ParameterSpec, ...]]:
@@ -523,7 +540,7 @@ def build_parameters(
     except (TypeError, ValueError) as exc:
         raise ToolDefinitionError(f"{where}: cannot read its signature: {exc}") from exc
     try:
-        hints = typing.get_type_hints(function, include_extras=True)
+        hints = typing.get_type_hints(_annotated(function), include_extras=True)
     except NameError as exc:
         raise ToolDefinitionError(f"{where}: cannot resolve its type hints: {exc}") from exc
     builder = _Builder(where)

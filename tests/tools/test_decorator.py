@@ -298,3 +298,27 @@ async def test_cancelling_a_sync_tool_can_abandon_the_thread() -> None:
 
 def test_schema_is_valid_json() -> None:
     json.dumps(add.parameters)
+
+
+class AsyncCallable:
+    async def __call__(self, text: str) -> str:
+        await trio.lowlevel.checkpoint()
+        return text.upper()
+
+
+async def test_callable_instance_with_async_call_runs_directly() -> None:
+    shout = tool(name="shout")(AsyncCallable())
+    assert shout.parameters["required"] == ["text"]
+    assert await shout.execute({"text": "hi"}) == ToolResult(content="HI")
+
+
+class Holder:
+    @staticmethod
+    @tool
+    def double(value: int) -> int:
+        return value * 2
+
+
+async def test_staticmethod_tool_in_a_class() -> None:
+    assert Holder.double(2) == 4
+    assert await Holder.double.execute({"value": 5}) == ToolResult(content="10")

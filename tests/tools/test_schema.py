@@ -2,10 +2,21 @@
 
 import dataclasses
 import enum
+import functools
 import re
 import typing
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal, NewType, Optional, TypedDict, Union
+from typing import (
+    Annotated,
+    Any,
+    Literal,
+    NewType,
+    NotRequired,
+    Optional,
+    Required,
+    TypedDict,
+    Union,
+)
 
 import attrs
 import pydantic
@@ -51,6 +62,16 @@ class Options(TypedDict, total=False):
 
 class Needed(TypedDict):
     key: str
+
+
+class Mixed(TypedDict):
+    key: str
+    extra: NotRequired[int]
+
+
+class MostlyOptional(TypedDict, total=False):
+    key: Required[str]
+    extra: int
 
 
 class Sub(pydantic.BaseModel):
@@ -125,6 +146,28 @@ CASES = [
     Case(hint=Level, schema={"type": "integer", "enum": [1, 2]}),
     Case(
         hint=Annotated[str, "A city name"], schema={"type": "string", "description": "A city name"}
+    ),
+    Case(
+        hint=Annotated[int, pydantic.Field(description="From a Field")],
+        schema={"type": "integer", "description": "From a Field"},
+    ),
+    Case(
+        hint=Mixed,
+        schema={
+            "type": "object",
+            "properties": {"key": {"type": "string"}, "extra": {"type": "integer"}},
+            "required": ["key"],
+            "additionalProperties": False,
+        },
+    ),
+    Case(
+        hint=MostlyOptional,
+        schema={
+            "type": "object",
+            "properties": {"key": {"type": "string"}, "extra": {"type": "integer"}},
+            "required": ["key"],
+            "additionalProperties": False,
+        },
     ),
     Case(
         hint=Point,
@@ -343,3 +386,24 @@ def test_parse_docstring_reads_google_style() -> None:
 def test_parse_docstring_without_sections() -> None:
     assert parse_docstring("Just a summary.") == ("Just a summary.", {})
     assert parse_docstring(None) == ("", {})
+
+
+def test_partial_uses_the_remaining_parameters() -> None:
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    partial_tool = tool(name="add_one")(functools.partial(add, b=1))
+    assert partial_tool.parameters == {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer", "default": 1}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
+
+
+def test_nameless_callable_needs_a_name() -> None:
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    with pytest.raises(ToolDefinitionError, match=r"pass @tool\(name=...\)"):
+        tool(functools.partial(add, b=1))
