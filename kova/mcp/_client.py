@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING, Any
 import structlog
 import trio
 
-from .._errors import ActorFailed, KovaConnectionError, KovaTimeoutError, MailboxClosed
+from .._errors import (
+    ActorFailed,
+    KovaConnectionError,
+    KovaError,
+    KovaTimeoutError,
+    MailboxClosed,
+)
 from ..actors import Runtime, Supervisor, open_supervisor
 from ._connection import (
     CallTool,
@@ -47,6 +53,20 @@ log = structlog.get_logger(__name__)
 
 DEFAULT_REQUEST_TIMEOUT = 60.0
 """Seconds one MCP request may take unless the call says otherwise."""
+
+
+def _sole_kova_error(group: BaseExceptionGroup[BaseException]) -> KovaError | None:
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        else:
+            leaves.append(current)
+    if len(leaves) == 1 and isinstance(leaves[0], KovaError):
+        return leaves[0]
+    return None
 
 
 class McpClient:
@@ -122,20 +142,30 @@ class McpClient:
         def mcp_connection() -> Actor:
             return McpConnection(settings)
 
-        async with AsyncExitStack() as stack:
-            supervisor: Supervisor
-            if runtime is None:
-                supervisor = await stack.enter_async_context(open_supervisor(name="mcp"))
-            elif isinstance(runtime, Runtime):
-                supervisor = runtime.supervisor
-            else:
-                supervisor = runtime
-            ref = await supervisor.spawn(mcp_connection, name=name, restart="permanent")
-            try:
-                yield cls(ref, request_timeout=request_timeout)
-            finally:
-                with trio.CancelScope(shield=True):
-                    await supervisor.stop_child(ref)
+        connected = False
+        try:
+            async with AsyncExitStack() as stack:
+                supervisor: Supervisor
+                if runtime is None:
+                    supervisor = await stack.enter_async_context(open_supervisor(name="mcp"))
+                elif isinstance(runtime, Runtime):
+                    supervisor = runtime.supervisor
+                else:
+                    supervisor = runtime
+                ref = await supervisor.spawn(mcp_connection, name=name, restart="permanent")
+                connected = True
+                try:
+                    yield cls(ref, request_timeout=request_timeout)
+                finally:
+                    with trio.CancelScope(shield=True):
+                        await supervisor.stop_child(ref)
+        except BaseExceptionGroup as group:
+            # A failed connection attempt travels out through the actor's and the
+            # supervisor's nurseries; the caller gets the one error it is about.
+            error = None if connected else _sole_kova_error(group)
+            if error is None:
+                raise
+            raise error from None
 
     @property
     def name(self) -> str:

@@ -1,0 +1,92 @@
+"""Faults against real server processes: a server killed mid-call, a server that exits
+under every call. The actor is restarted by its supervisor, the call is retried once, and
+no child process is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import psutil
+import pytest
+import structlog.testing
+import trio
+from conftest import SERVER
+
+import kova
+from kova.mcp import McpClient, StdioTransport
+
+GUARD = 60  # seconds; a hang guard, never reached when things work
+
+STDIO = StdioTransport(sys.executable, args=[str(SERVER), "stdio"])
+
+
+def _server_children() -> set[int]:
+    """Live (non-zombie) child processes of this test process running the test server."""
+    pids = set()
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE and str(SERVER) in child.cmdline():
+                pids.add(child.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return pids
+
+
+async def _wait_for_file(path: trio.Path) -> str:
+    # The server process writes it; polling is the only way to see another process's file.
+    while not await path.exists():
+        await trio.sleep(0.02)
+    return await path.read_text()
+
+
+async def test_server_killed_mid_call_is_restarted_and_the_call_retried_once(tmp_path):
+    marker = trio.Path(tmp_path / "hung")
+    with trio.fail_after(GUARD), structlog.testing.capture_logs() as logs:
+        async with McpClient.connect(STDIO) as client:
+            first_pid = int((await client.tools_call("pid")).text)
+            results: list[kova.ToolResult] = []
+            async with trio.open_nursery() as nursery:
+
+                async def call() -> None:
+                    results.append(await client.tools_call("hang_once", {"marker": str(marker)}))
+
+                nursery.start_soon(call)
+                hung_pid = int(await _wait_for_file(marker))
+                assert hung_pid == first_pid
+                os.kill(hung_pid, signal.SIGKILL)
+            # The retry reached a new server process, which found the marker and answered.
+            assert [result.text for result in results] == ["recovered"]
+            second_pid = int((await client.tools_call("pid")).text)
+            assert second_pid != first_pid
+            assert _server_children() == {second_pid}
+            assert (await client.tools_call("echo", {"text": "next"})).text == "next"
+    assert _server_children() == set()
+    events = [entry["event"] for entry in logs]
+    assert "actor.restarted" in events
+    assert "mcp.request.retried" in events
+
+
+async def test_server_dying_under_every_attempt_fails_after_one_retry():
+    with trio.fail_after(GUARD):
+        async with McpClient.connect(STDIO) as client:
+            with pytest.raises(kova.KovaConnectionError, match="failed twice"):
+                await client.tools_call("exit_now")
+            # The supervisor restarted the actor again: the next call works.
+            assert (await client.tools_call("echo", {"text": "alive"})).text == "alive"
+            assert len(_server_children()) == 1
+    assert _server_children() == set()
+
+
+async def test_json_rpc_error_is_not_retried():
+    with trio.fail_after(GUARD), structlog.testing.capture_logs() as logs:
+        async with McpClient.connect(STDIO) as client:
+            pid = int((await client.tools_call("pid")).text)
+            with pytest.raises(kova.McpError):
+                await client.tools_call("protocol_error")
+            assert int((await client.tools_call("pid")).text) == pid
+    events = [entry["event"] for entry in logs]
+    assert "mcp.request.retried" not in events
+    assert "actor.restarted" not in events
