@@ -9,11 +9,14 @@ from __future__ import annotations
 import gc
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 SERVER = Path(__file__).with_name("mcp_test_server.py")
 

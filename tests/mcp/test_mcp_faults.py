@@ -37,7 +37,7 @@ def _server_children() -> set[int]:
 
 async def _wait_for_file(path: trio.Path) -> str:
     # The server process writes it; polling is the only way to see another process's file.
-    while not await path.exists():
+    while not await path.exists():  # noqa: ASYNC110 - another process writes it
         await trio.sleep(0.02)
     return await path.read_text()
 
