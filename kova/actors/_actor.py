@@ -283,9 +283,11 @@ class StreamReceiver(trio.abc.ReceiveChannel[Any]):
         except trio.EndOfChannel:
             await self._request.done.wait()
             result = self._request.result
-            if isinstance(result, outcome.Error):
-                raise result.error from None
-            raise
+            if not isinstance(result, outcome.Error):
+                raise
+        # Raised outside the ``except`` so the error does not drag EndOfChannel along as
+        # its context; its own ``__cause__`` (the crash, for ActorFailed) is kept.
+        raise result.error
 
     def receive_nowait(self) -> Any:
         return self._channel.receive_nowait()

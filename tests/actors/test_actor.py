@@ -412,3 +412,24 @@ async def test_frozen_attrs_actor_works() -> None:
     async with open_runtime() as runtime:
         ref = await runtime.spawn(lambda: Constant(value=42), name="constant")
         assert await ref.call(None) == 42
+
+
+async def test_crash_mid_stream_raises_actor_failed_from_iteration(
+    autojump_clock: trio.testing.MockClock,
+):
+    class Fragile(Actor):
+        async def handle_stream(self, message: Any, send: trio.MemorySendChannel[Any]) -> None:
+            await send.send(1)
+            await trio.sleep(1)
+            raise KeyError("bug")
+
+    received = []
+    async with open_runtime(backoff=Backoff.none()) as runtime:
+        ref = await runtime.spawn(Fragile, name="fragile")
+        with pytest.raises(ActorFailed) as failed:
+            async with ref.stream(None) as items:
+                async for item in items:
+                    received.append(item)
+        assert isinstance(failed.value.__cause__, KeyError)
+        assert trio.current_time() == 1.0
+    assert received == [1]
