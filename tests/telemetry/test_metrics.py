@@ -4,7 +4,9 @@ import math
 import random
 
 import attrs
+import hypothesis
 import pytest
+from hypothesis import strategies as st
 
 from kova import Usage
 from kova.telemetry import (
@@ -170,3 +172,21 @@ def test_snapshot_is_a_frozen_copy() -> None:
     assert metrics.snapshot().error_count == 1
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         first.error_count = 5  # type: ignore[misc]
+
+
+@hypothesis.settings(max_examples=200, deadline=None)
+@hypothesis.given(
+    values=st.lists(
+        st.floats(min_value=0.0, max_value=1e6, allow_nan=False), min_size=1, max_size=300
+    ),
+    q=st.floats(min_value=0.001, max_value=1.0),
+)
+def test_every_estimate_is_within_the_documented_bound(values: list[float], q: float) -> None:
+    histogram = filled(values, DEFAULT_BOUNDS_MS)
+    estimate = histogram.quantile(q)
+    ordered = sorted(values)
+    true_value = ordered[max(1, math.ceil(q * len(values) - 1e-9)) - 1]
+    assert estimate is not None
+    assert ordered[0] <= estimate <= ordered[-1]
+    allowed = max(0.01, (2 ** (1 / 8) - 1) * true_value)
+    assert abs(estimate - true_value) <= allowed * (1 + 1e-9)
