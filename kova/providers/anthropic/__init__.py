@@ -10,9 +10,9 @@ from ._config import Effort as Effort
 
 __all__ = [
     "ANTHROPIC_API_VERSION",
-    "DEFAULT_MAX_TOKENS",
-    "EFFORT_LEVELS",
     "AnthropicConfig",
     "AnthropicProvider",
+    "DEFAULT_MAX_TOKENS",
+    "EFFORT_LEVELS",
     "Effort",
 ]
