@@ -181,14 +181,13 @@ _MAPPINGS = {dict, collections.abc.Mapping, collections.abc.MutableMapping}
 
 
 def _is_instance(kinds: type | tuple[type, ...]) -> Callable[[object], bool]:
+    # bool is an int in Python but not in JSON: only a bool hint matches True and False.
+    allow_bool = bool in (kinds if isinstance(kinds, tuple) else (kinds,))
+
     def matches(value: object) -> bool:
-        return isinstance(value, kinds) and (bool in _flatten(kinds) or not isinstance(value, bool))
+        return isinstance(value, kinds) and (allow_bool or not isinstance(value, bool))
 
     return matches
-
-
-def _flatten(kinds: type | tuple[type, ...]) -> tuple[type, ...]:
-    return kinds if isinstance(kinds, tuple) else (kinds,)
 
 
 def _json_type(values: list[JSONValue]) -> str | None:

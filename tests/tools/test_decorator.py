@@ -322,3 +322,17 @@ class Holder:
 async def test_staticmethod_tool_in_a_class() -> None:
     assert Holder.double(2) == 4
     assert await Holder.double.execute({"value": 5}) == ToolResult(content="10")
+
+
+async def test_union_converts_through_the_matching_branch() -> None:
+    received: list[object] = []
+
+    @tool
+    def pick(value: float | Color | bool) -> str:
+        received.append(value)
+        return "ok"
+
+    for raw in (3, "red", True, 2.5):
+        assert await pick.execute({"value": raw}) == ToolResult(content="ok")
+    assert received == [3.0, Color.RED, True, 2.5]
+    assert [type(value) for value in received] == [float, Color, bool, float]
