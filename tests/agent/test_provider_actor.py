@@ -300,3 +300,26 @@ async def test_stopped_provider_ref_raises_mailbox_closed() -> None:
         with pytest.raises(MailboxClosed):
             await ref.list_models()
         assert isinstance(ref, ProviderRef)
+
+
+async def test_cancelled_call_cancels_the_provider_request_before_returning(
+    autojump_clock: trio.testing.MockClock,
+):
+    events: list[tuple[str, float]] = []
+
+    async def model(request: ScriptRequest) -> Reply:
+        try:
+            await trio.sleep(100)  # the HTTP request in flight
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.sleep(0.25)  # closing the connection takes a moment
+            events.append(("provider request ended", trio.current_time()))
+        return reply_text("never")
+
+    provider = FunctionProvider(model)
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, provider)
+        with trio.move_on_after(2):
+            await ref.chat_completion(HISTORY, [], CONFIG)
+        events.append(("call returned", trio.current_time()))
+    assert events == [("provider request ended", 2.25), ("call returned", 2.25)]
