@@ -25,12 +25,12 @@ from ._supervisor import Supervisor as Supervisor
 from ._supervisor import open_supervisor as open_supervisor
 
 __all__ = [
-    "DEFAULT_MAILBOX_SIZE",
     "Actor",
     "ActorFactory",
     "ActorRef",
     "Backoff",
     "ChildSpec",
+    "DEFAULT_MAILBOX_SIZE",
     "GetChild",
     "ListChildren",
     "Mailbox",
