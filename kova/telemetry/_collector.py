@@ -182,17 +182,17 @@ class MetricsCollector:
         self._cast(LlmErrorRecorded())
 
     def record_tool_invocation(
-        self, duration_ms: float | None, outcome: ToolOutcome | bool
+        self, duration_ms: float | None, outcome: ToolOutcome | str | bool
     ) -> None:
         """Count one tool call. Never waits.
 
         Args:
             duration_ms: how long it ran; ``None`` for a denied call.
-            outcome: a :class:`ToolOutcome`, or ``True``/``False`` for success/error (the
-                seed's signature).
+            outcome: a :class:`ToolOutcome` (or its string value, e.g. ``"denied"``), or
+                ``True``/``False`` for success/error (the seed's signature).
 
         Raises:
-            ValueError: ``duration_ms`` is NaN.
+            ValueError: ``duration_ms`` is NaN, or ``outcome`` is not an outcome.
         """
         if isinstance(outcome, bool):
             outcome = ToolOutcome.SUCCESS if outcome else ToolOutcome.ERROR

@@ -264,15 +264,15 @@ class Metrics:
         """One provider call that failed."""
         self._llm_errors += 1
 
-    def record_tool_invocation(self, duration_ms: float | None, outcome: ToolOutcome) -> None:
+    def record_tool_invocation(self, duration_ms: float | None, outcome: ToolOutcome | str) -> None:
         """One tool call and how it ended.
 
         Args:
             duration_ms: how long it ran; ``None`` when it did not run (denied).
-            outcome: success, error or denied.
+            outcome: success, error or denied (a :class:`ToolOutcome` or its value).
 
         Raises:
-            ValueError: ``duration_ms`` is NaN.
+            ValueError: ``duration_ms`` is NaN, or ``outcome`` is not an outcome.
         """
         if duration_ms is not None:
             self._tool_duration.record(duration_ms)

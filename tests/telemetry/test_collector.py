@@ -128,3 +128,11 @@ async def test_actor_answers_raw_messages_through_its_ref() -> None:
         collector.ref.cast(LlmRequestRecorded(latency_ms=3.0))
         snapshot = await collector.ref.call(GetSnapshot())
     assert snapshot.llm_request_count == 1
+
+
+async def test_outcome_may_be_given_by_value() -> None:
+    async with open_metrics() as collector:
+        collector.record_tool_invocation(None, "denied")
+        with pytest.raises(ValueError, match="'maybe' is not a valid ToolOutcome"):
+            collector.record_tool_invocation(1.0, "maybe")
+        assert (await collector.snapshot()).tool_denied_count == 1
