@@ -256,8 +256,8 @@ class Actor:
                 self._crash(exc, state)
                 return
         # A trio.Cancelled from the actor's own nursery (crash or stop) propagates and leaves
-        # the request in ``in_flight``; if the caller's scope was cancelled, the caller is
-        # already gone and ignores the value.
+        # the request in ``in_flight``. If only the request's scope was cancelled, the caller
+        # is waiting just for ``done`` and re-raises its own Cancelled, ignoring the value.
         state.in_flight.discard(request)
         request.finish(outcome.Value(value))
 

@@ -433,3 +433,43 @@ async def test_crash_mid_stream_raises_actor_failed_from_iteration(
         assert isinstance(failed.value.__cause__, KeyError)
         assert trio.current_time() == 1.0
     assert received == [1]
+
+
+async def test_random_cancellations_never_leave_work_running(
+    autojump_clock: trio.testing.MockClock,
+):
+    import random
+
+    rng = random.Random(1234)
+    running: set[int] = set()
+    violations: list[str] = []
+
+    class Worker(Actor):
+        async def handle_call(self, message: Any) -> Any:
+            number, seconds = message
+            running.add(number)
+            try:
+                await trio.sleep(seconds)
+                return number
+            finally:
+                with trio.CancelScope(shield=True):
+                    await trio.sleep(0.01)
+                running.discard(number)
+
+    async with open_runtime() as runtime:
+        ref = await runtime.spawn(Worker, mailbox_size=4)
+
+        async def caller(number: int) -> None:
+            await trio.sleep(rng.random())
+            with trio.move_on_after(rng.random() * 2):
+                result = await ref.call((number, rng.random() * 2))
+                if result != number:
+                    violations.append(f"{number} got {result}")
+            if number in running:
+                violations.append(f"{number} still running after call() returned")
+
+        async with trio.open_nursery() as nursery:
+            for number in range(300):
+                nursery.start_soon(caller, number)
+    assert violations == []
+    assert running == set()
