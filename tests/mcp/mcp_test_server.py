@@ -18,13 +18,14 @@ from __future__ import annotations
 import json
 import os
 import sys
+import warnings
 from typing import Any
 
 import anyio
 import mcp_types as mt
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from pydantic import BaseModel
 
 # Every tool and resource is async: the server would run a sync one in a worker thread,
@@ -138,12 +139,19 @@ def build_server(events: list[str] | None = None) -> MCPServer:
     @server.tool()
     async def ask_model(question: str, ctx: Context) -> str:
         """Ask the client's model (sampling)."""
-        result = await ctx.session.create_message(
-            [mt.SamplingMessage(role="user", content=mt.TextContent(type="text", text=question))],
-            max_tokens=64,
-            system_prompt="answer briefly",
-            temperature=0.5,
-        )
+        with warnings.catch_warnings():
+            # Sampling is deprecated in the 2026-07-28 protocol; these tests speak 2025-11-25.
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            result = await ctx.session.create_message(
+                [
+                    mt.SamplingMessage(
+                        role="user", content=mt.TextContent(type="text", text=question)
+                    )
+                ],
+                max_tokens=64,
+                system_prompt="answer briefly",
+                temperature=0.5,
+            )
         content = result.content
         text = content.text if isinstance(content, mt.TextContent) else repr(content)
         return f"{result.model}: {text} ({result.stop_reason})"
