@@ -16,6 +16,7 @@ Real sockets on ``127.0.0.1`` port 0: the client under test runs its real HTTP s
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
@@ -53,6 +54,9 @@ class RecordedRequest:
     headers: Mapping[str, str] = attrs.field(factory=dict)
     """Header names lowercased; repeated headers joined with ``", "``."""
     body: bytes = b""
+    connection: int = 0
+    """Which TCP connection carried the request (1, 2, ... in accept order): requests that
+    share a number reused a kept-alive connection."""
 
     def json(self) -> JSONValue:
         """The body parsed as JSON (``None`` for an empty body)."""
@@ -102,8 +106,9 @@ class _ConnectionClosed(Exception):
 
 
 class _Connection:
-    def __init__(self, stream: trio.SocketStream) -> None:
+    def __init__(self, stream: trio.SocketStream, number: int) -> None:
         self.stream = stream
+        self.number = number
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_BODY)
 
     async def send(self, event: h11.Event) -> None:
@@ -157,6 +162,7 @@ class _Connection:
             query=dict(parse_qsl(target.query, keep_blank_values=True)),
             headers=headers,
             body=bytes(body),
+            connection=self.number,
         )
 
     async def respond(self, response: FakeResponse | FakeStream) -> bool:
@@ -223,8 +229,10 @@ async def serve_http(
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound_port = listeners[0].socket.getsockname()[1]
 
+    numbers = itertools.count(1)
+
     async def on_connection(stream: trio.SocketStream) -> None:
-        await _Connection(stream).serve(handler)
+        await _Connection(stream, next(numbers)).serve(handler)
 
     task_status.started(f"http://{host}:{bound_port}")
     await trio.serve_listeners(on_connection, listeners)

@@ -35,6 +35,7 @@ async def test_json_response_and_recorded_request() -> None:
     assert response.headers["x-extra"] == "1"
     assert again.status_code == 200
     assert [r.path for r in seen] == ["/v1/things", "/second"]
+    assert seen[0].connection == seen[1].connection == 1
     assert seen[0].method == "POST"
     assert seen[0].query == {"limit": "2", "after_id": "a"}
     assert seen[0].headers["x-key"] == "k"

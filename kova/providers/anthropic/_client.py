@@ -11,7 +11,7 @@ import httpx2
 import structlog
 import trio
 
-from ..._errors import KovaError, ProviderError, StreamError
+from ..._errors import KovaError, KovaTimeoutError, ProviderError, StreamError
 from ..._models import ErrorEvent, StreamEvent
 from .._http import HttpTransport, map_errors
 from .._sse import SseDecoder
@@ -44,7 +44,9 @@ __all__ = ["AnthropicProvider"]
 log = structlog.get_logger(__name__)
 
 _CONNECT_TIMEOUT = 5.0  # the official SDK's connect timeout
-_MODELS_PAGE_SIZE = 1000  # the API's maximum; most accounts fit in one page
+_MODELS_PAGE_SIZE = 1000
+_DRAIN_LIMIT = 65_536
+_DRAIN_SECONDS = 1.0  # the API's maximum; most accounts fit in one page
 
 
 class _Batches(AsyncIterator[Sequence[StreamEvent]]):
@@ -68,9 +70,11 @@ class _Batches(AsyncIterator[Sequence[StreamEvent]]):
                 error, self._error = self._error, None
                 self._closed = True
                 raise error
-            if self._closed or self._decoder.finished:
-                # After message_stop nothing more is read; leaving the block closes the body.
+            if self._closed:
+                raise StopAsyncIteration
+            if self._decoder.finished:
                 self._closed = True
+                await self._drain()
                 raise StopAsyncIteration
             end_of_body = False
             try:
@@ -95,6 +99,22 @@ class _Batches(AsyncIterator[Sequence[StreamEvent]]):
                     self._error = exc
             if batch:
                 return batch
+
+    async def _drain(self) -> None:
+        """Read the (normally empty) rest of the body after ``message_stop``, so the
+        connection goes back to the pool instead of being closed with bytes unread."""
+        ignored = 0
+        # The answer is complete: a server that is slow to end the body, or drops the
+        # connection now, costs the connection, not the answer.
+        with trio.move_on_after(_DRAIN_SECONDS):
+            try:
+                with map_errors(PROVIDER, mid_stream=True):
+                    async for chunk in self._chunks:
+                        ignored += len(chunk)
+                        if ignored > _DRAIN_LIMIT:
+                            return  # leaving the block closes the connection instead
+            except (StreamError, KovaTimeoutError):
+                log.debug("provider.stream.drain_failed", provider=PROVIDER)
 
 
 async def _close_body(response: httpx2.Response, chunks: AsyncIterator[str]) -> None:

@@ -363,3 +363,24 @@ async def test_list_models_follows_pages() -> None:
         {"limit": "1000", "after_id": "claude-test-0999"},
         {"limit": "1000", "after_id": "claude-test-1999"},
     ]
+
+
+async def test_finished_streams_leave_the_connection_reusable() -> None:
+    replies = [StreamReply(response=reply_text("first answer")), reply_text("second")]
+    async with running(Script(replies)) as (server, provider):
+        await collect(provider, [m.Message.user("one")], [])
+        await provider.chat_completion([m.Message.user("two")], [], NO_CONFIG)
+    first, second = server.requests
+    assert first.connection == second.connection  # the stream was read to its end
+
+
+async def test_a_stream_left_early_closes_its_connection() -> None:
+    replies = [StreamReply(response=reply_text("x" * 100), chunk_chars=1), reply_text("next")]
+    async with running(Script(replies)) as (server, provider):
+        async with provider.chat_completion_stream(
+            [m.Message.user("one")], [], NO_CONFIG
+        ) as stream:
+            await stream.__anext__()
+        await provider.chat_completion([m.Message.user("two")], [], NO_CONFIG)
+    first, second = server.requests
+    assert first.connection != second.connection
