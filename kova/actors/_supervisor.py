@@ -506,7 +506,8 @@ async def open_supervisor(
     """``async with open_supervisor() as supervisor:`` run children for the block.
 
     Leaving the block stops every child in reverse start order (shielded, each bounded by its
-    grace period). No child outlives the block.
+    grace period). No child outlives the block. An exception raised by the block itself
+    propagates unchanged (not wrapped in an ``ExceptionGroup``).
 
     Args:
         name: a label for logs and for the :class:`~kova.ActorFailed` it raises.
@@ -520,18 +521,37 @@ async def open_supervisor(
             was exceeded; ``__cause__`` is the last crash. The block is cancelled first.
     """
     _check_supervisor_args(strategy, max_restarts, within)
-    async with trio.open_nursery() as nursery:
-        supervisor = Supervisor(
-            nursery,
-            name=name,
-            strategy=strategy,
-            max_restarts=max_restarts,
-            within=within,
-            backoff=backoff if backoff is not None else Backoff(),
-        )
-        nursery.start_soon(supervisor._supervise)
-        try:
-            yield supervisor
-        finally:
-            with trio.CancelScope(shield=True):
-                await supervisor.aclose()
+    # The block's own exception passes through unwrapped (like trio-websocket's
+    # open_websocket): the nursery below exists for the children, and a caller's
+    # ``except MyError`` around the block should not have to know about it.
+    body_error: BaseException | None = None
+    passthrough: BaseException | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            supervisor = Supervisor(
+                nursery,
+                name=name,
+                strategy=strategy,
+                max_restarts=max_restarts,
+                within=within,
+                backoff=backoff if backoff is not None else Backoff(),
+            )
+            nursery.start_soon(supervisor._supervise)
+            try:
+                yield supervisor
+            except BaseException as exc:
+                body_error = exc
+                raise
+            finally:
+                with trio.CancelScope(shield=True):
+                    await supervisor.aclose()
+    except BaseExceptionGroup as group:
+        if (
+            body_error is None
+            or len(group.exceptions) != 1
+            or group.exceptions[0] is not body_error
+        ):
+            raise
+        passthrough = body_error
+    if passthrough is not None:
+        raise passthrough

@@ -383,3 +383,24 @@ async def test_stop_child_leaves_siblings_running() -> None:
         assert await b.call("who") == "b"
         with pytest.raises(MailboxClosed):
             await a.call("who")
+
+
+async def test_the_blocks_own_exception_passes_through_unwrapped() -> None:
+    journal = Journal()
+    with pytest.raises(KeyError, match="mine"):
+        async with open_runtime() as runtime:
+            await runtime.spawn(worker("w", journal), name="w")
+            raise KeyError("mine")
+    assert journal.order("stop") == ["w"]
+
+
+async def test_outside_cancellation_of_the_block_stops_children(
+    autojump_clock: trio.testing.MockClock,
+):
+    journal = Journal()
+    with trio.move_on_after(2) as scope:
+        async with open_runtime() as runtime:
+            await runtime.spawn(worker("w", journal), name="w")
+            await trio.sleep_forever()
+    assert scope.cancelled_caught
+    assert journal.times("w", "stop") == [2.0]
