@@ -27,6 +27,7 @@ from kova.testing import (
     ErrorReply,
     FakeAnthropicServer,
     Script,
+    ScriptRequest,
     StreamReply,
     reply_text,
     reply_tool_calls,
@@ -384,3 +385,22 @@ async def test_a_stream_left_early_closes_its_connection() -> None:
         await provider.chat_completion([m.Message.user("two")], [], NO_CONFIG)
     first, second = server.requests
     assert first.connection != second.connection
+
+
+async def test_cancelling_a_call_abandons_the_request_and_the_provider_stays_usable() -> None:
+    arrived = trio.Event()
+
+    async def model(request: ScriptRequest) -> m.ModelResponse:
+        if not arrived.is_set():
+            arrived.set()
+            await trio.sleep_forever()
+        return reply_text("after the cancel")
+
+    async with running(Script(model)) as (_, provider):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(provider.chat_completion, [m.Message.user("slow")], [], NO_CONFIG)
+            await arrived.wait()
+            nursery.cancel_scope.cancel()
+        assert nursery.cancel_scope.cancelled_caught
+        response = await provider.chat_completion([m.Message.user("again")], [], NO_CONFIG)
+    assert response.text == "after the cancel"
