@@ -601,12 +601,15 @@ class FakeAnthropicServer:
             if field not in body:
                 return _error(400, f"{field}: Field required")
         stream = body.get("stream") is True
-        script_request = ScriptRequest(
-            messages=tuple(_messages_from_wire(body)),
-            tools=tuple(_tools_from_wire(body)),
-            config=_config_from_wire(body),
-            stream=stream,
-        )
+        try:
+            script_request = ScriptRequest(
+                messages=tuple(_messages_from_wire(body)),
+                tools=tuple(_tools_from_wire(body)),
+                config=_config_from_wire(body),
+                stream=stream,
+            )
+        except (ValueError, TypeError) as exc:  # a malformed request is the client's fault
+            return _error(400, f"invalid request: {exc}")
         reply = await self.script.next_reply(script_request)
         if isinstance(reply, ErrorReply):
             headers = {}
@@ -637,8 +640,11 @@ class FakeAnthropicServer:
         for field in ("max_tokens", "stream", "stop_sequences", "temperature", "top_p"):
             if field in body:
                 return _error(400, f"{field}: Extra inputs are not permitted")
-        messages = _messages_from_wire(body)
-        tools = _tools_from_wire(body)
+        try:
+            messages = _messages_from_wire(body)
+            tools = _tools_from_wire(body)
+        except (ValueError, TypeError) as exc:
+            return _error(400, f"invalid request: {exc}")
         counter = self.count_tokens or heuristic_count_tokens
         return json_response({"input_tokens": counter(messages, tools)})
 

@@ -99,3 +99,19 @@ async def test_json_message_and_error_shapes() -> None:
     assert no_version.status_code == 400
     assert missing.status_code == 400
     assert missing.json()["error"]["type"] == "invalid_request_error"
+
+
+async def test_malformed_messages_are_a_400_not_a_crash() -> None:
+    bad = {**BODY, "messages": [{"role": "wizard", "content": "hi"}]}
+    async with (
+        open_anthropic_server(Script([])) as server,
+        httpx2.AsyncClient() as client,
+    ):
+        response = await client.post(f"{server.base_url}/v1/messages", json=bad, headers=HEADERS)
+        counted = await client.post(
+            f"{server.base_url}/v1/messages/count_tokens",
+            json={"model": "x", "messages": bad["messages"]},
+            headers=HEADERS,
+        )
+    assert response.status_code == counted.status_code == 400
+    assert response.json()["error"]["type"] == "invalid_request_error"
