@@ -404,3 +404,31 @@ async def test_outside_cancellation_of_the_block_stops_children(
             await trio.sleep_forever()
     assert scope.cancelled_caught
     assert journal.times("w", "stop") == [2.0]
+
+
+async def test_shutdown_during_restart_backoff_is_prompt(autojump_clock: trio.testing.MockClock):
+    journal = Journal()
+    async with open_supervisor(backoff=Backoff(initial=10.0)) as supervisor:
+        ref = await supervisor.spawn(worker("x", journal), name="x")
+        ref.cast("crash")
+        await trio.sleep(1)
+    assert trio.current_time() == 1.0
+    assert journal.times("x", "start") == [0.0]
+    with pytest.raises(ActorError, match="shutting down"):
+        await supervisor.spawn(worker("y", journal), name="y")
+
+
+async def test_stop_child_during_restart_backoff_prevents_the_restart(
+    autojump_clock: trio.testing.MockClock,
+):
+    journal = Journal()
+    async with open_supervisor(backoff=Backoff(initial=10.0)) as supervisor:
+        ref = await supervisor.spawn(worker("x", journal), name="x")
+        other = await supervisor.spawn(worker("y", journal), name="y")
+        ref.cast("crash")
+        await trio.sleep(1)
+        await supervisor.stop_child(ref)
+        await trio.sleep(20)
+        assert journal.times("x", "start") == [0.0]
+        assert supervisor.children == ("y",)
+        assert await other.call("who") == "y"
