@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
+import attrs
 import httpx2
 import structlog
 import trio
@@ -56,6 +57,8 @@ class _Batches(AsyncIterator[Sequence[StreamEvent]]):
     to finalize when the consumer stops early (trio forbids yielding inside the cancel scopes
     an async generator would need).
     """
+
+    __slots__ = ("_chunks", "_closed", "_decoder", "_error", "_sse")
 
     def __init__(self, chunks: AsyncIterator[str]) -> None:
         self._chunks = chunks
@@ -134,6 +137,7 @@ async def _close_body(response: httpx2.Response, chunks: AsyncIterator[str]) -> 
             pass
 
 
+@attrs.define(init=False)
 class AnthropicProvider:
     """Anthropic's native Messages API as a kova :class:`~kova.providers.Provider`.
 
@@ -144,8 +148,13 @@ class AnthropicProvider:
         transport: an httpx2 transport for the client kova creates (e.g.
             ``httpx2.MockTransport`` in tests). Pass at most one of ``client``/``transport``.
 
-    Use it inside ``async with provider.open():`` (an agent opens it for you).
+    Use it inside ``async with provider.open():`` (an agent opens it for you). Calls are safe
+    from many tasks at once.
     """
+
+    config: AnthropicConfig
+    _api_key: str | None
+    _http: HttpTransport
 
     def __init__(
         self,
