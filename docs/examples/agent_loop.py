@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import trio
 
-from kova import Message
-from kova.agent import AgentBuilder, TextDelta, ToolCallFinished, ToolCallStarted, TurnCompleted
+from kova import Message, TextDelta
+from kova.agent import AgentBuilder, ToolCallFinished, ToolCallStarted, TurnCompleted
 from kova.testing import ScriptedProvider, reply_text, reply_tool_calls
 from kova.tools import tool
 
@@ -27,7 +27,9 @@ async def main() -> None:
     # The "model" asks for two tool calls (run concurrently), then answers.
     model = ScriptedProvider(
         [
-            reply_tool_calls(("get_weather", {"city": "Oslo"}), ("get_weather", {"city": "Lisbon"})),
+            reply_tool_calls(
+                ("get_weather", {"city": "Oslo"}), ("get_weather", {"city": "Lisbon"})
+            ),
             reply_text("Oslo is snowy at -3°C; Lisbon is sunny at 17°C."),
         ]
     )

@@ -9,10 +9,11 @@ from ._events import AgentResponse as AgentResponse
 from ._events import ToolCallFinished as ToolCallFinished
 from ._events import ToolCallStarted as ToolCallStarted
 from ._events import TurnCompleted as TurnCompleted
+from ._provider_actor import ProviderRef as ProviderRef
+from ._provider_actor import spawn_provider as spawn_provider
 from ._retry import RetryConfig as RetryConfig
 from ._tool_pool import ApprovalHandler as ApprovalHandler
 from ._tool_pool import LifecycleHook as LifecycleHook
-from ._tool_pool import ToolOutcome as ToolOutcome
 
 __all__ = [
     "Agent",
@@ -23,9 +24,10 @@ __all__ = [
     "ApprovalHandler",
     "CancelToken",
     "LifecycleHook",
+    "ProviderRef",
     "RetryConfig",
     "ToolCallFinished",
     "ToolCallStarted",
-    "ToolOutcome",
     "TurnCompleted",
+    "spawn_provider",
 ]

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
 
 import attrs
 import structlog
@@ -28,6 +28,7 @@ import trio
 
 from .._errors import (
     BuildError,
+    Cancelled,
     ContextBudgetExceededError,
     KovaError,
     MaxIterationsError,
@@ -320,48 +321,72 @@ class Agent:
         Errors of the turn (see :meth:`run`) are raised from the iteration. Leaving the block
         early cancels the turn (no messages) and returns once everything it started stopped.
         """
-        send, receive = trio.open_memory_channel[Sequence[AgentEvent] | BaseException](buffer)
+        send, receive = trio.open_memory_channel[Sequence[AgentEvent] | KovaError](buffer)
 
         async def produce() -> None:
-            async with send:
+            async def emit(events: Sequence[AgentEvent]) -> None:
+                await send.send(events)
 
-                async def emit(events: Sequence[AgentEvent]) -> None:
-                    await send.send(events)
-
+            with send:
                 try:
                     response = await self._guarded(self._turn(history, config, emit), cancel)
                 except KovaError as exc:
-                    await send.send(exc)
+                    await send.send(exc)  # raised to the consumer by its iterator
                     return
                 await send.send((TurnCompleted(response=response),))
 
         async def events() -> AsyncIterator[AgentEvent]:
             async for item in receive:
-                if isinstance(item, BaseException):
+                if isinstance(item, KovaError):
                     raise item
                 for event in item:
                     yield event
 
-        async with trio.open_nursery() as nursery, receive:
-            nursery.start_soon(produce)
-            iterator = events()
-            try:
-                yield iterator
-            finally:
-                nursery.cancel_scope.cancel(reason="stream consumer left")
-                await iterator.aclose()  # type: ignore[attr-defined]
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(produce)
+                iterator = events()
+                try:
+                    yield iterator
+                finally:
+                    # No checkpoint here: an await inside the cancelled nursery would raise
+                    # Cancelled and replace the consumer's own exception.
+                    nursery.cancel_scope.cancel(reason="stream consumer left")
+                    receive.close()
+                    await iterator.aclose()  # type: ignore[attr-defined]
+        except BaseExceptionGroup as group:
+            # The producer never raises (it hands KovaErrors to the consumer), so a lone
+            # exception here is the consumer's own: give it back as it was raised.
+            _raise_single(group)
 
     # -- the loop -------------------------------------------------------------------------
 
     async def _guarded(
-        self, turn: Awaitable[AgentResponse], cancel: CancelToken | None
+        self, turn: Coroutine[Any, Any, AgentResponse], cancel: CancelToken | None
     ) -> AgentResponse:
+        """Await ``turn``, cancelled by ``cancel`` (raising kova's Cancelled) if it fires."""
         if cancel is None:
             return await turn
-        async with trio.open_nursery() as nursery:
-            with cancel._scope(nursery):
-                return await turn
-        raise AssertionError("unreachable: the cancel scope either returns or raises")
+        if cancel.cancelled:
+            turn.close()
+            raise Cancelled(cancel.reason)
+        scope = trio.CancelScope()
+
+        async def watch() -> None:
+            await cancel.wait()
+            scope.cancel(reason="kova CancelToken")
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(watch)
+                with scope:
+                    response = await turn
+                nursery.cancel_scope.cancel(reason="turn finished")
+        except BaseExceptionGroup as group:
+            _raise_single(group)
+        if scope.cancelled_caught:
+            raise Cancelled(cancel.reason)
+        return response
 
     async def _turn(
         self,
@@ -463,6 +488,14 @@ class Agent:
             if metrics is not None:
                 metrics.record_llm_request((time.perf_counter() - started) * 1000.0, response.usage)
             return response
+
+
+def _raise_single(group: BaseExceptionGroup[BaseException]) -> NoReturn:
+    """Re-raise the lone exception of a nursery's group as itself (the group otherwise)."""
+    if len(group.exceptions) == 1:
+        only = group.exceptions[0]
+        raise only from only.__cause__
+    raise group
 
 
 def _single_event_sender(emit: _Emit) -> Callable[[object], Awaitable[None]]:

@@ -2,15 +2,7 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import TYPE_CHECKING
-
 import trio
-
-from .._errors import Cancelled
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator
 
 __all__ = ["CancelToken"]
 
@@ -49,22 +41,3 @@ class CancelToken:
     async def wait(self) -> None:
         """Return once the token is cancelled."""
         await self._event.wait()
-
-    @contextmanager
-    def _scope(self, nursery: trio.Nursery) -> Iterator[trio.CancelScope]:
-        """A cancel scope that this token cancels; raises kova.Cancelled on the way out if it
-        was cancelled by the token. ``nursery`` hosts the watcher task."""
-        scope = trio.CancelScope()
-        if self.cancelled:
-            scope.cancel(reason="kova CancelToken")
-
-        async def watch() -> None:
-            await self._event.wait()
-            scope.cancel(reason="kova CancelToken")
-
-        nursery.start_soon(watch)
-        with scope:
-            yield scope
-        nursery.cancel_scope.cancel(reason="turn finished")
-        if scope.cancelled_caught and self.cancelled:
-            raise Cancelled(self._reason)

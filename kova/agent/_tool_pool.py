@@ -10,7 +10,6 @@ cancellation stops the step.
 
 from __future__ import annotations
 
-import enum
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias, runtime_checkable
@@ -22,6 +21,7 @@ import trio
 from .._errors import ToolError
 from .._models import ToolResult, ToolUse
 from ..actors import Actor
+from ..telemetry import ToolOutcome
 
 if TYPE_CHECKING:
     from ..telemetry import MetricsCollector
@@ -31,7 +31,6 @@ __all__ = [
     "ApprovalHandler",
     "LifecycleHook",
     "RunToolCalls",
-    "ToolOutcome",
     "ToolPoolActor",
 ]
 
@@ -61,14 +60,6 @@ class LifecycleHook(Protocol):
 
 
 ApprovalFunction = Callable[[ToolUse], Awaitable[ApprovalResult]]
-
-
-class ToolOutcome(enum.StrEnum):
-    """How a tool call ended."""
-
-    SUCCESS = "success"
-    ERROR = "error"
-    DENIED = "denied"
 
 
 @attrs.frozen(kw_only=True)
@@ -134,7 +125,7 @@ class ToolPoolActor(Actor):
         problem = self._check(call, tool)
         if problem is not None:
             result = ToolResult.error(problem, tool_use_id=call.id)
-            self._record(0.0, ToolOutcome.ERROR)
+            self._record(None, ToolOutcome.ERROR)
             if on_event is not None:
                 await on_event(ToolCallFinished(call=call, result=result))
             return result
@@ -142,7 +133,7 @@ class ToolPoolActor(Actor):
         denial = await self._approve(call)
         if denial is not None:
             result = ToolResult.error(denial, tool_use_id=call.id)
-            self._record(0.0, ToolOutcome.DENIED)
+            self._record(None, ToolOutcome.DENIED)
             log.info("tool.call.denied", tool=call.name, tool_use_id=call.id)
             if on_event is not None:
                 await on_event(ToolCallFinished(call=call, result=result))
@@ -203,6 +194,6 @@ class ToolPoolActor(Actor):
             return f"tool call denied: {decision}"
         return "tool call denied by the approval handler"
 
-    def _record(self, duration_ms: float, outcome: ToolOutcome) -> None:
+    def _record(self, duration_ms: float | None, outcome: ToolOutcome) -> None:
         if self.metrics is not None:
             self.metrics.record_tool_invocation(duration_ms, outcome)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 import pytest
@@ -12,12 +12,20 @@ import trio
 import trio.testing
 
 import kova
-from kova import InferenceConfig, Message, ResponseFormat, StopReason, ToolResult, ToolUse, Usage
+from kova import (
+    InferenceConfig,
+    Message,
+    ResponseFormat,
+    StopReason,
+    TextDelta,
+    ToolResult,
+    ToolUse,
+    Usage,
+)
 from kova.agent import (
     AgentBuilder,
     CancelToken,
     RetryConfig,
-    TextDelta,
     ToolCallFinished,
     ToolCallStarted,
     TurnCompleted,
@@ -32,6 +40,9 @@ from kova.testing import (
     reply_tool_calls,
 )
 from kova.tools import ToolRegistry, tool
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 HISTORY = (Message.user("hello"),)
 
@@ -68,7 +79,9 @@ def tool_results(message: Message) -> list[ToolResult]:
 
 
 async def test_plain_answer_returns_one_assistant_message() -> None:
-    provider = ScriptedProvider([reply_text("hi there", usage=Usage(input_tokens=7, output_tokens=3))])
+    provider = ScriptedProvider(
+        [reply_text("hi there", usage=Usage(input_tokens=7, output_tokens=3))]
+    )
     async with AgentBuilder().provider(provider).system_prompt("be nice").build() as agent:
         response = await agent.run(HISTORY)
     assert response.text == "hi there"
@@ -267,7 +280,9 @@ async def test_approval_handler_can_wait_for_a_person() -> None:
 # --- retries ------------------------------------------------------------------------------------
 
 
-async def test_retryable_errors_back_off_exponentially(autojump_clock: trio.testing.MockClock) -> None:
+async def test_retryable_errors_back_off_exponentially(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     provider = ScriptedProvider(
         [ErrorReply(status_code=503), ErrorReply(status_code=500), reply_text("finally")]
     )
@@ -322,7 +337,10 @@ async def test_stream_is_retried_only_before_content_reached_the_consumer(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     provider = ScriptedProvider(
-        [ErrorReply(status_code=503), StreamReply(response=reply_text("partial answer"), cut_after=1)]
+        [
+            ErrorReply(status_code=503),
+            StreamReply(response=reply_text("partial answer"), cut_after=1),
+        ]
     )
     retry = RetryConfig(max_retries=5, initial_backoff=1.0)
     async with AgentBuilder().provider(provider).retry_config(retry).build() as agent:
@@ -332,7 +350,8 @@ async def test_stream_is_retried_only_before_content_reached_the_consumer(
                 async for event in events:
                     received.append(event)
     assert len(provider.requests) == 2  # retried the 503, never the cut stream
-    assert received and all(isinstance(e, TextDelta) for e in received)
+    assert received
+    assert all(isinstance(e, TextDelta) for e in received)
 
 
 # --- streaming ----------------------------------------------------------------------------------
@@ -546,7 +565,9 @@ async def test_cancel_token_mid_tool(autojump_clock: trio.testing.MockClock) -> 
 
 
 async def test_cancel_mid_stream_leaves_no_messages(autojump_clock: trio.testing.MockClock) -> None:
-    provider = ScriptedProvider([StreamReply(response=reply_text("a long streamed answer"), chunk_chars=2)])
+    provider = ScriptedProvider(
+        [StreamReply(response=reply_text("a long streamed answer"), chunk_chars=2)]
+    )
     token = CancelToken()
     async with AgentBuilder().provider(provider).build() as agent:
         received: list[object] = []
@@ -559,7 +580,9 @@ async def test_cancel_mid_stream_leaves_no_messages(autojump_clock: trio.testing
         assert not any(isinstance(e, TurnCompleted) for e in received)
 
 
-async def test_leaving_a_stream_early_stops_the_turn(autojump_clock: trio.testing.MockClock) -> None:
+async def test_leaving_a_stream_early_stops_the_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     provider = ScriptedProvider([StreamReply(response=reply_text("x" * 200), chunk_chars=1)])
     async with AgentBuilder().provider(provider).build() as agent:
         async with agent.stream(HISTORY) as events:
@@ -617,7 +640,7 @@ async def test_run_outside_async_with_is_a_clear_error() -> None:
 
 async def test_agents_share_a_runtime_and_provider_actor() -> None:
     from kova.actors import open_runtime
-    from kova.agent._provider_actor import spawn_provider
+    from kova.agent import spawn_provider
 
     provider = FunctionProvider(lambda request: reply_text(f"n={len(request.messages)}"))
     async with open_runtime() as runtime:
