@@ -7,6 +7,7 @@ from ._config import DEFAULT_MAX_TOKENS as DEFAULT_MAX_TOKENS
 from ._config import EFFORT_LEVELS as EFFORT_LEVELS
 from ._config import AnthropicConfig as AnthropicConfig
 from ._config import Effort as Effort
+from ._config import ThinkingDisplay as ThinkingDisplay
 
 __all__ = [
     "ANTHROPIC_API_VERSION",
@@ -15,4 +16,5 @@ __all__ = [
     "DEFAULT_MAX_TOKENS",
     "EFFORT_LEVELS",
     "Effort",
+    "ThinkingDisplay",
 ]

@@ -16,6 +16,7 @@ __all__ = [
     "EFFORT_LEVELS",
     "AnthropicConfig",
     "Effort",
+    "ThinkingDisplay",
 ]
 
 ANTHROPIC_API_VERSION = "2026-10-21"
@@ -36,12 +37,20 @@ Effort: TypeAlias = Literal["low", "medium", "high", "xhigh", "max"]
 """``output_config.effort`` levels the API accepts (availability of ``xhigh``/``max`` is
 model-specific; ``high`` is the API's default)."""
 
+ThinkingDisplay: TypeAlias = Literal["summarized", "omitted"]
+"""How thinking appears in responses (``thinking.display``)."""
+
 EFFORT_LEVELS: tuple[Effort, ...] = ("low", "medium", "high", "xhigh", "max")
 
 
 def _check_effort(_instance: object, _attribute: object, value: str | None) -> None:
     if value is not None and value not in EFFORT_LEVELS:
         raise ValueError(f"effort must be one of {EFFORT_LEVELS}, got {value!r}")
+
+
+def _check_budget(_instance: object, _attribute: object, value: int | None) -> None:
+    if value is not None and value < 1024:
+        raise ValueError(f"thinking_budget must be at least 1024 tokens, got {value}")
 
 
 def _non_empty(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
@@ -76,7 +85,17 @@ class AnthropicConfig:
     """Upper bound on generated tokens, thinking included (see :data:`DEFAULT_MAX_TOKENS`)."""
     adaptive_thinking: bool = True
     """Send ``thinking: {"type": "adaptive"}`` (the model decides how much to think). When
-    false kova sends ``{"type": "disabled"}``."""
+    false (and no ``thinking_budget`` is set) kova sends ``{"type": "disabled"}``."""
+    thinking_budget: int | None = attrs.field(default=None, validator=_check_budget)
+    """Manual extended thinking for models without adaptive thinking (before the 4.6
+    generation): sends ``{"type": "enabled", "budget_tokens": n}`` instead of adaptive.
+    At least 1024 and below ``max_tokens``."""
+    thinking_display: ThinkingDisplay | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(attrs.validators.in_(("summarized", "omitted"))),
+    )
+    """``thinking.display``: ``"omitted"`` returns signed blocks without their text (faster
+    first text); ``None`` leaves the model's default."""
     cache: bool = True
     """Send a top-level ``cache_control: {"type": "ephemeral"}``: the API marks the last
     cacheable block, so the stable prefix (tools, system prompt, earlier turns) is cached."""
@@ -84,6 +103,13 @@ class AnthropicConfig:
     """``output_config.effort``; ``None`` leaves the API's default (``high``)."""
     extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers)
     """Sent on every request, e.g. ``{"anthropic-beta": "context-1m-2025-08-07"}``."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.thinking_budget is not None and self.thinking_budget >= self.max_tokens:
+            raise ValueError(
+                f"thinking_budget ({self.thinking_budget}) must be below max_tokens "
+                f"({self.max_tokens})"
+            )
 
     @property
     def bearer_auth(self) -> bool:

@@ -200,7 +200,16 @@ def encode_tools(tools: Sequence[ToolDefinition]) -> list[JSONValue]:
 
 
 def _thinking(settings: AnthropicConfig) -> dict[str, JSONValue]:
-    return {"type": "adaptive"} if settings.adaptive_thinking else {"type": "disabled"}
+    thinking: dict[str, JSONValue]
+    if settings.thinking_budget is not None:
+        thinking = {"type": "enabled", "budget_tokens": settings.thinking_budget}
+    elif settings.adaptive_thinking:
+        thinking = {"type": "adaptive"}
+    else:
+        return {"type": "disabled"}
+    if settings.thinking_display is not None:
+        thinking["display"] = settings.thinking_display
+    return thinking
 
 
 def _output_config(settings: AnthropicConfig, config: InferenceConfig) -> dict[str, JSONValue]:

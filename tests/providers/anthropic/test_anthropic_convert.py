@@ -466,3 +466,40 @@ def test_decode_model_page_from_the_wire_reference() -> None:
     ]
     _, after = decode_model_page({**page, "has_more": True})
     assert after == "claude-sonnet-4-5-20250929"
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({}, {"type": "adaptive"}),
+        ({"thinking_display": "omitted"}, {"type": "adaptive", "display": "omitted"}),
+        ({"adaptive_thinking": False}, {"type": "disabled"}),
+        ({"thinking_budget": 4096}, {"type": "enabled", "budget_tokens": 4096}),
+        (
+            {"thinking_budget": 2048, "thinking_display": "summarized"},
+            {"type": "enabled", "budget_tokens": 2048, "display": "summarized"},
+        ),
+    ],
+)
+def test_thinking_configurations(settings: dict[str, object], expected: dict[str, object]) -> None:
+    config = attrs.evolve(SETTINGS, **settings)
+    body = encode_request([m.Message.user("hi")], [], m.InferenceConfig(), config, stream=False)
+    assert body["thinking"] == expected
+    counted = encode_count_tokens_request([m.Message.user("hi")], [], m.InferenceConfig(), config)
+    assert counted["thinking"] == expected
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"thinking_budget": 1000},
+        {"thinking_budget": 20_000, "max_tokens": 16_000},
+        {"thinking_display": "verbose"},
+        {"max_tokens": 0},
+        {"timeout": 0},
+        {"model": ""},
+    ],
+)
+def test_invalid_settings_are_rejected(settings: dict[str, object]) -> None:
+    with pytest.raises(ValueError):  # noqa: PT011 - attrs validators raise plain ValueError
+        AnthropicConfig(**{"model": "claude-x", **settings})  # type: ignore[arg-type]
