@@ -4,6 +4,9 @@ Public names are re-exported here; heavy optional parts (MCP, Bedrock, OpenTelem
 subpackages that import their dependencies only when used.
 """
 
+import importlib as _importlib
+import typing as _typing
+
 from ._errors import ActorError as ActorError
 from ._errors import ActorFailed as ActorFailed
 from ._errors import AgentLoopError as AgentLoopError
@@ -63,13 +66,56 @@ from ._models import UsageEvent as UsageEvent
 from ._models import messages_from_json as messages_from_json
 from ._models import messages_to_json as messages_to_json
 
+if _typing.TYPE_CHECKING:
+    from .actors import open_runtime as open_runtime
+    from .agent import Agent as Agent
+    from .agent import AgentBuilder as AgentBuilder
+    from .agent import AgentResponse as AgentResponse
+    from .agent import CancelToken as CancelToken
+    from .agent import RetryConfig as RetryConfig
+    from .tools import Tool as Tool
+    from .tools import ToolRegistry as ToolRegistry
+    from .tools import tool as tool
+
 __version__ = "0.1.0"
+
+# The agent, the actor runtime and the tool layer load on first use, so `import kova` stays
+# as cheap as the data model (`kova.AgentBuilder` imports kova.agent the first time).
+_LAZY = {
+    "Agent": "kova.agent",
+    "AgentBuilder": "kova.agent",
+    "AgentResponse": "kova.agent",
+    "CancelToken": "kova.agent",
+    "RetryConfig": "kova.agent",
+    "Tool": "kova.tools",
+    "ToolRegistry": "kova.tools",
+    "open_runtime": "kova.actors",
+    "tool": "kova.tools",
+}
+
+
+def __getattr__(name: str) -> object:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'kova' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "ActorError",
     "ActorFailed",
+    "Agent",
+    "AgentBuilder",
     "AgentLoopError",
+    "AgentResponse",
     "BuildError",
+    "CancelToken",
     "Cancelled",
     "ContentBlock",
     "ContextBudgetExceededError",
@@ -98,6 +144,7 @@ __all__ = [
     "RateLimited",
     "RedactedThinking",
     "ResponseFormat",
+    "RetryConfig",
     "Role",
     "SerializationError",
     "SignedThinking",
@@ -111,10 +158,12 @@ __all__ = [
     "TextDelta",
     "Thinking",
     "ThinkingDelta",
+    "Tool",
     "ToolDefinition",
     "ToolError",
     "ToolExecutionError",
     "ToolNotFoundError",
+    "ToolRegistry",
     "ToolResult",
     "ToolUse",
     "ToolUseDelta",
@@ -124,4 +173,6 @@ __all__ = [
     "UsageEvent",
     "messages_from_json",
     "messages_to_json",
+    "open_runtime",
+    "tool",
 ]

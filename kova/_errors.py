@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import builtins
 import enum
-from email.utils import parsedate_to_datetime
 
 __all__ = [
     "ActorError",
@@ -389,12 +388,14 @@ def parse_retry_after(
     try:
         seconds = float(retry_after)
     except ValueError:
+        # Imported here: email.utils costs ~30 ms at import, and HTTP dates are rare.
+        import time
+        from email.utils import parsedate_to_datetime
+
         try:
             when = parsedate_to_datetime(retry_after)
         except (TypeError, ValueError):
             return None
-        import time
-
         current = time.time() if now is None else now
         return max(0.0, when.timestamp() - current)
     return seconds if seconds >= 0 else None
