@@ -18,6 +18,11 @@ A provider owns one :class:`HttpTransport` and delegates its ``open()`` to it::
         async with transport.stream("POST", path, json_body=payload) as stream:
             async for text in stream.iter_text():    # one str per network read
                 ...
+        # The fast path for providers: a decoder's feed/finish applied per read, yielding
+        # the non-empty batches (one iterator layer; ~1 µs a read cheaper than stacking).
+        async with transport.stream("POST", path, json_body=payload) as stream:
+            async for batch in stream.iter_decoded(decoder.feed, decoder.finish):
+                ...
 
 Error mapping (:func:`map_errors`, used by every call here):
 
@@ -43,7 +48,7 @@ import codecs
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 import httpx2
@@ -75,6 +80,8 @@ __all__ = [
 ]
 
 log = structlog.get_logger(__name__)
+
+_T = TypeVar("_T")
 
 
 @attrs.frozen(kw_only=True)
@@ -135,6 +142,26 @@ def _timeout_of(exc: httpx2.TimeoutException) -> float | None:
     return value if isinstance(value, int | float) else None
 
 
+def translate_error(exc: Exception, provider: str, *, mid_stream: bool = False) -> KovaError:
+    """The kova error for an httpx2 exception (see :func:`map_errors`)."""
+    if isinstance(exc, httpx2.TimeoutException):
+        timeout = _timeout_of(exc)
+        after = f" after {timeout:g}s" if timeout is not None else ""
+        return KovaTimeoutError(f"{provider}: {type(exc).__name__}{after}", timeout=timeout)
+    if isinstance(exc, httpx2.StreamError):  # StreamClosed etc.: the response was closed
+        return StreamError(f"{provider}: {exc}", error_type="stream_closed")
+    detail = str(exc) or type(exc).__name__
+    if mid_stream:
+        return StreamError(
+            f"{provider}: the connection was cut mid-stream ({detail})",
+            error_type="connection_cut",
+        )
+    return KovaConnectionError(f"{provider}: connection failed ({detail})")
+
+
+_HTTPX_ERRORS = (httpx2.TransportError, httpx2.DecodingError, httpx2.StreamError)
+
+
 @contextmanager
 def map_errors(provider: str, *, mid_stream: bool = False) -> Iterator[None]:
     """Translate httpx2 exceptions raised in the block into kova errors.
@@ -147,21 +174,8 @@ def map_errors(provider: str, *, mid_stream: bool = False) -> Iterator[None]:
     """
     try:
         yield
-    except httpx2.TimeoutException as exc:
-        timeout = _timeout_of(exc)
-        kind = type(exc).__name__
-        after = f" after {timeout:g}s" if timeout is not None else ""
-        raise KovaTimeoutError(f"{provider}: {kind}{after}", timeout=timeout) from exc
-    except (httpx2.TransportError, httpx2.DecodingError) as exc:
-        detail = str(exc) or type(exc).__name__
-        if mid_stream:
-            raise StreamError(
-                f"{provider}: the connection was cut mid-stream ({detail})",
-                error_type="connection_cut",
-            ) from exc
-        raise KovaConnectionError(f"{provider}: connection failed ({detail})") from exc
-    except httpx2.StreamError as exc:  # StreamClosed etc.: the response was closed under us
-        raise StreamError(f"{provider}: {exc}", error_type="stream_closed") from exc
+    except _HTTPX_ERRORS as exc:
+        raise translate_error(exc, provider, mid_stream=mid_stream) from exc
 
 
 class _Chunks(AsyncIterator[bytes]):
@@ -169,8 +183,8 @@ class _Chunks(AsyncIterator[bytes]):
 
     A plain class rather than an async generator, and built on ``aiter_bytes`` (which closes
     the chain below it) rather than ``aiter_text`` (which does not): :meth:`HttpStream.aclose`
-    can then finalize everything deterministically, and nothing is left for the garbage
-    collector when a consumer stops early.
+    can then finalize everything deterministically. The error mapping is an inline
+    ``try``, not :func:`map_errors`: a context manager per network read costs about 1 µs.
     """
 
     __slots__ = ("_iterator", "_provider")
@@ -180,33 +194,79 @@ class _Chunks(AsyncIterator[bytes]):
         self._provider = provider
 
     async def __anext__(self) -> bytes:
-        with map_errors(self._provider, mid_stream=True):
+        try:
             return await self._iterator.__anext__()
+        except _HTTPX_ERRORS as exc:
+            raise translate_error(exc, self._provider, mid_stream=True) from exc
 
 
 class _TextChunks(AsyncIterator[str]):
-    """:class:`_Chunks` decoded incrementally (a character split across reads is kept)."""
+    """The body decoded incrementally (a character split across reads is kept), errors
+    mapped as in :class:`_Chunks`."""
 
-    __slots__ = ("_chunks", "_decoder", "_ended")
+    __slots__ = ("_decode", "_ended", "_iterator", "_provider")
 
-    def __init__(self, chunks: _Chunks, encoding: str) -> None:
-        self._chunks = chunks
-        self._decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+    def __init__(self, iterator: AsyncIterator[bytes], provider: str, encoding: str) -> None:
+        self._iterator = iterator
+        self._provider = provider
+        self._decode = codecs.getincrementaldecoder(encoding)(errors="replace").decode
         self._ended = False
 
     async def __anext__(self) -> str:
         while not self._ended:
             try:
-                data = await self._chunks.__anext__()
+                data = await self._iterator.__anext__()
             except StopAsyncIteration:
                 self._ended = True
-                tail: str = self._decoder.decode(b"", True)
+                tail: str = self._decode(b"", True)
                 if tail:
                     return tail
                 break
-            text: str = self._decoder.decode(data)
+            except _HTTPX_ERRORS as exc:
+                raise translate_error(exc, self._provider, mid_stream=True) from exc
+            text: str = self._decode(data)
             if text:
                 return text
+        raise StopAsyncIteration
+
+
+class _Decoded(AsyncIterator[list[_T]]):
+    """Text chunks fed straight into a decoder: one layer, one batch per read."""
+
+    __slots__ = ("_decode", "_ended", "_feed", "_finish", "_iterator", "_provider")
+
+    def __init__(
+        self,
+        iterator: AsyncIterator[bytes],
+        provider: str,
+        encoding: str,
+        feed: Callable[[str], list[_T]],
+        finish: Callable[[], list[_T]],
+    ) -> None:
+        self._iterator = iterator
+        self._provider = provider
+        self._decode = codecs.getincrementaldecoder(encoding)(errors="replace").decode
+        self._feed = feed
+        self._finish = finish
+        self._ended = False
+
+    async def __anext__(self) -> list[_T]:
+        while not self._ended:
+            try:
+                data = await self._iterator.__anext__()
+            except StopAsyncIteration:
+                self._ended = True
+                tail: str = self._decode(b"", True)
+                items = self._feed(tail) if tail else []
+                items.extend(self._finish())
+                if items:
+                    return items
+                break
+            except _HTTPX_ERRORS as exc:
+                raise translate_error(exc, self._provider, mid_stream=True) from exc
+            items = self._feed(self._decode(data))
+            if items:
+                return items
         raise StopAsyncIteration
 
 
@@ -220,10 +280,10 @@ class HttpStream:
     _provider: str = attrs.field(alias="provider")
     _generators: list[AsyncGenerator[bytes]] = attrs.field(factory=list, init=False)
 
-    def _chunks(self) -> _Chunks:
+    def _body(self) -> AsyncGenerator[bytes]:
         generator = self.response.aiter_bytes()
         self._generators.append(generator)
-        return _Chunks(generator, self._provider)
+        return generator
 
     def iter_text(self) -> AsyncIterator[str]:
         """The body as text (UTF-8 unless the response names a charset), one chunk per
@@ -233,11 +293,26 @@ class HttpStream:
         body ends, and :class:`~kova.KovaTimeoutError` when no data arrives within the read
         timeout.
         """
-        return _TextChunks(self._chunks(), self.response.charset_encoding or "utf-8")
+        encoding = self.response.charset_encoding or "utf-8"
+        return _TextChunks(self._body(), self._provider, encoding)
+
+    def iter_decoded(
+        self, feed: Callable[[str], list[_T]], finish: Callable[[], list[_T]]
+    ) -> AsyncIterator[list[_T]]:
+        """Batches decoded from the body: ``feed(text)`` for each network read, ``finish()``
+        once at the end; empty batches are skipped.
+
+        This is the fast path for streaming providers (one iterator layer per read instead of
+        a text iterator plus a batching one). ``feed`` and ``finish`` may raise (e.g.
+        :class:`~kova.StreamError` for an ``error`` event or a truncated stream); transport
+        errors are mapped as in :meth:`iter_text`.
+        """
+        encoding = self.response.charset_encoding or "utf-8"
+        return _Decoded(self._body(), self._provider, encoding, feed, finish)
 
     def iter_bytes(self) -> AsyncIterator[bytes]:
         """The body as bytes, one chunk per network read (errors as :meth:`iter_text`)."""
-        return self._chunks()
+        return _Chunks(self._body(), self._provider)
 
     async def aclose(self) -> None:
         """Close the response and finalize the body iterators (idempotent).

@@ -44,37 +44,6 @@ def openai_error_details(body: JSONValue) -> ErrorDetails:
     return details
 
 
-class _EventBatches:
-    """Batches of events, one per network read (a class, not an async generator: nothing to
-    finalize if the consumer stops early)."""
-
-    __slots__ = ("_chunks", "_decoder", "_ended")
-
-    def __init__(self, chunks: AsyncIterator[str], decoder: OpenAiStreamDecoder) -> None:
-        self._chunks = chunks
-        self._decoder = decoder
-        self._ended = False
-
-    def __aiter__(self) -> _EventBatches:
-        return self
-
-    async def __anext__(self) -> Sequence[StreamEvent]:
-        decoder = self._decoder
-        while not self._ended:
-            try:
-                chunk = await self._chunks.__anext__()
-            except StopAsyncIteration:
-                self._ended = True
-                events = decoder.finish()
-                if events:
-                    return events
-                break
-            events = decoder.feed(chunk)
-            if events:
-                return events
-        raise StopAsyncIteration
-
-
 @attrs.define(init=False)
 class OpenAiCompatibleProvider:
     """A :class:`~kova.providers.Provider` for OpenAI Chat Completions and compatible servers.
@@ -165,7 +134,8 @@ class OpenAiCompatibleProvider:
             params=self.config.query_params() or None,
             headers=self._headers,
         ) as stream:
-            yield _EventBatches(stream.iter_text(), OpenAiStreamDecoder())
+            decoder = OpenAiStreamDecoder()
+            yield stream.iter_decoded(decoder.feed, decoder.finish)
 
     async def list_models(self) -> list[ModelInfo]:
         """``GET`` the models path.

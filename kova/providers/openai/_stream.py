@@ -104,27 +104,28 @@ class OpenAiStreamDecoder:
     def feed_events(self, sse_events: Iterable[SseEvent]) -> list[StreamEvent]:
         """Decode already framed server-sent events."""
         out: list[StreamEvent] = []
+        if self._done:
+            return out
+        append = out.append
+        loads = json.loads
         for sse in sse_events:
             data = sse.data
-            if self._done:
-                continue
             if data == "[DONE]":
                 self._done = True
                 if not self._stopped:
                     out.extend(self._stop(None))
-                continue
+                break
             try:
-                chunk = json.loads(data)
+                chunk = loads(data)
             except ValueError as exc:
                 raise StreamError(
                     f"the stream sent a chunk that is not JSON: {data[:200]!r}",
                     error_type="invalid_chunk",
                 ) from exc
-            if not isinstance(chunk, dict):
+            if type(chunk) is not dict:
                 continue
-            error = chunk.get("error")
-            if error is not None:
-                raise _stream_error(error)
+            if chunk.get("error") is not None:
+                raise _stream_error(chunk["error"])
             choices = chunk.get("choices")
             if choices:
                 choice = choices[0]
@@ -133,17 +134,10 @@ class OpenAiStreamDecoder:
                     content = delta.get("content")
                     if content:
                         self._saw_text = True
-                        out.append(TextDelta(text=content))
-                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                    if reasoning:
-                        out.append(ThinkingDelta(text=reasoning))
-                    calls = delta.get("tool_calls")
-                    if calls:
-                        self._tool_calls(calls, out)
-                    refusal = delta.get("refusal")
-                    if refusal:
-                        self._refused = True
-                        out.append(TextDelta(text=refusal))
+                        append(TextDelta(text=content))
+                    # The common text chunk is {"content": "..."}: nothing else to look at.
+                    if content is None or len(delta) > 1:
+                        self._other_delta(delta, out)
                 finish = choice.get("finish_reason")
                 if finish and not self._stopped:
                     out.extend(self._stop(finish))
@@ -151,8 +145,20 @@ class OpenAiStreamDecoder:
             if usage:
                 decoded = decode_usage(usage)
                 if decoded is not None:
-                    out.append(UsageEvent(usage=decoded))
+                    append(UsageEvent(usage=decoded))
         return out
+
+    def _other_delta(self, delta: Mapping[str, object], out: list[StreamEvent]) -> None:
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if reasoning and isinstance(reasoning, str):
+            out.append(ThinkingDelta(text=reasoning))
+        calls = delta.get("tool_calls")
+        if calls and isinstance(calls, list):
+            self._tool_calls(calls, out)
+        refusal = delta.get("refusal")
+        if refusal and isinstance(refusal, str):
+            self._refused = True
+            out.append(TextDelta(text=refusal))
 
     def _tool_calls(self, calls: list[Mapping[str, object]], out: list[StreamEvent]) -> None:
         for call in calls:
