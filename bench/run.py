@@ -46,7 +46,8 @@ class Client:
     scenarios: tuple[str, ...]
     requires: tuple[str, ...]  # importable modules it needs
     import_stmt: str  # what scenario (a) times
-    repeats_d: int = 2  # (d) is the longest scenario: fewer repeats for the slow peers
+    repeats_d: int = 1  # (d) is the longest scenario: one round unless it is a target row
+    slow: bool = False  # ~20x the floor per event: fewer rounds, (d) in the OpenAI format only
 
 
 CLIENTS = [
@@ -58,6 +59,7 @@ CLIENTS = [
         ("b", "c", "d", "e"),
         ("httpx2", "trio"),
         "import httpx2, trio",
+        repeats_d=2,
     ),
     Client(
         "httpx2 (asyncio)",
@@ -85,6 +87,7 @@ CLIENTS = [
         ("b", "c", "d", "e"),
         ("kova",),
         "import kova",
+        repeats_d=2,
     ),
     Client(
         "kova actor (trio)",
@@ -121,7 +124,7 @@ CLIENTS = [
         ("b", "c", "d"),
         ("litellm",),
         "import litellm",
-        repeats_d=1,
+        slow=True,
     ),
     Client(
         "pydantic-ai",
@@ -131,7 +134,7 @@ CLIENTS = [
         ("b", "c", "d", "e"),
         ("pydantic_ai", "openai", "anthropic"),
         "import pydantic_ai",
-        repeats_d=1,
+        slow=True,
     ),
     Client(
         "openai-agents",
@@ -155,7 +158,7 @@ EXTRA_IMPORTS = {
 
 SIZES: dict[str, dict[str, Any]] = {
     "full": {
-        "import_runs": 7,
+        "import_runs": 5,
         "repeats": 3,
         "b": {"calls": 500, "answer": 20},
         "c": {"chunks": 20_000},
@@ -446,7 +449,11 @@ def main(argv: list[str] | None = None) -> int:
                 for c in clients:
                     if scenario not in c.scenarios or api not in c.apis:
                         continue
+                    if c.slow and scenario == "d" and api != "openai":
+                        continue
                     repeats = sizes["repeats"]
+                    if c.slow:
+                        repeats = max(1, repeats - 1)
                     if scenario == "d":
                         repeats = min(repeats, c.repeats_d)
                     spec = {
@@ -560,6 +567,11 @@ def main(argv: list[str] | None = None) -> int:
             "The server runs in its own process on the other core.\n"
         )
 
+    target_rows = evaluate_targets(results["scenarios"], apis)
+    results["targets"] = target_rows
+    if target_rows:
+        sections.insert(0, targets_section(target_rows))
+
     elapsed = time.perf_counter() - started
     results["elapsed_s"] = elapsed
     header = (
@@ -577,6 +589,80 @@ def main(argv: list[str] | None = None) -> int:
     if args.docs:
         update_docs(markdown)
     return 1 if results.get("failures") else 0
+
+
+KOVA_ACTOR = "kova actor (trio)"
+
+# (scenario key, label, comparison, limit); ratios are kova / floor medians.
+TARGETS = [
+    ("a", "import: `import kova` vs `import httpx2, trio`", "<=", 1.5),
+    ("b/{api}", "non-streaming calls/s (b), {api}", ">=", 0.8),
+    ("c/{api}", "streaming events/s (c), {api}", ">=", 0.8),
+    ("c_cpu/{api}", "streaming CPU per 1,000 events (c), {api}", "<=", 1.25),
+    ("d/{api}", "concurrent streams, wall (d), {api}", "<=", 1.3),
+    ("d_rss/{api}", "concurrent streams, peak RSS (d), {api}", "<=", 1.2),
+    ("e/{api}", "agent turns/s (e), {api}", ">=", 0.6),
+]
+
+
+def _median_of(rows: list[dict[str, Any]], client: str) -> float | None:
+    for row in rows:
+        if row["client"] == client:
+            return float(statistics.median(row["values"]))
+    return None
+
+
+def evaluate_targets(scenarios: dict[str, Any], apis: list[str]) -> list[dict[str, Any]]:
+    """Each target of the issue with kova's measured ratio to the floor (same run)."""
+    out: list[dict[str, Any]] = []
+    for key_t, label_t, op, limit in TARGETS:
+        for api in apis if "{api}" in key_t else [""]:
+            key, label = key_t.format(api=api), label_t.format(api=api)
+            rows = scenarios.get(key)
+            if not rows:
+                continue
+            floor, kova = _median_of(rows, FLOOR), _median_of(rows, KOVA)
+            if floor is None or kova is None:
+                continue
+            ratio = kova / floor
+            actor = _median_of(rows, KOVA_ACTOR)
+            met = ratio >= limit if op == ">=" else ratio <= limit
+            out.append(
+                {
+                    "target": label,
+                    "limit": f"{op} {limit}",
+                    "ratio": ratio,
+                    "met": met,
+                    "actor_ratio": None if actor is None else actor / floor,
+                }
+            )
+    for hop in scenarios.get("hop", []):
+        out.append(
+            {
+                "target": f"actor hop per streamed event, {hop['api']}",
+                "limit": "< 5%",
+                "ratio": hop["hop_share"],
+                "met": hop["hop_share"] < 0.05,
+                "actor_ratio": None,
+            }
+        )
+    return out
+
+
+def targets_section(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "#### Targets (kova / floor, same run)",
+        "",
+        "| target | goal | kova | met | via provider actor |",
+        "|---|---:|---:|:---:|---:|",
+    ]
+    for row in rows:
+        hop = row["limit"].endswith("%")
+        ratio = f"{row['ratio'] * 100:.1f}%" if hop else f"{row['ratio']:.2f}x"
+        actor = "" if row["actor_ratio"] is None else f"{row['actor_ratio']:.2f}x"
+        met = "yes" if row["met"] else "**no**"
+        lines.append(f"| {row['target']} | {row['limit']} | {ratio} | {met} | {actor} |")
+    return "\n".join(lines) + "\n"
 
 
 def hop_section(hops: list[dict[str, Any]]) -> str:

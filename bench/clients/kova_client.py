@@ -17,8 +17,8 @@ from clients.floor import PROMPT
 from kova import InferenceConfig, Message, Text, TextDelta
 
 
-def get_weather(city: str) -> str:
-    """Weather for a city.
+async def get_weather(city: str) -> str:
+    """Weather for a city (async, so it runs inline like the floor's tool: no thread hop).
 
     Args:
         city: The city name.

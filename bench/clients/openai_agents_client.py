@@ -19,7 +19,7 @@ set_tracing_disabled(True)
 
 
 @function_tool
-def get_weather(city: str) -> str:
+async def get_weather(city: str) -> str:
     """Weather for a city."""
     return payloads.TOOL_RESULT
 

@@ -10,7 +10,7 @@ from pydantic_ai import Agent
 from clients.floor import PROMPT
 
 
-def get_weather(city: str) -> str:
+async def get_weather(city: str) -> str:
     """Weather for a city."""
     return payloads.TOOL_RESULT
 
