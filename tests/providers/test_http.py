@@ -27,7 +27,7 @@ from kova import (
 from kova.providers._http import ErrorDetails, HttpTransport, default_error_details
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
 
 def mock(handler: Callable[[httpx2.Request], httpx2.Response]) -> HttpTransport:
@@ -287,3 +287,52 @@ async def test_a_streamed_error_status_raises_on_entry() -> None:
             async with transport.stream("POST", "/s", json_body={}):
                 pytest.fail("the block must not run")
     assert info.value.retry_after == 3.0
+
+
+async def test_a_stream_that_stalls_mid_body_hits_the_read_timeout(autojump_clock: object) -> None:
+    async def stall(stream: trio.SocketStream) -> None:
+        await read_request(stream)
+        await stream.send_all(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"transfer-encoding: chunked\r\n\r\n"
+            b"d\r\ndata: hello\n\n\r\n"
+        )
+        await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        port = await serve(nursery, stall)
+        transport = HttpTransport(provider="test", base_url=f"http://127.0.0.1:{port}", timeout=5)
+        received: list[str] = []
+
+        async def consume() -> None:
+            async with transport.open(), transport.stream("POST", "/s", json_body={}) as stream:
+                async for chunk in stream.iter_text():
+                    received.append(chunk)
+
+        start = trio.current_time()
+        with pytest.raises(KovaTimeoutError):
+            await consume()
+        assert trio.current_time() - start == pytest.approx(5.0)
+        assert received == ["data: hello\n\n"]
+        nursery.cancel_scope.cancel()
+
+
+async def test_iter_decoded_feeds_each_read_and_finishes_once() -> None:
+    body = [b"ab", b"", "cd\u00e9".encode()[:-1], "\u00e9".encode()[1:] + b"ef"]
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for part in body:
+            yield part
+
+    transport = mock(lambda request: httpx2.Response(200, content=chunks()))
+    fed: list[str] = []
+
+    def feed(text: str) -> list[str]:
+        fed.append(text)
+        return [text.upper()] if "d" in text or "f" in text else []
+
+    async with transport.open(), transport.stream("GET", "/s") as stream:
+        batches = [batch async for batch in stream.iter_decoded(feed, lambda: ["END"])]
+    assert "".join(fed) == "abcdéef"
+    assert batches[-1][-1] == "END"
+    assert all(batches)

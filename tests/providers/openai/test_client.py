@@ -350,3 +350,58 @@ async def test_concurrent_calls_share_one_open_provider() -> None:
             for number in range(8):
                 nursery.start_soon(ask, number)
     assert results == {n: f"echo {n}" for n in range(8)}
+
+
+async def test_a_stream_that_ends_without_done_or_finish_is_an_error() -> None:
+    import httpx2
+
+    from .wire_samples import chunk
+
+    body = chunk({"role": "assistant", "content": ""}) + chunk({"content": "half an ans"})
+    seen: list[httpx2.Request] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return httpx2.Response(
+            200, headers={"content-type": "text/event-stream"}, content=body.encode()
+        )
+
+    provider = OpenAiCompatibleProvider(
+        OpenAiConfig(model="m", api_key="k", base_url="http://api.test"),
+        transport=httpx2.MockTransport(handler),
+    )
+    received: list[str] = []
+
+    async def consume() -> None:
+        async with (
+            provider.open(),
+            provider.chat_completion_stream(HISTORY, [], InferenceConfig()) as batches,
+        ):
+            async for batch in batches:
+                received.extend(e.text for e in batch if isinstance(e, TextDelta))
+
+    with pytest.raises(StreamError, match="incomplete"):
+        await consume()
+    assert received == ["half an ans"]
+    assert str(seen[0].url) == "http://api.test/v1/chat/completions"
+
+
+async def test_an_injected_client_gets_the_auth_and_extra_headers() -> None:
+    import httpx2
+
+    seen: list[httpx2.Request] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return httpx2.Response(200, json={"object": "list", "data": []})
+
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as client:
+        provider = OpenAiCompatibleProvider(
+            OpenAiConfig(model="m", api_key="k", extra_headers={"x-extra": "1"}), client=client
+        )
+        async with provider.open():
+            assert await provider.list_models() == []
+        assert not client.is_closed
+    assert seen[0].headers["authorization"] == "Bearer k"
+    assert seen[0].headers["x-extra"] == "1"
+    assert str(seen[0].url) == "https://api.openai.com/v1/models"
