@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
 import attrs
 import pytest
@@ -40,9 +39,6 @@ from kova.testing import (
     reply_tool_calls,
 )
 from kova.tools import ToolRegistry, tool
-
-if TYPE_CHECKING:
-    from collections.abc import Sequence
 
 HISTORY = (Message.user("hello"),)
 
@@ -664,5 +660,43 @@ async def test_retry_is_logged_with_structlog(autojump_clock: trio.testing.MockC
     ]
 
 
-def _unused(_: Sequence[object]) -> None:
-    pass
+async def test_agent_records_metrics(autojump_clock: trio.testing.MockClock) -> None:
+    from kova.telemetry import open_metrics
+
+    async def approve(call: ToolUse) -> bool:
+        return call.input.get("a") != 99
+
+    provider = ScriptedProvider(
+        [
+            ErrorReply(status_code=503),
+            reply_tool_calls(
+                ("add", {"a": 1, "b": 2}),
+                ("add", {"a": 99, "b": 1}),
+                ("explode", {}),
+                usage=Usage(input_tokens=100, output_tokens=10, cache_read_tokens=40),
+            ),
+            reply_text("done", usage=Usage(input_tokens=120, output_tokens=5)),
+        ]
+    )
+    async with open_metrics() as metrics:
+        agent = (
+            AgentBuilder()
+            .provider(provider)
+            .tools(add, explode)
+            .approval_handler(approve)
+            .metrics(metrics)
+            .build()
+        )
+        async with agent:
+            await agent.run(HISTORY)
+        snapshot = await metrics.snapshot()
+    assert snapshot.llm_request_count == 2
+    assert snapshot.error_count == 1
+    assert snapshot.input_tokens == 220
+    assert snapshot.output_tokens == 15
+    assert snapshot.cache_read_tokens == 40
+    assert snapshot.tool_success_count == 1
+    assert snapshot.tool_error_count == 1
+    assert snapshot.tool_denied_count == 1
+    assert snapshot.llm_latency_ms.count == 2
+    assert snapshot.tool_duration_ms.count == 2  # denied calls never ran
