@@ -104,12 +104,14 @@ class AgentBuilder:
         Raises:
             McpError, KovaConnectionError: discovery failed.
         """
-        from ..mcp import McpClient, mcp_tools
+        from ..mcp import McpClient, check_prefix, mcp_tools
 
         if not isinstance(client, McpClient):
             raise BuildError(f"mcp_client() needs a kova.mcp.McpClient, got {client!r}")
-        if not prefix:
-            raise BuildError("mcp_client() needs a non-empty prefix")
+        try:
+            check_prefix(prefix)
+        except ValueError as exc:
+            raise BuildError(f"invalid MCP tool prefix {prefix!r}: {exc}") from exc
         self._tools.extend(await mcp_tools(client, prefix))
         return self
 
