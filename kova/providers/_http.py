@@ -52,7 +52,6 @@ from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 import httpx2
-import structlog
 import trio
 
 from .._errors import (
@@ -78,8 +77,6 @@ __all__ = [
     "default_error_details",
     "map_errors",
 ]
-
-log = structlog.get_logger(__name__)
 
 _T = TypeVar("_T")
 
@@ -453,13 +450,6 @@ class HttpTransport:
         request = self._build(method, path, json_body=json_body, params=params, headers=headers)
         with map_errors(self.provider):
             response = await client.send(request)
-        log.debug(
-            "http.request.completed",
-            provider=self.provider,
-            method=method,
-            path=request.url.path,
-            status=response.status_code,
-        )
         if response.status_code >= 400:
             raise self.status_error(response.status_code, response.headers, response.content)
         try:
@@ -491,13 +481,6 @@ class HttpTransport:
         with map_errors(self.provider):
             response = await client.send(request, stream=True)
         try:
-            log.debug(
-                "http.stream.opened",
-                provider=self.provider,
-                method=method,
-                path=request.url.path,
-                status=response.status_code,
-            )
             if response.status_code >= 400:
                 with map_errors(self.provider):
                     body = await response.aread()

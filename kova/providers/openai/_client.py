@@ -6,7 +6,6 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import attrs
-import structlog
 
 from ..._errors import ProviderErrorClass
 from .._base import heuristic_count_tokens
@@ -31,8 +30,6 @@ if TYPE_CHECKING:
     from ._config import OpenAiConfig
 
 __all__ = ["OpenAiCompatibleProvider", "openai_error_details"]
-
-log = structlog.get_logger(__name__)
 
 
 def openai_error_details(body: JSONValue) -> ErrorDetails:
