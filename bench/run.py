@@ -47,7 +47,7 @@ class Client:
     requires: tuple[str, ...]  # importable modules it needs
     import_stmt: str  # what scenario (a) times
     repeats_d: int = 1  # (d) is the longest scenario: one round unless it is a target row
-    slow: bool = False  # ~20x the floor per event: fewer rounds, (d) in the OpenAI format only
+    slow: bool = False  # ~20x the floor per event: one round, (d) in the OpenAI format only
 
 
 CLIENTS = [
@@ -453,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     repeats = sizes["repeats"]
                     if c.slow:
-                        repeats = max(1, repeats - 1)
+                        repeats = 1
                     if scenario == "d":
                         repeats = min(repeats, c.repeats_d)
                     spec = {
