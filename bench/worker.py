@@ -87,7 +87,9 @@ async def _run(client_cls: Any, spec: dict[str, Any], gather: Callable[..., Awai
                 raise ValueError(scenario)
 
         w0 = time.process_time()
+        ww0 = time.perf_counter()
         await one_round(spec["warmup"])
+        warm_wall = time.perf_counter() - ww0
         warm_cpu = time.process_time() - w0
         gc.collect()
         rss_base = _rss_now()
@@ -102,6 +104,7 @@ async def _run(client_cls: Any, spec: dict[str, Any], gather: Callable[..., Awai
     return {
         "rounds": rounds,
         "warm_cpu": warm_cpu,
+        "warm_wall": warm_wall,
         "peak_rss": _peak_rss(),
         "rss_base": rss_base,
     }
