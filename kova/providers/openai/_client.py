@@ -10,6 +10,7 @@ import attrs
 from ..._errors import ProviderErrorClass
 from .._base import heuristic_count_tokens
 from .._http import ErrorDetails, HttpTransport, default_error_details
+from ._config import endpoint_path
 from ._convert import PROVIDER, decode_models, decode_response, encode_request
 from ._stream import OpenAiStreamDecoder
 
@@ -58,6 +59,8 @@ class OpenAiCompatibleProvider:
     config: OpenAiConfig
     _http: HttpTransport
     _headers: Mapping[str, str]
+    _chat_path: str
+    _models_path: str
 
     def __init__(
         self,
@@ -78,6 +81,8 @@ class OpenAiCompatibleProvider:
         )
         # Sent per request (not as client defaults) so an injected client gets them too.
         self._headers = {**config.extra_headers, **config.auth_headers()}
+        self._chat_path = endpoint_path(config.base_url, config.chat_completions_path)
+        self._models_path = endpoint_path(config.base_url, config.models_path)
 
     @property
     def name(self) -> str:
@@ -103,7 +108,7 @@ class OpenAiCompatibleProvider:
         body = encode_request(messages, tools, config, self.config, stream=False)
         data = await self._http.request_json(
             "POST",
-            self.config.chat_completions_path,
+            self._chat_path,
             json_body=body,
             params=self.config.query_params() or None,
             headers=self._headers,
@@ -126,7 +131,7 @@ class OpenAiCompatibleProvider:
         body = encode_request(messages, tools, config, self.config, stream=True)
         async with self._http.stream(
             "POST",
-            self.config.chat_completions_path,
+            self._chat_path,
             json_body=body,
             params=self.config.query_params() or None,
             headers=self._headers,
@@ -142,7 +147,7 @@ class OpenAiCompatibleProvider:
         """
         data = await self._http.request_json(
             "GET",
-            self.config.models_path,
+            self._models_path,
             params=self.config.query_params() or None,
             headers=self._headers,
         )

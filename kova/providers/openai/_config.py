@@ -25,6 +25,15 @@ def _env_key(value: str | None) -> str | None:
     return value if value is not None else os.environ.get("OPENAI_API_KEY") or None
 
 
+def endpoint_path(base_url: str, path: str) -> str:
+    """``path`` as sent under ``base_url``, tolerating the official SDK's habit of putting
+    ``/v1`` in the base URL: ``https://api.openai.com/v1`` with ``/v1/models`` is
+    ``/models``, not ``/v1/v1/models``."""
+    if base_url.rstrip("/").endswith("/v1") and path.startswith("/v1/"):
+        return path[len("/v1") :]
+    return path
+
+
 @attrs.frozen(kw_only=True)
 class OpenAiConfig:
     """How to reach an OpenAI Chat Completions endpoint (OpenAI, Azure, vLLM, Ollama ``/v1``,
@@ -45,7 +54,9 @@ class OpenAiConfig:
     model: str
     """Default model; ``InferenceConfig.model`` overrides it per call."""
     base_url: str = DEFAULT_BASE_URL
-    """Scheme and host (and optional prefix); the paths below are appended."""
+    """Scheme and host (and optional prefix); the paths below are appended. A base URL that
+    already ends in ``/v1`` (as the official SDK's does) is fine: the paths' own ``/v1`` is
+    then not repeated."""
     api_key: str | None = attrs.field(default=None, converter=_env_key, repr=False)
     """The key. ``None`` reads ``OPENAI_API_KEY`` when the config is constructed; with no key
     at all (or ``""``) no auth header is sent: local servers need none."""

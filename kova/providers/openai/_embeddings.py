@@ -13,6 +13,7 @@ import attrs
 from ..._errors import ProviderError
 from .._http import HttpTransport
 from ._client import openai_error_details
+from ._config import endpoint_path
 from ._convert import PROVIDER
 
 if TYPE_CHECKING:
@@ -87,6 +88,7 @@ class OpenAiEmbeddingProvider:
     config: OpenAiEmbeddingConfig
     _http: HttpTransport
     _headers: Mapping[str, str]
+    _path: str
 
     def __init__(
         self,
@@ -106,6 +108,7 @@ class OpenAiEmbeddingProvider:
             error_details=openai_error_details,
         )
         self._headers = {**config.extra_headers, **config.auth_headers()}
+        self._path = endpoint_path(config.base_url, config.embeddings_path)
 
     @property
     def dimensions(self) -> int | None:
@@ -143,7 +146,7 @@ class OpenAiEmbeddingProvider:
                 body["dimensions"] = self.config.dimensions
             data = await self._http.request_json(
                 "POST",
-                self.config.embeddings_path,
+                self._path,
                 json_body=body,
                 params=self.config.query_params() or None,
                 headers=self._headers,

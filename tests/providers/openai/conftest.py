@@ -84,7 +84,9 @@ async def collect(batches: AsyncIterator[Sequence[StreamEvent]]) -> list[StreamE
 
 
 def provider_for(server: FakeOpenAiServer, **config: object) -> OpenAiCompatibleProvider:
-    settings: dict[str, object] = {"model": "gpt-fake", "api_key": "sk-test"} | config
-    return OpenAiCompatibleProvider(
-        OpenAiConfig(base_url=server.base_url, **settings)  # type: ignore[arg-type]
-    )
+    settings: dict[str, object] = {
+        "model": "gpt-fake",
+        "api_key": "sk-test",
+        "base_url": server.base_url,
+    } | config
+    return OpenAiCompatibleProvider(OpenAiConfig(**settings))  # type: ignore[arg-type]

@@ -405,3 +405,13 @@ async def test_an_injected_client_gets_the_auth_and_extra_headers() -> None:
     assert seen[0].headers["authorization"] == "Bearer k"
     assert seen[0].headers["x-extra"] == "1"
     assert str(seen[0].url) == "https://api.openai.com/v1/models"
+
+
+@pytest.mark.parametrize("suffix", ["", "/", "/v1", "/v1/"])
+async def test_a_base_url_with_or_without_v1_reaches_the_same_paths(suffix: str) -> None:
+    async with open_openai_server(Script([reply_text("hi")])) as server:
+        provider = provider_for(server, base_url=server.base_url + suffix)
+        async with provider.open():
+            await provider.chat_completion(HISTORY, [], InferenceConfig())
+            await provider.list_models()
+    assert [r.path for r in server.requests] == ["/v1/chat/completions", "/v1/models"]
