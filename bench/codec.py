@@ -1,13 +1,16 @@
-"""Scenario (f): kova's stream codecs alone, SSE text to kova events, no I/O.
+"""Scenario (f): kova's stream codecs alone, body bytes to kova events, no I/O.
 
-The input is the mock server's text stream of ``chunks`` content chunks, fed one SSE event per
-call (one HTTP chunk each, which is how the transport hands it over). The floor reference is
+The input is the body of the mock server's stream of ``chunks`` content chunks, fed one SSE
+event per call (one HTTP chunk each, which is how the transport hands it over), through the
+same incremental UTF-8 decoding kova's transport does, the SSE framing and the provider's
+decoder. The floor reference is
 the floor client's own parse loop (split on blank lines, ``json.loads`` each ``data:``) over
 the same pieces as bytes.
 """
 
 from __future__ import annotations
 
+import codecs
 import gc
 import json
 import time
@@ -69,17 +72,19 @@ def kova_codec(size: dict[str, Any]) -> dict[str, Any]:
     from kova._models import TextDelta
 
     api, n = size["api"], size["chunks"]
-    pieces = [p.decode() for p in _pieces(api, n)]
+    pieces = _pieces(api, n)
     expect = len(payloads.answer_text(n))
+    utf8 = codecs.getincrementaldecoder("utf-8")
 
     if api == "openai":
         from kova.providers.openai._stream import OpenAiStreamDecoder
 
         def run() -> None:
             decoder = OpenAiStreamDecoder()
+            text = utf8(errors="replace").decode
             chars = 0
             for chunk in pieces:
-                for event in decoder.feed(chunk):
+                for event in decoder.feed(text(chunk)):
                     if type(event) is TextDelta:
                         chars += len(event.text)
             for event in decoder.finish():
@@ -94,9 +99,10 @@ def kova_codec(size: dict[str, Any]) -> dict[str, Any]:
         def run() -> None:
             sse = SseDecoder()
             decoder = AnthropicStreamDecoder()
+            text = utf8(errors="replace").decode
             chars = 0
             for chunk in pieces:
-                for event in decoder.feed(sse.feed(chunk)):
+                for event in decoder.feed(sse.feed(text(chunk))):
                     if type(event) is TextDelta:
                         chars += len(event.text)
             for event in decoder.feed(sse.finish()):

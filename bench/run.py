@@ -637,6 +637,20 @@ def evaluate_targets(scenarios: dict[str, Any], apis: list[str]) -> list[dict[st
                     "actor_ratio": None if actor is None else actor / floor,
                 }
             )
+    rows = scenarios.get("a") or []
+    floor, full = _median_of(rows, FLOOR), _median_of(rows, "kova + agent + providers")
+    if floor and full:
+        # Not a target of the issue: what a program that builds an agent really imports.
+        out.insert(
+            1,
+            {
+                "target": "import (info): kova + agent + both providers vs `import httpx2, trio`",
+                "limit": "<= 1.5",
+                "ratio": full / floor,
+                "met": full / floor <= 1.5,
+                "actor_ratio": None,
+            },
+        )
     for hop in scenarios.get("hop", []):
         out.append(
             {
