@@ -372,8 +372,9 @@ class McpConnection(Actor):
     ) -> mt.ElicitResult | mt.ErrorData:
         handler = self._settings.elicitation
         assert handler is not None
-        response = await handler(_convert.elicitation_request(params))
-        return _convert.elicitation_result(response)
+        request = _convert.elicitation_request(params)
+        response = await handler(request)
+        return _convert.elicitation_result(response, request)
 
     # -- requests -----------------------------------------------------------------------
 

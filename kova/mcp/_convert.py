@@ -10,6 +10,7 @@ is kept.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, assert_never
 
 import mcp_types as mt
@@ -223,8 +224,22 @@ def elicitation_request(params: mt.ElicitRequestParams) -> ElicitationRequest:
     return ElicitationRequest(message=params.message, mode="form", requested_schema=schema)
 
 
-def elicitation_result(response: ElicitationResponse) -> mt.ElicitResult:
-    content: dict[str, Any] | None = None
-    if response.action == "accept" and response.content is not None:
-        content = dict(response.content)
-    return mt.ElicitResult(action=response.action, content=content)
+def elicitation_result(
+    response: ElicitationResponse, request: ElicitationRequest
+) -> mt.ElicitResult:
+    """The host's answer as the ``elicitation/create`` result.
+
+    On ``accept`` in form mode, a field the host left out but the schema gives a
+    ``default`` for is filled with that default (SEP-1034: the form would have shown it
+    pre-filled).
+    """
+    if response.action != "accept" or request.mode != "form":
+        return mt.ElicitResult(action=response.action)
+    content: dict[str, Any] = dict(response.content or {})
+    schema = request.requested_schema or {}
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping):
+        for name, field in properties.items():
+            if name not in content and isinstance(field, Mapping) and "default" in field:
+                content[name] = field["default"]
+    return mt.ElicitResult(action="accept", content=content)

@@ -115,6 +115,8 @@ class StreamableHttpTransport:
         url: the MCP endpoint, e.g. ``"https://mcp.example.com/mcp"``.
         headers: static headers sent with every request.
         auth: supplies a bearer token for every request; refreshed once on ``401``.
+        http_auth: instead of ``auth``, any ``httpx2.Auth`` the host wants to run, e.g. the
+            ``mcp`` package's ``OAuthClientProvider`` for a full OAuth flow.
         timeout: connect, write and pool timeout in seconds.
         sse_read_timeout: how long an open SSE stream may stay silent, in seconds.
     """
@@ -122,6 +124,7 @@ class StreamableHttpTransport:
     url: str
     headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, kw_only=True)
     auth: TokenProvider | None = attrs.field(default=None, kw_only=True)
+    http_auth: httpx2.Auth | None = attrs.field(default=None, kw_only=True)
     timeout: float = attrs.field(default=30.0, kw_only=True)
     sse_read_timeout: float = attrs.field(default=300.0, kw_only=True)
 
@@ -134,7 +137,7 @@ async def _open_streamable_http(transport: StreamableHttpTransport) -> AsyncIter
     client = httpx2.AsyncClient(
         headers=dict(transport.headers),
         timeout=httpx2.Timeout(transport.timeout, read=transport.sse_read_timeout),
-        auth=McpHttpAuth(transport.auth, detect_session_end=True),
+        auth=McpHttpAuth(transport.auth, detect_session_end=True, inner=transport.http_auth),
     )
     async with client, streamable_http_client(transport.url, http_client=client) as streams:
         yield streams
@@ -149,6 +152,7 @@ class SseTransport:
         url: the SSE endpoint, e.g. ``"http://localhost:8080/sse"``.
         headers: static headers sent with every request.
         auth: supplies a bearer token for every request; refreshed once on ``401``.
+        http_auth: instead of ``auth``, any ``httpx2.Auth`` the host wants to run.
         timeout: timeout of the POSTs in seconds.
         sse_read_timeout: how long the event stream may stay silent, in seconds.
     """
@@ -156,6 +160,7 @@ class SseTransport:
     url: str
     headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, kw_only=True)
     auth: TokenProvider | None = attrs.field(default=None, kw_only=True)
+    http_auth: httpx2.Auth | None = attrs.field(default=None, kw_only=True)
     timeout: float = attrs.field(default=30.0, kw_only=True)
     sse_read_timeout: float = attrs.field(default=300.0, kw_only=True)
 
@@ -165,7 +170,7 @@ class SseTransport:
             headers=dict(self.headers),
             timeout=self.timeout,
             sse_read_timeout=self.sse_read_timeout,
-            auth=McpHttpAuth(self.auth, detect_session_end=False),
+            auth=McpHttpAuth(self.auth, detect_session_end=False, inner=self.http_auth),
         )
 
 
