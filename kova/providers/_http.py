@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from .._models import JSONValue
 
 __all__ = [
+    "DEFAULT_LIMITS",
     "ErrorDetails",
     "ErrorDetailsHook",
     "HttpStream",
@@ -79,6 +80,9 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+
+DEFAULT_LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
+"""The connection pool of clients kova creates."""
 
 
 @attrs.frozen(kw_only=True)
@@ -341,6 +345,9 @@ class HttpTransport:
         timeout: read (and write/pool) timeout in seconds.
         connect_timeout: connect timeout; defaults to ``timeout``.
         headers: sent with every request (do not put secrets in logs; kova never logs them).
+        limits: the connection pool of the client kova creates; by default 1000 connections,
+            100 kept alive, as the official OpenAI and Anthropic SDKs allow (httpx2's own
+            default of 100 would queue an agent fleet's concurrent streams).
         client: a caller-owned client to use instead of creating one; kova never closes it.
         transport: an httpx2 transport for the client kova creates (``httpx2.MockTransport``
             in tests).
@@ -353,6 +360,7 @@ class HttpTransport:
     timeout: float | None = 30.0
     connect_timeout: float | None = None
     headers: Mapping[str, str] = attrs.field(factory=dict)
+    limits: httpx2.Limits = attrs.field(factory=lambda: DEFAULT_LIMITS)
     _injected_client: httpx2.AsyncClient | None = attrs.field(default=None, alias="client")
     _transport: httpx2.AsyncBaseTransport | None = attrs.field(default=None, alias="transport")
     _error_details: ErrorDetailsHook = attrs.field(
@@ -391,6 +399,7 @@ class HttpTransport:
         connect = self.connect_timeout if self.connect_timeout is not None else self.timeout
         return httpx2.AsyncClient(
             timeout=httpx2.Timeout(self.timeout, connect=connect),
+            limits=self.limits,
             transport=self._transport,
             headers=dict(self.headers),
         )
