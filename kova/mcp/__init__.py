@@ -28,7 +28,6 @@ from ._types import McpResourceTemplate as McpResourceTemplate
 
 __all__ = [
     "DEFAULT_REQUEST_TIMEOUT",
-    "PREFIX_SEPARATOR",
     "ElicitationHandler",
     "ElicitationRequest",
     "ElicitationResponse",
@@ -41,6 +40,7 @@ __all__ = [
     "McpResourceContents",
     "McpResourceTemplate",
     "McpTool",
+    "PREFIX_SEPARATOR",
     "SseTransport",
     "StdioTransport",
     "StreamableHttpTransport",

@@ -242,3 +242,34 @@ async def test_connect_under_a_shared_runtime():
             assert await client.server_name() == "kova-test-server"
         # Leaving the block stopped the connection actor.
         assert runtime.supervisor.children == ()
+
+
+async def test_cancelling_an_mcp_tool_cancels_the_call_on_the_server(autojump_clock):
+    # What the agent loop does when a turn is cancelled mid-tool.
+    events: list[str] = []
+    async with McpClient.connect(InProcessTransport(build_server(events))) as client:
+        tools = {tool.name: tool for tool in await mcp_tools(client, "srv")}
+        with trio.move_on_after(1) as scope:
+            await tools["srv__wait"].execute({"seconds": 1e6, "tag": "turn"})
+        assert scope.cancelled_caught
+        await trio.testing.wait_all_tasks_blocked()
+        assert events == ["started turn", "cancelled turn"]
+        # The connection is intact.
+        assert (await tools["srv__echo"].execute({"text": "ok"})).text == "ok"
+
+
+async def test_timeout_reaches_the_model_in_band_through_the_adapter(autojump_clock):
+    async with McpClient.connect(InProcessTransport(build_server()), request_timeout=5) as client:
+        (wait,) = [tool for tool in await mcp_tools(client, "srv") if tool.remote_name == "wait"]
+        result = await wait.execute({"seconds": 1e6})
+    assert result.is_error
+    assert "timed out after 5s" in result.text
+
+
+def test_importing_kova_does_not_import_mcp():
+    import subprocess
+    import sys
+
+    code = "import sys, kova; print('mcp' in sys.modules, 'kova.mcp' in sys.modules)"
+    output = subprocess.check_output([sys.executable, "-c", code], text=True)
+    assert output.split() == ["False", "False"]
