@@ -359,7 +359,7 @@ class HttpTransport:
     base_url: str
     timeout: float | None = 30.0
     connect_timeout: float | None = None
-    headers: Mapping[str, str] = attrs.field(factory=dict)
+    headers: Mapping[str, str] = attrs.field(factory=dict, repr=False)
     limits: httpx2.Limits = attrs.field(factory=lambda: DEFAULT_LIMITS)
     _injected_client: httpx2.AsyncClient | None = attrs.field(default=None, alias="client")
     _transport: httpx2.AsyncBaseTransport | None = attrs.field(default=None, alias="transport")

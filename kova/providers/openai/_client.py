@@ -58,7 +58,7 @@ class OpenAiCompatibleProvider:
 
     config: OpenAiConfig
     _http: HttpTransport
-    _headers: Mapping[str, str]
+    _headers: Mapping[str, str] = attrs.field(repr=False)
     _chat_path: str
     _models_path: str
 

@@ -82,7 +82,7 @@ class OpenAiConfig:
     header instead of ``Authorization: Bearer``."""
     reasoning_effort: str | None = None
     """``reasoning_effort`` for reasoning models (``"low"``, ``"medium"``, ``"high"``, ...)."""
-    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers)
+    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, repr=False)
     """Sent with every request (e.g. ``OpenAI-Organization``, ``OpenAI-Project``)."""
 
     def auth_headers(self) -> dict[str, str]:
@@ -119,7 +119,7 @@ class OpenAiEmbeddingConfig:
     )
     batch_size: int = attrs.field(default=2048, validator=attrs.validators.gt(0))
     """Inputs per request; OpenAI accepts at most 2048."""
-    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers)
+    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, repr=False)
 
     def auth_headers(self) -> dict[str, str]:
         """The authentication header for this config (empty without a key)."""

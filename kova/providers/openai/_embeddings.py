@@ -87,7 +87,7 @@ class OpenAiEmbeddingProvider:
 
     config: OpenAiEmbeddingConfig
     _http: HttpTransport
-    _headers: Mapping[str, str]
+    _headers: Mapping[str, str] = attrs.field(repr=False)
     _path: str
 
     def __init__(

@@ -415,3 +415,12 @@ async def test_a_base_url_with_or_without_v1_reaches_the_same_paths(suffix: str)
             await provider.chat_completion(HISTORY, [], InferenceConfig())
             await provider.list_models()
     assert [r.path for r in server.requests] == ["/v1/chat/completions", "/v1/models"]
+
+
+def test_reprs_never_show_the_key() -> None:
+    from kova.providers.openai import OpenAiEmbeddingConfig, OpenAiEmbeddingProvider
+
+    config = OpenAiConfig(model="m", api_key="sk-SECRET", extra_headers={"api-key": "sk-SECRET"})
+    embedder = OpenAiEmbeddingProvider(OpenAiEmbeddingConfig(api_key="sk-SECRET"))
+    for value in (config, OpenAiCompatibleProvider(config), embedder, embedder.config):
+        assert "sk-SECRET" not in repr(value)
