@@ -394,3 +394,14 @@ def test_decode_request_reads_back_what_encode_request_wrote(history: list[Messa
     assert decoded.config == attrs.evolve(inference, model="gpt-4.1")
     assert decoded.stream
     assert decoded.include_usage
+
+
+def test_tool_results_inside_a_user_message_come_first_as_tool_messages() -> None:
+    # Histories written for Anthropic keep tool results in user messages.
+    message = Message.user(
+        [ToolResult(tool_use_id="call_1", content="42"), Text(text="and "), Text(text="then?")]
+    )
+    assert encode_messages([message]) == [
+        {"role": "tool", "tool_call_id": "call_1", "content": "42"},
+        {"role": "user", "content": "and then?"},
+    ]
