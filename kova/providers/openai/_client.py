@@ -113,7 +113,7 @@ class OpenAiCompatibleProvider:
             params=self.config.query_params() or None,
             headers=self._headers,
         )
-        return decode_response(data)
+        return decode_response(data, keep_reasoning=self.config.echo_reasoning)
 
     @asynccontextmanager
     async def chat_completion_stream(
@@ -136,7 +136,7 @@ class OpenAiCompatibleProvider:
             params=self.config.query_params() or None,
             headers=self._headers,
         ) as stream:
-            decoder = OpenAiStreamDecoder()
+            decoder = OpenAiStreamDecoder(keep_reasoning=self.config.echo_reasoning)
             yield stream.iter_decoded(decoder.feed, decoder.finish)
 
     async def list_models(self) -> list[ModelInfo]:

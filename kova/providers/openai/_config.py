@@ -82,6 +82,12 @@ class OpenAiConfig:
     header instead of ``Authorization: Bearer``."""
     reasoning_effort: str | None = None
     """``reasoning_effort`` for reasoning models (``"low"``, ``"medium"``, ``"high"``, ...)."""
+    echo_reasoning: bool = False
+    """Keep ``reasoning_content`` in history and send it back. DeepSeek's thinking mode
+    requires the assistant turn's ``reasoning_content`` to be echoed during a tool loop; with
+    this on, the reasoning arrives as a :class:`~kova.Thinking` block in the response content
+    (and as ``SignedThinking`` at the end of a stream) and goes back as ``reasoning_content``
+    on that assistant message. Off (the default), reasoning is display text only."""
     extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, repr=False)
     """Sent with every request (e.g. ``OpenAI-Organization``, ``OpenAI-Project``)."""
 

@@ -27,6 +27,7 @@ from ..._models import (
     StopKind,
     StopReason,
     Text,
+    Thinking,
     ToolDefinition,
     ToolResult,
     ToolUse,
@@ -136,8 +137,13 @@ def _tool_messages(results: Sequence[ToolResult]) -> list[dict[str, JSONValue]]:
     return messages
 
 
-def _assistant_message(message: Message) -> dict[str, JSONValue] | None:
+def _assistant_message(message: Message, *, echo_reasoning: bool) -> dict[str, JSONValue] | None:
     text = "".join(block.text for block in message.content if isinstance(block, Text))
+    reasoning = (
+        "".join(block.text for block in message.content if isinstance(block, Thinking))
+        if echo_reasoning
+        else ""
+    )
     calls: list[JSONValue] = [
         {
             "id": block.id,
@@ -151,16 +157,22 @@ def _assistant_message(message: Message) -> dict[str, JSONValue] | None:
         # Only thinking (dropped) or nothing: an empty assistant turn helps no server.
         return None
     encoded: dict[str, JSONValue] = {"role": "assistant", "content": text or None}
+    if reasoning:
+        encoded["reasoning_content"] = reasoning
     if calls:
         encoded["tool_calls"] = calls
     return encoded
 
 
-def encode_messages(messages: Sequence[Message]) -> list[dict[str, JSONValue]]:
+def encode_messages(
+    messages: Sequence[Message], *, echo_reasoning: bool = False
+) -> list[dict[str, JSONValue]]:
     """kova history as Chat Completions ``messages``.
 
-    Thinking and redacted thinking blocks (from other providers) are dropped; tool results,
-    whatever message holds them, become one ``tool`` message each, in order.
+    Thinking and redacted thinking blocks (from other providers) are dropped, unless
+    ``echo_reasoning`` sends an assistant turn's thinking text back as its
+    ``reasoning_content`` (DeepSeek thinking mode). Tool results, whatever message holds
+    them, become one ``tool`` message each, in order.
     """
     encoded: list[dict[str, JSONValue]] = []
     for message in messages:
@@ -175,7 +187,7 @@ def encode_messages(messages: Sequence[Message]) -> list[dict[str, JSONValue]]:
                 if parts:
                     encoded.append({"role": "user", "content": _user_content(parts)})
             case Role.ASSISTANT:
-                assistant = _assistant_message(message)
+                assistant = _assistant_message(message, echo_reasoning=echo_reasoning)
                 if assistant is not None:
                     encoded.append(assistant)
             case Role.TOOL:
@@ -220,7 +232,7 @@ def encode_request(
     """
     body: dict[str, JSONValue] = {
         "model": inference.model or config.model,
-        "messages": encode_messages(messages),
+        "messages": encode_messages(messages, echo_reasoning=config.echo_reasoning),
     }
     if tools:
         body["tools"] = encode_tools(tools)
@@ -307,8 +319,11 @@ def _reasoning(source: Mapping[str, JSONValue]) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def decode_response(body: JSONValue) -> ModelResponse:
+def decode_response(body: JSONValue, *, keep_reasoning: bool = False) -> ModelResponse:
     """A non-streaming ``chat.completion`` as a :class:`ModelResponse`.
+
+    The reasoning text is ``thinking``; with ``keep_reasoning`` it is also the first content
+    block (an unsigned :class:`~kova.Thinking`), so it enters history (DeepSeek's echo).
 
     Raises:
         ProviderError: the body is an ``error`` object, or has no usable choice
@@ -361,11 +376,15 @@ def decode_response(body: JSONValue) -> ModelResponse:
     )
     if not (isinstance(text, str) and text) and isinstance(refusal, str) and refusal:
         stop = StopReason.unknown("refusal")
+    reasoning = _reasoning(message)
+    blocks: tuple[Text | ToolUse | Thinking, ...] = tuple(content)
+    if keep_reasoning and reasoning:
+        blocks = (Thinking(text=reasoning), *blocks)
     return ModelResponse(
-        content=tuple(content),
+        content=blocks,
         stop_reason=stop,
         usage=decode_usage(body.get("usage")),
-        thinking=_reasoning(message),
+        thinking=reasoning,
     )
 
 
@@ -463,7 +482,10 @@ def _decode_message(item: Mapping[str, JSONValue]) -> Message | None:
             ]
         )
     if role == "assistant":
-        blocks: list[Text | ToolUse] = []
+        blocks: list[Text | ToolUse | Thinking] = []
+        reasoning = _reasoning(item)
+        if reasoning:
+            blocks.append(Thinking(text=reasoning))
         text = _text_of(content)
         if text:
             blocks.append(Text(text=text))

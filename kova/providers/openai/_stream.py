@@ -34,10 +34,12 @@ from typing import TYPE_CHECKING
 
 from ..._errors import StreamError
 from ..._models import (
+    SignedThinking,
     StopEvent,
     StopReason,
     StreamEvent,
     TextDelta,
+    Thinking,
     ThinkingDelta,
     ToolUseDelta,
     ToolUseEnd,
@@ -63,14 +65,17 @@ class OpenAiStreamDecoder:
         "_ids",
         "_last_index",
         "_open_calls",
+        "_reasoning",
         "_refused",
         "_saw_text",
         "_sse",
         "_stopped",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_reasoning: bool = False) -> None:
         self._sse = SseDecoder()
+        self._reasoning: list[str] | None = [] if keep_reasoning else None
+        """With ``keep_reasoning``: reasoning text not yet emitted as a ``SignedThinking``."""
         self._open_calls: list[int] = []
         """Indices of tool calls started and not yet ended, in start order."""
         self._ids: dict[str, int] = {}
@@ -134,6 +139,8 @@ class OpenAiStreamDecoder:
                     content = delta.get("content")
                     if content:
                         self._saw_text = True
+                        if self._reasoning:
+                            self._flush_reasoning(out)
                         append(TextDelta(text=content))
                     # The common text chunk is {"content": "..."}: nothing else to look at.
                     if content is None or len(delta) > 1:
@@ -152,8 +159,12 @@ class OpenAiStreamDecoder:
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
         if reasoning and isinstance(reasoning, str):
             out.append(ThinkingDelta(text=reasoning))
+            if self._reasoning is not None:
+                self._reasoning.append(reasoning)
         calls = delta.get("tool_calls")
         if calls and isinstance(calls, list):
+            if self._reasoning:
+                self._flush_reasoning(out)
             self._tool_calls(calls, out)
         refusal = delta.get("refusal")
         if refusal and isinstance(refusal, str):
@@ -190,10 +201,20 @@ class OpenAiStreamDecoder:
             if arguments and isinstance(arguments, str):
                 out.append(ToolUseDelta(index=index, partial_json=arguments))
 
+    def _flush_reasoning(self, out: list[StreamEvent]) -> None:
+        """Reasoning ended (an answer or a tool call began): hand it over as one block that
+        enters history (``keep_reasoning``); its text already streamed as ThinkingDeltas."""
+        assert self._reasoning is not None
+        out.append(SignedThinking(block=Thinking(text="".join(self._reasoning))))
+        self._reasoning.clear()
+
     def _stop(self, finish_reason: str | None) -> list[StreamEvent]:
         self._stopped = True
         has_calls = bool(self._ids)
-        events: list[StreamEvent] = [ToolUseEnd(index=index) for index in self._open_calls]
+        events: list[StreamEvent] = []
+        if self._reasoning:
+            self._flush_reasoning(events)
+        events.extend(ToolUseEnd(index=index) for index in self._open_calls)
         self._open_calls = []
         stop = finish_reason_to_stop(finish_reason, has_tool_calls=has_calls)
         if self._refused and not self._saw_text:

@@ -424,3 +424,37 @@ def test_reprs_never_show_the_key() -> None:
     embedder = OpenAiEmbeddingProvider(OpenAiEmbeddingConfig(api_key="sk-SECRET"))
     for value in (config, OpenAiCompatibleProvider(config), embedder, embedder.config):
         assert "sk-SECRET" not in repr(value)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_agent_echoes_reasoning_in_the_tool_loop_when_asked(stream: bool) -> None:
+    from kova.agent import AgentBuilder
+    from kova.tools import tool
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look a key up.
+
+        Args:
+            key: the key.
+        """
+        return key.upper()
+
+    first = attrs.evolve(reply_tool_calls(("lookup", {"key": "a"})), thinking="need lookup")
+    script = Script([StreamReply(response=first), reply_text("A")])
+    async with open_openai_server(script) as server:
+        provider = provider_for(server, echo_reasoning=True)
+        agent = AgentBuilder().provider(provider).tool(lookup).build()
+        async with agent:
+            if stream:
+                async with agent.stream([Message.user("go")]) as events:
+                    async for _event in events:
+                        pass
+            else:
+                response = await agent.run([Message.user("go")])
+                assert response.text == "A"
+    second = server.chat_requests()[1].json()["messages"]
+    assert second[1]["role"] == "assistant"
+    assert second[1]["reasoning_content"] == "need lookup"
+    assert second[1]["tool_calls"][0]["function"]["name"] == "lookup"
+    assert second[2] == {"role": "tool", "tool_call_id": "call_1", "content": "A"}

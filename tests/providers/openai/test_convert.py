@@ -405,3 +405,20 @@ def test_tool_results_inside_a_user_message_come_first_as_tool_messages() -> Non
         {"role": "tool", "tool_call_id": "call_1", "content": "42"},
         {"role": "user", "content": "and then?"},
     ]
+
+
+def test_echo_reasoning_keeps_and_sends_back_reasoning_content() -> None:
+    body = message_body({"role": "assistant", "content": "ok", "reasoning_content": "why"})
+    assert decode_response(body).content == (Text(text="ok"),)
+    kept = decode_response(body, keep_reasoning=True)
+    assert kept.content == (Thinking(text="why"), Text(text="ok"))
+    assert kept.thinking == "why"
+    history = [Message.assistant(kept.content)]
+    assert encode_messages(history) == [{"role": "assistant", "content": "ok"}]
+    assert encode_messages(history, echo_reasoning=True) == [
+        {"role": "assistant", "content": "ok", "reasoning_content": "why"}
+    ]
+    echoed = encode_request(
+        history, [], InferenceConfig(), attrs.evolve(CONFIG, echo_reasoning=True), stream=False
+    )
+    assert echoed["messages"][0]["reasoning_content"] == "why"

@@ -220,3 +220,58 @@ def test_arbitrary_chunk_boundaries_give_the_same_events(stream: str, cuts: list
     ]
     assert decode(*pieces) == decode(stream)
     assert len(decode(stream)) >= 5
+
+
+def test_keep_reasoning_hands_reasoning_over_as_one_block_before_the_answer() -> None:
+    from kova import SignedThinking, Thinking
+
+    decoder = OpenAiStreamDecoder(keep_reasoning=True)
+    events = [
+        *decoder.feed(
+            chunk({"reasoning_content": "Let me "}) + chunk({"reasoning_content": "see."})
+        ),
+        *decoder.feed(chunk({"content": "Yes."}) + chunk({}, "stop") + DONE),
+        *decoder.finish(),
+    ]
+    assert events == [
+        ThinkingDelta(text="Let me "),
+        ThinkingDelta(text="see."),
+        SignedThinking(block=Thinking(text="Let me see.")),
+        TextDelta(text="Yes."),
+        StopEvent(stop_reason=StopReason.END_TURN),
+    ]
+
+
+def test_keep_reasoning_before_tool_calls_and_at_the_stop() -> None:
+    from kova import SignedThinking, Thinking
+
+    calls = decode_with(
+        OpenAiStreamDecoder(keep_reasoning=True),
+        chunk({"reasoning": "call it"}),
+        chunk({"tool_calls": [{"index": 0, "id": "a", "function": {"name": "f"}}]}),
+        chunk({}, "tool_calls"),
+        DONE,
+    )
+    assert calls[1:3] == [
+        SignedThinking(block=Thinking(text="call it")),
+        ToolUseStart(index=0, id="a", name="f"),
+    ]
+    only = decode_with(
+        OpenAiStreamDecoder(keep_reasoning=True), chunk({"reasoning": "hmm"}), chunk({}, "stop")
+    )
+    assert only[1:] == [
+        SignedThinking(block=Thinking(text="hmm")),
+        StopEvent(stop_reason=StopReason.END_TURN),
+    ]
+    assert not any(
+        isinstance(e, SignedThinking)
+        for e in decode(chunk({"reasoning": "hmm"}), chunk({}, "stop"))
+    )
+
+
+def decode_with(decoder: OpenAiStreamDecoder, *pieces: str) -> list[StreamEvent]:
+    events: list[StreamEvent] = []
+    for piece in pieces:
+        events.extend(decoder.feed(piece))
+    events.extend(decoder.finish())
+    return events
