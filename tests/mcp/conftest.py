@@ -1,60 +1,16 @@
-"""Fixtures that run the test MCP server (``mcp_test_server.py``) as a child process.
-
-HTTP servers bind 127.0.0.1 port 0 and report the port on stdout; nothing listens on another
-interface.
-"""
+"""Fixtures for the MCP tests: test servers as child processes, vendor warning filters."""
 
 from __future__ import annotations
 
 import gc
-import subprocess
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import attrs
 import pytest
+from mcp_fixtures import RunningServer, start_server, stop_server
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-
-SERVER = Path(__file__).with_name("mcp_test_server.py")
-
-
-@attrs.frozen
-class RunningServer:
-    process: subprocess.Popen[bytes]
-    base_url: str
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-
-def start_server(mode: str, *options: str) -> RunningServer:
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER), mode, *options],
-        stdout=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline().decode()
-    if not line.startswith("PORT "):
-        process.kill()
-        process.wait()
-        raise RuntimeError(f"test MCP server ({mode}) did not start: {line!r}")
-    return RunningServer(process=process, base_url=f"http://127.0.0.1:{int(line.split()[1])}")
-
-
-def stop_server(server: RunningServer) -> None:
-    server.process.terminate()
-    try:
-        server.process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        server.process.kill()
-        server.process.wait()
-    assert server.process.stdout is not None
-    server.process.stdout.close()
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import psutil
 import pytest
 import structlog.testing
 import trio
-from conftest import SERVER
+from mcp_fixtures import SERVER
 
 import kova
 from kova.mcp import McpClient, StdioTransport

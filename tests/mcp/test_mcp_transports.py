@@ -14,7 +14,7 @@ import httpx2
 import psutil
 import pytest
 import trio
-from conftest import SERVER, RunningServer
+from mcp_fixtures import SERVER, RunningServer
 
 import kova
 from kova.mcp import (
