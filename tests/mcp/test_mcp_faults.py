@@ -90,3 +90,20 @@ async def test_json_rpc_error_is_not_retried():
     events = [entry["event"] for entry in logs]
     assert "mcp.request.retried" not in events
     assert "actor.restarted" not in events
+
+
+async def test_server_dying_while_idle_is_restarted_before_the_next_call():
+    with trio.fail_after(GUARD), structlog.testing.capture_logs() as logs:
+        async with McpClient.connect(STDIO) as client:
+            first_pid = int((await client.tools_call("pid")).text)
+            os.kill(first_pid, signal.SIGKILL)
+            # Nobody is calling: the actor notices the closed stream by itself and crashes,
+            # and the supervisor restarts it.
+            while not any(entry["event"] == "actor.restarted" for entry in logs):  # noqa: ASYNC110
+                await trio.sleep(0.02)
+            second_pid = int((await client.tools_call("pid")).text)
+            assert second_pid != first_pid
+            assert _server_children() == {second_pid}
+    events = [entry["event"] for entry in logs]
+    assert "mcp.connection.lost" in events
+    assert "mcp.request.retried" not in events
