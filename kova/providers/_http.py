@@ -9,7 +9,7 @@ A provider owns one :class:`HttpTransport` and delegates its ``open()`` to it::
         timeout=30.0,
         transport=None,            # or an httpx2.MockTransport / custom transport in tests
         client=None,               # or a caller-owned httpx2.AsyncClient (never closed by us)
-        error_details=None,        # hook: JSON error body -> ErrorDetails (default fits most)
+        error_details=default_error_details,  # hook: JSON error body -> ErrorDetails
     )
 
     async with transport.open():                     # reference-counted, shares one pool
@@ -24,7 +24,8 @@ A provider owns one :class:`HttpTransport` and delegates its ``open()`` to it::
             async for batch in stream.iter_decoded(decoder.feed, decoder.finish):
                 ...
 
-Error mapping (:func:`map_errors`, used by every call here):
+Error mapping (:func:`map_errors` around calls, :func:`translate_error` inline in the body
+iterators, where a context manager per read would cost about 1 µs):
 
 * connect / read / write / pool timeout → :class:`~kova.KovaTimeoutError` (``timeout`` set);
 * refused, reset, DNS or protocol failure *before* a response → :class:`~kova.KovaConnectionError`;
@@ -77,6 +78,7 @@ __all__ = [
     "HttpTransport",
     "default_error_details",
     "map_errors",
+    "translate_error",
 ]
 
 _T = TypeVar("_T")
