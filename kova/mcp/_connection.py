@@ -464,7 +464,12 @@ class McpConnection(Actor):
                 old.retire.set()
                 await old.closed.wait()
             log.info("mcp.connection.reconnecting")
-            await self._open_session()
+            try:
+                await self._open_session()
+            except KovaError as exc:
+                # Without a session this actor can serve nothing: crash it, so that its
+                # supervisor takes over (restart, or give up) instead of callers waiting.
+                raise ConnectionLost(f"reconnecting failed: {exc}") from exc
         finally:
             self._reconnecting = False
 

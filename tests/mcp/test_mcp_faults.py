@@ -107,3 +107,19 @@ async def test_server_dying_while_idle_is_restarted_before_the_next_call():
     events = [entry["event"] for entry in logs]
     assert "mcp.connection.lost" in events
     assert "mcp.request.retried" not in events
+
+
+async def test_server_that_cannot_start_again_makes_the_supervisor_give_up(tmp_path):
+    script = tmp_path / "server.py"
+    script.write_bytes(SERVER.read_bytes())
+    transport = StdioTransport(sys.executable, args=[str(script), "stdio"])
+    with trio.fail_after(GUARD), pytest.raises(BaseExceptionGroup) as caught:
+        async with McpClient.connect(transport) as client:
+            assert (await client.tools_call("echo", {"text": "up"})).text == "up"
+            script.unlink()  # every later start fails
+            await client.reconnect()
+            raise AssertionError("reconnected to a server that cannot start")
+    # The client's supervisor gave up after its restart intensity, as OTP supervisors do.
+    failures = caught.value.subgroup(kova.ActorFailed)
+    assert failures is not None
+    assert _server_children() == set()
