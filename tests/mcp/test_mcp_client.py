@@ -273,3 +273,25 @@ def test_importing_kova_does_not_import_mcp():
     code = "import sys, kova; print('mcp' in sys.modules, 'kova.mcp' in sys.modules)"
     output = subprocess.check_output([sys.executable, "-c", code], text=True)
     assert output.split() == ["False", "False"]
+
+
+async def test_cancelling_an_agent_turn_mid_mcp_call_cancels_the_call(autojump_clock):
+    from kova.agent import AgentBuilder
+    from kova.testing import ScriptedProvider, reply_text, reply_tool_calls
+
+    events: list[str] = []
+    model = ScriptedProvider(
+        [reply_tool_calls(("srv__wait", {"seconds": 1e6, "tag": "agent"})), reply_text("done")]
+    )
+    async with McpClient.connect(InProcessTransport(build_server(events))) as client:
+        builder = AgentBuilder().provider(model)
+        await builder.mcp_client(client, "srv")
+        agent = builder.build()
+        history = [kova.Message.user("wait for it")]
+        async with agent:
+            with trio.move_on_after(10) as scope:
+                await agent.run(history)
+        assert scope.cancelled_caught
+        await trio.testing.wait_all_tasks_blocked()
+        assert events == ["started agent", "cancelled agent"]
+        assert history == [kova.Message.user("wait for it")]
