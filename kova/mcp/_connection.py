@@ -70,10 +70,18 @@ CONNECT_RETRY_DELAY = 0.5
 _MAX_PAGES = 1000
 """A bound on ``*/list`` pagination, so a server whose cursors never end cannot hang us."""
 
-# The mcp dispatcher reports a transport that closed under a request with this exact error
-# (code -32000, the JSON-RPC "server error" range, which a server may also use for its own
-# errors, hence the message check).
-_LOCAL_CLOSED_MESSAGE = "Connection closed"
+
+def _is_local_close(error: MCPError) -> bool:
+    """Whether the ``mcp`` package made this error up because the transport broke.
+
+    It reports a transport that closed under a request as code -32000 with fixed messages
+    ("Connection closed" from the dispatcher; "SSE stream ..." when a Streamable HTTP
+    response stream was cut). -32000 is also the JSON-RPC "server error" range a server may
+    use for its own errors, hence the message check.
+    """
+    return error.code == mt.CONNECTION_CLOSED and (
+        error.message == "Connection closed" or error.message.startswith("SSE stream ")
+    )
 
 
 class ConnectionLost(Exception):
@@ -280,7 +288,10 @@ class McpConnection(Actor):
                         raise ConnectionLost("the MCP server ended the session") from exc
                     raise
                 if attempt == 2 or not _is_transient(exc):
-                    raise _connect_error(exc, transport) from exc
+                    error = _connect_error(exc, transport)
+                    if any(error is leaf for leaf in _leaves(exc)):
+                        raise error from None  # already the precise error, with its traceback
+                    raise error from exc
                 log.info(
                     "mcp.connect.retrying",
                     transport=transport,
@@ -419,8 +430,8 @@ class McpConnection(Actor):
             try:
                 return await operation(session.client)
             except MCPError as exc:
-                local_close = exc.code == mt.CONNECTION_CLOSED and (
-                    exc.message == _LOCAL_CLOSED_MESSAGE or session.lost.is_set()
+                local_close = _is_local_close(exc) or (
+                    exc.code == mt.CONNECTION_CLOSED and session.lost.is_set()
                 )
                 if not local_close:
                     raise McpError(exc.message, code=exc.code) from exc
