@@ -25,6 +25,7 @@ from ._types import McpPromptResult as McpPromptResult
 from ._types import McpResource as McpResource
 from ._types import McpResourceContents as McpResourceContents
 from ._types import McpResourceTemplate as McpResourceTemplate
+from ._types import McpServerInfo as McpServerInfo
 
 __all__ = [
     "DEFAULT_REQUEST_TIMEOUT",
@@ -39,6 +40,7 @@ __all__ = [
     "McpResource",
     "McpResourceContents",
     "McpResourceTemplate",
+    "McpServerInfo",
     "McpTool",
     "PREFIX_SEPARATOR",
     "SseTransport",

@@ -20,6 +20,7 @@ from ._connection import (
     CallTool,
     ConnectionSettings,
     GetPrompt,
+    GetServerInfo,
     ListPrompts,
     ListResources,
     ListResourceTemplates,
@@ -28,7 +29,6 @@ from ._connection import (
     Message,
     ReadResource,
     Reconnect,
-    ServerName,
 )
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         McpResource,
         McpResourceContents,
         McpResourceTemplate,
+        McpServerInfo,
     )
 
 __all__ = ["DEFAULT_REQUEST_TIMEOUT", "McpClient"]
@@ -272,9 +273,10 @@ class McpClient:
 
     # -- connection -----------------------------------------------------------------------
 
-    async def server_name(self) -> str:
-        """The name the server gave in ``initialize`` (empty if it gave none)."""
-        result: str = await self._call(ServerName())
+    async def server_info(self) -> McpServerInfo:
+        """What the server said about itself in ``initialize`` (name, version,
+        instructions for the model, the negotiated protocol version)."""
+        result: McpServerInfo = await self._call(GetServerInfo())
         return result
 
     async def reconnect(self) -> None:

@@ -40,6 +40,7 @@ from .._errors import KovaConnectionError, KovaError, McpError
 from ..actors import Actor
 from . import _convert
 from ._auth import SessionExpired
+from ._types import McpServerInfo
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -147,7 +148,7 @@ class Reconnect:
 
 
 @attrs.frozen
-class ServerName:
+class GetServerInfo:
     pass
 
 
@@ -160,7 +161,7 @@ Message = (
     | ListPrompts
     | GetPrompt
     | Reconnect
-    | ServerName
+    | GetServerInfo
 )
 
 
@@ -293,9 +294,9 @@ class McpConnection(Actor):
                         raise error from None  # already the precise error, with its traceback
                     raise error from exc
                 log.info(
-                    "mcp.connect.retrying",
+                    "mcp.connection.failed",
                     transport=transport,
-                    delay=CONNECT_RETRY_DELAY,
+                    retry_in=CONNECT_RETRY_DELAY,
                     error=repr(exc),
                 )
             finally:
@@ -408,9 +409,9 @@ class McpConnection(Actor):
             case Reconnect():
                 await self._reconnect()
                 return None
-            case ServerName():
+            case GetServerInfo():
                 session = await self._current()
-                return _server_name(session.client)
+                return _server_info(session.client)
             case _:
                 raise McpError(f"unknown request {message!r}")
 
@@ -474,7 +475,7 @@ class McpConnection(Actor):
                 old.retired = True
                 old.retire.set()
                 await old.closed.wait()
-            log.info("mcp.connection.reconnecting")
+            log.info("mcp.reconnect.started")
             try:
                 await self._open_session()
             except KovaError as exc:
@@ -500,6 +501,16 @@ async def _first_of(*waits: Callable[[], Awaitable[object]]) -> None:
 def _server_name(client: Client) -> str:
     info = client.server_info
     return info.name if info is not None else ""
+
+
+def _server_info(client: Client) -> McpServerInfo:
+    info = client.server_info
+    return McpServerInfo(
+        name=info.name if info is not None else "",
+        version=info.version if info is not None else "",
+        instructions=client.instructions,
+        protocol_version=client.protocol_version,
+    )
 
 
 async def _list_tools(client: Client) -> tuple[ToolDefinition, ...]:

@@ -25,7 +25,20 @@ __all__ = [
     "McpResource",
     "McpResourceContents",
     "McpResourceTemplate",
+    "McpServerInfo",
 ]
+
+
+@attrs.frozen(kw_only=True)
+class McpServerInfo:
+    """What the server said about itself in ``initialize``."""
+
+    name: str
+    version: str = ""
+    instructions: str | None = None
+    """How to use the server, meant for the model (e.g. appended to a system prompt)."""
+    protocol_version: str = ""
+    """The MCP protocol version the two sides agreed on."""
 
 
 @attrs.frozen(kw_only=True)

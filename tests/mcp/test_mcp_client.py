@@ -32,6 +32,14 @@ async def test_tools_list_returns_the_servers_tools_as_definitions():
     assert set(add.parameters["properties"]) == {"a", "b"}
 
 
+async def test_server_info_comes_from_initialize():
+    async with McpClient.connect(InProcessTransport(build_server())) as client:
+        info = await client.server_info()
+    assert info.name == "kova-test-server"
+    assert info.instructions == "a server for kova's tests"
+    assert info.protocol_version == "2025-11-25"
+
+
 async def test_tools_call_converts_text():
     async with McpClient.connect(InProcessTransport(build_server())) as client:
         result = await client.tools_call("add", {"a": 2, "b": 40})
@@ -239,7 +247,7 @@ async def test_connect_under_a_shared_runtime():
         ) as client:
             assert client.name == "srv"
             assert runtime.supervisor.children == ("srv",)
-            assert await client.server_name() == "kova-test-server"
+            assert (await client.server_info()).name == "kova-test-server"
         # Leaving the block stopped the connection actor.
         assert runtime.supervisor.children == ()
 

@@ -69,7 +69,7 @@ async def test_streamable_http_tools(fixture, request):
     transport = StreamableHttpTransport(f"{server.base_url}/mcp")
     with trio.fail_after(GUARD):
         async with McpClient.connect(transport) as client:
-            assert await client.server_name() == "kova-test-server"
+            assert (await client.server_info()).name == "kova-test-server"
             assert (await client.tools_call("add", {"a": 1, "b": 2})).text == "3"
             picture = await client.tools_call("picture")
             assert isinstance(picture.content, tuple)
