@@ -2,7 +2,8 @@
 kova's conformance client command (``conformance_client.py``, built on ``McpClient``).
 
 Here a representative scenario of each kind runs (a few seconds each); CI runs the whole
-``core`` suite with ``.ci/mcp-conformance.sh``. The runner's scenario servers listen on every
+``core`` suite with ``.ci/mcp-conformance.sh`` (including ``sse-retry``, whose wall-clock
+tolerance of 200 ms is left out here so a busy test machine cannot make it flaky). The runner's scenario servers listen on every
 interface, so the runner runs in a private network namespace with only loopback up.
 """
 
@@ -32,7 +33,6 @@ def _namespace_prefix() -> list[str]:
     [
         "initialize",
         "tools_call",
-        "sse-retry",
         "elicitation-sep1034-client-defaults",
         "auth/token-endpoint-auth-basic",
     ],
