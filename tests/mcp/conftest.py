@@ -78,3 +78,11 @@ def _collect_vendor_garbage() -> Iterator[None]:
     """Finalize the vendor's abandoned generators inside the MCP tests, not in a later one."""
     yield
     gc.collect()
+
+
+@pytest.fixture(scope="module")
+def sse_token_server() -> Iterator[RunningServer]:
+    """The legacy HTTP+SSE transport, accepting only ``Authorization: Bearer fresh-token``."""
+    server = start_server("sse", "--token", "fresh-token")
+    yield server
+    stop_server(server)

@@ -3,8 +3,9 @@ kova's conformance client command (``conformance_client.py``, built on ``McpClie
 
 Here a representative scenario of each kind runs (a few seconds each); CI runs the whole
 ``core`` suite with ``.ci/mcp-conformance.sh`` (including ``sse-retry``, whose wall-clock
-tolerance of 200 ms is left out here so a busy test machine cannot make it flaky). The runner's scenario servers listen on every
-interface, so the runner runs in a private network namespace with only loopback up.
+tolerance of 200 ms is left out here so a busy test machine cannot make it flaky). The
+runner's scenario servers listen on every interface, so the runner runs in a private
+network namespace with only loopback up.
 """
 
 from __future__ import annotations

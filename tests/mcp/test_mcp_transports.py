@@ -143,6 +143,16 @@ async def test_bearer_token_rejected_twice_fails_connect(token_server):
     assert tokens.refreshes == 1
 
 
+async def test_legacy_sse_with_a_refreshed_token(sse_token_server):
+    tokens = RotatingTokens(current="fresh-token")
+    transport = SseTransport(f"{sse_token_server.base_url}/sse", auth=tokens)
+    with trio.fail_after(GUARD):
+        async with McpClient.connect(transport) as client:
+            assert (await client.tools_call("echo", {"text": "sse+token"})).text == "sse+token"
+    assert tokens.refreshes == 1
+    assert (await _stats(sse_token_server))["unauthorized"] == 1
+
+
 async def test_static_headers_are_sent(token_server):
     transport = StreamableHttpTransport(
         f"{token_server.base_url}/mcp", headers={"Authorization": "Bearer fresh-token"}
