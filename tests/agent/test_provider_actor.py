@@ -21,7 +21,7 @@ from kova import (
     ToolDefinition,
 )
 from kova.actors import Backoff, open_runtime
-from kova.agent._provider_actor import ProviderRef, spawn_provider
+from kova.agent._provider_actor import ProviderRef, StreamChatCompletion, spawn_provider
 from kova.providers import Provider, heuristic_count_tokens
 from kova.testing import (
     ErrorReply,
@@ -56,9 +56,11 @@ class RecordingProvider(ScriptedProvider):
         config: InferenceConfig,
     ) -> AsyncIterator[AsyncIterator[Sequence[StreamEvent]]]:
         async with super().chat_completion_stream(messages, tools, config) as batches:
+            recorded = self._recorded(batches)
             try:
-                yield self._recorded(batches)
+                yield recorded
             finally:
+                await recorded.aclose()  # type: ignore[attr-defined]
                 self.log.append(("closed", 0, trio.current_time()))
 
     async def _recorded(
@@ -142,21 +144,60 @@ async def test_stream_through_the_actor_delivers_the_batches() -> None:
     assert [event for batch in received for event in batch] == list(stream_events(reply))
 
 
-async def test_stream_backpressure_stops_reading_when_consumer_lags(
+async def test_relayed_stream_backpressure_stops_reading_when_consumer_lags(
     autojump_clock: trio.testing.MockClock,
 ):
     reply = StreamReply(response=reply_text("x" * 100), chunk_chars=1)  # 102 events
     provider = RecordingProvider([reply], batch_size=1)
     async with open_runtime() as runtime:
-        ref = await spawn_provider(runtime, provider, stream_buffer=2)
-        async with ref.chat_completion_stream(HISTORY, [], CONFIG) as batches:
+        ref = await spawn_provider(runtime, provider)
+        message = StreamChatCompletion(messages=HISTORY, tools=(), config=CONFIG)
+        async with ref.ref.stream(message, buffer=2) as batches:
             await trio.testing.wait_all_tasks_blocked()
-            # one batch taken on entering, two buffered, one held by the blocked producer
-            assert max(count for kind, count, _ in provider.log if kind == "read") == 4
+            # two buffered, one held by the blocked producer
+            assert max(count for kind, count, _ in provider.log if kind == "read") == 3
             total = 0
             async for batch in batches:
                 total += len(batch)
         assert total == 102
+
+
+async def test_leased_stream_reads_only_what_the_consumer_asks_for(
+    autojump_clock: trio.testing.MockClock,
+):
+    reply = StreamReply(response=reply_text("x" * 100), chunk_chars=1)  # 102 events
+    provider = RecordingProvider([reply], batch_size=1)
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, provider)
+        async with ref.chat_completion_stream(HISTORY, [], CONFIG) as batches:
+            await trio.testing.wait_all_tasks_blocked()
+            assert [entry for entry in provider.log if entry[0] == "read"] == []
+            total = 0
+            async for batch in batches:
+                total += len(batch)
+        assert total == 102
+
+
+async def test_leased_streams_count_against_max_in_flight(
+    autojump_clock: trio.testing.MockClock,
+):
+    provider = FunctionProvider(lambda request: reply_text("ok"), latency=1.0)
+    started: list[float] = []
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, provider, max_in_flight=1)
+
+        async def stream_for(seconds: float) -> None:
+            async with ref.chat_completion_stream(HISTORY, [], CONFIG) as batches:
+                started.append(trio.current_time())
+                async for _batch in batches:
+                    pass
+                await trio.sleep(seconds)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(stream_for, 5.0)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(stream_for, 0.0)
+    assert started == [1.0, 7.0]
 
 
 async def test_leaving_a_stream_early_closes_the_provider_stream_first(
