@@ -700,3 +700,41 @@ async def test_agent_records_metrics(autojump_clock: trio.testing.MockClock) -> 
     assert snapshot.tool_denied_count == 1
     assert snapshot.llm_latency_ms.count == 2
     assert snapshot.tool_duration_ms.count == 2  # denied calls never ran
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_agents_sharing_a_provider_wait_out_a_rate_limit_together(
+    autojump_clock: trio.testing.MockClock, streamed: bool
+) -> None:
+    from kova.actors import open_runtime
+    from kova.agent import spawn_provider
+
+    sent: list[tuple[str, float]] = []
+
+    def model(request: ScriptRequest) -> kova.testing.Reply:
+        who = request.messages[-1].text
+        sent.append((who, trio.current_time()))
+        if who == "first" and sum(1 for name, _ in sent if name == "first") == 1:
+            return ErrorReply(status_code=429, retry_after=5.0)
+        return reply_text(f"hi {who}")
+
+    async with open_runtime() as runtime:
+        shared = await spawn_provider(runtime, FunctionProvider(model))
+        first = AgentBuilder().provider(shared).runtime(runtime).build()
+        second = AgentBuilder().provider(shared).runtime(runtime).build()
+
+        async def turn(agent: kova.agent.Agent, who: str, delay: float) -> None:
+            await trio.sleep(delay)
+            if streamed:
+                async with agent.stream([Message.user(who)]) as events:
+                    async for _ in events:
+                        pass
+            else:
+                await agent.run([Message.user(who)])
+
+        async with first, second, trio.open_nursery() as nursery:
+            nursery.start_soon(turn, first, "first", 0.0)
+            nursery.start_soon(turn, second, "second", 1.0)
+    # The second agent's request, due at t=1, waits for the pause the first one's 429 set.
+    assert sent[0] == ("first", 0.0)
+    assert sorted(sent[1:]) == [("first", 5.0), ("second", 5.0)]
