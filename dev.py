@@ -36,7 +36,7 @@ def _requirements_hash() -> str:
 
 def ensure_venv() -> None:
     """Create .venv and install kova with its dev extras unless already current."""
-    if sys.version_info < (3, 11):
+    if sys.version_info < (3, 11):  # noqa: UP036 - dev.py may run on any python3
         sys.exit("kova needs Python 3.11 or newer")
     if not PYTHON.exists():
         print("dev.py: creating .venv", flush=True)
