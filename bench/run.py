@@ -188,6 +188,8 @@ SIZES: dict[str, dict[str, Any]] = {
         "hop": {"chunks": 200, "repeats": 1},
     },
 }
+DEFERRED_ESTIMATE_S = 130.0  # what one slow peer's (d) run may take at full size
+
 WARMUP = {"calls": 3, "answer": 5, "chunks": 50, "streams": 5, "turns": 2}
 
 SCENARIO_TITLES = {
@@ -403,6 +405,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--apis", default="openai,anthropic")
     parser.add_argument("--json", default=os.path.join(HERE, "results", "latest.json"))
     parser.add_argument("--docs", action="store_true", help="update docs/performance.md")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=570.0,
+        help="seconds; the slow peers' (d) runs go last and are skipped past this budget",
+    )
     args = parser.parse_args(argv)
 
     size_name = "tiny" if args.tiny else "quick" if args.quick else "full"
@@ -446,89 +454,76 @@ def main(argv: list[str] | None = None) -> int:
     server = MockServer()
     server_share: list[dict[str, Any]] = []
     try:
-        for scenario in "bcde":
-            if scenario not in scenarios:
-                continue
-            for api in apis:
-                rows_main: list[Row] = []
-                rows_second: list[Row] = []
-                for c in clients:
-                    if scenario not in c.scenarios or api not in c.apis:
-                        continue
-                    if c.slow and scenario == "d" and api != "openai":
-                        continue
-                    repeats = sizes["repeats"]
-                    if c.slow:
-                        repeats = 1
-                    if scenario == "d":
-                        repeats = min(repeats, c.repeats_d)
-                    spec = {
-                        "client": c.spec,
-                        "api": api,
-                        "scenario": scenario,
-                        "base_url": server.base_url,
-                        "repeats": repeats,
-                        "warmup": WARMUP,
-                        "size": {**WARMUP, **sizes[scenario]},
-                    }
-                    print(f"({scenario}) {api} {c.name}", file=log)
-                    server.prepare(api, prepare_bodies(scenario, spec["size"], spec["warmup"]))
-                    try:
-                        res = run_worker(spec, server, timeout=400)
-                    except (RuntimeError, subprocess.TimeoutExpired) as exc:
-                        print(f"  failed: {exc}", file=log)
-                        results.setdefault("failures", []).append(
-                            {"client": c.name, "api": api, "scenario": scenario, "error": str(exc)}
-                        )
-                        continue
-                    rounds = res["rounds"]
-                    size = sizes[scenario]
-                    run_cpu = sum(r["cpu"] for r in rounds) + res["warm_cpu"]
-                    run_wall = sum(r["wall"] for r in rounds) + res["warm_wall"]
-                    server_share.append(
-                        {
-                            "client": c.name,
-                            "api": api,
-                            "scenario": scenario,
-                            "server_cpu": res["server_cpu"],
-                            "client_cpu": run_cpu,
-                            "wall": run_wall,
-                        }
-                    )
-                    extra = {k: res[k] for k in ("peak_rss", "rss_base", "import_s", "server_cpu")}
-                    extra["rounds"] = rounds
-                    if scenario == "b":
-                        rows_main.append(
-                            Row(c.name, [size["calls"] / r["wall"] for r in rounds], extra)
-                        )
-                    elif scenario == "c":
-                        n = size["chunks"]
-                        rows_main.append(Row(c.name, [n / r["wall"] for r in rounds], extra))
-                        rows_second.append(
-                            Row(c.name, [r["cpu"] / n * 1000 for r in rounds], extra)
-                        )
-                    elif scenario == "d":
-                        rows_main.append(Row(c.name, [r["wall"] for r in rounds], extra))
-                        rows_second.append(Row(c.name, [res["peak_rss"] / 2**20], extra))
-                    else:
-                        rows_main.append(
-                            Row(c.name, [size["turns"] / r["wall"] for r in rounds], extra)
-                        )
-                sz = sizes[scenario]
-                desc = ", ".join(f"{k}={v}" for k, v in sz.items())
-                key = f"{scenario}/{api}"
-                results["scenarios"][key] = [r.__dict__ for r in rows_main]
-                sections.append(
-                    table(f"{SCENARIO_TITLES[scenario]} — {api} format ({desc})", rows_main)
+        # Jobs in table order, except that the slow peers' (d) runs (a minute or two each)
+        # go last, after the hop, and only while the run is inside its time budget.
+        jobs = [
+            (scenario, api, c)
+            for scenario in "bcde"
+            if scenario in scenarios
+            for api in apis
+            for c in clients
+            if scenario in c.scenarios
+            and api in c.apis
+            and not (c.slow and scenario == "d" and api != "openai")
+        ]
+        deferred = [j for j in jobs if j[2].slow and j[0] == "d"]
+        table_rows: dict[tuple[str, str], list[Row]] = {}
+        seconds: dict[tuple[str, str], list[Row]] = {}
+
+        def run_job(scenario: str, api: str, c: Client) -> None:
+            repeats = 1 if c.slow else sizes["repeats"]
+            if scenario == "d":
+                repeats = min(repeats, c.repeats_d)
+            spec = {
+                "client": c.spec,
+                "api": api,
+                "scenario": scenario,
+                "base_url": server.base_url,
+                "repeats": repeats,
+                "warmup": WARMUP,
+                "size": {**WARMUP, **sizes[scenario]},
+            }
+            print(f"({scenario}) {api} {c.name}", file=log)
+            server.prepare(api, prepare_bodies(scenario, spec["size"], spec["warmup"]))
+            try:
+                res = run_worker(spec, server, timeout=400)
+            except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                print(f"  failed: {exc}", file=log)
+                results.setdefault("failures", []).append(
+                    {"client": c.name, "api": api, "scenario": scenario, "error": str(exc)}
                 )
-                if rows_second:
-                    second = "c_cpu" if scenario == "c" else "d_rss"
-                    results["scenarios"][f"{second}/{api}"] = [
-                        {"client": r.client, "values": r.values} for r in rows_second
-                    ]
-                    sections.append(
-                        table(f"{SCENARIO_TITLES[second]} — {api} format ({desc})", rows_second)
-                    )
+                return
+            rounds = res["rounds"]
+            size = sizes[scenario]
+            server_share.append(
+                {
+                    "client": c.name,
+                    "api": api,
+                    "scenario": scenario,
+                    "server_cpu": res["server_cpu"],
+                    "client_cpu": sum(r["cpu"] for r in rounds) + res["warm_cpu"],
+                    "wall": sum(r["wall"] for r in rounds) + res["warm_wall"],
+                }
+            )
+            extra = {k: res[k] for k in ("peak_rss", "rss_base", "import_s", "server_cpu")}
+            extra["rounds"] = rounds
+            main_rows = table_rows.setdefault((scenario, api), [])
+            second_rows = seconds.setdefault((scenario, api), [])
+            if scenario == "b":
+                main_rows.append(Row(c.name, [size["calls"] / r["wall"] for r in rounds], extra))
+            elif scenario == "c":
+                n = size["chunks"]
+                main_rows.append(Row(c.name, [n / r["wall"] for r in rounds], extra))
+                second_rows.append(Row(c.name, [r["cpu"] / n * 1000 for r in rounds], extra))
+            elif scenario == "d":
+                main_rows.append(Row(c.name, [r["wall"] for r in rounds], extra))
+                second_rows.append(Row(c.name, [res["peak_rss"] / 2**20], extra))
+            else:
+                main_rows.append(Row(c.name, [size["turns"] / r["wall"] for r in rounds], extra))
+
+        for job in jobs:
+            if job not in deferred:
+                run_job(*job)
         if "h" in scenarios and any(c.group == "kova" for c in clients):
             hops = []
             for api in apis:
@@ -539,8 +534,36 @@ def main(argv: list[str] | None = None) -> int:
                 except RuntimeError as exc:
                     print(f"  failed: {exc}", file=log)
             results["scenarios"]["hop"] = hops
-            if hops:
-                sections.append(hop_section(hops))
+        for job in deferred:
+            elapsed = time.perf_counter() - started
+            if elapsed + DEFERRED_ESTIMATE_S > args.budget:
+                note = f"skipped: {elapsed:.0f} s into a {args.budget:.0f} s budget"
+                print(f"({job[0]}) {job[1]} {job[2].name}: {note}", file=log)
+                results.setdefault("skipped_for_time", []).append(
+                    {"client": job[2].name, "api": job[1], "scenario": job[0]}
+                )
+                continue
+            run_job(*job)
+
+        for (scenario, api), main_rows in table_rows.items():
+            order = {c.name: i for i, c in enumerate(CLIENTS)}
+            main_rows.sort(key=lambda r: order.get(r.client, 99))
+            desc = ", ".join(f"{k}={v}" for k, v in sizes[scenario].items())
+            results["scenarios"][f"{scenario}/{api}"] = [r.__dict__ for r in main_rows]
+            sections.append(
+                table(f"{SCENARIO_TITLES[scenario]} — {api} format ({desc})", main_rows)
+            )
+            second_rows = sorted(seconds[(scenario, api)], key=lambda r: order.get(r.client, 99))
+            if second_rows:
+                second = "c_cpu" if scenario == "c" else "d_rss"
+                results["scenarios"][f"{second}/{api}"] = [
+                    {"client": r.client, "values": r.values} for r in second_rows
+                ]
+                sections.append(
+                    table(f"{SCENARIO_TITLES[second]} — {api} format ({desc})", second_rows)
+                )
+        if results["scenarios"].get("hop"):
+            sections.append(hop_section(results["scenarios"]["hop"]))
     finally:
         server.close()
 
@@ -579,6 +602,19 @@ def main(argv: list[str] | None = None) -> int:
         f"Run: {size_name} sizes, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{elapsed:.0f} s. Machine: {results['machine']['summary']}.\n"
     )
+    if skipped:
+        header += f"Not installed, skipped: {', '.join(skipped)}.\n"
+    if results.get("skipped_for_time"):
+        late = ", ".join(
+            f"{j['client']} ({j['scenario']}, {j['api']})" for j in results["skipped_for_time"]
+        )
+        header += f"Skipped to stay inside the time budget: {late}.\n"
+    if results.get("failures"):
+        header += (
+            "FAILED: "
+            + ", ".join(f"{j['client']} ({j['scenario']}, {j['api']})" for j in results["failures"])
+            + "\n"
+        )
     markdown = header + "\n" + "\n".join(sections)
     print(markdown)
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
