@@ -46,7 +46,8 @@ class Client:
     scenarios: tuple[str, ...]
     requires: tuple[str, ...]  # importable modules it needs
     import_stmt: str  # what scenario (a) times
-    repeats_d: int = 1  # (d) is the longest scenario: one round unless it is a target row
+    repeats_d: int = 1  # (d) is the longest scenario: one round for the comparison rows
+    target: bool = False  # floor/kova rows the targets use: one fresh process per round
     slow: bool = False  # ~20x the floor per event: one round, (d) in the OpenAI format only
 
 
@@ -59,7 +60,7 @@ CLIENTS = [
         ("b", "c", "d", "e"),
         ("httpx2", "trio"),
         "import httpx2, trio",
-        repeats_d=2,
+        target=True,
     ),
     Client(
         "httpx2 (asyncio)",
@@ -87,7 +88,7 @@ CLIENTS = [
         ("b", "c", "d", "e"),
         ("kova",),
         "import kova",
-        repeats_d=2,
+        target=True,
     ),
     Client(
         "kova actor (trio)",
@@ -97,6 +98,7 @@ CLIENTS = [
         ("b", "c", "d"),
         ("kova",),
         "",
+        target=True,
     ),
     Client(
         "openai",
@@ -215,6 +217,7 @@ class MockServer:
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, os.path.join(HERE, "mockserver.py")],
+            preexec_fn=_pin_server,
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -252,6 +255,31 @@ class MockServer:
         self.proc.wait(10)
 
 
+def _cpus() -> tuple[set[int], set[int]] | None:
+    """(server CPUs, client CPUs): the mock server and the client each get a core of their
+    own, so a run never depends on whether the scheduler put them on the same one."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return None
+    if len(cpus) < 2:
+        return None
+    return {cpus[0]}, set(cpus[1:])
+
+
+CPUS = _cpus()
+
+
+def _pin_client() -> None:
+    if CPUS is not None:
+        os.sched_setaffinity(0, CPUS[1])
+
+
+def _pin_server() -> None:
+    if CPUS is not None:
+        os.sched_setaffinity(0, CPUS[0])
+
+
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = HERE + os.pathsep + env.get("PYTHONPATH", "")
@@ -265,6 +293,7 @@ def run_worker(spec: dict[str, Any], server: MockServer, timeout: float) -> dict
     cpu0 = server.cpu()
     proc = subprocess.run(
         [sys.executable, os.path.join(HERE, "worker.py"), json.dumps(spec)],
+        preexec_fn=_pin_client,
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -310,10 +339,18 @@ def time_import(stmt: str, runs: int) -> list[float]:
         "print('IMPORT', time.perf_counter() - t0)"
     )
     cmd = [sys.executable, "-c", code]
-    subprocess.run(cmd, capture_output=True, env=_env(), check=False)  # warm .pyc caches
+    # warm .pyc caches
+    subprocess.run(cmd, capture_output=True, env=_env(), check=False, preexec_fn=_pin_client)
     out = []
     for _ in range(runs):
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), check=False)
+        proc = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            env=_env(),
+            check=False,
+            preexec_fn=_pin_client,
+        )
         for line in proc.stdout.splitlines():
             if line.startswith("IMPORT "):
                 out.append(float(line.split()[1]))
@@ -330,6 +367,7 @@ def run_inproc(module: str, fn: str, size: dict[str, Any]) -> dict[str, Any]:
     )
     proc = subprocess.run(
         [sys.executable, "-c", code],
+        preexec_fn=_pin_client,
         capture_output=True,
         text=True,
         env=_env(),
@@ -456,24 +494,44 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Jobs in table order, except that the slow peers' (d) runs (a minute or two each)
         # go last, after the hop, and only while the run is inside its time budget.
-        jobs = [
-            (scenario, api, c)
-            for scenario in "bcde"
-            if scenario in scenarios
-            for api in apis
-            for c in clients
-            if scenario in c.scenarios
-            and api in c.apis
-            and not (c.slow and scenario == "d" and api != "openai")
-        ]
+        # The target rows (floor, kova) run each round in a fresh process, interleaved
+        # (floor, kova, kova actor, floor, ...), so the spread includes the variation between
+        # processes and the time of the run; other clients run their rounds in one process.
+        jobs: list[tuple[str, str, Client, int]] = []
+        for scenario in "bcde":
+            if scenario not in scenarios:
+                continue
+            for api in apis:
+                here = [
+                    c
+                    for c in clients
+                    if scenario in c.scenarios
+                    and api in c.apis
+                    and not (c.slow and scenario == "d" and api != "openai")
+                ]
+                split = [c for c in here if c.target]
+                others = [c for c in here if c not in split]
+                rounds_split = sizes["repeats"] if scenario != "d" else min(2, sizes["repeats"])
+                for _ in range(rounds_split):
+                    jobs += [(scenario, api, c, 1) for c in split]
+                for c in others:
+                    repeats = 1 if c.slow else sizes["repeats"]
+                    if scenario == "d":
+                        repeats = min(repeats, c.repeats_d)
+                    jobs.append((scenario, api, c, repeats))
         deferred = [j for j in jobs if j[2].slow and j[0] == "d"]
         table_rows: dict[tuple[str, str], list[Row]] = {}
         seconds: dict[tuple[str, str], list[Row]] = {}
 
-        def run_job(scenario: str, api: str, c: Client) -> None:
-            repeats = 1 if c.slow else sizes["repeats"]
-            if scenario == "d":
-                repeats = min(repeats, c.repeats_d)
+        def add(rows: list[Row], client: str, values: list[float], extra: dict[str, Any]) -> None:
+            for row in rows:
+                if row.client == client:
+                    row.values.extend(values)
+                    row.extra.setdefault("processes", [row.extra.copy()]).append(extra)
+                    return
+            rows.append(Row(client, values, extra))
+
+        def run_job(scenario: str, api: str, c: Client, repeats: int) -> None:
             spec = {
                 "client": c.spec,
                 "api": api,
@@ -510,16 +568,16 @@ def main(argv: list[str] | None = None) -> int:
             main_rows = table_rows.setdefault((scenario, api), [])
             second_rows = seconds.setdefault((scenario, api), [])
             if scenario == "b":
-                main_rows.append(Row(c.name, [size["calls"] / r["wall"] for r in rounds], extra))
+                add(main_rows, c.name, [size["calls"] / r["wall"] for r in rounds], extra)
             elif scenario == "c":
                 n = size["chunks"]
-                main_rows.append(Row(c.name, [n / r["wall"] for r in rounds], extra))
-                second_rows.append(Row(c.name, [r["cpu"] / n * 1000 for r in rounds], extra))
+                add(main_rows, c.name, [n / r["wall"] for r in rounds], extra)
+                add(second_rows, c.name, [r["cpu"] / n * 1000 for r in rounds], extra)
             elif scenario == "d":
-                main_rows.append(Row(c.name, [r["wall"] for r in rounds], extra))
-                second_rows.append(Row(c.name, [res["peak_rss"] / 2**20], extra))
+                add(main_rows, c.name, [r["wall"] for r in rounds], extra)
+                add(second_rows, c.name, [res["peak_rss"] / 2**20], extra)
             else:
-                main_rows.append(Row(c.name, [size["turns"] / r["wall"] for r in rounds], extra))
+                add(main_rows, c.name, [size["turns"] / r["wall"] for r in rounds], extra)
 
         for job in jobs:
             if job not in deferred:
