@@ -59,6 +59,8 @@ def respond(method: bytes, path: bytes, body: bytes) -> bytes:
         api = "anthropic"
     elif path.endswith(b"/models") and method == b"GET":
         return _MODELS
+    elif path == b"/stats":
+        return _stats_response()
     else:
         return _NOT_FOUND
     try:
@@ -74,6 +76,19 @@ def respond(method: bytes, path: bytes, body: bytes) -> bytes:
     return _PREPARED if prepare else response
 
 
+class _Stats:
+    """Connections open now and the most open at once since the last ``/stats`` read."""
+
+    open = 0
+    peak = 0
+
+
+def _stats_response() -> bytes:
+    body = json.dumps({"open": _Stats.open, "peak": _Stats.peak}).encode()
+    _Stats.peak = 0
+    return payloads.http_json(body)
+
+
 class _Http(asyncio.Protocol):
     __slots__ = ("_buffer", "_transport")
 
@@ -84,6 +99,11 @@ class _Http(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
+        _Stats.open += 1
+        _Stats.peak = max(_Stats.peak, _Stats.open)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        _Stats.open -= 1
 
     def data_received(self, data: bytes) -> None:
         buffer = self._buffer + data if self._buffer else data

@@ -240,6 +240,17 @@ class MockServer:
         finally:
             conn.close()
 
+    def stats(self) -> dict[str, int]:
+        """Connections open now and the peak since the last call (then reset)."""
+        host, port = self.base_url.rsplit("/", 1)[1].split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=60)
+        try:
+            conn.request("GET", "/stats")
+            data: dict[str, int] = json.loads(conn.getresponse().read())
+        finally:
+            conn.close()
+        return data
+
     def cpu(self) -> float:
         """CPU seconds of the server so far (nanosecond schedstat where Linux has it; psutil's
         clock ticks are too coarse for short runs)."""
@@ -290,6 +301,7 @@ def _env() -> dict[str, str]:
 
 
 def run_worker(spec: dict[str, Any], server: MockServer, timeout: float) -> dict[str, Any]:
+    server.stats()  # reset the peak
     cpu0 = server.cpu()
     proc = subprocess.run(
         [sys.executable, os.path.join(HERE, "worker.py"), json.dumps(spec)],
@@ -301,10 +313,12 @@ def run_worker(spec: dict[str, Any], server: MockServer, timeout: float) -> dict
         check=False,
     )
     server_cpu = server.cpu() - cpu0
+    peak = server.stats()["peak"]
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             result: dict[str, Any] = json.loads(line[7:])
             result["server_cpu"] = server_cpu
+            result["peak_connections"] = peak
             return result
     raise RuntimeError(
         f"worker {spec['client']} {spec['api']} {spec['scenario']} failed:\n{proc.stderr[-3000:]}"
@@ -411,18 +425,38 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
-def table(title: str, rows: list[Row], note: str = "", floor: str = FLOOR, kova: str = KOVA) -> str:
+def _peak_connections(row: Row) -> str:
+    peaks = [p.get("peak_connections", 0) for p in row.extra.get("processes", [])]
+    return str(max(peaks)) if peaks else "-"
+
+
+def table(
+    title: str,
+    rows: list[Row],
+    note: str = "",
+    floor: str = FLOOR,
+    kova: str = KOVA,
+    extra_column: tuple[str, Any] | None = None,
+) -> str:
     ref_floor = next((r.median for r in rows if r.client == floor), None)
     ref_kova = next((r.median for r in rows if r.client == kova), None)
     lines = [f"#### {title}", ""]
     if note:
         lines += [note, ""]
-    lines += ["| client | median | min-max | x floor | x kova |", "|---|---:|---:|---:|---:|"]
+    head = "| client | median | min-max | x floor | x kova |"
+    rule = "|---|---:|---:|---:|---:|"
+    if extra_column is not None:
+        head += f" {extra_column[0]} |"
+        rule += "---:|"
+    lines += [head, rule]
     for r in rows:
         spread = f"{_fmt(min(r.values))}-{_fmt(max(r.values))}"
         xf = f"{r.median / ref_floor:.2f}" if ref_floor else "-"
         xk = f"{r.median / ref_kova:.2f}" if ref_kova else "-"
-        lines.append(f"| {r.client} | {_fmt(r.median)} | {spread} | {xf} | {xk} |")
+        line = f"| {r.client} | {_fmt(r.median)} | {spread} | {xf} | {xk} |"
+        if extra_column is not None:
+            line += f" {extra_column[1](r)} |"
+        lines.append(line)
     return "\n".join(lines) + "\n"
 
 
@@ -527,9 +561,9 @@ def main(argv: list[str] | None = None) -> int:
             for row in rows:
                 if row.client == client:
                     row.values.extend(values)
-                    row.extra.setdefault("processes", [row.extra.copy()]).append(extra)
+                    row.extra["processes"].append(extra)
                     return
-            rows.append(Row(client, values, extra))
+            rows.append(Row(client, values, {"processes": [extra]}))
 
         def run_job(scenario: str, api: str, c: Client, repeats: int) -> None:
             spec = {
@@ -563,7 +597,8 @@ def main(argv: list[str] | None = None) -> int:
                     "wall": sum(r["wall"] for r in rounds) + res["warm_wall"],
                 }
             )
-            extra = {k: res[k] for k in ("peak_rss", "rss_base", "import_s", "server_cpu")}
+            keys = ("peak_rss", "rss_base", "import_s", "server_cpu", "peak_connections")
+            extra = {k: res[k] for k in keys}
             extra["rounds"] = rounds
             main_rows = table_rows.setdefault((scenario, api), [])
             second_rows = seconds.setdefault((scenario, api), [])
@@ -609,7 +644,13 @@ def main(argv: list[str] | None = None) -> int:
             desc = ", ".join(f"{k}={v}" for k, v in sizes[scenario].items())
             results["scenarios"][f"{scenario}/{api}"] = [r.__dict__ for r in main_rows]
             sections.append(
-                table(f"{SCENARIO_TITLES[scenario]} — {api} format ({desc})", main_rows)
+                table(
+                    f"{SCENARIO_TITLES[scenario]} — {api} format ({desc})",
+                    main_rows,
+                    extra_column=("peak connections", _peak_connections)
+                    if scenario == "d"
+                    else None,
+                )
             )
             second_rows = sorted(seconds[(scenario, api)], key=lambda r: order.get(r.client, 99))
             if second_rows:
