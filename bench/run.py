@@ -162,6 +162,7 @@ SIZES: dict[str, dict[str, Any]] = {
     "full": {
         "import_runs": 5,
         "repeats": 3,
+        "rounds_per_process": 2,
         "b": {"calls": 500, "answer": 20},
         "c": {"chunks": 20_000},
         "d": {"streams": 1000, "chunks": 200},
@@ -172,6 +173,7 @@ SIZES: dict[str, dict[str, Any]] = {
     "quick": {
         "import_runs": 3,
         "repeats": 2,
+        "rounds_per_process": 1,
         "b": {"calls": 100, "answer": 20},
         "c": {"chunks": 5_000},
         "d": {"streams": 200, "chunks": 200},
@@ -182,6 +184,7 @@ SIZES: dict[str, dict[str, Any]] = {
     "tiny": {
         "import_runs": 1,
         "repeats": 1,
+        "rounds_per_process": 1,
         "b": {"calls": 5, "answer": 5},
         "c": {"chunks": 200},
         "d": {"streams": 10, "chunks": 20},
@@ -511,12 +514,15 @@ def main(argv: list[str] | None = None) -> int:
     if "a" in scenarios:
         rows = []
         stmts = [(c.name, c.import_stmt) for c in clients if c.import_stmt]
+        # The peers import in seconds: fewer fresh processes for them.
+        fast = {c.name for c in clients if c.group != "peer"} | set(EXTRA_IMPORTS)
         if any(c.group == "kova" for c in clients):
             stmts += list(EXTRA_IMPORTS.items())
         for name, stmt in stmts:
             print(f"(a) {name}", file=log)
             try:
-                rows.append(Row(name, time_import(stmt, sizes["import_runs"]), {"stmt": stmt}))
+                runs = sizes["import_runs"] if name in fast else max(1, sizes["import_runs"] - 2)
+                rows.append(Row(name, time_import(stmt, runs), {"stmt": stmt}))
             except RuntimeError as exc:
                 print(f"  failed: {exc}", file=log)
         results["scenarios"]["a"] = [r.__dict__ for r in rows]
@@ -546,8 +552,9 @@ def main(argv: list[str] | None = None) -> int:
                 split = [c for c in here if c.target]
                 others = [c for c in here if c not in split]
                 rounds_split = sizes["repeats"] if scenario != "d" else min(2, sizes["repeats"])
+                per_process = 1 if scenario == "d" else sizes["rounds_per_process"]
                 for _ in range(rounds_split):
-                    jobs += [(scenario, api, c, 1) for c in split]
+                    jobs += [(scenario, api, c, per_process) for c in split]
                 for c in others:
                     repeats = 1 if c.slow else sizes["repeats"]
                     if scenario == "d":
