@@ -121,6 +121,14 @@ class SseDecoder:
             # The hot path: one "data: ..." line per event (OpenAI, Anthropic).
             if block.startswith("data: ") and "\n" not in block:
                 events.append(SseEvent(block[6:]))
+            elif (
+                # The other hot path: "event: <name>" then one "data: ..." line (Anthropic).
+                block.startswith("event: ")
+                and (newline := block.find("\n")) > 7
+                and block.startswith("data: ", newline + 1)
+                and block.find("\n", newline + 1) == -1
+            ):
+                events.append(SseEvent(block[newline + 7 :], block[7:newline]))
             elif block:
                 event = self._parse(block)
                 if event is not None:

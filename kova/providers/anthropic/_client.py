@@ -8,13 +8,11 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import attrs
-import httpx2
 import structlog
-import trio
 
-from ..._errors import KovaError, KovaTimeoutError, ProviderError, StreamError
+from ..._errors import KovaError, ProviderError, StreamError
 from ..._models import ErrorEvent, StreamEvent
-from .._http import HttpTransport, map_errors
+from .._http import HttpTransport
 from .._sse import SseDecoder
 from ._convert import (
     PROVIDER,
@@ -29,6 +27,8 @@ from ._stream import AnthropicStreamDecoder
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
+
+    import httpx2
 
     from ..._models import (
         InferenceConfig,
@@ -45,96 +45,68 @@ __all__ = ["AnthropicProvider"]
 log = structlog.get_logger(__name__)
 
 _CONNECT_TIMEOUT = 5.0  # the official SDK's connect timeout
-_MODELS_PAGE_SIZE = 1000
-_DRAIN_LIMIT = 65_536
-_DRAIN_SECONDS = 1.0  # the API's maximum; most accounts fit in one page
+_MODELS_PAGE_SIZE = 1000  # the API's maximum; most accounts fit in one page
+
+
+class _TextDecoder:
+    """SSE text in, batches of kova events out, in the shape ``HttpStream.iter_decoded``
+    feeds: ``feed(text)`` per network read and ``finish()`` at the end of the body.
+
+    An ``error`` event (or a body cut before ``message_stop``) is *deferred* when events came
+    before it in the same read: they are delivered first and :class:`_Batches` raises the
+    error on the next call, so a consumer sees everything the server sent.
+    """
+
+    __slots__ = ("_events", "_pending", "_sse")
+
+    def __init__(self) -> None:
+        self._sse = SseDecoder()
+        self._events = AnthropicStreamDecoder()
+        self._pending: StreamError | None = None
+
+    def take_error(self) -> StreamError | None:
+        error, self._pending = self._pending, None
+        return error
+
+    def feed(self, text: str) -> list[StreamEvent]:
+        return self._deliver(self._events.feed(self._sse.feed(text)), None)
+
+    def finish(self) -> list[StreamEvent]:
+        batch = self._events.feed(self._sse.finish())
+        incomplete: StreamError | None = None
+        if not batch or not isinstance(batch[-1], ErrorEvent):
+            try:
+                self._events.check_complete()
+            except StreamError as exc:
+                incomplete = exc
+        return self._deliver(batch, incomplete)
+
+    def _deliver(self, batch: list[StreamEvent], error: StreamError | None) -> list[StreamEvent]:
+        if batch and isinstance(last := batch[-1], ErrorEvent):
+            batch.pop()
+            error = StreamError(last.message, error_type=last.error_type or None)
+        if error is not None:
+            if not batch:
+                raise error
+            self._pending = error
+        return batch
 
 
 class _Batches(AsyncIterator[Sequence[StreamEvent]]):
-    """Batches of kova events, one per network read.
+    """The batches of one response; raises an error the decoder deferred (see
+    :class:`_TextDecoder`). A plain class, so nothing is left for the GC to finalize."""
 
-    A plain class rather than an async generator: nothing is left for the garbage collector
-    to finalize when the consumer stops early (trio forbids yielding inside the cancel scopes
-    an async generator would need).
-    """
+    __slots__ = ("_batches", "_decoder")
 
-    __slots__ = ("_chunks", "_closed", "_decoder", "_error", "_sse")
-
-    def __init__(self, chunks: AsyncIterator[str]) -> None:
-        self._chunks = chunks
-        self._sse = SseDecoder()
-        self._decoder = AnthropicStreamDecoder()
-        self._error: StreamError | None = None
-        self._closed = False
+    def __init__(self, batches: AsyncIterator[list[StreamEvent]], decoder: _TextDecoder) -> None:
+        self._batches = batches
+        self._decoder = decoder
 
     async def __anext__(self) -> Sequence[StreamEvent]:
-        while True:
-            if self._error is not None:
-                error, self._error = self._error, None
-                self._closed = True
-                raise error
-            if self._closed:
-                raise StopAsyncIteration
-            if self._decoder.finished:
-                self._closed = True
-                await self._drain()
-                raise StopAsyncIteration
-            end_of_body = False
-            try:
-                with map_errors(PROVIDER, mid_stream=True):
-                    chunk = await self._chunks.__anext__()
-            except StopAsyncIteration:
-                end_of_body = True
-                events = self._sse.finish()
-            else:
-                events = self._sse.feed(chunk)
-            batch = self._decoder.feed(events)
-            last = batch[-1] if batch else None
-            if isinstance(last, ErrorEvent):
-                # Deliver what arrived before the error event; the next call raises it.
-                batch.pop()
-                self._error = StreamError(last.message, error_type=last.error_type or None)
-            elif end_of_body:
-                self._closed = True
-                try:
-                    self._decoder.check_complete()
-                except StreamError as exc:
-                    self._error = exc
-            if batch:
-                return batch
-
-    async def _drain(self) -> None:
-        """Read the (normally empty) rest of the body after ``message_stop``, so the
-        connection goes back to the pool instead of being closed with bytes unread."""
-        ignored = 0
-        # The answer is complete: a server that is slow to end the body, or drops the
-        # connection now, costs the connection, not the answer.
-        with trio.move_on_after(_DRAIN_SECONDS):
-            try:
-                with map_errors(PROVIDER, mid_stream=True):
-                    async for chunk in self._chunks:
-                        ignored += len(chunk)
-                        if ignored > _DRAIN_LIMIT:
-                            return  # leaving the block closes the connection instead
-            except (StreamError, KovaTimeoutError):
-                log.debug("provider.stream.drain_failed", provider=PROVIDER)
-
-
-async def _close_body(response: httpx2.Response, chunks: AsyncIterator[str]) -> None:
-    """Close a streamed body that may not have been read to the end.
-
-    httpx2's body iterators are nested async generators. When a consumer stops early, closing
-    the outermost one leaves the inner ones suspended, and trio warns when the garbage
-    collector finds them. Closing the response first and then resuming the iterator makes
-    every level finish (each sees the closed stream), so nothing is left to the collector.
-    """
-    with trio.CancelScope(shield=True), trio.move_on_after(5):
-        await response.aclose()
-        try:
-            async for _ in chunks:
-                pass
-        except (httpx2.HTTPError, httpx2.StreamError):
-            pass
+        error = self._decoder.take_error()
+        if error is not None:
+            raise error
+        return await self._batches.__anext__()
 
 
 @attrs.define(init=False)
@@ -238,12 +210,8 @@ class AnthropicProvider:
                     f"expected an event stream, got content-type {content_type!r}",
                     provider=PROVIDER,
                 )
-            response = http_stream.response
-            chunks = response.aiter_text()
-            try:
-                yield _Batches(chunks)
-            finally:
-                await _close_body(response, chunks)
+            decoder = _TextDecoder()
+            yield _Batches(http_stream.iter_decoded(decoder.feed, decoder.finish), decoder)
 
     def chat_completion_stream(
         self,

@@ -1,5 +1,6 @@
-"""The provider's batch iterator (SSE framing + Anthropic decoding per network read), fed
-arbitrary splits of a body: complete, failed by an ``error`` event, and cut short."""
+"""The provider's batch pipeline (the transport's decoded reads, SSE framing and Anthropic
+decoding per network read), fed arbitrary splits of a body: complete, failed by an ``error``
+event, and cut short."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from hypothesis import strategies as st
 from test_anthropic_stream import EXPECTED, WIRE_EXAMPLE
 
 from kova._errors import StreamError
-from kova.providers.anthropic._client import _Batches
+from kova.providers._http import _Decoded
+from kova.providers.anthropic._client import _Batches, _TextDecoder
 
 if TYPE_CHECKING:
     from kova import _models as m
@@ -28,11 +30,13 @@ WITH_ERROR = WIRE_EXAMPLE[:BEFORE_DELTA] + ERROR + WIRE_EXAMPLE[BEFORE_DELTA:]
 CUT = WIRE_EXAMPLE[:BEFORE_DELTA]
 
 
-class Pieces(AsyncIterator[str]):
-    def __init__(self, pieces: list[str]) -> None:
-        self._pieces = iter(pieces)
+class Pieces(AsyncIterator[bytes]):
+    """Network reads: the body's bytes in the given pieces."""
 
-    async def __anext__(self) -> str:
+    def __init__(self, pieces: list[str]) -> None:
+        self._pieces = iter(piece.encode() for piece in pieces)
+
+    async def __anext__(self) -> bytes:
         await trio.lowlevel.checkpoint()
         try:
             return next(self._pieces)
@@ -51,7 +55,9 @@ def run_batches(pieces: list[str]) -> tuple[list[list[m.StreamEvent]], BaseExcep
 
     async def main() -> None:
         try:
-            async for batch in _Batches(Pieces(pieces)):
+            decoder = _TextDecoder()
+            decoded = _Decoded(Pieces(pieces), "anthropic", "utf-8", decoder.feed, decoder.finish)
+            async for batch in _Batches(decoded, decoder):
                 assert batch, "batches are never empty"
                 batches.append(list(batch))
         except StreamError as exc:
