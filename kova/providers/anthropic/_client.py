@@ -8,7 +8,6 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import attrs
-import structlog
 
 from ..._errors import KovaError, ProviderError, StreamError
 from ..._models import ErrorEvent, StreamEvent
@@ -42,7 +41,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AnthropicProvider"]
 
-log = structlog.get_logger(__name__)
 
 _CONNECT_TIMEOUT = 5.0  # the official SDK's connect timeout
 _MODELS_PAGE_SIZE = 1000  # the API's maximum; most accounts fit in one page
@@ -182,14 +180,9 @@ class AnthropicProvider:
         data = await self._http.request_json(
             "POST", "/v1/messages", json_body=body, headers=headers
         )
-        response = decode_response(data)
-        log.debug(
-            "provider.response.received",
-            provider=PROVIDER,
-            model=body["model"],
-            stop_reason=str(response.stop_reason),
-        )
-        return response
+        # No per-request log: structlog's default setup prints every event, which costs more
+        # than the request's own client-side work (the provider actor logs what matters).
+        return decode_response(data)
 
     @asynccontextmanager
     async def _stream(
