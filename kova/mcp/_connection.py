@@ -24,7 +24,7 @@ How a connection ends decides what happens next:
 from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
 import attrs
@@ -43,7 +43,7 @@ from ._auth import SessionExpired
 from ._types import McpServerInfo
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 
     from mcp.client.context import ClientRequestContext
 
@@ -64,6 +64,14 @@ __all__ = ["ConnectionSettings", "McpConnection"]
 log = structlog.get_logger(__name__)
 
 _T = TypeVar("_T")
+
+
+class _Paginated(Protocol):
+    @property
+    def next_cursor(self) -> str | None: ...
+
+
+_Page = TypeVar("_Page", bound=_Paginated)
 
 CONNECT_RETRY_DELAY = 0.5
 """Seconds before the one retry of a connection attempt that failed transiently."""
@@ -513,16 +521,26 @@ def _server_info(client: Client) -> McpServerInfo:
     )
 
 
-async def _list_tools(client: Client) -> tuple[ToolDefinition, ...]:
-    tools: list[ToolDefinition] = []
+async def _all_pages(
+    fetch: Callable[[str | None], Awaitable[_Page]], items: Callable[[_Page], Iterable[_T]]
+) -> tuple[_T, ...]:
+    """Every item of a paginated MCP list (``nextCursor``), up to ``_MAX_PAGES`` pages."""
+    collected: list[_T] = []
     cursor: str | None = None
     for _ in range(_MAX_PAGES):
-        page = await client.list_tools(cursor=cursor)
-        tools.extend(_convert.tool_definition(tool) for tool in page.tools)
+        page = await fetch(cursor)
+        collected.extend(items(page))
         cursor = page.next_cursor
         if cursor is None:
             break
-    return tuple(tools)
+    return tuple(collected)
+
+
+async def _list_tools(client: Client) -> tuple[ToolDefinition, ...]:
+    return await _all_pages(
+        lambda cursor: client.list_tools(cursor=cursor),
+        lambda page: (_convert.tool_definition(tool) for tool in page.tools),
+    )
 
 
 async def _call_tool(client: Client, name: str, arguments: JSONObject) -> ToolResult:
@@ -531,27 +549,17 @@ async def _call_tool(client: Client, name: str, arguments: JSONObject) -> ToolRe
 
 
 async def _list_resources(client: Client) -> tuple[McpResource, ...]:
-    items: list[McpResource] = []
-    cursor: str | None = None
-    for _ in range(_MAX_PAGES):
-        page = await client.list_resources(cursor=cursor)
-        items.extend(_convert.resource(item) for item in page.resources)
-        cursor = page.next_cursor
-        if cursor is None:
-            break
-    return tuple(items)
+    return await _all_pages(
+        lambda cursor: client.list_resources(cursor=cursor),
+        lambda page: (_convert.resource(item) for item in page.resources),
+    )
 
 
 async def _list_resource_templates(client: Client) -> tuple[McpResourceTemplate, ...]:
-    items: list[McpResourceTemplate] = []
-    cursor: str | None = None
-    for _ in range(_MAX_PAGES):
-        page = await client.list_resource_templates(cursor=cursor)
-        items.extend(_convert.resource_template(item) for item in page.resource_templates)
-        cursor = page.next_cursor
-        if cursor is None:
-            break
-    return tuple(items)
+    return await _all_pages(
+        lambda cursor: client.list_resource_templates(cursor=cursor),
+        lambda page: (_convert.resource_template(item) for item in page.resource_templates),
+    )
 
 
 async def _read_resource(client: Client, uri: str) -> tuple[McpResourceContents, ...]:
@@ -560,15 +568,10 @@ async def _read_resource(client: Client, uri: str) -> tuple[McpResourceContents,
 
 
 async def _list_prompts(client: Client) -> tuple[McpPrompt, ...]:
-    items: list[McpPrompt] = []
-    cursor: str | None = None
-    for _ in range(_MAX_PAGES):
-        page = await client.list_prompts(cursor=cursor)
-        items.extend(_convert.prompt(item) for item in page.prompts)
-        cursor = page.next_cursor
-        if cursor is None:
-            break
-    return tuple(items)
+    return await _all_pages(
+        lambda cursor: client.list_prompts(cursor=cursor),
+        lambda page: (_convert.prompt(item) for item in page.prompts),
+    )
 
 
 async def _get_prompt(client: Client, name: str, arguments: Mapping[str, str]) -> McpPromptResult:
