@@ -78,7 +78,7 @@ from ._http_server import (
     json_response,
     serve_http,
 )
-from ._script import ErrorReply, ScriptRequest, StreamReply
+from ._script import ErrorReply, ScriptRequest, StreamReply, stream_events
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -314,50 +314,6 @@ def _message_json(response: ModelResponse, model: str, message_id: str) -> dict[
         "stop_sequence": None,
         "usage": _wire_usage(response.usage),
     }
-
-
-def _pieces(text: str, size: int) -> list[str]:
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-def _reply_events(reply: ModelResponse | StreamReply) -> list[StreamEvent]:
-    """The kova events of a reply, in Anthropic's block order.
-
-    Like :func:`~kova.testing.response_to_events`, except that each signed ``Thinking`` block
-    streams its own text (``response.thinking`` is display text derived from such blocks, not
-    another block) and ``RedactedThinking`` blocks stream too.
-    """
-    if isinstance(reply, StreamReply) and reply.events is not None:
-        return list(reply.events)
-    response = reply.response if isinstance(reply, StreamReply) else reply
-    size = max(1, reply.chunk_chars if isinstance(reply, StreamReply) else 8)
-    events: list[StreamEvent] = []
-    if response.thinking and not any(isinstance(b, Thinking) for b in response.content):
-        events.extend(ThinkingDelta(text=piece) for piece in _pieces(response.thinking, size))
-    for index, block in enumerate(response.content):
-        match block:
-            case Text(text=text):
-                events.extend(TextDelta(text=piece) for piece in _pieces(text, size))
-            case Thinking(text=text, signature=signature):
-                events.extend(ThinkingDelta(text=piece) for piece in _pieces(text, size))
-                if signature is not None:
-                    events.append(SignedThinking(block=block))
-            case RedactedThinking():
-                events.append(SignedThinking(block=block))
-            case ToolUse(id=id_, name=name, input=arguments):
-                events.append(ToolUseStart(index=index, id=id_, name=name))
-                encoded = json.dumps(arguments, separators=(",", ":"))
-                events.extend(
-                    ToolUseDelta(index=index, partial_json=piece)
-                    for piece in _pieces(encoded, size)
-                )
-                events.append(ToolUseEnd(index=index))
-            case _:
-                pass
-    events.append(StopEvent(stop_reason=response.stop_reason))
-    if response.usage is not None:
-        events.append(UsageEvent(usage=response.usage))
-    return events
 
 
 def _sse(event: str, data: Mapping[str, JSONValue]) -> bytes:
@@ -623,7 +579,7 @@ class FakeAnthropicServer:
         response = reply.response if isinstance(reply, StreamReply) else reply
         if not stream:
             return json_response(_message_json(response, model, message_id))
-        events = _reply_events(reply)
+        events = list(stream_events(reply))
         usage = next((e.usage for e in events if isinstance(e, UsageEvent)), response.usage)
         writer = _SseWriter(model, message_id, usage)
         cut_after = reply.cut_after if isinstance(reply, StreamReply) else None

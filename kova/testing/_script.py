@@ -18,6 +18,7 @@ from .._models import (
     InferenceConfig,
     Message,
     ModelResponse,
+    RedactedThinking,
     SignedThinking,
     StopEvent,
     StopReason,
@@ -172,25 +173,31 @@ def reply_tool_calls(
 
 
 def _pieces(text: str, size: int) -> list[str]:
-    return [text[i : i + size] for i in range(0, len(text), size)] or []
+    return [text[i : i + size] for i in range(0, len(text), size)]
 
 
 def response_to_events(response: ModelResponse, *, chunk_chars: int = 8) -> list[StreamEvent]:
     """The stream a provider would send for ``response``: text in pieces, thinking, tool calls
-    with their arguments split into fragments, then stop and usage."""
+    with their arguments split into fragments, then stop and usage.
+
+    Thinking blocks stream in their place: their text as ``ThinkingDelta``s, then a signed or
+    redacted block as ``SignedThinking``. ``response.thinking`` (display text) streams up
+    front only when the response has no ``Thinking`` block it could come from.
+    """
     size = max(1, chunk_chars)
     events: list[StreamEvent] = []
-    if response.thinking:
+    if response.thinking and not any(isinstance(b, Thinking) for b in response.content):
         events.extend(ThinkingDelta(text=piece) for piece in _pieces(response.thinking, size))
     for index, block in enumerate(response.content):
         match block:
             case Text(text=text):
                 events.extend(TextDelta(text=piece) for piece in _pieces(text, size))
-            case Thinking() as thinking:
-                if not response.thinking:
-                    events.extend(ThinkingDelta(text=p) for p in _pieces(thinking.text, size))
-                if thinking.signature is not None:
-                    events.append(SignedThinking(block=thinking))
+            case Thinking(text=text, signature=signature):
+                events.extend(ThinkingDelta(text=piece) for piece in _pieces(text, size))
+                if signature is not None:
+                    events.append(SignedThinking(block=block))
+            case RedactedThinking():
+                events.append(SignedThinking(block=block))
             case ToolUse(id=id_, name=name, input=arguments, provider_metadata=metadata):
                 events.append(
                     ToolUseStart(index=index, id=id_, name=name, provider_metadata=metadata)
