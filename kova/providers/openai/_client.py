@@ -28,9 +28,9 @@ if TYPE_CHECKING:
         StreamEvent,
         ToolDefinition,
     )
-    from ._config import OpenAiConfig
+    from ._config import OpenAiConfig, OpenAiEmbeddingConfig
 
-__all__ = ["OpenAiCompatibleProvider", "openai_error_details"]
+__all__ = ["OpenAiCompatibleProvider", "openai_error_details", "openai_transport"]
 
 
 def openai_error_details(body: JSONValue) -> ErrorDetails:
@@ -40,6 +40,26 @@ def openai_error_details(body: JSONValue) -> ErrorDetails:
     if details.code == "insufficient_quota" or details.error_type == "insufficient_quota":
         return attrs.evolve(details, error_class=ProviderErrorClass.OTHER)
     return details
+
+
+def openai_transport(
+    config: OpenAiConfig | OpenAiEmbeddingConfig,
+    *,
+    client: httpx2.AsyncClient | None,
+    transport: httpx2.AsyncBaseTransport | None,
+) -> tuple[HttpTransport, dict[str, str]]:
+    """The transport of an OpenAI-compatible endpoint, and the headers for every request
+    (sent per request, not as client defaults, so an injected client gets them too)."""
+    http = HttpTransport(
+        provider=PROVIDER,
+        base_url=config.base_url,
+        timeout=config.timeout,
+        connect_timeout=config.connect_timeout,
+        client=client,
+        transport=transport,
+        error_details=openai_error_details,
+    )
+    return http, {**config.extra_headers, **config.auth_headers()}
 
 
 @attrs.define(init=False)
@@ -70,17 +90,7 @@ class OpenAiCompatibleProvider:
         transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
         self.config = config
-        self._http = HttpTransport(
-            provider=PROVIDER,
-            base_url=config.base_url,
-            timeout=config.timeout,
-            connect_timeout=config.connect_timeout,
-            client=client,
-            transport=transport,
-            error_details=openai_error_details,
-        )
-        # Sent per request (not as client defaults) so an injected client gets them too.
-        self._headers = {**config.extra_headers, **config.auth_headers()}
+        self._http, self._headers = openai_transport(config, client=client, transport=transport)
         self._chat_path = endpoint_path(config.base_url, config.chat_completions_path)
         self._models_path = endpoint_path(config.base_url, config.models_path)
 

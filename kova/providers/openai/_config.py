@@ -25,6 +25,19 @@ def _env_key(value: str | None) -> str | None:
     return value if value is not None else os.environ.get("OPENAI_API_KEY") or None
 
 
+def _auth_headers(api_key: str | None, api_version: str | None) -> dict[str, str]:
+    # Azure (an api_version is set) takes the key in ``api-key``; everyone else as a bearer.
+    if not api_key:
+        return {}
+    if api_version is not None:
+        return {"api-key": api_key}
+    return {"authorization": f"Bearer {api_key}"}
+
+
+def _query_params(api_version: str | None) -> dict[str, str]:
+    return {"api-version": api_version} if api_version is not None else {}
+
+
 def endpoint_path(base_url: str, path: str) -> str:
     """``path`` as sent under ``base_url``, tolerating the official SDK's habit of putting
     ``/v1`` in the base URL: ``https://api.openai.com/v1`` with ``/v1/models`` is
@@ -93,15 +106,11 @@ class OpenAiConfig:
 
     def auth_headers(self) -> dict[str, str]:
         """The authentication header for this config (empty without a key)."""
-        if not self.api_key:
-            return {}
-        if self.api_version is not None:
-            return {"api-key": self.api_key}
-        return {"authorization": f"Bearer {self.api_key}"}
+        return _auth_headers(self.api_key, self.api_version)
 
     def query_params(self) -> dict[str, str]:
         """Query parameters sent with every request."""
-        return {"api-version": self.api_version} if self.api_version is not None else {}
+        return _query_params(self.api_version)
 
 
 @attrs.frozen(kw_only=True)
@@ -129,12 +138,8 @@ class OpenAiEmbeddingConfig:
 
     def auth_headers(self) -> dict[str, str]:
         """The authentication header for this config (empty without a key)."""
-        if not self.api_key:
-            return {}
-        if self.api_version is not None:
-            return {"api-key": self.api_key}
-        return {"authorization": f"Bearer {self.api_key}"}
+        return _auth_headers(self.api_key, self.api_version)
 
     def query_params(self) -> dict[str, str]:
         """Query parameters sent with every request."""
-        return {"api-version": self.api_version} if self.api_version is not None else {}
+        return _query_params(self.api_version)

@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ..._errors import ProviderError
-from .._http import HttpTransport
-from ._client import openai_error_details
+from ._client import openai_transport
 from ._config import endpoint_path
 from ._convert import PROVIDER
 
@@ -22,6 +21,7 @@ if TYPE_CHECKING:
     import httpx2
 
     from ..._models import JSONValue
+    from .._http import HttpTransport
     from ._config import OpenAiEmbeddingConfig
 
 __all__ = ["OpenAiEmbeddingProvider", "decode_embeddings"]
@@ -98,16 +98,7 @@ class OpenAiEmbeddingProvider:
         transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
         self.config = config
-        self._http = HttpTransport(
-            provider=PROVIDER,
-            base_url=config.base_url,
-            timeout=config.timeout,
-            connect_timeout=config.connect_timeout,
-            client=client,
-            transport=transport,
-            error_details=openai_error_details,
-        )
-        self._headers = {**config.extra_headers, **config.auth_headers()}
+        self._http, self._headers = openai_transport(config, client=client, transport=transport)
         self._path = endpoint_path(config.base_url, config.embeddings_path)
 
     @property
