@@ -55,6 +55,7 @@ from ._models import Text as Text
 from ._models import TextDelta as TextDelta
 from ._models import Thinking as Thinking
 from ._models import ThinkingDelta as ThinkingDelta
+from ._models import ToolAnnotations as ToolAnnotations
 from ._models import ToolDefinition as ToolDefinition
 from ._models import ToolResult as ToolResult
 from ._models import ToolUse as ToolUse
@@ -159,6 +160,7 @@ __all__ = [
     "Thinking",
     "ThinkingDelta",
     "Tool",
+    "ToolAnnotations",
     "ToolDefinition",
     "ToolError",
     "ToolExecutionError",

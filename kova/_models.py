@@ -45,6 +45,7 @@ __all__ = [
     "TextDelta",
     "Thinking",
     "ThinkingDelta",
+    "ToolAnnotations",
     "ToolDefinition",
     "ToolResult",
     "ToolUse",
@@ -472,6 +473,32 @@ class ModelInfo:
 
 
 @attrs.frozen(kw_only=True)
+class ToolAnnotations:
+    """Hints about what a tool does, the same four as MCP's tool annotations.
+
+    ``None`` means "not said". They are hints for hosts (approval policies, replay after a
+    lost connection, UIs), never sent to the model and never a security boundary on their own.
+    MCP's defaults when a hint is absent: not read-only, destructive, not idempotent, open-world.
+    """
+
+    read_only: bool | None = None
+    """The tool does not modify its environment."""
+    destructive: bool | None = None
+    """The tool may perform destructive updates (meaningful when not read-only)."""
+    idempotent: bool | None = None
+    """Calling it again with the same arguments has no further effect."""
+    open_world: bool | None = None
+    """The tool interacts with an open world of external entities (the web, ...)."""
+    title: str | None = None
+    """A human-readable title for UIs."""
+
+    @property
+    def is_read_only(self) -> bool:
+        """True only when the tool says it is read-only."""
+        return self.read_only is True
+
+
+@attrs.frozen(kw_only=True)
 class ToolDefinition:
     """What the model is told about a tool."""
 
@@ -479,6 +506,10 @@ class ToolDefinition:
     description: str = ""
     parameters: JSONObject = attrs.field(factory=lambda: {"type": "object", "properties": {}})
     """A JSON Schema for the tool's arguments (an ``object`` schema)."""
+    annotations: ToolAnnotations | None = attrs.field(default=None, eq=False)
+    """Hints for the host (see :class:`ToolAnnotations`); providers never send them."""
+    output_schema: JSONObject | None = attrs.field(default=None, eq=False)
+    """A JSON Schema of the tool's structured result, where the tool declares one (MCP)."""
 
 
 @attrs.frozen(kw_only=True)
