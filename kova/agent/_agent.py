@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
 
@@ -40,25 +39,26 @@ from .._models import (
     ModelResponse,
     ResponseFormat,
     StopKind,
-    StreamEvent,
     TextDelta,
     ThinkingDelta,
     ToolDefinition,
+    ToolResult,
     Usage,
 )
 from ..providers import Provider, heuristic_count_tokens
 from ._accumulate import ResponseAccumulator
 from ._events import AgentEvent, AgentResponse, TurnCompleted
+from ._input import HistoryInput, check_call_options, coerce_history
 from ._retry import RetryConfig
 from ._tool_pool import (
     ApprovalFunction,
     ApprovalHandler,
-    GetDefinitions,
     LifecycleHook,
     RunToolCalls,
 )
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Sequence
     from types import TracebackType
 
     from pydantic import BaseModel
@@ -73,7 +73,7 @@ __all__ = ["Agent", "AgentConfig"]
 log = structlog.get_logger(__name__)
 
 ModelT = TypeVar("ModelT", bound="BaseModel")
-_Emit = Callable[[Sequence[AgentEvent]], Awaitable[None]]
+T = TypeVar("T")
 
 
 def _positive(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
@@ -198,7 +198,7 @@ class Agent:
 
     async def run(
         self,
-        history: Sequence[Message],
+        history: HistoryInput,
         *,
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
@@ -206,7 +206,8 @@ class Agent:
         """One turn over ``history``.
 
         Args:
-            history: the conversation so far (the host's; never modified).
+            history: the conversation so far (the host's; never modified): a sequence of
+                :class:`~kova.Message`, one ``Message``, or a ``str`` (one user message).
             config: per-call overrides; unset fields fall back to the agent's config.
             cancel: a token that cancels the turn from another task.
 
@@ -214,6 +215,8 @@ class Agent:
             The turn's outcome; persist ``response.new_messages``.
 
         Raises:
+            TypeError: ``history`` (or an option) has the wrong type; raised here, before
+                anything is sent, naming the bad item's index and type.
             ProviderError: the provider failed (after retries, for retryable errors).
             MaxIterationsError: the model kept calling tools past ``max_iterations``.
             ContextBudgetExceededError: a prompt was over the budget; nothing was sent.
@@ -221,22 +224,28 @@ class Agent:
                 ``trio.Cancelled`` untouched instead. Either way no messages were produced
                 and every request and tool call of the turn has stopped.
         """
-        return await self._guarded(self._turn(history, config, None), cancel)
+        messages = coerce_history(history)
+        check_call_options(config, cancel)
+        return await self._guarded(self._turn(messages, config), cancel)
 
     async def run_with_config(
         self,
-        history: Sequence[Message],
+        history: HistoryInput,
         overrides: InferenceConfig,
         *,
         cancel: CancelToken | None = None,
     ) -> AgentResponse:
         """:meth:`run` with per-call overrides (unset fields fall back to the agent's)."""
+        if not isinstance(overrides, InferenceConfig):
+            raise TypeError(
+                f"overrides must be a kova.InferenceConfig, got {type(overrides).__name__}"
+            )
         return await self.run(history, config=overrides, cancel=cancel)
 
     @overload
     async def run_structured(
         self,
-        history: Sequence[Message],
+        history: HistoryInput,
         output: type[ModelT],
         *,
         config: InferenceConfig | None = None,
@@ -246,7 +255,7 @@ class Agent:
     @overload
     async def run_structured(
         self,
-        history: Sequence[Message],
+        history: HistoryInput,
         output: ResponseFormat,
         *,
         config: InferenceConfig | None = None,
@@ -255,7 +264,7 @@ class Agent:
 
     async def run_structured(
         self,
-        history: Sequence[Message],
+        history: HistoryInput,
         output: ResponseFormat | type[BaseModel],
         *,
         config: InferenceConfig | None = None,
@@ -275,6 +284,8 @@ class Agent:
             StructuredOutputError: the answer is not JSON or does not validate; it carries
                 the raw text and the turn's response.
         """
+        messages = coerce_history(history)
+        check_call_options(config, cancel)
         if isinstance(output, ResponseFormat):
             response_format = output
             model = None
@@ -284,7 +295,7 @@ class Agent:
             response_format = response_format_for(output)
             model = output
         overrides = InferenceConfig(response_format=response_format).merged(config)
-        response = await self.run(history, config=overrides, cancel=cancel)
+        response = await self.run(messages, config=overrides, cancel=cancel)
         text = response.text
         if model is None:
             try:
@@ -308,7 +319,7 @@ class Agent:
     @asynccontextmanager
     async def stream(
         self,
-        history: Sequence[Message],
+        history: HistoryInput,
         *,
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
@@ -316,31 +327,65 @@ class Agent:
     ) -> AsyncIterator[AsyncIterator[AgentEvent]]:
         """Stream one turn: ``async with agent.stream(history) as events: async for e in events``.
 
-        Text and thinking arrive as the provider streams them; tool calls are bracketed by
-        ToolCallStarted / ToolCallFinished; the last event is TurnCompleted with the response.
-        Errors of the turn (see :meth:`run`) are raised from the iteration. Leaving the block
-        early cancels the turn (no messages) and returns once everything it started stopped.
+        Text and thinking arrive as the provider streams them; every tool call is bracketed
+        by ToolCallStarted / ToolCallFinished with the same call (a Finished never comes
+        without its Started, denied and rejected calls included); the last event is
+        TurnCompleted with the response. Errors of the turn (see :meth:`run`) are raised from
+        the iteration. Leaving the block early cancels the turn (no messages) and returns once
+        everything it started stopped.
+
+        The turn runs in the consumer's own task, pulled by the iteration: each network read
+        is decoded and handed over without a task switch. With a ``cancel`` token it runs in
+        a task of its own instead (the token cancels it from there), buffering up to
+        ``buffer`` events.
+
+        Raises:
+            TypeError: on entering, ``history`` (or an option) has the wrong type.
         """
-        send, receive = trio.open_memory_channel[Sequence[AgentEvent] | KovaError](buffer)
+        messages = coerce_history(history)
+        check_call_options(config, cancel)
+        self._running()
+        if cancel is None:
+            events = self._steps(messages, config, streamed=True)
+            try:
+                yield events
+            finally:
+                await events.aclose()
+            return
+        async with self._stream_in_task(messages, config, cancel, buffer) as in_task:
+            yield in_task
+
+    @asynccontextmanager
+    async def _stream_in_task(
+        self,
+        messages: tuple[Message, ...],
+        config: InferenceConfig | None,
+        cancel: CancelToken,
+        buffer: int,
+    ) -> AsyncIterator[AsyncIterator[AgentEvent]]:
+        """The turn in a producer task, so that ``cancel`` can cancel it from outside."""
+        send, receive = trio.open_memory_channel[AgentEvent | KovaError](buffer)
+
+        async def pump() -> None:
+            steps = self._steps(messages, config, streamed=True)
+            try:
+                async for event in steps:
+                    await send.send(event)
+            finally:
+                await steps.aclose()
 
         async def produce() -> None:
-            async def emit(events: Sequence[AgentEvent]) -> None:
-                await send.send(events)
-
             with send:
                 try:
-                    response = await self._guarded(self._turn(history, config, emit), cancel)
+                    await self._guarded(pump(), cancel)
                 except KovaError as exc:
                     await send.send(exc)  # raised to the consumer by its iterator
-                    return
-                await send.send((TurnCompleted(response=response),))
 
         async def events() -> AsyncIterator[AgentEvent]:
             async for item in receive:
                 if isinstance(item, KovaError):
                     raise item
-                for event in item:
-                    yield event
+                yield item
 
         try:
             async with trio.open_nursery() as nursery:
@@ -361,9 +406,7 @@ class Agent:
 
     # -- the loop -------------------------------------------------------------------------
 
-    async def _guarded(
-        self, turn: Coroutine[Any, Any, AgentResponse], cancel: CancelToken | None
-    ) -> AgentResponse:
+    async def _guarded(self, turn: Coroutine[Any, Any, T], cancel: CancelToken | None) -> T:
         """Await ``turn``, cancelled by ``cancel`` (raising kova's Cancelled) if it fires."""
         if cancel is None:
             return await turn
@@ -389,22 +432,71 @@ class Agent:
         return response
 
     async def _turn(
-        self,
-        history: Sequence[Message],
-        overrides: InferenceConfig | None,
-        emit: _Emit | None,
+        self, history: tuple[Message, ...], overrides: InferenceConfig | None
     ) -> AgentResponse:
+        """One non-streamed turn: the loop of :meth:`_steps`, its one event the outcome."""
+        steps = self._steps(history, overrides, streamed=False)
+        try:
+            async for event in steps:
+                if isinstance(event, TurnCompleted):
+                    return event.response
+        finally:
+            await steps.aclose()
+        raise AssertionError("a turn ends with TurnCompleted or an error")  # pragma: no cover
+
+    async def _steps(
+        self,
+        history: tuple[Message, ...],
+        overrides: InferenceConfig | None,
+        *,
+        streamed: bool,
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """The agent loop, as the events it produces (the last one TurnCompleted).
+
+        An async generator, driven by whoever iterates it: :meth:`stream`'s consumer, or
+        :meth:`_turn`. It holds no cancel scope or nursery across a ``yield`` (trio forbids
+        that): the provider stream and the tool pool's event stream are plain context
+        managers read in the iterating task. Non-streamed (``streamed=False``), it yields
+        only the final TurnCompleted.
+        """
         provider, pool = self._running()
         config = self._config
         inference = config.inference.merged(overrides)
-        tools: list[ToolDefinition] = await pool.call(GetDefinitions())
+        # Read in this task, not asked of the tool pool: the registry never awaits, so this
+        # is the same single-threaded read the pool would do, without an actor round trip
+        # (three scheduler passes) on every turn.
+        tools = config.registry.definitions()
         working: list[Message] = [*self._prefix, *history]
         new_messages: list[Message] = []
         usage = Usage()
         thinking: list[str] = []
         for call_number in range(config.max_iterations + 1):
             self._check_budget(working, tools)
-            response = await self._complete(provider, working, tools, inference, emit)
+            if not streamed:
+                response = await self._complete(provider, working, tools, inference)
+            else:
+                attempt = 0
+                while True:
+                    started = time.perf_counter()
+                    delivered = False
+                    accumulator = ResponseAccumulator()
+                    try:
+                        async with provider.chat_completion_stream(
+                            working, tools, inference
+                        ) as batches:
+                            async for batch in batches:
+                                accumulator.feed(batch)
+                                for event in batch:
+                                    if isinstance(event, _VISIBLE):
+                                        delivered = True
+                                        yield event
+                        response = accumulator.finish()
+                    except KovaError as error:
+                        await trio.sleep(self._retry_delay(attempt, error, delivered=delivered))
+                        attempt += 1
+                        continue
+                    self._record_call(started, response)
+                    break
             if response.usage is not None:
                 usage = usage + response.usage
             if response.thinking:
@@ -415,18 +507,30 @@ class Agent:
                 new_messages.append(assistant)
                 if response.usage is not None:
                     self._last_turn_input_tokens = response.usage.input_tokens
-                return AgentResponse(
-                    text=response.text,
-                    new_messages=tuple(new_messages),
-                    stop_reason=response.stop_reason,
-                    usage=usage,
-                    llm_calls=call_number + 1,
-                    thinking="\n\n".join(thinking) or None,
+                yield TurnCompleted(
+                    response=AgentResponse(
+                        text=response.text,
+                        new_messages=tuple(new_messages),
+                        stop_reason=response.stop_reason,
+                        usage=usage,
+                        llm_calls=call_number + 1,
+                        thinking="\n\n".join(thinking) or None,
+                    )
                 )
+                return
             working.append(assistant)
             new_messages.append(assistant)
-            on_event = None if emit is None else _single_event_sender(emit)
-            results = await pool.call(RunToolCalls(calls=calls, on_event=on_event))
+            request = RunToolCalls(calls=calls)
+            if streamed:
+                results: tuple[ToolResult, ...] = ()
+                async with pool.stream(request) as items:
+                    async for item in items:
+                        if isinstance(item, tuple):
+                            results = item
+                        else:
+                            yield item
+            else:
+                results = await pool.call(request)
             tool_message = Message.tool_results(results)
             working.append(tool_message)
             new_messages.append(tool_message)
@@ -446,48 +550,46 @@ class Agent:
         working: Sequence[Message],
         tools: Sequence[ToolDefinition],
         inference: InferenceConfig,
-        emit: _Emit | None,
     ) -> ModelResponse:
-        """One provider call with retries (streamed when ``emit`` is set)."""
-        retry = self._config.retry
-        metrics = self._config.metrics
+        """One non-streamed provider call, with retries."""
         attempt = 0
         while True:
             started = time.perf_counter()
-            delivered = False
             try:
-                if emit is None:
-                    response = await provider.chat_completion(working, tools, inference)
-                else:
-                    accumulator = ResponseAccumulator()
-                    async with provider.chat_completion_stream(
-                        working, tools, inference
-                    ) as batches:
-                        async for batch in batches:
-                            accumulator.feed(batch)
-                            visible = _visible(batch)
-                            if visible:
-                                delivered = True
-                                await emit(visible)
-                    response = accumulator.finish()
+                response = await provider.chat_completion(working, tools, inference)
             except KovaError as error:
-                if metrics is not None:
-                    metrics.record_llm_error()
-                if delivered or not retry.should_retry(attempt, error):
-                    raise
-                delay = retry.delay(attempt, error)
-                log.warning(
-                    "provider.request.retrying",
-                    attempt=attempt + 1,
-                    delay=delay,
-                    error=str(error),
-                )
-                await trio.sleep(delay)
+                await trio.sleep(self._retry_delay(attempt, error, delivered=False))
                 attempt += 1
                 continue
-            if metrics is not None:
-                metrics.record_llm_request((time.perf_counter() - started) * 1000.0, response.usage)
+            self._record_call(started, response)
             return response
+
+    def _retry_delay(self, attempt: int, error: KovaError, *, delivered: bool) -> float:
+        """The wait before retrying a failed provider call; re-raises ``error`` when the call
+        is not to be retried (not retryable, out of attempts, or content already reached the
+        consumer)."""
+        retry = self._config.retry
+        if self._config.metrics is not None:
+            self._config.metrics.record_llm_error()
+        if delivered or not retry.should_retry(attempt, error):
+            raise error
+        delay = retry.delay(attempt, error)
+        log.warning(
+            "provider.request.retrying",
+            attempt=attempt + 1,
+            delay=delay,
+            error=str(error),
+        )
+        return delay
+
+    def _record_call(self, started: float, response: ModelResponse) -> None:
+        metrics = self._config.metrics
+        if metrics is not None:
+            metrics.record_llm_request((time.perf_counter() - started) * 1000.0, response.usage)
+
+
+_VISIBLE = (TextDelta, ThinkingDelta)
+"""The provider stream events a streamed turn passes on (the rest build the response)."""
 
 
 def _raise_single(group: BaseExceptionGroup[BaseException]) -> NoReturn:
@@ -496,14 +598,3 @@ def _raise_single(group: BaseExceptionGroup[BaseException]) -> NoReturn:
         only = group.exceptions[0]
         raise only from only.__cause__
     raise group
-
-
-def _single_event_sender(emit: _Emit) -> Callable[[object], Awaitable[None]]:
-    async def send(event: object) -> None:
-        await emit((event,))  # type: ignore[arg-type]  # the tool pool sends agent events
-
-    return send
-
-
-def _visible(batch: Sequence[StreamEvent]) -> list[AgentEvent]:
-    return [event for event in batch if isinstance(event, TextDelta | ThinkingDelta)]

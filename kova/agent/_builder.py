@@ -141,15 +141,17 @@ class AgentBuilder:
         return self
 
     def approval_handler(self, handler: ApprovalHandler | ApprovalFunction) -> Self:
-        """Gate every tool call: an :class:`ApprovalHandler` or an async function of the
-        call returning True (run), False or a reason string (deny: the model is told)."""
+        """Gate every tool call: an :class:`ApprovalHandler` or a function of the call (sync
+        or async) returning True (run), False or a reason string (deny: the model is told).
+        A handler that raises denies the call, and the error result names the exception."""
         self._approval = handler
         return self
 
     with_approval_handler = approval_handler
 
     def lifecycle_hook(self, hook: LifecycleHook) -> Self:
-        """Observe tool calls starting and ending (denied calls are skipped)."""
+        """Observe tool calls starting and ending (denied calls are skipped). The methods may
+        be sync or async; one that raises is logged (``tool.hook.failed``) and ignored."""
         self._lifecycle = hook
         return self
 
@@ -188,7 +190,9 @@ class AgentBuilder:
         if approval is not None and not (
             callable(approval) or isinstance(approval, ApprovalHandler)
         ):
-            raise BuildError("the approval handler needs an async approve(call) method")
+            raise BuildError(
+                "the approval handler must be callable or have an approve(call) method"
+            )
         if self._lifecycle is not None and not isinstance(self._lifecycle, LifecycleHook):
             raise BuildError("the lifecycle hook needs on_tool_start and on_tool_end methods")
         seen: set[str] = set()

@@ -4,12 +4,21 @@ It owns the agent's :class:`~kova.tools.ToolRegistry` (nothing else looks tools 
 time) and applies, for every call in this order: lookup, argument parsing and schema
 validation, the approval handler, the lifecycle hook, and the tool itself. Every failure of
 a *call* (unknown tool, arguments that are not JSON or fail the schema, a denial, a tool that
-raises) becomes an in-band error :class:`~kova.ToolResult` the model can recover from; only a
-cancellation stops the step.
+raises or returns something malformed) becomes an in-band error :class:`~kova.ToolResult` the
+model can recover from; only a cancellation stops the step.
+
+User code never crashes the pool: an approval handler that raises denies that call (the
+result says so), a lifecycle hook that raises is logged and changes nothing. Handlers and
+hooks may be sync or async; a sync one runs inline in the pool's task, so it must be quick.
+
+Streamed turns see every call bracketed: :class:`~kova.agent.ToolCallStarted` first, when the
+pool takes the call (before any check), then :class:`~kova.agent.ToolCallFinished` with its
+result, whatever the outcome, so a UI can pair them by call id.
 """
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias, runtime_checkable
@@ -18,10 +27,12 @@ import attrs
 import structlog
 import trio
 
-from .._errors import ToolError
+from .._errors import ActorError, ToolError
 from .._models import ToolResult, ToolUse
 from ..actors import Actor
 from ..telemetry import ToolOutcome
+from ..tools import FunctionTool
+from ._input import block_problem
 
 if TYPE_CHECKING:
     from ..telemetry import MetricsCollector
@@ -42,24 +53,34 @@ ApprovalResult: TypeAlias = "bool | str"
 
 @runtime_checkable
 class ApprovalHandler(Protocol):
-    """Gates every tool call before it runs. Async, so it can wait for a person (e.g. on a
-    channel from a UI) while the rest of the application keeps running."""
+    """Gates every tool call before it runs.
 
-    async def approve(self, call: ToolUse) -> ApprovalResult: ...
+    ``approve`` may be async (it can then wait for a person, e.g. on a channel from a UI,
+    while the rest of the application keeps running) or a plain function. If it raises, the
+    call is denied with an error result that names the exception; the turn goes on.
+    """
+
+    def approve(self, call: ToolUse) -> ApprovalResult | Awaitable[ApprovalResult]: ...
 
 
 @runtime_checkable
 class LifecycleHook(Protocol):
-    """Observes tool calls that run (denied calls are not seen)."""
+    """Observes tool calls that run (denied calls are not seen).
 
-    async def on_tool_start(self, call: ToolUse) -> None: ...
+    Both methods may be async or plain functions. A hook that raises is logged
+    (``tool.hook.failed``) and changes nothing: the call and the turn go on as if it had
+    returned.
+    """
 
-    async def on_tool_end(
+    def on_tool_start(self, call: ToolUse) -> Awaitable[None] | None: ...
+
+    def on_tool_end(
         self, call: ToolUse, result: ToolResult, *, duration: float, outcome: ToolOutcome
-    ) -> None: ...
+    ) -> Awaitable[None] | None: ...
 
 
-ApprovalFunction = Callable[[ToolUse], Awaitable[ApprovalResult]]
+ApprovalFunction = Callable[[ToolUse], "ApprovalResult | Awaitable[ApprovalResult]"]
+"""An approval handler as a plain callable, sync or async."""
 
 
 @attrs.frozen(kw_only=True)
@@ -69,6 +90,11 @@ class RunToolCalls:
     calls: tuple[ToolUse, ...]
     on_event: Callable[[object], Awaitable[None]] | None = None
     """Receives ToolCallStarted / ToolCallFinished events (for streamed turns)."""
+
+
+# Served as a stream (``ref.stream(RunToolCalls(...))``), the same message yields each
+# ToolCallStarted / ToolCallFinished as it happens and, last, the tuple of results: the
+# consumer's own task drives it, so a streamed agent turn needs no task of its own.
 
 
 @attrs.frozen(kw_only=True)
@@ -99,7 +125,15 @@ class ToolPoolActor(Actor):
             case GetDefinitions():
                 return self.registry.definitions()
             case _:
-                raise TypeError(f"ToolPoolActor cannot handle {message!r}")
+                raise ActorError(f"ToolPoolActor cannot handle {type(message).__name__}")
+
+    async def handle_stream(self, message: Any, send: trio.MemorySendChannel[Any]) -> None:
+        match message:
+            case RunToolCalls(calls=calls):
+                results = await self._run_all(calls, send.send)
+                await send.send(results)
+            case _:
+                raise ActorError(f"ToolPoolActor cannot stream {type(message).__name__}")
 
     async def _run_all(
         self,
@@ -121,48 +155,75 @@ class ToolPoolActor(Actor):
     ) -> ToolResult:
         from ._events import ToolCallFinished, ToolCallStarted
 
+        if on_event is not None:
+            await on_event(ToolCallStarted(call=call))
+        result = await self._checked_call(call)
+        if on_event is not None:
+            await on_event(ToolCallFinished(call=call, result=result))
+        return result
+
+    async def _checked_call(self, call: ToolUse) -> ToolResult:
         tool = self.registry.get(call.name)
         problem = self._check(call, tool)
         if problem is not None:
-            result = ToolResult.error(problem, tool_use_id=call.id)
             self._record(None, ToolOutcome.ERROR)
-            if on_event is not None:
-                await on_event(ToolCallFinished(call=call, result=result))
-            return result
+            return ToolResult.error(problem, tool_use_id=call.id)
         assert tool is not None
         denial = await self._approve(call)
         if denial is not None:
-            result = ToolResult.error(denial, tool_use_id=call.id)
             self._record(None, ToolOutcome.DENIED)
             log.info("tool.call.denied", tool=call.name, tool_use_id=call.id)
-            if on_event is not None:
-                await on_event(ToolCallFinished(call=call, result=result))
-            return result
-        if on_event is not None:
-            await on_event(ToolCallStarted(call=call))
+            return ToolResult.error(denial, tool_use_id=call.id)
         async with self._limiter:
             if self.lifecycle is not None:
-                await self.lifecycle.on_tool_start(call)
+                await self._hook("on_tool_start", self.lifecycle.on_tool_start, call)
             started = trio.current_time()
             wall = time.perf_counter()
-            try:
-                result = await tool.execute(call.input)
-            except Exception as exc:  # a tool's failure goes to the model in-band, by design
-                log.warning("tool.call.failed", tool=call.name, error=repr(exc))
-                result = ToolResult.error(f"tool {call.name!r} failed: {exc}")
-            if not isinstance(result, ToolResult):  # a Tool written without type checking
-                result = ToolResult.error(  # type: ignore[unreachable]
-                    f"tool {call.name!r} returned {type(result).__name__}, not a ToolResult"
-                )
+            result = await self._execute(tool, call)
             duration = trio.current_time() - started
             result = attrs.evolve(result, tool_use_id=call.id)
             outcome = ToolOutcome.ERROR if result.is_error else ToolOutcome.SUCCESS
             self._record((time.perf_counter() - wall) * 1000.0, outcome)
             if self.lifecycle is not None:
-                await self.lifecycle.on_tool_end(call, result, duration=duration, outcome=outcome)
-        if on_event is not None:
-            await on_event(ToolCallFinished(call=call, result=result))
+                await self._hook(
+                    "on_tool_end",
+                    self.lifecycle.on_tool_end,
+                    call,
+                    result,
+                    duration=duration,
+                    outcome=outcome,
+                )
         return result
+
+    async def _execute(self, tool: Tool, call: ToolUse) -> ToolResult:
+        try:
+            if isinstance(tool, FunctionTool):
+                # The registry has just validated the arguments against this very schema.
+                result = await tool.execute_validated(call.input)
+            else:
+                result = await tool.execute(call.input)
+        except Exception as exc:  # a tool's failure goes to the model in-band, by design
+            log.warning("tool.call.failed", tool=call.name, error=repr(exc))
+            return ToolResult.error(f"tool {call.name!r} failed: {exc}")
+        if not isinstance(result, ToolResult):  # a Tool written without type checking
+            return ToolResult.error(  # type: ignore[unreachable]
+                f"tool {call.name!r} returned {type(result).__name__}, not a ToolResult"
+            )
+        problem = block_problem(result)
+        if problem is not None:  # it would reach the provider in the next request
+            return ToolResult.error(f"tool {call.name!r} returned a malformed result: {problem}")
+        return result
+
+    async def _hook(
+        self, hook: str, function: Callable[..., object], *args: Any, **kw: Any
+    ) -> None:
+        """Run a lifecycle hook (sync or async); its failure is logged, never raised."""
+        try:
+            value = function(*args, **kw)
+            if inspect.isawaitable(value):
+                await value
+        except Exception as exc:  # user code must not crash the pool or change the turn
+            log.warning("tool.hook.failed", hook=hook, error=repr(exc))
 
     def _check(self, call: ToolUse, tool: Tool | None) -> str | None:
         """Why ``call`` cannot run, or None."""
@@ -184,10 +245,16 @@ class ToolPoolActor(Actor):
         """None when approved, else the denial message for the model."""
         if self.approval is None:
             return None
-        if isinstance(self.approval, ApprovalHandler):
-            decision = await self.approval.approve(call)
-        else:
-            decision = await self.approval(call)
+        try:
+            if isinstance(self.approval, ApprovalHandler):
+                decision: object = self.approval.approve(call)
+            else:
+                decision = self.approval(call)
+            if inspect.isawaitable(decision):
+                decision = await decision
+        except Exception as exc:  # user code: deny in-band instead of crashing the pool
+            log.warning("tool.approval.failed", tool=call.name, error=repr(exc))
+            return f"tool call denied: the approval handler raised {type(exc).__name__}: {exc}"
         if decision is True:
             return None
         if isinstance(decision, str) and decision:

@@ -124,6 +124,16 @@ class FunctionTool(Generic[P, R]):
         problems = self._validator.problems(arguments)
         if problems:
             return ToolResult.error(str(InvalidToolArguments(problems, tool_name=self._name)))
+        return await self.execute_validated(arguments)
+
+    async def execute_validated(self, arguments: JSONObject) -> ToolResult:
+        """:meth:`execute` for arguments already validated against :attr:`parameters`.
+
+        The agent's tool pool validates every call before approval (through the
+        :class:`~kova.tools.ToolRegistry`, which compiles the schema once); this skips the
+        second, identical check. Arguments that do not match the schema may fail in the
+        function itself.
+        """
         args, kwargs = self._bind(arguments)
         if self._is_async:
             result: Any = await self._function(*args, **kwargs)  # type: ignore[misc]

@@ -1,0 +1,400 @@
+"""No caller can crash the runtime: the public boundary, handlers, hooks and tools.
+
+The fuzz runs against a real OpenAI-format provider on the loopback fake server (its codec
+would raise ``AttributeError`` on a malformed history inside the provider actor), with every
+agent on one shared runtime and one shared provider actor, while a healthy agent beside them
+has to complete every one of its turns.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import pytest
+import structlog
+import trio
+
+from kova import InferenceConfig, Message, ResponseFormat, Text, ToolResult, ToolUse
+from kova.actors import open_runtime
+from kova.agent import (
+    Agent,
+    AgentBuilder,
+    ProviderRef,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnCompleted,
+    spawn_provider,
+)
+from kova.providers.openai import OpenAiCompatibleProvider, OpenAiConfig
+from kova.testing import Script, ScriptRequest, open_openai_server, reply_text, reply_tool_calls
+from kova.tools import tool
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+@tool
+async def echo(word: str) -> str:
+    """Echo a word.
+
+    Args:
+        word: the word.
+    """
+    return word
+
+
+@tool
+async def broken() -> str:
+    """Always raises."""
+    raise RuntimeError("tool bug")
+
+
+class _Junk:
+    """A Tool whose result is not a well-typed ToolResult."""
+
+    name = "junk"
+    description = "returns a malformed result"
+    parameters: dict[str, object] = {"type": "object", "properties": {}}  # noqa: RUF012
+
+    async def execute(self, arguments: object) -> ToolResult:
+        return ToolResult(content=12345)  # type: ignore[arg-type]
+
+
+def _model(request: ScriptRequest) -> object:
+    """Asks for the tools the user names (``call echo broken junk missing``), then answers."""
+    last = request.messages[-1]
+    if last.role == "tool":
+        return reply_text("done")
+    words = last.text.split()
+    if words[:1] == ["call"]:
+        calls = [(name, {"word": "hi"} if name == "echo" else {}) for name in words[1:]]
+        return reply_tool_calls(*calls)
+    return reply_text(f"ok {len(request.messages)}")
+
+
+def _approval_raises(call: ToolUse) -> bool:
+    raise ValueError("approval bug")
+
+
+async def _approval_raises_async(call: ToolUse) -> bool:
+    await trio.lowlevel.checkpoint()
+    raise ValueError("async approval bug")
+
+
+def _approval_sync_yes(call: ToolUse) -> bool:
+    return True
+
+
+def _approval_junk(call: ToolUse) -> object:
+    return None
+
+
+class _RaisingHook:
+    def on_tool_start(self, call: ToolUse) -> None:
+        raise RuntimeError("start hook bug")
+
+    async def on_tool_end(self, call: ToolUse, result: ToolResult, **_: object) -> None:
+        await trio.lowlevel.checkpoint()
+        raise RuntimeError("end hook bug")
+
+
+class _AsyncRaisingHook:
+    async def on_tool_start(self, call: ToolUse) -> None:
+        raise RuntimeError("async start hook bug")
+
+    def on_tool_end(self, call: ToolUse, result: ToolResult, **_: object) -> None:
+        raise RuntimeError("sync end hook bug")
+
+
+# Each case: what goes in, and the text the TypeError must contain.
+BAD_HISTORIES: list[tuple[object, str]] = [
+    (None, "got NoneType"),
+    (42, "got int"),
+    (b"hello", "got bytes"),
+    ({"role": "user", "content": "hi"}, "got dict"),
+    ([{"role": "user", "content": "hi"}], "history[0] must be a kova.Message, got dict"),
+    ([None], "history[0] must be a kova.Message, got NoneType"),
+    ([Message.user("a"), "b"], "history[1] must be a kova.Message, got str"),
+    ([Message.user("a"), Message(role="user", content=["x"])], "history[1].content[0]"),  # type: ignore[list-item]
+    ([Message(role="user", content=(Text(text=5),))], "Text.text must be a str, got int"),  # type: ignore[arg-type]
+    (
+        [Message(role="tool", content=(ToolResult(content=7, tool_use_id="c"),))],  # type: ignore[arg-type]
+        "history[0].content[0]: ToolResult.content",
+    ),
+    (
+        [Message(role="assistant", content=(ToolUse(id="c", name="n", input=[1]),))],  # type: ignore[arg-type]
+        "ToolUse.input must be a mapping, got list",
+    ),
+]
+
+
+async def _each_entry_point(agent: Agent, history: object, **options: Any) -> list[str]:
+    """Try the four entry points; return the TypeError messages (each must raise one)."""
+    messages: list[str] = []
+    entries: list[Callable[[], Any]] = [
+        lambda: agent.run(history, **options),  # type: ignore[arg-type]
+        lambda: agent.run_with_config(
+            history,  # type: ignore[arg-type]
+            options.get("config", InferenceConfig()),
+            cancel=options.get("cancel"),
+        ),
+        lambda: agent.run_structured(history, ResponseFormat(name="x", schema={}), **options),  # type: ignore[arg-type]
+    ]
+    for entry in entries:
+        with pytest.raises(TypeError) as info:
+            await entry()
+        messages.append(str(info.value))
+    with pytest.raises(TypeError) as info:
+        async with agent.stream(history, **options) as events:  # type: ignore[arg-type]
+            async for _ in events:
+                pass
+    messages.append(str(info.value))
+    return messages
+
+
+async def test_malformed_history_raises_type_error_naming_the_item() -> None:
+    async with (
+        open_openai_server(Script(_model)) as server,
+        AgentBuilder().provider(_provider(server.base_url)).build() as agent,
+    ):
+        for history, expected in BAD_HISTORIES:
+            for message in await _each_entry_point(agent, history):
+                assert expected in message, (history, message)
+        for options, expected in [
+            ({"config": {"temperature": 0}}, "must be a kova.InferenceConfig, got dict"),
+            ({"cancel": "now"}, "cancel must be a kova.CancelToken, got str"),
+        ]:
+            for message in await _each_entry_point(agent, "hi", **options):
+                assert expected in message
+        # and the agent is fine afterwards
+        assert (await agent.run("hi")).text == "ok 1"
+
+
+async def test_str_and_single_message_are_one_user_message() -> None:
+    async with (
+        open_openai_server(Script(_model)) as server,
+        AgentBuilder().provider(_provider(server.base_url)).build() as agent,
+    ):
+        from_str = await agent.run("hello")
+        from_message = await agent.run(Message.user("hello"))
+        async with agent.stream("hello") as events:
+            streamed = [event async for event in events]
+    assert from_str.text == from_message.text == "ok 1"
+    assert isinstance(streamed[-1], TurnCompleted)
+    assert server.script.requests[0].messages == (Message.user("hello"),)
+
+
+def _provider(base_url: str) -> OpenAiCompatibleProvider:
+    return OpenAiCompatibleProvider(OpenAiConfig(model="gpt-fake", base_url=base_url, api_key="k"))
+
+
+@attrs.frozen
+class _Rig:
+    """One fuzzed agent's configuration."""
+
+    approval: object = None
+    lifecycle: object = None
+
+
+RIGS = [
+    _Rig(),
+    _Rig(approval=_approval_raises),
+    _Rig(approval=_approval_raises_async),
+    _Rig(approval=_approval_sync_yes),
+    _Rig(approval=_approval_junk),
+    _Rig(lifecycle=_RaisingHook()),
+    _Rig(lifecycle=_AsyncRaisingHook()),
+    _Rig(approval=_approval_raises, lifecycle=_RaisingHook()),
+]
+
+
+def _build(provider: ProviderRef, runtime: Any, rig: _Rig) -> Agent:
+    builder = AgentBuilder().provider(provider).runtime(runtime).tool(echo).tool(broken)
+    builder = builder.tool(_Junk())  # type: ignore[arg-type]
+    if rig.approval is not None:
+        builder = builder.approval_handler(rig.approval)  # type: ignore[arg-type]
+    if rig.lifecycle is not None:
+        builder = builder.lifecycle_hook(rig.lifecycle)  # type: ignore[arg-type]
+    return builder.build()
+
+
+async def test_fuzz_nothing_a_caller_does_crashes_a_shared_runtime() -> None:
+    rng = random.Random(11)
+    healthy_turns = 60
+    completed = 0
+    with structlog.testing.capture_logs() as logs:
+        async with open_openai_server(Script(_model)) as server, open_runtime() as runtime:
+            shared = await spawn_provider(runtime, _provider(server.base_url))
+            healthy = AgentBuilder().provider(shared).runtime(runtime).tool(echo).build()
+            fuzzed = [_build(shared, runtime, rig) for rig in RIGS]
+            async with healthy:
+                for agent in fuzzed:
+                    await agent.__aenter__()
+                children = runtime.supervisor.children
+
+                async def healthy_loop() -> None:
+                    nonlocal completed
+                    for turn in range(healthy_turns):
+                        prompt = "call echo" if turn % 3 == 0 else f"turn {turn}"
+                        response = await healthy.run([Message.user(prompt)])
+                        assert response.text in {"done", "ok 1"}
+                        completed += 1
+
+                async def fuzz_loop() -> None:
+                    for _ in range(150):
+                        agent = rng.choice(fuzzed)
+                        kind = rng.random()
+                        if kind < 0.5:
+                            history, _expected = rng.choice(BAD_HISTORIES)
+                            with pytest.raises(TypeError):
+                                if rng.random() < 0.5:
+                                    await agent.run(history)  # type: ignore[arg-type]
+                                else:
+                                    async with agent.stream(history) as events:  # type: ignore[arg-type]
+                                        async for _ in events:
+                                            pass
+                        else:
+                            names = rng.sample(["echo", "broken", "junk", "missing"], 3)
+                            prompt = "call " + " ".join(names)
+                            if rng.random() < 0.5:
+                                response = await agent.run(prompt)
+                            else:
+                                async with agent.stream(prompt) as events:
+                                    streamed = [event async for event in events]
+                                _assert_paired(streamed)
+                                last = streamed[-1]
+                                assert isinstance(last, TurnCompleted)
+                                response = last.response
+                            assert response.text == "done"
+                            results = [
+                                block
+                                for block in response.new_messages[1].content
+                                if isinstance(block, ToolResult)
+                            ]
+                            assert len(results) == 3
+                            for result in results:
+                                assert result.tool_use_id
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(healthy_loop)
+                    nursery.start_soon(fuzz_loop)
+                assert runtime.supervisor.children == children
+                for agent in fuzzed:
+                    await agent.__aexit__(None, None, None)
+    assert completed == healthy_turns
+    crashes = [entry for entry in logs if entry["event"] in {"actor.crashed", "supervisor.gave_up"}]
+    assert crashes == []
+    assert any(entry["event"] == "tool.hook.failed" for entry in logs)
+    assert any(entry["event"] == "tool.approval.failed" for entry in logs)
+
+
+def _assert_paired(events: list[object]) -> None:
+    started = [event.call.id for event in events if isinstance(event, ToolCallStarted)]
+    finished = [event.call.id for event in events if isinstance(event, ToolCallFinished)]
+    assert sorted(started) == sorted(finished)
+    for event in events:
+        if isinstance(event, ToolCallFinished):
+            before = events[: events.index(event)]
+            assert any(
+                isinstance(e, ToolCallStarted) and e.call.id == event.call.id for e in before
+            )
+
+
+@pytest.mark.parametrize(
+    ("approval", "expected"),
+    [
+        (_approval_raises, "the approval handler raised ValueError: approval bug"),
+        (_approval_raises_async, "the approval handler raised ValueError: async approval bug"),
+        (_approval_junk, "denied by the approval handler"),
+    ],
+)
+async def test_raising_approval_handler_denies_in_band(approval: object, expected: str) -> None:
+    async with (
+        open_openai_server(Script(_model)) as server,
+        AgentBuilder()
+        .provider(_provider(server.base_url))
+        .tool(echo)
+        .approval_handler(approval)  # type: ignore[arg-type]
+        .build() as agent,
+    ):
+        response = await agent.run("call echo")
+    (result,) = [b for b in response.new_messages[1].content if isinstance(b, ToolResult)]
+    assert result.is_error
+    assert expected in result.text
+
+
+async def test_sync_approval_handler_approves() -> None:
+    async with (
+        open_openai_server(Script(_model)) as server,
+        AgentBuilder()
+        .provider(_provider(server.base_url))
+        .tool(echo)
+        .approval_handler(_approval_sync_yes)
+        .build() as agent,
+    ):
+        response = await agent.run("call echo")
+    (result,) = [b for b in response.new_messages[1].content if isinstance(b, ToolResult)]
+    assert (result.is_error, result.text) == (False, "hi")
+
+
+@pytest.mark.parametrize("hook", [_RaisingHook(), _AsyncRaisingHook()])
+async def test_raising_lifecycle_hook_is_logged_and_changes_nothing(hook: object) -> None:
+    with structlog.testing.capture_logs() as logs:
+        async with (
+            open_openai_server(Script(_model)) as server,
+            AgentBuilder()
+            .provider(_provider(server.base_url))
+            .tool(echo)
+            .lifecycle_hook(hook)  # type: ignore[arg-type]
+            .build() as agent,
+        ):
+            response = await agent.run("call echo")
+    (result,) = [b for b in response.new_messages[1].content if isinstance(b, ToolResult)]
+    assert (result.is_error, result.text, response.text) == (False, "hi", "done")
+    hooks = [entry["hook"] for entry in logs if entry["event"] == "tool.hook.failed"]
+    assert hooks == ["on_tool_start", "on_tool_end"]
+
+
+async def test_sync_lifecycle_hook_is_called() -> None:
+    seen: list[str] = []
+
+    class SyncHook:
+        def on_tool_start(self, call: ToolUse) -> None:
+            seen.append(f"start {call.name}")
+
+        def on_tool_end(self, call: ToolUse, result: ToolResult, **_: object) -> None:
+            seen.append(f"end {result.text}")
+
+    async with (
+        open_openai_server(Script(_model)) as server,
+        AgentBuilder()
+        .provider(_provider(server.base_url))
+        .tool(echo)
+        .lifecycle_hook(SyncHook())
+        .build() as agent,
+    ):
+        await agent.run("call echo")
+    assert seen == ["start echo", "end hi"]
+
+
+async def test_every_finished_event_follows_its_started_event() -> None:
+    async with (
+        open_openai_server(Script(_model)) as server,
+        AgentBuilder()
+        .provider(_provider(server.base_url))
+        .tool(echo)
+        .tool(broken)
+        .approval_handler(lambda call: call.name != "broken")
+        .build() as agent,
+        agent.stream("call echo broken missing") as events,
+    ):
+        streamed = [event async for event in events]
+    _assert_paired(streamed)
+    finished = {e.call.name: e.result for e in streamed if isinstance(e, ToolCallFinished)}
+    assert set(finished) == {"echo", "broken", "missing"}
+    assert finished["broken"].is_error
+    assert "denied" in finished["broken"].text
+    assert finished["missing"].is_error
+    assert "unknown tool" in finished["missing"].text
