@@ -26,15 +26,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 import outcome
-import structlog
 import trio
 
 from .._errors import ActorError, ActorFailed, KovaError, MailboxClosed
+from .._log import get_logger
 from ._mailbox import Mailbox, Request, RequestKind
 
 __all__ = ["Actor", "ActorRef", "StreamReceiver"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -52,6 +52,8 @@ class _RunState:
     receiving: bool = False
     stopping: bool = False
     crash: Exception | None = None
+    crash_reported: bool = False
+    """The crash was handed to at least one caller (as ``ActorFailed``)."""
     in_flight: set[Request] = attrs.field(factory=set)
 
 
@@ -115,6 +117,13 @@ class Actor:
             return rest is None
         return False
 
+    @property
+    def crash_reported(self) -> bool:
+        """Whether this incarnation's crash already reached a caller as
+        :class:`~kova.ActorFailed` (so a supervisor need not print its traceback again)."""
+        state = self._kova_state
+        return state is not None and state.crash_reported
+
     # -- running --------------------------------------------------------------------------
 
     @property
@@ -176,6 +185,7 @@ class Actor:
                 if cause is not None:
                     failure = ActorFailed(state.name, f"{type(cause).__name__}: {cause}")
                     failure.__cause__ = cause
+                    state.crash_reported = True
                 else:
                     failure = MailboxClosed(state.name)
                 request.fail(failure)

@@ -30,10 +30,10 @@ from contextlib import asynccontextmanager
 from typing import Any, Literal, TypeAlias, get_args
 
 import attrs
-import structlog
 import trio
 
 from .._errors import ActorError, ActorFailed
+from .._log import get_logger
 from ._actor import Actor, ActorRef
 from ._mailbox import DEFAULT_MAILBOX_SIZE, Mailbox
 
@@ -46,7 +46,7 @@ __all__ = [
     "open_supervisor",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 Strategy: TypeAlias = Literal["one_for_one", "one_for_all", "rest_for_one"]
 """Which children restart when one fails."""
@@ -134,6 +134,8 @@ class _ChildExited:
     slot: _ChildSlot
     incarnation: int
     error: Exception | None
+    reported: bool = False
+    """The error already reached a caller, with its traceback."""
 
 
 @attrs.define(eq=False)
@@ -290,7 +292,17 @@ class Supervisor:
 
     async def _on_exit(self, event: _ChildExited) -> None:
         slot, error = event.slot, event.error
-        if error is not None:
+        if error is not None and event.reported:
+            # The caller got the crash (ActorFailed from it) and decides what to do; a second
+            # traceback on stderr would only be noise, so one line without it.
+            log.warning(
+                "actor.crashed",
+                actor=slot.name,
+                supervisor=self.name,
+                incarnation=event.incarnation,
+                error=repr(error),
+            )
+        elif error is not None:
             log.error(
                 "actor.crashed",
                 actor=slot.name,
@@ -399,6 +411,7 @@ class Supervisor:
         slot.scope = scope
         watch = _StartWatch(inner=task_status, slot=slot)
         error: Exception | None = None
+        actor: Actor | None = None
         try:
             actor = slot.spec.factory()
             with scope:
@@ -413,7 +426,12 @@ class Supervisor:
             exited.set()
         if watch.started:
             self._events_send.send_nowait(
-                _ChildExited(slot=slot, incarnation=incarnation, error=error)
+                _ChildExited(
+                    slot=slot,
+                    incarnation=incarnation,
+                    error=error,
+                    reported=actor is not None and actor.crash_reported,
+                )
             )
 
     async def _stop_for_restart(self, slot: _ChildSlot) -> None:

@@ -22,7 +22,6 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
 
 import attrs
-import structlog
 import trio
 
 from .._errors import (
@@ -33,6 +32,7 @@ from .._errors import (
     MaxIterationsError,
     StructuredOutputError,
 )
+from .._log import get_logger
 from .._models import (
     InferenceConfig,
     Message,
@@ -70,7 +70,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Agent", "AgentConfig"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 ModelT = TypeVar("ModelT", bound="BaseModel")
 T = TypeVar("T")

@@ -29,10 +29,10 @@ from contextlib import asynccontextmanager, nullcontext, suppress
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, cast
 
 import attrs
-import structlog
 import trio
 
 from .._errors import ActorError, MailboxClosed, RateLimited
+from .._log import get_logger
 from ..actors import Actor, ActorRef
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ __all__ = [
     "spawn_provider",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 @attrs.frozen(kw_only=True)

@@ -24,10 +24,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias, runtime_checkable
 
 import attrs
-import structlog
 import trio
 
 from .._errors import ActorError, ToolError
+from .._log import get_logger
 from .._models import ToolResult, ToolUse
 from ..actors import Actor
 from ..telemetry import ToolOutcome
@@ -45,7 +45,7 @@ __all__ = [
     "ToolPoolActor",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 ApprovalResult: TypeAlias = "bool | str"
 """``True`` approves; ``False`` denies; a string denies with that reason for the model."""

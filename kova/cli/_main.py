@@ -129,19 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(__version__)
         return 0
-    _quiet_logging()
     trio.run(_demo, print)
     return 0
-
-
-def _quiet_logging() -> None:
-    """The CLI is an application, so it may configure logging: warnings and errors only.
-    (The library itself configures nothing; see the README's note on logging.)"""
-    import logging
-
-    import structlog
-
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
 
 if __name__ == "__main__":

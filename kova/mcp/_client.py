@@ -5,7 +5,6 @@ from __future__ import annotations
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-import structlog
 import trio
 
 from .._errors import (
@@ -15,6 +14,7 @@ from .._errors import (
     KovaTimeoutError,
     MailboxClosed,
 )
+from .._log import get_logger
 from ..actors import Runtime, Supervisor, open_supervisor
 from ._connection import (
     CallTool,
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_REQUEST_TIMEOUT", "McpClient"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 DEFAULT_REQUEST_TIMEOUT = 60.0
 """Seconds one MCP request may take unless the call says otherwise."""

@@ -30,13 +30,13 @@ import anyio
 import attrs
 import httpx2
 import mcp_types as mt
-import structlog
 import trio
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from .._errors import KovaConnectionError, KovaError, McpError
+from .._log import get_logger
 from ..actors import Actor
 from . import _convert
 from ._auth import SessionExpired
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ConnectionSettings", "McpConnection"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _T = TypeVar("_T")
 

@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 import attrs
-import structlog
 import trio
 
+from .._log import get_logger
 from .._models import Image, Text, ToolResult
 from ._errors import InvalidToolArguments, ToolDefinitionError
 from ._schema import ParameterSpec, build_parameters, parse_docstring
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FunctionTool", "tool"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 P = ParamSpec("P")
 R = TypeVar("R")
