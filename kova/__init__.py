@@ -64,7 +64,9 @@ from ._models import ToolUseEnd as ToolUseEnd
 from ._models import ToolUseStart as ToolUseStart
 from ._models import Usage as Usage
 from ._models import UsageEvent as UsageEvent
+from ._models import messages_from_dicts as messages_from_dicts
 from ._models import messages_from_json as messages_from_json
+from ._models import messages_to_dicts as messages_to_dicts
 from ._models import messages_to_json as messages_to_json
 
 if _typing.TYPE_CHECKING:
@@ -173,7 +175,9 @@ __all__ = [
     "ToolUseStart",
     "Usage",
     "UsageEvent",
+    "messages_from_dicts",
     "messages_from_json",
+    "messages_to_dicts",
     "messages_to_json",
     "open_runtime",
     "tool",

@@ -54,7 +54,9 @@ __all__ = [
     "ToolUseStart",
     "Usage",
     "UsageEvent",
+    "messages_from_dicts",
     "messages_from_json",
+    "messages_to_dicts",
     "messages_to_json",
 ]
 
@@ -355,14 +357,79 @@ def block_from_dict(data: object) -> ContentBlock:
         raise _serialization_error(f"invalid {kind} block: {exc}") from exc
 
 
-def messages_to_json(messages: Iterable[Message]) -> list[dict[str, JSONValue]]:
-    """A whole history as a JSON-ready list."""
+def messages_to_dicts(messages: Iterable[Message]) -> list[dict[str, JSONValue]]:
+    """A whole history as a list of JSON-ready dicts (for embedding in your own documents).
+
+    Args:
+        messages: the history.
+
+    Returns:
+        One dict per message; :func:`messages_from_dicts` reads it back.
+    """
     return [message.to_dict() for message in messages]
 
 
-def messages_from_json(data: Iterable[Mapping[str, object]]) -> list[Message]:
-    """A history stored with :func:`messages_to_json`."""
-    return [Message.from_dict(item) for item in data]
+def messages_from_dicts(data: Iterable[Mapping[str, object]]) -> list[Message]:
+    """A history stored with :func:`messages_to_dicts`.
+
+    Args:
+        data: one mapping per message.
+
+    Raises:
+        SerializationError: an item is not a stored message.
+    """
+    messages = []
+    for item in data:
+        if not isinstance(item, Mapping):
+            raise _serialization_error(f"a stored message must be an object, not {item!r:.60}")
+        messages.append(Message.from_dict(item))
+    return messages
+
+
+def messages_to_json(messages: Iterable[Message], *, indent: int | None = None) -> str:
+    """A whole history as a JSON string: ``path.write_text(kova.messages_to_json(history))``.
+
+    Args:
+        messages: the history.
+        indent: pretty-print with this indent (compact by default).
+
+    Returns:
+        A JSON array; :func:`messages_from_json` reads it back.
+    """
+    import json
+
+    separators = (",", ":") if indent is None else None
+    return json.dumps(
+        messages_to_dicts(messages), ensure_ascii=False, indent=indent, separators=separators
+    )
+
+
+def messages_from_json(data: str | bytes) -> list[Message]:
+    """A history stored with :func:`messages_to_json`: ``messages_from_json(path.read_text())``.
+
+    Args:
+        data: the JSON text (``str``, or UTF-8 ``bytes``).
+
+    Raises:
+        TypeError: ``data`` is not text (use :func:`messages_from_dicts` for a parsed list).
+        SerializationError: the text is not JSON, or not a stored history.
+    """
+    import json
+
+    if not isinstance(data, str | bytes | bytearray):
+        raise TypeError(
+            f"messages_from_json takes the JSON text (str or bytes), not {type(data).__name__}; "
+            "use messages_from_dicts for an already parsed list"
+        )
+    try:
+        parsed = json.loads(data)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise _serialization_error(f"stored history is not JSON: {exc}") from exc
+    if not isinstance(parsed, list):
+        raise _serialization_error(
+            f"stored history must be a JSON array, not {type(parsed).__name__}"
+        )
+    return messages_from_dicts(parsed)
 
 
 # ---------------------------------------------------------------------------------------------

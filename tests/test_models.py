@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import given
@@ -24,6 +25,9 @@ from kova import (
     ToolUse,
     Usage,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 # --- strategies -------------------------------------------------------------------------------
 
@@ -73,8 +77,35 @@ messages = st.builds(
 
 @given(st.lists(messages, max_size=6))
 def test_history_round_trips_through_plain_json(history: list[Message]) -> None:
-    stored = json.dumps(kova.messages_to_json(history))
-    assert kova.messages_from_json(json.loads(stored)) == history
+    stored = kova.messages_to_json(history)
+    assert isinstance(stored, str)
+    assert kova.messages_from_json(stored) == history
+    assert kova.messages_from_json(stored.encode()) == history
+    assert kova.messages_from_dicts(json.loads(json.dumps(kova.messages_to_dicts(history)))) == (
+        history
+    )
+
+
+def test_history_saves_to_and_loads_from_a_file(tmp_path: Path) -> None:
+    history = [Message.user("hi"), Message.assistant("hello")]
+    path = tmp_path / "history.json"
+    path.write_text(kova.messages_to_json(history, indent=2))
+    assert kova.messages_from_json(path.read_text()) == history
+    assert kova.messages_from_json(path.read_bytes()) == history
+
+
+@pytest.mark.parametrize(
+    ("stored", "message"),
+    [("not json", "not JSON"), ('{"role": "user"}', "JSON array"), ("[1]", "must be an object")],
+)
+def test_history_from_bad_json_is_a_serialization_error(stored: str, message: str) -> None:
+    with pytest.raises(kova.SerializationError, match=message):
+        kova.messages_from_json(stored)
+
+
+def test_history_from_a_list_names_the_dicts_function() -> None:
+    with pytest.raises(TypeError, match="messages_from_dicts"):
+        kova.messages_from_json([{"role": "user", "content": []}])  # type: ignore[arg-type]
 
 
 def test_message_constructors() -> None:
