@@ -34,6 +34,7 @@ from ._errors import StructuredOutputError as StructuredOutputError
 from ._errors import ToolError as ToolError
 from ._errors import ToolExecutionError as ToolExecutionError
 from ._errors import ToolNotFoundError as ToolNotFoundError
+from ._errors import TurnCancelled as TurnCancelled
 from ._models import ContentBlock as ContentBlock
 from ._models import ErrorEvent as ErrorEvent
 from ._models import Image as Image
@@ -173,6 +174,7 @@ __all__ = [
     "ToolUseDelta",
     "ToolUseEnd",
     "ToolUseStart",
+    "TurnCancelled",
     "Usage",
     "UsageEvent",
     "messages_from_dicts",

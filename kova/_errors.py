@@ -22,7 +22,7 @@ The tree::
     │   ├── MaxIterationsError
     │   └── ContextBudgetExceededError
     ├── StructuredOutputError         the final answer did not parse / validate (has raw text)
-    ├── Cancelled                     a turn was cancelled through a CancelToken
+    ├── TurnCancelled                 a turn was cancelled through a CancelToken (alias: Cancelled)
     ├── SerializationError            stored data (history, JSON) could not be read
     ├── KovaIOError                   a local I/O failure (also a builtin OSError)
     └── ActorError
@@ -33,8 +33,14 @@ Retryability is data: :attr:`KovaError.is_retryable` is true for rate limits, ov
 connection errors and timeouts. Provider errors also expose one :class:`ProviderErrorClass`
 value (:attr:`ProviderError.error_class`) so callers can match on it.
 
+Every provider error is an instance of the subclass for its :class:`ProviderErrorClass`, however
+it was built (``ProviderError(..., error_class=RATE_LIMITED)`` is a :class:`RateLimited`), so
+``except RateLimited`` and ``error.error_class is ProviderErrorClass.RATE_LIMITED`` always agree.
+
 ``trio.Cancelled`` is never converted: a caller's cancel scope propagates untouched. Only an
-explicit :class:`~kova.CancelToken` raises kova's own :class:`Cancelled`.
+explicit :class:`~kova.CancelToken` raises kova's own :class:`TurnCancelled` (also importable
+as ``Cancelled``, its first name, which reads too much like ``trio.Cancelled`` in an
+``except`` clause).
 """
 
 from __future__ import annotations
@@ -70,6 +76,7 @@ __all__ = [
     "ToolError",
     "ToolExecutionError",
     "ToolNotFoundError",
+    "TurnCancelled",
     "parse_retry_after",
 ]
 
@@ -129,6 +136,15 @@ class ProviderError(KovaError):
     """
 
     default_class: ProviderErrorClass = ProviderErrorClass.OTHER
+
+    def __new__(cls, *args: object, **kwargs: object) -> ProviderError:
+        # ``ProviderError(..., error_class=X)`` builds X's subclass, so an error classified
+        # from a body (not a status) is still caught by ``except RateLimited``.
+        if cls is ProviderError:
+            error_class = kwargs.get("error_class")
+            if isinstance(error_class, ProviderErrorClass):
+                cls = _CLASS_TO_ERROR.get(error_class, ProviderError)
+        return super().__new__(cls, *args)
 
     def __init__(
         self,
@@ -203,26 +219,40 @@ class ProviderError(KovaError):
 
 
 class ProviderAuthError(ProviderError):
+    """401 or 403 (``AUTH_INVALID`` / ``AUTH_FORBIDDEN``), or no usable credentials."""
+
     default_class = ProviderErrorClass.AUTH_INVALID
 
 
 class RateLimited(ProviderError):
+    """429 (``RATE_LIMITED``): back off; ``retry_after`` says how long when the provider
+    said. Retried by the agent's retry policy."""
+
     default_class = ProviderErrorClass.RATE_LIMITED
 
 
 class ProviderOverloaded(ProviderError):
+    """408, 5xx, 529 (``OVERLOADED``): transient. Retried by the agent's retry policy."""
+
     default_class = ProviderErrorClass.OVERLOADED
 
 
 class InvalidRequest(ProviderError):
+    """400, 413, 422 (``INVALID_REQUEST``): the request is wrong, including a prompt over the
+    context window. Not retried."""
+
     default_class = ProviderErrorClass.INVALID_REQUEST
 
 
 class ModelNotFound(ProviderError):
+    """404 (``NOT_FOUND``): unknown model or endpoint."""
+
     default_class = ProviderErrorClass.NOT_FOUND
 
 
 class InvalidResponse(ProviderError):
+    """The provider sent something kova cannot read (class ``OTHER``)."""
+
     default_class = ProviderErrorClass.OTHER
 
 
@@ -328,12 +358,19 @@ class StructuredOutputError(KovaError):
         super().__init__(f"{message}; raw answer: {raw_text[:200]!r}")
 
 
-class Cancelled(KovaError):
-    """A turn was cancelled through a :class:`~kova.CancelToken`. It produced no messages."""
+class TurnCancelled(KovaError):
+    """A turn was cancelled through a :class:`~kova.CancelToken`. It produced no messages.
+
+    Not ``trio.Cancelled``: a caller's own cancel scope raises that, untouched.
+    """
 
     def __init__(self, reason: str | None = None) -> None:
         self.reason = reason
         super().__init__(f"cancelled: {reason}" if reason else "cancelled")
+
+
+Cancelled = TurnCancelled
+"""Alias of :class:`TurnCancelled` (its first name)."""
 
 
 class SerializationError(KovaError, ValueError):

@@ -81,3 +81,45 @@ def test_parse_retry_after(
 ) -> None:
     now = 1445412480.0  # Wed, 21 Oct 2015 07:28:00 GMT
     assert parse_retry_after(retry_after, retry_after_ms, now=now) == expected
+
+
+def test_every_error_class_is_importable_from_kova_errors() -> None:
+    import kova.errors
+
+    for name in kova.errors.__all__:
+        value = getattr(kova.errors, name)
+        if name != "ProviderErrorClass":
+            assert issubclass(value, kova.KovaError), name
+    from kova.errors import ProviderErrorClass as Exported
+    from kova.errors import RateLimited
+
+    assert RateLimited is kova.RateLimited
+    assert Exported is ProviderErrorClass
+
+
+@pytest.mark.parametrize("error_class", list(ProviderErrorClass))
+def test_provider_error_built_for_a_class_is_that_class_subclass(
+    error_class: ProviderErrorClass,
+) -> None:
+    # Providers classify some errors from the body, not the status: the subclass follows.
+    error = ProviderError("body says so", status_code=400, error_class=error_class)
+    assert error.error_class is error_class
+    expected = {
+        ProviderErrorClass.AUTH_INVALID: kova.ProviderAuthError,
+        ProviderErrorClass.AUTH_FORBIDDEN: kova.ProviderAuthError,
+        ProviderErrorClass.RATE_LIMITED: kova.RateLimited,
+        ProviderErrorClass.OVERLOADED: kova.ProviderOverloaded,
+        ProviderErrorClass.INVALID_REQUEST: kova.InvalidRequest,
+        ProviderErrorClass.NOT_FOUND: kova.ModelNotFound,
+        ProviderErrorClass.OTHER: ProviderError,
+    }[error_class]
+    assert type(error) is expected
+
+
+def test_turn_cancelled_keeps_its_old_name_as_an_alias() -> None:
+    import kova.errors
+
+    assert kova.Cancelled is kova.TurnCancelled is kova.errors.Cancelled
+    assert kova.TurnCancelled.__name__ == "TurnCancelled"
+    with pytest.raises(kova.Cancelled):
+        raise kova.TurnCancelled("stop")

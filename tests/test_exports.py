@@ -11,6 +11,7 @@ PACKAGES = [
     "kova",
     "kova.actors",
     "kova.agent",
+    "kova.errors",
     "kova.mcp",
     "kova.providers",
     "kova.providers.anthropic",

@@ -10,7 +10,7 @@ __all__ = ["CancelToken"]
 class CancelToken:
     """Cancels the turns it is passed to, from any task of the same trio run.
 
-    ``agent.run(history, cancel=token)`` raises :class:`kova.Cancelled` once
+    ``agent.run(history, cancel=token)`` raises :class:`kova.TurnCancelled` once
     ``token.cancel()`` is called; the turn produces no messages and everything it started
     (provider request, tool calls) has stopped before ``run`` returns. A cancelled token stays
     cancelled: later turns given it are cancelled at once. (To stop a turn from the *same*
