@@ -11,8 +11,10 @@ from ._script import ErrorReply as ErrorReply
 from ._script import Reply as Reply
 from ._script import Script as Script
 from ._script import ScriptExhaustedError as ScriptExhaustedError
+from ._script import ScriptLike as ScriptLike
 from ._script import ScriptRequest as ScriptRequest
 from ._script import StreamReply as StreamReply
+from ._script import as_script as as_script
 from ._script import reply_text as reply_text
 from ._script import reply_tool_calls as reply_tool_calls
 from ._script import response_to_events as response_to_events
@@ -28,9 +30,11 @@ __all__ = [
     "Reply",
     "Script",
     "ScriptExhaustedError",
+    "ScriptLike",
     "ScriptRequest",
     "ScriptedProvider",
     "StreamReply",
+    "as_script",
     "open_anthropic_server",
     "open_openai_server",
     "reply_text",

@@ -78,7 +78,7 @@ from ._http_server import (
     json_response,
     serve_http,
 )
-from ._script import ErrorReply, ScriptRequest, StreamReply, stream_events
+from ._script import ErrorReply, ScriptLike, ScriptRequest, StreamReply, as_script, stream_events
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -487,7 +487,7 @@ class FakeAnthropicServer:
             Bearer``); others get a 401 ``authentication_error``.
     """
 
-    script: Script
+    script: Script = attrs.field(converter=as_script)
     models: Sequence[ModelInfo] = DEFAULT_ANTHROPIC_MODELS
     count_tokens: Callable[[list[Message], list[ToolDefinition]], int] | None = None
     api_key: str | None = None
@@ -631,7 +631,7 @@ class FakeAnthropicServer:
 
 @asynccontextmanager
 async def open_anthropic_server(
-    script: Script,
+    script: ScriptLike,
     *,
     models: Sequence[ModelInfo] = DEFAULT_ANTHROPIC_MODELS,
     count_tokens: Callable[[list[Message], list[ToolDefinition]], int] | None = None,

@@ -69,8 +69,10 @@ from ._script import (
     ErrorReply,
     Script,
     ScriptExhaustedError,
+    ScriptLike,
     ScriptRequest,
     StreamReply,
+    as_script,
     stream_events,
 )
 
@@ -127,7 +129,7 @@ class FakeOpenAiServer:
             ``index``; this checks that they do).
     """
 
-    script: Script
+    script: Script = attrs.field(converter=as_script)
     model: str = "gpt-fake"
     models: Sequence[str] = ("gpt-fake", "text-embedding-fake")
     embedding_dimensions: int = 8
@@ -428,7 +430,7 @@ class _ChunkEncoder:
 
 @asynccontextmanager
 async def open_openai_server(
-    script: Script,
+    script: ScriptLike,
     *,
     host: str = "127.0.0.1",
     port: int = 0,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 import attrs
 
@@ -42,7 +42,9 @@ __all__ = [
     "Script",
     "ScriptExhaustedError",
     "ScriptRequest",
+    "ScriptLike",
     "StreamReply",
+    "as_script",
     "reply_text",
     "reply_tool_calls",
     "response_to_events",
@@ -102,6 +104,13 @@ class Script:
     """
 
     def __init__(self, replies: Iterable[Reply] | ScriptFunction) -> None:
+        """Args:
+            replies: the replies in order, or a function of a :class:`ScriptRequest` that
+                returns each reply (sync or async).
+
+        Raises:
+            TypeError: ``replies`` is neither, or one of the replies is not a reply.
+        """
         self._function: ScriptFunction | None
         self._replies: list[Reply]
         if callable(replies):
@@ -109,7 +118,7 @@ class Script:
             self._replies = []
         else:
             self._function = None
-            self._replies = list(replies)
+            self._replies = _replies_from(replies)
         self._cursor = 0
         self.requests: list[ScriptRequest] = []
 
@@ -134,6 +143,49 @@ class Script:
         reply = self._replies[self._cursor]
         self._cursor += 1
         return reply
+
+
+ScriptLike = Script | Iterable[Reply] | ScriptFunction
+"""What every scripted double takes: a :class:`Script`, a list of replies, or a function."""
+
+_REPLY_TYPES = (ModelResponse, ErrorReply, StreamReply)
+_WHAT = (
+    "a Script, a list of replies (ModelResponse, ErrorReply, StreamReply) "
+    "or a function of a ScriptRequest"
+)
+
+
+def _replies_from(replies: object) -> list[Reply]:
+    if isinstance(replies, _REPLY_TYPES):
+        raise TypeError(
+            f"expected {_WHAT}, got a single {type(replies).__name__}; wrap it in a list"
+        )
+    if isinstance(replies, str | bytes | Mapping) or not isinstance(replies, Iterable):
+        raise TypeError(f"expected {_WHAT}, got {type(replies).__name__}: {replies!r:.80}")
+    items = list(replies)
+    for number, item in enumerate(items):
+        if not isinstance(item, _REPLY_TYPES):
+            raise TypeError(
+                f"reply {number} of the script is a {type(item).__name__} ({item!r:.60}), "
+                "not a ModelResponse, ErrorReply or StreamReply"
+            )
+    return items
+
+
+def as_script(script: ScriptLike) -> Script:
+    """The :class:`Script` for whatever a scripted double was given: a ``Script`` itself, a
+    list of replies, or a function of a :class:`ScriptRequest`.
+
+    Every constructor that takes a script (``ScriptedProvider``, the fake servers and their
+    ``open_*`` functions) calls this, so a mistake fails where it is made, not at the first
+    request.
+
+    Raises:
+        TypeError: ``script`` is none of those; the message names what was passed.
+    """
+    if isinstance(script, Script):
+        return script
+    return Script(script)
 
 
 def reply_text(

@@ -31,16 +31,17 @@ from .._models import (
 from ..providers._base import heuristic_count_tokens
 from ._script import (
     ErrorReply,
-    Reply,
     Script,
     ScriptFunction,
+    ScriptLike,
     ScriptRequest,
     StreamReply,
+    as_script,
     stream_events,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable, Sequence
+    from collections.abc import AsyncIterator, Sequence
 
     from ..providers._base import EventBatches
 
@@ -76,7 +77,7 @@ class ScriptedProvider:
 
     def __init__(
         self,
-        script: Script | Iterable[Reply] | ScriptFunction,
+        script: ScriptLike,
         *,
         name: str = "scripted",
         model: str = "scripted",
@@ -86,7 +87,7 @@ class ScriptedProvider:
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-        self.script = script if isinstance(script, Script) else Script(script)
+        self.script = as_script(script)
         self._name = name
         self.model = model
         self.batch_size = batch_size
@@ -263,6 +264,11 @@ class FunctionProvider(ScriptedProvider):
         latency: float = 0.0,
         batch_delay: float = 0.0,
     ) -> None:
+        if not callable(function):
+            raise TypeError(
+                f"FunctionProvider takes a function of a ScriptRequest, not "
+                f"{type(function).__name__}; use ScriptedProvider for a list of replies"
+            )
         super().__init__(
             Script(function),
             name=name,
