@@ -348,14 +348,25 @@ class ContextBudgetExceededError(AgentLoopError):
 
 
 class StructuredOutputError(KovaError):
-    """The final answer did not parse as JSON or did not validate against the schema."""
+    """The final answer did not parse as JSON or did not validate against the schema, after
+    every output retry."""
 
-    def __init__(self, message: str, *, raw_text: str, response: object = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        raw_text: str,
+        response: object = None,
+        attempts: tuple[str, ...] | None = None,
+    ) -> None:
         self.raw_text = raw_text
-        """The model's raw answer."""
+        """The model's last raw answer."""
         self.response = response
         """The turn's :class:`~kova.agent.AgentResponse` (its messages can still be kept)."""
-        super().__init__(f"{message}; raw answer: {raw_text[:200]!r}")
+        self.attempts: tuple[str, ...] = attempts if attempts is not None else (raw_text,)
+        """Every raw answer, in order: the first try, then one per output retry."""
+        tries = f" after {len(self.attempts)} attempts" if len(self.attempts) > 1 else ""
+        super().__init__(f"{message}{tries}; raw answer: {raw_text[:200]!r}")
 
 
 class TurnCancelled(KovaError):

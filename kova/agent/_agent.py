@@ -16,7 +16,6 @@ over only in the returned response.
 
 from __future__ import annotations
 
-import json
 import time
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
@@ -30,7 +29,6 @@ from .._errors import (
     ContextBudgetExceededError,
     KovaError,
     MaxIterationsError,
-    StructuredOutputError,
 )
 from .._log import get_logger
 from .._models import (
@@ -58,7 +56,7 @@ from ._tool_pool import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Sequence
+    from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Coroutine, Sequence
     from types import TracebackType
 
     from pydantic import BaseModel
@@ -81,6 +79,11 @@ def _positive(_instance: object, attribute: attrs.Attribute[int], value: int) ->
         raise BuildError(f"{attribute.name} must be at least 1, got {value}")
 
 
+def _not_negative(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if value < 0:
+        raise BuildError(f"{attribute.name} must be at least 0, got {value}")
+
+
 @attrs.frozen(kw_only=True)
 class AgentConfig:
     """Everything an :class:`Agent` is configured with. :class:`AgentBuilder` fills one in;
@@ -101,6 +104,8 @@ class AgentConfig:
     runtime: Runtime | None = None
     """A runtime the application already runs; without one the agent opens its own."""
     provider_max_in_flight: int | None = None
+    output_retries: int = attrs.field(default=1, validator=_not_negative)
+    """How many times ``run_structured`` re-asks the model after an invalid answer."""
 
 
 class Agent:
@@ -250,6 +255,7 @@ class Agent:
         *,
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
+        output_retries: int | None = None,
     ) -> tuple[ModelT, AgentResponse]: ...
 
     @overload
@@ -260,6 +266,7 @@ class Agent:
         *,
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
+        output_retries: int | None = None,
     ) -> tuple[Any, AgentResponse]: ...
 
     async def run_structured(
@@ -269,52 +276,38 @@ class Agent:
         *,
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
+        output_retries: int | None = None,
     ) -> tuple[Any, AgentResponse]:
         """A turn whose final answer is constrained to a JSON schema, parsed.
+
+        An answer that does not parse or validate is sent back to the model with the problem,
+        up to ``output_retries`` times; every attempt's messages are in the response.
 
         Args:
             output: a :class:`~kova.ResponseFormat` (the result is the parsed JSON value), or
                 a pydantic model class (its schema is derived and the result validated into
                 an instance).
+            output_retries: re-asks after an invalid answer (default: the agent's
+                ``output_retries``, 1 unless the builder set it).
 
         Returns:
-            ``(value, response)``.
+            ``(value, response)``; ``response.output_retries`` counts the re-asks.
 
         Raises:
-            StructuredOutputError: the answer is not JSON or does not validate; it carries
-                the raw text and the turn's response.
+            StructuredOutputError: the last answer is still not JSON or does not validate; it
+                carries every raw answer (``attempts``) and the turn's response.
         """
+        from ._structured import check_output_retries, run_structured_turn
+
         messages = coerce_history(history)
         check_call_options(config, cancel)
-        if isinstance(output, ResponseFormat):
-            response_format = output
-            model = None
-        else:
-            from ._structured import response_format_for
+        check_output_retries(output_retries)
+        retries = self._config.output_retries if output_retries is None else output_retries
 
-            response_format = response_format_for(output)
-            model = output
-        overrides = InferenceConfig(response_format=response_format).merged(config)
-        response = await self.run(messages, config=overrides, cancel=cancel)
-        text = response.text
-        if model is None:
-            try:
-                return json.loads(text), response
-            except ValueError as exc:
-                raise StructuredOutputError(
-                    f"the answer is not valid JSON ({exc})", raw_text=text, response=response
-                ) from exc
-        from pydantic import ValidationError
+        def run(working: Sequence[Message], overrides: InferenceConfig) -> Awaitable[AgentResponse]:
+            return self.run(working, config=overrides, cancel=cancel)
 
-        try:
-            return model.model_validate_json(text), response
-        except ValidationError as exc:
-            raise StructuredOutputError(
-                f"the answer does not validate as {model.__name__}: "
-                f"{exc.error_count()} error(s): {exc.errors()[0]['msg'] if exc.errors() else ''}",
-                raw_text=text,
-                response=response,
-            ) from exc
+        return await run_structured_turn(run, messages, output, config, retries)
 
     @asynccontextmanager
     async def stream(

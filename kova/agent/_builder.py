@@ -59,6 +59,7 @@ class AgentBuilder:
         self._lifecycle: LifecycleHook | None = None
         self._runtime: Runtime | None = None
         self._max_in_flight: int | None = None
+        self._output_retries = 1
 
     def provider(self, provider: Provider, *, max_in_flight: int | None = None) -> Self:
         """The model provider (required): a provider, or a ``ProviderRef`` already running on
@@ -130,6 +131,12 @@ class AgentBuilder:
         self._max_concurrent_tools = limit
         return self
 
+    def output_retries(self, retries: int) -> Self:
+        """How many times ``run_structured`` re-asks the model, with the validation error,
+        after an answer that does not parse or validate (default 1; 0 gives up at once)."""
+        self._output_retries = retries
+        return self
+
     def retry_config(self, retry: RetryConfig) -> Self:
         """Retries of failed provider calls (default: 2 retries, exponential backoff)."""
         self._retry = retry
@@ -184,6 +191,10 @@ class AgentBuilder:
             )
         if self._context_budget is not None and self._context_budget < 1:
             raise BuildError(f"context_budget must be at least 1, got {self._context_budget}")
+        if isinstance(self._output_retries, bool) or not isinstance(self._output_retries, int):
+            raise BuildError(f"output_retries must be an int, got {self._output_retries!r}")
+        if self._output_retries < 0:
+            raise BuildError(f"output_retries must be at least 0, got {self._output_retries}")
         if self._max_in_flight is not None and self._max_in_flight < 1:
             raise BuildError(f"max_in_flight must be at least 1, got {self._max_in_flight}")
         approval = self._approval
@@ -220,5 +231,6 @@ class AgentBuilder:
                 lifecycle=self._lifecycle,
                 runtime=self._runtime,
                 provider_max_in_flight=self._max_in_flight,
+                output_retries=self._output_retries,
             )
         )

@@ -46,6 +46,8 @@ class AgentResponse:
     llm_calls: int
     thinking: str | None = None
     """Reasoning text of the turn's calls, for display."""
+    output_retries: int = 0
+    """How many times ``run_structured`` re-asked the model after an invalid answer."""
 
 
 @attrs.frozen(kw_only=True)

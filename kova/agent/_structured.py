@@ -1,16 +1,27 @@
-"""Deriving a :class:`~kova.ResponseFormat` from a pydantic model class."""
+"""Structured output: a :class:`~kova.ResponseFormat` from a pydantic model class, and the
+turn that parses the answer, re-asking the model with the validation error when it fails."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._models import JSONValue, ResponseFormat
+import attrs
+
+from .._errors import StructuredOutputError
+from .._models import InferenceConfig, JSONValue, Message, ResponseFormat
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-__all__ = ["response_format_for"]
+    from ._events import AgentResponse
+
+__all__ = ["check_output_retries", "response_format_for", "run_structured_turn"]
+
+_MAX_FEEDBACK_CHARS = 2000
+"""The validation problems sent back to the model are cut here (a huge schema can produce
+hundreds of errors; the first ones are what the model needs)."""
 
 
 def _closed(schema: JSONValue) -> tuple[JSONValue, bool]:
@@ -50,3 +61,132 @@ def response_format_for(model: type[BaseModel]) -> ResponseFormat:
         strict=strict_ok,
         description=(model.__doc__ or "").strip() or None,
     )
+
+
+def check_output_retries(value: object) -> None:
+    """Raises ``TypeError`` / ``ValueError`` unless ``value`` is ``None`` or an int >= 0."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"output_retries must be an int, got {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"output_retries must be at least 0, got {value}")
+
+
+class _InvalidAnswer(Exception):
+    """The answer did not parse or validate; ``problem`` says why, for the user and model."""
+
+    def __init__(self, problem: str, cause: Exception) -> None:
+        self.problem = problem
+        self.cause = cause
+        super().__init__(problem)
+
+
+def _parse(text: str, model: type[BaseModel] | None) -> Any:
+    if model is None:
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise _InvalidAnswer(f"the answer is not valid JSON ({exc})", exc) from exc
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as exc:
+        errors = exc.errors()
+        details = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc']) or '(root)'}: {error['msg']}"
+            for error in errors
+        )
+        raise _InvalidAnswer(
+            f"the answer does not validate as {model.__name__}: "
+            f"{exc.error_count()} error(s): {details}",
+            exc,
+        ) from exc
+
+
+def _feedback(problem: str) -> Message:
+    text = problem if len(problem) <= _MAX_FEEDBACK_CHARS else problem[:_MAX_FEEDBACK_CHARS] + "..."
+    return Message.user(
+        f"Your previous answer could not be used: {text}\n"
+        "Answer again with only the JSON value, matching the requested schema."
+    )
+
+
+def _combined(responses: list[AgentResponse], feedback: list[Message]) -> AgentResponse:
+    """One response for the whole structured turn: every attempt's messages (each re-ask in
+    between), usage and calls summed, the last attempt's text and stop reason."""
+    messages: list[Message] = []
+    for number, response in enumerate(responses):
+        if number:
+            messages.append(feedback[number - 1])
+        messages.extend(response.new_messages)
+    usage = responses[0].usage
+    for response in responses[1:]:
+        usage = usage + response.usage
+    thinking = [response.thinking for response in responses if response.thinking]
+    last = responses[-1]
+    return attrs.evolve(
+        last,
+        new_messages=tuple(messages),
+        usage=usage,
+        llm_calls=sum(response.llm_calls for response in responses),
+        thinking="\n\n".join(thinking) if thinking else None,
+        output_retries=len(responses) - 1,
+    )
+
+
+async def run_structured_turn(
+    run: Callable[[Sequence[Message], InferenceConfig], Awaitable[AgentResponse]],
+    messages: Sequence[Message],
+    output: ResponseFormat | type[BaseModel],
+    config: InferenceConfig | None,
+    retries: int,
+) -> tuple[Any, AgentResponse]:
+    """Run a turn constrained to ``output`` and parse its answer; while the answer does not
+    parse or validate and ``retries`` remain, re-ask with the problem as a user message.
+
+    Args:
+        run: runs one turn (``agent.run`` with the caller's cancel token bound).
+        messages: the caller's history.
+        output: a response format (parsed JSON) or a pydantic model class (validated).
+        config: the caller's per-call overrides.
+        retries: how many times to re-ask after an invalid answer.
+
+    Returns:
+        ``(value, response)``; ``response`` covers every attempt (``output_retries`` counts
+        the re-asks, ``new_messages`` holds all of them, so history stays consistent).
+
+    Raises:
+        StructuredOutputError: the last answer is still invalid; ``attempts`` holds every raw
+            answer, ``response`` the combined turn.
+    """
+    if isinstance(output, ResponseFormat):
+        response_format = output
+        model = None
+    else:
+        response_format = response_format_for(output)
+        model = output
+    overrides = InferenceConfig(response_format=response_format).merged(config)
+    responses: list[AgentResponse] = []
+    feedback: list[Message] = []
+    working = list(messages)
+    while True:
+        response = await run(working, overrides)
+        responses.append(response)
+        try:
+            value = _parse(response.text, model)
+        except _InvalidAnswer as invalid:
+            if len(responses) > retries:
+                combined = _combined(responses, feedback)
+                raise StructuredOutputError(
+                    invalid.problem,
+                    raw_text=response.text,
+                    response=combined,
+                    attempts=tuple(r.text for r in responses),
+                ) from invalid.cause
+            note = _feedback(invalid.problem)
+            feedback.append(note)
+            working = [*working, *response.new_messages, note]
+            continue
+        return value, _combined(responses, feedback)

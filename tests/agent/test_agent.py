@@ -459,7 +459,7 @@ async def test_structured_output_failure_carries_raw_text(answer: str) -> None:
     provider = ScriptedProvider([reply_text(answer)])
     async with AgentBuilder().provider(provider).build() as agent:
         with pytest.raises(kova.StructuredOutputError) as caught:
-            await agent.run_structured(HISTORY, Route)
+            await agent.run_structured(HISTORY, Route, output_retries=0)
     assert caught.value.raw_text == answer
 
 
@@ -467,7 +467,7 @@ async def test_structured_output_invalid_json_for_response_format() -> None:
     provider = ScriptedProvider([reply_text("{oops")])
     async with AgentBuilder().provider(provider).build() as agent:
         with pytest.raises(kova.StructuredOutputError, match="not valid JSON") as caught:
-            await agent.run_structured(HISTORY, ROUTE)
+            await agent.run_structured(HISTORY, ROUTE, output_retries=0)
     assert caught.value.raw_text == "{oops"
 
 
