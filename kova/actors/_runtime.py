@@ -80,7 +80,8 @@ async def open_runtime(
 
     Raises:
         ActorFailed: (inside an ``ExceptionGroup``) a child kept crashing beyond the restart
-            intensity; the block was cancelled.
+            intensity; the block was cancelled. Also when the block was already ending as
+            the supervisor gave up: a give-up is never lost.
     """
     async with open_supervisor(
         name=name,

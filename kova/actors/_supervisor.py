@@ -10,7 +10,9 @@ exits, the supervisor decides, in one task, one exit at a time:
   and restarts them all, ``rest_for_one`` restarts the child and those started after it;
 * intensity: if more than ``max_restarts`` restarts would happen within ``within`` seconds,
   the supervisor gives up: it stops every child and raises :class:`~kova.ActorFailed` (from
-  the last crash) to whoever opened it;
+  the last crash) to whoever opened it. A give-up is never lost: if the block that owns the
+  supervisor is ending meanwhile (its shutdown cancels the supervisor's own task), or a crash
+  reported before the shutdown began is still queued, the block raises it all the same;
 * backoff: the *k*-th restart inside the intensity window waits ``backoff.delay(k)`` first.
 
 Stopping (a child, or the whole supervisor, in reverse start order) asks nicely first: the
@@ -27,7 +29,7 @@ import math
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Literal, TypeAlias, get_args
+from typing import Any, Literal, NoReturn, TypeAlias, get_args
 
 import attrs
 import trio
@@ -136,6 +138,8 @@ class _ChildExited:
     error: Exception | None
     reported: bool = False
     """The error already reached a caller, with its traceback."""
+    before_close: bool = True
+    """Reported before the supervisor began closing (then a crash still counts)."""
 
 
 @attrs.define(eq=False)
@@ -187,6 +191,9 @@ class Supervisor:
         self._children: list[_ChildSlot] = []
         self._restart_times: deque[float] = deque()
         self._closing = False
+        self._failure: ActorFailed | None = None
+        """Set the moment the supervisor decides to give up."""
+        self._failure_raised = False
         self._loop_scope = trio.CancelScope()
         self._loop_done = trio.Event()
         # Unbounded on purpose: an exit event is sent once per child instance, and instances
@@ -279,6 +286,21 @@ class Supervisor:
         self._loop_scope.cancel(reason="supervisor stopping")
         await self._loop_done.wait()
         await self._stop_all()
+        self._settle_late_exits()
+
+    def _undelivered_failure(self) -> ActorFailed | None:
+        """The give-up that the supervisor's own task could not raise, if any.
+
+        A give-up is decided in the supervisor's task, which raises :class:`~kova.ActorFailed`
+        into the nursery of :func:`open_supervisor`. When the block is already ending, that
+        task is cancelled by :meth:`aclose` (possibly in the middle of giving up), and crashes
+        reported just before the shutdown may still be queued; :meth:`aclose` settles them,
+        and this returns the failure for :func:`open_supervisor` to raise, once.
+        """
+        if self._failure is None or self._failure_raised:
+            return None
+        self._failure_raised = True
+        return self._failure
 
     # -- the supervisor's own task --------------------------------------------------------
 
@@ -287,29 +309,61 @@ class Supervisor:
             with self._loop_scope:
                 async for event in self._events_receive:
                     await self._on_exit(event)
+        except ActorFailed as exc:
+            if exc is self._failure:
+                self._failure_raised = True
+            raise
         finally:
             self._loop_done.set()
 
-    async def _on_exit(self, event: _ChildExited) -> None:
-        slot, error = event.slot, event.error
-        if error is not None and event.reported:
+    def _settle_late_exits(self) -> None:
+        """Count the crashes that were reported before closing began but never processed
+        (the supervisor's task was cancelled first): one that exceeds the restart intensity is
+        a give-up, as it would have been a moment earlier. Nothing is restarted any more."""
+        while self._failure is None:
+            try:
+                event = self._events_receive.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                return
+            if event.error is None or not event.before_close:
+                continue
+            self._log_crash(event)
+            if event.slot.spec.restart == "temporary":
+                continue
+            if self._intensity_exceeded(trio.current_time()):
+                self._failure = self._give_up_failure(event.slot, event.error)
+                self._log_give_up(event.slot, event.error)
+
+    def _log_crash(self, event: _ChildExited) -> None:
+        if event.reported:
             # The caller got the crash (ActorFailed from it) and decides what to do; a second
             # traceback on stderr would only be noise, so one line without it.
             log.warning(
                 "actor.crashed",
-                actor=slot.name,
+                actor=event.slot.name,
                 supervisor=self.name,
                 incarnation=event.incarnation,
-                error=repr(error),
+                error=repr(event.error),
             )
-        elif error is not None:
+        else:
             log.error(
                 "actor.crashed",
-                actor=slot.name,
+                actor=event.slot.name,
                 supervisor=self.name,
                 incarnation=event.incarnation,
-                exc_info=error,
+                exc_info=event.error,
             )
+
+    def _intensity_exceeded(self, now: float) -> bool:
+        window = self._restart_times
+        while window and window[0] <= now - self.within:
+            window.popleft()
+        return len(window) >= self.max_restarts
+
+    async def _on_exit(self, event: _ChildExited) -> None:
+        slot, error = event.slot, event.error
+        if error is not None:
+            self._log_crash(event)
         if (
             self._closing
             or slot.stopping
@@ -329,9 +383,7 @@ class Supervisor:
         while True:
             now = trio.current_time()
             window = self._restart_times
-            while window and window[0] <= now - self.within:
-                window.popleft()
-            if len(window) >= self.max_restarts:
+            if self._intensity_exceeded(now):
                 await self._give_up(failed, error)
             window.append(now)
             delay = self.backoff.delay(len(window))
@@ -370,8 +422,24 @@ class Supervisor:
                 continue
             return
 
-    async def _give_up(self, slot: _ChildSlot, error: Exception | None) -> None:
+    async def _give_up(self, slot: _ChildSlot, error: Exception | None) -> NoReturn:
+        # Decided before anything awaits: if the block's shutdown cancels this task while
+        # the children stop, open_supervisor still raises the failure (_undelivered_failure).
         self._closing = True
+        failure = self._failure = self._give_up_failure(slot, error)
+        self._log_give_up(slot, error)
+        await self._stop_all()
+        raise failure
+
+    def _give_up_failure(self, slot: _ChildSlot, error: Exception | None) -> ActorFailed:
+        failure = ActorFailed(
+            self.name,
+            f"child {slot.name!r} exceeded {self.max_restarts} restarts in {self.within:g}s",
+        )
+        failure.__cause__ = error
+        return failure
+
+    def _log_give_up(self, slot: _ChildSlot, error: Exception | None) -> None:
         log.error(
             "supervisor.gave_up",
             supervisor=self.name,
@@ -380,12 +448,6 @@ class Supervisor:
             within=self.within,
             error=repr(error),
         )
-        await self._stop_all()
-        failure = ActorFailed(
-            self.name,
-            f"child {slot.name!r} exceeded {self.max_restarts} restarts in {self.within:g}s",
-        )
-        raise failure from error
 
     def _affected(self, slot: _ChildSlot) -> list[_ChildSlot]:
         if self.strategy == "one_for_one":
@@ -431,6 +493,7 @@ class Supervisor:
                     incarnation=incarnation,
                     error=error,
                     reported=actor is not None and actor.crash_reported,
+                    before_close=not self._closing,
                 )
             )
 
@@ -505,6 +568,10 @@ class Supervisor:
         )
 
 
+async def _raise(error: BaseException) -> NoReturn:
+    raise error
+
+
 def _check_supervisor_args(strategy: str, max_restarts: int, within: float) -> None:
     if strategy not in get_args(Strategy):
         raise ValueError(f"strategy must be one of {get_args(Strategy)}, got {strategy!r}")
@@ -536,7 +603,9 @@ async def open_supervisor(
 
     Raises:
         ActorFailed: (in an ``ExceptionGroup``, as trio nurseries do) the restart intensity
-            was exceeded; ``__cause__`` is the last crash. The block is cancelled first.
+            was exceeded; ``__cause__`` is the last crash. The block is cancelled first. Also
+            raised when the block was ending anyway (normally or with its own exception,
+            which then shares the group): a give-up is never lost.
     """
     _check_supervisor_args(strategy, max_restarts, within)
     # The block's own exception passes through unwrapped (like trio-websocket's
@@ -563,6 +632,11 @@ async def open_supervisor(
             finally:
                 with trio.CancelScope(shield=True):
                     await supervisor.aclose()
+                late = supervisor._undelivered_failure()
+                if late is not None:
+                    # Raised from a task of the nursery, so that it joins the block's own
+                    # exception (if any) in the group instead of replacing it.
+                    nursery.start_soon(_raise, late)
     except BaseExceptionGroup as group:
         if (
             body_error is None

@@ -432,3 +432,77 @@ async def test_stop_child_during_restart_backoff_prevents_the_restart(
         assert journal.times("x", "start") == [0.0]
         assert supervisor.children == ("y",)
         assert await other.call("who") == "y"
+
+
+class SlowToStop(Actor):
+    """Takes one virtual second to release its resources on an orderly stop."""
+
+    @contextlib.asynccontextmanager
+    async def _lifetime(self) -> AsyncIterator[None]:
+        yield
+        await trio.sleep(1.0)
+
+    def resources(self) -> contextlib.AbstractAsyncContextManager[None]:
+        return self._lifetime()
+
+
+async def test_give_up_in_progress_surfaces_when_the_block_ends(
+    autojump_clock: trio.testing.MockClock,
+):
+    """The block ends while the supervisor is stopping its children to give up (which takes
+    a second here): the block raises ActorFailed instead of exiting cleanly."""
+    journal = Journal()
+    with pytest.RaisesGroup(pytest.RaisesExc(ActorFailed, match="exceeded 0 restarts")) as info:
+        async with open_supervisor(
+            name="root", max_restarts=0, within=10.0, backoff=Backoff.none()
+        ) as supervisor:
+            await supervisor.spawn(SlowToStop, name="slow")
+            ref = await supervisor.spawn(worker("x", journal), name="x")
+            ref.cast("crash")
+            await trio.sleep(0.5)  # the give-up has started; "slow" is still stopping
+            assert trio.current_time() == 0.5
+    assert trio.current_time() == 1.0
+    assert isinstance(info.value.exceptions[0].__cause__, RuntimeError)
+
+
+async def test_crash_queued_before_the_block_ends_still_gives_up(
+    autojump_clock: trio.testing.MockClock,
+):
+    """A crash reported before the shutdown began, still queued because the supervisor was
+    busy (waiting out a restart backoff), counts: past the intensity, the block raises."""
+    journal = Journal()
+    with pytest.RaisesGroup(pytest.RaisesExc(ActorFailed, match="exceeded 1 restarts")) as info:
+        async with open_supervisor(
+            name="root", max_restarts=1, within=10.0, backoff=Backoff(initial=5.0)
+        ) as supervisor:
+            first = await supervisor.spawn(worker("a", journal), name="a")
+            second = await supervisor.spawn(worker("b", journal), name="b")
+            first.cast("crash")  # restart 1 of 1: the supervisor waits 5 s before it
+            await trio.testing.wait_all_tasks_blocked()
+            second.cast("crash")  # queued behind the backoff
+            await trio.testing.wait_all_tasks_blocked()
+            assert trio.current_time() == 0.0
+    assert str(info.value.exceptions[0].__cause__) == "b crashed"
+
+
+async def test_body_error_and_late_give_up_are_both_raised(
+    autojump_clock: trio.testing.MockClock,
+):
+    journal = Journal()
+    with pytest.RaisesGroup(
+        pytest.RaisesExc(ActorFailed), pytest.RaisesExc(KeyError, match="mine")
+    ):
+        async with open_supervisor(max_restarts=0, backoff=Backoff.none()) as supervisor:
+            await supervisor.spawn(SlowToStop, name="slow")
+            ref = await supervisor.spawn(worker("x", journal), name="x")
+            ref.cast("crash")
+            await trio.sleep(0.5)
+            raise KeyError("mine")
+
+
+async def test_clean_exit_without_crashes_raises_nothing(autojump_clock: trio.testing.MockClock):
+    journal = Journal()
+    async with open_supervisor(max_restarts=0) as supervisor:
+        await supervisor.spawn(SlowToStop, name="slow")
+        await supervisor.spawn(worker("x", journal), name="x")
+    assert trio.current_time() == 1.0
