@@ -26,6 +26,8 @@ import sys
 import time
 from typing import Any
 
+from kova import ChatRequest
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
@@ -140,7 +142,9 @@ async def _turn_stages(
 
         history = [Message(role="user", content=(Text(text=PROMPT),))]
         for _ in range(4):
-            response = await provider.chat_completion(history, tools, config)
+            response = await provider.chat_completion(
+                ChatRequest(messages=history, tools=tools, config=config)
+            )
             calls = [b for b in response.content if isinstance(b, ToolUse)]
             if not calls:
                 return

@@ -10,7 +10,6 @@ the same pieces as bytes.
 
 from __future__ import annotations
 
-import codecs
 import gc
 import json
 import time
@@ -74,41 +73,28 @@ def kova_codec(size: dict[str, Any]) -> dict[str, Any]:
     api, n = size["api"], size["chunks"]
     pieces = _pieces(api, n)
     expect = len(payloads.answer_text(n))
-    utf8 = codecs.getincrementaldecoder("utf-8")
+
+    from kova.providers import SseFramer
 
     if api == "openai":
-        from kova.providers.openai._stream import OpenAiStreamDecoder
-
-        def run() -> None:
-            decoder = OpenAiStreamDecoder()
-            text = utf8(errors="replace").decode
-            chars = 0
-            for chunk in pieces:
-                for event in decoder.feed(text(chunk)):
-                    if type(event) is TextDelta:
-                        chars += len(event.text)
-            for event in decoder.finish():
-                if type(event) is TextDelta:
-                    chars += len(event.text)
-            assert chars == expect, (chars, expect)
-
+        from kova.providers.openai._stream import OpenAiStreamDecoder as Decoder
     else:
-        from kova.providers._sse import SseDecoder
-        from kova.providers.anthropic._stream import AnthropicStreamDecoder
+        from kova.providers.anthropic._stream import AnthropicStreamDecoder as Decoder
 
-        def run() -> None:
-            sse = SseDecoder()
-            decoder = AnthropicStreamDecoder()
-            text = utf8(errors="replace").decode
-            chars = 0
-            for chunk in pieces:
-                for event in decoder.feed(sse.feed(text(chunk))):
-                    if type(event) is TextDelta:
-                        chars += len(event.text)
-            for event in decoder.feed(sse.finish()):
+    def run() -> None:
+        # Exactly what the HTTP provider does per network read: frame, then decode.
+        framer = SseFramer()
+        decoder = Decoder()
+        chars = 0
+        for chunk in pieces:
+            frames = framer.feed(chunk)
+            for event in decoder.feed(frames) if frames else ():
                 if type(event) is TextDelta:
                     chars += len(event.text)
-            decoder.check_complete()
-            assert chars == expect, (chars, expect)
+        for event in [*decoder.feed(framer.finish()), *decoder.finish()]:
+            if type(event) is TextDelta:
+                chars += len(event.text)
+        assert decoder.error is None, decoder.error
+        assert chars == expect, (chars, expect)
 
     return _measure(run, n, size["repeats"])

@@ -19,6 +19,8 @@ from typing import Any
 import trio
 from clients.kova_client import make_provider
 
+from kova import ChatRequest
+
 
 class _Replay:
     __slots__ = ("_batches", "_i")
@@ -51,22 +53,24 @@ class ReplayProvider:
         return nullcontext()
 
     @asynccontextmanager
-    async def chat_completion_stream(self, messages: Any, tools: Any, config: Any) -> Any:
+    async def chat_completion_stream(self, request: Any) -> Any:
         yield _Replay(self.batches)
 
-    async def chat_completion(self, messages: Any, tools: Any, config: Any) -> Any:
+    async def chat_completion(self, request: Any) -> Any:
         raise NotImplementedError
 
     async def list_models(self) -> Any:
         return []
 
-    async def count_tokens(self, messages: Any, tools: Any, config: Any) -> int:
+    async def count_tokens(self, request: Any) -> int:
         return 0
 
 
 async def _consume(provider: Any, messages: Any, config: Any) -> int:
     n = 0
-    async with provider.chat_completion_stream(messages, (), config) as batches:
+    async with provider.chat_completion_stream(
+        ChatRequest(messages=messages, tools=(), config=config)
+    ) as batches:
         async for batch in batches:
             for _event in batch:
                 n += 1
@@ -87,7 +91,9 @@ async def _hop(size: dict[str, Any]) -> dict[str, Any]:
     recorded: list[Any] = []
     real_cpu: list[float] = []
     async with real.open():
-        async with real.chat_completion_stream(messages, (), config) as batches:
+        async with real.chat_completion_stream(
+            ChatRequest(messages=messages, tools=(), config=config)
+        ) as batches:
             async for batch in batches:
                 recorded.append(batch)
         events = sum(len(b) for b in recorded)

@@ -35,6 +35,7 @@ from ._errors import ToolError as ToolError
 from ._errors import ToolExecutionError as ToolExecutionError
 from ._errors import ToolNotFoundError as ToolNotFoundError
 from ._errors import TurnCancelled as TurnCancelled
+from ._models import ChatRequest as ChatRequest
 from ._models import ContentBlock as ContentBlock
 from ._models import ErrorEvent as ErrorEvent
 from ._models import Image as Image
@@ -69,6 +70,7 @@ from ._models import messages_from_dicts as messages_from_dicts
 from ._models import messages_from_json as messages_from_json
 from ._models import messages_to_dicts as messages_to_dicts
 from ._models import messages_to_json as messages_to_json
+from ._secret import Secret as Secret
 
 if _typing.TYPE_CHECKING:
     from .actors import open_runtime as open_runtime
@@ -121,6 +123,7 @@ __all__ = [
     "BuildError",
     "CancelToken",
     "Cancelled",
+    "ChatRequest",
     "ContentBlock",
     "ContextBudgetExceededError",
     "ErrorEvent",
@@ -150,6 +153,7 @@ __all__ = [
     "ResponseFormat",
     "RetryConfig",
     "Role",
+    "Secret",
     "SerializationError",
     "SignedThinking",
     "StopEvent",

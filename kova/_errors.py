@@ -77,6 +77,8 @@ __all__ = [
     "ToolExecutionError",
     "ToolNotFoundError",
     "TurnCancelled",
+    "classify_status",
+    "error_for_class",
     "parse_retry_after",
 ]
 
@@ -155,8 +157,14 @@ class ProviderError(KovaError):
         retry_after: float | None = None,
         error_type: str | None = None,
         error_class: ProviderErrorClass | None = None,
+        mid_stream: bool = False,
     ) -> None:
         self.message = message
+        self.mid_stream = mid_stream
+        """The error arrived inside a stream that had started (an error event, not a status)."""
+        self.after_content = False
+        """Content of this answer had already reached the consumer when the error arrived:
+        the answer is partial, and it is never retried (no replay)."""
         self.status_code = status_code
         self.provider = provider
         self.retry_after = retry_after
@@ -178,11 +186,16 @@ class ProviderError(KovaError):
         text = f"{prefix}: {self.message}" if prefix else self.message
         if self.retry_after is not None:
             text += f" (retry after {self.retry_after:g}s)"
+        if self.mid_stream:
+            text += " (mid-stream)"
         return text
 
     @property
     def is_retryable(self) -> bool:
-        return self.error_class in (ProviderErrorClass.RATE_LIMITED, ProviderErrorClass.OVERLOADED)
+        return not self.after_content and self.error_class in (
+            ProviderErrorClass.RATE_LIMITED,
+            ProviderErrorClass.OVERLOADED,
+        )
 
     @staticmethod
     def from_status(
@@ -264,6 +277,11 @@ _CLASS_TO_ERROR: dict[ProviderErrorClass, type[ProviderError]] = {
     ProviderErrorClass.INVALID_REQUEST: InvalidRequest,
     ProviderErrorClass.NOT_FOUND: ModelNotFound,
 }
+
+
+def error_for_class(error_class: ProviderErrorClass) -> type[ProviderError]:
+    """The :class:`ProviderError` subclass raised for ``error_class``."""
+    return _CLASS_TO_ERROR.get(error_class, ProviderError)
 
 
 class KovaConnectionError(KovaError, builtins.ConnectionError):

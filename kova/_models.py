@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from typing import Self
 
 __all__ = [
+    "ChatRequest",
     "JSONObject",
     "JSONValue",
     "ContentBlock",
@@ -631,6 +632,46 @@ class InferenceConfig:
         return attrs.evolve(self, **changes) if changes else self
 
 
+def _message_tuple(messages: Iterable[Message]) -> tuple[Message, ...]:
+    return tuple(messages)
+
+
+def _tool_tuple(tools: Iterable[ToolDefinition]) -> tuple[ToolDefinition, ...]:
+    return tuple(tools)
+
+
+@attrs.frozen(kw_only=True)
+class ChatRequest:
+    """One request to a model: the conversation, the tools it may call, and the settings.
+
+    The one value that travels through the :class:`~kova.providers.Provider` protocol, the
+    provider actor's messages, the scripted providers and the fake servers. Build it with
+    keywords (``ChatRequest(messages=history, tools=defs, config=cfg)``) or from a prompt with
+    :meth:`of`. Sequences are stored as tuples, so a request never changes after it is built.
+    """
+
+    messages: tuple[Message, ...] = attrs.field(converter=_message_tuple)
+    tools: tuple[ToolDefinition, ...] = attrs.field(default=(), converter=_tool_tuple)
+    config: InferenceConfig = attrs.field(factory=lambda: InferenceConfig())
+
+    @classmethod
+    def of(
+        cls,
+        messages: str | Message | Sequence[Message],
+        *,
+        tools: Sequence[ToolDefinition] = (),
+        config: InferenceConfig | None = None,
+    ) -> ChatRequest:
+        """A request from a user prompt, one message or a sequence of messages."""
+        if isinstance(messages, str):
+            items: tuple[Message, ...] = (Message.user(messages),)
+        elif isinstance(messages, Message):
+            items = (messages,)
+        else:
+            items = tuple(messages)
+        return cls(messages=items, tools=tuple(tools), config=config or InferenceConfig())
+
+
 # ---------------------------------------------------------------------------------------------
 # Provider stream events
 #
@@ -683,6 +724,9 @@ class ToolUseEnd:
     """The tool call at ``index`` is complete."""
 
     index: int
+    provider_metadata: JSONObject | None = None
+    """Opaque data known only at the end of the call (merged over the start's), e.g. the
+    model's exact argument text that OpenAI-compatible servers expect echoed back."""
 
 
 @attrs.frozen(kw_only=True)

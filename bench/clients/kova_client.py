@@ -14,7 +14,7 @@ from typing import Any
 import payloads
 
 from clients.floor import PROMPT
-from kova import InferenceConfig, Message, Text, TextDelta
+from kova import ChatRequest, InferenceConfig, Message, Text, TextDelta
 
 
 async def get_weather(city: str) -> str:
@@ -77,13 +77,15 @@ class Kova:
         return config
 
     async def call(self, model: str) -> str:
-        response = await self.provider.chat_completion(self.messages, (), self._config(model))
+        response = await self.provider.chat_completion(
+            ChatRequest(messages=self.messages, tools=(), config=self._config(model))
+        )
         return response.text
 
     async def stream(self, model: str) -> tuple[int, int]:
         deltas = chars = 0
         async with self.provider.chat_completion_stream(
-            self.messages, (), self._config(model)
+            ChatRequest(messages=self.messages, tools=(), config=self._config(model))
         ) as batches:
             async for batch in batches:
                 for event in batch:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import trio
 
 from kova import (
+    ChatRequest,
     InferenceConfig,
     Message,
     ModelResponse,
@@ -101,7 +102,11 @@ async def main() -> None:
         # Exact prompt size from /v1/messages/count_tokens (same system, tools, messages).
         async with provider.open():
             tokens = await provider.count_tokens(
-                [Message.system("Be brief."), Message.user("Hello!")], [], InferenceConfig()
+                ChatRequest(
+                    messages=[Message.system("Be brief."), Message.user("Hello!")],
+                    tools=[],
+                    config=InferenceConfig(),
+                )
             )
         print("count_tokens:", tokens)
 

@@ -8,6 +8,8 @@ from ._actor import ActorRef as ActorRef
 from ._actor import StreamReceiver as StreamReceiver
 from ._mailbox import DEFAULT_MAILBOX_SIZE as DEFAULT_MAILBOX_SIZE
 from ._mailbox import Mailbox as Mailbox
+from ._messages import Call as Call
+from ._messages import UnknownMessage as UnknownMessage
 from ._runtime import Runtime as Runtime
 from ._runtime import open_runtime as open_runtime
 from ._subtree import GetChild as GetChild
@@ -29,6 +31,7 @@ __all__ = [
     "ActorFactory",
     "ActorRef",
     "Backoff",
+    "Call",
     "ChildSpec",
     "DEFAULT_MAILBOX_SIZE",
     "GetChild",
@@ -42,6 +45,7 @@ __all__ = [
     "StreamReceiver",
     "Supervisor",
     "SupervisorActor",
+    "UnknownMessage",
     "open_runtime",
     "open_supervisor",
     "supervisor_spec",

@@ -22,7 +22,7 @@ Two rules shape everything here:
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, overload
 
 import attrs
 import outcome
@@ -31,6 +31,7 @@ import trio
 from .._errors import ActorError, ActorFailed, KovaError, MailboxClosed
 from .._log import get_logger
 from ._mailbox import Mailbox, Request, RequestKind
+from ._messages import Call, UnknownMessage
 
 __all__ = ["Actor", "ActorRef", "StreamReceiver"]
 
@@ -79,11 +80,11 @@ class Actor:
 
     async def handle_call(self, message: Any) -> Any:
         """Answer one ``ref.call(message)``. Runs inside the request's cancel scope."""
-        raise ActorError(f"actor {self.name!r} does not handle calls ({type(message).__name__})")
+        raise UnknownMessage(self.name, message)
 
     async def handle_cast(self, message: Any) -> None:
         """Handle one ``ref.cast(message)`` / ``ref.send(message)``; nobody waits for it."""
-        raise ActorError(f"actor {self.name!r} does not handle casts ({type(message).__name__})")
+        raise UnknownMessage(self.name, message, kind="cast")
 
     async def handle_stream(self, message: Any, send: trio.MemorySendChannel[Any]) -> None:
         """Produce the items of one ``ref.stream(message)`` into ``send``.
@@ -92,7 +93,7 @@ class Actor:
         framework closes ``send`` when this returns. If the consumer leaves early, this is
         cancelled.
         """
-        raise ActorError(f"actor {self.name!r} does not handle streams ({type(message).__name__})")
+        raise UnknownMessage(self.name, message, kind="stream")
 
     def resources(self) -> AbstractAsyncContextManager[None]:
         """Resources held for the life of this incarnation (an HTTP pool, a session...).
@@ -313,6 +314,9 @@ class StreamReceiver(trio.abc.ReceiveChannel[Any]):
         await trio.lowlevel.checkpoint()
 
 
+_R = TypeVar("_R")
+
+
 @attrs.frozen
 class ActorRef:
     """The handle to an actor. Cheap to copy; valid across restarts of the actor (it names
@@ -324,8 +328,14 @@ class ActorRef:
     def name(self) -> str:
         return self._mailbox.name
 
-    async def call(self, message: Any) -> Any:
-        """Send ``message`` and wait for the reply.
+    @overload
+    async def call(self, message: Call[_R]) -> _R: ...
+
+    @overload
+    async def call(self, message: object) -> Any: ...
+
+    async def call(self, message: object) -> Any:
+        """Send ``message`` and wait for the reply (typed ``R`` for a :class:`Call` ``[R]``).
 
         Waits for mailbox room first (backpressure).
 

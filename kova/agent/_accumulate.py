@@ -123,8 +123,11 @@ class ResponseAccumulator:
                     pending = _PendingTool(event)
                     self._tools[index] = pending
                     items.append(pending)
-                case ToolUseEnd():
-                    pass
+                case ToolUseEnd(index=index, provider_metadata=metadata):
+                    if metadata:
+                        pending = self._tools.get(index)
+                        if pending is not None:
+                            pending.metadata = {**(pending.metadata or {}), **metadata}
                 case SignedThinking(block=block):
                     items.append(block)
                 case StopEvent(stop_reason=stop_reason):

@@ -32,6 +32,7 @@ from .._errors import (
 )
 from .._log import get_logger
 from .._models import (
+    ChatRequest,
     InferenceConfig,
     Message,
     ModelResponse,
@@ -154,14 +155,20 @@ class Agent:
             if runtime is None:
                 runtime = await stack.enter_async_context(open_runtime())
             if isinstance(config.provider, ProviderRef):
-                self._provider = config.provider
+                provider_ref = config.provider
             else:
                 provider_ref = await spawn_provider(
                     runtime, config.provider, max_in_flight=config.provider_max_in_flight
                 )
-                self._provider = provider_ref
                 if config.runtime is not None:
                     stack.push_async_callback(provider_ref.stop)
+            # Retries run in the provider actor, with this agent's policy; every failed
+            # attempt is counted there.
+            metrics = config.metrics
+            self._provider = provider_ref.with_retry(
+                config.retry,
+                on_error=(lambda _error: metrics.record_llm_error()) if metrics else None,
+            )
 
             def tool_pool() -> ToolPoolActor:
                 return ToolPoolActor(
@@ -468,28 +475,23 @@ class Agent:
             if not streamed:
                 response = await self._complete(provider, working, tools, inference)
             else:
-                attempt = 0
-                while True:
-                    started = time.perf_counter()
-                    delivered = False
-                    accumulator = ResponseAccumulator()
+                # Retries (before any content) happen in the provider actor.
+                started = time.perf_counter()
+                accumulator = ResponseAccumulator()
+                chat = ChatRequest(messages=working, tools=tools, config=inference)
+                async with provider.chat_completion_stream(chat) as batches:
                     try:
-                        async with provider.chat_completion_stream(
-                            working, tools, inference
-                        ) as batches:
-                            async for batch in batches:
-                                accumulator.feed(batch)
-                                for event in batch:
-                                    if isinstance(event, _VISIBLE):
-                                        delivered = True
-                                        yield event
+                        async for batch in batches:
+                            accumulator.feed(batch)
+                            for event in batch:
+                                if isinstance(event, _VISIBLE):
+                                    yield event
                         response = accumulator.finish()
-                    except KovaError as error:
-                        await trio.sleep(self._retry_delay(attempt, error, delivered=delivered))
-                        attempt += 1
-                        continue
-                    self._record_call(started, response)
-                    break
+                    except KovaError:
+                        # Failures once the stream is leased reach us, not the actor.
+                        self._record_error()
+                        raise
+                self._record_call(started, response)
             if response.usage is not None:
                 usage = usage + response.usage
             if response.thinking:
@@ -544,36 +546,18 @@ class Agent:
         tools: Sequence[ToolDefinition],
         inference: InferenceConfig,
     ) -> ModelResponse:
-        """One non-streamed provider call, with retries."""
-        attempt = 0
-        while True:
-            started = time.perf_counter()
-            try:
-                response = await provider.chat_completion(working, tools, inference)
-            except KovaError as error:
-                await trio.sleep(self._retry_delay(attempt, error, delivered=False))
-                attempt += 1
-                continue
-            self._record_call(started, response)
-            return response
+        """One non-streamed provider call; retries happen in the provider actor, with this
+        agent's :class:`RetryConfig`."""
+        started = time.perf_counter()
+        response = await provider.chat_completion(
+            ChatRequest(messages=working, tools=tools, config=inference)
+        )
+        self._record_call(started, response)
+        return response
 
-    def _retry_delay(self, attempt: int, error: KovaError, *, delivered: bool) -> float:
-        """The wait before retrying a failed provider call; re-raises ``error`` when the call
-        is not to be retried (not retryable, out of attempts, or content already reached the
-        consumer)."""
-        retry = self._config.retry
+    def _record_error(self) -> None:
         if self._config.metrics is not None:
             self._config.metrics.record_llm_error()
-        if delivered or not retry.should_retry(attempt, error):
-            raise error
-        delay = retry.delay(attempt, error)
-        log.warning(
-            "provider.request.retrying",
-            attempt=attempt + 1,
-            delay=delay,
-            error=str(error),
-        )
-        return delay
 
     def _record_call(self, started: float, response: ModelResponse) -> None:
         metrics = self._config.metrics

@@ -1,126 +1,132 @@
 """The provider actor: one supervised actor per provider instance.
 
-It holds the provider's resources (``provider.open()``: the HTTP client and its connection
-pool) for as long as it runs, serves many requests at once, optionally caps how many are in
-flight, and coordinates rate limits: after a 429 carrying ``retry_after``, no request is sent
-until that time has passed, so many agents sharing one provider back off together instead of
-stampeding the moment their own timers fire.
+It owns the provider's resources (``provider.open()``: the HTTP client and its connection
+pool) for as long as it runs and serves many requests at once. Around the provider it
+composes the policies every request kind passes, in this order:
 
-Others reach it through a :class:`ProviderRef`, which implements the
+1. **concurrency cap** -- at most ``max_in_flight`` requests (a stream counts for its whole
+   life);
+2. **rate-limit gate** -- after a rate limit carrying ``retry_after`` (an HTTP 429 or a
+   rate-limit error event inside a stream), no request of any kind is sent until that time has
+   passed, so many agents sharing one provider back off together instead of stampeding;
+3. **retries** -- one implementation for chat, streams, token counts and model lists: only
+   retryable errors (:attr:`~kova.KovaError.is_retryable`), with the request's
+   :class:`~kova.agent.RetryConfig`; the provider's ``retry_after`` wins over the backoff. A
+   stream is retried only while none of its content has reached the consumer (no replay).
+
+All of that state -- the limiter, the gate, the provider and its pool -- belongs to the actor.
+
+**Streams are leased.** For a stream the actor opens the HTTP response in its own task, reads
+until the first batch with content (retrying errors that come before it, an overload error
+event included), and then hands the caller a :class:`StreamLease`: that first batch and the
+iterator of *that one response's* remaining batches. The caller's task reads the rest itself,
+so the hot path has no actor hop per network read (relaying every batch through the actor
+measured +11.7 us on an 11.5 us event, ``bench/breakdown.py``). What a lease may touch: only
+its own response's batch iterator, from one task, until it leaves the stream. It never sees
+the provider, the transport, the pool, the limiter or the gate; leaving the stream (or
+cancelling the caller) cancels the actor-side request, which closes the response and frees
+the in-flight slot.
+
+Others reach the actor through a :class:`ProviderRef`, which implements the
 :class:`~kova.providers.Provider` protocol itself, so code written against a provider (the
 agent loop) takes either.
-
-Streams are *leased*, not relayed. A ``ProviderRef`` stream asks the actor for a lease
-(:class:`LeaseStream`): the actor waits out any rate-limit pause, takes an in-flight slot and
-hands back its open provider; the caller's task then reads the HTTP response itself, and
-leaving the stream returns the slot. Relaying every batch through the actor
-(:class:`StreamChatCompletion`, still served for callers that want it) costs a task switch per
-network read: measured at +11.7 us on a 11.5 us event (``bench/breakdown.py``), twice the
-floor, because a token stream delivers about one event per read. A lease costs one message
-per stream, and cancellation is as direct as it gets: the read happens in the caller's own
-cancel scope. The actor still owns the connection pool's lifetime (a stop waits, within its
-grace period, for leases to be returned), the in-flight cap and the rate-limit gate.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from contextlib import asynccontextmanager, nullcontext, suppress
-from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 import attrs
 import trio
 
-from .._errors import ActorError, MailboxClosed, RateLimited
+from .._errors import KovaError, MailboxClosed, ProviderError, RateLimited
 from .._log import get_logger
-from ..actors import Actor, ActorRef
+from .._models import UsageEvent
+from ..actors import Actor, ActorRef, Call, UnknownMessage
+from ._retry import RetryConfig
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Sequence
     from contextlib import AbstractAsyncContextManager
 
-    from .._models import (
-        InferenceConfig,
-        Message,
-        ModelInfo,
-        ModelResponse,
-        ToolDefinition,
-    )
+    from .._models import ChatRequest, ModelInfo, ModelResponse, StreamEvent
     from ..actors import RestartType, Runtime
     from ..providers import EventBatches, Provider
 
 __all__ = [
     "ChatCompletion",
     "CountTokens",
-    "LeaseStream",
     "ListModels",
+    "OpenStream",
     "ProviderActor",
-    "ProviderMessage",
+    "ErrorHook",
     "ProviderRef",
     "RateLimitObserved",
-    "StreamChatCompletion",
+    "StreamLease",
     "spawn_provider",
 ]
 
 log = get_logger(__name__)
 
-
-@attrs.frozen(kw_only=True)
-class ChatCompletion:
-    """Call: one non-streaming completion; replies with a :class:`~kova.ModelResponse`."""
-
-    messages: tuple[Message, ...]
-    tools: tuple[ToolDefinition, ...]
-    config: InferenceConfig
+ErrorHook: TypeAlias = Callable[[KovaError], None]
+"""Called in the actor for every failed attempt of a request, retried or not (the metrics
+hook: ``MetricsCollector.record_llm_error``). It must not block or raise."""
 
 
 @attrs.frozen(kw_only=True)
-class StreamChatCompletion:
-    """Stream: one streaming completion; the items are batches of stream events."""
+class ChatCompletion(Call["ModelResponse"]):
+    """Call: one non-streaming completion, retried per ``retry``."""
 
-    messages: tuple[Message, ...]
-    tools: tuple[ToolDefinition, ...]
-    config: InferenceConfig
+    request: ChatRequest
+    retry: RetryConfig = attrs.field(factory=RetryConfig)
+    on_error: ErrorHook | None = None
 
 
 @attrs.frozen(kw_only=True)
-class LeaseStream:
-    """Stream: lend the open provider for one streaming completion.
+class OpenStream:
+    """Stream: one streaming completion; the single item is a :class:`StreamLease`."""
 
-    The single item is the provider, sent once the rate-limit pause (if any) has passed and an
-    in-flight slot is free. The slot is held until the consumer leaves the stream.
-    """
+    request: ChatRequest
+    retry: RetryConfig = attrs.field(factory=RetryConfig)
+    on_error: ErrorHook | None = None
+
+
+@attrs.frozen(kw_only=True)
+class CountTokens(Call[int]):
+    """Call: prompt tokens for a request."""
+
+    request: ChatRequest
+    retry: RetryConfig = attrs.field(factory=RetryConfig)
+    on_error: ErrorHook | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ListModels(Call["list[ModelInfo]"]):
+    """Call: the provider's models."""
+
+    retry: RetryConfig = attrs.field(factory=RetryConfig)
+    on_error: ErrorHook | None = None
 
 
 @attrs.frozen(kw_only=True)
 class RateLimitObserved:
-    """Cast: a leased stream was rate limited; pause new requests for ``retry_after`` s."""
+    """Cast: a leased stream was rate limited after its content began; pause new requests
+    for ``retry_after`` seconds."""
 
     retry_after: float
 
 
-@attrs.frozen(kw_only=True)
-class CountTokens:
-    """Call: prompt tokens for a request; replies with an ``int``."""
+@attrs.frozen(kw_only=True, eq=False)
+class StreamLease:
+    """What a stream's caller receives: the first batch with content (and any usage-only
+    batches before it) and the rest of that one response's batches. See the module
+    docstring for what a lease may touch."""
 
-    messages: tuple[Message, ...]
-    tools: tuple[ToolDefinition, ...]
-    config: InferenceConfig
-
-
-@attrs.frozen(kw_only=True)
-class ListModels:
-    """Call: the provider's models; replies with a ``list[ModelInfo]``."""
-
-
-ProviderMessage: TypeAlias = (
-    ChatCompletion
-    | StreamChatCompletion
-    | LeaseStream
-    | RateLimitObserved
-    | CountTokens
-    | ListModels
-)
+    first: tuple[StreamEvent, ...]
+    rest: EventBatches
 
 
 class ProviderActor(Actor):
@@ -129,7 +135,7 @@ class ProviderActor(Actor):
     Args:
         provider: any :class:`~kova.providers.Provider`; its ``open()`` is entered for the
             actor's lifetime (a restart reopens it).
-        max_in_flight: at most this many completions (streams included, for their whole
+        max_in_flight: at most this many requests (streams included, for their whole
             duration) run at once; further requests wait their turn. ``None``: no cap.
     """
 
@@ -138,72 +144,124 @@ class ProviderActor(Actor):
     def __init__(self, provider: Provider, *, max_in_flight: int | None = None) -> None:
         if max_in_flight is not None and max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
-        self.provider = provider
+        self._provider = provider
         self._limiter = trio.CapacityLimiter(max_in_flight) if max_in_flight else None
         self._paused_until = -math.inf
 
     @property
     def paused_until(self) -> float:
-        """The trio time before which no completion is sent (``-inf`` if none)."""
+        """The trio time before which no request is sent (``-inf`` if none)."""
         return self._paused_until
 
     def resources(self) -> AbstractAsyncContextManager[None]:
-        return self.provider.open()
+        return self._provider.open()
 
     async def handle_call(self, message: Any) -> Any:
+        provider = self._provider
         match message:
-            case ChatCompletion(messages=messages, tools=tools, config=config):
-                async with self._request_slot():
-                    return await self.provider.chat_completion(messages, tools, config)
-            case CountTokens(messages=messages, tools=tools, config=config):
-                return await self.provider.count_tokens(messages, tools, config)
-            case ListModels():
-                return await self.provider.list_models()
+            case ChatCompletion(request=request, retry=retry, on_error=on_error):
+                return await self._with_retries(
+                    retry, on_error, lambda: provider.chat_completion(request)
+                )
+            case CountTokens(request=request, retry=retry, on_error=on_error):
+                return await self._with_retries(
+                    retry, on_error, lambda: provider.count_tokens(request)
+                )
+            case ListModels(retry=retry, on_error=on_error):
+                return await self._with_retries(retry, on_error, provider.list_models)
             case _:
-                raise ActorError(f"provider actor cannot handle {type(message).__name__}")
+                raise UnknownMessage(self.name, message)
 
     async def handle_stream(self, message: Any, send: trio.MemorySendChannel[Any]) -> None:
         match message:
-            case StreamChatCompletion(messages=messages, tools=tools, config=config):
-                async with (
-                    self._request_slot(),
-                    self.provider.chat_completion_stream(messages, tools, config) as batches,
-                ):
-                    async for batch in batches:
-                        await send.send(batch)
-            case LeaseStream():
-                async with self._limiter if self._limiter is not None else nullcontext():
-                    await self._wait_until_unpaused()
-                    await send.send(self.provider)
-                    # Hold the slot until the consumer leaves (which cancels us).
-                    await trio.sleep_forever()
+            case OpenStream(request=request, retry=retry, on_error=on_error):
+                await self._stream(request, retry, on_error, send)
             case _:
-                raise ActorError(f"provider actor cannot stream {type(message).__name__}")
+                raise UnknownMessage(self.name, message, kind="stream")
 
     async def handle_cast(self, message: Any) -> None:
         match message:
             case RateLimitObserved(retry_after=retry_after):
                 self._pause(retry_after)
             case _:
-                raise ActorError(f"provider actor cannot handle {type(message).__name__}")
+                raise UnknownMessage(self.name, message, kind="cast")
 
-    async def _wait_until_unpaused(self) -> None:
-        # Re-check after every wake-up: another request may have pushed the pause further
-        # while we slept. (A deadline, not a condition another task signals, so an Event
-        # would not help.)
-        while (until := self._paused_until) > trio.current_time():  # noqa: ASYNC110
-            await trio.sleep_until(until)
+    # -- policies -----------------------------------------------------------------------
 
     @asynccontextmanager
-    async def _request_slot(self) -> AsyncIterator[None]:
+    async def _admitted(self) -> AsyncIterator[None]:
+        """The concurrency cap, then the rate-limit gate."""
         async with self._limiter if self._limiter is not None else nullcontext():
-            await self._wait_until_unpaused()
+            # Re-check after every wake-up: another request may have pushed the pause
+            # further while we slept (a deadline, not a condition another task signals).
+            while (until := self._paused_until) > trio.current_time():  # noqa: ASYNC110
+                await trio.sleep_until(until)
+            yield
+
+    async def _with_retries(
+        self,
+        retry: RetryConfig,
+        on_error: ErrorHook | None,
+        attempt: Callable[[], Awaitable[Any]],
+    ) -> Any:
+        tries = 0
+        while True:
             try:
-                yield
-            except RateLimited as exc:
-                if exc.retry_after is not None:
-                    self._pause(exc.retry_after)
-                raise
+                async with self._admitted():
+                    return await attempt()
+            except KovaError as error:
+                delay = self._after_failure(retry, on_error, tries, error)
+            await trio.sleep(delay)
+            tries += 1
+
+    async def _stream(
+        self,
+        request: ChatRequest,
+        retry: RetryConfig,
+        on_error: ErrorHook | None,
+        send: trio.MemorySendChannel[Any],
+    ) -> None:
+        tries = 0
+        while True:
+            try:
+                async with (
+                    self._admitted(),
+                    self._provider.chat_completion_stream(request) as batches,
+                ):
+                    first = await _first_content(batches)
+                    await send.send(StreamLease(first=first, rest=batches))
+                    # The caller reads the rest; hold the response and the slot until it
+                    # leaves the stream (which cancels this request).
+                    await trio.sleep_forever()
+            except KovaError as error:
+                delay = self._after_failure(retry, on_error, tries, error)
+            await trio.sleep(delay)
+            tries += 1
+
+    def _after_failure(
+        self,
+        retry: RetryConfig,
+        on_error: ErrorHook | None,
+        tries: int,
+        error: KovaError,
+    ) -> float:
+        """Record a failed attempt; the delay before the next one, or re-raise."""
+        if on_error is not None:
+            on_error(error)
+        if isinstance(error, RateLimited) and error.retry_after is not None:
+            self._pause(error.retry_after)
+        if not retry.should_retry(tries, error):
+            raise error
+        delay = retry.delay(tries, error)
+        log.warning(
+            "provider.request.retrying",
+            provider=self._provider.name,
+            attempt=tries + 1,
+            delay=delay,
+            error_class=error.error_class.value if isinstance(error, ProviderError) else None,
+            error=str(error),
+        )
+        return delay
 
     def _pause(self, retry_after: float) -> None:
         until = trio.current_time() + retry_after
@@ -211,10 +269,41 @@ class ProviderActor(Actor):
             self._paused_until = until
             log.info(
                 "provider.rate_limit.paused",
-                provider=self.provider.name,
+                provider=self._provider.name,
                 actor=self.name,
                 retry_after=retry_after,
             )
+
+
+async def _first_content(batches: EventBatches) -> tuple[StreamEvent, ...]:
+    """Read until a batch with content (anything but usage); usage-only batches before it
+    are kept. An error before any content raises here, where it can still be retried."""
+    head: list[StreamEvent] = []
+    async for batch in batches:
+        head.extend(batch)
+        if any(type(event) is not UsageEvent for event in batch):
+            break
+    return tuple(head)
+
+
+class _LeasedBatches:
+    """The batches of a lease: its first batch, then the rest of the response."""
+
+    __slots__ = ("_first", "_rest")
+
+    def __init__(self, lease: StreamLease) -> None:
+        self._first: tuple[StreamEvent, ...] | None = lease.first or None
+        self._rest = lease.rest
+
+    def __aiter__(self) -> _LeasedBatches:
+        return self
+
+    async def __anext__(self) -> Sequence[StreamEvent]:
+        first = self._first
+        if first is not None:
+            self._first = None
+            return first
+        return await self._rest.__anext__()
 
 
 @attrs.frozen(kw_only=True)
@@ -228,8 +317,10 @@ class ProviderRef:
     ref: ActorRef
     """The provider actor."""
     provider_name: str
-    stream_buffer: int = 8
-    """Batches buffered between the actor and the consumer of a stream."""
+    retry: RetryConfig = attrs.field(factory=RetryConfig)
+    """How the actor retries this ref's requests (an agent passes its own)."""
+    on_error: ErrorHook | None = None
+    """Called in the actor for each failed attempt (see :data:`ErrorHook`)."""
     runtime: Runtime | None = None
     """Where the actor runs (used by :meth:`stop`)."""
 
@@ -241,45 +332,42 @@ class ProviderRef:
         """Nothing to acquire: the actor holds the provider open."""
         return nullcontext()
 
-    async def chat_completion(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition],
-        config: InferenceConfig,
-    ) -> ModelResponse:
-        """See :meth:`kova.providers.Provider.chat_completion`.
+    def with_retry(self, retry: RetryConfig, *, on_error: ErrorHook | None = None) -> ProviderRef:
+        """This ref with another retry policy and error hook (same actor)."""
+        return attrs.evolve(self, retry=retry, on_error=on_error)
+
+    async def chat_completion(self, request: ChatRequest) -> ModelResponse:
+        """See :meth:`kova.providers.Provider.chat_completion` (retried in the actor).
 
         Raises:
             MailboxClosed: the provider actor is stopped.
             ActorFailed: the provider actor crashed during the call.
         """
-        request = ChatCompletion(messages=tuple(messages), tools=tuple(tools), config=config)
-        return cast("ModelResponse", await self.ref.call(request))
+        return await self.ref.call(
+            ChatCompletion(request=request, retry=self.retry, on_error=self.on_error)
+        )
 
     @asynccontextmanager
-    async def chat_completion_stream(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition],
-        config: InferenceConfig,
-    ) -> AsyncIterator[EventBatches]:
+    async def chat_completion_stream(self, request: ChatRequest) -> AsyncIterator[EventBatches]:
         """See :meth:`kova.providers.Provider.chat_completion_stream`.
 
-        The stream is leased (see the module docstring): the actor admits it (rate-limit
-        pause, in-flight cap) and this task reads the response. Errors the provider raises
-        when the request is sent (HTTP status errors, a rate limit) raise on entering.
+        The stream is leased (see the module docstring). Errors before any content (HTTP
+        statuses, an overload or rate-limit event first thing in the stream) are retried by
+        the actor and, once retries are spent, raise on entering; later errors raise from the
+        iterator and are never retried.
 
         Raises:
             MailboxClosed: the provider actor is stopped.
         """
-        async with self.ref.stream(LeaseStream(), buffer=1) as lease:
+        async with self.ref.stream(
+            OpenStream(request=request, retry=self.retry, on_error=self.on_error), buffer=1
+        ) as items:
             try:
-                provider: Provider = await lease.receive()
+                lease: StreamLease = await items.receive()
             except trio.EndOfChannel:
                 raise MailboxClosed(self.ref.name) from None
             try:
-                async with provider.chat_completion_stream(messages, tools, config) as batches:
-                    yield batches
+                yield _LeasedBatches(lease)
             except RateLimited as exc:
                 if exc.retry_after is not None:
                     self._report_rate_limit(exc.retry_after)
@@ -287,21 +375,19 @@ class ProviderRef:
 
     def _report_rate_limit(self, retry_after: float) -> None:
         # A full mailbox means the actor is busy, not gone: this request still raises its
-        # RateLimited, and the next 429 pauses the others.
+        # RateLimited, and the next rate limit pauses the others.
         with suppress(trio.WouldBlock, MailboxClosed):
             self.ref.cast(RateLimitObserved(retry_after=retry_after))
 
     async def list_models(self) -> list[ModelInfo]:
-        return cast("list[ModelInfo]", await self.ref.call(ListModels()))
+        """See :meth:`kova.providers.Provider.list_models` (through the gate, retried)."""
+        return await self.ref.call(ListModels(retry=self.retry, on_error=self.on_error))
 
-    async def count_tokens(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition],
-        config: InferenceConfig,
-    ) -> int:
-        request = CountTokens(messages=tuple(messages), tools=tuple(tools), config=config)
-        return cast("int", await self.ref.call(request))
+    async def count_tokens(self, request: ChatRequest) -> int:
+        """See :meth:`kova.providers.Provider.count_tokens` (through the gate, retried)."""
+        return await self.ref.call(
+            CountTokens(request=request, retry=self.retry, on_error=self.on_error)
+        )
 
     async def stop(self) -> None:
         """Stop the provider actor (orderly: queued and in-flight requests finish first,
@@ -317,7 +403,7 @@ async def spawn_provider(
     name: str | None = None,
     max_in_flight: int | None = None,
     mailbox_size: int | None = None,
-    stream_buffer: int = 8,
+    retry: RetryConfig | None = None,
     restart: RestartType | None = None,
 ) -> ProviderRef:
     """Start a :class:`ProviderActor` for ``provider`` under ``runtime``.
@@ -328,9 +414,9 @@ async def spawn_provider(
         runtime: where the actor runs (see :func:`kova.actors.open_runtime`).
         provider: the provider to serve.
         name: the actor's name; by default ``provider.<provider name>``, made unique.
-        max_in_flight: cap on concurrent completions (``None``: no cap).
+        max_in_flight: cap on concurrent requests (``None``: no cap).
         mailbox_size: the actor's mailbox size (default 16).
-        stream_buffer: batches buffered per stream.
+        retry: the default retry policy of the returned ref (an agent uses its own).
         restart: the child restart type (default ``"permanent"``).
     """
 
@@ -341,5 +427,5 @@ async def spawn_provider(
     factory.__name__ = f"provider.{provider.name}"
     ref = await runtime.spawn(factory, name=name, mailbox_size=mailbox_size, restart=restart)
     return ProviderRef(
-        ref=ref, provider_name=provider.name, stream_buffer=stream_buffer, runtime=runtime
+        ref=ref, provider_name=provider.name, retry=retry or RetryConfig(), runtime=runtime
     )

@@ -37,6 +37,7 @@ from pydantic import ValidationError
 
 from .._errors import KovaConnectionError, KovaError, McpError
 from .._log import get_logger
+from .._models import ChatRequest
 from ..actors import Actor
 from . import _convert
 from ._auth import SessionExpired
@@ -378,7 +379,9 @@ class McpConnection(Actor):
             config = attrs.evolve(config, model=self._settings.sampling_model)
         try:
             async with provider.open():
-                response = await provider.chat_completion(messages, (), config)
+                response = await provider.chat_completion(
+                    ChatRequest(messages=messages, config=config)
+                )
         except KovaError as exc:
             # The server asked; it gets a JSON-RPC error back and the connection carries on.
             log.warning("mcp.sampling.failed", provider=provider.name, error=repr(exc))

@@ -1,7 +1,60 @@
-"""Model providers: the protocol, the shared heuristic token counter, and the providers."""
+"""Model providers: the protocol, the codec seam every HTTP provider is built on, and the
+shared pieces (framers, auth flows, the heuristic token counter).
 
+A provider is config + codec (+ an auth flow) run by :class:`HttpProvider`; see
+``docs/providers/writing-a-provider.md``.
+"""
+
+from ._auth import HeaderAuth as HeaderAuth
+from ._auth import bearer_auth as bearer_auth
+from ._auth import header_auth as header_auth
 from ._base import EventBatches as EventBatches
 from ._base import Provider as Provider
 from ._base import heuristic_count_tokens as heuristic_count_tokens
+from ._classify import classify as classify
+from ._classify import provider_error as provider_error
+from ._codec import Codec as Codec
+from ._codec import CodecBase as CodecBase
+from ._codec import ModelPage as ModelPage
+from ._codec import StreamDecoder as StreamDecoder
+from ._codec import WireRequest as WireRequest
+from ._codec import expect_list as expect_list
+from ._codec import expect_object as expect_object
+from ._codec import expect_str as expect_str
+from ._embedding import EmbeddingProvider as EmbeddingProvider
+from ._embedding import Embeddings as Embeddings
+from ._framing import Framer as Framer
+from ._framing import NdjsonFramer as NdjsonFramer
+from ._framing import SseFramer as SseFramer
+from ._http import ErrorDetails as ErrorDetails
+from ._http_provider import EventStream as EventStream
+from ._http_provider import HttpProvider as HttpProvider
+from ._sse import SseEvent as SseEvent
 
-__all__ = ["EventBatches", "Provider", "heuristic_count_tokens"]
+__all__ = [
+    "Codec",
+    "CodecBase",
+    "EmbeddingProvider",
+    "Embeddings",
+    "ErrorDetails",
+    "EventBatches",
+    "EventStream",
+    "Framer",
+    "HeaderAuth",
+    "HttpProvider",
+    "ModelPage",
+    "NdjsonFramer",
+    "Provider",
+    "SseEvent",
+    "SseFramer",
+    "StreamDecoder",
+    "WireRequest",
+    "bearer_auth",
+    "classify",
+    "expect_list",
+    "expect_object",
+    "expect_str",
+    "header_auth",
+    "heuristic_count_tokens",
+    "provider_error",
+]

@@ -6,7 +6,7 @@ live between :meth:`Provider.open` entering and leaving. kova runs each provider
 requests at once; a host may also use a provider directly::
 
     async with provider.open():
-        response = await provider.chat_completion(messages, tools, config)
+        response = await provider.chat_completion(ChatRequest.of("hello"))
 
 Streams are async context managers that yield an async iterator of **batches**: every event
 decoded from one network read arrives as one sequence. Batching is what keeps the cost of an
@@ -19,8 +19,8 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .._models import (
+    ChatRequest,
     Image,
-    InferenceConfig,
     Message,
     ModelInfo,
     ModelResponse,
@@ -68,12 +68,7 @@ class Provider(Protocol):
         """
         ...
 
-    async def chat_completion(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition],
-        config: InferenceConfig,
-    ) -> ModelResponse:
+    async def chat_completion(self, request: ChatRequest) -> ModelResponse:
         """One non-streaming call.
 
         Raises:
@@ -85,12 +80,9 @@ class Provider(Protocol):
         ...
 
     def chat_completion_stream(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition],
-        config: InferenceConfig,
+        self, request: ChatRequest
     ) -> AbstractAsyncContextManager[EventBatches]:
-        """One streaming call: ``async with provider.chat_completion_stream(...) as batches``.
+        """One streaming call: ``async with provider.chat_completion_stream(request) as b``.
 
         The request is sent when the block is entered (HTTP errors raise there); leaving the
         block early closes the response. An error event or a connection cut mid-stream raises
@@ -102,12 +94,7 @@ class Provider(Protocol):
         """The models this provider offers."""
         ...
 
-    async def count_tokens(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition],
-        config: InferenceConfig,
-    ) -> int:
+    async def count_tokens(self, request: ChatRequest) -> int:
         """Prompt tokens for this request. Most providers use :func:`heuristic_count_tokens`;
         Anthropic asks its exact counting endpoint."""
         ...

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import math
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, TypeVar
@@ -64,6 +65,9 @@ from .._errors import (
     StreamError,
     parse_retry_after,
 )
+from .._secret import mask_secrets
+from ._auth import secrets_of
+from ._classify import provider_error
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -72,6 +76,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "HTTPX_ERRORS",
     "ErrorDetails",
     "ErrorDetailsHook",
     "HttpStream",
@@ -80,6 +85,9 @@ __all__ = [
     "map_errors",
     "translate_error",
 ]
+
+HTTPX_ERRORS = (httpx2.TransportError, httpx2.DecodingError, httpx2.StreamError)
+"""The httpx2 exceptions :func:`translate_error` maps."""
 
 _T = TypeVar("_T")
 
@@ -99,6 +107,8 @@ class ErrorDetails:
     """The provider's error code (``error.code``), e.g. OpenAI ``insufficient_quota``."""
     error_class: ProviderErrorClass | None = None
     """Override the status-based classification (e.g. a 429 that is a quota, not a rate)."""
+    retry_after: float | None = None
+    """A wait the body asks for (Google's ``RetryInfo.retryDelay``); headers win."""
 
 
 ErrorDetailsHook = Callable[["JSONValue"], ErrorDetails]
@@ -162,7 +172,7 @@ def translate_error(exc: Exception, provider: str, *, mid_stream: bool = False) 
     return KovaConnectionError(f"{provider}: connection failed ({detail})")
 
 
-_HTTPX_ERRORS = (httpx2.TransportError, httpx2.DecodingError, httpx2.StreamError)
+_HTTPX_ERRORS = HTTPX_ERRORS
 
 
 @contextmanager
@@ -313,6 +323,26 @@ class HttpStream:
         encoding = self.response.charset_encoding or "utf-8"
         return _Decoded(self._body(), self._provider, encoding, feed, finish)
 
+    def raw_chunks(self) -> AsyncGenerator[bytes]:
+        """The body's byte chunks *unmapped* (httpx2 errors escape): for the HTTP provider's
+        hot loop, which maps them inline. Finalized by :meth:`aclose`."""
+        return self._body()
+
+    async def read_capped(self, limit: int) -> bytes:
+        """The whole body, failing with :class:`~kova.InvalidResponse` past ``limit`` bytes
+        (a server that never ends a body must not grow memory without bound)."""
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in self.iter_bytes():
+            size += len(chunk)
+            if size > limit:
+                raise ProviderError.invalid_response(
+                    f"the response body exceeded {limit} bytes (max_response_bytes)",
+                    provider=self._provider,
+                )
+            parts.append(chunk)
+        return b"".join(parts)
+
     def iter_bytes(self) -> AsyncIterator[bytes]:
         """The body as bytes, one chunk per network read (errors as :meth:`iter_text`)."""
         return _Chunks(self._body(), self._provider)
@@ -368,6 +398,12 @@ class HttpTransport:
     _error_details: ErrorDetailsHook = attrs.field(
         default=default_error_details, alias="error_details"
     )
+    auth: httpx2.Auth | None = attrs.field(default=None, repr=False)
+    """The auth flow applied to every request (see :mod:`kova.providers._auth`)."""
+    total_timeout: float | None = 600.0
+    """Deadline for a whole non-streaming request, headers and body (trio's clock)."""
+    max_response_bytes: int = 64 * 1024 * 1024
+    """Largest non-streaming body read before failing with :class:`~kova.InvalidResponse`."""
     _client: httpx2.AsyncClient | None = attrs.field(default=None, init=False)
     _opens: int = attrs.field(default=0, init=False)
 
@@ -459,17 +495,35 @@ class HttpTransport:
         """
         client = self._require_client()
         request = self._build(method, path, json_body=json_body, params=params, headers=headers)
-        with map_errors(self.provider):
-            response = await client.send(request)
+        total = self.total_timeout
+        with trio.move_on_after(total if total is not None else math.inf) as scope:
+            with map_errors(self.provider):
+                response = await client.send(request, stream=True, auth=self.auth)
+            stream = HttpStream(response=response, provider=self.provider)
+            try:
+                content = await stream.read_capped(self.max_response_bytes)
+            finally:
+                await stream.aclose()
+        if scope.cancelled_caught:
+            raise KovaTimeoutError(
+                f"{self.provider}: no complete response within {total:g}s (total_timeout)",
+                timeout=total,
+            )
         if response.status_code >= 400:
-            raise self.status_error(response.status_code, response.headers, response.content)
+            raise self.status_error(response.status_code, response.headers, content)
         try:
-            parsed: JSONValue = json.loads(response.content)
+            parsed: JSONValue = json.loads(content)
         except ValueError as exc:
             raise ProviderError.invalid_response(
-                f"expected a JSON body, got {response.content[:200]!r}", provider=self.provider
+                f"expected a JSON body, got {self._describe_body(response, content)}",
+                provider=self.provider,
             ) from exc
         return parsed
+
+    @staticmethod
+    def _describe_body(response: httpx2.Response, content: bytes) -> str:
+        content_type = response.headers.get("content-type") or "no content type"
+        return f"{content_type}: {content[:200]!r}"
 
     @asynccontextmanager
     async def stream(
@@ -489,12 +543,23 @@ class HttpTransport:
         """
         client = self._require_client()
         request = self._build(method, path, json_body=json_body, params=params, headers=headers)
-        with map_errors(self.provider):
-            response = await client.send(request, stream=True)
+        # The read timeout is per network read, so headers trickled a line at a time would
+        # never trip it: the time to the response head is bounded as a whole.
+        first = self.timeout if self.timeout is not None else math.inf
+        with trio.move_on_after(first) as scope, map_errors(self.provider):
+            response = await client.send(request, stream=True, auth=self.auth)
+        if scope.cancelled_caught:
+            raise KovaTimeoutError(
+                f"{self.provider}: no response head within {first:g}s", timeout=first
+            )
         try:
             if response.status_code >= 400:
-                with map_errors(self.provider):
-                    body = await response.aread()
+                error_stream = HttpStream(response=response, provider=self.provider)
+                try:
+                    with trio.move_on_after(first):
+                        body = await error_stream.read_capped(1024 * 1024)
+                finally:
+                    await error_stream.aclose()
                 raise self.status_error(response.status_code, response.headers, body)
             stream = HttpStream(response=response, provider=self.provider)
             try:
@@ -508,7 +573,8 @@ class HttpTransport:
     def status_error(
         self, status_code: int, headers: Mapping[str, str], body: bytes
     ) -> ProviderError:
-        """The kova error for an HTTP error status, its headers and body."""
+        """The kova error for an HTTP error status, its headers and body, classified by the
+        one classifier (:mod:`kova.providers._classify`); a key the server echoes is masked."""
         retry_after = parse_retry_after(headers.get("retry-after"), headers.get("retry-after-ms"))
         details = ErrorDetails()
         try:
@@ -516,25 +582,24 @@ class HttpTransport:
         except ValueError:
             parsed = None
         if parsed is not None:
-            details = self._error_details(parsed)
+            try:
+                details = self._error_details(parsed)
+            except (ValueError, TypeError, KeyError, AttributeError):
+                details = ErrorDetails()
         message = details.message
         if not message:
             text = body.decode("utf-8", "replace").strip()
             message = text[:500] if text else f"HTTP {status_code}"
-        error = ProviderError.from_status(
-            status_code,
-            message,
-            retry_after=retry_after,
+        error_type = details.error_type or details.code
+        # Bedrock names its error in a header rather than (only) in the body.
+        amz_type = headers.get("x-amzn-errortype")
+        if error_type is None and amz_type:
+            error_type = amz_type.split(":", 1)[0]
+        return provider_error(
+            mask_secrets(message, secrets_of(self.auth)),
             provider=self.provider,
-            error_type=details.error_type or details.code,
+            status_code=status_code,
+            error_type=error_type,
+            error_class=details.error_class,
+            retry_after=retry_after if retry_after is not None else details.retry_after,
         )
-        if details.error_class is not None and details.error_class is not error.error_class:
-            error = ProviderError(
-                message,
-                status_code=status_code,
-                provider=self.provider,
-                retry_after=retry_after,
-                error_type=details.error_type or details.code,
-                error_class=details.error_class,
-            )
-        return error

@@ -43,6 +43,7 @@ import attrs
 import trio
 
 from .._models import (
+    ChatRequest,
     ErrorEvent,
     Image,
     InferenceConfig,
@@ -559,9 +560,11 @@ class FakeAnthropicServer:
         stream = body.get("stream") is True
         try:
             script_request = ScriptRequest(
-                messages=tuple(_messages_from_wire(body)),
-                tools=tuple(_tools_from_wire(body)),
-                config=_config_from_wire(body),
+                request=ChatRequest(
+                    messages=_messages_from_wire(body),
+                    tools=_tools_from_wire(body),
+                    config=_config_from_wire(body),
+                ),
                 stream=stream,
             )
         except (ValueError, TypeError) as exc:  # a malformed request is the client's fault

@@ -52,6 +52,7 @@ import attrs
 import trio
 
 from .._models import (
+    ChatRequest,
     ErrorEvent,
     ModelResponse,
     SignedThinking,
@@ -63,7 +64,7 @@ from .._models import (
     ToolUseStart,
     UsageEvent,
 )
-from ..providers.openai._convert import decode_request, encode_arguments, stop_to_finish_reason
+from ..providers.openai._convert import encode_arguments
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, serve_http
 from ._script import (
     ErrorReply,
@@ -75,6 +76,7 @@ from ._script import (
     as_script,
     stream_events,
 )
+from .wire.openai import decode_request, stop_to_finish_reason
 
 if TYPE_CHECKING:
     from .._models import JSONValue, StreamEvent, Usage
@@ -183,9 +185,9 @@ class FakeOpenAiServer:
         try:
             reply = await self.script.next_reply(
                 ScriptRequest(
-                    messages=decoded.messages,
-                    tools=decoded.tools,
-                    config=decoded.config,
+                    request=ChatRequest(
+                        messages=decoded.messages, tools=decoded.tools, config=decoded.config
+                    ),
                     stream=decoded.stream,
                 )
             )

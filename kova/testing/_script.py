@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 import attrs
 
 from .._models import (
+    ChatRequest,
     InferenceConfig,
     Message,
     ModelResponse,
@@ -80,12 +81,23 @@ Reply = ModelResponse | ErrorReply | StreamReply
 
 @attrs.frozen(kw_only=True)
 class ScriptRequest:
-    """What the scripted model was asked."""
+    """What the scripted model was asked: the :class:`~kova.ChatRequest` and whether it was
+    streamed. ``messages``, ``tools`` and ``config`` read through to the request."""
 
-    messages: tuple[Message, ...]
-    tools: tuple[ToolDefinition, ...]
-    config: InferenceConfig
+    request: ChatRequest
     stream: bool
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        return self.request.messages
+
+    @property
+    def tools(self) -> tuple[ToolDefinition, ...]:
+        return self.request.tools
+
+    @property
+    def config(self) -> InferenceConfig:
+        return self.request.config
 
 
 ScriptFunction = Callable[[ScriptRequest], Reply | Awaitable[Reply]]

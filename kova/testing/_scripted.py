@@ -20,13 +20,11 @@ import trio
 
 from .._errors import KovaConnectionError, ProviderError, StreamError
 from .._models import (
+    ChatRequest,
     ErrorEvent,
-    InferenceConfig,
-    Message,
     ModelInfo,
     ModelResponse,
     StreamEvent,
-    ToolDefinition,
 )
 from ..providers._base import heuristic_count_tokens
 from ._script import (
@@ -114,18 +112,8 @@ class ScriptedProvider:
         finally:
             self.open_count -= 1
 
-    async def _reply(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition],
-        config: InferenceConfig,
-        *,
-        stream: bool,
-    ) -> ModelResponse | StreamReply:
-        request = ScriptRequest(
-            messages=tuple(messages), tools=tuple(tools), config=config, stream=stream
-        )
-        reply = await self.script.next_reply(request)
+    async def _reply(self, request: ChatRequest, *, stream: bool) -> ModelResponse | StreamReply:
+        reply = await self.script.next_reply(ScriptRequest(request=request, stream=stream))
         if self.latency:
             await trio.sleep(self.latency)
         else:
@@ -140,19 +128,14 @@ class ScriptedProvider:
             )
         return reply
 
-    async def chat_completion(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition],
-        config: InferenceConfig,
-    ) -> ModelResponse:
+    async def chat_completion(self, request: ChatRequest) -> ModelResponse:
         """The next scripted reply.
 
         Raises:
             ProviderError: the reply is an ``ErrorReply``.
             KovaConnectionError: the reply is a ``StreamReply`` with a cut.
         """
-        reply = await self._reply(messages, tools, config, stream=False)
+        reply = await self._reply(request, stream=False)
         if isinstance(reply, StreamReply):
             if reply.cut_after is not None:
                 raise KovaConnectionError(f"{self.name}: connection dropped (scripted cut)")
@@ -160,19 +143,14 @@ class ScriptedProvider:
         return reply
 
     @asynccontextmanager
-    async def chat_completion_stream(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition],
-        config: InferenceConfig,
-    ) -> AsyncIterator[EventBatches]:
+    async def chat_completion_stream(self, request: ChatRequest) -> AsyncIterator[EventBatches]:
         """The next scripted reply as batches of events.
 
         Raises:
             ProviderError: on entering, the reply is an ``ErrorReply``.
             StreamError: from iteration, at a scripted cut or error event.
         """
-        reply = await self._reply(messages, tools, config, stream=True)
+        reply = await self._reply(request, stream=True)
         events = stream_events(reply)
         cut_after = reply.cut_after if isinstance(reply, StreamReply) else None
         yield _ScriptedBatches(
@@ -187,14 +165,9 @@ class ScriptedProvider:
         await trio.lowlevel.checkpoint()
         return [ModelInfo(id=self.model, owned_by=self.name)]
 
-    async def count_tokens(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition],
-        config: InferenceConfig,
-    ) -> int:
+    async def count_tokens(self, request: ChatRequest) -> int:
         await trio.lowlevel.checkpoint()
-        return heuristic_count_tokens(messages, tools)
+        return heuristic_count_tokens(request.messages, request.tools)
 
 
 class _ScriptedBatches:

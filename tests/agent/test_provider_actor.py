@@ -11,6 +11,7 @@ import trio.testing
 
 from kova import (
     ActorFailed,
+    ChatRequest,
     InferenceConfig,
     MailboxClosed,
     Message,
@@ -20,8 +21,9 @@ from kova import (
     StreamEvent,
     ToolDefinition,
 )
-from kova.actors import Backoff, open_runtime
-from kova.agent._provider_actor import ProviderRef, StreamChatCompletion, spawn_provider
+from kova.actors import Backoff, UnknownMessage, open_runtime
+from kova.agent import RetryConfig
+from kova.agent._provider_actor import ProviderRef, spawn_provider
 from kova.providers import Provider, heuristic_count_tokens
 from kova.testing import (
     ErrorReply,
@@ -50,12 +52,9 @@ class RecordingProvider(ScriptedProvider):
 
     @asynccontextmanager
     async def chat_completion_stream(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition],
-        config: InferenceConfig,
+        self, request: ChatRequest
     ) -> AsyncIterator[AsyncIterator[Sequence[StreamEvent]]]:
-        async with super().chat_completion_stream(messages, tools, config) as batches:
+        async with super().chat_completion_stream(request) as batches:
             recorded = self._recorded(batches)
             try:
                 yield recorded
@@ -82,7 +81,9 @@ async def test_provider_ref_is_a_provider_and_answers() -> None:
         assert ref.ref.name == "provider.scripted"
         assert provider.open_count == 1  # the actor holds provider.open()
         async with ref.open():
-            response = await ref.chat_completion(HISTORY, [], CONFIG)
+            response = await ref.chat_completion(
+                ChatRequest(messages=HISTORY, tools=[], config=CONFIG)
+            )
         assert response.text == "hello"
         assert provider.requests[0].messages == tuple(HISTORY)
     assert provider.open_count == 0
@@ -94,9 +95,9 @@ async def test_list_models_and_count_tokens_through_the_actor() -> None:
     async with open_runtime() as runtime:
         ref = await spawn_provider(runtime, provider)
         assert await ref.list_models() == [ModelInfo(id="scripted", owned_by="scripted")]
-        assert await ref.count_tokens(HISTORY, tools, CONFIG) == heuristic_count_tokens(
-            HISTORY, tools
-        )
+        assert await ref.count_tokens(
+            ChatRequest(messages=HISTORY, tools=tools, config=CONFIG)
+        ) == heuristic_count_tokens(HISTORY, tools)
 
 
 async def test_many_concurrent_requests_are_served_at_once(
@@ -108,7 +109,9 @@ async def test_many_concurrent_requests_are_served_at_once(
         ref = await spawn_provider(runtime, provider)
 
         async def ask() -> None:
-            assert (await ref.chat_completion(HISTORY, [], CONFIG)).text == "ok"
+            assert (
+                await ref.chat_completion(ChatRequest(messages=HISTORY, tools=[], config=CONFIG))
+            ).text == "ok"
             finished.append(trio.current_time())
 
         async with trio.open_nursery() as nursery:
@@ -124,7 +127,7 @@ async def test_max_in_flight_caps_concurrent_requests(autojump_clock: trio.testi
         ref = await spawn_provider(runtime, provider, max_in_flight=2)
 
         async def ask() -> None:
-            await ref.chat_completion(HISTORY, [], CONFIG)
+            await ref.chat_completion(ChatRequest(messages=HISTORY, tools=[], config=CONFIG))
             finished.append(trio.current_time())
 
         async with trio.open_nursery() as nursery:
@@ -138,28 +141,12 @@ async def test_stream_through_the_actor_delivers_the_batches() -> None:
     provider = ScriptedProvider([reply], batch_size=3)
     async with open_runtime() as runtime:
         ref = await spawn_provider(runtime, provider)
-        async with ref.chat_completion_stream(HISTORY, [], CONFIG) as batches:
+        async with ref.chat_completion_stream(
+            ChatRequest(messages=HISTORY, tools=[], config=CONFIG)
+        ) as batches:
             received = [list(batch) async for batch in batches]
     assert all(len(batch) <= 3 for batch in received)
     assert [event for batch in received for event in batch] == list(stream_events(reply))
-
-
-async def test_relayed_stream_backpressure_stops_reading_when_consumer_lags(
-    autojump_clock: trio.testing.MockClock,
-):
-    reply = StreamReply(response=reply_text("x" * 100), chunk_chars=1)  # 102 events
-    provider = RecordingProvider([reply], batch_size=1)
-    async with open_runtime() as runtime:
-        ref = await spawn_provider(runtime, provider)
-        message = StreamChatCompletion(messages=HISTORY, tools=(), config=CONFIG)
-        async with ref.ref.stream(message, buffer=2) as batches:
-            await trio.testing.wait_all_tasks_blocked()
-            # two buffered, one held by the blocked producer
-            assert max(count for kind, count, _ in provider.log if kind == "read") == 3
-            total = 0
-            async for batch in batches:
-                total += len(batch)
-        assert total == 102
 
 
 async def test_leased_stream_reads_only_what_the_consumer_asks_for(
@@ -169,9 +156,13 @@ async def test_leased_stream_reads_only_what_the_consumer_asks_for(
     provider = RecordingProvider([reply], batch_size=1)
     async with open_runtime() as runtime:
         ref = await spawn_provider(runtime, provider)
-        async with ref.chat_completion_stream(HISTORY, [], CONFIG) as batches:
+        async with ref.chat_completion_stream(
+            ChatRequest(messages=HISTORY, tools=[], config=CONFIG)
+        ) as batches:
             await trio.testing.wait_all_tasks_blocked()
-            assert [entry for entry in provider.log if entry[0] == "read"] == []
+            # The actor read the first batch with content (to retry errors before it), and
+            # nothing more until the consumer asks.
+            assert [entry[:2] for entry in provider.log if entry[0] == "read"] == [("read", 1)]
             total = 0
             async for batch in batches:
                 total += len(batch)
@@ -187,7 +178,9 @@ async def test_leased_streams_count_against_max_in_flight(
         ref = await spawn_provider(runtime, provider, max_in_flight=1)
 
         async def stream_for(seconds: float) -> None:
-            async with ref.chat_completion_stream(HISTORY, [], CONFIG) as batches:
+            async with ref.chat_completion_stream(
+                ChatRequest(messages=HISTORY, tools=[], config=CONFIG)
+            ) as batches:
                 started.append(trio.current_time())
                 async for _batch in batches:
                     pass
@@ -206,8 +199,10 @@ async def test_leaving_a_stream_early_closes_the_provider_stream_first(
     reply = StreamReply(response=reply_text("y" * 100), chunk_chars=1)
     provider = RecordingProvider([reply], batch_size=1, batch_delay=1.0)
     async with open_runtime() as runtime:
-        ref = await spawn_provider(runtime, provider, stream_buffer=1)
-        async with ref.chat_completion_stream(HISTORY, [], CONFIG) as batches:
+        ref = await spawn_provider(runtime, provider)
+        async with ref.chat_completion_stream(
+            ChatRequest(messages=HISTORY, tools=[], config=CONFIG)
+        ) as batches:
             async for _batch in batches:
                 if trio.current_time() >= 3.0:
                     break
@@ -225,7 +220,9 @@ async def test_cancelling_the_consumer_mid_stream_stops_the_producer(
     async with open_runtime() as runtime:
         ref = await spawn_provider(runtime, provider)
         with trio.move_on_after(4.5):
-            async with ref.chat_completion_stream(HISTORY, [], CONFIG) as batches:
+            async with ref.chat_completion_stream(
+                ChatRequest(messages=HISTORY, tools=[], config=CONFIG)
+            ) as batches:
                 async for _batch in batches:
                     pass
         assert trio.current_time() == 4.5
@@ -241,13 +238,17 @@ async def test_stream_errors_reach_the_consumer() -> None:
         batch_size=1,
     )
     async with open_runtime() as runtime:
-        ref = await spawn_provider(runtime, provider)
+        ref = await spawn_provider(runtime, provider, retry=RetryConfig.disabled())
         with pytest.raises(RateLimited):
-            async with ref.chat_completion_stream(HISTORY, [], CONFIG):
+            async with ref.chat_completion_stream(
+                ChatRequest(messages=HISTORY, tools=[], config=CONFIG)
+            ):
                 pytest.fail("entered a rate-limited stream")
         received = []
         with pytest.raises(StreamError):
-            async with ref.chat_completion_stream(HISTORY, [], CONFIG) as batches:
+            async with ref.chat_completion_stream(
+                ChatRequest(messages=HISTORY, tools=[], config=CONFIG)
+            ) as batches:
                 async for batch in batches:
                     received.extend(batch)
         assert len(received) == 3
@@ -269,15 +270,15 @@ async def test_rate_limit_pauses_every_request_until_retry_after(
     provider = FunctionProvider(model)
     finished: list[float] = []
     async with open_runtime() as runtime:
-        ref = await spawn_provider(runtime, provider)
+        ref = await spawn_provider(runtime, provider, retry=RetryConfig.disabled())
         await trio.sleep(1.0)
         with pytest.raises(RateLimited):
-            await ref.chat_completion(HISTORY, [], CONFIG)
+            await ref.chat_completion(ChatRequest(messages=HISTORY, tools=[], config=CONFIG))
         assert trio.current_time() == 1.0
 
         async def ask(delay: float) -> None:
             await trio.sleep(delay)
-            await ref.chat_completion(HISTORY, [], CONFIG)
+            await ref.chat_completion(ChatRequest(messages=HISTORY, tools=[], config=CONFIG))
             finished.append(trio.current_time())
 
         async with trio.open_nursery() as nursery:
@@ -299,11 +300,15 @@ async def test_rate_limit_on_stream_also_pauses(autojump_clock: trio.testing.Moc
 
     provider = FunctionProvider(model)
     async with open_runtime() as runtime:
-        ref = await spawn_provider(runtime, provider)
+        ref = await spawn_provider(runtime, provider, retry=RetryConfig.disabled())
         with pytest.raises(RateLimited):
-            async with ref.chat_completion_stream(HISTORY, [], CONFIG):
+            async with ref.chat_completion_stream(
+                ChatRequest(messages=HISTORY, tools=[], config=CONFIG)
+            ):
                 pass
-        assert (await ref.chat_completion(HISTORY, [], CONFIG)).text == "ok"
+        assert (
+            await ref.chat_completion(ChatRequest(messages=HISTORY, tools=[], config=CONFIG))
+        ).text == "ok"
     assert sent_at == [0.0, 3.0]
 
 
@@ -319,9 +324,11 @@ async def test_provider_crash_fails_the_call_and_restarts_with_provider_reopened
     async with open_runtime(backoff=Backoff.none()) as runtime:
         ref = await spawn_provider(runtime, provider)
         with pytest.raises(ActorFailed) as failed:
-            await ref.chat_completion(HISTORY, [], CONFIG)
+            await ref.chat_completion(ChatRequest(messages=HISTORY, tools=[], config=CONFIG))
         assert isinstance(failed.value.__cause__, RuntimeError)
-        assert (await ref.chat_completion(HISTORY, [], CONFIG)).text == "recovered"
+        assert (
+            await ref.chat_completion(ChatRequest(messages=HISTORY, tools=[], config=CONFIG))
+        ).text == "recovered"
         assert provider.open_count == 1
 
 
@@ -330,8 +337,12 @@ async def test_two_providers_with_one_name_get_distinct_actors() -> None:
         first = await spawn_provider(runtime, ScriptedProvider([reply_text("1")]))
         second = await spawn_provider(runtime, ScriptedProvider([reply_text("2")]))
         assert first.ref.name != second.ref.name
-        assert (await second.chat_completion(HISTORY, [], CONFIG)).text == "2"
-        assert (await first.chat_completion(HISTORY, [], CONFIG)).text == "1"
+        assert (
+            await second.chat_completion(ChatRequest(messages=HISTORY, tools=[], config=CONFIG))
+        ).text == "2"
+        assert (
+            await first.chat_completion(ChatRequest(messages=HISTORY, tools=[], config=CONFIG))
+        ).text == "1"
 
 
 async def test_stopped_provider_ref_raises_mailbox_closed() -> None:
@@ -361,6 +372,60 @@ async def test_cancelled_call_cancels_the_provider_request_before_returning(
     async with open_runtime() as runtime:
         ref = await spawn_provider(runtime, provider)
         with trio.move_on_after(2):
-            await ref.chat_completion(HISTORY, [], CONFIG)
+            await ref.chat_completion(ChatRequest(messages=HISTORY, tools=[], config=CONFIG))
         events.append(("call returned", trio.current_time()))
     assert events == [("provider request ended", 2.25), ("call returned", 2.25)]
+
+
+async def test_the_actor_retries_with_the_request_s_policy_and_the_gate(
+    autojump_clock: trio.testing.MockClock,
+):
+    sent_at: list[float] = []
+
+    def model(request: ScriptRequest) -> Reply:
+        sent_at.append(trio.current_time())
+        if len(sent_at) == 1:
+            return ErrorReply(status_code=429, retry_after=2.0)
+        if len(sent_at) == 2:
+            return ErrorReply(status_code=529)
+        return reply_text("ok")
+
+    provider = FunctionProvider(model)
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, provider)
+        retry = RetryConfig(max_retries=2, initial_backoff=0.5, multiplier=2.0)
+        answer = await ref.with_retry(retry).chat_completion(ChatRequest.of("hi"))
+    assert answer.text == "ok"
+    # retry_after wins for the 429 (and pauses the gate); the 529 backs off 0.5 * 2**1.
+    assert sent_at == [0.0, 2.0, 3.0]
+
+
+async def test_count_tokens_and_list_models_pass_the_rate_limit_gate(
+    autojump_clock: trio.testing.MockClock,
+):
+    calls = 0
+
+    def model(request: ScriptRequest) -> Reply:
+        nonlocal calls
+        calls += 1
+        return ErrorReply(status_code=429, retry_after=4.0)
+
+    provider = FunctionProvider(model)
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, provider, retry=RetryConfig.disabled())
+        with pytest.raises(RateLimited):
+            await ref.chat_completion(ChatRequest.of("hi"))
+        await ref.count_tokens(ChatRequest.of("hi"))
+        assert trio.current_time() == 4.0
+        await ref.list_models()
+        assert trio.current_time() == 4.0
+
+
+async def test_an_unknown_message_fails_the_request_and_never_the_actor() -> None:
+    provider = ScriptedProvider([reply_text("still here")])
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, provider)
+        with pytest.raises(UnknownMessage, match="does not handle call str"):
+            await ref.ref.call("hello")
+        answer = await ref.chat_completion(ChatRequest.of("hi"))
+    assert answer.text == "still here"

@@ -7,6 +7,7 @@ import trio
 import trio.testing
 
 from kova import (
+    ChatRequest,
     ErrorEvent,
     InferenceConfig,
     KovaConnectionError,
@@ -40,7 +41,9 @@ CONFIG = InferenceConfig(model="m")
 
 
 async def collect(provider: Provider) -> list[list[object]]:
-    async with provider.chat_completion_stream(HISTORY, [], CONFIG) as batches:
+    async with provider.chat_completion_stream(
+        ChatRequest(messages=HISTORY, tools=[], config=CONFIG)
+    ) as batches:
         return [list(batch) async for batch in batches]
 
 
@@ -52,17 +55,21 @@ def test_implements_the_provider_protocol() -> None:
 async def test_replies_in_order_and_records_requests() -> None:
     tools = [ToolDefinition(name="add")]
     provider = ScriptedProvider([reply_tool_calls(("add", {"a": 1})), reply_text("done")])
-    first = await provider.chat_completion(HISTORY, tools, CONFIG)
-    second = await provider.chat_completion(HISTORY, [], CONFIG)
+    first = await provider.chat_completion(
+        ChatRequest(messages=HISTORY, tools=tools, config=CONFIG)
+    )
+    second = await provider.chat_completion(ChatRequest(messages=HISTORY, tools=[], config=CONFIG))
     assert first.tool_uses[0].name == "add"
     assert second.text == "done"
     assert provider.requests == [
-        ScriptRequest(messages=tuple(HISTORY), tools=tuple(tools), config=CONFIG, stream=False),
-        ScriptRequest(messages=tuple(HISTORY), tools=(), config=CONFIG, stream=False),
+        ScriptRequest(
+            request=ChatRequest(messages=HISTORY, tools=tools, config=CONFIG), stream=False
+        ),
+        ScriptRequest(request=ChatRequest(messages=HISTORY, config=CONFIG), stream=False),
     ]
     assert provider.requests is provider.script.requests
     with pytest.raises(ScriptExhaustedError):
-        await provider.chat_completion(HISTORY, [], CONFIG)
+        await provider.chat_completion(ChatRequest(messages=HISTORY, tools=[], config=CONFIG))
 
 
 async def test_error_reply_raises_classified_error_with_retry_after() -> None:
@@ -70,18 +77,20 @@ async def test_error_reply_raises_classified_error_with_retry_after() -> None:
         [ErrorReply(status_code=429, retry_after=2.5), ErrorReply(status_code=529)]
     )
     with pytest.raises(RateLimited) as rate_limited:
-        await provider.chat_completion(HISTORY, [], CONFIG)
+        await provider.chat_completion(ChatRequest(messages=HISTORY, tools=[], config=CONFIG))
     assert rate_limited.value.retry_after == 2.5
     assert rate_limited.value.status_code == 429
     assert rate_limited.value.provider == "scripted"
     with pytest.raises(ProviderOverloaded):
-        await provider.chat_completion(HISTORY, [], CONFIG)
+        await provider.chat_completion(ChatRequest(messages=HISTORY, tools=[], config=CONFIG))
 
 
 async def test_stream_error_reply_raises_on_entering() -> None:
     provider = ScriptedProvider([ErrorReply(status_code=429, retry_after=1.0)])
     with pytest.raises(RateLimited):
-        async with provider.chat_completion_stream(HISTORY, [], CONFIG):
+        async with provider.chat_completion_stream(
+            ChatRequest(messages=HISTORY, tools=[], config=CONFIG)
+        ):
             pytest.fail("entered a failed stream")
 
 
@@ -100,7 +109,9 @@ async def test_cut_stream_raises_stream_error_after_cut_events() -> None:
     provider = ScriptedProvider([reply], batch_size=2)
     received: list[object] = []
     with pytest.raises(StreamError):
-        async with provider.chat_completion_stream(HISTORY, [], CONFIG) as batches:
+        async with provider.chat_completion_stream(
+            ChatRequest(messages=HISTORY, tools=[], config=CONFIG)
+        ) as batches:
             async for batch in batches:
                 received.extend(batch)
     assert received == list(stream_events(reply))[:5]
@@ -109,7 +120,7 @@ async def test_cut_stream_raises_stream_error_after_cut_events() -> None:
 async def test_cut_reply_in_non_streaming_call_is_a_connection_error() -> None:
     provider = ScriptedProvider([StreamReply(response=reply_text("x"), cut_after=0)])
     with pytest.raises(KovaConnectionError):
-        await provider.chat_completion(HISTORY, [], CONFIG)
+        await provider.chat_completion(ChatRequest(messages=HISTORY, tools=[], config=CONFIG))
 
 
 async def test_error_event_raises_after_the_events_before_it() -> None:
@@ -124,7 +135,9 @@ async def test_error_event_raises_after_the_events_before_it() -> None:
     )
     received: list[object] = []
     with pytest.raises(StreamError) as error:
-        async with provider.chat_completion_stream(HISTORY, [], CONFIG) as batches:
+        async with provider.chat_completion_stream(
+            ChatRequest(messages=HISTORY, tools=[], config=CONFIG)
+        ) as batches:
             async for batch in batches:
                 received.extend(batch)
     assert received == [TextDelta(text="a"), TextDelta(text="b")]
@@ -137,7 +150,9 @@ async def test_function_provider_computes_each_reply() -> None:
         return reply_text(f"{len(request.messages)} messages")
 
     provider = FunctionProvider(model)
-    answer = await provider.chat_completion([*HISTORY, Message.user("again")], [], CONFIG)
+    answer = await provider.chat_completion(
+        ChatRequest(messages=[*HISTORY, Message.user("again")], tools=[], config=CONFIG)
+    )
     assert answer.text == "2 messages"
     assert provider.name == "function"
 
@@ -155,9 +170,9 @@ async def test_latency_and_batch_delay_use_trio_time(autojump_clock: trio.testin
 async def test_count_tokens_and_list_models() -> None:
     provider = ScriptedProvider([])
     tools = [ToolDefinition(name="lookup", description="find things")]
-    assert await provider.count_tokens(HISTORY, tools, CONFIG) == heuristic_count_tokens(
-        HISTORY, tools
-    )
+    assert await provider.count_tokens(
+        ChatRequest(messages=HISTORY, tools=tools, config=CONFIG)
+    ) == heuristic_count_tokens(HISTORY, tools)
     assert await provider.list_models() == [ModelInfo(id="scripted", owned_by="scripted")]
 
 

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import attrs
 
+from ..._secret import Secret
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
@@ -62,6 +64,22 @@ def _headers(value: Mapping[str, str]) -> Mapping[str, str]:
     return dict(value)
 
 
+def _positive_int(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if value <= 0:
+        raise ValueError(f"{attribute.name} must be positive, got {value}")
+
+
+def _positive_seconds(
+    _instance: object, attribute: attrs.Attribute[float | None], value: float | None
+) -> None:
+    if value is not None and value <= 0:
+        raise ValueError(f"{attribute.name} must be positive seconds or None, got {value}")
+
+
+def _secret(value: str | Secret | None) -> Secret | None:
+    return Secret.of(value)
+
+
 @attrs.frozen(kw_only=True)
 class AnthropicConfig:
     """How to reach Anthropic's Messages API and what every request asks for.
@@ -72,12 +90,26 @@ class AnthropicConfig:
 
     model: str = attrs.field(validator=_non_empty)
     """Model id, e.g. ``claude-opus-4-8``."""
-    api_key: str | None = attrs.field(default=None, repr=False)
-    """The API key; ``None`` reads ``ANTHROPIC_API_KEY`` from the environment."""
+    api_key: Secret | None = attrs.field(default=None, converter=_secret)
+    """The API key (a ``str`` is wrapped in a masked :class:`~kova.Secret`); ``None`` reads
+    ``ANTHROPIC_API_KEY`` when the provider is constructed."""
     base_url: str = DEFAULT_BASE_URL
     timeout: float = attrs.field(default=600.0, validator=attrs.validators.gt(0))
-    """Seconds to wait for the server (connect is capped at 5 s). Long on purpose: a
+    """Seconds to wait for the server (connect is capped at 5 s): the read timeout, the time to
+    a stream's response head and the idle timeout between stream events. Long on purpose: a
     non-streaming answer with thinking can take minutes before its first byte."""
+    total_timeout: float | None = attrs.field(
+        default=900.0,
+        # The attrs plugin takes the field's type from the default (float), not the annotation.
+        validator=_positive_seconds,  # type: ignore[arg-type]
+    )
+    """Deadline for a whole non-streaming request (headers and body)."""
+    stream_timeout: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.gt(0.0))
+    )
+    """Optional deadline for a whole stream (``None``: bounded by the idle timeout only)."""
+    max_response_bytes: int = attrs.field(default=64 * 1024 * 1024, validator=_positive_int)
+    """The largest non-streaming response body read."""
     api_version: str = attrs.field(default=ANTHROPIC_API_VERSION, validator=_non_empty)
     """The ``anthropic-version`` header. Pin an older one (e.g. ``2023-06-01``) and kova
     authenticates the way that version expects (``x-api-key``)."""
@@ -85,7 +117,7 @@ class AnthropicConfig:
     """Upper bound on generated tokens, thinking included (see :data:`DEFAULT_MAX_TOKENS`)."""
     adaptive_thinking: bool = True
     """Send ``thinking: {"type": "adaptive"}`` (the model decides how much to think). When
-    false (and no ``thinking_budget`` is set) kova sends ``{"type": "disabled"}``."""
+    false (and no ``thinking_budget`` is set) no ``thinking`` field is sent (thinking off)."""
     thinking_budget: int | None = attrs.field(default=None, validator=_check_budget)
     """Manual extended thinking for models without adaptive thinking (before the 4.6
     generation): sends ``{"type": "enabled", "budget_tokens": n}`` instead of adaptive.

@@ -74,21 +74,13 @@ def _invalid(message: str) -> InvalidResponse:
 # Requests
 
 
-def request_headers(settings: AnthropicConfig, api_key: str) -> dict[str, str]:
-    """The headers of every call: version, credentials, JSON, then the user's extras.
-
-    API versions from ``2026-10-21`` on take the key as ``Authorization: Bearer`` (what the
-    official SDK sends); older pinned versions take ``x-api-key``.
-    """
+def request_headers(settings: AnthropicConfig) -> dict[str, str]:
+    """The headers of every call (credentials come from the auth flow): version, JSON, then
+    the user's extras."""
     headers = {
         "anthropic-version": settings.api_version,
-        "content-type": "application/json",
         "accept": "application/json",
     }
-    if settings.bearer_auth:
-        headers["authorization"] = f"Bearer {api_key}"
-    else:
-        headers["x-api-key"] = api_key
     for name, value in settings.extra_headers.items():
         headers[name.lower()] = value
     return headers
@@ -199,14 +191,16 @@ def encode_tools(tools: Sequence[ToolDefinition]) -> list[JSONValue]:
     return encoded
 
 
-def _thinking(settings: AnthropicConfig) -> dict[str, JSONValue]:
+def _thinking(settings: AnthropicConfig) -> dict[str, JSONValue] | None:
     thinking: dict[str, JSONValue]
     if settings.thinking_budget is not None:
         thinking = {"type": "enabled", "budget_tokens": settings.thinking_budget}
     elif settings.adaptive_thinking:
         thinking = {"type": "adaptive"}
     else:
-        return {"type": "disabled"}
+        # Thinking off: the field is omitted, as the official SDK omits it (the API's
+        # default is no thinking), on messages and count_tokens alike.
+        return None
     if settings.thinking_display is not None:
         thinking["display"] = settings.thinking_display
     return thinking
@@ -237,7 +231,9 @@ def _prompt(
         body["system"] = system
     if tools:
         body["tools"] = encode_tools(tools)
-    body["thinking"] = _thinking(settings)
+    thinking = _thinking(settings)
+    if thinking is not None:
+        body["thinking"] = thinking
     output = _output_config(settings, config)
     if output:
         body["output_config"] = output

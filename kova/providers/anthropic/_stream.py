@@ -21,9 +21,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Protocol
 
-from ..._errors import InvalidResponse, StreamError
+from ..._errors import InvalidResponse, KovaError, StreamError
 from ..._models import (
-    ErrorEvent,
     RedactedThinking,
     SignedThinking,
     StopEvent,
@@ -37,6 +36,8 @@ from ..._models import (
     ToolUseStart,
     UsageEvent,
 )
+from .._classify import provider_error
+from .._sse import SseEvent
 from ._convert import PROVIDER, decode_stop_reason, decode_usage
 
 if TYPE_CHECKING:
@@ -89,64 +90,58 @@ def _invalid(message: str) -> InvalidResponse:
 class AnthropicStreamDecoder:
     """Turns one Messages API event stream into batches of kova stream events.
 
-    One decoder belongs to one stream. After an ``error`` event the batch ends with an
-    :class:`~kova.ErrorEvent` and later input is ignored; :meth:`check_complete` tells a cut
-    stream from a finished one.
+    One decoder belongs to one stream. It keeps the codec contract
+    (:mod:`kova.providers._codec`): an ``error`` event sets :attr:`error` to the classified
+    error (``overloaded_error`` is :class:`~kova.ProviderOverloaded`, as HTTP 529 is), a
+    malformed event sets :class:`~kova.InvalidResponse`, and :meth:`finish` sets a
+    :class:`~kova.StreamError` when the stream stopped before ``message_stop``; decoding stops
+    at the first error, and the events before it in the same read are returned.
     """
 
-    __slots__ = ("_blocks", "_error", "_finished", "_stop_reason", "_usage")
+    __slots__ = ("_blocks", "_finished", "_stop_reason", "_usage", "error")
 
     def __init__(self) -> None:
         self._blocks: dict[int, _Block] = {}
         self._usage: dict[str, object] = {}
         self._stop_reason: StopReason | None = None
         self._finished = False
-        self._error: ErrorEvent | None = None
+        self.error: KovaError | None = None
 
     @property
     def finished(self) -> bool:
         """``message_stop`` arrived."""
         return self._finished
 
-    @property
-    def error(self) -> ErrorEvent | None:
-        """The stream's ``error`` event, if one arrived."""
-        return self._error
-
     def feed(self, events: Iterable[SseLike]) -> list[StreamEvent]:
-        """Decode the SSE events of one network read into one batch of kova events.
-
-        Raises:
-            InvalidResponse: an event's data is not the JSON the API sends.
-        """
+        """Decode the SSE events of one network read into one batch of kova events."""
         out: list[StreamEvent] = []
         for sse in events:
-            if self._error is not None or self._finished:
+            if self.error is not None or self._finished:
                 break
-            self._decode(sse.event, sse.data, out)
+            try:
+                self._decode(sse.event, sse.data, out)
+            except InvalidResponse as exc:
+                self.error = exc
         return out
 
     def feed_event(self, event: str, data: str) -> list[StreamEvent]:
         """Decode one SSE event (convenience for tests and single events)."""
-        out: list[StreamEvent] = []
-        if self._error is None and not self._finished:
-            self._decode(event, data, out)
-        return out
+        return self.feed([SseEvent(data, event)])
 
-    def check_complete(self) -> None:
-        """Call when the byte stream ended.
-
-        Raises:
-            StreamError: an ``error`` event arrived, or the stream stopped before
-                ``message_stop`` (the connection was cut).
-        """
-        if self._error is not None:
-            raise StreamError(self._error.message, error_type=self._error.error_type or None)
-        if not self._finished:
-            raise StreamError(
+    def finish(self) -> list[StreamEvent]:
+        """The byte stream ended: sets :attr:`error` if it stopped before ``message_stop``."""
+        if self.error is None and not self._finished:
+            self.error = StreamError(
                 "the stream ended before message_stop (connection cut?)",
                 error_type="incomplete_stream",
             )
+        return []
+
+    def check_complete(self) -> None:
+        """Raise the stream's error, if any, once the byte stream ended."""
+        self.finish()
+        if self.error is not None:
+            raise self.error
 
     def _decode(self, event: str, data: str, out: list[StreamEvent]) -> None:
         if event == "ping" or not data:
@@ -188,11 +183,12 @@ class AnthropicStreamDecoder:
             if isinstance(error, dict):
                 error_type = error.get("type")
                 message = error.get("message")
-            self._error = ErrorEvent(
-                message=message if isinstance(message, str) else data,
-                error_type=error_type if isinstance(error_type, str) else "",
+            self.error = provider_error(
+                message if isinstance(message, str) else data,
+                provider=PROVIDER,
+                error_type=error_type if isinstance(error_type, str) else None,
+                mid_stream=True,
             )
-            out.append(self._error)
         # "ping" with a JSON body, and event types newer than this decoder, are skipped.
 
     def _merge_usage(self, usage: Mapping[str, object]) -> None:

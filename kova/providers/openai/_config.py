@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
+from ..._secret import Secret
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
@@ -19,19 +21,12 @@ def _headers(value: Mapping[str, str]) -> Mapping[str, str]:
     return dict(value)
 
 
-def _env_key(value: str | None) -> str | None:
+def _env_key(value: str | Secret | None) -> Secret | None:
     # Resolved once, when the config is built, so a provider's credentials cannot change
     # under a running agent; evolve() the config (or build a new one) to rotate a key.
-    return value if value is not None else os.environ.get("OPENAI_API_KEY") or None
-
-
-def _auth_headers(api_key: str | None, api_version: str | None) -> dict[str, str]:
-    # Azure (an api_version is set) takes the key in ``api-key``; everyone else as a bearer.
-    if not api_key:
-        return {}
-    if api_version is not None:
-        return {"api-key": api_key}
-    return {"authorization": f"Bearer {api_key}"}
+    if value is None:
+        return Secret.of(os.environ.get("OPENAI_API_KEY"))
+    return Secret.of(value)
 
 
 def _query_params(api_version: str | None) -> dict[str, str]:
@@ -45,6 +40,22 @@ def endpoint_path(base_url: str, path: str) -> str:
     if base_url.rstrip("/").endswith("/v1") and path.startswith("/v1/"):
         return path[len("/v1") :]
     return path
+
+
+def _positive_int(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if value <= 0:
+        raise ValueError(f"{attribute.name} must be positive, got {value}")
+
+
+def _positive_seconds(
+    _instance: object, attribute: attrs.Attribute[float | None], value: float | None
+) -> None:
+    if value is not None and value <= 0:
+        raise ValueError(f"{attribute.name} must be positive seconds or None, got {value}")
+
+
+def _secret(value: str | Secret | None) -> Secret | None:
+    return Secret.of(value)
 
 
 @attrs.frozen(kw_only=True)
@@ -70,11 +81,25 @@ class OpenAiConfig:
     """Scheme and host (and optional prefix); the paths below are appended. A base URL that
     already ends in ``/v1`` (as the official SDK's does) is fine: the paths' own ``/v1`` is
     then not repeated."""
-    api_key: str | None = attrs.field(default=None, converter=_env_key, repr=False)
-    """The key. ``None`` reads ``OPENAI_API_KEY`` when the config is constructed; with no key
-    at all (or ``""``) no auth header is sent: local servers need none."""
+    api_key: Secret | None = attrs.field(default=None, converter=_env_key)
+    """The key (a ``str`` is wrapped in a masked :class:`~kova.Secret`). ``None`` reads
+    ``OPENAI_API_KEY`` when the config is constructed; with no key at all (or ``""``) no auth
+    header is sent: local servers need none."""
     timeout: float = attrs.field(default=30.0, validator=attrs.validators.gt(0))
-    """Read timeout in seconds (also write and pool)."""
+    """Read timeout in seconds (also write and pool), the time to a stream's response head,
+    and the idle timeout between stream events."""
+    total_timeout: float | None = attrs.field(
+        default=600.0,
+        # The attrs plugin takes the field's type from the default (float), not the annotation.
+        validator=_positive_seconds,  # type: ignore[arg-type]
+    )
+    """Deadline for a whole non-streaming request (headers and body)."""
+    stream_timeout: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.gt(0.0))
+    )
+    """Optional deadline for a whole stream (``None``: bounded by the idle timeout only)."""
+    max_response_bytes: int = attrs.field(default=64 * 1024 * 1024, validator=_positive_int)
+    """The largest non-streaming response body read."""
     connect_timeout: float | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
     )
@@ -104,10 +129,6 @@ class OpenAiConfig:
     extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, repr=False)
     """Sent with every request (e.g. ``OpenAI-Organization``, ``OpenAI-Project``)."""
 
-    def auth_headers(self) -> dict[str, str]:
-        """The authentication header for this config (empty without a key)."""
-        return _auth_headers(self.api_key, self.api_version)
-
     def query_params(self) -> dict[str, str]:
         """Query parameters sent with every request."""
         return _query_params(self.api_version)
@@ -119,7 +140,7 @@ class OpenAiEmbeddingConfig:
 
     model: str = "text-embedding-3-small"
     base_url: str = DEFAULT_BASE_URL
-    api_key: str | None = attrs.field(default=None, converter=_env_key, repr=False)
+    api_key: Secret | None = attrs.field(default=None, converter=_env_key)
     """As :attr:`OpenAiConfig.api_key` (``OPENAI_API_KEY`` read at construction)."""
     dimensions: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
@@ -135,10 +156,6 @@ class OpenAiEmbeddingConfig:
     batch_size: int = attrs.field(default=2048, validator=attrs.validators.gt(0))
     """Inputs per request; OpenAI accepts at most 2048."""
     extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, repr=False)
-
-    def auth_headers(self) -> dict[str, str]:
-        """The authentication header for this config (empty without a key)."""
-        return _auth_headers(self.api_key, self.api_version)
 
     def query_params(self) -> dict[str, str]:
         """Query parameters sent with every request."""

@@ -11,8 +11,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, assert_never
 
-import attrs
-
 from ..._errors import ProviderError
 from ..._models import (
     Image,
@@ -24,7 +22,6 @@ from ..._models import (
     ModelResponse,
     ResponseFormat,
     Role,
-    StopKind,
     StopReason,
     Text,
     Thinking,
@@ -33,24 +30,25 @@ from ..._models import (
     ToolUse,
     Usage,
 )
+from .._classify import provider_error
 
 if TYPE_CHECKING:
     from ._config import OpenAiConfig
 
 __all__ = [
+    "ARGUMENTS_KEY",
     "PROVIDER",
-    "DecodedRequest",
     "decode_models",
-    "decode_request",
     "decode_response",
     "decode_usage",
+    "canonical_arguments",
     "encode_arguments",
     "encode_messages",
     "encode_request",
     "encode_tools",
     "finish_reason_to_stop",
     "parse_arguments",
-    "stop_to_finish_reason",
+    "reasoning_of",
 ]
 
 PROVIDER = "openai"
@@ -75,31 +73,50 @@ def finish_reason_to_stop(finish_reason: str | None, *, has_tool_calls: bool) ->
     return known if known is not None else StopReason.unknown(finish_reason)
 
 
-def stop_to_finish_reason(stop_reason: StopReason) -> str:
-    """The ``finish_reason`` OpenAI sends for a kova stop reason (used by the fake server)."""
-    match stop_reason.kind:
-        case StopKind.END_TURN | StopKind.STOP_SEQUENCE:
-            return "stop"
-        case StopKind.TOOL_USE:
-            return "tool_calls"
-        case StopKind.MAX_TOKENS:
-            return "length"
-        case StopKind.UNKNOWN:
-            return stop_reason.raw or "stop"
-        case _:
-            assert_never(stop_reason.kind)
-
-
 # ---------------------------------------------------------------------------------------------
 # Requests
 
 
+ARGUMENTS_KEY = "openai_arguments"
+"""``ToolUse.provider_metadata`` key of the model's exact argument text (when it differs
+from the compact encoding of ``input``)."""
+
+
+def _compact(value: JSONValue) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def canonical_arguments(raw: str) -> JSONObject | None:
+    """Provider metadata keeping ``raw`` (the model's argument text) when re-encoding the
+    parsed arguments would not give the same bytes (``\u00e9`` escapes, spacing), so the
+    call is echoed back exactly as the model sent it, as the official SDK does."""
+    if not raw:
+        return None
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return None  # kept as ToolUse.raw_arguments instead
+    if not isinstance(parsed, dict) or _compact(parsed) == raw:
+        return None
+    return {ARGUMENTS_KEY: raw}
+
+
 def encode_arguments(tool_use: ToolUse) -> str:
-    """A tool call's ``arguments`` string: the model's own text when it was not valid JSON,
+    """A tool call's ``arguments`` string: the model's own text when it was not valid JSON or
+    when it was kept verbatim (:func:`canonical_arguments`) and still matches ``input``;
     otherwise compact JSON (what OpenAI models emit)."""
     if tool_use.raw_arguments is not None:
         return tool_use.raw_arguments
-    return json.dumps(tool_use.input, separators=(",", ":"), ensure_ascii=False)
+    metadata = tool_use.provider_metadata
+    if metadata:
+        raw = metadata.get(ARGUMENTS_KEY)
+        if isinstance(raw, str):
+            try:
+                if json.loads(raw) == tool_use.input:
+                    return raw
+            except ValueError:
+                pass
+    return _compact(tool_use.input)
 
 
 def _image_part(image: Image) -> dict[str, JSONValue]:
@@ -108,8 +125,10 @@ def _image_part(image: Image) -> dict[str, JSONValue]:
 
 
 def _user_content(blocks: Sequence[Text | Image]) -> JSONValue:
-    if all(isinstance(block, Text) for block in blocks):
-        return "".join(block.text for block in blocks if isinstance(block, Text))
+    # One text block is a plain string; several blocks are separate content parts (never
+    # concatenated: "Here is the file:" and "print(1)" stay two parts, as the SDK sends them).
+    if len(blocks) == 1 and isinstance(blocks[0], Text):
+        return blocks[0].text
     parts: list[JSONValue] = []
     for block in blocks:
         if isinstance(block, Text):
@@ -125,9 +144,13 @@ def _tool_messages(results: Sequence[ToolResult]) -> list[dict[str, JSONValue]]:
     messages: list[dict[str, JSONValue]] = []
     images: list[JSONValue] = []
     for result in results:
-        messages.append(
-            {"role": "tool", "tool_call_id": result.tool_use_id, "content": result.text}
-        )
+        content: JSONValue = result.text
+        if not isinstance(result.content, str):
+            texts = [part.text for part in result.content if isinstance(part, Text)]
+            if len(texts) > 1:
+                # Several text parts go as a parts array (tool messages take text parts).
+                content = [{"type": "text", "text": text} for text in texts]
+        messages.append({"role": "tool", "tool_call_id": result.tool_use_id, "content": content})
         if not isinstance(result.content, str):
             for part in result.content:
                 if isinstance(part, Image):
@@ -312,7 +335,7 @@ def _error_message(body: Mapping[str, JSONValue]) -> tuple[str, str | None]:
     return str(error), None
 
 
-def _reasoning(source: Mapping[str, JSONValue]) -> str | None:
+def reasoning_of(source: Mapping[str, JSONValue]) -> str | None:
     value = source.get("reasoning_content")
     if not isinstance(value, str) or not value:
         value = source.get("reasoning")
@@ -333,7 +356,7 @@ def decode_response(body: JSONValue, *, keep_reasoning: bool = False) -> ModelRe
         raise ProviderError.invalid_response("the response is not a JSON object", provider=PROVIDER)
     if body.get("error") is not None:
         error_message, error_type = _error_message(body)
-        raise ProviderError(error_message, provider=PROVIDER, error_type=error_type)
+        raise provider_error(error_message, provider=PROVIDER, error_type=error_type)
     choices = body.get("choices")
     if not isinstance(choices, Sequence) or not choices or not isinstance(choices[0], Mapping):
         raise ProviderError.invalid_response("the response has no choices", provider=PROVIDER)
@@ -359,7 +382,8 @@ def decode_response(body: JSONValue, *, keep_reasoning: bool = False) -> ModelRe
             raw_value = function.get("arguments")
             if isinstance(raw_value, Mapping):  # a few servers send an object, not a string
                 raw_value = json.dumps(raw_value)
-            parsed, raw = parse_arguments(raw_value if isinstance(raw_value, str) else "")
+            text_value = raw_value if isinstance(raw_value, str) else ""
+            parsed, raw = parse_arguments(text_value)
             call_id = call.get("id")
             content.append(
                 ToolUse(
@@ -367,6 +391,7 @@ def decode_response(body: JSONValue, *, keep_reasoning: bool = False) -> ModelRe
                     name=str(function.get("name") or "unknown"),
                     input=parsed,
                     raw_arguments=raw,
+                    provider_metadata=canonical_arguments(text_value),
                 )
             )
     finish = choice.get("finish_reason")
@@ -376,7 +401,7 @@ def decode_response(body: JSONValue, *, keep_reasoning: bool = False) -> ModelRe
     )
     if not (isinstance(text, str) and text) and isinstance(refusal, str) and refusal:
         stop = StopReason.unknown("refusal")
-    reasoning = _reasoning(message)
+    reasoning = reasoning_of(message)
     blocks: tuple[Text | ToolUse | Thinking, ...] = tuple(content)
     if keep_reasoning and reasoning:
         blocks = (Thinking(text=reasoning), *blocks)
@@ -412,180 +437,3 @@ def decode_models(body: JSONValue) -> list[ModelInfo]:
             )
         )
     return models
-
-
-# ---------------------------------------------------------------------------------------------
-# The other direction: what a server receives (kova.testing's fake server uses this)
-
-
-@attrs.frozen(kw_only=True)
-class DecodedRequest:
-    """A Chat Completions request body read back into kova values."""
-
-    messages: tuple[Message, ...]
-    tools: tuple[ToolDefinition, ...]
-    config: InferenceConfig
-    stream: bool
-    include_usage: bool
-
-
-def _text_of(content: JSONValue) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):
-        return "".join(
-            str(part.get("text", ""))
-            for part in content
-            if isinstance(part, Mapping) and part.get("type") == "text"
-        )
-    return ""
-
-
-def _image_from_url(url: str) -> Image:
-    if url.startswith("data:") and ";base64," in url:
-        header, _, data = url.partition(";base64,")
-        return Image(media_type=header[len("data:") :], data=data)
-    return Image(url=url)
-
-
-def _user_blocks(content: JSONValue) -> list[Text | Image]:
-    if isinstance(content, str):
-        return [Text(text=content)]
-    blocks: list[Text | Image] = []
-    if isinstance(content, Sequence):
-        for part in content:
-            if not isinstance(part, Mapping):
-                continue
-            if part.get("type") == "text":
-                blocks.append(Text(text=str(part.get("text", ""))))
-            elif part.get("type") == "image_url":
-                image_url = part.get("image_url")
-                url = image_url.get("url") if isinstance(image_url, Mapping) else image_url
-                if isinstance(url, str):
-                    blocks.append(_image_from_url(url))
-    return blocks
-
-
-def _decode_message(item: Mapping[str, JSONValue]) -> Message | None:
-    role = item.get("role")
-    content = item.get("content")
-    if role in ("system", "developer"):
-        return Message.system(_text_of(content))
-    if role == "user":
-        return Message.user(_user_blocks(content))
-    if role == "tool":
-        return Message.tool_results(
-            [
-                ToolResult(
-                    tool_use_id=str(item.get("tool_call_id") or "?"), content=_text_of(content)
-                )
-            ]
-        )
-    if role == "assistant":
-        blocks: list[Text | ToolUse | Thinking] = []
-        reasoning = _reasoning(item)
-        if reasoning:
-            blocks.append(Thinking(text=reasoning))
-        text = _text_of(content)
-        if text:
-            blocks.append(Text(text=text))
-        calls = item.get("tool_calls")
-        if isinstance(calls, Sequence):
-            for call in calls:
-                if not isinstance(call, Mapping):
-                    continue
-                function = call.get("function")
-                if not isinstance(function, Mapping):
-                    continue
-                arguments = function.get("arguments")
-                parsed, raw = parse_arguments(arguments if isinstance(arguments, str) else "")
-                blocks.append(
-                    ToolUse(
-                        id=str(call.get("id") or "call"),
-                        name=str(function.get("name") or "unknown"),
-                        input=parsed,
-                        raw_arguments=raw,
-                    )
-                )
-        return Message.assistant(blocks)
-    return None
-
-
-def _merge_tool_messages(messages: list[Message]) -> list[Message]:
-    """Consecutive ``tool`` messages become one kova TOOL message (kova's own shape)."""
-    merged: list[Message] = []
-    for message in messages:
-        if message.role is Role.TOOL and merged and merged[-1].role is Role.TOOL:
-            merged[-1] = Message(role=Role.TOOL, content=merged[-1].content + message.content)
-        else:
-            merged.append(message)
-    return merged
-
-
-def decode_request(body: JSONValue) -> DecodedRequest:
-    """Read a Chat Completions request body back into kova values (for fake servers).
-
-    Lenient: parts kova does not model are skipped rather than rejected.
-    """
-    if not isinstance(body, Mapping):
-        raise ValueError("the request body is not a JSON object")
-    raw_messages = body.get("messages")
-    messages: list[Message] = []
-    if isinstance(raw_messages, Sequence):
-        for item in raw_messages:
-            if isinstance(item, Mapping):
-                message = _decode_message(item)
-                if message is not None:
-                    messages.append(message)
-    tools: list[ToolDefinition] = []
-    raw_tools = body.get("tools")
-    if isinstance(raw_tools, Sequence):
-        for tool in raw_tools:
-            function = tool.get("function") if isinstance(tool, Mapping) else None
-            if isinstance(function, Mapping) and isinstance(function.get("name"), str):
-                parameters = function.get("parameters")
-                tools.append(
-                    ToolDefinition(
-                        name=str(function["name"]),
-                        description=str(function.get("description") or ""),
-                        parameters=parameters
-                        if isinstance(parameters, Mapping)
-                        else {"type": "object", "properties": {}},
-                    )
-                )
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    temperature = body.get("temperature")
-    top_p = body.get("top_p")
-    stop = body.get("stop")
-    response_format: ResponseFormat | None = None
-    raw_format = body.get("response_format")
-    if isinstance(raw_format, Mapping) and isinstance(raw_format.get("json_schema"), Mapping):
-        schema_spec = raw_format["json_schema"]
-        assert isinstance(schema_spec, Mapping)
-        schema = schema_spec.get("schema")
-        description = schema_spec.get("description")
-        response_format = ResponseFormat(
-            name=str(schema_spec.get("name") or "response"),
-            schema=schema if isinstance(schema, Mapping) else {},
-            strict=bool(schema_spec.get("strict", False)),
-            description=description if isinstance(description, str) else None,
-        )
-    stream_options = body.get("stream_options")
-    model = body.get("model")
-    return DecodedRequest(
-        messages=tuple(_merge_tool_messages(messages)),
-        tools=tuple(tools),
-        config=InferenceConfig(
-            model=model if isinstance(model, str) else None,
-            max_tokens=max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else None,
-            temperature=float(temperature) if isinstance(temperature, int | float) else None,
-            top_p=float(top_p) if isinstance(top_p, int | float) else None,
-            stop_sequences=[str(s) for s in stop]
-            if isinstance(stop, Sequence) and not isinstance(stop, str)
-            else (stop if isinstance(stop, str) else None),
-            response_format=response_format,
-        ),
-        stream=body.get("stream") is True,
-        include_usage=isinstance(stream_options, Mapping)
-        and stream_options.get("include_usage") is True,
-    )

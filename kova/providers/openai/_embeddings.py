@@ -11,17 +11,19 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ..._errors import ProviderError
-from ._client import openai_transport
+from .._embedding import Embeddings
+from .._http import HttpTransport
+from ._client import openai_auth
+from ._codec import openai_error_details
 from ._config import endpoint_path
-from ._convert import PROVIDER
+from ._convert import PROVIDER, decode_usage
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
     import httpx2
 
-    from ..._models import JSONValue
-    from .._http import HttpTransport
+    from ..._models import JSONValue, Usage
     from ._config import OpenAiEmbeddingConfig
 
 __all__ = ["OpenAiEmbeddingProvider", "decode_embeddings"]
@@ -87,7 +89,6 @@ class OpenAiEmbeddingProvider:
 
     config: OpenAiEmbeddingConfig
     _http: HttpTransport
-    _headers: Mapping[str, str] = attrs.field(repr=False)
     _path: str
 
     def __init__(
@@ -98,8 +99,22 @@ class OpenAiEmbeddingProvider:
         transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
         self.config = config
-        self._http, self._headers = openai_transport(config, client=client, transport=transport)
+        self._http = HttpTransport(
+            provider=PROVIDER,
+            base_url=config.base_url,
+            timeout=config.timeout,
+            connect_timeout=config.connect_timeout,
+            client=client,
+            transport=transport,
+            error_details=openai_error_details,
+            auth=openai_auth(config),
+        )
         self._path = endpoint_path(config.base_url, config.embeddings_path)
+
+    @property
+    def name(self) -> str:
+        """``"openai"``."""
+        return PROVIDER
 
     @property
     def dimensions(self) -> int | None:
@@ -110,8 +125,9 @@ class OpenAiEmbeddingProvider:
         """Hold the HTTP connection pool for the block (reference-counted)."""
         return self._http.open()
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One vector per text, in input order.
+    async def embed(self, texts: Sequence[str]) -> Embeddings:
+        """One vector per text, in input order, with the tokens the API counted
+        (``usage.input_tokens`` from ``prompt_tokens``, summed over batches).
 
         More texts than ``config.batch_size`` (OpenAI's limit is 2048 per request) are sent
         as several requests, one after another, and reassembled in order.
@@ -125,6 +141,7 @@ class OpenAiEmbeddingProvider:
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of strings, not one string")
         vectors: list[list[float]] = []
+        usage: Usage | None = None
         size = self.config.batch_size
         for start in range(0, len(texts), size):
             batch = list(texts[start : start + size])
@@ -140,7 +157,10 @@ class OpenAiEmbeddingProvider:
                 self._path,
                 json_body=body,
                 params=self.config.query_params() or None,
-                headers=self._headers,
+                headers=self.config.extra_headers or None,
             )
             vectors.extend(decode_embeddings(data, len(batch)))
-        return vectors
+            batch_usage = decode_usage(data.get("usage")) if isinstance(data, Mapping) else None
+            if batch_usage is not None:
+                usage = batch_usage if usage is None else usage + batch_usage
+        return Embeddings(vectors, usage=usage)

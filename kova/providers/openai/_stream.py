@@ -3,9 +3,9 @@
 ::
 
     decoder = OpenAiStreamDecoder()
-    for chunk in chunks:               # one chunk per network read
-        batch = decoder.feed(chunk)    # list[StreamEvent], possibly empty
-    tail = decoder.finish()            # raises StreamError if the stream was cut short
+    for frames in reads:               # SSE frames of one network read (SseFramer)
+        batch = decoder.feed(frames)   # list[StreamEvent], possibly empty
+    tail = decoder.finish()            # sets decoder.error if the stream was cut short
 
 Events, in wire order:
 
@@ -21,8 +21,12 @@ Events, in wire order:
 * ``data: [DONE]`` ends the stream; if it comes without a ``finish_reason`` the decoder closes
   open calls and stops as if one had arrived.
 
-A ``data:`` object with an ``error`` key, or a stream that ends with neither ``[DONE]`` nor a
-``finish_reason``, raises :class:`~kova.StreamError`: never a silently short answer.
+A ``data:`` object with an ``error`` key sets :attr:`OpenAiStreamDecoder.error` to the
+classified error (a ``rate_limit_exceeded`` chunk is :class:`~kova.RateLimited`, as HTTP 429
+would be); a chunk that is not JSON, or of the wrong shape, sets
+:class:`~kova.InvalidResponse`; a stream that ends with neither ``[DONE]`` nor a
+``finish_reason`` sets :class:`~kova.StreamError`: never a silently short answer. Decoding
+stops at the first error (the codec contract in :mod:`kova.providers._codec`).
 
 The hot path per chunk is one ``json.loads`` and a few dict lookups.
 """
@@ -32,7 +36,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from ..._errors import StreamError
+from ..._errors import InvalidResponse, KovaError, StreamError
 from ..._models import (
     SignedThinking,
     StopEvent,
@@ -46,11 +50,11 @@ from ..._models import (
     ToolUseStart,
     UsageEvent,
 )
-from .._sse import SseDecoder
-from ._convert import decode_usage, finish_reason_to_stop
+from .._classify import ERROR_TYPES, provider_error
+from ._convert import PROVIDER, canonical_arguments, decode_usage, finish_reason_to_stop
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Mapping, Sequence
 
     from .._sse import SseEvent
 
@@ -61,6 +65,7 @@ class OpenAiStreamDecoder:
     """Decodes one Chat Completions stream. One decoder per stream; not task-safe."""
 
     __slots__ = (
+        "_arguments",
         "_done",
         "_ids",
         "_last_index",
@@ -68,52 +73,46 @@ class OpenAiStreamDecoder:
         "_reasoning",
         "_refused",
         "_saw_text",
-        "_sse",
         "_stopped",
+        "error",
     )
 
     def __init__(self, *, keep_reasoning: bool = False) -> None:
-        self._sse = SseDecoder()
+        self.error: KovaError | None = None
         self._reasoning: list[str] | None = [] if keep_reasoning else None
         """With ``keep_reasoning``: reasoning text not yet emitted as a ``SignedThinking``."""
         self._open_calls: list[int] = []
         """Indices of tool calls started and not yet ended, in start order."""
         self._ids: dict[str, int] = {}
+        self._arguments: dict[int, list[str]] = {}
+        """The model's argument text per call, kept to echo it back byte for byte."""
         self._last_index = 0
         self._stopped = False
         self._done = False
         self._refused = False
         self._saw_text = False
 
-    def feed(self, chunk: str) -> list[StreamEvent]:
-        """Decode one chunk of the body; returns the events it completed."""
-        sse_events = self._sse.feed(chunk)
-        return self.feed_events(sse_events) if sse_events else []
-
     def finish(self) -> list[StreamEvent]:
-        """The body ended. Returns the last events.
-
-        Raises:
-            StreamError: the stream ended before ``[DONE]`` or a ``finish_reason``.
-        """
-        events = self.feed_events(self._sse.finish())
+        """The body ended. Returns the last events; sets :attr:`error` if the stream ended
+        before ``[DONE]`` or a ``finish_reason``."""
+        if self.error is not None:
+            return []
         if not self._done and not self._stopped:
-            raise StreamError(
+            self.error = StreamError(
                 "the stream ended before [DONE] or a finish_reason: the answer is incomplete",
                 error_type="incomplete_stream",
             )
-        if not self._stopped:
-            events.extend(self._stop(None))
-        return events
+            return []
+        return [] if self._stopped else self._stop(None)
 
-    def feed_events(self, sse_events: Iterable[SseEvent]) -> list[StreamEvent]:
-        """Decode already framed server-sent events."""
+    def feed(self, frames: Sequence[SseEvent]) -> list[StreamEvent]:
+        """Decode the server-sent events of one network read."""
         out: list[StreamEvent] = []
-        if self._done:
+        if self._done or self.error is not None:
             return out
         append = out.append
         loads = json.loads
-        for sse in sse_events:
+        for sse in frames:
             data = sse.data
             if data == "[DONE]":
                 self._done = True
@@ -122,22 +121,33 @@ class OpenAiStreamDecoder:
                 break
             try:
                 chunk = loads(data)
-            except ValueError as exc:
-                raise StreamError(
+            except ValueError:
+                self.error = InvalidResponse(
                     f"the stream sent a chunk that is not JSON: {data[:200]!r}",
-                    error_type="invalid_chunk",
-                ) from exc
+                    provider=PROVIDER,
+                )
+                break
             if type(chunk) is not dict:
-                continue
+                self.error = _bad_shape("a stream chunk", chunk)
+                break
             if chunk.get("error") is not None:
-                raise _stream_error(chunk["error"])
+                self.error = _stream_error(chunk["error"])
+                break
             choices = chunk.get("choices")
             if choices:
-                choice = choices[0]
+                if type(choices) is not list or type(choice := choices[0]) is not dict:
+                    self.error = _bad_shape("choices", choices)
+                    break
                 delta = choice.get("delta")
                 if delta:
+                    if type(delta) is not dict:
+                        self.error = _bad_shape("delta", delta)
+                        break
                     content = delta.get("content")
                     if content:
+                        if type(content) is not str:
+                            self.error = _bad_shape("delta.content", content)
+                            break
                         self._saw_text = True
                         if self._reasoning:
                             self._flush_reasoning(out)
@@ -147,7 +157,7 @@ class OpenAiStreamDecoder:
                         self._other_delta(delta, out)
                 finish = choice.get("finish_reason")
                 if finish and not self._stopped:
-                    out.extend(self._stop(finish))
+                    out.extend(self._stop(finish if type(finish) is str else None))
             usage = chunk.get("usage")
             if usage:
                 decoded = decode_usage(usage)
@@ -199,6 +209,7 @@ class OpenAiStreamDecoder:
             self._last_index = index
             arguments = function.get("arguments")
             if arguments and isinstance(arguments, str):
+                self._arguments.setdefault(index, []).append(arguments)
                 out.append(ToolUseDelta(index=index, partial_json=arguments))
 
     def _flush_reasoning(self, out: list[StreamEvent]) -> None:
@@ -214,7 +225,10 @@ class OpenAiStreamDecoder:
         events: list[StreamEvent] = []
         if self._reasoning:
             self._flush_reasoning(events)
-        events.extend(ToolUseEnd(index=index) for index in self._open_calls)
+        for index in self._open_calls:
+            raw = "".join(self._arguments.get(index, ()))
+            metadata = canonical_arguments(raw)
+            events.append(ToolUseEnd(index=index, provider_metadata=metadata))
         self._open_calls = []
         stop = finish_reason_to_stop(finish_reason, has_tool_calls=has_calls)
         if self._refused and not self._saw_text:
@@ -223,12 +237,23 @@ class OpenAiStreamDecoder:
         return events
 
 
-def _stream_error(error: object) -> StreamError:
+def _bad_shape(what: str, value: object) -> InvalidResponse:
+    return InvalidResponse(
+        f"the stream sent {what} of an unexpected type ({type(value).__name__})",
+        provider=PROVIDER,
+    )
+
+
+def _stream_error(error: object) -> KovaError:
+    """An ``error`` chunk, classified like the same error as an HTTP status."""
     if isinstance(error, dict):
         message = error.get("message")
-        error_type = error.get("type") or error.get("code")
-        return StreamError(
+        code, kind = error.get("code"), error.get("type")
+        error_type = code if isinstance(code, str) and code in ERROR_TYPES else kind or code
+        return provider_error(
             str(message) if message is not None else json.dumps(error),
-            error_type=str(error_type) if error_type is not None else "error",
+            provider=PROVIDER,
+            error_type=str(error_type) if error_type is not None else None,
+            mid_stream=True,
         )
-    return StreamError(str(error), error_type="error")
+    return provider_error(str(error), provider=PROVIDER, mid_stream=True)

@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_anthropic_stream import EXPECTED, WIRE_EXAMPLE
 
-from kova._errors import StreamError
-from kova.providers._http import _Decoded
-from kova.providers.anthropic._client import _Batches, _TextDecoder
+from kova._errors import KovaError, ProviderOverloaded, StreamError
+from kova.providers import EventStream, SseFramer
+from kova.providers.anthropic._stream import AnthropicStreamDecoder
 
 if TYPE_CHECKING:
     from kova import _models as m
@@ -55,12 +55,18 @@ def run_batches(pieces: list[str]) -> tuple[list[list[m.StreamEvent]], BaseExcep
 
     async def main() -> None:
         try:
-            decoder = _TextDecoder()
-            decoded = _Decoded(Pieces(pieces), "anthropic", "utf-8", decoder.feed, decoder.finish)
-            async for batch in _Batches(decoded, decoder):
+            stream = EventStream(
+                Pieces(pieces),  # type: ignore[arg-type]
+                SseFramer(),
+                AnthropicStreamDecoder(),
+                provider="anthropic",
+                idle_timeout=None,
+                total_timeout=None,
+            )
+            async for batch in stream:
                 assert batch, "batches are never empty"
                 batches.append(list(batch))
-        except StreamError as exc:
+        except KovaError as exc:
             failure.append(exc)
 
     trio.run(main)
@@ -82,8 +88,12 @@ def test_complete_body_in_any_split(positions: list[int]) -> None:
 @given(cuts)
 def test_error_event_in_any_split(positions: list[int]) -> None:
     batches, failure = run_batches(split(WITH_ERROR, positions))
-    assert isinstance(failure, StreamError)
+    # Classified like HTTP 529, marked mid-stream and after content (so never retried).
+    assert isinstance(failure, ProviderOverloaded)
     assert failure.error_type == "overloaded_error"
+    assert failure.mid_stream
+    assert failure.after_content
+    assert not failure.is_retryable
     assert [e for batch in batches for e in batch] == EXPECTED[:-2]  # all but stop and usage
 
 

@@ -10,6 +10,7 @@ import attrs
 import pytest
 import trio
 
+from kova import ChatRequest
 from kova import _models as m
 from kova._errors import (
     InvalidRequest,
@@ -64,7 +65,9 @@ async def collect(
     provider: AnthropicProvider, messages: Sequence[m.Message], tools: Sequence[m.ToolDefinition]
 ) -> list[Sequence[m.StreamEvent]]:
     batches = []
-    async with provider.chat_completion_stream(messages, tools, NO_CONFIG) as stream:
+    async with provider.chat_completion_stream(
+        ChatRequest(messages=messages, tools=tools, config=NO_CONFIG)
+    ) as stream:
         async for batch in stream:
             batches.append(batch)
     return batches
@@ -84,7 +87,11 @@ async def test_chat_completion_sends_defaults_and_decodes_the_answer() -> None:
     usage = m.Usage(input_tokens=120, output_tokens=5, cache_read_tokens=100)
     async with running(Script([reply_text("Hello!", usage=usage)])) as (server, provider):
         response = await provider.chat_completion(
-            [m.Message.system("Be brief."), m.Message.user("Hi")], [WEATHER], NO_CONFIG
+            ChatRequest(
+                messages=[m.Message.system("Be brief."), m.Message.user("Hi")],
+                tools=[WEATHER],
+                config=NO_CONFIG,
+            )
         )
     assert response.text == "Hello!"
     assert response.stop_reason == m.StopReason.END_TURN
@@ -115,7 +122,9 @@ async def test_chat_completion_sends_defaults_and_decodes_the_answer() -> None:
 async def test_pinned_old_api_version_authenticates_with_x_api_key() -> None:
     config = {"api_version": "2023-06-01", "extra_headers": {"anthropic-beta": "b1"}}
     async with running(Script([reply_text("ok")]), config=config) as (server, provider):
-        await provider.chat_completion([m.Message.user("Hi")], [], NO_CONFIG)
+        await provider.chat_completion(
+            ChatRequest(messages=[m.Message.user("Hi")], tools=[], config=NO_CONFIG)
+        )
     headers = server.requests[0].headers
     assert headers["anthropic-version"] == "2023-06-01"
     assert headers["x-api-key"] == KEY
@@ -130,7 +139,9 @@ async def test_api_key_falls_back_to_the_environment(monkeypatch: pytest.MonkeyP
         base_url = await nursery.start(server.serve)
         provider = AnthropicProvider(AnthropicConfig(model=MODEL, base_url=base_url))
         async with provider.open():
-            response = await provider.chat_completion([m.Message.user("Hi")], [], NO_CONFIG)
+            response = await provider.chat_completion(
+                ChatRequest(messages=[m.Message.user("Hi")], tools=[], config=NO_CONFIG)
+            )
         nursery.cancel_scope.cancel()
     assert response.text == "ok"
 
@@ -140,13 +151,17 @@ async def test_missing_api_key_fails_before_any_request(monkeypatch: pytest.Monk
     provider = AnthropicProvider(AnthropicConfig(model=MODEL, base_url="http://127.0.0.1:9"))
     async with provider.open():
         with pytest.raises(ProviderAuthError, match="ANTHROPIC_API_KEY"):
-            await provider.chat_completion([m.Message.user("Hi")], [], NO_CONFIG)
+            await provider.chat_completion(
+                ChatRequest(messages=[m.Message.user("Hi")], tools=[], config=NO_CONFIG)
+            )
 
 
 async def test_calls_outside_open_fail_clearly() -> None:
     provider = AnthropicProvider(AnthropicConfig(model=MODEL, api_key=KEY))
     with pytest.raises(KovaError, match="not open"):
-        await provider.chat_completion([m.Message.user("Hi")], [], NO_CONFIG)
+        await provider.chat_completion(
+            ChatRequest(messages=[m.Message.user("Hi")], tools=[], config=NO_CONFIG)
+        )
 
 
 async def test_wrong_key_is_an_auth_error() -> None:
@@ -157,7 +172,9 @@ async def test_wrong_key_is_an_auth_error() -> None:
         )
         async with bad.open():
             with pytest.raises(ProviderAuthError) as caught:
-                await bad.chat_completion([m.Message.user("Hi")], [], NO_CONFIG)
+                await bad.chat_completion(
+                    ChatRequest(messages=[m.Message.user("Hi")], tools=[], config=NO_CONFIG)
+                )
     assert caught.value.error_type == "authentication_error"
     assert caught.value.error_class is ProviderErrorClass.AUTH_INVALID
 
@@ -217,7 +234,9 @@ async def test_non_streaming_thinking_blocks_are_kept_for_history() -> None:
         content=(thinking, m.Text(text="Answer")), stop_reason=m.StopReason.END_TURN
     )
     async with running(Script([response])) as (_, provider):
-        got = await provider.chat_completion([m.Message.user("q")], [], NO_CONFIG)
+        got = await provider.chat_completion(
+            ChatRequest(messages=[m.Message.user("q")], tools=[], config=NO_CONFIG)
+        )
     assert got.content == (thinking, m.Text(text="Answer"))
     assert got.thinking == "Reasoning."
 
@@ -265,7 +284,9 @@ async def test_error_statuses_are_classified(case: ErrorCase, stream: bool) -> N
             if stream:
                 await collect(provider, [m.Message.user("Hi")], [])
             else:
-                await provider.chat_completion([m.Message.user("Hi")], [], NO_CONFIG)
+                await provider.chat_completion(
+                    ChatRequest(messages=[m.Message.user("Hi")], tools=[], config=NO_CONFIG)
+                )
     error = caught.value
     assert error.error_class is case.error_class  # type: ignore[attr-defined]
     assert error.status_code == case.status  # type: ignore[attr-defined]
@@ -286,7 +307,7 @@ async def test_error_event_mid_stream_raises_after_the_earlier_events() -> None:
     async with running(Script([reply])) as (_, provider):
         with pytest.raises(StreamError) as caught:
             async with provider.chat_completion_stream(
-                [m.Message.user("Hi")], [], NO_CONFIG
+                ChatRequest(messages=[m.Message.user("Hi")], tools=[], config=NO_CONFIG)
             ) as stream:
                 async for batch in stream:
                     received.extend(batch)
@@ -301,7 +322,7 @@ async def test_cut_connection_is_a_stream_error_not_a_short_answer() -> None:
     async with running(Script([reply])) as (_, provider):
         with pytest.raises(StreamError):
             async with provider.chat_completion_stream(
-                [m.Message.user("Hi")], [], NO_CONFIG
+                ChatRequest(messages=[m.Message.user("Hi")], tools=[], config=NO_CONFIG)
             ) as stream:
                 async for batch in stream:
                     received.extend(batch)
@@ -312,11 +333,15 @@ async def test_cut_connection_is_a_stream_error_not_a_short_answer() -> None:
 async def test_leaving_the_stream_early_closes_it_and_the_provider_stays_usable() -> None:
     script = Script([StreamReply(response=reply_text("a" * 200), chunk_chars=1), reply_text("B")])
     async with running(script) as (_, provider):
-        async with provider.chat_completion_stream([m.Message.user("Hi")], [], NO_CONFIG) as stream:
+        async with provider.chat_completion_stream(
+            ChatRequest(messages=[m.Message.user("Hi")], tools=[], config=NO_CONFIG)
+        ) as stream:
             async for batch in stream:
                 assert batch
                 break
-        response = await provider.chat_completion([m.Message.user("again")], [], NO_CONFIG)
+        response = await provider.chat_completion(
+            ChatRequest(messages=[m.Message.user("again")], tools=[], config=NO_CONFIG)
+        )
     assert response.text == "B"
 
 
@@ -330,7 +355,12 @@ async def test_count_tokens_is_exact_and_sends_the_same_prompt() -> None:
     messages = [m.Message.system("sys"), m.Message.user("How many tokens?")]
     config = m.InferenceConfig(max_tokens=100, temperature=0.3)
     async with running(Script([]), count_tokens=count) as (server, provider):
-        assert await provider.count_tokens(messages, [WEATHER], config) == 2095
+        assert (
+            await provider.count_tokens(
+                ChatRequest(messages=messages, tools=[WEATHER], config=config)
+            )
+            == 2095
+        )
     [request] = server.requests
     assert request.path == "/v1/messages/count_tokens"
     body = request.json()
@@ -370,7 +400,9 @@ async def test_finished_streams_leave_the_connection_reusable() -> None:
     replies = [StreamReply(response=reply_text("first answer")), reply_text("second")]
     async with running(Script(replies)) as (server, provider):
         await collect(provider, [m.Message.user("one")], [])
-        await provider.chat_completion([m.Message.user("two")], [], NO_CONFIG)
+        await provider.chat_completion(
+            ChatRequest(messages=[m.Message.user("two")], tools=[], config=NO_CONFIG)
+        )
     first, second = server.requests
     assert first.connection == second.connection  # the stream was read to its end
 
@@ -379,10 +411,12 @@ async def test_a_stream_left_early_closes_its_connection() -> None:
     replies = [StreamReply(response=reply_text("x" * 100), chunk_chars=1), reply_text("next")]
     async with running(Script(replies)) as (server, provider):
         async with provider.chat_completion_stream(
-            [m.Message.user("one")], [], NO_CONFIG
+            ChatRequest(messages=[m.Message.user("one")], tools=[], config=NO_CONFIG)
         ) as stream:
             await stream.__anext__()
-        await provider.chat_completion([m.Message.user("two")], [], NO_CONFIG)
+        await provider.chat_completion(
+            ChatRequest(messages=[m.Message.user("two")], tools=[], config=NO_CONFIG)
+        )
     first, second = server.requests
     assert first.connection != second.connection
 
@@ -402,5 +436,7 @@ async def test_cancelling_a_call_abandons_the_request_and_the_provider_stays_usa
             await arrived.wait()
             nursery.cancel_scope.cancel()
         assert nursery.cancel_scope.cancelled_caught
-        response = await provider.chat_completion([m.Message.user("again")], [], NO_CONFIG)
+        response = await provider.chat_completion(
+            ChatRequest(messages=[m.Message.user("again")], tools=[], config=NO_CONFIG)
+        )
     assert response.text == "after the cancel"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import anthropic
 import pytest
 
+from kova import ChatRequest
 from kova import _models as m
 from kova.providers.anthropic import ANTHROPIC_API_VERSION, AnthropicConfig, AnthropicProvider
 from kova.testing import Script, StreamReply, open_anthropic_server
@@ -177,11 +178,15 @@ async def test_same_request_body_and_headers_as_the_sdk(stream: bool) -> None:
         provider = kova_provider(server, effort="xhigh")
         async with provider.open():
             if stream:
-                async with provider.chat_completion_stream(KOVA_HISTORY, KOVA_TOOLS, config) as s:
+                async with provider.chat_completion_stream(
+                    ChatRequest(messages=KOVA_HISTORY, tools=KOVA_TOOLS, config=config)
+                ) as s:
                     async for _ in s:
                         pass
             else:
-                await provider.chat_completion(KOVA_HISTORY, KOVA_TOOLS, config)
+                await provider.chat_completion(
+                    ChatRequest(messages=KOVA_HISTORY, tools=KOVA_TOOLS, config=config)
+                )
         async with sdk_client(server) as client:
             arguments: dict[str, Any] = {
                 "model": MODEL,
@@ -213,7 +218,9 @@ async def test_same_count_tokens_body_as_the_sdk() -> None:
     async with open_anthropic_server(Script([]), api_key=KEY) as server:
         provider = kova_provider(server)
         async with provider.open():
-            kova_count = await provider.count_tokens(KOVA_HISTORY, KOVA_TOOLS, m.InferenceConfig())
+            kova_count = await provider.count_tokens(
+                ChatRequest(messages=KOVA_HISTORY, tools=KOVA_TOOLS, config=m.InferenceConfig())
+            )
         async with sdk_client(server) as client:
             sdk_count = await client.messages.count_tokens(
                 model=MODEL,
@@ -318,7 +325,9 @@ async def test_sdk_reads_the_fake_json_answer_as_kova_does() -> None:
     async with open_anthropic_server(Script([ANSWER, ANSWER]), api_key=KEY) as server:
         provider = kova_provider(server)
         async with provider.open():
-            ours = await provider.chat_completion([m.Message.user("hi")], [], m.InferenceConfig())
+            ours = await provider.chat_completion(
+                ChatRequest(messages=[m.Message.user("hi")], tools=[], config=m.InferenceConfig())
+            )
         async with sdk_client(server) as client:
             theirs = await client.messages.create(
                 model=MODEL, max_tokens=1024, messages=[{"role": "user", "content": "hi"}]
@@ -335,7 +344,7 @@ async def test_sdk_reads_the_fake_stream_as_kova_does() -> None:
         events: list[m.StreamEvent] = []
         async with provider.open():
             async with provider.chat_completion_stream(
-                [m.Message.user("hi")], [], m.InferenceConfig()
+                ChatRequest(messages=[m.Message.user("hi")], tools=[], config=m.InferenceConfig())
             ) as stream:
                 async for batch in stream:
                     events.extend(batch)

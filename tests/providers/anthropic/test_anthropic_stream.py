@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kova import _models as m
-from kova._errors import InvalidResponse, StreamError
+from kova._errors import InvalidResponse, ProviderOverloaded, StreamError
 from kova.providers._sse import SseDecoder
 from kova.providers.anthropic._stream import AnthropicStreamDecoder
 
@@ -222,13 +222,15 @@ def test_error_event_mid_stream_ends_the_batch_and_fails_the_stream() -> None:
     )
     decoder = AnthropicStreamDecoder()
     batch = decoder.feed(SseDecoder().feed(text))
-    assert batch[-1] == m.ErrorEvent(message="Overloaded", error_type="overloaded_error")
+    assert batch  # the events before the error are returned
     assert m.TextDelta(text="Checking.") not in batch  # nothing after the error is decoded
     assert decoder.feed_event("message_stop", '{"type":"message_stop"}') == []
-    with pytest.raises(StreamError) as caught:
+    # Classified exactly as HTTP 529 overloaded_error is.
+    with pytest.raises(ProviderOverloaded) as caught:
         decoder.check_complete()
     assert caught.value.error_type == "overloaded_error"
     assert caught.value.message == "Overloaded"
+    assert caught.value.mid_stream
 
 
 def test_cut_stream_is_an_error_not_a_short_answer() -> None:
@@ -299,13 +301,15 @@ def test_server_tool_blocks_and_citations_are_skipped() -> None:
 
 
 def test_invalid_json_is_an_invalid_response() -> None:
-    with pytest.raises(InvalidResponse):
-        AnthropicStreamDecoder().feed_event("content_block_delta", "{not json")
+    decoder = AnthropicStreamDecoder()
+    assert decoder.feed_event("content_block_delta", "{not json") == []
+    assert isinstance(decoder.error, InvalidResponse)
 
 
 def test_delta_for_unknown_block_is_an_invalid_response() -> None:
-    with pytest.raises(InvalidResponse):
-        AnthropicStreamDecoder().feed_event(
-            "content_block_delta",
-            '{"type":"content_block_delta","index":5,"delta":{"type":"text_delta","text":"x"}}',
-        )
+    decoder = AnthropicStreamDecoder()
+    decoder.feed_event(
+        "content_block_delta",
+        '{"type":"content_block_delta","index":5,"delta":{"type":"text_delta","text":"x"}}',
+    )
+    assert isinstance(decoder.error, InvalidResponse)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from kova import ChatRequest
 from kova import _models as m
 from kova.providers.anthropic import AnthropicConfig, AnthropicProvider
 from kova.testing import Script, StreamReply, open_anthropic_server, reply_text
@@ -85,7 +86,7 @@ async def test_signed_thinking_is_echoed_unchanged_before_the_tool_result(stream
             if stream:
                 events: list[m.StreamEvent] = []
                 async with provider.chat_completion_stream(
-                    [user], [WEATHER], m.InferenceConfig()
+                    ChatRequest(messages=[user], tools=[WEATHER], config=m.InferenceConfig())
                 ) as s:
                     async for batch in s:
                         events.extend(batch)
@@ -93,7 +94,9 @@ async def test_signed_thinking_is_echoed_unchanged_before_the_tool_result(stream
                 shown = "".join(e.text for e in events if isinstance(e, m.ThinkingDelta))
                 assert shown == THINKING.text  # displayed once, from the deltas
             else:
-                first = await provider.chat_completion([user], [WEATHER], m.InferenceConfig())
+                first = await provider.chat_completion(
+                    ChatRequest(messages=[user], tools=[WEATHER], config=m.InferenceConfig())
+                )
                 assert first.thinking == THINKING.text
                 assistant = m.Message.assistant(first.content)
             assert assistant.content == FIRST.content
@@ -103,7 +106,9 @@ async def test_signed_thinking_is_echoed_unchanged_before_the_tool_result(stream
                 [m.ToolResult(tool_use_id=TOOL_CALL.id, content="18°C, cloudy")]
             )
             history = [user, assistant, result]
-            second = await provider.chat_completion(history, [WEATHER], m.InferenceConfig())
+            second = await provider.chat_completion(
+                ChatRequest(messages=history, tools=[WEATHER], config=m.InferenceConfig())
+            )
     assert second.text == "18°C, cloudy."
 
     first_request, second_request = server.messages_requests()

@@ -7,6 +7,7 @@ import pytest
 import trio
 
 from kova import (
+    ChatRequest,
     InferenceConfig,
     KovaError,
     KovaTimeoutError,
@@ -15,7 +16,9 @@ from kova import (
     ModelResponse,
     ProviderAuthError,
     ProviderErrorClass,
+    ProviderOverloaded,
     RateLimited,
+    Secret,
     StopReason,
     StreamError,
     TextDelta,
@@ -57,7 +60,11 @@ async def test_non_streaming_text_and_the_request_it_sent() -> None:
         provider = provider_for(server, extra_headers={"OpenAI-Project": "proj"})
         async with provider.open():
             response = await provider.chat_completion(
-                HISTORY, [WEATHER], InferenceConfig(max_tokens=64, temperature=0.1)
+                ChatRequest(
+                    messages=HISTORY,
+                    tools=[WEATHER],
+                    config=InferenceConfig(max_tokens=64, temperature=0.1),
+                )
             )
     assert response.text == "Sunny."
     assert response.stop_reason == StopReason.END_TURN
@@ -83,7 +90,9 @@ async def test_non_streaming_tool_calls_and_thinking() -> None:
     async with open_openai_server(script) as server:
         provider = provider_for(server)
         async with provider.open():
-            response = await provider.chat_completion(HISTORY, [WEATHER], InferenceConfig())
+            response = await provider.chat_completion(
+                ChatRequest(messages=HISTORY, tools=[WEATHER], config=InferenceConfig())
+            )
     assert response.text == "Checking"
     assert response.tool_uses == (
         ToolUse(id="call_1", name="get_weather", input={"city": "Oslo"}),
@@ -105,7 +114,9 @@ async def test_streaming_text_arrives_in_batches_with_stop_and_usage() -> None:
         provider = provider_for(server)
         async with (
             provider.open(),
-            provider.chat_completion_stream(HISTORY, [], InferenceConfig()) as batches,
+            provider.chat_completion_stream(
+                ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
+            ) as batches,
         ):
             events = await collect(batches)
     folded = fold(events)
@@ -127,7 +138,9 @@ async def test_streaming_parallel_tool_calls_and_thinking() -> None:
         provider = provider_for(server)
         async with (
             provider.open(),
-            provider.chat_completion_stream(HISTORY, [WEATHER], InferenceConfig()) as batches,
+            provider.chat_completion_stream(
+                ChatRequest(messages=HISTORY, tools=[WEATHER], config=InferenceConfig())
+            ) as batches,
         ):
             folded = fold(await collect(batches))
     assert folded.thinking == "two cities"
@@ -149,7 +162,9 @@ async def test_a_stream_cut_mid_way_raises_stream_error_after_the_partial_text()
         async def consume() -> None:
             async with (
                 provider.open(),
-                provider.chat_completion_stream(HISTORY, [], InferenceConfig()) as batches,
+                provider.chat_completion_stream(
+                    ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
+                ) as batches,
             ):
                 async for batch in batches:
                     received.extend(e.text for e in batch if isinstance(e, TextDelta))
@@ -159,7 +174,7 @@ async def test_a_stream_cut_mid_way_raises_stream_error_after_the_partial_text()
     assert "".join(received) == "abcdefgh"
 
 
-async def test_an_error_event_mid_stream_raises_stream_error() -> None:
+async def test_an_error_event_mid_stream_raises_the_classified_error_after_content() -> None:
     from kova import ErrorEvent
 
     events = (TextDelta(text="par"), ErrorEvent(message="server melted", error_type="server_error"))
@@ -170,13 +185,18 @@ async def test_an_error_event_mid_stream_raises_stream_error() -> None:
         async def consume() -> None:
             async with (
                 provider.open(),
-                provider.chat_completion_stream(HISTORY, [], InferenceConfig()) as batches,
+                provider.chat_completion_stream(
+                    ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
+                ) as batches,
             ):
                 await collect(batches)
 
-        with pytest.raises(StreamError, match="server melted") as info:
+        with pytest.raises(ProviderOverloaded, match="server melted") as info:
             await consume()
     assert info.value.error_type == "server_error"
+    assert info.value.mid_stream
+    assert info.value.after_content  # "par" reached the consumer: never retried
+    assert not info.value.is_retryable
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -187,10 +207,14 @@ async def test_rate_limits_carry_retry_after(stream: bool) -> None:
         async with provider.open():
             with pytest.raises(RateLimited, match="Slow down") as info:
                 if stream:
-                    async with provider.chat_completion_stream(HISTORY, [], InferenceConfig()):
+                    async with provider.chat_completion_stream(
+                        ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
+                    ):
                         pass
                 else:
-                    await provider.chat_completion(HISTORY, [], InferenceConfig())
+                    await provider.chat_completion(
+                        ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
+                    )
     assert info.value.retry_after == 2.0
     assert info.value.status_code == 429
     assert info.value.error_type == "requests"
@@ -203,7 +227,9 @@ async def test_fractional_retry_after_uses_retry_after_ms() -> None:
         provider = provider_for(server)
         async with provider.open():
             with pytest.raises(KovaError) as info:
-                await provider.chat_completion(HISTORY, [], InferenceConfig())
+                await provider.chat_completion(
+                    ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
+                )
     assert info.value.retry_after == 1.5  # type: ignore[attr-defined]
     assert info.value.error_class is ProviderErrorClass.OVERLOADED  # type: ignore[attr-defined]
 
@@ -221,9 +247,13 @@ async def test_auth_errors_and_insufficient_quota() -> None:
         provider = provider_for(server)
         async with provider.open():
             with pytest.raises(ProviderAuthError, match="Incorrect API key"):
-                await provider.chat_completion(HISTORY, [], InferenceConfig())
+                await provider.chat_completion(
+                    ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
+                )
             with pytest.raises(KovaError, match="quota") as info:
-                await provider.chat_completion(HISTORY, [], InferenceConfig())
+                await provider.chat_completion(
+                    ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
+                )
     assert not info.value.is_retryable
 
 
@@ -232,7 +262,9 @@ async def test_list_models_and_count_tokens() -> None:
         provider = provider_for(server)
         async with provider.open():
             models = await provider.list_models()
-            tokens = await provider.count_tokens(HISTORY, [WEATHER], InferenceConfig())
+            tokens = await provider.count_tokens(
+                ChatRequest(messages=HISTORY, tools=[WEATHER], config=InferenceConfig())
+            )
     assert models == [
         ModelInfo(id="gpt-a", created=1_700_000_000, owned_by="kova-testing"),
         ModelInfo(id="gpt-b", created=1_700_000_000, owned_by="kova-testing"),
@@ -252,7 +284,11 @@ async def test_azure_paths_query_and_api_key_header() -> None:
             api_key="azure-key",
         )
         async with provider.open():
-            assert (await provider.chat_completion(HISTORY, [], InferenceConfig())).text == "hi"
+            assert (
+                await provider.chat_completion(
+                    ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
+                )
+            ).text == "hi"
             await provider.list_models()
     chat, models = server.requests
     assert chat.path == path
@@ -267,14 +303,16 @@ async def test_without_a_key_no_auth_header_is_sent(monkeypatch: pytest.MonkeyPa
     async with open_openai_server(Script([reply_text("hi")])) as server:
         provider = provider_for(server, api_key=None)
         async with provider.open():
-            await provider.chat_completion(HISTORY, [], InferenceConfig())
+            await provider.chat_completion(
+                ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
+            )
     assert "authorization" not in server.requests[0].headers
 
 
 def test_the_api_key_falls_back_to_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
-    assert OpenAiConfig(model="m").api_key == "sk-env"
-    assert OpenAiConfig(model="m", api_key="sk-explicit").api_key == "sk-explicit"
+    assert OpenAiConfig(model="m").api_key == Secret("sk-env")
+    assert OpenAiConfig(model="m", api_key="sk-explicit").api_key == Secret("sk-explicit")
     assert "sk-env" not in repr(OpenAiConfig(model="m"))
 
 
@@ -282,14 +320,18 @@ async def test_the_inference_model_overrides_the_config_model() -> None:
     async with open_openai_server(Script([reply_text("hi")])) as server:
         provider = provider_for(server)
         async with provider.open():
-            await provider.chat_completion(HISTORY, [], InferenceConfig(model="gpt-other"))
+            await provider.chat_completion(
+                ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig(model="gpt-other"))
+            )
     assert server.requests[0].json()["model"] == "gpt-other"
 
 
 async def test_calls_outside_open_fail_clearly() -> None:
     provider = OpenAiCompatibleProvider(OpenAiConfig(model="m", base_url="http://127.0.0.1:9"))
     with pytest.raises(KovaError, match=r"provider\.open"):
-        await provider.chat_completion(HISTORY, [], InferenceConfig())
+        await provider.chat_completion(
+            ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
+        )
 
 
 async def test_a_silent_server_hits_the_read_timeout(autojump_clock: object) -> None:
@@ -301,7 +343,9 @@ async def test_a_silent_server_hits_the_read_timeout(autojump_clock: object) -> 
         start = trio.current_time()
         async with provider.open():
             with pytest.raises(KovaTimeoutError):
-                await provider.chat_completion(HISTORY, [], InferenceConfig())
+                await provider.chat_completion(
+                    ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
+                )
         assert trio.current_time() - start == 30.0
 
 
@@ -317,17 +361,21 @@ async def test_leaving_a_stream_early_and_cancelling_keep_the_provider_usable() 
     async with open_openai_server(script) as server:
         provider = provider_for(server)
         async with provider.open():
-            async with provider.chat_completion_stream(HISTORY, [], InferenceConfig()) as batches:
+            async with provider.chat_completion_stream(
+                ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
+            ) as batches:
                 async for _batch in batches:
                     break
             with trio.CancelScope() as scope:
                 async with provider.chat_completion_stream(
-                    HISTORY, [], InferenceConfig()
+                    ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
                 ) as batches:
                     async for _batch in batches:
                         scope.cancel()
             assert scope.cancelled_caught
-            response = await provider.chat_completion(HISTORY, [], InferenceConfig())
+            response = await provider.chat_completion(
+                ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
+            )
     assert response.text == "after"
 
 
@@ -342,7 +390,9 @@ async def test_concurrent_calls_share_one_open_provider() -> None:
         async def ask(number: int) -> None:
             async with provider.open():
                 response = await provider.chat_completion(
-                    [Message.user(str(number))], [], InferenceConfig()
+                    ChatRequest(
+                        messages=[Message.user(str(number))], tools=[], config=InferenceConfig()
+                    )
                 )
                 results[number] = response.text
 
@@ -375,7 +425,9 @@ async def test_a_stream_that_ends_without_done_or_finish_is_an_error() -> None:
     async def consume() -> None:
         async with (
             provider.open(),
-            provider.chat_completion_stream(HISTORY, [], InferenceConfig()) as batches,
+            provider.chat_completion_stream(
+                ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
+            ) as batches,
         ):
             async for batch in batches:
                 received.extend(e.text for e in batch if isinstance(e, TextDelta))
@@ -412,7 +464,9 @@ async def test_a_base_url_with_or_without_v1_reaches_the_same_paths(suffix: str)
     async with open_openai_server(Script([reply_text("hi")])) as server:
         provider = provider_for(server, base_url=server.base_url + suffix)
         async with provider.open():
-            await provider.chat_completion(HISTORY, [], InferenceConfig())
+            await provider.chat_completion(
+                ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
+            )
             await provider.list_models()
     assert [r.path for r in server.requests] == ["/v1/chat/completions", "/v1/models"]
 

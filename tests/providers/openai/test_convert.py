@@ -29,14 +29,13 @@ from kova import (
 from kova.providers.openai import OpenAiConfig
 from kova.providers.openai._convert import (
     decode_models,
-    decode_request,
     decode_response,
     decode_usage,
     encode_messages,
     encode_request,
     finish_reason_to_stop,
-    stop_to_finish_reason,
 )
+from kova.testing.wire.openai import decode_request, stop_to_finish_reason
 
 from .wire_samples import NON_STREAM_RESPONSE
 
@@ -121,7 +120,12 @@ def test_several_tool_results_become_one_tool_message_each_in_order() -> None:
     )
     assert encode_messages([message]) == [
         {"role": "tool", "tool_call_id": "call_1", "content": "one"},
-        {"role": "tool", "tool_call_id": "call_2", "content": "two"},
+        # Several text parts go as a parts array, as the official SDK sends them.
+        {
+            "role": "tool",
+            "tool_call_id": "call_2",
+            "content": [{"type": "text", "text": "t"}, {"type": "text", "text": "wo"}],
+        },
         {"role": "tool", "tool_call_id": "call_3", "content": "boom"},
     ]
 
@@ -404,7 +408,11 @@ def test_tool_results_inside_a_user_message_come_first_as_tool_messages() -> Non
     )
     assert encode_messages([message]) == [
         {"role": "tool", "tool_call_id": "call_1", "content": "42"},
-        {"role": "user", "content": "and then?"},
+        # Several text blocks stay separate content parts (never concatenated).
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "and "}, {"type": "text", "text": "then?"}],
+        },
     ]
 
 
@@ -423,3 +431,24 @@ def test_echo_reasoning_keeps_and_sends_back_reasoning_content() -> None:
         history, [], InferenceConfig(), attrs.evolve(CONFIG, echo_reasoning=True), stream=False
     )
     assert echoed["messages"][0]["reasoning_content"] == "why"
+
+
+def test_a_model_s_arguments_are_echoed_byte_for_byte() -> None:
+    raw = '{"city": "caf\\u00e9"}'  # spacing and an escape the model chose
+    body = message_body(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": raw}}
+            ],
+        }
+    )
+    call = decode_response(body).tool_uses[0]
+    assert call.input == {"city": "caf\u00e9"}
+    echoed = encode_messages([Message.assistant([call])])
+    assert echoed[0]["tool_calls"][0]["function"]["arguments"] == raw  # type: ignore[index]
+    # An edited call is re-encoded from its input, never echoed stale.
+    edited = attrs.evolve(call, input={"city": "Oslo"})
+    out = encode_messages([Message.assistant([edited])])
+    assert out[0]["tool_calls"][0]["function"]["arguments"] == '{"city":"Oslo"}'  # type: ignore[index]

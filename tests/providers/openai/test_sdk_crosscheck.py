@@ -15,6 +15,7 @@ import openai
 import pytest
 
 from kova import (
+    ChatRequest,
     Image,
     InferenceConfig,
     Message,
@@ -166,11 +167,13 @@ async def test_kova_sends_the_body_the_official_sdk_sends(stream: bool) -> None:
         async with provider.open():
             if stream:
                 async with provider.chat_completion_stream(
-                    KOVA_HISTORY, KOVA_TOOLS, KOVA_SETTINGS
+                    ChatRequest(messages=KOVA_HISTORY, tools=KOVA_TOOLS, config=KOVA_SETTINGS)
                 ) as batches:
                     await collect(batches)
             else:
-                await provider.chat_completion(KOVA_HISTORY, KOVA_TOOLS, KOVA_SETTINGS)
+                await provider.chat_completion(
+                    ChatRequest(messages=KOVA_HISTORY, tools=KOVA_TOOLS, config=KOVA_SETTINGS)
+                )
         async with sdk_client(server) as client:
             if stream:
                 response = await client.chat.completions.create(
@@ -280,12 +283,12 @@ async def test_the_official_sdk_reads_what_kova_reads(name: str, stream: bool) -
         async with provider.open():
             if stream:
                 async with provider.chat_completion_stream(
-                    [Message.user("hi")], [], InferenceConfig()
+                    ChatRequest(messages=[Message.user("hi")], tools=[], config=InferenceConfig())
                 ) as batches:
                     kova = fold(await collect(batches))
             else:
                 response = await provider.chat_completion(
-                    [Message.user("hi")], [], InferenceConfig()
+                    ChatRequest(messages=[Message.user("hi")], tools=[], config=InferenceConfig())
                 )
                 kova = Folded(
                     text=response.text,

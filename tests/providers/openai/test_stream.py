@@ -9,6 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kova import (
+    InvalidResponse,
+    ProviderOverloaded,
     StopEvent,
     StopReason,
     StreamError,
@@ -21,9 +23,34 @@ from kova import (
     Usage,
     UsageEvent,
 )
-from kova.providers.openai import OpenAiStreamDecoder
+from kova.providers import SseFramer
+from kova.providers.openai import OpenAiStreamDecoder as _Decoder
 
 from .wire_samples import TOOL_CALL_STREAM, chunk
+
+
+class OpenAiStreamDecoder:
+    """The codec's decoder fed text, as the HTTP provider feeds it frames: errors the decoder
+    sets (its contract) are raised here, as the provider raises them."""
+
+    def __init__(self, *, keep_reasoning: bool = False) -> None:
+        self._framer = SseFramer()
+        self._decoder = _Decoder(keep_reasoning=keep_reasoning)
+
+    def feed(self, text: str) -> list[StreamEvent]:
+        events = self._decoder.feed(self._framer.feed_text(text))
+        if self._decoder.error is not None:
+            raise self._decoder.error
+        return events
+
+    def finish(self) -> list[StreamEvent]:
+        events = self._decoder.feed(self._framer.finish())
+        if self._decoder.error is None:
+            events.extend(self._decoder.finish())
+        if self._decoder.error is not None:
+            raise self._decoder.error
+        return events
+
 
 DONE = "data: [DONE]\n\n"
 
@@ -170,18 +197,28 @@ def test_a_stream_cut_before_finish_raises() -> None:
     assert info.value.error_type == "incomplete_stream"
 
 
-def test_an_error_chunk_raises_stream_error() -> None:
+def test_an_error_chunk_is_classified_like_its_status() -> None:
     decoder = OpenAiStreamDecoder()
     decoder.feed(chunk({"content": "x"}))
-    with pytest.raises(StreamError, match="The server had an error") as info:
+    with pytest.raises(ProviderOverloaded, match="The server had an error") as info:
         decoder.feed(
             'data: {"error":{"message":"The server had an error","type":"server_error"}}\n\n'
         )
     assert info.value.error_type == "server_error"
+    assert info.value.mid_stream
 
 
-def test_a_chunk_that_is_not_json_raises_stream_error() -> None:
-    with pytest.raises(StreamError, match="not JSON"):
+def test_text_before_an_error_chunk_in_one_read_is_delivered_first() -> None:
+    decoder = _Decoder()
+    error = 'data: {"error":{"message":"slow down","code":"rate_limit_exceeded"}}\n\n'
+    frames = SseFramer().feed_text(chunk({"content": "x"}) + error)
+    assert decoder.feed(frames) == [TextDelta(text="x")]
+    assert decoder.error is not None
+    assert decoder.error.is_retryable  # a rate limit; the provider marks after_content
+
+
+def test_a_chunk_that_is_not_json_is_an_invalid_response() -> None:
+    with pytest.raises(InvalidResponse, match="not JSON"):
         OpenAiStreamDecoder().feed("data: {oops\n\n")
 
 

@@ -1,0 +1,64 @@
+"""Authentication as ``httpx2.Auth`` flows, so the transport knows nothing of any provider.
+
+A codec never sees a key: the provider hands the transport an auth flow, which sets the
+credential on each request as it is sent (or, for SigV4, signs the final bytes: a flow with
+``requires_request_body = True`` sees them). Keys stay in :class:`~kova.Secret` until that
+moment, so nothing that prints a config, a provider or a request shows them.
+
+* :func:`bearer_auth` -- ``Authorization: Bearer <key>`` (OpenAI, Anthropic's newest API
+  version, Bedrock API keys);
+* :func:`header_auth` -- a key in a header of its own (``x-api-key``, Azure ``api-key``,
+  Gemini ``x-goog-api-key``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import httpx2
+
+from .._secret import Secret
+
+if TYPE_CHECKING:
+    from collections.abc import Generator
+
+__all__ = ["HeaderAuth", "bearer_auth", "header_auth", "secrets_of"]
+
+
+class HeaderAuth(httpx2.Auth):
+    """Sets one header to ``prefix + key`` on every request."""
+
+    __slots__ = ("header", "prefix", "secret")
+
+    def __init__(self, header: str, secret: Secret, *, prefix: str = "") -> None:
+        if not isinstance(secret, Secret):
+            raise TypeError("HeaderAuth takes a kova.Secret")
+        self.header = header
+        self.secret = secret
+        self.prefix = prefix
+
+    def auth_flow(self, request: httpx2.Request) -> Generator[httpx2.Request, httpx2.Response]:
+        request.headers[self.header] = self.prefix + self.secret.reveal()
+        yield request
+
+    def __repr__(self) -> str:
+        return f"HeaderAuth({self.header!r}, {self.secret!r})"
+
+
+def bearer_auth(secret: Secret) -> HeaderAuth:
+    """``Authorization: Bearer <secret>``."""
+    return HeaderAuth("authorization", secret, prefix="Bearer ")
+
+
+def header_auth(header: str, secret: Secret) -> HeaderAuth:
+    """``<header>: <secret>`` (``x-api-key``, ``api-key``, ``x-goog-api-key``)."""
+    return HeaderAuth(header, secret)
+
+
+def secrets_of(auth: httpx2.Auth | None) -> tuple[Secret, ...]:
+    """The secrets an auth flow holds (to mask them in error messages a server echoes)."""
+    found = getattr(auth, "secrets", None)
+    if isinstance(found, tuple):
+        return tuple(item for item in found if isinstance(item, Secret))
+    secret = getattr(auth, "secret", None)
+    return (secret,) if isinstance(secret, Secret) else ()

@@ -1,0 +1,113 @@
+"""One error classifier for every provider: HTTP statuses, error bodies and error events that
+arrive inside a 200 stream all become the same :class:`~kova.ProviderError` classes.
+
+Precedence: a class the codec states explicitly (OpenAI's ``insufficient_quota`` 429 is not
+a rate limit) > the HTTP status, when there is one > the provider's error *type* (Anthropic
+``overloaded_error``, Google ``RESOURCE_EXHAUSTED``, Bedrock ``ThrottlingException``, OpenAI
+``rate_limit_exceeded``), which is all an error inside a 200 stream has; the types in
+:data:`ERROR_TYPES` agree with the statuses the providers send them with. So an Anthropic
+``overloaded_error`` event mid-stream is the same :class:`~kova.ProviderOverloaded` as HTTP
+529, and is retried the same way, as long as no content has reached the consumer
+(:attr:`~kova.ProviderError.after_content`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._errors import ProviderError, ProviderErrorClass, classify_status, error_for_class
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["ERROR_TYPES", "classify", "provider_error"]
+
+_C = ProviderErrorClass
+
+ERROR_TYPES: Mapping[str, ProviderErrorClass] = {
+    # Anthropic (error.type)
+    "overloaded_error": _C.OVERLOADED,
+    "api_error": _C.OVERLOADED,
+    "rate_limit_error": _C.RATE_LIMITED,
+    "authentication_error": _C.AUTH_INVALID,
+    "permission_error": _C.AUTH_FORBIDDEN,
+    "not_found_error": _C.NOT_FOUND,
+    "invalid_request_error": _C.INVALID_REQUEST,
+    "request_too_large": _C.INVALID_REQUEST,
+    "timeout_error": _C.OVERLOADED,
+    # OpenAI (error.type / error.code)
+    "rate_limit_exceeded": _C.RATE_LIMITED,
+    "server_error": _C.OVERLOADED,
+    "insufficient_quota": _C.OTHER,
+    "invalid_api_key": _C.AUTH_INVALID,
+    "model_not_found": _C.NOT_FOUND,
+    "context_length_exceeded": _C.INVALID_REQUEST,
+    # Google (error.status, google.rpc.Code names)
+    "RESOURCE_EXHAUSTED": _C.RATE_LIMITED,
+    "UNAVAILABLE": _C.OVERLOADED,
+    "INTERNAL": _C.OVERLOADED,
+    "DEADLINE_EXCEEDED": _C.OVERLOADED,
+    "PERMISSION_DENIED": _C.AUTH_FORBIDDEN,
+    "UNAUTHENTICATED": _C.AUTH_INVALID,
+    "INVALID_ARGUMENT": _C.INVALID_REQUEST,
+    "FAILED_PRECONDITION": _C.INVALID_REQUEST,
+    "OUT_OF_RANGE": _C.INVALID_REQUEST,
+    "NOT_FOUND": _C.NOT_FOUND,
+    # AWS Bedrock (x-amzn-ErrorType / __type / :exception-type)
+    "ThrottlingException": _C.RATE_LIMITED,
+    "ModelNotReadyException": _C.RATE_LIMITED,
+    "ValidationException": _C.INVALID_REQUEST,
+    "ServiceQuotaExceededException": _C.INVALID_REQUEST,
+    "AccessDeniedException": _C.AUTH_FORBIDDEN,
+    "UnrecognizedClientException": _C.AUTH_INVALID,
+    "ExpiredTokenException": _C.AUTH_INVALID,
+    "ResourceNotFoundException": _C.NOT_FOUND,
+    "ModelTimeoutException": _C.OVERLOADED,
+    "InternalServerException": _C.OVERLOADED,
+    "ServiceUnavailableException": _C.OVERLOADED,
+    "ModelStreamErrorException": _C.OVERLOADED,
+    "ModelErrorException": _C.OVERLOADED,
+}
+"""Provider error types whose class does not depend on the HTTP status they came with."""
+
+
+def classify(
+    *,
+    status_code: int | None = None,
+    error_type: str | None = None,
+    error_class: ProviderErrorClass | None = None,
+) -> ProviderErrorClass:
+    """The class of an error from what is known of it (see the module docstring)."""
+    if error_class is not None:
+        return error_class
+    if status_code is not None:
+        return classify_status(status_code)
+    if error_type is not None:
+        # Bedrock's x-amzn-ErrorType may carry a suffix: "ThrottlingException:http://..."
+        known = ERROR_TYPES.get(error_type) or ERROR_TYPES.get(error_type.split(":", 1)[0])
+        if known is not None:
+            return known
+    return _C.OTHER
+
+
+def provider_error(
+    message: str,
+    *,
+    provider: str,
+    status_code: int | None = None,
+    error_type: str | None = None,
+    error_class: ProviderErrorClass | None = None,
+    retry_after: float | None = None,
+    mid_stream: bool = False,
+) -> ProviderError:
+    """The classified error, as the subclass its class names (``RateLimited``, ...)."""
+    resolved = classify(status_code=status_code, error_type=error_type, error_class=error_class)
+    return error_for_class(resolved)(
+        message,
+        status_code=status_code,
+        provider=provider,
+        retry_after=retry_after,
+        error_type=error_type,
+        error_class=resolved,
+        mid_stream=mid_stream,
+    )

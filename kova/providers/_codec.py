@@ -1,0 +1,215 @@
+"""The codec seam: what a provider is, apart from I/O.
+
+A provider is **config + codec** (+ an auth flow), run by the one
+:class:`~kova.providers.HttpProvider` over the shared transport. A codec is pure -- no I/O,
+no clock -- so it is tested against recorded wire payloads and fuzzed without a network:
+
+* :meth:`Codec.encode` -- a :class:`~kova.ChatRequest` into a :class:`WireRequest` (method,
+  path, query, headers, JSON body);
+* :meth:`Codec.decode` -- a whole (non-streaming) response body into a
+  :class:`~kova.ModelResponse`;
+* :meth:`Codec.stream_decoder` -- a :class:`StreamDecoder` for one stream, fed the frames
+  that one network read completed (framed by :attr:`Codec.framer`);
+* :meth:`Codec.error_details` -- what an error body says, for the one classifier
+  (:mod:`kova.providers._classify`).
+
+**The contract every codec keeps** (the contract suite in ``tests/providers/test_contract.py``
+runs it against each one): anything malformed or mistyped -- bad JSON, a frame of an
+unexpected shape, a field of the wrong type -- becomes :class:`~kova.InvalidResponse`, never
+an ``AttributeError``/``TypeError`` and never an event whose fields have other types than
+declared (a :class:`~kova.TextDelta` always carries a ``str``). The HTTP provider converts
+stray ``ValueError``/``TypeError``/``KeyError``/``AttributeError``/``IndexError`` from a codec
+into that error too, as a safety net; codecs check types so the net is rarely needed.
+
+A stream decoder never raises for what the *server* said: an error event, or a stream that
+ended before its terminator, sets :attr:`StreamDecoder.error` (a classified
+:class:`~kova.ProviderError` or a :class:`~kova.StreamError`) and decoding stops there. The
+events decoded before it in the same read are returned, and reach the consumer before the
+error is raised. That gives every provider the same behaviour for "text and an error in one
+read".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar
+
+import attrs
+
+from .._errors import InvalidResponse
+from ._base import heuristic_count_tokens
+from ._http import ErrorDetails, default_error_details
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .._errors import KovaError
+    from .._models import ChatRequest, JSONValue, ModelInfo, ModelResponse, StreamEvent
+    from ._framing import Framer
+
+__all__ = [
+    "Codec",
+    "CodecBase",
+    "ModelPage",
+    "StreamDecoder",
+    "WireRequest",
+    "expect_list",
+    "expect_object",
+    "expect_str",
+]
+
+FrameT = TypeVar("FrameT")
+FrameT_contra = TypeVar("FrameT_contra", contravariant=True)
+
+
+def _mapping(value: Mapping[str, str]) -> Mapping[str, str]:
+    return dict(value)
+
+
+@attrs.frozen(kw_only=True)
+class WireRequest:
+    """An HTTP request description: what a codec asks the HTTP provider to send."""
+
+    method: str = "POST"
+    path: str
+    """Appended to the provider's base URL (or an absolute URL)."""
+    query: Mapping[str, str] = attrs.field(factory=dict, converter=_mapping)
+    headers: Mapping[str, str] = attrs.field(factory=dict, converter=_mapping)
+    """Headers of this request (never credentials: those come from the auth flow)."""
+    body: JSONValue | None = None
+    """The JSON body (sent compact, UTF-8, ``content-type: application/json``)."""
+
+
+def _model_tuple(models: Iterable[ModelInfo]) -> tuple[ModelInfo, ...]:
+    return tuple(models)
+
+
+@attrs.frozen(kw_only=True)
+class ModelPage:
+    """One page of a model listing and the cursor of the next (``None`` on the last)."""
+
+    models: tuple[ModelInfo, ...] = attrs.field(converter=_model_tuple)
+    next_cursor: str | None = None
+
+
+class StreamDecoder(Protocol[FrameT_contra]):
+    """Decodes one stream. Made fresh per stream by :meth:`Codec.stream_decoder`."""
+
+    error: KovaError | None
+    """Set (and decoding stopped) when the server reported an error inside the stream, or
+    when :meth:`finish` found that the stream did not end properly."""
+
+    def feed(self, frames: Sequence[FrameT_contra]) -> list[StreamEvent]:
+        """The events that one network read's frames completed, in order."""
+        ...
+
+    def finish(self) -> list[StreamEvent]:
+        """The body ended: the last events. Sets :attr:`error` if the stream ended before
+        its terminator (a cut stream must never look like a short answer)."""
+        ...
+
+
+class Codec(Protocol[FrameT]):
+    """A provider's wire format. See the module docstring for the contract."""
+
+    @property
+    def name(self) -> str:
+        """The provider label for errors, logs and metrics (``"openai"``)."""
+        ...
+
+    @property
+    def framer(self) -> Callable[[], Framer[FrameT]]:
+        """Makes the framer of a streamed body (``SseFramer``, ``NdjsonFramer``, ...)."""
+        ...
+
+    @property
+    def stream_content_types(self) -> tuple[str, ...]:
+        """Content types a streamed answer may have (checked before any byte is decoded)."""
+        ...
+
+    def encode(self, request: ChatRequest, *, stream: bool) -> WireRequest:
+        """The HTTP request for ``request``."""
+        ...
+
+    def decode(self, body: JSONValue) -> ModelResponse:
+        """A whole response body. Raises :class:`~kova.InvalidResponse` on bad shapes."""
+        ...
+
+    def stream_decoder(self) -> StreamDecoder[FrameT]:
+        """A fresh decoder for one stream."""
+        ...
+
+    def error_details(self, body: JSONValue) -> ErrorDetails:
+        """What an error body (HTTP error status) says; must not raise."""
+        ...
+
+    def encode_count_tokens(self, request: ChatRequest) -> WireRequest | None:
+        """The exact token-counting request, or ``None`` to use the offline heuristic."""
+        ...
+
+    def decode_count_tokens(self, body: JSONValue) -> int: ...
+
+    def encode_list_models(self, cursor: str | None) -> WireRequest | None:
+        """The request for one page of models (``cursor`` from the previous page), or
+        ``None`` when the provider cannot list models."""
+        ...
+
+    def decode_list_models(self, body: JSONValue) -> ModelPage: ...
+
+
+class CodecBase(Generic[FrameT]):
+    """Defaults for the optional parts of :class:`Codec`: the common error body shape, the
+    heuristic token count and no model listing. Subclass it and fill in the rest."""
+
+    name: ClassVar[str] = "provider"
+    stream_content_types: ClassVar[tuple[str, ...]] = ("text/event-stream",)
+
+    def error_details(self, body: JSONValue) -> ErrorDetails:
+        return default_error_details(body)
+
+    def encode_count_tokens(self, request: ChatRequest) -> WireRequest | None:
+        return None
+
+    def decode_count_tokens(self, body: JSONValue) -> int:
+        raise NotImplementedError
+
+    def encode_list_models(self, cursor: str | None) -> WireRequest | None:
+        return None
+
+    def decode_list_models(self, body: JSONValue) -> ModelPage:
+        raise NotImplementedError
+
+
+def heuristic_tokens(request: ChatRequest) -> int:
+    """The offline estimate for ``request`` (see :func:`heuristic_count_tokens`)."""
+    return heuristic_count_tokens(request.messages, request.tools)
+
+
+# -- small checked readers for codecs: a wrong shape is InvalidResponse, never a TypeError --
+
+
+def expect_object(value: object, what: str, *, provider: str | None = None) -> Mapping[str, object]:
+    """``value`` if it is a JSON object, else :class:`~kova.InvalidResponse` naming ``what``."""
+    if isinstance(value, Mapping):
+        return value
+    raise InvalidResponse(
+        f"{what} should be a JSON object, got {type(value).__name__}", provider=provider
+    )
+
+
+def expect_list(value: object, what: str, *, provider: str | None = None) -> list[object]:
+    """``value`` if it is a JSON array, else :class:`~kova.InvalidResponse`."""
+    if isinstance(value, list):
+        return value
+    raise InvalidResponse(
+        f"{what} should be a JSON array, got {type(value).__name__}", provider=provider
+    )
+
+
+def expect_str(value: object, what: str, *, provider: str | None = None) -> str:
+    """``value`` if it is a string, else :class:`~kova.InvalidResponse`."""
+    if isinstance(value, str):
+        return value
+    raise InvalidResponse(
+        f"{what} should be a string, got {type(value).__name__}", provider=provider
+    )

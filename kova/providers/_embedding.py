@@ -1,0 +1,62 @@
+"""The embedding protocol every embedding provider satisfies (OpenAI, Ollama, Gemini)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from contextlib import AbstractAsyncContextManager
+
+    from .._models import Usage
+
+__all__ = ["EmbeddingProvider", "Embeddings"]
+
+
+class Embeddings(list[list[float]]):
+    """The vectors of one :meth:`EmbeddingProvider.embed` call, in input order, and the usage
+    the API reported (``None`` where it reports none).
+
+    A ``list`` of vectors, so ``vectors[0]``, ``len(vectors)`` and comparing with a plain list
+    work as before; :attr:`usage` rides along.
+    """
+
+    usage: Usage | None
+
+    def __init__(self, vectors: Iterable[list[float]] = (), *, usage: Usage | None = None) -> None:
+        super().__init__(vectors)
+        self.usage = usage
+
+    def __repr__(self) -> str:
+        return f"Embeddings({len(self)} vectors, usage={self.usage!r})"
+
+
+@runtime_checkable
+class EmbeddingProvider(Protocol):
+    """Turns texts into vectors.
+
+    Use inside ``async with provider.open():``; ``embed`` is safe from many tasks at once.
+    """
+
+    @property
+    def name(self) -> str:
+        """A short label for logs and metrics (``"openai"``)."""
+        ...
+
+    @property
+    def dimensions(self) -> int | None:
+        """The configured vector size (``None``: the model's native size)."""
+        ...
+
+    def open(self) -> AbstractAsyncContextManager[None]:
+        """Hold the HTTP connection pool for the block (reference-counted)."""
+        ...
+
+    async def embed(self, texts: Sequence[str]) -> Embeddings:
+        """One vector per text, in input order (batched as the API requires), with usage.
+
+        Raises:
+            TypeError: ``texts`` is a single string.
+            ProviderError, KovaConnectionError, KovaTimeoutError: the request failed.
+        """
+        ...

@@ -1,0 +1,408 @@
+"""The one HTTP provider: runs any :class:`~kova.providers.Codec` over the shared transport.
+
+Adding a provider adds no I/O code: it is a config, a codec and (usually) an auth flow::
+
+    provider = HttpProvider(
+        MyCodec(model="m-1"),
+        base_url="https://api.example.com",
+        auth=bearer_auth(Secret(key)),
+    )
+    async with provider.open():
+        response = await provider.chat_completion(ChatRequest.of("hello"))
+
+What it does around the codec, the same for every provider:
+
+* sends the codec's :class:`~kova.providers.WireRequest` through the transport (the auth flow
+  sets the credential; errors become kova errors at that one boundary);
+* non-streaming: a total deadline and a body-size cap (``total_timeout``,
+  ``max_response_bytes``), then :meth:`Codec.decode`;
+* streaming: checks the content type before decoding a byte (a captive portal's ``text/html``
+  or a JSON body where a stream was asked for is an :class:`~kova.InvalidResponse` naming
+  what came back), frames each network read with the codec's framer and decodes it into one
+  batch; an idle timeout between events and an optional total deadline, both on trio's clock;
+* the error contract: a decoder's ``error`` is raised after the events decoded before it, as
+  a classified error marked mid-stream and with whether content had reached the consumer; a
+  stray ``TypeError``/``KeyError``/... from a codec becomes :class:`~kova.InvalidResponse`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+import trio
+
+from .._errors import InvalidResponse, KovaError, KovaTimeoutError, ProviderError
+from .._models import ModelInfo, UsageEvent
+from ._codec import heuristic_tokens
+from ._http import DEFAULT_LIMITS, HTTPX_ERRORS, HttpTransport, translate_error
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+    from contextlib import AbstractAsyncContextManager
+
+    import httpx2
+
+    from .._models import ChatRequest, JSONValue, ModelResponse, StreamEvent
+    from ._base import EventBatches
+    from ._codec import Codec, StreamDecoder, WireRequest
+    from ._framing import Framer
+    from ._http import HttpStream
+
+__all__ = ["EventStream", "HttpProvider"]
+
+FrameT = TypeVar("FrameT")
+
+_CODEC_FAULTS = (ValueError, TypeError, KeyError, AttributeError, IndexError)
+"""What a codec raises when a payload has a shape it did not expect (the safety net)."""
+
+_MAX_MODEL_PAGES = 1000
+
+
+def _codec_fault(provider: str, what: str, exc: Exception) -> InvalidResponse:
+    return InvalidResponse(
+        f"{what} has an unexpected shape ({type(exc).__name__}: {exc})", provider=provider
+    )
+
+
+class EventStream(Generic[FrameT]):
+    """The batches of one streamed response: one batch per network read that completed events.
+
+    A plain class with one ``__anext__`` (no async generator, no stacked iterators): this is
+    the hot path of every streaming provider. Per read it costs a cancel scope for the idle
+    deadline, the framer, the decoder and nothing else.
+    """
+
+    __slots__ = (
+        "_chunks",
+        "_content",
+        "_deadline",
+        "_decoder",
+        "_ended",
+        "_framer",
+        "_idle",
+        "_pending",
+        "_provider",
+    )
+
+    def __init__(
+        self,
+        chunks: AsyncGenerator[bytes],
+        framer: Framer[FrameT],
+        decoder: StreamDecoder[FrameT],
+        *,
+        provider: str,
+        idle_timeout: float | None,
+        total_timeout: float | None,
+    ) -> None:
+        self._chunks = chunks
+        self._framer = framer
+        self._decoder = decoder
+        self._provider = provider
+        self._idle = idle_timeout if idle_timeout is not None else math.inf
+        self._deadline = (
+            trio.current_time() + total_timeout if total_timeout is not None else math.inf
+        )
+        self._pending: KovaError | None = None
+        self._ended = False
+        self._content = False
+
+    @property
+    def content_delivered(self) -> bool:
+        """Whether a batch with content (anything but usage) has been returned."""
+        return self._content
+
+    def __aiter__(self) -> EventStream[FrameT]:
+        return self
+
+    async def __anext__(self) -> Sequence[StreamEvent]:
+        if self._pending is not None:
+            error, self._pending = self._pending, None
+            raise error
+        if self._ended:
+            raise StopAsyncIteration
+        deadline = trio.current_time() + self._idle
+        if deadline > self._deadline:
+            deadline = self._deadline
+        with trio.CancelScope(deadline=deadline):
+            while True:
+                try:
+                    data = await self._chunks.__anext__()
+                except StopAsyncIteration:
+                    self._ended = True
+                    return self._finish()
+                except HTTPX_ERRORS as exc:
+                    self._ended = True
+                    raise translate_error(exc, self._provider, mid_stream=True) from exc
+                try:
+                    frames = self._framer.feed(data)
+                    events = self._decoder.feed(frames) if frames else None
+                except KovaError as exc:
+                    self._ended = True
+                    raise self._mark(exc) from None
+                except _CODEC_FAULTS as exc:
+                    self._ended = True
+                    raise _codec_fault(self._provider, "a stream frame", exc) from exc
+                if self._decoder.error is not None:
+                    self._ended = True
+                    return self._deliver_then_fail(events, self._decoder.error)
+                if events:
+                    if not self._content:
+                        self._note_content(events)
+                    return events
+        self._ended = True
+        raise self._timeout(deadline)
+
+    def _finish(self) -> Sequence[StreamEvent]:
+        try:
+            frames = self._framer.finish()
+            events = self._decoder.feed(frames) if frames else []
+            if self._decoder.error is None:
+                events.extend(self._decoder.finish())
+        except KovaError as exc:
+            raise self._mark(exc) from None
+        except _CODEC_FAULTS as exc:
+            raise _codec_fault(self._provider, "the end of the stream", exc) from exc
+        if self._decoder.error is not None:
+            return self._deliver_then_fail(events, self._decoder.error)
+        if not events:
+            raise StopAsyncIteration
+        return events
+
+    def _deliver_then_fail(
+        self, events: list[StreamEvent] | None, error: KovaError
+    ) -> Sequence[StreamEvent]:
+        if events:
+            self._note_content(events)
+            self._pending = self._mark(error)
+            return events
+        raise self._mark(error)
+
+    def _note_content(self, events: Sequence[StreamEvent]) -> None:
+        if not self._content:
+            self._content = any(type(event) is not UsageEvent for event in events)
+
+    def _mark(self, error: KovaError) -> KovaError:
+        if isinstance(error, ProviderError):
+            error.mid_stream = True
+            if self._content:
+                error.after_content = True
+            if error.provider is None:
+                error.provider = self._provider
+        return error
+
+    def _timeout(self, deadline: float) -> KovaTimeoutError:
+        if deadline >= self._deadline:
+            return KovaTimeoutError(
+                f"{self._provider}: the stream did not finish within its total deadline",
+                timeout=None,
+            )
+        return KovaTimeoutError(
+            f"{self._provider}: no stream event for {self._idle:g}s (idle timeout)",
+            timeout=self._idle,
+        )
+
+
+class HttpProvider(Generic[FrameT]):
+    """A :class:`~kova.providers.Provider` for any codec, over one shared HTTP transport.
+
+    Args:
+        codec: the provider's wire format.
+        base_url: scheme, host and optional prefix the codec's paths are appended to.
+        auth: the ``httpx2.Auth`` flow that sets credentials (``None``: no credentials).
+        timeout: read timeout, time to the response head of a stream, and the idle timeout
+            between stream events, in seconds.
+        connect_timeout: connect timeout (defaults to ``timeout``).
+        total_timeout: deadline for a whole non-streaming request.
+        stream_timeout: optional deadline for a whole stream (``None``: only idle-bounded).
+        max_response_bytes: the largest non-streaming body read.
+        client: a caller-owned ``httpx2.AsyncClient`` (kova never closes it).
+        transport: an httpx2 transport for the client kova creates (tests).
+
+    Use it inside ``async with provider.open():`` (an agent does this for you). Calls are safe
+    from many tasks at once; on cancellation the HTTP request is abandoned and its connection
+    closed.
+    """
+
+    def __init__(
+        self,
+        codec: Codec[FrameT],
+        *,
+        base_url: str,
+        auth: httpx2.Auth | None = None,
+        timeout: float | None = 60.0,
+        connect_timeout: float | None = None,
+        total_timeout: float | None = 600.0,
+        stream_timeout: float | None = None,
+        max_response_bytes: int = 64 * 1024 * 1024,
+        limits: httpx2.Limits | None = None,
+        client: httpx2.AsyncClient | None = None,
+        transport: httpx2.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.codec = codec
+        self._stream_timeout = stream_timeout
+        self._http = HttpTransport(
+            provider=codec.name,
+            base_url=base_url,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            limits=limits or DEFAULT_LIMITS,
+            client=client,
+            transport=transport,
+            error_details=codec.error_details,
+            auth=auth,
+            total_timeout=total_timeout,
+            max_response_bytes=max_response_bytes,
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(codec={self.codec!r}, base_url={self._http.base_url!r})"
+
+    @property
+    def name(self) -> str:
+        """The codec's provider label."""
+        return self.codec.name
+
+    @property
+    def transport(self) -> HttpTransport:
+        """The shared HTTP transport (its pool lives between ``open()`` and its exit)."""
+        return self._http
+
+    def open(self) -> AbstractAsyncContextManager[None]:
+        """Hold the HTTP connection pool for the block (reference-counted)."""
+        return self._http.open()
+
+    async def _send_json(self, wire: WireRequest) -> JSONValue:
+        return await self._http.request_json(
+            wire.method,
+            wire.path,
+            json_body=wire.body,
+            params=wire.query or None,
+            headers=wire.headers or None,
+        )
+
+    def _decode(self, body: JSONValue, what: str) -> ModelResponse:
+        try:
+            return self.codec.decode(body)
+        except _CODEC_FAULTS as exc:
+            raise _codec_fault(self.name, what, exc) from exc
+
+    async def chat_completion(self, request: ChatRequest) -> ModelResponse:
+        """One non-streaming call.
+
+        Raises:
+            ProviderError: an error status (classified) or an unreadable answer
+                (:class:`~kova.InvalidResponse`).
+            KovaConnectionError, KovaTimeoutError: the transport failed, or the response did
+                not complete within ``total_timeout``.
+        """
+        body = await self._send_json(self.codec.encode(request, stream=False))
+        return self._decode(body, "the response")
+
+    @asynccontextmanager
+    async def _stream(self, request: ChatRequest) -> AsyncIterator[EventBatches]:
+        wire = self.codec.encode(request, stream=True)
+        async with self._http.stream(
+            wire.method,
+            wire.path,
+            json_body=wire.body,
+            params=wire.query or None,
+            headers=wire.headers or None,
+        ) as http_stream:
+            await self._check_content_type(http_stream)
+            yield EventStream(
+                http_stream.raw_chunks(),
+                self.codec.framer(),
+                self.codec.stream_decoder(),
+                provider=self.name,
+                idle_timeout=self._http.timeout,
+                total_timeout=self._stream_timeout,
+            )
+
+    def chat_completion_stream(
+        self, request: ChatRequest
+    ) -> AbstractAsyncContextManager[EventBatches]:
+        """One streaming call: ``async with provider.chat_completion_stream(request) as b``.
+
+        Error statuses and a body that is not a stream raise on entering. The iterator raises
+        the classified error of an error event (after the events that came before it), a
+        :class:`~kova.StreamError` for a cut or unfinished stream, and
+        :class:`~kova.KovaTimeoutError` when no event arrives within the idle timeout.
+        Leaving the block early closes the response.
+        """
+        return self._stream(request)
+
+    async def _check_content_type(self, http_stream: HttpStream) -> None:
+        content_type = http_stream.response.headers.get("content-type", "")
+        media_type = content_type.split(";", 1)[0].strip().lower()
+        if any(media_type == wanted for wanted in self.codec.stream_content_types):
+            return
+        with trio.move_on_after(self._http.timeout or math.inf):
+            head = await http_stream.read_capped(64 * 1024)
+        if media_type == "application/json":
+            try:
+                parsed: JSONValue = json.loads(head)
+            except ValueError:
+                parsed = None
+            details = self.codec.error_details(parsed) if parsed is not None else None
+            if details is not None and (details.message or details.error_type):
+                # A proxy or server that reports an error as a 200 JSON body.
+                raise self._http.status_error(
+                    http_stream.response.status_code, http_stream.response.headers, head
+                )
+            raise InvalidResponse(
+                f"expected a stream ({', '.join(self.codec.stream_content_types)}), got a JSON "
+                f"body: {head[:200]!r}",
+                provider=self.name,
+            )
+        raise InvalidResponse(
+            f"expected a stream ({', '.join(self.codec.stream_content_types)}), got "
+            f"{media_type or 'no content type'}: {head[:200]!r}",
+            provider=self.name,
+        )
+
+    async def count_tokens(self, request: ChatRequest) -> int:
+        """Prompt tokens: the provider's exact counting endpoint where its codec has one,
+        else the offline heuristic.
+
+        Raises:
+            ProviderError, KovaConnectionError, KovaTimeoutError: as :meth:`chat_completion`.
+        """
+        wire = self.codec.encode_count_tokens(request)
+        if wire is None:
+            return heuristic_tokens(request)
+        body = await self._send_json(wire)
+        try:
+            return self.codec.decode_count_tokens(body)
+        except _CODEC_FAULTS as exc:
+            raise _codec_fault(self.name, "the token count", exc) from exc
+
+    async def list_models(self) -> list[ModelInfo]:
+        """Every model the provider lists, following its pages.
+
+        Raises:
+            ProviderError, KovaConnectionError, KovaTimeoutError: as :meth:`chat_completion`.
+            KovaError: the provider cannot list models, or its pages loop.
+        """
+        models: list[ModelInfo] = []
+        cursor: str | None = None
+        seen: set[str] = set()
+        for _ in range(_MAX_MODEL_PAGES):
+            wire = self.codec.encode_list_models(cursor)
+            if wire is None:
+                raise KovaError(f"{self.name}: this provider cannot list models")
+            body = await self._send_json(wire)
+            try:
+                page = self.codec.decode_list_models(body)
+            except _CODEC_FAULTS as exc:
+                raise _codec_fault(self.name, "the model list", exc) from exc
+            models.extend(page.models)
+            cursor = page.next_cursor
+            if cursor is None:
+                return models
+            if cursor in seen:
+                raise KovaError(f"{self.name}: the model list's pages loop at {cursor!r}")
+            seen.add(cursor)
+        raise KovaError(f"{self.name}: the model list has more than {_MAX_MODEL_PAGES} pages")

@@ -1,0 +1,78 @@
+"""The OpenAI Chat Completions codec: pure, on the provider seam (see
+:mod:`kova.providers._codec`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+import attrs
+
+from ..._errors import ProviderErrorClass
+from .._codec import CodecBase, ModelPage, WireRequest
+from .._framing import SseFramer
+from .._http import ErrorDetails, default_error_details
+from .._sse import SseEvent
+from ._config import endpoint_path
+from ._convert import PROVIDER, decode_models, decode_response, encode_request
+from ._stream import OpenAiStreamDecoder
+
+if TYPE_CHECKING:
+    from ..._models import ChatRequest, JSONValue, ModelResponse
+    from ._config import OpenAiConfig
+
+__all__ = ["OpenAiCodec", "openai_error_details"]
+
+
+def openai_error_details(body: JSONValue) -> ErrorDetails:
+    """OpenAI's error body. A 429 whose code is ``insufficient_quota`` is not a rate limit:
+    waiting does not help, so it is classified ``OTHER`` (not retryable)."""
+    details = default_error_details(body)
+    if details.code == "insufficient_quota" or details.error_type == "insufficient_quota":
+        return attrs.evolve(details, error_class=ProviderErrorClass.OTHER)
+    return details
+
+
+@attrs.frozen
+class OpenAiCodec(CodecBase[SseEvent]):
+    """Chat Completions over SSE, for OpenAI and compatible servers."""
+
+    config: OpenAiConfig
+    name: ClassVar[str] = PROVIDER
+    framer: ClassVar[type[SseFramer]] = SseFramer
+    stream_content_types: ClassVar[tuple[str, ...]] = ("text/event-stream",)
+
+    def encode(self, request: ChatRequest, *, stream: bool) -> WireRequest:
+        config = self.config
+        body = encode_request(
+            request.messages, request.tools, request.config, config, stream=stream
+        )
+        headers = dict(config.extra_headers)
+        if stream:
+            headers["accept"] = "text/event-stream"
+        return WireRequest(
+            path=endpoint_path(config.base_url, config.chat_completions_path),
+            query=config.query_params(),
+            headers=headers,
+            body=body,
+        )
+
+    def decode(self, body: JSONValue) -> ModelResponse:
+        return decode_response(body, keep_reasoning=self.config.echo_reasoning)
+
+    def stream_decoder(self) -> OpenAiStreamDecoder:
+        return OpenAiStreamDecoder(keep_reasoning=self.config.echo_reasoning)
+
+    def error_details(self, body: JSONValue) -> ErrorDetails:
+        return openai_error_details(body)
+
+    def encode_list_models(self, cursor: str | None) -> WireRequest | None:
+        config = self.config
+        return WireRequest(
+            method="GET",
+            path=endpoint_path(config.base_url, config.models_path),
+            query=config.query_params(),
+            headers=config.extra_headers,
+        )
+
+    def decode_list_models(self, body: JSONValue) -> ModelPage:
+        return ModelPage(models=decode_models(body))

@@ -1,0 +1,222 @@
+"""The server side of the OpenAI Chat Completions wire format, for kova's fake server:
+reading a request body back into kova values, and the ``finish_reason`` of a stop reason.
+
+Test scaffolding, kept out of the production codec (which holds only what a client needs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import assert_never
+
+import attrs
+
+from ..._models import (
+    Image,
+    InferenceConfig,
+    JSONValue,
+    Message,
+    ResponseFormat,
+    Role,
+    StopKind,
+    StopReason,
+    Text,
+    Thinking,
+    ToolDefinition,
+    ToolResult,
+    ToolUse,
+)
+from ...providers.openai._convert import canonical_arguments, parse_arguments, reasoning_of
+
+__all__ = ["DecodedRequest", "decode_request", "stop_to_finish_reason"]
+
+
+@attrs.frozen(kw_only=True)
+class DecodedRequest:
+    """A Chat Completions request body read back into kova values."""
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolDefinition, ...]
+    config: InferenceConfig
+    stream: bool
+    include_usage: bool
+
+
+def _text_of(content: JSONValue) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        return "".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, Mapping) and part.get("type") == "text"
+        )
+    return ""
+
+
+def _image_from_url(url: str) -> Image:
+    if url.startswith("data:") and ";base64," in url:
+        header, _, data = url.partition(";base64,")
+        return Image(media_type=header[len("data:") :], data=data)
+    return Image(url=url)
+
+
+def _user_blocks(content: JSONValue) -> list[Text | Image]:
+    if isinstance(content, str):
+        return [Text(text=content)]
+    blocks: list[Text | Image] = []
+    if isinstance(content, Sequence):
+        for part in content:
+            if not isinstance(part, Mapping):
+                continue
+            if part.get("type") == "text":
+                blocks.append(Text(text=str(part.get("text", ""))))
+            elif part.get("type") == "image_url":
+                image_url = part.get("image_url")
+                url = image_url.get("url") if isinstance(image_url, Mapping) else image_url
+                if isinstance(url, str):
+                    blocks.append(_image_from_url(url))
+    return blocks
+
+
+def _decode_message(item: Mapping[str, JSONValue]) -> Message | None:
+    role = item.get("role")
+    content = item.get("content")
+    if role in ("system", "developer"):
+        return Message.system(_text_of(content))
+    if role == "user":
+        return Message.user(_user_blocks(content))
+    if role == "tool":
+        return Message.tool_results(
+            [
+                ToolResult(
+                    tool_use_id=str(item.get("tool_call_id") or "?"), content=_text_of(content)
+                )
+            ]
+        )
+    if role == "assistant":
+        blocks: list[Text | ToolUse | Thinking] = []
+        reasoning = reasoning_of(item)
+        if reasoning:
+            blocks.append(Thinking(text=reasoning))
+        text = _text_of(content)
+        if text:
+            blocks.append(Text(text=text))
+        calls = item.get("tool_calls")
+        if isinstance(calls, Sequence):
+            for call in calls:
+                if not isinstance(call, Mapping):
+                    continue
+                function = call.get("function")
+                if not isinstance(function, Mapping):
+                    continue
+                arguments = function.get("arguments")
+                parsed, raw = parse_arguments(arguments if isinstance(arguments, str) else "")
+                blocks.append(
+                    ToolUse(
+                        id=str(call.get("id") or "call"),
+                        name=str(function.get("name") or "unknown"),
+                        input=parsed,
+                        raw_arguments=raw,
+                        provider_metadata=canonical_arguments(
+                            arguments if isinstance(arguments, str) else ""
+                        ),
+                    )
+                )
+        return Message.assistant(blocks)
+    return None
+
+
+def _merge_tool_messages(messages: list[Message]) -> list[Message]:
+    """Consecutive ``tool`` messages become one kova TOOL message (kova's own shape)."""
+    merged: list[Message] = []
+    for message in messages:
+        if message.role is Role.TOOL and merged and merged[-1].role is Role.TOOL:
+            merged[-1] = Message(role=Role.TOOL, content=merged[-1].content + message.content)
+        else:
+            merged.append(message)
+    return merged
+
+
+def decode_request(body: JSONValue) -> DecodedRequest:
+    """Read a Chat Completions request body back into kova values (for fake servers).
+
+    Lenient: parts kova does not model are skipped rather than rejected.
+    """
+    if not isinstance(body, Mapping):
+        raise ValueError("the request body is not a JSON object")
+    raw_messages = body.get("messages")
+    messages: list[Message] = []
+    if isinstance(raw_messages, Sequence):
+        for item in raw_messages:
+            if isinstance(item, Mapping):
+                message = _decode_message(item)
+                if message is not None:
+                    messages.append(message)
+    tools: list[ToolDefinition] = []
+    raw_tools = body.get("tools")
+    if isinstance(raw_tools, Sequence):
+        for tool in raw_tools:
+            function = tool.get("function") if isinstance(tool, Mapping) else None
+            if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+                parameters = function.get("parameters")
+                tools.append(
+                    ToolDefinition(
+                        name=str(function["name"]),
+                        description=str(function.get("description") or ""),
+                        parameters=parameters
+                        if isinstance(parameters, Mapping)
+                        else {"type": "object", "properties": {}},
+                    )
+                )
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    temperature = body.get("temperature")
+    top_p = body.get("top_p")
+    stop = body.get("stop")
+    response_format: ResponseFormat | None = None
+    raw_format = body.get("response_format")
+    if isinstance(raw_format, Mapping) and isinstance(raw_format.get("json_schema"), Mapping):
+        schema_spec = raw_format["json_schema"]
+        assert isinstance(schema_spec, Mapping)
+        schema = schema_spec.get("schema")
+        description = schema_spec.get("description")
+        response_format = ResponseFormat(
+            name=str(schema_spec.get("name") or "response"),
+            schema=schema if isinstance(schema, Mapping) else {},
+            strict=bool(schema_spec.get("strict", False)),
+            description=description if isinstance(description, str) else None,
+        )
+    stream_options = body.get("stream_options")
+    model = body.get("model")
+    return DecodedRequest(
+        messages=tuple(_merge_tool_messages(messages)),
+        tools=tuple(tools),
+        config=InferenceConfig(
+            model=model if isinstance(model, str) else None,
+            max_tokens=max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else None,
+            temperature=float(temperature) if isinstance(temperature, int | float) else None,
+            top_p=float(top_p) if isinstance(top_p, int | float) else None,
+            stop_sequences=[str(s) for s in stop]
+            if isinstance(stop, Sequence) and not isinstance(stop, str)
+            else (stop if isinstance(stop, str) else None),
+            response_format=response_format,
+        ),
+        stream=body.get("stream") is True,
+        include_usage=isinstance(stream_options, Mapping)
+        and stream_options.get("include_usage") is True,
+    )
+
+
+def stop_to_finish_reason(stop_reason: StopReason) -> str:
+    """The ``finish_reason`` OpenAI sends for a kova stop reason (used by the fake server)."""
+    match stop_reason.kind:
+        case StopKind.END_TURN | StopKind.STOP_SEQUENCE:
+            return "stop"
+        case StopKind.TOOL_USE:
+            return "tool_calls"
+        case StopKind.MAX_TOKENS:
+            return "length"
+        case StopKind.UNKNOWN:
+            return stop_reason.raw or "stop"
+        case _:
+            assert_never(stop_reason.kind)
