@@ -305,14 +305,17 @@ async def test_error_event_mid_stream_raises_after_the_earlier_events() -> None:
     reply = StreamReply(response=reply_text("unused"), events=events)
     received: list[m.StreamEvent] = []
     async with running(Script([reply])) as (_, provider):
-        with pytest.raises(StreamError) as caught:
+        with pytest.raises(ProviderOverloaded) as caught:
             async with provider.chat_completion_stream(
                 ChatRequest(messages=[m.Message.user("Hi")], tools=[], config=NO_CONFIG)
             ) as stream:
                 async for batch in stream:
                     received.extend(batch)
+    # Classified as HTTP 529 is; after content, so never retried.
     assert caught.value.error_type == "overloaded_error"
     assert caught.value.message == "Overloaded"
+    assert caught.value.mid_stream
+    assert caught.value.after_content
     assert received == [m.TextDelta(text="Hel"), m.TextDelta(text="lo")]
 
 
@@ -432,7 +435,7 @@ async def test_cancelling_a_call_abandons_the_request_and_the_provider_stays_usa
 
     async with running(Script(model)) as (_, provider):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(provider.chat_completion, [m.Message.user("slow")], [], NO_CONFIG)
+            nursery.start_soon(provider.chat_completion, ChatRequest.of("slow", config=NO_CONFIG))
             await arrived.wait()
             nursery.cancel_scope.cancel()
         assert nursery.cancel_scope.cancelled_caught
