@@ -1,0 +1,206 @@
+"""The codec contract, run against every codec on the seam (see kova.providers._codec).
+
+Each case is a complete recorded stream in the codec's wire format, an error frame in that
+format, and malformed/mistyped frames. Every codec must: give the same events whatever the
+network splits; deliver the events before an error and then raise the *classified* error;
+turn anything malformed into InvalidResponse (never AttributeError/TypeError); and never emit
+a TextDelta whose text is not a str.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import attrs
+import pytest
+import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kova import (
+    InvalidResponse,
+    KovaError,
+    ProviderError,
+    ProviderErrorClass,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+)
+from kova.providers import EventStream
+from kova.providers.anthropic import AnthropicConfig
+from kova.providers.anthropic._codec import AnthropicCodec
+from kova.providers.openai import OpenAiConfig
+from kova.providers.openai._codec import OpenAiCodec
+
+from .anthropic.test_anthropic_stream import WIRE_EXAMPLE as ANTHROPIC_STREAM
+from .openai.wire_samples import TOOL_CALL_STREAM as OPENAI_STREAM
+
+
+def _openai_text(text: str) -> str:
+    chunk = {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+    return f"data: {json.dumps(chunk)}\n\n"
+
+
+OPENAI_TEXT_STREAM = (
+    _openai_text("Hel")
+    + _openai_text("lo")
+    + 'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+    + "data: [DONE]\n\n"
+)
+
+
+@attrs.frozen
+class Case:
+    name: str
+    codec: Any
+    stream: str
+    """A complete stream whose frames are separated by blank lines."""
+    error_frame: str
+    error_class: ProviderErrorClass
+    malformed: tuple[str, ...]
+
+
+CASES = [
+    Case(
+        name="openai",
+        codec=OpenAiCodec(OpenAiConfig(model="m", api_key="k")),
+        stream=OPENAI_TEXT_STREAM,
+        error_frame='data: {"error":{"message":"busy","type":"server_error"}}\n\n',
+        error_class=ProviderErrorClass.OVERLOADED,
+        malformed=(
+            "data: {oops\n\n",
+            "data: [1, 2]\n\n",
+            'data: {"choices":[{"delta":{"content":5}}]}\n\n',
+            'data: {"choices":"x"}\n\n',
+            'data: {"choices":[{"delta":"text"}]}\n\n',
+            'data: {"choices":[{"delta":{"tool_calls":[7]}}]}\n\n',
+        ),
+    ),
+    Case(
+        name="openai-tools",
+        codec=OpenAiCodec(OpenAiConfig(model="m", api_key="k")),
+        stream=OPENAI_STREAM,
+        error_frame='data: {"error":{"message":"slow","code":"rate_limit_exceeded"}}\n\n',
+        error_class=ProviderErrorClass.RATE_LIMITED,
+        malformed=("data: {oops\n\n",),
+    ),
+    Case(
+        name="anthropic",
+        codec=AnthropicCodec(AnthropicConfig(model="m", api_key="k")),
+        stream=ANTHROPIC_STREAM,
+        error_frame=(
+            "event: error\n"
+            'data: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'
+        ),
+        error_class=ProviderErrorClass.OVERLOADED,
+        malformed=(
+            "event: content_block_delta\ndata: {not json\n\n",
+            'event: content_block_start\ndata: {"type":"content_block_start","index":"x"}\n\n',
+            'event: content_block_delta\ndata: {"type":"content_block_delta","index":9,'
+            '"delta":{"type":"text_delta","text":"x"}}\n\n',
+            'event: message_start\ndata: ["not", "an", "object"]\n\n',
+        ),
+    ),
+]
+
+
+class Reads(AsyncIterator[bytes]):
+    def __init__(self, pieces: list[bytes]) -> None:
+        self._pieces = iter(pieces)
+
+    async def __anext__(self) -> bytes:
+        await trio.lowlevel.checkpoint()
+        try:
+            return next(self._pieces)
+        except StopIteration:
+            raise StopAsyncIteration from None
+
+
+def run(case: Case, pieces: list[bytes]) -> tuple[list[StreamEvent], BaseException | None]:
+    events: list[StreamEvent] = []
+    failure: list[BaseException] = []
+
+    async def main() -> None:
+        stream = EventStream(
+            Reads(pieces),  # type: ignore[arg-type]
+            case.codec.framer(),
+            case.codec.stream_decoder(),
+            provider=case.codec.name,
+            idle_timeout=None,
+            total_timeout=None,
+        )
+        try:
+            async for batch in stream:
+                assert batch, "batches are never empty"
+                events.extend(batch)
+        except KovaError as exc:
+            failure.append(exc)
+
+    trio.run(main)
+    return events, failure[0] if failure else None
+
+
+def split(data: bytes, cuts: list[int]) -> list[bytes]:
+    bounds = [0, *sorted(min(c, len(data)) for c in cuts), len(data)]
+    return [data[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def frames_of(stream: str) -> list[str]:
+    return [frame + "\n\n" for frame in stream.split("\n\n") if frame.strip()]
+
+
+def check_types(events: list[StreamEvent]) -> None:
+    for event in events:
+        if isinstance(event, TextDelta | ThinkingDelta):
+            assert type(event.text) is str
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
+@settings(max_examples=40, deadline=None)
+@given(cuts=st.lists(st.integers(min_value=0, max_value=4000), max_size=25))
+def test_any_split_gives_the_same_events(case: Case, cuts: list[int]) -> None:
+    whole, failure = run(case, [case.stream.encode()])
+    assert failure is None
+    split_events, split_failure = run(case, split(case.stream.encode(), cuts))
+    assert split_failure is None
+    assert split_events == whole
+    check_types(whole)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
+def test_an_error_frame_at_any_position_is_classified_after_the_events_before_it(
+    case: Case,
+) -> None:
+    frames = frames_of(case.stream)
+    for position in range(len(frames)):
+        before = "".join(frames[:position])
+        expected, _ = run(case, [before.encode()]) if before else ([], None)
+        body = before + case.error_frame + "".join(frames[position:])
+        events, failure = run(case, [body.encode()])
+        assert isinstance(failure, ProviderError), (position, failure)
+        assert failure.error_class is case.error_class
+        assert failure.mid_stream
+        assert events == expected
+        check_types(events)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
+def test_malformed_and_mistyped_frames_are_invalid_responses(case: Case) -> None:
+    frames = frames_of(case.stream)
+    for bad in case.malformed:
+        for position in (0, len(frames) // 2):
+            body = "".join(frames[:position]) + bad + "".join(frames[position:])
+            events, failure = run(case, [body.encode()])
+            assert isinstance(failure, InvalidResponse), (bad, position, failure)
+            check_types(events)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
+def test_a_stream_cut_before_its_end_is_never_a_short_answer(case: Case) -> None:
+    frames = frames_of(case.stream)
+    body = "".join(frames[: len(frames) // 2])
+    _events, failure = run(case, [body.encode()])
+    assert failure is not None
