@@ -36,6 +36,7 @@ import trio
 
 from .._errors import InvalidResponse, KovaError, KovaTimeoutError, ProviderError
 from .._models import ModelInfo, UsageEvent
+from ._classify import ERROR_TYPES, provider_error
 from ._codec import heuristic_tokens
 from ._http import DEFAULT_LIMITS, HTTPX_ERRORS, HttpTransport, translate_error
 
@@ -347,10 +348,17 @@ class HttpProvider(Generic[FrameT]):
             except ValueError:
                 parsed = None
             details = self.codec.error_details(parsed) if parsed is not None else None
-            if details is not None and (details.message or details.error_type):
-                # A proxy or server that reports an error as a 200 JSON body.
-                raise self._http.status_error(
-                    http_stream.response.status_code, http_stream.response.headers, head
+            if details is not None and (details.message or details.error_type or details.code):
+                # A proxy or server that reports an error as a 200 JSON body: classified by
+                # its type, as an error event inside a stream is.
+                kinds = (details.code, details.error_type)
+                known = next((kind for kind in kinds if kind in ERROR_TYPES), None)
+                raise provider_error(
+                    details.message or head.decode("utf-8", "replace")[:500],
+                    provider=self.name,
+                    error_type=known or details.error_type or details.code,
+                    error_class=details.error_class,
+                    retry_after=details.retry_after,
                 )
             raise InvalidResponse(
                 f"expected a stream ({', '.join(self.codec.stream_content_types)}), got a JSON "
