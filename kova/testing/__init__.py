@@ -5,6 +5,8 @@ Like ``trio.testing``, this is public API: use it to test your own agents determ
 
 from ._anthropic_server import FakeAnthropicServer as FakeAnthropicServer
 from ._anthropic_server import open_anthropic_server as open_anthropic_server
+from ._gemini_server import FakeGeminiServer as FakeGeminiServer
+from ._gemini_server import open_gemini_server as open_gemini_server
 from ._openai_server import FakeOpenAiServer as FakeOpenAiServer
 from ._openai_server import open_openai_server as open_openai_server
 from ._script import ErrorReply as ErrorReply
@@ -25,6 +27,7 @@ from ._scripted import ScriptedProvider as ScriptedProvider
 __all__ = [
     "ErrorReply",
     "FakeAnthropicServer",
+    "FakeGeminiServer",
     "FakeOpenAiServer",
     "FunctionProvider",
     "Reply",
@@ -36,6 +39,7 @@ __all__ = [
     "StreamReply",
     "as_script",
     "open_anthropic_server",
+    "open_gemini_server",
     "open_openai_server",
     "reply_text",
     "reply_tool_calls",

@@ -1,0 +1,198 @@
+"""Configuration of the Gemini providers (chat and embeddings)."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Literal, TypeAlias
+
+import attrs
+
+from ..._secret import Secret
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = [
+    "API_KEY_VARIABLES",
+    "DEFAULT_BASE_URL",
+    "GeminiConfig",
+    "GeminiEmbeddingConfig",
+    "ThinkingLevel",
+    "resolve_api_key",
+]
+
+DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
+DEFAULT_API_VERSION = "v1beta"
+
+API_KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+"""Environment variables read, in order, when no key is given (the official SDK's order)."""
+
+ThinkingLevel: TypeAlias = Literal["minimal", "low", "medium", "high"]
+"""``thinkingConfig.thinkingLevel`` of Gemini 3 models (sent upper-case)."""
+
+THINKING_LEVELS: tuple[ThinkingLevel, ...] = ("minimal", "low", "medium", "high")
+
+
+def resolve_api_key(value: str | Secret | None) -> Secret | None:
+    """The key given, else ``GEMINI_API_KEY``, else ``GOOGLE_API_KEY``, else ``None``.
+
+    Read once, when the config is built, so credentials cannot change under a running agent.
+    """
+    given = Secret.of(value)
+    if given is not None:
+        return given
+    for variable in API_KEY_VARIABLES:
+        found = Secret.of(os.environ.get(variable))
+        if found is not None:
+            return found
+    return None
+
+
+def _headers(value: Mapping[str, str]) -> Mapping[str, str]:
+    return dict(value)
+
+
+def _non_empty(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not value:
+        raise ValueError(f"{attribute.name} must not be empty")
+
+
+def _positive_seconds(
+    _instance: object, attribute: attrs.Attribute[float | None], value: float | None
+) -> None:
+    if value is not None and value <= 0:
+        raise ValueError(f"{attribute.name} must be positive seconds or None, got {value}")
+
+
+def _positive_int(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if value <= 0:
+        raise ValueError(f"{attribute.name} must be positive, got {value}")
+
+
+def _check_budget(_instance: object, _attribute: object, value: int | None) -> None:
+    if value is not None and value < -1:
+        raise ValueError(
+            f"thinking_budget must be -1 (dynamic), 0 (off) or a positive cap, got {value}"
+        )
+
+
+def _check_level(_instance: object, _attribute: object, value: str | None) -> None:
+    if value is not None and value not in THINKING_LEVELS:
+        raise ValueError(f"thinking_level must be one of {THINKING_LEVELS}, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class GeminiConfig:
+    """How to reach the Gemini API (Generative Language, ``v1beta``) and what every request
+    asks for.
+
+    Example::
+
+        GeminiConfig(model="gemini-2.5-flash")                      # key from the environment
+        GeminiConfig(model="gemini-2.5-pro", thinking_budget=4096)  # a thinking cap
+        GeminiConfig(model="gemini-3-pro-preview", thinking_level="low")
+
+    Per-call settings (model, ``max_tokens``, sampling, stop sequences, structured output) come
+    from :class:`~kova.InferenceConfig` and take precedence over these defaults.
+    """
+
+    model: str = attrs.field(validator=_non_empty)
+    """Model id without the ``models/`` prefix, e.g. ``gemini-2.5-flash``."""
+    api_key: Secret | None = attrs.field(default=None, converter=resolve_api_key)
+    """The key (a ``str`` is wrapped in a masked :class:`~kova.Secret`), sent as
+    ``x-goog-api-key``. ``None`` reads ``GEMINI_API_KEY``, else ``GOOGLE_API_KEY``, when the
+    config is built; with none of them every call raises :class:`~kova.ProviderAuthError`
+    naming all three."""
+    base_url: str = DEFAULT_BASE_URL
+    """Scheme and host; ``/{api_version}/models/...`` is appended."""
+    api_version: str = attrs.field(default=DEFAULT_API_VERSION, validator=_non_empty)
+    """The API version path segment (``v1beta``: thinking, structured output and
+    ``parametersJsonSchema`` are there first)."""
+    timeout: float = attrs.field(default=60.0, validator=attrs.validators.gt(0))
+    """Read timeout in seconds, the time to a stream's response head and the idle timeout
+    between stream events."""
+    connect_timeout: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
+    )
+    """Connect timeout in seconds; defaults to ``timeout``."""
+    total_timeout: float | None = attrs.field(
+        default=600.0,
+        # The attrs plugin takes the field's type from the default (float), not the annotation.
+        validator=_positive_seconds,  # type: ignore[arg-type]
+    )
+    """Deadline for a whole non-streaming request (headers and body)."""
+    stream_timeout: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.gt(0.0))
+    )
+    """Optional deadline for a whole stream (``None``: bounded by the idle timeout only)."""
+    max_response_bytes: int = attrs.field(default=64 * 1024 * 1024, validator=_positive_int)
+    """The largest non-streaming response body read."""
+    max_tokens: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
+    )
+    """``maxOutputTokens`` when ``InferenceConfig.max_tokens`` is unset (``None``: the
+    model's default)."""
+    temperature: float | None = None
+    """Temperature used when ``InferenceConfig.temperature`` is unset."""
+    thinking_budget: int | None = attrs.field(default=None, validator=_check_budget)
+    """``thinkingConfig.thinkingBudget`` (Gemini 2.5): ``-1`` dynamic, ``0`` off (not on Pro
+    models), ``N`` a cap in tokens. ``None`` leaves the model's default."""
+    thinking_level: ThinkingLevel | None = attrs.field(default=None, validator=_check_level)
+    """``thinkingConfig.thinkingLevel`` (Gemini 3 models). Not together with
+    ``thinking_budget``."""
+    include_thoughts: bool | None = None
+    """``thinkingConfig.includeThoughts``: thought summaries come back as thinking. ``None``:
+    on whenever thinking is configured (a budget other than 0, or a level)."""
+    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, repr=False)
+    """Sent with every request."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.thinking_budget is not None and self.thinking_level is not None:
+            raise ValueError(
+                "set thinking_budget (Gemini 2.5) or thinking_level (Gemini 3), not both"
+            )
+
+    def thinking_config(self) -> dict[str, object] | None:
+        """The ``thinkingConfig`` object, or ``None`` when nothing is configured."""
+        config: dict[str, object] = {}
+        if self.thinking_budget is not None:
+            config["thinkingBudget"] = self.thinking_budget
+        if self.thinking_level is not None:
+            config["thinkingLevel"] = self.thinking_level.upper()
+        include = self.include_thoughts
+        if include is None:
+            include = self.thinking_level is not None or (
+                self.thinking_budget is not None and self.thinking_budget != 0
+            )
+        if include:
+            config["includeThoughts"] = True
+        return config or None
+
+
+@attrs.frozen(kw_only=True)
+class GeminiEmbeddingConfig:
+    """How to reach Gemini's ``:batchEmbedContents``.
+
+    Example::
+
+        GeminiEmbeddingConfig(model="gemini-embedding-001", dimensions=768)
+    """
+
+    model: str = attrs.field(default="gemini-embedding-001", validator=_non_empty)
+    api_key: Secret | None = attrs.field(default=None, converter=resolve_api_key)
+    """As :attr:`GeminiConfig.api_key`."""
+    base_url: str = DEFAULT_BASE_URL
+    api_version: str = attrs.field(default=DEFAULT_API_VERSION, validator=_non_empty)
+    dimensions: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
+    )
+    """``outputDimensionality``: shorten vectors to this size (``None``: the model's own)."""
+    task_type: str | None = None
+    """``taskType``, e.g. ``RETRIEVAL_DOCUMENT``, ``RETRIEVAL_QUERY``, ``SEMANTIC_SIMILARITY``."""
+    batch_size: int = attrs.field(default=100, validator=attrs.validators.gt(0))
+    """Texts per request; the API accepts at most 100."""
+    timeout: float = attrs.field(default=60.0, validator=attrs.validators.gt(0))
+    connect_timeout: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
+    )
+    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, repr=False)

@@ -1,0 +1,553 @@
+"""Pure translation between kova values and the Gemini ``generateContent`` wire format.
+
+No I/O and no clock: every function maps values to values, so wire fidelity is tested against
+the payloads in ``wire/gemini.md`` without a network. The stream decoder lives in
+:mod:`._stream`, the HTTP side in :mod:`._client`.
+
+History rules:
+
+* system messages become ``systemInstruction``; ``assistant`` is ``model``; tool results go
+  in a ``user`` turn as ``functionResponse`` parts (``{"output": ...}`` or
+  ``{"error": ...}``), with the call's name and, where the model gave one, its id;
+  adjacent turns of the same role are merged (Gemini wants them alternating);
+* a function call goes back as the model sent it, ``thoughtSignature`` included (kept in
+  :attr:`~kova.ToolUse.provider_metadata` under :data:`THOUGHT_SIGNATURE_KEY`);
+* thinking blocks (Gemini's are display text; other providers' are theirs) are dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, assert_never
+
+from ..._errors import InvalidResponse, ProviderErrorClass
+from ..._models import (
+    Image,
+    JSONValue,
+    Message,
+    ModelInfo,
+    ModelResponse,
+    RedactedThinking,
+    Role,
+    StopReason,
+    Text,
+    Thinking,
+    ToolDefinition,
+    ToolResult,
+    ToolUse,
+    Usage,
+)
+from .._classify import provider_error
+from .._http import ErrorDetails
+from ._schema import sanitize_schema
+
+if TYPE_CHECKING:
+    from ..._errors import ProviderError
+    from ..._models import ChatRequest, ContentBlock
+    from ._config import GeminiConfig
+
+__all__ = [
+    "PROVIDER",
+    "SYNTHETIC_ID_KEY",
+    "THOUGHT_SIGNATURE_KEY",
+    "call_id",
+    "decode_count_tokens",
+    "decode_model_page",
+    "decode_response",
+    "decode_usage",
+    "encode_contents",
+    "encode_count_tokens",
+    "encode_request",
+    "encode_tools",
+    "error_details",
+    "finish_reason_to_stop",
+    "model_id",
+    "model_path",
+    "parse_retry_delay",
+    "stream_error",
+]
+
+PROVIDER = "gemini"
+
+THOUGHT_SIGNATURE_KEY = "gemini_thought_signature"
+"""``ToolUse.provider_metadata`` key of the part's ``thoughtSignature`` (echoed unchanged)."""
+
+SYNTHETIC_ID_KEY = "gemini_synthetic_id"
+"""``ToolUse.provider_metadata`` flag: the model sent no call id, kova made this one (it is
+never sent back to Gemini; results are matched to the call by it, and sent by name)."""
+
+_FINISH_REASONS: Mapping[str, StopReason] = {
+    "STOP": StopReason.END_TURN,
+    "MAX_TOKENS": StopReason.MAX_TOKENS,
+}
+
+
+def model_id(config: GeminiConfig, model: str | None) -> str:
+    """The bare model id of a call (a ``models/`` prefix on the id is tolerated)."""
+    return (model or config.model).removeprefix("models/")
+
+
+def model_path(config: GeminiConfig, model: str | None, method: str) -> str:
+    """``/v1beta/models/{model}:{method}``."""
+    return f"/{config.api_version}/models/{model_id(config, model)}:{method}"
+
+
+def finish_reason_to_stop(reason: str | None, *, has_tool_calls: bool) -> StopReason:
+    """``finishReason`` → :class:`~kova.StopReason`. Gemini says ``STOP`` after function
+    calls too: a stop with calls is a tool use. Safety and other reasons keep their raw name."""
+    if reason is None or reason == "STOP":
+        return StopReason.TOOL_USE if has_tool_calls else StopReason.END_TURN
+    known = _FINISH_REASONS.get(reason)
+    return known if known is not None else StopReason.unknown(reason)
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests
+
+
+def _image_part(image: Image) -> dict[str, JSONValue]:
+    if image.data is not None:
+        return {"inlineData": {"mimeType": image.media_type, "data": image.data}}
+    file_data: dict[str, JSONValue] = {"fileUri": image.url}
+    if image.media_type:
+        file_data = {"mimeType": image.media_type, "fileUri": image.url}
+    return {"fileData": file_data}
+
+
+def _function_call_part(block: ToolUse) -> dict[str, JSONValue]:
+    metadata = block.provider_metadata or {}
+    call: dict[str, JSONValue] = {}
+    if not metadata.get(SYNTHETIC_ID_KEY):
+        call["id"] = block.id
+    call["name"] = block.name
+    call["args"] = block.input
+    part: dict[str, JSONValue] = {"functionCall": call}
+    signature = metadata.get(THOUGHT_SIGNATURE_KEY)
+    if isinstance(signature, str):
+        part["thoughtSignature"] = signature
+    return part
+
+
+def _function_response_parts(
+    result: ToolResult, calls: Mapping[str, ToolUse]
+) -> list[dict[str, JSONValue]]:
+    call = calls.get(result.tool_use_id)
+    if call is None:
+        raise provider_error(
+            f"a tool result answers {result.tool_use_id!r}, but no earlier assistant turn "
+            "has a tool call with that id (Gemini needs the call's name)",
+            provider=PROVIDER,
+            error_class=ProviderErrorClass.INVALID_REQUEST,
+        )
+    response: dict[str, JSONValue] = {"id": call.id}
+    if (call.provider_metadata or {}).get(SYNTHETIC_ID_KEY):
+        response = {}
+    response["name"] = call.name
+    response["response"] = {"error" if result.is_error else "output": result.text}
+    parts: list[dict[str, JSONValue]] = [{"functionResponse": response}]
+    if not isinstance(result.content, str):
+        parts.extend(_image_part(part) for part in result.content if isinstance(part, Image))
+    return parts
+
+
+def _parts(
+    content: Sequence[ContentBlock], calls: dict[str, ToolUse]
+) -> list[dict[str, JSONValue]]:
+    results: list[dict[str, JSONValue]] = []
+    parts: list[dict[str, JSONValue]] = []
+    for block in content:
+        match block:
+            case Text(text=text):
+                if text:
+                    parts.append({"text": text})
+            case Image():
+                parts.append(_image_part(block))
+            case ToolUse():
+                calls[block.id] = block
+                parts.append(_function_call_part(block))
+            case ToolResult():
+                results.extend(_function_response_parts(block, calls))
+            case Thinking() | RedactedThinking():
+                pass  # display text (Gemini's) or another provider's reasoning: not sent
+            case _:
+                assert_never(block)
+    # Function responses lead their turn: it must directly answer the model's call turn.
+    return results + parts
+
+
+def encode_contents(
+    messages: Sequence[Message],
+) -> tuple[dict[str, JSONValue] | None, list[dict[str, JSONValue]]]:
+    """``(systemInstruction, contents)`` of a kova history (see the module docstring)."""
+    system: list[JSONValue] = []
+    contents: list[dict[str, JSONValue]] = []
+    calls: dict[str, ToolUse] = {}
+    for message in messages:
+        if message.role is Role.SYSTEM:
+            system.extend({"text": b.text} for b in message.content if isinstance(b, Text))
+            continue
+        role = "model" if message.role is Role.ASSISTANT else "user"
+        parts = _parts(message.content, calls)
+        if not parts:
+            continue
+        if contents and contents[-1]["role"] == role:
+            previous = contents[-1]["parts"]
+            assert isinstance(previous, list)
+            previous.extend(parts)
+        else:
+            contents.append({"role": role, "parts": list(parts)})
+    instruction: dict[str, JSONValue] | None = {"parts": system} if system else None
+    return instruction, contents
+
+
+def encode_tools(tools: Sequence[ToolDefinition]) -> list[JSONValue]:
+    """Tool definitions as one ``functionDeclarations`` tool, the parameters as plain JSON
+    Schema in ``parametersJsonSchema`` (what the newest google-genai sends for a JSON Schema;
+    no keyword rewriting needed)."""
+    declarations: list[JSONValue] = []
+    for tool in tools:
+        declaration: dict[str, JSONValue] = {"name": tool.name}
+        if tool.description:
+            declaration["description"] = tool.description
+        declaration["parametersJsonSchema"] = tool.parameters
+        declarations.append(declaration)
+    return [{"functionDeclarations": declarations}]
+
+
+def encode_request(request: ChatRequest, config: GeminiConfig) -> dict[str, JSONValue]:
+    """The JSON body of one ``generateContent`` / ``streamGenerateContent`` request.
+
+    ``request.config`` wins over ``config`` for ``max_tokens`` and ``temperature``.
+    """
+    instruction, contents = encode_contents(request.messages)
+    body: dict[str, JSONValue] = {"contents": list(contents)}
+    if instruction is not None:
+        body["systemInstruction"] = instruction
+    if request.tools:
+        body["tools"] = encode_tools(request.tools)
+    inference = request.config
+    generation: dict[str, JSONValue] = {}
+    temperature = inference.temperature if inference.temperature is not None else config.temperature
+    if temperature is not None:
+        generation["temperature"] = temperature
+    if inference.top_p is not None:
+        generation["topP"] = inference.top_p
+    max_tokens = inference.max_tokens if inference.max_tokens is not None else config.max_tokens
+    if max_tokens is not None:
+        generation["maxOutputTokens"] = max_tokens
+    if inference.stop_sequences:
+        generation["stopSequences"] = list(inference.stop_sequences)
+    if inference.response_format is not None:
+        generation["responseMimeType"] = "application/json"
+        generation["responseSchema"] = sanitize_schema(inference.response_format.schema)
+    thinking = config.thinking_config()
+    if thinking is not None:
+        generation["thinkingConfig"] = dict(thinking)  # type: ignore[arg-type]
+    if generation:
+        body["generationConfig"] = generation
+    return body
+
+
+def encode_count_tokens(request: ChatRequest, config: GeminiConfig) -> dict[str, JSONValue]:
+    """The ``countTokens`` body: ``{"contents": ...}`` as the SDK sends it, or, when there is
+    a system instruction or tools to count too, the ``generateContentRequest`` form."""
+    body = encode_request(request, config)
+    if "systemInstruction" not in body and "tools" not in body:
+        return {"contents": body["contents"]}
+    full: dict[str, JSONValue] = {"model": "models/" + model_id(config, request.config.model)}
+    for key in ("contents", "systemInstruction", "tools"):
+        if key in body:
+            full[key] = body[key]
+    return {"generateContentRequest": full}
+
+
+# ---------------------------------------------------------------------------------------------
+# Responses
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def decode_usage(metadata: object) -> Usage | None:
+    """``usageMetadata``: output counts thoughts (``candidatesTokenCount`` excludes them),
+    ``reasoning_tokens`` is ``thoughtsTokenCount``, cached prompt tokens are
+    ``cachedContentTokenCount``."""
+    if not isinstance(metadata, Mapping):
+        return None
+    prompt = _int(metadata.get("promptTokenCount")) + _int(metadata.get("toolUsePromptTokenCount"))
+    thoughts = _int(metadata.get("thoughtsTokenCount"))
+    output = _int(metadata.get("candidatesTokenCount")) + thoughts
+    total = metadata.get("totalTokenCount")
+    return Usage(
+        input_tokens=prompt,
+        output_tokens=output,
+        total_tokens=_int(total) if isinstance(total, int) else prompt + output,
+        cache_read_tokens=_int(metadata.get("cachedContentTokenCount")),
+        reasoning_tokens=thoughts,
+    )
+
+
+def call_id(name: str, args: JSONValue, position: int) -> str:
+    """A stable id for a call the model sent without one: the same call in the same place
+    gets the same id, so a replayed response matches its results."""
+    digest = hashlib.sha256(
+        json.dumps([name, args, position], sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+    return f"call_{digest[:16]}"
+
+
+def tool_use_of(part: Mapping[str, object], position: int) -> ToolUse:
+    """A ``functionCall`` part as a :class:`~kova.ToolUse` (``position``: the call's number
+    in its response, for the stable id of a call that came without one).
+
+    Raises:
+        InvalidResponse: the call has no name or its ``args`` are not an object.
+    """
+    call = part.get("functionCall")
+    if not isinstance(call, Mapping):
+        raise InvalidResponse("a functionCall is not an object", provider=PROVIDER)
+    name = call.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidResponse("a functionCall has no name", provider=PROVIDER)
+    args = call.get("args", {})
+    if args is None:
+        args = {}
+    if not isinstance(args, Mapping):
+        raise InvalidResponse(
+            f"functionCall.args should be an object, got {type(args).__name__}", provider=PROVIDER
+        )
+    metadata: dict[str, JSONValue] = {}
+    signature = part.get("thoughtSignature")
+    if isinstance(signature, str) and signature:
+        metadata[THOUGHT_SIGNATURE_KEY] = signature
+    identifier = call.get("id")
+    if not isinstance(identifier, str) or not identifier:
+        identifier = call_id(name, dict(args), position)
+        metadata[SYNTHETIC_ID_KEY] = True
+    return ToolUse(
+        id=identifier,
+        name=name,
+        input=dict(args),
+        provider_metadata=metadata or None,
+    )
+
+
+def _candidate(body: Mapping[str, object]) -> Mapping[str, object] | None:
+    candidates = body.get("candidates")
+    if candidates is None:
+        return None
+    if not isinstance(candidates, list):
+        raise InvalidResponse("candidates should be a JSON array", provider=PROVIDER)
+    if not candidates:
+        return None
+    first = candidates[0]
+    if not isinstance(first, Mapping):
+        raise InvalidResponse("a candidate is not a JSON object", provider=PROVIDER)
+    return first
+
+
+def parts_of(candidate: Mapping[str, object]) -> list[Mapping[str, object]]:
+    """The candidate's ``content.parts`` (empty when it has no content, e.g. after SAFETY).
+
+    Raises:
+        InvalidResponse: content or parts of the wrong type.
+    """
+    content = candidate.get("content")
+    if content is None:
+        return []
+    if not isinstance(content, Mapping):
+        raise InvalidResponse("candidate.content is not an object", provider=PROVIDER)
+    parts = content.get("parts")
+    if parts is None:
+        return []
+    if not isinstance(parts, list) or not all(isinstance(part, Mapping) for part in parts):
+        raise InvalidResponse("content.parts should be an array of objects", provider=PROVIDER)
+    return parts
+
+
+def blocked_reason(body: Mapping[str, object]) -> str | None:
+    """``promptFeedback.blockReason`` when the prompt itself was blocked."""
+    feedback = body.get("promptFeedback")
+    if isinstance(feedback, Mapping):
+        reason = feedback.get("blockReason")
+        if isinstance(reason, str) and reason:
+            return reason
+    return None
+
+
+def decode_response(body: JSONValue) -> ModelResponse:
+    """A ``GenerateContentResponse`` as a :class:`~kova.ModelResponse`.
+
+    ``thought: true`` parts are the display ``thinking``, never content; function calls keep
+    their ``thoughtSignature``. A blocked prompt is an empty response whose stop reason is
+    ``unknown("blocked:<reason>")``.
+
+    Raises:
+        ProviderError: the body is an error object (classified), or is malformed
+            (:class:`~kova.InvalidResponse`).
+    """
+    if isinstance(body, list) and len(body) == 1:
+        body = body[0]  # the stream endpoint without alt=sse wraps in an array
+    if not isinstance(body, Mapping):
+        raise InvalidResponse("the response is not a JSON object", provider=PROVIDER)
+    if body.get("error") is not None:
+        raise stream_error(body["error"], mid_stream=False)
+    usage = decode_usage(body.get("usageMetadata"))
+    candidate = _candidate(body)
+    if candidate is None:
+        reason = blocked_reason(body) or "no_candidates"
+        return ModelResponse(
+            content=(), stop_reason=StopReason.unknown(f"blocked:{reason}"), usage=usage
+        )
+    content: list[Text | ToolUse] = []
+    thinking: list[str] = []
+    text: list[str] = []
+    calls = 0
+    for part in parts_of(candidate):
+        value = part.get("text")
+        if value is not None and not isinstance(value, str):
+            raise InvalidResponse("a part's text is not a string", provider=PROVIDER)
+        if part.get("thought") is True:
+            if value:
+                thinking.append(value)
+            continue
+        if "functionCall" in part:
+            if text:
+                content.append(Text(text="".join(text)))
+                text.clear()
+            content.append(tool_use_of(part, calls))
+            calls += 1
+        elif value:
+            text.append(value)
+    if text:
+        content.append(Text(text="".join(text)))
+    finish = candidate.get("finishReason")
+    stop = finish_reason_to_stop(
+        finish if isinstance(finish, str) else None,
+        has_tool_calls=any(isinstance(block, ToolUse) for block in content),
+    )
+    return ModelResponse(
+        content=tuple(content),
+        stop_reason=stop,
+        usage=usage,
+        thinking="".join(thinking) or None,
+    )
+
+
+def decode_count_tokens(body: JSONValue) -> int:
+    """``totalTokens`` of a ``countTokens`` answer.
+
+    Raises:
+        InvalidResponse: no integer ``totalTokens``.
+    """
+    total = body.get("totalTokens") if isinstance(body, Mapping) else None
+    if not isinstance(total, int) or isinstance(total, bool):
+        raise InvalidResponse("the token count has no totalTokens", provider=PROVIDER)
+    return total
+
+
+def decode_model_page(body: JSONValue) -> tuple[list[ModelInfo], str | None]:
+    """One ``GET /models`` page: the models (ids without ``models/``) and the next token.
+
+    Raises:
+        InvalidResponse: the body is not an object or ``models`` is not a list.
+    """
+    if not isinstance(body, Mapping):
+        raise InvalidResponse("the model list is not a JSON object", provider=PROVIDER)
+    items = body.get("models", [])
+    if not isinstance(items, list):
+        raise InvalidResponse("the model list's models is not an array", provider=PROVIDER)
+    models: list[ModelInfo] = []
+    for item in items:
+        if not isinstance(item, Mapping):
+            continue
+        name = item.get("name")
+        if not isinstance(name, str) or not name:
+            continue
+        display = item.get("displayName")
+        models.append(
+            ModelInfo(
+                id=name.removeprefix("models/"),
+                owned_by="google",
+                display_name=display if isinstance(display, str) else None,
+            )
+        )
+    token = body.get("nextPageToken")
+    return models, token if isinstance(token, str) and token else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+
+
+def parse_retry_delay(value: object) -> float | None:
+    """A ``google.protobuf.Duration`` JSON string (``"37s"``, ``"0.5s"``) in seconds."""
+    if not isinstance(value, str) or not value.endswith("s"):
+        return None
+    try:
+        seconds = float(value[:-1])
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 else None
+
+
+def _error_object(body: JSONValue) -> Mapping[str, JSONValue] | None:
+    if isinstance(body, list) and body:
+        body = body[0]
+    if isinstance(body, Mapping):
+        error = body.get("error")
+        if isinstance(error, Mapping):
+            return error
+    return None
+
+
+def _retry_delay(error: Mapping[str, JSONValue]) -> float | None:
+    details = error.get("details")
+    if not isinstance(details, list):
+        return None
+    for detail in details:
+        if isinstance(detail, Mapping) and str(detail.get("@type", "")).endswith(
+            "google.rpc.RetryInfo"
+        ):
+            return parse_retry_delay(detail.get("retryDelay"))
+    return None
+
+
+def error_details(body: JSONValue) -> ErrorDetails:
+    """Google's error body ``{"error": {"code", "message", "status", "details"}}`` (also
+    wrapped in a one-element array): ``status`` is the error type the classifier knows,
+    ``RetryInfo.retryDelay`` the retry-after. Never raises."""
+    error = _error_object(body)
+    if error is None:
+        if isinstance(body, Mapping) and isinstance(body.get("error"), str):
+            return ErrorDetails(message=str(body["error"]))
+        return ErrorDetails()
+    message = error.get("message")
+    status = error.get("status")
+    code = error.get("code")
+    return ErrorDetails(
+        message=message if isinstance(message, str) else None,
+        error_type=status if isinstance(status, str) and status else None,
+        code=str(code) if isinstance(code, int | str) and not isinstance(code, bool) else None,
+        retry_after=_retry_delay(error),
+    )
+
+
+def stream_error(error: object, *, mid_stream: bool = True) -> ProviderError:
+    """An ``error`` object (inside a stream, or a 200 body), classified like the same error
+    as an HTTP status."""
+    details = error_details({"error": error}) if isinstance(error, Mapping) else None
+    if details is None:
+        return provider_error(str(error), provider=PROVIDER, mid_stream=mid_stream)
+    status_code = error.get("code") if isinstance(error, Mapping) else None
+    return provider_error(
+        details.message or json.dumps(error),
+        provider=PROVIDER,
+        status_code=status_code if isinstance(status_code, int) else None,
+        error_type=details.error_type,
+        retry_after=details.retry_after,
+        mid_stream=mid_stream,
+    )

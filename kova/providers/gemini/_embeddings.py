@@ -1,0 +1,144 @@
+"""Gemini embeddings: ``POST /v1beta/models/{model}:batchEmbedContents``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+
+from ..._errors import InvalidResponse
+from .._auth import header_auth
+from .._embedding import Embeddings
+from .._http import HttpTransport
+from ._client import missing_key_error
+from ._convert import PROVIDER, error_details
+
+if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+
+    import httpx2
+
+    from ..._models import JSONValue
+    from ._config import GeminiEmbeddingConfig
+
+__all__ = ["GeminiEmbeddingProvider", "decode_batch_embeddings", "encode_batch_embeddings"]
+
+
+def encode_batch_embeddings(texts: Sequence[str], config: GeminiEmbeddingConfig) -> JSONValue:
+    """The ``batchEmbedContents`` body: one request per text, in order."""
+    name = "models/" + config.model.removeprefix("models/")
+    requests: list[JSONValue] = []
+    for text in texts:
+        request: dict[str, JSONValue] = {"model": name, "content": {"parts": [{"text": text}]}}
+        if config.task_type is not None:
+            request["taskType"] = config.task_type
+        if config.dimensions is not None:
+            request["outputDimensionality"] = config.dimensions
+        requests.append(request)
+    return {"requests": requests}
+
+
+def decode_batch_embeddings(body: JSONValue, count: int) -> list[list[float]]:
+    """The vectors of one ``batchEmbedContents`` answer (same order as the requests).
+
+    Raises:
+        InvalidResponse: malformed, or not exactly ``count`` embeddings.
+    """
+    items = body.get("embeddings") if isinstance(body, Mapping) else None
+    if not isinstance(items, list):
+        raise InvalidResponse("the embeddings response has no embeddings", provider=PROVIDER)
+    if len(items) != count:
+        raise InvalidResponse(f"asked for {count} embeddings, got {len(items)}", provider=PROVIDER)
+    vectors: list[list[float]] = []
+    for item in items:
+        values = item.get("values") if isinstance(item, Mapping) else None
+        if not isinstance(values, list) or not all(
+            isinstance(x, int | float) and not isinstance(x, bool) for x in values
+        ):
+            raise InvalidResponse("an embedding has no numeric values", provider=PROVIDER)
+        vectors.append([float(x) for x in values])
+    return vectors
+
+
+@attrs.define(init=False)
+class GeminiEmbeddingProvider:
+    """Text embeddings from Gemini (``gemini-embedding-001`` and the like).
+
+    Args:
+        config: model, key, dimensions, task type and batch size.
+        client: a caller-owned ``httpx2.AsyncClient`` (kova never closes it).
+        transport: an ``httpx2`` transport for the client kova creates (tests).
+
+    Satisfies :class:`~kova.providers.EmbeddingProvider`. Use inside
+    ``async with provider.open():``. The API reports no token usage for embeddings, so
+    :attr:`~kova.providers.Embeddings.usage` is ``None``.
+    """
+
+    config: GeminiEmbeddingConfig
+    _http: HttpTransport
+
+    def __init__(
+        self,
+        config: GeminiEmbeddingConfig,
+        *,
+        client: httpx2.AsyncClient | None = None,
+        transport: httpx2.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.config = config
+        key = config.api_key
+        self._http = HttpTransport(
+            provider=PROVIDER,
+            base_url=config.base_url,
+            timeout=config.timeout,
+            connect_timeout=config.connect_timeout,
+            client=client,
+            transport=transport,
+            error_details=error_details,
+            auth=header_auth("x-goog-api-key", key) if key is not None else None,
+        )
+
+    @property
+    def name(self) -> str:
+        """``"gemini"``."""
+        return PROVIDER
+
+    @property
+    def dimensions(self) -> int | None:
+        """The configured vector size (``None``: the model's native size)."""
+        return self.config.dimensions
+
+    def open(self) -> AbstractAsyncContextManager[None]:
+        """Hold the HTTP connection pool for the block (reference-counted)."""
+        return self._http.open()
+
+    async def embed(self, texts: Sequence[str]) -> Embeddings:
+        """One vector per text, in input order.
+
+        More texts than ``config.batch_size`` (the API takes at most 100 per call) go as
+        several requests, one after another, reassembled in order.
+
+        Raises:
+            TypeError: ``texts`` is a single string.
+            ProviderAuthError: no key is configured.
+            ProviderError: an error status or a malformed answer.
+            KovaConnectionError, KovaTimeoutError: the transport failed.
+        """
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of strings, not one string")
+        if self.config.api_key is None:
+            raise missing_key_error()
+        model = self.config.model.removeprefix("models/")
+        path = f"/{self.config.api_version}/models/{model}:batchEmbedContents"
+        vectors: list[list[float]] = []
+        size = self.config.batch_size
+        for start in range(0, len(texts), size):
+            batch = list(texts[start : start + size])
+            data = await self._http.request_json(
+                "POST",
+                path,
+                json_body=encode_batch_embeddings(batch, self.config),
+                headers=self.config.extra_headers or None,
+            )
+            vectors.extend(decode_batch_embeddings(data, len(batch)))
+        return Embeddings(vectors, usage=None)

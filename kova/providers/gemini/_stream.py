@@ -1,0 +1,193 @@
+"""Gemini ``streamGenerateContent?alt=sse`` → kova stream events. Pure: fed frames, returns
+events.
+
+Each SSE event is one whole ``GenerateContentResponse`` whose parts are *new* content:
+
+* a ``text`` part → :class:`~kova.TextDelta`; with ``thought: true`` →
+  :class:`~kova.ThinkingDelta` (never text);
+* a ``functionCall`` part (it always arrives whole) → :class:`~kova.ToolUseStart` (id, name,
+  and the part's ``thoughtSignature`` as provider metadata), one :class:`~kova.ToolUseDelta`
+  with the arguments, :class:`~kova.ToolUseEnd`;
+* ``finishReason`` → :class:`~kova.StopEvent` (``STOP`` after calls is a tool use) with a
+  :class:`~kova.UsageEvent` of the chunk's ``usageMetadata`` (a running snapshot);
+* a chunk with ``error`` sets :attr:`GeminiStreamDecoder.error` to the classified error.
+
+The stream has no terminator: it just ends. A body that ends before any ``finishReason``
+(a cut connection) sets :class:`~kova.StreamError` in :meth:`~GeminiStreamDecoder.finish`,
+so a cut stream never looks like a short answer. A blocked prompt (``promptFeedback``, no
+candidates) stops with ``unknown("blocked:<reason>")``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from ..._errors import InvalidResponse, KovaError, StreamError
+from ..._models import (
+    StopEvent,
+    StopReason,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolUseDelta,
+    ToolUseEnd,
+    ToolUseStart,
+    UsageEvent,
+)
+from ._convert import (
+    PROVIDER,
+    blocked_reason,
+    decode_usage,
+    finish_reason_to_stop,
+    stream_error,
+    tool_use_of,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from .._sse import SseEvent
+
+__all__ = ["GeminiStreamDecoder"]
+
+
+class GeminiStreamDecoder:
+    """Decodes one Gemini stream. One decoder per stream; not task-safe."""
+
+    __slots__ = ("_calls", "_stopped", "_usage", "_usage_sent", "error")
+
+    def __init__(self) -> None:
+        self.error: KovaError | None = None
+        self._calls = 0
+        """Function calls seen (their stream indices are 0, 1, ...)."""
+        self._stopped = False
+        self._usage: object = None
+        """The last ``usageMetadata`` snapshot."""
+        self._usage_sent: object = None
+
+    def feed(self, frames: Sequence[SseEvent]) -> list[StreamEvent]:
+        """Decode the server-sent events of one network read."""
+        out: list[StreamEvent] = []
+        if self.error is not None:
+            return out
+        loads = json.loads
+        for sse in frames:
+            data = sse.data
+            if not data:
+                continue
+            try:
+                chunk = loads(data)
+            except ValueError:
+                self.error = InvalidResponse(
+                    f"the stream sent a chunk that is not JSON: {data[:200]!r}", provider=PROVIDER
+                )
+                break
+            if type(chunk) is not dict:
+                self.error = _bad_shape("a stream chunk", chunk)
+                break
+            if "error" in chunk:
+                self.error = stream_error(chunk["error"])
+                break
+            try:
+                self._chunk(chunk, out)
+            except InvalidResponse as exc:
+                self.error = exc
+                break
+        return out
+
+    def _chunk(self, chunk: Mapping[str, object], out: list[StreamEvent]) -> None:
+        usage = chunk.get("usageMetadata")
+        if usage is not None:
+            self._usage = usage
+        candidates = chunk.get("candidates")
+        if not candidates:
+            reason = blocked_reason(chunk)
+            if reason is not None and not self._stopped:
+                self._stop(StopReason.unknown(f"blocked:{reason}"), out)
+            return
+        if type(candidates) is not list or type(candidate := candidates[0]) is not dict:
+            raise _bad_shape("candidates", candidates)
+        content = candidate.get("content")
+        if content:
+            if type(content) is not dict:
+                raise _bad_shape("candidate.content", content)
+            parts = content.get("parts")
+            if parts:
+                if type(parts) is not list:
+                    raise _bad_shape("content.parts", parts)
+                self._decode_parts(parts, out)
+        finish = candidate.get("finishReason")
+        if finish is not None and not self._stopped:
+            reason = finish if type(finish) is str else None
+            self._stop(finish_reason_to_stop(reason, has_tool_calls=self._calls > 0), out)
+
+    def _decode_parts(self, parts: list[object], out: list[StreamEvent]) -> None:
+        for part in parts:
+            if type(part) is not dict:
+                raise _bad_shape("a part", part)
+            text = part.get("text")
+            if text is not None:
+                if type(text) is not str:
+                    raise _bad_shape("a part's text", text)
+                if text:
+                    if part.get("thought") is True:
+                        out.append(ThinkingDelta(text=text))
+                    else:
+                        out.append(TextDelta(text=text))
+                continue
+            if "functionCall" in part:
+                index = self._calls
+                call = tool_use_of(part, index)
+                self._calls += 1
+                out.append(
+                    ToolUseStart(
+                        index=index,
+                        id=call.id,
+                        name=call.name,
+                        provider_metadata=call.provider_metadata,
+                    )
+                )
+                out.append(
+                    ToolUseDelta(
+                        index=index,
+                        partial_json=json.dumps(
+                            call.input, separators=(",", ":"), ensure_ascii=False
+                        ),
+                    )
+                )
+                out.append(ToolUseEnd(index=index))
+
+    def _stop(self, stop: StopReason, out: list[StreamEvent]) -> None:
+        self._stopped = True
+        out.append(StopEvent(stop_reason=stop))
+        self._flush_usage(out)
+
+    def _flush_usage(self, out: list[StreamEvent]) -> None:
+        if self._usage is not None and self._usage is not self._usage_sent:
+            usage = decode_usage(self._usage)
+            self._usage_sent = self._usage
+            if usage is not None:
+                out.append(UsageEvent(usage=usage))
+
+    def finish(self) -> list[StreamEvent]:
+        """The body ended: a usage snapshot that came after the stop, if any. Sets
+        :attr:`error` when no ``finishReason`` arrived (the stream was cut)."""
+        if self.error is not None:
+            return []
+        if not self._stopped:
+            self.error = StreamError(
+                "the stream ended before a finishReason: the answer is incomplete",
+                error_type="incomplete_stream",
+            )
+            return []
+        out: list[StreamEvent] = []
+        self._flush_usage(out)
+        return out
+
+
+def _bad_shape(what: str, value: object) -> InvalidResponse:
+    return InvalidResponse(
+        f"the stream sent {what} of an unexpected type ({type(value).__name__})",
+        provider=PROVIDER,
+    )

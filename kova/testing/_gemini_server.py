@@ -1,0 +1,427 @@
+"""A fake Gemini API server on loopback, driven by a :class:`~kova.testing.Script`.
+
+It speaks the real wire format over real HTTP/1.1 (kova.testing's h11-over-trio server), so
+any Gemini client can talk to it: kova's :class:`~kova.providers.gemini.GeminiProvider`, the
+official ``google-genai`` package, or your own::
+
+    async with open_gemini_server(Script([reply_text("Hello!")])) as server:
+        provider = GeminiProvider(
+            GeminiConfig(model="gemini-fake", base_url=server.base_url, api_key="test")
+        )
+        ...
+        assert server.requests[0].headers["x-goog-api-key"] == "test"
+
+Routes (``{version}`` is any API version, e.g. ``v1beta``):
+
+* ``POST /{version}/models/{model}:generateContent``: the next scripted reply as a
+  ``GenerateContentResponse``.
+* ``POST /{version}/models/{model}:streamGenerateContent?alt=sse``: the reply as SSE, one
+  ``data:`` chunk per text / thinking piece and per whole function call, the last chunk with
+  ``finishReason`` and ``usageMetadata``; no terminator. A
+  :class:`~kova.testing.StreamReply` with ``cut_after`` drops the connection after that many
+  events (no ``finishReason``); an ``ErrorEvent`` becomes a ``data: {"error": ...}`` chunk
+  that ends the stream.
+* :class:`~kova.testing.ErrorReply` answers with its status and Google's error body
+  (``error.status`` from ``error_type`` or the status, a ``RetryInfo`` ``retryDelay`` from
+  ``retry_after``).
+* ``POST …:countTokens``: a deterministic count (kova's heuristic over the decoded request).
+* ``GET /{version}/models``: :attr:`FakeGeminiServer.models`, ``page_size`` per page with
+  ``nextPageToken``.
+* ``POST …:batchEmbedContents``: deterministic unit vectors (a function of the text and the
+  ``outputDimensionality``), at most 100 requests per call as the API allows.
+
+With :attr:`FakeGeminiServer.api_key` set, a request without that ``x-goog-api-key`` gets
+Google's 400 ``API_KEY_INVALID``. Every request is recorded in
+:attr:`FakeGeminiServer.requests`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from functools import partial
+from typing import TYPE_CHECKING, assert_never
+
+import attrs
+import trio
+
+from .._models import (
+    ErrorEvent,
+    ModelResponse,
+    SignedThinking,
+    StopEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolUse,
+    ToolUseDelta,
+    ToolUseEnd,
+    ToolUseStart,
+    UsageEvent,
+)
+from ..providers._base import heuristic_count_tokens
+from ._http_server import FakeResponse, FakeStream, RecordedRequest, serve_http
+from ._script import (
+    ErrorReply,
+    Script,
+    ScriptExhaustedError,
+    ScriptRequest,
+    StreamReply,
+    stream_events,
+)
+from .wire.gemini import (
+    decode_request,
+    function_call_part,
+    response_json,
+    status_name,
+    stop_to_finish_reason,
+    usage_json,
+)
+
+if TYPE_CHECKING:
+    from .._models import JSONValue, StreamEvent
+
+__all__ = ["FakeGeminiServer", "open_gemini_server"]
+
+
+def _vector(text: str, dimensions: int) -> list[float]:
+    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+    generator = random.Random(seed)
+    values = [generator.gauss(0.0, 1.0) for _ in range(dimensions)]
+    norm = math.sqrt(sum(v * v for v in values)) or 1.0
+    return [v / norm for v in values]
+
+
+@attrs.define
+class FakeGeminiServer:
+    """A scripted Gemini API server. :meth:`serve` it in a nursery (or use
+    :func:`open_gemini_server`) and point a Gemini client at :attr:`base_url`.
+
+    Args:
+        script: the replies to ``generateContent`` requests, in order.
+        models: ids listed by ``GET /models`` (without ``models/``).
+        page_size: models per page when the request asks for more (or none).
+        api_key: when set, the ``x-goog-api-key`` every request must carry.
+        embedding_dimensions: vector size when a request sets no ``outputDimensionality``.
+    """
+
+    script: Script
+    models: Sequence[str] = ("gemini-fake", "gemini-embedding-fake")
+    page_size: int = 50
+    api_key: str | None = None
+    embedding_dimensions: int = 8
+    requests: list[RecordedRequest] = attrs.field(factory=list, init=False)
+    """Every request received, in arrival order."""
+    base_url: str = attrs.field(default="", init=False)
+    """``http://127.0.0.1:<port>`` once serving."""
+
+    def chat_requests(self) -> list[RecordedRequest]:
+        """The ``generateContent`` / ``streamGenerateContent`` requests, in order."""
+        return [r for r in self.requests if r.path.endswith("enerateContent")]
+
+    async def serve(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Serve until cancelled; ``await nursery.start(server.serve)`` returns the base URL."""
+        async with trio.open_nursery() as nursery:
+            url: str = await nursery.start(partial(serve_http, self._handle, host=host, port=port))
+            self.base_url = url
+            task_status.started(url)
+
+    async def _handle(self, request: RecordedRequest) -> FakeResponse | FakeStream:
+        self.requests.append(request)
+        if self.api_key is not None and request.headers.get("x-goog-api-key") != self.api_key:
+            return _error(
+                400, "API key not valid. Please pass a valid API key.", reason="API_KEY_INVALID"
+            )
+        path = request.path
+        model, _, method = path.rpartition("/models/")[2].partition(":")
+        if request.method == "POST" and method == "generateContent":
+            return await self._generate(request, model, stream=False)
+        if request.method == "POST" and method == "streamGenerateContent":
+            return await self._generate(request, model, stream=True)
+        if request.method == "POST" and method == "countTokens":
+            return self._count_tokens(request)
+        if request.method == "POST" and method == "batchEmbedContents":
+            return self._embeddings(request)
+        if request.method == "GET" and path.rstrip("/").endswith("/models"):
+            return self._list_models(request)
+        return _error(404, f"no route for {request.method} {request.path}")
+
+    async def _generate(
+        self, request: RecordedRequest, model: str, *, stream: bool
+    ) -> FakeResponse | FakeStream:
+        try:
+            decoded = decode_request(request.json())
+        except ValueError as exc:
+            return _error(400, f"Invalid JSON payload received. {exc}")
+        if stream and request.query.get("alt") != "sse":
+            return _error(400, "the fake server streams only with alt=sse")
+        try:
+            reply = await self.script.next_reply(
+                ScriptRequest(
+                    messages=decoded.messages,
+                    tools=decoded.tools,
+                    config=decoded.config,
+                    stream=stream,
+                )
+            )
+        except ScriptExhaustedError as exc:
+            return _error(500, str(exc))
+        if isinstance(reply, ErrorReply):
+            return _error(
+                reply.status_code,
+                reply.message,
+                status_text=reply.error_type,
+                retry_after=reply.retry_after,
+            )
+        if not stream:
+            response = reply.response if isinstance(reply, StreamReply) else reply
+            return _json(200, response_json(response, model))
+        return _sse_stream(reply, model)
+
+    def _count_tokens(self, request: RecordedRequest) -> FakeResponse:
+        body = request.json()
+        inner = body.get("generateContentRequest") if isinstance(body, Mapping) else None
+        try:
+            decoded = decode_request(inner if isinstance(inner, Mapping) else body)
+        except ValueError as exc:
+            return _error(400, str(exc))
+        total = heuristic_count_tokens(decoded.messages, decoded.tools)
+        return _json(200, {"totalTokens": total, "promptTokensDetails": []})
+
+    def _list_models(self, request: RecordedRequest) -> FakeResponse:
+        size = self.page_size
+        asked = request.query.get("pageSize")
+        if asked is not None and asked.isdigit() and 0 < int(asked) < size:
+            size = int(asked)
+        token = request.query.get("pageToken")
+        start = int(token) if token is not None and token.isdigit() else 0
+        page = self.models[start : start + size]
+        body: dict[str, JSONValue] = {
+            "models": [
+                {
+                    "name": f"models/{model}",
+                    "version": "001",
+                    "displayName": model.replace("-", " ").title(),
+                    "supportedGenerationMethods": ["embedContent"]
+                    if "embedding" in model
+                    else ["generateContent", "countTokens"],
+                }
+                for model in page
+            ]
+        }
+        if start + size < len(self.models):
+            body["nextPageToken"] = str(start + size)
+        return _json(200, body)
+
+    def _embeddings(self, request: RecordedRequest) -> FakeResponse:
+        try:
+            body = request.json()
+        except ValueError:
+            body = None
+        requests = body.get("requests") if isinstance(body, Mapping) else None
+        if not isinstance(requests, Sequence) or not requests:
+            return _error(400, "'requests' must be a non-empty list")
+        if len(requests) > 100:
+            return _error(400, "at most 100 requests can be in one batch")
+        embeddings: list[JSONValue] = []
+        for item in requests:
+            content = item.get("content") if isinstance(item, Mapping) else None
+            parts = content.get("parts") if isinstance(content, Mapping) else None
+            if not isinstance(parts, Sequence):
+                return _error(400, "each request needs content.parts")
+            text = "".join(str(p.get("text", "")) for p in parts if isinstance(p, Mapping))
+            size = item.get("outputDimensionality") if isinstance(item, Mapping) else None
+            dimensions = size if isinstance(size, int) else self.embedding_dimensions
+            embeddings.append({"values": _vector(text, dimensions)})
+        return _json(200, {"embeddings": embeddings})
+
+
+def _json(status: int, body: JSONValue) -> FakeResponse:
+    payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    return FakeResponse(
+        status=status, headers={"content-type": "application/json; charset=UTF-8"}, body=payload
+    )
+
+
+def _error_body(
+    status: int,
+    message: str,
+    *,
+    status_text: str | None = None,
+    retry_after: float | None = None,
+    reason: str | None = None,
+) -> JSONValue:
+    details: list[JSONValue] = []
+    if reason is not None:
+        details.append(
+            {
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": reason,
+                "domain": "googleapis.com",
+            }
+        )
+    if retry_after is not None:
+        details.append(
+            {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{retry_after:g}s"}
+        )
+    error: dict[str, JSONValue] = {
+        "code": status,
+        "message": message,
+        "status": status_text or status_name(status),
+    }
+    if details:
+        error["details"] = details
+    return {"error": error}
+
+
+def _error(
+    status: int,
+    message: str,
+    *,
+    status_text: str | None = None,
+    retry_after: float | None = None,
+    reason: str | None = None,
+) -> FakeResponse:
+    body = _error_body(
+        status, message, status_text=status_text, retry_after=retry_after, reason=reason
+    )
+    return _json(status, body)
+
+
+def _chunk(body: JSONValue) -> bytes:
+    return (
+        b"data: "
+        + json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+        + b"\r\n\r\n"
+    )
+
+
+class _ChunkEncoder:
+    """kova stream events → Gemini SSE chunks (one per piece; function calls whole)."""
+
+    def __init__(self, model: str) -> None:
+        self._model = model
+        self._calls: dict[int, tuple[ToolUseStart, list[str]]] = {}
+        self._finish: str | None = None
+        self._usage: JSONValue = None
+
+    def _candidate(self, parts: list[JSONValue], *, finish: str | None = None) -> bytes:
+        candidate: dict[str, JSONValue] = {"content": {"parts": parts, "role": "model"}, "index": 0}
+        if finish is not None:
+            candidate["finishReason"] = finish
+        body: dict[str, JSONValue] = {"candidates": [candidate]}
+        if self._usage is not None:
+            body["usageMetadata"] = self._usage
+        body["modelVersion"] = self._model
+        body["responseId"] = "kova-fake"
+        return _chunk(body)
+
+    def encode(self, event: StreamEvent) -> bytes:
+        match event:
+            case TextDelta(text=text):
+                return self._candidate([{"text": text}])
+            case ThinkingDelta(text=text):
+                return self._candidate([{"text": text, "thought": True}])
+            case ToolUseStart(index=index):
+                self._calls[index] = (event, [])
+                return b""
+            case ToolUseDelta(index=index, partial_json=piece):
+                if index in self._calls:
+                    self._calls[index][1].append(piece)
+                return b""
+            case ToolUseEnd(index=index):
+                start, pieces = self._calls.pop(index)
+                arguments = json.loads("".join(pieces) or "{}")
+                call = ToolUse(
+                    id=start.id,
+                    name=start.name,
+                    input=arguments,
+                    provider_metadata=start.provider_metadata,
+                )
+                return self._candidate([function_call_part(call)])
+            case StopEvent(stop_reason=stop_reason):
+                self._finish = stop_to_finish_reason(stop_reason)
+                return b""
+            case UsageEvent(usage=usage):
+                self._usage = usage_json(usage)
+                return b""
+            case ErrorEvent(message=message, error_type=error_type):
+                return _chunk(_error_body(500, message, status_text=error_type or "INTERNAL"))
+            case SignedThinking():
+                return b""
+            case _:
+                assert_never(event)
+
+    def last(self) -> bytes:
+        """The final chunk: the finish reason and the usage snapshot."""
+        if self._finish is None:
+            return b""
+        return self._candidate([], finish=self._finish)
+
+
+def _sse_stream(reply: ModelResponse | StreamReply, model: str) -> FakeStream:
+    events = stream_events(reply)
+    cut_after = reply.cut_after if isinstance(reply, StreamReply) else None
+    encoder = _ChunkEncoder(model)
+    chunks: list[bytes] = []
+    cut = False
+    ended_by_error = False
+    for number, event in enumerate(events):
+        if cut_after is not None and number >= cut_after:
+            cut = True
+            break
+        data = encoder.encode(event)
+        if data:
+            chunks.append(data)
+        if isinstance(event, ErrorEvent):
+            ended_by_error = True
+            break
+    if cut_after is not None and cut_after >= len(events) and not ended_by_error:
+        cut = True
+    if not cut and not ended_by_error:
+        last = encoder.last()
+        if last:
+            chunks.append(last)
+    return FakeStream(
+        status=200,
+        headers={"content-type": "text/event-stream", "x-content-type-options": "nosniff"},
+        chunks=chunks,
+        cut=cut,
+    )
+
+
+@asynccontextmanager
+async def open_gemini_server(
+    script: Script,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    models: Sequence[str] = ("gemini-fake", "gemini-embedding-fake"),
+    page_size: int = 50,
+    api_key: str | None = None,
+    embedding_dimensions: int = 8,
+) -> AsyncIterator[FakeGeminiServer]:
+    """A :class:`FakeGeminiServer` serving for the duration of the block (arguments as its
+    own); cancelled when the block leaves."""
+    server = FakeGeminiServer(
+        script=script,
+        models=models,
+        page_size=page_size,
+        api_key=api_key,
+        embedding_dimensions=embedding_dimensions,
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(partial(server.serve, host=host, port=port))
+        try:
+            yield server
+        finally:
+            nursery.cancel_scope.cancel(reason="fake Gemini server closing")

@@ -1,0 +1,287 @@
+"""The server side of the Gemini ``generateContent`` wire format, for kova's fake server:
+reading a request body back into kova values, and writing kova values as response JSON.
+
+Test scaffolding, kept out of the production codec (which holds only what a client needs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import attrs
+
+from ..._models import (
+    Image,
+    InferenceConfig,
+    JSONValue,
+    Message,
+    ModelResponse,
+    ResponseFormat,
+    StopKind,
+    StopReason,
+    Text,
+    ToolDefinition,
+    ToolResult,
+    ToolUse,
+    Usage,
+)
+from ...providers.gemini._convert import SYNTHETIC_ID_KEY, THOUGHT_SIGNATURE_KEY, call_id
+
+__all__ = [
+    "DecodedRequest",
+    "decode_request",
+    "function_call_part",
+    "response_json",
+    "status_name",
+    "stop_to_finish_reason",
+    "usage_json",
+]
+
+
+@attrs.frozen(kw_only=True)
+class DecodedRequest:
+    """A ``generateContent`` body read back into kova values."""
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolDefinition, ...]
+    config: InferenceConfig
+
+
+def _image(part: Mapping[str, JSONValue]) -> Image | None:
+    inline = part.get("inlineData")
+    if isinstance(inline, Mapping):
+        return Image(media_type=str(inline.get("mimeType") or ""), data=str(inline.get("data")))
+    file_data = part.get("fileData")
+    if isinstance(file_data, Mapping):
+        mime = file_data.get("mimeType")
+        return Image(
+            url=str(file_data.get("fileUri")), media_type=mime if isinstance(mime, str) else None
+        )
+    return None
+
+
+def _tool_use(call: Mapping[str, JSONValue], part: Mapping[str, JSONValue], number: int) -> ToolUse:
+    name = str(call.get("name") or "unknown")
+    args = call.get("args")
+    arguments = dict(args) if isinstance(args, Mapping) else {}
+    metadata: dict[str, JSONValue] = {}
+    signature = part.get("thoughtSignature")
+    if isinstance(signature, str):
+        metadata[THOUGHT_SIGNATURE_KEY] = signature
+    identifier = call.get("id")
+    if not isinstance(identifier, str) or not identifier:
+        identifier = call_id(name, arguments, number)
+        metadata[SYNTHETIC_ID_KEY] = True
+    return ToolUse(id=identifier, name=name, input=arguments, provider_metadata=metadata or None)
+
+
+def _decode_content(content: Mapping[str, JSONValue], calls: dict[str, str]) -> list[Message]:
+    role = content.get("role")
+    parts = content.get("parts")
+    if not isinstance(parts, Sequence):
+        raise ValueError("a content has no parts")
+    if role == "model":
+        blocks: list[Text | Image | ToolUse] = []
+        number = 0
+        for part in parts:
+            if not isinstance(part, Mapping) or part.get("thought") is True:
+                continue
+            call = part.get("functionCall")
+            if isinstance(call, Mapping):
+                use = _tool_use(call, part, number)
+                number += 1
+                calls[use.name] = use.id
+                blocks.append(use)
+            elif isinstance(part.get("text"), str):
+                blocks.append(Text(text=str(part["text"])))
+        return [Message.assistant(blocks)] if blocks else []
+    if role not in ("user", None):
+        raise ValueError(f"unknown content role {role!r}")
+    results: list[ToolResult] = []
+    user: list[Text | Image] = []
+    for part in parts:
+        if not isinstance(part, Mapping):
+            continue
+        response = part.get("functionResponse")
+        if isinstance(response, Mapping):
+            name = str(response.get("name") or "")
+            if not name:
+                raise ValueError("functionResponse.name is required")
+            identifier = response.get("id")
+            payload = response.get("response")
+            if not isinstance(payload, Mapping):
+                raise ValueError("functionResponse.response must be an object")
+            is_error = "error" in payload and "output" not in payload
+            value = payload.get("error" if is_error else "output", "")
+            text = value if isinstance(value, str) else str(value)
+            results.append(
+                ToolResult(
+                    tool_use_id=identifier
+                    if isinstance(identifier, str)
+                    else calls.get(name, name),
+                    content=text,
+                    is_error=is_error,
+                )
+            )
+            continue
+        image = _image(part)
+        if image is not None:
+            user.append(image)
+        elif isinstance(part.get("text"), str):
+            user.append(Text(text=str(part["text"])))
+    messages: list[Message] = []
+    if results:
+        messages.append(Message.tool_results(results))
+    if user:
+        messages.append(Message.user(user))
+    return messages
+
+
+def decode_request(body: JSONValue) -> DecodedRequest:
+    """A request body as kova values.
+
+    Raises:
+        ValueError: the body is not a ``generateContent`` request (no ``contents`` list, an
+            unknown role, a function response without a name, ...).
+    """
+    if not isinstance(body, Mapping):
+        raise ValueError("the body must be a JSON object")
+    contents = body.get("contents")
+    if not isinstance(contents, Sequence) or isinstance(contents, str):
+        raise ValueError("'contents' must be a list")
+    messages: list[Message] = []
+    system = body.get("systemInstruction")
+    if isinstance(system, Mapping):
+        parts = system.get("parts")
+        if isinstance(parts, Sequence):
+            text = "".join(str(part.get("text", "")) for part in parts if isinstance(part, Mapping))
+            messages.append(Message.system(text))
+    calls: dict[str, str] = {}
+    for content in contents:
+        if not isinstance(content, Mapping):
+            raise ValueError("a content must be an object")
+        messages.extend(_decode_content(content, calls))
+    tools: list[ToolDefinition] = []
+    raw_tools = body.get("tools")
+    if isinstance(raw_tools, Sequence):
+        for tool in raw_tools:
+            declarations = tool.get("functionDeclarations") if isinstance(tool, Mapping) else None
+            if not isinstance(declarations, Sequence):
+                continue
+            for declaration in declarations:
+                if not isinstance(declaration, Mapping):
+                    continue
+                if "parameters" in declaration and "parametersJsonSchema" in declaration:
+                    raise ValueError("parameters and parametersJsonSchema are exclusive")
+                schema = declaration.get("parametersJsonSchema", declaration.get("parameters"))
+                tools.append(
+                    ToolDefinition(
+                        name=str(declaration.get("name")),
+                        description=str(declaration.get("description") or ""),
+                        parameters=dict(schema)
+                        if isinstance(schema, Mapping)
+                        else {"type": "object", "properties": {}},
+                    )
+                )
+    generation = body.get("generationConfig")
+    generation = generation if isinstance(generation, Mapping) else {}
+    schema = generation.get("responseSchema", generation.get("responseJsonSchema"))
+    stops = generation.get("stopSequences")
+    max_tokens = generation.get("maxOutputTokens")
+    temperature = generation.get("temperature")
+    top_p = generation.get("topP")
+    config = InferenceConfig(
+        max_tokens=max_tokens if isinstance(max_tokens, int) else None,
+        temperature=float(temperature) if isinstance(temperature, int | float) else None,
+        top_p=float(top_p) if isinstance(top_p, int | float) else None,
+        stop_sequences=[str(s) for s in stops] if isinstance(stops, Sequence) else None,
+        response_format=ResponseFormat(name="response", schema=dict(schema))
+        if isinstance(schema, Mapping)
+        else None,
+    )
+    return DecodedRequest(messages=tuple(messages), tools=tuple(tools), config=config)
+
+
+def stop_to_finish_reason(stop_reason: StopReason) -> str:
+    """The ``finishReason`` Gemini sends for a stop reason (``STOP`` for tool use too)."""
+    match stop_reason.kind:
+        case StopKind.MAX_TOKENS:
+            return "MAX_TOKENS"
+        case StopKind.UNKNOWN:
+            return stop_reason.raw or "OTHER"
+        case _:
+            return "STOP"
+
+
+def usage_json(usage: Usage) -> dict[str, JSONValue]:
+    """``usageMetadata`` of a usage (output minus reasoning is ``candidatesTokenCount``)."""
+    body: dict[str, JSONValue] = {
+        "promptTokenCount": usage.input_tokens,
+        "candidatesTokenCount": max(0, usage.output_tokens - usage.reasoning_tokens),
+        "totalTokenCount": usage.total_tokens,
+    }
+    if usage.reasoning_tokens:
+        body["thoughtsTokenCount"] = usage.reasoning_tokens
+    if usage.cache_read_tokens:
+        body["cachedContentTokenCount"] = usage.cache_read_tokens
+    return body
+
+
+def function_call_part(call: ToolUse) -> dict[str, JSONValue]:
+    """A ``functionCall`` part as the model sends it (a kova-made id is not sent)."""
+    metadata = call.provider_metadata or {}
+    function: dict[str, JSONValue] = {}
+    if not metadata.get(SYNTHETIC_ID_KEY):
+        function["id"] = call.id
+    function["name"] = call.name
+    function["args"] = call.input
+    part: dict[str, JSONValue] = {"functionCall": function}
+    signature = metadata.get(THOUGHT_SIGNATURE_KEY)
+    if isinstance(signature, str):
+        part["thoughtSignature"] = signature
+    return part
+
+
+def response_json(response: ModelResponse, model: str) -> dict[str, JSONValue]:
+    """A whole ``GenerateContentResponse`` for ``response``."""
+    parts: list[JSONValue] = []
+    if response.thinking:
+        parts.append({"text": response.thinking, "thought": True})
+    for block in response.content:
+        if isinstance(block, Text) and block.text:
+            parts.append({"text": block.text})
+        elif isinstance(block, ToolUse):
+            parts.append(function_call_part(block))
+    body: dict[str, JSONValue] = {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": parts},
+                "finishReason": stop_to_finish_reason(response.stop_reason),
+                "index": 0,
+            }
+        ],
+        "modelVersion": model,
+        "responseId": "kova-fake",
+    }
+    if response.usage is not None:
+        body["usageMetadata"] = usage_json(response.usage)
+    return body
+
+
+_STATUS_NAMES: Mapping[int, str] = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ABORTED",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+
+def status_name(status: int) -> str:
+    """The ``google.rpc.Code`` name Google sends with an HTTP status."""
+    return _STATUS_NAMES.get(status, "UNKNOWN" if status >= 500 else "FAILED_PRECONDITION")
