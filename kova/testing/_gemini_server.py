@@ -50,6 +50,7 @@ import attrs
 import trio
 
 from .._models import (
+    ChatRequest,
     ErrorEvent,
     ModelResponse,
     SignedThinking,
@@ -167,9 +168,9 @@ class FakeGeminiServer:
         try:
             reply = await self.script.next_reply(
                 ScriptRequest(
-                    messages=decoded.messages,
-                    tools=decoded.tools,
-                    config=decoded.config,
+                    request=ChatRequest(
+                        messages=decoded.messages, tools=decoded.tools, config=decoded.config
+                    ),
                     stream=stream,
                 )
             )

@@ -1,0 +1,464 @@
+"""The Gemini codec's pure translation, against the payloads in wire/gemini.md."""
+
+from __future__ import annotations
+
+import pytest
+
+from kova import (
+    ChatRequest,
+    Image,
+    InferenceConfig,
+    InvalidResponse,
+    Message,
+    ProviderAuthError,
+    RateLimited,
+    ResponseFormat,
+    StopReason,
+    Text,
+    Thinking,
+    ToolDefinition,
+    ToolResult,
+    ToolUse,
+    Usage,
+)
+from kova._errors import InvalidRequest, ModelNotFound, ProviderOverloaded
+from kova.providers.gemini import GeminiCodec, GeminiConfig
+from kova.providers.gemini._convert import (
+    SYNTHETIC_ID_KEY,
+    THOUGHT_SIGNATURE_KEY,
+    decode_response,
+    encode_contents,
+    encode_request,
+    error_details,
+    finish_reason_to_stop,
+    parse_retry_delay,
+    stream_error,
+)
+
+CONFIG = GeminiConfig(model="gemini-2.5-flash", api_key="k")
+WEATHER = ToolDefinition(
+    name="get_weather",
+    description="Current weather",
+    parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+
+
+def test_request_body_matches_the_wire_note() -> None:
+    image = Image(media_type="image/png", data="iVBORw0KGgo=")
+    request = ChatRequest(
+        messages=[
+            Message.system("You are terse."),
+            Message.user([Text(text="Weather in Paris? And describe this image."), image]),
+        ],
+        tools=[WEATHER],
+        config=InferenceConfig(
+            temperature=0.7, top_p=0.95, max_tokens=2048, stop_sequences=["END"]
+        ),
+    )
+    config = GeminiConfig(model="gemini-2.5-flash", api_key="k", thinking_budget=1024)
+    assert encode_request(request, config) == {
+        "contents": [
+            {
+                "role": "user",
+                "parts": [
+                    {"text": "Weather in Paris? And describe this image."},
+                    {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}},
+                ],
+            }
+        ],
+        "systemInstruction": {"parts": [{"text": "You are terse."}]},
+        "tools": [
+            {
+                "functionDeclarations": [
+                    {
+                        "name": "get_weather",
+                        "description": "Current weather",
+                        "parametersJsonSchema": WEATHER.parameters,
+                    }
+                ]
+            }
+        ],
+        "generationConfig": {
+            "temperature": 0.7,
+            "topP": 0.95,
+            "maxOutputTokens": 2048,
+            "stopSequences": ["END"],
+            "thinkingConfig": {"thinkingBudget": 1024, "includeThoughts": True},
+        },
+    }
+
+
+def test_paths_and_stream_query() -> None:
+    codec = GeminiCodec(CONFIG)
+    request = ChatRequest.of("hi")
+    plain = codec.encode(request, stream=False)
+    streamed = codec.encode(request, stream=True)
+    assert plain.path == "/v1beta/models/gemini-2.5-flash:generateContent"
+    assert streamed.path == "/v1beta/models/gemini-2.5-flash:streamGenerateContent"
+    assert streamed.query == {"alt": "sse"}
+    override = codec.encode(
+        ChatRequest.of("hi", config=InferenceConfig(model="models/gemini-2.5-pro")), stream=False
+    )
+    assert override.path == "/v1beta/models/gemini-2.5-pro:generateContent"
+    v1 = GeminiCodec(GeminiConfig(model="m", api_key="k", api_version="v1"))
+    assert v1.encode(request, stream=False).path == "/v1/models/m:generateContent"
+
+
+def test_tool_round_trip_echoes_the_call_with_its_signature() -> None:
+    call = ToolUse(
+        id="a1b2",
+        name="get_weather",
+        input={"city": "Paris"},
+        provider_metadata={THOUGHT_SIGNATURE_KEY: "CiIBVKhc7s"},
+    )
+    history = [
+        Message.user("Weather in Paris?"),
+        Message.assistant([call]),
+        Message.tool_results([ToolResult(tool_use_id="a1b2", content="18°C, cloudy")]),
+    ]
+    _, contents = encode_contents(history)
+    assert contents[1:] == [
+        {
+            "role": "model",
+            "parts": [
+                {
+                    "functionCall": {
+                        "id": "a1b2",
+                        "name": "get_weather",
+                        "args": {"city": "Paris"},
+                    },
+                    "thoughtSignature": "CiIBVKhc7s",
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "parts": [
+                {
+                    "functionResponse": {
+                        "id": "a1b2",
+                        "name": "get_weather",
+                        "response": {"output": "18°C, cloudy"},
+                    }
+                }
+            ],
+        },
+    ]
+
+
+def test_a_call_without_id_is_answered_by_name_only() -> None:
+    call = ToolUse(id="call_x", name="lookup", input={}, provider_metadata={SYNTHETIC_ID_KEY: True})
+    history = [
+        Message.user("go"),
+        Message.assistant([call]),
+        Message.tool_results([ToolResult.error("boom", tool_use_id="call_x")]),
+        Message.user("and now?"),
+    ]
+    _, contents = encode_contents(history)
+    assert contents[1]["parts"] == [{"functionCall": {"name": "lookup", "args": {}}}]
+    # The results turn and the next user message merge: roles must alternate.
+    assert contents[2] == {
+        "role": "user",
+        "parts": [
+            {"functionResponse": {"name": "lookup", "response": {"error": "boom"}}},
+            {"text": "and now?"},
+        ],
+    }
+    assert len(contents) == 3
+
+
+def test_a_result_for_an_unknown_call_is_a_clear_error() -> None:
+    with pytest.raises(InvalidRequest, match="no earlier assistant turn"):
+        encode_contents([Message.tool_results([ToolResult(tool_use_id="nope", content="x")])])
+
+
+def test_foreign_and_own_thinking_is_dropped() -> None:
+    history = [
+        Message.user("q"),
+        Message.assistant([Thinking(text="hmm", signature="anthropic-sig"), Text(text="a")]),
+    ]
+    _, contents = encode_contents(history)
+    assert contents[1] == {"role": "model", "parts": [{"text": "a"}]}
+
+
+def test_images_by_url_and_in_tool_results() -> None:
+    url_image = Image(url="gs://bucket/cat.png", media_type="image/png")
+    call = ToolUse(id="c1", name="shot", input={})
+    history = [
+        Message.user([url_image]),
+        Message.assistant([call]),
+        Message.tool_results(
+            [
+                ToolResult(
+                    tool_use_id="c1",
+                    content=(Text(text="here"), Image(media_type="image/jpeg", data="AAAA")),
+                )
+            ]
+        ),
+    ]
+    _, contents = encode_contents(history)
+    assert contents[0]["parts"] == [
+        {"fileData": {"mimeType": "image/png", "fileUri": "gs://bucket/cat.png"}}
+    ]
+    assert contents[2]["parts"] == [
+        {"functionResponse": {"id": "c1", "name": "shot", "response": {"output": "here"}}},
+        {"inlineData": {"mimeType": "image/jpeg", "data": "AAAA"}},
+    ]
+
+
+def test_structured_output_sends_a_sanitized_schema() -> None:
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {"answer": {"type": "string"}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+    request = ChatRequest.of(
+        "q", config=InferenceConfig(response_format=ResponseFormat.named("answer", schema))
+    )
+    generation = encode_request(request, CONFIG)["generationConfig"]
+    assert generation == {
+        "responseMimeType": "application/json",
+        "responseSchema": {
+            "type": "object",
+            "properties": {"answer": {"type": "string"}},
+            "required": ["answer"],
+            "additionalProperties": False,
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        (GeminiConfig(model="m", api_key="k"), None),
+        (GeminiConfig(model="m", api_key="k", thinking_budget=0), {"thinkingBudget": 0}),
+        (
+            GeminiConfig(model="m", api_key="k", thinking_budget=-1),
+            {"thinkingBudget": -1, "includeThoughts": True},
+        ),
+        (
+            GeminiConfig(model="m", api_key="k", thinking_level="low"),
+            {"thinkingLevel": "LOW", "includeThoughts": True},
+        ),
+        (
+            GeminiConfig(model="m", api_key="k", thinking_budget=512, include_thoughts=False),
+            {"thinkingBudget": 512},
+        ),
+    ],
+)
+def test_thinking_config(config: GeminiConfig, expected: object) -> None:
+    generation = encode_request(ChatRequest.of("q"), config).get("generationConfig")
+    assert (generation or {}).get("thinkingConfig") == expected
+
+
+def test_config_validation(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError, match="not both"):
+        GeminiConfig(model="m", api_key="k", thinking_budget=1, thinking_level="high")
+    with pytest.raises(ValueError, match="thinking_budget"):
+        GeminiConfig(model="m", api_key="k", thinking_budget=-2)
+    with pytest.raises(ValueError, match="thinking_level"):
+        GeminiConfig(model="m", api_key="k", thinking_level="max")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="model"):
+        GeminiConfig(model="")
+    assert GeminiConfig(model="m").timeout == 60.0
+
+
+def test_api_key_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    assert GeminiConfig(model="m").api_key is None
+    monkeypatch.setenv("GOOGLE_API_KEY", "google")
+    assert GeminiConfig(model="m").api_key is not None
+    assert GeminiConfig(model="m").api_key.reveal() == "google"  # type: ignore[union-attr]
+    monkeypatch.setenv("GEMINI_API_KEY", "gemini")
+    assert GeminiConfig(model="m").api_key.reveal() == "gemini"  # type: ignore[union-attr]
+    assert GeminiConfig(model="m", api_key="arg").api_key.reveal() == "arg"  # type: ignore[union-attr]
+    assert "gemini" not in repr(GeminiConfig(model="m"))
+
+
+def test_decode_response_thinking_calls_and_usage() -> None:
+    body = {
+        "candidates": [
+            {
+                "index": 0,
+                "content": {
+                    "role": "model",
+                    "parts": [
+                        {"text": "Let me check the weather…", "thought": True},
+                        {"text": "Checking."},
+                        {
+                            "functionCall": {"name": "get_weather", "args": {"city": "Paris"}},
+                            "thoughtSignature": "CiIBVKhc7s",
+                        },
+                    ],
+                },
+                "finishReason": "STOP",
+            }
+        ],
+        "usageMetadata": {
+            "promptTokenCount": 57,
+            "candidatesTokenCount": 15,
+            "thoughtsTokenCount": 120,
+            "totalTokenCount": 192,
+            "cachedContentTokenCount": 7,
+        },
+        "modelVersion": "gemini-2.5-flash",
+    }
+    response = decode_response(body)
+    assert response.thinking == "Let me check the weather…"
+    assert response.text == "Checking."
+    assert response.stop_reason == StopReason.TOOL_USE
+    (call,) = response.tool_uses
+    assert call.name == "get_weather"
+    assert call.input == {"city": "Paris"}
+    assert call.provider_metadata is not None
+    assert call.provider_metadata[THOUGHT_SIGNATURE_KEY] == "CiIBVKhc7s"
+    assert call.provider_metadata[SYNTHETIC_ID_KEY] is True
+    assert response.usage == Usage(
+        input_tokens=57,
+        output_tokens=135,
+        total_tokens=192,
+        cache_read_tokens=7,
+        reasoning_tokens=120,
+    )
+    # The same response decodes to the same (stable) id.
+    assert decode_response(body).tool_uses[0].id == call.id
+    # ...and goes back exactly as it came (id not sent, signature kept).
+    _, contents = encode_contents([Message.user("q"), Message.assistant(response.content)])
+    assert contents[1]["parts"][1] == body["candidates"][0]["content"]["parts"][2]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("reason", "calls", "expected"),
+    [
+        ("STOP", False, StopReason.END_TURN),
+        ("STOP", True, StopReason.TOOL_USE),
+        (None, False, StopReason.END_TURN),
+        ("MAX_TOKENS", False, StopReason.MAX_TOKENS),
+        ("MAX_TOKENS", True, StopReason.MAX_TOKENS),
+        ("SAFETY", False, StopReason.unknown("SAFETY")),
+        ("MALFORMED_FUNCTION_CALL", False, StopReason.unknown("MALFORMED_FUNCTION_CALL")),
+    ],
+)
+def test_finish_reasons(reason: str | None, calls: bool, expected: StopReason) -> None:
+    assert finish_reason_to_stop(reason, has_tool_calls=calls) == expected
+
+
+def test_blocked_prompt_and_safety_without_content() -> None:
+    blocked = decode_response({"promptFeedback": {"blockReason": "SAFETY"}})
+    assert blocked.content == ()
+    assert blocked.stop_reason == StopReason.unknown("blocked:SAFETY")
+    safety = decode_response({"candidates": [{"finishReason": "SAFETY", "index": 0}]})
+    assert safety.stop_reason == StopReason.unknown("SAFETY")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "text",
+        {"candidates": "x"},
+        {"candidates": [1]},
+        {"candidates": [{"content": "x"}]},
+        {"candidates": [{"content": {"parts": [1]}}]},
+        {"candidates": [{"content": {"parts": [{"text": 3}]}}]},
+        {"candidates": [{"content": {"parts": [{"functionCall": {"name": "f", "args": "[]"}}]}}]},
+        {"candidates": [{"content": {"parts": [{"functionCall": {"args": {}}}]}}]},
+    ],
+)
+def test_malformed_responses_are_invalid_response(body: object) -> None:
+    with pytest.raises(InvalidResponse):
+        decode_response(body)  # type: ignore[arg-type]
+
+
+def test_error_body_in_a_200() -> None:
+    with pytest.raises(RateLimited):
+        decode_response(
+            {"error": {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED"}}
+        )
+
+
+@pytest.mark.parametrize(
+    ("status", "error_class"),
+    [
+        ("RESOURCE_EXHAUSTED", RateLimited),
+        ("UNAVAILABLE", ProviderOverloaded),
+        ("PERMISSION_DENIED", ProviderAuthError),
+        ("INVALID_ARGUMENT", InvalidRequest),
+        ("NOT_FOUND", ModelNotFound),
+    ],
+)
+def test_error_statuses_are_classified(status: str, error_class: type[Exception]) -> None:
+    # An error object without a code (as some stream errors come) is classified by status.
+    assert isinstance(stream_error({"message": "m", "status": status}), error_class)
+
+
+def test_error_details_with_retry_info() -> None:
+    body = {
+        "error": {
+            "code": 429,
+            "message": "Quota exceeded",
+            "status": "RESOURCE_EXHAUSTED",
+            "details": [
+                {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": []},
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "57.25s"},
+            ],
+        }
+    }
+    details = error_details(body)
+    assert details.error_type == "RESOURCE_EXHAUSTED"
+    assert details.message == "Quota exceeded"
+    assert details.retry_after == 57.25
+    assert error_details([body]).retry_after == 57.25  # the array-wrapped form
+    assert error_details("garbage").message is None
+    assert error_details({"error": "plain"}).message == "plain"
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [("37s", 37.0), ("0.5s", 0.5), ("s", None), ("37", None), (37, None), ("-1s", None)],
+)
+def test_parse_retry_delay(value: object, seconds: float | None) -> None:
+    assert parse_retry_delay(value) == seconds
+
+
+def test_count_tokens_request_forms() -> None:
+    codec = GeminiCodec(CONFIG)
+    simple = codec.encode_count_tokens(ChatRequest.of("hi"))
+    assert simple is not None
+    assert simple.path == "/v1beta/models/gemini-2.5-flash:countTokens"
+    assert simple.body == {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+    full = codec.encode_count_tokens(
+        ChatRequest.of([Message.system("s"), Message.user("hi")], tools=[WEATHER])
+    )
+    assert full is not None
+    assert isinstance(full.body, dict)
+    inner = full.body["generateContentRequest"]
+    assert inner["model"] == "models/gemini-2.5-flash"  # type: ignore[index,call-overload]
+    assert set(inner) == {"model", "contents", "systemInstruction", "tools"}  # type: ignore[arg-type]
+    assert codec.decode_count_tokens({"totalTokens": 31}) == 31
+    with pytest.raises(InvalidResponse):
+        codec.decode_count_tokens({"totalTokens": "31"})
+
+
+def test_model_pages() -> None:
+    codec = GeminiCodec(CONFIG)
+    first = codec.encode_list_models(None)
+    assert first is not None
+    assert first.method == "GET"
+    assert first.path == "/v1beta/models"
+    assert "pageToken" not in first.query
+    nxt = codec.encode_list_models("tok")
+    assert nxt is not None
+    assert nxt.query["pageToken"] == "tok"
+    page = codec.decode_list_models(
+        {
+            "models": [{"name": "models/gemini-2.5-flash", "displayName": "Gemini 2.5 Flash"}],
+            "nextPageToken": "n",
+        }
+    )
+    assert page.models[0].id == "gemini-2.5-flash"
+    assert page.models[0].display_name == "Gemini 2.5 Flash"
+    assert page.next_cursor == "n"
+    assert codec.decode_list_models({}).next_cursor is None

@@ -1,0 +1,370 @@
+"""GeminiProvider and GeminiEmbeddingProvider against the wire-level fake server on loopback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import trio
+
+from kova import (
+    ChatRequest,
+    ErrorEvent,
+    InferenceConfig,
+    Message,
+    ModelResponse,
+    ProviderAuthError,
+    ProviderError,
+    RateLimited,
+    ResponseFormat,
+    StopReason,
+    StreamError,
+    Text,
+    TextDelta,
+    ThinkingDelta,
+    ToolDefinition,
+    ToolUse,
+    ToolUseStart,
+    Usage,
+)
+from kova._errors import ProviderOverloaded
+from kova.agent import AgentBuilder
+from kova.providers import EmbeddingProvider, Provider
+from kova.providers.gemini import (
+    GeminiConfig,
+    GeminiEmbeddingConfig,
+    GeminiEmbeddingProvider,
+    GeminiProvider,
+)
+from kova.providers.gemini._convert import THOUGHT_SIGNATURE_KEY
+from kova.testing import (
+    ErrorReply,
+    FakeGeminiServer,
+    Script,
+    StreamReply,
+    open_gemini_server,
+    reply_text,
+)
+from kova.tools import tool
+
+KEY = "AIza-test"
+WEATHER = ToolDefinition(
+    name="get_weather",
+    description="Current weather",
+    parameters={"type": "object", "properties": {"city": {"type": "string"}}},
+)
+
+
+def provider_for(server: FakeGeminiServer, **kwargs: object) -> GeminiProvider:
+    config = GeminiConfig(model="gemini-fake", base_url=server.base_url, api_key=KEY, **kwargs)  # type: ignore[arg-type]
+    return GeminiProvider(config)
+
+
+async def collect(provider: GeminiProvider, request: ChatRequest) -> list[object]:
+    events: list[object] = []
+    async with provider.chat_completion_stream(request) as batches:
+        async for batch in batches:
+            events.extend(batch)
+    return events
+
+
+def test_it_is_a_provider() -> None:
+    provider = GeminiProvider(GeminiConfig(model="m", api_key="AIza-secret"))
+    assert isinstance(provider, Provider)
+    assert provider.name == "gemini"
+    assert "AIza-secret" not in repr(provider)
+    embedder = GeminiEmbeddingProvider(GeminiEmbeddingConfig(api_key="k"))
+    assert isinstance(embedder, EmbeddingProvider)
+
+
+async def test_non_streaming_request_and_response() -> None:
+    usage = Usage(input_tokens=12, output_tokens=7, reasoning_tokens=4, cache_read_tokens=3)
+    script = Script([reply_text("Sunny.", usage=usage, thinking="look it up")])
+    async with open_gemini_server(script, api_key=KEY) as server:
+        provider = provider_for(server, extra_headers={"x-goog-user-project": "p"})
+        async with provider.open():
+            response = await provider.chat_completion(
+                ChatRequest(
+                    messages=[Message.system("Be brief."), Message.user("Weather?")],
+                    tools=[WEATHER],
+                    config=InferenceConfig(max_tokens=64),
+                )
+            )
+    assert response.text == "Sunny."
+    assert response.thinking == "look it up"
+    assert response.stop_reason == StopReason.END_TURN
+    assert response.usage == usage
+    (request,) = server.requests
+    assert request.path == "/v1beta/models/gemini-fake:generateContent"
+    assert request.headers["x-goog-api-key"] == KEY
+    assert request.headers["x-goog-user-project"] == "p"
+    body = request.json()
+    assert body["systemInstruction"] == {"parts": [{"text": "Be brief."}]}  # type: ignore[index,call-overload]
+    assert body["generationConfig"] == {"maxOutputTokens": 64}  # type: ignore[index,call-overload]
+    assert list(server.script.requests[0].messages) == [
+        Message.system("Be brief."),
+        Message.user("Weather?"),
+    ]
+
+
+async def test_streaming_text_thinking_tool_calls_and_usage() -> None:
+    call = ToolUse(
+        id="fc_1",
+        name="get_weather",
+        input={"city": "Paris"},
+        provider_metadata={THOUGHT_SIGNATURE_KEY: "c2ln"},
+    )
+    reply = ModelResponse(
+        content=(Text(text="Checking the weather."), call),
+        stop_reason=StopReason.TOOL_USE,
+        usage=Usage(input_tokens=10, output_tokens=8, reasoning_tokens=3),
+        thinking="plan",
+    )
+    async with open_gemini_server(Script([StreamReply(response=reply, chunk_chars=5)])) as server:
+        provider = provider_for(server)
+        async with provider.open():
+            events = await collect(provider, ChatRequest.of("Weather in Paris?", tools=[WEATHER]))
+    assert server.requests[0].path == "/v1beta/models/gemini-fake:streamGenerateContent"
+    assert server.requests[0].query == {"alt": "sse"}
+    assert [e.text for e in events if isinstance(e, ThinkingDelta)] == ["plan"]
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Checking the weather."
+    (start,) = [e for e in events if isinstance(e, ToolUseStart)]
+    assert start.id == "fc_1"
+    assert start.provider_metadata == {THOUGHT_SIGNATURE_KEY: "c2ln"}
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Current weather for a city.
+
+    Args:
+        city: the city name.
+    """
+    return {"Paris": "18°C, cloudy"}.get(city, "unknown")
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streaming", "non-streaming"])
+async def test_agent_tool_loop_echoes_the_call_and_its_signature(stream: bool) -> None:
+    call = ToolUse(
+        id="fc_1",
+        name="get_weather",
+        input={"city": "Paris"},
+        provider_metadata={THOUGHT_SIGNATURE_KEY: "CiIBVKhc7s+/="},
+    )
+    first = ModelResponse(content=(call,), stop_reason=StopReason.TOOL_USE, thinking="hmm")
+    replies = [StreamReply(response=first) if stream else first, reply_text("18°C, cloudy.")]
+    async with open_gemini_server(Script(replies)) as server:
+        agent = AgentBuilder().provider(provider_for(server)).tool(get_weather).build()
+        async with agent:
+            if stream:
+                async with agent.stream([Message.user("Paris?")]) as events:
+                    async for _ in events:
+                        pass
+            else:
+                await agent.run([Message.user("Paris?")])
+    second = server.chat_requests()[1].json()
+    assert second["contents"][1:] == [  # type: ignore[index,call-overload]
+        {
+            "role": "model",
+            "parts": [
+                {
+                    "functionCall": {
+                        "id": "fc_1",
+                        "name": "get_weather",
+                        "args": {"city": "Paris"},
+                    },
+                    "thoughtSignature": "CiIBVKhc7s+/=",
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "parts": [
+                {
+                    "functionResponse": {
+                        "id": "fc_1",
+                        "name": "get_weather",
+                        "response": {"output": "18°C, cloudy"},
+                    }
+                }
+            ],
+        },
+    ]
+
+
+async def test_calls_without_ids_get_stable_ids_and_are_answered_by_name() -> None:
+    # The fake sends the call without an id when its metadata says the id was kova's.
+    call = ToolUse(
+        id="x",
+        name="get_weather",
+        input={"city": "Paris"},
+        provider_metadata={"gemini_synthetic_id": True},
+    )
+    replies = [ModelResponse(content=(call,), stop_reason=StopReason.TOOL_USE), reply_text("ok")]
+    async with open_gemini_server(Script(replies)) as server:
+        agent = AgentBuilder().provider(provider_for(server)).tool(get_weather).build()
+        async with agent:
+            await agent.run([Message.user("Paris?")])
+    second = server.chat_requests()[1].json()
+    parts = second["contents"][1]["parts"]  # type: ignore[index,call-overload]
+    assert parts == [{"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}}]
+    response = second["contents"][2]["parts"][0]["functionResponse"]  # type: ignore[index,call-overload]
+    assert response == {"name": "get_weather", "response": {"output": "18°C, cloudy"}}
+
+
+async def test_structured_output() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"answer": {"type": "string"}, "n": {"const": 1}},
+        "required": ["answer"],
+    }
+    async with open_gemini_server(Script([reply_text('{"answer": "x"}')])) as server:
+        provider = provider_for(server)
+        async with provider.open():
+            response = await provider.chat_completion(
+                ChatRequest.of(
+                    "q", config=InferenceConfig(response_format=ResponseFormat.named("a", schema))
+                )
+            )
+    assert json.loads(response.text) == {"answer": "x"}
+    generation = server.requests[0].json()["generationConfig"]  # type: ignore[index,call-overload]
+    assert generation["responseMimeType"] == "application/json"
+    assert generation["responseSchema"]["properties"]["n"] == {"enum": ["1"], "type": "string"}
+
+
+async def test_rate_limit_with_retry_info() -> None:
+    script = Script([ErrorReply(status_code=429, message="Quota exceeded", retry_after=37.5)])
+    async with open_gemini_server(script) as server:
+        provider = provider_for(server)
+        async with provider.open():
+            with pytest.raises(RateLimited) as caught:
+                await provider.chat_completion(ChatRequest.of("q"))
+    assert caught.value.retry_after == 37.5
+    assert caught.value.status_code == 429
+    assert caught.value.error_type == "RESOURCE_EXHAUSTED"
+
+
+@pytest.mark.parametrize(
+    ("status", "error_class"),
+    [(503, ProviderOverloaded), (403, ProviderAuthError), (500, ProviderOverloaded)],
+)
+async def test_error_statuses(status: int, error_class: type[Exception]) -> None:
+    async with open_gemini_server(Script([ErrorReply(status_code=status)])) as server:
+        provider = provider_for(server)
+        async with provider.open():
+            with pytest.raises(error_class):
+                async with provider.chat_completion_stream(ChatRequest.of("q")) as batches:
+                    async for _ in batches:
+                        pass
+
+
+async def test_bad_key_is_an_auth_error_and_no_key_fails_before_sending(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with open_gemini_server(Script([]), api_key="right") as server:
+        provider = provider_for(server)
+        async with provider.open():
+            with pytest.raises(ProviderError, match="API key not valid") as caught:
+                await provider.chat_completion(ChatRequest.of("q"))
+        assert "API key not valid" in str(caught.value)
+        monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+        monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+        keyless = GeminiProvider(GeminiConfig(model="m", base_url=server.base_url))
+        async with keyless.open():
+            with pytest.raises(ProviderAuthError, match="GEMINI_API_KEY or GOOGLE_API_KEY"):
+                await keyless.chat_completion(ChatRequest.of("q"))
+        assert len(server.requests) == 1
+
+
+async def test_a_cut_stream_is_a_stream_error_after_its_text() -> None:
+    reply = StreamReply(
+        response=reply_text("a long answer that gets cut"), chunk_chars=4, cut_after=3
+    )
+    async with open_gemini_server(Script([reply])) as server:
+        provider = provider_for(server)
+        async with provider.open():
+            texts: list[str] = []
+            with pytest.raises(StreamError):
+                async with provider.chat_completion_stream(ChatRequest.of("q")) as batches:
+                    async for batch in batches:
+                        texts.extend(e.text for e in batch if isinstance(e, TextDelta))
+    assert "".join(texts) == "a long answe"
+
+
+async def test_an_error_event_in_the_stream_is_classified() -> None:
+    reply = StreamReply(
+        response=reply_text("x"),
+        events=(TextDelta(text="par"), ErrorEvent(message="overloaded", error_type="UNAVAILABLE")),
+    )
+    async with open_gemini_server(Script([reply])) as server:
+        provider = provider_for(server)
+        async with provider.open():
+            with pytest.raises(ProviderOverloaded) as caught:
+                async with provider.chat_completion_stream(ChatRequest.of("q")) as batches:
+                    async for _ in batches:
+                        pass
+    assert caught.value.mid_stream
+    assert caught.value.after_content
+
+
+async def test_count_tokens_and_paged_model_list() -> None:
+    models = tuple(f"gemini-{n}" for n in range(7))
+    async with open_gemini_server(Script([]), models=models, page_size=3) as server:
+        provider = provider_for(server)
+        async with provider.open():
+            tokens = await provider.count_tokens(ChatRequest.of("Hello there!"))
+            listed = await provider.list_models()
+    assert tokens > 0
+    assert server.requests[0].path == "/v1beta/models/gemini-fake:countTokens"
+    assert [m.id for m in listed] == list(models)
+    assert [r.query.get("pageToken") for r in server.requests[1:]] == [None, "3", "6"]
+
+
+async def test_embeddings_are_batched_and_ordered() -> None:
+    texts = [f"text {n}" for n in range(7)]
+    async with open_gemini_server(Script([]), api_key=KEY) as server:
+        embedder = GeminiEmbeddingProvider(
+            GeminiEmbeddingConfig(
+                model="gemini-embedding-fake",
+                base_url=server.base_url,
+                api_key=KEY,
+                batch_size=3,
+                dimensions=16,
+                task_type="RETRIEVAL_DOCUMENT",
+            )
+        )
+        async with embedder.open():
+            vectors = await embedder.embed(texts)
+            single = await embedder.embed(["text 4"])
+            with pytest.raises(TypeError):
+                await embedder.embed("one string")  # type: ignore[arg-type]
+    assert len(vectors) == 7
+    assert all(len(v) == 16 for v in vectors)
+    assert vectors[4] == single[0]
+    assert vectors.usage is None
+    assert embedder.dimensions == 16
+    batches = [r.json() for r in server.requests]
+    assert [len(b["requests"]) for b in batches] == [3, 3, 1, 1]  # type: ignore[index,call-overload,arg-type]
+    first = batches[0]["requests"][0]  # type: ignore[index,call-overload]
+    assert first == {
+        "model": "models/gemini-embedding-fake",
+        "content": {"parts": [{"text": "text 0"}]},
+        "taskType": "RETRIEVAL_DOCUMENT",
+        "outputDimensionality": 16,
+    }
+    assert server.requests[0].path == "/v1beta/models/gemini-embedding-fake:batchEmbedContents"
+
+
+async def test_cancellation_abandons_the_stream() -> None:
+    never = trio.Event()
+
+    async def slow(_: object) -> ModelResponse:
+        await never.wait()
+        raise AssertionError  # pragma: no cover
+
+    async with open_gemini_server(Script(slow)) as server:
+        provider = provider_for(server)
+        async with provider.open():
+            with trio.move_on_after(0.05) as scope:
+                await provider.chat_completion(ChatRequest.of("q"))
+    assert scope.cancelled_caught
