@@ -69,8 +69,10 @@ from ._script import (
     ErrorReply,
     Script,
     ScriptExhaustedError,
+    ScriptLike,
     ScriptRequest,
     StreamReply,
+    as_script,
     stream_events,
 )
 from .wire.gemini import (
@@ -109,7 +111,7 @@ class FakeGeminiServer:
         embedding_dimensions: vector size when a request sets no ``outputDimensionality``.
     """
 
-    script: Script
+    script: Script = attrs.field(converter=as_script)
     models: Sequence[str] = ("gemini-fake", "gemini-embedding-fake")
     page_size: int = 50
     api_key: str | None = None
@@ -402,7 +404,7 @@ def _sse_stream(reply: ModelResponse | StreamReply, model: str) -> FakeStream:
 
 @asynccontextmanager
 async def open_gemini_server(
-    script: Script,
+    script: ScriptLike,
     *,
     host: str = "127.0.0.1",
     port: int = 0,
