@@ -7,6 +7,8 @@ from ._anthropic_server import FakeAnthropicServer as FakeAnthropicServer
 from ._anthropic_server import open_anthropic_server as open_anthropic_server
 from ._gemini_server import FakeGeminiServer as FakeGeminiServer
 from ._gemini_server import open_gemini_server as open_gemini_server
+from ._ollama_server import FakeOllamaServer as FakeOllamaServer
+from ._ollama_server import open_ollama_server as open_ollama_server
 from ._openai_server import FakeOpenAiServer as FakeOpenAiServer
 from ._openai_server import open_openai_server as open_openai_server
 from ._script import ErrorReply as ErrorReply
@@ -28,6 +30,7 @@ __all__ = [
     "ErrorReply",
     "FakeAnthropicServer",
     "FakeGeminiServer",
+    "FakeOllamaServer",
     "FakeOpenAiServer",
     "FunctionProvider",
     "Reply",
@@ -40,6 +43,7 @@ __all__ = [
     "as_script",
     "open_anthropic_server",
     "open_gemini_server",
+    "open_ollama_server",
     "open_openai_server",
     "reply_text",
     "reply_tool_calls",

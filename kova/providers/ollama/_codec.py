@@ -1,0 +1,48 @@
+"""The Ollama codec: pure, on the provider seam (see :mod:`kova.providers._codec`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+import attrs
+
+from .._codec import CodecBase, ModelPage, WireRequest
+from .._framing import NdjsonFramer
+from ._convert import PROVIDER, decode_models, decode_response, encode_request
+from ._stream import OllamaStreamDecoder
+
+if TYPE_CHECKING:
+    from ..._models import ChatRequest, JSONValue, ModelResponse
+    from ._config import OllamaConfig
+
+__all__ = ["OllamaCodec"]
+
+
+@attrs.frozen
+class OllamaCodec(CodecBase[str]):
+    """``POST /api/chat`` (NDJSON when streamed), ``GET /api/tags``. Ollama has no token
+    counting endpoint: :meth:`count_tokens` is the offline heuristic."""
+
+    config: OllamaConfig
+    name: ClassVar[str] = PROVIDER
+    framer: ClassVar[type[NdjsonFramer]] = NdjsonFramer
+    stream_content_types: ClassVar[tuple[str, ...]] = ("application/x-ndjson",)
+
+    def encode(self, request: ChatRequest, *, stream: bool) -> WireRequest:
+        return WireRequest(
+            path="/api/chat",
+            headers=self.config.extra_headers,
+            body=encode_request(request, self.config, stream=stream),
+        )
+
+    def decode(self, body: JSONValue) -> ModelResponse:
+        return decode_response(body)
+
+    def stream_decoder(self) -> OllamaStreamDecoder:
+        return OllamaStreamDecoder()
+
+    def encode_list_models(self, cursor: str | None) -> WireRequest | None:
+        return WireRequest(method="GET", path="/api/tags", headers=self.config.extra_headers)
+
+    def decode_list_models(self, body: JSONValue) -> ModelPage:
+        return ModelPage(models=decode_models(body))

@@ -1,0 +1,143 @@
+"""Ollama embeddings: ``POST /api/embed``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+
+from ..._errors import InvalidResponse
+from ..._models import Usage
+from .._auth import bearer_auth
+from .._embedding import Embeddings
+from .._http import HttpTransport
+from ._convert import PROVIDER
+
+if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+
+    import httpx2
+
+    from ..._models import JSONValue
+    from ._config import OllamaEmbeddingConfig
+
+__all__ = ["OllamaEmbeddingProvider", "decode_embed", "encode_embed"]
+
+
+def encode_embed(texts: Sequence[str], config: OllamaEmbeddingConfig) -> dict[str, JSONValue]:
+    """The ``/api/embed`` body for one batch."""
+    body: dict[str, JSONValue] = {"model": config.model, "input": list(texts)}
+    if config.truncate is not None:
+        body["truncate"] = config.truncate
+    if config.dimensions is not None:
+        body["dimensions"] = config.dimensions
+    if config.keep_alive is not None:
+        body["keep_alive"] = config.keep_alive
+    return body
+
+
+def decode_embed(body: JSONValue, count: int) -> tuple[list[list[float]], Usage | None]:
+    """The vectors (input order: the API returns them so, with no index) and the prompt
+    tokens it counted.
+
+    Raises:
+        InvalidResponse: malformed, or not exactly ``count`` vectors.
+    """
+    items = body.get("embeddings") if isinstance(body, Mapping) else None
+    if not isinstance(items, list):
+        raise InvalidResponse("the embed response has no embeddings", provider=PROVIDER)
+    if len(items) != count:
+        raise InvalidResponse(f"asked for {count} embeddings, got {len(items)}", provider=PROVIDER)
+    vectors: list[list[float]] = []
+    for item in items:
+        if not isinstance(item, list) or not all(
+            isinstance(x, int | float) and not isinstance(x, bool) for x in item
+        ):
+            raise InvalidResponse("an embedding is not a list of numbers", provider=PROVIDER)
+        vectors.append([float(x) for x in item])
+    assert isinstance(body, Mapping)
+    tokens = body.get("prompt_eval_count")
+    usage = (
+        Usage(input_tokens=tokens)
+        if isinstance(tokens, int) and not isinstance(tokens, bool)
+        else None
+    )
+    return vectors, usage
+
+
+@attrs.define(init=False)
+class OllamaEmbeddingProvider:
+    """Text embeddings from an Ollama server (``nomic-embed-text``, ``all-minilm``, ...).
+
+    Args:
+        config: server, model, dimensions and batch size.
+        client: a caller-owned ``httpx2.AsyncClient`` (kova never closes it).
+        transport: an ``httpx2`` transport for the client kova creates (tests).
+
+    Satisfies :class:`~kova.providers.EmbeddingProvider`. Use inside
+    ``async with provider.open():``.
+    """
+
+    config: OllamaEmbeddingConfig
+    _http: HttpTransport
+
+    def __init__(
+        self,
+        config: OllamaEmbeddingConfig,
+        *,
+        client: httpx2.AsyncClient | None = None,
+        transport: httpx2.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.config = config
+        self._http = HttpTransport(
+            provider=PROVIDER,
+            base_url=config.base_url,
+            timeout=config.timeout,
+            connect_timeout=config.connect_timeout,
+            client=client,
+            transport=transport,
+            auth=bearer_auth(config.api_key) if config.api_key is not None else None,
+        )
+
+    @property
+    def name(self) -> str:
+        """``"ollama"``."""
+        return PROVIDER
+
+    @property
+    def dimensions(self) -> int | None:
+        """The configured vector size (``None``: the model's native size)."""
+        return self.config.dimensions
+
+    def open(self) -> AbstractAsyncContextManager[None]:
+        """Hold the HTTP connection pool for the block (reference-counted)."""
+        return self._http.open()
+
+    async def embed(self, texts: Sequence[str]) -> Embeddings:
+        """One vector per text, in input order, with the prompt tokens the server counted
+        (``usage.input_tokens``, summed over batches).
+
+        Raises:
+            TypeError: ``texts`` is a single string.
+            ProviderError: an error status or a malformed answer.
+            KovaConnectionError, KovaTimeoutError: the transport failed.
+        """
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of strings, not one string")
+        vectors: list[list[float]] = []
+        usage: Usage | None = None
+        size = self.config.batch_size
+        for start in range(0, len(texts), size):
+            batch = list(texts[start : start + size])
+            data = await self._http.request_json(
+                "POST",
+                "/api/embed",
+                json_body=encode_embed(batch, self.config),
+                headers=self.config.extra_headers or None,
+            )
+            batch_vectors, batch_usage = decode_embed(data, len(batch))
+            vectors.extend(batch_vectors)
+            if batch_usage is not None:
+                usage = batch_usage if usage is None else usage + batch_usage
+        return Embeddings(vectors, usage=usage)

@@ -1,0 +1,141 @@
+"""Ollama's NDJSON ``/api/chat`` stream → kova stream events. Pure: fed lines, returns events.
+
+Each line is a whole JSON object with *delta* ``message.thinking`` / ``message.content`` and,
+on its own line, whole tool calls (name and arguments object):
+
+* ``thinking`` → :class:`~kova.ThinkingDelta`; ``content`` → :class:`~kova.TextDelta`;
+* each ``tool_calls`` item → :class:`~kova.ToolUseStart` (kova's stable id, as Ollama sends
+  none), one :class:`~kova.ToolUseDelta` with the arguments, :class:`~kova.ToolUseEnd`;
+* the ``done: true`` line → :class:`~kova.StopEvent` (``stop`` after calls is a tool use)
+  and :class:`~kova.UsageEvent` (``prompt_eval_count``, ``eval_count``);
+* an ``{"error": "..."}`` line (the status stays 200) sets
+  :attr:`OllamaStreamDecoder.error` to the classified error.
+
+A body that ends without a ``done: true`` line sets :class:`~kova.StreamError` in
+:meth:`~OllamaStreamDecoder.finish`; a line that is not JSON or has the wrong shape sets
+:class:`~kova.InvalidResponse`. Decoding stops at the first error.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from ..._errors import InvalidResponse, KovaError, StreamError
+from ..._models import (
+    StopEvent,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolUseDelta,
+    ToolUseEnd,
+    ToolUseStart,
+    UsageEvent,
+)
+from .._classify import provider_error
+from ._convert import PROVIDER, decode_usage, done_reason_to_stop, error_of, tool_use_of
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["OllamaStreamDecoder"]
+
+
+class OllamaStreamDecoder:
+    """Decodes one Ollama chat stream. One decoder per stream; not task-safe."""
+
+    __slots__ = ("_calls", "_done", "error")
+
+    def __init__(self) -> None:
+        self.error: KovaError | None = None
+        self._calls = 0
+        self._done = False
+
+    def feed(self, frames: Sequence[str]) -> list[StreamEvent]:
+        """Decode the lines of one network read."""
+        out: list[StreamEvent] = []
+        if self.error is not None or self._done:
+            return out
+        loads = json.loads
+        for line in frames:
+            try:
+                chunk = loads(line)
+            except ValueError:
+                self.error = InvalidResponse(
+                    f"the stream sent a line that is not JSON: {line[:200]!r}", provider=PROVIDER
+                )
+                break
+            if type(chunk) is not dict:
+                self.error = _bad_shape("a stream line", chunk)
+                break
+            if "error" in chunk:
+                reported = error_of(chunk) or "unknown error"
+                self.error = provider_error(reported, provider=PROVIDER, mid_stream=True)
+                break
+            message = chunk.get("message")
+            if message:
+                if type(message) is not dict:
+                    self.error = _bad_shape("message", message)
+                    break
+                thinking = message.get("thinking")
+                if thinking:
+                    if type(thinking) is not str:
+                        self.error = _bad_shape("message.thinking", thinking)
+                        break
+                    out.append(ThinkingDelta(text=thinking))
+                content = message.get("content")
+                if content:
+                    if type(content) is not str:
+                        self.error = _bad_shape("message.content", content)
+                        break
+                    out.append(TextDelta(text=content))
+                calls = message.get("tool_calls")
+                if calls:
+                    if type(calls) is not list:
+                        self.error = _bad_shape("message.tool_calls", calls)
+                        break
+                    try:
+                        self._tool_calls(calls, out)
+                    except InvalidResponse as exc:
+                        self.error = exc
+                        break
+            if chunk.get("done") is True:
+                self._done = True
+                reason = chunk.get("done_reason")
+                stop = done_reason_to_stop(
+                    reason if type(reason) is str else None, has_tool_calls=self._calls > 0
+                )
+                out.append(StopEvent(stop_reason=stop))
+                out.append(UsageEvent(usage=decode_usage(chunk)))
+                break
+        return out
+
+    def _tool_calls(self, calls: list[object], out: list[StreamEvent]) -> None:
+        for call in calls:
+            index = self._calls
+            use = tool_use_of(call, index)
+            self._calls += 1
+            out.append(ToolUseStart(index=index, id=use.id, name=use.name))
+            out.append(
+                ToolUseDelta(
+                    index=index,
+                    partial_json=json.dumps(use.input, separators=(",", ":"), ensure_ascii=False),
+                )
+            )
+            out.append(ToolUseEnd(index=index))
+
+    def finish(self) -> list[StreamEvent]:
+        """The body ended. Sets :attr:`error` when no ``done: true`` line came."""
+        if self.error is None and not self._done:
+            self.error = StreamError(
+                "the stream ended before its done line: the answer is incomplete",
+                error_type="incomplete_stream",
+            )
+        return []
+
+
+def _bad_shape(what: str, value: object) -> InvalidResponse:
+    return InvalidResponse(
+        f"the stream sent {what} of an unexpected type ({type(value).__name__})",
+        provider=PROVIDER,
+    )

@@ -1,0 +1,302 @@
+"""A fake Ollama server on loopback, driven by a :class:`~kova.testing.Script`.
+
+It speaks Ollama's native API over real HTTP/1.1 (kova.testing's h11-over-trio server), so any
+Ollama client can talk to it: kova's :class:`~kova.providers.ollama.OllamaProvider`, the
+official ``ollama`` package, or your own::
+
+    async with open_ollama_server(Script([reply_text("Hello!")])) as server:
+        provider = OllamaProvider(OllamaConfig(model="llama3.2", base_url=server.base_url))
+        ...
+
+Routes:
+
+* ``POST /api/chat``: the next scripted reply. Streaming is Ollama's default (``"stream"``
+  absent or true): NDJSON lines (``application/x-ndjson``), thinking pieces, then content
+  pieces, each tool call whole on its own line, then the ``done: true`` line with
+  ``done_reason`` and the counts. ``"stream": false`` gets one JSON object. A
+  :class:`~kova.testing.StreamReply` with ``cut_after`` drops the connection after that many
+  events (no done line); an ``ErrorEvent`` becomes an ``{"error": "..."}`` line with the
+  status still 200. An :class:`~kova.testing.ErrorReply` answers with its status and
+  ``{"error": "<message>"}``.
+* ``GET /api/tags``: :attr:`FakeOllamaServer.models`; ``GET /api/version``.
+* ``POST /api/embed``: deterministic unit vectors (a function of the text and the
+  ``dimensions``), in input order, with ``prompt_eval_count``.
+
+Every request is recorded in :attr:`FakeOllamaServer.requests`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from functools import partial
+from typing import TYPE_CHECKING, assert_never
+
+import attrs
+import trio
+
+from .._models import (
+    ChatRequest,
+    ErrorEvent,
+    ModelResponse,
+    SignedThinking,
+    StopEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolUse,
+    ToolUseDelta,
+    ToolUseEnd,
+    ToolUseStart,
+    UsageEvent,
+)
+from ._http_server import FakeResponse, FakeStream, RecordedRequest, serve_http
+from ._script import (
+    ErrorReply,
+    Script,
+    ScriptExhaustedError,
+    ScriptLike,
+    ScriptRequest,
+    StreamReply,
+    as_script,
+    stream_events,
+)
+from .wire.ollama import CREATED_AT, decode_request, done_json, message_json, response_json
+
+if TYPE_CHECKING:
+    from .._models import JSONValue, StopReason, StreamEvent, Usage
+
+__all__ = ["FakeOllamaServer", "open_ollama_server"]
+
+
+def _vector(text: str, dimensions: int) -> list[float]:
+    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+    generator = random.Random(seed)
+    values = [generator.gauss(0.0, 1.0) for _ in range(dimensions)]
+    norm = math.sqrt(sum(v * v for v in values)) or 1.0
+    return [v / norm for v in values]
+
+
+@attrs.define
+class FakeOllamaServer:
+    """A scripted Ollama server. :meth:`serve` it in a nursery (or use
+    :func:`open_ollama_server`) and point an Ollama client at :attr:`base_url`.
+
+    Args:
+        script: the replies to ``/api/chat`` requests, in order.
+        models: names listed by ``GET /api/tags``.
+        embedding_dimensions: vector size when a request sets no ``dimensions``.
+    """
+
+    script: Script = attrs.field(converter=as_script)
+    models: Sequence[str] = ("llama3.2:latest", "nomic-embed-text:latest")
+    embedding_dimensions: int = 8
+    requests: list[RecordedRequest] = attrs.field(factory=list, init=False)
+    """Every request received, in arrival order."""
+    base_url: str = attrs.field(default="", init=False)
+    """``http://127.0.0.1:<port>`` once serving."""
+
+    def chat_requests(self) -> list[RecordedRequest]:
+        """The ``/api/chat`` requests received, in order."""
+        return [r for r in self.requests if r.path == "/api/chat"]
+
+    async def serve(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Serve until cancelled; ``await nursery.start(server.serve)`` returns the base URL."""
+        async with trio.open_nursery() as nursery:
+            url: str = await nursery.start(partial(serve_http, self._handle, host=host, port=port))
+            self.base_url = url
+            task_status.started(url)
+
+    async def _handle(self, request: RecordedRequest) -> FakeResponse | FakeStream:
+        self.requests.append(request)
+        route = (request.method, request.path.rstrip("/"))
+        if route == ("POST", "/api/chat"):
+            return await self._chat(request)
+        if route == ("GET", "/api/tags"):
+            models: list[JSONValue] = [
+                {
+                    "name": name,
+                    "model": name,
+                    "modified_at": CREATED_AT,
+                    "size": 1000,
+                    "digest": hashlib.sha256(name.encode()).hexdigest(),
+                    "details": {"format": "gguf", "family": "llama"},
+                }
+                for name in self.models
+            ]
+            return _json(200, {"models": models})
+        if route == ("GET", "/api/version"):
+            return _json(200, {"version": "0.12.3"})
+        if route == ("POST", "/api/embed"):
+            return self._embed(request)
+        return _json(404, {"error": f"no route for {request.method} {request.path}"})
+
+    async def _chat(self, request: RecordedRequest) -> FakeResponse | FakeStream:
+        try:
+            decoded = decode_request(request.json())
+        except ValueError as exc:
+            return _json(400, {"error": str(exc)})
+        try:
+            reply = await self.script.next_reply(
+                ScriptRequest(
+                    request=ChatRequest(
+                        messages=decoded.messages, tools=decoded.tools, config=decoded.config
+                    ),
+                    stream=decoded.stream,
+                )
+            )
+        except ScriptExhaustedError as exc:
+            return _json(500, {"error": str(exc)})
+        if isinstance(reply, ErrorReply):
+            return _json(reply.status_code, {"error": reply.message})
+        if not decoded.stream:
+            response = reply.response if isinstance(reply, StreamReply) else reply
+            return _json(200, response_json(response, decoded.model))
+        return _ndjson_stream(reply, decoded.model)
+
+    def _embed(self, request: RecordedRequest) -> FakeResponse:
+        try:
+            body = request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, Mapping) or not isinstance(body.get("model"), str):
+            return _json(400, {"error": "model is required"})
+        raw = body.get("input")
+        inputs = [raw] if isinstance(raw, str) else raw
+        if not isinstance(inputs, Sequence) or not inputs:
+            return _json(400, {"error": "input is required"})
+        size = body.get("dimensions")
+        dimensions = size if isinstance(size, int) else self.embedding_dimensions
+        texts = [str(item) for item in inputs]
+        return _json(
+            200,
+            {
+                "model": body["model"],
+                "embeddings": [_vector(text, dimensions) for text in texts],
+                "total_duration": 1_000_000,
+                "load_duration": 100_000,
+                "prompt_eval_count": sum(max(1, len(text) // 4) for text in texts),
+            },
+        )
+
+
+def _json(status: int, body: JSONValue) -> FakeResponse:
+    payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    return FakeResponse(
+        status=status, headers={"content-type": "application/json; charset=utf-8"}, body=payload
+    )
+
+
+def _line(body: JSONValue) -> bytes:
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+class _LineEncoder:
+    """kova stream events → Ollama NDJSON lines (tool calls whole, one per line)."""
+
+    def __init__(self, model: str) -> None:
+        self._model = model
+        self._calls: dict[int, tuple[ToolUseStart, list[str]]] = {}
+        self._stop: StopReason | None = None
+        self._usage: Usage | None = None
+
+    def _message(self, message: dict[str, JSONValue]) -> bytes:
+        return _line(
+            {"model": self._model, "created_at": CREATED_AT, "message": message, "done": False}
+        )
+
+    def encode(self, event: StreamEvent) -> bytes:
+        match event:
+            case TextDelta(text=text):
+                return self._message(message_json(text))
+            case ThinkingDelta(text=text):
+                return self._message(message_json(thinking=text))
+            case ToolUseStart(index=index):
+                self._calls[index] = (event, [])
+                return b""
+            case ToolUseDelta(index=index, partial_json=piece):
+                if index in self._calls:
+                    self._calls[index][1].append(piece)
+                return b""
+            case ToolUseEnd(index=index):
+                start, pieces = self._calls.pop(index)
+                call = ToolUse(
+                    id=start.id, name=start.name, input=json.loads("".join(pieces) or "{}")
+                )
+                return self._message(message_json(calls=[call]))
+            case StopEvent(stop_reason=stop_reason):
+                self._stop = stop_reason
+                return b""
+            case UsageEvent(usage=usage):
+                self._usage = usage
+                return b""
+            case ErrorEvent(message=message):
+                return _line({"error": message})
+            case SignedThinking():
+                return b""
+            case _:
+                assert_never(event)
+
+    def last(self) -> bytes:
+        if self._stop is None:
+            return b""
+        return _line(done_json(self._model, self._stop, self._usage, message_json()))
+
+
+def _ndjson_stream(reply: ModelResponse | StreamReply, model: str) -> FakeStream:
+    events = stream_events(reply)
+    cut_after = reply.cut_after if isinstance(reply, StreamReply) else None
+    encoder = _LineEncoder(model)
+    chunks: list[bytes] = []
+    cut = False
+    ended_by_error = False
+    for number, event in enumerate(events):
+        if cut_after is not None and number >= cut_after:
+            cut = True
+            break
+        data = encoder.encode(event)
+        if data:
+            chunks.append(data)
+        if isinstance(event, ErrorEvent):
+            ended_by_error = True
+            break
+    if cut_after is not None and cut_after >= len(events) and not ended_by_error:
+        cut = True
+    if not cut and not ended_by_error:
+        last = encoder.last()
+        if last:
+            chunks.append(last)
+    return FakeStream(
+        status=200, headers={"content-type": "application/x-ndjson"}, chunks=chunks, cut=cut
+    )
+
+
+@asynccontextmanager
+async def open_ollama_server(
+    script: ScriptLike,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    models: Sequence[str] = ("llama3.2:latest", "nomic-embed-text:latest"),
+    embedding_dimensions: int = 8,
+) -> AsyncIterator[FakeOllamaServer]:
+    """A :class:`FakeOllamaServer` serving for the duration of the block (arguments as its
+    own); cancelled when the block leaves."""
+    server = FakeOllamaServer(
+        script=script, models=models, embedding_dimensions=embedding_dimensions
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(partial(server.serve, host=host, port=port))
+        try:
+            yield server
+        finally:
+            nursery.cancel_scope.cancel(reason="fake Ollama server closing")
