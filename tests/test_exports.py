@@ -15,6 +15,8 @@ PACKAGES = [
     "kova.mcp",
     "kova.providers",
     "kova.providers.anthropic",
+    "kova.providers.gemini",
+    "kova.providers.ollama",
     "kova.providers.openai",
     "kova.telemetry",
     "kova.testing",

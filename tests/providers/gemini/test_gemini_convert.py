@@ -21,7 +21,7 @@ from kova import (
     ToolUse,
     Usage,
 )
-from kova._errors import InvalidRequest, ModelNotFound, ProviderOverloaded
+from kova.errors import InvalidRequest, ModelNotFound, ProviderOverloaded
 from kova.providers.gemini import GeminiCodec, GeminiConfig
 from kova.providers.gemini._convert import (
     SYNTHETIC_ID_KEY,

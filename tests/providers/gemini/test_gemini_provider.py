@@ -27,7 +27,7 @@ from kova import (
     ToolUseStart,
     Usage,
 )
-from kova._errors import ProviderOverloaded
+from kova.errors import ProviderOverloaded
 from kova.agent import AgentBuilder
 from kova.providers import EmbeddingProvider, Provider
 from kova.providers.gemini import (

@@ -33,7 +33,7 @@ from kova import (
     Usage,
     UsageEvent,
 )
-from kova._errors import InvalidRequest, ProviderError
+from kova.errors import InvalidRequest, ProviderError
 from kova.providers import NdjsonFramer
 from kova.providers.ollama import OllamaCodec, OllamaConfig, OllamaStreamDecoder, OllamaThink
 from kova.providers.ollama._config import parse_host

@@ -21,7 +21,7 @@ from kova import (
     Usage,
     UsageEvent,
 )
-from kova._errors import ModelNotFound, ProviderError, ProviderOverloaded, RateLimited
+from kova.errors import ModelNotFound, ProviderError, ProviderOverloaded, RateLimited
 from kova.agent import AgentBuilder
 from kova.providers import EmbeddingProvider, Provider
 from kova.providers.ollama import (
