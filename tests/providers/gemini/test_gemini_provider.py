@@ -27,8 +27,8 @@ from kova import (
     ToolUseStart,
     Usage,
 )
-from kova.errors import ProviderOverloaded
 from kova.agent import AgentBuilder
+from kova.errors import ProviderOverloaded
 from kova.providers import EmbeddingProvider, Provider
 from kova.providers.gemini import (
     GeminiConfig,

@@ -21,8 +21,8 @@ from kova import (
     Usage,
     UsageEvent,
 )
-from kova.errors import ModelNotFound, ProviderError, ProviderOverloaded, RateLimited
 from kova.agent import AgentBuilder
+from kova.errors import ModelNotFound, ProviderError, ProviderOverloaded, RateLimited
 from kova.providers import EmbeddingProvider, Provider
 from kova.providers.ollama import (
     OllamaConfig,
