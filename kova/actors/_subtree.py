@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._errors import ActorError
-from ._actor import Actor
+from ._actor import Actor, ActorRef
+from ._messages import Call, UnknownMessage
 from ._supervisor import (
     DEFAULT_SHUTDOWN_GRACE,
     Backoff,
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
     from contextlib import AbstractAsyncContextManager
 
+
 __all__ = [
     "GetChild",
     "ListChildren",
@@ -45,14 +47,14 @@ __all__ = [
 
 
 @attrs.frozen(kw_only=True)
-class GetChild:
+class GetChild(Call[ActorRef]):
     """Call: the :class:`~kova.actors.ActorRef` of the subtree's child ``name``."""
 
     name: str
 
 
 @attrs.frozen(kw_only=True)
-class SpawnChild:
+class SpawnChild(Call[ActorRef]):
     """Call: start another child in the subtree; replies with its ref. Children spawned this
     way are not part of the subtree's spec, so a restart of the subtree drops them."""
 
@@ -60,14 +62,14 @@ class SpawnChild:
 
 
 @attrs.frozen(kw_only=True)
-class StopChild:
+class StopChild(Call[None]):
     """Call: stop the subtree's child ``name`` in an orderly way."""
 
     name: str
 
 
 @attrs.frozen(kw_only=True)
-class ListChildren:
+class ListChildren(Call["tuple[str, ...]"]):
     """Call: the names of the subtree's children, in start order."""
 
 
@@ -126,7 +128,7 @@ class SupervisorActor(Actor):
             case ListChildren():
                 return supervisor.children
             case _:
-                raise ActorError(f"subtree {self.name!r} cannot handle {type(message).__name__}")
+                raise UnknownMessage(self.name, message)
 
 
 def supervisor_spec(

@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias, runtime_ch
 import attrs
 import trio
 
-from .._errors import ActorError, ToolError
+from .._errors import ToolError
 from .._log import get_logger
-from .._models import ToolResult, ToolUse
-from ..actors import Actor
+from .._models import ToolDefinition, ToolResult, ToolUse
+from ..actors import Actor, Call, UnknownMessage
 from ..telemetry import ToolOutcome
 from ..tools import FunctionTool
 from ._input import block_problem
@@ -84,7 +84,7 @@ ApprovalFunction = Callable[[ToolUse], "ApprovalResult | Awaitable[ApprovalResul
 
 
 @attrs.frozen(kw_only=True)
-class RunToolCalls:
+class RunToolCalls(Call[tuple[ToolResult, ...]]):
     """Run these calls; reply with their results in call order."""
 
     calls: tuple[ToolUse, ...]
@@ -98,7 +98,7 @@ class RunToolCalls:
 
 
 @attrs.frozen(kw_only=True)
-class GetDefinitions:
+class GetDefinitions(Call[list[ToolDefinition]]):
     """Reply with the tool definitions to send to the model."""
 
 
@@ -125,7 +125,7 @@ class ToolPoolActor(Actor):
             case GetDefinitions():
                 return self.registry.definitions()
             case _:
-                raise ActorError(f"ToolPoolActor cannot handle {type(message).__name__}")
+                raise UnknownMessage(self.name, message)
 
     async def handle_stream(self, message: Any, send: trio.MemorySendChannel[Any]) -> None:
         match message:
@@ -133,7 +133,7 @@ class ToolPoolActor(Actor):
                 results = await self._run_all(calls, send.send)
                 await send.send(results)
             case _:
-                raise ActorError(f"ToolPoolActor cannot stream {type(message).__name__}")
+                raise UnknownMessage(self.name, message, kind="stream")
 
     async def _run_all(
         self,

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
 from .._errors import MailboxClosed
-from ..actors import Actor
+from ..actors import Actor, Call, UnknownMessage
 from ._metrics import DEFAULT_BOUNDS_MS, Metrics, MetricsSnapshot, ToolOutcome
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ class ToolInvocationRecorded:
 
 
 @attrs.frozen(kw_only=True)
-class GetSnapshot:
+class GetSnapshot(Call["MetricsSnapshot"]):
     """Ask for a :class:`MetricsSnapshot` (call)."""
 
 
@@ -96,7 +96,7 @@ class MetricsActor(Actor):
     ) -> None:
         self._metrics = Metrics(latency_bounds=latency_bounds, duration_bounds=duration_bounds)
 
-    async def handle_cast(self, message: MetricsEvent) -> None:
+    async def handle_cast(self, message: object) -> None:
         match message:
             case LlmRequestRecorded(latency_ms=latency_ms, usage=usage):
                 self._metrics.record_llm_request(latency_ms, usage)
@@ -105,14 +105,14 @@ class MetricsActor(Actor):
             case ToolInvocationRecorded(duration_ms=duration_ms, outcome=outcome):
                 self._metrics.record_tool_invocation(duration_ms, outcome)
             case _:
-                assert_never(message)
+                raise UnknownMessage(self.name, message, kind="cast")
 
-    async def handle_call(self, message: GetSnapshot) -> MetricsSnapshot:
+    async def handle_call(self, message: object) -> MetricsSnapshot:
         match message:
             case GetSnapshot():
                 return self._metrics.snapshot()
             case _:
-                assert_never(message)
+                raise UnknownMessage(self.name, message)
 
 
 class MetricsCollector:

@@ -19,6 +19,7 @@ from kova import (
     RateLimited,
     StreamError,
     StreamEvent,
+    TextDelta,
     ToolDefinition,
 )
 from kova.actors import Backoff, UnknownMessage, open_runtime
@@ -429,3 +430,37 @@ async def test_an_unknown_message_fails_the_request_and_never_the_actor() -> Non
             await ref.ref.call("hello")
         answer = await ref.chat_completion(ChatRequest.of("hi"))
     assert answer.text == "still here"
+
+
+async def test_an_overload_event_before_any_content_is_retried_like_http_529(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """One HTTP call answered 200 with an ``overloaded_error`` event first thing: the actor
+    retries it exactly as it would retry HTTP 529, and the consumer sees only the answer."""
+    from kova import ErrorEvent
+    from kova.providers.anthropic import AnthropicConfig, AnthropicProvider
+    from kova.testing import open_anthropic_server
+
+    overloaded = StreamReply(
+        response=reply_text("unused"),
+        events=(ErrorEvent(message="Overloaded", error_type="overloaded_error"),),
+    )
+    async with open_anthropic_server(
+        [overloaded, reply_text("Hello after the overload")]
+    ) as server:
+        provider = AnthropicProvider(
+            AnthropicConfig(model="claude-test", api_key="sk-test", base_url=server.base_url)
+        )
+        async with open_runtime() as runtime:
+            ref = await spawn_provider(runtime, provider)
+            retry = RetryConfig(max_retries=2, initial_backoff=1.5)
+            received = []
+            async with ref.with_retry(retry).chat_completion_stream(
+                ChatRequest.of("hi")
+            ) as batches:
+                async for batch in batches:
+                    received.extend(batch)
+            assert trio.current_time() == 1.5  # one backoff, as for a 529
+    text = "".join(event.text for event in received if isinstance(event, TextDelta))
+    assert text == "Hello after the overload"
+    assert len(server.requests) == 2
