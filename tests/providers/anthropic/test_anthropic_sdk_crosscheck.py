@@ -368,3 +368,30 @@ async def test_sdk_reads_the_fake_stream_as_kova_does() -> None:
     assert sdk_text == [e.text for e in events if isinstance(e, m.TextDelta)]
     assert sdk_thinking == [e.text for e in events if isinstance(e, m.ThinkingDelta)]
     assert "".join(sdk_thinking) == THINKING.text
+
+
+async def test_thinking_off_is_omitted_as_the_sdk_omits_it() -> None:
+    """With thinking off the SDK sends no ``thinking`` field (messages and count_tokens), and
+    neither does kova (it used to send ``{"type": "disabled"}``)."""
+    script = Script(
+        [m.ModelResponse(content=(m.Text(text="ok"),), stop_reason=m.StopReason.END_TURN)] * 2
+    )
+    history = [m.Message.user("Hi")]
+    # kova always sends content as blocks; so does an SDK user who passes blocks.
+    sdk_messages: list[Any] = [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]
+    async with open_anthropic_server(script, api_key=KEY) as server:
+        provider = kova_provider(server, adaptive_thinking=False, cache=False)
+        async with provider.open():
+            await provider.chat_completion(ChatRequest(messages=history))
+            await provider.count_tokens(ChatRequest(messages=history))
+        async with sdk_client(server) as client:
+            await client.messages.create(
+                model=MODEL,
+                max_tokens=provider.config.max_tokens,
+                messages=sdk_messages,
+            )
+            await client.messages.count_tokens(model=MODEL, messages=sdk_messages)
+    kova_create, kova_count, sdk_create, sdk_count = server.requests
+    assert "thinking" not in sdk_create.json()
+    assert kova_create.json() == sdk_create.json()
+    assert kova_count.json() == sdk_count.json()

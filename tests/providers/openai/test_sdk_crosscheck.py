@@ -350,3 +350,84 @@ async def test_embeddings_match_the_official_sdk_which_asks_for_base64() -> None
     assert len(sdk_vectors) == 2
     for ours, theirs in zip(kova_vectors, sdk_vectors, strict=True):
         assert ours == pytest.approx(theirs, abs=1e-6)  # base64 carries float32
+
+
+async def test_text_parts_tool_result_parts_and_arguments_go_as_the_sdk_sends_them() -> None:
+    """Pins three things the SDK does: several text blocks stay separate content parts, a
+    tool result with several text parts is a parts array, and an assistant tool call's
+    ``arguments`` are echoed byte for byte as the model sent them."""
+    raw_arguments = '{"path": "caf\\u00e9.py"}'  # the model's own spacing and escape
+    answer = {
+        "id": "c",
+        "object": "chat.completion",
+        "model": "gpt-4.1",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "read", "arguments": raw_arguments},
+                        }
+                    ],
+                },
+            }
+        ],
+    }
+    from kova.providers.openai._convert import decode_response
+
+    call = decode_response(answer).content[0]
+    history = [
+        Message.user([Text(text="Here is the file:"), Text(text="print(1)")]),
+        Message.assistant([call]),
+        Message.tool_results(
+            [ToolResult(tool_use_id="call_1", content=(Text(text="a"), Text(text="b")))]
+        ),
+    ]
+    sdk_messages: list[Any] = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Here is the file:"},
+                {"type": "text", "text": "print(1)"},
+            ],
+        },
+        answer["choices"][0]["message"],  # type: ignore[index]  # what SDK users append
+        {
+            "role": "tool",
+            "tool_call_id": "call_1",
+            "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+        },
+    ]
+    async with open_openai_server(Script([reply_text("ok"), reply_text("ok")])) as server:
+        provider = provider_for(server)
+        async with provider.open():
+            await provider.chat_completion(
+                ChatRequest(messages=history, config=InferenceConfig(model="gpt-4.1"))
+            )
+        async with sdk_client(server) as client:
+            await client.chat.completions.create(model="gpt-4.1", messages=sdk_messages)
+    kova_body, sdk_body = (request.json() for request in server.requests)
+    assert kova_body["messages"] == sdk_body["messages"]
+    arguments = kova_body["messages"][1]["tool_calls"][0]["function"]["arguments"]
+    assert arguments == raw_arguments
+
+
+async def test_embeddings_report_usage_as_the_sdk_reads_it() -> None:
+    async with open_openai_server(Script([])) as server:
+        provider = OpenAiEmbeddingProvider(
+            OpenAiEmbeddingConfig(base_url=server.base_url, api_key="sk-test")
+        )
+        async with provider.open():
+            vectors = await provider.embed(["one", "two", "three"])
+        async with sdk_client(server) as client:
+            result = await client.embeddings.create(
+                model="text-embedding-3-small", input=["one", "two", "three"]
+            )
+    assert vectors.usage is not None
+    assert vectors.usage.input_tokens == result.usage.prompt_tokens > 0
