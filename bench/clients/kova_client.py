@@ -1,9 +1,11 @@
-"""kova under trio: the provider API for calls and streams, the agent for agent turns.
+"""kova under trio: the provider API, the provider actor, and the agent users call.
 
 ``Kova`` uses the provider directly (``provider.open()``, ``chat_completion``,
 ``chat_completion_stream``). ``KovaActor`` sends the same requests through a provider actor
-(``spawn_provider`` + ``ProviderRef``), the path an agent takes, so the two rows side by side
-show the actor hop in a real stream. Agent turns (``turn``) run ``Agent.run`` with one tool.
+(``spawn_provider`` + ``ProviderRef``), so the two rows side by side show the actor hop in a
+real stream. ``KovaAgent`` is what users call: ``Agent.run`` for calls, ``Agent.stream`` for
+streams (counting the ``TextDelta`` events it yields), and ``Agent.run`` with one tool for
+agent turns, on an agent with its own runtime.
 """
 
 from __future__ import annotations
@@ -104,6 +106,33 @@ class Kova:
             self._agent = await self._stack.enter_async_context(agent)
         response = await self._agent.run(self.messages, config=self._config(model))
         return response.text
+
+
+class KovaAgent(Kova):
+    """The agent path: ``Agent.run`` and ``Agent.stream`` on an agent without tools (calls,
+    streams) and with one tool (turns)."""
+
+    async def __aenter__(self) -> KovaAgent:
+        from kova.agent import AgentBuilder
+
+        self._stack = AsyncExitStack()
+        await self._stack.__aenter__()
+        plain = AgentBuilder().provider(self.provider).build()
+        self._plain = await self._stack.enter_async_context(plain)
+        return self
+
+    async def call(self, model: str) -> str:
+        response = await self._plain.run(self.messages, config=self._config(model))
+        return response.text
+
+    async def stream(self, model: str) -> tuple[int, int]:
+        deltas = chars = 0
+        async with self._plain.stream(self.messages, config=self._config(model)) as events:
+            async for event in events:
+                if type(event) is TextDelta:
+                    deltas += 1
+                    chars += len(event.text)
+        return deltas, chars
 
 
 class KovaActor(Kova):

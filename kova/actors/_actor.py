@@ -42,6 +42,10 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
 
+_BURST = 256
+"""Queued messages an actor takes in a row before it yields to the scheduler."""
+
+
 @attrs.define(eq=False)
 class _RunState:
     """What one incarnation of an actor knows about itself while it runs."""
@@ -200,14 +204,32 @@ class Actor:
         nursery = state.nursery
         assert nursery is not None
         concurrent = self.concurrent
+        burst = 0
         while not state.stopping:
-            state.receiving = True
-            try:
-                request = await receive.receive()
-            except (trio.EndOfChannel, trio.ClosedResourceError):
-                return
-            finally:
-                state.receiving = False
+            # Take what is already queued without a checkpoint (trio's receive() yields to
+            # the scheduler even when a message is waiting): a burst of requests is admitted
+            # in one scheduler pass instead of one per pass. With 1,000 streams starting at
+            # once, one admission per pass let only about 32 run at a time, since each pass
+            # also serves every running stream. A real checkpoint every _BURST messages
+            # keeps the actor fair to the rest of the program.
+            request = None
+            if burst < _BURST:
+                try:
+                    request = receive.receive_nowait()
+                    burst += 1
+                except trio.WouldBlock:
+                    pass
+                except (trio.EndOfChannel, trio.ClosedResourceError):
+                    return
+            if request is None:
+                burst = 0
+                state.receiving = True
+                try:
+                    request = await receive.receive()
+                except (trio.EndOfChannel, trio.ClosedResourceError):
+                    return
+                finally:
+                    state.receiving = False
             if not request.start():
                 continue  # the caller gave up before we got to it
             if request.kind is RequestKind.CAST:

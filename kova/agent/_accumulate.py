@@ -106,6 +106,12 @@ class ResponseAccumulator:
     def feed(self, events: Iterable[StreamEvent]) -> None:
         items = self._items
         for event in events:
+            if type(event) is TextDelta:  # most events of a stream: skip the match
+                if items and type(items[-1]) is list:
+                    items[-1].append(event.text)
+                else:
+                    items.append([event.text])
+                continue
             match event:
                 case TextDelta(text=text):
                     if items and isinstance(items[-1], list):

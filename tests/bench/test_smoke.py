@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 
@@ -35,11 +37,12 @@ def test_tiny_run_produces_every_scenario(tmp_path: Path) -> None:
             str(BENCH / "run.py"),
             "--tiny",
             "--clients",
-            "httpx2 (trio),kova (trio)",
+            "httpx2 (trio),kova (trio),kova agent (trio)",
             "--apis",
             "openai",
             "--json",
             str(out),
+            "--no-chart",
         ],
         capture_output=True,
         text=True,
@@ -49,12 +52,21 @@ def test_tiny_run_produces_every_scenario(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     scenarios = result["scenarios"]
-    for key in ("b/openai", "c/openai", "c_cpu/openai", "d/openai", "d_rss/openai", "e/openai"):
+    both = {"httpx2 (trio)", "kova (trio)", "kova agent (trio)"}
+    for key in ("b/openai", "c/openai", "c_cpu/openai", "d/openai", "d_rss/openai"):
         clients = {row["client"]: row["values"] for row in scenarios[key]}
-        assert set(clients) == {"httpx2 (trio)", "kova (trio)"}, key
+        assert set(clients) == both, key
         assert all(v > 0 for values in clients.values() for v in values), key
+    turns = {row["client"]: row["values"] for row in scenarios["e/openai"]}
+    assert set(turns) == {"httpx2 (trio)", "kova agent (trio)"}
     imports = {row["client"] for row in scenarios["a"]}
-    assert {"httpx2 (trio)", "kova (trio)"} <= imports
+    assert both <= imports
+    # the agent-path targets sit beside the provider-path ones, from the same run
+    targets = {row["target"] for row in result["targets"]}
+    assert "agent: `Agent.stream` events/s (c), openai" in targets
+    assert "provider: streaming events/s (c), openai" in targets
+    connections = [r for r in result["targets"] if r["key"] == "d_conn/openai"]
+    assert connections[0]["ratio"] == 1.0  # every agent stream had its connection at once
     assert {row["client"] for row in scenarios["f"]["openai"]} == {
         "floor: split + json.loads",
         "kova codec",
@@ -64,6 +76,22 @@ def test_tiny_run_produces_every_scenario(tmp_path: Path) -> None:
     assert "| kova (trio) |" in proc.stdout
     assert "x floor | x kova" in proc.stdout
     assert out.with_suffix(".md").read_text() in proc.stdout + "\n"
+
+
+def test_chart_of_the_target_ratios(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")  # a bench-only dependency
+    run = _load_run_module()
+    rows = [
+        {"target": "agent: `Agent.stream` events/s (c), openai", "limit": ">= 0.9", "ratio": 0.95,
+         "met": True},
+        {"target": "agent: `Agent.run` calls/s (b), openai", "limit": ">= 0.85", "ratio": 0.7,
+         "met": False},
+        {"target": "actor hop per streamed event, openai", "limit": "< 5%", "ratio": 0.01,
+         "met": True},
+    ]
+    path = tmp_path / "ratios.png"
+    assert run.chart(rows, str(path))
+    assert path.read_bytes().startswith(b"\x89PNG")
 
 
 def test_missing_peer_is_skipped() -> None:
