@@ -205,7 +205,7 @@ class Actor:
         assert nursery is not None
         concurrent = self.concurrent
         burst = 0
-        while not state.stopping:
+        while not state.stopping and state.crash is None:
             # Take what is already queued without a checkpoint (trio's receive() yields to
             # the scheduler even when a message is waiting): a burst of requests is admitted
             # in one scheduler pass instead of one per pass. With 1,000 streams starting at
@@ -214,6 +214,9 @@ class Actor:
             # keeps the actor fair to the rest of the program.
             request = None
             if burst < _BURST:
+                # Without yielding: raises Cancelled only if the actor is being stopped or
+                # restarted, so that what is still queued stays queued for the next instance.
+                await trio.lowlevel.checkpoint_if_cancelled()
                 try:
                     request = receive.receive_nowait()
                     burst += 1
