@@ -84,6 +84,7 @@ __all__ = [
     "default_error_details",
     "map_errors",
     "translate_error",
+    "without_frames",
 ]
 
 HTTPX_ERRORS = (httpx2.TransportError, httpx2.DecodingError, httpx2.StreamError)
@@ -155,6 +156,14 @@ def _timeout_of(exc: httpx2.TimeoutException) -> float | None:
     return value if isinstance(value, int | float) else None
 
 
+def without_frames(exc: Exception) -> Exception:
+    """``exc`` without its traceback: the transport's frames (httpcore, h11) hold the request
+    headers, credentials included, as local variables, and a traceback rendered with locals
+    (rich, structlog's ``dict_tracebacks``, ``pytest -l``) would print them. The cause keeps
+    its type and message."""
+    return exc.with_traceback(None)
+
+
 def translate_error(exc: Exception, provider: str, *, mid_stream: bool = False) -> KovaError:
     """The kova error for an httpx2 exception (see :func:`map_errors`)."""
     if isinstance(exc, httpx2.TimeoutException):
@@ -188,7 +197,8 @@ def map_errors(provider: str, *, mid_stream: bool = False) -> Iterator[None]:
     try:
         yield
     except _HTTPX_ERRORS as exc:
-        raise translate_error(exc, provider, mid_stream=mid_stream) from exc
+        error = translate_error(exc, provider, mid_stream=mid_stream)
+        raise error from without_frames(exc)
 
 
 class _Chunks(AsyncIterator[bytes]):
@@ -210,7 +220,8 @@ class _Chunks(AsyncIterator[bytes]):
         try:
             return await self._iterator.__anext__()
         except _HTTPX_ERRORS as exc:
-            raise translate_error(exc, self._provider, mid_stream=True) from exc
+            error = translate_error(exc, self._provider, mid_stream=True)
+            raise error from without_frames(exc)
 
 
 class _TextChunks(AsyncIterator[str]):
@@ -236,7 +247,8 @@ class _TextChunks(AsyncIterator[str]):
                     return tail
                 break
             except _HTTPX_ERRORS as exc:
-                raise translate_error(exc, self._provider, mid_stream=True) from exc
+                error = translate_error(exc, self._provider, mid_stream=True)
+                raise error from without_frames(exc)
             text: str = self._decode(data)
             if text:
                 return text
@@ -276,7 +288,8 @@ class _Decoded(AsyncIterator[list[_T]]):
                     return items
                 break
             except _HTTPX_ERRORS as exc:
-                raise translate_error(exc, self._provider, mid_stream=True) from exc
+                error = translate_error(exc, self._provider, mid_stream=True)
+                raise error from without_frames(exc)
             items = self._feed(self._decode(data))
             if items:
                 return items

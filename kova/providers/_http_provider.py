@@ -38,7 +38,7 @@ from .._errors import InvalidResponse, KovaError, KovaTimeoutError, ProviderErro
 from .._models import ModelInfo, UsageEvent
 from ._classify import ERROR_TYPES, provider_error
 from ._codec import heuristic_tokens
-from ._http import DEFAULT_LIMITS, HTTPX_ERRORS, HttpTransport, translate_error
+from ._http import DEFAULT_LIMITS, HTTPX_ERRORS, HttpTransport, translate_error, without_frames
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Sequence
@@ -136,7 +136,9 @@ class EventStream(Generic[FrameT]):
                     return self._finish()
                 except HTTPX_ERRORS as exc:
                     self._ended = True
-                    raise translate_error(exc, self._provider, mid_stream=True) from exc
+                    raise translate_error(exc, self._provider, mid_stream=True) from without_frames(
+                        exc
+                    )
                 try:
                     frames = self._framer.feed(data)
                     events = self._decoder.feed(frames) if frames else None

@@ -206,3 +206,34 @@ def test_a_traceback_with_locals_shows_no_key() -> None:
         )
     assert chat is not None
     assert KEY not in rendered
+
+
+async def test_a_transport_failure_rendered_with_locals_shows_no_key() -> None:
+    import traceback
+
+    from kova import KovaConnectionError
+
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()  # nothing listens there: the connection is refused
+    for chat in (
+        OpenAiCompatibleProvider(
+            OpenAiConfig(model="m", api_key=KEY, base_url=f"http://127.0.0.1:{port}")
+        ),
+        AnthropicProvider(
+            AnthropicConfig(
+                model="m",
+                api_key=KEY,
+                base_url=f"http://127.0.0.1:{port}",
+                api_version="2023-06-01",
+            )
+        ),
+    ):
+        async with chat.open():
+            with pytest.raises(KovaConnectionError) as caught:
+                await chat.chat_completion(REQUEST)
+        rendered = "".join(
+            traceback.TracebackException.from_exception(caught.value, capture_locals=True).format()
+        )
+        assert KEY not in rendered
