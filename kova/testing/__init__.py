@@ -5,6 +5,8 @@ Like ``trio.testing``, this is public API: use it to test your own agents determ
 
 from ._anthropic_server import FakeAnthropicServer as FakeAnthropicServer
 from ._anthropic_server import open_anthropic_server as open_anthropic_server
+from ._bedrock_server import FakeBedrockServer as FakeBedrockServer
+from ._bedrock_server import open_bedrock_server as open_bedrock_server
 from ._gemini_server import FakeGeminiServer as FakeGeminiServer
 from ._gemini_server import open_gemini_server as open_gemini_server
 from ._ollama_server import FakeOllamaServer as FakeOllamaServer
@@ -29,6 +31,7 @@ from ._scripted import ScriptedProvider as ScriptedProvider
 __all__ = [
     "ErrorReply",
     "FakeAnthropicServer",
+    "FakeBedrockServer",
     "FakeGeminiServer",
     "FakeOllamaServer",
     "FakeOpenAiServer",
@@ -42,6 +45,7 @@ __all__ = [
     "StreamReply",
     "as_script",
     "open_anthropic_server",
+    "open_bedrock_server",
     "open_gemini_server",
     "open_ollama_server",
     "open_openai_server",

@@ -1,0 +1,218 @@
+"""The Bedrock provider: config + codec + a SigV4 (or bearer) auth flow on the one HTTP
+provider."""
+
+from __future__ import annotations
+
+import os
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+import trio
+
+from ..._errors import InvalidRequest, ProviderAuthError, ProviderError
+from ..._secret import Secret
+from .._auth import bearer_auth
+from .._codec import heuristic_tokens
+from .._http_provider import HttpProvider
+from ._auth import AwsCredentials, SigV4Auth, environment_credentials, resolve_chain
+from ._codec import BedrockCodec
+from ._convert import PROVIDER
+from ._framing import EventFrame
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from contextlib import AbstractAsyncContextManager
+
+    import httpx2
+
+    from ..._models import ChatRequest, ModelInfo, ModelResponse
+    from .._base import EventBatches
+    from ._config import BedrockConfig
+
+__all__ = ["BedrockProvider"]
+
+_CONNECT_TIMEOUT = 10.0
+
+
+class BedrockProvider(HttpProvider[EventFrame]):
+    """Amazon Bedrock's Converse API as a kova :class:`~kova.providers.Provider`.
+
+    Requests go out on kova's own HTTP transport under trio, signed with botocore's SigV4
+    signer (or with a Bedrock API key as ``Authorization: Bearer``); streams are framed by
+    botocore's event-stream parser. No thread carries a request or a stream.
+
+    Args:
+        config: region, model, credentials and request defaults.
+        client: a caller-owned ``httpx2.AsyncClient`` to send requests with (kova never
+            closes it).
+        transport: an httpx2 transport for the client kova creates (tests). Pass at most one
+            of ``client``/``transport``.
+
+    Credentials are resolved once, in the order :class:`BedrockConfig` lists. A Bedrock API
+    key, explicit keys and ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY`` are read here, at
+    construction. Otherwise botocore's chain (the named profile, shared files, SSO,
+    ``credential_process``, container, instance metadata) runs once, in a worker thread, when
+    the provider is first opened; cancelling that ``open()`` abandons the thread. When nothing
+    is found, every call raises :class:`~kova.ProviderAuthError` before anything is sent.
+    Temporary credentials are not refreshed: re-construct the provider to rotate them.
+
+    Use it inside ``async with provider.open():`` (an agent opens it for you). Calls are safe
+    from many tasks at once.
+    """
+
+    def __init__(
+        self,
+        config: BedrockConfig,
+        *,
+        client: httpx2.AsyncClient | None = None,
+        transport: httpx2.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.config = config
+        self._auth_error: ProviderAuthError | None = None
+        self._resolving: trio.Event | None = None
+        self._sigv4: SigV4Auth | None = None
+        self._exact_count = config.exact_token_count
+        auth: httpx2.Auth
+        token = config.api_key
+        if token is None and config.access_key_id is None and config.profile is None:
+            token = Secret.of(os.environ.get("AWS_BEARER_TOKEN_BEDROCK"))
+        if token is not None:
+            auth = bearer_auth(token)
+        else:
+            self._sigv4 = SigV4Auth(self._initial_credentials(), region=config.region)
+            auth = self._sigv4
+        super().__init__(
+            BedrockCodec(config),
+            base_url=config.runtime_url,
+            auth=auth,
+            timeout=config.timeout,
+            connect_timeout=min(_CONNECT_TIMEOUT, config.timeout),
+            total_timeout=config.total_timeout,
+            stream_timeout=config.stream_timeout,
+            max_response_bytes=config.max_response_bytes,
+            client=client,
+            transport=transport,
+        )
+
+    def _initial_credentials(self) -> AwsCredentials | None:
+        config = self.config
+        if config.access_key_id is not None and config.secret_access_key is not None:
+            return AwsCredentials(
+                access_key_id=config.access_key_id,
+                secret_access_key=config.secret_access_key,
+                session_token=config.session_token,
+            )
+        if config.profile is None:
+            return environment_credentials()
+        return None  # the named profile: botocore's chain, in a worker thread on open()
+
+    def __repr__(self) -> str:
+        return f"BedrockProvider({self.config!r})"
+
+    @property
+    def credentials_source(self) -> str | None:
+        """Where the credentials came from (``"api_key"``, ``"explicit"``, ``"env"``,
+        ``"shared-credentials-file"``, ``"sso"``, ...), ``None`` while unresolved."""
+        if self._sigv4 is None:
+            return "api_key"
+        credentials = self._sigv4.credentials
+        return credentials.source if credentials is not None else None
+
+    def open(self) -> AbstractAsyncContextManager[None]:
+        """Hold the HTTP connection pool for the block; the first ``open()`` resolves
+        botocore's credential chain if the credentials were not given (see the class
+        docstring). Cancelling it during that resolution abandons the worker thread."""
+        return self._open()
+
+    @asynccontextmanager
+    async def _open(self) -> AsyncIterator[None]:
+        async with super().open():
+            await self._resolve()
+            yield
+
+    async def _resolve(self) -> None:
+        sigv4 = self._sigv4
+        while sigv4 is not None and sigv4.credentials is None and self._auth_error is None:
+            if self._resolving is not None:
+                # Another open() is resolving: wait for it (and retry if it was cancelled).
+                await self._resolving.wait()
+                continue
+            done = self._resolving = trio.Event()
+            try:
+                credentials = await trio.to_thread.run_sync(
+                    resolve_chain, self.config.profile, abandon_on_cancel=True
+                )
+                if credentials is None:
+                    self._auth_error = ProviderError.credential_failure(
+                        "no AWS credentials found (explicit keys, profile, environment, shared "
+                        "files, SSO, credential_process, container, instance metadata) and no "
+                        "Bedrock API key (AWS_BEARER_TOKEN_BEDROCK)",
+                        provider=PROVIDER,
+                    )
+                else:
+                    sigv4.credentials = credentials
+            except ProviderAuthError as exc:
+                self._auth_error = exc
+            finally:
+                self._resolving = None
+                done.set()
+
+    def _require_credentials(self) -> None:
+        if self._auth_error is not None:
+            raise self._auth_error
+        if self._sigv4 is not None and self._sigv4.credentials is None:
+            raise ProviderError.credential_failure(
+                "AWS credentials are not resolved yet: call inside `async with provider.open()`",
+                provider=PROVIDER,
+            )
+
+    async def chat_completion(self, request: ChatRequest) -> ModelResponse:
+        """One Converse call (see :meth:`HttpProvider.chat_completion`).
+
+        Raises:
+            ProviderAuthError: no credentials (before anything is sent), or AWS refused them.
+            ProviderError: other error statuses, classified by their ``x-amzn-ErrorType``
+                (``ThrottlingException`` is :class:`~kova.RateLimited`, ...).
+            KovaConnectionError, KovaTimeoutError: the transport failed.
+        """
+        self._require_credentials()
+        return await super().chat_completion(request)
+
+    def chat_completion_stream(
+        self, request: ChatRequest
+    ) -> AbstractAsyncContextManager[EventBatches]:
+        """One ConverseStream call (see :meth:`HttpProvider.chat_completion_stream`).
+
+        An exception message inside the stream (``throttlingException``,
+        ``modelStreamErrorException``, ...) raises its classified error after the events
+        before it, retryable only while no content has reached the consumer; a corrupted
+        event-stream message (bad CRC, truncated) raises :class:`~kova.InvalidResponse`.
+        """
+        self._require_credentials()
+        return super().chat_completion_stream(request)
+
+    async def count_tokens(self, request: ChatRequest) -> int:
+        """Prompt tokens: exact from the CountTokens API where the model supports it; the
+        offline heuristic (:func:`~kova.providers.heuristic_count_tokens`) for models it
+        does not (CountTokens answers those with a ``ValidationException``; the provider then
+        stops asking) or when ``exact_token_count`` is off."""
+        if not self._exact_count:
+            return heuristic_tokens(request)
+        self._require_credentials()
+        try:
+            return await super().count_tokens(request)
+        except InvalidRequest:
+            self._exact_count = False
+            return heuristic_tokens(request)
+
+    async def list_models(self) -> list[ModelInfo]:
+        """The foundation models (ListFoundationModels), then the inference profiles
+        (ListInferenceProfiles, ``object="inference_profile"``), from the control plane."""
+        self._require_credentials()
+        return await super().list_models()
+
+
+if TYPE_CHECKING:
+    from .._base import Provider
+
+    _check: type[Provider] = BedrockProvider

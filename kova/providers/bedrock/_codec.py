@@ -1,0 +1,103 @@
+"""The Bedrock Converse codec: pure, on the provider seam (see :mod:`kova.providers._codec`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+import attrs
+
+from .._codec import CodecBase, ModelPage, WireRequest
+from ._convert import (
+    PROVIDER,
+    decode_count_tokens,
+    decode_error_details,
+    decode_foundation_models,
+    decode_inference_profiles,
+    decode_response,
+    encode_count_tokens_request,
+    encode_request,
+    model_path,
+)
+from ._framing import EventFrame, EventStreamFramer
+from ._stream import BedrockStreamDecoder
+
+if TYPE_CHECKING:
+    from ..._models import ChatRequest, JSONValue, ModelResponse
+    from .._http import ErrorDetails
+    from ._config import BedrockConfig
+
+__all__ = ["EVENT_STREAM", "BedrockCodec"]
+
+EVENT_STREAM = "application/vnd.amazon.eventstream"
+
+_PROFILES = "inference-profiles"
+"""Model listing cursor: the foundation models come first, then the inference profiles, whose
+pages are ``inference-profiles`` (first) and ``inference-profiles:<nextToken>``."""
+
+
+@attrs.frozen
+class BedrockCodec(CodecBase[EventFrame]):
+    """Converse and ConverseStream (AWS event stream); exact token counts via CountTokens;
+    models via ListFoundationModels then ListInferenceProfiles on the control plane."""
+
+    config: BedrockConfig
+    name: ClassVar[str] = PROVIDER
+    framer: ClassVar[type[EventStreamFramer]] = EventStreamFramer
+    stream_content_types: ClassVar[tuple[str, ...]] = (EVENT_STREAM,)
+
+    def _headers(self) -> dict[str, str]:
+        return dict(self.config.extra_headers)
+
+    def encode(self, request: ChatRequest, *, stream: bool) -> WireRequest:
+        model_id = request.config.model or self.config.model_id
+        body = encode_request(request.messages, request.tools, request.config, self.config)
+        return WireRequest(
+            path=model_path(model_id, "converse-stream" if stream else "converse"),
+            headers=self._headers(),
+            body=body,
+        )
+
+    def decode(self, body: JSONValue) -> ModelResponse:
+        return decode_response(body)
+
+    def stream_decoder(self) -> BedrockStreamDecoder:
+        return BedrockStreamDecoder()
+
+    def error_details(self, body: JSONValue) -> ErrorDetails:
+        return decode_error_details(body)
+
+    def encode_count_tokens(self, request: ChatRequest) -> WireRequest | None:
+        if not self.config.exact_token_count:
+            return None
+        model_id = request.config.model or self.config.model_id
+        return WireRequest(
+            path=model_path(model_id, "count-tokens"),
+            headers=self._headers(),
+            body=encode_count_tokens_request(request.messages, request.tools, self.config),
+        )
+
+    def decode_count_tokens(self, body: JSONValue) -> int:
+        return decode_count_tokens(body)
+
+    def encode_list_models(self, cursor: str | None) -> WireRequest | None:
+        control = self.config.control_url
+        if cursor is None:
+            return WireRequest(
+                method="GET", path=f"{control}/foundation-models", headers=self._headers()
+            )
+        query = {"maxResults": "1000"}
+        _, _, token = cursor.partition(":")
+        if token:
+            query["nextToken"] = token
+        return WireRequest(
+            method="GET",
+            path=f"{control}/inference-profiles",
+            query=query,
+            headers=self._headers(),
+        )
+
+    def decode_list_models(self, body: JSONValue) -> ModelPage:
+        if isinstance(body, dict) and "modelSummaries" in body:
+            return ModelPage(models=decode_foundation_models(body), next_cursor=_PROFILES)
+        models, token = decode_inference_profiles(body)
+        return ModelPage(models=models, next_cursor=f"{_PROFILES}:{token}" if token else None)

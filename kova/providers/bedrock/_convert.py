@@ -1,0 +1,558 @@
+"""Pure translation between kova's data model and Bedrock's Converse API JSON.
+
+No I/O and no clock: every function takes plain values and returns plain values, so the wire
+format is tested against documented payloads and boto3's own serializer without a network.
+
+Reference: ``shared/wire/bedrock.md`` and, where newer, botocore's service model
+(``botocore/data/bedrock-runtime/2023-09-30/service-2.json``, ``bedrock/2023-04-20``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, assert_never
+from urllib.parse import quote
+
+from ..._errors import InvalidRequest, InvalidResponse
+from ..._models import (
+    ContentBlock,
+    Image,
+    InferenceConfig,
+    JSONObject,
+    JSONValue,
+    Message,
+    ModelInfo,
+    ModelResponse,
+    RedactedThinking,
+    Role,
+    StopKind,
+    StopReason,
+    Text,
+    Thinking,
+    ToolDefinition,
+    ToolResult,
+    ToolUse,
+    Usage,
+)
+from .._http import ErrorDetails
+
+if TYPE_CHECKING:
+    from ._config import BedrockConfig
+
+__all__ = [
+    "PROVIDER",
+    "decode_content_block",
+    "decode_count_tokens",
+    "decode_error_details",
+    "decode_foundation_models",
+    "decode_inference_profiles",
+    "decode_response",
+    "decode_stop_reason",
+    "decode_usage",
+    "encode_count_tokens_request",
+    "encode_messages",
+    "encode_request",
+    "encode_tool_config",
+    "model_path",
+]
+
+PROVIDER = "bedrock"
+
+_STOP_REASONS: dict[str, StopReason] = {
+    "end_turn": StopReason.END_TURN,
+    "tool_use": StopReason.TOOL_USE,
+    "max_tokens": StopReason.MAX_TOKENS,
+    "stop_sequence": StopReason.STOP_SEQUENCE,
+    # The context window filled up: the same remedy as max_tokens, raw value kept.
+    "model_context_window_exceeded": StopReason(
+        kind=StopKind.MAX_TOKENS, raw="model_context_window_exceeded"
+    ),
+}
+
+_IMAGE_FORMATS = {
+    "image/png": "png",
+    "image/jpeg": "jpeg",
+    "image/jpg": "jpeg",
+    "image/gif": "gif",
+    "image/webp": "webp",
+}
+
+_DOCUMENT_FORMATS = {
+    "application/pdf": "pdf",
+    "text/csv": "csv",
+    "application/msword": "doc",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
+    "application/vnd.ms-excel": "xls",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
+    "text/html": "html",
+    "text/plain": "txt",
+    "text/markdown": "md",
+}
+
+
+def _invalid(message: str) -> InvalidResponse:
+    return InvalidResponse(message, provider=PROVIDER)
+
+
+def _refuse(message: str) -> InvalidRequest:
+    return InvalidRequest(message, provider=PROVIDER)
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests
+
+
+def model_path(model_id: str, operation: str) -> str:
+    """``/model/{modelId}/{operation}`` with the id percent-encoded as one path segment, the
+    way botocore renders it (only ``-_.~`` stay as they are: ``:`` is ``%3A``, the ``/`` of
+    an ARN ``%2F``)."""
+    return f"/model/{quote(model_id, safe='-_.~')}/{operation}"
+
+
+class _Documents:
+    """Names documents ``document-1``, ``document-2``, ... in request order (Bedrock needs a
+    name per document block; kova's content blocks carry none)."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def next_name(self) -> str:
+        self.count += 1
+        return f"document-{self.count}"
+
+
+def _media(image: Image, documents: _Documents) -> dict[str, JSONValue]:
+    """An inline :class:`~kova.Image` as an ``image`` block, or, for a document type
+    (``application/pdf``, ``text/csv``, ...), a ``document`` block."""
+    if image.url is not None:
+        if image.url.startswith("s3://"):
+            return {
+                "image": {
+                    "format": _image_format(image),
+                    "source": {"s3Location": {"uri": image.url}},
+                }
+            }
+        raise _refuse(
+            f"Bedrock takes images inline (base64) or from s3://, not by URL: {image.url[:100]}"
+        )
+    media_type = (image.media_type or "").lower()
+    document_format = _DOCUMENT_FORMATS.get(media_type)
+    if document_format is not None:
+        return {
+            "document": {
+                "format": document_format,
+                "name": documents.next_name(),
+                "source": {"bytes": image.data},
+            }
+        }
+    return {"image": {"format": _image_format(image), "source": {"bytes": image.data}}}
+
+
+def _image_format(image: Image) -> str:
+    media_type = (image.media_type or "").lower()
+    if not media_type and image.url is not None:
+        media_type = "image/" + image.url.rsplit(".", 1)[-1].lower()
+    image_format = _IMAGE_FORMATS.get(media_type)
+    if image_format is None:
+        supported = ", ".join(sorted({*_IMAGE_FORMATS, *_DOCUMENT_FORMATS}))
+        raise _refuse(f"Bedrock cannot take media of type {media_type!r} (it takes {supported})")
+    return image_format
+
+
+def _tool_result(
+    result: ToolResult, settings: BedrockConfig, documents: _Documents
+) -> dict[str, JSONValue]:
+    content: list[JSONValue] = []
+    if isinstance(result.content, str):
+        if result.content:
+            content.append(_result_text(result.content, settings))
+    else:
+        for part in result.content:
+            if isinstance(part, Image):
+                content.append(_media(part, documents))
+            elif part.text:
+                content.append({"text": part.text})
+    block: dict[str, JSONValue] = {"toolUseId": result.tool_use_id, "content": content}
+    if result.is_error:
+        # Only some models take ``status`` (Claude); it is sent only where it says something.
+        block["status"] = "error"
+    return {"toolResult": block}
+
+
+def _result_text(text: str, settings: BedrockConfig) -> dict[str, JSONValue]:
+    if settings.json_tool_results and text.lstrip().startswith("{"):
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            return {"json": parsed}
+    return {"text": text}
+
+
+def _block(
+    block: ContentBlock, role: Role, settings: BedrockConfig, documents: _Documents
+) -> dict[str, JSONValue] | None:
+    """One kova block as a Converse content block, or ``None`` when it has no place there."""
+    match block:
+        case Text(text=text):
+            return {"text": text} if text else None  # Bedrock rejects empty text blocks
+        case Image():
+            return _media(block, documents)
+        case ToolUse(id=id_, name=name, input=arguments):
+            return {"toolUse": {"toolUseId": id_, "name": name, "input": arguments}}
+        case ToolResult():
+            return _tool_result(block, settings, documents)
+        case Thinking(text=text, signature=signature):
+            # Signed reasoning (Claude) goes back unchanged in assistant turns; unsigned
+            # reasoning is display text and never history.
+            if signature is None or role is not Role.ASSISTANT:
+                return None
+            return {"reasoningContent": {"reasoningText": {"text": text, "signature": signature}}}
+        case RedactedThinking(data=data):
+            if role is not Role.ASSISTANT:
+                return None
+            return {"reasoningContent": {"redactedContent": data}}
+        case _:
+            assert_never(block)
+
+
+def encode_messages(
+    messages: Sequence[Message], settings: BedrockConfig
+) -> tuple[list[JSONValue], list[JSONValue]]:
+    """Split kova messages into Converse's top-level ``system`` blocks and ``messages``.
+
+    Each non-empty system message is one ``{"text"}`` system block. Tool messages become
+    ``toolResult`` blocks in a *user* turn. Consecutive turns of the same role are merged (the
+    API wants roles to alternate), ``toolResult`` blocks first in a user turn. Messages left
+    without content are omitted.
+    """
+    system: list[JSONValue] = []
+    turns: list[tuple[str, list[dict[str, JSONValue]]]] = []
+    documents = _Documents()
+    for message in messages:
+        role = message.role
+        if role is Role.SYSTEM:
+            text = message.text
+            if text:
+                system.append({"text": text})
+            continue
+        wire_role = "assistant" if role is Role.ASSISTANT else "user"
+        blocks = [
+            encoded
+            for block in message.content
+            if (encoded := _block(block, role, settings, documents)) is not None
+        ]
+        if not blocks:
+            continue
+        if turns and turns[-1][0] == wire_role:
+            turns[-1][1].extend(blocks)
+        else:
+            turns.append((wire_role, blocks))
+    wire: list[JSONValue] = []
+    for wire_role, blocks in turns:
+        if wire_role == "user" and len(blocks) > 1 and any("toolResult" in b for b in blocks):
+            blocks = [b for b in blocks if "toolResult" in b] + [
+                b for b in blocks if "toolResult" not in b
+            ]
+        content: list[JSONValue] = list(blocks)
+        wire.append({"role": wire_role, "content": content})
+    return system, wire
+
+
+def encode_tool_config(tools: Sequence[ToolDefinition]) -> dict[str, JSONValue] | None:
+    """``toolConfig`` for the tools (``None`` without tools: the API has no "none" choice)."""
+    if not tools:
+        return None
+    specs: list[JSONValue] = []
+    for tool in tools:
+        spec: dict[str, JSONValue] = {"name": tool.name}
+        if tool.description:  # a NonEmptyString on the wire
+            spec["description"] = tool.description
+        spec["inputSchema"] = {"json": tool.parameters}
+        specs.append({"toolSpec": spec})
+    return {"tools": specs}
+
+
+def _inference_config(config: InferenceConfig, settings: BedrockConfig) -> dict[str, JSONValue]:
+    inference: dict[str, JSONValue] = {}
+    max_tokens = config.max_tokens or settings.max_tokens
+    if max_tokens is not None:
+        inference["maxTokens"] = max_tokens
+    if config.temperature is not None:
+        inference["temperature"] = config.temperature
+    if config.top_p is not None:
+        inference["topP"] = config.top_p
+    if config.stop_sequences:
+        inference["stopSequences"] = list(config.stop_sequences)
+    return inference
+
+
+def _output_config(config: InferenceConfig) -> dict[str, JSONValue] | None:
+    response_format = config.response_format
+    if response_format is None:
+        return None
+    definition: dict[str, JSONValue] = {
+        "name": response_format.name,
+        # The schema travels as a JSON *string* (a String member in the service model).
+        "schema": json.dumps(response_format.schema, separators=(",", ":")),
+    }
+    if response_format.description:
+        definition["description"] = response_format.description
+    return {"textFormat": {"type": "json_schema", "structure": {"jsonSchema": definition}}}
+
+
+def encode_request(
+    messages: Sequence[Message],
+    tools: Sequence[ToolDefinition],
+    config: InferenceConfig,
+    settings: BedrockConfig,
+) -> dict[str, JSONValue]:
+    """The JSON body of Converse and ConverseStream (the two take the same body; the model id
+    is only in the path).
+
+    ``config`` (the call's :class:`~kova.InferenceConfig`) overrides ``settings`` for
+    ``max_tokens``. ``response_format`` becomes ``outputConfig.textFormat`` (JSON schema); a
+    model that does not support it answers with a ``ValidationException``, which surfaces as
+    :class:`~kova.InvalidRequest`.
+
+    Raises:
+        InvalidRequest: content Bedrock cannot carry (an image by http URL, an unknown
+            media type).
+    """
+    system, wire_messages = encode_messages(messages, settings)
+    body: dict[str, JSONValue] = {"messages": wire_messages}
+    if system:
+        body["system"] = system
+    inference = _inference_config(config, settings)
+    if inference:
+        body["inferenceConfig"] = inference
+    tool_config = encode_tool_config(tools)
+    if tool_config is not None:
+        body["toolConfig"] = tool_config
+    if settings.additional_model_request_fields is not None:
+        body["additionalModelRequestFields"] = settings.additional_model_request_fields
+    output = _output_config(config)
+    if output is not None:
+        body["outputConfig"] = output
+    return body
+
+
+def encode_count_tokens_request(
+    messages: Sequence[Message],
+    tools: Sequence[ToolDefinition],
+    settings: BedrockConfig,
+) -> dict[str, JSONValue]:
+    """The JSON body of CountTokens: the prompt of :func:`encode_request` (messages, system,
+    tools, additional fields) as ``{"input": {"converse": {...}}}``."""
+    system, wire_messages = encode_messages(messages, settings)
+    converse: dict[str, JSONValue] = {"messages": wire_messages}
+    if system:
+        converse["system"] = system
+    tool_config = encode_tool_config(tools)
+    if tool_config is not None:
+        converse["toolConfig"] = tool_config
+    if settings.additional_model_request_fields is not None:
+        converse["additionalModelRequestFields"] = settings.additional_model_request_fields
+    return {"input": {"converse": converse}}
+
+
+# ---------------------------------------------------------------------------------------------
+# Responses
+
+
+def decode_stop_reason(raw: str | None) -> StopReason:
+    """Bedrock's ``stopReason`` as a kova :class:`~kova.StopReason`.
+
+    ``guardrail_intervened``, ``content_filtered``, ``malformed_model_output``,
+    ``malformed_tool_use`` and values kova does not know become ``UNKNOWN`` with the raw value
+    kept, so the agent loop stops and the host can see why.
+    """
+    if raw is None:
+        return StopReason.unknown("")
+    known = _STOP_REASONS.get(raw)
+    return known if known is not None else StopReason.unknown(raw)
+
+
+def _int(data: Mapping[str, object], key: str) -> int:
+    value = data.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def decode_usage(usage: Mapping[str, object]) -> Usage:
+    """Bedrock's ``usage`` as kova :class:`~kova.Usage`.
+
+    ``inputTokens`` excludes the prompt tokens read from or written to the cache
+    (``cacheReadInputTokens``/``cacheWriteInputTokens``); kova's ``input_tokens`` is the whole
+    prompt, so it is their sum.
+    """
+    uncached = _int(usage, "inputTokens")
+    cache_read = _int(usage, "cacheReadInputTokens")
+    cache_write = _int(usage, "cacheWriteInputTokens")
+    return Usage(
+        input_tokens=uncached + cache_read + cache_write,
+        output_tokens=_int(usage, "outputTokens"),
+        cache_read_tokens=cache_read,
+        cache_creation_tokens=cache_write,
+    )
+
+
+def _str_field(data: Mapping[str, object], key: str, where: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str):
+        raise _invalid(f"{where}: field {key!r} must be a string, got {value!r}")
+    return value
+
+
+def _json_object(value: Mapping[str, object]) -> JSONObject:
+    # json.loads output: every value is JSON by construction.
+    return value  # type: ignore[return-value]
+
+
+def decode_content_block(block: object) -> ContentBlock | None:
+    """One response content block; ``None`` for kinds kova does not model (citations,
+    server tool results, future kinds), which are skipped."""
+    if not isinstance(block, Mapping):
+        raise _invalid(f"a content block must be a JSON object, got {block!r}")
+    if "text" in block:
+        return Text(text=_str_field(block, "text", "text block"))
+    tool_use = block.get("toolUse")
+    if tool_use is not None:
+        if not isinstance(tool_use, Mapping):
+            raise _invalid(f"toolUse must be a JSON object, got {tool_use!r}")
+        arguments = tool_use.get("input")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, Mapping):
+            raise _invalid(f"toolUse input must be a JSON object, got {arguments!r}")
+        try:
+            return ToolUse(
+                id=_str_field(tool_use, "toolUseId", "toolUse block"),
+                name=_str_field(tool_use, "name", "toolUse block"),
+                input=_json_object(arguments),
+            )
+        except ValueError as exc:
+            raise _invalid(f"invalid toolUse block: {exc}") from exc
+    reasoning = block.get("reasoningContent")
+    if reasoning is not None:
+        if not isinstance(reasoning, Mapping):
+            raise _invalid(f"reasoningContent must be a JSON object, got {reasoning!r}")
+        text_block = reasoning.get("reasoningText")
+        if isinstance(text_block, Mapping):
+            signature = text_block.get("signature")
+            return Thinking(
+                text=_str_field(text_block, "text", "reasoningText"),
+                signature=signature if isinstance(signature, str) and signature else None,
+            )
+        if "redactedContent" in reasoning:
+            return RedactedThinking(
+                data=_str_field(reasoning, "redactedContent", "reasoningContent")
+            )
+        raise _invalid(f"reasoningContent without reasoningText or redactedContent: {block!r}")
+    return None
+
+
+def decode_response(data: object) -> ModelResponse:
+    """A Converse response body (parsed JSON) as a :class:`~kova.ModelResponse`.
+
+    Raises:
+        InvalidResponse: the body is not a Converse response.
+    """
+    if not isinstance(data, Mapping):
+        raise _invalid("the response is not a Converse response (not a JSON object)")
+    output = data.get("output")
+    message = output.get("message") if isinstance(output, Mapping) else None
+    content_list = message.get("content") if isinstance(message, Mapping) else None
+    if not isinstance(content_list, list):
+        raise _invalid("the response is not a Converse response (no output.message.content)")
+    content: list[ContentBlock] = []
+    thinking: list[str] = []
+    for raw in content_list:
+        block = decode_content_block(raw)
+        if block is None:
+            continue
+        if isinstance(block, Thinking):
+            if block.text:
+                thinking.append(block.text)
+            if block.signature is None:
+                continue  # unsigned reasoning is display text only, never history
+        content.append(block)
+    usage = data.get("usage")
+    stop = data.get("stopReason")
+    return ModelResponse(
+        content=tuple(content),
+        stop_reason=decode_stop_reason(stop if isinstance(stop, str) else None),
+        usage=decode_usage(usage) if isinstance(usage, Mapping) else None,
+        thinking="".join(thinking) or None,
+    )
+
+
+def decode_count_tokens(data: object) -> int:
+    """The ``inputTokens`` of a CountTokens response."""
+    if isinstance(data, Mapping):
+        tokens = data.get("inputTokens")
+        if isinstance(tokens, int) and not isinstance(tokens, bool):
+            return tokens
+    raise _invalid(f"CountTokens answered without inputTokens: {data!r}")
+
+
+def decode_foundation_models(data: object) -> list[ModelInfo]:
+    """The ``modelSummaries`` of ListFoundationModels."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("modelSummaries"), list):
+        raise _invalid("ListFoundationModels answered without modelSummaries")
+    models: list[ModelInfo] = []
+    for item in data["modelSummaries"]:
+        if not isinstance(item, Mapping):
+            raise _invalid(f"a model summary must be a JSON object, got {item!r}")
+        name = item.get("modelName")
+        owner = item.get("providerName")
+        models.append(
+            ModelInfo(
+                id=_str_field(item, "modelId", "model summary"),
+                owned_by=owner if isinstance(owner, str) else None,
+                display_name=name if isinstance(name, str) else None,
+            )
+        )
+    return models
+
+
+def decode_inference_profiles(data: object) -> tuple[list[ModelInfo], str | None]:
+    """One page of ListInferenceProfiles: the profiles and the ``nextToken`` (``None`` last)."""
+    if not isinstance(data, Mapping):
+        raise _invalid("ListInferenceProfiles answered with something other than an object")
+    summaries = data.get("inferenceProfileSummaries", [])
+    if not isinstance(summaries, list):
+        raise _invalid("inferenceProfileSummaries must be a JSON array")
+    models: list[ModelInfo] = []
+    for item in summaries:
+        if not isinstance(item, Mapping):
+            raise _invalid(f"an inference profile must be a JSON object, got {item!r}")
+        name = item.get("inferenceProfileName")
+        models.append(
+            ModelInfo(
+                id=_str_field(item, "inferenceProfileId", "inference profile"),
+                object="inference_profile",
+                display_name=name if isinstance(name, str) else None,
+            )
+        )
+    token = data.get("nextToken")
+    return models, token if isinstance(token, str) and token else None
+
+
+def _opt_str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def decode_error_details(body: JSONValue) -> ErrorDetails:
+    """What a Bedrock error body says: ``{"message"}`` (or ``Message``), the error name in
+    ``__type``/``code`` as ``...#ValidationException`` (the ``x-amzn-ErrorType`` header, read
+    by the transport, names it when the body does not). Never raises."""
+    if not isinstance(body, Mapping):
+        return ErrorDetails()
+    message = _opt_str(body.get("message")) or _opt_str(body.get("Message"))
+    raw_type = _opt_str(body.get("__type")) or _opt_str(body.get("code"))
+    error_type = raw_type.rsplit("#", 1)[-1].split(":", 1)[0] if raw_type else None
+    return ErrorDetails(message=message, error_type=error_type or None)
