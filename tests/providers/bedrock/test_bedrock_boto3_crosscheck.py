@@ -1,0 +1,316 @@
+"""Cross-checks with boto3's ``bedrock-runtime`` client (a dev dependency): it reads the fake's
+Converse and ConverseStream replies to the same text, tool calls, reasoning and usage kova
+reads, and for the same conversation it sends the same JSON body kova sends; the fake verifies
+both signatures with botocore."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+
+from kova import (
+    ChatRequest,
+    Image,
+    InferenceConfig,
+    Message,
+    ModelResponse,
+    RedactedThinking,
+    ResponseFormat,
+    StopReason,
+    Text,
+    Thinking,
+    ToolDefinition,
+    ToolResult,
+    ToolUse,
+    Usage,
+)
+from kova.providers.bedrock import BedrockConfig, BedrockProvider
+from kova.testing import FakeBedrockServer, Script, open_bedrock_server
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+boto3 = pytest.importorskip("boto3")
+
+MODEL = "us.anthropic.claude-sonnet-4-20250514-v1:0"
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nfake").decode()
+WEATHER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}},
+    "required": ["city"],
+}
+REPLY = ModelResponse(
+    content=(
+        Thinking(text="The user wants weather.", signature="Eu0CCkgI"),
+        RedactedThinking(data=base64.b64encode(b"secret reasoning").decode()),
+        Text(text="Checking the weather."),
+        ToolUse(id="tooluse_lAG_zP8Q", name="get_weather", input={"city": "Paris"}),
+    ),
+    stop_reason=StopReason.TOOL_USE,
+    usage=Usage(input_tokens=571, output_tokens=91, cache_read_tokens=100),
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_aws(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_BEARER_TOKEN_BEDROCK", "AWS_PROFILE", "AWS_ACCESS_KEY_ID"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def _boto3_client(server: FakeBedrockServer) -> Any:
+    from botocore.config import Config
+
+    credentials = server.credentials
+    return boto3.client(
+        "bedrock-runtime",
+        region_name="us-east-1",
+        endpoint_url=server.base_url,
+        aws_access_key_id=credentials["access_key_id"],
+        aws_secret_access_key=credentials["secret_access_key"],
+        config=Config(retries={"total_max_attempts": 1}),
+    )
+
+
+async def _in_thread(function: Callable[[], Any]) -> Any:
+    return await trio.to_thread.run_sync(function)
+
+
+async def test_boto3_reads_the_fakes_converse_reply() -> None:
+    async with open_bedrock_server(Script([REPLY])) as server:
+        client = _boto3_client(server)
+        answer = await _in_thread(
+            lambda: client.converse(
+                modelId=MODEL, messages=[{"role": "user", "content": [{"text": "Weather?"}]}]
+            )
+        )
+    content = answer["output"]["message"]["content"]
+    assert content[0]["reasoningContent"]["reasoningText"] == {
+        "text": "The user wants weather.",
+        "signature": "Eu0CCkgI",
+    }
+    assert content[1]["reasoningContent"]["redactedContent"] == b"secret reasoning"
+    assert content[2] == {"text": "Checking the weather."}
+    assert content[3]["toolUse"] == {
+        "toolUseId": "tooluse_lAG_zP8Q",
+        "name": "get_weather",
+        "input": {"city": "Paris"},
+    }
+    assert answer["stopReason"] == "tool_use"
+    assert answer["usage"]["inputTokens"] == 471
+    assert answer["usage"]["cacheReadInputTokens"] == 100
+    assert answer["usage"]["outputTokens"] == 91
+
+
+async def test_boto3_and_kova_read_the_same_stream() -> None:
+    async with open_bedrock_server(Script([REPLY, REPLY])) as server:
+        client = _boto3_client(server)
+
+        def read_with_boto3() -> list[dict[str, Any]]:
+            answer = client.converse_stream(
+                modelId=MODEL, messages=[{"role": "user", "content": [{"text": "Weather?"}]}]
+            )
+            return list(answer["stream"])
+
+        events = await _in_thread(read_with_boto3)
+        provider = BedrockProvider(
+            BedrockConfig(
+                region="us-east-1",
+                model_id=MODEL,
+                endpoint_url=server.base_url,
+                **server.credentials,
+            )
+        )
+        async with provider.open():
+            kova_response = await _collect_response(provider)
+    text = "".join(
+        e["contentBlockDelta"]["delta"].get("text", "") for e in events if "contentBlockDelta" in e
+    )
+    reasoning = [
+        e["contentBlockDelta"]["delta"]["reasoningContent"]
+        for e in events
+        if "reasoningContent" in e.get("contentBlockDelta", {}).get("delta", {})
+    ]
+    tool_input = "".join(
+        e["contentBlockDelta"]["delta"]["toolUse"]["input"]
+        for e in events
+        if "toolUse" in e.get("contentBlockDelta", {}).get("delta", {})
+    )
+    starts = [
+        e["contentBlockStart"]["start"]["toolUse"] for e in events if "contentBlockStart" in e
+    ]
+    stop = next(e["messageStop"] for e in events if "messageStop" in e)
+    usage = next(e["metadata"]["usage"] for e in events if "metadata" in e)
+    assert text == kova_response["text"] == "Checking the weather."
+    assert "".join(r.get("text", "") for r in reasoning) == kova_response["thinking"]
+    assert {"signature": "Eu0CCkgI"} in reasoning
+    assert {"redactedContent": b"secret reasoning"} in reasoning
+    assert json.loads(tool_input) == kova_response["tool_input"] == {"city": "Paris"}
+    assert starts == [{"toolUseId": "tooluse_lAG_zP8Q", "name": "get_weather"}]
+    assert stop["stopReason"] == "tool_use"
+    assert usage["inputTokens"] + usage["cacheReadInputTokens"] == 571
+    assert kova_response["usage"] == REPLY.usage
+    assert kova_response["signed"] == [REPLY.content[0], REPLY.content[1]]
+
+
+async def _collect_response(provider: BedrockProvider) -> dict[str, Any]:
+    from kova import SignedThinking, TextDelta, ThinkingDelta, ToolUseDelta, UsageEvent
+
+    result: dict[str, Any] = {"text": "", "thinking": "", "tool_input": "", "signed": []}
+    async with provider.chat_completion_stream(ChatRequest.of("Weather?")) as stream:
+        async for batch in stream:
+            for event in batch:
+                if isinstance(event, TextDelta):
+                    result["text"] += event.text
+                elif isinstance(event, ThinkingDelta):
+                    result["thinking"] += event.text
+                elif isinstance(event, ToolUseDelta):
+                    result["tool_input"] += event.partial_json
+                elif isinstance(event, SignedThinking):
+                    result["signed"].append(event.block)
+                elif isinstance(event, UsageEvent):
+                    result["usage"] = event.usage
+    result["tool_input"] = json.loads(result["tool_input"])
+    return result
+
+
+CONVERSATION = [
+    Message.system("You are terse."),
+    Message.user([Text(text="Weather in Paris?"), Image(media_type="image/png", data=PNG)]),
+    Message.assistant(
+        [
+            Thinking(text="Need weather", signature="Eu0CCkgI"),
+            Text(text="Checking."),
+            ToolUse(id="tooluse_1", name="get_weather", input={"city": "Paris"}),
+        ]
+    ),
+    Message.tool_results([ToolResult(tool_use_id="tooluse_1", content="18°C, cloudy")]),
+]
+
+BOTO3_PARAMS: dict[str, Any] = {
+    "modelId": MODEL,
+    "system": [{"text": "You are terse."}],
+    "messages": [
+        {
+            "role": "user",
+            "content": [
+                {"text": "Weather in Paris?"},
+                {"image": {"format": "png", "source": {"bytes": base64.b64decode(PNG)}}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "reasoningContent": {
+                        "reasoningText": {"text": "Need weather", "signature": "Eu0CCkgI"}
+                    }
+                },
+                {"text": "Checking."},
+                {
+                    "toolUse": {
+                        "toolUseId": "tooluse_1",
+                        "name": "get_weather",
+                        "input": {"city": "Paris"},
+                    }
+                },
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"toolResult": {"toolUseId": "tooluse_1", "content": [{"text": "18°C, cloudy"}]}}
+            ],
+        },
+    ],
+    "inferenceConfig": {
+        "maxTokens": 1024,
+        "temperature": 0.5,
+        "topP": 0.9,
+        "stopSequences": ["END"],
+    },
+    "toolConfig": {
+        "tools": [
+            {
+                "toolSpec": {
+                    "name": "get_weather",
+                    "description": "Current weather",
+                    "inputSchema": {"json": WEATHER_SCHEMA},
+                }
+            }
+        ]
+    },
+    "additionalModelRequestFields": {"thinking": {"type": "enabled", "budget_tokens": 2048}},
+    "outputConfig": {
+        "textFormat": {
+            "type": "json_schema",
+            "structure": {
+                "jsonSchema": {
+                    "name": "Weather",
+                    "schema": json.dumps(WEATHER_SCHEMA, separators=(",", ":")),
+                }
+            },
+        }
+    },
+}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_kova_sends_the_body_boto3_sends(stream: bool) -> None:
+    replies = [ModelResponse(content=(Text(text="ok"),), stop_reason=StopReason.END_TURN)] * 2
+    async with open_bedrock_server(Script(replies)) as server:
+        client = _boto3_client(server)
+
+        def call_boto3() -> None:
+            if stream:
+                list(client.converse_stream(**BOTO3_PARAMS)["stream"])
+            else:
+                client.converse(**BOTO3_PARAMS)
+
+        await _in_thread(call_boto3)
+        provider = BedrockProvider(
+            BedrockConfig(
+                region="us-east-1",
+                model_id=MODEL,
+                endpoint_url=server.base_url,
+                additional_model_request_fields={
+                    "thinking": {"type": "enabled", "budget_tokens": 2048}
+                },
+                **server.credentials,
+            )
+        )
+        request = ChatRequest.of(
+            CONVERSATION,
+            tools=[
+                ToolDefinition(
+                    name="get_weather", description="Current weather", parameters=WEATHER_SCHEMA
+                )
+            ],
+            config=InferenceConfig(
+                max_tokens=1024,
+                temperature=0.5,
+                top_p=0.9,
+                stop_sequences=["END"],
+                response_format=ResponseFormat(name="Weather", schema=WEATHER_SCHEMA),
+            ),
+        )
+        async with provider.open():
+            if stream:
+                async with provider.chat_completion_stream(request) as batches:
+                    async for _ in batches:
+                        pass
+            else:
+                await provider.chat_completion(request)
+    boto3_request, kova_request = server.converse_requests()
+    assert kova_request.path == boto3_request.path
+    boto3_body, kova_body = boto3_request.json(), kova_request.json()
+    assert isinstance(boto3_body, dict)
+    assert isinstance(kova_body, dict)
+    for field in sorted(boto3_body.keys() | kova_body.keys()):
+        assert kova_body.get(field) == boto3_body.get(field), field
+    # Both were signed for service "bedrock" and verified by the fake with botocore.
+    for recorded in (boto3_request, kova_request):
+        assert "/bedrock/aws4_request" in recorded.headers["authorization"]
