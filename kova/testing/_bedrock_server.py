@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import functools
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -311,9 +311,10 @@ class FakeBedrockServer:
     """``http://127.0.0.1:<port>`` once serving."""
 
     @property
-    def credentials(self) -> dict[str, str]:
+    def credentials(self) -> dict[str, Any]:
         """``access_key_id``/``secret_access_key`` of the first key, as
-        :class:`~kova.providers.bedrock.BedrockConfig` keywords."""
+        :class:`~kova.providers.bedrock.BedrockConfig` keywords (``**server.credentials``;
+        typed ``Any`` so the splat type-checks against the config's other fields)."""
         key, secret = next(iter(self.access_keys.items()))
         return {"access_key_id": key, "secret_access_key": secret}
 

@@ -46,6 +46,7 @@ MAX_PAYLOAD_BYTES = 24 * 1024 * 1024
 """The largest payload accepted (botocore's limit)."""
 
 _PRELUDE = 12
+_HEADER_CACHE = 32
 _OVERHEAD = 16  # prelude + message CRC
 _unpack_prelude = struct.Struct(">III").unpack_from
 _unpack_crc = struct.Struct(">I").unpack_from
@@ -71,13 +72,16 @@ class EventStreamFramer:
     message raises :class:`~kova.InvalidResponse`. After an error the framer is spent.
     """
 
-    __slots__ = ("_buffer", "_faults", "_parse_headers")
+    __slots__ = ("_buffer", "_faults", "_headers_seen", "_parse_headers")
 
     def __init__(self) -> None:
         from botocore.eventstream import EventStreamHeaderParser, ParserError
 
         self._buffer = b""
         self._parse_headers = EventStreamHeaderParser().parse
+        # A stream repeats a handful of header blocks (one per event type), byte for byte:
+        # each is parsed once. Bounded, so a hostile stream cannot grow it.
+        self._headers_seen: dict[bytes, Mapping[str, HeaderValue]] = {}
         # An unknown header type is a KeyError in botocore's parser, a cut value a
         # struct.error, a name or string that is not UTF-8 a UnicodeDecodeError.
         self._faults = (ParserError, struct.error, KeyError, IndexError, ValueError)
@@ -116,12 +120,15 @@ class EventStreamFramer:
         return frames
 
     def _headers(self, block: bytes) -> Mapping[str, HeaderValue]:
-        if not block:
-            return {}
+        headers = self._headers_seen.get(block)
+        if headers is not None:
+            return headers
         try:
-            headers: Mapping[str, HeaderValue] = self._parse_headers(block)
+            headers = self._parse_headers(block) if block else {}
         except self._faults as exc:
             raise _corrupted(f"unreadable headers ({type(exc).__name__}: {exc})") from exc
+        if len(self._headers_seen) < _HEADER_CACHE:
+            self._headers_seen[block] = headers
         return headers
 
     def finish(self) -> list[EventFrame]:
