@@ -64,7 +64,7 @@ from .._models import (
 )
 from ..providers._base import heuristic_count_tokens
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, json_response, serve_http
-from ._script import ErrorReply, ScriptRequest, StreamReply, stream_events
+from ._script import ErrorReply, ScriptLike, ScriptRequest, StreamReply, as_script, stream_events
 from .wire.bedrock import (
     decode_request,
     event_message,
@@ -277,7 +277,8 @@ class FakeBedrockServer:
     """A fake Bedrock: :meth:`serve` it in a nursery and point a client at the URL.
 
     Args:
-        script: the replies to Converse and ConverseStream, in order.
+        script: the replies to Converse and ConverseStream, in order: a
+            :class:`~kova.testing.Script`, a list of replies or a function of the request.
         region: the region it serves (the SigV4 scope must name it).
         access_keys: secret access key by access key id (requests must be signed with one);
             by default :data:`FAKE_ACCESS_KEY_ID`/:data:`FAKE_SECRET_ACCESS_KEY`.
@@ -293,7 +294,7 @@ class FakeBedrockServer:
             all); others get a ``ValidationException``.
     """
 
-    script: Script
+    script: Script = attrs.field(converter=as_script)
     region: str = "us-east-1"
     access_keys: Mapping[str, str] = attrs.field(
         factory=lambda: {FAKE_ACCESS_KEY_ID: FAKE_SECRET_ACCESS_KEY}
@@ -442,7 +443,7 @@ class FakeBedrockServer:
 
 @asynccontextmanager
 async def open_bedrock_server(
-    script: Script,
+    script: ScriptLike,
     *,
     region: str = "us-east-1",
     access_keys: Mapping[str, str] | None = None,
