@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import httpx2
 import pytest
 import trio
+import trio.testing
 
 from kova import (
     ChatRequest,
@@ -461,3 +462,35 @@ async def test_cancelling_a_stream_closes_it() -> None:
                     scope.cancel()
         assert scope.cancelled_caught
         assert (await provider.chat_completion(ChatRequest.of("again"))).text == "next"
+
+
+async def test_cancelled_resolution_abandons_the_thread_and_retries(
+    no_aws_env: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    import sys
+
+    release = no_aws_env / "release"
+    script = no_aws_env / "slow_creds.py"
+    script.write_text(
+        "import json, pathlib, time\n"
+        f"while not pathlib.Path({str(release)!r}).exists():\n"
+        "    time.sleep(0.01)\n"
+        "print(json.dumps({'Version': 1, 'AccessKeyId': 'AKIAFAKEKOVATESTING1',"
+        " 'SecretAccessKey': 'fake/secret+key/for/kova/testing/only00000'}))\n"
+    )
+    (no_aws_env / "config").write_text(
+        f"[profile slow]\ncredential_process = {sys.executable} {script}\n"
+    )
+    provider = BedrockProvider(BedrockConfig(region="us-east-1", model_id=MODEL, profile="slow"))
+    with trio.move_on_after(5) as scope:
+        async with provider.open():
+            pytest.fail("open() should still be resolving")
+    # The blocked credential process held the worker thread; the deadline abandoned it.
+    assert scope.cancelled_caught
+    assert trio.current_time() == 5
+    assert provider.credentials_source is None
+    with pytest.raises(ProviderAuthError, match="not resolved"):
+        await provider.chat_completion(ChatRequest.of("hi"))
+    release.write_text("go")
+    async with provider.open():  # resolves again, now that the source answers
+        assert provider.credentials_source == "custom-process"

@@ -1,0 +1,156 @@
+"""The codec contract (kova.providers._codec) for the Bedrock codec, through the HTTP
+provider's EventStream over byte reads: the same events whatever the network splits, the
+events before an exception message and then the classified error, malformed messages as
+InvalidResponse, and a cut stream never a short answer. (The shared contract suite feeds text
+streams; the AWS event stream is binary, so it has its own copy here.)"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator
+
+import pytest
+import trio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kova import (
+    InvalidResponse,
+    KovaError,
+    ProviderError,
+    ProviderErrorClass,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolUseDelta,
+)
+from kova.providers import EventStream
+from kova.providers.bedrock import BedrockConfig
+from kova.providers.bedrock._codec import BedrockCodec
+from kova.testing.wire.bedrock import encode_message, event_message, exception_message
+
+CODEC = BedrockCodec(BedrockConfig(region="us-east-1", model_id="m"))
+
+FRAMES = [
+    event_message("messageStart", {"p": "abc", "role": "assistant"}),
+    event_message(
+        "contentBlockDelta",
+        {"contentBlockIndex": 0, "delta": {"reasoningContent": {"text": "Hm"}}},
+    ),
+    event_message(
+        "contentBlockDelta",
+        {"contentBlockIndex": 0, "delta": {"reasoningContent": {"signature": "c2ln"}}},
+    ),
+    event_message("contentBlockStop", {"contentBlockIndex": 0}),
+    event_message("contentBlockDelta", {"contentBlockIndex": 1, "delta": {"text": "Hel"}}),
+    event_message("contentBlockDelta", {"contentBlockIndex": 1, "delta": {"text": "lo"}}),
+    event_message("contentBlockStop", {"contentBlockIndex": 1}),
+    event_message(
+        "contentBlockStart",
+        {"contentBlockIndex": 2, "start": {"toolUse": {"toolUseId": "t1", "name": "f"}}},
+    ),
+    event_message(
+        "contentBlockDelta", {"contentBlockIndex": 2, "delta": {"toolUse": {"input": '{"a":'}}}
+    ),
+    event_message(
+        "contentBlockDelta", {"contentBlockIndex": 2, "delta": {"toolUse": {"input": "1}"}}}
+    ),
+    event_message("contentBlockStop", {"contentBlockIndex": 2}),
+    event_message("messageStop", {"stopReason": "tool_use"}),
+    event_message("metadata", {"usage": {"inputTokens": 3, "outputTokens": 4}, "metrics": {}}),
+]
+STREAM = b"".join(FRAMES)
+ERROR_FRAME = exception_message("throttlingException", "slow down")
+MALFORMED = (
+    encode_message({":message-type": "event", ":event-type": "contentBlockDelta"}, b"{oops"),
+    event_message("contentBlockDelta", {"contentBlockIndex": 1, "delta": {"text": 5}}),
+    event_message("contentBlockDelta", {"contentBlockIndex": "1", "delta": {"text": "x"}}),
+    event_message("contentBlockStart", {"contentBlockIndex": 3, "start": {"toolUse": 7}}),
+    encode_message({":message-type": "nonsense"}, b"{}"),
+    STREAM[:20] + b"\x00" + STREAM[21:30],  # a corrupted CRC
+)
+
+
+class Reads(AsyncIterator[bytes]):
+    def __init__(self, pieces: list[bytes]) -> None:
+        self._pieces = iter(pieces)
+
+    async def __anext__(self) -> bytes:
+        await trio.lowlevel.checkpoint()
+        try:
+            return next(self._pieces)
+        except StopIteration:
+            raise StopAsyncIteration from None
+
+
+def run(pieces: list[bytes]) -> tuple[list[StreamEvent], BaseException | None]:
+    events: list[StreamEvent] = []
+    failure: list[BaseException] = []
+
+    async def main() -> None:
+        stream = EventStream(
+            Reads(pieces),  # type: ignore[arg-type]
+            CODEC.framer(),
+            CODEC.stream_decoder(),
+            provider=CODEC.name,
+            idle_timeout=None,
+            total_timeout=None,
+        )
+        try:
+            async for batch in stream:
+                assert batch, "batches are never empty"
+                events.extend(batch)
+        except KovaError as exc:
+            failure.append(exc)
+
+    trio.run(main)
+    return events, failure[0] if failure else None
+
+
+def check_types(events: list[StreamEvent]) -> None:
+    for event in events:
+        if isinstance(event, TextDelta | ThinkingDelta):
+            assert type(event.text) is str
+        if isinstance(event, ToolUseDelta):
+            assert type(event.partial_json) is str
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cuts=st.lists(st.integers(min_value=0, max_value=len(STREAM)), max_size=25))
+def test_any_split_gives_the_same_events(cuts: list[int]) -> None:
+    whole, failure = run([STREAM])
+    assert failure is None
+    bounds = [0, *sorted(cuts), len(STREAM)]
+    pieces = [STREAM[a:b] for a, b in itertools.pairwise(bounds)]
+    split_events, split_failure = run(pieces)
+    assert split_failure is None
+    assert split_events == whole
+    check_types(whole)
+
+
+def test_an_exception_frame_at_any_position_is_classified_after_the_events_before_it() -> None:
+    for position in range(len(FRAMES)):
+        before = b"".join(FRAMES[:position])
+        expected, _ = run([before]) if before else ([], None)
+        events, failure = run([before + ERROR_FRAME + b"".join(FRAMES[position:])])
+        assert isinstance(failure, ProviderError), (position, failure)
+        assert failure.error_class is ProviderErrorClass.RATE_LIMITED
+        assert failure.mid_stream
+        assert events == expected
+
+
+@pytest.mark.parametrize("bad", MALFORMED)
+def test_malformed_frames_are_invalid_responses(bad: bytes) -> None:
+    for position in (0, len(FRAMES) // 2):
+        body = b"".join(FRAMES[:position]) + bad + b"".join(FRAMES[position:])
+        events, failure = run([body])
+        assert isinstance(failure, InvalidResponse), (position, failure)
+        check_types(events)
+
+
+def test_a_stream_cut_before_its_end_is_never_a_short_answer() -> None:
+    for end in (len(FRAMES) // 2, len(FRAMES) - 2):
+        _events, failure = run([b"".join(FRAMES[:end])])
+        assert failure is not None
+    _events, failure = run([STREAM[:-5]])
+    assert isinstance(failure, InvalidResponse)
