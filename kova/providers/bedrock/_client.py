@@ -194,15 +194,18 @@ class BedrockProvider(HttpProvider[EventFrame]):
     async def count_tokens(self, request: ChatRequest) -> int:
         """Prompt tokens: exact from the CountTokens API where the model supports it; the
         offline heuristic (:func:`~kova.providers.heuristic_count_tokens`) for models it
-        does not (CountTokens answers those with a ``ValidationException``; the provider then
-        stops asking) or when ``exact_token_count`` is off."""
+        does not (CountTokens answers those with a ``ValidationException`` saying so; the
+        provider then stops asking) or when ``exact_token_count`` is off."""
         if not self._exact_count:
             return heuristic_tokens(request)
         self._require_credentials()
         try:
             return await super().count_tokens(request)
-        except InvalidRequest:
-            self._exact_count = False
+        except InvalidRequest as exc:
+            # "The provided model doesn't support counting tokens.": stop asking. Any other
+            # validation error falls back for this call only.
+            if "support" in str(exc).lower():
+                self._exact_count = False
             return heuristic_tokens(request)
 
     async def list_models(self) -> list[ModelInfo]:
