@@ -15,6 +15,7 @@ PACKAGES = [
     "kova.mcp",
     "kova.providers",
     "kova.providers.anthropic",
+    "kova.providers.bedrock",
     "kova.providers.gemini",
     "kova.providers.ollama",
     "kova.providers.openai",
