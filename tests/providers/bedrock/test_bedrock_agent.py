@@ -8,7 +8,7 @@ import pytest
 from kova import ErrorEvent, Message, RateLimited, TextDelta
 from kova.agent import AgentBuilder, RetryConfig, TurnCompleted
 from kova.providers.bedrock import BedrockConfig, BedrockProvider
-from kova.testing import StreamReply, open_bedrock_server, reply_text
+from kova.testing import Reply, StreamReply, open_bedrock_server, reply_text
 
 MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0"
 THROTTLED = ErrorEvent(message="Too many requests", error_type="throttlingException")
@@ -17,7 +17,10 @@ RETRY = RetryConfig(max_retries=2, initial_backoff=0.0)
 
 
 async def test_throttling_before_content_is_retried() -> None:
-    script = [StreamReply(response=reply_text("x"), events=(THROTTLED,)), reply_text("Hello!")]
+    script: list[Reply] = [
+        StreamReply(response=reply_text("x"), events=(THROTTLED,)),
+        reply_text("Hello!"),
+    ]
     async with open_bedrock_server(script) as server:
         provider = BedrockProvider(
             BedrockConfig(
@@ -38,7 +41,10 @@ async def test_throttling_before_content_is_retried() -> None:
 
 async def test_throttling_after_content_is_not_retried() -> None:
     events = (TextDelta(text="Hel"), THROTTLED)
-    script = [StreamReply(response=reply_text("x"), events=events), reply_text("never")]
+    script: list[Reply] = [
+        StreamReply(response=reply_text("x"), events=events),
+        reply_text("never"),
+    ]
     async with open_bedrock_server(script) as server:
         provider = BedrockProvider(
             BedrockConfig(
