@@ -314,3 +314,37 @@ async def test_kova_sends_the_body_boto3_sends(stream: bool) -> None:
     # Both were signed for service "bedrock" and verified by the fake with botocore.
     for recorded in (boto3_request, kova_request):
         assert "/bedrock/aws4_request" in recorded.headers["authorization"]
+
+
+async def test_count_tokens_body_and_answer_match_boto3() -> None:
+    async with open_bedrock_server(Script([]), count_tokens=lambda m, t: 77) as server:
+        client = _boto3_client(server)
+        converse = {
+            key: BOTO3_PARAMS[key]
+            for key in ("messages", "system", "toolConfig", "additionalModelRequestFields")
+        }
+        answer = await _in_thread(
+            lambda: client.count_tokens(modelId=MODEL, input={"converse": converse})
+        )
+        provider = BedrockProvider(
+            BedrockConfig(
+                region="us-east-1",
+                model_id=MODEL,
+                endpoint_url=server.base_url,
+                additional_model_request_fields={
+                    "thinking": {"type": "enabled", "budget_tokens": 2048}
+                },
+                **server.credentials,
+            )
+        )
+        tools = [
+            ToolDefinition(
+                name="get_weather", description="Current weather", parameters=WEATHER_SCHEMA
+            )
+        ]
+        async with provider.open():
+            tokens = await provider.count_tokens(ChatRequest.of(CONVERSATION, tools=tools))
+    assert answer["inputTokens"] == tokens == 77
+    boto3_request, kova_request = server.requests
+    assert kova_request.path == boto3_request.path
+    assert kova_request.json() == boto3_request.json()
