@@ -21,7 +21,9 @@ from ._errors import KovaIOError as KovaIOError
 from ._errors import KovaTimeoutError as KovaTimeoutError
 from ._errors import MailboxClosed as MailboxClosed
 from ._errors import MaxIterationsError as MaxIterationsError
+from ._errors import McpCallInterruptedError as McpCallInterruptedError
 from ._errors import McpError as McpError
+from ._errors import McpUnavailableError as McpUnavailableError
 from ._errors import ModelNotFound as ModelNotFound
 from ._errors import ProviderAuthError as ProviderAuthError
 from ._errors import ProviderError as ProviderError
@@ -139,7 +141,9 @@ __all__ = [
     "KovaTimeoutError",
     "MailboxClosed",
     "MaxIterationsError",
+    "McpCallInterruptedError",
     "McpError",
+    "McpUnavailableError",
     "Message",
     "ModelInfo",
     "ModelNotFound",

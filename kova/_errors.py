@@ -12,12 +12,14 @@ The tree::
     │   ├── ModelNotFound             404
     │   └── InvalidResponse           the provider sent something kova cannot read
     ├── KovaConnectionError           refused / reset / dropped (a builtin ConnectionError too)
+    │   └── McpUnavailableError       no MCP session is up right now (names the server, since when)
     ├── KovaTimeoutError              connect or read timed out (also a builtin TimeoutError)
     ├── StreamError                   a stream ended in an error event or was cut short
     ├── ToolError                     a kova-side tool fault (tool failures go to the model in-band)
     │   ├── ToolExecutionError
     │   └── ToolNotFoundError
     ├── McpError                      the MCP server reported an error (JSON-RPC) or broke protocol
+    │   └── McpCallInterruptedError   the connection died under a tool call that may have run
     ├── AgentLoopError
     │   ├── MaxIterationsError
     │   └── ContextBudgetExceededError
@@ -47,6 +49,10 @@ from __future__ import annotations
 
 import builtins
 import enum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import datetime
 
 __all__ = [
     "ActorError",
@@ -63,7 +69,9 @@ __all__ = [
     "KovaTimeoutError",
     "MailboxClosed",
     "MaxIterationsError",
+    "McpCallInterruptedError",
     "McpError",
+    "McpUnavailableError",
     "ModelNotFound",
     "ProviderAuthError",
     "ProviderError",
@@ -340,6 +348,64 @@ class McpError(KovaError):
         self.code = code
         """The JSON-RPC error code, when the server sent one."""
         super().__init__(f"{message} (JSON-RPC error {code})" if code is not None else message)
+
+
+class McpUnavailableError(KovaConnectionError):
+    """No MCP session is up: the server is down or being reconnected to.
+
+    Raised at once (fail fast) while the connection actor backs off between reconnect
+    attempts, instead of letting the request run into its timeout. Nothing was sent.
+    """
+
+    def __init__(
+        self,
+        *,
+        server: str,
+        since: datetime.datetime,
+        reason: str | None = None,
+        attempts: int = 0,
+    ) -> None:
+        self.server = server
+        """The connection's name (the ``McpClient``'s)."""
+        self.since = since
+        """When the server became unavailable (UTC wall clock)."""
+        self.reason = reason
+        """Why the last connection or reconnect attempt failed."""
+        self.attempts = attempts
+        """Reconnect attempts that failed in this outage."""
+        message = f"MCP server {server!r} is unavailable since {since:%Y-%m-%d %H:%M:%S} UTC"
+        details = []
+        if attempts:
+            details.append(f"{attempts} reconnect attempt{'s' if attempts != 1 else ''} failed")
+        if reason:
+            details.append(f"last error: {reason}")
+        super().__init__(message + (f" ({'; '.join(details)})" if details else ""))
+
+
+class McpCallInterruptedError(McpError):
+    """The connection died while a tool call was in flight, and the call was not sent again.
+
+    The server may or may not have run it. kova replays an interrupted call on the new
+    session only when the tool is annotated read-only or idempotent, or the host opted in
+    (``replay=True``, ``replay_tools=``); this error says it did neither.
+    """
+
+    def __init__(self, *, server: str, tool: str, reason: str, replayed: bool = False) -> None:
+        self.server = server
+        self.tool = tool
+        self.reason = reason
+        self.replayed = replayed
+        """Whether this was already the second attempt (a replay), which was lost too."""
+        why = (
+            "it was already sent again once"
+            if replayed
+            else "the tool is not annotated read-only or idempotent"
+        )
+        super().__init__(
+            f"the connection to MCP server {server!r} was lost while tool {tool!r} was "
+            f"running ({reason}); the call may or may not have run on the server. It was not "
+            f"sent again: {why}"
+        )
 
 
 class AgentLoopError(KovaError):

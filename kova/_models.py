@@ -144,6 +144,11 @@ class ToolResult:
     """The result text, or text and image parts."""
     is_error: bool = False
     tool_use_id: str = ""
+    structured: JSONValue | None = None
+    """A machine-readable form of the result, for the host (MCP's ``structuredContent``).
+
+    Providers send the model ``content`` only; a tool that returns structured data also puts
+    its text form (usually the JSON) into ``content``."""
 
     @property
     def text(self) -> str:
@@ -268,12 +273,15 @@ def block_to_dict(block: ContentBlock) -> dict[str, JSONValue]:
                 stored = content
             else:
                 stored = [block_to_dict(part) for part in content]
-            return {
+            result: dict[str, JSONValue] = {
                 "type": "tool_result",
                 "tool_use_id": tool_use_id,
                 "content": stored,
                 "is_error": is_error,
             }
+            if block.structured is not None:
+                result["structured"] = block.structured
+            return result
         case Thinking(text=text, signature=signature):
             return {"type": "thinking", "text": text, "signature": signature}
         case RedactedThinking(data=data):
@@ -300,6 +308,17 @@ def _object(value: object, key: str) -> JSONObject:
     if not isinstance(value, dict):
         raise _serialization_error(f"block field {key!r} must be a JSON object")
     return value
+
+
+def _json_value(value: object) -> JSONValue:
+    """``value`` checked to be plain JSON (what ``json.loads`` returns)."""
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, list):
+        return [_json_value(item) for item in value]
+    if isinstance(value, dict) and all(isinstance(key, str) for key in value):
+        return {key: _json_value(item) for key, item in value.items()}
+    raise _serialization_error(f"not a JSON value: {value!r}")
 
 
 def block_from_dict(data: object) -> ContentBlock:
@@ -347,6 +366,7 @@ def block_from_dict(data: object) -> ContentBlock:
                     tool_use_id=_str(data, "tool_use_id"),
                     content=content,
                     is_error=bool(data.get("is_error", False)),
+                    structured=_json_value(data.get("structured")),
                 )
             case "thinking":
                 return Thinking(text=_str(data, "text"), signature=_opt_str(data, "signature"))

@@ -64,6 +64,7 @@ tool_results = st.builds(
     tool_use_id=ids,
     content=st.text(max_size=30) | st.lists(texts | images, max_size=3).map(tuple),
     is_error=st.booleans(),
+    structured=st.none() | json_values,
 )
 thinkings = st.builds(
     Thinking, text=st.text(max_size=30), signature=st.none() | st.text(max_size=20)

@@ -16,34 +16,54 @@ from ._transports import SseTransport as SseTransport
 from ._transports import StdioTransport as StdioTransport
 from ._transports import StreamableHttpTransport as StreamableHttpTransport
 from ._transports import Transport as Transport
+from ._types import ConnectionStatus as ConnectionStatus
 from ._types import ElicitationHandler as ElicitationHandler
 from ._types import ElicitationRequest as ElicitationRequest
 from ._types import ElicitationResponse as ElicitationResponse
+from ._types import LogHandler as LogHandler
+from ._types import McpConnectionState as McpConnectionState
+from ._types import McpLogMessage as McpLogMessage
+from ._types import McpProgress as McpProgress
 from ._types import McpPrompt as McpPrompt
 from ._types import McpPromptArgument as McpPromptArgument
 from ._types import McpPromptResult as McpPromptResult
 from ._types import McpResource as McpResource
 from ._types import McpResourceContents as McpResourceContents
 from ._types import McpResourceTemplate as McpResourceTemplate
+from ._types import McpRoot as McpRoot
 from ._types import McpServerInfo as McpServerInfo
+from ._types import ProgressHandler as ProgressHandler
+from ._types import ReconnectPolicy as ReconnectPolicy
+from ._types import ResourceUpdatedHandler as ResourceUpdatedHandler
+from ._types import StateChangeHandler as StateChangeHandler
 
 __all__ = [
+    "ConnectionStatus",
     "DEFAULT_REQUEST_TIMEOUT",
     "ElicitationHandler",
     "ElicitationRequest",
     "ElicitationResponse",
     "InProcessTransport",
+    "LogHandler",
     "McpClient",
+    "McpConnectionState",
+    "McpLogMessage",
+    "McpProgress",
     "McpPrompt",
     "McpPromptArgument",
     "McpPromptResult",
     "McpResource",
     "McpResourceContents",
     "McpResourceTemplate",
+    "McpRoot",
     "McpServerInfo",
     "McpTool",
     "PREFIX_SEPARATOR",
+    "ProgressHandler",
+    "ReconnectPolicy",
+    "ResourceUpdatedHandler",
     "SseTransport",
+    "StateChangeHandler",
     "StdioTransport",
     "StreamableHttpTransport",
     "TokenProvider",

@@ -41,23 +41,11 @@ class TokenProvider(Protocol):
         ...
 
 
-class SessionExpired(Exception):
-    """The server answered ``404`` to a request carrying its ``Mcp-Session-Id``.
-
-    The Streamable HTTP specification says this means the server ended the session and the
-    client must start a new one with a fresh ``initialize``. Raising it from the auth flow
-    tears the transport down, so the connection actor is restarted and re-initializes
-    instead of leaving a dead session behind.
-    """
-
-
 class McpHttpAuth(httpx2.Auth):
     """The ``httpx2.Auth`` flow of kova's HTTP transports.
 
     Args:
         tokens: where bearer tokens come from; ``None`` sends no ``Authorization`` header.
-        detect_session_end: raise :class:`SessionExpired` on a ``404`` for a request that
-            carries an ``Mcp-Session-Id`` (Streamable HTTP only).
         inner: a host's own ``httpx2.Auth`` (say, the ``mcp`` package's
             ``OAuthClientProvider`` running a full OAuth flow) used instead of ``tokens``.
     """
@@ -66,26 +54,23 @@ class McpHttpAuth(httpx2.Auth):
         self,
         tokens: TokenProvider | None,
         *,
-        detect_session_end: bool,
         inner: httpx2.Auth | None = None,
     ) -> None:
         if tokens is not None and inner is not None:
             raise ValueError("give a TokenProvider or an httpx2.Auth, not both")
         self._tokens = tokens
-        self._detect_session_end = detect_session_end
         self._inner = inner
 
     async def async_auth_flow(
         self, request: httpx2.Request
     ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         if self._inner is not None:
-            # Drive the host's flow, watching every response it gets for a session end.
+            # Drive the host's flow.
             flow = self._inner.async_auth_flow(request)
             try:
                 outgoing = await flow.__anext__()
                 while True:
                     response = yield outgoing
-                    self._check_session_end(outgoing, response)
                     try:
                         outgoing = await flow.asend(response)
                     except StopAsyncIteration:
@@ -102,14 +87,3 @@ class McpHttpAuth(httpx2.Auth):
             response = yield request
             # A second 401 is left to the ``mcp`` transport, which fails that one request with
             # a JSON-RPC error: the connection itself is healthy and must not be torn down.
-        self._check_session_end(request, response)
-
-    def _check_session_end(self, request: httpx2.Request, response: httpx2.Response) -> None:
-        if (
-            self._detect_session_end
-            and response.status_code == 404
-            and MCP_SESSION_ID_HEADER in request.headers
-            and request.method != "DELETE"
-        ):
-            session_id = request.headers[MCP_SESSION_ID_HEADER]
-            raise SessionExpired(f"the MCP server ended session {session_id}")

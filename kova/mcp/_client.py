@@ -13,6 +13,9 @@ from .._errors import (
     KovaError,
     KovaTimeoutError,
     MailboxClosed,
+    McpCallInterruptedError,
+    McpError,
+    McpUnavailableError,
 )
 from .._log import get_logger
 from ..actors import Runtime, Supervisor, open_supervisor
@@ -29,23 +32,37 @@ from ._connection import (
     Message,
     ReadResource,
     Reconnect,
+    SetLogLevel,
+    SetRoots,
+    SharedState,
+    Subscribe,
 )
+from ._connection import (
+    now as _now,
+)
+from ._transports import InProcessTransport, SseTransport, StdioTransport, StreamableHttpTransport
+from ._types import McpConnectionState, McpRoot, ReconnectPolicy
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping
+    from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 
     from .._models import JSONObject, ToolDefinition, ToolResult
     from ..actors import Actor, ActorRef
     from ..providers import Provider
     from ._transports import Transport
     from ._types import (
+        ConnectionStatus,
         ElicitationHandler,
+        LogHandler,
         McpPrompt,
         McpPromptResult,
         McpResource,
         McpResourceContents,
         McpResourceTemplate,
         McpServerInfo,
+        ProgressHandler,
+        ResourceUpdatedHandler,
+        StateChangeHandler,
     )
 
 __all__ = ["DEFAULT_REQUEST_TIMEOUT", "McpClient"]
@@ -54,6 +71,26 @@ log = get_logger(__name__)
 
 DEFAULT_REQUEST_TIMEOUT = 60.0
 """Seconds one MCP request may take unless the call says otherwise."""
+
+
+_LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+def _describe_transport(transport: Transport) -> str:
+    """How errors name a server the host did not name."""
+    match transport:
+        case StreamableHttpTransport(url=url) | SseTransport(url=url):
+            return url
+        case StdioTransport(command=command, args=args):
+            return " ".join((command, *args[:1]))
+        case InProcessTransport(server=server):
+            return str(getattr(server, "name", "in-process server"))
+        case _:
+            return type(transport).__name__
+
+
+def _roots(roots: Iterable[McpRoot | str]) -> tuple[McpRoot, ...]:
+    return tuple(root if isinstance(root, McpRoot) else McpRoot(uri=root) for root in roots)
 
 
 def _sole_kova_error(group: BaseExceptionGroup[BaseException]) -> KovaError | None:
@@ -79,18 +116,33 @@ class McpClient:
 
     Recovery, as specified for kova's MCP client:
 
-    * a request whose connection broke (the server process died, the socket dropped, the
-      server ended the HTTP session) is sent once more after the supervisor restarted the
-      actor, which reconnects and re-runs ``initialize``; a second failure raises
-      :class:`~kova.KovaConnectionError`;
+    * when the session goes away (the server process died, the socket dropped, the server
+      no longer knows the session), the connection actor opens a new one by itself, running
+      ``initialize`` again, with backoff (:class:`ReconnectPolicy`); :attr:`state` and
+      ``on_state_change`` show where it stands;
+    * while no session is up, requests fail at once with :class:`~kova.McpUnavailableError`
+      (or wait, up to their timeout, with ``wait_for_connection=True``);
+    * a request the lost session interrupted is sent again on the new one if it never
+      reached the server, if it only reads, or if it calls a tool annotated read-only or
+      idempotent (or named in ``replay_tools``); otherwise it raises
+      :class:`~kova.McpCallInterruptedError` (the tool may have run);
     * a JSON-RPC error from the server raises :class:`~kova.McpError` and is never retried;
-    * :meth:`tools_list` is cached until :meth:`reconnect`, a restart, or a
+    * :meth:`tools_list` is cached until :meth:`reconnect`, a new session, or a
       ``notifications/tools/list_changed`` from the server.
     """
 
-    def __init__(self, ref: ActorRef, *, request_timeout: float) -> None:
+    def __init__(
+        self,
+        ref: ActorRef,
+        shared: SharedState,
+        *,
+        request_timeout: float,
+        roots_enabled: bool = False,
+    ) -> None:
         self._ref = ref
+        self._shared = shared
         self._request_timeout = request_timeout
+        self._roots_enabled = roots_enabled
 
     @classmethod
     @asynccontextmanager
@@ -104,6 +156,14 @@ class McpClient:
         sampling: Provider | None = None,
         sampling_model: str | None = None,
         elicitation: ElicitationHandler | None = None,
+        reconnect: ReconnectPolicy | None = None,
+        wait_for_connection: bool = False,
+        on_state_change: StateChangeHandler | None = None,
+        replay_tools: Iterable[str] = (),
+        roots: Iterable[McpRoot | str] | None = None,
+        on_log: LogHandler | None = None,
+        log_level: str | None = None,
+        on_resource_updated: ResourceUpdatedHandler | None = None,
     ) -> AsyncIterator[McpClient]:
         """``async with McpClient.connect(transport) as client:`` connect to a server.
 
@@ -118,8 +178,8 @@ class McpClient:
                 :class:`StreamableHttpTransport`, :class:`SseTransport`, ...).
             runtime: the kova runtime (or a supervisor) to run the connection actor under;
                 by default the client opens a supervisor of its own (restart intensity: 3
-                restarts in 5 s). A server that keeps failing beyond the intensity makes
-                that supervisor give up, as any other child would.
+                restarts in 5 s). The actor recovers lost sessions by itself; it crashes,
+                and its supervisor decides, only when ``reconnect`` gives up.
             name: the actor's name (for logs); unique within ``runtime``.
             request_timeout: the default timeout of one request, in seconds.
             sampling: a provider that answers the server's ``sampling/createMessage``
@@ -128,20 +188,51 @@ class McpClient:
                 otherwise).
             elicitation: a host function that answers the server's ``elicitation/create``
                 requests (asks the user). Off unless given.
+            reconnect: how lost sessions are reopened (default: at once, then exponential
+                backoff from 0.1 s to 2 s, jittered, never giving up).
+            wait_for_connection: while no session is up, requests wait for one (up to
+                their own timeout) instead of failing at once with
+                :class:`~kova.McpUnavailableError`.
+            on_state_change: called with the new :class:`McpConnectionState` on every
+                change (in the connection actor's task: keep it quick, do not block).
+            replay_tools: tools whose interrupted calls may be sent again although their
+                annotations do not say they are read-only or idempotent.
+            roots: offer the server these roots (``file://`` URIs or :class:`McpRoot`);
+                change them later with :meth:`set_roots`. No roots capability unless given.
+            on_log: receives the server's log messages (they are also logged through
+                structlog as ``mcp.server.log`` at the matching level).
+            log_level: ask the server for log messages at this level and above
+                (``logging/setLevel`` on every new session).
+            on_resource_updated: told the URI of a subscribed resource that changed (see
+                :meth:`resources_subscribe`).
 
         Raises:
             KovaConnectionError: the server could not be reached (after the one retry).
             McpError: the server rejected ``initialize``.
         """
+        if log_level is not None and log_level not in _LOG_LEVELS:
+            raise ValueError(f"log_level must be one of {_LOG_LEVELS}, got {log_level!r}")
         settings = ConnectionSettings(
             transport=transport,
             sampling=sampling,
             sampling_model=sampling_model,
             elicitation=elicitation,
+            reconnect=reconnect if reconnect is not None else ReconnectPolicy(),
+            wait_for_connection=wait_for_connection,
+            replay_tools=frozenset(replay_tools),
+            on_log=on_log,
+            log_level=log_level,
+            on_resource_updated=on_resource_updated,
+            roots_enabled=roots is not None,
+        )
+        shared = SharedState(
+            name=name or _describe_transport(transport),
+            on_state_change=on_state_change,
+            roots=_roots(roots or ()),
         )
 
         def mcp_connection() -> Actor:
-            return McpConnection(settings)
+            return McpConnection(settings, shared)
 
         connected = False
         try:
@@ -156,10 +247,16 @@ class McpClient:
                 ref = await supervisor.spawn(mcp_connection, name=name, restart="permanent")
                 connected = True
                 try:
-                    yield cls(ref, request_timeout=request_timeout)
+                    yield cls(
+                        ref,
+                        shared,
+                        request_timeout=request_timeout,
+                        roots_enabled=roots is not None,
+                    )
                 finally:
                     with trio.CancelScope(shield=True):
                         await supervisor.stop_child(ref)
+                    shared.publish(McpConnectionState(status="closed", since=_now()))
         except BaseExceptionGroup as group:
             # A failed connection attempt travels out through the actor's and the
             # supervisor's nurseries; the caller gets the one error it is about.
@@ -173,15 +270,69 @@ class McpClient:
         """The connection actor's name."""
         return self._ref.name
 
+    @property
+    def server(self) -> str:
+        """How errors name the server: ``connect(name=...)``, else its URL or command."""
+        return self._shared.name
+
+    @property
+    def state(self) -> McpConnectionState:
+        """Where the connection stands now (connecting, connected, unavailable, closed)."""
+        return self._shared.state
+
+    async def wait_for_state(self, *statuses: ConnectionStatus) -> McpConnectionState:
+        """Wait until :attr:`state` has one of ``statuses`` (returns at once if it has).
+
+        Cancellation: just stops waiting. Put a timeout around it (``trio.fail_after``).
+        """
+        while self._shared.state.status not in statuses:
+            await self._shared.changed.wait()
+        return self._shared.state
+
+    def add_tools_listener(
+        self, listener: Callable[[tuple[ToolDefinition, ...]], None]
+    ) -> Callable[[], None]:
+        """Call ``listener`` with the server's new tool list after each
+        ``notifications/tools/list_changed`` (this is how an agent's view of the tools
+        follows the server). Returns a function that removes the listener.
+
+        The listener runs in the connection actor's task: keep it quick and synchronous.
+        """
+        watchers = self._shared.tool_watchers
+        watchers.append(listener)
+
+        def remove() -> None:
+            if listener in watchers:
+                watchers.remove(listener)
+
+        return remove
+
+    def _unavailable(self, waited: float) -> McpUnavailableError:
+        state = self._shared.state
+        return McpUnavailableError(
+            server=self.server,
+            since=state.since,
+            reason=state.error or f"no session came up within {waited:g}s",
+            attempts=state.attempts,
+        )
+
     async def _call(self, message: Message, *, time_limit: float | None = None) -> Any:
-        """Send ``message`` to the connection actor: one retry after a broken connection,
-        and the request timeout around both attempts."""
+        """Send ``message`` to the connection actor, with the request timeout around it.
+
+        The actor recovers lost sessions itself; the one retry here is for the rare case
+        that the actor crashed (a bug, or its reconnect policy gave up), and never resends
+        a tool call that may have run.
+        """
         limit = self._request_timeout if time_limit is None else time_limit
         with trio.move_on_after(limit):
             for attempt in (1, 2):
                 try:
                     return await self._ref.call(message)
                 except (ActorFailed, MailboxClosed) as exc:
+                    if isinstance(message, CallTool) and message.replay is not True:
+                        raise McpCallInterruptedError(
+                            server=self.server, tool=message.name, reason=str(exc)
+                        ) from exc
                     if attempt == 2:
                         raise KovaConnectionError(
                             f"the MCP connection {self.name!r} failed twice: {exc}"
@@ -192,8 +343,11 @@ class McpClient:
                         request=type(message).__name__,
                         error=repr(exc.__cause__ or exc),
                     )
+        if self._shared.state.status != "connected":
+            # The time went on waiting for a session: say so, not "timed out".
+            raise self._unavailable(limit)
         raise KovaTimeoutError(
-            f"MCP request {type(message).__name__} to {self.name!r} timed out after {limit:g}s",
+            f"MCP request {type(message).__name__} to {self.server!r} timed out after {limit:g}s",
             timeout=limit,
         )
 
@@ -210,22 +364,43 @@ class McpClient:
         result: tuple[ToolDefinition, ...] = await self._call(ListTools())
         return result
 
-    async def tools_call(self, name: str, arguments: JSONObject | None = None) -> ToolResult:
+    async def tools_call(
+        self,
+        name: str,
+        arguments: JSONObject | None = None,
+        *,
+        progress: ProgressHandler | None = None,
+        replay: bool | None = None,
+    ) -> ToolResult:
         """Call a tool with the default request timeout.
+
+        Args:
+            name: the server's name for the tool.
+            arguments: its arguments.
+            progress: receives the server's progress notifications for this call (kova
+                sends a ``progressToken`` only when this is given).
+            replay: whether the call may be sent again on a new session if the connection
+                is lost while it runs. ``None`` (the default): only if the tool is
+                annotated read-only or idempotent, or named in ``replay_tools``.
 
         Returns:
             The result: text, images and embedded resources converted; ``is_error`` is the
-            server's ``isError`` (a tool failure the model should see).
+            server's ``isError`` (a tool failure the model should see); ``structured`` is
+            the server's ``structuredContent``.
 
         Raises:
             McpError: the server answered with a JSON-RPC error (e.g. an unknown tool).
-            KovaConnectionError: the connection broke twice.
+            McpUnavailableError: no session is up (the server is down or being reconnected).
+            McpCallInterruptedError: the connection was lost while the call ran, and it was
+                not safe to send it again.
             KovaTimeoutError: the request timeout expired.
 
         Cancelling the caller cancels the request (the server is sent
-        ``notifications/cancelled``) before this returns.
+        ``notifications/cancelled``, and the HTTP request is closed) before this returns.
         """
-        result: ToolResult = await self._call(CallTool(name=name, arguments=arguments or {}))
+        result: ToolResult = await self._call(
+            CallTool(name=name, arguments=arguments or {}, progress=progress, replay=replay)
+        )
         return result
 
     async def tools_call_with_timeout(
@@ -233,10 +408,14 @@ class McpClient:
         name: str,
         arguments: JSONObject | None,
         timeout: float,  # noqa: ASYNC109 - the seed's API: a per-call override
+        *,
+        progress: ProgressHandler | None = None,
+        replay: bool | None = None,
     ) -> ToolResult:
         """:meth:`tools_call` with its own timeout (seconds) instead of the default."""
         result: ToolResult = await self._call(
-            CallTool(name=name, arguments=arguments or {}), time_limit=timeout
+            CallTool(name=name, arguments=arguments or {}, progress=progress, replay=replay),
+            time_limit=timeout,
         )
         return result
 
@@ -256,6 +435,16 @@ class McpClient:
         """Read one resource; a resource may have several contents."""
         result: tuple[McpResourceContents, ...] = await self._call(ReadResource(uri=uri))
         return result
+
+    async def resources_subscribe(self, uri: str) -> None:
+        """Ask the server to tell us when ``uri`` changes (``resources/subscribe``); each
+        change reaches ``on_resource_updated``. Subscriptions are renewed on every new
+        session."""
+        await self._call(Subscribe(uri=uri, subscribe=True))
+
+    async def resources_unsubscribe(self, uri: str) -> None:
+        """Stop :meth:`resources_subscribe` for ``uri``."""
+        await self._call(Subscribe(uri=uri, subscribe=False))
 
     async def prompts_list(self) -> tuple[McpPrompt, ...]:
         """The server's prompt templates (every page)."""
@@ -279,13 +468,33 @@ class McpClient:
         result: McpServerInfo = await self._call(GetServerInfo())
         return result
 
-    async def reconnect(self) -> None:
-        """Close the connection and open a new one from the stored transport: a stdio child
-        is respawned, ``initialize`` runs again and the tools cache is cleared. Requests in
-        flight are sent again on the new connection.
+    async def set_roots(self, roots: Iterable[McpRoot | str]) -> None:
+        """Offer the server these roots from now on, and tell it they changed
+        (``notifications/roots/list_changed``).
 
         Raises:
-            KovaConnectionError: the server could not be reached again.
+            ValueError: a root is not a ``file://`` URI.
+            McpError: the client was connected without ``roots=`` (no roots capability).
+        """
+        if not self._roots_enabled:
+            raise McpError("this client offers no roots: pass roots=[...] to connect()")
+        await self._call(SetRoots(roots=_roots(roots)))
+
+    async def set_log_level(self, level: str) -> None:
+        """Ask the server for log messages at ``level`` and above (``logging/setLevel``)."""
+        if level not in _LOG_LEVELS:
+            raise ValueError(f"level must be one of {_LOG_LEVELS}, got {level!r}")
+        await self._call(SetLogLevel(level=level))
+
+    async def reconnect(self) -> None:
+        """Close the connection and open a new one from the stored transport: a stdio child
+        is respawned, ``initialize`` runs again and the tools cache is cleared. While the
+        server is unavailable, this cuts the backoff short and tries at once. Requests in
+        flight follow the replay rule (see the class docstring).
+
+        Raises:
+            McpUnavailableError: the server could not be reached again (the actor keeps
+                trying, with backoff).
         """
         await self._call(Reconnect())
         log.info("mcp.client.reconnected", connection=self.name)

@@ -1,28 +1,37 @@
 """The MCP connection actor: one per server, owning the ``mcp`` client session.
 
 The ``mcp`` package's context managers (transport, task groups, session) must be entered and
-left in one task. That task is the actor's *session task*, a child of the nursery the actor
-opens in :meth:`McpConnection.resources`; it enters the transport and the session, reports
-the live connection, and waits until the connection is retired or lost. Requests are served
-concurrently by the actor's handler tasks, which share the session (the ``mcp`` dispatcher
-correlates concurrent requests by id).
+left in one task. Each connection runs in a *session task* of its own, a child of the
+nursery the actor opens in :meth:`McpConnection.resources`: it enters the transport and the
+session, publishes the live connection, and holds it until the connection is retired or
+lost. Requests are served concurrently by the actor's handler tasks, which share the session
+(the ``mcp`` dispatcher correlates concurrent requests by id).
 
-How a connection ends decides what happens next:
+Recovery is the actor's own job, not its supervisor's. The *maintenance task* waits for the
+session to end, for whatever reason (the server closed the stream, a stdio child exited, a
+socket dropped, the server no longer knows our ``Mcp-Session-Id``, ``reconnect()``), and
+opens a new one, running ``initialize`` again. The first attempt is immediate; after a
+failure it backs off (:class:`~kova.mcp.ReconnectPolicy`: exponential, capped, jittered) and
+keeps trying, so an outage of minutes does not end the host's block. While no session is
+up the connection is ``unavailable`` and requests fail at once with
+:class:`~kova.McpUnavailableError` (or wait for the session, up to their own timeout, when
+the host asked for that). The policy can also give up: then the actor crashes and its
+supervisor applies the OTP rules.
 
-* ``reconnect()`` retires the connection on purpose: the session task leaves its context
-  managers (reaping a stdio child), a new session task connects and re-runs ``initialize``,
-  and requests caught in between are sent again on the new connection.
-* The transport breaks (the child exited, the socket dropped, the server ended the
-  Streamable HTTP session with a ``404``): the actor crashes and its supervisor restarts it,
-  which reconnects. Callers see :class:`~kova.ActorFailed` or
-  :class:`~kova.MailboxClosed`, which :class:`~kova.mcp.McpClient` answers with exactly one
-  retry.
-* The server answers with a JSON-RPC error: that request fails with :class:`~kova.McpError`;
-  the connection is fine and nothing is retried.
+A request caught by a lost session is sent again on the next one only when that is safe:
+the request never reached the server (kova's HTTP layer knows, see
+:data:`~kova.mcp._transports.NOT_DELIVERED`), or it is a read (listing, reading a resource,
+getting a prompt), or it calls a tool annotated read-only or idempotent (or one the host
+named). Otherwise it fails with :class:`~kova.McpCallInterruptedError`: it may have run.
+A JSON-RPC error from the server fails that request with :class:`~kova.McpError`; the
+connection is fine and nothing is retried.
 """
 
 from __future__ import annotations
 
+import datetime
+import random
+import warnings
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -32,35 +41,48 @@ import httpx2
 import mcp_types as mt
 import trio
 from mcp import Client
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from pydantic import ValidationError
 
-from .._errors import KovaConnectionError, KovaError, McpError
+from .._errors import (
+    KovaConnectionError,
+    KovaError,
+    McpCallInterruptedError,
+    McpError,
+    McpUnavailableError,
+)
 from .._log import get_logger
 from .._models import ChatRequest
 from ..actors import Actor
 from . import _convert
-from ._auth import SessionExpired
-from ._types import McpServerInfo
+from ._transports import SessionWatch, StreamableHttpTransport, is_not_delivered
+from ._types import McpConnectionState, McpLogMessage, McpProgress, McpServerInfo, ReconnectPolicy
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 
     from mcp.client.context import ClientRequestContext
+    from mcp.shared.dispatcher import ProgressFnT
 
     from .._models import JSONObject, ToolDefinition, ToolResult
     from ..providers import Provider
     from ._transports import Transport
     from ._types import (
+        ConnectionStatus,
         ElicitationHandler,
+        LogHandler,
         McpPrompt,
         McpPromptResult,
         McpResource,
         McpResourceContents,
         McpResourceTemplate,
+        McpRoot,
+        ProgressHandler,
+        ResourceUpdatedHandler,
+        StateChangeHandler,
     )
 
-__all__ = ["ConnectionSettings", "McpConnection"]
+__all__ = ["ConnectionSettings", "McpConnection", "SharedState", "now"]
 
 log = get_logger(__name__)
 
@@ -75,10 +97,35 @@ class _Paginated(Protocol):
 _Page = TypeVar("_Page", bound=_Paginated)
 
 CONNECT_RETRY_DELAY = 0.5
-"""Seconds before the one retry of a connection attempt that failed transiently."""
+"""Seconds before the one retry of a first connection attempt that failed transiently."""
+
+CLOSE_GRACE = 5.0
+"""Seconds a lost session may take to release its transport (say, a ``DELETE`` to a server
+that stopped answering) before it is cancelled."""
+
+GONE_GRACE = 0.5
+"""Seconds a session the server no longer has stays open for the requests already in flight
+on it to get their answers from kova's HTTP layer."""
 
 _MAX_PAGES = 1000
 """A bound on ``*/list`` pagination, so a server whose cursors never end cannot hang us."""
+
+_LOG_LEVELS = {
+    "debug": "debug",
+    "info": "info",
+    "notice": "info",
+    "warning": "warning",
+    "error": "error",
+    "critical": "error",
+    "alert": "error",
+    "emergency": "error",
+}
+"""MCP's syslog levels as kova's logging levels (the event keeps the server's own level)."""
+
+
+def now() -> datetime.datetime:
+    """The UTC wall clock (for telling people when; decisions use trio's clock)."""
+    return datetime.datetime.now(datetime.UTC)
 
 
 def _is_local_close(error: MCPError) -> bool:
@@ -95,7 +142,7 @@ def _is_local_close(error: MCPError) -> bool:
 
 
 class ConnectionLost(Exception):
-    """The transport broke under the actor; raised to crash it so its supervisor restarts it."""
+    """The reconnect policy gave up; raised to crash the actor so its supervisor decides."""
 
 
 @attrs.frozen(kw_only=True)
@@ -106,8 +153,48 @@ class ConnectionSettings:
     sampling: Provider | None = None
     sampling_model: str | None = None
     elicitation: ElicitationHandler | None = None
+    reconnect: ReconnectPolicy = attrs.field(factory=ReconnectPolicy)
+    wait_for_connection: bool = False
+    replay_tools: frozenset[str] = frozenset()
+    on_log: LogHandler | None = None
+    on_resource_updated: ResourceUpdatedHandler | None = None
+    log_level: str | None = None
+    roots_enabled: bool = False
     client_name: str = "kova"
     client_version: str = "0.1.0"
+
+
+@attrs.define(eq=False)
+class SharedState:
+    """What outlives one incarnation of the connection actor, for the client's whole block.
+
+    Written only by the connection actor (through its messages); the :class:`McpClient`
+    handle reads :attr:`state`, a frozen value that is replaced, never changed in place.
+    """
+
+    name: str
+    on_state_change: StateChangeHandler | None = None
+    state: McpConnectionState = attrs.field(
+        factory=lambda: McpConnectionState(status="connecting", since=now())
+    )
+    changed: trio.Event = attrs.field(factory=trio.Event)
+    """Set (and replaced) on every state change."""
+    roots: tuple[McpRoot, ...] = ()
+    subscriptions: set[str] = attrs.field(factory=set)
+    tool_watchers: list[Callable[[tuple[ToolDefinition, ...]], None]] = attrs.field(factory=list)
+    """Told the new tool list after a ``list_changed`` (the agents that use these tools)."""
+
+    def publish(self, state: McpConnectionState) -> None:
+        if attrs.evolve(state, since=self.state.since) == self.state:
+            return  # nothing a host would notice changed
+        self.state = state
+        changed, self.changed = self.changed, trio.Event()
+        changed.set()
+        if self.on_state_change is not None:
+            try:
+                self.on_state_change(state)
+            except Exception as exc:  # a host callback must not take the connection down
+                log.warning("mcp.state_callback.failed", connection=self.name, error=repr(exc))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -123,6 +210,8 @@ class ListTools:
 class CallTool:
     name: str
     arguments: JSONObject
+    progress: ProgressHandler | None = None
+    replay: bool | None = None
 
 
 @attrs.frozen
@@ -140,6 +229,12 @@ class ReadResource:
     uri: str
 
 
+@attrs.frozen(kw_only=True)
+class Subscribe:
+    uri: str
+    subscribe: bool
+
+
 @attrs.frozen
 class ListPrompts:
     pass
@@ -149,6 +244,16 @@ class ListPrompts:
 class GetPrompt:
     name: str
     arguments: Mapping[str, str]
+
+
+@attrs.frozen(kw_only=True)
+class SetRoots:
+    roots: tuple[McpRoot, ...]
+
+
+@attrs.frozen(kw_only=True)
+class SetLogLevel:
+    level: str
 
 
 @attrs.frozen
@@ -167,8 +272,11 @@ Message = (
     | ListResources
     | ListResourceTemplates
     | ReadResource
+    | Subscribe
     | ListPrompts
     | GetPrompt
+    | SetRoots
+    | SetLogLevel
     | Reconnect
     | GetServerInfo
 )
@@ -183,13 +291,51 @@ class _Session:
 
     client: Client
     number: int
-    retire: trio.Event = attrs.field(factory=trio.Event)
-    """Set to close this connection on purpose (reconnect, or the actor stopping)."""
+    ended: trio.Event = attrs.field(factory=trio.Event)
+    """Set once the connection is over: retired on purpose, or lost."""
     retired: bool = False
-    lost: trio.Event = attrs.field(factory=trio.Event)
-    """Set when the server closed the message stream."""
+    """Ended on purpose (``reconnect()``, or the actor stopping)."""
+    reason: str | None = None
+    """Why it was lost."""
     closed: trio.Event = attrs.field(factory=trio.Event)
     """Set once the session task has left every context manager."""
+    gone: trio.Event = attrs.field(factory=trio.Event)
+    """Set when kova's HTTP layer saw that the server no longer has this session."""
+    in_flight: int = 0
+    idle: trio.Event = attrs.field(factory=trio.Event)
+    """Set while no request is in flight on this session."""
+
+    def __attrs_post_init__(self) -> None:
+        self.idle.set()
+
+    @property
+    def usable(self) -> bool:
+        return not (self.ended.is_set() or self.gone.is_set())
+
+    def mark_gone(self, reason: str) -> None:
+        if not self.gone.is_set():
+            self.reason = reason
+            self.gone.set()
+
+    def request_started(self) -> None:
+        if self.in_flight == 0:
+            self.idle = trio.Event()
+        self.in_flight += 1
+
+    def request_finished(self) -> None:
+        self.in_flight -= 1
+        if self.in_flight == 0:
+            self.idle.set()
+
+    def retire(self) -> None:
+        if not self.ended.is_set():
+            self.retired = True
+            self.ended.set()
+
+    def lose(self, reason: str) -> None:
+        if not self.ended.is_set():
+            self.reason = reason
+            self.ended.set()
 
 
 def _is_transient(exc: BaseException) -> bool:
@@ -202,17 +348,15 @@ def _is_transient(exc: BaseException) -> bool:
     )
 
 
-def _contains(exc: BaseException, kind: type[BaseException]) -> bool:
-    """Whether ``exc`` is, or is a (nested) exception group holding, a ``kind``."""
-    if isinstance(exc, BaseExceptionGroup):
-        return any(_contains(inner, kind) for inner in exc.exceptions)
-    return isinstance(exc, kind)
-
-
 def _leaves(exc: BaseException) -> list[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
         return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
     return [exc]
+
+
+def _describe(exc: BaseException) -> str:
+    """A one-line reason for logs and errors (the innermost errors of a group)."""
+    return "; ".join(repr(leaf) for leaf in _leaves(exc))[:500]
 
 
 def _connect_error(exc: Exception, transport: str) -> Exception:
@@ -227,21 +371,33 @@ def _connect_error(exc: Exception, transport: str) -> Exception:
     return McpError(f"cannot connect to the MCP server ({transport}): {exc!r}")
 
 
+@attrs.frozen
+class _Lost(Exception):
+    """A request's session ended under it. ``delivered`` is False when it never ran."""
+
+    reason: str
+    delivered: bool
+
+
 class McpConnection(Actor):
     """The connection actor. Build it through :meth:`McpClient.connect`; its messages are
     private to :mod:`kova.mcp`."""
 
     concurrent = True
 
-    def __init__(self, settings: ConnectionSettings) -> None:
+    def __init__(self, settings: ConnectionSettings, shared: SharedState) -> None:
         self._settings = settings
+        self._shared = shared
         self._nursery: trio.Nursery | None = None
         self._session: _Session | None = None
-        self._ready = trio.Event()
-        self._sessions_opened = 0
-        self._reconnecting = False
+        self._sessions_opened = shared.state.session
+        self._closing = False
+        self._kick = trio.Event()
+        self._maintain_scope = trio.CancelScope()
         self._tools: tuple[ToolDefinition, ...] | None = None
+        self._known_tools: dict[str, ToolDefinition] = {}
         self._tools_epoch = 0
+        self._random = random.Random()
 
     # -- lifetime -----------------------------------------------------------------------
 
@@ -249,54 +405,46 @@ class McpConnection(Actor):
     async def _resources(self) -> AsyncIterator[None]:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            await self._open_session()
+            await nursery.start(self._maintain)
             try:
                 yield
             finally:
+                self._closing = True
                 session = self._session
                 if session is not None:
-                    session.retired = True
-                    session.retire.set()
+                    session.retire()
+                else:
+                    self._maintain_scope.cancel(reason="the MCP client is closing")
                 # The session task leaves its context managers (shielded inside the mcp
                 # transports where it matters: a stdio child is always reaped).
 
     def resources(self) -> AbstractAsyncContextManager[None]:
         return self._resources()
 
-    async def _open_session(self) -> None:
-        assert self._nursery is not None
-        self._session = await self._nursery.start(self._serve_session)
-        self._ready.set()
+    def _publish(self, status: ConnectionStatus, **changes: Any) -> None:
+        current = self._shared.state
+        since = current.since if status == current.status == "unavailable" else now()
+        self._shared.publish(
+            McpConnectionState(
+                status=status,
+                since=changes.pop("since", since),
+                session=self._sessions_opened,
+                **changes,
+            )
+        )
 
-    async def _serve_session(self, *, task_status: trio.TaskStatus[_Session]) -> None:
-        """The session task: connect (retrying a transient failure once, after
-        :data:`CONNECT_RETRY_DELAY`), report the session, then hold the ``mcp`` context
-        managers open until the connection is retired or lost."""
+    async def _maintain(self, *, task_status: trio.TaskStatus[None]) -> None:
+        """The maintenance task: the first connection (one retry after
+        :data:`CONNECT_RETRY_DELAY` if it failed transiently, else the error goes to
+        ``connect()``), then a new session whenever the current one ends."""
+        assert self._nursery is not None
         transport = type(self._settings.transport).__name__
+        self._publish("connecting")
         for attempt in (1, 2):
-            session: _Session | None = None
             try:
-                async with self._open_client() as (client, lost):
-                    self._sessions_opened += 1
-                    session = _Session(client=client, number=self._sessions_opened, lost=lost)
-                    log.info(
-                        "mcp.connection.opened",
-                        transport=transport,
-                        server=_server_name(client),
-                        connection=session.number,
-                    )
-                    task_status.started(session)
-                    await _first_of(session.retire.wait, lost.wait)
-                    if not session.retire.is_set():
-                        log.warning("mcp.connection.lost", connection=session.number)
-                        raise ConnectionLost("the MCP server closed the connection")
-                return
+                session = await self._nursery.start(self._serve_session)
+                break
             except Exception as exc:
-                if session is not None:
-                    # The connection was up: whatever broke it crashes the actor.
-                    if _contains(exc, SessionExpired):
-                        raise ConnectionLost("the MCP server ended the session") from exc
-                    raise
                 if attempt == 2 or not _is_transient(exc):
                     error = _connect_error(exc, transport)
                     if any(error is leaf for leaf in _leaves(exc)):
@@ -304,18 +452,131 @@ class McpConnection(Actor):
                     raise error from exc
                 log.info(
                     "mcp.connection.failed",
+                    connection=self._shared.name,
                     transport=transport,
                     retry_in=CONNECT_RETRY_DELAY,
-                    error=repr(exc),
+                    error=_describe(exc),
                 )
-            finally:
-                if session is not None:
-                    session.closed.set()
-                    log.info("mcp.connection.closed", connection=session.number)
             await trio.sleep(CONNECT_RETRY_DELAY)
+        task_status.started()
+        with self._maintain_scope:
+            while True:
+                await session.closed.wait()
+                if self._closing:
+                    return
+                session = await self._reconnect_until_up(session)
+
+    async def _reconnect_until_up(self, old: _Session) -> _Session:
+        """Open a new session after ``old`` ended: at once, then with backoff."""
+        assert self._nursery is not None
+        policy = self._settings.reconnect
+        started = trio.current_time()
+        outage_since = now()
+        failures = 0
+        reason = old.reason
+        self._publish("connecting", error=reason)
+        while True:
+            self._kick = trio.Event()
+            try:
+                session: _Session = await self._nursery.start(self._serve_session)
+            except Exception as exc:
+                failures += 1
+                reason = _describe(exc)
+                if policy.gives_up(failures, trio.current_time() - started):
+                    log.error(
+                        "mcp.connection.given_up",
+                        connection=self._shared.name,
+                        attempts=failures,
+                        error=reason,
+                    )
+                    raise ConnectionLost(
+                        f"MCP server {self._shared.name!r} still unavailable after "
+                        f"{failures} reconnect attempts: {reason}"
+                    ) from exc
+                delay = policy.delay(failures, self._random)
+                log.info(
+                    "mcp.reconnect.failed",
+                    connection=self._shared.name,
+                    attempt=failures,
+                    retry_in=round(delay, 3),
+                    error=reason,
+                )
+                self._publish("unavailable", since=outage_since, error=reason, attempts=failures)
+                with trio.move_on_after(delay):
+                    await self._kick.wait()
+                self._publish("connecting", since=outage_since, error=reason, attempts=failures)
+            else:
+                return session
+
+    async def _serve_session(self, *, task_status: trio.TaskStatus[_Session]) -> None:
+        """The session task: connect, publish the session, then hold the ``mcp`` context
+        managers open until the connection is retired or lost."""
+        session: _Session | None = None
+        try:
+            with trio.CancelScope() as scope:
+                async with self._open_client() as (client, lost, watch):
+                    self._sessions_opened += 1
+                    session = _Session(client=client, number=self._sessions_opened)
+                    watch.on_gone = session.mark_gone
+                    await self._prepare(session)
+                    log.info(
+                        "mcp.connection.opened",
+                        connection=self._shared.name,
+                        server=_server_name(client),
+                        session=session.number,
+                    )
+                    self._session = session
+                    task_status.started(session)
+                    self._publish("connected")
+                    await _first_of(session.ended.wait, lost.wait, session.gone.wait)
+                    if session.gone.is_set() and not session.ended.is_set():
+                        # Let the requests the HTTP layer answered "not delivered" see that
+                        # answer (so they are sent again) before the transport goes.
+                        with trio.move_on_after(GONE_GRACE):
+                            await session.idle.wait()
+                        session.lose(session.reason or "the MCP session is gone")
+                    if not session.ended.is_set():
+                        session.lose("the MCP server closed the connection")
+                    if not session.retired:
+                        log.warning(
+                            "mcp.connection.lost",
+                            connection=self._shared.name,
+                            session=session.number,
+                            reason=session.reason,
+                        )
+                        self._publish("connecting", error=session.reason)
+                    # Leaving the transport may wait on a server that stopped answering.
+                    scope.deadline = trio.current_time() + CLOSE_GRACE
+        except Exception as exc:
+            if session is None:
+                raise  # the connection attempt failed: nursery.start() raises it
+            # The transport broke out of its context managers: the session is lost.
+            session.lose(_describe(exc))
+            log.warning(
+                "mcp.connection.lost",
+                connection=self._shared.name,
+                session=session.number,
+                reason=session.reason,
+            )
+            self._publish("connecting", error=session.reason)
+        finally:
+            if session is not None:
+                if self._session is session:
+                    self._session = None
+                session.closed.set()
+                log.info("mcp.connection.closed", connection=self._shared.name)
+
+    async def _prepare(self, session: _Session) -> None:
+        """Bring a new session up to what the host asked for: log level, subscriptions."""
+        client = session.client
+        capabilities = client.server_capabilities
+        if self._settings.log_level is not None and capabilities.logging is not None:
+            await client.set_logging_level(self._settings.log_level)  # type: ignore[arg-type]
+        for uri in sorted(self._shared.subscriptions):
+            await _subscribe(client, uri, subscribe=True)
 
     @asynccontextmanager
-    async def _open_client(self) -> AsyncIterator[tuple[Client, trio.Event]]:
+    async def _open_client(self) -> AsyncIterator[tuple[Client, trio.Event, SessionWatch]]:
         """Open the transport and the ``mcp`` client on it (``initialize`` included).
 
         The transport's read stream is pumped through a stream of our own so we learn when
@@ -323,10 +584,17 @@ class McpConnection(Actor):
         """
         settings = self._settings
         lost = trio.Event()
+        watch = SessionWatch(on_gone=lambda reason: None)
 
         @asynccontextmanager
         async def watched_transport() -> AsyncIterator[Any]:
-            async with settings.transport.open() as (read_stream, write_stream):
+            transport = settings.transport
+            opened = (
+                transport.open(watch=watch)
+                if isinstance(transport, StreamableHttpTransport)
+                else transport.open()
+            )
+            async with opened as (read_stream, write_stream):
                 send, receive = anyio.create_memory_object_stream[Any](0)
 
                 async def pump() -> None:
@@ -355,19 +623,50 @@ class McpConnection(Actor):
             ),
             sampling_callback=self._sample if settings.sampling is not None else None,
             elicitation_callback=self._elicit if settings.elicitation is not None else None,
+            list_roots_callback=self._list_roots if settings.roots_enabled else None,
+            logging_callback=self._on_log,
             message_handler=self._on_message,
         )
         async with client:
-            yield client, lost
+            yield client, lost, watch
 
     # -- server-initiated traffic (runs in the session's task group) ----------------------
 
     async def _on_message(self, message: Any) -> None:
-        if isinstance(message, mt.ToolListChangedNotification):
-            self._tools = None
-            self._tools_epoch += 1
-            log.debug("mcp.tools.invalidated", reason="list_changed")
+        match message:
+            case mt.ToolListChangedNotification():
+                self._tools = None
+                self._tools_epoch += 1
+                log.debug("mcp.tools.invalidated", reason="list_changed")
+                if self._shared.tool_watchers and self._nursery is not None:
+                    self._nursery.start_soon(self._refresh_tools)
+            case mt.ResourceUpdatedNotification(params=params):
+                handler = self._settings.on_resource_updated
+                if handler is not None:
+                    await handler(str(params.uri))
+            case mt.ResourceListChangedNotification() | mt.PromptListChangedNotification():
+                log.debug("mcp.list_changed", kind=message.method)
+            case _:
+                pass
         await trio.lowlevel.checkpoint()
+
+    async def _on_log(self, params: mt.LoggingMessageNotificationParams) -> None:
+        emit = getattr(log, _LOG_LEVELS.get(params.level, "info"))
+        emit(
+            "mcp.server.log",
+            connection=self._shared.name,
+            server_level=params.level,
+            logger=params.logger,
+            data=params.data,
+        )
+        handler = self._settings.on_log
+        if handler is not None:
+            await handler(McpLogMessage(level=params.level, logger=params.logger, data=params.data))
+
+    async def _list_roots(self, context: ClientRequestContext) -> mt.ListRootsResult:
+        return mt.ListRootsResult(
+            roots=[mt.Root(uri=root.uri, name=root.name) for root in self._shared.roots]  # type: ignore[arg-type]
+        )
 
     async def _sample(
         self, context: ClientRequestContext, params: mt.CreateMessageRequestParams
@@ -405,96 +704,221 @@ class McpConnection(Actor):
         match message:
             case ListTools():
                 return await self._list_tools()
-            case CallTool(name=name, arguments=arguments):
-                return await self._request(lambda c: _call_tool(c, name, arguments))
+            case CallTool():
+                return await self._call_tool(message)
             case ListResources():
                 return await self._request(_list_resources)
             case ListResourceTemplates():
                 return await self._request(_list_resource_templates)
             case ReadResource(uri=uri):
                 return await self._request(lambda c: _read_resource(c, uri))
+            case Subscribe(uri=uri, subscribe=subscribe):
+                if subscribe:
+                    self._shared.subscriptions.add(uri)
+                else:
+                    self._shared.subscriptions.discard(uri)
+                return await self._request(lambda c: _subscribe(c, uri, subscribe=subscribe))
             case ListPrompts():
                 return await self._request(_list_prompts)
             case GetPrompt(name=name, arguments=arguments):
                 return await self._request(lambda c: _get_prompt(c, name, arguments))
+            case SetRoots(roots=roots):
+                self._shared.roots = roots
+                session = self._session
+                if session is not None and session.usable:
+                    # A notification: a lost session misses nothing, the next one asks anew.
+                    await self._request(lambda c: c.send_roots_list_changed(), replay=False)
+                return None
+            case SetLogLevel(level=level):
+                return await self._request(lambda c: c.set_logging_level(level))  # type: ignore[arg-type]
             case Reconnect():
                 await self._reconnect()
                 return None
             case GetServerInfo():
-                session = await self._current()
+                session = await self._live_session(None)
                 return _server_info(session.client)
             case _:
                 raise McpError(f"unknown request {message!r}")
 
-    async def _current(self) -> _Session:
-        await self._ready.wait()
-        assert self._session is not None
-        return self._session
+    def _unavailable(self) -> McpUnavailableError:
+        state = self._shared.state
+        return McpUnavailableError(
+            server=self._shared.name,
+            since=state.since,
+            reason=state.error,
+            attempts=state.attempts,
+        )
 
-    async def _request(self, operation: Callable[[Client], Awaitable[_T]]) -> _T:
-        """Run ``operation`` on the live session, mapping the ``mcp`` package's errors.
+    async def _live_session(self, avoid: _Session | None) -> _Session:
+        """The live session (other than ``avoid``), waiting while one is being opened.
 
-        A request caught by a deliberate reconnect is sent once more on the new connection;
-        a transport that broke under it crashes the actor (the supervisor reconnects).
+        Raises:
+            McpUnavailableError: the server is unavailable (the actor is backing off) and
+                the host did not ask requests to wait.
         """
-        for attempt in range(2):
-            session = await self._current()
+        while True:
+            session = self._session
+            if session is not None and session is not avoid and session.usable:
+                return session
+            state = self._shared.state
+            if state.status == "unavailable" and not self._settings.wait_for_connection:
+                raise self._unavailable()
+            await self._shared.changed.wait()
+
+    async def _request(
+        self, operation: Callable[[Client], Awaitable[_T]], *, replay: bool = True
+    ) -> _T:
+        """Run ``operation`` on the live session, once more on the next session if the first
+        one was lost under it and ``replay`` allows (or it never reached the server)."""
+        avoid: _Session | None = None
+        for attempt in (1, 2):
+            session = await self._live_session(avoid)
             try:
-                return await operation(session.client)
-            except MCPError as exc:
-                local_close = _is_local_close(exc) or (
-                    exc.code == mt.CONNECTION_CLOSED and session.lost.is_set()
-                )
-                if not local_close:
-                    raise McpError(exc.message, code=exc.code) from exc
-                if session.retired and attempt == 0:
-                    continue  # we closed it ourselves (reconnect): use the new connection
-                raise ConnectionLost("the MCP connection closed during a request") from exc
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-                if session.retired and attempt == 0:
-                    continue
-                raise ConnectionLost("the MCP connection closed during a request") from exc
-            except ValidationError as exc:
-                raise McpError(f"the MCP server sent an invalid response: {exc}") from exc
-            except RuntimeError as exc:
-                # The mcp package raises RuntimeError for results that break the tool's
-                # declared output schema, and for results it cannot use.
-                raise McpError(str(exc)) from exc
+                return await self._attempt(session, operation)
+            except _Lost as lost:
+                if attempt == 2 or not (replay or not lost.delivered):
+                    raise McpUnavailableError(
+                        server=self._shared.name, since=now(), reason=lost.reason
+                    ) from None
+                log.info("mcp.request.replayed", connection=self._shared.name, reason=lost.reason)
+                avoid = session
         raise AssertionError("unreachable")
+
+    async def _attempt(self, session: _Session, operation: Callable[[Client], Awaitable[_T]]) -> _T:
+        """One try of ``operation``; a lost session raises :class:`_Lost`."""
+        session.request_started()
+        try:
+            return await operation(session.client)
+        except MCPError as exc:
+            if is_not_delivered(exc.code, exc.data):
+                session.mark_gone(exc.message)
+                raise _Lost(exc.message, delivered=False) from exc
+            if _is_local_close(exc) or (exc.code == mt.CONNECTION_CLOSED and not session.usable):
+                session.lose(session.reason or exc.message)
+                raise _Lost(session.reason or exc.message, delivered=True) from exc
+            raise McpError(exc.message, code=exc.code) from exc
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            reason = session.reason or "the MCP connection closed during a request"
+            session.lose(reason)
+            raise _Lost(reason, delivered=True) from exc
+        except ValidationError as exc:
+            raise McpError(f"the MCP server sent an invalid response: {exc}") from exc
+        except RuntimeError as exc:
+            # The mcp package raises RuntimeError for results that break the tool's
+            # declared output schema, and for results it cannot use.
+            raise McpError(str(exc)) from exc
+        finally:
+            session.request_finished()
+
+    async def _call_tool(self, message: CallTool) -> ToolResult:
+        name = message.name
+        epoch = self._tools_epoch
+        avoid: _Session | None = None
+        for attempt in (1, 2):
+            session = await self._live_session(avoid)
+            try:
+                result = await self._attempt(
+                    session, lambda c: _call_tool(c, name, message.arguments, message.progress)
+                )
+                break
+            except _Lost as lost:
+                if attempt == 2 or (lost.delivered and not await self._may_replay(message)):
+                    if not lost.delivered:
+                        raise McpUnavailableError(
+                            server=self._shared.name, since=now(), reason=lost.reason
+                        ) from None
+                    raise McpCallInterruptedError(
+                        server=self._shared.name,
+                        tool=name,
+                        reason=lost.reason,
+                        replayed=attempt == 2,
+                    ) from None
+                log.info(
+                    "mcp.request.replayed",
+                    connection=self._shared.name,
+                    tool=name,
+                    delivered=lost.delivered,
+                    reason=lost.reason,
+                )
+                avoid = session
+        if epoch != self._tools_epoch and self._shared.tool_watchers:
+            # The call changed the server's tools: the agent that made it sees the new list
+            # before its next step.
+            await self._refresh_tools()
+        return result
+
+    async def _may_replay(self, message: CallTool) -> bool:
+        """Whether an interrupted call of this tool may be sent again: the host said so, or
+        its annotations say it is read-only or idempotent."""
+        if message.replay is not None:
+            return message.replay
+        if message.name in self._settings.replay_tools:
+            return True
+        definition = self._known_tools.get(message.name)
+        if definition is None:
+            try:
+                await self._list_tools()
+            except KovaError:
+                return False
+            definition = self._known_tools.get(message.name)
+        annotations = definition.annotations if definition is not None else None
+        return annotations is not None and (
+            annotations.read_only is True or annotations.idempotent is True
+        )
 
     async def _list_tools(self) -> tuple[ToolDefinition, ...]:
         if self._tools is not None:
             return self._tools
         epoch = self._tools_epoch
         tools = await self._request(_list_tools)
+        self._known_tools = {tool.name: tool for tool in tools}
         if epoch == self._tools_epoch:
             # Only cache a listing that no list_changed notification overtook.
             self._tools = tools
         return tools
 
-    async def _reconnect(self) -> None:
-        if self._reconnecting:
-            await self._current()
-            return
-        self._reconnecting = True
+    async def _refresh_tools(self) -> None:
+        """List the tools again and tell the watchers (after ``list_changed``)."""
         try:
-            old = self._session
-            self._ready = trio.Event()
-            self._tools = None
-            self._tools_epoch += 1
-            if old is not None:
-                old.retired = True
-                old.retire.set()
-                await old.closed.wait()
-            log.info("mcp.reconnect.started")
+            tools = await self._list_tools()
+        except KovaError as exc:
+            log.warning("mcp.tools.refresh_failed", connection=self._shared.name, error=repr(exc))
+            return
+        for watcher in tuple(self._shared.tool_watchers):
             try:
-                await self._open_session()
-            except KovaError as exc:
-                # Without a session this actor can serve nothing: crash it, so that its
-                # supervisor takes over (restart, or give up) instead of callers waiting.
-                raise ConnectionLost(f"reconnecting failed: {exc}") from exc
-        finally:
-            self._reconnecting = False
+                watcher(tools)
+            except Exception as exc:  # a listener must not take the connection down
+                log.warning("mcp.tools.listener_failed", error=repr(exc))
+
+    async def _reconnect(self) -> None:
+        """Retire the session (or cut a backoff short) and wait for the next one."""
+        old = self._session
+        self._tools = None
+        self._tools_epoch += 1
+        log.info("mcp.reconnect.started", connection=self._shared.name)
+        if old is not None:
+            old.retire()
+        else:
+            # Backing off (or connecting): cut the wait short and see the attempt through.
+            self._kick.set()
+            await self._shared.changed.wait()
+        while True:
+            session = self._session
+            if session is not None and session is not old and session.usable:
+                return
+            state = self._shared.state
+            if state.status == "unavailable" and (old is None or old.closed.is_set()):
+                raise self._unavailable()
+            await self._shared.changed.wait()
+
+
+async def _subscribe(client: Client, uri: str, *, subscribe: bool) -> None:
+    # resources/subscribe is deprecated as of protocol 2026-07-28 (SEP-2575, listen streams),
+    # which kova does not speak yet; on the handshake-era versions it is the way.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        pending = client.subscribe_resource(uri) if subscribe else client.unsubscribe_resource(uri)
+    await pending
 
 
 async def _first_of(*waits: Callable[[], Awaitable[object]]) -> None:
@@ -540,14 +964,32 @@ async def _all_pages(
 
 
 async def _list_tools(client: Client) -> tuple[ToolDefinition, ...]:
-    return await _all_pages(
-        lambda cursor: client.list_tools(cursor=cursor),
-        lambda page: (_convert.tool_definition(tool) for tool in page.tools),
+    tools = await _all_pages(
+        lambda cursor: client.list_tools(cursor=cursor), lambda page: page.tools
     )
+    usable = []
+    for tool in tools:
+        if tool.execution is not None and tool.execution.task_support == "required":
+            # Task-augmented calls (SEP-1686) are not in the mcp package's client yet, so
+            # kova cannot call such a tool: it is left out instead of failing when used.
+            log.info("mcp.tool.skipped", tool=tool.name, reason="requires task augmentation")
+            continue
+        usable.append(_convert.tool_definition(tool))
+    return tuple(usable)
 
 
-async def _call_tool(client: Client, name: str, arguments: JSONObject) -> ToolResult:
-    result = await client.call_tool(name, dict(arguments))
+async def _call_tool(
+    client: Client, name: str, arguments: JSONObject, handler: ProgressHandler | None
+) -> ToolResult:
+    on_progress: ProgressFnT | None = None
+    if handler is not None:
+        report = handler
+
+        async def forward(progress: float, total: float | None, message: str | None) -> None:
+            await report(McpProgress(progress=progress, total=total, message=message))
+
+        on_progress = forward
+    result = await client.call_tool(name, dict(arguments), progress_callback=on_progress)
     return _convert.tool_result(result)
 
 

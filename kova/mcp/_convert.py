@@ -4,7 +4,8 @@ Tool results keep what a model can use: text stays text, images stay images (inl
 base64), an embedded text resource becomes its text, an embedded image blob becomes an
 image, and anything else (audio, other binary blobs, resource links) becomes a short text
 note saying what it was, so the model knows something was there. The server's ``isError``
-is kept.
+is kept, and so is its ``structuredContent`` (as :attr:`~kova.ToolResult.structured`, for the
+host; the model reads the text blocks, which servers fill with the same data).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .._models import (
     Role,
     StopKind,
     Text,
+    ToolAnnotations,
     ToolDefinition,
     ToolResult,
 )
@@ -38,7 +40,7 @@ from ._types import (
 )
 
 if TYPE_CHECKING:
-    from .._models import JSONObject
+    from .._models import JSONObject, JSONValue
 
 __all__ = [
     "elicitation_request",
@@ -56,11 +58,24 @@ __all__ = [
 
 
 def tool_definition(tool: mt.Tool) -> ToolDefinition:
-    """An MCP tool as the definition a model sees."""
+    """An MCP tool as the definition a model sees, with its annotations and output schema
+    for the host."""
+    hints = tool.annotations
+    annotations = None
+    if hints is not None:
+        annotations = ToolAnnotations(
+            read_only=hints.read_only_hint,
+            destructive=hints.destructive_hint,
+            idempotent=hints.idempotent_hint,
+            open_world=hints.open_world_hint,
+            title=hints.title,
+        )
     return ToolDefinition(
         name=tool.name,
         description=tool.description or tool.title or "",
         parameters=tool.input_schema,
+        annotations=annotations,
+        output_schema=tool.output_schema,
     )
 
 
@@ -101,7 +116,8 @@ def tool_result(result: mt.CallToolResult) -> ToolResult:
         content = "\n".join(part.text for part in parts if isinstance(part, Text))
     else:
         content = parts
-    return ToolResult(content=content, is_error=result.is_error)
+    structured: JSONValue | None = result.structured_content
+    return ToolResult(content=content, is_error=result.is_error, structured=structured)
 
 
 def resource(item: mt.Resource) -> McpResource:

@@ -12,20 +12,27 @@ package's; these classes only configure it.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import sys
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+import anyio
 import attrs
 import httpx2
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
+from mcp.client.streamable_http import StreamableHTTPTransport
+from mcp.shared._compat import resync_tracer  # private: used as the package's own client does
+from mcp.shared._context_streams import create_context_streams  # private, likewise
+from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
+from mcp_types import JSONRPCNotification
 
-from ._auth import McpHttpAuth, TokenProvider
+from ._auth import MCP_SESSION_ID_HEADER, McpHttpAuth, TokenProvider
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping
+    from collections.abc import AsyncIterator, Callable, Mapping
     from pathlib import Path
 
     from mcp.server import Server
@@ -128,19 +135,203 @@ class StreamableHttpTransport:
     timeout: float = attrs.field(default=30.0, kw_only=True)
     sse_read_timeout: float = attrs.field(default=300.0, kw_only=True)
 
-    def open(self) -> AbstractAsyncContextManager[Any]:
-        return _open_streamable_http(self)
+    def open(self, *, watch: SessionWatch | None = None) -> AbstractAsyncContextManager[Any]:
+        """Open one connection. ``watch`` (the connection actor's) hears of a session the
+        server no longer knows and of a server that cannot be reached."""
+        return _open_streamable_http(self, watch)
+
+
+NOT_DELIVERED = -32050
+"""JSON-RPC code of the error kova puts in place of a response when a request never reached
+a live session (the server was unreachable, or no longer knew the session id).
+
+The ``mcp`` package turns every HTTP failure of a POST into one of a handful of errors that
+cannot tell "the server never saw it" from "the server may have run it". The connection
+actor must tell them apart (a request that never ran may always be sent again), so the HTTP
+layer answers such a request itself, with this code and ``data={"kova": "not-delivered"}``.
+"""
+
+
+@attrs.define(eq=False)
+class SessionWatch:
+    """Callbacks from kova's HTTP layer to the connection actor, for one connection."""
+
+    on_gone: Callable[[str], None]
+    """The session is gone: the server answered 404 (or 400 naming the session) for our
+    ``Mcp-Session-Id``, or it could not be reached at all. Called with the reason."""
+    gone: bool = False
+
+
+def is_not_delivered(code: int, data: object) -> bool:
+    """Whether a JSON-RPC error is kova's :data:`NOT_DELIVERED` answer."""
+    return code == NOT_DELIVERED and isinstance(data, dict) and data.get("kova") == "not-delivered"
+
+
+def _request_id(request: httpx2.Request) -> int | str | None:
+    """The JSON-RPC id of a POSTed request (``None`` for notifications and responses)."""
+    if request.method != "POST":
+        return None
+    try:
+        message = json.loads(request.content)
+    except ValueError:
+        return None
+    if isinstance(message, dict) and "method" in message:
+        request_id = message.get("id")
+        if isinstance(request_id, int | str) and not isinstance(request_id, bool):
+            return request_id
+    return None
+
+
+def _not_delivered(request: httpx2.Request, request_id: int | str, reason: str) -> httpx2.Response:
+    body = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {"code": NOT_DELIVERED, "message": reason, "data": {"kova": "not-delivered"}},
+    }
+    return httpx2.Response(
+        503,
+        headers={"content-type": "application/json"},
+        content=json.dumps(body).encode(),
+        request=request,
+    )
+
+
+class _SessionWatchTransport(httpx2.AsyncBaseTransport):
+    """Sees every HTTP exchange of one Streamable HTTP connection, below the ``mcp`` package.
+
+    A session the server no longer knows shows up as ``404`` (the specification's answer)
+    or as ``400`` with a body naming the session (``@modelcontextprotocol/server-everything``
+    after a restart: "No valid session ID provided"); a server that is down shows up as a
+    connect error. Either way the session is gone: the watch is told, and a request that
+    carried the old session id is answered with :data:`NOT_DELIVERED`, since it never ran.
+    """
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport, watch: SessionWatch) -> None:
+        self._inner = inner
+        self._watch = watch
+
+    def _gone(self, reason: str) -> None:
+        if not self._watch.gone:
+            self._watch.gone = True
+            self._watch.on_gone(reason)
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        session_id = request.headers.get(MCP_SESSION_ID_HEADER)
+        if session_id is None or request.method == "DELETE":
+            return await self._inner.handle_async_request(request)
+        try:
+            response = await self._inner.handle_async_request(request)
+        except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
+            # Nothing was sent: the connection was never made.
+            reason = f"cannot reach the server: {exc!r}"
+            self._gone(reason)
+            request_id = _request_id(request)
+            if request_id is None:
+                raise
+            return _not_delivered(request, request_id, reason)
+        if response.status_code not in (400, 404):
+            return response
+        body = await response.aread()
+        await response.aclose()
+        if response.status_code == 404 or b"session" in body.lower():
+            reason = (
+                f"the server no longer knows session {session_id} (HTTP {response.status_code})"
+            )
+            self._gone(reason)
+            request_id = _request_id(request)
+            if request_id is not None:
+                return _not_delivered(request, request_id, reason)
+        headers = [
+            (key, value)
+            for key, value in response.headers.multi_items()
+            if key.lower() not in ("content-length", "content-encoding", "transfer-encoding")
+        ]
+        return httpx2.Response(response.status_code, headers=headers, content=body, request=request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _AbortingHttpTransport(StreamableHTTPTransport):
+    """The ``mcp`` package's Streamable HTTP transport, aborting the POST of a cancelled request.
+
+    Before protocol 2026-07-28 the package sends ``notifications/cancelled`` for a cancelled
+    or timed-out request but keeps that request's POST (its SSE response stream, one socket
+    and one task) open until the server ends it or ``sse_read_timeout`` (300 s) passes; a
+    server that honours the cancellation sends nothing more, so 100 cancelled calls held
+    110 fds. Nobody waits for that response any more, so kova closes the POST as soon as the
+    notification is sent. Upstream: modelcontextprotocol/python-sdk, the 2.x
+    ``_consume_modern_cancellation`` aborts the POST only for 2026-07-28 sessions
+    (TODO(#15): drop this subclass once the package aborts it on every protocol version).
+    """
+
+    def _consume_modern_cancellation(self, session_message: Any) -> bool:
+        message = session_message.message
+        consumed = super()._consume_modern_cancellation(session_message)
+        if consumed:
+            return True
+        if isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
+            request_id = cancelled_request_id_from_params(message.params)
+            post = self._in_flight_posts.get(request_id) if request_id is not None else None
+            if post is not None:
+                post.scope.cancel()
+        return False
 
 
 @asynccontextmanager
-async def _open_streamable_http(transport: StreamableHttpTransport) -> AsyncIterator[Any]:
+async def _open_streamable_http(
+    transport: StreamableHttpTransport, watch: SessionWatch | None
+) -> AsyncIterator[Any]:
+    inner: httpx2.AsyncBaseTransport = httpx2.AsyncHTTPTransport()
+    if watch is not None:
+        inner = _SessionWatchTransport(inner, watch)
     client = httpx2.AsyncClient(
         headers=dict(transport.headers),
         timeout=httpx2.Timeout(transport.timeout, read=transport.sse_read_timeout),
-        auth=McpHttpAuth(transport.auth, detect_session_end=True, inner=transport.http_auth),
+        auth=McpHttpAuth(transport.auth, inner=transport.http_auth),
+        transport=inner,
     )
-    async with client, streamable_http_client(transport.url, http_client=client) as streams:
+    async with client, _streamable_http_streams(transport.url, client, watch) as streams:
         yield streams
+
+
+@asynccontextmanager
+async def _streamable_http_streams(
+    url: str, client: httpx2.AsyncClient, watch: SessionWatch | None
+) -> AsyncIterator[Any]:
+    """``mcp.client.streamable_http.streamable_http_client`` with kova's transport class
+    (see :class:`_AbortingHttpTransport`), and no ``DELETE`` for a session already gone."""
+    transport = _AbortingHttpTransport(url)
+    read_writer, read_stream = create_context_streams[Any](0)
+    write_stream, write_reader = create_context_streams[Any](0)
+    async with (
+        read_writer,
+        read_stream,
+        write_stream,
+        write_reader,
+        anyio.create_task_group() as task_group,
+    ):
+
+        def start_get_stream() -> None:
+            task_group.start_soon(transport.handle_get_stream, client, read_writer)
+
+        task_group.start_soon(
+            transport.post_writer,
+            client,
+            write_reader,
+            read_writer,
+            write_stream,
+            start_get_stream,
+            task_group,
+        )
+        try:
+            yield read_stream, write_stream
+        finally:
+            if transport.session_id and not (watch is not None and watch.gone):
+                with contextlib.suppress(Exception):
+                    await transport.terminate_session(client)
+            task_group.cancel_scope.cancel()
+    await resync_tracer()
 
 
 @attrs.frozen
@@ -170,7 +361,7 @@ class SseTransport:
             headers=dict(self.headers),
             timeout=self.timeout,
             sse_read_timeout=self.sse_read_timeout,
-            auth=McpHttpAuth(self.auth, detect_session_end=False, inner=self.http_auth),
+            auth=McpHttpAuth(self.auth, inner=self.http_auth),
         )
 
 

@@ -3,7 +3,7 @@
 Used in process (``build_server()`` + ``InProcessTransport``) and as a child process::
 
     python tests/mcp/mcp_test_server.py stdio
-    python tests/mcp/mcp_test_server.py http [--json] [--token T] [--port-file F]
+    python tests/mcp/mcp_test_server.py http [--json] [--token T] [--port N]
     python tests/mcp/mcp_test_server.py sse [--token T]
 
 The HTTP modes bind ``127.0.0.1`` port 0 and print ``PORT <n>`` on stdout once listening.
@@ -40,6 +40,15 @@ PNG_1X1 = (
 class Answer(BaseModel):
     name: str
     age: int
+
+
+class Weather(BaseModel):
+    city: str
+    celsius: float
+
+
+READ_ONLY = mt.ToolAnnotations(read_only_hint=True)
+IDEMPOTENT = mt.ToolAnnotations(read_only_hint=False, idempotent_hint=True)
 
 
 def build_server(events: list[str] | None = None) -> MCPServer:
@@ -93,9 +102,9 @@ def build_server(events: list[str] | None = None) -> MCPServer:
         """Answer with a JSON-RPC error instead of a result."""
         raise MCPError(code=-32099, message="the server refuses")
 
-    @server.tool()
+    @server.tool(annotations=READ_ONLY)
     async def wait(seconds: float, tag: str = "") -> str:
-        """Sleep; records start, finish and cancellation as events."""
+        """Sleep; records start, finish and cancellation as events. Read-only."""
         seen.append(f"started {tag}")
         try:
             await anyio.sleep(seconds)
@@ -106,11 +115,49 @@ def build_server(events: list[str] | None = None) -> MCPServer:
         return f"waited {seconds}"
 
     @server.tool()
+    async def write_after(seconds: float, tag: str = "") -> str:
+        """Sleep, then record a write (not annotated: may not be replayed)."""
+        seen.append(f"started {tag}")
+        await anyio.sleep(seconds)
+        seen.append(f"wrote {tag}")
+        return f"wrote {tag}"
+
+    @server.tool(annotations=mt.ToolAnnotations(title="Weather", read_only_hint=True))
+    async def weather(city: str) -> Weather:
+        """The weather in a city, as structured content."""
+        return Weather(city=city, celsius=21.5)
+
+    @server.tool()
+    async def count_up(steps: int, ctx: Context) -> str:
+        """Report progress ``steps`` times."""
+        for step in range(1, steps + 1):
+            await ctx.report_progress(step, steps, f"step {step}")
+        return f"counted {steps}"
+
+    @server.tool()
+    async def say(text: str, ctx: Context) -> str:
+        """Send ``text`` as a warning log message to the client."""
+        await ctx.warning(text, logger_name="kova-test")
+        return "said"
+
+    @server.tool()
+    async def touch(uri: str, ctx: Context) -> str:
+        """Tell the client that resource ``uri`` changed."""
+        await ctx.session.send_resource_updated(uri)
+        return "touched"
+
+    @server.tool()
+    async def roots(ctx: Context) -> str:
+        """The client's roots, as ``uri name`` lines."""
+        result = await ctx.session.list_roots()
+        return "\n".join(f"{root.uri} {root.name}" for root in result.roots)
+
+    @server.tool(annotations=READ_ONLY)
     async def pid() -> int:
         """The server's process id."""
         return os.getpid()
 
-    @server.tool()
+    @server.tool(annotations=IDEMPOTENT)
     async def hang_once(marker: str) -> str:
         """Hang forever the first time (creating ``marker``); answer on later calls."""
         path = anyio.Path(marker)
@@ -178,6 +225,20 @@ def build_server(events: list[str] | None = None) -> MCPServer:
 
         return base64.b64decode(PNG_1X1)
 
+    # MCPServer has no decorator for resources/subscribe; the low-level server takes handlers.
+    lowlevel = server._lowlevel_server
+
+    async def subscribe(ctx: Any, params: mt.SubscribeRequestParams) -> mt.EmptyResult:
+        seen.append(f"subscribed {params.uri}")
+        return mt.EmptyResult()
+
+    async def unsubscribe(ctx: Any, params: mt.UnsubscribeRequestParams) -> mt.EmptyResult:
+        seen.append(f"unsubscribed {params.uri}")
+        return mt.EmptyResult()
+
+    lowlevel.add_request_handler("resources/subscribe", mt.SubscribeRequestParams, subscribe)
+    lowlevel.add_request_handler("resources/unsubscribe", mt.UnsubscribeRequestParams, unsubscribe)
+
     @server.prompt(name="review", description="Review some code")
     async def review(code: str) -> str:
         return f"Please review:\n{code}"
@@ -242,6 +303,7 @@ def _control_app(app: Any, token: str | None) -> Any:
 def main(argv: list[str]) -> None:
     mode = argv[0]
     token = argv[argv.index("--token") + 1] if "--token" in argv else None
+    port = int(argv[argv.index("--port") + 1]) if "--port" in argv else 0
     server = build_server()
     if mode == "stdio":
         anyio.run(server.run_stdio_async)
@@ -259,7 +321,7 @@ def main(argv: list[str]) -> None:
         raise SystemExit(f"unknown mode {mode!r}")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind(("127.0.0.1", port))
     sock.listen(64)
     port = sock.getsockname()[1]
     config = uvicorn.Config(_control_app(app, token), log_level="warning", lifespan="on")

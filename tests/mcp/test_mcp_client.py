@@ -43,7 +43,7 @@ async def test_server_info_comes_from_initialize():
 async def test_tools_call_converts_text():
     async with McpClient.connect(InProcessTransport(build_server())) as client:
         result = await client.tools_call("add", {"a": 2, "b": 40})
-    assert result == kova.ToolResult(content="42")
+    assert result == kova.ToolResult(content="42", structured={"result": 42})
 
 
 async def test_tools_call_converts_text_and_image():
@@ -126,7 +126,7 @@ async def test_reconnect_clears_the_cache_and_reinitializes():
         assert (await client.tools_call("echo", {"text": "after"})).text == "after"
 
 
-async def test_requests_in_flight_during_reconnect_are_sent_again(autojump_clock):
+async def test_read_only_calls_in_flight_during_reconnect_are_sent_again(autojump_clock):
     events: list[str] = []
     async with McpClient.connect(InProcessTransport(build_server(events))) as client:
         async with trio.open_nursery() as nursery:
