@@ -69,9 +69,11 @@ async def main() -> None:
                 ]
             )
             builder = AgentBuilder().provider(model)
-            await builder.mcp_client(notes_client, "notes")
+            # The notes server also has a destructive tool the model must never get.
+            await builder.mcp_client(notes_client, "notes", exclude=["delete_all_notes"])
             await builder.mcp_client(weather_client, "weather")
             agent = builder.build()
+            print("weather server:", weather_client.state.status)
 
             async with agent:
                 response = await agent.run([Message.user("Note boots; snow in Oslo?")])
@@ -83,6 +85,9 @@ async def main() -> None:
                     if isinstance(block, ToolResult):
                         print("tool result:", block.text)
             print(response.text)
+            # The host can read the structured form of a result the server sent one for.
+            structured = await weather_client.tools_call("forecast_data", {"city": "Oslo"})
+            print("structured:", structured.structured)
     finally:
         http_server.terminate()
         await http_server.wait()
@@ -103,11 +108,25 @@ def build_server(kind: str) -> Any:
         saved.append(text)
         return f"saved note #{len(saved)}: {text}"
 
+    async def delete_all_notes() -> str:
+        """Delete every note."""
+        saved.clear()
+        return "all notes deleted"
+
     async def forecast(city: str) -> str:
         """Tomorrow's weather for a city."""
         return f"{city}: -3°C and snow"
 
-    server.add_tool(add_note if kind == "notes" else forecast)
+    async def forecast_data(city: str) -> dict[str, Any]:
+        """Tomorrow's weather for a city, as data."""
+        return {"city": city, "celsius": -3, "snow": True}
+
+    if kind == "notes":
+        server.add_tool(add_note)
+        server.add_tool(delete_all_notes)
+    else:
+        server.add_tool(forecast)
+        server.add_tool(forecast_data, structured_output=True)
     return server
 
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from typing import Self
 
     from ..actors import Runtime
+    from ..mcp import McpClient, McpTool, ToolFilter
     from ..telemetry import MetricsCollector
     from ..tools import Tool, ToolRegistry
     from ._tool_pool import ApprovalFunction
@@ -60,6 +61,9 @@ class AgentBuilder:
         self._runtime: Runtime | None = None
         self._max_in_flight: int | None = None
         self._output_retries = 1
+        self._mcp_bindings: list[
+            tuple[McpClient, str, list[McpTool], ToolFilter | None, ToolFilter | None]
+        ] = []
 
     def provider(self, provider: Provider, *, max_in_flight: int | None = None) -> Self:
         """The model provider (required): a provider, or a ``ProviderRef`` already running on
@@ -98,11 +102,28 @@ class AgentBuilder:
         self._registry = registry
         return self
 
-    async def mcp_client(self, client: object, prefix: str) -> Self:
+    async def mcp_client(
+        self,
+        client: object,
+        prefix: str,
+        *,
+        include: ToolFilter | None = None,
+        exclude: ToolFilter | None = None,
+    ) -> Self:
         """Discover an MCP server's tools now and add them under ``prefix`` (so names from
-        several servers never collide). At run time they behave like native tools.
+        several servers never collide). At run time they behave like native tools, and the
+        agent follows the server's ``tools/list_changed`` between steps.
+
+        Args:
+            client: a connected :class:`kova.mcp.McpClient`.
+            prefix: the server's prefix: tools are named ``{prefix}__{tool}``.
+            include: only these tools: the server's names, or a predicate over the
+                :class:`~kova.ToolDefinition` (annotations included).
+            exclude: not these tools, e.g. ``exclude=["get-env"]``.
 
         Raises:
+            BuildError: not an McpClient, an invalid prefix, or a name in
+                ``include``/``exclude`` the server does not have.
             McpError, KovaConnectionError: discovery failed.
         """
         from ..mcp import McpClient, check_prefix, mcp_tools
@@ -111,9 +132,11 @@ class AgentBuilder:
             raise BuildError(f"mcp_client() needs a kova.mcp.McpClient, got {client!r}")
         try:
             check_prefix(prefix)
+            tools = await mcp_tools(client, prefix, include=include, exclude=exclude)
         except ValueError as exc:
-            raise BuildError(f"invalid MCP tool prefix {prefix!r}: {exc}") from exc
-        self._tools.extend(await mcp_tools(client, prefix))
+            raise BuildError(f"mcp_client({prefix!r}): {exc}") from exc
+        self._tools.extend(tools)
+        self._mcp_bindings.append((client, prefix, tools, include, exclude))
         return self
 
     def context_budget(self, max_prompt_tokens: int) -> Self:
@@ -216,6 +239,11 @@ class AgentBuilder:
         registry = self._registry if self._registry is not None else ToolRegistry()
         for tool in self._tools:
             registry.register(tool)
+        if self._mcp_bindings:
+            from ..mcp import bind_tools
+
+            for client, prefix, tools, include, exclude in self._mcp_bindings:
+                bind_tools(client, prefix, registry, tools, include=include, exclude=exclude)
         return Agent(
             AgentConfig(
                 provider=self._provider,

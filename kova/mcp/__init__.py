@@ -9,6 +9,8 @@ from ._client import DEFAULT_REQUEST_TIMEOUT as DEFAULT_REQUEST_TIMEOUT
 from ._client import McpClient as McpClient
 from ._tool import PREFIX_SEPARATOR as PREFIX_SEPARATOR
 from ._tool import McpTool as McpTool
+from ._tool import ToolFilter as ToolFilter
+from ._tool import bind_tools as bind_tools
 from ._tool import check_prefix as check_prefix
 from ._tool import mcp_tools as mcp_tools
 from ._transports import InProcessTransport as InProcessTransport
@@ -67,7 +69,9 @@ __all__ = [
     "StdioTransport",
     "StreamableHttpTransport",
     "TokenProvider",
+    "ToolFilter",
     "Transport",
+    "bind_tools",
     "check_prefix",
     "mcp_tools",
 ]

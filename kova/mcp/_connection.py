@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import datetime
 import random
-import warnings
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -41,7 +40,7 @@ import httpx2
 import mcp_types as mt
 import trio
 from mcp import Client
-from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from .._errors import (
@@ -515,10 +514,10 @@ class McpConnection(Actor):
         try:
             with trio.CancelScope() as scope:
                 async with self._open_client() as (client, lost, watch):
+                    await self._prepare(client)
                     self._sessions_opened += 1
                     session = _Session(client=client, number=self._sessions_opened)
                     watch.on_gone = session.mark_gone
-                    await self._prepare(session)
                     log.info(
                         "mcp.connection.opened",
                         connection=self._shared.name,
@@ -566,12 +565,11 @@ class McpConnection(Actor):
                 session.closed.set()
                 log.info("mcp.connection.closed", connection=self._shared.name)
 
-    async def _prepare(self, session: _Session) -> None:
+    async def _prepare(self, client: Client) -> None:
         """Bring a new session up to what the host asked for: log level, subscriptions."""
-        client = session.client
         capabilities = client.server_capabilities
         if self._settings.log_level is not None and capabilities.logging is not None:
-            await client.set_logging_level(self._settings.log_level)  # type: ignore[arg-type]
+            await _set_log_level(client, self._settings.log_level)
         for uri in sorted(self._shared.subscriptions):
             await _subscribe(client, uri, subscribe=True)
 
@@ -727,10 +725,10 @@ class McpConnection(Actor):
                 session = self._session
                 if session is not None and session.usable:
                     # A notification: a lost session misses nothing, the next one asks anew.
-                    await self._request(lambda c: c.send_roots_list_changed(), replay=False)
+                    await self._request(_roots_changed, replay=False)
                 return None
             case SetLogLevel(level=level):
-                return await self._request(lambda c: c.set_logging_level(level))  # type: ignore[arg-type]
+                return await self._request(lambda c: _set_log_level(c, level))
             case Reconnect():
                 await self._reconnect()
                 return None
@@ -912,13 +910,32 @@ class McpConnection(Actor):
             await self._shared.changed.wait()
 
 
+# Roots, logging/setLevel and resources/(un)subscribe are deprecated as of protocol
+# 2026-07-28 (SEP-2577, SEP-2575: listen streams). kova speaks the handshake-era versions,
+# where they are how a client offers roots and asks for log messages and resource updates,
+# so it sends the messages itself instead of calling the package's deprecated wrappers.
+
+
+async def _roots_changed(client: Client) -> None:
+    await client.session.send_notification(mt.RootsListChangedNotification())
+
+
+async def _set_log_level(client: Client, level: str) -> None:
+    await client.session.send_request(
+        mt.SetLevelRequest(params=mt.SetLevelRequestParams(level=level)),  # type: ignore[arg-type]
+        mt.EmptyResult,
+    )
+
+
 async def _subscribe(client: Client, uri: str, *, subscribe: bool) -> None:
-    # resources/subscribe is deprecated as of protocol 2026-07-28 (SEP-2575, listen streams),
-    # which kova does not speak yet; on the handshake-era versions it is the way.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", MCPDeprecationWarning)
-        pending = client.subscribe_resource(uri) if subscribe else client.unsubscribe_resource(uri)
-    await pending
+    if subscribe:
+        await client.session.send_request(
+            mt.SubscribeRequest(params=mt.SubscribeRequestParams(uri=uri)), mt.EmptyResult
+        )
+    else:
+        await client.session.send_request(
+            mt.UnsubscribeRequest(params=mt.UnsubscribeRequestParams(uri=uri)), mt.EmptyResult
+        )
 
 
 async def _first_of(*waits: Callable[[], Awaitable[object]]) -> None:

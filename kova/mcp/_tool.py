@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Collection, Iterable
+from typing import TYPE_CHECKING, TypeAlias
 
 import attrs
 
-from .._errors import KovaTimeoutError, McpError
-from .._models import ToolResult
+from .._errors import KovaTimeoutError, McpError, McpUnavailableError
+from .._log import get_logger
+from .._models import ToolAnnotations, ToolDefinition, ToolResult
 
 if TYPE_CHECKING:
     from .._models import JSONObject
+    from ..tools import ToolRegistry
     from ._client import McpClient
 
-__all__ = ["PREFIX_SEPARATOR", "McpTool", "mcp_tools"]
+__all__ = ["PREFIX_SEPARATOR", "McpTool", "ToolFilter", "bind_tools", "mcp_tools"]
+
+log = get_logger(__name__)
+
+ToolFilter: TypeAlias = Collection[str] | Callable[[ToolDefinition], bool]
+"""Which of a server's tools to take: their names (the server's own, without the prefix),
+or a predicate over the tool definition (name, description, schema, annotations)."""
 
 PREFIX_SEPARATOR = "__"
 """Between the server prefix and the server's own tool name: ``files__read_file``."""
@@ -53,6 +62,10 @@ class McpTool:
     remote_name: str
     description: str = ""
     parameters: JSONObject = attrs.field(factory=lambda: {"type": "object", "properties": {}})
+    annotations: ToolAnnotations | None = None
+    """The server's hints (read-only, destructive, idempotent, open-world), for the host."""
+    output_schema: JSONObject | None = None
+    """The JSON Schema of the tool's structured result, when the server declares one."""
 
     @property
     def name(self) -> str:
@@ -62,37 +75,126 @@ class McpTool:
     async def execute(self, arguments: JSONObject) -> ToolResult:
         """Call the tool on the server.
 
-        The server's JSON-RPC error (an unknown tool, invalid arguments) and a timeout come
-        back as an error result the model can read; the server's own ``isError`` results
-        pass through unchanged. A connection that broke twice raises
-        :class:`~kova.KovaConnectionError` (the agent loop reports it in-band too).
+        The server's JSON-RPC error (an unknown tool, invalid arguments), a timeout, an
+        unavailable server and a call interrupted by a lost connection (which may or may not
+        have run) come back as an error result the model can read; the server's own
+        ``isError`` results pass through unchanged, ``structured`` content included.
         """
         try:
             return await self.client.tools_call(self.remote_name, arguments)
-        except (McpError, KovaTimeoutError) as exc:
+        except (McpError, KovaTimeoutError, McpUnavailableError) as exc:
             return ToolResult.error(f"MCP tool {self.remote_name!r} failed: {exc}")
 
 
-async def mcp_tools(client: McpClient, prefix: str) -> list[McpTool]:
+def _selected(
+    definitions: Iterable[ToolDefinition],
+    include: ToolFilter | None,
+    exclude: ToolFilter | None,
+    *,
+    strict: bool,
+) -> list[ToolDefinition]:
+    """The definitions ``include`` lets in and ``exclude`` does not keep out.
+
+    With ``strict``, a name in either list that the server does not have is an error (a
+    typo in ``exclude`` would silently hand the model the tool it was meant to hide).
+    """
+    definitions = list(definitions)
+    available = {definition.name for definition in definitions}
+    for option, value in (("include", include), ("exclude", exclude)):
+        if value is None or callable(value):
+            continue
+        if isinstance(value, str):
+            raise ValueError(f"{option} must be a collection of tool names, not one string")
+        unknown = sorted(set(value) - available)
+        if strict and unknown:
+            raise ValueError(
+                f"{option} names tools the server does not have: {', '.join(unknown)} "
+                f"(it has: {', '.join(sorted(available)) or 'none'})"
+            )
+
+    def matches(rule: ToolFilter, definition: ToolDefinition) -> bool:
+        return rule(definition) if callable(rule) else definition.name in rule
+
+    return [
+        definition
+        for definition in definitions
+        if (include is None or matches(include, definition))
+        and (exclude is None or not matches(exclude, definition))
+    ]
+
+
+def _wrap(client: McpClient, prefix: str, definition: ToolDefinition) -> McpTool:
+    return McpTool(
+        client=client,
+        prefix=prefix,
+        remote_name=definition.name,
+        description=definition.description,
+        parameters=definition.parameters,
+        annotations=definition.annotations,
+        output_schema=definition.output_schema,
+    )
+
+
+async def mcp_tools(
+    client: McpClient,
+    prefix: str,
+    *,
+    include: ToolFilter | None = None,
+    exclude: ToolFilter | None = None,
+) -> list[McpTool]:
     """Discover the server's tools and wrap each as an :class:`McpTool` named
     ``{prefix}__{tool}``.
 
     Args:
         client: a connected client.
         prefix: the server's prefix (see :func:`check_prefix`); give each server its own.
+        include: only these tools (names, or a predicate over the definition).
+        exclude: not these tools (names, or a predicate), e.g. ``exclude=["get-env"]``.
 
     Raises:
-        ValueError: an invalid prefix.
+        ValueError: an invalid prefix, or ``include``/``exclude`` names a tool the server
+            does not have.
         McpError, KovaConnectionError, KovaTimeoutError: listing the tools failed.
     """
     check_prefix(prefix)
-    return [
-        McpTool(
-            client=client,
-            prefix=prefix,
-            remote_name=definition.name,
-            description=definition.description,
-            parameters=definition.parameters,
-        )
-        for definition in await client.tools_list()
-    ]
+    definitions = _selected(await client.tools_list(), include, exclude, strict=True)
+    return [_wrap(client, prefix, definition) for definition in definitions]
+
+
+def bind_tools(
+    client: McpClient,
+    prefix: str,
+    registry: ToolRegistry,
+    tools: Iterable[McpTool],
+    *,
+    include: ToolFilter | None = None,
+    exclude: ToolFilter | None = None,
+) -> Callable[[], None]:
+    """Keep ``registry`` in step with the server's tools under ``prefix``.
+
+    ``tools`` are the ones already registered. After each ``tools/list_changed`` the
+    client lists the tools again; tools that went away are unregistered, new ones (that
+    pass ``include``/``exclude``) registered, changed ones replaced, so an agent using
+    ``registry`` sees the new list from its next step on. Returns a function that stops it.
+    """
+    current: dict[str, McpTool] = {tool.name: tool for tool in tools}
+
+    def update(definitions: tuple[ToolDefinition, ...]) -> None:
+        wanted = {
+            tool.name: tool
+            for tool in (
+                _wrap(client, prefix, definition)
+                for definition in _selected(definitions, include, exclude, strict=False)
+            )
+        }
+        for name in list(current):
+            if wanted.get(name) != current[name]:
+                registry.unregister(name)
+                del current[name]
+        for name, tool in wanted.items():
+            if name not in current:
+                registry.register(tool)
+                current[name] = tool
+        log.info("mcp.tools.updated", prefix=prefix, tools=len(current))
+
+    return client.add_tools_listener(update)

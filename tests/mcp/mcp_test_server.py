@@ -137,7 +137,10 @@ def build_server(events: list[str] | None = None) -> MCPServer:
     @server.tool()
     async def say(text: str, ctx: Context) -> str:
         """Send ``text`` as a warning log message to the client."""
-        await ctx.warning(text, logger_name="kova-test")
+        with warnings.catch_warnings():
+            # Logging is deprecated in the 2026-07-28 protocol; these tests speak 2025-11-25.
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await ctx.warning(text, logger_name="kova-test")
         return "said"
 
     @server.tool()
@@ -149,7 +152,11 @@ def build_server(events: list[str] | None = None) -> MCPServer:
     @server.tool()
     async def roots(ctx: Context) -> str:
         """The client's roots, as ``uri name`` lines."""
-        result = await ctx.session.list_roots()
+        with warnings.catch_warnings():
+            # Roots are deprecated in the 2026-07-28 protocol; these tests speak 2025-11-25.
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            pending = ctx.session.list_roots()
+        result = await pending
         return "\n".join(f"{root.uri} {root.name}" for root in result.roots)
 
     @server.tool(annotations=READ_ONLY)

@@ -14,10 +14,12 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import pytest
+import structlog.testing
 import trio
 from npm_env import EVERYTHING, PIN_LOOPBACK, require_npm_packages, system_node
 
 import kova
+from kova.agent import AgentBuilder
 from kova.mcp import (
     ElicitationRequest,
     ElicitationResponse,
@@ -25,6 +27,7 @@ from kova.mcp import (
     StdioTransport,
     StreamableHttpTransport,
     Transport,
+    mcp_tools,
 )
 from kova.testing import ScriptedProvider, reply_text
 
@@ -111,6 +114,36 @@ async def test_everything_tools(transport):
         )
         assert not reference.is_error
         assert reference.text
+
+
+async def test_everything_tool_requiring_tasks_is_left_out_with_a_log_line(transport):
+    with structlog.testing.capture_logs() as logs:
+        async with _connect(transport) as client:
+            names = {tool.name for tool in await client.tools_list()}
+            wrapped = {tool.remote_name for tool in await mcp_tools(client, "all")}
+    # simulate-research-query declares execution.taskSupport "required"; the mcp package
+    # cannot make task-augmented calls, so kova offers the tool to nobody.
+    assert "simulate-research-query" not in names | wrapped
+    skipped = [entry for entry in logs if entry["event"] == "mcp.tool.skipped"]
+    assert skipped[0]["tool"] == "simulate-research-query"
+
+
+async def test_everything_structured_content_and_annotations(transport):
+    async with _connect(transport) as client:
+        tools = {tool.name: tool for tool in await client.tools_list()}
+        structured = [name for name, tool in tools.items() if tool.output_schema is not None]
+        assert structured, "server-everything declares an outputSchema somewhere"
+        annotated = [name for name, tool in tools.items() if tool.annotations is not None]
+        assert annotated
+
+
+async def test_everything_agent_without_get_env(transport):
+    async with _connect(transport) as client:
+        builder = AgentBuilder().provider(ScriptedProvider([]))
+        await builder.mcp_client(client, "all", exclude=["get-env"])
+        names = builder.build().config.registry.names()
+    assert "all__get-env" not in names
+    assert "all__echo" in names
 
 
 async def test_everything_resources_and_prompts(transport):

@@ -130,7 +130,9 @@ async def test_server_restarted_while_idle_is_recovered_without_reconnect(server
                 await server.up()
                 back = trio.current_time()
                 state = await client.wait_for_state("connected")
-                assert trio.current_time() - back < 1.0
+                # Typically 0.2-0.4 s (the backoff is capped at 0.25 s, then initialize);
+                # the slack is for a loaded machine.
+                assert trio.current_time() - back < 1.5
                 assert state.session == 2
                 assert (await client.tools_call(tool, arguments)).text == expected
     finally:
@@ -175,7 +177,7 @@ async def test_server_restarted_under_calls_is_recovered_without_reconnect(serve
                     await server.up()
                     back_at.append(trio.current_time())
                     back.set()
-                assert recovered_after[0] < 1.0
+                assert recovered_after[0] < 1.5
     finally:
         if server.process is not None:
             await server.kill()
