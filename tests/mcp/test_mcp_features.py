@@ -4,10 +4,9 @@ subscriptions and server log messages."""
 
 from __future__ import annotations
 
+import attrs
 import pytest
 import structlog.testing
-import trio
-import trio.testing
 from mcp_test_server import build_server
 
 import kova
@@ -21,12 +20,8 @@ async def test_structured_content_reaches_the_host_and_text_the_model():
         result = await client.tools_call("weather", {"city": "Oslo"})
     assert result.structured == {"city": "Oslo", "celsius": 21.5}
     assert '"celsius": 21.5' in result.text  # what the model reads
-    stored = kova.Message.tool_results([result.__class__(**{**_fields(result), "tool_use_id": "c1"})])
+    stored = kova.Message.tool_results([attrs.evolve(result, tool_use_id="c1")])
     assert kova.Message.from_dict(stored.to_dict()) == stored
-
-
-def _fields(result: kova.ToolResult) -> dict[str, object]:
-    return {"content": result.content, "is_error": result.is_error, "structured": result.structured}
 
 
 async def test_definitions_carry_annotations_and_output_schema():
@@ -37,9 +32,7 @@ async def test_definitions_carry_annotations_and_output_schema():
     assert weather.annotations == kova.ToolAnnotations(title="Weather", read_only=True)
     assert weather.output_schema is not None
     assert set(weather.output_schema["properties"]) == {"city", "celsius"}  # type: ignore[arg-type]
-    assert tools["hang_once"].annotations == kova.ToolAnnotations(
-        read_only=False, idempotent=True
-    )
+    assert tools["hang_once"].annotations == kova.ToolAnnotations(read_only=False, idempotent=True)
     assert tools["echo"].annotations is None
     assert wrapped["weather"].annotations == weather.annotations
     assert wrapped["weather"].output_schema == weather.output_schema
@@ -120,7 +113,12 @@ async def test_list_changed_adds_new_tools_the_filter_lets_in():
     names = [[tool.name for tool in request.tools] for request in model.requests]
     assert "srv__fresh" not in names[0]
     assert "srv__fresh" in names[2]  # the next turn's first step
-    results = [block for message in response.new_messages for block in message.content if isinstance(block, kova.ToolResult)]
+    results = [
+        block
+        for message in response.new_messages
+        for block in message.content
+        if isinstance(block, kova.ToolResult)
+    ]
     assert results[0].text == "I am fresh"
 
 
