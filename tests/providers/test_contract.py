@@ -32,6 +32,10 @@ from kova import (
 from kova.providers import EventStream
 from kova.providers.anthropic import AnthropicConfig
 from kova.providers.anthropic._codec import AnthropicCodec
+from kova.providers.gemini import GeminiConfig
+from kova.providers.gemini._codec import GeminiCodec
+from kova.providers.ollama import OllamaConfig
+from kova.providers.ollama._codec import OllamaCodec
 from kova.providers.openai import OpenAiConfig
 from kova.providers.openai._codec import OpenAiCodec
 
@@ -52,6 +56,52 @@ OPENAI_TEXT_STREAM = (
 )
 
 
+def _gemini(chunk: object) -> str:
+    return f"data: {json.dumps(chunk)}\n\n"
+
+
+def _ollama(line: object) -> str:
+    return json.dumps(line) + "\n"
+
+
+def _gemini_text(text: str, finish: str | None = None) -> dict[str, object]:
+    candidate: dict[str, object] = {"content": {"parts": [{"text": text}], "role": "model"}}
+    if finish:
+        candidate["finishReason"] = finish
+    return {"candidates": [candidate]}
+
+
+GEMINI_STREAM = (
+    _gemini(_gemini_text("Sure, "))
+    + _gemini(_gemini_text("it is "))
+    + _gemini(
+        {
+            **_gemini_text("sunny.", "STOP"),
+            "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 3},
+        }
+    )
+)
+
+
+def _ollama_line(content: str, *, done: bool = False) -> dict[str, object]:
+    line: dict[str, object] = {
+        "model": "m",
+        "created_at": "t",
+        "message": {"role": "assistant", "content": content},
+        "done": done,
+    }
+    if done:
+        line.update(done_reason="stop", prompt_eval_count=5, eval_count=3)
+    return line
+
+
+OLLAMA_STREAM = (
+    _ollama(_ollama_line("Hel"))
+    + _ollama(_ollama_line("lo"))
+    + _ollama(_ollama_line("", done=True))
+)
+
+
 @attrs.frozen
 class Case:
     name: str
@@ -61,6 +111,8 @@ class Case:
     error_frame: str
     error_class: ProviderErrorClass
     malformed: tuple[str, ...]
+    separator: str = "\n\n"
+    """What ends a frame in the wire format (a blank line for SSE, a newline for NDJSON)."""
 
 
 CASES = [
@@ -103,6 +155,35 @@ CASES = [
             '"delta":{"type":"text_delta","text":"x"}}\n\n',
             'event: message_start\ndata: ["not", "an", "object"]\n\n',
         ),
+    ),
+    Case(
+        name="gemini",
+        codec=GeminiCodec(GeminiConfig(model="m", api_key="k")),
+        stream=GEMINI_STREAM,
+        error_frame=_gemini(
+            {"error": {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED"}}
+        ),
+        error_class=ProviderErrorClass.RATE_LIMITED,
+        malformed=(
+            "data: {oops\n\n",
+            "data: [1]\n\n",
+            _gemini({"candidates": [{"content": {"parts": [{"text": 5}]}}]}),
+            _gemini({"candidates": "x"}),
+        ),
+    ),
+    Case(
+        name="ollama",
+        codec=OllamaCodec(OllamaConfig(model="m", base_url="http://x")),
+        stream=OLLAMA_STREAM,
+        error_frame=_ollama({"error": "model is overloaded"}),
+        error_class=ProviderErrorClass.OTHER,
+        malformed=(
+            "{oops\n",
+            "[1, 2]\n",
+            _ollama({"message": {"role": "assistant", "content": 5}, "done": False}),
+            _ollama({"message": "text", "done": False}),
+        ),
+        separator="\n",
     ),
 ]
 
@@ -148,8 +229,8 @@ def split(data: bytes, cuts: list[int]) -> list[bytes]:
     return [data[a:b] for a, b in itertools.pairwise(bounds)]
 
 
-def frames_of(stream: str) -> list[str]:
-    return [frame + "\n\n" for frame in stream.split("\n\n") if frame.strip()]
+def frames_of(case: Case) -> list[str]:
+    return [frame + case.separator for frame in case.stream.split(case.separator) if frame.strip()]
 
 
 def check_types(events: list[StreamEvent]) -> None:
@@ -174,7 +255,7 @@ def test_any_split_gives_the_same_events(case: Case, cuts: list[int]) -> None:
 def test_an_error_frame_at_any_position_is_classified_after_the_events_before_it(
     case: Case,
 ) -> None:
-    frames = frames_of(case.stream)
+    frames = frames_of(case)
     for position in range(len(frames)):
         before = "".join(frames[:position])
         expected, _ = run(case, [before.encode()]) if before else ([], None)
@@ -189,7 +270,7 @@ def test_an_error_frame_at_any_position_is_classified_after_the_events_before_it
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
 def test_malformed_and_mistyped_frames_are_invalid_responses(case: Case) -> None:
-    frames = frames_of(case.stream)
+    frames = frames_of(case)
     for bad in case.malformed:
         for position in (0, len(frames) // 2):
             body = "".join(frames[:position]) + bad + "".join(frames[position:])
@@ -200,7 +281,7 @@ def test_malformed_and_mistyped_frames_are_invalid_responses(case: Case) -> None
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
 def test_a_stream_cut_before_its_end_is_never_a_short_answer(case: Case) -> None:
-    frames = frames_of(case.stream)
+    frames = frames_of(case)
     body = "".join(frames[: len(frames) // 2])
     _events, failure = run(case, [body.encode()])
     assert failure is not None
