@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias, runtime_checkable
 
 import attrs
@@ -28,13 +27,15 @@ import trio
 
 from .._errors import ToolError
 from .._log import get_logger
-from .._models import ToolDefinition, ToolResult, ToolUse
+from .._models import ToolAnnotations, ToolDefinition, ToolResult, ToolUse
 from ..actors import Actor, Call, UnknownMessage
 from ..telemetry import ToolOutcome
-from ..tools import FunctionTool
+from ..tools import FunctionTool, annotations_of
 from ._input import block_problem
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Sequence
+
     from ..telemetry import MetricsCollector
     from ..tools import Tool, ToolRegistry
 
@@ -58,6 +59,12 @@ class ApprovalHandler(Protocol):
     ``approve`` may be async (it can then wait for a person, e.g. on a channel from a UI,
     while the rest of the application keeps running) or a plain function. If it raises, the
     call is denied with an error result that names the exception; the turn goes on.
+
+    ``approve`` may also take a second positional parameter: it then receives the tool's
+    :class:`~kova.ToolAnnotations` with the call (all hints ``None`` when the tool declares
+    none), so ``return annotations.is_read_only`` approves exactly the read-only tools. The
+    number of parameters decides, once, when the tool pool starts; one-parameter handlers
+    keep working unchanged.
     """
 
     def approve(self, call: ToolUse) -> ApprovalResult | Awaitable[ApprovalResult]: ...
@@ -79,8 +86,30 @@ class LifecycleHook(Protocol):
     ) -> Awaitable[None] | None: ...
 
 
-ApprovalFunction = Callable[[ToolUse], "ApprovalResult | Awaitable[ApprovalResult]"]
-"""An approval handler as a plain callable, sync or async."""
+ApprovalFunction: TypeAlias = (
+    "Callable[[ToolUse], ApprovalResult | Awaitable[ApprovalResult]] "
+    "| Callable[[ToolUse, ToolAnnotations], ApprovalResult | Awaitable[ApprovalResult]]"
+)
+"""An approval handler as a plain callable, sync or async; with a second parameter it also
+gets the tool's annotations (see :class:`ApprovalHandler`)."""
+
+
+def _takes_annotations(approve: Callable[..., object]) -> bool:
+    """Whether an approval callable accepts a second positional argument (the annotations)."""
+    try:
+        parameters = inspect.signature(approve).parameters.values()
+    except (TypeError, ValueError):  # a builtin or C callable without a signature
+        return False
+    positional = 0
+    for parameter in parameters:
+        if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+            return True
+        if parameter.kind in (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        ):
+            positional += 1
+    return positional >= 2
 
 
 @attrs.frozen(kw_only=True)
@@ -114,9 +143,17 @@ class ToolPoolActor(Actor):
     lifecycle: LifecycleHook | None = None
     metrics: MetricsCollector | None = None
     _limiter: trio.CapacityLimiter = attrs.field(init=False)
+    _approve_with_annotations: bool = attrs.field(init=False, default=False)
 
     def __attrs_post_init__(self) -> None:
         self._limiter = trio.CapacityLimiter(self.max_concurrent)
+        if self.approval is not None:
+            approve = (
+                self.approval.approve
+                if isinstance(self.approval, ApprovalHandler)
+                else self.approval
+            )
+            self._approve_with_annotations = _takes_annotations(approve)
 
     async def handle_call(self, message: Any) -> Any:
         match message:
@@ -169,7 +206,7 @@ class ToolPoolActor(Actor):
             self._record(None, ToolOutcome.ERROR)
             return ToolResult.error(problem, tool_use_id=call.id)
         assert tool is not None
-        denial = await self._approve(call)
+        denial = await self._approve(call, tool)
         if denial is not None:
             self._record(None, ToolOutcome.DENIED)
             log.info("tool.call.denied", tool=call.name, tool_use_id=call.id)
@@ -241,15 +278,18 @@ class ToolPoolActor(Actor):
             return str(exc)
         return None
 
-    async def _approve(self, call: ToolUse) -> str | None:
+    async def _approve(self, call: ToolUse, tool: Tool) -> str | None:
         """None when approved, else the denial message for the model."""
         if self.approval is None:
             return None
+        approve: Callable[..., object] = (
+            self.approval.approve if isinstance(self.approval, ApprovalHandler) else self.approval
+        )
         try:
-            if isinstance(self.approval, ApprovalHandler):
-                decision: object = self.approval.approve(call)
+            if self._approve_with_annotations:
+                decision: object = approve(call, annotations_of(tool) or ToolAnnotations())
             else:
-                decision = self.approval(call)
+                decision = approve(call)
             if inspect.isawaitable(decision):
                 decision = await decision
         except Exception as exc:  # user code: deny in-band instead of crashing the pool

@@ -1,14 +1,19 @@
-"""Tools: the :class:`Tool` protocol, the ``@tool`` decorator, argument validation and the
-:class:`ToolRegistry`."""
+"""Tools: the :class:`Tool` protocol, the ``@tool`` decorator, argument validation, the
+:class:`ToolRegistry`, and the built-in file, shell and web tools (:func:`builtin_tools`)
+confined by a :class:`ToolPolicy`."""
 
+from ._builtin import builtin_tools as builtin_tools
 from ._decorator import FunctionTool as FunctionTool
 from ._decorator import tool as tool
 from ._errors import DuplicateToolError as DuplicateToolError
 from ._errors import InvalidToolArguments as InvalidToolArguments
 from ._errors import ToolDefinitionError as ToolDefinitionError
+from ._policy import ToolPolicy as ToolPolicy
+from ._policy import WebPolicy as WebPolicy
 from ._registry import ToolRegistry as ToolRegistry
 from ._schema import parse_docstring as parse_docstring
 from ._tool import Tool as Tool
+from ._tool import annotations_of as annotations_of
 from ._tool import definition as definition
 from ._validate import ArgumentValidator as ArgumentValidator
 from ._validate import argument_problems as argument_problems
@@ -21,8 +26,12 @@ __all__ = [
     "InvalidToolArguments",
     "Tool",
     "ToolDefinitionError",
+    "ToolPolicy",
     "ToolRegistry",
+    "WebPolicy",
+    "annotations_of",
     "argument_problems",
+    "builtin_tools",
     "definition",
     "parse_docstring",
     "tool",

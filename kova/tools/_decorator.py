@@ -17,7 +17,7 @@ import attrs
 import trio
 
 from .._log import get_logger
-from .._models import Image, Text, ToolResult
+from .._models import Image, Text, ToolAnnotations, ToolResult
 from ._errors import InvalidToolArguments, ToolDefinitionError
 from ._schema import ParameterSpec, build_parameters, parse_docstring
 from ._validate import ArgumentValidator
@@ -50,6 +50,7 @@ class FunctionTool(Generic[P, R]):
         name: str | None = None,
         description: str | None = None,
         abandon_on_cancel: bool = False,
+        annotations: ToolAnnotations | None = None,
     ) -> None:
         where = f"@tool {getattr(function, '__qualname__', function)!r}"
         if inspect.isasyncgenfunction(function) or inspect.isgeneratorfunction(function):
@@ -61,6 +62,11 @@ class FunctionTool(Generic[P, R]):
             raise ToolDefinitionError(
                 f"{where}: tool name {tool_name!r} must be 1 to 64 characters of "
                 "letters, digits, '_' or '-'"
+            )
+        if annotations is not None and not isinstance(annotations, ToolAnnotations):
+            raise ToolDefinitionError(
+                f"{where}: annotations must be a kova.ToolAnnotations, "
+                f"not {type(annotations).__name__}"
             )
         doc_description, argument_docs = parse_docstring(inspect.getdoc(function))
         parameters, specs = build_parameters(function, where=where, argument_docs=argument_docs)
@@ -74,6 +80,7 @@ class FunctionTool(Generic[P, R]):
             not inspect.isroutine(function) and inspect.iscoroutinefunction(type(function).__call__)
         )
         self._abandon_on_cancel = abandon_on_cancel
+        self._annotations = annotations
         self._validator = ArgumentValidator(parameters)
         functools.update_wrapper(self, function)
 
@@ -91,6 +98,11 @@ class FunctionTool(Generic[P, R]):
     def parameters(self) -> JSONObject:
         """The JSON Schema built from the signature (the same object on every access)."""
         return self._parameters
+
+    @property
+    def annotations(self) -> ToolAnnotations | None:
+        """Hints for the host (``@tool(annotations=...)``), or ``None``."""
+        return self._annotations
 
     @property
     def function(self) -> Callable[P, R]:
@@ -216,6 +228,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     abandon_on_cancel: bool = False,
+    annotations: ToolAnnotations | None = None,
 ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
 
 
@@ -226,6 +239,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     abandon_on_cancel: bool = False,
+    annotations: ToolAnnotations | None = None,
 ) -> FunctionTool[P, R] | Callable[[Callable[P, R]], FunctionTool[P, R]]:
     """Make a function a tool, its schema built from its signature and docstring.
 
@@ -255,16 +269,23 @@ def tool(
         description: the tool description; defaults to the docstring's free text.
         abandon_on_cancel: for a sync function, let cancellation return immediately and
             leave the worker thread to finish on its own (see :meth:`FunctionTool.execute`).
+        annotations: hints for the host, e.g. ``ToolAnnotations(read_only=True)``; approval
+            handlers receive them with every call.
 
     Raises:
         ToolDefinitionError: at decoration time, when a parameter is ``self``, ``cls``,
             ``*args`` or ``**kwargs``, a type has no JSON Schema form, the function is a
-            generator, or the name is not 1-64 letters, digits, ``_`` or ``-``.
+            generator, the name is not 1-64 letters, digits, ``_`` or ``-``, or
+            ``annotations`` is not a ``ToolAnnotations``.
     """
 
     def decorate(inner: Callable[P, R]) -> FunctionTool[P, R]:
         return FunctionTool(
-            inner, name=name, description=description, abandon_on_cancel=abandon_on_cancel
+            inner,
+            name=name,
+            description=description,
+            abandon_on_cancel=abandon_on_cancel,
+            annotations=annotations,
         )
 
     if function is not None:

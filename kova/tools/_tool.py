@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from .._models import ToolDefinition
+from .._models import ToolAnnotations, ToolDefinition
 
 if TYPE_CHECKING:
     from .._models import JSONObject, ToolResult
 
-__all__ = ["Tool", "definition"]
+__all__ = ["Tool", "annotations_of", "definition"]
 
 
 @runtime_checkable
@@ -25,6 +25,11 @@ class Tool(Protocol):
     stamps the id of the call being answered. A failure the model should see (a missing file,
     a refused request) is best returned as ``ToolResult.error(...)``; an exception raised by
     ``execute`` also reaches the model in-band as an error result, with the exception's text.
+
+    A tool may also have an ``annotations`` attribute, a :class:`~kova.ToolAnnotations` (or
+    ``None``): hints such as "read-only" that approval handlers and UIs read. It is optional,
+    and deliberately not a member of the protocol, so tools written before it existed stay
+    tools; kova reads it with :func:`annotations_of`.
     """
 
     @property
@@ -57,6 +62,31 @@ class Tool(Protocol):
         ...
 
 
+def annotations_of(tool: Tool) -> ToolAnnotations | None:
+    """``tool``'s :class:`~kova.ToolAnnotations`, or ``None`` when it declares none.
+
+    Raises:
+        TypeError: the tool's ``annotations`` attribute is neither ``None`` nor a
+            ``ToolAnnotations`` (a programming error, reported where the tool is used).
+    """
+    hints = getattr(tool, "annotations", None)
+    if hints is None or isinstance(hints, ToolAnnotations):
+        return hints
+    raise TypeError(
+        f"tool {tool.name!r}: annotations must be a kova.ToolAnnotations or None, "
+        f"not {type(hints).__name__}"
+    )
+
+
 def definition(tool: Tool) -> ToolDefinition:
-    """The :class:`~kova.ToolDefinition` a provider sends to the model for ``tool``."""
-    return ToolDefinition(name=tool.name, description=tool.description, parameters=tool.parameters)
+    """The :class:`~kova.ToolDefinition` a provider sends to the model for ``tool``.
+
+    Its ``annotations`` are the tool's own (see :func:`annotations_of`); providers never send
+    them to the model.
+    """
+    return ToolDefinition(
+        name=tool.name,
+        description=tool.description,
+        parameters=tool.parameters,
+        annotations=annotations_of(tool),
+    )
