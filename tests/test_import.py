@@ -49,7 +49,7 @@ def test_file_tools_do_not_load_the_html_stack(tmp_path: object) -> None:
         "import sys, json, trio, kova, kova.tools\n"
         "from kova.tools import ToolPolicy, builtin_tools\n"
         "async def main():\n"
-        f"    tools = builtin_tools(ToolPolicy(workspace_root={str(tmp_path)!r}))\n"
+        f"    tools = builtin_tools(ToolPolicy(workspace_root={str(tmp_path)!r}), web=True)\n"
         "    for tool in tools[:3]:\n"
         "        await tool.execute({'path': '.'} if tool.name != 'search' else {'pattern': 'x'})\n"
         "trio.run(main)\n"

@@ -18,21 +18,27 @@ from ._tool import definition as definition
 from ._validate import ArgumentValidator as ArgumentValidator
 from ._validate import argument_problems as argument_problems
 from ._validate import validate_arguments as validate_arguments
+from ._web import FetchedText as FetchedText
+from ._web import WebFetchError as WebFetchError
+from ._web import fetch_text as fetch_text
 
 __all__ = [
     "ArgumentValidator",
     "DuplicateToolError",
+    "FetchedText",
     "FunctionTool",
     "InvalidToolArguments",
     "Tool",
     "ToolDefinitionError",
     "ToolPolicy",
     "ToolRegistry",
+    "WebFetchError",
     "WebPolicy",
     "annotations_of",
     "argument_problems",
     "builtin_tools",
     "definition",
+    "fetch_text",
     "parse_docstring",
     "tool",
     "validate_arguments",

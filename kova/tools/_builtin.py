@@ -43,6 +43,8 @@ def builtin_tools(policy: ToolPolicy, *, web: bool = False) -> list[Tool]:
         PatchFile(policy),
         Shell(policy),
     ]
-    if web:  # TODO(#14): fetch_webpage lands in the next slice
-        raise NotImplementedError("fetch_webpage is not available yet")
+    if web:
+        from ._web import FetchWebpage
+
+        tools.append(FetchWebpage(policy.web))
     return tools

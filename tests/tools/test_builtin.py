@@ -11,10 +11,13 @@ import pytest
 from kova import Message, ToolAnnotations, ToolResult, ToolUse
 from kova.agent import AgentBuilder
 from kova.testing import ScriptedProvider, reply_text, reply_tool_calls
-from kova.tools import ToolPolicy, ToolRegistry, builtin_tools, definition, tool
+from kova.testing._http_server import FakeResponse, RecordedRequest, serve_http
+from kova.tools import ToolPolicy, ToolRegistry, WebPolicy, builtin_tools, definition, tool
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    import trio
 
     from kova.agent import AgentResponse
 
@@ -31,7 +34,7 @@ def results_of(response: AgentResponse) -> list[ToolResult]:
 
 
 def test_builtin_tools_have_the_issue_names_and_annotations(tmp_path: Path) -> None:
-    tools = builtin_tools(ToolPolicy(workspace_root=tmp_path))
+    tools = builtin_tools(ToolPolicy(workspace_root=tmp_path), web=True)
     names = [tool.name for tool in tools]
     assert names == [
         "read_file",
@@ -41,16 +44,23 @@ def test_builtin_tools_have_the_issue_names_and_annotations(tmp_path: Path) -> N
         "write_file",
         "patch_file",
         "shell",
+        "fetch_webpage",
     ]
     definitions = [definition(tool) for tool in tools]
     read_only = {d.name for d in definitions if d.annotations and d.annotations.read_only}
-    assert read_only == {"read_file", "list_dir", "search"}
+    assert read_only == {"read_file", "list_dir", "search", "fetch_webpage"}
     registry = ToolRegistry(tools)  # unique names, valid schemas
     assert [d.name for d in registry.definitions()] == names
 
 
-async def test_an_agent_turn_uses_every_builtin_tool(tmp_path: Path) -> None:
+async def test_an_agent_turn_uses_every_builtin_tool(tmp_path: Path, nursery: trio.Nursery) -> None:
     (tmp_path / "notes.txt").write_text("alpha\nbeta\n")
+
+    async def site(request: RecordedRequest) -> FakeResponse:
+        page = b"<html><body><h1>Release notes</h1><p>All <b>green</b>.</p></body></html>"
+        return FakeResponse(headers={"content-type": "text/html"}, body=page)
+
+    base_url = await nursery.start(serve_http, site)
     diff = "@@ -1,2 +1,2 @@\n alpha\n-beta\n+gamma\n"
     model = ScriptedProvider(
         [
@@ -65,15 +75,19 @@ async def test_an_agent_turn_uses_every_builtin_tool(tmp_path: Path) -> None:
             ),
             reply_tool_calls(("write_file", {"path": "out/summary.md", "content": "# done\n"})),
             reply_tool_calls(("shell", {"command": "cat notes.txt out/summary.md"})),
+            reply_tool_calls(("fetch_webpage", {"url": f"{base_url}/notes"})),
             reply_text("All tidy."),
         ]
     )
-    policy = ToolPolicy(workspace_root=tmp_path)
-    agent = AgentBuilder().provider(model).tools(*builtin_tools(policy)).build()
+    # The loopback test server is private: this policy allows it (plain http too).
+    policy = ToolPolicy(
+        workspace_root=tmp_path, web=WebPolicy(allow_private_hosts=True, https_only=False)
+    )
+    agent = AgentBuilder().provider(model).tools(*builtin_tools(policy, web=True)).build()
     async with agent:
         response = await agent.run(HISTORY)
     results = results_of(response)
-    assert [result.is_error for result in results] == [False] * 7
+    assert [result.is_error for result in results] == [False] * 8
     texts = [result.text for result in results]
     assert texts[:6] == [
         "notes.txt",
@@ -84,6 +98,7 @@ async def test_an_agent_turn_uses_every_builtin_tool(tmp_path: Path) -> None:
         "wrote 7 bytes to out/summary.md",
     ]
     assert texts[6] == "exit code: 0\nstdout:\nALPHA\ngamma\n# done\n\nstderr:\n"
+    assert texts[7] == f"URL: {base_url}/notes\nStatus: 200\n\n# Release notes\n\nAll **green**."
     assert response.text == "All tidy."
 
 

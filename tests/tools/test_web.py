@@ -1,0 +1,395 @@
+"""The SSRF guard, ``fetch_text`` and ``fetch_webpage``, against loopback servers only."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+import httpcore2
+import pytest
+import trio
+
+from kova.testing._http_server import FakeResponse, RecordedRequest, serve_http
+from kova.tools import WebFetchError, WebPolicy, fetch_text
+from kova.tools._ssrf import address_problem, parse_ip_host
+from kova.tools._web import FetchWebpage
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Iterable, Sequence
+
+LOOPBACK = WebPolicy(allow_private_hosts=True, https_only=False)
+PUBLIC_IP = "93.184.216.34"  # never connected to: the backend below goes to loopback
+
+
+# -- the address matrix ---------------------------------------------------------------------
+
+REFUSED_URLS = [
+    "https://127.0.0.1/",
+    "https://127.8.9.10/",
+    "https://localhost/",
+    "https://[::1]/",
+    "https://[::ffff:127.0.0.1]/",
+    "http://[::ffff:127.0.0.1]/",
+    "https://[::ffff:7f00:1]/",
+    "https://[::127.0.0.1]/",  # IPv4-compatible
+    "https://[2002:7f00:1::]/",  # 6to4 around 127.0.0.1
+    "https://[64:ff9b::7f00:1]/",  # NAT64 around 127.0.0.1
+    "https://[64:ff9b::a00:1]/",  # NAT64 around 10.0.0.1
+    "https://2130706433/",  # decimal 127.0.0.1
+    "https://0177.0.0.1/",  # octal
+    "https://0x7f.0.0.1/",  # hex
+    "https://0x7f000001/",
+    "https://127.1/",  # short form
+    "https://0.0.0.0/",
+    "https://0/",
+    "https://[::]/",
+    "https://10.0.0.1/",
+    "https://172.16.5.4/",
+    "https://192.168.1.1/",
+    "https://100.64.0.1/",  # CGNAT
+    "https://169.254.169.254/latest/meta-data/",
+    "https://169.254.1.1/",
+    "https://[fd00:ec2::254]/",
+    "https://[fc00::1]/",
+    "https://[fe80::1]/",
+    "https://224.0.0.1/",
+    "https://[ff02::1]/",
+    "https://240.0.0.1/",
+    "https://255.255.255.255/",
+    "https://192.0.2.1/",
+    "https://198.18.0.1/",
+]
+
+
+async def no_dns(host: str, port: int) -> Sequence[str]:
+    raise AssertionError(f"no DNS lookup expected for {host}")
+
+
+async def localhost_only(host: str, port: int) -> Sequence[str]:
+    assert host == "localhost"
+    return ["127.0.0.1", "::1"]
+
+
+@pytest.mark.parametrize("url", REFUSED_URLS)
+async def test_private_and_reserved_addresses_are_refused(url: str) -> None:
+    policy = WebPolicy(https_only=False)
+    with pytest.raises(WebFetchError, match=r"^refused ") as caught:
+        await fetch_text(url, policy, resolver=localhost_only)
+    assert caught.value.url == url
+
+
+@pytest.mark.parametrize("address", ["169.254.169.254", "fd00:ec2::254", "::ffff:169.254.169.254"])
+def test_metadata_addresses_are_refused_even_when_private_hosts_are_allowed(address: str) -> None:
+    parsed = parse_ip_host(address)
+    assert parsed is not None
+    assert "metadata" in (address_problem(parsed, allow_private=True) or "")
+
+
+@pytest.mark.parametrize(
+    ("host", "expected"),
+    [
+        ("2130706433", "127.0.0.1"),
+        ("0177.0.0.1", "127.0.0.1"),
+        ("0x7f.1", "127.0.0.1"),
+        ("127.1", "127.0.0.1"),
+        ("10.1.258", "10.1.1.2"),
+        ("[::ffff:127.0.0.1]", "::ffff:7f00:1"),
+        ("example.com", None),
+        ("256.1.1.1", None),
+        ("08.1.1.1", None),
+    ],
+)
+def test_ip_literals_are_parsed_as_a_resolver_would(host: str, expected: str | None) -> None:
+    parsed = parse_ip_host(host)
+    assert (str(parsed) if parsed is not None else None) == expected
+
+
+def test_public_addresses_pass() -> None:
+    for address in ("93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946", "1.1.1.1"):
+        parsed = parse_ip_host(address)
+        assert parsed is not None
+        assert address_problem(parsed, allow_private=False) is None
+
+
+async def test_a_name_resolving_to_any_private_address_is_refused() -> None:
+    async def mixed(host: str, port: int) -> Sequence[str]:
+        return [PUBLIC_IP, "10.0.0.7"]
+
+    with pytest.raises(
+        WebFetchError, match=r"internal\.example resolves to 10\.0\.0\.7 is a private"
+    ):
+        await fetch_text("https://internal.example/", WebPolicy(), resolver=mixed)
+
+
+@pytest.mark.parametrize(
+    ("url", "policy", "match"),
+    [
+        ("http://example.com/", WebPolicy(), "only https URLs"),
+        ("ftp://example.com/x", WebPolicy(https_only=False), "only https and http URLs"),
+        ("file:///etc/passwd", WebPolicy(), "only https URLs"),
+        ("https:///nohost", WebPolicy(), "no host"),
+        (
+            "https://example.com/admin/x",
+            WebPolicy(denied_urls=["https://example.com/admin/*"]),
+            "denied pattern",
+        ),
+        (
+            "https://other.org/",
+            WebPolicy(allowed_urls=["https://example.com/*"]),
+            "none of the allowed",
+        ),
+    ],
+)
+async def test_url_rules(url: str, policy: WebPolicy, match: str) -> None:
+    with pytest.raises(WebFetchError, match=match):
+        await fetch_text(url, policy, resolver=no_dns)
+
+
+def test_web_policy_validates_its_fields() -> None:
+    with pytest.raises(ValueError, match="max_bytes"):
+        WebPolicy(max_bytes=0)
+    with pytest.raises(ValueError, match="default_format"):
+        WebPolicy(default_format="pdf")  # type: ignore[arg-type]
+    assert WebPolicy(denied_urls="https://x/*").denied_urls == ("https://x/*",)
+
+
+# -- against a loopback server --------------------------------------------------------------
+
+
+@attrs.define
+class Server:
+    url: str
+    requests: list[RecordedRequest]
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+
+@pytest.fixture
+async def server(nursery: trio.Nursery) -> Callable[..., Awaitable[Server]]:
+    async def start(
+        routes: dict[str, FakeResponse] | Callable[[RecordedRequest], Awaitable[FakeResponse]],
+    ) -> Server:
+        requests: list[RecordedRequest] = []
+
+        async def handler(request: RecordedRequest) -> FakeResponse:
+            requests.append(request)
+            if callable(routes):
+                return await routes(request)
+            return routes.get(request.path, FakeResponse(status=404, body=b"not found"))
+
+        url = await nursery.start(serve_http, handler)
+        return Server(url=url, requests=requests)
+
+    return start
+
+
+@attrs.define
+class LoopbackBackend(httpcore2.AsyncNetworkBackend):
+    """Records where the pinned transport wanted to connect, and goes to loopback instead."""
+
+    port: int
+    asked: list[tuple[str, int]] = attrs.field(factory=list)
+    inner: httpcore2.AsyncNetworkBackend = attrs.field(factory=httpcore2.TrioBackend)
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore2's interface
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore2.SOCKET_OPTION] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        self.asked.append((host, port))
+        return await self.inner.connect_tcp("127.0.0.1", self.port, timeout=timeout)
+
+    async def sleep(self, seconds: float) -> None:
+        await trio.sleep(seconds)
+
+
+def text(body: str, content_type: str = "text/plain; charset=utf-8") -> FakeResponse:
+    return FakeResponse(headers={"content-type": content_type}, body=body.encode())
+
+
+def redirect(location: str, status: int = 302) -> FakeResponse:
+    return FakeResponse(status=status, headers={"location": location})
+
+
+async def test_loopback_server_is_fetched_when_private_hosts_are_allowed(
+    server: Callable[..., Awaitable[Server]],
+) -> None:
+    running = await server({"/hello": text("héllo")})
+    page = await fetch_text(f"{running.url}/hello", LOOPBACK, resolver=no_dns)
+    assert (page.status, page.content_type, page.text, page.truncated) == (
+        200,
+        "text/plain",
+        "héllo",
+        False,
+    )
+    assert running.requests[0].headers["user-agent"] == LOOPBACK.user_agent
+
+
+async def test_loopback_is_refused_by_default_even_over_http(
+    server: Callable[..., Awaitable[Server]],
+) -> None:
+    running = await server({"/": text("secret")})
+    with pytest.raises(WebFetchError, match="loopback"):
+        await fetch_text(f"{running.url}/", WebPolicy(https_only=False), resolver=no_dns)
+    assert running.requests == []
+
+
+async def test_connection_is_pinned_to_the_checked_address_against_dns_rebinding(
+    server: Callable[..., Awaitable[Server]],
+) -> None:
+    running = await server({"/": text("public page"), "/next": text("second")})
+    answers = [[PUBLIC_IP], ["127.0.0.1"]]
+    lookups: list[str] = []
+
+    async def rebinding(host: str, port: int) -> Sequence[str]:
+        lookups.append(host)
+        return answers[min(len(lookups), 2) - 1]
+
+    backend = LoopbackBackend(port=running.port)
+    policy = WebPolicy(https_only=False)
+    page = await fetch_text(
+        "http://rebind.test/", policy, resolver=rebinding, network_backend=backend
+    )
+    assert page.text == "public page"
+    assert lookups == ["rebind.test"]  # resolved once
+    assert backend.asked == [(PUBLIC_IP, 80)]  # connected to the checked address
+    assert running.requests[0].headers["host"] == "rebind.test"
+    # A second fetch sees the rebound (loopback) answer, and is refused before connecting.
+    with pytest.raises(WebFetchError, match=r"rebind\.test resolves to 127\.0\.0\.1 is a loopback"):
+        await fetch_text(
+            "http://rebind.test/next", policy, resolver=rebinding, network_backend=backend
+        )
+    assert backend.asked == [(PUBLIC_IP, 80)]
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "http://127.0.0.1:{port}/secret",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[::ffff:10.0.0.1]/",
+        "file:///etc/passwd",
+    ],
+)
+async def test_a_redirect_to_a_private_address_is_refused(
+    server: Callable[..., Awaitable[Server]], target: str
+) -> None:
+    running = await server({"/": text("never")})
+    location = target.format(port=running.port)
+    running = await server({"/start": redirect(location), "/secret": text("secret")})
+
+    async def public(host: str, port: int) -> Sequence[str]:
+        return [PUBLIC_IP]
+
+    backend = LoopbackBackend(port=running.port)
+    with pytest.raises(WebFetchError, match=r"^refused ") as caught:
+        await fetch_text(
+            "http://public.test/start",
+            WebPolicy(https_only=False),
+            resolver=public,
+            network_backend=backend,
+        )
+    assert caught.value.url == location
+    assert [request.path for request in running.requests] == ["/start"]
+
+
+async def test_redirects_are_followed_up_to_the_limit(
+    server: Callable[..., Awaitable[Server]],
+) -> None:
+    async def loop(request: RecordedRequest) -> FakeResponse:
+        hop = int(request.path.strip("/") or 0)
+        return redirect(f"/{hop + 1}", status=301 if hop % 2 else 307)
+
+    running = await server(loop)
+    policy = attrs.evolve(LOOPBACK, max_redirects=3)
+    with pytest.raises(WebFetchError, match="more than 3 redirects"):
+        await fetch_text(f"{running.url}/", policy, resolver=no_dns)
+    assert [request.path for request in running.requests] == ["/", "/1", "/2", "/3"]
+
+    ok = await server({"/a": redirect("/b"), "/b": redirect("/c", 308), "/c": text("done")})
+    page = await fetch_text(f"{ok.url}/a", policy, resolver=no_dns)
+    assert (page.url, page.text) == (f"{ok.url}/c", "done")
+
+
+async def test_size_caps(server: Callable[..., Awaitable[Server]]) -> None:
+    running = await server({"/big": text("x" * 100_000)})
+    page = await fetch_text(
+        f"{running.url}/big", attrs.evolve(LOOPBACK, max_bytes=1000), resolver=no_dns
+    )
+    assert (len(page.text), page.truncated) == (1000, True)
+    page = await fetch_text(
+        f"{running.url}/big", attrs.evolve(LOOPBACK, max_chars=10), resolver=no_dns
+    )
+    assert (page.text, page.truncated) == ("x" * 10, True)
+
+
+async def test_the_whole_fetch_has_a_time_limit(
+    server: Callable[..., Awaitable[Server]], autojump_clock: trio.testing.MockClock
+) -> None:
+    async def slow(request: RecordedRequest) -> FakeResponse:
+        await trio.sleep(1000)
+        return text("late")
+
+    running = await server(slow)
+    with pytest.raises(WebFetchError, match="timed out after 5 s"):
+        await fetch_text(f"{running.url}/", attrs.evolve(LOOPBACK, timeout=5), resolver=no_dns)
+    assert trio.current_time() == 5
+
+
+async def test_binary_content_is_refused(server: Callable[..., Awaitable[Server]]) -> None:
+    running = await server(
+        {"/img": FakeResponse(headers={"content-type": "image/png"}, body=b"\x89PNG\0\0")}
+    )
+    with pytest.raises(WebFetchError, match="binary content"):
+        await fetch_text(f"{running.url}/img", LOOPBACK, resolver=no_dns)
+
+
+# -- fetch_webpage --------------------------------------------------------------------------
+
+PAGE = """<!doctype html><html><head><title>Kova docs</title><style>body{}</style>
+<script>alert('x')</script></head><body><h2>Tools</h2><p>Read <a href="/f">files</a>.</p>
+<ul><li>one</li><li>two</li></ul><noscript>enable js</noscript></body></html>"""
+
+
+async def test_fetch_webpage_converts_html(server: Callable[..., Awaitable[Server]]) -> None:
+    running = await server({"/": text(PAGE, "text/html; charset=utf-8")})
+    tool = FetchWebpage(LOOPBACK)
+    markdown = await tool.execute({"url": f"{running.url}/"})
+    assert not markdown.is_error
+    assert markdown.text.startswith(f"URL: {running.url}/\nStatus: 200\n\n# Kova docs\n\n## Tools")
+    assert "Read [files](/f)." in markdown.text
+    assert "- one\n- two" in markdown.text
+    assert "alert" not in markdown.text
+    assert "enable js" not in markdown.text
+    plain = await tool.execute({"url": f"{running.url}/", "format": "text"})
+    assert (
+        plain.text
+        == f"URL: {running.url}/\nStatus: 200\n\nKova docs\n\nTools\n\nRead files.\n\none\n\ntwo"
+    )
+    raw = await tool.execute({"url": f"{running.url}/", "format": "html"})
+    assert "<script>" in raw.text
+
+
+async def test_fetch_webpage_reports_refusals_and_http_errors_in_band(
+    server: Callable[..., Awaitable[Server]],
+) -> None:
+    running = await server({})
+    refused = await FetchWebpage(WebPolicy()).execute({"url": f"{running.url}/"})
+    assert refused.is_error
+    assert refused.text.startswith("refused http://127.0.0.1")
+    missing = await FetchWebpage(LOOPBACK).execute({"url": f"{running.url}/nope"})
+    assert missing.is_error
+    assert "Status: 404" in missing.text
+
+
+async def test_fetch_webpage_caps_characters(server: Callable[..., Awaitable[Server]]) -> None:
+    running = await server({"/": text("<p>" + "word " * 1000 + "</p>", "text/html")})
+    result = await FetchWebpage(attrs.evolve(LOOPBACK, max_chars=50)).execute(
+        {"url": f"{running.url}/", "format": "text"}
+    )
+    assert result.text.endswith("\n[truncated at 50 characters]")
