@@ -21,6 +21,7 @@ The tree (see docs/errors.md for what to catch for what)::
     │   ├── DuplicateToolError        two tools of one name
     │   └── InvalidToolArguments      arguments do not match the tool's schema
     ├── McpError                      the MCP server reported an error or broke protocol
+    ├── WebFetchError                 fetch_text refused (SSRF guard, URL rules) or failed
     ├── AgentLoopError
     │   ├── MaxIterationsError
     │   └── ContextBudgetExceededError
@@ -66,6 +67,7 @@ from ._errors import TurnCancelled as TurnCancelled
 from .tools._errors import DuplicateToolError as DuplicateToolError
 from .tools._errors import InvalidToolArguments as InvalidToolArguments
 from .tools._errors import ToolDefinitionError as ToolDefinitionError
+from .tools._errors import WebFetchError as WebFetchError
 
 __all__ = [
     "ActorError",
@@ -99,4 +101,5 @@ __all__ = [
     "ToolExecutionError",
     "ToolNotFoundError",
     "TurnCancelled",
+    "WebFetchError",
 ]

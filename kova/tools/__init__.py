@@ -8,6 +8,7 @@ from ._decorator import tool as tool
 from ._errors import DuplicateToolError as DuplicateToolError
 from ._errors import InvalidToolArguments as InvalidToolArguments
 from ._errors import ToolDefinitionError as ToolDefinitionError
+from ._errors import WebFetchError as WebFetchError
 from ._policy import ToolPolicy as ToolPolicy
 from ._policy import WebPolicy as WebPolicy
 from ._registry import ToolRegistry as ToolRegistry
@@ -19,7 +20,6 @@ from ._validate import ArgumentValidator as ArgumentValidator
 from ._validate import argument_problems as argument_problems
 from ._validate import validate_arguments as validate_arguments
 from ._web import FetchedText as FetchedText
-from ._web import WebFetchError as WebFetchError
 from ._web import fetch_text as fetch_text
 
 __all__ = [

@@ -1,20 +1,23 @@
-"""Errors of the tool layer. All of them are :class:`~kova.ToolError`, so kova-side faults.
+"""Errors of the tool layer. All but :class:`WebFetchError` are :class:`~kova.ToolError`,
+so kova-side faults.
 
 A tool that *fails* (raises, gets bad arguments from the model) is not one of these: its
 failure goes back to the model in-band as an error :class:`~kova.ToolResult`. These errors
-mark mistakes of the program that defines or registers tools.
+mark mistakes of the program that defines or registers tools, except
+:class:`WebFetchError`, which :func:`~kova.tools.fetch_text` raises to its direct callers
+(``fetch_webpage`` turns it into an error result).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._errors import ToolError
+from .._errors import KovaError, ToolError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["DuplicateToolError", "InvalidToolArguments", "ToolDefinitionError"]
+__all__ = ["DuplicateToolError", "InvalidToolArguments", "ToolDefinitionError", "WebFetchError"]
 
 
 class ToolDefinitionError(ToolError):
@@ -45,3 +48,14 @@ class InvalidToolArguments(ToolError):
         subject = f"tool {tool_name!r}" if tool_name else "the tool"
         lines = "\n".join(f"- {problem}" for problem in self.problems)
         super().__init__(f"invalid arguments for {subject}:\n{lines}")
+
+
+class WebFetchError(KovaError):
+    """:func:`~kova.tools.fetch_text` was refused by the policy (the SSRF guard, the URL
+    rules) or failed (DNS, connection, protocol, too many redirects, the time limit, binary
+    content). The message says which and why."""
+
+    def __init__(self, message: str, *, url: str) -> None:
+        super().__init__(message)
+        self.url = url
+        """The URL of the hop that failed (a redirect target, possibly)."""

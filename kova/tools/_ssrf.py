@@ -90,7 +90,9 @@ def address_problem(address: IPAddress, *, allow_private: bool) -> str | None:
             return f"{address} is a cloud metadata address"
     if allow_private:
         return None
-    for candidate in candidates:
+    # The embedded IPv4 first: "a loopback address (it embeds 127.0.0.1)" says more than the
+    # IPv6 form's own "private" classification.
+    for candidate in [*candidates[1:], candidates[0]]:
         reason = _why_not_public(candidate)
         if reason is not None:
             inside = "" if candidate == address else f" (it embeds {candidate})"

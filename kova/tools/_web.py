@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, ClassVar, TypeAlias
 import attrs
 import trio
 
-from .._errors import KovaError
 from .._models import ToolAnnotations, ToolResult
+from ._errors import WebFetchError
 from ._ssrf import address_problem, parse_ip_host
 
 if TYPE_CHECKING:
@@ -52,15 +52,6 @@ Resolver: TypeAlias = "Callable[[str, int], Awaitable[Sequence[str]]]"
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml")
-
-
-class WebFetchError(KovaError):
-    """A fetch was refused by the policy or failed (the message says which and why)."""
-
-    def __init__(self, message: str, *, url: str) -> None:
-        super().__init__(message)
-        self.url = url
-        """The URL of the hop that failed (a redirect target, possibly)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -134,7 +125,7 @@ async def _pick_address(
             raise _refuse(url, f"the resolver answered {answer!r}, not an address") from exc
         problem = address_problem(address, allow_private=policy.allow_private_hosts)
         if problem is not None:
-            raise _refuse(url, f"{host} resolves to {problem}")
+            raise _refuse(url, f"{host} resolves to a refused address: {problem}")
         addresses.append(address)
     if not addresses:
         raise WebFetchError(f"could not resolve {host!r}: no addresses", url=url)

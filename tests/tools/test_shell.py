@@ -66,6 +66,13 @@ SPAWN_AND_WAIT = (
 )
 
 
+def _read_when_written(path: Path, seconds: float = 5.0) -> int:
+    deadline = time.monotonic() + seconds
+    while not (path.exists() and path.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return int(path.read_text())
+
+
 def _read_pids(root: Path) -> list[int]:
     return [int(line) for line in (root / "pids.txt").read_text().split()]
 
@@ -117,7 +124,7 @@ async def test_shell_timeout_kills_the_whole_process_group(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
     # The clock jumps only after the children had real time to start.
-    mock_clock.autojump_threshold = 0.5
+    mock_clock.autojump_threshold = 1.0
     result = await shell(ToolPolicy(workspace_root=tmp_path, shell_timeout=7), SPAWN_AND_WAIT)
     assert trio.current_time() == 7
     assert result.is_error
@@ -129,7 +136,7 @@ async def test_shell_timeout_kills_the_whole_process_group(
 async def test_shell_timeout_argument_is_capped_by_the_policy(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
-    mock_clock.autojump_threshold = 0.5
+    mock_clock.autojump_threshold = 1.0
     policy = ToolPolicy(workspace_root=tmp_path, shell_timeout=7)
     await shell(policy, SPAWN_AND_WAIT, timeout=2)
     assert trio.current_time() == 2
@@ -141,7 +148,7 @@ async def test_shell_timeout_argument_is_capped_by_the_policy(
 async def test_shell_cancellation_kills_the_whole_process_group(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
-    mock_clock.autojump_threshold = 0.5
+    mock_clock.autojump_threshold = 1.0
     with trio.move_on_after(3) as scope:
         await shell(ToolPolicy(workspace_root=tmp_path, shell_timeout=100), SPAWN_AND_WAIT)
     assert scope.cancelled_caught
@@ -167,12 +174,13 @@ async def test_shell_returns_when_an_escaped_daemon_holds_the_pipes(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
     # setsid leaves the process group, so the kill cannot reach it; the call still returns.
-    mock_clock.autojump_threshold = 0.5
+    mock_clock.autojump_threshold = 1.0
     result = await shell(
         ToolPolicy(workspace_root=tmp_path),
-        "setsid sh -c 'echo $$ > daemon.txt; exec sleep 300' & sleep 0.2; echo out",
+        "setsid sh -c 'echo $$ > daemon.txt; exec sleep 300' & "
+        "while [ ! -s daemon.txt ]; do :; done; echo out",
     )
-    daemon = int((tmp_path / "daemon.txt").read_text())
+    daemon = await trio.to_thread.run_sync(_read_when_written, tmp_path / "daemon.txt")
     try:
         assert result.text.startswith("exit code: 0\nstdout:\nout\n")
         assert trio.current_time() == 2.0

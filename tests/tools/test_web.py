@@ -116,7 +116,8 @@ async def test_a_name_resolving_to_any_private_address_is_refused() -> None:
         return [PUBLIC_IP, "10.0.0.7"]
 
     with pytest.raises(
-        WebFetchError, match=r"internal\.example resolves to 10\.0\.0\.7 is a private"
+        WebFetchError,
+        match=r"internal\.example resolves to a refused address: 10\.0\.0\.7 is a private",
     ):
         await fetch_text("https://internal.example/", WebPolicy(), resolver=mixed)
 
@@ -260,7 +261,8 @@ async def test_connection_is_pinned_to_the_checked_address_against_dns_rebinding
     assert backend.asked == [(PUBLIC_IP, 80)]  # connected to the checked address
     assert running.requests[0].headers["host"] == "rebind.test"
     # A second fetch sees the rebound (loopback) answer, and is refused before connecting.
-    with pytest.raises(WebFetchError, match=r"rebind\.test resolves to 127\.0\.0\.1 is a loopback"):
+    rebound = r"rebind\.test resolves to a refused address: 127\.0\.0\.1 is a loopback"
+    with pytest.raises(WebFetchError, match=rebound):
         await fetch_text(
             "http://rebind.test/next", policy, resolver=rebinding, network_backend=backend
         )
