@@ -118,6 +118,10 @@ class BedrockConfig:
     """Sent as ``additionalModelRequestFields``: model-specific knobs in the model's own field
     names, e.g. ``{"thinking": {"type": "enabled", "budget_tokens": 4096}}`` for Claude's
     extended thinking or ``{"top_k": 50}``."""
+    cache_prompt: bool = False
+    """Prompt caching: a ``cachePoint`` after the system prompt, after the tools and at the end
+    of the conversation, so the stable prefix is cached (models with prompt caching, such as
+    Claude and Nova; others answer with a ``ValidationException``)."""
     json_tool_results: bool = False
     """Send a tool result whose text is a JSON object as a ``{"json": ...}`` content block
     (models that take structured tool results) instead of ``{"text": ...}``."""

@@ -305,6 +305,27 @@ def _output_config(config: InferenceConfig) -> dict[str, JSONValue] | None:
     return {"textFormat": {"type": "json_schema", "structure": {"jsonSchema": definition}}}
 
 
+_CACHE_POINT: dict[str, JSONValue] = {"cachePoint": {"type": "default"}}
+
+
+def _mark_cache_points(body: dict[str, JSONValue]) -> None:
+    """Cache points after the system blocks, after the tools and after the last message's
+    content: the API caches everything before each (at most four per request)."""
+    system = body.get("system")
+    if isinstance(system, list) and system:
+        system.append(dict(_CACHE_POINT))
+    tool_config = body.get("toolConfig")
+    tools = tool_config.get("tools") if isinstance(tool_config, dict) else None
+    if isinstance(tools, list) and tools:
+        tools.append(dict(_CACHE_POINT))
+    messages = body.get("messages")
+    if isinstance(messages, list) and messages:
+        last = messages[-1]
+        content = last.get("content") if isinstance(last, dict) else None
+        if isinstance(content, list) and content:
+            content.append(dict(_CACHE_POINT))
+
+
 def encode_request(
     messages: Sequence[Message],
     tools: Sequence[ToolDefinition],
@@ -338,6 +359,8 @@ def encode_request(
     output = _output_config(config)
     if output is not None:
         body["outputConfig"] = output
+    if settings.cache_prompt:
+        _mark_cache_points(body)
     return body
 
 

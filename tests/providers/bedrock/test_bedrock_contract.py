@@ -89,7 +89,7 @@ def run(pieces: list[bytes]) -> tuple[list[StreamEvent], BaseException | None]:
 
     async def main() -> None:
         stream = EventStream(
-            Reads(pieces),  # type: ignore[arg-type]
+            Reads(pieces),
             CODEC.framer(),
             CODEC.stream_decoder(),
             provider=CODEC.name,

@@ -347,3 +347,25 @@ def test_error_details() -> None:
     )
     assert (details.error_type, details.message) == ("ValidationException", "bad model")
     assert decode_error_details("nope").message is None
+
+
+def test_cache_points_mark_system_tools_and_the_conversation() -> None:
+    config = BedrockConfig(region="us-east-1", model_id="m", cache_prompt=True)
+    body: Any = encode_request(
+        [
+            Message.system("Be terse."),
+            Message.user("Hi"),
+            Message.assistant("Hello"),
+            Message.user("Weather?"),
+        ],
+        [WEATHER],
+        InferenceConfig(),
+        config,
+    )
+    point = {"cachePoint": {"type": "default"}}
+    assert body["system"] == [{"text": "Be terse."}, point]
+    assert body["toolConfig"]["tools"][-1] == point
+    assert body["messages"][-1]["content"] == [{"text": "Weather?"}, point]
+    assert point not in body["messages"][0]["content"]
+    plain: Any = encode_request([Message.user("Hi")], [], InferenceConfig(), CONFIG)
+    assert "cachePoint" not in json.dumps(plain)

@@ -494,3 +494,25 @@ async def test_cancelled_resolution_abandons_the_thread_and_retries(
     release.write_text("go")
     async with provider.open():  # resolves again, now that the source answers
         assert provider.credentials_source == "custom-process"
+
+
+async def test_cache_points_reach_the_service_and_cache_usage_comes_back() -> None:
+    usage = Usage(input_tokens=1000, output_tokens=5, cache_read_tokens=900)
+    reply = ModelResponse(content=(Text(text="ok"),), stop_reason=StopReason.END_TURN, usage=usage)
+    request = ChatRequest.of([Message.system("Long stable prompt."), Message.user("Hi")])
+    async with open_bedrock_server(Script([reply])) as server:
+        provider = BedrockProvider(
+            BedrockConfig(
+                region="us-east-1",
+                model_id=MODEL,
+                endpoint_url=server.base_url,
+                cache_prompt=True,
+                **server.credentials,
+            )
+        )
+        async with provider.open():
+            response = await provider.chat_completion(request)
+    body: Any = server.requests[0].json()
+    assert body["system"][-1] == {"cachePoint": {"type": "default"}}
+    assert body["messages"][-1]["content"][-1] == {"cachePoint": {"type": "default"}}
+    assert response.usage == usage
