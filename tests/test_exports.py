@@ -22,6 +22,7 @@ PACKAGES = [
     "kova.telemetry",
     "kova.testing",
     "kova.tools",
+    "kova.web",
 ]
 
 

@@ -1,0 +1,21 @@
+"""kova's live web view: agent events streamed to a page over WebSocket (the ``ws`` extra).
+
+``async with kova.web.open_event_server() as server:`` serves a page and its WebSocket on
+loopback; ``server.relay(events)`` publishes a streamed turn, and
+``server.approval_handler()`` asks the people on the page to approve tool calls. The message
+schema is documented in ``docs/web.md``.
+"""
+
+from ._schema import PROTOCOL_VERSION as PROTOCOL_VERSION
+from ._server import EventServer as EventServer
+from ._server import WebApproval as WebApproval
+from ._server import WebRequest as WebRequest
+from ._server import open_event_server as open_event_server
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "EventServer",
+    "WebApproval",
+    "WebRequest",
+    "open_event_server",
+]

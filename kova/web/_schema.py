@@ -1,0 +1,199 @@
+"""The JSON messages of kova's web view, version 1 (documented in ``docs/web.md``).
+
+Server to page: every WebSocket text frame is one object ``{"v": 1, "events": [...]}``; the
+events in a frame are in order, and a frame holds as many as piled up since the last one (a
+page is sent at most one frame per flush interval). Every event is an object with a
+``"type"``. Page to server: one object per frame, ``{"v": 1, "type": ..., ...}``, validated
+here; anything else closes that page's connection.
+
+Encoding is done once per event (not once per page): an event becomes a JSON string that
+every page's buffer shares.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from .._models import StopKind, StopReason, TextDelta, ThinkingDelta, ToolAnnotations, Usage
+
+if TYPE_CHECKING:
+    from .._models import JSONValue, ToolResult, ToolUse
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "ChatInput",
+    "Decision",
+    "PageMessage",
+    "PageMessageError",
+    "annotations_json",
+    "encode",
+    "frame",
+    "parse_page_message",
+    "tool_finished",
+    "tool_started",
+    "usage_json",
+]
+
+PROTOCOL_VERSION = 1
+"""The version of the message schema; every frame in both directions carries it as ``v``."""
+
+_MAX_ID = 200
+_MAX_REASON = 2_000
+
+
+def encode(event: dict[str, Any]) -> str:
+    """One event as compact JSON (encoded once, shared by every page's buffer)."""
+    return json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def frame(encoded: list[str]) -> str:
+    """A server-to-page frame holding these already-encoded events."""
+    return f'{{"v":{PROTOCOL_VERSION},"events":[{",".join(encoded)}]}}'
+
+
+def usage_json(usage: Usage) -> dict[str, Any]:
+    """The usage fields a page shows."""
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+    }
+
+
+def annotations_json(annotations: ToolAnnotations | None) -> dict[str, Any] | None:
+    """A tool's annotations (``None`` when the tool declares none)."""
+    if annotations is None:
+        return None
+    return {
+        "title": annotations.title,
+        "read_only": annotations.read_only,
+        "destructive": annotations.destructive,
+        "idempotent": annotations.idempotent,
+        "open_world": annotations.open_world,
+    }
+
+
+def _arguments(call: ToolUse) -> JSONValue:
+    if call.raw_arguments is not None:
+        return call.raw_arguments
+    return dict(call.input)
+
+
+def tool_started(turn: int, call: ToolUse) -> dict[str, Any]:
+    """The ``tool_started`` event."""
+    return {
+        "type": "tool_started",
+        "turn": turn,
+        "id": call.id,
+        "tool": call.name,
+        "arguments": _arguments(call),
+    }
+
+
+def tool_finished(turn: int, call: ToolUse, result: ToolResult) -> dict[str, Any]:
+    """The ``tool_finished`` event (``is_error`` covers denials and failures)."""
+    return {
+        "type": "tool_finished",
+        "turn": turn,
+        "id": call.id,
+        "tool": call.name,
+        "result": result.text,
+        "is_error": result.is_error,
+    }
+
+
+def delta(turn: int, event: TextDelta | ThinkingDelta) -> dict[str, Any]:
+    """A ``text`` or ``thinking`` event."""
+    kind = "text" if isinstance(event, TextDelta) else "thinking"
+    return {"type": kind, "turn": turn, "text": event.text}
+
+
+# -- page to server ------------------------------------------------------------------------
+
+
+class PageMessageError(ValueError):
+    """A message from a page does not follow the schema (the page is disconnected)."""
+
+
+@attrs.frozen(kw_only=True)
+class Decision:
+    """``{"v": 1, "type": "decision", "id": ..., "approve": bool, "reason"?: str}``."""
+
+    id: str
+    approve: bool
+    reason: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ChatInput:
+    """``{"v": 1, "type": "chat", "text": str}``: a person's prompt (``kova serve``)."""
+
+    text: str
+
+
+PageMessage = Decision | ChatInput
+
+
+def _string(message: dict[str, Any], key: str, limit: int, *, required: bool = True) -> str | None:
+    value = message.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise PageMessageError(f"{key!r} must be a string")
+    if len(value) > limit:
+        raise PageMessageError(f"{key!r} is longer than {limit} characters")
+    return value
+
+
+def parse_page_message(text: str | bytes, *, max_chat_chars: int) -> PageMessage:
+    """Validate one frame from a page.
+
+    Raises:
+        PageMessageError: not JSON, not an object, the wrong version, an unknown type, a
+            missing or mistyped field, an unexpected field, or a value over its limit.
+    """
+    if isinstance(text, bytes):
+        raise PageMessageError("binary frames are not part of the schema")
+    try:
+        message = json.loads(text)
+    except ValueError as exc:
+        raise PageMessageError(f"not JSON: {exc}") from None
+    if not isinstance(message, dict):
+        raise PageMessageError("a message must be a JSON object")
+    version = message.get("v")
+    if version != PROTOCOL_VERSION or isinstance(version, bool):
+        raise PageMessageError(f"unsupported version {version!r} (this server speaks 1)")
+    kind = message.get("type")
+    if kind == "decision":
+        _only(message, {"v", "type", "id", "approve", "reason"})
+        identifier = _string(message, "id", _MAX_ID)
+        approve = message.get("approve")
+        if not isinstance(approve, bool):
+            raise PageMessageError("'approve' must be true or false")
+        reason = _string(message, "reason", _MAX_REASON, required=False)
+        assert identifier is not None
+        return Decision(id=identifier, approve=approve, reason=reason or None)
+    if kind == "chat":
+        _only(message, {"v", "type", "text"})
+        prompt = _string(message, "text", max_chat_chars)
+        assert prompt is not None
+        if not prompt.strip():
+            raise PageMessageError("'text' is empty")
+        return ChatInput(text=prompt)
+    raise PageMessageError(f"unknown message type {kind!r}")
+
+
+def _only(message: dict[str, Any], allowed: set[str]) -> None:
+    extra = set(message) - allowed
+    if extra:
+        raise PageMessageError(f"unexpected fields: {', '.join(sorted(extra))}")
+
+
+def stop_reason(reason: StopReason) -> str:
+    """``end_turn``, ``tool_use``, ``max_tokens``, ``stop_sequence``, or the provider's own."""
+    if reason.kind is StopKind.UNKNOWN and reason.raw:
+        return reason.raw
+    return str(reason.kind.value)

@@ -1,0 +1,753 @@
+"""The event server: one port serving the page and a WebSocket that streams agent events.
+
+State (connected pages, the turns kept for reconnecting pages, pending approvals) belongs to
+the :class:`EventServer`; every change to it happens in a plain (non-async) method, so under
+trio's single thread no task ever sees a half-made change, and no lock is needed. Each page
+has a bounded buffer (a trio memory channel) and one writer task that sends, once per flush
+interval, everything that piled up as one frame; publishing never waits: a page whose buffer
+is full is dropped (it reconnects and gets the current state), the agent is never slowed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import secrets
+from collections import deque
+from contextlib import asynccontextmanager
+from functools import partial
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from .._log import get_logger
+from .._models import TextDelta, ThinkingDelta, ToolAnnotations
+from ..agent import ToolCallFinished, ToolCallStarted, TurnCompleted
+from . import _schema
+from ._http import HeadError, ReplayStream, RequestHead, read_head, response
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+
+    import trio_websocket
+
+    from .._models import ToolUse
+    from ..agent import AgentEvent
+    from ..tools import Tool
+
+__all__ = ["EventServer", "WebApproval", "WebRequest", "open_event_server"]
+
+log = get_logger(__name__)
+
+_STATIC = {
+    "/": ("index.html", "text/html; charset=utf-8"),
+    "/page.css": ("page.css", "text/css; charset=utf-8"),
+    "/page.js": ("page.js", "text/javascript; charset=utf-8"),
+}
+_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+_CLOSE_POLICY = 1008
+_CLOSE_TOO_SLOW = 1013
+
+
+@attrs.frozen(kw_only=True)
+class WebRequest:
+    """A WebSocket upgrade request, as a host-supplied ``authorize`` check sees it."""
+
+    path: str
+    query: Mapping[str, list[str]]
+    headers: Mapping[str, str]
+    """Header names lower-cased."""
+
+
+@attrs.define(eq=False)
+class _Page:
+    number: int
+    send: trio.MemorySendChannel[str]
+    scope: trio.CancelScope
+    dropped: bool = False
+
+
+@attrs.define(eq=False)
+class _Merged:
+    """Consecutive text (or thinking) deltas of a kept turn, joined when replayed."""
+
+    kind: str
+    turn: int
+    pieces: list[str]
+
+
+@attrs.define(eq=False)
+class _Turn:
+    number: int
+    started: float
+    items: list[dict[str, Any] | _Merged] = attrs.Factory(list)
+    first_delta: float | None = None
+    open: bool = True
+
+
+@attrs.define(eq=False)
+class _Pending:
+    id: str
+    call: ToolUse
+    event: dict[str, Any] = attrs.Factory(dict)
+    """The ``approval_requested`` event (replayed to pages that connect while it waits)."""
+    outcome: bool | str | None = None
+    _changed: trio.Event = attrs.Factory(trio.Event)
+
+    def notify(self) -> None:
+        changed, self._changed = self._changed, trio.Event()
+        changed.set()
+
+    async def wait_changed(self) -> None:
+        await self._changed.wait()
+
+
+@attrs.define(eq=False)
+class EventServer:
+    """A live web view of agents: open it with :func:`open_event_server`.
+
+    Feed it a turn's events with :meth:`relay` (or :meth:`publish`), gate tool calls with
+    :meth:`approval_handler`, and point a browser at :attr:`url`.
+    """
+
+    _token: str
+    _authorize: Callable[[WebRequest], bool] | None
+    _allowed_origins: frozenset[str]
+    _page_buffer: int
+    _flush_interval: float
+    _max_message_bytes: int
+    _max_chat_chars: int
+    _max_pages: int
+    _keep_turns: int
+    _disconnect_grace: float
+    _chat: bool
+    _host: str = ""
+    _port: int = 0
+    _static: dict[str, tuple[bytes, str]] = attrs.Factory(dict)
+    _pages: dict[int, _Page] = attrs.Factory(dict)
+    _page_numbers: itertools.count[int] = attrs.Factory(lambda: itertools.count(1))
+    _turns: deque[_Turn] = attrs.Factory(deque)
+    _turn_numbers: itertools.count[int] = attrs.Factory(lambda: itertools.count(1))
+    _pending: dict[str, _Pending] = attrs.Factory(dict)
+    _approval_numbers: itertools.count[int] = attrs.Factory(lambda: itertools.count(1))
+    _prompt_send: trio.MemorySendChannel[str] | None = None
+    _prompt_receive: trio.MemoryReceiveChannel[str] | None = None
+    _dropped: int = 0
+    _max_buffered: int = 0
+    _closed: bool = False
+
+    # -- public surface --------------------------------------------------------------------
+
+    @property
+    def host(self) -> str:
+        """The address the server listens on."""
+        return self._host
+
+    @property
+    def port(self) -> int:
+        """The port the server listens on (the real one when 0 was asked for)."""
+        return self._port
+
+    @property
+    def token(self) -> str:
+        """The secret every WebSocket connection must present (``?token=``)."""
+        return self._token
+
+    @property
+    def url(self) -> str:
+        """The page's address, token included (in the fragment: never sent over HTTP)."""
+        return f"http://{self._netloc}/#token={self._token}"
+
+    @property
+    def websocket_url(self) -> str:
+        """The WebSocket address for other front ends, token included."""
+        return f"ws://{self._netloc}/ws?token={self._token}"
+
+    @property
+    def page_count(self) -> int:
+        """How many pages are connected now."""
+        return len(self._pages)
+
+    @property
+    def dropped_pages(self) -> int:
+        """How many pages were dropped for falling a whole buffer behind."""
+        return self._dropped
+
+    @property
+    def max_buffered(self) -> int:
+        """The most events any one page ever had waiting (never above ``page_buffer``)."""
+        return self._max_buffered
+
+    @property
+    def pending_approvals(self) -> int:
+        """Tool calls waiting for a person's decision now."""
+        return len(self._pending)
+
+    @property
+    def prompts(self) -> trio.MemoryReceiveChannel[str]:
+        """Prompts typed into the page (only with ``chat=True``; ``kova serve`` reads them).
+
+        Raises:
+            RuntimeError: the server was opened without ``chat=True``.
+        """
+        if self._prompt_receive is None:
+            raise RuntimeError("open the event server with chat=True to receive prompts")
+        return self._prompt_receive
+
+    def begin_turn(self, prompt: str | None = None) -> int:
+        """Start a turn on every page (``prompt``: the user's message, shown above it).
+
+        A turn still open is closed first. Returns the turn's number.
+        """
+        current = self._current()
+        if current is not None and current.open:
+            self._close_turn(current, {"type": "turn_failed", "error": "superseded"})
+        number = next(self._turn_numbers)
+        self._turns.append(_Turn(number=number, started=trio.current_time()))
+        while len(self._turns) > self._keep_turns:
+            self._turns.popleft()
+        self._emit({"type": "turn_started", "turn": number, "prompt": prompt})
+        return number
+
+    def publish(self, event: AgentEvent) -> None:
+        """Send one event of ``agent.stream()`` to every page (never waits).
+
+        A delta with no turn open starts one; :class:`~kova.agent.TurnCompleted` ends it.
+        """
+        turn = self._current()
+        if turn is None or not turn.open:
+            self.begin_turn()
+            turn = self._current()
+            assert turn is not None
+        match event:
+            case TextDelta() | ThinkingDelta():
+                if turn.first_delta is None:
+                    turn.first_delta = trio.current_time()
+                self._emit(_schema.delta(turn.number, event))
+            case ToolCallStarted(call=call):
+                self._emit(_schema.tool_started(turn.number, call))
+            case ToolCallFinished(call=call, result=result):
+                self._emit(_schema.tool_finished(turn.number, call, result))
+            case TurnCompleted(response=response):
+                now = trio.current_time()
+                self._close_turn(
+                    turn,
+                    {
+                        "type": "turn_completed",
+                        "text": response.text,
+                        "stop_reason": _schema.stop_reason(response.stop_reason),
+                        "usage": _schema.usage_json(response.usage),
+                        "llm_calls": response.llm_calls,
+                        "duration_s": round(now - turn.started, 6),
+                        "first_delta_s": None
+                        if turn.first_delta is None
+                        else round(turn.first_delta - turn.started, 6),
+                    },
+                )
+            case _:
+                raise TypeError(f"not an agent event: {type(event).__name__}")
+
+    def fail_turn(self, error: BaseException | str) -> None:
+        """End the open turn on every page with an error (no-op when no turn is open)."""
+        turn = self._current()
+        if turn is None or not turn.open:
+            return
+        message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        self._close_turn(turn, {"type": "turn_failed", "error": message})
+
+    async def relay(
+        self, events: AsyncIterator[AgentEvent], *, prompt: str | None = None
+    ) -> AsyncIterator[AgentEvent]:
+        """Publish a streamed turn while passing its events on.
+
+        ``async for event in server.relay(events, prompt=text): ...`` where ``events`` is
+        what ``agent.stream(history)`` gave. The turn starts on the pages before the first
+        event; an error (or cancellation) of the turn ends it there as failed and is raised.
+        """
+        self.begin_turn(prompt)
+        try:
+            async for event in events:
+                self.publish(event)
+                yield event
+        except BaseException as exc:
+            self.fail_turn("cancelled" if isinstance(exc, trio.Cancelled) else exc)
+            raise
+        self.fail_turn("the stream ended without TurnCompleted")
+
+    def approval_handler(
+        self,
+        *,
+        timeout: float = 300.0,
+        tools: Iterable[Tool] = (),
+        annotations: Mapping[str, ToolAnnotations] | None = None,
+    ) -> WebApproval:
+        """An approval handler that asks the people on the pages.
+
+        Args:
+            timeout: seconds to wait for an answer; then the call is denied.
+            tools: the agent's tools, whose ``annotations`` (where they have one) are shown.
+            annotations: annotations by tool name (overrides what ``tools`` gives).
+
+        Raises:
+            ValueError: ``timeout`` is not a positive number.
+        """
+        if not (isinstance(timeout, (int, float)) and timeout > 0 and math.isfinite(timeout)):
+            raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+        table: dict[str, ToolAnnotations] = {}
+        for tool in tools:
+            found = getattr(tool, "annotations", None)
+            if isinstance(found, ToolAnnotations):
+                table[tool.name] = found
+        table.update(annotations or {})
+        return WebApproval(server=self, timeout=float(timeout), annotations=table)
+
+    # -- approvals -------------------------------------------------------------------------
+
+    async def _ask(
+        self, call: ToolUse, annotations: ToolAnnotations | None, seconds: float
+    ) -> bool | str:
+        pending = _Pending(id=f"a{next(self._approval_numbers)}", call=call)
+        self._pending[pending.id] = pending
+        turn = self._current()
+        pending.event = {
+            "type": "approval_requested",
+            "turn": turn.number if turn is not None and turn.open else None,
+            "id": pending.id,
+            "call_id": call.id,
+            "tool": call.name,
+            "arguments": _schema.tool_started(0, call)["arguments"],
+            "annotations": _schema.annotations_json(annotations),
+            "timeout_s": seconds,
+        }
+        self._emit(pending.event)
+        try:
+            with trio.move_on_after(seconds):
+                while pending.outcome is None:
+                    if self._pages:
+                        await pending.wait_changed()
+                        continue
+                    with trio.move_on_after(self._disconnect_grace):
+                        while not self._pages and pending.outcome is None:
+                            await pending.wait_changed()
+                    if not self._pages and pending.outcome is None:
+                        self._decide(pending, "no page is connected to decide", by="disconnect")
+            if pending.outcome is None:
+                self._decide(pending, f"no decision within {seconds:g} s", by="timeout")
+        finally:
+            if pending.outcome is None:  # cancelled: nobody is waiting for an answer now
+                self._decide(pending, "the turn was cancelled", by="cancelled")
+        assert pending.outcome is not None
+        return pending.outcome
+
+    def _decide(self, pending: _Pending, outcome: bool | str, *, by: str) -> None:
+        pending.outcome = outcome
+        self._pending.pop(pending.id, None)
+        pending.notify()
+        self._emit(
+            {
+                "type": "approval_decided",
+                "id": pending.id,
+                "approved": outcome is True,
+                "reason": None if outcome is True else outcome,
+                "by": by,
+            }
+        )
+
+    # -- turns and fan-out -----------------------------------------------------------------
+
+    def _current(self) -> _Turn | None:
+        return self._turns[-1] if self._turns else None
+
+    def _close_turn(self, turn: _Turn, event: dict[str, Any]) -> None:
+        turn.open = False
+        event["turn"] = turn.number
+        self._emit(event)
+
+    def _emit(self, event: dict[str, Any]) -> None:
+        """Remember ``event`` for reconnecting pages and send it to every page."""
+        self._remember(event)
+        self._fan_out(_schema.encode(event))
+
+    def _remember(self, event: dict[str, Any]) -> None:
+        turn = self._current()
+        if turn is None or (not turn.open and event.get("turn") is None):
+            return
+        items = turn.items
+        kind = event["type"]
+        if kind in ("text", "thinking"):
+            last = items[-1] if items else None
+            if isinstance(last, _Merged) and last.kind == kind:
+                last.pieces.append(event["text"])
+            else:
+                items.append(_Merged(kind=kind, turn=event["turn"], pieces=[event["text"]]))
+        else:
+            items.append(event)
+
+    def _fan_out(self, encoded: str) -> None:
+        for page in list(self._pages.values()):
+            try:
+                page.send.send_nowait(encoded)
+            except trio.WouldBlock:
+                self._drop(page)
+                continue
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                continue
+            buffered = page.send.statistics().current_buffer_used
+            if buffered > self._max_buffered:
+                self._max_buffered = buffered
+
+    def _drop(self, page: _Page) -> None:
+        log.warning("web.page.dropped", page=page.number, buffer=self._page_buffer)
+        page.dropped = True
+        self._dropped += 1
+        self._detach(page)
+        page.scope.cancel()
+
+    def _replay(self) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        for turn in self._turns:
+            for item in turn.items:
+                if isinstance(item, _Merged):
+                    events.append(
+                        {"type": item.kind, "turn": item.turn, "text": "".join(item.pieces)}
+                    )
+                else:
+                    events.append(item)
+        for pending in self._pending.values():
+            if pending.event["turn"] is None:  # asked outside any turn: not in a turn's items
+                events.append(pending.event)
+        return events
+
+    def _attach(self, page: _Page) -> None:
+        hello = {
+            "type": "hello",
+            "page": page.number,
+            "chat": self._chat,
+            "limits": {
+                "max_message_bytes": self._max_message_bytes,
+                "max_chat_chars": self._max_chat_chars,
+            },
+            "replay": self._replay(),
+        }
+        page.send.send_nowait(_schema.encode(hello))
+        self._pages[page.number] = page
+        for pending in list(self._pending.values()):
+            pending.notify()
+
+    def _detach(self, page: _Page) -> None:
+        if self._pages.pop(page.number, None) is None:
+            return
+        page.send.close()
+        for pending in list(self._pending.values()):
+            pending.notify()
+
+    def _error_to(self, page: _Page, message: str) -> None:
+        try:
+            page.send.send_nowait(_schema.encode({"type": "error", "message": message}))
+        except trio.WouldBlock:
+            self._drop(page)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+
+    def _on_message(self, page: _Page, message: _schema.PageMessage) -> None:
+        match message:
+            case _schema.Decision(id=identifier, approve=approve, reason=reason):
+                pending = self._pending.get(identifier)
+                if pending is None:
+                    return  # decided already (first answer wins) or unknown: nothing to do
+                outcome: bool | str = True
+                if not approve:
+                    outcome = (
+                        f"denied by a person on the web page: {reason}"
+                        if reason
+                        else ("denied by a person on the web page")
+                    )
+                self._decide(pending, outcome, by="page")
+            case _schema.ChatInput(text=text):
+                if self._prompt_send is None:
+                    self._error_to(page, "this server does not take prompts")
+                    return
+                try:
+                    self._prompt_send.send_nowait(text)
+                except trio.WouldBlock:
+                    self._error_to(page, "busy: too many prompts waiting; try again")
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    self._error_to(page, "this server no longer takes prompts")
+
+    # -- connections -----------------------------------------------------------------------
+
+    @property
+    def _netloc(self) -> str:
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"{host}:{self._port}"
+
+    def _host_allowed(self, head: RequestHead) -> bool:
+        host = head.headers.get("host")
+        if host is None:
+            return False
+        loopback = self._host in ("127.0.0.1", "::1", "localhost")
+        if not loopback:
+            return True  # listening beyond loopback: the token is the check
+        return host in {f"{name}:{self._port}" for name in _LOOPBACK_NAMES}
+
+    def _origin_allowed(self, head: RequestHead) -> bool:
+        origin = head.headers.get("origin")
+        if origin is None:
+            return True  # not a browser; the token still has to match
+        return origin == f"http://{head.headers.get('host')}" or origin in self._allowed_origins
+
+    def _authorized(self, head: RequestHead) -> bool:
+        if self._authorize is not None:
+            request = WebRequest(path=head.path, query=head.query, headers=head.headers)
+            return bool(self._authorize(request))
+        given = head.query.get("token", [""])[0]
+        return secrets.compare_digest(given.encode(), self._token.encode())
+
+    async def _handle(self, stream: trio.SocketStream) -> None:
+        try:
+            with trio.fail_after(10):
+                head, raw = await read_head(stream)
+        except (HeadError, trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError):
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await stream.send_all(response(400, b"bad request\n"))
+            await stream.aclose()
+            return
+        try:
+            if head.is_websocket and head.path == "/ws":
+                await self._serve_websocket(stream, head, raw)
+            else:
+                await self._serve_http(stream, head)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        finally:
+            await stream.aclose()
+
+    async def _serve_http(self, stream: trio.SocketStream, head: RequestHead) -> None:
+        if not self._host_allowed(head):
+            await stream.send_all(response(403, b"forbidden host\n"))
+            return
+        if head.method not in ("GET", "HEAD"):
+            await stream.send_all(response(405, b"method not allowed\n"))
+            return
+        found = self._static.get(head.path)
+        if found is None:
+            await stream.send_all(response(404, b"not found\n"))
+            return
+        body, content_type = found
+        ws = f"ws://{head.headers['host']}"
+        policy = (
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+            f"connect-src 'self' {ws}; base-uri 'none'; form-action 'none'; "
+            "frame-ancestors 'none'"
+        )
+        await stream.send_all(
+            response(
+                200,
+                b"" if head.method == "HEAD" else body,
+                content_type=content_type,
+                headers={"Content-Security-Policy": policy, "X-Frame-Options": "DENY"},
+            )
+        )
+
+    async def _serve_websocket(
+        self, stream: trio.SocketStream, head: RequestHead, raw: bytes
+    ) -> None:
+        import trio_websocket
+
+        async with trio.open_nursery() as nursery:
+            request = await trio_websocket.wrap_server_stream(
+                nursery,
+                ReplayStream(stream, raw),
+                message_queue_size=4,
+                max_message_size=self._max_message_bytes,
+            )
+            refusal: tuple[int, bytes] | None = None
+            if not self._host_allowed(head) or not self._origin_allowed(head):
+                refusal = (403, b"origin not allowed\n")
+            elif not self._authorized(head):
+                refusal = (403, b"missing or wrong token\n")
+            elif len(self._pages) >= self._max_pages or self._closed:
+                refusal = (503, b"too many pages\n")
+            if refusal is not None:
+                await request.reject(refusal[0], body=refusal[1])
+                nursery.cancel_scope.cancel()
+                return
+            connection = await request.accept()
+            await self._run_page(connection)
+            nursery.cancel_scope.cancel()
+
+    async def _run_page(self, connection: trio_websocket.WebSocketConnection) -> None:
+        import trio_websocket
+
+        send, receive = trio.open_memory_channel[str](self._page_buffer)
+        page = _Page(number=next(self._page_numbers), send=send, scope=trio.CancelScope())
+        self._attach(page)
+        reason = (1000, "bye")
+        try:
+            with page.scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._write, connection, receive)
+                    while True:
+                        try:
+                            text = await connection.get_message()
+                        except trio_websocket.ConnectionClosed:
+                            break
+                        try:
+                            message = _schema.parse_page_message(
+                                text, max_chat_chars=self._max_chat_chars
+                            )
+                        except _schema.PageMessageError as exc:
+                            log.info("web.page.malformed", page=page.number, error=str(exc))
+                            reason = (_CLOSE_POLICY, f"malformed message: {exc}"[:120])
+                            break
+                        self._on_message(page, message)
+                    nursery.cancel_scope.cancel()
+        finally:
+            self._detach(page)
+            if page.dropped:
+                reason = (_CLOSE_TOO_SLOW, "too slow: reconnect for the current state")
+            with trio.move_on_after(1) as cleanup:
+                cleanup.shield = True
+                await connection.aclose(code=reason[0], reason=reason[1])
+
+    async def _write(
+        self,
+        connection: trio_websocket.WebSocketConnection,
+        receive: trio.MemoryReceiveChannel[str],
+    ) -> None:
+        import trio_websocket
+
+        next_frame = trio.current_time()
+        try:
+            async for first in receive:
+                # At most one frame per flush interval: a burst shares one frame, and a lone
+                # event after a quiet spell goes out at once.
+                await trio.sleep_until(next_frame)
+                batch = [first]
+                while True:
+                    try:
+                        batch.append(receive.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                await connection.send_message(_schema.frame(batch))
+                next_frame = trio.current_time() + self._flush_interval
+        except trio_websocket.ConnectionClosed:
+            pass
+
+    def _load_static(self) -> None:
+        folder = resources.files("kova.web") / "static"
+        for path, (name, content_type) in _STATIC.items():
+            self._static[path] = ((folder / name).read_bytes(), content_type)
+
+
+@attrs.define(eq=False)
+class WebApproval:
+    """An approval handler (see :meth:`EventServer.approval_handler`): asks the pages.
+
+    The pending call (tool, arguments, annotations) goes to every page; the first answer
+    wins and every page sees it decided. No answer within ``timeout`` denies the call; so
+    does having no page connected for the server's ``disconnect_grace``. A denial reaches
+    the model in-band, with the person's reason when they gave one.
+    """
+
+    server: EventServer
+    timeout: float
+    annotations: Mapping[str, ToolAnnotations] = attrs.Factory(dict)
+
+    async def approve(self, call: ToolUse) -> bool | str:
+        """Wait for a person's decision on ``call``: ``True``, or the denial reason."""
+        return await self.server._ask(call, self.annotations.get(call.name), self.timeout)
+
+
+def _positive(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{name} must be a positive number, not {value!r}")
+    return value
+
+
+@asynccontextmanager
+async def open_event_server(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    token: str | None = None,
+    authorize: Callable[[WebRequest], bool] | None = None,
+    allowed_origins: Iterable[str] = (),
+    chat: bool = False,
+    page_buffer: int = 4096,
+    flush_interval: float = 0.02,
+    max_message_bytes: int = 64 * 1024,
+    max_chat_chars: int = 32_000,
+    max_pages: int = 64,
+    keep_turns: int = 20,
+    disconnect_grace: float = 10.0,
+) -> AsyncIterator[EventServer]:
+    """Serve the web view on ``host:port`` for the duration of the block.
+
+    ``async with kova.web.open_event_server() as server: print(server.url)``
+
+    Args:
+        host: the address to listen on; loopback unless told otherwise.
+        port: the port; 0 picks a free one (see :attr:`EventServer.port`).
+        token: the secret pages must present; a random one when ``None``.
+        authorize: a host-supplied check of each WebSocket request, replacing the token.
+        allowed_origins: origins besides the server's own allowed to connect
+            (``"http://example.test:8080"``).
+        chat: take prompts from the page (read them from :attr:`EventServer.prompts`).
+        page_buffer: events a page may have waiting before it is dropped as too slow.
+        flush_interval: seconds between a page's frames (events in between share one).
+        max_message_bytes: the largest message a page may send; a larger one closes it.
+        max_chat_chars: the longest prompt a page may send.
+        max_pages: pages connected at once; more are refused with HTTP 503.
+        keep_turns: turns kept to replay to a (re)connecting page.
+        disconnect_grace: seconds a pending approval waits with no page connected before
+            it is denied.
+
+    Raises:
+        ValueError: an option out of range.
+        OSError: the address cannot be bound.
+    """
+    if token is not None and (not isinstance(token, str) or len(token) < 16):
+        raise ValueError("token must be a string of at least 16 characters")
+    for name, count in (
+        ("page_buffer", page_buffer),
+        ("max_message_bytes", max_message_bytes),
+        ("max_chat_chars", max_chat_chars),
+        ("max_pages", max_pages),
+        ("keep_turns", keep_turns),
+    ):
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"{name} must be a positive integer, not {count!r}")
+    server = EventServer(
+        token=token if token is not None else secrets.token_urlsafe(24),
+        authorize=authorize,
+        allowed_origins=frozenset(allowed_origins),
+        page_buffer=page_buffer,
+        flush_interval=_positive("flush_interval", flush_interval),
+        max_message_bytes=max_message_bytes,
+        max_chat_chars=max_chat_chars,
+        max_pages=max_pages,
+        keep_turns=keep_turns,
+        disconnect_grace=_positive("disconnect_grace", disconnect_grace),
+        chat=chat,
+    )
+    server._load_static()
+    if chat:
+        server._prompt_send, server._prompt_receive = trio.open_memory_channel[str](8)
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, server._handle, port, host=host))
+        address = listeners[0].socket.getsockname()
+        server._host, server._port = address[0], address[1]
+        log.info("web.server.started", host=server._host, port=server._port)
+        try:
+            yield server
+        finally:
+            server._closed = True
+            for pending in list(server._pending.values()):
+                server._decide(pending, "the web view closed", by="closed")
+            for page in list(server._pages.values()):
+                page.scope.cancel()
+            nursery.cancel_scope.cancel(reason="event server closed")
