@@ -13,8 +13,8 @@ from ._server import WebRequest as WebRequest
 from ._server import open_event_server as open_event_server
 
 __all__ = [
-    "PROTOCOL_VERSION",
     "EventServer",
+    "PROTOCOL_VERSION",
     "WebApproval",
     "WebRequest",
     "open_event_server",
