@@ -87,12 +87,15 @@
     const card = el("div", "card tool");
     card.dataset.call = e.id;
     const title = el("div", "title");
-    title.appendChild(el("span", null, "🔧 " + e.tool));
+    title.appendChild(el("span", "badge", "tool"));
+    title.appendChild(el("span", null, e.tool));
     const state = el("span", "state state-running", "running");
     title.appendChild(state);
     card.appendChild(title);
     card.appendChild(el("pre", "arguments", pretty(e.arguments)));
-    turn.el.appendChild(card);
+    // The approval handler may have asked before the call was announced: keep the call first.
+    const asking = turn.el.querySelector('[data-call-approval="' + CSS.escape(e.id) + '"]');
+    turn.el.insertBefore(card, asking);
     tools.set(e.id, card);
   }
   function toolFinished(e) {
@@ -107,6 +110,7 @@
     const host = e.turn !== null && e.turn !== undefined ? turnOf(e.turn).el : transcript;
     const card = el("div", "card approval");
     card.dataset.approval = e.id;
+    if (e.call_id) card.dataset.callApproval = e.call_id;
     const title = el("div", "title");
     title.appendChild(el("span", null, "Approve " + (e.annotations && e.annotations.title || e.tool) + "?"));
     badges(title, e.annotations);
