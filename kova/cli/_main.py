@@ -122,6 +122,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kova", description="kova: LLM agents on trio")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("demo", help="run a real agent against a local scripted model")
+    serve = commands.add_parser(
+        "serve",
+        help="chat with an agent in the browser (approve its tool calls from the page)",
+        description="Serve a chat agent behind kova's web view; prints the page's address.",
+    )
+    serve.add_argument(
+        "--demo",
+        action="store_true",
+        help="the scripted demo model on a local fake server (no API key, no network)",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any)")
+    serve.add_argument("--system", help="a system prompt")
+    serve.add_argument(
+        "--yes", action="store_true", help="run every tool call without asking on the page"
+    )
     commands.add_parser("version", help="print kova's version")
     args = parser.parse_args(argv)
     if args.command == "version":
@@ -129,8 +145,52 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(__version__)
         return 0
+    if args.command == "serve":
+        if not args.demo:
+            parser.error("kova serve needs --demo (provider flags arrive with kova chat's)")
+        try:
+            trio.run(_serve_demo, args)
+        except KeyboardInterrupt:
+            print(file=sys.stderr)
+            return 130
+        return 0
     trio.run(_demo, print)
     return 0
+
+
+async def _serve_demo(args: argparse.Namespace) -> None:
+    """``kova serve --demo``: the demo's scripted weather model behind the web view."""
+    from ..providers.openai import OpenAiCompatibleProvider, OpenAiConfig
+    from ..testing import Script, StreamReply, open_openai_server
+    from ..tools import tool
+    from ._serve import serve_chat
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Current weather for a city (demo data).
+
+        Args:
+            city: the city name.
+        """
+        return _WEATHER.get(city.lower(), "no data for that city")
+
+    def model(request: ScriptRequest) -> Reply:
+        reply = _demo_model(request)
+        return StreamReply(response=reply, chunk_chars=6) if request.stream else reply
+
+    async with open_openai_server(Script(model), model="scripted-demo-model") as fake:
+        print("kova serve --demo: the model is a SCRIPT on a local fake server (no network)")
+        provider = OpenAiCompatibleProvider(
+            OpenAiConfig(base_url=fake.base_url, model="scripted-demo-model", api_key="demo")
+        )
+        await serve_chat(
+            provider,
+            host=args.host,
+            port=args.port,
+            system_prompt=args.system or "You are a helpful weather assistant.",
+            tools=[get_weather],
+            approve_all=args.yes,
+        )
 
 
 if __name__ == "__main__":

@@ -395,9 +395,6 @@ class EventServer:
                 continue
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 continue
-            buffered = page.send.statistics().current_buffer_used
-            if buffered > self._max_buffered:
-                self._max_buffered = buffered
 
     def _drop(self, page: _Page) -> None:
         log.warning("web.page.dropped", page=page.number, buffer=self._page_buffer)
@@ -632,6 +629,8 @@ class EventServer:
                         batch.append(receive.receive_nowait())
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
+                if len(batch) > self._max_buffered:  # the buffer peaks just before a drain
+                    self._max_buffered = len(batch)
                 await connection.send_message(_schema.frame(batch))
                 next_frame = trio.current_time() + self._flush_interval
         except trio_websocket.ConnectionClosed:
@@ -678,7 +677,7 @@ async def open_event_server(
     allowed_origins: Iterable[str] = (),
     chat: bool = False,
     page_buffer: int = 4096,
-    flush_interval: float = 0.02,
+    flush_interval: float = 0.05,
     max_message_bytes: int = 64 * 1024,
     max_chat_chars: int = 32_000,
     max_pages: int = 64,

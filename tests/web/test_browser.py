@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -126,3 +127,26 @@ async def test_stream_approve_and_deny_in_chromium(browser: Browser) -> None:
         await tab.wait_for("document.querySelectorAll('section.turn').length === 2")
         assert answer in await tab.evaluate("document.body.innerText")
         assert tab.console == [], tab.console  # no script errors
+
+
+async def test_kova_serve_chat_from_the_page(browser: Browser) -> None:
+    from kova.cli._serve import serve_chat
+
+    provider = _provider("Oslo: -3°C and light snow. Take gloves.")
+    async with trio.open_nursery() as nursery:
+        url = await nursery.start(
+            partial(serve_chat, provider, tools=[get_weather], out=lambda line: None)
+        )
+        async with open_tab(browser, url) as tab:
+            await tab.wait_for("!document.getElementById('chat').hidden")
+            await tab.evaluate("document.getElementById('prompt').value = 'Weather in Oslo?'")
+            await tab.evaluate("document.getElementById('send').click()")
+            await tab.wait_for("document.querySelector('[data-approval] button.approve')")
+            await tab.evaluate("document.querySelector('[data-approval] button.approve').click()")
+            await tab.wait_for(f"{LAST_TURN}.querySelector('.meta.done')")
+            shown = await tab.evaluate(f"{LAST_TURN}.innerText")
+            assert "Weather in Oslo?" in shown
+            assert "Oslo: -3°C and light snow. Take gloves." in shown
+            assert tab.console == [], tab.console
+        nursery.cancel_scope.cancel()
+    assert provider.requests[0].messages[-1].text == "Weather in Oslo?"
