@@ -400,6 +400,7 @@ class EventServer:
         log.warning("web.page.dropped", page=page.number, buffer=self._page_buffer)
         page.dropped = True
         self._dropped += 1
+        self._max_buffered = max(self._max_buffered, self._page_buffer)  # it was full
         self._detach(page)
         page.scope.cancel()
 
