@@ -353,6 +353,11 @@ class ActorRef:
     def name(self) -> str:
         return self._mailbox.name
 
+    @property
+    def queued(self) -> int:
+        """Messages waiting in the actor's mailbox now (the mailbox depth metric)."""
+        return self._mailbox.statistics().current_buffer_used
+
     @overload
     async def call(self, message: Call[_R]) -> _R: ...
 

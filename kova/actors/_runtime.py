@@ -20,6 +20,7 @@ from ._supervisor import (
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
+    from .._observe import TelemetryHub
     from ._actor import ActorRef
 
 __all__ = ["Runtime", "open_runtime"]
@@ -71,6 +72,7 @@ async def open_runtime(
     max_restarts: int = 3,
     within: float = 5.0,
     backoff: Backoff | None = None,
+    telemetry: TelemetryHub | None = None,
 ) -> AsyncIterator[Runtime]:
     """``async with open_runtime() as runtime:`` a root supervisor for the block.
 
@@ -89,5 +91,6 @@ async def open_runtime(
         max_restarts=max_restarts,
         within=within,
         backoff=backoff,
+        telemetry=telemetry,
     ) as supervisor:
         yield Runtime(supervisor=supervisor)

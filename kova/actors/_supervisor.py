@@ -36,6 +36,7 @@ import trio
 
 from .._errors import ActorError, ActorFailed
 from .._log import get_logger
+from .._observe import ActorRestarted, SupervisorGaveUp, TelemetryHub
 from ._actor import Actor, ActorRef
 from ._mailbox import DEFAULT_MAILBOX_SIZE, Mailbox
 
@@ -180,8 +181,10 @@ class Supervisor:
         max_restarts: int,
         within: float,
         backoff: Backoff,
+        telemetry: TelemetryHub | None = None,
     ) -> None:
         _check_supervisor_args(strategy, max_restarts, within)
+        self._telemetry = telemetry
         self.name = name
         self.strategy: Strategy = strategy
         self.max_restarts = max_restarts
@@ -409,6 +412,16 @@ class Supervisor:
                         restarts=child.restarts,
                         delay=delay,
                     )
+                    if self._telemetry is not None:
+                        self._telemetry.emit(
+                            ActorRestarted(
+                                time=trio.current_time(),
+                                supervisor=self.name,
+                                actor=child.name,
+                                restarts=child.restarts,
+                                delay=delay,
+                            )
+                        )
             except Exception as exc:
                 # The new instance failed to start: that is one more crash of this child.
                 log.error(
@@ -448,6 +461,17 @@ class Supervisor:
             within=self.within,
             error=repr(error),
         )
+        if self._telemetry is not None:
+            self._telemetry.emit(
+                SupervisorGaveUp(
+                    time=trio.current_time(),
+                    supervisor=self.name,
+                    actor=slot.name,
+                    max_restarts=self.max_restarts,
+                    within=self.within,
+                    error_type=None if error is None else type(error).__name__,
+                )
+            )
 
     def _affected(self, slot: _ChildSlot) -> list[_ChildSlot]:
         if self.strategy == "one_for_one":
@@ -587,6 +611,7 @@ async def open_supervisor(
     max_restarts: int = 3,
     within: float = 5.0,
     backoff: Backoff | None = None,
+    telemetry: TelemetryHub | None = None,
 ) -> AsyncIterator[Supervisor]:
     """``async with open_supervisor() as supervisor:`` run children for the block.
 
@@ -600,6 +625,9 @@ async def open_supervisor(
         max_restarts: restarts allowed within ``within`` seconds before giving up.
         within: the intensity window, in seconds.
         backoff: delay before restarts (default :class:`Backoff()`: 0.1 s doubling to 5 s).
+        telemetry: a :class:`~kova.telemetry.TelemetryHub` that receives
+            :class:`~kova.telemetry.ActorRestarted` and
+            :class:`~kova.telemetry.SupervisorGaveUp` events.
 
     Raises:
         ActorFailed: (in an ``ExceptionGroup``, as trio nurseries do) the restart intensity
@@ -622,6 +650,7 @@ async def open_supervisor(
                 max_restarts=max_restarts,
                 within=within,
                 backoff=backoff if backoff is not None else Backoff(),
+                telemetry=telemetry,
             )
             nursery.start_soon(supervisor._supervise)
             try:

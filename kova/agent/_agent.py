@@ -16,7 +16,6 @@ over only in the returned response.
 
 from __future__ import annotations
 
-import time
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
 
@@ -44,6 +43,18 @@ from .._models import (
     ToolResult,
     Usage,
 )
+from .._observe import (
+    ModelCallFinished,
+    ModelCallRetrying,
+    ModelCallStarted,
+    ModelFirstToken,
+    Outcome,
+    TelemetryHub,
+    TurnEmitter,
+    TurnFinished,
+    TurnStarted,
+    new_span_id,
+)
 from ..providers import Provider, heuristic_count_tokens
 from ._accumulate import ResponseAccumulator
 from ._events import AgentEvent, AgentResponse, TurnCompleted
@@ -66,6 +77,7 @@ if TYPE_CHECKING:
     from ..telemetry import MetricsCollector
     from ..tools import ToolRegistry
     from ._cancel import CancelToken
+    from ._provider_actor import ProviderRef, RetryHook
 
 __all__ = ["Agent", "AgentConfig"]
 
@@ -107,6 +119,10 @@ class AgentConfig:
     provider_max_in_flight: int | None = None
     output_retries: int = attrs.field(default=1, validator=_not_negative)
     """How many times ``run_structured`` re-asks the model after an invalid answer."""
+    telemetry: TelemetryHub | None = None
+    """Where the agent's turns report their events; by default a hub of its own."""
+    name: str = "kova"
+    """The agent's name in telemetry (``invoke_agent {name}``)."""
 
 
 class Agent:
@@ -120,7 +136,9 @@ class Agent:
     def __init__(self, config: AgentConfig) -> None:
         self._config = config
         self._stack: AsyncExitStack | None = None
-        self._provider: Provider | None = None
+        self._provider: ProviderRef | None = None
+        self._telemetry = config.telemetry if config.telemetry is not None else TelemetryHub()
+        self._model = config.inference.model or _default_model(config.provider)
         self._pool: ActorRef | None = None
         self._prefix: tuple[Message, ...] = (
             (Message.system(config.system_prompt),) if config.system_prompt else ()
@@ -130,6 +148,12 @@ class Agent:
     @property
     def config(self) -> AgentConfig:
         return self._config
+
+    @property
+    def telemetry(self) -> TelemetryHub:
+        """The hub this agent's turns report to: ``agent.telemetry.subscribe(...)`` (see
+        :mod:`kova.telemetry`)."""
+        return self._telemetry
 
     @property
     def last_turn_input_tokens(self) -> int | None:
@@ -162,13 +186,14 @@ class Agent:
                 )
                 if config.runtime is not None:
                     stack.push_async_callback(provider_ref.stop)
-            # Retries run in the provider actor, with this agent's policy; every failed
-            # attempt is counted there.
-            metrics = config.metrics
-            self._provider = provider_ref.with_retry(
-                config.retry,
-                on_error=(lambda _error: metrics.record_llm_error()) if metrics else None,
-            )
+            # Retries run in the provider actor, with this agent's policy; a turn that is
+            # observed carries a hook that reports each retry to its event stream.
+            self._provider = provider_ref.with_retry(config.retry)
+            if config.metrics is not None:
+                from ..telemetry import MetricsSubscriber
+
+                subscription = self._telemetry.subscribe(MetricsSubscriber(config.metrics))
+                stack.callback(subscription.close)
 
             def tool_pool() -> ToolPoolActor:
                 return ToolPoolActor(
@@ -176,7 +201,6 @@ class Agent:
                     max_concurrent=config.max_concurrent_tools,
                     approval=config.approval,
                     lifecycle=config.lifecycle,
-                    metrics=config.metrics,
                 )
 
             self._pool = await runtime.spawn(tool_pool)  # named tool_pool, tool_pool-2, ...
@@ -201,7 +225,7 @@ class Agent:
             return await stack.__aexit__(exc_type, exc, traceback)
         return None
 
-    def _running(self) -> tuple[Provider, ActorRef]:
+    def _running(self) -> tuple[ProviderRef, ActorRef]:
         if self._provider is None or self._pool is None:
             raise BuildError("the agent is not open: use `async with builder.build() as agent:`")
         return self._provider, self._pool
@@ -470,66 +494,118 @@ class Agent:
         new_messages: list[Message] = []
         usage = Usage()
         thinking: list[str] = []
-        for call_number in range(config.max_iterations + 1):
-            self._check_budget(working, tools)
-            if not streamed:
-                response = await self._complete(provider, working, tools, inference)
-            else:
-                # Retries (before any content) happen in the provider actor.
-                started = time.perf_counter()
-                accumulator = ResponseAccumulator()
+        emitter = self._telemetry.emitter()  # None when nobody listens: then no events at all
+        model = inference.model or self._model
+        if emitter is not None:
+            emitter.emit(
+                TurnStarted(
+                    turn_id=emitter.turn_id,
+                    time=trio.current_time(),
+                    agent=config.name,
+                    provider=provider.name,
+                    model=model,
+                    streamed=streamed,
+                )
+            )
+        calls_made = 0
+        finished = False
+        try:
+            for call_number in range(config.max_iterations + 1):
+                self._check_budget(working, tools)
+                calls_made = call_number + 1
+                call = None if emitter is None else _ModelCall(emitter, provider, inference, model)
                 chat = ChatRequest(messages=working, tools=tools, config=inference)
-                async with provider.chat_completion_stream(chat) as batches:
+                if not streamed:
+                    if call is None:
+                        response = await provider.chat_completion(chat)
+                    else:
+                        response = await call.complete(chat, streamed=False)
+                else:
+                    # Retries (before any content) happen in the provider actor.
+                    accumulator = ResponseAccumulator()
+                    leased = provider if call is None else call.start(streamed=True)
                     try:
-                        async for batch in batches:
-                            accumulator.feed(batch)
-                            for event in batch:
-                                if isinstance(event, _VISIBLE):
-                                    yield event
-                        response = accumulator.finish()
-                    except KovaError:
-                        # Failures once the stream is leased reach us, not the actor.
-                        self._record_error()
+                        async with leased.chat_completion_stream(chat) as batches:
+                            async for batch in batches:
+                                if call is not None and call.first:
+                                    call.first_token()
+                                accumulator.feed(batch)
+                                for event in batch:
+                                    if isinstance(event, _VISIBLE):
+                                        yield event
+                            response = accumulator.finish()
+                    except BaseException as exc:
+                        if call is not None:
+                            call.failed(exc)
                         raise
-                self._record_call(started, response)
-            if response.usage is not None:
-                usage = usage + response.usage
-            if response.thinking:
-                thinking.append(response.thinking)
-            assistant = Message.assistant(response.content)
-            calls = response.tool_uses
-            if response.stop_reason.kind is not StopKind.TOOL_USE or not calls:
-                new_messages.append(assistant)
+                    if call is not None:
+                        call.finished(response)
                 if response.usage is not None:
-                    self._last_turn_input_tokens = response.usage.input_tokens
-                yield TurnCompleted(
-                    response=AgentResponse(
-                        text=response.text,
-                        new_messages=tuple(new_messages),
-                        stop_reason=response.stop_reason,
+                    usage = usage + response.usage
+                if response.thinking:
+                    thinking.append(response.thinking)
+                assistant = Message.assistant(response.content)
+                calls = response.tool_uses
+                if response.stop_reason.kind is not StopKind.TOOL_USE or not calls:
+                    new_messages.append(assistant)
+                    if response.usage is not None:
+                        self._last_turn_input_tokens = response.usage.input_tokens
+                    if emitter is not None:
+                        finished = True
+                        emitter.emit(
+                            TurnFinished(
+                                turn_id=emitter.turn_id,
+                                time=trio.current_time(),
+                                outcome="ok",
+                                usage=usage,
+                                llm_calls=calls_made,
+                            )
+                        )
+                    yield TurnCompleted(
+                        response=AgentResponse(
+                            text=response.text,
+                            new_messages=tuple(new_messages),
+                            stop_reason=response.stop_reason,
+                            usage=usage,
+                            llm_calls=calls_made,
+                            thinking="\n\n".join(thinking) or None,
+                        )
+                    )
+                    return
+                working.append(assistant)
+                new_messages.append(assistant)
+                request = RunToolCalls(
+                    calls=calls,
+                    telemetry=None if emitter is None else (emitter, emitter.turn_id),
+                )
+                if streamed:
+                    results: tuple[ToolResult, ...] = ()
+                    async with pool.stream(request) as items:
+                        async for item in items:
+                            if isinstance(item, tuple):
+                                results = item
+                            else:
+                                yield item
+                else:
+                    results = await pool.call(request)
+                tool_message = Message.tool_results(results)
+                working.append(tool_message)
+                new_messages.append(tool_message)
+            raise MaxIterationsError(config.max_iterations)
+        except BaseException as exc:
+            if emitter is not None and not finished:
+                outcome, error_type = _outcome(exc)
+                emitter.emit(
+                    TurnFinished(
+                        turn_id=emitter.turn_id,
+                        time=trio.current_time(),
+                        outcome=outcome,
+                        error_type=error_type,
                         usage=usage,
-                        llm_calls=call_number + 1,
-                        thinking="\n\n".join(thinking) or None,
+                        llm_calls=calls_made,
                     )
                 )
-                return
-            working.append(assistant)
-            new_messages.append(assistant)
-            request = RunToolCalls(calls=calls)
-            if streamed:
-                results: tuple[ToolResult, ...] = ()
-                async with pool.stream(request) as items:
-                    async for item in items:
-                        if isinstance(item, tuple):
-                            results = item
-                        else:
-                            yield item
-            else:
-                results = await pool.call(request)
-            tool_message = Message.tool_results(results)
-            working.append(tool_message)
-            new_messages.append(tool_message)
-        raise MaxIterationsError(config.max_iterations)
+            raise
 
     def _check_budget(self, working: Sequence[Message], tools: Sequence[ToolDefinition]) -> None:
         budget = self._config.context_budget
@@ -539,30 +615,132 @@ class Agent:
         if estimate > budget:
             raise ContextBudgetExceededError(estimate, budget)
 
-    async def _complete(
+
+class _ModelCall:
+    """One observed provider call: its span id, start time and events."""
+
+    __slots__ = ("_emitter", "_inference", "_model", "_provider", "_started", "first", "span_id")
+
+    def __init__(
         self,
-        provider: Provider,
-        working: Sequence[Message],
-        tools: Sequence[ToolDefinition],
+        emitter: TurnEmitter,
+        provider: ProviderRef,
         inference: InferenceConfig,
-    ) -> ModelResponse:
-        """One non-streamed provider call; retries happen in the provider actor, with this
-        agent's :class:`RetryConfig`."""
-        started = time.perf_counter()
-        response = await provider.chat_completion(
-            ChatRequest(messages=working, tools=tools, config=inference)
+        model: str | None,
+    ) -> None:
+        self._emitter = emitter
+        self._provider = provider
+        self._inference = inference
+        self._model = model
+        self._started = 0.0
+        self.first = True
+        self.span_id = new_span_id()
+
+    def start(self, *, streamed: bool) -> ProviderRef:
+        """Emit ModelCallStarted; the provider ref whose retries report to this call."""
+        emitter, inference = self._emitter, self._inference
+        self._started = trio.current_time()
+        emitter.emit(
+            ModelCallStarted(
+                turn_id=emitter.turn_id,
+                span_id=self.span_id,
+                parent_id=emitter.turn_id,
+                time=self._started,
+                provider=self._provider.name,
+                model=self._model,
+                max_tokens=inference.max_tokens,
+                temperature=inference.temperature,
+                streamed=streamed,
+            )
         )
-        self._record_call(started, response)
+        return self._provider.observed(self._retry_hook())
+
+    def _retry_hook(self) -> RetryHook:
+        # Runs in the provider actor's task: it only reads the values it is given.
+        emit, turn_id, span_id = self._emitter.emit, self._emitter.turn_id, self.span_id
+
+        def on_retry(attempt: int, error: KovaError, wait: float) -> None:
+            error_class = getattr(error, "error_class", None)
+            emit(
+                ModelCallRetrying(
+                    turn_id=turn_id,
+                    span_id=span_id,
+                    time=trio.current_time(),
+                    attempt=attempt,
+                    error_type=type(error).__name__,
+                    error_class=None if error_class is None else str(error_class.value),
+                    wait=wait,
+                )
+            )
+
+        return on_retry
+
+    async def complete(self, chat: ChatRequest, *, streamed: bool) -> ModelResponse:
+        provider = self.start(streamed=streamed)
+        try:
+            response = await provider.chat_completion(chat)
+        except BaseException as exc:
+            self.failed(exc)
+            raise
+        self.finished(response)
         return response
 
-    def _record_error(self) -> None:
-        if self._config.metrics is not None:
-            self._config.metrics.record_llm_error()
+    def first_token(self) -> None:
+        self.first = False
+        now = trio.current_time()
+        self._emitter.emit(
+            ModelFirstToken(
+                turn_id=self._emitter.turn_id,
+                span_id=self.span_id,
+                time=now,
+                latency=now - self._started,
+            )
+        )
 
-    def _record_call(self, started: float, response: ModelResponse) -> None:
-        metrics = self._config.metrics
-        if metrics is not None:
-            metrics.record_llm_request((time.perf_counter() - started) * 1000.0, response.usage)
+    def finished(self, response: ModelResponse) -> None:
+        now = trio.current_time()
+        self._emitter.emit(
+            ModelCallFinished(
+                turn_id=self._emitter.turn_id,
+                span_id=self.span_id,
+                time=now,
+                outcome="ok",
+                latency=now - self._started,
+                usage=response.usage,
+                stop_reason=response.stop_reason.kind.value,
+            )
+        )
+
+    def failed(self, exc: BaseException) -> None:
+        now = trio.current_time()
+        outcome, error_type = _outcome(exc)
+        self._emitter.emit(
+            ModelCallFinished(
+                turn_id=self._emitter.turn_id,
+                span_id=self.span_id,
+                time=now,
+                outcome=outcome,
+                latency=now - self._started,
+                error_type=error_type,
+            )
+        )
+
+
+def _outcome(exc: BaseException) -> tuple[Outcome, str | None]:
+    """How an exception ends a turn or call: cancelled (trio's, kova's, or the consumer
+    leaving the stream) or an error of that type."""
+    if isinstance(exc, trio.Cancelled | Cancelled | GeneratorExit):
+        return "cancelled", None
+    return "error", type(exc).__name__
+
+
+def _default_model(provider: object) -> str | None:
+    """The model a provider sends when the request names none, if it says."""
+    for owner in (provider, getattr(provider, "codec", None), getattr(provider, "config", None)):
+        model = getattr(owner, "model", None)
+        if isinstance(model, str):
+            return model
+    return None
 
 
 _VISIBLE = (TextDelta, ThinkingDelta)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from .._errors import BuildError
 from .._models import InferenceConfig
+from .._observe import TelemetryHub
 from ..providers import Provider
 from ._agent import Agent, AgentConfig
 from ._retry import RetryConfig
@@ -64,6 +65,8 @@ class AgentBuilder:
         self._mcp_bindings: list[
             tuple[McpClient, str, list[McpTool], ToolFilter | None, ToolFilter | None]
         ] = []
+        self._telemetry: TelemetryHub | None = None
+        self._name = "kova"
 
     def provider(self, provider: Provider, *, max_in_flight: int | None = None) -> Self:
         """The model provider (required): a provider, or a ``ProviderRef`` already running on
@@ -170,6 +173,21 @@ class AgentBuilder:
         self._metrics = collector
         return self
 
+    def telemetry(self, hub: TelemetryHub) -> Self:
+        """Report this agent's turns to ``hub`` (share one between agents; by default each
+        agent has its own, ``agent.telemetry``)."""
+        if not isinstance(hub, TelemetryHub):
+            raise BuildError(f"telemetry needs a kova.telemetry.TelemetryHub, got {hub!r}")
+        self._telemetry = hub
+        return self
+
+    def name(self, name: str) -> Self:
+        """The agent's name in telemetry (``invoke_agent {name}``; default ``kova``)."""
+        if not isinstance(name, str) or not name:
+            raise BuildError(f"the agent's name must be a non-empty string, got {name!r}")
+        self._name = name
+        return self
+
     def approval_handler(self, handler: ApprovalHandler | ApprovalFunction) -> Self:
         """Gate every tool call: an :class:`ApprovalHandler` or a function of the call (sync
         or async) returning True (run), False or a reason string (deny: the model is told).
@@ -260,5 +278,7 @@ class AgentBuilder:
                 runtime=self._runtime,
                 provider_max_in_flight=self._max_in_flight,
                 output_retries=self._output_retries,
+                telemetry=self._telemetry,
+                name=self._name,
             )
         )

@@ -61,10 +61,11 @@ __all__ = [
     "CountTokens",
     "ListModels",
     "OpenStream",
-    "ProviderActor",
     "ErrorHook",
+    "ProviderActor",
     "ProviderRef",
     "RateLimitObserved",
+    "RetryHook",
     "StreamLease",
     "spawn_provider",
 ]
@@ -75,6 +76,13 @@ ErrorHook: TypeAlias = Callable[[KovaError], None]
 """Called in the actor for every failed attempt of a request, retried or not (the metrics
 hook: ``MetricsCollector.record_llm_error``). It must not block or raise."""
 
+RetryHook: TypeAlias = Callable[[int, KovaError, float], None]
+"""Called in the actor when the retry policy decides to try a request again, with the
+attempt that failed (1 for the first), its error and the wait before the next attempt. The
+agent's telemetry uses it to put ``ModelCallRetrying`` on the turn's event stream. Only
+values cross: the actor's limiter, gate and provider stay its own. It must not block or
+raise; ``None`` (nobody listens) costs nothing."""
+
 
 @attrs.frozen(kw_only=True)
 class ChatCompletion(Call["ModelResponse"]):
@@ -83,6 +91,7 @@ class ChatCompletion(Call["ModelResponse"]):
     request: ChatRequest
     retry: RetryConfig = attrs.field(factory=RetryConfig)
     on_error: ErrorHook | None = None
+    on_retry: RetryHook | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -92,6 +101,7 @@ class OpenStream:
     request: ChatRequest
     retry: RetryConfig = attrs.field(factory=RetryConfig)
     on_error: ErrorHook | None = None
+    on_retry: RetryHook | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -159,9 +169,9 @@ class ProviderActor(Actor):
     async def handle_call(self, message: Any) -> Any:
         provider = self._provider
         match message:
-            case ChatCompletion(request=request, retry=retry, on_error=on_error):
+            case ChatCompletion(request=request, retry=retry, on_error=on_error, on_retry=on_retry):
                 return await self._with_retries(
-                    retry, on_error, lambda: provider.chat_completion(request)
+                    retry, on_error, lambda: provider.chat_completion(request), on_retry
                 )
             case CountTokens(request=request, retry=retry, on_error=on_error):
                 return await self._with_retries(
@@ -174,8 +184,8 @@ class ProviderActor(Actor):
 
     async def handle_stream(self, message: Any, send: trio.MemorySendChannel[Any]) -> None:
         match message:
-            case OpenStream(request=request, retry=retry, on_error=on_error):
-                await self._stream(request, retry, on_error, send)
+            case OpenStream(request=request, retry=retry, on_error=on_error, on_retry=on_retry):
+                await self._stream(request, retry, on_error, send, on_retry)
             case _:
                 raise UnknownMessage(self.name, message, kind="stream")
 
@@ -203,6 +213,7 @@ class ProviderActor(Actor):
         retry: RetryConfig,
         on_error: ErrorHook | None,
         attempt: Callable[[], Awaitable[Any]],
+        on_retry: RetryHook | None = None,
     ) -> Any:
         tries = 0
         while True:
@@ -210,7 +221,7 @@ class ProviderActor(Actor):
                 async with self._admitted():
                     return await attempt()
             except KovaError as error:
-                delay = self._after_failure(retry, on_error, tries, error)
+                delay = self._after_failure(retry, on_error, tries, error, on_retry)
             await trio.sleep(delay)
             tries += 1
 
@@ -220,6 +231,7 @@ class ProviderActor(Actor):
         retry: RetryConfig,
         on_error: ErrorHook | None,
         send: trio.MemorySendChannel[Any],
+        on_retry: RetryHook | None = None,
     ) -> None:
         tries = 0
         while True:
@@ -234,7 +246,7 @@ class ProviderActor(Actor):
                     # leaves the stream (which cancels this request).
                     await trio.sleep_forever()
             except KovaError as error:
-                delay = self._after_failure(retry, on_error, tries, error)
+                delay = self._after_failure(retry, on_error, tries, error, on_retry)
             await trio.sleep(delay)
             tries += 1
 
@@ -244,6 +256,7 @@ class ProviderActor(Actor):
         on_error: ErrorHook | None,
         tries: int,
         error: KovaError,
+        on_retry: RetryHook | None = None,
     ) -> float:
         """Record a failed attempt; the delay before the next one, or re-raise."""
         if on_error is not None:
@@ -261,6 +274,11 @@ class ProviderActor(Actor):
             error_class=error.error_class.value if isinstance(error, ProviderError) else None,
             error=str(error),
         )
+        if on_retry is not None:
+            try:
+                on_retry(tries + 1, error, delay)
+            except Exception as exc:  # an observer must not change the retry policy
+                log.warning("provider.retry_hook.failed", error=repr(exc))
         return delay
 
     def _pause(self, retry_after: float) -> None:
@@ -321,6 +339,8 @@ class ProviderRef:
     """How the actor retries this ref's requests (an agent passes its own)."""
     on_error: ErrorHook | None = None
     """Called in the actor for each failed attempt (see :data:`ErrorHook`)."""
+    on_retry: RetryHook | None = None
+    """Called in the actor before each retry (see :data:`RetryHook`)."""
     runtime: Runtime | None = None
     """Where the actor runs (used by :meth:`stop`)."""
 
@@ -336,6 +356,10 @@ class ProviderRef:
         """This ref with another retry policy and error hook (same actor)."""
         return attrs.evolve(self, retry=retry, on_error=on_error)
 
+    def observed(self, on_retry: RetryHook | None) -> ProviderRef:
+        """This ref with a retry hook (same actor, same policy)."""
+        return attrs.evolve(self, on_retry=on_retry)
+
     async def chat_completion(self, request: ChatRequest) -> ModelResponse:
         """See :meth:`kova.providers.Provider.chat_completion` (retried in the actor).
 
@@ -344,7 +368,9 @@ class ProviderRef:
             ActorFailed: the provider actor crashed during the call.
         """
         return await self.ref.call(
-            ChatCompletion(request=request, retry=self.retry, on_error=self.on_error)
+            ChatCompletion(
+                request=request, retry=self.retry, on_error=self.on_error, on_retry=self.on_retry
+            )
         )
 
     @asynccontextmanager
@@ -360,7 +386,10 @@ class ProviderRef:
             MailboxClosed: the provider actor is stopped.
         """
         async with self.ref.stream(
-            OpenStream(request=request, retry=self.retry, on_error=self.on_error), buffer=1
+            OpenStream(
+                request=request, retry=self.retry, on_error=self.on_error, on_retry=self.on_retry
+            ),
+            buffer=1,
         ) as items:
             try:
                 lease: StreamLease = await items.receive()

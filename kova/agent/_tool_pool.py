@@ -19,7 +19,6 @@ result, whatever the outcome, so a UI can pair them by call id.
 from __future__ import annotations
 
 import inspect
-import time
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias, runtime_checkable
 
 import attrs
@@ -28,6 +27,7 @@ import trio
 from .._errors import ToolError
 from .._log import get_logger
 from .._models import ToolAnnotations, ToolDefinition, ToolResult, ToolUse
+from .._observe import ToolFinished, ToolStarted, TurnEmitter, new_span_id, tool_scope
 from ..actors import Actor, Call, UnknownMessage
 from ..telemetry import ToolOutcome
 from ..tools import FunctionTool, annotations_of
@@ -119,11 +119,32 @@ class RunToolCalls(Call[tuple[ToolResult, ...]]):
     calls: tuple[ToolUse, ...]
     on_event: Callable[[object], Awaitable[None]] | None = None
     """Receives ToolCallStarted / ToolCallFinished events (for streamed turns)."""
+    telemetry: tuple[TurnEmitter, int] | None = None
+    """The turn's telemetry emitter and span id (the parent of each tool call's span), or
+    ``None`` when nobody listens."""
 
 
 # Served as a stream (``ref.stream(RunToolCalls(...))``), the same message yields each
 # ToolCallStarted / ToolCallFinished as it happens and, last, the tuple of results: the
 # consumer's own task drives it, so a streamed agent turn needs no task of its own.
+
+
+class _Checked:
+    """One call's result and how it went."""
+
+    __slots__ = ("approved", "duration", "outcome", "result")
+
+    def __init__(
+        self,
+        result: ToolResult,
+        outcome: ToolOutcome,
+        approved: bool | None = None,
+        duration: float | None = None,
+    ) -> None:
+        self.result = result
+        self.outcome = outcome
+        self.approved = approved
+        self.duration = duration
 
 
 @attrs.frozen(kw_only=True)
@@ -157,8 +178,8 @@ class ToolPoolActor(Actor):
 
     async def handle_call(self, message: Any) -> Any:
         match message:
-            case RunToolCalls(calls=calls, on_event=on_event):
-                return await self._run_all(calls, on_event)
+            case RunToolCalls(calls=calls, on_event=on_event, telemetry=telemetry):
+                return await self._run_all(calls, on_event, telemetry)
             case GetDefinitions():
                 return self.registry.definitions()
             case _:
@@ -166,8 +187,8 @@ class ToolPoolActor(Actor):
 
     async def handle_stream(self, message: Any, send: trio.MemorySendChannel[Any]) -> None:
         match message:
-            case RunToolCalls(calls=calls):
-                results = await self._run_all(calls, send.send)
+            case RunToolCalls(calls=calls, telemetry=telemetry):
+                results = await self._run_all(calls, send.send, telemetry)
                 await send.send(results)
             case _:
                 raise UnknownMessage(self.name, message, kind="stream")
@@ -176,11 +197,15 @@ class ToolPoolActor(Actor):
         self,
         calls: Sequence[ToolUse],
         on_event: Callable[[object], Awaitable[None]] | None,
+        telemetry: tuple[TurnEmitter, int] | None = None,
     ) -> tuple[ToolResult, ...]:
         results: list[ToolResult | None] = [None] * len(calls)
 
         async def run_one(index: int, call: ToolUse) -> None:
-            results[index] = await self._run_one(call, on_event)
+            if telemetry is None:
+                results[index] = await self._run_one(call, on_event)
+            else:
+                results[index] = await self._run_observed(call, on_event, *telemetry)
 
         async with trio.open_nursery() as nursery:
             for index, call in enumerate(calls):
@@ -194,33 +219,94 @@ class ToolPoolActor(Actor):
 
         if on_event is not None:
             await on_event(ToolCallStarted(call=call))
-        result = await self._checked_call(call)
+        result = (await self._checked_call(call)).result
         if on_event is not None:
             await on_event(ToolCallFinished(call=call, result=result))
         return result
 
-    async def _checked_call(self, call: ToolUse) -> ToolResult:
+    async def _run_observed(
+        self,
+        call: ToolUse,
+        on_event: Callable[[object], Awaitable[None]] | None,
+        emitter: TurnEmitter,
+        parent: int,
+    ) -> ToolResult:
+        """:meth:`_run_one` with ToolStarted / ToolFinished on the turn's event stream (the
+        finished one also on cancellation), and this task marked as the call's scope."""
+        from ._events import ToolCallFinished, ToolCallStarted
+
+        span_id = new_span_id()
+        turn_id = emitter.turn_id
+        emitter.emit(
+            ToolStarted(
+                turn_id=turn_id,
+                span_id=span_id,
+                parent_id=parent,
+                time=trio.current_time(),
+                call=call,
+            )
+        )
+        checked: _Checked | None = None
+        try:
+            if on_event is not None:
+                await on_event(ToolCallStarted(call=call))
+            with tool_scope(emitter, span_id):
+                checked = await self._checked_call(call)
+            if on_event is not None:
+                await on_event(ToolCallFinished(call=call, result=checked.result))
+        finally:
+            if checked is None:
+                emitter.emit(
+                    ToolFinished(
+                        turn_id=turn_id,
+                        span_id=span_id,
+                        time=trio.current_time(),
+                        call=call,
+                        outcome="cancelled",
+                        approved=None,
+                        duration=None,
+                    )
+                )
+            else:
+                result = checked.result
+                emitter.emit(
+                    ToolFinished(
+                        turn_id=turn_id,
+                        span_id=span_id,
+                        time=trio.current_time(),
+                        call=call,
+                        outcome=checked.outcome.value,
+                        approved=checked.approved,
+                        duration=checked.duration,
+                        error=result.text if result.is_error else None,
+                    )
+                )
+        return checked.result
+
+    async def _checked_call(self, call: ToolUse) -> _Checked:
         tool = self.registry.get(call.name)
         problem = self._check(call, tool)
         if problem is not None:
             self._record(None, ToolOutcome.ERROR)
-            return ToolResult.error(problem, tool_use_id=call.id)
+            return _Checked(ToolResult.error(problem, tool_use_id=call.id), ToolOutcome.ERROR)
         assert tool is not None
         denial = await self._approve(call, tool)
+        approved = None if self.approval is None else denial is None
         if denial is not None:
             self._record(None, ToolOutcome.DENIED)
             log.info("tool.call.denied", tool=call.name, tool_use_id=call.id)
-            return ToolResult.error(denial, tool_use_id=call.id)
+            return _Checked(
+                ToolResult.error(denial, tool_use_id=call.id), ToolOutcome.DENIED, approved
+            )
         async with self._limiter:
             if self.lifecycle is not None:
                 await self._hook("on_tool_start", self.lifecycle.on_tool_start, call)
             started = trio.current_time()
-            wall = time.perf_counter()
             result = await self._execute(tool, call)
             duration = trio.current_time() - started
             result = attrs.evolve(result, tool_use_id=call.id)
             outcome = ToolOutcome.ERROR if result.is_error else ToolOutcome.SUCCESS
-            self._record((time.perf_counter() - wall) * 1000.0, outcome)
+            self._record(duration * 1000.0, outcome)
             if self.lifecycle is not None:
                 await self._hook(
                     "on_tool_end",
@@ -230,7 +316,7 @@ class ToolPoolActor(Actor):
                     duration=duration,
                     outcome=outcome,
                 )
-        return result
+        return _Checked(result, outcome, approved, duration)
 
     async def _execute(self, tool: Tool, call: ToolUse) -> ToolResult:
         try:

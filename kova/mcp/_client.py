@@ -40,6 +40,7 @@ from ._connection import (
 from ._connection import (
     now as _now,
 )
+from ._telemetry import observe_request
 from ._transports import InProcessTransport, SseTransport, StdioTransport, StreamableHttpTransport
 from ._types import McpConnectionState, McpRoot, ReconnectPolicy
 
@@ -324,6 +325,10 @@ class McpClient:
         a tool call that may have run.
         """
         limit = self._request_timeout if time_limit is None else time_limit
+        with observe_request(self.server, message):
+            return await self._send(message, limit)
+
+    async def _send(self, message: Message, limit: float) -> Any:
         with trio.move_on_after(limit):
             for attempt in (1, 2):
                 try:

@@ -1,5 +1,26 @@
-"""Telemetry: the metrics collector (counters and fixed-bucket latency histograms)."""
+"""Telemetry: one typed event stream for everything kova does, its subscribers (the
+metrics collector, OpenTelemetry, your own), and :class:`TelemetryConfig`.
 
+See ``docs/telemetry.md``.
+"""
+
+from .._observe import ActorRestarted as ActorRestarted
+from .._observe import McpRequestFinished as McpRequestFinished
+from .._observe import McpRequestStarted as McpRequestStarted
+from .._observe import ModelCallFinished as ModelCallFinished
+from .._observe import ModelCallRetrying as ModelCallRetrying
+from .._observe import ModelCallStarted as ModelCallStarted
+from .._observe import ModelFirstToken as ModelFirstToken
+from .._observe import Outcome as Outcome
+from .._observe import Subscriber as Subscriber
+from .._observe import Subscription as Subscription
+from .._observe import SupervisorGaveUp as SupervisorGaveUp
+from .._observe import TelemetryEvent as TelemetryEvent
+from .._observe import TelemetryHub as TelemetryHub
+from .._observe import ToolFinished as ToolFinished
+from .._observe import ToolStarted as ToolStarted
+from .._observe import TurnFinished as TurnFinished
+from .._observe import TurnStarted as TurnStarted
 from ._collector import DEFAULT_METRICS_MAILBOX_SIZE as DEFAULT_METRICS_MAILBOX_SIZE
 from ._collector import GetSnapshot as GetSnapshot
 from ._collector import LlmErrorRecorded as LlmErrorRecorded
@@ -15,8 +36,10 @@ from ._metrics import Metrics as Metrics
 from ._metrics import MetricsSnapshot as MetricsSnapshot
 from ._metrics import ToolOutcome as ToolOutcome
 from ._metrics import exponential_bounds as exponential_bounds
+from ._subscribers import MetricsSubscriber as MetricsSubscriber
 
 __all__ = [
+    "ActorRestarted",
     "DEFAULT_BOUNDS_MS",
     "DEFAULT_METRICS_MAILBOX_SIZE",
     "GetSnapshot",
@@ -24,12 +47,29 @@ __all__ = [
     "HistogramSummary",
     "LlmErrorRecorded",
     "LlmRequestRecorded",
+    "McpRequestFinished",
+    "McpRequestStarted",
     "Metrics",
     "MetricsActor",
     "MetricsCollector",
     "MetricsSnapshot",
+    "MetricsSubscriber",
+    "ModelCallFinished",
+    "ModelCallRetrying",
+    "ModelCallStarted",
+    "ModelFirstToken",
+    "Outcome",
+    "Subscriber",
+    "Subscription",
+    "SupervisorGaveUp",
+    "TelemetryEvent",
+    "TelemetryHub",
+    "ToolFinished",
     "ToolInvocationRecorded",
     "ToolOutcome",
+    "ToolStarted",
+    "TurnFinished",
+    "TurnStarted",
     "exponential_bounds",
     "open_metrics",
 ]

@@ -1,0 +1,524 @@
+"""The telemetry event stream: typed events, the hub subscribers attach to, the per-turn
+emitter. Public names are re-exported by :mod:`kova.telemetry`.
+
+This module imports nothing of kova but the models, so that every layer (the agent, the
+tool pool, the provider actor's retry policy, the supervisor, MCP requests) can emit into
+it without an import cycle.
+
+**Cost when nobody listens.** A turn asks its hub for an emitter once; with no subscriber
+(and no OpenTelemetry provider installed) that is ``None``, and every emission site is a
+single ``if emitter is not None``. No event object is built, no clock is read, no hook is
+carried to an actor.
+
+**Parent-child links.** Every event that starts something carries a fresh ``span_id`` and
+the ``parent_id`` of what it belongs to (a provider call and a tool call belong to their
+turn, an MCP request to the tool call it was made from). The ids cross the actor boundary in
+the request messages (a tool call's parent rides in ``RunToolCalls``, a retry notice's call
+id in the retry hook), never through trio's context, which is copied only when a task is
+spawned. Inside a tool call's own task the current emitter and span are in a context
+variable (:func:`current_scope`), which is how an MCP request made by a tool finds its
+parent.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import random
+import sys
+from contextlib import asynccontextmanager, contextmanager
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
+
+import attrs
+import trio
+
+from ._log import get_logger
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Iterator
+    from types import TracebackType
+
+    from ._models import ToolUse, Usage
+
+__all__ = [
+    "ActorRestarted",
+    "McpRequestFinished",
+    "McpRequestStarted",
+    "ModelCallFinished",
+    "ModelCallRetrying",
+    "ModelCallStarted",
+    "ModelFirstToken",
+    "Outcome",
+    "Subscriber",
+    "Subscription",
+    "SupervisorGaveUp",
+    "TelemetryEvent",
+    "TelemetryHub",
+    "ToolFinished",
+    "ToolStarted",
+    "TurnEmitter",
+    "TurnFinished",
+    "TurnStarted",
+    "current_scope",
+    "new_span_id",
+]
+
+log = get_logger(__name__)
+
+Outcome: TypeAlias = Literal["ok", "error", "cancelled"]
+"""How a turn, provider call or MCP request ended."""
+
+
+def new_span_id() -> int:
+    """A random non-zero 64-bit id for a span of the event stream."""
+    return random.getrandbits(64) or 1
+
+
+# -- events -------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class TurnStarted:
+    """An agent turn began."""
+
+    turn_id: int
+    """The turn's span id; every event of the turn carries it."""
+    time: float
+    """``trio.current_time()`` when it happened (every event is on trio's clock)."""
+    agent: str
+    """The agent's name (``invoke_agent {agent}``)."""
+    provider: str
+    model: str | None
+    streamed: bool
+
+
+@attrs.frozen(kw_only=True)
+class TurnFinished:
+    """An agent turn ended, whatever the outcome (also when cancelled)."""
+
+    turn_id: int
+    time: float
+    outcome: Outcome
+    error_type: str | None = None
+    """The exception class name when ``outcome`` is ``"error"``."""
+    usage: Usage | None = None
+    """Summed over the turn's provider calls that returned."""
+    llm_calls: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class ModelCallStarted:
+    """A provider call of the turn began (``chat {model}``)."""
+
+    turn_id: int
+    span_id: int
+    parent_id: int
+    """The turn."""
+    time: float
+    provider: str
+    model: str | None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    streamed: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class ModelFirstToken:
+    """The first content of a streamed provider call reached the turn."""
+
+    turn_id: int
+    span_id: int
+    time: float
+    latency: float
+    """Seconds since the call's :class:`ModelCallStarted`."""
+
+
+@attrs.frozen(kw_only=True)
+class ModelCallRetrying:
+    """An attempt of a provider call failed and the provider actor's retry policy will try
+    again after ``wait`` seconds. Emitted from the provider actor's task."""
+
+    turn_id: int
+    span_id: int
+    """The provider call."""
+    time: float
+    attempt: int
+    """The attempt that failed (1 for the first)."""
+    error_type: str
+    """The exception class name (``RateLimitedError``...)."""
+    error_class: str | None
+    """The provider's :class:`~kova.ProviderErrorClass` value, if a provider error."""
+    wait: float
+    """Seconds before the next attempt."""
+
+
+@attrs.frozen(kw_only=True)
+class ModelCallFinished:
+    """A provider call ended, whatever the outcome."""
+
+    turn_id: int
+    span_id: int
+    time: float
+    outcome: Outcome
+    latency: float
+    """Seconds since the call's :class:`ModelCallStarted` (retries included)."""
+    error_type: str | None = None
+    usage: Usage | None = None
+    stop_reason: str | None = None
+    """The normalized stop kind (``end_turn``, ``tool_use``...)."""
+    response_model: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ToolStarted:
+    """The tool pool took a tool call (before lookup, validation and approval)."""
+
+    turn_id: int
+    span_id: int
+    parent_id: int
+    """The turn."""
+    time: float
+    call: ToolUse
+
+
+@attrs.frozen(kw_only=True)
+class ToolFinished:
+    """A tool call ended, whatever the outcome (also when cancelled)."""
+
+    turn_id: int
+    span_id: int
+    time: float
+    call: ToolUse
+    outcome: Literal["success", "error", "denied", "cancelled"]
+    approved: bool | None
+    """The approval outcome: ``None`` when no approval ran (no handler, or the call failed
+    its checks first), else the handler's decision."""
+    duration: float | None
+    """Seconds the tool itself ran (``None`` if it never ran)."""
+    error: str | None = None
+    """The error text of an error result."""
+
+
+@attrs.frozen(kw_only=True)
+class McpRequestStarted:
+    """A request to an MCP server began (from a tool call of the turn, or outside any)."""
+
+    turn_id: int
+    span_id: int
+    parent_id: int
+    """The tool call it was made from (or the turn)."""
+    time: float
+    connection: str
+    method: str
+    """The MCP method, e.g. ``tools/call``."""
+    target: str | None = None
+    """The tool, prompt or resource it names, if any."""
+
+
+@attrs.frozen(kw_only=True)
+class McpRequestFinished:
+    """An MCP request ended, whatever the outcome."""
+
+    turn_id: int
+    span_id: int
+    time: float
+    outcome: Outcome
+    error_type: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ActorRestarted:
+    """A supervisor restarted a crashed (or stopped permanent) child."""
+
+    time: float
+    supervisor: str
+    actor: str
+    restarts: int
+    """How many times this child has been restarted."""
+    delay: float
+
+
+@attrs.frozen(kw_only=True)
+class SupervisorGaveUp:
+    """A supervisor exceeded its restart intensity and stops every child (an intensity
+    trip)."""
+
+    time: float
+    supervisor: str
+    actor: str
+    max_restarts: int
+    within: float
+    error_type: str | None
+
+
+TelemetryEvent: TypeAlias = (
+    TurnStarted
+    | TurnFinished
+    | ModelCallStarted
+    | ModelFirstToken
+    | ModelCallRetrying
+    | ModelCallFinished
+    | ToolStarted
+    | ToolFinished
+    | McpRequestStarted
+    | McpRequestFinished
+    | ActorRestarted
+    | SupervisorGaveUp
+)
+"""Everything kova reports: a closed union (dispatch with ``match``)."""
+
+
+# -- subscribers ----------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Subscriber(Protocol):
+    """Receives every event of the hub it subscribed to.
+
+    ``on_event`` is called synchronously, in the task where the event happened (the turn's,
+    a tool call's, the provider actor's, a supervisor's): it must be quick and must not
+    block. An exception it raises is logged (``telemetry.subscriber.failed``) and changes
+    nothing. To process events in a task of your own, use :meth:`TelemetryHub.stream`.
+    """
+
+    def on_event(self, event: TelemetryEvent) -> None: ...
+
+
+Deliver: TypeAlias = "Callable[[TelemetryEvent], None]"
+
+
+class Subscription:
+    """A subscriber's registration; :meth:`close` (or leaving ``with``) unsubscribes."""
+
+    __slots__ = ("_deliver", "_hub")
+
+    def __init__(self, hub: TelemetryHub, deliver: Deliver) -> None:
+        self._hub: TelemetryHub | None = hub
+        self._deliver = deliver
+
+    @property
+    def active(self) -> bool:
+        """Whether the subscriber still receives events."""
+        return self._hub is not None
+
+    def close(self) -> None:
+        """Unsubscribe (idempotent)."""
+        hub, self._hub = self._hub, None
+        if hub is not None:
+            hub._remove(self._deliver)
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class TelemetryHub:
+    """Where kova's events go: subscribe here to observe turns (and, given to the runtime,
+    actor restarts and supervisor give-ups).
+
+    Every :class:`~kova.Agent` has one (``agent.telemetry``; pass your own with
+    ``AgentBuilder.telemetry(hub)`` to share one between agents). Its
+    :class:`~kova.telemetry.MetricsCollector` is a subscriber; so is OpenTelemetry when
+    an application installed a tracer provider (see ``docs/telemetry.md``).
+
+    Subscribing changes nothing for turns already running: a turn takes the subscribers
+    present when it starts.
+    """
+
+    __slots__ = ("_otel", "_subscribers")
+
+    def __init__(self) -> None:
+        self._subscribers: tuple[Deliver, ...] = ()
+        self._otel: Any = None  # the OpenTelemetry subscriber, once a provider is installed
+
+    @property
+    def listening(self) -> bool:
+        """Whether anything would receive an event now."""
+        return bool(self._subscribers) or self._otel_subscriber() is not None
+
+    def subscribe(self, subscriber: Subscriber | Deliver) -> Subscription:
+        """Deliver every event to ``subscriber`` (a :class:`Subscriber` or a plain callable
+        taking the event) until the returned subscription is closed.
+
+        Raises:
+            TypeError: ``subscriber`` is neither.
+        """
+        if isinstance(subscriber, Subscriber):
+            deliver: Deliver = subscriber.on_event
+        elif callable(subscriber):
+            deliver = subscriber
+        else:
+            raise TypeError(
+                "subscriber must have on_event(event) or be a callable, "
+                f"got {type(subscriber).__name__}"
+            )
+        self._subscribers = (*self._subscribers, deliver)
+        return Subscription(self, deliver)
+
+    @asynccontextmanager
+    async def stream(
+        self, *, buffer: int = 1024
+    ) -> AsyncIterator[trio.MemoryReceiveChannel[TelemetryEvent]]:
+        """``async with hub.stream() as events: async for event in events`` in a task of
+        your own (a live view, a log shipper).
+
+        The turn never waits for a slow reader: while ``buffer`` events are waiting, newer
+        ones are dropped; how many is logged (``telemetry.stream.dropped``) when the block
+        ends. Leaving the block unsubscribes.
+
+        Raises:
+            ValueError: ``buffer`` is below 1.
+        """
+        if buffer < 1:
+            raise ValueError(f"buffer must be at least 1, got {buffer}")
+        send, receive = trio.open_memory_channel[TelemetryEvent](buffer)
+        sink = _ChannelSink(send)
+        with receive, self.subscribe(sink.on_event):
+            try:
+                yield receive
+            finally:
+                send.close()
+                if sink.dropped:
+                    log.warning("telemetry.stream.dropped", dropped=sink.dropped)
+
+    def emitter(self) -> TurnEmitter | None:
+        """The emitter of a new turn, or ``None`` when nobody listens (then emit nothing)."""
+        subscribers = self._subscribers
+        otel = self._otel_subscriber()
+        if otel is not None:
+            subscribers = (*subscribers, otel.on_event)
+        if not subscribers:
+            return None
+        return TurnEmitter(new_span_id(), subscribers)
+
+    def emit(self, event: TelemetryEvent) -> None:
+        """Deliver one event outside any turn (the supervisor's)."""
+        otel = self._otel_subscriber()
+        subscribers = self._subscribers if otel is None else (*self._subscribers, otel.on_event)
+        _deliver_all(subscribers, event)
+
+    def _remove(self, deliver: Deliver) -> None:
+        self._subscribers = tuple(item for item in self._subscribers if item is not deliver)
+
+    def _otel_subscriber(self) -> Any:
+        """kova's OpenTelemetry subscriber if the application installed a tracer provider
+        (the convention instrumented libraries follow); nothing is imported otherwise."""
+        if self._otel is not None:
+            return self._otel
+        trace = sys.modules.get("opentelemetry.trace")
+        if trace is None or type(trace.get_tracer_provider()).__name__ == "ProxyTracerProvider":
+            return None
+        from .telemetry.otel import OtelSubscriber
+
+        self._otel = OtelSubscriber()
+        return self._otel
+
+
+class _ChannelSink:
+    __slots__ = ("_send", "dropped")
+
+    def __init__(self, send: trio.MemorySendChannel[TelemetryEvent]) -> None:
+        self._send = send
+        self.dropped = 0
+
+    def on_event(self, event: TelemetryEvent) -> None:
+        try:
+            self._send.send_nowait(event)
+        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+            self.dropped += 1
+
+
+def _deliver_all(subscribers: tuple[Deliver, ...], event: TelemetryEvent) -> None:
+    for deliver in subscribers:
+        try:
+            deliver(event)
+        except Exception as exc:  # a subscriber must never change the turn
+            log.warning(
+                "telemetry.subscriber.failed", event_type=type(event).__name__, error=repr(exc)
+            )
+
+
+class TurnEmitter:
+    """Delivers one turn's events to the subscribers present when it started."""
+
+    __slots__ = ("_subscribers", "turn_id")
+
+    def __init__(self, turn_id: int, subscribers: tuple[Deliver, ...]) -> None:
+        self.turn_id = turn_id
+        self._subscribers = subscribers
+
+    def emit(self, event: TelemetryEvent) -> None:
+        """Deliver ``event`` to every subscriber, in order."""
+        _deliver_all(self._subscribers, event)
+
+
+# -- the scope of a tool call -----------------------------------------------------------------
+
+_scope: contextvars.ContextVar[tuple[TurnEmitter, int] | None] = contextvars.ContextVar(
+    "kova_telemetry_scope", default=None
+)
+
+
+def current_scope() -> tuple[TurnEmitter, int] | None:
+    """The emitter and the span id of the tool call running in this task, if observed."""
+    return _scope.get()
+
+
+@contextmanager
+def tool_scope(emitter: TurnEmitter, span_id: int) -> Iterator[None]:
+    """Mark this task as running tool call ``span_id`` (for MCP requests it makes)."""
+    token = _scope.set((emitter, span_id))
+    try:
+        yield
+    finally:
+        _scope.reset(token)
+
+
+@contextmanager
+def observe_mcp_request(connection: str, method: str, target: str | None) -> Iterator[None]:
+    """Emit McpRequestStarted/Finished around an MCP request made from an observed tool
+    call; nothing at all otherwise."""
+    scope = _scope.get()
+    if scope is None:
+        yield
+        return
+    emitter, parent = scope
+    span_id = new_span_id()
+    emitter.emit(
+        McpRequestStarted(
+            turn_id=emitter.turn_id,
+            span_id=span_id,
+            parent_id=parent,
+            time=trio.current_time(),
+            connection=connection,
+            method=method,
+            target=target,
+        )
+    )
+    outcome: Outcome = "error"
+    error_type: str | None = None
+    try:
+        yield
+        outcome = "ok"
+    except trio.Cancelled:
+        outcome = "cancelled"
+        raise
+    except BaseException as exc:
+        error_type = type(exc).__name__
+        raise
+    finally:
+        emitter.emit(
+            McpRequestFinished(
+                turn_id=emitter.turn_id,
+                span_id=span_id,
+                time=trio.current_time(),
+                outcome=outcome,
+                error_type=error_type,
+            )
+        )

@@ -1,0 +1,310 @@
+"""The telemetry event stream: order, pairing (also on cancellation), retries from the
+provider actor, subscribers, supervisor events."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import trio
+import trio.testing
+
+import kova
+from kova import Message, Usage
+from kova.actors import Actor, open_runtime
+from kova.agent import AgentBuilder, CancelToken, RetryConfig
+from kova.telemetry import (
+    ActorRestarted,
+    MetricsSubscriber,
+    ModelCallFinished,
+    ModelCallRetrying,
+    ModelCallStarted,
+    ModelFirstToken,
+    SupervisorGaveUp,
+    TelemetryEvent,
+    TelemetryHub,
+    ToolFinished,
+    ToolStarted,
+    TurnFinished,
+    TurnStarted,
+    open_metrics,
+)
+from kova.testing import ErrorReply, ScriptedProvider, StreamReply, reply_text, reply_tool_calls
+from kova.tools import tool
+
+HISTORY = (Message.user("hello"),)
+
+
+@tool
+async def nap(seconds: float) -> str:
+    """Sleep.
+
+    Args:
+        seconds: how long.
+    """
+    await trio.sleep(seconds)
+    return "rested"
+
+
+def check_pairs(events: list[TelemetryEvent]) -> None:
+    """Every started has exactly one finished, after it, with the same ids."""
+    open_spans: dict[int, type] = {}
+    turns: set[int] = set()
+    for event in events:
+        match event:
+            case TurnStarted(turn_id=turn_id):
+                assert turn_id not in turns
+                turns.add(turn_id)
+            case TurnFinished(turn_id=turn_id):
+                turns.remove(turn_id)
+            case (
+                ModelCallStarted(span_id=span_id, parent_id=parent, turn_id=turn_id)
+                | ToolStarted(span_id=span_id, parent_id=parent, turn_id=turn_id)
+            ):
+                assert parent == turn_id
+                assert turn_id in turns
+                open_spans[span_id] = type(event)
+            case ModelCallFinished(span_id=span_id):
+                assert open_spans.pop(span_id) is ModelCallStarted
+            case ToolFinished(span_id=span_id):
+                assert open_spans.pop(span_id) is ToolStarted
+            case ModelFirstToken(span_id=span_id) | ModelCallRetrying(span_id=span_id):
+                assert open_spans[span_id] is ModelCallStarted
+    assert not open_spans
+    assert not turns
+
+
+async def test_a_turn_is_bracketed_and_tools_run_under_it() -> None:
+    provider = ScriptedProvider(
+        [
+            reply_tool_calls(("nap", {"seconds": 0}), ("nap", {"seconds": 0})),
+            reply_text("done", usage=Usage(input_tokens=5, output_tokens=2)),
+        ]
+    )
+    events: list[TelemetryEvent] = []
+    async with AgentBuilder().provider(provider).tool(nap).build() as agent:
+        with agent.telemetry.subscribe(events.append):
+            response = await agent.run(HISTORY)
+    kinds = [type(event).__name__ for event in events]
+    assert kinds[0] == "TurnStarted"
+    assert kinds[-1] == "TurnFinished"
+    assert kinds.count("ModelCallStarted") == 2
+    assert kinds.count("ToolStarted") == kinds.count("ToolFinished") == 2
+    check_pairs(events)
+    finished = events[-1]
+    assert isinstance(finished, TurnFinished)
+    assert finished.outcome == "ok"
+    assert finished.llm_calls == 2
+    assert finished.usage == response.usage
+    times = [event.time for event in events]
+    assert times == sorted(times)  # one clock: trio's
+
+
+async def test_streamed_turn_reports_the_first_token() -> None:
+    provider = ScriptedProvider([StreamReply(response=reply_text("streamed"))])
+    events: list[TelemetryEvent] = []
+    async with AgentBuilder().provider(provider).build() as agent:
+        agent.telemetry.subscribe(events.append)
+        async with agent.stream(HISTORY) as stream:
+            async for _ in stream:
+                pass
+    assert [type(event) for event in events] == [
+        TurnStarted,
+        ModelCallStarted,
+        ModelFirstToken,
+        ModelCallFinished,
+        TurnFinished,
+    ]
+    assert isinstance(events[3], ModelCallFinished)
+    assert events[3].stop_reason == "end_turn"
+
+
+async def test_retries_come_from_the_provider_actor_with_class_and_wait(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    provider = ScriptedProvider(
+        [
+            ErrorReply(status_code=429, retry_after=7.0),
+            ErrorReply(status_code=503),
+            reply_text("ok"),
+        ]
+    )
+    retry = RetryConfig(max_retries=2, initial_backoff=1.0)
+    events: list[TelemetryEvent] = []
+    async with AgentBuilder().provider(provider).retry_config(retry).build() as agent:
+        agent.telemetry.subscribe(events.append)
+        await agent.run(HISTORY)
+    retries = [event for event in events if isinstance(event, ModelCallRetrying)]
+    assert [(r.attempt, r.wait) for r in retries] == [(1, 7.0), (2, 2.0)]
+    assert retries[0].error_type == "RateLimited"
+    assert retries[0].error_class == "rate_limited"
+    check_pairs(events)
+    call_finished = next(event for event in events if isinstance(event, ModelCallFinished))
+    assert call_finished.latency == 9.0  # retries included, on the fake clock
+
+
+async def test_cancelled_turn_finishes_every_started(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    token = CancelToken()
+    started = trio.Event()
+
+    @tool
+    async def long_job() -> str:
+        """Runs for a long time."""
+        started.set()
+        await trio.sleep(1000)
+        return "never"
+
+    provider = ScriptedProvider(
+        [reply_tool_calls(("long_job", {}), ("nap", {"seconds": 1})), reply_text("never")]
+    )
+    events: list[TelemetryEvent] = []
+    async with AgentBuilder().provider(provider).tools(long_job, nap).build() as agent:
+        agent.telemetry.subscribe(events.append)
+        async with trio.open_nursery() as nursery:
+
+            async def cancel_later() -> None:
+                await started.wait()
+                await trio.sleep(5)
+                token.cancel()
+
+            nursery.start_soon(cancel_later)
+            with pytest.raises(kova.Cancelled):
+                await agent.run(HISTORY, cancel=token)
+    check_pairs(events)
+    outcomes = {
+        event.call.name: event.outcome for event in events if isinstance(event, ToolFinished)
+    }
+    assert outcomes == {"long_job": "cancelled", "nap": "success"}
+    assert isinstance(events[-1], TurnFinished)
+    assert events[-1].outcome == "cancelled"
+
+
+async def test_leaving_a_stream_early_cancels_its_spans() -> None:
+    provider = ScriptedProvider([StreamReply(response=reply_text("a b c d"), chunk_chars=2)])
+    events: list[TelemetryEvent] = []
+    async with AgentBuilder().provider(provider).build() as agent:
+        agent.telemetry.subscribe(events.append)
+        async with agent.stream(HISTORY) as stream:
+            async for _ in stream:
+                break
+    check_pairs(events)
+    assert [event.outcome for event in events if isinstance(event, ModelCallFinished)] == [
+        "cancelled"
+    ]
+    assert isinstance(events[-1], TurnFinished)
+    assert events[-1].outcome == "cancelled"
+
+
+async def test_failed_turn_reports_the_error_type(autojump_clock: trio.testing.MockClock) -> None:
+    provider = ScriptedProvider([ErrorReply(status_code=400)])
+    events: list[TelemetryEvent] = []
+    async with AgentBuilder().provider(provider).build() as agent:
+        agent.telemetry.subscribe(events.append)
+        with pytest.raises(kova.ProviderError):
+            await agent.run(HISTORY)
+    check_pairs(events)
+    finished = events[-1]
+    assert isinstance(finished, TurnFinished)
+    assert finished.outcome == "error"
+    assert finished.error_type == "InvalidRequest"
+
+
+async def test_nobody_listening_emits_nothing_and_subscribing_later_works() -> None:
+    hub = TelemetryHub()
+    assert not hub.listening
+    assert hub.emitter() is None
+    provider = ScriptedProvider([reply_text("one"), reply_text("two"), reply_text("three")])
+    events: list[TelemetryEvent] = []
+    async with AgentBuilder().provider(provider).telemetry(hub).build() as agent:
+        await agent.run(HISTORY)
+        with hub.subscribe(events.append) as subscription:
+            assert hub.listening
+            await agent.run(HISTORY)
+        assert not subscription.active
+        await agent.run(HISTORY)
+    assert len([e for e in events if isinstance(e, TurnStarted)]) == 1
+    assert not hub.listening
+
+
+async def test_a_failing_subscriber_changes_nothing() -> None:
+    def broken(event: TelemetryEvent) -> None:
+        raise RuntimeError("bad subscriber")
+
+    events: list[TelemetryEvent] = []
+    provider = ScriptedProvider([reply_text("fine")])
+    async with AgentBuilder().provider(provider).build() as agent:
+        agent.telemetry.subscribe(broken)
+        agent.telemetry.subscribe(events.append)
+        response = await agent.run(HISTORY)
+    assert response.text == "fine"
+    assert len(events) == 4
+
+
+def test_subscribe_rejects_what_cannot_receive() -> None:
+    with pytest.raises(TypeError, match="on_event"):
+        TelemetryHub().subscribe(42)  # type: ignore[arg-type]
+
+
+async def test_stream_hands_events_to_a_task_and_never_blocks_the_turn() -> None:
+    hub = TelemetryHub()
+    provider = ScriptedProvider([reply_text("x")] * 3)
+    received: list[TelemetryEvent] = []
+    async with AgentBuilder().provider(provider).telemetry(hub).build() as agent:
+        async with hub.stream(buffer=2) as events:
+            for _ in range(3):
+                await agent.run(HISTORY)  # 12 events, nobody reading: 10 dropped
+            async for event in events:
+                received.append(event)
+                if len(received) == 2:
+                    break
+    assert [type(event) for event in received] == [TurnStarted, ModelCallStarted]
+    with pytest.raises(ValueError, match="buffer"):
+        async with hub.stream(buffer=0):
+            pass
+
+
+async def test_metrics_collector_is_a_subscriber(autojump_clock: trio.testing.MockClock) -> None:
+    provider = ScriptedProvider(
+        [
+            ErrorReply(status_code=503),
+            reply_tool_calls(("nap", {"seconds": 2})),
+            reply_text("ok", usage=Usage(input_tokens=3, output_tokens=4)),
+        ]
+    )
+    async with open_metrics() as metrics:
+        async with AgentBuilder().provider(provider).tool(nap).metrics(metrics).build() as agent:
+            await agent.run(HISTORY)
+        snapshot = await metrics.snapshot()
+    assert snapshot.llm_request_count == 2
+    assert snapshot.error_count == 1
+    assert snapshot.total_tokens > 7
+    assert snapshot.tool_duration_ms.max == pytest.approx(2000.0)
+    assert isinstance(MetricsSubscriber(metrics), kova.telemetry.Subscriber)
+
+
+async def test_supervisor_reports_restarts_and_give_ups(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    hub = TelemetryHub()
+    events: list[TelemetryEvent] = []
+    hub.subscribe(events.append)
+
+    class Flaky(Actor):
+        async def handle_cast(self, message: object) -> None:
+            raise RuntimeError("flaky")
+
+    with pytest.raises(BaseExceptionGroup):
+        async with open_runtime(max_restarts=2, within=100.0, telemetry=hub) as runtime:
+            ref = await runtime.spawn(Flaky, name="flaky")
+            for _ in range(5):
+                with contextlib.suppress(kova.MailboxClosed, trio.WouldBlock):
+                    ref.cast("boom")
+                await trio.sleep(10)
+    restarts = [event for event in events if isinstance(event, ActorRestarted)]
+    gave_up = [event for event in events if isinstance(event, SupervisorGaveUp)]
+    assert [event.restarts for event in restarts] == [1, 2]
+    assert len(gave_up) == 1
+    assert gave_up[0].actor == "flaky"
+    assert gave_up[0].error_type == "RuntimeError"
