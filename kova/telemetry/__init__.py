@@ -29,6 +29,11 @@ from ._collector import MetricsActor as MetricsActor
 from ._collector import MetricsCollector as MetricsCollector
 from ._collector import ToolInvocationRecorded as ToolInvocationRecorded
 from ._collector import open_metrics as open_metrics
+from ._config import ExporterConfig as ExporterConfig
+from ._config import OtlpProtocol as OtlpProtocol
+from ._config import TelemetryConfig as TelemetryConfig
+from ._config import TelemetryConfigBuilder as TelemetryConfigBuilder
+from ._config import TelemetryHandle as TelemetryHandle
 from ._metrics import DEFAULT_BOUNDS_MS as DEFAULT_BOUNDS_MS
 from ._metrics import Histogram as Histogram
 from ._metrics import HistogramSummary as HistogramSummary
@@ -42,6 +47,7 @@ __all__ = [
     "ActorRestarted",
     "DEFAULT_BOUNDS_MS",
     "DEFAULT_METRICS_MAILBOX_SIZE",
+    "ExporterConfig",
     "GetSnapshot",
     "Histogram",
     "HistogramSummary",
@@ -58,11 +64,15 @@ __all__ = [
     "ModelCallRetrying",
     "ModelCallStarted",
     "ModelFirstToken",
+    "OtlpProtocol",
     "Outcome",
     "Subscriber",
     "Subscription",
     "SupervisorGaveUp",
+    "TelemetryConfig",
+    "TelemetryConfigBuilder",
     "TelemetryEvent",
+    "TelemetryHandle",
     "TelemetryHub",
     "ToolFinished",
     "ToolInvocationRecorded",
