@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
     from types import TracebackType
 
-    from ._models import ToolUse, Usage
+    from ._models import ToolResult, ToolUse, Usage
 
 __all__ = [
     "ActorRestarted",
@@ -196,6 +196,9 @@ class ToolFinished:
     """Seconds the tool itself ran (``None`` if it never ran)."""
     error: str | None = None
     """The error text of an error result."""
+    result: ToolResult | None = None
+    """What goes back to the model (``None`` when cancelled). Content: OpenTelemetry records
+    it only with ``capture_content``."""
 
 
 @attrs.frozen(kw_only=True)
@@ -387,9 +390,12 @@ class TelemetryHub:
                 if sink.dropped:
                     log.warning("telemetry.stream.dropped", dropped=sink.dropped)
 
-    def emitter(self) -> TurnEmitter | None:
-        """The emitter of a new turn, or ``None`` when nobody listens (then emit nothing)."""
-        subscribers = self._subscribers
+    def emitter(self, extra: tuple[Deliver, ...] = ()) -> TurnEmitter | None:
+        """The emitter of a new turn, or ``None`` when nobody listens (then emit nothing).
+
+        ``extra`` subscribers hear this turn only (an agent's own metrics collector, when
+        several agents share the hub)."""
+        subscribers = self._subscribers + extra if extra else self._subscribers
         otel = self._otel_subscriber()
         if otel is not None:
             subscribers = (*subscribers, otel.on_event)
@@ -412,12 +418,25 @@ class TelemetryHub:
         if self._otel is not None:
             return self._otel
         trace = sys.modules.get("opentelemetry.trace")
-        if trace is None or type(trace.get_tracer_provider()).__name__ == "ProxyTracerProvider":
+        if trace is None:
+            return None
+        # The API module's own global, read directly: get_tracer_provider() costs ~20 us
+        # (it consults the environment) and this runs once per turn. The public call is the
+        # fallback should the private name ever go away.
+        installed = getattr(trace, "_TRACER_PROVIDER", _MISSING)
+        if installed is _MISSING:
+            installed = trace.get_tracer_provider()
+            if type(installed).__name__ == "ProxyTracerProvider":
+                installed = None
+        if installed is None:
             return None
         from .telemetry.otel import OtelSubscriber
 
         self._otel = OtelSubscriber()
         return self._otel
+
+
+_MISSING = object()
 
 
 class _ChannelSink:

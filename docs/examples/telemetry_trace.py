@@ -76,23 +76,24 @@ async def main() -> None:
     exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
-    model = ScriptedProvider(
-        [
-            reply_tool_calls(
-                ("nap", {"seconds": 0.05}),
-                ("north__get_weather", {"city": "Oslo"}),
-                usage=Usage(input_tokens=120, output_tokens=31),
-            ),
-            reply_text("Oslo is at -3°C.", usage=Usage(input_tokens=180, output_tokens=9)),
-        ]
-    )
+    turn = [
+        reply_tool_calls(
+            ("nap", {"seconds": 0.05}),
+            ("north__get_weather", {"city": "Oslo"}),
+            usage=Usage(input_tokens=120, output_tokens=31),
+        ),
+        reply_text("Oslo is at -3°C.", usage=Usage(input_tokens=180, output_tokens=9)),
+    ]
+    model = ScriptedProvider(turn * 2)
     inference = InferenceConfig(model="demo-model", max_tokens=512, temperature=0.2)
     async with McpClient.connect(InProcessTransport(weather_server())) as north:
         builder = AgentBuilder().provider(model).tool(nap).inference_config(inference)
         await builder.mcp_client(north, "north")
         async with builder.name("weather-agent").build() as agent:
+            history = [Message.user("Weather in Oslo? Rest first.")]
+            await agent.run(history)  # a first turn, unobserved: imports and caches warm up
             agent.telemetry.subscribe(OtelSubscriber(tracer_provider=tracer_provider))
-            await agent.run([Message.user("Weather in Oslo? Rest first.")])
+            await agent.run(history)
     print("\n".join(render(list(exporter.get_finished_spans()))))
 
 

@@ -49,6 +49,7 @@ from .._observe import (
     ModelCallStarted,
     ModelFirstToken,
     Outcome,
+    TelemetryEvent,
     TelemetryHub,
     TurnEmitter,
     TurnFinished,
@@ -68,7 +69,14 @@ from ._tool_pool import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Coroutine, Sequence
+    from collections.abc import (
+        AsyncGenerator,
+        AsyncIterator,
+        Awaitable,
+        Callable,
+        Coroutine,
+        Sequence,
+    )
     from types import TracebackType
 
     from pydantic import BaseModel
@@ -139,6 +147,13 @@ class Agent:
         self._provider: ProviderRef | None = None
         self._telemetry = config.telemetry if config.telemetry is not None else TelemetryHub()
         self._model = config.inference.model or _default_model(config.provider)
+        # The metrics collector is a subscriber of this agent's turns only (a shared hub
+        # may serve other agents, with collectors of their own).
+        self._own_subscribers: tuple[Callable[[TelemetryEvent], None], ...] = ()
+        if config.metrics is not None:
+            from ..telemetry import MetricsSubscriber
+
+            self._own_subscribers = (MetricsSubscriber(config.metrics).on_event,)
         self._pool: ActorRef | None = None
         self._prefix: tuple[Message, ...] = (
             (Message.system(config.system_prompt),) if config.system_prompt else ()
@@ -189,11 +204,6 @@ class Agent:
             # Retries run in the provider actor, with this agent's policy; a turn that is
             # observed carries a hook that reports each retry to its event stream.
             self._provider = provider_ref.with_retry(config.retry)
-            if config.metrics is not None:
-                from ..telemetry import MetricsSubscriber
-
-                subscription = self._telemetry.subscribe(MetricsSubscriber(config.metrics))
-                stack.callback(subscription.close)
 
             def tool_pool() -> ToolPoolActor:
                 return ToolPoolActor(
@@ -494,7 +504,8 @@ class Agent:
         new_messages: list[Message] = []
         usage = Usage()
         thinking: list[str] = []
-        emitter = self._telemetry.emitter()  # None when nobody listens: then no events at all
+        # None when nobody listens: then no event is built at all.
+        emitter = self._telemetry.emitter(self._own_subscribers)
         model = inference.model or self._model
         if emitter is not None:
             emitter.emit(

@@ -279,6 +279,7 @@ class ToolPoolActor(Actor):
                         approved=checked.approved,
                         duration=checked.duration,
                         error=result.text if result.is_error else None,
+                        result=result,
                     )
                 )
         return checked.result

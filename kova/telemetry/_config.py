@@ -135,8 +135,9 @@ class TelemetryConfig:
         tracer_provider = meter_provider = None
         if self.exporter is not None:
             tracer_provider, meter_provider = _install_otel(self, self.exporter)
+        previous = structlog.get_config() if structlog.is_configured() else None
         _configure_structlog(self, otel=tracer_provider is not None)
-        return TelemetryHandle(tracer_provider, meter_provider)
+        return TelemetryHandle(tracer_provider, meter_provider, previous)
 
 
 class TelemetryConfigBuilder:
@@ -189,10 +190,16 @@ class TelemetryConfigBuilder:
 class TelemetryHandle:
     """What :meth:`TelemetryConfig.init` installed."""
 
-    def __init__(self, tracer_provider: Any, meter_provider: Any) -> None:
+    def __init__(
+        self,
+        tracer_provider: Any,
+        meter_provider: Any,
+        previous_logging: dict[str, Any] | None = None,
+    ) -> None:
         # Any: OpenTelemetry SDK types, absent without the otel extra.
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
+        self._previous_logging = previous_logging
         self._closed = False
 
     @property
@@ -208,7 +215,8 @@ class TelemetryHandle:
             self._meter_provider.force_flush()
 
     def shutdown(self) -> None:
-        """Flush and stop the exporters, and give logging back to kova's quiet default.
+        """Flush and stop the exporters, and put logging back as it was before ``init()``
+        (kova's quiet default, or the structlog configuration the application had).
         Idempotent. It blocks while exporting (call it at exit, or from a thread)."""
         if self._closed:
             return
@@ -217,7 +225,10 @@ class TelemetryHandle:
             self._tracer_provider.shutdown()
         if self._meter_provider is not None:
             self._meter_provider.shutdown()
-        structlog.reset_defaults()
+        if self._previous_logging is None:
+            structlog.reset_defaults()
+        else:
+            structlog.configure(**self._previous_logging)
 
 
 def _configure_structlog(config: TelemetryConfig, *, otel: bool) -> None:

@@ -155,7 +155,8 @@ def test_bad_values_are_build_errors(make: object, match: str) -> None:
 def test_init_without_exporter_installs_structlog_and_shutdown_restores(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert not structlog.is_configured()
+    was_configured = structlog.is_configured()
+    before = structlog.get_config()
     handle = TelemetryConfig.builder().log_level("info").json_logs().build().init()
     try:
         assert not handle.otel
@@ -167,7 +168,8 @@ def test_init_without_exporter_installs_structlog_and_shutdown_restores(
     finally:
         handle.shutdown()
         handle.shutdown()  # idempotent
-    assert not structlog.is_configured()
+    assert structlog.is_configured() == was_configured
+    assert structlog.get_config() == before
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1
     assert '"event": "shown"' in lines[0]

@@ -308,3 +308,53 @@ async def test_supervisor_reports_restarts_and_give_ups(
     assert len(gave_up) == 1
     assert gave_up[0].actor == "flaky"
     assert gave_up[0].error_type == "RuntimeError"
+
+
+async def test_tool_finished_carries_the_approval_outcome_and_result() -> None:
+    provider = ScriptedProvider(
+        [
+            reply_tool_calls(("nap", {"seconds": 0}), ("nap", {"seconds": 1})),
+            reply_text("done"),
+        ]
+    )
+    events: list[TelemetryEvent] = []
+
+    def approve(call: kova.ToolUse) -> bool | str:
+        return call.input["seconds"] == 0 or "too long"
+
+    async with (
+        AgentBuilder().provider(provider).tool(nap).approval_handler(approve).build() as agent
+    ):
+        agent.telemetry.subscribe(events.append)
+        await agent.run(HISTORY)
+    finished = sorted(
+        (event for event in events if isinstance(event, ToolFinished)), key=lambda e: e.call.id
+    )
+    assert [(e.outcome, e.approved) for e in finished] == [("success", True), ("denied", False)]
+    assert finished[0].result is not None
+    assert finished[0].result.text == "rested"
+    assert finished[0].duration is not None
+    assert finished[1].duration is None
+    assert finished[1].error is not None
+    assert "too long" in finished[1].error
+    check_pairs(events)
+
+
+async def test_agents_sharing_a_hub_keep_their_own_metrics() -> None:
+    hub = TelemetryHub()
+    events: list[TelemetryEvent] = []
+    hub.subscribe(events.append)
+    async with open_metrics() as first_metrics, open_metrics() as second_metrics:
+        first = AgentBuilder().provider(ScriptedProvider([reply_text("a")]))
+        second = AgentBuilder().provider(ScriptedProvider([reply_text("b"), reply_text("c")]))
+        async with (
+            first.telemetry(hub).metrics(first_metrics).name("first").build() as one,
+            second.telemetry(hub).metrics(second_metrics).name("second").build() as two,
+        ):
+            await one.run(HISTORY)
+            await two.run(HISTORY)
+            await two.run(HISTORY)
+        assert (await first_metrics.snapshot()).llm_request_count == 1
+        assert (await second_metrics.snapshot()).llm_request_count == 2
+    agents = [event.agent for event in events if isinstance(event, TurnStarted)]
+    assert agents == ["first", "second", "second"]
