@@ -14,7 +14,6 @@ import contextlib
 import itertools
 import math
 import secrets
-from collections import deque
 from contextlib import asynccontextmanager
 from functools import partial
 from importlib import resources
@@ -28,6 +27,7 @@ from .._models import TextDelta, ThinkingDelta, ToolAnnotations
 from ..agent import ToolCallFinished, ToolCallStarted, TurnCompleted
 from . import _schema
 from ._http import HeadError, ReplayStream, RequestHead, read_head, response
+from ._turns import Turn, TurnLog
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -71,24 +71,6 @@ class _Page:
 
 
 @attrs.define(eq=False)
-class _Merged:
-    """Consecutive text (or thinking) deltas of a kept turn, joined when replayed."""
-
-    kind: str
-    turn: int
-    pieces: list[str]
-
-
-@attrs.define(eq=False)
-class _Turn:
-    number: int
-    started: float
-    items: list[dict[str, Any] | _Merged] = attrs.Factory(list)
-    first_delta: float | None = None
-    open: bool = True
-
-
-@attrs.define(eq=False)
 class _Pending:
     id: str
     call: ToolUse
@@ -129,8 +111,7 @@ class EventServer:
     _static: dict[str, tuple[bytes, str]] = attrs.Factory(dict)
     _pages: dict[int, _Page] = attrs.Factory(dict)
     _page_numbers: itertools.count[int] = attrs.Factory(lambda: itertools.count(1))
-    _turns: deque[_Turn] = attrs.Factory(deque)
-    _turn_numbers: itertools.count[int] = attrs.Factory(lambda: itertools.count(1))
+    _log: TurnLog = attrs.field(init=False)
     _pending: dict[str, _Pending] = attrs.Factory(dict)
     _approval_numbers: itertools.count[int] = attrs.Factory(lambda: itertools.count(1))
     _prompt_send: trio.MemorySendChannel[str] | None = None
@@ -138,6 +119,9 @@ class EventServer:
     _dropped: int = 0
     _max_buffered: int = 0
     _closed: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        self._log = TurnLog(keep=self._keep_turns)
 
     # -- public surface --------------------------------------------------------------------
 
@@ -205,10 +189,7 @@ class EventServer:
         current = self._current()
         if current is not None and current.open:
             self._close_turn(current, {"type": "turn_failed", "error": "superseded"})
-        number = next(self._turn_numbers)
-        self._turns.append(_Turn(number=number, started=trio.current_time()))
-        while len(self._turns) > self._keep_turns:
-            self._turns.popleft()
+        number = self._log.begin(trio.current_time()).number
         self._emit({"type": "turn_started", "turn": number, "prompt": prompt})
         return number
 
@@ -358,33 +339,18 @@ class EventServer:
 
     # -- turns and fan-out -----------------------------------------------------------------
 
-    def _current(self) -> _Turn | None:
-        return self._turns[-1] if self._turns else None
+    def _current(self) -> Turn | None:
+        return self._log.current()
 
-    def _close_turn(self, turn: _Turn, event: dict[str, Any]) -> None:
+    def _close_turn(self, turn: Turn, event: dict[str, Any]) -> None:
         turn.open = False
         event["turn"] = turn.number
         self._emit(event)
 
     def _emit(self, event: dict[str, Any]) -> None:
         """Remember ``event`` for reconnecting pages and send it to every page."""
-        self._remember(event)
+        self._log.remember(event)
         self._fan_out(_schema.encode(event))
-
-    def _remember(self, event: dict[str, Any]) -> None:
-        turn = self._current()
-        if turn is None or (not turn.open and event.get("turn") is None):
-            return
-        items = turn.items
-        kind = event["type"]
-        if kind in ("text", "thinking"):
-            last = items[-1] if items else None
-            if isinstance(last, _Merged) and last.kind == kind:
-                last.pieces.append(event["text"])
-            else:
-                items.append(_Merged(kind=kind, turn=event["turn"], pieces=[event["text"]]))
-        else:
-            items.append(event)
 
     def _fan_out(self, encoded: str) -> None:
         for page in list(self._pages.values()):
@@ -405,15 +371,7 @@ class EventServer:
         page.scope.cancel()
 
     def _replay(self) -> list[dict[str, Any]]:
-        events: list[dict[str, Any]] = []
-        for turn in self._turns:
-            for item in turn.items:
-                if isinstance(item, _Merged):
-                    events.append(
-                        {"type": item.kind, "turn": item.turn, "text": "".join(item.pieces)}
-                    )
-                else:
-                    events.append(item)
+        events = self._log.replay()
         for pending in self._pending.values():
             if pending.event["turn"] is None:  # asked outside any turn: not in a turn's items
                 events.append(pending.event)

@@ -1,0 +1,81 @@
+"""The turns an event server keeps, so that a page that (re)connects sees them again.
+
+Consecutive text (or thinking) deltas are kept as one list of pieces and joined only when
+replayed, so a turn of 20,000 deltas replays as a handful of events.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from typing import Any
+
+import attrs
+
+__all__ = ["Turn", "TurnLog"]
+
+
+@attrs.define(eq=False)
+class _Merged:
+    kind: str
+    turn: int
+    pieces: list[str]
+
+
+@attrs.define(eq=False)
+class Turn:
+    """One turn as the pages saw it."""
+
+    number: int
+    started: float
+    items: list[dict[str, Any] | _Merged] = attrs.Factory(list)
+    first_delta: float | None = None
+    open: bool = True
+
+
+@attrs.define(eq=False)
+class TurnLog:
+    """The last ``keep`` turns, newest last."""
+
+    keep: int
+    _turns: deque[Turn] = attrs.Factory(deque)
+    _numbers: itertools.count[int] = attrs.Factory(lambda: itertools.count(1))
+
+    def begin(self, started: float) -> Turn:
+        turn = Turn(number=next(self._numbers), started=started)
+        self._turns.append(turn)
+        while len(self._turns) > self.keep:
+            self._turns.popleft()
+        return turn
+
+    def current(self) -> Turn | None:
+        return self._turns[-1] if self._turns else None
+
+    def remember(self, event: dict[str, Any]) -> None:
+        """Keep ``event`` in the current turn (events outside any turn are not kept)."""
+        turn = self.current()
+        if turn is None or (not turn.open and event.get("turn") is None):
+            return
+        items = turn.items
+        kind = event["type"]
+        if kind in ("text", "thinking"):
+            last = items[-1] if items else None
+            if isinstance(last, _Merged) and last.kind == kind:
+                last.pieces.append(event["text"])
+            else:
+                items.append(_Merged(kind=kind, turn=event["turn"], pieces=[event["text"]]))
+        else:
+            items.append(event)
+
+    def replay(self) -> list[dict[str, Any]]:
+        """Every kept event, oldest first, with consecutive deltas joined."""
+        events: list[dict[str, Any]] = []
+        for turn in self._turns:
+            for item in turn.items:
+                if isinstance(item, _Merged):
+                    events.append(
+                        {"type": item.kind, "turn": item.turn, "text": "".join(item.pieces)}
+                    )
+                else:
+                    events.append(item)
+        return events
