@@ -44,15 +44,16 @@ import trio
 
 from .._errors import KovaError, MailboxClosed, ProviderError, RateLimited
 from .._log import get_logger
-from .._models import UsageEvent
+from .._models import ChatRequest, InferenceConfig, ToolDefinition, UsageEvent
 from ..actors import Actor, ActorRef, Call, UnknownMessage
+from ._input import check_messages
 from ._retry import RetryConfig
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Sequence
     from contextlib import AbstractAsyncContextManager
 
-    from .._models import ChatRequest, ModelInfo, ModelResponse, StreamEvent
+    from .._models import ModelInfo, ModelResponse, StreamEvent
     from ..actors import RestartType, Runtime
     from ..providers import EventBatches, Provider
 
@@ -369,7 +370,10 @@ class ProviderRef:
         """
         return await self.ref.call(
             ChatCompletion(
-                request=request, retry=self.retry, on_error=self.on_error, on_retry=self.on_retry
+                request=_checked(request),
+                retry=self.retry,
+                on_error=self.on_error,
+                on_retry=self.on_retry,
             )
         )
 
@@ -387,7 +391,10 @@ class ProviderRef:
         """
         async with self.ref.stream(
             OpenStream(
-                request=request, retry=self.retry, on_error=self.on_error, on_retry=self.on_retry
+                request=_checked(request),
+                retry=self.retry,
+                on_error=self.on_error,
+                on_retry=self.on_retry,
             ),
             buffer=1,
         ) as items:
@@ -415,7 +422,7 @@ class ProviderRef:
     async def count_tokens(self, request: ChatRequest) -> int:
         """See :meth:`kova.providers.Provider.count_tokens` (through the gate, retried)."""
         return await self.ref.call(
-            CountTokens(request=request, retry=self.retry, on_error=self.on_error)
+            CountTokens(request=_checked(request), retry=self.retry, on_error=self.on_error)
         )
 
     async def stop(self) -> None:
@@ -423,6 +430,24 @@ class ProviderRef:
         within the grace period). Does nothing without a :attr:`runtime`."""
         if self.runtime is not None:
             await self.runtime.stop(self.ref)
+
+
+def _checked(request: object) -> ChatRequest:
+    """``request``, checked in the caller's task: a malformed one must fail its caller with a
+    ``TypeError``, never reach (and crash) the actor that many callers share."""
+    if not isinstance(request, ChatRequest):
+        raise TypeError(f"expected a kova.ChatRequest, got {type(request).__name__}")
+    check_messages(request.messages)
+    for index, tool in enumerate(request.tools):
+        if not isinstance(tool, ToolDefinition):
+            raise TypeError(
+                f"tools[{index}] must be a kova.ToolDefinition, got {type(tool).__name__}"
+            )
+    if not isinstance(request.config, InferenceConfig):
+        raise TypeError(
+            f"config must be a kova.InferenceConfig, got {type(request.config).__name__}"
+        )
+    return request
 
 
 async def spawn_provider(

@@ -464,3 +464,26 @@ async def test_an_overload_event_before_any_content_is_retried_like_http_529(
     text = "".join(event.text for event in received if isinstance(event, TextDelta))
     assert text == "Hello after the overload"
     assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize(
+    "request_value",
+    [
+        "hello",
+        ChatRequest.of("hi", tools=["not a tool"]),  # type: ignore[list-item]
+        ChatRequest(messages=["not a message"]),  # type: ignore[list-item]
+    ],
+)
+async def test_a_malformed_request_fails_its_caller_and_never_the_shared_actor(
+    request_value: object,
+) -> None:
+    provider = ScriptedProvider([reply_text("fine")])
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, provider)
+        with pytest.raises(TypeError):
+            await ref.chat_completion(request_value)  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            async with ref.chat_completion_stream(request_value):  # type: ignore[arg-type]
+                pass
+        assert (await ref.chat_completion(ChatRequest.of("hi"))).text == "fine"
+        assert len(provider.requests) == 1  # nothing malformed was sent

@@ -82,12 +82,24 @@ def test_chart_of_the_target_ratios(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")  # a bench-only dependency
     run = _load_run_module()
     rows = [
-        {"target": "agent: `Agent.stream` events/s (c), openai", "limit": ">= 0.9", "ratio": 0.95,
-         "met": True},
-        {"target": "agent: `Agent.run` calls/s (b), openai", "limit": ">= 0.85", "ratio": 0.7,
-         "met": False},
-        {"target": "actor hop per streamed event, openai", "limit": "< 5%", "ratio": 0.01,
-         "met": True},
+        {
+            "target": "agent: `Agent.stream` events/s (c), openai",
+            "limit": ">= 0.9",
+            "ratio": 0.95,
+            "met": True,
+        },
+        {
+            "target": "agent: `Agent.run` calls/s (b), openai",
+            "limit": ">= 0.85",
+            "ratio": 0.7,
+            "met": False,
+        },
+        {
+            "target": "actor hop per streamed event, openai",
+            "limit": "< 5%",
+            "ratio": 0.01,
+            "met": True,
+        },
     ]
     path = tmp_path / "ratios.png"
     assert run.chart(rows, str(path))
