@@ -58,3 +58,35 @@ def test_file_tools_do_not_load_the_html_stack(tmp_path: object) -> None:
     output = subprocess.check_output([sys.executable, "-c", code], text=True)
     loaded = set(json.loads(output))
     assert loaded.isdisjoint(WEB_STACK + HEAVY), sorted(loaded & set(WEB_STACK + HEAVY))
+
+
+def test_an_agent_with_tools_loads_validation_off_the_event_loop() -> None:
+    # jsonschema takes a few hundred ms to import; an agent with tools loads it in a worker
+    # thread when it opens, so the first tool call never blocks the event loop on it.
+    code = (
+        "import sys, threading, trio\n"
+        "from kova.agent import AgentBuilder\n"
+        "from kova.testing import ScriptedProvider, reply_text\n"
+        "from kova.tools import tool\n"
+        "@tool\n"
+        "def add(a: int, b: int) -> int:\n"
+        "    'Add.'\n"
+        "    return a + b\n"
+        "loaded_in = []\n"
+        "real_import = __import__\n"
+        "def spy(name, *args, **kwargs):\n"
+        "    if name == 'jsonschema' and 'jsonschema' not in sys.modules:\n"
+        "        loaded_in.append(threading.current_thread() is threading.main_thread())\n"
+        "    return real_import(name, *args, **kwargs)\n"
+        "import builtins\n"
+        "builtins.__import__ = spy\n"
+        "async def main():\n"
+        "    builder = AgentBuilder().provider(ScriptedProvider([reply_text('x')]))\n"
+        "    agent = builder.tool(add).build()\n"
+        "    async with agent:\n"
+        "        assert 'jsonschema' in sys.modules\n"
+        "trio.run(main)\n"
+        "print(loaded_in)\n"
+    )
+    output = subprocess.check_output([sys.executable, "-c", code], text=True)
+    assert output.strip() == "[False]"  # imported once, and not on the main (event loop) thread

@@ -57,6 +57,7 @@ from .._observe import (
     new_span_id,
 )
 from ..providers import Provider, heuristic_count_tokens
+from ..tools._validate import load_validation
 from ._accumulate import ResponseAccumulator
 from ._events import AgentEvent, AgentResponse, TurnCompleted
 from ._input import HistoryInput, check_call_options, coerce_history
@@ -214,6 +215,9 @@ class Agent:
                 )
 
             self._pool = await runtime.spawn(tool_pool)  # named tool_pool, tool_pool-2, ...
+            if len(config.registry):
+                # The first tool call would otherwise import jsonschema on the event loop.
+                await trio.to_thread.run_sync(load_validation, abandon_on_cancel=True)
             if config.runtime is not None:
                 pool = self._pool
                 stack.push_async_callback(lambda: runtime.stop(pool))

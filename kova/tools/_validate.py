@@ -24,12 +24,24 @@ if TYPE_CHECKING:
 
     from .._models import JSONObject
 
-__all__ = ["ArgumentValidator", "argument_problems", "validate_arguments"]
+__all__ = ["ArgumentValidator", "argument_problems", "load_validation", "validate_arguments"]
 
 MAX_PROBLEMS = 20
 """At most this many problems are listed; the rest are counted. A model needs the first few."""
 MAX_PROBLEM_CHARS = 300
 """A problem line is cut to this length (jsonschema quotes the offending value in full)."""
+
+
+def load_validation() -> None:
+    """Import the validation library now (blocking: run it in a worker thread).
+
+    ``jsonschema`` is imported lazily so that ``import kova`` stays light, but importing it
+    takes a few hundred milliseconds; done at a tool's first call, that would block the event
+    loop (every agent and stream on it) for that long. An agent with tools loads it in a
+    worker thread when it opens.
+    """
+    from jsonschema import Draft202012Validator, validators  # noqa: F401
+    from jsonschema.exceptions import best_match  # noqa: F401
 
 
 class ArgumentValidator:
