@@ -54,16 +54,18 @@ async def serve_chat(
             handler = server.approval_handler(tools=tools, timeout=approval_timeout)
             builder = builder.approval_handler(handler)
         history: list[Message] = []
+        # Retries, usage, errors and timing from the agent's telemetry reach the pages too.
         async with builder.build() as agent:
-            out(f"kova serve: open {server.url}")
-            out("(the token in that address is the only key to this page; Ctrl-C stops)")
-            task_status.started(server.url)
-            async for prompt in server.prompts:
-                asked = [*history, Message.user(prompt)]
-                try:
-                    async with agent.stream(asked) as events:
-                        async for event in server.relay(events, prompt=prompt):
-                            if isinstance(event, TurnCompleted):
-                                history = [*asked, *event.response.new_messages]
-                except KovaError as exc:  # shown on the page by relay; the chat goes on
-                    out(f"kova serve: the turn failed: {exc}")
+            with agent.telemetry.subscribe(server):
+                out(f"kova serve: open {server.url}")
+                out("(the token in that address is the only key to this page; Ctrl-C stops)")
+                task_status.started(server.url)
+                async for prompt in server.prompts:
+                    asked = [*history, Message.user(prompt)]
+                    try:
+                        async with agent.stream(asked) as events:
+                            async for event in server.relay(events, prompt=prompt):
+                                if isinstance(event, TurnCompleted):
+                                    history = [*asked, *event.response.new_messages]
+                    except KovaError as exc:  # shown on the page by relay; the chat goes on
+                        out(f"kova serve: the turn failed: {exc}")

@@ -18,9 +18,19 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._models import StopKind, StopReason, TextDelta, ThinkingDelta, ToolAnnotations, Usage
+from ..telemetry import (
+    ActorRestarted,
+    ModelCallFinished,
+    ModelCallRetrying,
+    ModelFirstToken,
+    SupervisorGaveUp,
+    ToolFinished,
+    TurnFinished,
+)
 
 if TYPE_CHECKING:
     from .._models import JSONValue, ToolResult, ToolUse
+    from ..telemetry import TelemetryEvent
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -32,6 +42,7 @@ __all__ = [
     "encode",
     "frame",
     "parse_page_message",
+    "telemetry_json",
     "tool_finished",
     "tool_started",
     "usage_json",
@@ -197,3 +208,77 @@ def stop_reason(reason: StopReason) -> str:
     if reason.kind is StopKind.UNKNOWN and reason.raw:
         return reason.raw
     return str(reason.kind.value)
+
+
+def telemetry_json(event: TelemetryEvent) -> dict[str, Any] | None:
+    """A ``telemetry`` event for the pages (``kind``, fields, a one-line ``summary``)."""
+    match event:
+        case ModelCallRetrying():
+            return {
+                "type": "telemetry",
+                "kind": "retry",
+                "attempt": event.attempt,
+                "error_type": event.error_type,
+                "wait_s": round(event.wait, 3),
+                "summary": f"retry {event.attempt} after {event.error_type}, "
+                f"waiting {event.wait:.2f} s",
+            }
+        case ModelFirstToken():
+            return {
+                "type": "telemetry",
+                "kind": "first_token",
+                "latency_s": round(event.latency, 6),
+                "summary": f"first token after {event.latency:.2f} s",
+            }
+        case ModelCallFinished():
+            usage = None if event.usage is None else usage_json(event.usage)
+            tokens = "" if usage is None else f", {usage['total_tokens']} tokens"
+            error = f" ({event.error_type})" if event.error_type else ""
+            return {
+                "type": "telemetry",
+                "kind": "model_call",
+                "outcome": event.outcome,
+                "latency_s": round(event.latency, 6),
+                "usage": usage,
+                "stop_reason": event.stop_reason,
+                "error_type": event.error_type,
+                "summary": f"model call {event.outcome}{error} in {event.latency:.2f} s{tokens}",
+            }
+        case ToolFinished():
+            took = "" if event.duration is None else f" in {event.duration:.2f} s"
+            return {
+                "type": "telemetry",
+                "kind": "tool",
+                "tool": event.call.name,
+                "id": event.call.id,
+                "outcome": event.outcome,
+                "approved": event.approved,
+                "duration_s": event.duration,
+                "summary": f"tool {event.call.name}: {event.outcome}{took}",
+            }
+        case TurnFinished(outcome="error" | "cancelled"):
+            return {
+                "type": "telemetry",
+                "kind": "turn",
+                "outcome": event.outcome,
+                "error_type": event.error_type,
+                "summary": f"turn {event.outcome}: {event.error_type or ''}".rstrip(": "),
+            }
+        case ActorRestarted():
+            return {
+                "type": "telemetry",
+                "kind": "restart",
+                "actor": event.actor,
+                "restarts": event.restarts,
+                "summary": f"actor {event.actor} restarted ({event.restarts})",
+            }
+        case SupervisorGaveUp():
+            return {
+                "type": "telemetry",
+                "kind": "gave_up",
+                "actor": event.actor,
+                "error_type": event.error_type,
+                "summary": f"supervisor {event.supervisor} gave up on {event.actor}",
+            }
+        case _:
+            return None

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from .._models import ToolUse
     from ..agent import AgentEvent
+    from ..telemetry import TelemetryEvent
     from ..tools import Tool
 
 __all__ = ["EventServer", "WebApproval", "WebRequest", "open_event_server"]
@@ -92,7 +93,8 @@ class EventServer:
     """A live web view of agents: open it with :func:`open_event_server`.
 
     Feed it a turn's events with :meth:`relay` (or :meth:`publish`), gate tool calls with
-    :meth:`approval_handler`, and point a browser at :attr:`url`.
+    :meth:`approval_handler`, add telemetry with ``agent.telemetry.subscribe(server)`` (see
+    :meth:`on_event`), and point a browser at :attr:`url`.
     """
 
     _token: str
@@ -230,6 +232,20 @@ class EventServer:
                 )
             case _:
                 raise TypeError(f"not an agent event: {type(event).__name__}")
+
+    def on_event(self, event: TelemetryEvent) -> None:
+        """Take one telemetry event (the server is a telemetry ``Subscriber``).
+
+        ``with agent.telemetry.subscribe(server):`` adds retries, model-call latency and usage,
+        tool outcomes and durations, errors and actor restarts to the pages, as ``telemetry``
+        events attached to the open turn (``turn`` null outside one). Never waits.
+        """
+        shown = _schema.telemetry_json(event)
+        if shown is None:
+            return
+        turn = self._current()
+        shown["turn"] = turn.number if turn is not None and turn.open else None
+        self._emit(shown)
 
     def fail_turn(self, error: BaseException | str) -> None:
         """End the open turn on every page with an error (no-op when no turn is open)."""

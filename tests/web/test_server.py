@@ -430,3 +430,42 @@ async def _get(
         for name, _, value in (line.partition(":") for line in lines[1:])
     }
     return int(lines[0].split()[1]), headers, body
+
+
+async def test_telemetry_reaches_the_page(autojump_clock: trio.testing.MockClock) -> None:
+    from kova.testing import ErrorReply
+
+    provider = ScriptedProvider(
+        [
+            ErrorReply(status_code=529),
+            StreamReply(
+                response=reply_tool_calls(("get_weather", {"city": "Oslo"})), chunk_chars=4
+            ),
+            StreamReply(response=reply_text("Sunny."), chunk_chars=4),
+        ]
+    )
+    async with open_event_server() as server, open_page(server) as page:
+        agent = AgentBuilder().provider(provider).tool(get_weather).build()
+        async with agent:
+            with agent.telemetry.subscribe(server):
+                async with agent.stream([Message.user("hi")]) as events:
+                    async for _ in server.relay(events, prompt="hi"):
+                        pass
+        await page.wait_for("turn_completed")
+    shown = page.of_type("telemetry")
+    kinds = [event["kind"] for event in shown]
+    assert kinds.count("retry") == 1
+    assert kinds.count("model_call") == 2  # the retried call counts once, then the answer
+    assert kinds.count("tool") == 1
+    assert "first_token" in kinds
+    retry = next(event for event in shown if event["kind"] == "retry")
+    assert retry["attempt"] == 1
+    assert retry["turn"] == 1
+    assert retry["wait_s"] > 0
+    assert retry["summary"].startswith("retry 1 after")
+    tool_event = next(event for event in shown if event["kind"] == "tool")
+    assert tool_event["tool"] == "get_weather"
+    assert tool_event["outcome"] == "success"
+    finished = [event for event in shown if event["kind"] == "model_call"]
+    assert finished[-1]["outcome"] == "ok"
+    assert finished[-1]["usage"]["total_tokens"] == 15
