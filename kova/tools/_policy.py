@@ -115,7 +115,7 @@ class WebPolicy:
     """Redirects followed at most; each target is checked like the first URL."""
     default_format: WebFormat = attrs.field(default="markdown", validator=_format)
     """What an HTML page becomes when the model does not ask for a format."""
-    user_agent: str = "kova-sdk (+https://github.com/kova-sdk)"
+    user_agent: str = "kova-sdk"
     """The ``User-Agent`` header sent."""
     timeout: float = attrs.field(default=30.0, converter=_seconds, validator=_positive)
     """Seconds for the whole fetch, redirects included (a ``timedelta`` is accepted)."""
