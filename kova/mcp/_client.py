@@ -19,27 +19,24 @@ from .._errors import (
 )
 from .._log import get_logger
 from ..actors import Runtime, Supervisor, open_supervisor
-from ._connection import (
+from ._connection import McpConnection
+from ._messages import (
     CallTool,
-    ConnectionSettings,
     GetPrompt,
     GetServerInfo,
     ListPrompts,
     ListResources,
     ListResourceTemplates,
     ListTools,
-    McpConnection,
     Message,
     ReadResource,
     Reconnect,
     SetLogLevel,
     SetRoots,
-    SharedState,
     Subscribe,
 )
-from ._connection import (
-    now as _now,
-)
+from ._state import ConnectionSettings, SharedState
+from ._state import now as _now
 from ._telemetry import observe_request
 from ._transports import InProcessTransport, SseTransport, StdioTransport, StreamableHttpTransport
 from ._types import McpConnectionState, McpRoot, ReconnectPolicy

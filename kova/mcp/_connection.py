@@ -29,10 +29,9 @@ connection is fine and nothing is retried.
 
 from __future__ import annotations
 
-import datetime
 import random
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import attrs
@@ -54,46 +53,41 @@ from .._log import get_logger
 from .._models import ChatRequest
 from ..actors import Actor
 from . import _convert
+from . import _operations as operations
+from ._messages import (
+    CallTool,
+    GetPrompt,
+    GetServerInfo,
+    ListPrompts,
+    ListResources,
+    ListResourceTemplates,
+    ListTools,
+    Message,
+    ReadResource,
+    Reconnect,
+    SetLogLevel,
+    SetRoots,
+    Subscribe,
+)
+from ._state import now
 from ._transports import SessionWatch, StreamableHttpTransport, is_not_delivered
-from ._types import McpConnectionState, McpLogMessage, McpProgress, McpServerInfo, ReconnectPolicy
+from ._types import McpConnectionState, McpLogMessage
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
     from mcp.client.context import ClientRequestContext
-    from mcp.shared.dispatcher import ProgressFnT
 
-    from .._models import JSONObject, ToolDefinition, ToolResult
-    from ..providers import Provider
-    from ._transports import Transport
-    from ._types import (
-        ConnectionStatus,
-        ElicitationHandler,
-        LogHandler,
-        McpPrompt,
-        McpPromptResult,
-        McpResource,
-        McpResourceContents,
-        McpResourceTemplate,
-        McpRoot,
-        ProgressHandler,
-        ResourceUpdatedHandler,
-        StateChangeHandler,
-    )
+    from .._models import ToolDefinition, ToolResult
+    from ._state import ConnectionSettings, SharedState
+    from ._types import ConnectionStatus
 
-__all__ = ["ConnectionSettings", "McpConnection", "SharedState", "now"]
+__all__ = ["ConnectionLost", "McpConnection"]
 
 log = get_logger(__name__)
 
 _T = TypeVar("_T")
 
-
-class _Paginated(Protocol):
-    @property
-    def next_cursor(self) -> str | None: ...
-
-
-_Page = TypeVar("_Page", bound=_Paginated)
 
 CONNECT_RETRY_DELAY = 0.5
 """Seconds before the one retry of a first connection attempt that failed transiently."""
@@ -106,9 +100,6 @@ GONE_GRACE = 0.5
 """Seconds a session the server no longer has stays open for the requests already in flight
 on it to get their answers from kova's HTTP layer."""
 
-_MAX_PAGES = 1000
-"""A bound on ``*/list`` pagination, so a server whose cursors never end cannot hang us."""
-
 _LOG_LEVELS = {
     "debug": "debug",
     "info": "info",
@@ -120,11 +111,6 @@ _LOG_LEVELS = {
     "emergency": "error",
 }
 """MCP's syslog levels as kova's logging levels (the event keeps the server's own level)."""
-
-
-def now() -> datetime.datetime:
-    """The UTC wall clock (for telling people when; decisions use trio's clock)."""
-    return datetime.datetime.now(datetime.UTC)
 
 
 def _is_local_close(error: MCPError) -> bool:
@@ -142,143 +128,6 @@ def _is_local_close(error: MCPError) -> bool:
 
 class ConnectionLost(Exception):
     """The reconnect policy gave up; raised to crash the actor so its supervisor decides."""
-
-
-@attrs.frozen(kw_only=True)
-class ConnectionSettings:
-    """Everything the connection actor needs to (re)connect. Immutable, shared by restarts."""
-
-    transport: Transport
-    sampling: Provider | None = None
-    sampling_model: str | None = None
-    elicitation: ElicitationHandler | None = None
-    reconnect: ReconnectPolicy = attrs.field(factory=ReconnectPolicy)
-    wait_for_connection: bool = False
-    replay_tools: frozenset[str] = frozenset()
-    on_log: LogHandler | None = None
-    on_resource_updated: ResourceUpdatedHandler | None = None
-    log_level: str | None = None
-    roots_enabled: bool = False
-    client_name: str = "kova"
-    client_version: str = "0.1.0"
-
-
-@attrs.define(eq=False)
-class SharedState:
-    """What outlives one incarnation of the connection actor, for the client's whole block.
-
-    Written only by the connection actor (through its messages); the :class:`McpClient`
-    handle reads :attr:`state`, a frozen value that is replaced, never changed in place.
-    """
-
-    name: str
-    on_state_change: StateChangeHandler | None = None
-    state: McpConnectionState = attrs.field(
-        factory=lambda: McpConnectionState(status="connecting", since=now())
-    )
-    changed: trio.Event = attrs.field(factory=trio.Event)
-    """Set (and replaced) on every state change."""
-    roots: tuple[McpRoot, ...] = ()
-    subscriptions: set[str] = attrs.field(factory=set)
-    tool_watchers: list[Callable[[tuple[ToolDefinition, ...]], None]] = attrs.field(factory=list)
-    """Told the new tool list after a ``list_changed`` (the agents that use these tools)."""
-
-    def publish(self, state: McpConnectionState) -> None:
-        if attrs.evolve(state, since=self.state.since) == self.state:
-            return  # nothing a host would notice changed
-        self.state = state
-        changed, self.changed = self.changed, trio.Event()
-        changed.set()
-        if self.on_state_change is not None:
-            try:
-                self.on_state_change(state)
-            except Exception as exc:  # a host callback must not take the connection down
-                log.warning("mcp.state_callback.failed", connection=self.name, error=repr(exc))
-
-
-# ---------------------------------------------------------------------------------------------
-# Messages (a closed set; dispatched with ``match``)
-
-
-@attrs.frozen
-class ListTools:
-    pass
-
-
-@attrs.frozen(kw_only=True)
-class CallTool:
-    name: str
-    arguments: JSONObject
-    progress: ProgressHandler | None = None
-    replay: bool | None = None
-
-
-@attrs.frozen
-class ListResources:
-    pass
-
-
-@attrs.frozen
-class ListResourceTemplates:
-    pass
-
-
-@attrs.frozen(kw_only=True)
-class ReadResource:
-    uri: str
-
-
-@attrs.frozen(kw_only=True)
-class Subscribe:
-    uri: str
-    subscribe: bool
-
-
-@attrs.frozen
-class ListPrompts:
-    pass
-
-
-@attrs.frozen(kw_only=True)
-class GetPrompt:
-    name: str
-    arguments: Mapping[str, str]
-
-
-@attrs.frozen(kw_only=True)
-class SetRoots:
-    roots: tuple[McpRoot, ...]
-
-
-@attrs.frozen(kw_only=True)
-class SetLogLevel:
-    level: str
-
-
-@attrs.frozen
-class Reconnect:
-    pass
-
-
-@attrs.frozen
-class GetServerInfo:
-    pass
-
-
-Message = (
-    ListTools
-    | CallTool
-    | ListResources
-    | ListResourceTemplates
-    | ReadResource
-    | Subscribe
-    | ListPrompts
-    | GetPrompt
-    | SetRoots
-    | SetLogLevel
-    | Reconnect
-    | GetServerInfo
-)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -521,7 +370,7 @@ class McpConnection(Actor):
                     log.info(
                         "mcp.connection.opened",
                         connection=self._shared.name,
-                        server=_server_name(client),
+                        server=operations.server_name(client),
                         session=session.number,
                     )
                     self._session = session
@@ -569,9 +418,9 @@ class McpConnection(Actor):
         """Bring a new session up to what the host asked for: log level, subscriptions."""
         capabilities = client.server_capabilities
         if self._settings.log_level is not None and capabilities.logging is not None:
-            await _set_log_level(client, self._settings.log_level)
+            await operations.set_log_level(client, self._settings.log_level)
         for uri in sorted(self._shared.subscriptions):
-            await _subscribe(client, uri, subscribe=True)
+            await operations.subscribe(client, uri, subscribe=True)
 
     @asynccontextmanager
     async def _open_client(self) -> AsyncIterator[tuple[Client, trio.Event, SessionWatch]]:
@@ -705,36 +554,38 @@ class McpConnection(Actor):
             case CallTool():
                 return await self._call_tool(message)
             case ListResources():
-                return await self._request(_list_resources)
+                return await self._request(operations.list_resources)
             case ListResourceTemplates():
-                return await self._request(_list_resource_templates)
+                return await self._request(operations.list_resource_templates)
             case ReadResource(uri=uri):
-                return await self._request(lambda c: _read_resource(c, uri))
+                return await self._request(lambda c: operations.read_resource(c, uri))
             case Subscribe(uri=uri, subscribe=subscribe):
                 if subscribe:
                     self._shared.subscriptions.add(uri)
                 else:
                     self._shared.subscriptions.discard(uri)
-                return await self._request(lambda c: _subscribe(c, uri, subscribe=subscribe))
+                return await self._request(
+                    lambda c: operations.subscribe(c, uri, subscribe=subscribe)
+                )
             case ListPrompts():
-                return await self._request(_list_prompts)
+                return await self._request(operations.list_prompts)
             case GetPrompt(name=name, arguments=arguments):
-                return await self._request(lambda c: _get_prompt(c, name, arguments))
+                return await self._request(lambda c: operations.get_prompt(c, name, arguments))
             case SetRoots(roots=roots):
                 self._shared.roots = roots
                 session = self._session
                 if session is not None and session.usable:
                     # A notification: a lost session misses nothing, the next one asks anew.
-                    await self._request(_roots_changed, replay=False)
+                    await self._request(operations.roots_changed, replay=False)
                 return None
             case SetLogLevel(level=level):
-                return await self._request(lambda c: _set_log_level(c, level))
+                return await self._request(lambda c: operations.set_log_level(c, level))
             case Reconnect():
                 await self._reconnect()
                 return None
             case GetServerInfo():
                 session = await self._live_session(None)
-                return _server_info(session.client)
+                return operations.server_info(session.client)
             case _:
                 raise McpError(f"unknown request {message!r}")
 
@@ -816,7 +667,8 @@ class McpConnection(Actor):
             session = await self._live_session(avoid)
             try:
                 result = await self._attempt(
-                    session, lambda c: _call_tool(c, name, message.arguments, message.progress)
+                    session,
+                    lambda c: operations.call_tool(c, name, message.arguments, message.progress),
                 )
                 break
             except _Lost as lost:
@@ -868,7 +720,7 @@ class McpConnection(Actor):
         if self._tools is not None:
             return self._tools
         epoch = self._tools_epoch
-        tools = await self._request(_list_tools)
+        tools = await self._request(operations.list_tools)
         self._known_tools = {tool.name: tool for tool in tools}
         if epoch == self._tools_epoch:
             # Only cache a listing that no list_changed notification overtook.
@@ -910,34 +762,6 @@ class McpConnection(Actor):
             await self._shared.changed.wait()
 
 
-# Roots, logging/setLevel and resources/(un)subscribe are deprecated as of protocol
-# 2026-07-28 (SEP-2577, SEP-2575: listen streams). kova speaks the handshake-era versions,
-# where they are how a client offers roots and asks for log messages and resource updates,
-# so it sends the messages itself instead of calling the package's deprecated wrappers.
-
-
-async def _roots_changed(client: Client) -> None:
-    await client.session.send_notification(mt.RootsListChangedNotification())
-
-
-async def _set_log_level(client: Client, level: str) -> None:
-    await client.session.send_request(
-        mt.SetLevelRequest(params=mt.SetLevelRequestParams(level=level)),  # type: ignore[arg-type]
-        mt.EmptyResult,
-    )
-
-
-async def _subscribe(client: Client, uri: str, *, subscribe: bool) -> None:
-    if subscribe:
-        await client.session.send_request(
-            mt.SubscribeRequest(params=mt.SubscribeRequestParams(uri=uri)), mt.EmptyResult
-        )
-    else:
-        await client.session.send_request(
-            mt.UnsubscribeRequest(params=mt.UnsubscribeRequestParams(uri=uri)), mt.EmptyResult
-        )
-
-
 async def _first_of(*waits: Callable[[], Awaitable[object]]) -> None:
     """Return as soon as one of ``waits`` returns."""
     async with trio.open_nursery() as nursery:
@@ -948,94 +772,3 @@ async def _first_of(*waits: Callable[[], Awaitable[object]]) -> None:
 
         for wait in waits:
             nursery.start_soon(run, wait)
-
-
-def _server_name(client: Client) -> str:
-    info = client.server_info
-    return info.name if info is not None else ""
-
-
-def _server_info(client: Client) -> McpServerInfo:
-    info = client.server_info
-    return McpServerInfo(
-        name=info.name if info is not None else "",
-        version=info.version if info is not None else "",
-        instructions=client.instructions,
-        protocol_version=client.protocol_version,
-    )
-
-
-async def _all_pages(
-    fetch: Callable[[str | None], Awaitable[_Page]], items: Callable[[_Page], Iterable[_T]]
-) -> tuple[_T, ...]:
-    """Every item of a paginated MCP list (``nextCursor``), up to ``_MAX_PAGES`` pages."""
-    collected: list[_T] = []
-    cursor: str | None = None
-    for _ in range(_MAX_PAGES):
-        page = await fetch(cursor)
-        collected.extend(items(page))
-        cursor = page.next_cursor
-        if cursor is None:
-            break
-    return tuple(collected)
-
-
-async def _list_tools(client: Client) -> tuple[ToolDefinition, ...]:
-    tools = await _all_pages(
-        lambda cursor: client.list_tools(cursor=cursor), lambda page: page.tools
-    )
-    usable = []
-    for tool in tools:
-        if tool.execution is not None and tool.execution.task_support == "required":
-            # Task-augmented calls (SEP-1686) are not in the mcp package's client yet, so
-            # kova cannot call such a tool: it is left out instead of failing when used.
-            log.info("mcp.tool.skipped", tool=tool.name, reason="requires task augmentation")
-            continue
-        usable.append(_convert.tool_definition(tool))
-    return tuple(usable)
-
-
-async def _call_tool(
-    client: Client, name: str, arguments: JSONObject, handler: ProgressHandler | None
-) -> ToolResult:
-    on_progress: ProgressFnT | None = None
-    if handler is not None:
-        report = handler
-
-        async def forward(progress: float, total: float | None, message: str | None) -> None:
-            await report(McpProgress(progress=progress, total=total, message=message))
-
-        on_progress = forward
-    result = await client.call_tool(name, dict(arguments), progress_callback=on_progress)
-    return _convert.tool_result(result)
-
-
-async def _list_resources(client: Client) -> tuple[McpResource, ...]:
-    return await _all_pages(
-        lambda cursor: client.list_resources(cursor=cursor),
-        lambda page: (_convert.resource(item) for item in page.resources),
-    )
-
-
-async def _list_resource_templates(client: Client) -> tuple[McpResourceTemplate, ...]:
-    return await _all_pages(
-        lambda cursor: client.list_resource_templates(cursor=cursor),
-        lambda page: (_convert.resource_template(item) for item in page.resource_templates),
-    )
-
-
-async def _read_resource(client: Client, uri: str) -> tuple[McpResourceContents, ...]:
-    result = await client.read_resource(uri)
-    return tuple(_convert.resource_contents(item) for item in result.contents)
-
-
-async def _list_prompts(client: Client) -> tuple[McpPrompt, ...]:
-    return await _all_pages(
-        lambda cursor: client.list_prompts(cursor=cursor),
-        lambda page: (_convert.prompt(item) for item in page.prompts),
-    )
-
-
-async def _get_prompt(client: Client, name: str, arguments: Mapping[str, str]) -> McpPromptResult:
-    result = await client.get_prompt(name, dict(arguments))
-    return _convert.prompt_result(result)

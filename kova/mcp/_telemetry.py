@@ -25,6 +25,9 @@ _METHODS = {
     "ReadResource": "resources/read",
     "ListPrompts": "prompts/list",
     "GetPrompt": "prompts/get",
+    "Subscribe": "resources/subscribe",
+    "SetLogLevel": "logging/setLevel",
+    "SetRoots": "notifications/roots/list_changed",
 }
 
 

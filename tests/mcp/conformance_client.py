@@ -14,7 +14,11 @@ client ran to the end; the runner judges conformance from what it saw on the wir
 kova keeps no OAuth state, so for the ``auth/*`` scenarios this command plays the host: it
 runs the ``mcp`` package's ``OAuthClientProvider`` (an ``httpx2.Auth``) through the
 transport's ``http_auth`` seam, with tokens kept in memory and the authorization step done
-by following the test authorization server's redirect (it approves without a person).
+by following the test authorization server's redirect (it approves without a person). For
+the client-credentials scenarios it runs the package's ``ClientCredentialsOAuthProvider``
+(``client_secret_basic``) or ``PrivateKeyJWTOAuthProvider`` (a signed JWT assertion), and
+for cross-app access (SEP-990) its ``IdentityAssertionOAuthProvider``, fed an ID-JAG from an
+RFC 8693 token exchange at the scenario's identity provider.
 """
 
 from __future__ import annotations
@@ -22,11 +26,18 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 import trio
 from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth.extensions.client_credentials import (
+    ClientCredentialsOAuthProvider,
+    PrivateKeyJWTOAuthProvider,
+    SignedJWTParameters,
+)
+from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuthProvider
 from mcp.shared.auth import (
     AuthorizationCodeResult,
     OAuthClientInformationFull,
@@ -35,6 +46,9 @@ from mcp.shared.auth import (
 )
 
 from kova import McpError
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
 from kova.mcp import ElicitationRequest, ElicitationResponse, McpClient, StreamableHttpTransport
 from kova.testing import ScriptedProvider, reply_text
 
@@ -118,8 +132,84 @@ class HeadlessAuthorization:
         return self.result
 
 
-def oauth(url: str) -> OAuthClientProvider:
+async def _authorization_server(url: str) -> str:
+    """The MCP server's authorization server (RFC 9728 protected resource metadata)."""
+    parts = urlsplit(url)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    async with httpx2.AsyncClient() as http:
+        for path in (
+            f"/.well-known/oauth-protected-resource{parts.path}",
+            "/.well-known/oauth-protected-resource",
+        ):
+            response = await http.get(origin + path)
+            if response.status_code == 200:
+                servers = response.json().get("authorization_servers") or []
+                if servers:
+                    return str(servers[0])
+    raise RuntimeError(f"no protected resource metadata for {url}")
+
+
+def _id_jag_exchange(context: dict[str, str]) -> Callable[[str, str], Awaitable[str]]:
+    """RFC 8693 token exchange at the enterprise IdP: its ID token for an ID-JAG."""
+
+    async def fetch(audience: str, resource: str) -> str:
+        async with httpx2.AsyncClient() as http:
+            response = await http.post(
+                context["idp_token_endpoint"],
+                data={
+                    "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
+                    "subject_token": context["idp_id_token"],
+                    "subject_token_type": "urn:ietf:params:oauth:token-type:id_token",
+                    "requested_token_type": "urn:ietf:params:oauth:token-type:id-jag",
+                    "audience": audience,
+                    "resource": resource,
+                    "client_id": context.get("idp_client_id", ""),
+                },
+            )
+        response.raise_for_status()
+        return str(response.json()["access_token"])
+
+    return fetch
+
+
+async def oauth(url: str) -> httpx2.Auth:
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    if "idp_id_token" in context:
+        # Cross-app access (SEP-990): an ID-JAG from the enterprise IdP, then a JWT bearer
+        # grant at the MCP server's authorization server.
+        return IdentityAssertionOAuthProvider(
+            server_url=url,
+            storage=MemoryTokens(),
+            client_id=context["client_id"],
+            client_secret=context["client_secret"],
+            issuer=await _authorization_server(url),
+            assertion_provider=_id_jag_exchange(context),
+            token_endpoint_auth_method="client_secret_basic",
+        )
+    if "private_key_pem" in context:
+        # client_credentials with a private_key_jwt client assertion (RFC 7523).
+        signer = SignedJWTParameters(
+            issuer=context["client_id"],
+            subject=context["client_id"],
+            signing_key=context["private_key_pem"],
+            signing_algorithm=context.get("signing_algorithm", "RS256"),
+        )
+        return PrivateKeyJWTOAuthProvider(
+            server_url=url,
+            storage=MemoryTokens(),
+            client_id=context["client_id"],
+            assertion_provider=signer.create_assertion_provider(),
+            issuer=await _authorization_server(url),
+        )
+    if scenario.startswith("auth/client-credentials"):
+        return ClientCredentialsOAuthProvider(
+            server_url=url,
+            storage=MemoryTokens(),
+            client_id=context["client_id"],
+            client_secret=context["client_secret"],
+            issuer=await _authorization_server(url),
+        )
     pre_registered = None
     if "client_id" in context:
         pre_registered = OAuthClientInformationFull(
@@ -151,7 +241,7 @@ async def main(url: str) -> None:
     print(f"conformance client: scenario {scenario!r} at {url}", file=sys.stderr)
     sampling = ScriptedProvider(lambda request: reply_text("conformance sample answer"))
     async with McpClient.connect(
-        StreamableHttpTransport(url, http_auth=oauth(url)),
+        StreamableHttpTransport(url, http_auth=await oauth(url)),
         elicitation=accept_with_defaults,
         sampling=sampling,
         request_timeout=20,

@@ -36,6 +36,8 @@ def _namespace_prefix() -> list[str]:
         "tools_call",
         "elicitation-sep1034-client-defaults",
         "auth/token-endpoint-auth-basic",
+        "auth/client-credentials-jwt",
+        "auth/cross-app-access-complete-flow",
     ],
 )
 async def test_conformance_scenario(scenario, tmp_path):

@@ -87,16 +87,6 @@ async def test_call_that_may_have_run_is_not_replayed():
     assert "mcp.request.replayed" not in [entry["event"] for entry in logs]
 
 
-async def test_host_can_opt_in_to_replaying_a_tool():
-    with trio.fail_after(GUARD):
-        async with McpClient.connect(STDIO) as client:
-            # Replayed once; the server dies again, so the second loss is reported.
-            with pytest.raises(kova.McpCallInterruptedError, match="already sent again once"):
-                await client.tools_call("exit_now", replay=True)
-            assert (await client.tools_call("echo", {"text": "alive"})).text == "alive"
-    assert _server_children() == set()
-
-
 async def test_json_rpc_error_is_not_retried():
     with trio.fail_after(GUARD), structlog.testing.capture_logs() as logs:
         async with McpClient.connect(STDIO) as client:
@@ -150,23 +140,4 @@ async def test_server_that_cannot_start_again_leaves_the_block_running(tmp_path)
             script.write_bytes(SERVER.read_bytes())  # the server can start again
             await client.reconnect()
             assert (await client.tools_call("echo", {"text": "back"})).text == "back"
-    assert _server_children() == set()
-
-
-async def test_a_policy_that_gives_up_hands_over_to_the_supervisor(tmp_path):
-    script = tmp_path / "server.py"
-    script.write_bytes(SERVER.read_bytes())
-    transport = StdioTransport(sys.executable, args=[str(script), "stdio"])
-    policy = kova.mcp.ReconnectPolicy(initial=0.01, jitter=0, max_attempts=2)
-    with trio.fail_after(GUARD), pytest.raises(BaseExceptionGroup) as caught:
-        async with McpClient.connect(transport, reconnect=policy) as client:
-            assert (await client.tools_call("echo", {"text": "up"})).text == "up"
-            script.unlink()  # every later start fails
-            with pytest.raises(kova.McpUnavailableError):
-                await client.reconnect()
-            await trio.sleep_forever()
-    # The actor crashed when its policy gave up; the client's supervisor restarted it until
-    # its restart intensity was spent, then gave up too, as OTP supervisors do.
-    failures = caught.value.subgroup(kova.ActorFailed)
-    assert failures is not None
     assert _server_children() == set()

@@ -1,0 +1,88 @@
+"""What the connection actor and its client share: the settings every (re)connection uses,
+and the state that outlives one incarnation of the actor."""
+
+from __future__ import annotations
+
+import datetime
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from .._log import get_logger
+from ._types import McpConnectionState, ReconnectPolicy
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .._models import ToolDefinition
+    from ..providers import Provider
+    from ._transports import Transport
+    from ._types import (
+        ElicitationHandler,
+        LogHandler,
+        McpRoot,
+        ResourceUpdatedHandler,
+        StateChangeHandler,
+    )
+
+__all__ = ["ConnectionSettings", "SharedState", "now"]
+
+log = get_logger(__name__)
+
+
+def now() -> datetime.datetime:
+    """The UTC wall clock (for telling people when; decisions use trio's clock)."""
+    return datetime.datetime.now(datetime.UTC)
+
+
+@attrs.frozen(kw_only=True)
+class ConnectionSettings:
+    """Everything the connection actor needs to (re)connect. Immutable, shared by restarts."""
+
+    transport: Transport
+    sampling: Provider | None = None
+    sampling_model: str | None = None
+    elicitation: ElicitationHandler | None = None
+    reconnect: ReconnectPolicy = attrs.field(factory=ReconnectPolicy)
+    wait_for_connection: bool = False
+    replay_tools: frozenset[str] = frozenset()
+    on_log: LogHandler | None = None
+    on_resource_updated: ResourceUpdatedHandler | None = None
+    log_level: str | None = None
+    roots_enabled: bool = False
+    client_name: str = "kova"
+    client_version: str = "0.1.0"
+
+
+@attrs.define(eq=False)
+class SharedState:
+    """What outlives one incarnation of the connection actor, for the client's whole block.
+
+    Written only by the connection actor (through its messages); the :class:`McpClient`
+    handle reads :attr:`state`, a frozen value that is replaced, never changed in place.
+    """
+
+    name: str
+    on_state_change: StateChangeHandler | None = None
+    state: McpConnectionState = attrs.field(
+        factory=lambda: McpConnectionState(status="connecting", since=now())
+    )
+    changed: trio.Event = attrs.field(factory=trio.Event)
+    """Set (and replaced) on every state change."""
+    roots: tuple[McpRoot, ...] = ()
+    subscriptions: set[str] = attrs.field(factory=set)
+    tool_watchers: list[Callable[[tuple[ToolDefinition, ...]], None]] = attrs.field(factory=list)
+    """Told the new tool list after a ``list_changed`` (the agents that use these tools)."""
+
+    def publish(self, state: McpConnectionState) -> None:
+        if attrs.evolve(state, since=self.state.since) == self.state:
+            return  # nothing a host would notice changed
+        self.state = state
+        changed, self.changed = self.changed, trio.Event()
+        changed.set()
+        if self.on_state_change is not None:
+            try:
+                self.on_state_change(state)
+            except Exception as exc:  # a host callback must not take the connection down
+                log.warning("mcp.state_callback.failed", connection=self.name, error=repr(exc))
