@@ -51,7 +51,7 @@ from .._errors import (
 )
 from .._log import get_logger
 from .._models import ChatRequest
-from ..actors import Actor
+from ..actors import Actor, UnknownMessage
 from . import _convert
 from . import _operations as operations
 from ._messages import (
@@ -587,7 +587,7 @@ class McpConnection(Actor):
                 session = await self._live_session(None)
                 return operations.server_info(session.client)
             case _:
-                raise McpError(f"unknown request {message!r}")
+                raise UnknownMessage(self.name, message)
 
     def _unavailable(self) -> McpUnavailableError:
         state = self._shared.state

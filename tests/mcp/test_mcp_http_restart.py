@@ -130,8 +130,8 @@ async def test_server_restarted_while_idle_is_recovered_without_reconnect(server
                 await server.up()
                 back = trio.current_time()
                 state = await client.wait_for_state("connected")
-                # Typically 0.2-0.4 s (the backoff is capped at 0.25 s, then initialize);
-                # the slack is for a loaded machine.
+                # The backoff is capped at 0.25 s, then initialize runs; up to 1.1 s was
+                # measured on a heavily loaded machine.
                 assert trio.current_time() - back < 1.5
                 assert state.session == 2
                 assert (await client.tools_call(tool, arguments)).text == expected
