@@ -198,7 +198,10 @@ def encode_contents(
             previous.extend(parts)
         else:
             contents.append({"role": role, "parts": list(parts)})
-    instruction: dict[str, JSONValue] | None = {"parts": system} if system else None
+    # The role is optional; google-genai sends "user", and so does kova.
+    instruction: dict[str, JSONValue] | None = (
+        {"parts": system, "role": "user"} if system else None
+    )
     return instruction, contents
 
 

@@ -13,6 +13,7 @@ what it accepts and rewrites what has an equivalent:
 * ``exclusiveMinimum``/``exclusiveMaximum`` (numbers) → ``minimum``/``maximum``;
   ``examples`` → ``example`` (the first);
 * non-string ``enum`` values → strings (Gemini enums are strings);
+* ``type`` names upper-case (``"STRING"``, ``"OBJECT"``: the proto enum, as google-genai sends);
 * anything else (``$schema``, ``$id``, ``not``, ``if``/``then``/``else``,
   ``patternProperties``, ``discriminator``, ``dependentRequired``, ...) is dropped.
 """
@@ -80,12 +81,12 @@ def _clean(
     depth: int,
 ) -> dict[str, JSONValue]:
     if depth > _MAX_DEPTH:
-        return {"type": "object"}
+        return {"type": "OBJECT"}
     ref = schema.get("$ref")
     if isinstance(ref, str):
         target = defs.get(ref)
         if ref in seen or not isinstance(target, Mapping):
-            out: dict[str, JSONValue] = {"type": "object"}
+            out: dict[str, JSONValue] = {"type": "OBJECT"}
         else:
             out = _clean(target, defs, (*seen, ref), depth + 1)
         # Sibling keywords of a $ref (a description, say) refine the inlined schema.
@@ -130,11 +131,9 @@ def _clean(
                 out["example"] = value[0]
         elif key in ALLOWED_KEYWORDS and key not in ("enum",):
             out[key] = value
-    if "enum" in out and "type" not in out:
-        out["type"] = "string"
-    elif "enum" in out and out.get("type") != "string":
+    if "enum" in out:
         # Gemini enums are strings: a numeric enum is sent as its string forms.
-        out["type"] = "string"
+        out["type"] = "STRING"
     return out
 
 
@@ -155,7 +154,7 @@ def _type(out: dict[str, JSONValue], value: JSONValue) -> None:
         if value == "null":
             out["nullable"] = True
         else:
-            out["type"] = value
+            out["type"] = value.upper()
         return
     if isinstance(value, Sequence):
         kinds = [kind for kind in value if isinstance(kind, str)]
@@ -163,9 +162,9 @@ def _type(out: dict[str, JSONValue], value: JSONValue) -> None:
             out["nullable"] = True
         rest = [kind for kind in kinds if kind != "null"]
         if len(rest) == 1:
-            out["type"] = rest[0]
+            out["type"] = rest[0].upper()
         elif rest:
-            out["anyOf"] = [{"type": kind} for kind in rest]
+            out["anyOf"] = [{"type": kind.upper()} for kind in rest]
 
 
 def _any_of(

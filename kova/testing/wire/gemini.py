@@ -29,6 +29,7 @@ from ...providers.gemini._convert import SYNTHETIC_ID_KEY, THOUGHT_SIGNATURE_KEY
 
 __all__ = [
     "DecodedRequest",
+    "camel_keys",
     "decode_request",
     "function_call_part",
     "response_json",
@@ -137,13 +138,46 @@ def _decode_content(content: Mapping[str, JSONValue], calls: dict[str, str]) -> 
     return messages
 
 
+_OPAQUE = frozenset(
+    {
+        "args",
+        "response",
+        "parametersJsonSchema",
+        "parameters",
+        "responseSchema",
+        "responseJsonSchema",
+    }
+)
+"""Fields whose values are user data (schemas, arguments): their keys are kept as sent."""
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def camel_keys(value: JSONValue) -> JSONValue:
+    """``value`` with snake_case field names in camelCase, as Google's JSON parser reads them
+    (google-genai sends a few nested fields in snake_case); user data is left alone."""
+    if isinstance(value, Mapping):
+        out: dict[str, JSONValue] = {}
+        for key, item in value.items():
+            name = _camel(key)
+            out[name] = item if name in _OPAQUE else camel_keys(item)
+        return out
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return [camel_keys(item) for item in value]
+    return value
+
+
 def decode_request(body: JSONValue) -> DecodedRequest:
-    """A request body as kova values.
+    """A request body as kova values (snake_case field names accepted, as the API does).
 
     Raises:
         ValueError: the body is not a ``generateContent`` request (no ``contents`` list, an
             unknown role, a function response without a name, ...).
     """
+    body = camel_keys(body)
     if not isinstance(body, Mapping):
         raise ValueError("the body must be a JSON object")
     contents = body.get("contents")

@@ -66,7 +66,7 @@ def test_request_body_matches_the_wire_note() -> None:
                 ],
             }
         ],
-        "systemInstruction": {"parts": [{"text": "You are terse."}]},
+        "systemInstruction": {"parts": [{"text": "You are terse."}], "role": "user"},
         "tools": [
             {
                 "functionDeclarations": [
@@ -221,8 +221,8 @@ def test_structured_output_sends_a_sanitized_schema() -> None:
     assert generation == {
         "responseMimeType": "application/json",
         "responseSchema": {
-            "type": "object",
-            "properties": {"answer": {"type": "string"}},
+            "type": "OBJECT",
+            "properties": {"answer": {"type": "STRING"}},
             "required": ["answer"],
             "additionalProperties": False,
         },

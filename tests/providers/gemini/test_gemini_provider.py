@@ -99,7 +99,7 @@ async def test_non_streaming_request_and_response() -> None:
     assert request.headers["x-goog-api-key"] == KEY
     assert request.headers["x-goog-user-project"] == "p"
     body = request.json()
-    assert body["systemInstruction"] == {"parts": [{"text": "Be brief."}]}  # type: ignore[index,call-overload]
+    assert body["systemInstruction"] == {"parts": [{"text": "Be brief."}], "role": "user"}  # type: ignore[index,call-overload]
     assert body["generationConfig"] == {"maxOutputTokens": 64}  # type: ignore[index,call-overload]
     assert list(server.script.requests[0].messages) == [
         Message.system("Be brief."),
@@ -229,7 +229,7 @@ async def test_structured_output() -> None:
     assert json.loads(response.text) == {"answer": "x"}
     generation = server.requests[0].json()["generationConfig"]  # type: ignore[index,call-overload]
     assert generation["responseMimeType"] == "application/json"
-    assert generation["responseSchema"]["properties"]["n"] == {"enum": ["1"], "type": "string"}
+    assert generation["responseSchema"]["properties"]["n"] == {"enum": ["1"], "type": "STRING"}
 
 
 async def test_rate_limit_with_retry_info() -> None:

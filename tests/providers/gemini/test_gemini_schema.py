@@ -47,94 +47,94 @@ def _keys(schema: object) -> set[str]:
     ],
 )
 def test_rejected_keywords_are_dropped(keyword: str) -> None:
-    schema = {"type": "object", "properties": {"a": {"type": "string", keyword: {}}}, keyword: 1}
+    schema = {"type": "OBJECT", "properties": {"a": {"type": "STRING", keyword: {}}}, keyword: 1}
     cleaned = sanitize_schema(schema)
     assert keyword not in _keys(cleaned)
-    assert cleaned["properties"] == {"a": {"type": "string"}}
+    assert cleaned["properties"] == {"a": {"type": "STRING"}}
 
 
 def test_const_becomes_a_one_value_enum() -> None:
-    assert sanitize_schema({"const": "x"}) == {"enum": ["x"], "type": "string"}
+    assert sanitize_schema({"const": "x"}) == {"enum": ["x"], "type": "STRING"}
 
 
 def test_one_of_becomes_any_of() -> None:
-    cleaned = sanitize_schema({"oneOf": [{"type": "string"}, {"type": "integer"}]})
-    assert cleaned == {"anyOf": [{"type": "string"}, {"type": "integer"}]}
+    cleaned = sanitize_schema({"oneOf": [{"type": "STRING"}, {"type": "INTEGER"}]})
+    assert cleaned == {"anyOf": [{"type": "STRING"}, {"type": "INTEGER"}]}
 
 
 def test_all_of_is_merged() -> None:
     cleaned = sanitize_schema(
-        {"allOf": [{"type": "object", "properties": {"a": {"type": "string"}}}], "title": "T"}
+        {"allOf": [{"type": "OBJECT", "properties": {"a": {"type": "STRING"}}}], "title": "T"}
     )
-    assert cleaned == {"type": "object", "properties": {"a": {"type": "string"}}, "title": "T"}
+    assert cleaned == {"type": "OBJECT", "properties": {"a": {"type": "STRING"}}, "title": "T"}
 
 
 def test_type_array_with_null_becomes_nullable() -> None:
-    assert sanitize_schema({"type": ["string", "null"]}) == {"type": "string", "nullable": True}
+    assert sanitize_schema({"type": ["string", "null"]}) == {"type": "STRING", "nullable": True}
     assert sanitize_schema({"type": ["string", "integer"]}) == {
-        "anyOf": [{"type": "string"}, {"type": "integer"}]
+        "anyOf": [{"type": "STRING"}, {"type": "INTEGER"}]
     }
 
 
 def test_any_of_with_null_branch_becomes_nullable() -> None:
-    assert sanitize_schema({"anyOf": [{"type": "integer"}, {"type": "null"}]}) == {
-        "type": "integer",
+    assert sanitize_schema({"anyOf": [{"type": "INTEGER"}, {"type": "null"}]}) == {
+        "type": "INTEGER",
         "nullable": True,
     }
 
 
 def test_refs_are_inlined_and_recursion_is_cut() -> None:
     schema = {
-        "type": "object",
+        "type": "OBJECT",
         "properties": {
             "city": {"$ref": "#/$defs/City", "description": "where"},
             "node": {"$ref": "#/definitions/Node"},
         },
-        "$defs": {"City": {"type": "string", "minLength": 1}},
+        "$defs": {"City": {"type": "STRING", "minLength": 1}},
         "definitions": {
-            "Node": {"type": "object", "properties": {"next": {"$ref": "#/definitions/Node"}}}
+            "Node": {"type": "OBJECT", "properties": {"next": {"$ref": "#/definitions/Node"}}}
         },
     }
     cleaned = sanitize_schema(schema)
     assert cleaned["properties"] == {
-        "city": {"type": "string", "minLength": 1, "description": "where"},
-        "node": {"type": "object", "properties": {"next": {"type": "object"}}},
+        "city": {"type": "STRING", "minLength": 1, "description": "where"},
+        "node": {"type": "OBJECT", "properties": {"next": {"type": "OBJECT"}}},
     }
     assert "$defs" not in cleaned
     assert "definitions" not in cleaned
 
 
 def test_exclusive_bounds_become_inclusive() -> None:
-    assert sanitize_schema({"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 9}) == {
-        "type": "number",
+    assert sanitize_schema({"type": "NUMBER", "exclusiveMinimum": 0, "exclusiveMaximum": 9}) == {
+        "type": "NUMBER",
         "minimum": 0,
         "maximum": 9,
     }
 
 
 def test_examples_becomes_example() -> None:
-    assert sanitize_schema({"type": "string", "examples": ["a", "b"]}) == {
-        "type": "string",
+    assert sanitize_schema({"type": "STRING", "examples": ["a", "b"]}) == {
+        "type": "STRING",
         "example": "a",
     }
 
 
 def test_non_string_enums_become_strings() -> None:
-    assert sanitize_schema({"type": "integer", "enum": [1, 2, True, None]}) == {
-        "type": "string",
+    assert sanitize_schema({"type": "INTEGER", "enum": [1, 2, True, None]}) == {
+        "type": "STRING",
         "enum": ["1", "2", "true", "null"],
     }
 
 
 def test_accepted_keywords_are_kept() -> None:
     schema = {
-        "type": "object",
+        "type": "OBJECT",
         "title": "Answer",
         "description": "d",
         "properties": {
-            "n": {"type": "integer", "minimum": 1, "maximum": 5, "format": "int32"},
-            "s": {"type": "string", "pattern": "^a", "maxLength": 3, "nullable": True},
-            "xs": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 2},
+            "n": {"type": "INTEGER", "minimum": 1, "maximum": 5, "format": "int32"},
+            "s": {"type": "STRING", "pattern": "^a", "maxLength": 3, "nullable": True},
+            "xs": {"type": "ARRAY", "items": {"type": "STRING"}, "minItems": 1, "maxItems": 2},
         },
         "required": ["n"],
         "propertyOrdering": ["n", "s", "xs"],
