@@ -96,14 +96,20 @@ def _tool_message(result: ToolResult, names: Mapping[str, str]) -> list[dict[str
             provider=PROVIDER,
             error_class=ProviderErrorClass.INVALID_REQUEST,
         )
-    message: dict[str, JSONValue] = {"role": "tool", "content": result.text, "tool_name": name}
+    message = _message("tool", result.text)
+    message["tool_name"] = name
     messages = [message]
     if not isinstance(result.content, str):
         images = _images(result.content)
         if images:
             # Tool messages carry text; a tool's images follow as a user message.
-            messages.append({"role": "user", "content": "", "images": images})
+            messages.append({"role": "user", "images": images})
     return messages
+
+
+def _message(role: str, content: str) -> dict[str, JSONValue]:
+    # Empty content is left out, as the official client leaves out every empty field.
+    return {"role": role, "content": content} if content else {"role": role}
 
 
 def encode_messages(messages: Sequence[Message]) -> list[dict[str, JSONValue]]:
@@ -116,12 +122,12 @@ def encode_messages(messages: Sequence[Message]) -> list[dict[str, JSONValue]]:
                 encoded.extend(_tool_message(block, names))
         match message.role:
             case Role.SYSTEM:
-                encoded.append({"role": "system", "content": message.text})
+                encoded.append(_message("system", message.text))
             case Role.USER:
                 text = message.text
                 images = _images(message.content)
                 if text or images:
-                    user: dict[str, JSONValue] = {"role": "user", "content": text}
+                    user = _message("user", text)
                     if images:
                         user["images"] = images
                     encoded.append(user)
@@ -136,10 +142,7 @@ def encode_messages(messages: Sequence[Message]) -> list[dict[str, JSONValue]]:
                             continue
                         assert_never(block)
                 if calls or message.text:
-                    assistant: dict[str, JSONValue] = {
-                        "role": "assistant",
-                        "content": message.text,
-                    }
+                    assistant = _message("assistant", message.text)
                     if calls:
                         assistant["tool_calls"] = calls
                     encoded.append(assistant)

@@ -173,7 +173,6 @@ def test_tool_round_trip_sends_objects_and_tool_names() -> None:
     assert body["messages"][1:] == [  # type: ignore[index]
         {
             "role": "assistant",
-            "content": "",
             "tool_calls": [
                 {"function": {"name": "get_weather", "arguments": {"city": "Tokyo"}}},
                 {"function": {"name": "get_weather", "arguments": {"city": "Oslo"}}},

@@ -137,7 +137,6 @@ async def test_agent_tool_loop_matches_results_by_kova_ids() -> None:
     assert second["messages"][1:] == [  # type: ignore[index,call-overload]
         {
             "role": "assistant",
-            "content": "",
             "tool_calls": [
                 {"function": {"name": "get_weather", "arguments": {"city": "Oslo"}}},
                 {"function": {"name": "get_weather", "arguments": {"city": "Rome"}}},
