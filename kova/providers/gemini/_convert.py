@@ -199,9 +199,7 @@ def encode_contents(
         else:
             contents.append({"role": role, "parts": list(parts)})
     # The role is optional; google-genai sends "user", and so does kova.
-    instruction: dict[str, JSONValue] | None = (
-        {"parts": system, "role": "user"} if system else None
-    )
+    instruction: dict[str, JSONValue] | None = {"parts": system, "role": "user"} if system else None
     return instruction, contents
 
 
@@ -507,15 +505,28 @@ def _error_object(body: JSONValue) -> Mapping[str, JSONValue] | None:
     return None
 
 
-def _retry_delay(error: Mapping[str, JSONValue]) -> float | None:
+def _details(error: Mapping[str, JSONValue], kind: str) -> list[Mapping[str, JSONValue]]:
     details = error.get("details")
     if not isinstance(details, list):
-        return None
-    for detail in details:
-        if isinstance(detail, Mapping) and str(detail.get("@type", "")).endswith(
-            "google.rpc.RetryInfo"
-        ):
-            return parse_retry_delay(detail.get("retryDelay"))
+        return []
+    return [
+        detail
+        for detail in details
+        if isinstance(detail, Mapping) and str(detail.get("@type", "")).endswith(kind)
+    ]
+
+
+def _retry_delay(error: Mapping[str, JSONValue]) -> float | None:
+    for detail in _details(error, "google.rpc.RetryInfo"):
+        return parse_retry_delay(detail.get("retryDelay"))
+    return None
+
+
+def _error_class(error: Mapping[str, JSONValue]) -> ProviderErrorClass | None:
+    # A bad key is a 400 INVALID_ARGUMENT whose ErrorInfo says API_KEY_INVALID: an auth error.
+    for detail in _details(error, "google.rpc.ErrorInfo"):
+        if detail.get("reason") in ("API_KEY_INVALID", "API_KEY_EXPIRED"):
+            return ProviderErrorClass.AUTH_INVALID
     return None
 
 
@@ -535,6 +546,7 @@ def error_details(body: JSONValue) -> ErrorDetails:
         message=message if isinstance(message, str) else None,
         error_type=status if isinstance(status, str) and status else None,
         code=str(code) if isinstance(code, int | str) and not isinstance(code, bool) else None,
+        error_class=_error_class(error),
         retry_after=_retry_delay(error),
     )
 
@@ -551,6 +563,7 @@ def stream_error(error: object, *, mid_stream: bool = True) -> ProviderError:
         provider=PROVIDER,
         status_code=status_code if isinstance(status_code, int) else None,
         error_type=details.error_type,
+        error_class=details.error_class,
         retry_after=details.retry_after,
         mid_stream=mid_stream,
     )

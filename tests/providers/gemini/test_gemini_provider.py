@@ -14,7 +14,6 @@ from kova import (
     Message,
     ModelResponse,
     ProviderAuthError,
-    ProviderError,
     RateLimited,
     ResponseFormat,
     StopReason,
@@ -264,7 +263,7 @@ async def test_bad_key_is_an_auth_error_and_no_key_fails_before_sending(
     async with open_gemini_server(Script([]), api_key="right") as server:
         provider = provider_for(server)
         async with provider.open():
-            with pytest.raises(ProviderError, match="API key not valid") as caught:
+            with pytest.raises(ProviderAuthError, match="API key not valid") as caught:
                 await provider.chat_completion(ChatRequest.of("q"))
         assert "API key not valid" in str(caught.value)
         monkeypatch.delenv("GEMINI_API_KEY", raising=False)
