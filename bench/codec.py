@@ -17,10 +17,23 @@ from typing import Any
 
 import payloads
 
+_SEPARATOR = {"gemini": b"\r\n\r\n", "ollama": b"\n"}
+"""How a format ends one event (SSE: a blank line; Gemini writes CRLFs; Ollama: a line)."""
+
 
 def _pieces(api: str, n: int) -> list[bytes]:
     body = payloads.sse_body(api, n)
-    return [p + b"\n\n" for p in body.split(b"\n\n") if p]
+    separator = _SEPARATOR.get(api, b"\n\n")
+    return [p + separator for p in body.split(separator) if p]
+
+
+def _floor_text(api: str, obj: Any) -> str | None:
+    """The answer text of one parsed event, for the formats beyond OpenAI and Anthropic."""
+    if api == "gemini":
+        parts = obj["candidates"][0]["content"]["parts"]
+        return "".join(p.get("text", "") for p in parts if not p.get("thought")) or None
+    text: str | None = obj["message"].get("content")
+    return text or None
 
 
 def _measure(fn: Any, n: int, repeats: int) -> dict[str, Any]:
@@ -38,6 +51,8 @@ def floor_codec(size: dict[str, Any]) -> dict[str, Any]:
     api, n = size["api"], size["chunks"]
     pieces = _pieces(api, n)
     openai = api == "openai"
+    if api in _SEPARATOR:
+        return _measure(_floor_other(api, pieces, n), n, size["repeats"])
 
     def run() -> None:
         loads = json.loads
@@ -67,6 +82,27 @@ def floor_codec(size: dict[str, Any]) -> dict[str, Any]:
     return _measure(run, n, size["repeats"])
 
 
+def _floor_other(api: str, pieces: list[bytes], n: int) -> Any:
+    separator = _SEPARATOR[api]
+    prefix = 6 if api == "gemini" else 0  # "data: "
+
+    def run() -> None:
+        loads = json.loads
+        buffer = b""
+        chars = 0
+        for chunk in pieces:
+            buffer += chunk
+            *events, buffer = buffer.split(separator)
+            for event in events:
+                if event:
+                    text = _floor_text(api, loads(event[prefix:]))
+                    if text:
+                        chars += len(text)
+        assert chars == len(payloads.answer_text(n))
+
+    return run
+
+
 def kova_codec(size: dict[str, Any]) -> dict[str, Any]:
     from kova._models import TextDelta
 
@@ -74,16 +110,24 @@ def kova_codec(size: dict[str, Any]) -> dict[str, Any]:
     pieces = _pieces(api, n)
     expect = len(payloads.answer_text(n))
 
-    from kova.providers import SseFramer
+    from kova.providers import NdjsonFramer, SseFramer
 
+    Framer: Any = SseFramer
+    Decoder: Any
     if api == "openai":
         from kova.providers.openai._stream import OpenAiStreamDecoder as Decoder
+    elif api == "gemini":
+        from kova.providers.gemini._stream import GeminiStreamDecoder as Decoder
+    elif api == "ollama":
+        from kova.providers.ollama._stream import OllamaStreamDecoder as Decoder
+
+        Framer = NdjsonFramer
     else:
         from kova.providers.anthropic._stream import AnthropicStreamDecoder as Decoder
 
     def run() -> None:
         # Exactly what the HTTP provider does per network read: frame, then decode.
-        framer = SseFramer()
+        framer = Framer()
         decoder = Decoder()
         chars = 0
         for chunk in pieces:

@@ -1,5 +1,6 @@
-"""A mock LLM server for benchmarks: OpenAI ``/v1/chat/completions`` and Anthropic
-``/v1/messages``, JSON and SSE, from precomputed bytes.
+"""A mock LLM server for benchmarks: OpenAI ``/v1/chat/completions``, Anthropic
+``/v1/messages``, Gemini ``:generateContent`` / ``:streamGenerateContent`` (SSE) and Ollama
+``/api/chat`` (NDJSON), JSON and streams, from precomputed bytes.
 
 It runs in its own process (``python bench/mockserver.py``, prints ``PORT <n>`` when ready)
 on a bare asyncio ``Protocol``: per request it parses the request head, ``json.loads`` the
@@ -34,7 +35,14 @@ def _has_tool_result(api: str, messages: object) -> bool:
     for message in messages:
         if not isinstance(message, dict):
             continue
-        if api == "openai":
+        if api == "gemini":
+            parts = message.get("parts")
+            if isinstance(parts, list) and any(
+                isinstance(p, dict) and "functionResponse" in p for p in parts
+            ):
+                return True
+            continue
+        if api in ("openai", "ollama"):
             if message.get("role") == "tool":
                 return True
             continue
@@ -53,7 +61,13 @@ def respond(method: bytes, path: bytes, body: bytes) -> bytes:
         # ``/prepare/v1/messages``: build the response this body would get into the cache, so
         # the first timed request does not pay for building it.
         path = path[len(b"/prepare") :]
-    if path.endswith(b"/chat/completions"):
+    gemini_stream = path.endswith(b":streamGenerateContent")
+    if gemini_stream or path.endswith(b":generateContent"):
+        # Gemini: the model is in the path (``/v1beta/models/bench-n20:generateContent``).
+        api = "gemini"
+    elif path == b"/api/chat":
+        api = "ollama"
+    elif path.endswith(b"/chat/completions"):
         api = "openai"
     elif path.endswith(b"/messages"):
         api = "anthropic"
@@ -67,9 +81,17 @@ def respond(method: bytes, path: bytes, body: bytes) -> bytes:
         request = json.loads(body)
     except ValueError:
         return payloads.http_error(400, b'{"error":{"message":"bad json","type":"invalid"}}')
-    tool, n = payloads.parse_model(str(request.get("model", "")))
-    tool_call = tool and not _has_tool_result(api, request.get("messages"))
-    key = (api, bool(request.get("stream")), tool_call, n)
+    if api == "gemini":
+        model = path.rsplit(b"/", 1)[1].split(b":", 1)[0].decode()
+        tool, n = payloads.parse_model(model)
+        tool_call = tool and not _has_tool_result(api, request.get("contents"))
+        key = (api, gemini_stream, tool_call, n)
+    else:
+        tool, n = payloads.parse_model(str(request.get("model", "")))
+        tool_call = tool and not _has_tool_result(api, request.get("messages"))
+        # Ollama streams unless told not to.
+        stream = request.get("stream", api == "ollama")
+        key = (api, bool(stream), tool_call, n)
     response = _CACHE.get(key)
     if response is None:
         response = _CACHE[key] = payloads.build(*key)

@@ -1,4 +1,5 @@
-"""Precomputed wire payloads for the mock server, in the real OpenAI and Anthropic shapes.
+"""Precomputed wire payloads for the mock server, in the real OpenAI, Anthropic, Gemini (SSE)
+and Ollama (NDJSON) shapes.
 
 The request's ``model`` field selects the response (so every SDK can drive it without custom
 headers):
@@ -337,11 +338,151 @@ def anthropic_json_tool() -> bytes:
     return _an_message([block], "tool_use", 16)
 
 
+# --------------------------------------------------------------------------- Gemini
+
+_GM_USAGE = {"promptTokenCount": 44, "totalTokenCount": 44}
+
+
+def _gm_chunk(parts: list[dict[str, object]], finish: str | None = None, output: int = 0) -> bytes:
+    candidate: dict[str, object] = {"content": {"parts": parts, "role": "model"}, "index": 0}
+    usage: dict[str, object] = _GM_USAGE
+    if finish is not None:
+        candidate["finishReason"] = finish
+        usage = {
+            "promptTokenCount": 44,
+            "candidatesTokenCount": output,
+            "totalTokenCount": 44 + output,
+        }
+    body = {
+        "candidates": [candidate],
+        "usageMetadata": usage,
+        "modelVersion": "bench",
+        "responseId": "bench",
+    }
+    return b"data: " + _dumps(body) + b"\r\n\r\n"
+
+
+def _gm_sse(events: list[bytes]) -> bytes:
+    raw = http_sse(events)
+    return raw.replace(b"text/event-stream; charset=utf-8", b"text/event-stream", 1)
+
+
+_GM_CALL = {"functionCall": {"name": TOOL_NAME, "args": TOOL_ARGS}, "thoughtSignature": "c2ln"}
+
+
+def gemini_stream_text(n: int) -> bytes:
+    events = [_gm_chunk([{"text": chunk_text(i)}]) for i in range(n - 1)]
+    events.append(_gm_chunk([{"text": chunk_text(n - 1)}], "STOP", n))
+    return _gm_sse(events)
+
+
+def gemini_stream_tool() -> bytes:
+    return _gm_sse([_gm_chunk([_GM_CALL], "STOP", 16)])
+
+
+def _gm_json(parts: list[dict[str, object]], output: int) -> bytes:
+    return http_json(
+        _dumps(
+            {
+                "candidates": [
+                    {
+                        "content": {"parts": parts, "role": "model"},
+                        "finishReason": "STOP",
+                        "index": 0,
+                    }
+                ],
+                "usageMetadata": {
+                    "promptTokenCount": 44,
+                    "candidatesTokenCount": output,
+                    "totalTokenCount": 44 + output,
+                },
+                "modelVersion": "bench",
+                "responseId": "bench",
+            }
+        )
+    )
+
+
+def gemini_json_text(n: int) -> bytes:
+    return _gm_json([{"text": answer_text(n)}], n)
+
+
+def gemini_json_tool() -> bytes:
+    return _gm_json([_GM_CALL], 16)
+
+
+# --------------------------------------------------------------------------- Ollama
+
+_OL_DONE = {
+    "done": True,
+    "done_reason": "stop",
+    "total_duration": 1000,
+    "load_duration": 100,
+    "prompt_eval_count": 44,
+    "prompt_eval_duration": 200,
+    "eval_duration": 700,
+}
+
+
+def _ol_line(message: dict[str, object], done: bool = False, output: int = 0) -> bytes:
+    body: dict[str, object] = {
+        "model": "bench",
+        "created_at": "2026-01-01T00:00:00Z",
+        "message": {"role": "assistant", **message},
+    }
+    if done:
+        body.update(_OL_DONE)
+        body["eval_count"] = output
+    else:
+        body["done"] = False
+    return _dumps(body) + b"\n"
+
+
+def _ol_stream(lines: list[bytes]) -> bytes:
+    raw = http_sse(lines)
+    return raw.replace(b"text/event-stream; charset=utf-8", b"application/x-ndjson", 1).replace(
+        b"cache-control: no-cache\r\n", b"", 1
+    )
+
+
+_OL_CALL = {"function": {"name": TOOL_NAME, "arguments": TOOL_ARGS}}
+
+
+def ollama_stream_text(n: int) -> bytes:
+    lines = [_ol_line({"content": chunk_text(i)}) for i in range(n)]
+    lines.append(_ol_line({"content": ""}, done=True, output=n))
+    return _ol_stream(lines)
+
+
+def ollama_stream_tool() -> bytes:
+    lines = [_ol_line({"content": "", "tool_calls": [_OL_CALL]})]
+    lines.append(_ol_line({"content": ""}, done=True, output=16))
+    return _ol_stream(lines)
+
+
+def ollama_json_text(n: int) -> bytes:
+    return http_json(_ol_line({"content": answer_text(n)}, done=True, output=n).rstrip())
+
+
+def ollama_json_tool() -> bytes:
+    return http_json(
+        _ol_line({"content": "", "tool_calls": [_OL_CALL]}, done=True, output=16).rstrip()
+    )
+
+
 # --------------------------------------------------------------------------- selection
 
 
 def build(api: str, stream: bool, tool_call: bool, n: int) -> bytes:
     """The full HTTP response (head and body) for one request."""
+    if api == "gemini":
+        if tool_call:
+            return gemini_stream_tool() if stream else gemini_json_tool()
+        return gemini_stream_text(n) if stream else gemini_json_text(n)
+    if api == "ollama":
+        if tool_call:
+            return ollama_stream_tool() if stream else ollama_json_tool()
+        return ollama_stream_text(n) if stream else ollama_json_text(n)
     if api == "openai":
         if tool_call:
             return openai_stream_tool() if stream else openai_json_tool()
@@ -353,7 +494,13 @@ def build(api: str, stream: bool, tool_call: bool, n: int) -> bytes:
 
 def sse_body(api: str, n: int) -> bytes:
     """Only the SSE body of a text stream (no HTTP framing): input for codec benchmarks."""
-    raw = openai_stream_text(n) if api == "openai" else anthropic_stream_text(n)
+    streams = {
+        "openai": openai_stream_text,
+        "anthropic": anthropic_stream_text,
+        "gemini": gemini_stream_text,
+        "ollama": ollama_stream_text,
+    }
+    raw = streams[api](n)
     _head, _, chunked = raw.partition(b"\r\n\r\n")
     out = []
     pos = 0

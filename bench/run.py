@@ -65,7 +65,7 @@ CLIENTS = [
         FLOOR,
         "floor:Httpx2Trio",
         "floor",
-        ("openai", "anthropic"),
+        ("openai", "anthropic", "gemini", "ollama"),
         ("b", "c", "d", "e"),
         ("httpx2", "trio"),
         "import httpx2, trio",
@@ -93,7 +93,7 @@ CLIENTS = [
         KOVA,
         "kova_client:Kova",
         "kova",
-        ("openai", "anthropic"),
+        ("openai", "anthropic", "gemini", "ollama"),
         ("b", "c", "d"),
         ("kova",),
         "import kova",
@@ -103,7 +103,7 @@ CLIENTS = [
         KOVA_AGENT,
         "kova_client:KovaAgent",
         "kova",
-        ("openai", "anthropic"),
+        ("openai", "anthropic", "gemini", "ollama"),
         ("b", "c", "d", "e"),
         ("kova",),
         AGENT_PROGRAM,
@@ -113,7 +113,7 @@ CLIENTS = [
         "kova actor (trio)",
         "kova_client:KovaActor",
         "kova",
-        ("openai", "anthropic"),
+        ("openai", "anthropic", "gemini", "ollama"),
         ("b", "c", "d"),
         ("kova",),
         "",
@@ -250,11 +250,19 @@ class MockServer:
 
     def prepare(self, api: str, bodies: list[dict[str, Any]]) -> None:
         """Have the server build (and cache) the responses to these request bodies."""
-        path = "/prepare" + ("/v1/chat/completions" if api == "openai" else "/v1/messages")
+        paths = {"openai": "/v1/chat/completions", "ollama": "/api/chat"}
+        path = "/prepare" + paths.get(api, "/v1/messages")
         host, port = self.base_url.rsplit("/", 1)[1].split(":")
         conn = http.client.HTTPConnection(host, int(port), timeout=60)
         try:
             for body in bodies:
+                if api == "gemini":
+                    # The model and streaming are in the path; a tool result is a part.
+                    method = "streamGenerateContent" if body.get("stream") else "generateContent"
+                    path = f"/prepare/v1beta/models/{body['model']}:{method}"
+                    answered = bool(body.get("messages"))
+                    parts = [{"functionResponse": {}}] if answered else [{"text": "q"}]
+                    body = {"contents": [{"role": "user", "parts": parts}]}
                 conn.request("POST", path, json.dumps(body), {"content-type": "application/json"})
                 conn.getresponse().read()
         finally:

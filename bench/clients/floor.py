@@ -1,7 +1,8 @@
 """The floor: a raw HTTP client that streams and parses each event, and nothing else.
 
-Hand-written the way a careful user would: ``aiter_bytes``, split events on the blank line,
-``json.loads`` each ``data:`` payload and pick the text out of it. The same code runs on
+Hand-written the way a careful user would: ``aiter_bytes``, split events on the blank line
+(Gemini: ``\\r\\n\\r\\n``; Ollama: lines), ``json.loads`` each payload and pick the text out
+of it. The same code runs on
 httpx2 (under asyncio and under trio) and on httpx (asyncio) for comparison.
 """
 
@@ -16,10 +17,46 @@ import payloads
 _HEADERS = {
     "openai": {"authorization": "Bearer sk-bench"},
     "anthropic": {"x-api-key": "sk-bench", "anthropic-version": "2023-06-01"},
+    "gemini": {"x-goog-api-key": "bench-key"},
+    "ollama": {},
 }
-_PATH = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
+_PATH = {
+    "openai": "/v1/chat/completions",
+    "anthropic": "/v1/messages",
+    "gemini": "/v1beta/models/",
+    "ollama": "/api/chat",
+}
+_GEMINI_TOOLS = [
+    {
+        "functionDeclarations": [
+            {
+                "name": payloads.TOOL_NAME,
+                "description": "Weather for a city.",
+                "parametersJsonSchema": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}},
+                    "required": ["city"],
+                },
+            }
+        ]
+    }
+]
 _TOOLS = {
     "openai": [
+        {
+            "type": "function",
+            "function": {
+                "name": payloads.TOOL_NAME,
+                "description": "Weather for a city.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}},
+                    "required": ["city"],
+                },
+            },
+        }
+    ],
+    "ollama": [
         {
             "type": "function",
             "function": {
@@ -53,6 +90,24 @@ def get_weather(city: str) -> str:
 
 
 def _body(api: str, model: str, messages: list[Any], stream: bool, tools: bool = False) -> dict:
+    if api == "gemini":
+        gemini: dict[str, Any] = {
+            "contents": messages,
+            "generationConfig": {"maxOutputTokens": 1024},
+        }
+        if tools:
+            gemini["tools"] = _GEMINI_TOOLS
+        return gemini
+    if api == "ollama":
+        ollama: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "stream": stream,
+            "options": {"num_predict": 1024},
+        }
+        if tools:
+            ollama["tools"] = _TOOLS[api]
+        return ollama
     body: dict[str, Any] = {"model": model, "messages": messages, "max_tokens": 1024}
     if stream:
         body["stream"] = True
@@ -87,7 +142,28 @@ class _Floor:
     async def __aexit__(self, *exc: object) -> None:
         await self.client.__aexit__(*exc)
 
+    def _first(self) -> list[Any]:
+        if self.api == "gemini":
+            return [{"role": "user", "parts": [{"text": PROMPT}]}]
+        return [{"role": "user", "content": PROMPT}]
+
+    def _url(self, model: str, stream: bool) -> str:
+        if self.api != "gemini":
+            return self.url
+        method = ":streamGenerateContent?alt=sse" if stream else ":generateContent"
+        return self.url + model + method
+
     async def call(self, model: str) -> str:
+        if self.api in ("gemini", "ollama"):
+            response = await self.client.post(
+                self._url(model, False), json=_body(self.api, model, self._first(), False)
+            )
+            response.raise_for_status()
+            data = response.json()
+            if self.api == "ollama":
+                return data["message"]["content"]
+            parts = data["candidates"][0]["content"]["parts"]
+            return "".join(p["text"] for p in parts if "text" in p and not p.get("thought"))
         messages = [{"role": "user", "content": PROMPT}]
         response = await self.client.post(self.url, json=_body(self.api, model, messages, False))
         response.raise_for_status()
@@ -96,7 +172,51 @@ class _Floor:
             return data["choices"][0]["message"]["content"]
         return "".join(b["text"] for b in data["content"] if b["type"] == "text")
 
+    async def _stream_gemini(self, model: str) -> tuple[int, int]:
+        body = _body(self.api, model, self._first(), True)
+        deltas = chars = 0
+        loads = json.loads
+        async with self.client.stream("POST", self._url(model, True), json=body) as response:
+            response.raise_for_status()
+            buffer = b""
+            async for chunk in response.aiter_bytes():
+                buffer += chunk
+                *events, buffer = buffer.split(b"\r\n\r\n")
+                for event in events:
+                    if not event.startswith(b"data: "):
+                        continue
+                    obj = loads(event[6:])
+                    for part in obj["candidates"][0]["content"]["parts"]:
+                        text = part.get("text")
+                        if text and not part.get("thought"):
+                            deltas += 1
+                            chars += len(text)
+        return deltas, chars
+
+    async def _stream_ollama(self, model: str) -> tuple[int, int]:
+        body = _body(self.api, model, self._first(), True)
+        deltas = chars = 0
+        loads = json.loads
+        async with self.client.stream("POST", self.url, json=body) as response:
+            response.raise_for_status()
+            buffer = b""
+            async for chunk in response.aiter_bytes():
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if not line:
+                        continue
+                    text = loads(line)["message"].get("content")
+                    if text:
+                        deltas += 1
+                        chars += len(text)
+        return deltas, chars
+
     async def stream(self, model: str) -> tuple[int, int]:
+        if self.api == "gemini":
+            return await self._stream_gemini(model)
+        if self.api == "ollama":
+            return await self._stream_ollama(model)
         messages = [{"role": "user", "content": PROMPT}]
         body = _body(self.api, model, messages, True)
         deltas = chars = 0
@@ -130,8 +250,63 @@ class _Floor:
                             chars += len(delta["text"])
         return deltas, chars
 
+    async def _turn_gemini(self, model: str) -> str:
+        contents: list[Any] = self._first()
+        for _ in range(4):
+            response = await self.client.post(
+                self._url(model, False), json=_body("gemini", model, contents, False, tools=True)
+            )
+            response.raise_for_status()
+            content = response.json()["candidates"][0]["content"]
+            calls = [p["functionCall"] for p in content["parts"] if "functionCall" in p]
+            if not calls:
+                return "".join(p["text"] for p in content["parts"] if "text" in p)
+            contents.append(content)  # echoed as received, signatures included
+            contents.append(
+                {
+                    "role": "user",
+                    "parts": [
+                        {
+                            "functionResponse": {
+                                "name": call["name"],
+                                "response": {"output": get_weather(**call["args"])},
+                            }
+                        }
+                        for call in calls
+                    ],
+                }
+            )
+        raise AssertionError("agent loop did not finish")
+
+    async def _turn_ollama(self, model: str) -> str:
+        messages: list[Any] = self._first()
+        for _ in range(4):
+            response = await self.client.post(
+                self.url, json=_body("ollama", model, messages, False, tools=True)
+            )
+            response.raise_for_status()
+            message = response.json()["message"]
+            calls = message.get("tool_calls")
+            if not calls:
+                return message["content"]
+            messages.append(message)
+            for call in calls:
+                function = call["function"]
+                messages.append(
+                    {
+                        "role": "tool",
+                        "tool_name": function["name"],
+                        "content": get_weather(**function["arguments"]),
+                    }
+                )
+        raise AssertionError("agent loop did not finish")
+
     async def turn(self, model: str) -> str:
         """A hand-written agent loop: request, run the tool, request again."""
+        if self.api == "gemini":
+            return await self._turn_gemini(model)
+        if self.api == "ollama":
+            return await self._turn_ollama(model)
         api = self.api
         messages: list[Any] = [{"role": "user", "content": PROMPT}]
         for _ in range(4):

@@ -29,6 +29,16 @@ async def get_weather(city: str) -> str:
 
 
 def make_provider(base_url: str, api: str) -> Any:
+    if api == "gemini":
+        from kova.providers.gemini import GeminiConfig, GeminiProvider
+
+        return GeminiProvider(
+            GeminiConfig(model="bench-n1", base_url=base_url, api_key="bench-key", timeout=600.0)
+        )
+    if api == "ollama":
+        from kova.providers.ollama import OllamaConfig, OllamaProvider
+
+        return OllamaProvider(OllamaConfig(model="bench-n1", base_url=base_url, timeout=600.0))
     if api == "openai":
         from kova.providers.openai import OpenAiCompatibleProvider, OpenAiConfig
 

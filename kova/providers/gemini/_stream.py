@@ -72,6 +72,7 @@ class GeminiStreamDecoder:
         if self.error is not None:
             return out
         loads = json.loads
+        append = out.append
         for sse in frames:
             data = sse.data
             if not data:
@@ -89,6 +90,24 @@ class GeminiStreamDecoder:
             if "error" in chunk:
                 self.error = stream_error(chunk["error"])
                 break
+            # The hot path: one candidate, no finishReason, one plain text part.
+            candidates = chunk.get("candidates")
+            if type(candidates) is list and candidates:
+                candidate = candidates[0]
+                if type(candidate) is dict and "finishReason" not in candidate:
+                    content = candidate.get("content")
+                    parts = content.get("parts") if type(content) is dict else None
+                    if type(parts) is list and len(parts) == 1:
+                        part = parts[0]
+                        if type(part) is dict and len(part) == 1:
+                            text = part.get("text")
+                            if type(text) is str:
+                                if text:
+                                    append(TextDelta(text=text))
+                                usage = chunk.get("usageMetadata")
+                                if usage is not None:
+                                    self._usage = usage
+                                continue
             try:
                 self._chunk(chunk, out)
             except InvalidResponse as exc:
