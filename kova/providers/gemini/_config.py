@@ -12,6 +12,8 @@ from ..._secret import Secret
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from ..._models import JSONValue
+
 __all__ = [
     "API_KEY_VARIABLES",
     "DEFAULT_BASE_URL",
@@ -152,9 +154,9 @@ class GeminiConfig:
                 "set thinking_budget (Gemini 2.5) or thinking_level (Gemini 3), not both"
             )
 
-    def thinking_config(self) -> dict[str, object] | None:
+    def thinking_config(self) -> dict[str, JSONValue] | None:
         """The ``thinkingConfig`` object, or ``None`` when nothing is configured."""
-        config: dict[str, object] = {}
+        config: dict[str, JSONValue] = {}
         if self.thinking_budget is not None:
             config["thinkingBudget"] = self.thinking_budget
         if self.thinking_level is not None:

@@ -245,7 +245,7 @@ def encode_request(request: ChatRequest, config: GeminiConfig) -> dict[str, JSON
         generation["responseSchema"] = sanitize_schema(inference.response_format.schema)
     thinking = config.thinking_config()
     if thinking is not None:
-        generation["thinkingConfig"] = dict(thinking)  # type: ignore[arg-type]
+        generation["thinkingConfig"] = thinking
     if generation:
         body["generationConfig"] = generation
     return body
