@@ -36,5 +36,28 @@ fi
 OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 cd "$OUT"
-unshare -n sh -c 'ip link set lo up && exec "$@"' conformance \
-  "$NODE" "$RUNNER" client --command "$COMMAND" --suite "$SUITE" -o "$OUT/results"
+run() {
+  unshare -n sh -c 'ip link set lo up && exec "$@"' conformance \
+    "$NODE" "$RUNNER" client --command "$COMMAND" "$@"
+}
+
+# The suite runs its scenarios in parallel; two of them (sse-retry's reconnect timing, and
+# auth/scope-step-up's 30 s budget) can miss their clock on a machine busy with other work.
+# A scenario that fails in the parallel run is run again once on its own, and only a failure
+# there fails the check: a real conformance failure fails both times.
+if run --suite "$SUITE" -o "$OUT/results" | tee "$OUT/suite.log"; then
+  exit 0
+fi
+failed="$(sed -n 's/^✗ \([^:]*\):.*/\1/p' "$OUT/suite.log")"
+if [[ -z "$failed" ]]; then
+  echo "mcp-conformance: the suite failed without naming a failed scenario" >&2
+  exit 1
+fi
+status=0
+for scenario in $failed; do
+  echo "mcp-conformance: running $scenario again on its own"
+  if ! run --scenario "$scenario" -o "$OUT/rerun"; then
+    status=1
+  fi
+done
+exit "$status"
