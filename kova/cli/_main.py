@@ -148,9 +148,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "serve":
         if not args.demo:
             parser.error("kova serve needs --demo (provider flags arrive with kova chat's)")
+        interrupted = False
         try:
             trio.run(_serve_demo, args)
-        except KeyboardInterrupt:
+        except* KeyboardInterrupt:  # Ctrl-C stops the server: quietly
+            interrupted = True
+        if interrupted:
             print(file=sys.stderr)
             return 130
         return 0
