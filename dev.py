@@ -4,6 +4,7 @@
     python3 dev.py demo     run the demo agent (sets up .venv on first use)
     python3 dev.py test     run the test suite (sets up .venv and the MCP test servers)
     python3 dev.py check    ruff and mypy --strict
+    python3 dev.py kova ... the kova command line (same as .venv/bin/kova ...)
 
 Each command creates ``.venv`` with kova and its dev extras the first time (and again whenever
 ``pyproject.toml`` changes), so a fresh clone needs nothing else.
@@ -69,6 +70,10 @@ def main(argv: list[str]) -> int:
     if command == "demo":
         ensure_venv()
         return _run(BIN / "kova", "demo", *rest)
+    if command == "kova":
+        ensure_venv()
+        # Not through _run: the chat must keep the caller's working directory.
+        return subprocess.call([str(BIN / "kova"), *rest])
     if command == "test":
         ensure_venv()
         ensure_mcp_servers()

@@ -1,8 +1,14 @@
-"""``kova``: the command line.
+"""``kova``: the command line (also ``python -m kova``).
 
-``kova demo`` runs a real agent (real provider, real HTTP, real tool loop) against kova's fake
-OpenAI-compatible server on loopback, with a clearly labelled scripted model: no API key and no
-network needed.
+- ``kova chat``: an interactive chat with a real provider (``--provider``, ``--model``,
+  ``--base-url``; keys from the usual environment variables), MCP servers attachable with
+  ``--mcp``, history kept in ``--history FILE``.
+- ``kova models``: the models a provider offers.
+- ``kova mcp tools -- CMD ARGS...``: the tools an MCP server (over stdio) offers.
+- ``kova demo`` runs a real agent (real provider, real HTTP, real tool loop) against kova's
+  fake OpenAI-compatible server on loopback, with a clearly labelled scripted model: no API
+  key and no network needed.
+- ``kova version``.
 """
 
 from __future__ import annotations
@@ -10,9 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import trio
+
+from .._errors import KovaError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -117,10 +126,51 @@ async def _demo(out: Callable[[str], None]) -> None:
         out(f"the fake server saw {len(server.chat_requests())} chat completion requests")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``kova`` console script."""
+def _add_provider_flags(parser: argparse.ArgumentParser) -> None:
+    from ._providers import PROVIDERS
+
+    parser.add_argument(
+        "--provider",
+        choices=sorted(PROVIDERS),
+        help="the provider (default: $KOVA_PROVIDER, else the first whose API key is set)",
+    )
+    parser.add_argument("--model", help="the model id (default: $KOVA_MODEL, else per provider)")
+    parser.add_argument(
+        "--base-url", help="the API base URL (default: $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL)"
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kova", description="kova: LLM agents on trio")
     commands = parser.add_subparsers(dest="command", required=True)
+    chat = commands.add_parser(
+        "chat",
+        help="chat with a model in the terminal",
+        description="Chat with a model. Ctrl-C cancels the running turn; /exit or Ctrl-D quits.",
+    )
+    _add_provider_flags(chat)
+    chat.add_argument("--history", type=Path, help="keep the conversation in this JSON file")
+    chat.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="CMD",
+        help='an MCP server over stdio, e.g. "npx -y @modelcontextprotocol/server-everything" '
+        '(or "PREFIX=CMD"); repeatable',
+    )
+    chat.add_argument("--system", help="a system prompt")
+    chat.add_argument(
+        "--yes", action="store_true", help="run every tool call without asking for approval"
+    )
+    chat.add_argument("--no-color", action="store_true", help="no ANSI colours")
+    models = commands.add_parser("models", help="list the models a provider offers")
+    _add_provider_flags(models)
+    mcp = commands.add_parser("mcp", help="inspect MCP servers")
+    mcp_commands = mcp.add_subparsers(dest="mcp_command", required=True)
+    tools = mcp_commands.add_parser(
+        "tools", help="list an MCP server's tools: kova mcp tools -- CMD"
+    )
+    tools.add_argument("server", nargs=argparse.REMAINDER, help="the server command after --")
     commands.add_parser("demo", help="run a real agent against a local scripted model")
     serve = commands.add_parser(
         "serve",
@@ -139,6 +189,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--yes", action="store_true", help="run every tool call without asking on the page"
     )
     commands.add_parser("version", help="print kova's version")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``kova`` console script and of ``python -m kova``."""
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.command == "version":
         from .. import __version__
@@ -157,7 +213,72 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(file=sys.stderr)
             return 130
         return 0
-    trio.run(_demo, print)
+    if args.command == "demo":
+        trio.run(_demo, print)
+        return 0
+    from ._providers import ProviderSelectionError
+
+    status = 0
+    try:
+        if args.command == "chat":
+            status = _chat(args)
+        elif args.command == "models":
+            status = trio.run(_models, args)
+        else:
+            server = [part for part in args.server if part != "--"]
+            if not server:
+                parser.error("kova mcp tools needs a server command: kova mcp tools -- CMD ...")
+            status = trio.run(_mcp_tools, server)
+    except* ProviderSelectionError as selection:
+        for error in selection.exceptions:
+            print(f"kova: {error}", file=sys.stderr)
+        status = 2
+    except* KovaError as failures:
+        for failure in failures.exceptions:
+            print(f"kova: {failure}", file=sys.stderr)
+        status = 1
+    return status
+
+
+def _chat(args: argparse.Namespace) -> int:
+    import os
+
+    from ._chat import ChatOptions, run_chat
+    from ._providers import select_provider
+
+    selected = select_provider(args.provider, args.model, args.base_url)
+    color = not args.no_color and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    options = ChatOptions(
+        selected=selected,
+        history_path=args.history,
+        mcp_commands=tuple(args.mcp),
+        system_prompt=args.system,
+        approve_all=args.yes,
+        color=color,
+    )
+    return trio.run(run_chat, options)
+
+
+async def _models(args: argparse.Namespace) -> int:
+    from ._providers import select_provider
+
+    selected = select_provider(args.provider, args.model, args.base_url)
+    provider = selected.provider
+    async with provider.open():
+        models = await provider.list_models()
+    for model in sorted(models, key=lambda info: info.id):
+        print(model.id if not model.display_name else f"{model.id}\t{model.display_name}")
+    return 0
+
+
+async def _mcp_tools(server: list[str]) -> int:
+    from ..mcp import McpClient, StdioTransport
+
+    async with McpClient.connect(StdioTransport(server[0], args=server[1:])) as client:
+        definitions = await client.tools_list()
+    for definition in definitions:
+        description = " ".join(definition.description.split())
+        print(f"{definition.name}\t{description}" if description else definition.name)
     return 0
 
 

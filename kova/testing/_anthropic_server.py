@@ -586,10 +586,14 @@ class FakeAnthropicServer:
         usage = next((e.usage for e in events if isinstance(e, UsageEvent)), response.usage)
         writer = _SseWriter(model, message_id, usage)
         cut_after = reply.cut_after if isinstance(reply, StreamReply) else None
+        hold_after = reply.hold_after if isinstance(reply, StreamReply) else None
         return FakeStream(
             headers={"content-type": "text/event-stream", "cache-control": "no-cache"},
-            chunks=list(_stream_chunks(events, writer, cut_after)),
+            chunks=list(
+                _stream_chunks(events, writer, hold_after if hold_after is not None else cut_after)
+            ),
             cut=cut_after is not None,
+            hold=hold_after is not None,
         )
 
     def _count_tokens(self, request: RecordedRequest) -> FakeResponse:

@@ -88,6 +88,9 @@ class FakeStream:
     headers: Mapping[str, str] = attrs.field(factory=dict)
     chunks: Iterable[bytes] | AsyncIterable[bytes] = ()
     cut: bool = False
+    hold: bool = False
+    """After the chunks, send nothing more and keep the connection open until the client
+    closes it: a model that stalls mid-stream (for tests that cancel a stream in progress)."""
 
 
 HttpHandler = Callable[[RecordedRequest], Awaitable[FakeResponse | FakeStream]]
@@ -118,6 +121,14 @@ class _Connection:
                 await self.stream.send_all(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                 raise _ConnectionClosed from exc
+
+    async def _wait_for_close(self) -> None:
+        try:
+            while await self.stream.receive_some(_RECEIVE_SIZE):
+                pass  # a client that stopped reading the body sends nothing we need
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        raise _ConnectionClosed
 
     async def next_event(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
         while True:
@@ -185,6 +196,9 @@ class _Connection:
                 await self.send(h11.Data(data=chunk))
                 # One write per chunk, and let the client read it before the next one.
                 await trio.lowlevel.checkpoint()
+        if response.hold:
+            await self._wait_for_close()
+            return False
         if response.cut:
             return False
         await self.send(h11.EndOfMessage())

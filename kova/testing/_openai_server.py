@@ -294,6 +294,9 @@ def _sse_stream(
 ) -> FakeStream:
     events = stream_events(reply)
     cut_after = reply.cut_after if isinstance(reply, StreamReply) else None
+    hold = isinstance(reply, StreamReply) and reply.hold_after is not None
+    if isinstance(reply, StreamReply) and reply.hold_after is not None:
+        cut_after = reply.hold_after  # the same truncated body, then a stall instead of a cut
     encoder = _ChunkEncoder(completion_id, model, include_usage=include_usage)
     chunks = [encoder.role_chunk()]
     cut = False
@@ -317,6 +320,7 @@ def _sse_stream(
         headers={"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"},
         chunks=chunks,
         cut=cut,
+        hold=hold,
     )
 
 

@@ -72,6 +72,9 @@ class StreamReply:
     """Answer text is streamed in pieces of this many characters."""
     cut_after: int | None = None
     """Cut the stream (connection drop, no stop event) after this many events."""
+    hold_after: int | None = None
+    """Fake servers only: send this many events, then stall (send nothing, keep the connection
+    open) until the client goes away. For testing a cancel in the middle of a stream."""
     events: tuple[StreamEvent, ...] | None = None
     """Exact events to stream instead of deriving them from ``response``."""
 

@@ -1,0 +1,372 @@
+"""``kova chat``: an interactive terminal chat with a real provider.
+
+One task owns the terminal's input: it reads lines in a worker thread and puts them, with
+Ctrl-C presses and tool-approval questions, on one channel (:data:`ConsoleItem`). Whoever
+is in charge of the conversation at the moment reads that channel: the prompt loop between
+turns, the turn's console task during a turn. So nothing is shared between tasks, a line is
+never read twice, and Ctrl-C during a turn cancels exactly that turn's cancel scope: the
+conversation keeps every earlier message and the turn adds none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import sys
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+import attrs
+import trio
+
+from .._errors import KovaError, SerializationError
+from .._models import (
+    Message,
+    TextDelta,
+    ThinkingDelta,
+    ToolAnnotations,
+    ToolUse,
+    messages_from_json,
+    messages_to_json,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ..agent import Agent
+    from ..tools import Tool
+    from ._providers import SelectedProvider
+
+__all__ = ["ChatOptions", "builtin_tools_for_chat", "run_chat"]
+
+_HELP = "commands: /exit (or Ctrl-D) quits, /clear forgets the conversation, /help shows this"
+_RESULT_CHARS = 300
+
+
+@attrs.frozen(kw_only=True)
+class ChatOptions:
+    """What ``kova chat`` was started with."""
+
+    selected: SelectedProvider
+    history_path: Path | None = None
+    mcp_commands: tuple[str, ...] = ()
+    system_prompt: str | None = None
+    approve_all: bool = False
+    color: bool = False
+
+
+@attrs.frozen
+class _Interrupt:
+    """Ctrl-C was pressed."""
+
+
+@attrs.frozen
+class _Ask:
+    """A tool call waits for the user's yes or no."""
+
+    call: ToolUse
+    reply: trio.MemorySendChannel[bool]
+
+
+ConsoleItem = str | None | _Interrupt | _Ask
+"""A line (``None`` at end of input), a Ctrl-C, or an approval question."""
+
+
+def builtin_tools_for_chat(root: Path) -> Sequence[Tool]:
+    """The built-in tools ``kova chat`` gives the model, confined to ``root``.
+
+    TODO(#14): the built-in tools (files, shell, web) are not on main yet. When
+    ``kova.tools.builtin_tools`` lands, return them here, confined to ``root``; every tool
+    whose annotations do not say read-only already asks for approval at the prompt.
+    """
+    del root
+    return ()
+
+
+class _Screen:
+    """Writes to the terminal; thinking dimmed when colour is on."""
+
+    def __init__(self, out: TextIO, *, color: bool) -> None:
+        self._out = out
+        self._color = color
+
+    def write(self, text: str) -> None:
+        self._out.write(text)
+        self._out.flush()
+
+    def dim(self, text: str) -> None:
+        self.write(f"\x1b[2m{text}\x1b[22m" if self._color else text)
+
+
+async def _read_lines(
+    send: trio.MemorySendChannel[ConsoleItem], stdin: TextIO, *, task_status: trio.TaskStatus[None]
+) -> None:
+    """Own the terminal's input: every line goes on the channel, ``None`` at end of input."""
+    async with send:
+        task_status.started()
+        while True:
+            # abandon_on_cancel: a thread blocked in readline cannot be interrupted; at exit
+            # it is left behind (trio's worker threads are daemons).
+            line = await trio.to_thread.run_sync(stdin.readline, abandon_on_cancel=True)
+            if not line:
+                await send.send(None)
+                return
+            await send.send(line.rstrip("\r\n"))
+
+
+async def _watch_interrupts(
+    send: trio.MemorySendChannel[ConsoleItem], *, task_status: trio.TaskStatus[None]
+) -> None:
+    """Turn Ctrl-C into a channel item instead of KeyboardInterrupt."""
+    async with send:
+        with trio.open_signal_receiver(signal.SIGINT) as signals:
+            task_status.started()
+            async for _ in signals:
+                # WouldBlock: nobody is reading yet; the press is dropped, like a terminal
+                # that ignores Ctrl-C while nothing runs.
+                with contextlib.suppress(trio.WouldBlock):
+                    send.send_nowait(_Interrupt())
+
+
+def _is_read_only(tool: Tool) -> bool:
+    # The Tool protocol does not require annotations; tools that carry them (built-in tools,
+    # MCP tools with hints) expose a ToolAnnotations attribute.
+    annotations = getattr(tool, "annotations", None)
+    return isinstance(annotations, ToolAnnotations) and annotations.is_read_only
+
+
+def _approval(
+    asks: trio.MemorySendChannel[ConsoleItem], read_only: frozenset[str], *, approve_all: bool
+) -> object:
+    async def approve(call: ToolUse) -> bool | str:
+        if approve_all or call.name in read_only:
+            return True
+        reply_send, reply_receive = trio.open_memory_channel[bool](1)
+        await asks.send(_Ask(call=call, reply=reply_send))
+        async with reply_receive:
+            allowed = await reply_receive.receive()
+        return True if allowed else "the user denied this tool call"
+
+    return approve
+
+
+def _save(path: Path, history: list[Message]) -> None:
+    # Write then rename, so an interrupted save never leaves half a history behind.
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(messages_to_json(history, indent=1), encoding="utf-8")
+    os.replace(partial, path)
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _RESULT_CHARS else text[:_RESULT_CHARS] + "..."
+
+
+class _Chat:
+    def __init__(
+        self,
+        agent: Agent,
+        items: trio.MemoryReceiveChannel[ConsoleItem],
+        screen: _Screen,
+        options: ChatOptions,
+        history: list[Message],
+    ) -> None:
+        self._agent = agent
+        self._items = items
+        self._screen = screen
+        self._options = options
+        self._history = history
+        self._pending: list[ConsoleItem] = []
+        """Lines typed during a turn, answered after it (type-ahead)."""
+
+    async def _next_item(self) -> ConsoleItem:
+        if self._pending:
+            return self._pending.pop(0)
+        return await self._items.receive()
+
+    async def loop(self) -> None:
+        screen = self._screen
+        while True:
+            screen.write("you> ")
+            item = await self._next_item()
+            if isinstance(item, _Interrupt):
+                screen.write("\n(Ctrl-C cancels a running turn; /exit or Ctrl-D quits)\n")
+                continue
+            if isinstance(item, _Ask):  # cannot happen between turns; never leave it waiting
+                item.reply.send_nowait(False)
+                continue
+            if item is None:
+                screen.write("\n")
+                return
+            text = item.strip()
+            if not text:
+                continue
+            if text in ("/exit", "/quit"):
+                return
+            if text == "/help":
+                screen.write(_HELP + "\n")
+                continue
+            if text == "/clear":
+                self._history.clear()
+                self._persist()
+                screen.write("(conversation cleared)\n")
+                continue
+            await self._turn(text)
+
+    def _persist(self) -> None:
+        if self._options.history_path is not None:
+            _save(self._options.history_path, self._history)
+
+    async def _turn(self, text: str) -> None:
+        screen = self._screen
+        working = [*self._history, Message.user(text)]
+        new_messages: tuple[Message, ...] | None = None
+        failed = False
+        with trio.CancelScope() as turn_scope:
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._console_during_turn, turn_scope)
+                    new_messages = await self._stream(working)
+                    nursery.cancel_scope.cancel(reason="turn finished")
+            except* KovaError as group:
+                # The conversation is kept as it was; the user can try again.
+                for error in group.exceptions:
+                    screen.write(f"\nerror: {error}\n")
+                failed = True
+        if failed:
+            return
+        if turn_scope.cancelled_caught or new_messages is None:
+            screen.write("\n[turn cancelled: nothing was added to the conversation]\n")
+            return
+        self._history[:] = [*working, *new_messages]
+        self._persist()
+
+    async def _stream(self, working: list[Message]) -> tuple[Message, ...] | None:
+        from ..agent import ToolCallFinished, ToolCallStarted, TurnCompleted
+
+        screen = self._screen
+        new_messages: tuple[Message, ...] | None = None
+        at_line_start = True
+        async with self._agent.stream(working) as events:
+            async for event in events:
+                match event:
+                    case TextDelta(text=piece):
+                        screen.write(piece)
+                        at_line_start = piece.endswith("\n")
+                    case ThinkingDelta(text=piece):
+                        screen.dim(piece)
+                        at_line_start = piece.endswith("\n")
+                    case ToolCallStarted(call=call):
+                        prefix = "" if at_line_start else "\n"
+                        arguments = json.dumps(dict(call.input), ensure_ascii=False)
+                        screen.write(f"{prefix}[tool] {call.name} {_short(arguments)}\n")
+                        at_line_start = True
+                    case ToolCallFinished(result=result):
+                        label = "error" if result.is_error else "result"
+                        screen.write(f"[{label}] {_short(result.text)}\n")
+                        at_line_start = True
+                    case TurnCompleted(response=response):
+                        new_messages = response.new_messages
+        screen.write("\n" if not at_line_start else "")
+        return new_messages
+
+    async def _console_during_turn(self, turn_scope: trio.CancelScope) -> None:
+        """Read the console while a turn runs: Ctrl-C cancels the turn, approval questions
+        get the next line, other lines wait for the next prompt."""
+        waiting: list[_Ask] = []
+        while True:
+            item = await self._items.receive()
+            if isinstance(item, _Interrupt):
+                for ask in waiting:
+                    ask.reply.send_nowait(False)
+                turn_scope.cancel(reason="Ctrl-C")
+                return
+            if isinstance(item, _Ask):
+                waiting.append(item)
+                if len(waiting) == 1:
+                    self._show_ask(item)
+                continue
+            if waiting:
+                ask = waiting.pop(0)
+                ask.reply.send_nowait(item is not None and item.strip().lower() in ("y", "yes"))
+                if waiting:
+                    self._show_ask(waiting[0])
+                if item is None:
+                    self._pending.append(None)
+                continue
+            self._pending.append(item)
+
+    def _show_ask(self, ask: _Ask) -> None:
+        arguments = _short(json.dumps(dict(ask.call.input), ensure_ascii=False))
+        self._screen.write(f"\nallow {ask.call.name} {arguments}? [y/N] ")
+
+
+async def run_chat(
+    options: ChatOptions, *, stdin: TextIO | None = None, out: TextIO | None = None
+) -> int:
+    """Run ``kova chat`` until ``/exit`` or end of input.
+
+    Returns:
+        The process exit status.
+    """
+    from ..agent import AgentBuilder
+
+    screen = _Screen(out or sys.stdout, color=options.color)
+    history: list[Message] = []
+    path = options.history_path
+    if path is not None and path.exists():
+        try:
+            history = messages_from_json(path.read_bytes())
+        except SerializationError as exc:
+            screen.write(f"kova chat: cannot read {path}: {exc}\n")
+            return 2
+    selected = options.selected
+    async with AsyncExitStack() as stack:
+        tools: list[Tool] = list(builtin_tools_for_chat(Path.cwd()))
+        for number, command in enumerate(options.mcp_commands, start=1):
+            tools.extend(await _connect_mcp(stack, command, number))
+        send, receive = trio.open_memory_channel[ConsoleItem](0)
+        read_only = frozenset(tool.name for tool in tools if _is_read_only(tool))
+        builder = AgentBuilder().provider(selected.provider).tools(*tools)
+        builder.approval_handler(
+            _approval(send.clone(), read_only, approve_all=options.approve_all)  # type: ignore[arg-type]
+        )
+        if options.system_prompt:
+            builder.system_prompt(options.system_prompt)
+        agent = builder.build()
+        screen.write(
+            f"kova chat: {selected.name} / {selected.model}"
+            + (f", {len(tools)} tools" if tools else "")
+            + (f", resumed {len(history)} messages from {path}" if history else "")
+            + ". /help for commands.\n"
+        )
+        async with agent, trio.open_nursery() as nursery:
+            await nursery.start(_read_lines, send.clone(), stdin or sys.stdin)
+            await nursery.start(_watch_interrupts, send.clone())
+            send.close()
+            async with receive:
+                await _Chat(agent, receive, screen, options, history).loop()
+            nursery.cancel_scope.cancel(reason="chat finished")
+    return 0
+
+
+async def _connect_mcp(stack: AsyncExitStack, command: str, number: int) -> list[Tool]:
+    """Start one ``--mcp`` server (``"CMD ARGS"`` or ``"PREFIX=CMD ARGS"``) and list its tools."""
+    from ..mcp import McpClient, StdioTransport, check_prefix, mcp_tools
+
+    prefix = f"mcp{number}" if number > 1 else "mcp"
+    name, separator, rest = command.partition("=")
+    if separator and name and " " not in name:
+        check_prefix(name)
+        prefix, command = name, rest
+    argv = shlex.split(command)
+    if not argv:
+        raise ValueError(f"--mcp needs a command, got {command!r}")
+    client = await stack.enter_async_context(
+        McpClient.connect(StdioTransport(argv[0], args=argv[1:]), name=prefix)
+    )
+    return list(await mcp_tools(client, prefix))

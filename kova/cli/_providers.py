@@ -1,0 +1,133 @@
+"""Which provider the CLI talks to: one small table keyed by name.
+
+A provider that lands later (gemini, ollama, bedrock) is one more :class:`ProviderChoice` in
+:data:`PROVIDERS`: how to build it from ``--model`` / ``--base-url`` and which environment
+variables hold its key and defaults. Nothing else in the CLI names a provider.
+"""
+
+from __future__ import annotations
+
+import os
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+import attrs
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from ..providers import Provider
+
+__all__ = [
+    "PROVIDERS",
+    "ProviderChoice",
+    "ProviderSelectionError",
+    "SelectedProvider",
+    "select_provider",
+]
+
+
+@attrs.frozen(kw_only=True)
+class ProviderChoice:
+    """How the CLI builds one provider."""
+
+    build: Callable[[str, str | None, str | None], Provider]
+    """``build(model, base_url, api_key)``; ``None`` means the provider's own default."""
+    default_model: str
+    key_env: str | None
+    """The environment variable holding the API key (``None``: the provider needs none)."""
+    base_url_env: str | None = None
+
+
+def _openai(model: str, base_url: str | None, api_key: str | None) -> Provider:
+    from ..providers.openai import OpenAiCompatibleProvider, OpenAiConfig
+
+    if base_url is None:
+        return OpenAiCompatibleProvider(OpenAiConfig(model=model, api_key=api_key))
+    return OpenAiCompatibleProvider(OpenAiConfig(model=model, base_url=base_url, api_key=api_key))
+
+
+def _anthropic(model: str, base_url: str | None, api_key: str | None) -> Provider:
+    from ..providers.anthropic import AnthropicConfig, AnthropicProvider
+
+    if base_url is None:
+        return AnthropicProvider(AnthropicConfig(model=model, api_key=api_key))
+    return AnthropicProvider(AnthropicConfig(model=model, base_url=base_url, api_key=api_key))
+
+
+PROVIDERS: Mapping[str, ProviderChoice] = MappingProxyType(
+    {
+        "anthropic": ProviderChoice(
+            build=_anthropic,
+            default_model="claude-sonnet-4-5",
+            key_env="ANTHROPIC_API_KEY",
+            base_url_env="ANTHROPIC_BASE_URL",
+        ),
+        "openai": ProviderChoice(
+            build=_openai,
+            default_model="gpt-4.1",
+            key_env="OPENAI_API_KEY",
+            base_url_env="OPENAI_BASE_URL",
+        ),
+    }
+)
+"""Every provider ``--provider`` accepts, by name."""
+
+
+@attrs.frozen(kw_only=True)
+class SelectedProvider:
+    name: str
+    model: str
+    provider: Provider
+
+
+class ProviderSelectionError(Exception):
+    """The flags and environment do not name a usable provider (shown to the user as is)."""
+
+
+def select_provider(
+    name: str | None,
+    model: str | None,
+    base_url: str | None,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> SelectedProvider:
+    """The provider chosen by flags, then environment.
+
+    ``name``: ``--provider``, else ``KOVA_PROVIDER``, else the first provider in the table
+    whose key variable is set. ``model``: ``--model``, else ``KOVA_MODEL``, else the provider's
+    default. ``base_url``: ``--base-url``, else the provider's own variable
+    (``OPENAI_BASE_URL``, ...).
+
+    Raises:
+        ProviderSelectionError: an unknown name, or nothing to go on.
+    """
+    env = os.environ if environ is None else environ
+    chosen = name or env.get("KOVA_PROVIDER") or None
+    if chosen is None:
+        chosen = next(
+            (
+                key
+                for key, choice in PROVIDERS.items()
+                if choice.key_env and env.get(choice.key_env)
+            ),
+            None,
+        )
+    if chosen is None:
+        names = ", ".join(PROVIDERS)
+        keys = ", ".join(c.key_env for c in PROVIDERS.values() if c.key_env)
+        raise ProviderSelectionError(
+            f"no provider chosen: pass --provider ({names}) or set one of {keys}"
+        )
+    choice = PROVIDERS.get(chosen)
+    if choice is None:
+        raise ProviderSelectionError(
+            f"unknown provider {chosen!r}; known providers: {', '.join(PROVIDERS)}"
+        )
+    model = model or env.get("KOVA_MODEL") or choice.default_model
+    if base_url is None and choice.base_url_env:
+        base_url = env.get(choice.base_url_env) or None
+    api_key = env.get(choice.key_env) if choice.key_env else None
+    return SelectedProvider(
+        name=chosen, model=model, provider=choice.build(model, base_url, api_key or None)
+    )

@@ -1,0 +1,236 @@
+"""`kova chat`, `kova models` and `kova mcp tools`, end to end: the real CLI in a
+pseudo-terminal (pexpect), a real provider, and kova's fake servers on loopback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+
+from kova import ToolResult, messages_from_json
+from kova.testing import (
+    ScriptRequest,
+    StreamReply,
+    open_anthropic_server,
+    open_openai_server,
+    reply_text,
+    reply_tool_calls,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+    from contextlib import AbstractAsyncContextManager
+
+pexpect = pytest.importorskip("pexpect")
+
+ROOT = Path(__file__).resolve().parents[2]
+MCP_SERVER = ROOT / "tests" / "mcp" / "mcp_test_server.py"
+TIMEOUT = 30
+
+
+def _model(request: ScriptRequest) -> Any:
+    """The scripted model: answers by the last user message."""
+    last = request.messages[-1]
+    said = last.text
+    if said == "hi":
+        return StreamReply(response=reply_text("Hello from the fake model."), chunk_chars=5)
+    if said == "stall":
+        # Two pieces of text, then the server stalls with the connection open.
+        return StreamReply(
+            response=reply_text("Partial answer that never ends"), chunk_chars=8, hold_after=2
+        )
+    if said == "count":
+        users = [m.text for m in request.messages if m.role.value == "user"]
+        return reply_text(f"I see {len(request.messages)} messages; users said {users}.")
+    if said == "add please":
+        return reply_tool_calls(("mcp__add", {"a": 2, "b": 3}))
+    if last.role.value == "tool":
+        result = next(block for block in last.content if isinstance(block, ToolResult))
+        return reply_text(f"The sum is {result.text}.")
+    return reply_text(f"echo: {said}")
+
+
+def _server(kind: str) -> Callable[[], AbstractAsyncContextManager[Any]]:
+    if kind == "openai":
+        return lambda: open_openai_server(_model)
+    return lambda: open_anthropic_server(_model)
+
+
+def _env() -> dict[str, str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("KOVA_", "OPENAI_", "ANTHROPIC_"))
+    }
+    env.update(OPENAI_API_KEY="test-key", ANTHROPIC_API_KEY="test-key", NO_COLOR="1")
+    return env
+
+
+class Terminal:
+    """A pexpect child driven from trio (each blocking call in a worker thread)."""
+
+    def __init__(self, args: list[str]) -> None:
+        self.child = pexpect.spawn(
+            sys.executable,
+            ["-m", "kova", *args],
+            env=_env(),
+            cwd=str(ROOT),
+            encoding="utf-8",
+            timeout=TIMEOUT,
+            dimensions=(40, 200),
+        )
+
+    async def expect(self, pattern: str) -> None:
+        await trio.to_thread.run_sync(self.child.expect_exact, pattern)
+
+    async def send(self, line: str) -> None:
+        await trio.to_thread.run_sync(self.child.sendline, line)
+
+    def interrupt(self) -> None:
+        self.child.sendintr()
+
+    async def exit_status(self) -> int:
+        await trio.to_thread.run_sync(self.child.expect, pexpect.EOF)
+        self.child.close()
+        status: int = self.child.exitstatus
+        return status
+
+
+def _chat_args(kind: str, base_url: str, history: Path) -> list[str]:
+    model = "gpt-fake" if kind == "openai" else "claude-fake"
+    return ["chat", "--provider", kind, "--base-url", base_url, "--model", model,
+            "--history", str(history)]  # fmt: skip
+
+
+@pytest.fixture
+async def _guard() -> AsyncIterator[None]:
+    # Real time: these tests drive a real subprocess through a pseudo-terminal.
+    with trio.fail_after(120):
+        yield
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+@pytest.mark.usefixtures("_guard")
+async def test_chat_streams_cancels_with_ctrl_c_saves_and_resumes(
+    kind: str, tmp_path: Path
+) -> None:
+    history = tmp_path / "history.json"
+    async with _server(kind)() as server:
+        terminal = Terminal(_chat_args(kind, server.base_url, history))
+        await terminal.expect(f"kova chat: {kind}")
+        await terminal.expect("you> ")
+        await terminal.send("hi")
+        await terminal.expect("Hello from the fake model.")
+        await terminal.expect("you> ")
+
+        # Ctrl-C mid-stream: the first pieces arrived, the server stalls; only the turn ends.
+        await terminal.send("stall")
+        await terminal.expect("Partial answer t")
+        terminal.interrupt()
+        await terminal.expect("[turn cancelled: nothing was added to the conversation]")
+        await terminal.expect("you> ")
+
+        await terminal.send("count")
+        await terminal.expect("I see 3 messages; users said ['hi', 'count'].")
+        await terminal.expect("you> ")
+        await terminal.send("/exit")
+        assert await terminal.exit_status() == 0
+
+        saved = messages_from_json(history.read_text())
+        assert [m.text for m in saved] == [
+            "hi",
+            "Hello from the fake model.",
+            "count",
+            "I see 3 messages; users said ['hi', 'count'].",
+        ]
+
+        # Resume: the saved conversation is sent again; Ctrl-D quits.
+        terminal = Terminal(_chat_args(kind, server.base_url, history))
+        await terminal.expect(f"resumed 4 messages from {history}")
+        await terminal.send("count")
+        await terminal.expect("I see 5 messages; users said ['hi', 'count', 'count'].")
+        await terminal.expect("you> ")
+        terminal.child.sendeof()
+        assert await terminal.exit_status() == 0
+    assert len(messages_from_json(history.read_bytes())) == 6
+
+
+@pytest.mark.usefixtures("_guard")
+async def test_chat_asks_before_an_mcp_tool_runs(tmp_path: Path) -> None:
+    history = tmp_path / "history.json"
+    async with open_openai_server(_model) as server:
+        args = _chat_args("openai", server.base_url, history)
+        terminal = Terminal([*args, "--mcp", f"{sys.executable} {MCP_SERVER} stdio"])
+        await terminal.expect("tools")
+        await terminal.expect("you> ")
+        await terminal.send("add please")
+        await terminal.expect('[tool] mcp__add {"a": 2, "b": 3}')
+        await terminal.expect('allow mcp__add {"a": 2, "b": 3}? [y/N] ')
+        await terminal.send("y")
+        await terminal.expect("[result] 5")
+        await terminal.expect("The sum is 5.")
+        await terminal.expect("you> ")
+        await terminal.send("add please")
+        await terminal.expect("? [y/N] ")
+        await terminal.send("n")
+        await terminal.expect("denied: the user denied this tool call")
+        await terminal.expect("you> ")
+        await terminal.send("/exit")
+        assert await terminal.exit_status() == 0
+
+
+def _kova(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kova", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=_env(),
+        cwd=str(ROOT),
+    )
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_models_lists_the_provider_models(kind: str) -> None:
+    async with _server(kind)() as server:
+        result = await trio.to_thread.run_sync(
+            lambda: _kova("models", "--provider", kind, "--base-url", server.base_url)
+        )
+    assert result.returncode == 0, result.stderr
+    expected = "gpt-fake" if kind == "openai" else "claude"
+    assert expected in result.stdout
+
+
+def test_mcp_tools_lists_a_server_tools() -> None:
+    result = _kova("mcp", "tools", "--", sys.executable, str(MCP_SERVER), "stdio")
+    assert result.returncode == 0, result.stderr
+    names = [line.split("\t")[0] for line in result.stdout.splitlines()]
+    assert "add" in names
+    assert "echo" in names
+
+
+def test_chat_without_a_provider_says_how_to_choose_one() -> None:
+    env = {k: v for k, v in _env().items() if not k.endswith("_API_KEY")}
+    result = subprocess.run(
+        [sys.executable, "-m", "kova", "chat"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert result.returncode == 2
+    assert "pass --provider (anthropic, openai)" in result.stderr
+
+
+def test_python_dash_m_kova_runs_the_cli() -> None:
+    result = _kova("--help")
+    assert result.returncode == 0
+    for command in ("chat", "models", "mcp", "demo", "version"):
+        assert command in result.stdout

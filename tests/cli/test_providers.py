@@ -1,0 +1,41 @@
+"""The CLI's provider table: flags first, then environment."""
+
+from __future__ import annotations
+
+import pytest
+
+from kova.cli._providers import PROVIDERS, ProviderSelectionError, select_provider
+from kova.providers.anthropic import AnthropicProvider
+from kova.providers.openai import OpenAiCompatibleProvider
+
+
+def test_the_flag_wins_over_the_environment() -> None:
+    env = {"KOVA_PROVIDER": "openai", "OPENAI_API_KEY": "k", "ANTHROPIC_API_KEY": "k"}
+    selected = select_provider("anthropic", None, None, environ=env)
+    assert selected.name == "anthropic"
+    assert isinstance(selected.provider, AnthropicProvider)
+    assert selected.model == PROVIDERS["anthropic"].default_model
+
+
+def test_the_provider_whose_key_is_set_is_chosen() -> None:
+    selected = select_provider(None, None, None, environ={"OPENAI_API_KEY": "k"})
+    assert selected.name == "openai"
+    assert isinstance(selected.provider, OpenAiCompatibleProvider)
+
+
+def test_model_and_base_url_come_from_the_environment() -> None:
+    env = {"KOVA_PROVIDER": "openai", "KOVA_MODEL": "m1", "OPENAI_BASE_URL": "http://127.0.0.1:9"}
+    selected = select_provider(None, None, None, environ=env)
+    assert selected.model == "m1"
+    assert selected.provider.config.base_url == "http://127.0.0.1:9"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [(None, "pass --provider (anthropic, openai)"), ("gemni", "unknown provider 'gemni'")],
+)
+def test_no_usable_provider_says_what_to_do(name: str | None, message: str) -> None:
+    with pytest.raises(
+        ProviderSelectionError, match=message.replace("(", r"\(").replace(")", r"\)")
+    ):
+        select_provider(name, None, None, environ={})
