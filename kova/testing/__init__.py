@@ -25,6 +25,7 @@ from ._script import reply_text as reply_text
 from ._script import reply_tool_calls as reply_tool_calls
 from ._script import response_to_events as response_to_events
 from ._script import stream_events as stream_events
+from ._script import with_thinking as with_thinking
 from ._scripted import FunctionProvider as FunctionProvider
 from ._scripted import ScriptedProvider as ScriptedProvider
 
@@ -53,4 +54,5 @@ __all__ = [
     "reply_tool_calls",
     "response_to_events",
     "stream_events",
+    "with_thinking",
 ]

@@ -50,6 +50,7 @@ __all__ = [
     "reply_tool_calls",
     "response_to_events",
     "stream_events",
+    "with_thinking",
 ]
 
 
@@ -215,14 +216,37 @@ def reply_text(
     )
 
 
+def with_thinking(
+    response: ModelResponse, thinking: str, *, signature: str | None = None
+) -> ModelResponse:
+    """``response`` as a thinking model sends it: a :class:`~kova.Thinking` block first (signed
+    when ``signature`` is given, as Anthropic signs them), and ``thinking`` as its display text.
+
+    Works on any reply: ``with_thinking(reply_text("4"), "2 + 2 is 4")``. Streamed, the thinking
+    arrives as ``ThinkingDelta`` events before the answer (then ``SignedThinking`` if signed).
+    """
+    block = Thinking(text=thinking, signature=signature)
+    return attrs.evolve(response, content=(block, *response.content), thinking=thinking)
+
+
 def reply_tool_calls(
     *calls: tuple[str, dict[str, object]] | ToolUse,
     text: str = "",
     usage: Usage | None = None,
+    thinking: str | None = None,
+    thinking_signature: str | None = None,
 ) -> ModelResponse:
     """An answer asking for tool calls: ``reply_tool_calls(("get_weather", {"city": "Oslo"}))``.
 
     Calls given as ``(name, arguments)`` get ids ``call_1``, ``call_2``, ...
+
+    Args:
+        calls: ``(name, arguments)`` pairs or ready :class:`~kova.ToolUse` blocks.
+        text: text the model says before its calls.
+        usage: the reported usage (default 10 in, 5 out).
+        thinking: reasoning before the calls, as a :class:`~kova.Thinking` block
+            (see :func:`with_thinking`).
+        thinking_signature: sign that block (Anthropic-style thinking).
     """
     blocks: list[Text | ToolUse] = [Text(text=text)] if text else []
     for number, call in enumerate(calls, start=1):
@@ -232,11 +256,16 @@ def reply_tool_calls(
             name, arguments = call
             # dict[str, object] from callers is JSON by contract; ToolUse validates nothing more.
             blocks.append(ToolUse(id=f"call_{number}", name=name, input=dict(arguments)))  # type: ignore[arg-type]
-    return ModelResponse(
+    response = ModelResponse(
         content=tuple(blocks),
         stop_reason=StopReason.TOOL_USE,
         usage=usage if usage is not None else Usage(input_tokens=10, output_tokens=5),
     )
+    if thinking is not None:
+        return with_thinking(response, thinking, signature=thinking_signature)
+    if thinking_signature is not None:
+        raise ValueError("thinking_signature needs thinking")
+    return response
 
 
 def _pieces(text: str, size: int) -> list[str]:

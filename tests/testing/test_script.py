@@ -20,6 +20,9 @@ from kova.testing import (
     open_anthropic_server,
     open_openai_server,
     reply_text,
+    reply_tool_calls,
+    stream_events,
+    with_thinking,
 )
 
 if TYPE_CHECKING:
@@ -99,3 +102,28 @@ async def test_open_server_with_a_bad_script_fails_before_serving() -> None:
     with pytest.raises(TypeError, match="got str"):
         async with open_openai_server("hi"):  # type: ignore[arg-type]
             pass
+
+
+def test_reply_tool_calls_can_carry_signed_thinking() -> None:
+    from kova import SignedThinking, Thinking, ThinkingDelta, ToolUse
+
+    reply = reply_tool_calls(("add", {"a": 1}), thinking="I should add.", thinking_signature="s")
+    assert reply.content[0] == Thinking(text="I should add.", signature="s")
+    assert isinstance(reply.content[1], ToolUse)
+    assert reply.thinking == "I should add."
+    events = list(stream_events(reply))
+    assert isinstance(events[0], ThinkingDelta)
+    assert any(isinstance(event, SignedThinking) for event in events)
+
+
+def test_with_thinking_puts_the_block_first() -> None:
+    from kova import Thinking
+
+    reply = with_thinking(reply_text("4"), "2 + 2")
+    assert reply.content[0] == Thinking(text="2 + 2", signature=None)
+    assert reply.text == "4"
+
+
+def test_a_signature_without_thinking_is_an_error() -> None:
+    with pytest.raises(ValueError, match="thinking_signature needs thinking"):
+        reply_tool_calls(("add", {}), thinking_signature="s")
