@@ -318,6 +318,9 @@ async def run_chat(
     screen = _Screen(out or sys.stdout, color=options.color)
     history: list[Message] = []
     path = options.history_path
+    if path is not None and not path.parent.is_dir():
+        screen.write(f"kova chat: no directory {path.parent} for the history file\n")
+        return 2
     if path is not None and path.exists():
         try:
             history = messages_from_json(path.read_bytes())

@@ -194,6 +194,15 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kova`` console script and of ``python -m kova``."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        # Ctrl-C outside a chat turn (while connecting, listing models): quit quietly.
+        print(file=sys.stderr)
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command == "version":
