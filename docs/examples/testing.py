@@ -146,7 +146,7 @@ async def scripts_and_events() -> None:
         print("as_script:", error)
     try:
         await Script([]).next_reply(
-            ScriptRequest(messages=(), tools=(), config=kova.InferenceConfig(), stream=False)
+            ScriptRequest(request=kova.ChatRequest(messages=HISTORY), stream=False)
         )
     except ScriptExhaustedError as error:
         print("exhausted:", error)
