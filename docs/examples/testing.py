@@ -189,6 +189,25 @@ async def fake_anthropic_server() -> None:
     print("fake Anthropic server:", response.text, "thinking:", response.thinking)
 
 
+async def fake_gemini_and_ollama_servers() -> None:
+    # The same script behind the Gemini and Ollama wire formats.
+    from kova.providers.gemini import GeminiConfig, GeminiProvider
+    from kova.providers.ollama import OllamaConfig, OllamaProvider
+    from kova.testing import open_gemini_server, open_ollama_server
+
+    async with open_gemini_server([reply_text("from Gemini")]) as gemini:
+        config = GeminiConfig(model="gemini-fake", api_key="test", base_url=gemini.base_url)
+        async with AgentBuilder().provider(GeminiProvider(config)).build() as agent:
+            first = await agent.run(HISTORY)
+        assert len(gemini.chat_requests()) == 1
+    async with open_ollama_server([reply_text("from Ollama")]) as ollama:
+        local = OllamaConfig(model="llama3.2", base_url=ollama.base_url)
+        async with AgentBuilder().provider(OllamaProvider(local)).build() as agent:
+            second = await agent.run(HISTORY)
+        assert len(ollama.chat_requests()) == 1
+    print("fake Gemini and Ollama servers:", first.text, "/", second.text)
+
+
 async def cancel_a_stalled_stream() -> None:
     # hold_after: two events, then the server stalls; a cancel scope ends the turn cleanly.
     stall = StreamReply(response=reply_text("Partial answer..."), chunk_chars=4, hold_after=2)
@@ -213,6 +232,7 @@ async def main() -> None:
     await scripts_and_events()
     await fake_openai_server()
     await fake_anthropic_server()
+    await fake_gemini_and_ollama_servers()
     await cancel_a_stalled_stream()
 
 

@@ -55,6 +55,34 @@ def _anthropic(model: str, base_url: str | None, api_key: str | None) -> Provide
     return AnthropicProvider(AnthropicConfig(model=model, base_url=base_url, api_key=api_key))
 
 
+def _gemini(model: str, base_url: str | None, api_key: str | None) -> Provider:
+    from ..providers.gemini import GeminiConfig, GeminiProvider
+
+    if base_url is None:
+        return GeminiProvider(GeminiConfig(model=model, api_key=api_key))
+    return GeminiProvider(GeminiConfig(model=model, base_url=base_url, api_key=api_key))
+
+
+def _ollama(model: str, base_url: str | None, api_key: str | None) -> Provider:
+    from ..providers.ollama import OllamaConfig, OllamaProvider
+
+    del api_key  # a local server needs none
+    if base_url is None:  # OllamaConfig reads OLLAMA_HOST itself
+        return OllamaProvider(OllamaConfig(model=model))
+    return OllamaProvider(OllamaConfig(model=model, base_url=base_url))
+
+
+def _bedrock(model: str, base_url: str | None, api_key: str | None) -> Provider:
+    from ..providers.bedrock import BedrockConfig, BedrockProvider
+
+    # Credentials come from the AWS chain (or AWS_BEARER_TOKEN_BEDROCK); the region from
+    # the usual variables.
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    return BedrockProvider(
+        BedrockConfig(region=region, model_id=model, endpoint_url=base_url, api_key=api_key)
+    )
+
+
 PROVIDERS: Mapping[str, ProviderChoice] = MappingProxyType(
     {
         "anthropic": ProviderChoice(
@@ -68,6 +96,15 @@ PROVIDERS: Mapping[str, ProviderChoice] = MappingProxyType(
             default_model="gpt-4.1",
             key_env="OPENAI_API_KEY",
             base_url_env="OPENAI_BASE_URL",
+        ),
+        "gemini": ProviderChoice(
+            build=_gemini, default_model="gemini-2.5-flash", key_env="GEMINI_API_KEY"
+        ),
+        "ollama": ProviderChoice(build=_ollama, default_model="llama3.2", key_env=None),
+        "bedrock": ProviderChoice(
+            build=_bedrock,
+            default_model="anthropic.claude-sonnet-4-20250514-v1:0",
+            key_env="AWS_BEARER_TOKEN_BEDROCK",
         ),
     }
 )

@@ -17,6 +17,8 @@ from kova.testing import (
     ScriptRequest,
     StreamReply,
     open_anthropic_server,
+    open_gemini_server,
+    open_ollama_server,
     open_openai_server,
     reply_text,
     reply_tool_calls,
@@ -56,18 +58,24 @@ def _model(request: ScriptRequest) -> Any:
 
 
 def _server(kind: str) -> Callable[[], AbstractAsyncContextManager[Any]]:
-    if kind == "openai":
-        return lambda: open_openai_server(_model)
-    return lambda: open_anthropic_server(_model)
+    return {
+        "openai": lambda: open_openai_server(_model),
+        "anthropic": lambda: open_anthropic_server(_model),
+        "gemini": lambda: open_gemini_server(_model),
+        "ollama": lambda: open_ollama_server(_model),
+    }[kind]
 
 
 def _env() -> dict[str, str]:
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith(("KOVA_", "OPENAI_", "ANTHROPIC_"))
+        if not key.startswith(("KOVA_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_", "AWS_"))
     }
-    env.update(OPENAI_API_KEY="test-key", ANTHROPIC_API_KEY="test-key", NO_COLOR="1")
+    env.update(
+        OPENAI_API_KEY="test-key", ANTHROPIC_API_KEY="test-key", GEMINI_API_KEY="test-key",
+        NO_COLOR="1",
+    )  # fmt: skip
     return env
 
 
@@ -196,14 +204,16 @@ def _kova(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "gemini", "ollama"])
 async def test_models_lists_the_provider_models(kind: str) -> None:
     async with _server(kind)() as server:
         result = await trio.to_thread.run_sync(
             lambda: _kova("models", "--provider", kind, "--base-url", server.base_url)
         )
     assert result.returncode == 0, result.stderr
-    expected = "gpt-fake" if kind == "openai" else "claude"
+    expected = {"openai": "gpt-fake", "anthropic": "claude", "gemini": "gemini-fake"}.get(
+        kind, "llama3.2"
+    )
     assert expected in result.stdout
 
 
@@ -226,7 +236,7 @@ def test_chat_without_a_provider_says_how_to_choose_one() -> None:
         env=env,
     )
     assert result.returncode == 2
-    assert "pass --provider (anthropic, openai)" in result.stderr
+    assert "pass --provider (anthropic, openai, gemini, ollama, bedrock)" in result.stderr
 
 
 def test_python_dash_m_kova_runs_the_cli() -> None:

@@ -23,6 +23,14 @@ def test_the_provider_whose_key_is_set_is_chosen() -> None:
     assert isinstance(selected.provider, OpenAiCompatibleProvider)
 
 
+@pytest.mark.parametrize("name", sorted(PROVIDERS))
+def test_every_provider_in_the_table_builds(name: str) -> None:
+    selected = select_provider(name, None, "http://127.0.0.1:9", environ={})
+    assert selected.name == name
+    assert selected.model == PROVIDERS[name].default_model
+    assert selected.provider.name
+
+
 def test_model_and_base_url_come_from_the_environment() -> None:
     env = {"KOVA_PROVIDER": "openai", "KOVA_MODEL": "m1", "OPENAI_BASE_URL": "http://127.0.0.1:9"}
     selected = select_provider(None, None, None, environ=env)
@@ -32,7 +40,7 @@ def test_model_and_base_url_come_from_the_environment() -> None:
 
 @pytest.mark.parametrize(
     ("name", "message"),
-    [(None, "pass --provider (anthropic, openai)"), ("gemni", "unknown provider 'gemni'")],
+    [(None, f"pass --provider ({', '.join(PROVIDERS)})"), ("gemni", "unknown provider 'gemni'")],
 )
 def test_no_usable_provider_says_what_to_do(name: str | None, message: str) -> None:
     with pytest.raises(
