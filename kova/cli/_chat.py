@@ -77,14 +77,12 @@ ConsoleItem = str | None | _Interrupt | _Ask
 
 
 def builtin_tools_for_chat(root: Path) -> Sequence[Tool]:
-    """The built-in tools ``kova chat`` gives the model, confined to ``root``.
+    """The built-in tools ``kova chat`` and ``kova serve`` give the model: files, search and
+    shell, confined to ``root`` (the current directory). Every tool whose annotations do not
+    say read-only asks for approval before it runs (at the prompt, or on the page)."""
+    from ..tools import ToolPolicy, builtin_tools
 
-    TODO(#14): the built-in tools (files, shell, web) are not on main yet. When
-    ``kova.tools.builtin_tools`` lands, return them here, confined to ``root``; every tool
-    whose annotations do not say read-only already asks for approval at the prompt.
-    """
-    del root
-    return ()
+    return builtin_tools(ToolPolicy(workspace_root=root))
 
 
 class _Screen:

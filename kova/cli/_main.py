@@ -177,6 +177,7 @@ def _parser() -> argparse.ArgumentParser:
         help="chat with an agent in the browser (approve its tool calls from the page)",
         description="Serve a chat agent behind kova's web view; prints the page's address.",
     )
+    _add_provider_flags(serve)
     serve.add_argument(
         "--demo",
         action="store_true",
@@ -211,17 +212,7 @@ def _main(argv: Sequence[str] | None) -> int:
         print(__version__)
         return 0
     if args.command == "serve":
-        if not args.demo:
-            parser.error("kova serve needs --demo (provider flags arrive with kova chat's)")
-        interrupted = False
-        try:
-            trio.run(_serve_demo, args)
-        except* KeyboardInterrupt:  # Ctrl-C stops the server: quietly
-            interrupted = True
-        if interrupted:
-            print(file=sys.stderr)
-            return 130
-        return 0
+        return _serve(args)
     if args.command == "demo":
         trio.run(_demo, print)
         return 0
@@ -289,6 +280,53 @@ async def _mcp_tools(server: list[str]) -> int:
         description = " ".join(definition.description.split())
         print(f"{definition.name}\t{description}" if description else definition.name)
     return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """``kova serve``: the demo model (``--demo``) or a real provider chosen like ``kova chat``'s,
+    behind the web view; Ctrl-C stops it quietly (exit 130)."""
+    from ._providers import ProviderSelectionError
+
+    interrupted = False
+    status = 0
+    try:
+        if args.demo:
+            trio.run(_serve_demo, args)
+        else:
+            trio.run(_serve_provider, args)
+    except* KeyboardInterrupt:
+        interrupted = True
+    except* ProviderSelectionError as selection:
+        for error in selection.exceptions:
+            print(f"kova: {error}", file=sys.stderr)
+        status = 2
+    except* KovaError as failures:
+        for failure in failures.exceptions:
+            print(f"kova: {failure}", file=sys.stderr)
+        status = 1
+    if interrupted:
+        print(file=sys.stderr)
+        return 130
+    return status
+
+
+async def _serve_provider(args: argparse.Namespace) -> None:
+    """``kova serve`` with a real provider, the built-in tools confined to the current
+    directory (anything not read-only waits for approval on the page)."""
+    from ._chat import builtin_tools_for_chat
+    from ._providers import select_provider
+    from ._serve import serve_chat
+
+    selected = select_provider(args.provider, args.model, args.base_url)
+    print(f"kova serve: {selected.name} {selected.model}")
+    await serve_chat(
+        selected.provider,
+        host=args.host,
+        port=args.port,
+        system_prompt=args.system,
+        tools=builtin_tools_for_chat(Path.cwd()),
+        approve_all=args.yes,
+    )
 
 
 async def _serve_demo(args: argparse.Namespace) -> None:

@@ -7,18 +7,24 @@ import pytest
 from kova.cli import main
 
 
-def test_serve_without_a_model_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exited:
-        main(["serve"])
-    assert exited.value.code == 2
-    assert "--demo" in capsys.readouterr().err
+def test_serve_without_a_provider_says_how_to_choose_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kova.cli._providers import PROVIDERS
+
+    monkeypatch.delenv("KOVA_PROVIDER", raising=False)
+    for choice in PROVIDERS.values():
+        if choice.key_env:
+            monkeypatch.delenv(choice.key_env, raising=False)
+    assert main(["serve"]) == 2
+    assert "no provider chosen: pass --provider" in capsys.readouterr().err
 
 
 def test_serve_help_names_its_flags(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
     help_text = capsys.readouterr().out
-    for flag in ("--demo", "--host", "--port", "--system", "--yes"):
+    for flag in ("--demo", "--provider", "--model", "--base-url", "--host", "--port", "--yes"):
         assert flag in help_text
 
 
@@ -49,3 +55,77 @@ def test_serve_demo_serves_the_page_and_stops_quietly_on_ctrl_c() -> None:
             process.wait()
     assert process.returncode == 130
     assert "Traceback" not in errors
+
+
+async def test_serve_runs_a_real_provider_chosen_like_kova_chat() -> None:
+    """``kova serve --provider openai --base-url ...``: the real OpenAI provider (against
+    kova's fake server here) behind the page, with the built-in tools; Ctrl-C exits 130."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import trio
+
+    from kova.testing import open_openai_server, reply_text
+
+    async with open_openai_server([reply_text("hi")]) as fake:
+        process = await trio.lowlevel.open_process(
+            [
+                sys.executable,
+                "-m",
+                "kova.cli._main",
+                "serve",
+                "--provider",
+                "openai",
+                "--model",
+                "gpt-test",
+                "--base-url",
+                fake.base_url,
+                "--port",
+                "0",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "OPENAI_API_KEY": "sk-test"},
+        )
+        try:
+            assert process.stdout is not None
+            seen = b""
+            with trio.fail_after(60):
+                while b"#token=" not in seen:
+                    chunk = await process.stdout.receive_some()
+                    assert chunk, seen
+                    seen += chunk
+            assert b"kova serve: openai gpt-test" in seen
+            process.send_signal(signal.SIGINT)
+            with trio.fail_after(30):
+                await process.wait()
+            assert process.stderr is not None
+            errors = await process.stderr.receive_some()
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    assert process.returncode == 130
+    assert b"Traceback" not in errors
+
+
+def test_chat_and_serve_give_the_built_in_tools_confined_to_the_directory(tmp_path) -> None:
+    from kova.cli._chat import builtin_tools_for_chat
+    from kova.tools import annotations_of
+
+    tools = {tool.name: tool for tool in builtin_tools_for_chat(tmp_path)}
+    assert set(tools) == {
+        "read_file",
+        "list_dir",
+        "search",
+        "edit_file",
+        "write_file",
+        "patch_file",
+        "shell",
+    }
+    # Everything that changes something asks first (the prompt and the page ask by this).
+    for name in ("edit_file", "write_file", "patch_file", "shell"):
+        assert not annotations_of(tools[name]).is_read_only
+    assert annotations_of(tools["read_file"]).is_read_only
