@@ -4,6 +4,8 @@ metrics collector, OpenTelemetry, your own), and :class:`TelemetryConfig`.
 See ``docs/telemetry.md``.
 """
 
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
 from .._observe import ActorRestarted as ActorRestarted
 from .._observe import McpRequestFinished as McpRequestFinished
 from .._observe import McpRequestStarted as McpRequestStarted
@@ -29,11 +31,6 @@ from ._collector import MetricsActor as MetricsActor
 from ._collector import MetricsCollector as MetricsCollector
 from ._collector import ToolInvocationRecorded as ToolInvocationRecorded
 from ._collector import open_metrics as open_metrics
-from ._config import ExporterConfig as ExporterConfig
-from ._config import OtlpProtocol as OtlpProtocol
-from ._config import TelemetryConfig as TelemetryConfig
-from ._config import TelemetryConfigBuilder as TelemetryConfigBuilder
-from ._config import TelemetryHandle as TelemetryHandle
 from ._metrics import DEFAULT_BOUNDS_MS as DEFAULT_BOUNDS_MS
 from ._metrics import Histogram as Histogram
 from ._metrics import HistogramSummary as HistogramSummary
@@ -83,3 +80,36 @@ __all__ = [
     "exponential_bounds",
     "open_metrics",
 ]
+
+if _TYPE_CHECKING:
+    from ._config import ExporterConfig as ExporterConfig
+    from ._config import OtlpProtocol as OtlpProtocol
+    from ._config import TelemetryConfig as TelemetryConfig
+    from ._config import TelemetryConfigBuilder as TelemetryConfigBuilder
+    from ._config import TelemetryHandle as TelemetryHandle
+
+# TelemetryConfig loads on first use: an agent program that never installs telemetry does
+# not pay for it at import.
+_LAZY = frozenset(
+    {
+        "ExporterConfig",
+        "OtlpProtocol",
+        "TelemetryConfig",
+        "TelemetryConfigBuilder",
+        "TelemetryHandle",
+    }
+)
+
+
+def __getattr__(name: str) -> object:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'kova.telemetry' has no attribute {name!r}")
+    from . import _config
+
+    value = getattr(_config, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _LAZY)

@@ -2,15 +2,14 @@
 :class:`ToolRegistry`, and the built-in file, shell and web tools (:func:`builtin_tools`)
 confined by a :class:`ToolPolicy`."""
 
-from ._builtin import builtin_tools as builtin_tools
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
 from ._decorator import FunctionTool as FunctionTool
 from ._decorator import tool as tool
 from ._errors import DuplicateToolError as DuplicateToolError
 from ._errors import InvalidToolArguments as InvalidToolArguments
 from ._errors import ToolDefinitionError as ToolDefinitionError
 from ._errors import WebFetchError as WebFetchError
-from ._policy import ToolPolicy as ToolPolicy
-from ._policy import WebPolicy as WebPolicy
 from ._registry import ToolRegistry as ToolRegistry
 from ._schema import parse_docstring as parse_docstring
 from ._tool import Tool as Tool
@@ -19,8 +18,39 @@ from ._tool import definition as definition
 from ._validate import ArgumentValidator as ArgumentValidator
 from ._validate import argument_problems as argument_problems
 from ._validate import validate_arguments as validate_arguments
-from ._web import FetchedText as FetchedText
-from ._web import fetch_text as fetch_text
+
+if _TYPE_CHECKING:
+    from ._builtin import builtin_tools as builtin_tools
+    from ._policy import ToolPolicy as ToolPolicy
+    from ._policy import WebPolicy as WebPolicy
+    from ._web import FetchedText as FetchedText
+    from ._web import fetch_text as fetch_text
+
+# The built-in tools and their policies load on first use: an agent program that defines its
+# own tools never pays for the file, shell and web modules at import.
+_LAZY = {
+    "builtin_tools": "._builtin",
+    "ToolPolicy": "._policy",
+    "WebPolicy": "._policy",
+    "FetchedText": "._web",
+    "fetch_text": "._web",
+}
+
+
+def __getattr__(name: str) -> object:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'kova.tools' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module_name, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "ArgumentValidator",
