@@ -37,10 +37,7 @@ Google's 400 ``API_KEY_INVALID``. Every request is recorded in
 
 from __future__ import annotations
 
-import hashlib
 import json
-import math
-import random
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
@@ -64,7 +61,7 @@ from .._models import (
     UsageEvent,
 )
 from ..providers._base import heuristic_count_tokens
-from ._http_server import FakeResponse, FakeStream, RecordedRequest, serve_http
+from ._http_server import FakeResponse, FakeStream, RecordedRequest, fake_vector, serve_http
 from ._script import (
     ErrorReply,
     Script,
@@ -88,14 +85,6 @@ if TYPE_CHECKING:
     from .._models import JSONValue, StreamEvent
 
 __all__ = ["FakeGeminiServer", "open_gemini_server"]
-
-
-def _vector(text: str, dimensions: int) -> list[float]:
-    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
-    generator = random.Random(seed)
-    values = [generator.gauss(0.0, 1.0) for _ in range(dimensions)]
-    norm = math.sqrt(sum(v * v for v in values)) or 1.0
-    return [v / norm for v in values]
 
 
 @attrs.define
@@ -244,7 +233,7 @@ class FakeGeminiServer:
             text = "".join(str(p.get("text", "")) for p in parts if isinstance(p, Mapping))
             size = item.get("outputDimensionality") if isinstance(item, Mapping) else None
             dimensions = size if isinstance(size, int) else self.embedding_dimensions
-            embeddings.append({"values": _vector(text, dimensions)})
+            embeddings.append({"values": fake_vector(text, dimensions)})
         return _json(200, {"embeddings": embeddings})
 
 

@@ -16,8 +16,11 @@ Real sockets on ``127.0.0.1`` port 0: the client under test runs its real HTTP s
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
+import math
+import random
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit
@@ -34,6 +37,7 @@ __all__ = [
     "FakeStream",
     "HttpHandler",
     "RecordedRequest",
+    "fake_vector",
     "json_response",
     "serve_http",
 ]
@@ -250,3 +254,13 @@ async def serve_http(
 
     task_status.started(f"http://{host}:{bound_port}")
     await trio.serve_listeners(on_connection, listeners)
+
+
+def fake_vector(text: str, dimensions: int) -> list[float]:
+    """A deterministic unit vector for ``text``: what every fake embeddings endpoint returns
+    (the same text always gets the same vector, different texts almost surely differ)."""
+    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+    generator = random.Random(seed)
+    values = [generator.gauss(0.0, 1.0) for _ in range(dimensions)]
+    norm = math.sqrt(sum(v * v for v in values)) or 1.0
+    return [v / norm for v in values]

@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
-import random
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
@@ -53,7 +51,7 @@ from .._models import (
     ToolUseStart,
     UsageEvent,
 )
-from ._http_server import FakeResponse, FakeStream, RecordedRequest, serve_http
+from ._http_server import FakeResponse, FakeStream, RecordedRequest, fake_vector, serve_http
 from ._script import (
     ErrorReply,
     Script,
@@ -70,14 +68,6 @@ if TYPE_CHECKING:
     from .._models import JSONValue, StopReason, StreamEvent, Usage
 
 __all__ = ["FakeOllamaServer", "open_ollama_server"]
-
-
-def _vector(text: str, dimensions: int) -> list[float]:
-    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
-    generator = random.Random(seed)
-    values = [generator.gauss(0.0, 1.0) for _ in range(dimensions)]
-    norm = math.sqrt(sum(v * v for v in values)) or 1.0
-    return [v / norm for v in values]
 
 
 @attrs.define
@@ -181,7 +171,7 @@ class FakeOllamaServer:
             200,
             {
                 "model": body["model"],
-                "embeddings": [_vector(text, dimensions) for text in texts],
+                "embeddings": [fake_vector(text, dimensions) for text in texts],
                 "total_duration": 1_000_000,
                 "load_duration": 100_000,
                 "prompt_eval_count": sum(max(1, len(text) // 4) for text in texts),

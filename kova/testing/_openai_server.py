@@ -38,10 +38,8 @@ Every request is recorded in :attr:`FakeOpenAiServer.requests` (method, path, he
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import math
-import random
 import struct
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -65,7 +63,7 @@ from .._models import (
     UsageEvent,
 )
 from ..providers.openai._convert import encode_arguments
-from ._http_server import FakeResponse, FakeStream, RecordedRequest, serve_http
+from ._http_server import FakeResponse, FakeStream, RecordedRequest, fake_vector, serve_http
 from ._script import (
     ErrorReply,
     Script,
@@ -106,14 +104,6 @@ def _error_type(status: int) -> tuple[str, str | None]:
     if status >= 500:
         return "server_error", None
     return "invalid_request_error", None
-
-
-def _vector(text: str, dimensions: int) -> list[float]:
-    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
-    generator = random.Random(seed)
-    values = [generator.gauss(0.0, 1.0) for _ in range(dimensions)]
-    norm = math.sqrt(sum(v * v for v in values)) or 1.0
-    return [v / norm for v in values]
 
 
 @attrs.define
@@ -235,7 +225,7 @@ class FakeOpenAiServer:
         as_base64 = body.get("encoding_format") == "base64"
         data: list[JSONValue] = []
         for index, text in enumerate(inputs):
-            vector = _vector(text, size)
+            vector = fake_vector(text, size)
             embedding: JSONValue
             if as_base64:
                 # Little-endian float32, as the OpenAI API (and its official SDK) use.
