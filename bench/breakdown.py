@@ -7,8 +7,8 @@ printing the median client CPU per event of each stage (one process, trio, after
 
 - ``httpx2 aiter_bytes``: the transport alone, no parsing;
 - ``floor``: the floor client (bytes split on blank lines, ``json.loads``);
-- ``kova HttpStream.iter_text``: kova's transport wrapper (error mapping, incremental UTF-8);
-- ``+ SseDecoder``: kova's SSE framing on top;
+- ``kova HttpStream.raw_chunks``: kova's transport wrapper, the chunks the provider reads;
+- ``+ framer``: the provider codec's framer on top (SSE or NDJSON, incremental UTF-8);
 - ``kova provider``: the whole provider stream (framing, ``json.loads``, kova events);
 - ``kova provider actor``: the same through ``spawn_provider`` + ``ProviderRef``.
 
@@ -50,9 +50,9 @@ async def _measure(fn: Any, n: int, repeats: int) -> list[float]:
 
 async def _stages(base_url: str, api: str, n: int, repeats: int) -> list[tuple[str, list[float]]]:
     import httpx2
+    from clients.kova_client import make_provider
 
     from kova.providers._http import HttpTransport
-    from kova.providers._sse import SseDecoder
 
     model = f"bench-n{n}"
     body = _body(api, model, [{"role": "user", "content": PROMPT}], True)
@@ -78,23 +78,26 @@ async def _stages(base_url: str, api: str, n: int, repeats: int) -> list[tuple[s
     transport = HttpTransport(provider=api, base_url=base_url, timeout=600.0)
     async with transport.open():
 
-        async def text() -> None:
+        make_framer = make_provider(base_url, api).codec.framer
+
+        async def chunks() -> None:
             async with transport.stream(
                 "POST", _PATH[api], json_body=body, headers=_HEADERS[api]
             ) as stream:
-                async for _chunk in stream.iter_text():
+                async for _chunk in stream.raw_chunks():
                     pass
 
         async def framed() -> None:
-            decoder = SseDecoder()
+            framer = make_framer()
             async with transport.stream(
                 "POST", _PATH[api], json_body=body, headers=_HEADERS[api]
             ) as stream:
-                async for chunk in stream.iter_text():
-                    decoder.feed(chunk)
+                async for chunk in stream.raw_chunks():
+                    framer.feed(chunk)
+            framer.finish()
 
-        results.append(("kova HttpStream.iter_text", await _measure(text, n, repeats)))
-        results.append(("+ SseDecoder.feed", await _measure(framed, n, repeats)))
+        results.append(("kova HttpStream.raw_chunks", await _measure(chunks, n, repeats)))
+        results.append(("+ framer.feed", await _measure(framed, n, repeats)))
 
     for label, cls in (("kova provider", Kova), ("kova provider actor", KovaActor)):
         async with cls(base_url, api) as k:

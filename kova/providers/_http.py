@@ -16,13 +16,12 @@ A provider owns one :class:`HttpTransport` and delegates its ``open()`` to it::
         body = await transport.request_json("POST", "/v1/chat/completions", json_body=payload,
                                             headers={"authorization": "Bearer ..."})
         async with transport.stream("POST", path, json_body=payload) as stream:
-            async for text in stream.iter_text():    # one str per network read
+            async for data in stream.iter_bytes():   # one chunk per network read
                 ...
-        # The fast path for providers: a decoder's feed/finish applied per read, yielding
-        # the non-empty batches (one iterator layer; ~1 µs a read cheaper than stacking).
-        async with transport.stream("POST", path, json_body=payload) as stream:
-            async for batch in stream.iter_decoded(decoder.feed, decoder.finish):
-                ...
+
+The HTTP provider (:mod:`kova.providers._http_provider`) reads a stream through
+:meth:`HttpStream.raw_chunks` instead and maps errors inline with :func:`translate_error`,
+in the same iterator that frames and decodes each read.
 
 Error mapping (:func:`map_errors` around calls, :func:`translate_error` inline in the body
 iterators, where a context manager per read would cost about 1 µs):
@@ -45,12 +44,11 @@ allows a ``timeout=`` value), so they follow trio's clock and are testable on ``
 
 from __future__ import annotations
 
-import codecs
 import json
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import attrs
 import httpx2
@@ -89,8 +87,6 @@ __all__ = [
 
 HTTPX_ERRORS = (httpx2.TransportError, httpx2.DecodingError, httpx2.StreamError)
 """The httpx2 exceptions :func:`translate_error` maps."""
-
-_T = TypeVar("_T")
 
 DEFAULT_LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
 """The connection pool of clients kova creates."""
@@ -181,9 +177,6 @@ def translate_error(exc: Exception, provider: str, *, mid_stream: bool = False) 
     return KovaConnectionError(f"{provider}: connection failed ({detail})")
 
 
-_HTTPX_ERRORS = HTTPX_ERRORS
-
-
 @contextmanager
 def map_errors(provider: str, *, mid_stream: bool = False) -> Iterator[None]:
     """Translate httpx2 exceptions raised in the block into kova errors.
@@ -196,7 +189,7 @@ def map_errors(provider: str, *, mid_stream: bool = False) -> Iterator[None]:
     """
     try:
         yield
-    except _HTTPX_ERRORS as exc:
+    except HTTPX_ERRORS as exc:
         error = translate_error(exc, provider, mid_stream=mid_stream)
         raise error from without_frames(exc)
 
@@ -219,81 +212,9 @@ class _Chunks(AsyncIterator[bytes]):
     async def __anext__(self) -> bytes:
         try:
             return await self._iterator.__anext__()
-        except _HTTPX_ERRORS as exc:
+        except HTTPX_ERRORS as exc:
             error = translate_error(exc, self._provider, mid_stream=True)
             raise error from without_frames(exc)
-
-
-class _TextChunks(AsyncIterator[str]):
-    """The body decoded incrementally (a character split across reads is kept), errors
-    mapped as in :class:`_Chunks`."""
-
-    __slots__ = ("_decode", "_ended", "_iterator", "_provider")
-
-    def __init__(self, iterator: AsyncIterator[bytes], provider: str, encoding: str) -> None:
-        self._iterator = iterator
-        self._provider = provider
-        self._decode = codecs.getincrementaldecoder(encoding)(errors="replace").decode
-        self._ended = False
-
-    async def __anext__(self) -> str:
-        while not self._ended:
-            try:
-                data = await self._iterator.__anext__()
-            except StopAsyncIteration:
-                self._ended = True
-                tail: str = self._decode(b"", True)
-                if tail:
-                    return tail
-                break
-            except _HTTPX_ERRORS as exc:
-                error = translate_error(exc, self._provider, mid_stream=True)
-                raise error from without_frames(exc)
-            text: str = self._decode(data)
-            if text:
-                return text
-        raise StopAsyncIteration
-
-
-class _Decoded(AsyncIterator[list[_T]]):
-    """Text chunks fed straight into a decoder: one layer, one batch per read."""
-
-    __slots__ = ("_decode", "_ended", "_feed", "_finish", "_iterator", "_provider")
-
-    def __init__(
-        self,
-        iterator: AsyncIterator[bytes],
-        provider: str,
-        encoding: str,
-        feed: Callable[[str], list[_T]],
-        finish: Callable[[], list[_T]],
-    ) -> None:
-        self._iterator = iterator
-        self._provider = provider
-        self._decode = codecs.getincrementaldecoder(encoding)(errors="replace").decode
-        self._feed = feed
-        self._finish = finish
-        self._ended = False
-
-    async def __anext__(self) -> list[_T]:
-        while not self._ended:
-            try:
-                data = await self._iterator.__anext__()
-            except StopAsyncIteration:
-                self._ended = True
-                tail: str = self._decode(b"", True)
-                items = self._feed(tail) if tail else []
-                items.extend(self._finish())
-                if items:
-                    return items
-                break
-            except _HTTPX_ERRORS as exc:
-                error = translate_error(exc, self._provider, mid_stream=True)
-                raise error from without_frames(exc)
-            items = self._feed(self._decode(data))
-            if items:
-                return items
-        raise StopAsyncIteration
 
 
 @attrs.define
@@ -310,31 +231,6 @@ class HttpStream:
         generator = self.response.aiter_bytes()
         self._generators.append(generator)
         return generator
-
-    def iter_text(self) -> AsyncIterator[str]:
-        """The body as text (UTF-8 unless the response names a charset), one chunk per
-        network read.
-
-        The iterator raises :class:`~kova.StreamError` when the connection breaks before the
-        body ends, and :class:`~kova.KovaTimeoutError` when no data arrives within the read
-        timeout.
-        """
-        encoding = self.response.charset_encoding or "utf-8"
-        return _TextChunks(self._body(), self._provider, encoding)
-
-    def iter_decoded(
-        self, feed: Callable[[str], list[_T]], finish: Callable[[], list[_T]]
-    ) -> AsyncIterator[list[_T]]:
-        """Batches decoded from the body: ``feed(text)`` for each network read, ``finish()``
-        once at the end; empty batches are skipped.
-
-        This is the fast path for streaming providers (one iterator layer per read instead of
-        a text iterator plus a batching one). ``feed`` and ``finish`` may raise (e.g.
-        :class:`~kova.StreamError` for an ``error`` event or a truncated stream); transport
-        errors are mapped as in :meth:`iter_text`.
-        """
-        encoding = self.response.charset_encoding or "utf-8"
-        return _Decoded(self._body(), self._provider, encoding, feed, finish)
 
     def raw_chunks(self) -> AsyncGenerator[bytes]:
         """The body's byte chunks *unmapped* (httpx2 errors escape): for the HTTP provider's
@@ -357,7 +253,12 @@ class HttpStream:
         return b"".join(parts)
 
     def iter_bytes(self) -> AsyncIterator[bytes]:
-        """The body as bytes, one chunk per network read (errors as :meth:`iter_text`)."""
+        """The body as bytes, one chunk per network read.
+
+        The iterator raises :class:`~kova.StreamError` when the connection breaks before the
+        body ends, and :class:`~kova.KovaTimeoutError` when no data arrives within the read
+        timeout.
+        """
         return _Chunks(self._body(), self._provider)
 
     async def aclose(self) -> None:
@@ -423,11 +324,6 @@ class HttpTransport:
     def __attrs_post_init__(self) -> None:
         if self._injected_client is not None and self._transport is not None:
             raise ValueError("pass either client= or transport=, not both")
-
-    @property
-    def is_open(self) -> bool:
-        """Whether at least one :meth:`open` block is active."""
-        return self._opens > 0
 
     @asynccontextmanager
     async def open(self) -> AsyncIterator[None]:
