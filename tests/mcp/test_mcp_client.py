@@ -8,7 +8,7 @@ import trio.testing
 from mcp_test_server import PNG_1X1, build_server
 
 import kova
-from kova.actors import open_runtime
+from kova.actors import UnknownMessage, open_runtime
 from kova.mcp import (
     InProcessTransport,
     McpClient,
@@ -250,6 +250,25 @@ async def test_connect_under_a_shared_runtime():
             assert (await client.server_info()).name == "kova-test-server"
         # Leaving the block stopped the connection actor.
         assert runtime.supervisor.children == ()
+
+
+async def test_an_unknown_message_fails_the_request_and_never_the_connection():
+    """The connection actor answers a message it does not know like every actor does: an
+    :class:`UnknownMessage` for that request, and it goes on serving."""
+    async with (
+        open_runtime() as runtime,
+        McpClient.connect(
+            InProcessTransport(build_server()), runtime=runtime, name="srv"
+        ) as client,
+    ):
+        ref = runtime.supervisor.ref("srv")
+        with pytest.raises(UnknownMessage, match="'srv' does not handle call str"):
+            await ref.call("hello")
+        with pytest.raises(UnknownMessage, match="'srv' does not handle stream str"):
+            async with ref.stream("hello") as items:
+                await items.receive()
+        assert (await client.tools_call("add", {"a": 2, "b": 40})).text == "42"
+        assert client.state.status == "connected"
 
 
 async def test_cancelling_an_mcp_tool_cancels_the_call_on_the_server(autojump_clock):
