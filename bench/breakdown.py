@@ -10,7 +10,8 @@ printing the median client CPU per event of each stage (one process, trio, after
 - ``kova HttpStream.raw_chunks``: kova's transport wrapper, the chunks the provider reads;
 - ``+ framer``: the provider codec's framer on top (SSE or NDJSON, incremental UTF-8);
 - ``kova provider``: the whole provider stream (framing, ``json.loads``, kova events);
-- ``kova provider actor``: the same through ``spawn_provider`` + ``ProviderRef``.
+- ``kova provider actor``: the same through ``spawn_provider`` + ``ProviderRef``;
+- ``kova Agent.stream``: the path users call (an agent without tools, ``TextDelta`` counted).
 
 The difference between adjacent rows is what that layer costs per event. Not part of
 ``run.py``: it is the tool for finding where a miss comes from.
@@ -33,7 +34,7 @@ sys.path.insert(0, HERE)
 
 import trio  # noqa: E402
 from clients.floor import _HEADERS, _PATH, PROMPT, Httpx2Trio, _body  # noqa: E402
-from clients.kova_client import Kova, KovaActor  # noqa: E402
+from clients.kova_client import Kova, KovaActor, KovaAgent  # noqa: E402
 from run import MockServer, prepare_bodies  # noqa: E402
 
 
@@ -99,7 +100,12 @@ async def _stages(base_url: str, api: str, n: int, repeats: int) -> list[tuple[s
         results.append(("kova HttpStream.raw_chunks", await _measure(chunks, n, repeats)))
         results.append(("+ framer.feed", await _measure(framed, n, repeats)))
 
-    for label, cls in (("kova provider", Kova), ("kova provider actor", KovaActor)):
+    stages = (
+        ("kova provider", Kova),
+        ("kova provider actor", KovaActor),
+        ("kova Agent.stream", KovaAgent),
+    )
+    for label, cls in stages:
         async with cls(base_url, api) as k:
 
             async def provider_stream(k: Any = k) -> None:

@@ -41,7 +41,7 @@ from .._sse import SseEvent
 from ._convert import PROVIDER, decode_stop_reason, decode_usage
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
 __all__ = ["AnthropicStreamDecoder", "SseLike"]
 
@@ -83,6 +83,18 @@ class _Block:
         self.data = ""
 
 
+# Nearly every event of a streamed answer is a text delta, and the API writes it in exactly
+# one form: ``{"type":"content_block_delta","index":N,"delta":{"type":"text_delta","text":S}}``.
+# For data of that form the decoder parses only the string ``S`` (parsing the whole object
+# measured ~1 us more per event, a fifth of what the whole read costs). Anything else, and any
+# variation of that form (spacing, key order, more keys), takes the general path.
+_TEXT_HEAD = '{"type":"content_block_delta","index":'
+_TEXT_MID = ',"delta":{"type":"text_delta","text":'
+_HEAD_LEN = len(_TEXT_HEAD)
+_scan_string: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
+_MID_LEN = len(_TEXT_MID)
+
+
 def _invalid(message: str) -> InvalidResponse:
     return InvalidResponse(message, provider=PROVIDER)
 
@@ -115,11 +127,34 @@ class AnthropicStreamDecoder:
     def feed(self, events: Iterable[SseLike]) -> list[StreamEvent]:
         """Decode the SSE events of one network read into one batch of kova events."""
         out: list[StreamEvent] = []
+        blocks = self._blocks
         for sse in events:
             if self.error is not None or self._finished:
                 break
+            data = sse.data
+            if data.startswith(_TEXT_HEAD) and data.endswith('"}}') and sse.event != "ping":
+                mid = data.find(_TEXT_MID, _HEAD_LEN)
+                index = data[_HEAD_LEN:mid]
+                # A JSON integer: ASCII digits, no leading zero.
+                if (
+                    mid > 0
+                    and index.isdigit()
+                    and index.isascii()
+                    and (index[0] != "0" or index == "0")
+                ):
+                    state = blocks.get(int(index))
+                    start = mid + _MID_LEN
+                    if state is not None and state.kind == _TEXT and data[start] == '"':
+                        try:
+                            text, end = _scan_string(data, start + 1)
+                        except ValueError:
+                            end = 0  # not a JSON string: the general path decides
+                        if end == len(data) - 2:
+                            if text:
+                                out.append(TextDelta(text=text))
+                            continue
             try:
-                self._decode(sse.event, sse.data, out)
+                self._decode(sse.event, data, out)
             except InvalidResponse as exc:
                 self.error = exc
         return out

@@ -313,3 +313,94 @@ def test_delta_for_unknown_block_is_an_invalid_response() -> None:
         '{"type":"content_block_delta","index":5,"delta":{"type":"text_delta","text":"x"}}',
     )
     assert isinstance(decoder.error, InvalidResponse)
+
+
+# -- the text-delta fast path: it must decode exactly what the general path would -------------
+
+_START_TEXT = '{"type":"content_block_start","index":%d,"content_block":{"type":"text","text":""}}'
+
+
+def _decode_one(
+    data: str, *, index: int = 0, event: str = "content_block_delta"
+) -> tuple[list[m.StreamEvent], object]:
+    decoder = AnthropicStreamDecoder()
+    decoder.feed_event("content_block_start", _START_TEXT % index)
+    events = decoder.feed_event(event, data)
+    return events, decoder.error
+
+
+def _general(data: str) -> str:
+    """The same delta with a space after the first colon: never the fast form."""
+    return data.replace('"type":', '"type": ', 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(), ascii_only=st.booleans(), index=st.integers(0, 12))
+def test_a_text_delta_in_the_api_form_decodes_like_the_general_path(
+    text: str, ascii_only: bool, index: int
+) -> None:
+    delta = {"type": "content_block_delta", "index": index}
+    delta["delta"] = {"type": "text_delta", "text": text}
+    data = json.dumps(delta, separators=(",", ":"), ensure_ascii=ascii_only)
+    fast, fast_error = _decode_one(data, index=index)
+    slow, slow_error = _decode_one(_general(data), index=index)
+    assert fast == slow == ([m.TextDelta(text=text)] if text else [])
+    assert fast_error is slow_error is None
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        # not one JSON string followed by "}}": the general path judges (all invalid JSON)
+        '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"}}}',
+        '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a\\"}}',
+        '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a\\q"}}',
+        '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a\x01"}}',
+        # a JSON integer has no leading zero
+        '{"type":"content_block_delta","index":00,"delta":{"type":"text_delta","text":"a"}}',
+    ],
+)
+def test_malformed_text_deltas_in_the_api_form_are_invalid_responses(data: str) -> None:
+    events, error = _decode_one(data)
+    assert events == []
+    assert isinstance(error, InvalidResponse)
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        # more keys after the text: a valid object, decoded by the general path
+        (
+            '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a","x":"}}"}}',
+            [m.TextDelta(text="a")],
+        ),
+        # a string that ends in "}}" inside the text
+        (
+            '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a\\"}}"}}',
+            [m.TextDelta(text='a"}}')],
+        ),
+        ('{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":""}}', []),
+    ],
+)
+def test_text_deltas_close_to_the_api_form_decode_by_their_json(
+    data: str, expected: list[m.StreamEvent]
+) -> None:
+    events, error = _decode_one(data)
+    assert events == expected
+    assert error is None
+
+
+def test_a_fast_form_delta_for_an_unknown_or_non_text_block_takes_the_general_path() -> None:
+    data = '{"type":"content_block_delta","index":3,"delta":{"type":"text_delta","text":"a"}}'
+    events, error = _decode_one(data, index=0)
+    assert events == []
+    assert isinstance(error, InvalidResponse)  # a delta for a block that never started
+    decoder = AnthropicStreamDecoder()
+    decoder.feed_event(
+        "content_block_start",
+        '{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}',
+    )
+    assert decoder.feed_event("content_block_delta", data.replace("3", "0")) == []
+    assert decoder.error is None
+    # a "ping" event is skipped whatever its data says, as the general path does
+    assert _decode_one(data.replace("3", "0"), event="ping") == ([], None)
