@@ -16,14 +16,16 @@ structlog's own default (no configuration) prints every level to stdout, debug i
 is right for an application and wrong for a library: hence this small shim instead of
 ``structlog.get_logger`` in each module. The check is made at every call, so configuring
 structlog after kova was imported still takes effect.
+
+kova never imports structlog itself to make that check (an application that configured it has
+imported it), so a program that does not use structlog does not pay for importing it.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from typing import TYPE_CHECKING, Any
-
-import structlog
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -66,7 +68,8 @@ class KovaLogger:
         self._log(logging.ERROR, "error", event, fields)
 
     def _log(self, level: int, method: str, event: str, fields: dict[str, object]) -> None:
-        if structlog.is_configured():
+        structlog = sys.modules.get("structlog")
+        if structlog is not None and structlog.is_configured():
             if self._proxy is None:
                 self._proxy = structlog.get_logger(self._name, **self._context)
             getattr(self._proxy, method)(event, **fields)

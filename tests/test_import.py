@@ -90,3 +90,38 @@ def test_an_agent_with_tools_loads_validation_off_the_event_loop() -> None:
     )
     output = subprocess.check_output([sys.executable, "-c", code], text=True)
     assert output.strip() == "[False]"  # imported once, and not on the main (event loop) thread
+
+
+AGENT_PROGRAM = """
+import sys, json
+import kova, kova.agent, kova.tools
+from kova.providers.openai import OpenAiCompatibleProvider, OpenAiConfig
+
+@kova.tool
+def add(a: int, b: int) -> int:
+    '''Add two numbers.'''
+    return a + b
+
+provider = OpenAiCompatibleProvider(OpenAiConfig(model='m', api_key='k'))
+agent = kova.AgentBuilder().provider(provider).tool(add).system_prompt('s').build()
+print(json.dumps(sorted(sys.modules)))
+"""
+
+NOT_IN_AN_AGENT_PROGRAM = [
+    # structlog (and the asyncio, pickle and uuid it imports): kova logs through it only
+    # when the application configured it, which means the application imported it.
+    "structlog",
+    "asyncio",
+    "pickle",
+    "uuid",
+]
+"""Modules an agent program that does not ask for them must not pay for at import (on top of
+what ``import httpx2, trio`` imports): the import-time target of bench/run.py scenario (a)."""
+
+
+def test_an_agent_program_does_not_import_what_it_does_not_use() -> None:
+    output = subprocess.check_output([sys.executable, "-c", AGENT_PROGRAM], text=True)
+    loaded = set(json.loads(output))
+    unwanted = {m for m in loaded if m.split(".")[0] in NOT_IN_AN_AGENT_PROGRAM}
+    unwanted |= loaded & set(NOT_IN_AN_AGENT_PROGRAM)
+    assert not unwanted, sorted(unwanted)
