@@ -25,6 +25,10 @@ getting a prompt), or it calls a tool annotated read-only or idempotent (or one 
 named). Otherwise it fails with :class:`~kova.McpCallInterruptedError`: it may have run.
 A JSON-RPC error from the server fails that request with :class:`~kova.McpError`; the
 connection is fine and nothing is retried.
+
+What one session is (its transport setup, how it ends, one request on it) lives in
+:mod:`kova.mcp._session`; what the server asks of the client (sampling, elicitation,
+roots, its log messages) in :mod:`kova.mcp._callbacks`.
 """
 
 from __future__ import annotations
@@ -33,27 +37,14 @@ import random
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import anyio
-import attrs
-import httpx2
 import mcp_types as mt
 import trio
-from mcp import Client
-from mcp.shared.exceptions import MCPError
-from pydantic import ValidationError
 
-from .._errors import (
-    KovaConnectionError,
-    KovaError,
-    McpCallInterruptedError,
-    McpError,
-    McpUnavailableError,
-)
+from .._errors import KovaError, McpCallInterruptedError, McpUnavailableError
 from .._log import get_logger
-from .._models import ChatRequest
 from ..actors import Actor, UnknownMessage
-from . import _convert
 from . import _operations as operations
+from ._callbacks import ServerCallbacks
 from ._messages import (
     CallTool,
     GetPrompt,
@@ -69,14 +60,24 @@ from ._messages import (
     SetRoots,
     Subscribe,
 )
+from ._session import (
+    Session,
+    SessionLost,
+    connect_error,
+    describe,
+    first_of,
+    is_transient,
+    leaves,
+    open_client,
+    request_once,
+)
 from ._state import now
-from ._transports import SessionWatch, StreamableHttpTransport, is_not_delivered
-from ._types import McpConnectionState, McpLogMessage
+from ._types import McpConnectionState
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
-    from mcp.client.context import ClientRequestContext
+    from mcp import Client
 
     from .._models import ToolDefinition, ToolResult
     from ._state import ConnectionSettings, SharedState
@@ -100,131 +101,9 @@ GONE_GRACE = 0.5
 """Seconds a session the server no longer has stays open for the requests already in flight
 on it to get their answers from kova's HTTP layer."""
 
-_LOG_LEVELS = {
-    "debug": "debug",
-    "info": "info",
-    "notice": "info",
-    "warning": "warning",
-    "error": "error",
-    "critical": "error",
-    "alert": "error",
-    "emergency": "error",
-}
-"""MCP's syslog levels as kova's logging levels (the event keeps the server's own level)."""
-
-
-def _is_local_close(error: MCPError) -> bool:
-    """Whether the ``mcp`` package made this error up because the transport broke.
-
-    It reports a transport that closed under a request as code -32000 with fixed messages
-    ("Connection closed" from the dispatcher; "SSE stream ..." when a Streamable HTTP
-    response stream was cut). -32000 is also the JSON-RPC "server error" range a server may
-    use for its own errors, hence the message check.
-    """
-    return error.code == mt.CONNECTION_CLOSED and (
-        error.message == "Connection closed" or error.message.startswith("SSE stream ")
-    )
-
 
 class ConnectionLost(Exception):
     """The reconnect policy gave up; raised to crash the actor so its supervisor decides."""
-
-
-# ---------------------------------------------------------------------------------------------
-
-
-@attrs.define(eq=False)
-class _Session:
-    """One live connection: the ``mcp`` client and how it ends."""
-
-    client: Client
-    number: int
-    ended: trio.Event = attrs.field(factory=trio.Event)
-    """Set once the connection is over: retired on purpose, or lost."""
-    retired: bool = False
-    """Ended on purpose (``reconnect()``, or the actor stopping)."""
-    reason: str | None = None
-    """Why it was lost."""
-    closed: trio.Event = attrs.field(factory=trio.Event)
-    """Set once the session task has left every context manager."""
-    gone: trio.Event = attrs.field(factory=trio.Event)
-    """Set when kova's HTTP layer saw that the server no longer has this session."""
-    in_flight: int = 0
-    idle: trio.Event = attrs.field(factory=trio.Event)
-    """Set while no request is in flight on this session."""
-
-    def __attrs_post_init__(self) -> None:
-        self.idle.set()
-
-    @property
-    def usable(self) -> bool:
-        return not (self.ended.is_set() or self.gone.is_set())
-
-    def mark_gone(self, reason: str) -> None:
-        if not self.gone.is_set():
-            self.reason = reason
-            self.gone.set()
-
-    def request_started(self) -> None:
-        if self.in_flight == 0:
-            self.idle = trio.Event()
-        self.in_flight += 1
-
-    def request_finished(self) -> None:
-        self.in_flight -= 1
-        if self.in_flight == 0:
-            self.idle.set()
-
-    def retire(self) -> None:
-        if not self.ended.is_set():
-            self.retired = True
-            self.ended.set()
-
-    def lose(self, reason: str) -> None:
-        if not self.ended.is_set():
-            self.reason = reason
-            self.ended.set()
-
-
-def _is_transient(exc: BaseException) -> bool:
-    """A connection failure that may go away if we try again (refused, reset, timed out)."""
-    if isinstance(exc, BaseExceptionGroup):
-        return all(_is_transient(inner) for inner in exc.exceptions)
-    return isinstance(
-        exc,
-        OSError | httpx2.TransportError | anyio.BrokenResourceError | KovaConnectionError,
-    )
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
-    return [exc]
-
-
-def _describe(exc: BaseException) -> str:
-    """A one-line reason for logs and errors (the innermost errors of a group)."""
-    return "; ".join(repr(leaf) for leaf in _leaves(exc))[:500]
-
-
-def _connect_error(exc: Exception, transport: str) -> Exception:
-    """The error ``connect()`` reports for a failed connection attempt."""
-    for leaf in _leaves(exc):
-        if isinstance(leaf, KovaError):
-            return leaf
-        if isinstance(leaf, MCPError):
-            return McpError(f"MCP initialize failed: {leaf.message}", code=leaf.code)
-    if _is_transient(exc):
-        return KovaConnectionError(f"cannot connect to the MCP server ({transport}): {exc!r}")
-    return McpError(f"cannot connect to the MCP server ({transport}): {exc!r}")
-
-
-@attrs.frozen
-class _Lost(Exception):
-    """A request's session ended under it. ``delivered`` is False when it never ran."""
-
-    reason: str
-    delivered: bool
 
 
 class McpConnection(Actor):
@@ -236,8 +115,9 @@ class McpConnection(Actor):
     def __init__(self, settings: ConnectionSettings, shared: SharedState) -> None:
         self._settings = settings
         self._shared = shared
+        self._callbacks = ServerCallbacks(settings, shared)
         self._nursery: trio.Nursery | None = None
-        self._session: _Session | None = None
+        self._session: Session | None = None
         self._sessions_opened = shared.state.session
         self._closing = False
         self._kick = trio.Event()
@@ -293,9 +173,9 @@ class McpConnection(Actor):
                 session = await self._nursery.start(self._serve_session)
                 break
             except Exception as exc:
-                if attempt == 2 or not _is_transient(exc):
-                    error = _connect_error(exc, transport)
-                    if any(error is leaf for leaf in _leaves(exc)):
+                if attempt == 2 or not is_transient(exc):
+                    error = connect_error(exc, transport)
+                    if any(error is leaf for leaf in leaves(exc)):
                         raise error from None  # already the precise error, with its traceback
                     raise error from exc
                 log.info(
@@ -303,7 +183,7 @@ class McpConnection(Actor):
                     connection=self._shared.name,
                     transport=transport,
                     retry_in=CONNECT_RETRY_DELAY,
-                    error=_describe(exc),
+                    error=describe(exc),
                 )
             await trio.sleep(CONNECT_RETRY_DELAY)
         task_status.started()
@@ -314,7 +194,7 @@ class McpConnection(Actor):
                     return
                 session = await self._reconnect_until_up(session)
 
-    async def _reconnect_until_up(self, old: _Session) -> _Session:
+    async def _reconnect_until_up(self, old: Session) -> Session:
         """Open a new session after ``old`` ended: at once, then with backoff."""
         assert self._nursery is not None
         policy = self._settings.reconnect
@@ -326,10 +206,10 @@ class McpConnection(Actor):
         while True:
             self._kick = trio.Event()
             try:
-                session: _Session = await self._nursery.start(self._serve_session)
+                session: Session = await self._nursery.start(self._serve_session)
             except Exception as exc:
                 failures += 1
-                reason = _describe(exc)
+                reason = describe(exc)
                 if policy.gives_up(failures, trio.current_time() - started):
                     log.error(
                         "mcp.connection.given_up",
@@ -356,16 +236,17 @@ class McpConnection(Actor):
             else:
                 return session
 
-    async def _serve_session(self, *, task_status: trio.TaskStatus[_Session]) -> None:
+    async def _serve_session(self, *, task_status: trio.TaskStatus[Session]) -> None:
         """The session task: connect, publish the session, then hold the ``mcp`` context
         managers open until the connection is retired or lost."""
-        session: _Session | None = None
+        session: Session | None = None
         try:
             with trio.CancelScope() as scope:
-                async with self._open_client() as (client, lost, watch):
+                opened = open_client(self._settings, self._callbacks, self._on_message)
+                async with opened as (client, lost, watch):
                     await self._prepare(client)
                     self._sessions_opened += 1
-                    session = _Session(client=client, number=self._sessions_opened)
+                    session = Session(client=client, number=self._sessions_opened)
                     watch.on_gone = session.mark_gone
                     log.info(
                         "mcp.connection.opened",
@@ -376,7 +257,7 @@ class McpConnection(Actor):
                     self._session = session
                     task_status.started(session)
                     self._publish("connected")
-                    await _first_of(session.ended.wait, lost.wait, session.gone.wait)
+                    await first_of(session.ended.wait, lost.wait, session.gone.wait)
                     if session.gone.is_set() and not session.ended.is_set():
                         # Let the requests the HTTP layer answered "not delivered" see that
                         # answer (so they are sent again) before the transport goes.
@@ -399,7 +280,7 @@ class McpConnection(Actor):
             if session is None:
                 raise  # the connection attempt failed: nursery.start() raises it
             # The transport broke out of its context managers: the session is lost.
-            session.lose(_describe(exc))
+            session.lose(describe(exc))
             log.warning(
                 "mcp.connection.lost",
                 connection=self._shared.name,
@@ -422,61 +303,6 @@ class McpConnection(Actor):
         for uri in sorted(self._shared.subscriptions):
             await operations.subscribe(client, uri, subscribe=True)
 
-    @asynccontextmanager
-    async def _open_client(self) -> AsyncIterator[tuple[Client, trio.Event, SessionWatch]]:
-        """Open the transport and the ``mcp`` client on it (``initialize`` included).
-
-        The transport's read stream is pumped through a stream of our own so we learn when
-        the server closes it, even while no request is waiting.
-        """
-        settings = self._settings
-        lost = trio.Event()
-        watch = SessionWatch(on_gone=lambda reason: None)
-
-        @asynccontextmanager
-        async def watched_transport() -> AsyncIterator[Any]:
-            transport = settings.transport
-            opened = (
-                transport.open(watch=watch)
-                if isinstance(transport, StreamableHttpTransport)
-                else transport.open()
-            )
-            async with opened as (read_stream, write_stream):
-                send, receive = anyio.create_memory_object_stream[Any](0)
-
-                async def pump() -> None:
-                    async with send:
-                        try:
-                            async for item in read_stream:
-                                await send.send(item)
-                        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                            return  # the session side closed first: we are shutting down
-                    lost.set()
-
-                async with anyio.create_task_group() as task_group:
-                    task_group.start_soon(pump)
-                    try:
-                        yield receive, write_stream
-                    finally:
-                        task_group.cancel_scope.cancel()
-                        receive.close()
-
-        client = Client(
-            watched_transport(),
-            mode="legacy",
-            cache=None,
-            client_info=mt.Implementation(
-                name=settings.client_name, version=settings.client_version
-            ),
-            sampling_callback=self._sample if settings.sampling is not None else None,
-            elicitation_callback=self._elicit if settings.elicitation is not None else None,
-            list_roots_callback=self._list_roots if settings.roots_enabled else None,
-            logging_callback=self._on_log,
-            message_handler=self._on_message,
-        )
-        async with client:
-            yield client, lost, watch
-
     # -- server-initiated traffic (runs in the session's task group) ----------------------
 
     async def _on_message(self, message: Any) -> None:
@@ -496,54 +322,6 @@ class McpConnection(Actor):
             case _:
                 pass
         await trio.lowlevel.checkpoint()
-
-    async def _on_log(self, params: mt.LoggingMessageNotificationParams) -> None:
-        emit = getattr(log, _LOG_LEVELS.get(params.level, "info"))
-        emit(
-            "mcp.server.log",
-            connection=self._shared.name,
-            server_level=params.level,
-            logger=params.logger,
-            data=params.data,
-        )
-        handler = self._settings.on_log
-        if handler is not None:
-            await handler(McpLogMessage(level=params.level, logger=params.logger, data=params.data))
-
-    async def _list_roots(self, context: ClientRequestContext) -> mt.ListRootsResult:
-        return mt.ListRootsResult(
-            roots=[mt.Root(uri=root.uri, name=root.name) for root in self._shared.roots]  # type: ignore[arg-type]
-        )
-
-    async def _sample(
-        self, context: ClientRequestContext, params: mt.CreateMessageRequestParams
-    ) -> mt.CreateMessageResult | mt.ErrorData:
-        provider = self._settings.sampling
-        assert provider is not None
-        messages, config = _convert.sampling_request(params)
-        if self._settings.sampling_model is not None:
-            config = attrs.evolve(config, model=self._settings.sampling_model)
-        try:
-            async with provider.open():
-                response = await provider.chat_completion(
-                    ChatRequest(messages=messages, config=config)
-                )
-        except KovaError as exc:
-            # The server asked; it gets a JSON-RPC error back and the connection carries on.
-            log.warning("mcp.sampling.failed", provider=provider.name, error=repr(exc))
-            return mt.ErrorData(code=mt.INTERNAL_ERROR, message=f"sampling failed: {exc}")
-        model = config.model or self._settings.sampling_model or provider.name
-        log.info("mcp.sampling.answered", provider=provider.name, messages=len(messages))
-        return _convert.sampling_result(response, model=model)
-
-    async def _elicit(
-        self, context: ClientRequestContext, params: mt.ElicitRequestParams
-    ) -> mt.ElicitResult | mt.ErrorData:
-        handler = self._settings.elicitation
-        assert handler is not None
-        request = _convert.elicitation_request(params)
-        response = await handler(request)
-        return _convert.elicitation_result(response, request)
 
     # -- requests -----------------------------------------------------------------------
 
@@ -598,7 +376,7 @@ class McpConnection(Actor):
             attempts=state.attempts,
         )
 
-    async def _live_session(self, avoid: _Session | None) -> _Session:
+    async def _live_session(self, avoid: Session | None) -> Session:
         """The live session (other than ``avoid``), waiting while one is being opened.
 
         Raises:
@@ -619,12 +397,12 @@ class McpConnection(Actor):
     ) -> _T:
         """Run ``operation`` on the live session, once more on the next session if the first
         one was lost under it and ``replay`` allows (or it never reached the server)."""
-        avoid: _Session | None = None
+        avoid: Session | None = None
         for attempt in (1, 2):
             session = await self._live_session(avoid)
             try:
-                return await self._attempt(session, operation)
-            except _Lost as lost:
+                return await request_once(session, operation)
+            except SessionLost as lost:
                 if attempt == 2 or not (replay or not lost.delivered):
                     raise McpUnavailableError(
                         server=self._shared.name, since=now(), reason=lost.reason
@@ -633,45 +411,19 @@ class McpConnection(Actor):
                 avoid = session
         raise AssertionError("unreachable")
 
-    async def _attempt(self, session: _Session, operation: Callable[[Client], Awaitable[_T]]) -> _T:
-        """One try of ``operation``; a lost session raises :class:`_Lost`."""
-        session.request_started()
-        try:
-            return await operation(session.client)
-        except MCPError as exc:
-            if is_not_delivered(exc.code, exc.data):
-                session.mark_gone(exc.message)
-                raise _Lost(exc.message, delivered=False) from exc
-            if _is_local_close(exc) or (exc.code == mt.CONNECTION_CLOSED and not session.usable):
-                session.lose(session.reason or exc.message)
-                raise _Lost(session.reason or exc.message, delivered=True) from exc
-            raise McpError(exc.message, code=exc.code) from exc
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-            reason = session.reason or "the MCP connection closed during a request"
-            session.lose(reason)
-            raise _Lost(reason, delivered=True) from exc
-        except ValidationError as exc:
-            raise McpError(f"the MCP server sent an invalid response: {exc}") from exc
-        except RuntimeError as exc:
-            # The mcp package raises RuntimeError for results that break the tool's
-            # declared output schema, and for results it cannot use.
-            raise McpError(str(exc)) from exc
-        finally:
-            session.request_finished()
-
     async def _call_tool(self, message: CallTool) -> ToolResult:
         name = message.name
         epoch = self._tools_epoch
-        avoid: _Session | None = None
+        avoid: Session | None = None
         for attempt in (1, 2):
             session = await self._live_session(avoid)
             try:
-                result = await self._attempt(
+                result = await request_once(
                     session,
                     lambda c: operations.call_tool(c, name, message.arguments, message.progress),
                 )
                 break
-            except _Lost as lost:
+            except SessionLost as lost:
                 if attempt == 2 or (lost.delivered and not await self._may_replay(message)):
                     if not lost.delivered:
                         raise McpUnavailableError(
@@ -760,15 +512,3 @@ class McpConnection(Actor):
             if state.status == "unavailable" and (old is None or old.closed.is_set()):
                 raise self._unavailable()
             await self._shared.changed.wait()
-
-
-async def _first_of(*waits: Callable[[], Awaitable[object]]) -> None:
-    """Return as soon as one of ``waits`` returns."""
-    async with trio.open_nursery() as nursery:
-
-        async def run(wait: Callable[[], Awaitable[object]]) -> None:
-            await wait()
-            nursery.cancel_scope.cancel()
-
-        for wait in waits:
-            nursery.start_soon(run, wait)

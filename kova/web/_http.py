@@ -1,6 +1,6 @@
-"""The few HTTP pieces the event server needs: read a request head, answer with a static
-file or an error, and hand a WebSocket upgrade (with the bytes already read) to
-trio-websocket.
+"""The few HTTP pieces the event server needs: read a request head, check its ``Host`` and
+``Origin``, answer with a static file or an error, and hand a WebSocket upgrade (with the
+bytes already read) to trio-websocket.
 
 One port serves both the page and its WebSocket, so the page needs no configuration and the
 origin check can compare the page's origin with the host it connected to.
@@ -8,6 +8,7 @@ origin check can compare the page's origin with the host it connected to.
 
 from __future__ import annotations
 
+from importlib import resources
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
 
@@ -17,7 +18,17 @@ import trio
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["ReplayStream", "RequestHead", "read_head", "response"]
+__all__ = [
+    "HeadError",
+    "ReplayStream",
+    "RequestHead",
+    "host_allowed",
+    "load_static",
+    "origin_allowed",
+    "read_head",
+    "response",
+    "static_response",
+]
 
 MAX_HEAD_BYTES = 16 * 1024
 
@@ -30,6 +41,13 @@ _REASONS = {
     431: "Request Header Fields Too Large",
     503: "Service Unavailable",
 }
+
+_STATIC = {
+    "/": ("index.html", "text/html; charset=utf-8"),
+    "/page.css": ("page.css", "text/css; charset=utf-8"),
+    "/page.js": ("page.js", "text/javascript; charset=utf-8"),
+}
+_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
 
 class HeadError(ValueError):
@@ -107,6 +125,56 @@ def response(
     ]
     lines.extend(f"{name}: {value}" for name, value in (headers or {}).items())
     return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii") + body
+
+
+def load_static() -> dict[str, tuple[bytes, str]]:
+    """The page's files by path: their bytes and content type (read once, at startup)."""
+    folder = resources.files("kova.web") / "static"
+    return {
+        path: ((folder / name).read_bytes(), content_type)
+        for path, (name, content_type) in _STATIC.items()
+    }
+
+
+def static_response(head: RequestHead, files: Mapping[str, tuple[bytes, str]]) -> bytes:
+    """The answer to a plain (not WebSocket) request: one of ``files`` or an error."""
+    if head.method not in ("GET", "HEAD"):
+        return response(405, b"method not allowed\n")
+    found = files.get(head.path)
+    if found is None:
+        return response(404, b"not found\n")
+    body, content_type = found
+    ws = f"ws://{head.headers['host']}"
+    policy = (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        f"connect-src 'self' {ws}; base-uri 'none'; form-action 'none'; "
+        "frame-ancestors 'none'"
+    )
+    return response(
+        200,
+        b"" if head.method == "HEAD" else body,
+        content_type=content_type,
+        headers={"Content-Security-Policy": policy, "X-Frame-Options": "DENY"},
+    )
+
+
+def host_allowed(head: RequestHead, *, host: str, port: int) -> bool:
+    """Whether the request's ``Host`` may reach a server listening on ``host:port``."""
+    given = head.headers.get("host")
+    if given is None:
+        return False
+    loopback = host in ("127.0.0.1", "::1", "localhost")
+    if not loopback:
+        return True  # listening beyond loopback: the token is the check
+    return given in {f"{name}:{port}" for name in _LOOPBACK_NAMES}
+
+
+def origin_allowed(head: RequestHead, allowed_origins: frozenset[str]) -> bool:
+    """Whether the request's ``Origin`` (a browser's) is the server's own or an allowed one."""
+    origin = head.headers.get("origin")
+    if origin is None:
+        return True  # not a browser; the token still has to match
+    return origin == f"http://{head.headers.get('host')}" or origin in allowed_origins
 
 
 class ReplayStream(trio.abc.Stream):

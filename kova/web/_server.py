@@ -6,6 +6,11 @@ trio's single thread no task ever sees a half-made change, and no lock is needed
 has a bounded buffer (a trio memory channel) and one writer task that sends, once per flush
 interval, everything that piled up as one frame; publishing never waits: a page whose buffer
 is full is dropped (it reconnects and gets the current state), the agent is never slowed.
+
+The pieces: :mod:`kova.web._http` answers plain HTTP (the page's files) and checks a
+request's host and origin; :mod:`kova.web._page` is one page's WebSocket session (its reader
+and its frame writer); :mod:`kova.web._approvals` holds the tool calls waiting for a
+decision; :mod:`kova.web._turns` the turns kept for reconnecting pages.
 """
 
 from __future__ import annotations
@@ -16,7 +21,6 @@ import math
 import secrets
 from contextlib import asynccontextmanager
 from functools import partial
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -26,7 +30,19 @@ from .._log import get_logger
 from .._models import TextDelta, ThinkingDelta, ToolAnnotations
 from ..agent import ToolCallFinished, ToolCallStarted, TurnCompleted
 from . import _schema
-from ._http import HeadError, ReplayStream, RequestHead, read_head, response
+from ._approvals import Approvals
+from ._http import (
+    HeadError,
+    ReplayStream,
+    RequestHead,
+    host_allowed,
+    load_static,
+    origin_allowed,
+    read_head,
+    response,
+    static_response,
+)
+from ._page import CLOSE_NORMAL, CLOSE_TOO_SLOW, Page, close_page, serve_page
 from ._turns import Turn, TurnLog
 
 if TYPE_CHECKING:
@@ -43,15 +59,6 @@ __all__ = ["EventServer", "WebApproval", "WebRequest", "open_event_server"]
 
 log = get_logger(__name__)
 
-_STATIC = {
-    "/": ("index.html", "text/html; charset=utf-8"),
-    "/page.css": ("page.css", "text/css; charset=utf-8"),
-    "/page.js": ("page.js", "text/javascript; charset=utf-8"),
-}
-_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
-_CLOSE_POLICY = 1008
-_CLOSE_TOO_SLOW = 1013
-
 
 @attrs.frozen(kw_only=True)
 class WebRequest:
@@ -61,31 +68,6 @@ class WebRequest:
     query: Mapping[str, list[str]]
     headers: Mapping[str, str]
     """Header names lower-cased."""
-
-
-@attrs.define(eq=False)
-class _Page:
-    number: int
-    send: trio.MemorySendChannel[str]
-    scope: trio.CancelScope
-    dropped: bool = False
-
-
-@attrs.define(eq=False)
-class _Pending:
-    id: str
-    call: ToolUse
-    event: dict[str, Any] = attrs.Factory(dict)
-    """The ``approval_requested`` event (replayed to pages that connect while it waits)."""
-    outcome: bool | str | None = None
-    _changed: trio.Event = attrs.Factory(trio.Event)
-
-    def notify(self) -> None:
-        changed, self._changed = self._changed, trio.Event()
-        changed.set()
-
-    async def wait_changed(self) -> None:
-        await self._changed.wait()
 
 
 @attrs.define(eq=False)
@@ -110,12 +92,11 @@ class EventServer:
     _chat: bool
     _host: str = ""
     _port: int = 0
-    _static: dict[str, tuple[bytes, str]] = attrs.Factory(dict)
-    _pages: dict[int, _Page] = attrs.Factory(dict)
+    _static: Mapping[str, tuple[bytes, str]] = attrs.Factory(dict)
+    _pages: dict[int, Page] = attrs.Factory(dict)
     _page_numbers: itertools.count[int] = attrs.Factory(lambda: itertools.count(1))
     _log: TurnLog = attrs.field(init=False)
-    _pending: dict[str, _Pending] = attrs.Factory(dict)
-    _approval_numbers: itertools.count[int] = attrs.Factory(lambda: itertools.count(1))
+    _approvals: Approvals = attrs.field(init=False)
     _prompt_send: trio.MemorySendChannel[str] | None = None
     _prompt_receive: trio.MemoryReceiveChannel[str] | None = None
     _dropped: int = 0
@@ -124,6 +105,11 @@ class EventServer:
 
     def __attrs_post_init__(self) -> None:
         self._log = TurnLog(keep=self._keep_turns)
+        self._approvals = Approvals(
+            emit=self._emit,
+            has_pages=lambda: bool(self._pages),
+            disconnect_grace=self._disconnect_grace,
+        )
 
     # -- public surface --------------------------------------------------------------------
 
@@ -170,7 +156,7 @@ class EventServer:
     @property
     def pending_approvals(self) -> int:
         """Tool calls waiting for a person's decision now."""
-        return len(self._pending)
+        return len(self._approvals)
 
     @property
     def prompts(self) -> trio.MemoryReceiveChannel[str]:
@@ -301,57 +287,12 @@ class EventServer:
         table.update(annotations or {})
         return WebApproval(server=self, timeout=float(timeout), annotations=table)
 
-    # -- approvals -------------------------------------------------------------------------
-
     async def _ask(
         self, call: ToolUse, annotations: ToolAnnotations | None, seconds: float
     ) -> bool | str:
-        pending = _Pending(id=f"a{next(self._approval_numbers)}", call=call)
-        self._pending[pending.id] = pending
         turn = self._current()
-        pending.event = {
-            "type": "approval_requested",
-            "turn": turn.number if turn is not None and turn.open else None,
-            "id": pending.id,
-            "call_id": call.id,
-            "tool": call.name,
-            "arguments": _schema.tool_started(0, call)["arguments"],
-            "annotations": _schema.annotations_json(annotations),
-            "timeout_s": seconds,
-        }
-        self._emit(pending.event)
-        try:
-            with trio.move_on_after(seconds):
-                while pending.outcome is None:
-                    if self._pages:
-                        await pending.wait_changed()
-                        continue
-                    with trio.move_on_after(self._disconnect_grace):
-                        while not self._pages and pending.outcome is None:
-                            await pending.wait_changed()
-                    if not self._pages and pending.outcome is None:
-                        self._decide(pending, "no page is connected to decide", by="disconnect")
-            if pending.outcome is None:
-                self._decide(pending, f"no decision within {seconds:g} s", by="timeout")
-        finally:
-            if pending.outcome is None:  # cancelled: nobody is waiting for an answer now
-                self._decide(pending, "the turn was cancelled", by="cancelled")
-        assert pending.outcome is not None
-        return pending.outcome
-
-    def _decide(self, pending: _Pending, outcome: bool | str, *, by: str) -> None:
-        pending.outcome = outcome
-        self._pending.pop(pending.id, None)
-        pending.notify()
-        self._emit(
-            {
-                "type": "approval_decided",
-                "id": pending.id,
-                "approved": outcome is True,
-                "reason": None if outcome is True else outcome,
-                "by": by,
-            }
-        )
+        number = turn.number if turn is not None and turn.open else None
+        return await self._approvals.ask(call, annotations, seconds, turn=number)
 
     # -- turns and fan-out -----------------------------------------------------------------
 
@@ -378,7 +319,7 @@ class EventServer:
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 continue
 
-    def _drop(self, page: _Page) -> None:
+    def _drop(self, page: Page) -> None:
         log.warning("web.page.dropped", page=page.number, buffer=self._page_buffer)
         page.dropped = True
         self._dropped += 1
@@ -386,14 +327,7 @@ class EventServer:
         self._detach(page)
         page.scope.cancel()
 
-    def _replay(self) -> list[dict[str, Any]]:
-        events = self._log.replay()
-        for pending in self._pending.values():
-            if pending.event["turn"] is None:  # asked outside any turn: not in a turn's items
-                events.append(pending.event)
-        return events
-
-    def _attach(self, page: _Page) -> None:
+    def _attach(self, page: Page) -> None:
         hello = {
             "type": "hello",
             "page": page.number,
@@ -402,21 +336,19 @@ class EventServer:
                 "max_message_bytes": self._max_message_bytes,
                 "max_chat_chars": self._max_chat_chars,
             },
-            "replay": self._replay(),
+            "replay": self._log.replay() + self._approvals.outside_turns(),
         }
         page.send.send_nowait(_schema.encode(hello))
         self._pages[page.number] = page
-        for pending in list(self._pending.values()):
-            pending.notify()
+        self._approvals.pages_changed()
 
-    def _detach(self, page: _Page) -> None:
+    def _detach(self, page: Page) -> None:
         if self._pages.pop(page.number, None) is None:
             return
         page.send.close()
-        for pending in list(self._pending.values()):
-            pending.notify()
+        self._approvals.pages_changed()
 
-    def _error_to(self, page: _Page, message: str) -> None:
+    def _error_to(self, page: Page, message: str) -> None:
         try:
             page.send.send_nowait(_schema.encode({"type": "error", "message": message}))
         except trio.WouldBlock:
@@ -424,20 +356,10 @@ class EventServer:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
 
-    def _on_message(self, page: _Page, message: _schema.PageMessage) -> None:
+    def _on_message(self, page: Page, message: _schema.PageMessage) -> None:
         match message:
             case _schema.Decision(id=identifier, approve=approve, reason=reason):
-                pending = self._pending.get(identifier)
-                if pending is None:
-                    return  # decided already (first answer wins) or unknown: nothing to do
-                outcome: bool | str = True
-                if not approve:
-                    outcome = (
-                        f"denied by a person on the web page: {reason}"
-                        if reason
-                        else ("denied by a person on the web page")
-                    )
-                self._decide(pending, outcome, by="page")
+                self._approvals.answer(identifier, approve=approve, reason=reason)
             case _schema.ChatInput(text=text):
                 if self._prompt_send is None:
                     self._error_to(page, "this server does not take prompts")
@@ -457,19 +379,7 @@ class EventServer:
         return f"{host}:{self._port}"
 
     def _host_allowed(self, head: RequestHead) -> bool:
-        host = head.headers.get("host")
-        if host is None:
-            return False
-        loopback = self._host in ("127.0.0.1", "::1", "localhost")
-        if not loopback:
-            return True  # listening beyond loopback: the token is the check
-        return host in {f"{name}:{self._port}" for name in _LOOPBACK_NAMES}
-
-    def _origin_allowed(self, head: RequestHead) -> bool:
-        origin = head.headers.get("origin")
-        if origin is None:
-            return True  # not a browser; the token still has to match
-        return origin == f"http://{head.headers.get('host')}" or origin in self._allowed_origins
+        return host_allowed(head, host=self._host, port=self._port)
 
     def _authorized(self, head: RequestHead) -> bool:
         if self._authorize is not None:
@@ -501,28 +411,7 @@ class EventServer:
         if not self._host_allowed(head):
             await stream.send_all(response(403, b"forbidden host\n"))
             return
-        if head.method not in ("GET", "HEAD"):
-            await stream.send_all(response(405, b"method not allowed\n"))
-            return
-        found = self._static.get(head.path)
-        if found is None:
-            await stream.send_all(response(404, b"not found\n"))
-            return
-        body, content_type = found
-        ws = f"ws://{head.headers['host']}"
-        policy = (
-            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-            f"connect-src 'self' {ws}; base-uri 'none'; form-action 'none'; "
-            "frame-ancestors 'none'"
-        )
-        await stream.send_all(
-            response(
-                200,
-                b"" if head.method == "HEAD" else body,
-                content_type=content_type,
-                headers={"Content-Security-Policy": policy, "X-Frame-Options": "DENY"},
-            )
-        )
+        await stream.send_all(static_response(head, self._static))
 
     async def _serve_websocket(
         self, stream: trio.SocketStream, head: RequestHead, raw: bytes
@@ -537,7 +426,7 @@ class EventServer:
                 max_message_size=self._max_message_bytes,
             )
             refusal: tuple[int, bytes] | None = None
-            if not self._host_allowed(head) or not self._origin_allowed(head):
+            if not self._host_allowed(head) or not origin_allowed(head, self._allowed_origins):
                 refusal = (403, b"origin not allowed\n")
             elif not self._authorized(head):
                 refusal = (403, b"missing or wrong token\n")
@@ -552,69 +441,30 @@ class EventServer:
             nursery.cancel_scope.cancel()
 
     async def _run_page(self, connection: trio_websocket.WebSocketConnection) -> None:
-        import trio_websocket
-
         send, receive = trio.open_memory_channel[str](self._page_buffer)
-        page = _Page(number=next(self._page_numbers), send=send, scope=trio.CancelScope())
+        page = Page(number=next(self._page_numbers), send=send, scope=trio.CancelScope())
         self._attach(page)
-        reason = (1000, "bye")
+        reason = CLOSE_NORMAL
         try:
             with page.scope:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._write, connection, receive)
-                    while True:
-                        try:
-                            text = await connection.get_message()
-                        except trio_websocket.ConnectionClosed:
-                            break
-                        try:
-                            message = _schema.parse_page_message(
-                                text, max_chat_chars=self._max_chat_chars
-                            )
-                        except _schema.PageMessageError as exc:
-                            log.info("web.page.malformed", page=page.number, error=str(exc))
-                            reason = (_CLOSE_POLICY, f"malformed message: {exc}"[:120])
-                            break
-                        self._on_message(page, message)
-                    nursery.cancel_scope.cancel()
+                reason = await serve_page(
+                    connection,
+                    page,
+                    receive,
+                    flush_interval=self._flush_interval,
+                    max_chat_chars=self._max_chat_chars,
+                    on_message=self._on_message,
+                    on_batch=self._note_batch,
+                )
         finally:
             self._detach(page)
             if page.dropped:
-                reason = (_CLOSE_TOO_SLOW, "too slow: reconnect for the current state")
-            with trio.move_on_after(1) as cleanup:
-                cleanup.shield = True
-                await connection.aclose(code=reason[0], reason=reason[1])
+                reason = CLOSE_TOO_SLOW
+            await close_page(connection, reason)
 
-    async def _write(
-        self,
-        connection: trio_websocket.WebSocketConnection,
-        receive: trio.MemoryReceiveChannel[str],
-    ) -> None:
-        import trio_websocket
-
-        next_frame = trio.current_time()
-        try:
-            async for first in receive:
-                # At most one frame per flush interval: a burst shares one frame, and a lone
-                # event after a quiet spell goes out at once.
-                await trio.sleep_until(next_frame)
-                batch = [first]
-                while True:
-                    try:
-                        batch.append(receive.receive_nowait())
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
-                if len(batch) > self._max_buffered:  # the buffer peaks just before a drain
-                    self._max_buffered = len(batch)
-                await connection.send_message(_schema.frame(batch))
-                next_frame = trio.current_time() + self._flush_interval
-        except trio_websocket.ConnectionClosed:
-            pass
-
-    def _load_static(self) -> None:
-        folder = resources.files("kova.web") / "static"
-        for path, (name, content_type) in _STATIC.items():
-            self._static[path] = ((folder / name).read_bytes(), content_type)
+    def _note_batch(self, size: int) -> None:
+        if size > self._max_buffered:
+            self._max_buffered = size
 
 
 @attrs.define(eq=False)
@@ -708,7 +558,7 @@ async def open_event_server(
         disconnect_grace=_positive("disconnect_grace", disconnect_grace),
         chat=chat,
     )
-    server._load_static()
+    server._static = load_static()
     if chat:
         server._prompt_send, server._prompt_receive = trio.open_memory_channel[str](8)
     async with trio.open_nursery() as nursery:
@@ -720,8 +570,7 @@ async def open_event_server(
             yield server
         finally:
             server._closed = True
-            for pending in list(server._pending.values()):
-                server._decide(pending, "the web view closed", by="closed")
+            server._approvals.deny_all("the web view closed", by="closed")
             for page in list(server._pages.values()):
                 page.scope.cancel()
             nursery.cancel_scope.cancel(reason="event server closed")

@@ -1,0 +1,97 @@
+"""What an MCP server asks of the client: sampling, elicitation and roots, and the log
+messages it sends.
+
+The ``mcp`` client calls these from the session's task group, while the connection actor's
+handler tasks serve the host's requests. They read only the immutable settings and the state
+the client shares (the roots), so they need no message to the actor.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+import mcp_types as mt
+
+from .._errors import KovaError
+from .._log import get_logger
+from .._models import ChatRequest
+from . import _convert
+from ._types import McpLogMessage
+
+if TYPE_CHECKING:
+    from mcp.client.context import ClientRequestContext
+
+    from ._state import ConnectionSettings, SharedState
+
+__all__ = ["ServerCallbacks"]
+
+log = get_logger(__name__)
+
+_LOG_LEVELS = {
+    "debug": "debug",
+    "info": "info",
+    "notice": "info",
+    "warning": "warning",
+    "error": "error",
+    "critical": "error",
+    "alert": "error",
+    "emergency": "error",
+}
+"""MCP's syslog levels as kova's logging levels (the event keeps the server's own level)."""
+
+
+@attrs.frozen
+class ServerCallbacks:
+    """The ``mcp`` client's callbacks for one connection (every session of it)."""
+
+    settings: ConnectionSettings
+    shared: SharedState
+
+    async def on_log(self, params: mt.LoggingMessageNotificationParams) -> None:
+        emit = getattr(log, _LOG_LEVELS.get(params.level, "info"))
+        emit(
+            "mcp.server.log",
+            connection=self.shared.name,
+            server_level=params.level,
+            logger=params.logger,
+            data=params.data,
+        )
+        handler = self.settings.on_log
+        if handler is not None:
+            await handler(McpLogMessage(level=params.level, logger=params.logger, data=params.data))
+
+    async def list_roots(self, context: ClientRequestContext) -> mt.ListRootsResult:
+        return mt.ListRootsResult(
+            roots=[mt.Root(uri=root.uri, name=root.name) for root in self.shared.roots]  # type: ignore[arg-type]
+        )
+
+    async def sample(
+        self, context: ClientRequestContext, params: mt.CreateMessageRequestParams
+    ) -> mt.CreateMessageResult | mt.ErrorData:
+        provider = self.settings.sampling
+        assert provider is not None
+        messages, config = _convert.sampling_request(params)
+        if self.settings.sampling_model is not None:
+            config = attrs.evolve(config, model=self.settings.sampling_model)
+        try:
+            async with provider.open():
+                response = await provider.chat_completion(
+                    ChatRequest(messages=messages, config=config)
+                )
+        except KovaError as exc:
+            # The server asked; it gets a JSON-RPC error back and the connection carries on.
+            log.warning("mcp.sampling.failed", provider=provider.name, error=repr(exc))
+            return mt.ErrorData(code=mt.INTERNAL_ERROR, message=f"sampling failed: {exc}")
+        model = config.model or self.settings.sampling_model or provider.name
+        log.info("mcp.sampling.answered", provider=provider.name, messages=len(messages))
+        return _convert.sampling_result(response, model=model)
+
+    async def elicit(
+        self, context: ClientRequestContext, params: mt.ElicitRequestParams
+    ) -> mt.ElicitResult | mt.ErrorData:
+        handler = self.settings.elicitation
+        assert handler is not None
+        request = _convert.elicitation_request(params)
+        response = await handler(request)
+        return _convert.elicitation_result(response, request)
