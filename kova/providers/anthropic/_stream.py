@@ -83,16 +83,20 @@ class _Block:
         self.data = ""
 
 
-# Nearly every event of a streamed answer is a text delta, and the API writes it in exactly
-# one form: ``{"type":"content_block_delta","index":N,"delta":{"type":"text_delta","text":S}}``.
-# For data of that form the decoder parses only the string ``S`` (parsing the whole object
-# measured ~1 us more per event, a fifth of what the whole read costs). Anything else, and any
-# variation of that form (spacing, key order, more keys), takes the general path.
-_TEXT_HEAD = '{"type":"content_block_delta","index":'
-_TEXT_MID = ',"delta":{"type":"text_delta","text":'
-_HEAD_LEN = len(_TEXT_HEAD)
+# Nearly every event of a streamed answer is a text (or thinking) delta, and the API writes it
+# in exactly one form: ``{"type":"content_block_delta","index":N,"delta":{"type":"text_delta",
+# "text":S}}`` with no spaces (``thinking_delta`` / ``"thinking"`` likewise). For data of that
+# form the decoder parses only the string ``S`` with the json module's own string scanner
+# (parsing the whole object measured ~2.9 us more per event, more than half of what a raw
+# client spends on the event). Anything else, and any variation of the form (spacing, key
+# order, more keys), takes the general path, which parses the whole object.
+_DELTA_HEAD = '{"type":"content_block_delta","index":'
+_DELTA_TYPE = ',"delta":{"type":"'
+_TEXT_TAIL = 'text_delta","text":"'
+_THINKING_TAIL = 'thinking_delta","thinking":"'
+_HEAD_LEN = len(_DELTA_HEAD)
+_TYPE_LEN = len(_DELTA_TYPE)
 _scan_string: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
-_MID_LEN = len(_TEXT_MID)
 
 
 def _invalid(message: str) -> InvalidResponse:
@@ -132,8 +136,8 @@ class AnthropicStreamDecoder:
             if self.error is not None or self._finished:
                 break
             data = sse.data
-            if data.startswith(_TEXT_HEAD) and data.endswith('"}}') and sse.event != "ping":
-                mid = data.find(_TEXT_MID, _HEAD_LEN)
+            if data.startswith(_DELTA_HEAD) and data.endswith('"}}') and sse.event != "ping":
+                mid = data.find(_DELTA_TYPE, _HEAD_LEN)
                 index = data[_HEAD_LEN:mid]
                 # A JSON integer: ASCII digits, no leading zero.
                 if (
@@ -143,15 +147,27 @@ class AnthropicStreamDecoder:
                     and (index[0] != "0" or index == "0")
                 ):
                     state = blocks.get(int(index))
-                    start = mid + _MID_LEN
-                    if state is not None and state.kind == _TEXT and data[start] == '"':
+                    start = mid + _TYPE_LEN
+                    if state is None:
+                        kind = -1
+                    elif data.startswith(_TEXT_TAIL, start):
+                        kind, start = _TEXT, start + len(_TEXT_TAIL)
+                    elif data.startswith(_THINKING_TAIL, start):
+                        kind, start = _THINKING, start + len(_THINKING_TAIL)
+                    else:
+                        kind = -1
+                    if state is not None and kind == state.kind:
                         try:
-                            text, end = _scan_string(data, start + 1)
+                            text, end = _scan_string(data, start)
                         except ValueError:
                             end = 0  # not a JSON string: the general path decides
                         if end == len(data) - 2:
                             if text:
-                                out.append(TextDelta(text=text))
+                                if kind == _TEXT:
+                                    out.append(TextDelta(text=text))
+                                else:
+                                    state.text.append(text)
+                                    out.append(ThinkingDelta(text=text))
                             continue
             try:
                 self._decode(sse.event, data, out)

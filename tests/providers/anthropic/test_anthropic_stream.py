@@ -317,15 +317,27 @@ def test_delta_for_unknown_block_is_an_invalid_response() -> None:
 
 # -- the text-delta fast path: it must decode exactly what the general path would -------------
 
-_START_TEXT = '{"type":"content_block_start","index":%d,"content_block":{"type":"text","text":""}}'
+_START = {
+    "text": '{"type":"content_block_start","index":%d,"content_block":{"type":"text","text":""}}',
+    "thinking": '{"type":"content_block_start","index":%d,"content_block":'
+    '{"type":"thinking","thinking":"","signature":""}}',
+}
+_SIGN = (
+    '{"type":"content_block_delta","index":%d,"delta":{"type":"signature_delta","signature":"s"}}'
+)
 
 
 def _decode_one(
-    data: str, *, index: int = 0, event: str = "content_block_delta"
+    data: str, *, index: int = 0, event: str = "content_block_delta", block: str = "text"
 ) -> tuple[list[m.StreamEvent], object]:
+    """Start a block, feed ``data``, and (for thinking) sign and stop the block."""
     decoder = AnthropicStreamDecoder()
-    decoder.feed_event("content_block_start", _START_TEXT % index)
+    decoder.feed_event("content_block_start", _START[block] % index)
     events = decoder.feed_event(event, data)
+    if block == "thinking" and decoder.error is None:
+        decoder.feed_event("content_block_delta", _SIGN % index)
+        stop = f'{{"type":"content_block_stop","index":{index}}}'
+        events += decoder.feed_event("content_block_stop", stop)
     return events, decoder.error
 
 
@@ -335,17 +347,37 @@ def _general(data: str) -> str:
 
 
 @settings(max_examples=300, deadline=None)
-@given(text=st.text(), ascii_only=st.booleans(), index=st.integers(0, 12))
-def test_a_text_delta_in_the_api_form_decodes_like_the_general_path(
-    text: str, ascii_only: bool, index: int
+@given(
+    text=st.text(),
+    ascii_only=st.booleans(),
+    index=st.integers(0, 12),
+    block=st.sampled_from(["text", "thinking"]),
+)
+def test_a_delta_in_the_api_form_decodes_like_the_general_path(
+    text: str, ascii_only: bool, index: int, block: str
 ) -> None:
-    delta = {"type": "content_block_delta", "index": index}
-    delta["delta"] = {"type": "text_delta", "text": text}
+    delta: dict[str, object] = {"type": "content_block_delta", "index": index}
+    delta["delta"] = {"type": f"{block}_delta", block: text}
     data = json.dumps(delta, separators=(",", ":"), ensure_ascii=ascii_only)
-    fast, fast_error = _decode_one(data, index=index)
-    slow, slow_error = _decode_one(_general(data), index=index)
-    assert fast == slow == ([m.TextDelta(text=text)] if text else [])
+    fast, fast_error = _decode_one(data, index=index, block=block)
+    slow, slow_error = _decode_one(_general(data), index=index, block=block)
+    assert fast == slow
     assert fast_error is slow_error is None
+    if block == "text":
+        assert fast == ([m.TextDelta(text=text)] if text else [])
+    else:
+        signed = m.SignedThinking(block=m.Thinking(text=text, signature="s"))
+        assert fast == ([m.ThinkingDelta(text=text)] if text else []) + [signed]
+
+
+def test_a_delta_of_another_kind_than_its_block_is_skipped_as_before() -> None:
+    thinking = (
+        '{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"t"}}'
+    )
+    text = '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"t"}}'
+    assert _decode_one(thinking, block="text") == ([], None)
+    signed = m.SignedThinking(block=m.Thinking(text="", signature="s"))
+    assert _decode_one(text, block="thinking") == ([signed], None)
 
 
 @pytest.mark.parametrize(
@@ -390,17 +422,10 @@ def test_text_deltas_close_to_the_api_form_decode_by_their_json(
     assert error is None
 
 
-def test_a_fast_form_delta_for_an_unknown_or_non_text_block_takes_the_general_path() -> None:
+def test_a_fast_form_delta_for_an_unknown_block_takes_the_general_path() -> None:
     data = '{"type":"content_block_delta","index":3,"delta":{"type":"text_delta","text":"a"}}'
     events, error = _decode_one(data, index=0)
     assert events == []
     assert isinstance(error, InvalidResponse)  # a delta for a block that never started
-    decoder = AnthropicStreamDecoder()
-    decoder.feed_event(
-        "content_block_start",
-        '{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}',
-    )
-    assert decoder.feed_event("content_block_delta", data.replace("3", "0")) == []
-    assert decoder.error is None
     # a "ping" event is skipped whatever its data says, as the general path does
     assert _decode_one(data.replace("3", "0"), event="ping") == ([], None)
