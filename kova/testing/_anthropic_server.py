@@ -32,7 +32,6 @@ Every request is recorded in :attr:`FakeAnthropicServer.requests` (path, headers
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -40,7 +39,6 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import attrs
-import trio
 
 from .._models import (
     ChatRequest,
@@ -72,13 +70,8 @@ from .._models import (
     UsageEvent,
 )
 from ..providers._base import heuristic_count_tokens
-from ._http_server import (
-    FakeResponse,
-    FakeStream,
-    RecordedRequest,
-    json_response,
-    serve_http,
-)
+from ._fake_server import FakeServer, scripted_stream, serving
+from ._http_server import FakeResponse, FakeStream, RecordedRequest, json_response
 from ._script import ErrorReply, ScriptLike, ScriptRequest, StreamReply, as_script, stream_events
 
 if TYPE_CHECKING:
@@ -372,7 +365,7 @@ class _SseWriter:
             {"type": "content_block_delta", "index": self.index, "delta": delta},
         )
 
-    def event(self, event: StreamEvent) -> bytes:
+    def encode(self, event: StreamEvent) -> bytes:
         out = b""
         match event:
             case TextDelta(text=text):
@@ -444,21 +437,6 @@ class _SseWriter:
         return out + _sse("message_stop", {"type": "message_stop"})
 
 
-def _stream_chunks(
-    events: Sequence[StreamEvent], writer: _SseWriter, cut_after: int | None
-) -> Iterator[bytes]:
-    yield writer.start()
-    limit = len(events) if cut_after is None else min(cut_after, len(events))
-    for event in events[:limit]:
-        chunk = writer.event(event)
-        if chunk:
-            yield chunk
-        if isinstance(event, ErrorEvent):
-            return
-    if cut_after is None:
-        yield writer.finish()
-
-
 # ---------------------------------------------------------------------------------------------
 # The server
 
@@ -476,7 +454,7 @@ def _model_json(model: ModelInfo) -> dict[str, JSONValue]:
 
 
 @attrs.define
-class FakeAnthropicServer:
+class FakeAnthropicServer(FakeServer):
     """A fake Anthropic API: :meth:`serve` it in a nursery and point a client at the URL.
 
     Args:
@@ -502,21 +480,6 @@ class FakeAnthropicServer:
         """The ``POST /v1/messages`` requests received."""
         return [r for r in self.requests if r.path == "/v1/messages"]
 
-    async def serve(
-        self,
-        *,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
-    ) -> None:
-        """Serve until cancelled; ``await nursery.start(server.serve)`` returns the base URL."""
-        async with trio.open_nursery() as nursery:
-            url: str = await nursery.start(
-                functools.partial(serve_http, self._handle, host=host, port=port)
-            )
-            self.base_url = url
-            task_status.started(url)
-
     def _check_headers(self, request: RecordedRequest) -> FakeResponse | None:
         if "anthropic-version" not in request.headers:
             return _error(400, "anthropic-version header is required")
@@ -528,8 +491,7 @@ class FakeAnthropicServer:
                 return _error(401, "invalid x-api-key")
         return None
 
-    async def _handle(self, request: RecordedRequest) -> FakeResponse | FakeStream:
-        self.requests.append(request)
+    async def _route(self, request: RecordedRequest) -> FakeResponse | FakeStream:
         rejected = self._check_headers(request)
         if rejected is not None:
             return rejected
@@ -582,18 +544,14 @@ class FakeAnthropicServer:
         response = reply.response if isinstance(reply, StreamReply) else reply
         if not stream:
             return json_response(_message_json(response, model, message_id))
-        events = list(stream_events(reply))
+        events = stream_events(reply)
         usage = next((e.usage for e in events if isinstance(e, UsageEvent)), response.usage)
-        writer = _SseWriter(model, message_id, usage)
-        cut_after = reply.cut_after if isinstance(reply, StreamReply) else None
-        hold_after = reply.hold_after if isinstance(reply, StreamReply) else None
-        return FakeStream(
+        return scripted_stream(
+            reply,
+            _SseWriter(model, message_id, usage),
             headers={"content-type": "text/event-stream", "cache-control": "no-cache"},
-            chunks=list(
-                _stream_chunks(events, writer, hold_after if hold_after is not None else cut_after)
-            ),
-            cut=cut_after is not None,
-            hold=hold_after is not None,
+            hold=True,
+            events=events,
         )
 
     def _count_tokens(self, request: RecordedRequest) -> FakeResponse:
@@ -656,9 +614,5 @@ async def open_anthropic_server(
     server = FakeAnthropicServer(
         script=script, models=models, count_tokens=count_tokens, api_key=api_key
     )
-    async with trio.open_nursery() as nursery:
-        await nursery.start(functools.partial(server.serve, host=host, port=port))
-        try:
-            yield server
-        finally:
-            nursery.cancel_scope.cancel(reason="fake Anthropic server closing")
+    async with serving(server, host=host, port=port, name="Anthropic"):
+        yield server

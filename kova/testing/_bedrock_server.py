@@ -35,15 +35,12 @@ Every request is recorded in :attr:`FakeBedrockServer.requests`.
 
 from __future__ import annotations
 
-import functools
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import trio
 
 from .._models import (
-    ChatRequest,
     ErrorEvent,
     Message,
     ModelInfo,
@@ -63,8 +60,9 @@ from .._models import (
     UsageEvent,
 )
 from ..providers._base import heuristic_count_tokens
-from ._http_server import FakeResponse, FakeStream, RecordedRequest, json_response, serve_http
-from ._script import ErrorReply, ScriptLike, ScriptRequest, StreamReply, as_script, stream_events
+from ._fake_server import FakeServer, script_request, scripted_stream, serving
+from ._http_server import FakeResponse, FakeStream, RecordedRequest, json_response
+from ._script import ErrorReply, ScriptLike, StreamReply, as_script
 from .wire.bedrock import (
     decode_request,
     event_message,
@@ -77,7 +75,7 @@ from .wire.bedrock import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
+    from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 
     from .._models import JSONValue
     from ._script import Script
@@ -151,6 +149,7 @@ class _EventWriter:
         self.index = -1
         self.open_kind: str | None = None
         self.stop: StopReason | None = None
+        self.usage_sent = False
         self.padding = 0
 
     def _event(self, event_type: str, data: dict[str, JSONValue]) -> bytes:
@@ -177,7 +176,7 @@ class _EventWriter:
     def _delta(self, delta: dict[str, JSONValue]) -> bytes:
         return self._event("contentBlockDelta", {"contentBlockIndex": self.index, "delta": delta})
 
-    def event(self, event: StreamEvent) -> bytes:
+    def encode(self, event: StreamEvent) -> bytes:
         out = b""
         match event:
             case TextDelta(text=text):
@@ -219,30 +218,23 @@ class _EventWriter:
                 self.stop = stop
             case UsageEvent(usage=usage):
                 out += self._metadata(usage)
+                self.usage_sent = True
             case ErrorEvent(message=message, error_type=error_type):
                 out += exception_message(error_type or "internalServerException", message)
         return out
 
+    def finish(self) -> bytes:
+        """A stream that ended without a stop or usage event still gets both, as the
+        service always sends them."""
+        if self.usage_sent:
+            return b""
+        out = b""
+        if self.stop is None:
+            out += self.encode(StopEvent(stop_reason=StopReason.END_TURN))
+        return out + self.encode(UsageEvent(usage=Usage()))
+
     def _metadata(self, usage: Usage) -> bytes:
         return self._event("metadata", {"usage": usage_to_wire(usage), "metrics": {"latencyMs": 1}})
-
-
-def _stream_chunks(events: Sequence[StreamEvent], cut_after: int | None) -> Iterator[bytes]:
-    writer = _EventWriter()
-    yield writer.start()
-    limit = len(events) if cut_after is None else min(cut_after, len(events))
-    usage_sent = False
-    for event in events[:limit]:
-        chunk = writer.event(event)
-        usage_sent = usage_sent or isinstance(event, UsageEvent)
-        if chunk:
-            yield chunk
-        if isinstance(event, ErrorEvent):
-            return
-    if cut_after is None and not usage_sent:
-        if writer.stop is None:
-            yield writer.event(StopEvent(stop_reason=StopReason.END_TURN))
-        yield writer.event(UsageEvent(usage=Usage()))
 
 
 def _summary(model: ModelInfo, region: str) -> dict[str, JSONValue]:
@@ -273,7 +265,7 @@ def _profile(model: ModelInfo, region: str) -> dict[str, JSONValue]:
 
 
 @attrs.define
-class FakeBedrockServer:
+class FakeBedrockServer(FakeServer):
     """A fake Bedrock: :meth:`serve` it in a nursery and point a client at the URL.
 
     Args:
@@ -323,21 +315,6 @@ class FakeBedrockServer:
         """The Converse and ConverseStream requests received."""
         return [r for r in self.requests if r.path.endswith(("/converse", "/converse-stream"))]
 
-    async def serve(
-        self,
-        *,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
-    ) -> None:
-        """Serve until cancelled; ``await nursery.start(server.serve)`` returns the base URL."""
-        async with trio.open_nursery() as nursery:
-            url: str = await nursery.start(
-                functools.partial(serve_http, self._handle, host=host, port=port)
-            )
-            self.base_url = url
-            task_status.started(url)
-
     def _authenticate(self, request: RecordedRequest) -> FakeResponse | None:
         authorization = request.headers.get("authorization", "")
         if authorization.startswith("Bearer "):
@@ -351,8 +328,7 @@ class FakeBedrockServer:
             return _error(403, check.error, check.error_type)
         return None
 
-    async def _handle(self, request: RecordedRequest) -> FakeResponse | FakeStream:
-        self.requests.append(request)
+    async def _route(self, request: RecordedRequest) -> FakeResponse | FakeStream:
         rejected = self._authenticate(request)
         if rejected is not None:
             return rejected
@@ -378,12 +354,7 @@ class FakeBedrockServer:
             return _error(400, "content-type must be application/json")
         try:
             decoded = decode_request(request.json(), model=model_id)
-            script_request = ScriptRequest(
-                request=ChatRequest(
-                    messages=decoded.messages, tools=decoded.tools, config=decoded.config
-                ),
-                stream=stream,
-            )
+            asked = script_request(decoded, stream=stream)
         except (ValueError, TypeError) as exc:  # a malformed request is the client's fault
             return _error(400, f"Malformed input request: {exc}")
         if (
@@ -392,20 +363,19 @@ class FakeBedrockServer:
             and model_id not in self.structured_output_models
         ):
             return _error(400, "This model doesn't support the outputConfig.textFormat field.")
-        reply = await self.script.next_reply(script_request)
+        reply = await self.script.next_reply(asked)
         if isinstance(reply, ErrorReply):
             return _error(reply.status_code, reply.message, reply.error_type)
         response = reply.response if isinstance(reply, StreamReply) else reply
         if not stream:
             return json_response(response_json(response))
-        cut_after = reply.cut_after if isinstance(reply, StreamReply) else None
-        return FakeStream(
+        return scripted_stream(
+            reply,
+            _EventWriter(),
             headers={
                 "content-type": "application/vnd.amazon.eventstream",
                 "x-amzn-requestid": "00000000-0000-4000-8000-000000000001",
             },
-            chunks=list(_stream_chunks(list(stream_events(reply)), cut_after)),
-            cut=cut_after is not None,
         )
 
     def _count_tokens(self, request: RecordedRequest, model_id: str) -> FakeResponse:
@@ -476,9 +446,5 @@ async def open_bedrock_server(
         count_tokens_models=count_tokens_models,
         structured_output_models=structured_output_models,
     )
-    async with trio.open_nursery() as nursery:
-        await nursery.start(functools.partial(server.serve, host=host, port=port))
-        try:
-            yield server
-        finally:
-            nursery.cancel_scope.cancel(reason="fake Bedrock server closing")
+    async with serving(server, host=host, port=port, name="Bedrock"):
+        yield server

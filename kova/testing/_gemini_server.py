@@ -40,38 +40,31 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from functools import partial
 from typing import TYPE_CHECKING, assert_never
 
 import attrs
-import trio
 
 from .._models import (
-    ChatRequest,
     ErrorEvent,
-    ModelResponse,
     SignedThinking,
     StopEvent,
     TextDelta,
     ThinkingDelta,
-    ToolUse,
     ToolUseDelta,
     ToolUseEnd,
     ToolUseStart,
     UsageEvent,
 )
 from ..providers._base import heuristic_count_tokens
-from ._http_server import FakeResponse, FakeStream, RecordedRequest, fake_vector, serve_http
-from ._script import (
-    ErrorReply,
-    Script,
-    ScriptExhaustedError,
-    ScriptLike,
-    ScriptRequest,
-    StreamReply,
-    as_script,
-    stream_events,
+from ._fake_server import (
+    FakeServer,
+    WholeToolCalls,
+    script_request,
+    scripted_stream,
+    serving,
 )
+from ._http_server import FakeResponse, FakeStream, RecordedRequest, fake_vector, json_response
+from ._script import ErrorReply, Script, ScriptExhaustedError, ScriptLike, StreamReply, as_script
 from .wire.gemini import (
     decode_request,
     function_call_part,
@@ -88,7 +81,7 @@ __all__ = ["FakeGeminiServer", "open_gemini_server"]
 
 
 @attrs.define
-class FakeGeminiServer:
+class FakeGeminiServer(FakeServer):
     """A scripted Gemini API server. :meth:`serve` it in a nursery (or use
     :func:`open_gemini_server`) and point a Gemini client at :attr:`base_url`.
 
@@ -114,21 +107,7 @@ class FakeGeminiServer:
         """The ``generateContent`` / ``streamGenerateContent`` requests, in order."""
         return [r for r in self.requests if r.path.endswith("enerateContent")]
 
-    async def serve(
-        self,
-        *,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
-    ) -> None:
-        """Serve until cancelled; ``await nursery.start(server.serve)`` returns the base URL."""
-        async with trio.open_nursery() as nursery:
-            url: str = await nursery.start(partial(serve_http, self._handle, host=host, port=port))
-            self.base_url = url
-            task_status.started(url)
-
-    async def _handle(self, request: RecordedRequest) -> FakeResponse | FakeStream:
-        self.requests.append(request)
+    async def _route(self, request: RecordedRequest) -> FakeResponse | FakeStream:
         if self.api_key is not None and request.headers.get("x-goog-api-key") != self.api_key:
             return _error(
                 400, "API key not valid. Please pass a valid API key.", reason="API_KEY_INVALID"
@@ -157,14 +136,7 @@ class FakeGeminiServer:
         if stream and request.query.get("alt") != "sse":
             return _error(400, "the fake server streams only with alt=sse")
         try:
-            reply = await self.script.next_reply(
-                ScriptRequest(
-                    request=ChatRequest(
-                        messages=decoded.messages, tools=decoded.tools, config=decoded.config
-                    ),
-                    stream=stream,
-                )
-            )
+            reply = await self.script.next_reply(script_request(decoded, stream=stream))
         except ScriptExhaustedError as exc:
             return _error(500, str(exc))
         if isinstance(reply, ErrorReply):
@@ -177,7 +149,11 @@ class FakeGeminiServer:
         if not stream:
             response = reply.response if isinstance(reply, StreamReply) else reply
             return _json(200, response_json(response, model))
-        return _sse_stream(reply, model)
+        return scripted_stream(
+            reply,
+            _ChunkEncoder(model),
+            headers={"content-type": "text/event-stream", "x-content-type-options": "nosniff"},
+        )
 
     def _count_tokens(self, request: RecordedRequest) -> FakeResponse:
         body = request.json()
@@ -238,10 +214,7 @@ class FakeGeminiServer:
 
 
 def _json(status: int, body: JSONValue) -> FakeResponse:
-    payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
-    return FakeResponse(
-        status=status, headers={"content-type": "application/json; charset=UTF-8"}, body=payload
-    )
+    return json_response(body, status=status, content_type="application/json; charset=UTF-8")
 
 
 def _error_body(
@@ -302,7 +275,7 @@ class _ChunkEncoder:
 
     def __init__(self, model: str) -> None:
         self._model = model
-        self._calls: dict[int, tuple[ToolUseStart, list[str]]] = {}
+        self._calls = WholeToolCalls()
         self._finish: str | None = None
         self._usage: JSONValue = None
 
@@ -317,29 +290,18 @@ class _ChunkEncoder:
         body["responseId"] = "kova-fake"
         return _chunk(body)
 
+    def start(self) -> bytes:
+        return b""
+
     def encode(self, event: StreamEvent) -> bytes:
         match event:
             case TextDelta(text=text):
                 return self._candidate([{"text": text}])
             case ThinkingDelta(text=text):
                 return self._candidate([{"text": text, "thought": True}])
-            case ToolUseStart(index=index):
-                self._calls[index] = (event, [])
-                return b""
-            case ToolUseDelta(index=index, partial_json=piece):
-                if index in self._calls:
-                    self._calls[index][1].append(piece)
-                return b""
-            case ToolUseEnd(index=index):
-                start, pieces = self._calls.pop(index)
-                arguments = json.loads("".join(pieces) or "{}")
-                call = ToolUse(
-                    id=start.id,
-                    name=start.name,
-                    input=arguments,
-                    provider_metadata=start.provider_metadata,
-                )
-                return self._candidate([function_call_part(call)])
+            case ToolUseStart() | ToolUseDelta() | ToolUseEnd():
+                call = self._calls.take(event)
+                return b"" if call is None else self._candidate([function_call_part(call)])
             case StopEvent(stop_reason=stop_reason):
                 self._finish = stop_to_finish_reason(stop_reason)
                 return b""
@@ -353,42 +315,11 @@ class _ChunkEncoder:
             case _:
                 assert_never(event)
 
-    def last(self) -> bytes:
+    def finish(self) -> bytes:
         """The final chunk: the finish reason and the usage snapshot."""
         if self._finish is None:
             return b""
         return self._candidate([], finish=self._finish)
-
-
-def _sse_stream(reply: ModelResponse | StreamReply, model: str) -> FakeStream:
-    events = stream_events(reply)
-    cut_after = reply.cut_after if isinstance(reply, StreamReply) else None
-    encoder = _ChunkEncoder(model)
-    chunks: list[bytes] = []
-    cut = False
-    ended_by_error = False
-    for number, event in enumerate(events):
-        if cut_after is not None and number >= cut_after:
-            cut = True
-            break
-        data = encoder.encode(event)
-        if data:
-            chunks.append(data)
-        if isinstance(event, ErrorEvent):
-            ended_by_error = True
-            break
-    if cut_after is not None and cut_after >= len(events) and not ended_by_error:
-        cut = True
-    if not cut and not ended_by_error:
-        last = encoder.last()
-        if last:
-            chunks.append(last)
-    return FakeStream(
-        status=200,
-        headers={"content-type": "text/event-stream", "x-content-type-options": "nosniff"},
-        chunks=chunks,
-        cut=cut,
-    )
 
 
 @asynccontextmanager
@@ -411,9 +342,5 @@ async def open_gemini_server(
         api_key=api_key,
         embedding_dimensions=embedding_dimensions,
     )
-    async with trio.open_nursery() as nursery:
-        await nursery.start(partial(server.serve, host=host, port=port))
-        try:
-            yield server
-        finally:
-            nursery.cancel_scope.cancel(reason="fake Gemini server closing")
+    async with serving(server, host=host, port=port, name="Gemini"):
+        yield server

@@ -101,11 +101,16 @@ HttpHandler = Callable[[RecordedRequest], Awaitable[FakeResponse | FakeStream]]
 
 
 def json_response(
-    body: JSONValue, *, status: int = 200, headers: Mapping[str, str] | None = None
+    body: JSONValue,
+    *,
+    status: int = 200,
+    headers: Mapping[str, str] | None = None,
+    content_type: str = "application/json",
 ) -> FakeResponse:
-    """A JSON response."""
-    all_headers = {"content-type": "application/json", **(headers or {})}
-    return FakeResponse(status=status, headers=all_headers, body=json.dumps(body).encode())
+    """A JSON response, compactly encoded (as the APIs send it)."""
+    all_headers = {"content-type": content_type, **(headers or {})}
+    payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    return FakeResponse(status=status, headers=all_headers, body=payload)
 
 
 class _ConnectionClosed(Exception):

@@ -31,37 +31,30 @@ import hashlib
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from functools import partial
 from typing import TYPE_CHECKING, assert_never
 
 import attrs
-import trio
 
 from .._models import (
-    ChatRequest,
     ErrorEvent,
-    ModelResponse,
     SignedThinking,
     StopEvent,
     TextDelta,
     ThinkingDelta,
-    ToolUse,
     ToolUseDelta,
     ToolUseEnd,
     ToolUseStart,
     UsageEvent,
 )
-from ._http_server import FakeResponse, FakeStream, RecordedRequest, fake_vector, serve_http
-from ._script import (
-    ErrorReply,
-    Script,
-    ScriptExhaustedError,
-    ScriptLike,
-    ScriptRequest,
-    StreamReply,
-    as_script,
-    stream_events,
+from ._fake_server import (
+    FakeServer,
+    WholeToolCalls,
+    script_request,
+    scripted_stream,
+    serving,
 )
+from ._http_server import FakeResponse, FakeStream, RecordedRequest, fake_vector, json_response
+from ._script import ErrorReply, Script, ScriptExhaustedError, ScriptLike, StreamReply, as_script
 from .wire.ollama import CREATED_AT, decode_request, done_json, message_json, response_json
 
 if TYPE_CHECKING:
@@ -71,7 +64,7 @@ __all__ = ["FakeOllamaServer", "open_ollama_server"]
 
 
 @attrs.define
-class FakeOllamaServer:
+class FakeOllamaServer(FakeServer):
     """A scripted Ollama server. :meth:`serve` it in a nursery (or use
     :func:`open_ollama_server`) and point an Ollama client at :attr:`base_url`.
 
@@ -93,21 +86,7 @@ class FakeOllamaServer:
         """The ``/api/chat`` requests received, in order."""
         return [r for r in self.requests if r.path == "/api/chat"]
 
-    async def serve(
-        self,
-        *,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
-    ) -> None:
-        """Serve until cancelled; ``await nursery.start(server.serve)`` returns the base URL."""
-        async with trio.open_nursery() as nursery:
-            url: str = await nursery.start(partial(serve_http, self._handle, host=host, port=port))
-            self.base_url = url
-            task_status.started(url)
-
-    async def _handle(self, request: RecordedRequest) -> FakeResponse | FakeStream:
-        self.requests.append(request)
+    async def _route(self, request: RecordedRequest) -> FakeResponse | FakeStream:
         route = (request.method, request.path.rstrip("/"))
         if route == ("POST", "/api/chat"):
             return await self._chat(request)
@@ -136,14 +115,7 @@ class FakeOllamaServer:
         except ValueError as exc:
             return _json(400, {"error": str(exc)})
         try:
-            reply = await self.script.next_reply(
-                ScriptRequest(
-                    request=ChatRequest(
-                        messages=decoded.messages, tools=decoded.tools, config=decoded.config
-                    ),
-                    stream=decoded.stream,
-                )
-            )
+            reply = await self.script.next_reply(script_request(decoded, stream=decoded.stream))
         except ScriptExhaustedError as exc:
             return _json(500, {"error": str(exc)})
         if isinstance(reply, ErrorReply):
@@ -151,7 +123,9 @@ class FakeOllamaServer:
         if not decoded.stream:
             response = reply.response if isinstance(reply, StreamReply) else reply
             return _json(200, response_json(response, decoded.model))
-        return _ndjson_stream(reply, decoded.model)
+        return scripted_stream(
+            reply, _LineEncoder(decoded.model), headers={"content-type": "application/x-ndjson"}
+        )
 
     def _embed(self, request: RecordedRequest) -> FakeResponse:
         try:
@@ -180,10 +154,7 @@ class FakeOllamaServer:
 
 
 def _json(status: int, body: JSONValue) -> FakeResponse:
-    payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
-    return FakeResponse(
-        status=status, headers={"content-type": "application/json; charset=utf-8"}, body=payload
-    )
+    return json_response(body, status=status, content_type="application/json; charset=utf-8")
 
 
 def _line(body: JSONValue) -> bytes:
@@ -195,7 +166,7 @@ class _LineEncoder:
 
     def __init__(self, model: str) -> None:
         self._model = model
-        self._calls: dict[int, tuple[ToolUseStart, list[str]]] = {}
+        self._calls = WholeToolCalls()
         self._stop: StopReason | None = None
         self._usage: Usage | None = None
 
@@ -204,25 +175,18 @@ class _LineEncoder:
             {"model": self._model, "created_at": CREATED_AT, "message": message, "done": False}
         )
 
+    def start(self) -> bytes:
+        return b""
+
     def encode(self, event: StreamEvent) -> bytes:
         match event:
             case TextDelta(text=text):
                 return self._message(message_json(text))
             case ThinkingDelta(text=text):
                 return self._message(message_json(thinking=text))
-            case ToolUseStart(index=index):
-                self._calls[index] = (event, [])
-                return b""
-            case ToolUseDelta(index=index, partial_json=piece):
-                if index in self._calls:
-                    self._calls[index][1].append(piece)
-                return b""
-            case ToolUseEnd(index=index):
-                start, pieces = self._calls.pop(index)
-                call = ToolUse(
-                    id=start.id, name=start.name, input=json.loads("".join(pieces) or "{}")
-                )
-                return self._message(message_json(calls=[call]))
+            case ToolUseStart() | ToolUseDelta() | ToolUseEnd():
+                call = self._calls.take(event)
+                return b"" if call is None else self._message(message_json(calls=[call]))
             case StopEvent(stop_reason=stop_reason):
                 self._stop = stop_reason
                 return b""
@@ -236,38 +200,10 @@ class _LineEncoder:
             case _:
                 assert_never(event)
 
-    def last(self) -> bytes:
+    def finish(self) -> bytes:
         if self._stop is None:
             return b""
         return _line(done_json(self._model, self._stop, self._usage, message_json()))
-
-
-def _ndjson_stream(reply: ModelResponse | StreamReply, model: str) -> FakeStream:
-    events = stream_events(reply)
-    cut_after = reply.cut_after if isinstance(reply, StreamReply) else None
-    encoder = _LineEncoder(model)
-    chunks: list[bytes] = []
-    cut = False
-    ended_by_error = False
-    for number, event in enumerate(events):
-        if cut_after is not None and number >= cut_after:
-            cut = True
-            break
-        data = encoder.encode(event)
-        if data:
-            chunks.append(data)
-        if isinstance(event, ErrorEvent):
-            ended_by_error = True
-            break
-    if cut_after is not None and cut_after >= len(events) and not ended_by_error:
-        cut = True
-    if not cut and not ended_by_error:
-        last = encoder.last()
-        if last:
-            chunks.append(last)
-    return FakeStream(
-        status=200, headers={"content-type": "application/x-ndjson"}, chunks=chunks, cut=cut
-    )
 
 
 @asynccontextmanager
@@ -284,9 +220,5 @@ async def open_ollama_server(
     server = FakeOllamaServer(
         script=script, models=models, embedding_dimensions=embedding_dimensions
     )
-    async with trio.open_nursery() as nursery:
-        await nursery.start(partial(server.serve, host=host, port=port))
-        try:
-            yield server
-        finally:
-            nursery.cancel_scope.cancel(reason="fake Ollama server closing")
+    async with serving(server, host=host, port=port, name="Ollama"):
+        yield server

@@ -43,14 +43,11 @@ import math
 import struct
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from functools import partial
 from typing import TYPE_CHECKING, assert_never
 
 import attrs
-import trio
 
 from .._models import (
-    ChatRequest,
     ErrorEvent,
     ModelResponse,
     SignedThinking,
@@ -63,17 +60,9 @@ from .._models import (
     UsageEvent,
 )
 from ..providers.openai._convert import encode_arguments
-from ._http_server import FakeResponse, FakeStream, RecordedRequest, fake_vector, serve_http
-from ._script import (
-    ErrorReply,
-    Script,
-    ScriptExhaustedError,
-    ScriptLike,
-    ScriptRequest,
-    StreamReply,
-    as_script,
-    stream_events,
-)
+from ._fake_server import FakeServer, script_request, scripted_stream, serving
+from ._http_server import FakeResponse, FakeStream, RecordedRequest, fake_vector, json_response
+from ._script import ErrorReply, Script, ScriptExhaustedError, ScriptLike, StreamReply, as_script
 from .wire.openai import decode_request, stop_to_finish_reason
 
 if TYPE_CHECKING:
@@ -82,6 +71,7 @@ if TYPE_CHECKING:
 __all__ = ["FakeOpenAiServer", "open_openai_server"]
 
 _CREATED = 1_700_000_000
+_SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
 
 
 def _usage_json(usage: Usage) -> dict[str, JSONValue]:
@@ -107,7 +97,7 @@ def _error_type(status: int) -> tuple[str, str | None]:
 
 
 @attrs.define
-class FakeOpenAiServer:
+class FakeOpenAiServer(FakeServer):
     """A scripted OpenAI-compatible HTTP server. :meth:`serve` it in a nursery (or use
     :func:`open_openai_server`) and point any OpenAI client at :attr:`base_url`.
 
@@ -137,22 +127,7 @@ class FakeOpenAiServer:
         """The chat completion requests received, in order."""
         return [r for r in self.requests if r.path.rstrip("/").endswith("/chat/completions")]
 
-    async def serve(
-        self,
-        *,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
-    ) -> None:
-        """Serve until cancelled; ``await nursery.start(server.serve)`` returns the base URL
-        once the socket listens (port 0 picks a free port)."""
-        async with trio.open_nursery() as nursery:
-            url: str = await nursery.start(partial(serve_http, self._handle, host=host, port=port))
-            self.base_url = url
-            task_status.started(url)
-
-    async def _handle(self, request: RecordedRequest) -> FakeResponse | FakeStream:
-        self.requests.append(request)
+    async def _route(self, request: RecordedRequest) -> FakeResponse | FakeStream:
         path = request.path.rstrip("/")
         if request.method == "POST" and path.endswith("/chat/completions"):
             return await self._chat(request)
@@ -173,14 +148,7 @@ class FakeOpenAiServer:
             return _error(400, f"invalid request body: {exc}")
         model = decoded.config.model or self.model
         try:
-            reply = await self.script.next_reply(
-                ScriptRequest(
-                    request=ChatRequest(
-                        messages=decoded.messages, tools=decoded.tools, config=decoded.config
-                    ),
-                    stream=decoded.stream,
-                )
-            )
+            reply = await self.script.next_reply(script_request(decoded, stream=decoded.stream))
         except ScriptExhaustedError as exc:
             return _error(500, str(exc), error_type="script_exhausted")
         self._completions += 1
@@ -195,7 +163,15 @@ class FakeOpenAiServer:
         if not decoded.stream:
             response = reply.response if isinstance(reply, StreamReply) else reply
             return _json(200, _completion_json(response, completion_id, model))
-        return _sse_stream(reply, completion_id, model, include_usage=decoded.include_usage)
+        return scripted_stream(
+            reply,
+            _ChunkEncoder(completion_id, model, include_usage=decoded.include_usage),
+            headers={
+                "content-type": "text/event-stream; charset=utf-8",
+                "cache-control": "no-cache",
+            },
+            hold=True,
+        )
 
     def _embeddings(self, request: RecordedRequest) -> FakeResponse:
         try:
@@ -249,12 +225,7 @@ class FakeOpenAiServer:
 
 
 def _json(status: int, body: JSONValue, headers: Mapping[str, str] | None = None) -> FakeResponse:
-    payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
-    return FakeResponse(
-        status=status,
-        headers={"content-type": "application/json", **(headers or {})},
-        body=payload,
-    )
+    return json_response(body, status=status, headers=headers)
 
 
 def _error(
@@ -277,41 +248,6 @@ def _error(
         }
     }
     return _json(status, body, headers)
-
-
-def _sse_stream(
-    reply: ModelResponse | StreamReply, completion_id: str, model: str, *, include_usage: bool
-) -> FakeStream:
-    events = stream_events(reply)
-    cut_after = reply.cut_after if isinstance(reply, StreamReply) else None
-    hold = isinstance(reply, StreamReply) and reply.hold_after is not None
-    if isinstance(reply, StreamReply) and reply.hold_after is not None:
-        cut_after = reply.hold_after  # the same truncated body, then a stall instead of a cut
-    encoder = _ChunkEncoder(completion_id, model, include_usage=include_usage)
-    chunks = [encoder.role_chunk()]
-    cut = False
-    ended_by_error = False
-    for number, event in enumerate(events):
-        if cut_after is not None and number >= cut_after:
-            cut = True
-            break
-        data = encoder.encode(event)
-        if data:
-            chunks.append(data)
-        if isinstance(event, ErrorEvent):
-            ended_by_error = True
-            break
-    if cut_after is not None and cut_after >= len(events) and not ended_by_error:
-        cut = True
-    if not cut and not ended_by_error:
-        chunks.append(b"data: [DONE]\n\n")
-    return FakeStream(
-        status=200,
-        headers={"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"},
-        chunks=chunks,
-        cut=cut,
-        hold=hold,
-    )
 
 
 def _completion_json(response: ModelResponse, completion_id: str, model: str) -> JSONValue:
@@ -385,8 +321,11 @@ class _ChunkEncoder:
         text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
         return b"data: " + text.encode() + b"\n\n"
 
-    def role_chunk(self) -> bytes:
+    def start(self) -> bytes:
         return self._chunk({"role": "assistant", "content": "", "refusal": None})
+
+    def finish(self) -> bytes:
+        return b"data: [DONE]\n\n"
 
     def encode(self, event: StreamEvent) -> bytes:
         match event:
@@ -446,9 +385,5 @@ async def open_openai_server(
         embedding_input_limit=embedding_input_limit,
         reverse_embeddings=reverse_embeddings,
     )
-    async with trio.open_nursery() as nursery:
-        await nursery.start(partial(server.serve, host=host, port=port))
-        try:
-            yield server
-        finally:
-            nursery.cancel_scope.cancel(reason="fake OpenAI server closing")
+    async with serving(server, host=host, port=port, name="OpenAI"):
+        yield server

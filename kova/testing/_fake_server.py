@@ -1,0 +1,185 @@
+"""What kova's scripted fake API servers share, so each one holds only its wire format.
+
+Every fake (OpenAI, Anthropic, Gemini, Ollama, Bedrock) records each request, serves on
+loopback through :func:`~kova.testing._http_server.serve_http`, asks its script with the
+kova values it decoded from the wire, and streams a scripted reply through an encoder of
+its own, cut or held the way the :class:`~kova.testing.StreamReply` says. Those parts live
+here; a fake keeps its routes, its error bodies and its :class:`StreamEncoder`.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import asynccontextmanager
+from functools import partial
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+import trio
+
+from .._models import ChatRequest, ErrorEvent, ToolUse, ToolUseDelta, ToolUseEnd, ToolUseStart
+from ._http_server import FakeResponse, FakeStream, RecordedRequest, serve_http
+from ._script import ScriptRequest, StreamReply, stream_events
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Mapping, Sequence
+
+    from .._models import InferenceConfig, Message, ModelResponse, StreamEvent, ToolDefinition
+
+__all__ = [
+    "DecodedChat",
+    "FakeServer",
+    "StreamEncoder",
+    "WholeToolCalls",
+    "script_request",
+    "scripted_stream",
+    "serving",
+]
+
+
+class FakeServer:
+    """The base of the fake servers: :meth:`serve` records every request in ``requests``,
+    then answers it with the server's own ``_route``."""
+
+    requests: list[RecordedRequest]
+    base_url: str
+
+    async def serve(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Serve until cancelled; ``await nursery.start(server.serve)`` returns the base URL
+        (``http://127.0.0.1:<port>``) once the socket listens (port 0 picks a free port)."""
+        async with trio.open_nursery() as nursery:
+            url: str = await nursery.start(partial(serve_http, self._record, host=host, port=port))
+            self.base_url = url
+            task_status.started(url)
+
+    async def _record(self, request: RecordedRequest) -> FakeResponse | FakeStream:
+        self.requests.append(request)
+        return await self._route(request)
+
+    async def _route(self, request: RecordedRequest) -> FakeResponse | FakeStream:
+        raise NotImplementedError
+
+
+_Server = TypeVar("_Server", bound=FakeServer)
+
+
+@asynccontextmanager
+async def serving(server: _Server, *, host: str, port: int, name: str) -> AsyncIterator[_Server]:
+    """``server`` serving for the duration of the block; cancelled when the block leaves
+    (what every ``open_*_server`` does)."""
+    async with trio.open_nursery() as nursery:
+        await nursery.start(partial(server.serve, host=host, port=port))
+        try:
+            yield server
+        finally:
+            nursery.cancel_scope.cancel(reason=f"fake {name} server closing")
+
+
+class DecodedChat(Protocol):
+    """A chat request read back from the wire (each fake's ``wire.*.DecodedRequest``)."""
+
+    @property
+    def messages(self) -> Sequence[Message]: ...
+
+    @property
+    def tools(self) -> Sequence[ToolDefinition]: ...
+
+    @property
+    def config(self) -> InferenceConfig: ...
+
+
+def script_request(decoded: DecodedChat, *, stream: bool) -> ScriptRequest:
+    """What the script is asked for a decoded chat request."""
+    return ScriptRequest(
+        request=ChatRequest(messages=decoded.messages, tools=decoded.tools, config=decoded.config),
+        stream=stream,
+    )
+
+
+class StreamEncoder(Protocol):
+    """Writes kova stream events as one fake's streamed body."""
+
+    def start(self) -> bytes:
+        """What the body opens with (``b""`` for nothing)."""
+        ...
+
+    def encode(self, event: StreamEvent) -> bytes:
+        """One event's bytes (``b""`` when the event shows up later, or never)."""
+        ...
+
+    def finish(self) -> bytes:
+        """What a body that ended properly closes with (``b""`` for nothing)."""
+        ...
+
+
+def scripted_stream(
+    reply: ModelResponse | StreamReply,
+    encoder: StreamEncoder,
+    *,
+    headers: Mapping[str, str],
+    hold: bool = False,
+    events: Sequence[StreamEvent] | None = None,
+) -> FakeStream:
+    """The streamed body of ``reply``: its events (``events``, else
+    :func:`~kova.testing.stream_events`) through ``encoder``, one chunk each.
+
+    An :class:`~kova.ErrorEvent` ends the body after its chunk. A ``cut_after`` drops the
+    connection after that many events; with ``hold`` a ``hold_after`` sends that many and
+    then stalls (see :class:`~kova.testing.StreamReply`). Otherwise the body ends with
+    ``encoder.finish()``.
+    """
+    if events is None:
+        events = stream_events(reply)
+    cut_after = reply.cut_after if isinstance(reply, StreamReply) else None
+    hold_after = reply.hold_after if hold and isinstance(reply, StreamReply) else None
+    limit = hold_after if hold_after is not None else cut_after
+    chunks = [encoder.start()]
+    ended_by_error = False
+    for event in events if limit is None else events[:limit]:
+        chunks.append(encoder.encode(event))
+        if isinstance(event, ErrorEvent):
+            ended_by_error = True
+            break
+    cut = limit is not None and not ended_by_error
+    if not cut and not ended_by_error:
+        chunks.append(encoder.finish())
+    return FakeStream(
+        status=200,
+        headers=headers,
+        chunks=[chunk for chunk in chunks if chunk],
+        cut=cut,
+        hold=hold_after is not None,
+    )
+
+
+class WholeToolCalls:
+    """Puts each streamed tool call back together, for the wire formats that send a call
+    whole (Gemini, Ollama)."""
+
+    __slots__ = ("_calls",)
+
+    def __init__(self) -> None:
+        self._calls: dict[int, tuple[ToolUseStart, list[str]]] = {}
+
+    def take(self, event: ToolUseStart | ToolUseDelta | ToolUseEnd) -> ToolUse | None:
+        """The whole call once ``event`` ends it, else ``None``."""
+        match event:
+            case ToolUseStart(index=index):
+                self._calls[index] = (event, [])
+            case ToolUseDelta(index=index, partial_json=piece):
+                if index in self._calls:
+                    self._calls[index][1].append(piece)
+            case ToolUseEnd(index=index):
+                start, pieces = self._calls.pop(index)
+                return ToolUse(
+                    id=start.id,
+                    name=start.name,
+                    input=json.loads("".join(pieces) or "{}"),
+                    provider_metadata=start.provider_metadata,
+                )
+        return None
