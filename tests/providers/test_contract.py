@@ -9,27 +9,20 @@ a TextDelta whose text is not a str.
 
 from __future__ import annotations
 
-import itertools
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import attrs
 import pytest
-import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kova import (
     InvalidResponse,
-    KovaError,
     ProviderError,
     ProviderErrorClass,
     StreamEvent,
-    TextDelta,
-    ThinkingDelta,
 )
-from kova.providers import EventStream
 from kova.providers.anthropic import AnthropicConfig
 from kova.providers.anthropic._codec import AnthropicCodec
 from kova.providers.gemini import GeminiConfig
@@ -39,6 +32,8 @@ from kova.providers.ollama._codec import OllamaCodec
 from kova.providers.openai import OpenAiConfig
 from kova.providers.openai._codec import OpenAiCodec
 
+from ._contract import check_types, split
+from ._contract import run as run_stream
 from .anthropic.test_anthropic_stream import WIRE_EXAMPLE as ANTHROPIC_STREAM
 from .openai.wire_samples import TOOL_CALL_STREAM as OPENAI_STREAM
 
@@ -188,55 +183,12 @@ CASES = [
 ]
 
 
-class Reads(AsyncIterator[bytes]):
-    def __init__(self, pieces: list[bytes]) -> None:
-        self._pieces = iter(pieces)
-
-    async def __anext__(self) -> bytes:
-        await trio.lowlevel.checkpoint()
-        try:
-            return next(self._pieces)
-        except StopIteration:
-            raise StopAsyncIteration from None
-
-
 def run(case: Case, pieces: list[bytes]) -> tuple[list[StreamEvent], BaseException | None]:
-    events: list[StreamEvent] = []
-    failure: list[BaseException] = []
-
-    async def main() -> None:
-        stream = EventStream(
-            Reads(pieces),  # type: ignore[arg-type]
-            case.codec.framer(),
-            case.codec.stream_decoder(),
-            provider=case.codec.name,
-            idle_timeout=None,
-            total_timeout=None,
-        )
-        try:
-            async for batch in stream:
-                assert batch, "batches are never empty"
-                events.extend(batch)
-        except KovaError as exc:
-            failure.append(exc)
-
-    trio.run(main)
-    return events, failure[0] if failure else None
-
-
-def split(data: bytes, cuts: list[int]) -> list[bytes]:
-    bounds = [0, *sorted(min(c, len(data)) for c in cuts), len(data)]
-    return [data[a:b] for a, b in itertools.pairwise(bounds)]
+    return run_stream(case.codec, pieces)
 
 
 def frames_of(case: Case) -> list[str]:
     return [frame + case.separator for frame in case.stream.split(case.separator) if frame.strip()]
-
-
-def check_types(events: list[StreamEvent]) -> None:
-    for event in events:
-        if isinstance(event, TextDelta | ThinkingDelta):
-            assert type(event.text) is str
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)

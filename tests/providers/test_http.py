@@ -222,6 +222,20 @@ async def read_request(stream: trio.SocketStream) -> None:
         data += await stream.receive_some(65536)
 
 
+FIRST_CHUNK = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+    b"transfer-encoding: chunked\r\n\r\n"
+    b"d\r\ndata: hello\n\n\r\n"
+)
+"""A streamed response's head and first chunk, and no end."""
+
+
+async def read_body(transport: HttpTransport, received: list[bytes]) -> None:
+    async with transport.open(), transport.stream("POST", "/s", json_body={}) as stream:
+        async for chunk in stream.iter_bytes():
+            received.append(chunk)
+
+
 async def test_a_refused_connection_is_a_connection_error() -> None:
     listener = trio.socket.socket()
     await listener.bind(("127.0.0.1", 0))
@@ -256,25 +270,15 @@ async def test_a_silent_server_times_out_on_the_read_timeout(autojump_clock: obj
 async def test_a_connection_cut_mid_stream_is_a_stream_error() -> None:
     async def cut(stream: trio.SocketStream) -> None:
         await read_request(stream)
-        await stream.send_all(
-            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-            b"transfer-encoding: chunked\r\n\r\n"
-            b"d\r\ndata: hello\n\n\r\n"
-        )
+        await stream.send_all(FIRST_CHUNK)
         await stream.aclose()
 
     async with trio.open_nursery() as nursery:
         port = await serve(nursery, cut)
         transport = HttpTransport(provider="test", base_url=f"http://127.0.0.1:{port}")
         received: list[bytes] = []
-
-        async def consume() -> None:
-            async with transport.open(), transport.stream("POST", "/s", json_body={}) as stream:
-                async for chunk in stream.iter_bytes():
-                    received.append(chunk)
-
         with pytest.raises(StreamError, match="cut mid-stream"):
-            await consume()
+            await read_body(transport, received)
         assert b"".join(received) == b"data: hello\n\n"
         nursery.cancel_scope.cancel()
 
@@ -292,27 +296,16 @@ async def test_a_streamed_error_status_raises_on_entry() -> None:
 async def test_a_stream_that_stalls_mid_body_hits_the_read_timeout(autojump_clock: object) -> None:
     async def stall(stream: trio.SocketStream) -> None:
         await read_request(stream)
-        await stream.send_all(
-            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-            b"transfer-encoding: chunked\r\n\r\n"
-            b"d\r\ndata: hello\n\n\r\n"
-        )
+        await stream.send_all(FIRST_CHUNK)
         await trio.sleep_forever()
 
     async with trio.open_nursery() as nursery:
         port = await serve(nursery, stall)
         transport = HttpTransport(provider="test", base_url=f"http://127.0.0.1:{port}", timeout=5)
         received: list[bytes] = []
-
-        async def consume() -> None:
-            async with transport.open(), transport.stream("POST", "/s", json_body={}) as stream:
-                async for chunk in stream.iter_bytes():
-                    received.append(chunk)
-
         start = trio.current_time()
         with pytest.raises(KovaTimeoutError):
-            await consume()
+            await read_body(transport, received)
         assert trio.current_time() - start == pytest.approx(5.0)
         assert received == [b"data: hello\n\n"]
         nursery.cancel_scope.cancel()
-

@@ -1,33 +1,28 @@
 """The codec contract (kova.providers._codec) for the Bedrock codec, through the HTTP
 provider's EventStream over byte reads: the same events whatever the network splits, the
 events before an exception message and then the classified error, malformed messages as
-InvalidResponse, and a cut stream never a short answer. (The shared contract suite feeds text
-streams; the AWS event stream is binary, so it has its own copy here.)"""
+InvalidResponse, and a cut stream never a short answer. (The shared contract suite's cases
+are text streams; the AWS event stream is binary, so its cases are here, run by the same
+helpers.)"""
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import AsyncIterator
-
 import pytest
-import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kova import (
     InvalidResponse,
-    KovaError,
     ProviderError,
     ProviderErrorClass,
     StreamEvent,
-    TextDelta,
-    ThinkingDelta,
-    ToolUseDelta,
 )
-from kova.providers import EventStream
 from kova.providers.bedrock import BedrockConfig
 from kova.providers.bedrock._codec import BedrockCodec
 from kova.testing.wire.bedrock import encode_message, event_message, exception_message
+
+from .._contract import check_types, split
+from .._contract import run as run_stream
 
 CODEC = BedrockCodec(BedrockConfig(region="us-east-1", model_id="m"))
 
@@ -71,48 +66,8 @@ MALFORMED = (
 )
 
 
-class Reads(AsyncIterator[bytes]):
-    def __init__(self, pieces: list[bytes]) -> None:
-        self._pieces = iter(pieces)
-
-    async def __anext__(self) -> bytes:
-        await trio.lowlevel.checkpoint()
-        try:
-            return next(self._pieces)
-        except StopIteration:
-            raise StopAsyncIteration from None
-
-
 def run(pieces: list[bytes]) -> tuple[list[StreamEvent], BaseException | None]:
-    events: list[StreamEvent] = []
-    failure: list[BaseException] = []
-
-    async def main() -> None:
-        stream = EventStream(
-            Reads(pieces),
-            CODEC.framer(),
-            CODEC.stream_decoder(),
-            provider=CODEC.name,
-            idle_timeout=None,
-            total_timeout=None,
-        )
-        try:
-            async for batch in stream:
-                assert batch, "batches are never empty"
-                events.extend(batch)
-        except KovaError as exc:
-            failure.append(exc)
-
-    trio.run(main)
-    return events, failure[0] if failure else None
-
-
-def check_types(events: list[StreamEvent]) -> None:
-    for event in events:
-        if isinstance(event, TextDelta | ThinkingDelta):
-            assert type(event.text) is str
-        if isinstance(event, ToolUseDelta):
-            assert type(event.partial_json) is str
+    return run_stream(CODEC, pieces)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -120,9 +75,7 @@ def check_types(events: list[StreamEvent]) -> None:
 def test_any_split_gives_the_same_events(cuts: list[int]) -> None:
     whole, failure = run([STREAM])
     assert failure is None
-    bounds = [0, *sorted(cuts), len(STREAM)]
-    pieces = [STREAM[a:b] for a, b in itertools.pairwise(bounds)]
-    split_events, split_failure = run(pieces)
+    split_events, split_failure = run(split(STREAM, cuts))
     assert split_failure is None
     assert split_events == whole
     check_types(whole)

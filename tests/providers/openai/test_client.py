@@ -46,6 +46,14 @@ WEATHER = ToolDefinition(
     parameters={"type": "object", "properties": {"city": {"type": "string"}}},
 )
 HISTORY = [Message.system("Be brief."), Message.user("Weather in Oslo?")]
+REQUEST = ChatRequest(messages=HISTORY)
+
+
+async def stream_texts(provider: OpenAiCompatibleProvider, received: list[str]) -> None:
+    """Stream :data:`REQUEST`, adding each text delta to ``received`` as it arrives."""
+    async with provider.open(), provider.chat_completion_stream(REQUEST) as batches:
+        async for batch in batches:
+            received.extend(e.text for e in batch if isinstance(e, TextDelta))
 
 
 def test_it_is_a_provider() -> None:
@@ -114,9 +122,7 @@ async def test_streaming_text_arrives_in_batches_with_stop_and_usage() -> None:
         provider = provider_for(server)
         async with (
             provider.open(),
-            provider.chat_completion_stream(
-                ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
-            ) as batches,
+            provider.chat_completion_stream(REQUEST) as batches,
         ):
             events = await collect(batches)
     folded = fold(events)
@@ -159,18 +165,8 @@ async def test_a_stream_cut_mid_way_raises_stream_error_after_the_partial_text()
     async with open_openai_server(script) as server:
         provider = provider_for(server)
 
-        async def consume() -> None:
-            async with (
-                provider.open(),
-                provider.chat_completion_stream(
-                    ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
-                ) as batches,
-            ):
-                async for batch in batches:
-                    received.extend(e.text for e in batch if isinstance(e, TextDelta))
-
         with pytest.raises(StreamError):
-            await consume()
+            await stream_texts(provider, received)
     assert "".join(received) == "abcdefgh"
 
 
@@ -182,17 +178,8 @@ async def test_an_error_event_mid_stream_raises_the_classified_error_after_conte
     async with open_openai_server(script) as server:
         provider = provider_for(server)
 
-        async def consume() -> None:
-            async with (
-                provider.open(),
-                provider.chat_completion_stream(
-                    ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
-                ) as batches,
-            ):
-                await collect(batches)
-
         with pytest.raises(ProviderOverloaded, match="server melted") as info:
-            await consume()
+            await stream_texts(provider, [])
     assert info.value.error_type == "server_error"
     assert info.value.mid_stream
     assert info.value.after_content  # "par" reached the consumer: never retried
@@ -207,14 +194,10 @@ async def test_rate_limits_carry_retry_after(stream: bool) -> None:
         async with provider.open():
             with pytest.raises(RateLimited, match="Slow down") as info:
                 if stream:
-                    async with provider.chat_completion_stream(
-                        ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
-                    ):
+                    async with provider.chat_completion_stream(REQUEST):
                         pass
                 else:
-                    await provider.chat_completion(
-                        ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
-                    )
+                    await provider.chat_completion(REQUEST)
     assert info.value.retry_after == 2.0
     assert info.value.status_code == 429
     assert info.value.error_type == "requests"
@@ -227,9 +210,7 @@ async def test_fractional_retry_after_uses_retry_after_ms() -> None:
         provider = provider_for(server)
         async with provider.open():
             with pytest.raises(KovaError) as info:
-                await provider.chat_completion(
-                    ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
-                )
+                await provider.chat_completion(REQUEST)
     assert info.value.retry_after == 1.5  # type: ignore[attr-defined]
     assert info.value.error_class is ProviderErrorClass.OVERLOADED  # type: ignore[attr-defined]
 
@@ -247,13 +228,9 @@ async def test_auth_errors_and_insufficient_quota() -> None:
         provider = provider_for(server)
         async with provider.open():
             with pytest.raises(ProviderAuthError, match="Incorrect API key"):
-                await provider.chat_completion(
-                    ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
-                )
+                await provider.chat_completion(REQUEST)
             with pytest.raises(KovaError, match="quota") as info:
-                await provider.chat_completion(
-                    ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
-                )
+                await provider.chat_completion(REQUEST)
     assert not info.value.is_retryable
 
 
@@ -284,11 +261,7 @@ async def test_azure_paths_query_and_api_key_header() -> None:
             api_key="azure-key",
         )
         async with provider.open():
-            assert (
-                await provider.chat_completion(
-                    ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
-                )
-            ).text == "hi"
+            assert (await provider.chat_completion(REQUEST)).text == "hi"
             await provider.list_models()
     chat, models = server.requests
     assert chat.path == path
@@ -303,9 +276,7 @@ async def test_without_a_key_no_auth_header_is_sent(monkeypatch: pytest.MonkeyPa
     async with open_openai_server(Script([reply_text("hi")])) as server:
         provider = provider_for(server, api_key=None)
         async with provider.open():
-            await provider.chat_completion(
-                ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
-            )
+            await provider.chat_completion(REQUEST)
     assert "authorization" not in server.requests[0].headers
 
 
@@ -329,9 +300,7 @@ async def test_the_inference_model_overrides_the_config_model() -> None:
 async def test_calls_outside_open_fail_clearly() -> None:
     provider = OpenAiCompatibleProvider(OpenAiConfig(model="m", base_url="http://127.0.0.1:9"))
     with pytest.raises(KovaError, match=r"provider\.open"):
-        await provider.chat_completion(
-            ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
-        )
+        await provider.chat_completion(REQUEST)
 
 
 async def test_a_silent_server_hits_the_read_timeout(autojump_clock: object) -> None:
@@ -343,9 +312,7 @@ async def test_a_silent_server_hits_the_read_timeout(autojump_clock: object) -> 
         start = trio.current_time()
         async with provider.open():
             with pytest.raises(KovaTimeoutError):
-                await provider.chat_completion(
-                    ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
-                )
+                await provider.chat_completion(REQUEST)
         assert trio.current_time() - start == 30.0
 
 
@@ -361,21 +328,15 @@ async def test_leaving_a_stream_early_and_cancelling_keep_the_provider_usable() 
     async with open_openai_server(script) as server:
         provider = provider_for(server)
         async with provider.open():
-            async with provider.chat_completion_stream(
-                ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
-            ) as batches:
+            async with provider.chat_completion_stream(REQUEST) as batches:
                 async for _batch in batches:
                     break
             with trio.CancelScope() as scope:
-                async with provider.chat_completion_stream(
-                    ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
-                ) as batches:
+                async with provider.chat_completion_stream(REQUEST) as batches:
                     async for _batch in batches:
                         scope.cancel()
             assert scope.cancelled_caught
-            response = await provider.chat_completion(
-                ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
-            )
+            response = await provider.chat_completion(REQUEST)
     assert response.text == "after"
 
 
@@ -422,18 +383,8 @@ async def test_a_stream_that_ends_without_done_or_finish_is_an_error() -> None:
     )
     received: list[str] = []
 
-    async def consume() -> None:
-        async with (
-            provider.open(),
-            provider.chat_completion_stream(
-                ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
-            ) as batches,
-        ):
-            async for batch in batches:
-                received.extend(e.text for e in batch if isinstance(e, TextDelta))
-
     with pytest.raises(StreamError, match="incomplete"):
-        await consume()
+        await stream_texts(provider, received)
     assert received == ["half an ans"]
     assert str(seen[0].url) == "http://api.test/v1/chat/completions"
 
@@ -464,9 +415,7 @@ async def test_a_base_url_with_or_without_v1_reaches_the_same_paths(suffix: str)
     async with open_openai_server(Script([reply_text("hi")])) as server:
         provider = provider_for(server, base_url=server.base_url + suffix)
         async with provider.open():
-            await provider.chat_completion(
-                ChatRequest(messages=HISTORY, tools=[], config=InferenceConfig())
-            )
+            await provider.chat_completion(REQUEST)
             await provider.list_models()
     assert [r.path for r in server.requests] == ["/v1/chat/completions", "/v1/models"]
 
