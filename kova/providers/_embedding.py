@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Awaitable, Callable, Iterable, Sequence
     from contextlib import AbstractAsyncContextManager
 
     from .._models import Usage
 
-__all__ = ["EmbeddingProvider", "Embeddings"]
+__all__ = ["EmbeddingProvider", "Embeddings", "embed_in_batches"]
 
 
 class Embeddings(list[list[float]]):
@@ -60,3 +60,26 @@ class EmbeddingProvider(Protocol):
             ProviderError, KovaConnectionError, KovaTimeoutError: the request failed.
         """
         ...
+
+
+async def embed_in_batches(
+    texts: Sequence[str],
+    batch_size: int,
+    send: Callable[[list[str]], Awaitable[tuple[list[list[float]], Usage | None]]],
+) -> Embeddings:
+    """``texts`` sent ``batch_size`` at a time, one request after another (``send`` makes
+    one and returns its vectors and usage), reassembled in input order with the usage summed.
+
+    Raises:
+        TypeError: ``texts`` is a single string.
+    """
+    if isinstance(texts, str):
+        raise TypeError("embed() takes a sequence of strings, not one string")
+    vectors: list[list[float]] = []
+    usage: Usage | None = None
+    for start in range(0, len(texts), batch_size):
+        batch_vectors, batch_usage = await send(list(texts[start : start + batch_size]))
+        vectors.extend(batch_vectors)
+        if batch_usage is not None:
+            usage = batch_usage if usage is None else usage + batch_usage
+    return Embeddings(vectors, usage=usage)

@@ -10,7 +10,7 @@ import attrs
 from ..._errors import InvalidResponse
 from ..._models import Usage
 from .._auth import bearer_auth
-from .._embedding import Embeddings
+from .._embedding import Embeddings, embed_in_batches
 from .._http import HttpTransport
 from ._convert import PROVIDER
 
@@ -123,21 +123,13 @@ class OllamaEmbeddingProvider:
             ProviderError: an error status or a malformed answer.
             KovaConnectionError, KovaTimeoutError: the transport failed.
         """
-        if isinstance(texts, str):
-            raise TypeError("embed() takes a sequence of strings, not one string")
-        vectors: list[list[float]] = []
-        usage: Usage | None = None
-        size = self.config.batch_size
-        for start in range(0, len(texts), size):
-            batch = list(texts[start : start + size])
-            data = await self._http.request_json(
-                "POST",
-                "/api/embed",
-                json_body=encode_embed(batch, self.config),
-                headers=self.config.extra_headers or None,
-            )
-            batch_vectors, batch_usage = decode_embed(data, len(batch))
-            vectors.extend(batch_vectors)
-            if batch_usage is not None:
-                usage = batch_usage if usage is None else usage + batch_usage
-        return Embeddings(vectors, usage=usage)
+        return await embed_in_batches(texts, self.config.batch_size, self._send)
+
+    async def _send(self, batch: list[str]) -> tuple[list[list[float]], Usage | None]:
+        data = await self._http.request_json(
+            "POST",
+            "/api/embed",
+            json_body=encode_embed(batch, self.config),
+            headers=self.config.extra_headers or None,
+        )
+        return decode_embed(data, len(batch))

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ..._errors import ProviderError
-from .._embedding import Embeddings
+from .._embedding import Embeddings, embed_in_batches
 from .._http import HttpTransport
 from ._client import openai_auth
 from ._codec import openai_error_details
@@ -138,29 +138,23 @@ class OpenAiEmbeddingProvider:
 
         On cancellation the request in flight is abandoned; nothing is returned.
         """
-        if isinstance(texts, str):
-            raise TypeError("embed() takes a sequence of strings, not one string")
-        vectors: list[list[float]] = []
-        usage: Usage | None = None
-        size = self.config.batch_size
-        for start in range(0, len(texts), size):
-            batch = list(texts[start : start + size])
-            body: dict[str, JSONValue] = {
-                "model": self.config.model,
-                "input": batch,
-                "encoding_format": "float",
-            }
-            if self.config.dimensions is not None:
-                body["dimensions"] = self.config.dimensions
-            data = await self._http.request_json(
-                "POST",
-                self._path,
-                json_body=body,
-                params=self.config.query_params() or None,
-                headers=self.config.extra_headers or None,
-            )
-            vectors.extend(decode_embeddings(data, len(batch)))
-            batch_usage = decode_usage(data.get("usage")) if isinstance(data, Mapping) else None
-            if batch_usage is not None:
-                usage = batch_usage if usage is None else usage + batch_usage
-        return Embeddings(vectors, usage=usage)
+        return await embed_in_batches(texts, self.config.batch_size, self._send)
+
+    async def _send(self, batch: list[str]) -> tuple[list[list[float]], Usage | None]:
+        body: dict[str, JSONValue] = {
+            "model": self.config.model,
+            "input": batch,
+            "encoding_format": "float",
+        }
+        if self.config.dimensions is not None:
+            body["dimensions"] = self.config.dimensions
+        data = await self._http.request_json(
+            "POST",
+            self._path,
+            json_body=body,
+            params=self.config.query_params() or None,
+            headers=self.config.extra_headers or None,
+        )
+        vectors = decode_embeddings(data, len(batch))
+        usage = decode_usage(data.get("usage")) if isinstance(data, Mapping) else None
+        return vectors, usage
