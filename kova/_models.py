@@ -1,7 +1,9 @@
 """kova's data model: messages, content blocks, responses, usage, configs and stream events.
 
-Every value type is a frozen, slotted attrs class (``attrs.frozen(kw_only=True)``), so values
-can be shared between actors without copying. Sequence fields are tuples; mapping fields are
+Every value type is a frozen, slotted record (:class:`kova._record.Record`: keyword-only
+construction, equality, hashing and ``repr`` like a frozen attrs class, and ``attrs.evolve``,
+``attrs.fields`` and ``attrs.asdict`` work on it), so values can be shared between actors
+without copying. Sequence fields are tuples; mapping fields are
 typed ``Mapping`` and are never mutated by kova.
 
 History belongs to the host. Every :class:`Message` converts to plain JSON with
@@ -16,9 +18,8 @@ import enum
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar, TypeAlias, assert_never
 
-import attrs
-
 from ._errors import SerializationError
+from ._record import Record, evolve, set_field
 
 if TYPE_CHECKING:
     from typing import Self
@@ -83,72 +84,113 @@ class Role(enum.StrEnum):
     TOOL = "tool"
 
 
-def _non_empty(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+def _non_empty(name: str, value: str) -> str:
     if not value:
-        raise ValueError(f"{attribute.name} must not be empty")
+        raise ValueError(f"{name} must not be empty")
+    return value
 
 
 # ---------------------------------------------------------------------------------------------
 # Content blocks
 
 
-@attrs.frozen(kw_only=True)
-class Text:
+class Text(Record):
     """Plain text."""
+
+    __slots__ = ("text",)
 
     text: str
 
+    def __init__(self, *, text: str) -> None:
+        set_field(self, "text", text)
 
-@attrs.frozen(kw_only=True)
-class Image:
+
+class Image(Record):
     """An image, either inline (base64 ``data`` with its ``media_type``) or by ``url``."""
 
-    media_type: str | None = None
+    __slots__ = ("data", "media_type", "url")
+
+    media_type: str | None
     """MIME type such as ``image/png``; required with ``data``."""
-    data: str | None = None
+    data: str | None
     """Base64-encoded bytes (no ``data:`` prefix)."""
-    url: str | None = None
+    url: str | None
     """A URL the provider fetches itself (not every provider supports this)."""
 
-    def __attrs_post_init__(self) -> None:
-        if (self.data is None) == (self.url is None):
+    def __init__(
+        self, *, media_type: str | None = None, data: str | None = None, url: str | None = None
+    ) -> None:
+        set_field(self, "media_type", media_type)
+        set_field(self, "data", data)
+        set_field(self, "url", url)
+        if (data is None) == (url is None):
             raise ValueError("Image needs exactly one of data (base64) or url")
-        if self.data is not None and not self.media_type:
+        if data is not None and not media_type:
             raise ValueError("Image with inline data needs a media_type such as 'image/png'")
 
 
-@attrs.frozen(kw_only=True)
-class ToolUse:
+class ToolUse(Record):
     """The model asks for a tool call."""
 
-    id: str = attrs.field(validator=_non_empty)
-    name: str = attrs.field(validator=_non_empty)
-    input: JSONObject = attrs.field(factory=dict)
+    __slots__ = ("id", "input", "name", "provider_metadata", "raw_arguments")
+
+    id: str
+    name: str
+    input: JSONObject
     """The parsed arguments (always a JSON object)."""
-    provider_metadata: JSONObject | None = None
+    provider_metadata: JSONObject | None
     """Opaque data a provider needs echoed back (e.g. Gemini's ``thoughtSignature``)."""
-    raw_arguments: str | None = None
+    raw_arguments: str | None
     """Set only when the model's arguments were not a JSON object: the raw text it sent
     (``input`` is then empty). The agent answers such a call with an in-band error result."""
 
+    def __init__(
+        self,
+        *,
+        id: str,  # the field's name
+        name: str,
+        input: JSONObject | None = None,  # the field's name
+        provider_metadata: JSONObject | None = None,
+        raw_arguments: str | None = None,
+    ) -> None:
+        set_field(self, "id", _non_empty("id", id))
+        set_field(self, "name", _non_empty("name", name))
+        set_field(self, "input", {} if input is None else input)
+        set_field(self, "provider_metadata", provider_metadata)
+        set_field(self, "raw_arguments", raw_arguments)
 
-@attrs.frozen(kw_only=True)
-class ToolResult:
+
+class ToolResult(Record):
     """The outcome of a tool call.
 
     A tool returns one without ``tool_use_id``; the agent loop stamps the id of the call it
     answers before the result enters history.
     """
 
-    content: str | tuple[Text | Image, ...] = ""
+    __slots__ = ("content", "is_error", "structured", "tool_use_id")
+
+    content: str | tuple[Text | Image, ...]
     """The result text, or text and image parts."""
-    is_error: bool = False
-    tool_use_id: str = ""
-    structured: JSONValue | None = None
+    is_error: bool
+    tool_use_id: str
+    structured: JSONValue | None
     """A machine-readable form of the result, for the host (MCP's ``structuredContent``).
 
     Providers send the model ``content`` only; a tool that returns structured data also puts
     its text form (usually the JSON) into ``content``."""
+
+    def __init__(
+        self,
+        *,
+        content: str | tuple[Text | Image, ...] = "",
+        is_error: bool = False,
+        tool_use_id: str = "",
+        structured: JSONValue | None = None,
+    ) -> None:
+        set_field(self, "content", content)
+        set_field(self, "is_error", is_error)
+        set_field(self, "tool_use_id", tool_use_id)
+        set_field(self, "structured", structured)
 
     @property
     def text(self) -> str:
@@ -163,20 +205,29 @@ class ToolResult:
         return cls(content=message, is_error=True, tool_use_id=tool_use_id)
 
 
-@attrs.frozen(kw_only=True)
-class Thinking:
+class Thinking(Record):
     """Reasoning text. ``signature`` is set when the provider signed it (Anthropic, Bedrock
     Claude): such a block must be sent back unchanged on the next request of a tool loop."""
 
+    __slots__ = ("signature", "text")
+
     text: str
-    signature: str | None = None
+    signature: str | None
+
+    def __init__(self, *, text: str, signature: str | None = None) -> None:
+        set_field(self, "text", text)
+        set_field(self, "signature", signature)
 
 
-@attrs.frozen(kw_only=True)
-class RedactedThinking:
+class RedactedThinking(Record):
     """Reasoning the provider encrypted; echoed back unchanged like a signed ``Thinking``."""
 
+    __slots__ = ("data",)
+
     data: str
+
+    def __init__(self, *, data: str) -> None:
+        set_field(self, "data", data)
 
 
 ContentBlock: TypeAlias = Text | Image | ToolUse | ToolResult | Thinking | RedactedThinking
@@ -188,16 +239,17 @@ def _to_blocks(content: str | Iterable[ContentBlock]) -> tuple[ContentBlock, ...
     return tuple(content)
 
 
-def _block_tuple(content: Iterable[ContentBlock]) -> tuple[ContentBlock, ...]:
-    return tuple(content)
-
-
-@attrs.frozen(kw_only=True)
-class Message:
+class Message(Record):
     """One message of a conversation."""
 
-    role: Role = attrs.field(converter=Role)
-    content: tuple[ContentBlock, ...] = attrs.field(converter=_block_tuple)
+    __slots__ = ("content", "role")
+
+    role: Role
+    content: tuple[ContentBlock, ...]
+
+    def __init__(self, *, role: Role | str, content: Iterable[ContentBlock]) -> None:
+        set_field(self, "role", Role(role))
+        set_field(self, "content", tuple(content))
 
     @classmethod
     def user(cls, content: str | Iterable[ContentBlock]) -> Self:
@@ -374,7 +426,7 @@ def block_from_dict(data: object) -> ContentBlock:
                 return RedactedThinking(data=_str(data, "data"))
             case _:
                 raise _serialization_error(f"unknown content block type {kind!r}")
-    except ValueError as exc:  # an attrs validator rejected the stored value
+    except ValueError as exc:  # a field's validation rejected the stored value
         raise _serialization_error(f"invalid {kind} block: {exc}") from exc
 
 
@@ -467,13 +519,18 @@ class StopKind(enum.StrEnum):
     UNKNOWN = "unknown"
 
 
-@attrs.frozen(kw_only=True)
-class StopReason:
+class StopReason(Record):
     """A :class:`StopKind`, plus the provider's raw value when kova does not know it."""
 
+    __slots__ = ("kind", "raw")
+
     kind: StopKind
-    raw: str = ""
+    raw: str
     """The provider's own value; set for ``UNKNOWN`` (e.g. ``content_filter``, ``refusal``)."""
+
+    def __init__(self, *, kind: StopKind, raw: str = "") -> None:
+        set_field(self, "kind", kind)
+        set_field(self, "raw", raw)
 
     END_TURN: ClassVar[StopReason]
     TOOL_USE: ClassVar[StopReason]
@@ -494,24 +551,50 @@ StopReason.MAX_TOKENS = StopReason(kind=StopKind.MAX_TOKENS)
 StopReason.STOP_SEQUENCE = StopReason(kind=StopKind.STOP_SEQUENCE)
 
 
-@attrs.frozen(kw_only=True)
-class Usage:
+class Usage(Record):
     """Token counts of one call, or summed over several with ``+``."""
 
-    input_tokens: int = 0
+    __slots__ = (
+        "cache_creation_tokens",
+        "cache_read_tokens",
+        "input_tokens",
+        "output_tokens",
+        "reasoning_tokens",
+        "total_tokens",
+    )
+
+    input_tokens: int
     """Prompt tokens, including any served from or written to the cache."""
-    output_tokens: int = 0
-    total_tokens: int = attrs.field()
-    cache_read_tokens: int = 0
+    output_tokens: int
+    total_tokens: int
+    """Defaults to ``input_tokens + output_tokens``."""
+    cache_read_tokens: int
     """Prompt tokens served from the provider's prompt cache."""
-    cache_creation_tokens: int = 0
+    cache_creation_tokens: int
     """Prompt tokens written to the provider's prompt cache."""
-    reasoning_tokens: int = 0
+    reasoning_tokens: int
     """Output tokens spent on reasoning, where the provider reports them."""
 
-    @total_tokens.default
-    def _total_default(self) -> int:
-        return self.input_tokens + self.output_tokens
+    def __init__(
+        self,
+        *,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        total_tokens: int | None = None,
+        cache_read_tokens: int = 0,
+        cache_creation_tokens: int = 0,
+        reasoning_tokens: int = 0,
+    ) -> None:
+        set_field(self, "input_tokens", input_tokens)
+        set_field(self, "output_tokens", output_tokens)
+        set_field(
+            self,
+            "total_tokens",
+            input_tokens + output_tokens if total_tokens is None else total_tokens,
+        )
+        set_field(self, "cache_read_tokens", cache_read_tokens)
+        set_field(self, "cache_creation_tokens", cache_creation_tokens)
+        set_field(self, "reasoning_tokens", reasoning_tokens)
 
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
@@ -526,15 +609,29 @@ class Usage:
         )
 
 
-@attrs.frozen(kw_only=True)
-class ModelResponse:
+class ModelResponse(Record):
     """One provider call's answer."""
 
-    content: tuple[ContentBlock, ...] = attrs.field(converter=_block_tuple)
+    __slots__ = ("content", "stop_reason", "thinking", "usage")
+
+    content: tuple[ContentBlock, ...]
     stop_reason: StopReason
-    usage: Usage | None = None
-    thinking: str | None = None
+    usage: Usage | None
+    thinking: str | None
     """Reasoning text for display; never sent back (signed blocks live in ``content``)."""
+
+    def __init__(
+        self,
+        *,
+        content: Iterable[ContentBlock],
+        stop_reason: StopReason,
+        usage: Usage | None = None,
+        thinking: str | None = None,
+    ) -> None:
+        set_field(self, "content", tuple(content))
+        set_field(self, "stop_reason", stop_reason)
+        set_field(self, "usage", usage)
+        set_field(self, "thinking", thinking)
 
     @property
     def text(self) -> str:
@@ -545,23 +642,38 @@ class ModelResponse:
         return tuple(block for block in self.content if isinstance(block, ToolUse))
 
 
-@attrs.frozen(kw_only=True)
-class ModelInfo:
+class ModelInfo(Record):
     """A model a provider offers."""
 
+    __slots__ = ("created", "display_name", "id", "object", "owned_by")
+
     id: str
-    object: str = "model"
-    created: int | None = None
-    owned_by: str | None = None
-    display_name: str | None = None
+    object: str
+    created: int | None
+    owned_by: str | None
+    display_name: str | None
+
+    def __init__(
+        self,
+        *,
+        id: str,  # the field's name
+        object: str = "model",  # the field's name
+        created: int | None = None,
+        owned_by: str | None = None,
+        display_name: str | None = None,
+    ) -> None:
+        set_field(self, "id", id)
+        set_field(self, "object", object)
+        set_field(self, "created", created)
+        set_field(self, "owned_by", owned_by)
+        set_field(self, "display_name", display_name)
 
 
 # ---------------------------------------------------------------------------------------------
 # Requests
 
 
-@attrs.frozen(kw_only=True)
-class ToolAnnotations:
+class ToolAnnotations(Record):
     """Hints about what a tool does, the same four as MCP's tool annotations.
 
     ``None`` means "not said". They are hints for hosts (approval policies, replay after a
@@ -569,16 +681,33 @@ class ToolAnnotations:
     MCP's defaults when a hint is absent: not read-only, destructive, not idempotent, open-world.
     """
 
-    read_only: bool | None = None
+    __slots__ = ("destructive", "idempotent", "open_world", "read_only", "title")
+
+    read_only: bool | None
     """The tool does not modify its environment."""
-    destructive: bool | None = None
+    destructive: bool | None
     """The tool may perform destructive updates (meaningful when not read-only)."""
-    idempotent: bool | None = None
+    idempotent: bool | None
     """Calling it again with the same arguments has no further effect."""
-    open_world: bool | None = None
+    open_world: bool | None
     """The tool interacts with an open world of external entities (the web, ...)."""
-    title: str | None = None
+    title: str | None
     """A human-readable title for UIs."""
+
+    def __init__(
+        self,
+        *,
+        read_only: bool | None = None,
+        destructive: bool | None = None,
+        idempotent: bool | None = None,
+        open_world: bool | None = None,
+        title: str | None = None,
+    ) -> None:
+        set_field(self, "read_only", read_only)
+        set_field(self, "destructive", destructive)
+        set_field(self, "idempotent", idempotent)
+        set_field(self, "open_world", open_world)
+        set_field(self, "title", title)
 
     @property
     def is_read_only(self) -> bool:
@@ -586,39 +715,70 @@ class ToolAnnotations:
         return self.read_only is True
 
 
-@attrs.frozen(kw_only=True)
-class ToolDefinition:
+class ToolDefinition(Record, eq_exclude=("annotations", "output_schema")):
     """What the model is told about a tool."""
 
-    name: str = attrs.field(validator=_non_empty)
-    description: str = ""
-    parameters: JSONObject = attrs.field(factory=lambda: {"type": "object", "properties": {}})
-    """A JSON Schema for the tool's arguments (an ``object`` schema)."""
-    annotations: ToolAnnotations | None = attrs.field(default=None, eq=False)
-    """Hints for the host (see :class:`ToolAnnotations`); providers never send them."""
-    output_schema: JSONObject | None = attrs.field(default=None, eq=False)
-    """A JSON Schema of the tool's structured result, where the tool declares one (MCP)."""
+    __slots__ = ("annotations", "description", "name", "output_schema", "parameters")
+
+    name: str
+    description: str
+    parameters: JSONObject
+    """A JSON Schema for the tool's arguments (an ``object`` schema); by default one that
+    takes no arguments."""
+    annotations: ToolAnnotations | None
+    """Hints for the host (see :class:`ToolAnnotations`); providers never send them. Not
+    part of equality."""
+    output_schema: JSONObject | None
+    """A JSON Schema of the tool's structured result, where the tool declares one (MCP). Not
+    part of equality."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        description: str = "",
+        parameters: JSONObject | None = None,
+        annotations: ToolAnnotations | None = None,
+        output_schema: JSONObject | None = None,
+    ) -> None:
+        set_field(self, "name", _non_empty("name", name))
+        set_field(self, "description", description)
+        set_field(
+            self,
+            "parameters",
+            {"type": "object", "properties": {}} if parameters is None else parameters,
+        )
+        set_field(self, "annotations", annotations)
+        set_field(self, "output_schema", output_schema)
 
 
-@attrs.frozen(kw_only=True)
-class ResponseFormat:
+class ResponseFormat(Record):
     """Constrain the final answer to a JSON schema (mapped to each provider's native way)."""
 
-    name: str = attrs.field(validator=_non_empty)
+    __slots__ = ("description", "name", "schema", "strict")
+
+    name: str
     schema: JSONObject
-    strict: bool = True
-    description: str | None = None
+    strict: bool
+    description: str | None
+
+    def __init__(
+        self, *, name: str, schema: JSONObject, strict: bool = True, description: str | None = None
+    ) -> None:
+        set_field(self, "name", _non_empty("name", name))
+        set_field(self, "schema", schema)
+        set_field(self, "strict", strict)
+        set_field(self, "description", description)
 
     @classmethod
     def named(cls, name: str, schema: JSONObject, *, strict: bool = True) -> ResponseFormat:
         return cls(name=name, schema=schema, strict=strict)
 
 
-def _positive_or_none(
-    _instance: object, attribute: attrs.Attribute[int | None], value: int | None
-) -> None:
+def _positive_or_none(name: str, value: int | None) -> int | None:
     if value is not None and value <= 0:
-        raise ValueError(f"{attribute.name} must be positive, got {value}")
+        raise ValueError(f"{name} must be positive, got {value}")
+    return value
 
 
 def _stop_sequences(value: Iterable[str] | None) -> tuple[str, ...] | None:
@@ -629,39 +789,55 @@ def _stop_sequences(value: Iterable[str] | None) -> tuple[str, ...] | None:
     return tuple(value)
 
 
-@attrs.frozen(kw_only=True)
-class InferenceConfig:
+class InferenceConfig(Record):
     """Per-call model parameters. ``None`` means "not set": the provider's default applies."""
 
-    model: str | None = None
-    max_tokens: int | None = attrs.field(default=None, validator=_positive_or_none)
-    temperature: float | None = None
-    top_p: float | None = None
-    stop_sequences: tuple[str, ...] | None = attrs.field(default=None, converter=_stop_sequences)
-    response_format: ResponseFormat | None = None
+    __slots__ = (
+        "max_tokens",
+        "model",
+        "response_format",
+        "stop_sequences",
+        "temperature",
+        "top_p",
+    )
+
+    model: str | None
+    max_tokens: int | None
+    temperature: float | None
+    top_p: float | None
+    stop_sequences: tuple[str, ...] | None
+    response_format: ResponseFormat | None
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        stop_sequences: Iterable[str] | None = None,
+        response_format: ResponseFormat | None = None,
+    ) -> None:
+        set_field(self, "model", model)
+        set_field(self, "max_tokens", _positive_or_none("max_tokens", max_tokens))
+        set_field(self, "temperature", temperature)
+        set_field(self, "top_p", top_p)
+        set_field(self, "stop_sequences", _stop_sequences(stop_sequences))
+        set_field(self, "response_format", response_format)
 
     def merged(self, overrides: InferenceConfig | None) -> InferenceConfig:
         """This config with every field ``overrides`` sets taking precedence."""
         if overrides is None:
             return self
         changes = {
-            field.name: value
-            for field in attrs.fields(InferenceConfig)
-            if (value := getattr(overrides, field.name)) is not None
+            name: value
+            for name in self.__record_fields__
+            if (value := getattr(overrides, name)) is not None
         }
-        return attrs.evolve(self, **changes) if changes else self
+        return evolve(self, **changes) if changes else self
 
 
-def _message_tuple(messages: Iterable[Message]) -> tuple[Message, ...]:
-    return tuple(messages)
-
-
-def _tool_tuple(tools: Iterable[ToolDefinition]) -> tuple[ToolDefinition, ...]:
-    return tuple(tools)
-
-
-@attrs.frozen(kw_only=True)
-class ChatRequest:
+class ChatRequest(Record):
     """One request to a model: the conversation, the tools it may call, and the settings.
 
     The one value that travels through the :class:`~kova.providers.Provider` protocol, the
@@ -670,9 +846,22 @@ class ChatRequest:
     :meth:`of`. Sequences are stored as tuples, so a request never changes after it is built.
     """
 
-    messages: tuple[Message, ...] = attrs.field(converter=_message_tuple)
-    tools: tuple[ToolDefinition, ...] = attrs.field(default=(), converter=_tool_tuple)
-    config: InferenceConfig = attrs.field(factory=lambda: InferenceConfig())
+    __slots__ = ("config", "messages", "tools")
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolDefinition, ...]
+    config: InferenceConfig
+
+    def __init__(
+        self,
+        *,
+        messages: Iterable[Message],
+        tools: Iterable[ToolDefinition] = (),
+        config: InferenceConfig | None = None,
+    ) -> None:
+        set_field(self, "messages", tuple(messages))
+        set_field(self, "tools", tuple(tools))
+        set_field(self, "config", InferenceConfig() if config is None else config)
 
     @classmethod
     def of(
@@ -699,72 +888,121 @@ class ChatRequest:
 # sequence, so the cost of crossing an actor boundary is paid per read, not per token.
 
 
-@attrs.frozen(kw_only=True)
-class TextDelta:
+class TextDelta(Record):
     """A piece of answer text."""
 
+    __slots__ = ("text",)
+
     text: str
 
+    def __init__(self, *, text: str) -> None:
+        set_field(self, "text", text)
 
-@attrs.frozen(kw_only=True)
-class ThinkingDelta:
+
+class ThinkingDelta(Record):
     """A piece of reasoning text (for display)."""
 
+    __slots__ = ("text",)
+
     text: str
 
+    def __init__(self, *, text: str) -> None:
+        set_field(self, "text", text)
 
-@attrs.frozen(kw_only=True)
-class SignedThinking:
+
+class SignedThinking(Record):
     """A complete thinking block that must go back into history verbatim (Anthropic signed
     thinking or redacted thinking). Its text already reached the stream as ``ThinkingDelta``s."""
 
+    __slots__ = ("block",)
+
     block: Thinking | RedactedThinking
 
+    def __init__(self, *, block: Thinking | RedactedThinking) -> None:
+        set_field(self, "block", block)
 
-@attrs.frozen(kw_only=True)
-class ToolUseStart:
+
+class ToolUseStart(Record):
     """A tool call begins. ``index`` ties later deltas to it."""
+
+    __slots__ = ("id", "index", "name", "provider_metadata")
 
     index: int
     id: str
     name: str
-    provider_metadata: JSONObject | None = None
+    provider_metadata: JSONObject | None
+
+    def __init__(
+        self,
+        *,
+        index: int,
+        id: str,  # the field's name
+        name: str,
+        provider_metadata: JSONObject | None = None,
+    ) -> None:
+        set_field(self, "index", index)
+        set_field(self, "id", id)
+        set_field(self, "name", name)
+        set_field(self, "provider_metadata", provider_metadata)
 
 
-@attrs.frozen(kw_only=True)
-class ToolUseDelta:
+class ToolUseDelta(Record):
     """A fragment of a tool call's JSON arguments; fragments concatenate."""
+
+    __slots__ = ("index", "partial_json")
 
     index: int
     partial_json: str
 
+    def __init__(self, *, index: int, partial_json: str) -> None:
+        set_field(self, "index", index)
+        set_field(self, "partial_json", partial_json)
 
-@attrs.frozen(kw_only=True)
-class ToolUseEnd:
+
+class ToolUseEnd(Record):
     """The tool call at ``index`` is complete."""
 
+    __slots__ = ("index", "provider_metadata")
+
     index: int
-    provider_metadata: JSONObject | None = None
+    provider_metadata: JSONObject | None
     """Opaque data known only at the end of the call (merged over the start's), e.g. the
     model's exact argument text that OpenAI-compatible servers expect echoed back."""
 
+    def __init__(self, *, index: int, provider_metadata: JSONObject | None = None) -> None:
+        set_field(self, "index", index)
+        set_field(self, "provider_metadata", provider_metadata)
 
-@attrs.frozen(kw_only=True)
-class StopEvent:
+
+class StopEvent(Record):
+    __slots__ = ("stop_reason",)
+
     stop_reason: StopReason
 
+    def __init__(self, *, stop_reason: StopReason) -> None:
+        set_field(self, "stop_reason", stop_reason)
 
-@attrs.frozen(kw_only=True)
-class UsageEvent:
+
+class UsageEvent(Record):
+    __slots__ = ("usage",)
+
     usage: Usage
 
+    def __init__(self, *, usage: Usage) -> None:
+        set_field(self, "usage", usage)
 
-@attrs.frozen(kw_only=True)
-class ErrorEvent:
+
+class ErrorEvent(Record):
     """The provider reported an error inside the stream."""
 
+    __slots__ = ("error_type", "message")
+
     message: str
-    error_type: str = ""
+    error_type: str
+
+    def __init__(self, *, message: str, error_type: str = "") -> None:
+        set_field(self, "message", message)
+        set_field(self, "error_type", error_type)
 
 
 StreamEvent: TypeAlias = (

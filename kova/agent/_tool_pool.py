@@ -28,6 +28,7 @@ from .._errors import ToolError
 from .._log import get_logger
 from .._models import ToolAnnotations, ToolDefinition, ToolResult, ToolUse
 from .._observe import ToolFinished, ToolStarted, TurnEmitter, new_span_id, tool_scope
+from .._record import evolve
 from ..actors import Actor, Call, UnknownMessage
 from ..telemetry import ToolOutcome
 from ..tools import FunctionTool, annotations_of
@@ -305,7 +306,7 @@ class ToolPoolActor(Actor):
             started = trio.current_time()
             result = await self._execute(tool, call)
             duration = trio.current_time() - started
-            result = attrs.evolve(result, tool_use_id=call.id)
+            result = evolve(result, tool_use_id=call.id)
             outcome = ToolOutcome.ERROR if result.is_error else ToolOutcome.SUCCESS
             self._record(duration * 1000.0, outcome)
             if self.lifecycle is not None:

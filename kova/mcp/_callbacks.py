@@ -16,6 +16,7 @@ import mcp_types as mt
 from .._errors import KovaError
 from .._log import get_logger
 from .._models import ChatRequest
+from .._record import evolve
 from . import _convert
 from ._types import McpLogMessage
 
@@ -73,7 +74,7 @@ class ServerCallbacks:
         assert provider is not None
         messages, config = _convert.sampling_request(params)
         if self.settings.sampling_model is not None:
-            config = attrs.evolve(config, model=self.settings.sampling_model)
+            config = evolve(config, model=self.settings.sampling_model)
         try:
             async with provider.open():
                 response = await provider.chat_completion(

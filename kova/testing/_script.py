@@ -36,6 +36,7 @@ from .._models import (
     Usage,
     UsageEvent,
 )
+from .._record import evolve
 
 __all__ = [
     "ErrorReply",
@@ -226,7 +227,7 @@ def with_thinking(
     arrives as ``ThinkingDelta`` events before the answer (then ``SignedThinking`` if signed).
     """
     block = Thinking(text=thinking, signature=signature)
-    return attrs.evolve(response, content=(block, *response.content), thinking=thinking)
+    return evolve(response, content=(block, *response.content), thinking=thinking)
 
 
 def reply_tool_calls(

@@ -20,6 +20,7 @@ import attrs
 import trio
 
 from .._models import ToolAnnotations, ToolResult
+from .._record import evolve
 from ._patch import PatchError, apply_patch
 from ._workspace import PathRefused, Workspace
 
@@ -177,7 +178,7 @@ class ReadFile(_FileTool):
         "required": ["path"],
         "additionalProperties": False,
     }
-    annotations: ClassVar[ToolAnnotations] = attrs.evolve(_READ_ONLY, title="Read file")
+    annotations: ClassVar[ToolAnnotations] = evolve(_READ_ONLY, title="Read file")
 
     async def _execute(self, arguments: JSONObject) -> ToolResult:
         raw = _string(arguments, "path")
@@ -249,7 +250,7 @@ class ListDir(_FileTool):
         },
         "additionalProperties": False,
     }
-    annotations: ClassVar[ToolAnnotations] = attrs.evolve(_READ_ONLY, title="List directory")
+    annotations: ClassVar[ToolAnnotations] = evolve(_READ_ONLY, title="List directory")
 
     async def _execute(self, arguments: JSONObject) -> ToolResult:
         raw = _string(arguments, "path", ".")
@@ -408,7 +409,7 @@ class Search(_FileTool):
         "required": ["pattern"],
         "additionalProperties": False,
     }
-    annotations: ClassVar[ToolAnnotations] = attrs.evolve(_READ_ONLY, title="Search files")
+    annotations: ClassVar[ToolAnnotations] = evolve(_READ_ONLY, title="Search files")
 
     async def _execute(self, arguments: JSONObject) -> ToolResult:
         pattern = _string(arguments, "pattern")
@@ -532,7 +533,7 @@ class WriteFile(_FileTool):
         "required": ["path", "content"],
         "additionalProperties": False,
     }
-    annotations: ClassVar[ToolAnnotations] = attrs.evolve(_WRITE_ANNOTATIONS, title="Write file")
+    annotations: ClassVar[ToolAnnotations] = evolve(_WRITE_ANNOTATIONS, title="Write file")
 
     async def _execute(self, arguments: JSONObject) -> ToolResult:
         raw = _string(arguments, "path")

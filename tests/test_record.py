@@ -1,0 +1,136 @@
+"""kova's frozen records (kova/_record.py) behave like the frozen attrs classes they replace."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import weakref
+
+import attrs
+import pytest
+
+from kova import (
+    ChatRequest,
+    Image,
+    InferenceConfig,
+    Message,
+    ModelResponse,
+    StopReason,
+    Text,
+    ToolAnnotations,
+    ToolDefinition,
+    ToolResult,
+    ToolUse,
+    Usage,
+)
+from kova._record import Record, evolve, set_field
+
+
+def test_a_record_is_frozen() -> None:
+    text = Text(text="hi")
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        text.text = "changed"  # type: ignore[misc]
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        del text.text  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        text.other = 1  # type: ignore[attr-defined]
+    assert not hasattr(text, "__dict__")
+
+
+def test_construction_is_keyword_only_and_checked() -> None:
+    with pytest.raises(TypeError):
+        Text("hi")  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        Text()  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="id must not be empty"):
+        ToolUse(id="", name="x")
+    with pytest.raises(ValueError, match="max_tokens must be positive"):
+        InferenceConfig(max_tokens=0)
+    with pytest.raises(ValueError, match="exactly one of data"):
+        Image()
+
+
+def test_equality_and_hashing_are_field_wise() -> None:
+    assert Text(text="a") == Text(text="a")
+    assert Text(text="a") != Text(text="b")
+    assert hash(Text(text="a")) == hash(Text(text="a"))
+    assert Text(text="a") != Thinking_like("a")
+    assert (Text(text="a") == "a") is False
+    assert len({StopReason.END_TURN, StopReason(kind=StopReason.END_TURN.kind)}) == 1
+    # annotations and output_schema are hints, not part of a definition's identity
+    plain = ToolDefinition(name="t")
+    hinted = ToolDefinition(name="t", annotations=ToolAnnotations(read_only=True))
+    assert plain == hinted
+    assert plain != ToolDefinition(name="u")
+    with pytest.raises(TypeError):
+        hash(ToolUse(id="1", name="t", input={"a": 1}))  # a dict field is unhashable
+
+
+def Thinking_like(text: str) -> object:  # a look-alike of another class
+    class Other(Record):
+        __slots__ = ("text",)
+        text: str
+
+        def __init__(self, *, text: str) -> None:
+            set_field(self, "text", text)
+
+    return Other(text=text)
+
+
+def test_repr_names_every_field_in_order() -> None:
+    assert repr(Text(text="hi")) == "Text(text='hi')"
+    assert repr(Usage(input_tokens=1, output_tokens=2)) == (
+        "Usage(input_tokens=1, output_tokens=2, total_tokens=3, cache_read_tokens=0, "
+        "cache_creation_tokens=0, reasoning_tokens=0)"
+    )
+
+
+def test_conversions_and_defaults() -> None:
+    message = Message(role="user", content=[Text(text="a")])
+    assert message.content == (Text(text="a"),)
+    assert message.role is message.role.USER
+    assert ToolUse(id="1", name="t").input == {}
+    assert ToolDefinition(name="t").parameters == {"type": "object", "properties": {}}
+    assert InferenceConfig(stop_sequences="END").stop_sequences == ("END",)
+    assert ChatRequest(messages=[message]).config == InferenceConfig()
+    assert Usage(input_tokens=1, output_tokens=2, total_tokens=10).total_tokens == 10
+
+
+def test_pickle_copy_and_weakref() -> None:
+    response = ModelResponse(
+        content=(Text(text="a"), ToolUse(id="1", name="t", input={"x": [1]})),
+        stop_reason=StopReason.TOOL_USE,
+        usage=Usage(input_tokens=3),
+    )
+    assert pickle.loads(pickle.dumps(response)) == response
+    assert copy.copy(response) == response
+    deep = copy.deepcopy(response)
+    assert deep == response
+    assert deep.content[1] is not response.content[1]
+    assert weakref.ref(response)() is response
+
+
+def test_the_attrs_protocol_works_on_records() -> None:
+    assert attrs.has(Text)
+    assert not attrs.has(Record)
+    names = [field.name for field in attrs.fields(ToolDefinition)]
+    assert names == ["name", "description", "parameters", "annotations", "output_schema"]
+    assert not attrs.fields(ToolDefinition).annotations.eq
+    assert attrs.fields(ToolResult).is_error.default is False
+    result = ToolResult(content="ok")
+    assert attrs.evolve(result, tool_use_id="c1") == ToolResult(content="ok", tool_use_id="c1")
+    assert attrs.asdict(Text(text="a")) == {"text": "a"}
+    assert evolve(InferenceConfig(model="m"), max_tokens=5) == InferenceConfig(
+        model="m", max_tokens=5
+    )
+    with pytest.raises(ValueError, match="max_tokens"):
+        attrs.evolve(InferenceConfig(), max_tokens=-1)  # evolve validates like the constructor
+
+
+def test_a_record_must_declare_exactly_its_fields_as_slots() -> None:
+    with pytest.raises(TypeError, match="__slots__ must list exactly"):
+
+        class Bad(Record):
+            __slots__ = ("a",)
+            a: int
+            b: int
