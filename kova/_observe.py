@@ -28,10 +28,10 @@ import sys
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
-import attrs
 import trio
 
 from ._log import get_logger
+from ._record import Record, set_field
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
@@ -76,9 +76,10 @@ def new_span_id() -> int:
 # -- events -------------------------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
-class TurnStarted:
+class TurnStarted(Record):
     """An agent turn began."""
+
+    __slots__ = ("agent", "model", "provider", "streamed", "time", "turn_id")
 
     turn_id: int
     """The turn's span id; every event of the turn carries it."""
@@ -90,24 +91,70 @@ class TurnStarted:
     model: str | None
     streamed: bool
 
+    def __init__(
+        self,
+        *,
+        turn_id: int,
+        time: float,
+        agent: str,
+        provider: str,
+        model: str | None,
+        streamed: bool,
+    ) -> None:
+        set_field(self, "turn_id", turn_id)
+        set_field(self, "time", time)
+        set_field(self, "agent", agent)
+        set_field(self, "provider", provider)
+        set_field(self, "model", model)
+        set_field(self, "streamed", streamed)
 
-@attrs.frozen(kw_only=True)
-class TurnFinished:
+
+class TurnFinished(Record):
     """An agent turn ended, whatever the outcome (also when cancelled)."""
+
+    __slots__ = ("error_type", "llm_calls", "outcome", "time", "turn_id", "usage")
 
     turn_id: int
     time: float
     outcome: Outcome
-    error_type: str | None = None
+    error_type: str | None
     """The exception class name when ``outcome`` is ``"error"``."""
-    usage: Usage | None = None
+    usage: Usage | None
     """Summed over the turn's provider calls that returned."""
-    llm_calls: int = 0
+    llm_calls: int
+
+    def __init__(
+        self,
+        *,
+        turn_id: int,
+        time: float,
+        outcome: Outcome,
+        error_type: str | None = None,
+        usage: Usage | None = None,
+        llm_calls: int = 0,
+    ) -> None:
+        set_field(self, "turn_id", turn_id)
+        set_field(self, "time", time)
+        set_field(self, "outcome", outcome)
+        set_field(self, "error_type", error_type)
+        set_field(self, "usage", usage)
+        set_field(self, "llm_calls", llm_calls)
 
 
-@attrs.frozen(kw_only=True)
-class ModelCallStarted:
+class ModelCallStarted(Record):
     """A provider call of the turn began (``chat {model}``)."""
+
+    __slots__ = (
+        "max_tokens",
+        "model",
+        "parent_id",
+        "provider",
+        "span_id",
+        "streamed",
+        "temperature",
+        "time",
+        "turn_id",
+    )
 
     turn_id: int
     span_id: int
@@ -116,14 +163,38 @@ class ModelCallStarted:
     time: float
     provider: str
     model: str | None
-    max_tokens: int | None = None
-    temperature: float | None = None
-    streamed: bool = False
+    max_tokens: int | None
+    temperature: float | None
+    streamed: bool
+
+    def __init__(
+        self,
+        *,
+        turn_id: int,
+        span_id: int,
+        parent_id: int,
+        time: float,
+        provider: str,
+        model: str | None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        streamed: bool = False,
+    ) -> None:
+        set_field(self, "turn_id", turn_id)
+        set_field(self, "span_id", span_id)
+        set_field(self, "parent_id", parent_id)
+        set_field(self, "time", time)
+        set_field(self, "provider", provider)
+        set_field(self, "model", model)
+        set_field(self, "max_tokens", max_tokens)
+        set_field(self, "temperature", temperature)
+        set_field(self, "streamed", streamed)
 
 
-@attrs.frozen(kw_only=True)
-class ModelFirstToken:
+class ModelFirstToken(Record):
     """The first content of a streamed provider call reached the turn."""
+
+    __slots__ = ("latency", "span_id", "time", "turn_id")
 
     turn_id: int
     span_id: int
@@ -131,11 +202,18 @@ class ModelFirstToken:
     latency: float
     """Seconds since the call's :class:`ModelCallStarted`."""
 
+    def __init__(self, *, turn_id: int, span_id: int, time: float, latency: float) -> None:
+        set_field(self, "turn_id", turn_id)
+        set_field(self, "span_id", span_id)
+        set_field(self, "time", time)
+        set_field(self, "latency", latency)
 
-@attrs.frozen(kw_only=True)
-class ModelCallRetrying:
+
+class ModelCallRetrying(Record):
     """An attempt of a provider call failed and the provider actor's retry policy will try
     again after ``wait`` seconds. Emitted from the provider actor's task."""
+
+    __slots__ = ("attempt", "error_class", "error_type", "span_id", "time", "turn_id", "wait")
 
     turn_id: int
     span_id: int
@@ -150,10 +228,40 @@ class ModelCallRetrying:
     wait: float
     """Seconds before the next attempt."""
 
+    def __init__(
+        self,
+        *,
+        turn_id: int,
+        span_id: int,
+        time: float,
+        attempt: int,
+        error_type: str,
+        error_class: str | None,
+        wait: float,
+    ) -> None:
+        set_field(self, "turn_id", turn_id)
+        set_field(self, "span_id", span_id)
+        set_field(self, "time", time)
+        set_field(self, "attempt", attempt)
+        set_field(self, "error_type", error_type)
+        set_field(self, "error_class", error_class)
+        set_field(self, "wait", wait)
 
-@attrs.frozen(kw_only=True)
-class ModelCallFinished:
+
+class ModelCallFinished(Record):
     """A provider call ended, whatever the outcome."""
+
+    __slots__ = (
+        "error_type",
+        "latency",
+        "outcome",
+        "response_model",
+        "span_id",
+        "stop_reason",
+        "time",
+        "turn_id",
+        "usage",
+    )
 
     turn_id: int
     span_id: int
@@ -161,16 +269,40 @@ class ModelCallFinished:
     outcome: Outcome
     latency: float
     """Seconds since the call's :class:`ModelCallStarted` (retries included)."""
-    error_type: str | None = None
-    usage: Usage | None = None
-    stop_reason: str | None = None
+    error_type: str | None
+    usage: Usage | None
+    stop_reason: str | None
     """The normalized stop kind (``end_turn``, ``tool_use``...)."""
-    response_model: str | None = None
+    response_model: str | None
+
+    def __init__(
+        self,
+        *,
+        turn_id: int,
+        span_id: int,
+        time: float,
+        outcome: Outcome,
+        latency: float,
+        error_type: str | None = None,
+        usage: Usage | None = None,
+        stop_reason: str | None = None,
+        response_model: str | None = None,
+    ) -> None:
+        set_field(self, "turn_id", turn_id)
+        set_field(self, "span_id", span_id)
+        set_field(self, "time", time)
+        set_field(self, "outcome", outcome)
+        set_field(self, "latency", latency)
+        set_field(self, "error_type", error_type)
+        set_field(self, "usage", usage)
+        set_field(self, "stop_reason", stop_reason)
+        set_field(self, "response_model", response_model)
 
 
-@attrs.frozen(kw_only=True)
-class ToolStarted:
+class ToolStarted(Record):
     """The tool pool took a tool call (before lookup, validation and approval)."""
+
+    __slots__ = ("call", "parent_id", "span_id", "time", "turn_id")
 
     turn_id: int
     span_id: int
@@ -179,10 +311,30 @@ class ToolStarted:
     time: float
     call: ToolUse
 
+    def __init__(
+        self, *, turn_id: int, span_id: int, parent_id: int, time: float, call: ToolUse
+    ) -> None:
+        set_field(self, "turn_id", turn_id)
+        set_field(self, "span_id", span_id)
+        set_field(self, "parent_id", parent_id)
+        set_field(self, "time", time)
+        set_field(self, "call", call)
 
-@attrs.frozen(kw_only=True)
-class ToolFinished:
+
+class ToolFinished(Record):
     """A tool call ended, whatever the outcome (also when cancelled)."""
+
+    __slots__ = (
+        "approved",
+        "call",
+        "duration",
+        "error",
+        "outcome",
+        "result",
+        "span_id",
+        "time",
+        "turn_id",
+    )
 
     turn_id: int
     span_id: int
@@ -194,16 +346,40 @@ class ToolFinished:
     its checks first), else the handler's decision."""
     duration: float | None
     """Seconds the tool itself ran (``None`` if it never ran)."""
-    error: str | None = None
+    error: str | None
     """The error text of an error result."""
-    result: ToolResult | None = None
+    result: ToolResult | None
     """What goes back to the model (``None`` when cancelled). Content: OpenTelemetry records
     it only with ``capture_content``."""
 
+    def __init__(
+        self,
+        *,
+        turn_id: int,
+        span_id: int,
+        time: float,
+        call: ToolUse,
+        outcome: Literal["success", "error", "denied", "cancelled"],
+        approved: bool | None,
+        duration: float | None,
+        error: str | None = None,
+        result: ToolResult | None = None,
+    ) -> None:
+        set_field(self, "turn_id", turn_id)
+        set_field(self, "span_id", span_id)
+        set_field(self, "time", time)
+        set_field(self, "call", call)
+        set_field(self, "outcome", outcome)
+        set_field(self, "approved", approved)
+        set_field(self, "duration", duration)
+        set_field(self, "error", error)
+        set_field(self, "result", result)
 
-@attrs.frozen(kw_only=True)
-class McpRequestStarted:
+
+class McpRequestStarted(Record):
     """A request to an MCP server began (from a tool call of the turn, or outside any)."""
+
+    __slots__ = ("connection", "method", "parent_id", "span_id", "target", "time", "turn_id")
 
     turn_id: int
     span_id: int
@@ -213,24 +389,60 @@ class McpRequestStarted:
     connection: str
     method: str
     """The MCP method, e.g. ``tools/call``."""
-    target: str | None = None
+    target: str | None
     """The tool, prompt or resource it names, if any."""
 
+    def __init__(
+        self,
+        *,
+        turn_id: int,
+        span_id: int,
+        parent_id: int,
+        time: float,
+        connection: str,
+        method: str,
+        target: str | None = None,
+    ) -> None:
+        set_field(self, "turn_id", turn_id)
+        set_field(self, "span_id", span_id)
+        set_field(self, "parent_id", parent_id)
+        set_field(self, "time", time)
+        set_field(self, "connection", connection)
+        set_field(self, "method", method)
+        set_field(self, "target", target)
 
-@attrs.frozen(kw_only=True)
-class McpRequestFinished:
+
+class McpRequestFinished(Record):
     """An MCP request ended, whatever the outcome."""
+
+    __slots__ = ("error_type", "outcome", "span_id", "time", "turn_id")
 
     turn_id: int
     span_id: int
     time: float
     outcome: Outcome
-    error_type: str | None = None
+    error_type: str | None
+
+    def __init__(
+        self,
+        *,
+        turn_id: int,
+        span_id: int,
+        time: float,
+        outcome: Outcome,
+        error_type: str | None = None,
+    ) -> None:
+        set_field(self, "turn_id", turn_id)
+        set_field(self, "span_id", span_id)
+        set_field(self, "time", time)
+        set_field(self, "outcome", outcome)
+        set_field(self, "error_type", error_type)
 
 
-@attrs.frozen(kw_only=True)
-class ActorRestarted:
+class ActorRestarted(Record):
     """A supervisor restarted a crashed (or stopped permanent) child."""
+
+    __slots__ = ("actor", "delay", "restarts", "supervisor", "time")
 
     time: float
     supervisor: str
@@ -239,11 +451,21 @@ class ActorRestarted:
     """How many times this child has been restarted."""
     delay: float
 
+    def __init__(
+        self, *, time: float, supervisor: str, actor: str, restarts: int, delay: float
+    ) -> None:
+        set_field(self, "time", time)
+        set_field(self, "supervisor", supervisor)
+        set_field(self, "actor", actor)
+        set_field(self, "restarts", restarts)
+        set_field(self, "delay", delay)
 
-@attrs.frozen(kw_only=True)
-class SupervisorGaveUp:
+
+class SupervisorGaveUp(Record):
     """A supervisor exceeded its restart intensity and stops every child (an intensity
     trip)."""
+
+    __slots__ = ("actor", "error_type", "max_restarts", "supervisor", "time", "within")
 
     time: float
     supervisor: str
@@ -251,6 +473,23 @@ class SupervisorGaveUp:
     max_restarts: int
     within: float
     error_type: str | None
+
+    def __init__(
+        self,
+        *,
+        time: float,
+        supervisor: str,
+        actor: str,
+        max_restarts: int,
+        within: float,
+        error_type: str | None,
+    ) -> None:
+        set_field(self, "time", time)
+        set_field(self, "supervisor", supervisor)
+        set_field(self, "actor", actor)
+        set_field(self, "max_restarts", max_restarts)
+        set_field(self, "within", within)
+        set_field(self, "error_type", error_type)
 
 
 TelemetryEvent: TypeAlias = (

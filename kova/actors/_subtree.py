@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._errors import ActorError
+from .._record import Record, set_field
 from ._actor import Actor, ActorRef
 from ._messages import Call, UnknownMessage
 from ._supervisor import (
@@ -46,26 +47,38 @@ __all__ = [
 ]
 
 
-@attrs.frozen(kw_only=True)
-class GetChild(Call[ActorRef]):
+class GetChild(Record, Call[ActorRef]):
     """Call: the :class:`~kova.actors.ActorRef` of the subtree's child ``name``."""
+
+    __slots__ = ("name",)
 
     name: str
 
+    def __init__(self, *, name: str) -> None:
+        set_field(self, "name", name)
 
-@attrs.frozen(kw_only=True)
-class SpawnChild(Call[ActorRef]):
+
+class SpawnChild(Record, Call[ActorRef]):
     """Call: start another child in the subtree; replies with its ref. Children spawned this
     way are not part of the subtree's spec, so a restart of the subtree drops them."""
 
+    __slots__ = ("spec",)
+
     spec: ChildSpec
 
+    def __init__(self, *, spec: ChildSpec) -> None:
+        set_field(self, "spec", spec)
 
-@attrs.frozen(kw_only=True)
-class StopChild(Call[None]):
+
+class StopChild(Record, Call[None]):
     """Call: stop the subtree's child ``name`` in an orderly way."""
 
+    __slots__ = ("name",)
+
     name: str
+
+    def __init__(self, *, name: str) -> None:
+        set_field(self, "name", name)
 
 
 @attrs.frozen(kw_only=True)

@@ -37,6 +37,7 @@ import trio
 from .._errors import ActorError, ActorFailed
 from .._log import get_logger
 from .._observe import ActorRestarted, SupervisorGaveUp, TelemetryHub
+from .._record import Record, set_field
 from ._actor import Actor, ActorRef
 from ._mailbox import DEFAULT_MAILBOX_SIZE, Mailbox
 
@@ -132,15 +133,31 @@ class _ChildSlot:
         return self.spec.name
 
 
-@attrs.frozen(kw_only=True)
-class _ChildExited:
+class _ChildExited(Record):
+    __slots__ = ("before_close", "error", "incarnation", "reported", "slot")
+
     slot: _ChildSlot
     incarnation: int
     error: Exception | None
-    reported: bool = False
+    reported: bool
     """The error already reached a caller, with its traceback."""
-    before_close: bool = True
+    before_close: bool
     """Reported before the supervisor began closing (then a crash still counts)."""
+
+    def __init__(
+        self,
+        *,
+        slot: _ChildSlot,
+        incarnation: int,
+        error: Exception | None,
+        reported: bool = False,
+        before_close: bool = True,
+    ) -> None:
+        set_field(self, "slot", slot)
+        set_field(self, "incarnation", incarnation)
+        set_field(self, "error", error)
+        set_field(self, "reported", reported)
+        set_field(self, "before_close", before_close)
 
 
 @attrs.define(eq=False)

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import TypeAlias
 
-import attrs
-
 from .._models import (
     Message,
     StopReason,
@@ -22,6 +20,7 @@ from .._models import (
     ToolUse,
     Usage,
 )
+from .._record import Record, set_field
 
 __all__ = [
     "AgentEvent",
@@ -32,9 +31,18 @@ __all__ = [
 ]
 
 
-@attrs.frozen(kw_only=True)
-class AgentResponse:
+class AgentResponse(Record):
     """The outcome of one agent turn."""
+
+    __slots__ = (
+        "llm_calls",
+        "new_messages",
+        "output_retries",
+        "stop_reason",
+        "text",
+        "thinking",
+        "usage",
+    )
 
     text: str
     """The final assistant text."""
@@ -44,40 +52,72 @@ class AgentResponse:
     usage: Usage
     """Summed over every provider call of the turn."""
     llm_calls: int
-    thinking: str | None = None
+    thinking: str | None
     """Reasoning text of the turn's calls, for display."""
-    output_retries: int = 0
+    output_retries: int
     """How many times ``run_structured`` re-asked the model after an invalid answer."""
 
+    def __init__(
+        self,
+        *,
+        text: str,
+        new_messages: tuple[Message, ...],
+        stop_reason: StopReason,
+        usage: Usage,
+        llm_calls: int,
+        thinking: str | None = None,
+        output_retries: int = 0,
+    ) -> None:
+        set_field(self, "text", text)
+        set_field(self, "new_messages", new_messages)
+        set_field(self, "stop_reason", stop_reason)
+        set_field(self, "usage", usage)
+        set_field(self, "llm_calls", llm_calls)
+        set_field(self, "thinking", thinking)
+        set_field(self, "output_retries", output_retries)
 
-@attrs.frozen(kw_only=True)
-class ToolCallStarted:
+
+class ToolCallStarted(Record):
     """A tool call is about to run (after approval)."""
 
+    __slots__ = ("call",)
+
     call: ToolUse
+
+    def __init__(self, *, call: ToolUse) -> None:
+        set_field(self, "call", call)
 
     @property
     def name(self) -> str:
         return self.call.name
 
 
-@attrs.frozen(kw_only=True)
-class ToolCallFinished:
+class ToolCallFinished(Record):
     """A tool call finished (or was denied, or failed in-band)."""
+
+    __slots__ = ("call", "result")
 
     call: ToolUse
     result: ToolResult
 
+    def __init__(self, *, call: ToolUse, result: ToolResult) -> None:
+        set_field(self, "call", call)
+        set_field(self, "result", result)
+
     @property
     def name(self) -> str:
         return self.call.name
 
 
-@attrs.frozen(kw_only=True)
-class TurnCompleted:
+class TurnCompleted(Record):
     """The turn is complete."""
 
+    __slots__ = ("response",)
+
     response: AgentResponse
+
+    def __init__(self, *, response: AgentResponse) -> None:
+        set_field(self, "response", response)
 
 
 AgentEvent: TypeAlias = (

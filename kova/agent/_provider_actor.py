@@ -39,12 +39,12 @@ from collections.abc import Callable
 from contextlib import asynccontextmanager, nullcontext, suppress
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
-import attrs
 import trio
 
 from .._errors import KovaError, MailboxClosed, ProviderError, RateLimited
 from .._log import get_logger
 from .._models import ChatRequest, InferenceConfig, ToolDefinition, UsageEvent
+from .._record import Record, evolve, set_field
 from ..actors import Actor, ActorRef, Call, UnknownMessage
 from ._input import check_messages
 from ._retry import RetryConfig
@@ -85,59 +85,119 @@ values cross: the actor's limiter, gate and provider stay its own. It must not b
 raise; ``None`` (nobody listens) costs nothing."""
 
 
-@attrs.frozen(kw_only=True)
-class ChatCompletion(Call["ModelResponse"]):
+class ChatCompletion(Record, Call["ModelResponse"]):
     """Call: one non-streaming completion, retried per ``retry``."""
 
+    __slots__ = ("on_error", "on_retry", "request", "retry")
+
     request: ChatRequest
-    retry: RetryConfig = attrs.field(factory=RetryConfig)
-    on_error: ErrorHook | None = None
-    on_retry: RetryHook | None = None
+    retry: RetryConfig
+    on_error: ErrorHook | None
+    on_retry: RetryHook | None
+
+    def __init__(
+        self,
+        *,
+        request: ChatRequest,
+        retry: RetryConfig | None = None,
+        on_error: ErrorHook | None = None,
+        on_retry: RetryHook | None = None,
+    ) -> None:
+        set_field(self, "request", request)
+        set_field(self, "retry", RetryConfig() if retry is None else retry)
+        set_field(self, "on_error", on_error)
+        set_field(self, "on_retry", on_retry)
 
 
-@attrs.frozen(kw_only=True)
-class OpenStream:
+class OpenStream(Record):
     """Stream: one streaming completion; the single item is a :class:`StreamLease`."""
 
+    __slots__ = ("on_error", "on_retry", "request", "retry")
+
     request: ChatRequest
-    retry: RetryConfig = attrs.field(factory=RetryConfig)
-    on_error: ErrorHook | None = None
-    on_retry: RetryHook | None = None
+    retry: RetryConfig
+    on_error: ErrorHook | None
+    on_retry: RetryHook | None
+
+    def __init__(
+        self,
+        *,
+        request: ChatRequest,
+        retry: RetryConfig | None = None,
+        on_error: ErrorHook | None = None,
+        on_retry: RetryHook | None = None,
+    ) -> None:
+        set_field(self, "request", request)
+        set_field(self, "retry", RetryConfig() if retry is None else retry)
+        set_field(self, "on_error", on_error)
+        set_field(self, "on_retry", on_retry)
 
 
-@attrs.frozen(kw_only=True)
-class CountTokens(Call[int]):
+class CountTokens(Record, Call[int]):
     """Call: prompt tokens for a request."""
 
+    __slots__ = ("on_error", "request", "retry")
+
     request: ChatRequest
-    retry: RetryConfig = attrs.field(factory=RetryConfig)
-    on_error: ErrorHook | None = None
+    retry: RetryConfig
+    on_error: ErrorHook | None
+
+    def __init__(
+        self,
+        *,
+        request: ChatRequest,
+        retry: RetryConfig | None = None,
+        on_error: ErrorHook | None = None,
+    ) -> None:
+        set_field(self, "request", request)
+        set_field(self, "retry", RetryConfig() if retry is None else retry)
+        set_field(self, "on_error", on_error)
 
 
-@attrs.frozen(kw_only=True)
-class ListModels(Call["list[ModelInfo]"]):
+class ListModels(Record, Call["list[ModelInfo]"]):
     """Call: the provider's models."""
 
-    retry: RetryConfig = attrs.field(factory=RetryConfig)
-    on_error: ErrorHook | None = None
+    __slots__ = ("on_error", "retry")
+
+    retry: RetryConfig
+    on_error: ErrorHook | None
+
+    def __init__(
+        self, *, retry: RetryConfig | None = None, on_error: ErrorHook | None = None
+    ) -> None:
+        set_field(self, "retry", RetryConfig() if retry is None else retry)
+        set_field(self, "on_error", on_error)
 
 
-@attrs.frozen(kw_only=True)
-class RateLimitObserved:
+class RateLimitObserved(Record):
     """Cast: a leased stream was rate limited after its content began; pause new requests
     for ``retry_after`` seconds."""
 
+    __slots__ = ("retry_after",)
+
     retry_after: float
 
+    def __init__(self, *, retry_after: float) -> None:
+        set_field(self, "retry_after", retry_after)
 
-@attrs.frozen(kw_only=True, eq=False)
-class StreamLease:
+
+class StreamLease(Record):
     """What a stream's caller receives: the first batch with content (and any usage-only
     batches before it) and the rest of that one response's batches. See the module
     docstring for what a lease may touch."""
 
+    __slots__ = ("first", "rest")
+
     first: tuple[StreamEvent, ...]
     rest: EventBatches
+
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
+
+    def __init__(self, *, first: tuple[StreamEvent, ...], rest: EventBatches) -> None:
+        set_field(self, "first", first)
+        set_field(self, "rest", rest)
 
 
 class ProviderActor(Actor):
@@ -325,25 +385,43 @@ class _LeasedBatches:
         return await self._rest.__anext__()
 
 
-@attrs.frozen(kw_only=True)
-class ProviderRef:
+class ProviderRef(Record):
     """A :class:`~kova.providers.Provider` that forwards every request to a provider actor.
 
     Cancellation crosses over: cancelling a call cancels the HTTP request in the actor before
     the call returns; leaving a stream early stops the HTTP read under it.
     """
 
+    __slots__ = ("on_error", "on_retry", "provider_name", "ref", "retry", "runtime")
+
     ref: ActorRef
     """The provider actor."""
     provider_name: str
-    retry: RetryConfig = attrs.field(factory=RetryConfig)
+    retry: RetryConfig
     """How the actor retries this ref's requests (an agent passes its own)."""
-    on_error: ErrorHook | None = None
+    on_error: ErrorHook | None
     """Called in the actor for each failed attempt (see :data:`ErrorHook`)."""
-    on_retry: RetryHook | None = None
+    on_retry: RetryHook | None
     """Called in the actor before each retry (see :data:`RetryHook`)."""
-    runtime: Runtime | None = None
+    runtime: Runtime | None
     """Where the actor runs (used by :meth:`stop`)."""
+
+    def __init__(
+        self,
+        *,
+        ref: ActorRef,
+        provider_name: str,
+        retry: RetryConfig | None = None,
+        on_error: ErrorHook | None = None,
+        on_retry: RetryHook | None = None,
+        runtime: Runtime | None = None,
+    ) -> None:
+        set_field(self, "ref", ref)
+        set_field(self, "provider_name", provider_name)
+        set_field(self, "retry", RetryConfig() if retry is None else retry)
+        set_field(self, "on_error", on_error)
+        set_field(self, "on_retry", on_retry)
+        set_field(self, "runtime", runtime)
 
     @property
     def name(self) -> str:
@@ -355,11 +433,11 @@ class ProviderRef:
 
     def with_retry(self, retry: RetryConfig, *, on_error: ErrorHook | None = None) -> ProviderRef:
         """This ref with another retry policy and error hook (same actor)."""
-        return attrs.evolve(self, retry=retry, on_error=on_error)
+        return evolve(self, retry=retry, on_error=on_error)
 
     def observed(self, on_retry: RetryHook | None) -> ProviderRef:
         """This ref with a retry hook (same actor, same policy)."""
-        return attrs.evolve(self, on_retry=on_retry)
+        return evolve(self, on_retry=on_retry)
 
     async def chat_completion(self, request: ChatRequest) -> ModelResponse:
         """See :meth:`kova.providers.Provider.chat_completion` (retried in the actor).

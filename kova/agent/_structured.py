@@ -7,10 +7,9 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from .._errors import StructuredOutputError
 from .._models import InferenceConfig, JSONValue, Message, ResponseFormat
+from .._record import evolve
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -126,7 +125,7 @@ def _combined(responses: list[AgentResponse], feedback: list[Message]) -> AgentR
         usage = usage + response.usage
     thinking = [response.thinking for response in responses if response.thinking]
     last = responses[-1]
-    return attrs.evolve(
+    return evolve(
         last,
         new_messages=tuple(messages),
         usage=usage,

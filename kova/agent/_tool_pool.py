@@ -28,7 +28,7 @@ from .._errors import ToolError
 from .._log import get_logger
 from .._models import ToolAnnotations, ToolDefinition, ToolResult, ToolUse
 from .._observe import ToolFinished, ToolStarted, TurnEmitter, new_span_id, tool_scope
-from .._record import evolve
+from .._record import Record, evolve, set_field
 from ..actors import Actor, Call, UnknownMessage
 from ..telemetry import ToolOutcome
 from ..tools import FunctionTool, annotations_of
@@ -113,16 +113,28 @@ def _takes_annotations(approve: Callable[..., object]) -> bool:
     return positional >= 2
 
 
-@attrs.frozen(kw_only=True)
-class RunToolCalls(Call[tuple[ToolResult, ...]]):
+class RunToolCalls(Record, Call[tuple[ToolResult, ...]]):
     """Run these calls; reply with their results in call order."""
 
+    __slots__ = ("calls", "on_event", "telemetry")
+
     calls: tuple[ToolUse, ...]
-    on_event: Callable[[object], Awaitable[None]] | None = None
+    on_event: Callable[[object], Awaitable[None]] | None
     """Receives ToolCallStarted / ToolCallFinished events (for streamed turns)."""
-    telemetry: tuple[TurnEmitter, int] | None = None
+    telemetry: tuple[TurnEmitter, int] | None
     """The turn's telemetry emitter and span id (the parent of each tool call's span), or
     ``None`` when nobody listens."""
+
+    def __init__(
+        self,
+        *,
+        calls: tuple[ToolUse, ...],
+        on_event: Callable[[object], Awaitable[None]] | None = None,
+        telemetry: tuple[TurnEmitter, int] | None = None,
+    ) -> None:
+        set_field(self, "calls", calls)
+        set_field(self, "on_event", on_event)
+        set_field(self, "telemetry", telemetry)
 
 
 # Served as a stream (``ref.stream(RunToolCalls(...))``), the same message yields each

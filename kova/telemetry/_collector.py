@@ -18,6 +18,7 @@ import attrs
 import trio
 
 from .._errors import MailboxClosed
+from .._record import evolve
 from ..actors import Actor, Call, UnknownMessage
 from ._metrics import DEFAULT_BOUNDS_MS, Metrics, MetricsSnapshot, ToolOutcome
 
@@ -207,7 +208,7 @@ class MetricsCollector:
             MailboxClosed: the metrics actor is stopped.
         """
         snapshot: MetricsSnapshot = await self._ref.call(GetSnapshot())
-        return attrs.evolve(snapshot, dropped_records=snapshot.dropped_records + self._dropped)
+        return evolve(snapshot, dropped_records=snapshot.dropped_records + self._dropped)
 
     def _cast(self, message: MetricsEvent) -> None:
         try:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from .._models import Usage
+from .._record import Record, set_field
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -72,21 +73,43 @@ class ToolOutcome(enum.StrEnum):
     """The approval handler refused the call; the tool never ran."""
 
 
-@attrs.frozen(kw_only=True)
-class HistogramSummary:
+class HistogramSummary(Record):
     """A histogram at one moment: count, sum, extremes and percentile estimates.
 
     The extremes and statistics are ``None`` while nothing has been recorded.
     """
 
-    count: int = 0
-    sum: float = 0.0
-    min: float | None = None
-    max: float | None = None
-    mean: float | None = None
-    p50: float | None = None
-    p90: float | None = None
-    p99: float | None = None
+    __slots__ = ("count", "max", "mean", "min", "p50", "p90", "p99", "sum")
+
+    count: int
+    sum: float
+    min: float | None
+    max: float | None
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+
+    def __init__(
+        self,
+        *,
+        count: int = 0,
+        sum: float = 0.0,
+        min: float | None = None,
+        max: float | None = None,
+        mean: float | None = None,
+        p50: float | None = None,
+        p90: float | None = None,
+        p99: float | None = None,
+    ) -> None:
+        set_field(self, "count", count)
+        set_field(self, "sum", sum)
+        set_field(self, "min", min)
+        set_field(self, "max", max)
+        set_field(self, "mean", mean)
+        set_field(self, "p50", p50)
+        set_field(self, "p90", p90)
+        set_field(self, "p99", p99)
 
 
 def _to_bounds(values: Iterable[float]) -> tuple[float, ...]:
@@ -188,30 +211,82 @@ class Histogram:
         )
 
 
-@attrs.frozen(kw_only=True)
-class MetricsSnapshot:
+_NO_SAMPLES = HistogramSummary()
+
+
+class MetricsSnapshot(Record):
     """All metrics at one moment. A frozen value: safe to keep, compare and pass around."""
 
-    llm_request_count: int = 0
+    __slots__ = (
+        "cache_creation_tokens",
+        "cache_read_tokens",
+        "dropped_records",
+        "error_count",
+        "input_tokens",
+        "llm_latency_ms",
+        "llm_request_count",
+        "output_tokens",
+        "reasoning_tokens",
+        "tool_denied_count",
+        "tool_duration_ms",
+        "tool_error_count",
+        "tool_success_count",
+        "total_tokens",
+    )
+
+    llm_request_count: int
     """Provider calls that returned a response (failed ones count in ``error_count``)."""
-    error_count: int = 0
+    error_count: int
     """Provider calls that failed."""
-    input_tokens: int = 0
-    output_tokens: int = 0
-    total_tokens: int = 0
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
     """The providers' own totals, summed (normally input plus output)."""
-    cache_read_tokens: int = 0
-    cache_creation_tokens: int = 0
-    reasoning_tokens: int = 0
-    tool_success_count: int = 0
-    tool_error_count: int = 0
-    tool_denied_count: int = 0
-    llm_latency_ms: HistogramSummary = HistogramSummary()
+    cache_read_tokens: int
+    cache_creation_tokens: int
+    reasoning_tokens: int
+    tool_success_count: int
+    tool_error_count: int
+    tool_denied_count: int
+    llm_latency_ms: HistogramSummary
     """Latency of successful provider calls, in milliseconds."""
-    tool_duration_ms: HistogramSummary = HistogramSummary()
+    tool_duration_ms: HistogramSummary
     """Duration of tool calls that ran (denied calls have none), in milliseconds."""
-    dropped_records: int = 0
+    dropped_records: int
     """Records lost because the metrics actor's mailbox was full or closed."""
+
+    def __init__(
+        self,
+        *,
+        llm_request_count: int = 0,
+        error_count: int = 0,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        total_tokens: int = 0,
+        cache_read_tokens: int = 0,
+        cache_creation_tokens: int = 0,
+        reasoning_tokens: int = 0,
+        tool_success_count: int = 0,
+        tool_error_count: int = 0,
+        tool_denied_count: int = 0,
+        llm_latency_ms: HistogramSummary = _NO_SAMPLES,
+        tool_duration_ms: HistogramSummary = _NO_SAMPLES,
+        dropped_records: int = 0,
+    ) -> None:
+        set_field(self, "llm_request_count", llm_request_count)
+        set_field(self, "error_count", error_count)
+        set_field(self, "input_tokens", input_tokens)
+        set_field(self, "output_tokens", output_tokens)
+        set_field(self, "total_tokens", total_tokens)
+        set_field(self, "cache_read_tokens", cache_read_tokens)
+        set_field(self, "cache_creation_tokens", cache_creation_tokens)
+        set_field(self, "reasoning_tokens", reasoning_tokens)
+        set_field(self, "tool_success_count", tool_success_count)
+        set_field(self, "tool_error_count", tool_error_count)
+        set_field(self, "tool_denied_count", tool_denied_count)
+        set_field(self, "llm_latency_ms", llm_latency_ms)
+        set_field(self, "tool_duration_ms", tool_duration_ms)
+        set_field(self, "dropped_records", dropped_records)
 
     @property
     def tool_invocation_count(self) -> int:

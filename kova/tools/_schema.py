@@ -28,6 +28,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 import attrs
 
+from .._record import Record, evolve, set_field
 from ._errors import ToolDefinitionError
 
 if typing.TYPE_CHECKING:
@@ -44,19 +45,34 @@ def _same(value: Any) -> Any:
     return value
 
 
-@attrs.frozen(kw_only=True)
-class _Node:
+class _Node(Record):
+    __slots__ = ("convert", "matches", "schema", "trivial")
+
     schema: Schema
-    convert: Converter = _same
-    matches: Callable[[object], bool] = attrs.field(default=lambda _value: True)
+    convert: Converter
+    matches: Callable[[object], bool]
     """Whether a JSON value has this node's shape (picks the branch of a union to convert)."""
-    trivial: bool = True
+    trivial: bool
     """``convert`` is the identity for every value (lets containers skip copying)."""
 
+    def __init__(
+        self,
+        *,
+        schema: Schema,
+        convert: Converter = _same,
+        matches: Callable[[object], bool] = lambda _value: True,
+        trivial: bool = True,
+    ) -> None:
+        set_field(self, "schema", schema)
+        set_field(self, "convert", convert)
+        set_field(self, "matches", matches)
+        set_field(self, "trivial", trivial)
 
-@attrs.frozen(kw_only=True)
-class ParameterSpec:
+
+class ParameterSpec(Record):
     """One function parameter as the model sees it and as the function receives it."""
+
+    __slots__ = ("convert", "default", "name", "positional_only", "required", "trivial")
 
     name: str
     positional_only: bool
@@ -65,6 +81,23 @@ class ParameterSpec:
     """The Python default (``inspect.Parameter.empty`` when required)."""
     convert: Converter
     trivial: bool
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        positional_only: bool,
+        required: bool,
+        default: Any,
+        convert: Converter,
+        trivial: bool,
+    ) -> None:
+        set_field(self, "name", name)
+        set_field(self, "positional_only", positional_only)
+        set_field(self, "required", required)
+        set_field(self, "default", default)
+        set_field(self, "convert", convert)
+        set_field(self, "trivial", trivial)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,7 +273,7 @@ class _Builder:
                 if isinstance(item, str) or isinstance(getattr(item, "description", None), str)
             ]
             if notes:
-                node = attrs.evolve(node, schema={**node.schema, "description": notes[-1]})
+                node = evolve(node, schema={**node.schema, "description": notes[-1]})
             return node
         if origin is Union or origin is types.UnionType:
             return self._union(get_args(hint))

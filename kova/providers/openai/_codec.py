@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, ClassVar
 import attrs
 
 from ..._errors import ProviderErrorClass
+from ..._record import evolve
 from .._codec import CodecBase, ModelPage, WireRequest
 from .._framing import SseFramer
 from .._http import ErrorDetails, default_error_details
@@ -28,7 +29,7 @@ def openai_error_details(body: JSONValue) -> ErrorDetails:
     waiting does not help, so it is classified ``OTHER`` (not retryable)."""
     details = default_error_details(body)
     if details.code == "insufficient_quota" or details.error_type == "insufficient_quota":
-        return attrs.evolve(details, error_class=ProviderErrorClass.OTHER)
+        return evolve(details, error_class=ProviderErrorClass.OTHER)
     return details
 
 
