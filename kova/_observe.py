@@ -23,6 +23,7 @@ parent.
 from __future__ import annotations
 
 import contextvars
+import enum
 import random
 import sys
 from contextlib import asynccontextmanager, contextmanager
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from ._models import ToolResult, ToolUse, Usage
 
 __all__ = [
+    "ToolOutcome",
     "ActorRestarted",
     "McpRequestFinished",
     "McpRequestStarted",
@@ -74,6 +76,17 @@ def new_span_id() -> int:
 
 
 # -- events -------------------------------------------------------------------------------
+
+
+class ToolOutcome(enum.StrEnum):
+    """How one tool call ended."""
+
+    SUCCESS = "success"
+    """The tool returned a result that is not an error."""
+    ERROR = "error"
+    """The tool raised, returned an error result, was unknown or got invalid arguments."""
+    DENIED = "denied"
+    """The approval handler refused the call; the tool never ran."""
 
 
 class TurnStarted(Record):

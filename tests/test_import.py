@@ -114,6 +114,11 @@ NOT_IN_AN_AGENT_PROGRAM = [
     "asyncio",
     "pickle",
     "uuid",
+    # the metrics collector and TelemetryConfig: only when the program asks for them
+    "kova.telemetry._collector",
+    "kova.telemetry._metrics",
+    "kova.telemetry._subscribers",
+    "kova.telemetry._config",
 ]
 """Modules an agent program that does not ask for them must not pay for at import (on top of
 what ``import httpx2, trio`` imports): the import-time target of bench/run.py scenario (a)."""

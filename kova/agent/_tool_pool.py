@@ -27,10 +27,9 @@ import trio
 from .._errors import ToolError
 from .._log import get_logger
 from .._models import ToolAnnotations, ToolDefinition, ToolResult, ToolUse
-from .._observe import ToolFinished, ToolStarted, TurnEmitter, new_span_id, tool_scope
+from .._observe import ToolFinished, ToolOutcome, ToolStarted, TurnEmitter, new_span_id, tool_scope
 from .._record import Record, evolve, set_field
 from ..actors import Actor, Call, UnknownMessage
-from ..telemetry import ToolOutcome
 from ..tools import FunctionTool, annotations_of
 from ._input import block_problem
 

@@ -4,6 +4,7 @@ metrics collector, OpenTelemetry, your own), and :class:`TelemetryConfig`.
 See ``docs/telemetry.md``.
 """
 
+import importlib as _importlib
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from .._observe import ActorRestarted as ActorRestarted
@@ -20,25 +21,10 @@ from .._observe import SupervisorGaveUp as SupervisorGaveUp
 from .._observe import TelemetryEvent as TelemetryEvent
 from .._observe import TelemetryHub as TelemetryHub
 from .._observe import ToolFinished as ToolFinished
+from .._observe import ToolOutcome as ToolOutcome
 from .._observe import ToolStarted as ToolStarted
 from .._observe import TurnFinished as TurnFinished
 from .._observe import TurnStarted as TurnStarted
-from ._collector import DEFAULT_METRICS_MAILBOX_SIZE as DEFAULT_METRICS_MAILBOX_SIZE
-from ._collector import GetSnapshot as GetSnapshot
-from ._collector import LlmErrorRecorded as LlmErrorRecorded
-from ._collector import LlmRequestRecorded as LlmRequestRecorded
-from ._collector import MetricsActor as MetricsActor
-from ._collector import MetricsCollector as MetricsCollector
-from ._collector import ToolInvocationRecorded as ToolInvocationRecorded
-from ._collector import open_metrics as open_metrics
-from ._metrics import DEFAULT_BOUNDS_MS as DEFAULT_BOUNDS_MS
-from ._metrics import Histogram as Histogram
-from ._metrics import HistogramSummary as HistogramSummary
-from ._metrics import Metrics as Metrics
-from ._metrics import MetricsSnapshot as MetricsSnapshot
-from ._metrics import ToolOutcome as ToolOutcome
-from ._metrics import exponential_bounds as exponential_bounds
-from ._subscribers import MetricsSubscriber as MetricsSubscriber
 
 __all__ = [
     "ActorRestarted",
@@ -82,34 +68,62 @@ __all__ = [
 ]
 
 if _TYPE_CHECKING:
+    from ._collector import DEFAULT_METRICS_MAILBOX_SIZE as DEFAULT_METRICS_MAILBOX_SIZE
+    from ._collector import GetSnapshot as GetSnapshot
+    from ._collector import LlmErrorRecorded as LlmErrorRecorded
+    from ._collector import LlmRequestRecorded as LlmRequestRecorded
+    from ._collector import MetricsActor as MetricsActor
+    from ._collector import MetricsCollector as MetricsCollector
+    from ._collector import ToolInvocationRecorded as ToolInvocationRecorded
+    from ._collector import open_metrics as open_metrics
     from ._config import ExporterConfig as ExporterConfig
     from ._config import OtlpProtocol as OtlpProtocol
     from ._config import TelemetryConfig as TelemetryConfig
     from ._config import TelemetryConfigBuilder as TelemetryConfigBuilder
     from ._config import TelemetryHandle as TelemetryHandle
+    from ._metrics import DEFAULT_BOUNDS_MS as DEFAULT_BOUNDS_MS
+    from ._metrics import Histogram as Histogram
+    from ._metrics import HistogramSummary as HistogramSummary
+    from ._metrics import Metrics as Metrics
+    from ._metrics import MetricsSnapshot as MetricsSnapshot
+    from ._metrics import exponential_bounds as exponential_bounds
+    from ._subscribers import MetricsSubscriber as MetricsSubscriber
 
-# TelemetryConfig loads on first use: an agent program that never installs telemetry does
-# not pay for it at import.
-_LAZY = frozenset(
-    {
-        "ExporterConfig",
-        "OtlpProtocol",
-        "TelemetryConfig",
-        "TelemetryConfigBuilder",
-        "TelemetryHandle",
-    }
-)
+# The metrics collector, its subscriber and TelemetryConfig load on first use: an agent
+# program that never collects metrics or installs telemetry does not pay for them at import
+# (the events and the hub above are what every agent needs).
+_LAZY = {
+    "DEFAULT_METRICS_MAILBOX_SIZE": "_collector",
+    "GetSnapshot": "_collector",
+    "LlmErrorRecorded": "_collector",
+    "LlmRequestRecorded": "_collector",
+    "MetricsActor": "_collector",
+    "MetricsCollector": "_collector",
+    "ToolInvocationRecorded": "_collector",
+    "open_metrics": "_collector",
+    "ExporterConfig": "_config",
+    "OtlpProtocol": "_config",
+    "TelemetryConfig": "_config",
+    "TelemetryConfigBuilder": "_config",
+    "TelemetryHandle": "_config",
+    "DEFAULT_BOUNDS_MS": "_metrics",
+    "Histogram": "_metrics",
+    "HistogramSummary": "_metrics",
+    "Metrics": "_metrics",
+    "MetricsSnapshot": "_metrics",
+    "exponential_bounds": "_metrics",
+    "MetricsSubscriber": "_subscribers",
+}
 
 
 def __getattr__(name: str) -> object:
-    if name not in _LAZY:
+    module = _LAZY.get(name)
+    if module is None:
         raise AttributeError(f"module 'kova.telemetry' has no attribute {name!r}")
-    from . import _config
-
-    value = getattr(_config, name)
+    value = getattr(_importlib.import_module(f"kova.telemetry.{module}"), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _LAZY)
+    return sorted(set(globals()) | set(_LAZY))

@@ -20,7 +20,6 @@ maximum seen; estimates there are only bounded by ``[last bound, max]``.
 from __future__ import annotations
 
 import bisect
-import enum
 import itertools
 import math
 from typing import TYPE_CHECKING
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from .._models import Usage
+from .._observe import ToolOutcome
 from .._record import Record, set_field
 
 if TYPE_CHECKING:
@@ -60,17 +60,6 @@ def exponential_bounds(*, start: float, factor: float, count: int) -> tuple[floa
 
 DEFAULT_BOUNDS_MS = exponential_bounds(start=0.01, factor=2 ** (1 / 8), count=240)
 """Eight buckets per doubling from 0.01 ms to about 1.07e7 ms (3 hours), plus overflow."""
-
-
-class ToolOutcome(enum.StrEnum):
-    """How one tool call ended."""
-
-    SUCCESS = "success"
-    """The tool returned a result that is not an error."""
-    ERROR = "error"
-    """The tool raised, returned an error result, was unknown or got invalid arguments."""
-    DENIED = "denied"
-    """The approval handler refused the call; the tool never ran."""
 
 
 class HistogramSummary(Record):
