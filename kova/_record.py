@@ -17,8 +17,9 @@ Rules for a subclass:
 
 - its fields are its annotations (``ClassVar`` aside), in order, and ``__slots__`` lists
   exactly them (a subclass of a record adds fields to its base's);
-- ``__init__`` takes every field as a keyword of the same name and sets each one with
-  :func:`set_field` (validation and conversion happen there, before the value is stored);
+- ``__init__`` takes every field as an argument of the same name (``_private`` fields without
+  the underscore, as in attrs) and sets each one with :func:`set_field` (validation and
+  conversion happen there, before the value is stored);
 - ``class X(Record, eq_exclude=("a",))`` leaves fields out of equality and hashing,
   ``repr_exclude=`` out of ``repr``.
 """
@@ -69,7 +70,8 @@ def _attrs_fields(cls: type[Record]) -> Any:
         annotations.update(getattr(klass, "__annotations__", {}))
     these = {}
     for name in cls.__record_fields__:
-        parameter = parameters.get(name)
+        alias = name if name in parameters else name.lstrip("_")  # attrs' rule for _private
+        parameter = parameters.get(alias)
         default = (
             attrs.NOTHING
             if parameter is None or parameter.default is inspect.Parameter.empty
@@ -81,6 +83,7 @@ def _attrs_fields(cls: type[Record]) -> Any:
             eq=name in cls.__record_eq__,
             repr=name in cls.__record_repr__,
             type=annotations.get(name),
+            alias=alias,
         )
     shadow = attrs.make_class(cls.__name__, these, frozen=True, kw_only=True, slots=False)
     return attrs.fields(shadow)
@@ -160,5 +163,5 @@ R = TypeVar("R", bound=Record)
 
 def evolve(value: R, /, **changes: Any) -> R:
     """A copy of the record ``value`` with ``changes`` applied (like ``attrs.evolve``)."""
-    fields = {name: getattr(value, name) for name in value.__record_fields__}
+    fields = {name.lstrip("_"): getattr(value, name) for name in value.__record_fields__}
     return cast("R", cast("Any", type(value))(**{**fields, **changes}))

@@ -24,12 +24,12 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, overload
 
-import attrs
 import outcome
 import trio
 
 from .._errors import ActorError, ActorFailed, KovaError, MailboxClosed
 from .._log import get_logger
+from .._record import Record, set_field
 from ._mailbox import Mailbox, Request, RequestKind
 from ._messages import Call, UnknownMessage
 
@@ -46,20 +46,34 @@ _BURST = 256
 """Queued messages an actor takes in a row before it yields to the scheduler."""
 
 
-@attrs.define(eq=False)
 class _RunState:
     """What one incarnation of an actor knows about itself while it runs."""
 
-    name: str
-    nursery: trio.Nursery | None = None
-    loop_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
-    background_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
-    receiving: bool = False
-    stopping: bool = False
-    crash: Exception | None = None
-    crash_reported: bool = False
-    """The crash was handed to at least one caller (as ``ActorFailed``)."""
-    in_flight: set[Request] = attrs.field(factory=set)
+    __slots__ = (
+        "background_scope",
+        "crash",
+        "crash_reported",
+        "in_flight",
+        "loop_scope",
+        "name",
+        "nursery",
+        "receiving",
+        "stopping",
+    )
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.nursery: trio.Nursery | None = None
+        self.loop_scope = trio.CancelScope()
+        self.background_scope = trio.CancelScope()
+        self.receiving = False
+        self.stopping = False
+        self.crash: Exception | None = None
+        self.crash_reported = False  # the crash was handed to a caller (as ActorFailed)
+        self.in_flight: set[Request] = set()
+
+    def __repr__(self) -> str:
+        return f"_RunState(name={self.name!r})"
 
 
 class Actor:
@@ -342,12 +356,16 @@ class StreamReceiver(trio.abc.ReceiveChannel[Any]):
 _R = TypeVar("_R")
 
 
-@attrs.frozen
-class ActorRef:
+class ActorRef(Record):
     """The handle to an actor. Cheap to copy; valid across restarts of the actor (it names
     the supervisor's child slot and its mailbox, not one instance)."""
 
-    _mailbox: Mailbox = attrs.field(alias="mailbox")
+    __slots__ = ("_mailbox",)
+
+    _mailbox: Mailbox
+
+    def __init__(self, mailbox: Mailbox) -> None:
+        set_field(self, "_mailbox", mailbox)
 
     @property
     def name(self) -> str:

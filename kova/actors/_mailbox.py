@@ -14,7 +14,6 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-import attrs
 import outcome
 import trio
 
@@ -39,7 +38,6 @@ class _State(enum.Enum):
     DONE = "done"
 
 
-@attrs.define(eq=False)
 class Request:
     """One message in a mailbox, with its reply slot. Internal to the actor runtime.
 
@@ -49,15 +47,35 @@ class Request:
     each step is atomic between checkpoints and no lock is needed.
     """
 
-    kind: RequestKind
-    payload: Any
-    stream_send: trio.MemorySendChannel[Any] | None = None
-    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
-    done: trio.Event = attrs.field(factory=trio.Event)
-    result: outcome.Outcome[Any] | None = None
-    state: _State = _State.QUEUED
-    consumer_gone: bool = False
-    """The stream consumer left; a ``BrokenResourceError`` from ``stream_send`` is expected."""
+    __slots__ = (
+        "consumer_gone",
+        "done",
+        "kind",
+        "payload",
+        "result",
+        "scope",
+        "state",
+        "stream_send",
+    )
+
+    def __init__(
+        self,
+        kind: RequestKind,
+        payload: Any,
+        stream_send: trio.MemorySendChannel[Any] | None = None,
+    ) -> None:
+        self.kind = kind
+        self.payload = payload
+        self.stream_send = stream_send
+        self.scope = trio.CancelScope()
+        self.done = trio.Event()
+        self.result: outcome.Outcome[Any] | None = None
+        self.state = _State.QUEUED
+        # The stream consumer left; a BrokenResourceError from stream_send is expected.
+        self.consumer_gone = False
+
+    def __repr__(self) -> str:
+        return f"Request(kind={self.kind!r}, payload={self.payload!r}, state={self.state!r})"
 
     def start(self) -> bool:
         """Claim the request for serving. False if the caller already gave up on it."""
@@ -93,7 +111,6 @@ class Request:
         self.finish(outcome.Error(error))
 
 
-@attrs.define(eq=False)
 class Mailbox:
     """A bounded mailbox: the send side used by refs, the receive side read by the actor.
 
@@ -102,16 +119,18 @@ class Mailbox:
     the end of the channel. That is the "ask nicely" half of an orderly stop.
     """
 
-    name: str
-    size: int = DEFAULT_MAILBOX_SIZE
-    _send: trio.MemorySendChannel[Request] = attrs.field(init=False)
-    _receive: trio.MemoryReceiveChannel[Request] = attrs.field(init=False)
-    _closed: bool = attrs.field(init=False, default=False)
+    __slots__ = ("_closed", "_receive", "_send", "name", "size")
 
-    def __attrs_post_init__(self) -> None:
-        if self.size < 0:
-            raise ValueError(f"mailbox size must be >= 0, got {self.size}")
-        self._send, self._receive = trio.open_memory_channel[Request](self.size)
+    def __init__(self, name: str, size: int = DEFAULT_MAILBOX_SIZE) -> None:
+        if size < 0:
+            raise ValueError(f"mailbox size must be >= 0, got {size}")
+        self.name = name
+        self.size = size
+        self._send, self._receive = trio.open_memory_channel[Request](size)
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"Mailbox(name={self.name!r}, size={self.size})"
 
     @property
     def receive_channel(self) -> trio.MemoryReceiveChannel[Request]:

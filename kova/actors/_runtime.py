@@ -5,8 +5,6 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-import attrs
-
 from ._supervisor import (
     ActorFactory,
     Backoff,
@@ -26,7 +24,6 @@ if TYPE_CHECKING:
 __all__ = ["Runtime", "open_runtime"]
 
 
-@attrs.define(eq=False)
 class Runtime:
     """Where kova's actors live: a thin face over the root :class:`Supervisor`.
 
@@ -34,8 +31,14 @@ class Runtime:
     agent, MCP clients, providers) so they share one supervision tree.
     """
 
-    supervisor: Supervisor
-    """The root supervisor (``one_for_one`` unless :func:`open_runtime` said otherwise)."""
+    __slots__ = ("supervisor",)
+
+    def __init__(self, supervisor: Supervisor) -> None:
+        self.supervisor = supervisor
+        """The root supervisor (``one_for_one`` unless :func:`open_runtime` said otherwise)."""
+
+    def __repr__(self) -> str:
+        return f"Runtime(supervisor={self.supervisor!r})"
 
     @property
     def name(self) -> str:

@@ -16,8 +16,6 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from .._errors import ActorError
 from .._record import Record, set_field
 from ._actor import Actor, ActorRef
@@ -81,9 +79,10 @@ class StopChild(Record, Call[None]):
         set_field(self, "name", name)
 
 
-@attrs.frozen(kw_only=True)
-class ListChildren(Call["tuple[str, ...]"]):
+class ListChildren(Record, Call["tuple[str, ...]"]):
     """Call: the names of the subtree's children, in start order."""
+
+    __slots__ = ()
 
 
 class SupervisorActor(Actor):

@@ -29,15 +29,14 @@ import math
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Literal, NoReturn, TypeAlias, get_args
+from typing import Literal, NoReturn, TypeAlias, get_args
 
-import attrs
 import trio
 
 from .._errors import ActorError, ActorFailed
 from .._log import get_logger
 from .._observe import ActorRestarted, SupervisorGaveUp, TelemetryHub
-from .._record import Record, set_field
+from .._record import Record, evolve, set_field
 from ._actor import Actor, ActorRef
 from ._mailbox import DEFAULT_MAILBOX_SIZE, Mailbox
 
@@ -63,27 +62,29 @@ ActorFactory: TypeAlias = Callable[[], Actor]
 DEFAULT_SHUTDOWN_GRACE = 5.0
 
 
-def _check_choice(allowed: tuple[str, ...]) -> Callable[[object, attrs.Attribute[str], str], None]:
-    def check(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
-        if value not in allowed:
-            raise ValueError(f"{attribute.name} must be one of {allowed}, got {value!r}")
-
-    return check
+_RESTART_TYPES: tuple[str, ...] = get_args(RestartType)
 
 
-def _non_negative(_instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+def _non_negative(name: str, value: float) -> float:
     if value < 0:
-        raise ValueError(f"{attribute.name} must be >= 0, got {value}")
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return value
 
 
-@attrs.frozen(kw_only=True)
-class Backoff:
+class Backoff(Record):
     """Delay before a restart: ``min(maximum, initial * factor ** (k - 1))`` for the *k*-th
     restart inside the supervisor's intensity window."""
 
-    initial: float = attrs.field(default=0.1, validator=_non_negative)
-    factor: float = attrs.field(default=2.0, validator=_non_negative)
-    maximum: float = attrs.field(default=5.0, validator=_non_negative)
+    __slots__ = ("factor", "initial", "maximum")
+
+    initial: float
+    factor: float
+    maximum: float
+
+    def __init__(self, *, initial: float = 0.1, factor: float = 2.0, maximum: float = 5.0) -> None:
+        set_field(self, "initial", _non_negative("initial", initial))
+        set_field(self, "factor", _non_negative("factor", factor))
+        set_field(self, "maximum", _non_negative("maximum", maximum))
 
     @classmethod
     def none(cls) -> Backoff:
@@ -97,36 +98,63 @@ class Backoff:
         return min(self.maximum, self.initial * self.factor ** max(0, restart_number - 1))
 
 
-@attrs.frozen(kw_only=True)
-class ChildSpec:
+class ChildSpec(Record):
     """How to run one child."""
+
+    __slots__ = ("factory", "mailbox_size", "name", "restart", "shutdown_grace")
 
     factory: ActorFactory
     """Returns a fresh :class:`Actor` for every (re)start."""
-    name: str = attrs.field()
-    restart: RestartType = attrs.field(
-        default="permanent", validator=_check_choice(get_args(RestartType))
-    )
-    mailbox_size: int = attrs.field(default=DEFAULT_MAILBOX_SIZE, validator=_non_negative)
-    shutdown_grace: float = attrs.field(default=DEFAULT_SHUTDOWN_GRACE, validator=_non_negative)
+    name: str
+    restart: RestartType
+    mailbox_size: int
+    shutdown_grace: float
     """Seconds an orderly stop waits for the child before cancelling it."""
 
-    @name.validator
-    def _check_name(self, _attribute: attrs.Attribute[str], value: str) -> None:
-        if not value:
+    def __init__(
+        self,
+        *,
+        factory: ActorFactory,
+        name: str,
+        restart: RestartType = "permanent",
+        mailbox_size: int = DEFAULT_MAILBOX_SIZE,
+        shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE,
+    ) -> None:
+        if not name:
             raise ValueError("a child needs a non-empty name")
+        if restart not in _RESTART_TYPES:
+            raise ValueError(f"restart must be one of {_RESTART_TYPES}, got {restart!r}")
+        set_field(self, "factory", factory)
+        set_field(self, "name", name)
+        set_field(self, "restart", restart)
+        set_field(self, "mailbox_size", _non_negative("mailbox_size", mailbox_size))
+        set_field(self, "shutdown_grace", _non_negative("shutdown_grace", shutdown_grace))
 
 
-@attrs.define(eq=False)
 class _ChildSlot:
-    spec: ChildSpec
-    mailbox: Mailbox
-    incarnation: int = 0
-    scope: trio.CancelScope | None = None
-    exited: trio.Event = attrs.field(factory=trio.Event)
-    running: bool = False
-    stopping: bool = False
-    restarts: int = 0
+    __slots__ = (
+        "exited",
+        "incarnation",
+        "mailbox",
+        "restarts",
+        "running",
+        "scope",
+        "spec",
+        "stopping",
+    )
+
+    def __init__(self, spec: ChildSpec, mailbox: Mailbox) -> None:
+        self.spec = spec
+        self.mailbox = mailbox
+        self.incarnation = 0
+        self.scope: trio.CancelScope | None = None
+        self.exited = trio.Event()
+        self.running = False
+        self.stopping = False
+        self.restarts = 0
+
+    def __repr__(self) -> str:
+        return f"_ChildSlot(name={self.name!r}, incarnation={self.incarnation})"
 
     @property
     def name(self) -> str:
@@ -160,13 +188,15 @@ class _ChildExited(Record):
         set_field(self, "before_close", before_close)
 
 
-@attrs.define(eq=False)
 class _StartWatch:
     """Forwards ``task_status.started()`` and marks the slot running at that very moment."""
 
-    _inner: trio.TaskStatus[None]
-    _slot: _ChildSlot
-    started: bool = False
+    __slots__ = ("_inner", "_slot", "started")
+
+    def __init__(self, *, inner: trio.TaskStatus[None], slot: _ChildSlot) -> None:
+        self._inner = inner
+        self._slot = slot
+        self.started = False
 
     def _started(self) -> None:
         self.started = True
@@ -600,7 +630,7 @@ class Supervisor:
                     number += 1
                     name = f"{base}-{number}"
             spec = ChildSpec(factory=child, name=name)
-        return attrs.evolve(
+        return evolve(
             spec,
             name=spec.name if name is None else name,
             restart=spec.restart if restart is None else restart,

@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import random
 
-import attrs
-
 from .._errors import KovaError, ProviderError
+from .._record import Record, set_field
 
 __all__ = ["RetryConfig"]
 
 
-def _non_negative(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+def _non_negative(name: str, value: float) -> float:
     if value < 0:
-        raise ValueError(f"{attribute.name} must not be negative, got {value}")
+        raise ValueError(f"{name} must not be negative, got {value}")
+    return value
 
 
-@attrs.frozen(kw_only=True)
-class RetryConfig:
+class RetryConfig(Record):
     """How the agent retries a failed provider call.
 
     Only retryable errors (:attr:`kova.KovaError.is_retryable`: rate limits, overload,
@@ -28,18 +27,35 @@ class RetryConfig:
     retried once any of its content has reached the consumer.
     """
 
-    max_retries: int = attrs.field(default=2, validator=attrs.validators.ge(0))
+    __slots__ = ("initial_backoff", "jitter", "max_backoff", "max_retries", "multiplier")
+
+    max_retries: int
     """Retries after the first attempt (0 disables retrying)."""
-    initial_backoff: float = attrs.field(default=0.5, validator=_non_negative)
+    initial_backoff: float
     """Seconds before the first retry."""
-    multiplier: float = attrs.field(default=2.0, validator=_non_negative)
-    max_backoff: float = attrs.field(default=30.0, validator=_non_negative)
-    jitter: float = attrs.field(default=0.0, validator=_non_negative)
+    multiplier: float
+    max_backoff: float
+    jitter: float
     """Fraction (0..1) by which each delay may be shortened at random, to spread retries."""
 
-    def __attrs_post_init__(self) -> None:
-        if self.jitter > 1:
-            raise ValueError(f"jitter is a fraction between 0 and 1, got {self.jitter}")
+    def __init__(
+        self,
+        *,
+        max_retries: int = 2,
+        initial_backoff: float = 0.5,
+        multiplier: float = 2.0,
+        max_backoff: float = 30.0,
+        jitter: float = 0.0,
+    ) -> None:
+        if max_retries < 0:
+            raise ValueError(f"'max_retries' must be >= 0: {max_retries}")
+        set_field(self, "max_retries", max_retries)
+        set_field(self, "initial_backoff", _non_negative("initial_backoff", initial_backoff))
+        set_field(self, "multiplier", _non_negative("multiplier", multiplier))
+        set_field(self, "max_backoff", _non_negative("max_backoff", max_backoff))
+        set_field(self, "jitter", _non_negative("jitter", jitter))
+        if jitter > 1:
+            raise ValueError(f"jitter is a fraction between 0 and 1, got {jitter}")
 
     @classmethod
     def disabled(cls) -> RetryConfig:

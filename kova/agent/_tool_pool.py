@@ -159,9 +159,10 @@ class _Checked:
         self.duration = duration
 
 
-@attrs.frozen(kw_only=True)
-class GetDefinitions(Call[list[ToolDefinition]]):
+class GetDefinitions(Record, Call[list[ToolDefinition]]):
     """Reply with the tool definitions to send to the model."""
+
+    __slots__ = ()
 
 
 @attrs.define

@@ -34,9 +34,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar
 
-import attrs
-
 from .._errors import InvalidResponse
+from .._record import Record, set_field
 from ._base import heuristic_count_tokens
 from ._http import ErrorDetails, default_error_details
 
@@ -62,34 +61,47 @@ FrameT = TypeVar("FrameT")
 FrameT_contra = TypeVar("FrameT_contra", contravariant=True)
 
 
-def _mapping(value: Mapping[str, str]) -> Mapping[str, str]:
-    return dict(value)
-
-
-@attrs.frozen(kw_only=True)
-class WireRequest:
+class WireRequest(Record):
     """An HTTP request description: what a codec asks the HTTP provider to send."""
 
-    method: str = "POST"
+    __slots__ = ("body", "headers", "method", "path", "query")
+
+    method: str
     path: str
     """Appended to the provider's base URL (or an absolute URL)."""
-    query: Mapping[str, str] = attrs.field(factory=dict, converter=_mapping)
-    headers: Mapping[str, str] = attrs.field(factory=dict, converter=_mapping)
+    query: Mapping[str, str]
+    headers: Mapping[str, str]
     """Headers of this request (never credentials: those come from the auth flow)."""
-    body: JSONValue | None = None
+    body: JSONValue | None
     """The JSON body (sent compact, UTF-8, ``content-type: application/json``)."""
 
+    def __init__(
+        self,
+        *,
+        method: str = "POST",
+        path: str,
+        query: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        body: JSONValue | None = None,
+    ) -> None:
+        set_field(self, "method", method)
+        set_field(self, "path", path)
+        set_field(self, "query", {} if query is None else dict(query))
+        set_field(self, "headers", {} if headers is None else dict(headers))
+        set_field(self, "body", body)
 
-def _model_tuple(models: Iterable[ModelInfo]) -> tuple[ModelInfo, ...]:
-    return tuple(models)
 
-
-@attrs.frozen(kw_only=True)
-class ModelPage:
+class ModelPage(Record):
     """One page of a model listing and the cursor of the next (``None`` on the last)."""
 
-    models: tuple[ModelInfo, ...] = attrs.field(converter=_model_tuple)
-    next_cursor: str | None = None
+    __slots__ = ("models", "next_cursor")
+
+    models: tuple[ModelInfo, ...]
+    next_cursor: str | None
+
+    def __init__(self, *, models: Iterable[ModelInfo], next_cursor: str | None = None) -> None:
+        set_field(self, "models", tuple(models))
+        set_field(self, "next_cursor", next_cursor)
 
 
 class StreamDecoder(Protocol[FrameT_contra]):

@@ -50,7 +50,6 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING
 
-import attrs
 import httpx2
 import trio
 
@@ -234,15 +233,20 @@ class _Chunks(AsyncIterator[bytes]):
             raise error from without_frames(exc)
 
 
-@attrs.define
 class HttpStream:
     """A streaming response whose status was OK. Get it from :meth:`HttpTransport.stream`,
     which closes it when its block ends."""
 
-    response: httpx2.Response
-    """The response (status and headers are read; the body is not)."""
-    _provider: str = attrs.field(alias="provider")
-    _generators: list[AsyncGenerator[bytes]] = attrs.field(factory=list, init=False)
+    __slots__ = ("_generators", "_provider", "response")
+
+    def __init__(self, *, response: httpx2.Response, provider: str) -> None:
+        self.response = response
+        """The response (status and headers are read; the body is not)."""
+        self._provider = provider
+        self._generators: list[AsyncGenerator[bytes]] = []
+
+    def __repr__(self) -> str:
+        return f"HttpStream(response={self.response!r}, provider={self._provider!r})"
 
     def _body(self) -> AsyncGenerator[bytes]:
         generator = self.response.aiter_bytes()
@@ -298,7 +302,6 @@ class HttpStream:
                     pass  # the expected end of a closed connection
 
 
-@attrs.define
 class HttpTransport:
     """Owns the ``httpx2.AsyncClient`` of one provider instance while it is open.
 
@@ -318,29 +321,66 @@ class HttpTransport:
             :func:`default_error_details`.
     """
 
-    provider: str
-    base_url: str
-    timeout: float | None = 30.0
-    connect_timeout: float | None = None
-    headers: Mapping[str, str] = attrs.field(factory=dict, repr=False)
-    limits: httpx2.Limits = attrs.field(factory=lambda: DEFAULT_LIMITS)
-    _injected_client: httpx2.AsyncClient | None = attrs.field(default=None, alias="client")
-    _transport: httpx2.AsyncBaseTransport | None = attrs.field(default=None, alias="transport")
-    _error_details: ErrorDetailsHook = attrs.field(
-        default=default_error_details, alias="error_details"
+    __slots__ = (
+        "_client",
+        "_error_details",
+        "_injected_client",
+        "_opens",
+        "_transport",
+        "auth",
+        "base_url",
+        "connect_timeout",
+        "headers",
+        "limits",
+        "max_response_bytes",
+        "provider",
+        "timeout",
+        "total_timeout",
     )
-    auth: httpx2.Auth | None = attrs.field(default=None, repr=False)
-    """The auth flow applied to every request (see :mod:`kova.providers._auth`)."""
-    total_timeout: float | None = 600.0
-    """Deadline for a whole non-streaming request, headers and body (trio's clock)."""
-    max_response_bytes: int = 64 * 1024 * 1024
-    """Largest non-streaming body read before failing with :class:`~kova.InvalidResponse`."""
-    _client: httpx2.AsyncClient | None = attrs.field(default=None, init=False)
-    _opens: int = attrs.field(default=0, init=False)
 
-    def __attrs_post_init__(self) -> None:
-        if self._injected_client is not None and self._transport is not None:
+    def __init__(
+        self,
+        provider: str,
+        base_url: str,
+        timeout: float | None = 30.0,
+        connect_timeout: float | None = None,
+        headers: Mapping[str, str] | None = None,
+        limits: httpx2.Limits | None = None,
+        client: httpx2.AsyncClient | None = None,
+        transport: httpx2.AsyncBaseTransport | None = None,
+        error_details: ErrorDetailsHook = default_error_details,
+        auth: httpx2.Auth | None = None,
+        total_timeout: float | None = 600.0,
+        max_response_bytes: int = 64 * 1024 * 1024,
+    ) -> None:
+        if client is not None and transport is not None:
             raise ValueError("pass either client= or transport=, not both")
+        self.provider = provider
+        self.base_url = base_url
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.headers: Mapping[str, str] = {} if headers is None else headers
+        self.limits = DEFAULT_LIMITS if limits is None else limits
+        self._injected_client = client
+        self._transport = transport
+        self._error_details = error_details
+        self.auth = auth
+        """The auth flow applied to every request (see :mod:`kova.providers._auth`)."""
+        self.total_timeout = total_timeout
+        """Deadline for a whole non-streaming request, headers and body (trio's clock)."""
+        self.max_response_bytes = max_response_bytes
+        """Largest non-streaming body read before failing with :class:`~kova.InvalidResponse`."""
+        self._client: httpx2.AsyncClient | None = None
+        self._opens = 0
+
+    def __repr__(self) -> str:
+        # headers and auth may carry credentials: never in a repr
+        return (
+            f"HttpTransport(provider={self.provider!r}, base_url={self.base_url!r}, "
+            f"timeout={self.timeout!r}, connect_timeout={self.connect_timeout!r}, "
+            f"limits={self.limits!r}, total_timeout={self.total_timeout!r}, "
+            f"max_response_bytes={self.max_response_bytes!r})"
+        )
 
     @asynccontextmanager
     async def open(self) -> AsyncIterator[None]:

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
-import attrs
-
 from .._errors import ToolNotFoundError
 from ._errors import DuplicateToolError, ToolDefinitionError
 from ._tool import Tool, definition
@@ -18,16 +16,20 @@ if TYPE_CHECKING:
 __all__ = ["ToolRegistry"]
 
 
-@attrs.define
 class _Entry:
-    tool: Tool
-    validator: ArgumentValidator | None = None
-    """Compiled on the first validation, recompiled if the tool's schema object changes."""
+    __slots__ = ("tool", "validator")
+
+    def __init__(self, tool: Tool) -> None:
+        self.tool = tool
+        # Compiled on the first validation, recompiled if the tool's schema object changes.
+        self.validator: ArgumentValidator | None = None
 
 
-@attrs.define
 class _Store:
-    entries: dict[str, _Entry] = attrs.Factory(dict)
+    __slots__ = ("entries",)
+
+    def __init__(self) -> None:
+        self.entries: dict[str, _Entry] = {}
 
 
 class ToolRegistry:

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-import attrs
-
 from ..._errors import ProviderErrorClass
-from ..._record import evolve
+from ..._record import Record, evolve, set_field
 from .._codec import CodecBase, ModelPage, WireRequest
 from .._framing import SseFramer
 from .._http import ErrorDetails, default_error_details
@@ -33,14 +31,18 @@ def openai_error_details(body: JSONValue) -> ErrorDetails:
     return details
 
 
-@attrs.frozen
-class OpenAiCodec(CodecBase[SseEvent]):
+class OpenAiCodec(Record, CodecBase[SseEvent]):
     """Chat Completions over SSE, for OpenAI and compatible servers."""
+
+    __slots__ = ("config",)
 
     config: OpenAiConfig
     name: ClassVar[str] = PROVIDER
     framer: ClassVar[type[SseFramer]] = SseFramer
     stream_content_types: ClassVar[tuple[str, ...]] = ("text/event-stream",)
+
+    def __init__(self, config: OpenAiConfig) -> None:
+        set_field(self, "config", config)
 
     def encode(self, request: ChatRequest, *, stream: bool) -> WireRequest:
         config = self.config
