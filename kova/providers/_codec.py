@@ -43,7 +43,14 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from .._errors import KovaError
-    from .._models import ChatRequest, JSONValue, ModelInfo, ModelResponse, StreamEvent
+    from .._models import (
+        ChatRequest,
+        JSONValue,
+        ModelInfo,
+        ModelResponse,
+        StreamEvent,
+        ToolDefinition,
+    )
     from ._framing import Framer
 
 __all__ = [
@@ -55,6 +62,7 @@ __all__ = [
     "expect_list",
     "expect_object",
     "expect_str",
+    "function_tools",
 ]
 
 FrameT = TypeVar("FrameT")
@@ -195,6 +203,19 @@ class CodecBase(Generic[FrameT]):
 def heuristic_tokens(request: ChatRequest) -> int:
     """The offline estimate for ``request`` (see :func:`heuristic_count_tokens`)."""
     return heuristic_count_tokens(request.messages, request.tools)
+
+
+def function_tools(tools: Sequence[ToolDefinition]) -> list[JSONValue]:
+    """Tool definitions as ``function`` tools, the JSON Schema as is: OpenAI's Chat
+    Completions shape, which Ollama's chat API takes too."""
+    encoded: list[JSONValue] = []
+    for tool in tools:
+        function: dict[str, JSONValue] = {"name": tool.name}
+        if tool.description:
+            function["description"] = tool.description
+        function["parameters"] = tool.parameters
+        encoded.append({"type": "function", "function": function})
+    return encoded
 
 
 # -- small checked readers for codecs: a wrong shape is InvalidResponse, never a TypeError --

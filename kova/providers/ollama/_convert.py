@@ -30,12 +30,12 @@ from ..._models import (
     StopReason,
     Text,
     Thinking,
-    ToolDefinition,
     ToolResult,
     ToolUse,
     Usage,
 )
 from .._classify import provider_error
+from .._codec import function_tools
 
 if TYPE_CHECKING:
     from ..._models import ChatRequest
@@ -50,7 +50,6 @@ __all__ = [
     "done_reason_to_stop",
     "encode_messages",
     "encode_request",
-    "encode_tools",
     "tool_use_of",
 ]
 
@@ -153,18 +152,6 @@ def encode_messages(messages: Sequence[Message]) -> list[dict[str, JSONValue]]:
     return encoded
 
 
-def encode_tools(tools: Sequence[ToolDefinition]) -> list[JSONValue]:
-    """Tool definitions as ``function`` tools (the JSON Schema as is)."""
-    encoded: list[JSONValue] = []
-    for tool in tools:
-        function: dict[str, JSONValue] = {"name": tool.name}
-        if tool.description:
-            function["description"] = tool.description
-        function["parameters"] = tool.parameters
-        encoded.append({"type": "function", "function": function})
-    return encoded
-
-
 def encode_request(
     request: ChatRequest, config: OllamaConfig, *, stream: bool
 ) -> dict[str, JSONValue]:
@@ -176,7 +163,7 @@ def encode_request(
         "messages": list(encode_messages(request.messages)),
     }
     if request.tools:
-        body["tools"] = encode_tools(request.tools)
+        body["tools"] = function_tools(request.tools)
     body["stream"] = stream
     if config.think is not None:
         body["think"] = config.think.wire

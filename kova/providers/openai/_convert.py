@@ -31,6 +31,7 @@ from ..._models import (
     Usage,
 )
 from .._classify import provider_error
+from .._codec import function_tools
 
 if TYPE_CHECKING:
     from ._config import OpenAiConfig
@@ -45,7 +46,6 @@ __all__ = [
     "encode_arguments",
     "encode_messages",
     "encode_request",
-    "encode_tools",
     "finish_reason_to_stop",
     "parse_arguments",
     "reasoning_of",
@@ -220,18 +220,6 @@ def encode_messages(
     return encoded
 
 
-def encode_tools(tools: Sequence[ToolDefinition]) -> list[JSONValue]:
-    """Tool definitions as ``function`` tools."""
-    encoded: list[JSONValue] = []
-    for tool in tools:
-        function: dict[str, JSONValue] = {"name": tool.name}
-        if tool.description:
-            function["description"] = tool.description
-        function["parameters"] = tool.parameters
-        encoded.append({"type": "function", "function": function})
-    return encoded
-
-
 def _response_format(response_format: ResponseFormat) -> dict[str, JSONValue]:
     schema: dict[str, JSONValue] = {"name": response_format.name}
     if response_format.description:
@@ -258,7 +246,7 @@ def encode_request(
         "messages": encode_messages(messages, echo_reasoning=config.echo_reasoning),
     }
     if tools:
-        body["tools"] = encode_tools(tools)
+        body["tools"] = function_tools(tools)
     temperature = inference.temperature if inference.temperature is not None else config.temperature
     if temperature is not None:
         body["temperature"] = temperature
