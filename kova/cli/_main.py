@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,10 +25,12 @@ import trio
 from .._errors import KovaError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import AsyncIterator, Callable, Sequence
 
     from .._models import ModelResponse
-    from ..testing import Reply, ScriptRequest
+    from ..providers.openai import OpenAiCompatibleProvider
+    from ..testing import FakeOpenAiServer, Reply, ScriptRequest
+    from ..tools import Tool
 
 __all__ = ["main"]
 
@@ -66,9 +69,10 @@ def _demo_model(request: ScriptRequest) -> ModelResponse:
     )
 
 
-async def _demo(out: Callable[[str], None]) -> None:
-    from .. import Message, TextDelta
-    from ..agent import AgentBuilder, ToolCallFinished, ToolCallStarted, TurnCompleted
+@asynccontextmanager
+async def _open_demo() -> AsyncIterator[tuple[FakeOpenAiServer, OpenAiCompatibleProvider, Tool]]:
+    """The scripted demo model on a fake OpenAI-compatible server on loopback: the server, a
+    provider pointed at it, and the weather tool the model asks for."""
     from ..providers.openai import OpenAiCompatibleProvider, OpenAiConfig
     from ..testing import Script, StreamReply, open_openai_server
     from ..tools import tool
@@ -87,12 +91,20 @@ async def _demo(out: Callable[[str], None]) -> None:
         reply = _demo_model(request)
         return StreamReply(response=reply, chunk_chars=6) if request.stream else reply
 
-    out("kova demo: a real agent over real HTTP. The model is a SCRIPT (no API key, no network).")
     async with open_openai_server(Script(model), model="scripted-demo-model") as server:
-        out(f"fake OpenAI-compatible server listening on {server.base_url}")
         provider = OpenAiCompatibleProvider(
             OpenAiConfig(base_url=server.base_url, model="scripted-demo-model", api_key="demo")
         )
+        yield server, provider, get_weather
+
+
+async def _demo(out: Callable[[str], None]) -> None:
+    from .. import Message, TextDelta
+    from ..agent import AgentBuilder, ToolCallFinished, ToolCallStarted, TurnCompleted
+
+    out("kova demo: a real agent over real HTTP. The model is a SCRIPT (no API key, no network).")
+    async with _open_demo() as (server, provider, get_weather):
+        out(f"fake OpenAI-compatible server listening on {server.base_url}")
         agent = (
             AgentBuilder()
             .provider(provider)
@@ -331,29 +343,10 @@ async def _serve_provider(args: argparse.Namespace) -> None:
 
 async def _serve_demo(args: argparse.Namespace) -> None:
     """``kova serve --demo``: the demo's scripted weather model behind the web view."""
-    from ..providers.openai import OpenAiCompatibleProvider, OpenAiConfig
-    from ..testing import Script, StreamReply, open_openai_server
-    from ..tools import tool
     from ._serve import serve_chat
 
-    @tool
-    def get_weather(city: str) -> str:
-        """Current weather for a city (demo data).
-
-        Args:
-            city: the city name.
-        """
-        return _WEATHER.get(city.lower(), "no data for that city")
-
-    def model(request: ScriptRequest) -> Reply:
-        reply = _demo_model(request)
-        return StreamReply(response=reply, chunk_chars=6) if request.stream else reply
-
-    async with open_openai_server(Script(model), model="scripted-demo-model") as fake:
+    async with _open_demo() as (_server, provider, get_weather):
         print("kova serve --demo: the model is a SCRIPT on a local fake server (no network)")
-        provider = OpenAiCompatibleProvider(
-            OpenAiConfig(base_url=fake.base_url, model="scripted-demo-model", api_key="demo")
-        )
         await serve_chat(
             provider,
             host=args.host,
