@@ -470,10 +470,6 @@ class FakeAnthropicServer(FakeServer):
     models: Sequence[ModelInfo] = DEFAULT_ANTHROPIC_MODELS
     count_tokens: Callable[[list[Message], list[ToolDefinition]], int] | None = None
     api_key: str | None = None
-    requests: list[RecordedRequest] = attrs.field(factory=list, init=False)
-    """Every request received, in order."""
-    base_url: str = attrs.field(default="", init=False)
-    """``http://127.0.0.1:<port>`` once serving."""
     _ids: Iterator[int] = attrs.field(factory=lambda: itertools.count(1), init=False)
 
     def messages_requests(self) -> list[RecordedRequest]:

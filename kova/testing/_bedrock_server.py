@@ -298,10 +298,6 @@ class FakeBedrockServer(FakeServer):
     count_tokens: Callable[[list[Message], list[ToolDefinition]], int] | None = None
     count_tokens_models: Collection[str] | None = None
     structured_output_models: Collection[str] | None = None
-    requests: list[RecordedRequest] = attrs.field(factory=list, init=False)
-    """Every request received, in order."""
-    base_url: str = attrs.field(default="", init=False)
-    """``http://127.0.0.1:<port>`` once serving."""
 
     @property
     def credentials(self) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+import attrs
 import trio
 
 from .._models import ChatRequest, ErrorEvent, ToolUse, ToolUseDelta, ToolUseEnd, ToolUseStart
@@ -36,12 +37,15 @@ __all__ = [
 ]
 
 
+@attrs.define
 class FakeServer:
-    """The base of the fake servers: :meth:`serve` records every request in ``requests``,
-    then answers it with the server's own ``_route``."""
+    """The base of the fake servers: :meth:`serve` records every request in
+    :attr:`requests`, then answers it with the server's own ``_route``."""
 
-    requests: list[RecordedRequest]
-    base_url: str
+    requests: list[RecordedRequest] = attrs.field(factory=list, init=False)
+    """Every request received, in arrival order."""
+    base_url: str = attrs.field(default="", init=False)
+    """``http://127.0.0.1:<port>`` once serving."""
 
     async def serve(
         self,

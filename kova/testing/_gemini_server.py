@@ -98,10 +98,6 @@ class FakeGeminiServer(FakeServer):
     page_size: int = 50
     api_key: str | None = None
     embedding_dimensions: int = 8
-    requests: list[RecordedRequest] = attrs.field(factory=list, init=False)
-    """Every request received, in arrival order."""
-    base_url: str = attrs.field(default="", init=False)
-    """``http://127.0.0.1:<port>`` once serving."""
 
     def chat_requests(self) -> list[RecordedRequest]:
         """The ``generateContent`` / ``streamGenerateContent`` requests, in order."""

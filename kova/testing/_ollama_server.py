@@ -77,10 +77,6 @@ class FakeOllamaServer(FakeServer):
     script: Script = attrs.field(converter=as_script)
     models: Sequence[str] = ("llama3.2:latest", "nomic-embed-text:latest")
     embedding_dimensions: int = 8
-    requests: list[RecordedRequest] = attrs.field(factory=list, init=False)
-    """Every request received, in arrival order."""
-    base_url: str = attrs.field(default="", init=False)
-    """``http://127.0.0.1:<port>`` once serving."""
 
     def chat_requests(self) -> list[RecordedRequest]:
         """The ``/api/chat`` requests received, in order."""

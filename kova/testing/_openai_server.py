@@ -99,7 +99,8 @@ def _error_type(status: int) -> tuple[str, str | None]:
 @attrs.define
 class FakeOpenAiServer(FakeServer):
     """A scripted OpenAI-compatible HTTP server. :meth:`serve` it in a nursery (or use
-    :func:`open_openai_server`) and point any OpenAI client at :attr:`base_url`.
+    :func:`open_openai_server`) and point any OpenAI client at :attr:`base_url` (the
+    official SDK wants ``base_url + "/v1"``).
 
     Args:
         script: the replies to chat completion requests, in order.
@@ -117,10 +118,6 @@ class FakeOpenAiServer(FakeServer):
     embedding_dimensions: int = 8
     embedding_input_limit: int = 2048
     reverse_embeddings: bool = False
-    requests: list[RecordedRequest] = attrs.field(factory=list, init=False)
-    """Every request received, in arrival order."""
-    base_url: str = attrs.field(default="", init=False)
-    """``http://127.0.0.1:<port>`` once serving (the official SDK wants ``base_url + "/v1"``)."""
     _completions: int = attrs.field(default=0, init=False)
 
     def chat_requests(self) -> list[RecordedRequest]:
