@@ -50,6 +50,8 @@ class ServerCallbacks:
     shared: SharedState
 
     async def on_log(self, params: mt.LoggingMessageNotificationParams) -> None:
+        """A server log message: logged at the matching level, then given to the host's
+        ``on_log`` handler, if any."""
         emit = getattr(log, _LOG_LEVELS.get(params.level, "info"))
         emit(
             "mcp.server.log",
@@ -63,6 +65,7 @@ class ServerCallbacks:
             await handler(McpLogMessage(level=params.level, logger=params.logger, data=params.data))
 
     async def list_roots(self, context: ClientRequestContext) -> mt.ListRootsResult:
+        """``roots/list``: the roots the host set last."""
         return mt.ListRootsResult(
             roots=[mt.Root(uri=root.uri, name=root.name) for root in self.shared.roots]  # type: ignore[arg-type]
         )
@@ -70,6 +73,8 @@ class ServerCallbacks:
     async def sample(
         self, context: ClientRequestContext, params: mt.CreateMessageRequestParams
     ) -> mt.CreateMessageResult | mt.ErrorData:
+        """``sampling/createMessage``: one call of the host's sampling provider; a kova
+        error goes back to the server as a JSON-RPC error."""
         provider = self.settings.sampling
         assert provider is not None
         messages, config = _convert.sampling_request(params)
@@ -91,6 +96,7 @@ class ServerCallbacks:
     async def elicit(
         self, context: ClientRequestContext, params: mt.ElicitRequestParams
     ) -> mt.ElicitResult | mt.ErrorData:
+        """``elicitation/create``: the host's elicitation handler answers."""
         handler = self.settings.elicitation
         assert handler is not None
         request = _convert.elicitation_request(params)
