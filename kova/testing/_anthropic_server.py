@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -43,26 +42,17 @@ import attrs
 from .._models import (
     ChatRequest,
     ErrorEvent,
-    Image,
-    InferenceConfig,
     Message,
     ModelInfo,
-    ModelResponse,
     RedactedThinking,
-    ResponseFormat,
-    Role,
     SignedThinking,
     StopEvent,
-    StopKind,
     StopReason,
     StreamEvent,
-    Text,
     TextDelta,
     Thinking,
     ThinkingDelta,
     ToolDefinition,
-    ToolResult,
-    ToolUse,
     ToolUseDelta,
     ToolUseEnd,
     ToolUseStart,
@@ -73,9 +63,17 @@ from ..providers._base import heuristic_count_tokens
 from ._fake_server import FakeServer, scripted_stream, serving
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, json_response
 from ._script import ErrorReply, ScriptLike, ScriptRequest, StreamReply, as_script, stream_events
+from .wire.anthropic import (
+    config_from_wire,
+    message_json,
+    messages_from_wire,
+    stop_to_wire,
+    tools_from_wire,
+    usage_json,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 
     from .._models import JSONValue
     from ._script import Script
@@ -101,13 +99,6 @@ _ERROR_TYPES = {
     529: "overloaded_error",
 }
 
-_WIRE_STOP = {
-    StopKind.END_TURN: "end_turn",
-    StopKind.TOOL_USE: "tool_use",
-    StopKind.MAX_TOKENS: "max_tokens",
-    StopKind.STOP_SEQUENCE: "stop_sequence",
-}
-
 
 def _error_body(status: int, message: str, error_type: str | None) -> dict[str, JSONValue]:
     return {
@@ -127,189 +118,6 @@ def _error(
     return json_response(_error_body(status, message, error_type), status=status, headers=headers)
 
 
-def _wire_stop(stop: StopReason) -> str:
-    if stop.raw:
-        return stop.raw
-    return _WIRE_STOP.get(stop.kind, "end_turn")
-
-
-def _wire_usage(usage: Usage | None) -> dict[str, JSONValue]:
-    usage = usage or Usage()
-    cached = usage.cache_read_tokens + usage.cache_creation_tokens
-    wire: dict[str, JSONValue] = {
-        "input_tokens": max(0, usage.input_tokens - cached),
-        "cache_creation_input_tokens": usage.cache_creation_tokens,
-        "cache_read_input_tokens": usage.cache_read_tokens,
-        "output_tokens": usage.output_tokens,
-    }
-    if usage.reasoning_tokens:
-        wire["output_tokens_details"] = {"thinking_tokens": usage.reasoning_tokens}
-    return wire
-
-
-# ---------------------------------------------------------------------------------------------
-# Wire request -> what the script sees
-
-
-def _image_from_wire(block: Mapping[str, object]) -> Image:
-    source = block.get("source")
-    if isinstance(source, Mapping) and source.get("type") == "url":
-        return Image(url=str(source.get("url")))
-    if isinstance(source, Mapping):
-        return Image(media_type=str(source.get("media_type")), data=str(source.get("data")))
-    raise ValueError(f"image block without a source: {block!r}")
-
-
-def _parts_from_wire(content: object) -> str | tuple[Text | Image, ...]:
-    if content is None or isinstance(content, str):
-        return content or ""
-    parts: list[Text | Image] = []
-    if isinstance(content, list):
-        for item in content:
-            if isinstance(item, Mapping) and item.get("type") == "text":
-                parts.append(Text(text=str(item.get("text", ""))))
-            elif isinstance(item, Mapping) and item.get("type") == "image":
-                parts.append(_image_from_wire(item))
-    return tuple(parts)
-
-
-def _messages_from_wire(body: Mapping[str, object]) -> list[Message]:
-    messages: list[Message] = []
-    system = body.get("system")
-    if isinstance(system, str) and system:
-        messages.append(Message.system(system))
-    elif isinstance(system, list):
-        text = "".join(str(b.get("text", "")) for b in system if isinstance(b, Mapping))
-        messages.append(Message.system(text))
-    turns = body.get("messages")
-    for turn in turns if isinstance(turns, list) else []:
-        if not isinstance(turn, Mapping):
-            continue
-        role = turn.get("role")
-        content = turn.get("content")
-        if isinstance(content, str):
-            content = [{"type": "text", "text": content}]
-        results: list[ToolResult] = []
-        blocks: list[Text | Image | ToolUse | Thinking | RedactedThinking] = []
-        for block in content if isinstance(content, list) else []:
-            if not isinstance(block, Mapping):
-                continue
-            kind = block.get("type")
-            if kind == "text":
-                blocks.append(Text(text=str(block.get("text", ""))))
-            elif kind == "image":
-                blocks.append(_image_from_wire(block))
-            elif kind == "tool_use":
-                arguments = block.get("input")
-                blocks.append(
-                    ToolUse(
-                        id=str(block.get("id")),
-                        name=str(block.get("name")),
-                        input=arguments if isinstance(arguments, dict) else {},
-                    )
-                )
-            elif kind == "thinking":
-                blocks.append(
-                    Thinking(
-                        text=str(block.get("thinking", "")),
-                        signature=str(block.get("signature", "")) or None,
-                    )
-                )
-            elif kind == "redacted_thinking":
-                blocks.append(RedactedThinking(data=str(block.get("data", ""))))
-            elif kind == "tool_result":
-                results.append(
-                    ToolResult(
-                        tool_use_id=str(block.get("tool_use_id")),
-                        content=_parts_from_wire(block.get("content")),
-                        is_error=bool(block.get("is_error", False)),
-                    )
-                )
-        if results:
-            messages.append(Message.tool_results(results))
-        if blocks:
-            messages.append(Message(role=Role(str(role)), content=tuple(blocks)))
-    return messages
-
-
-def _tools_from_wire(body: Mapping[str, object]) -> list[ToolDefinition]:
-    tools = body.get("tools")
-    definitions: list[ToolDefinition] = []
-    for tool in tools if isinstance(tools, list) else []:
-        if isinstance(tool, Mapping):
-            schema = tool.get("input_schema")
-            definitions.append(
-                ToolDefinition(
-                    name=str(tool.get("name")),
-                    description=str(tool.get("description", "")),
-                    parameters=schema if isinstance(schema, dict) else {},
-                )
-            )
-    return definitions
-
-
-def _config_from_wire(body: Mapping[str, object]) -> InferenceConfig:
-    output = body.get("output_config")
-    response_format = None
-    if isinstance(output, Mapping):
-        wire_format = output.get("format")
-        if isinstance(wire_format, Mapping) and isinstance(wire_format.get("schema"), dict):
-            response_format = ResponseFormat(name="output", schema=wire_format["schema"])
-    stop_sequences = body.get("stop_sequences")
-    model = body.get("model")
-    max_tokens = body.get("max_tokens")
-    temperature = body.get("temperature")
-    top_p = body.get("top_p")
-    return InferenceConfig(
-        model=model if isinstance(model, str) else None,
-        max_tokens=max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else None,
-        temperature=float(temperature) if isinstance(temperature, int | float) else None,
-        top_p=float(top_p) if isinstance(top_p, int | float) else None,
-        stop_sequences=[str(s) for s in stop_sequences]
-        if isinstance(stop_sequences, list)
-        else None,
-        response_format=response_format,
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# Script reply -> wire response
-
-
-def _wire_block(block: object) -> dict[str, JSONValue] | None:
-    match block:
-        case Text(text=text):
-            return {"type": "text", "text": text}
-        case Thinking(text=text, signature=signature):
-            return {"type": "thinking", "thinking": text, "signature": signature or ""}
-        case RedactedThinking(data=data):
-            return {"type": "redacted_thinking", "data": data}
-        case ToolUse(id=id_, name=name, input=arguments):
-            return {"type": "tool_use", "id": id_, "name": name, "input": arguments}
-    return None
-
-
-def _message_json(response: ModelResponse, model: str, message_id: str) -> dict[str, JSONValue]:
-    content: list[JSONValue] = []
-    has_thinking_block = any(isinstance(b, Thinking) for b in response.content)
-    if response.thinking and not has_thinking_block:
-        content.append({"type": "thinking", "thinking": response.thinking, "signature": ""})
-    for block in response.content:
-        wire = _wire_block(block)
-        if wire is not None:
-            content.append(wire)
-    return {
-        "id": message_id,
-        "type": "message",
-        "role": "assistant",
-        "model": model,
-        "content": content,
-        "stop_reason": _wire_stop(response.stop_reason),
-        "stop_sequence": None,
-        "usage": _wire_usage(response.usage),
-    }
-
-
 def _sse(event: str, data: Mapping[str, JSONValue]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
@@ -327,7 +135,7 @@ class _SseWriter:
         self.stop: StopReason | None = None
 
     def start(self) -> bytes:
-        start_usage = _wire_usage(self.usage)
+        start_usage = usage_json(self.usage)
         start_usage["output_tokens"] = 1
         start_usage.pop("output_tokens_details", None)
         message: dict[str, JSONValue] = {
@@ -420,7 +228,7 @@ class _SseWriter:
     def finish(self) -> bytes:
         out = self._close()
         delta_usage: dict[str, JSONValue] = {"output_tokens": (self.usage or Usage()).output_tokens}
-        full = _wire_usage(self.usage)
+        full = usage_json(self.usage)
         if "output_tokens_details" in full:
             delta_usage["output_tokens_details"] = full["output_tokens_details"]
         out += _sse(
@@ -428,7 +236,7 @@ class _SseWriter:
             {
                 "type": "message_delta",
                 "delta": {
-                    "stop_reason": _wire_stop(self.stop or StopReason.END_TURN),
+                    "stop_reason": stop_to_wire(self.stop or StopReason.END_TURN),
                     "stop_sequence": None,
                 },
                 "usage": delta_usage,
@@ -519,9 +327,9 @@ class FakeAnthropicServer(FakeServer):
         try:
             script_request = ScriptRequest(
                 request=ChatRequest(
-                    messages=_messages_from_wire(body),
-                    tools=_tools_from_wire(body),
-                    config=_config_from_wire(body),
+                    messages=messages_from_wire(body),
+                    tools=tools_from_wire(body),
+                    config=config_from_wire(body),
                 ),
                 stream=stream,
             )
@@ -539,7 +347,7 @@ class FakeAnthropicServer(FakeServer):
         message_id = f"msg_fake_{next(self._ids):04d}"
         response = reply.response if isinstance(reply, StreamReply) else reply
         if not stream:
-            return json_response(_message_json(response, model, message_id))
+            return json_response(message_json(response, model, message_id))
         events = stream_events(reply)
         usage = next((e.usage for e in events if isinstance(e, UsageEvent)), response.usage)
         return scripted_stream(
@@ -558,8 +366,8 @@ class FakeAnthropicServer(FakeServer):
             if field in body:
                 return _error(400, f"{field}: Extra inputs are not permitted")
         try:
-            messages = _messages_from_wire(body)
-            tools = _tools_from_wire(body)
+            messages = messages_from_wire(body)
+            tools = tools_from_wire(body)
         except (ValueError, TypeError) as exc:
             return _error(400, f"invalid request: {exc}")
         counter = self.count_tokens or heuristic_count_tokens
