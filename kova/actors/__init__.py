@@ -3,6 +3,7 @@
 See ``docs/actors.md`` for a guide.
 """
 
+from ._actor import LATER as LATER
 from ._actor import Actor as Actor
 from ._actor import ActorRef as ActorRef
 from ._actor import StreamReceiver as StreamReceiver
@@ -35,6 +36,7 @@ __all__ = [
     "ChildSpec",
     "DEFAULT_MAILBOX_SIZE",
     "GetChild",
+    "LATER",
     "ListChildren",
     "Mailbox",
     "RestartType",

@@ -33,7 +33,7 @@ from .._record import Record, set_field
 from ._mailbox import Mailbox, Request, RequestKind
 from ._messages import Call, UnknownMessage
 
-__all__ = ["Actor", "ActorRef", "StreamReceiver"]
+__all__ = ["LATER", "Actor", "ActorRef", "StreamReceiver"]
 
 log = get_logger(__name__)
 
@@ -44,6 +44,18 @@ if TYPE_CHECKING:
 
 _BURST = 256
 """Queued messages an actor takes in a row before it yields to the scheduler."""
+
+
+class _Later:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "kova.actors.LATER"
+
+
+LATER: Any = _Later()
+"""What :meth:`Actor.handle_now` returns for a call it cannot answer at once: the call is then
+served by :meth:`Actor.handle_call` as usual."""
 
 
 class _RunState:
@@ -99,6 +111,20 @@ class Actor:
     async def handle_call(self, message: Any) -> Any:
         """Answer one ``ref.call(message)``. Runs inside the request's cancel scope."""
         raise UnknownMessage(self.name, message)
+
+    def handle_now(self, message: Any) -> Any:
+        """Answer one ``ref.call(message)`` at once, in the actor's own task, or return
+        :data:`LATER`.
+
+        The quick path for calls that need no waiting (a lookup, an admission decision):
+        the reply goes back without a task or a cancel scope of its own, which is most of
+        what a call costs. It is plain (not async), so it must not block; whatever it
+        returns other than :data:`LATER` is the reply. It raises like
+        :meth:`handle_call`: a request error fails this call only, anything else crashes
+        the actor. Not called unless overridden (then for every call, before
+        :meth:`handle_call`).
+        """
+        return LATER
 
     async def handle_cast(self, message: Any) -> None:
         """Handle one ``ref.cast(message)`` / ``ref.send(message)``; nobody waits for it."""
@@ -218,6 +244,7 @@ class Actor:
         nursery = state.nursery
         assert nursery is not None
         concurrent = self.concurrent
+        now = self.handle_now if type(self).handle_now is not Actor.handle_now else None
         burst = 0
         while not state.stopping and state.crash is None:
             # Take what is already queued without a checkpoint (trio's receive() yields to
@@ -252,6 +279,20 @@ class Actor:
             if request.kind is RequestKind.CAST:
                 await self._serve_cast(request, state)
                 continue
+            if now is not None and request.kind is RequestKind.CALL:
+                try:
+                    value = now(request.payload)
+                except Exception as exc:
+                    if self.is_request_error(exc):
+                        request.fail(exc)
+                        continue
+                    # ``run`` fails it with ActorFailed once the actor has unwound.
+                    state.in_flight.add(request)
+                    self._crash(exc, state)
+                    return
+                if value is not LATER:
+                    request.finish(outcome.Value(value))
+                    continue
             state.in_flight.add(request)
             if concurrent:
                 nursery.start_soon(self._serve_request, request, state)
@@ -397,7 +438,10 @@ class ActorRef(Record):
             KovaError: the handler's own request error.
         """
         request = Request(kind=RequestKind.CALL, payload=message)
-        await self._mailbox.put(request)
+        # Queued without a scheduler pass when there is room: waiting for the reply is the
+        # checkpoint (a caller already cancelled abandons the request there).
+        if not self._mailbox.offer(request):
+            await self._mailbox.put(request)
         await _wait_for(request)
         assert request.result is not None
         return request.result.unwrap()
@@ -435,7 +479,8 @@ class ActorRef(Record):
         send, receive = trio.open_memory_channel[Any](buffer)
         request = Request(kind=RequestKind.STREAM, payload=message, stream_send=send)
         try:
-            await self._mailbox.put(request)
+            if not self._mailbox.offer(request):
+                await self._mailbox.put(request)
         except BaseException:
             send.close()
             receive.close()

@@ -152,6 +152,21 @@ class Mailbox:
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             raise MailboxClosed(self.name) from None
 
+    def offer(self, request: Request) -> bool:
+        """Queue ``request`` if there is room now; False if the mailbox is full. Never a
+        checkpoint: the caller must await something (the reply) right after.
+
+        Raises:
+            MailboxClosed: the actor is stopped or stopping.
+        """
+        try:
+            self._send.send_nowait(request)
+        except trio.WouldBlock:
+            return False
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            raise MailboxClosed(self.name) from None
+        return True
+
     def put_nowait(self, request: Request) -> None:
         """Queue ``request`` now.
 

@@ -160,6 +160,9 @@ class Agent:
             (Message.system(config.system_prompt),) if config.system_prompt else ()
         )
         self._last_turn_input_tokens: int | None = None
+        # The last per-call overrides and the config they make: a caller passing the same
+        # InferenceConfig object turn after turn (the usual case) merges it once.
+        self._merged: tuple[InferenceConfig | None, InferenceConfig] = (None, config.inference)
 
     @property
     def config(self) -> AgentConfig:
@@ -499,7 +502,7 @@ class Agent:
         """
         provider, pool = self._running()
         config = self._config
-        inference = config.inference.merged(overrides)
+        inference = self._inference(overrides)
         # Read in this task, not asked of the tool pool: the registry never awaits, so this
         # is the same single-threaded read the pool would do, without an actor round trip
         # (three scheduler passes) on every turn.
@@ -532,7 +535,9 @@ class Agent:
                 chat = ChatRequest(messages=working, tools=tools, config=inference)
                 if not streamed:
                     if call is None:
-                        response = await provider.chat_completion(chat)
+                        # The history was checked at the boundary and every message added
+                        # since is kova's own: no second check of the whole history per call.
+                        response = await provider.complete_checked(chat)
                     else:
                         response = await call.complete(chat, streamed=False)
                 else:
@@ -622,6 +627,16 @@ class Agent:
                 )
             raise
 
+    def _inference(self, overrides: InferenceConfig | None) -> InferenceConfig:
+        """The agent's inference config with ``overrides`` merged in (cached for the last
+        overrides object: configs are frozen)."""
+        last, merged = self._merged
+        if overrides is last:
+            return merged
+        merged = self._config.inference.merged(overrides)
+        self._merged = (overrides, merged)
+        return merged
+
     def _check_budget(self, working: Sequence[Message], tools: Sequence[ToolDefinition]) -> None:
         budget = self._config.context_budget
         if budget is None:
@@ -693,7 +708,7 @@ class _ModelCall:
     async def complete(self, chat: ChatRequest, *, streamed: bool) -> ModelResponse:
         provider = self.start(streamed=streamed)
         try:
-            response = await provider.chat_completion(chat)
+            response = await provider.complete_checked(chat)
         except BaseException as exc:
             self.failed(exc)
             raise

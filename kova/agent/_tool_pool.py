@@ -212,6 +212,11 @@ class ToolPoolActor(Actor):
         on_event: Callable[[object], Awaitable[None]] | None,
         telemetry: tuple[TurnEmitter, int] | None = None,
     ) -> tuple[ToolResult, ...]:
+        if len(calls) == 1:  # the usual step: no nursery, no task of its own
+            call = calls[0]
+            if telemetry is None:
+                return (await self._run_one(call, on_event),)
+            return (await self._run_observed(call, on_event, *telemetry),)
         results: list[ToolResult | None] = [None] * len(calls)
 
         async def run_one(index: int, call: ToolUse) -> None:

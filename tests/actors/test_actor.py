@@ -10,7 +10,7 @@ import trio
 import trio.testing
 
 from kova import ActorError, ActorFailed, InvalidRequest, MailboxClosed
-from kova.actors import Actor, ActorRef, Backoff, open_runtime
+from kova.actors import LATER, Actor, ActorRef, Backoff, open_runtime
 
 
 class Echo(Actor):
@@ -508,3 +508,91 @@ async def test_a_burst_of_requests_is_admitted_at_once() -> None:
             for number in range(300):
                 nursery.start_soon(ref.call, number)
     assert actors[0].peak == 300
+
+
+class Quick(Actor):
+    """Answers lookups at once (``handle_now``); anything else in a task of its own."""
+
+    def __init__(self) -> None:
+        self.tasks: list[trio.lowlevel.Task] = []
+        self.slow_served = 0
+
+    def handle_now(self, message: Any) -> Any:
+        self.tasks.append(trio.lowlevel.current_task())
+        match message:
+            case ("get", key):
+                return {"a": 1}.get(key)
+            case ("bad-request", text):
+                raise InvalidRequest(text)
+            case ("crash", text):
+                raise RuntimeError(text)
+            case _:
+                return LATER
+
+    async def handle_call(self, message: Any) -> Any:
+        self.tasks.append(trio.lowlevel.current_task())
+        await trio.sleep(1)
+        self.slow_served += 1
+        return ("slow", message)
+
+
+async def test_handle_now_answers_in_the_actor_task_and_later_falls_back_to_handle_call(
+    autojump_clock: trio.testing.MockClock,
+):
+    actors: list[Quick] = []
+
+    def factory() -> Quick:
+        actors.append(Quick())
+        return actors[-1]
+
+    async with open_runtime() as runtime:
+        ref = await runtime.spawn(factory, name="quick")
+        assert await ref.call(("get", "a")) == 1
+        assert await ref.call(("get", "b")) is None  # a reply of None is still a reply
+        assert trio.current_time() == 0.0
+        assert await ref.call("other") == ("slow", "other")
+        assert trio.current_time() == 1.0
+    quick = actors[0]
+    # the two quick answers came from one task (the actor's own loop); the slow call was
+    # offered to handle_now first, there, and then served in a task of its own
+    main_task = quick.tasks[0]
+    assert quick.tasks[:3] == [main_task] * 3
+    assert quick.tasks[3] is not main_task
+    assert quick.slow_served == 1
+    assert repr(LATER) == "kova.actors.LATER"
+
+
+async def test_handle_now_request_error_fails_that_call_and_a_crash_restarts_the_actor() -> None:
+    actors: list[Quick] = []
+
+    def factory() -> Quick:
+        actors.append(Quick())
+        return actors[-1]
+
+    async with open_runtime(backoff=Backoff.none()) as runtime:
+        ref = await runtime.spawn(factory, name="quick")
+        with pytest.raises(InvalidRequest, match="no such key"):
+            await ref.call(("bad-request", "no such key"))
+        assert await ref.call(("get", "a")) == 1
+        assert len(actors) == 1  # a request error is not a crash
+        with pytest.raises(ActorFailed) as failed:
+            await ref.call(("crash", "bug in a quick handler"))
+        assert isinstance(failed.value.__cause__, RuntimeError)
+        assert await ref.call(("get", "a")) == 1
+    assert len(actors) == 2  # restarted
+
+
+async def test_a_call_made_already_cancelled_is_never_served(
+    autojump_clock: trio.testing.MockClock,
+):
+    """A call is queued without a checkpoint of its own (its wait for the reply is the
+    checkpoint): one made under a cancelled scope is abandoned there, and never served."""
+    actor = Blocked()
+    async with open_runtime() as runtime:
+        ref = await runtime.spawn(lambda: actor, name="blocked")
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await ref.call("never")
+        assert scope.cancelled_caught
+        assert await ref.call("after") == "after"
+    assert actor.served == ["after"]

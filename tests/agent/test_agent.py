@@ -481,6 +481,22 @@ async def test_run_with_config_overrides_only_what_it_sets() -> None:
     )
 
 
+async def test_each_turn_uses_its_own_overrides_when_they_change_from_turn_to_turn() -> None:
+    provider = ScriptedProvider([reply_text(str(n)) for n in range(5)])
+    base = InferenceConfig(model="base-model", max_tokens=100)
+    first, second = InferenceConfig(model="first"), InferenceConfig(temperature=0.5)
+    async with AgentBuilder().provider(provider).inference_config(base).build() as agent:
+        for overrides in (first, first, second, None, first):
+            await agent.run(HISTORY, config=overrides)
+    assert [request.config for request in provider.requests] == [
+        InferenceConfig(model="first", max_tokens=100),
+        InferenceConfig(model="first", max_tokens=100),
+        InferenceConfig(model="base-model", max_tokens=100, temperature=0.5),
+        base,
+        InferenceConfig(model="first", max_tokens=100),
+    ]
+
+
 # --- cancellation -------------------------------------------------------------------------------
 
 

@@ -13,9 +13,11 @@ from kova import (
     ActorFailed,
     ChatRequest,
     InferenceConfig,
+    InvalidRequest,
     MailboxClosed,
     Message,
     ModelInfo,
+    ModelResponse,
     RateLimited,
     StreamError,
     StreamEvent,
@@ -487,3 +489,89 @@ async def test_a_malformed_request_fails_its_caller_and_never_the_shared_actor(
                 pass
         assert (await ref.chat_completion(ChatRequest.of("hi"))).text == "fine"
         assert len(provider.requests) == 1  # nothing malformed was sent
+
+
+async def test_a_call_admitted_at_once_is_sent_from_the_caller_s_task() -> None:
+    """No cap and the gate open: the actor admits the call from its own loop and the caller's
+    task sends it (no task per request in the actor). With a cap, the actor serves it."""
+    senders: list[trio.lowlevel.Task] = []
+
+    def model(request: ScriptRequest) -> Reply:
+        senders.append(trio.lowlevel.current_task())
+        return reply_text("ok")
+
+    async with open_runtime() as runtime:
+        leased = await spawn_provider(runtime, FunctionProvider(model))
+        capped = await spawn_provider(runtime, FunctionProvider(model), max_in_flight=1)
+        assert (await leased.chat_completion(ChatRequest.of("hi"))).text == "ok"
+        assert senders[-1] is trio.lowlevel.current_task()
+        assert (await capped.chat_completion(ChatRequest.of("hi"))).text == "ok"
+        assert senders[-1] is not trio.lowlevel.current_task()
+
+
+async def test_a_leased_call_s_failures_are_recorded_and_retried_by_the_actor(
+    autojump_clock: trio.testing.MockClock,
+):
+    """The actor still owns the policy of a leased call: its error hook and retry hook run in
+    the actor's task, a rate limit pauses the gate for everyone, and the retry waits."""
+    sent_at: list[float] = []
+    hooks: list[tuple[str, trio.lowlevel.Task]] = []
+
+    def model(request: ScriptRequest) -> Reply:
+        sent_at.append(trio.current_time())
+        if len(sent_at) == 1:
+            return ErrorReply(status_code=529)
+        return reply_text("ok")
+
+    def on_error(error: object) -> None:
+        hooks.append(("error", trio.lowlevel.current_task()))
+
+    def on_retry(attempt: int, error: object, wait: float) -> None:
+        hooks.append(("retry", trio.lowlevel.current_task()))
+
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, FunctionProvider(model))
+        retry = RetryConfig(max_retries=2, initial_backoff=0.5)
+        observed = ref.with_retry(retry, on_error=on_error).observed(on_retry)
+        assert (await observed.chat_completion(ChatRequest.of("hi"))).text == "ok"
+        caller = trio.lowlevel.current_task()
+    assert sent_at == [0.0, 0.5]
+    assert [kind for kind, _task in hooks] == ["error", "retry"]
+    assert all(task is not caller for _kind, task in hooks)
+
+
+async def test_an_orderly_stop_lets_a_leased_call_finish_before_closing_the_provider(
+    autojump_clock: trio.testing.MockClock,
+):
+    provider = FunctionProvider(lambda request: reply_text("done"), latency=1.0)
+    answers: list[tuple[str, float, int]] = []
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, provider)
+
+        async def ask() -> None:
+            answer = await ref.chat_completion(ChatRequest.of("hi"))
+            answers.append((answer.text, trio.current_time(), provider.open_count))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask)
+            await trio.sleep(0.5)
+            await ref.stop()
+            assert trio.current_time() == 1.0  # the stop waited for the call in flight
+            assert provider.open_count == 0
+    assert answers == [("done", 1.0, 1)]  # answered while the provider was still open
+
+
+class _GroupRaising(ScriptedProvider):
+    async def chat_completion(self, request: ChatRequest) -> ModelResponse:
+        raise ExceptionGroup("two failures", [InvalidRequest("a"), InvalidRequest("b")])
+
+
+async def test_a_leased_call_s_request_error_group_reaches_its_caller_as_is() -> None:
+    provider = _GroupRaising([])
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, provider)
+        with pytest.raises(ExceptionGroup) as raised:
+            await ref.chat_completion(ChatRequest.of("hi"))
+        assert [str(e) for e in raised.value.exceptions] == ["a", "b"]
+        await ref.list_models()  # the actor is still serving
+    assert provider.open_count == 0

@@ -1,0 +1,175 @@
+"""The agent path's per-call overhead, in one process, next to the floor.
+
+    .venv/bin/python bench/agentpath.py [--calls 200] [--rounds 7] [--api openai] [--profile]
+
+Starts the mock server and, in one trio run, interleaves rounds of:
+
+- (b) ``calls`` sequential non-streaming calls: the floor (raw httpx2), kova's provider
+  called directly, the same through a provider actor, and ``Agent.run`` on an agent
+  without tools;
+- (e) ``calls`` agent turns with one tool round trip: the floor's hand-written loop and
+  ``Agent.run`` on an agent with one ``@tool``.
+
+Every client is open for the whole run and the rounds alternate between them, so machine
+noise hits them alike. Prints the median client CPU and wall per call (us) and the ratio to
+the floor of the same round. ``--profile`` instead runs ``cProfile`` over one round of
+``Agent.run`` calls and one of tool turns and prints the top functions by own time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import logging
+import os
+import pstats
+import statistics
+import sys
+import time
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import trio  # noqa: E402
+from clients.floor import Httpx2Trio  # noqa: E402
+from clients.kova_client import Kova, KovaActor, KovaAgent  # noqa: E402
+from run import MockServer, _pin_client, prepare_bodies  # noqa: E402
+
+ANSWER = 20
+
+
+async def _round(fn: Any, n: int) -> tuple[float, float]:
+    gc.collect()
+    c0, w0 = time.process_time(), time.perf_counter()
+    for _ in range(n):
+        await fn()
+    return (time.process_time() - c0) / n * 1e6, (time.perf_counter() - w0) / n * 1e6
+
+
+_TOOLS: Any = None
+
+
+async def _hand_loop(provider: Any, model: str) -> None:
+    """The floor's hand-written loop on kova's provider (what the agent adds is the rest)."""
+    global _TOOLS
+    from clients.floor import PROMPT
+    from payloads import TOOL_RESULT
+
+    from kova import ChatRequest, InferenceConfig, Message, Text, ToolDefinition, ToolResult
+
+    if _TOOLS is None:
+        _TOOLS = (
+            (
+                ToolDefinition(
+                    name="get_weather",
+                    description="Weather for a city.",
+                    parameters={"type": "object", "properties": {"city": {"type": "string"}}},
+                ),
+            ),
+            InferenceConfig(model=model, max_tokens=1024),
+        )
+    tools, config = _TOOLS
+    history = [Message(role="user", content=(Text(text=PROMPT),))]
+    for _ in range(4):
+        response = await provider.chat_completion(
+            ChatRequest(messages=history, tools=tools, config=config)
+        )
+        calls = response.tool_uses
+        if not calls:
+            return
+        history.append(Message.assistant(response.content))
+        history.append(
+            Message.tool_results([ToolResult(content=TOOL_RESULT, tool_use_id=c.id) for c in calls])
+        )
+
+
+async def _bench(base_url: str, api: str, n: int, rounds: int, profile: bool) -> None:
+    call_model = f"bench-n{ANSWER}"
+    turn_model = f"bench-tool-n{ANSWER}"
+    floor = Httpx2Trio(base_url, api)
+    direct = Kova(base_url, api)
+    actor = KovaActor(base_url, api)
+    agent = KovaAgent(base_url, api)
+    async with floor, direct, actor, agent:
+        rows: dict[str, Any] = {
+            "b floor": lambda: floor.call(call_model),
+            "b kova provider": lambda: direct.call(call_model),
+            "b provider actor": lambda: actor.call(call_model),
+            "b Agent.run": lambda: agent.call(call_model),
+            "e floor loop": lambda: floor.turn(turn_model),
+            "e same loop on kova provider": lambda: _hand_loop(direct.provider, turn_model),
+            "e Agent.run + tool": lambda: agent.turn(turn_model),
+        }
+        only = os.environ.get("ROWS")
+        if only:
+            rows = {k: v for k, v in rows.items() if k[0] in only or k == "b floor"}
+            if "e" in only:
+                rows["e floor loop"] = lambda: floor.turn(turn_model)
+        for fn in rows.values():  # warm-up (imports, connections, caches)
+            for _ in range(5):
+                await fn()
+        if profile:
+            for label in os.environ.get("PROFILE_ROWS", "b Agent.run,e Agent.run + tool").split(
+                ","
+            ):
+                profiler = cProfile.Profile(time.process_time)
+                profiler.enable()
+                await _round(rows[label], n)
+                profiler.disable()
+                print(f"== {label}: {n} calls, top by own time")
+                stats = pstats.Stats(profiler)
+                if os.environ.get("PROFILE_DUMP"):
+                    stats.dump_stats(os.environ["PROFILE_DUMP"] + label.replace(" ", "_"))
+                stats.sort_stats(os.environ.get("PROFILE_SORT", "tottime")).print_stats(
+                    int(os.environ.get("PROFILE_TOP", "25"))
+                )
+            return
+        cpu: dict[str, list[float]] = {k: [] for k in rows}
+        wall: dict[str, list[float]] = {k: [] for k in rows}
+        ratio_cpu: dict[str, list[float]] = {k: [] for k in rows}
+        ratio_wall: dict[str, list[float]] = {k: [] for k in rows}
+        for _ in range(rounds):
+            here: dict[str, tuple[float, float]] = {}
+            for label, fn in rows.items():
+                here[label] = await _round(fn, n)
+                cpu[label].append(here[label][0])
+                wall[label].append(here[label][1])
+            for label in rows:
+                base = here["b floor" if label.startswith("b") else "e floor loop"]
+                ratio_cpu[label].append(here[label][0] / base[0])
+                ratio_wall[label].append(here[label][1] / base[1])
+    print(f"{api} format, {n} calls a round, median of {rounds} interleaved rounds")
+    print("| row | CPU us/call | min | wall us/call | min | CPU x floor | calls/s x floor |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for label in rows:
+        med = statistics.median
+        print(
+            f"| {label} | {med(cpu[label]):.0f} | {min(cpu[label]):.0f} | "
+            f"{med(wall[label]):.0f} | {min(wall[label]):.0f} | "
+            f"{med(ratio_cpu[label]):.3f} | {med(1 / r for r in ratio_wall[label]):.3f} |"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--api", default="openai")
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    logging.disable(logging.CRITICAL)
+    server = MockServer()
+    _pin_client()  # the client on the other core, as in run.py
+    try:
+        size = {"answer": ANSWER, "calls": args.calls, "turns": args.calls}
+        server.prepare(args.api, prepare_bodies("b", size, size))
+        server.prepare(args.api, prepare_bodies("e", size, size))
+        trio.run(_bench, server.base_url, args.api, args.calls, args.rounds, args.profile)
+    finally:
+        server.close()
+
+
+if __name__ == "__main__":
+    main()
