@@ -438,8 +438,9 @@ class ActorRef(Record):
             KovaError: the handler's own request error.
         """
         request = Request(kind=RequestKind.CALL, payload=message)
-        # Queued without a scheduler pass when there is room: waiting for the reply is the
-        # checkpoint (a caller already cancelled abandons the request there).
+        # Queued without a scheduler pass when there is room (waiting for the reply is the
+        # checkpoint); a caller already cancelled does not queue it at all.
+        await trio.lowlevel.checkpoint_if_cancelled()
         if not self._mailbox.offer(request):
             await self._mailbox.put(request)
         await _wait_for(request)
@@ -479,6 +480,7 @@ class ActorRef(Record):
         send, receive = trio.open_memory_channel[Any](buffer)
         request = Request(kind=RequestKind.STREAM, payload=message, stream_send=send)
         try:
+            await trio.lowlevel.checkpoint_if_cancelled()
             if not self._mailbox.offer(request):
                 await self._mailbox.put(request)
         except BaseException:

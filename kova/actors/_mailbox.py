@@ -45,15 +45,18 @@ class Request:
     the actor moves it ``QUEUED -> RUNNING -> DONE``; a caller cancelled while it is still
     ``QUEUED`` marks it ``ABANDONED`` and the actor skips it. Both run on one trio thread, so
     each step is atomic between checkpoints and no lock is needed.
+
+    A plain slotted class, and its cancel scope made on first use: every call builds one, and
+    a call answered by ``handle_now`` (or abandoned) never needs the scope.
     """
 
     __slots__ = (
+        "_scope",
         "consumer_gone",
         "done",
         "kind",
         "payload",
         "result",
-        "scope",
         "state",
         "stream_send",
     )
@@ -67,12 +70,22 @@ class Request:
         self.kind = kind
         self.payload = payload
         self.stream_send = stream_send
-        self.scope = trio.CancelScope()
+        self._scope: trio.CancelScope | None = None
         self.done = trio.Event()
         self.result: outcome.Outcome[Any] | None = None
         self.state = _State.QUEUED
         # The stream consumer left; a BrokenResourceError from stream_send is expected.
         self.consumer_gone = False
+
+    @property
+    def scope(self) -> trio.CancelScope:
+        """The scope the actor serves the request in, made on first use (a call answered at
+        once never needs one); the caller cancels it to cancel the work, before or after the
+        actor entered it."""
+        scope = self._scope
+        if scope is None:
+            scope = self._scope = trio.CancelScope()
+        return scope
 
     def __repr__(self) -> str:
         return f"Request(kind={self.kind!r}, payload={self.payload!r}, state={self.state!r})"

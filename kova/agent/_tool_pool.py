@@ -317,7 +317,14 @@ class ToolPoolActor(Actor):
             return _Checked(
                 ToolResult.error(denial, tool_use_id=call.id), ToolOutcome.DENIED, approved
             )
-        async with self._limiter:
+        # The slot is taken without a scheduler pass when one is free (the tool's own awaits
+        # are its checkpoints); only a full pool waits.
+        limiter = self._limiter
+        try:
+            limiter.acquire_nowait()
+        except trio.WouldBlock:
+            await limiter.acquire()
+        try:
             if self.lifecycle is not None:
                 await self._hook("on_tool_start", self.lifecycle.on_tool_start, call)
             started = trio.current_time()
@@ -335,6 +342,8 @@ class ToolPoolActor(Actor):
                     duration=duration,
                     outcome=outcome,
                 )
+        finally:
+            limiter.release()
         return _Checked(result, outcome, approved, duration)
 
     async def _execute(self, tool: Tool, call: ToolUse) -> ToolResult:

@@ -585,8 +585,8 @@ async def test_handle_now_request_error_fails_that_call_and_a_crash_restarts_the
 async def test_a_call_made_already_cancelled_is_never_served(
     autojump_clock: trio.testing.MockClock,
 ):
-    """A call is queued without a checkpoint of its own (its wait for the reply is the
-    checkpoint): one made under a cancelled scope is abandoned there, and never served."""
+    """A call is queued without a scheduler pass of its own (its wait for the reply is the
+    checkpoint), but one made under a cancelled scope is not queued at all."""
     actor = Blocked()
     async with open_runtime() as runtime:
         ref = await runtime.spawn(lambda: actor, name="blocked")
