@@ -290,7 +290,17 @@ class HttpStream:
         generator to the garbage collector (trio then warns). Instead the response is closed
         first and every started iterator is *drained*: on a closed connection each ends or
         fails at once, so the whole chain finishes the normal way.
+
+        A body read to its end (a non-streaming call) has nothing left to do: httpx2 closed
+        the response when the body ended, and the iterators are finished, so no shielded
+        scope and deadline are set up (two cancel scopes a call).
         """
+        # A native async generator's frame is None once it has finished.
+        if self.response.is_closed and all(
+            getattr(generator, "ag_frame", generator) is None for generator in self._generators
+        ):
+            self._generators.clear()
+            return
         with trio.CancelScope(shield=True), trio.move_on_after(5):
             await self.response.aclose()
             while self._generators:
