@@ -381,8 +381,12 @@ def time_import(stmt: str, runs: int) -> list[float]:
         "print('IMPORT', time.perf_counter() - t0)"
     )
     cmd = [sys.executable, "-c", code]
-    # warm .pyc caches
-    subprocess.run(cmd, capture_output=True, env=_env(), check=False, preexec_fn=_pin_client)
+    # Warm the .pyc caches: this run must write bytecode even where the environment says
+    # PYTHONDONTWRITEBYTECODE, or every timed run of a freshly edited checkout compiles
+    # kova's changed modules from source while the floor's site-packages are compiled.
+    warm_env = _env()
+    warm_env.pop("PYTHONDONTWRITEBYTECODE", None)
+    subprocess.run(cmd, capture_output=True, env=warm_env, check=False, preexec_fn=_pin_client)
     out = []
     for _ in range(runs):
         proc = subprocess.run(

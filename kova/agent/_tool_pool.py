@@ -21,7 +21,6 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias, runtime_checkable
 
-import attrs
 import trio
 
 from .._errors import ToolError
@@ -165,22 +164,27 @@ class GetDefinitions(Record, Call[list[ToolDefinition]]):
     __slots__ = ()
 
 
-@attrs.define
 class ToolPoolActor(Actor):
     """Runs tool calls. See the module docstring for the order of checks."""
 
     concurrent: ClassVar[bool] = True
 
-    registry: ToolRegistry
-    max_concurrent: int = 10
-    approval: ApprovalHandler | ApprovalFunction | None = None
-    lifecycle: LifecycleHook | None = None
-    metrics: MetricsCollector | None = None
-    _limiter: trio.CapacityLimiter = attrs.field(init=False)
-    _approve_with_annotations: bool = attrs.field(init=False, default=False)
-
-    def __attrs_post_init__(self) -> None:
-        self._limiter = trio.CapacityLimiter(self.max_concurrent)
+    def __init__(
+        self,
+        *,
+        registry: ToolRegistry,
+        max_concurrent: int = 10,
+        approval: ApprovalHandler | ApprovalFunction | None = None,
+        lifecycle: LifecycleHook | None = None,
+        metrics: MetricsCollector | None = None,
+    ) -> None:
+        self.registry = registry
+        self.max_concurrent = max_concurrent
+        self.approval = approval
+        self.lifecycle = lifecycle
+        self.metrics = metrics
+        self._limiter = trio.CapacityLimiter(max_concurrent)
+        self._approve_with_annotations = False
         if self.approval is not None:
             approve = (
                 self.approval.approve

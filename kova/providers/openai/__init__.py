@@ -5,10 +5,10 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from ._client import OpenAiCompatibleProvider as OpenAiCompatibleProvider
 from ._config import OpenAiConfig as OpenAiConfig
-from ._config import OpenAiEmbeddingConfig as OpenAiEmbeddingConfig
 from ._stream import OpenAiStreamDecoder as OpenAiStreamDecoder
 
 if _TYPE_CHECKING:
+    from ._embeddings import OpenAiEmbeddingConfig as OpenAiEmbeddingConfig
     from ._embeddings import OpenAiEmbeddingProvider as OpenAiEmbeddingProvider
 
 __all__ = [
@@ -20,15 +20,20 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    # The embeddings provider loads on first use: a chat program does not pay for it.
-    if name != "OpenAiEmbeddingProvider":
-        raise AttributeError(f"module 'kova.providers.openai' has no attribute {name!r}")
-    from ._embeddings import OpenAiEmbeddingProvider
+_LAZY = frozenset({"OpenAiEmbeddingConfig", "OpenAiEmbeddingProvider"})
 
-    globals()[name] = OpenAiEmbeddingProvider
-    return OpenAiEmbeddingProvider
+
+def __getattr__(name: str) -> object:
+    # The embeddings provider and its config load on first use: a chat program does not pay
+    # for them.
+    if name not in _LAZY:
+        raise AttributeError(f"module 'kova.providers.openai' has no attribute {name!r}")
+    from . import _embeddings
+
+    value = getattr(_embeddings, name)
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | {"OpenAiEmbeddingProvider"})
+    return sorted(set(globals()) | _LAZY)

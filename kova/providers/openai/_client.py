@@ -13,7 +13,8 @@ if TYPE_CHECKING:
     import httpx2
 
     from ..._secret import Secret
-    from ._config import OpenAiConfig, OpenAiEmbeddingConfig
+    from ._config import OpenAiConfig
+    from ._embeddings import OpenAiEmbeddingConfig
 
 __all__ = ["OpenAiCompatibleProvider", "openai_auth"]
 

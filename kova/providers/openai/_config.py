@@ -12,7 +12,7 @@ from ..._secret import Secret
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["OpenAiConfig", "OpenAiEmbeddingConfig"]
+__all__ = ["OpenAiConfig"]
 
 DEFAULT_BASE_URL = "https://api.openai.com"
 
@@ -128,34 +128,6 @@ class OpenAiConfig:
     on that assistant message. Off (the default), reasoning is display text only."""
     extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, repr=False)
     """Sent with every request (e.g. ``OpenAI-Organization``, ``OpenAI-Project``)."""
-
-    def query_params(self) -> dict[str, str]:
-        """Query parameters sent with every request."""
-        return _query_params(self.api_version)
-
-
-@attrs.frozen(kw_only=True)
-class OpenAiEmbeddingConfig:
-    """How to reach an OpenAI-compatible ``/v1/embeddings`` endpoint."""
-
-    model: str = "text-embedding-3-small"
-    base_url: str = DEFAULT_BASE_URL
-    api_key: Secret | None = attrs.field(default=None, converter=_env_key)
-    """As :attr:`OpenAiConfig.api_key` (``OPENAI_API_KEY`` read at construction)."""
-    dimensions: int | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
-    )
-    """Ask the model to shorten vectors to this size (``text-embedding-3-*`` support it)."""
-    embeddings_path: str = "/v1/embeddings"
-    api_version: str | None = None
-    """Azure ``api-version`` (switches auth to the ``api-key`` header)."""
-    timeout: float = attrs.field(default=30.0, validator=attrs.validators.gt(0))
-    connect_timeout: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
-    )
-    batch_size: int = attrs.field(default=2048, validator=attrs.validators.gt(0))
-    """Inputs per request; OpenAI accepts at most 2048."""
-    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, repr=False)
 
     def query_params(self) -> dict[str, str]:
         """Query parameters sent with every request."""

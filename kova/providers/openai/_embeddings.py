@@ -15,7 +15,7 @@ from .._embedding import Embeddings, embed_in_batches
 from .._http import HttpTransport
 from ._client import openai_auth
 from ._codec import openai_error_details
-from ._config import endpoint_path
+from ._config import DEFAULT_BASE_URL, _env_key, _headers, _query_params, endpoint_path
 from ._convert import PROVIDER, decode_usage
 
 if TYPE_CHECKING:
@@ -24,9 +24,37 @@ if TYPE_CHECKING:
     import httpx2
 
     from ..._models import JSONValue, Usage
-    from ._config import OpenAiEmbeddingConfig
+    from ..._secret import Secret
 
-__all__ = ["OpenAiEmbeddingProvider", "decode_embeddings"]
+__all__ = ["OpenAiEmbeddingConfig", "OpenAiEmbeddingProvider", "decode_embeddings"]
+
+
+@attrs.frozen(kw_only=True)
+class OpenAiEmbeddingConfig:
+    """How to reach an OpenAI-compatible ``/v1/embeddings`` endpoint."""
+
+    model: str = "text-embedding-3-small"
+    base_url: str = DEFAULT_BASE_URL
+    api_key: Secret | None = attrs.field(default=None, converter=_env_key)
+    """As :attr:`OpenAiConfig.api_key` (``OPENAI_API_KEY`` read at construction)."""
+    dimensions: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
+    )
+    """Ask the model to shorten vectors to this size (``text-embedding-3-*`` support it)."""
+    embeddings_path: str = "/v1/embeddings"
+    api_version: str | None = None
+    """Azure ``api-version`` (switches auth to the ``api-key`` header)."""
+    timeout: float = attrs.field(default=30.0, validator=attrs.validators.gt(0))
+    connect_timeout: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
+    )
+    batch_size: int = attrs.field(default=2048, validator=attrs.validators.gt(0))
+    """Inputs per request; OpenAI accepts at most 2048."""
+    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, repr=False)
+
+    def query_params(self) -> dict[str, str]:
+        """Query parameters sent with every request."""
+        return _query_params(self.api_version)
 
 
 def _vector(value: JSONValue) -> list[float]:
