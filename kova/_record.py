@@ -34,6 +34,7 @@ from attrs.exceptions import FrozenInstanceError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Self
 
 __all__ = ["Record", "evolve", "set_field"]
 
@@ -149,6 +150,10 @@ class Record:
 
     def __hash__(self) -> int:
         return hash((self.__class__, *type(self).__record_key__(self)))
+
+    def __replace__(self, **changes: Any) -> Self:
+        """``copy.replace(value, **changes)`` (Python 3.13): a copy with ``changes`` applied."""
+        return evolve(self, **changes)
 
     def __getstate__(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__record_fields__}

@@ -123,6 +123,7 @@ def test_the_attrs_protocol_works_on_records() -> None:
     assert evolve(InferenceConfig(model="m"), max_tokens=5) == InferenceConfig(
         model="m", max_tokens=5
     )
+    assert Text(text="a").__replace__(text="b") == Text(text="b")  # copy.replace (3.13)
     with pytest.raises(ValueError, match="max_tokens"):
         attrs.evolve(InferenceConfig(), max_tokens=-1)  # evolve validates like the constructor
 
