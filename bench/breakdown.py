@@ -1,6 +1,6 @@
 """Where a streamed event's CPU goes in kova, stage by stage, next to the floor.
 
-    .venv/bin/python bench/breakdown.py [--chunks 20000] [--repeats 5] [--api openai]
+    .venv/bin/python bench/breakdown.py [--chunks 20000] [--repeats 5] [--api gemini]
 
 Starts the mock server and reads the same stream through successively more of kova's stack,
 printing the median client CPU per event of each stage (one process, trio, after a warm-up):
@@ -13,8 +13,9 @@ printing the median client CPU per event of each stage (one process, trio, after
 - ``kova provider actor``: the same through ``spawn_provider`` + ``ProviderRef``;
 - ``kova Agent.stream``: the path users call (an agent without tools, ``TextDelta`` counted).
 
-The difference between adjacent rows is what that layer costs per event. Not part of
-``run.py``: it is the tool for finding where a miss comes from.
+``--api`` is openai, anthropic, gemini or ollama. The difference between adjacent rows is
+what that layer costs per event. Not part of ``run.py``: it is the tool for finding where a
+miss comes from.
 """
 
 from __future__ import annotations
@@ -56,8 +57,13 @@ async def _stages(base_url: str, api: str, n: int, repeats: int) -> list[tuple[s
     from kova.providers._http import HttpTransport
 
     model = f"bench-n{n}"
-    body = _body(api, model, [{"role": "user", "content": PROMPT}], True)
-    url = base_url + _PATH[api]
+    path, params = _PATH[api], None
+    first: list[dict[str, Any]] = [{"role": "user", "content": PROMPT}]
+    if api == "gemini":  # the model and the method are in the path
+        path, params = f"{path}{model}:streamGenerateContent", {"alt": "sse"}
+        first = [{"role": "user", "parts": [{"text": PROMPT}]}]
+    body = _body(api, model, first, True)
+    url = base_url + path + ("?alt=sse" if params else "")
     results: list[tuple[str, list[float]]] = []
 
     async with httpx2.AsyncClient(headers=_HEADERS[api]) as client:
@@ -83,7 +89,7 @@ async def _stages(base_url: str, api: str, n: int, repeats: int) -> list[tuple[s
 
         async def chunks() -> None:
             async with transport.stream(
-                "POST", _PATH[api], json_body=body, headers=_HEADERS[api]
+                "POST", path, json_body=body, params=params, headers=_HEADERS[api]
             ) as stream:
                 async for _chunk in stream.raw_chunks():
                     pass
@@ -91,7 +97,7 @@ async def _stages(base_url: str, api: str, n: int, repeats: int) -> list[tuple[s
         async def framed() -> None:
             framer = make_framer()
             async with transport.stream(
-                "POST", _PATH[api], json_body=body, headers=_HEADERS[api]
+                "POST", path, json_body=body, params=params, headers=_HEADERS[api]
             ) as stream:
                 async for chunk in stream.raw_chunks():
                     framer.feed(chunk)

@@ -61,6 +61,33 @@ class SseEvent(NamedTuple):
     """The ``retry:`` field (milliseconds), if it had one."""
 
 
+_new_event = tuple.__new__
+"""Builds an :class:`SseEvent` from all four fields without the named tuple's Python-level
+``__new__`` (its default arguments cost a frame: 0.6 µs against 0.25 µs an event)."""
+
+
+def _crlf_events(chunk: str) -> list[SseEvent] | None:
+    """The events of ``chunk`` when it is whole one-line ``data:`` events (or blank lines),
+    each ended by ``\\r\\n\\r\\n``; None for anything else (the caller takes the general
+    path).
+
+    Equivalent to normalizing the line ends and splitting on blank lines: every block holds
+    neither ``\\r`` nor ``\\n``, so the separators are the only line ends and each one is a
+    blank line."""
+    blocks = chunk.split("\r\n\r\n")
+    if blocks.pop():
+        return None
+    events: list[SseEvent] = []
+    for block in blocks:
+        if "\r" in block or "\n" in block:
+            return None
+        if block.startswith("data: "):
+            events.append(_new_event(SseEvent, (block[6:], "message", None, None)))
+        elif block:
+            return None  # a comment, another field, "data:" without the space
+    return events
+
+
 class SseDecoder:
     """Incremental SSE decoder: :meth:`feed` text chunks, get complete events back.
 
@@ -92,11 +119,18 @@ class SseDecoder:
             self._skip_lf = False
             if chunk.startswith("\n"):
                 chunk = chunk[1:]
+        parts = self._parts
         if "\r" in chunk:
+            if not parts and chunk.endswith("\r\n\r\n"):
+                # The CRLF hot path (Gemini): whole one-line events, no normalizing copy.
+                crlf = _crlf_events(chunk)
+                if crlf is not None:
+                    return crlf
             if chunk.endswith("\r"):
                 self._skip_lf = True
-            chunk = chunk.replace("\r\n", "\n").replace("\r", "\n")
-        parts = self._parts
+            chunk = chunk.replace("\r\n", "\n")
+            if "\r" in chunk:
+                chunk = chunk.replace("\r", "\n")
         if parts:
             # A boundary is a blank line: "\n\n", possibly split between two chunks.
             if "\n\n" not in chunk and not (chunk[:1] == "\n" and parts[-1][-1:] == "\n"):
@@ -120,7 +154,7 @@ class SseDecoder:
         for block in blocks:
             # The hot path: one "data: ..." line per event (OpenAI, Anthropic).
             if block.startswith("data: ") and "\n" not in block:
-                events.append(SseEvent(block[6:]))
+                events.append(_new_event(SseEvent, (block[6:], "message", None, None)))
             elif (
                 # The other hot path: "event: <name>" then one "data: ..." line (Anthropic).
                 block.startswith("event: ")
@@ -128,7 +162,9 @@ class SseDecoder:
                 and block.startswith("data: ", newline + 1)
                 and block.find("\n", newline + 1) == -1
             ):
-                events.append(SseEvent(block[newline + 7 :], block[7:newline]))
+                events.append(
+                    _new_event(SseEvent, (block[newline + 7 :], block[7:newline], None, None))
+                )
             elif block:
                 event = self._parse(block)
                 if event is not None:

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kova import StreamError
+from kova.providers import NdjsonFramer, SseFramer
 from kova.providers._sse import SseDecoder, SseEvent
 
 
@@ -132,3 +133,82 @@ def test_agrees_with_httpx2_parser_on_data_and_event_names(text: str, cuts: list
     points = sorted({cut for cut in cuts if cut <= len(text)})
     pieces = [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
     assert [(e.data, e.event) for e in decode_all(*pieces)] == expected
+
+
+# --------------------------------------------------------------------------------------------
+# The framers on bytes: incremental UTF-8 (with its plain-decode fast path) and the CRLF path
+
+
+def frame_all(framer: SseFramer | NdjsonFramer, pieces: list[bytes]) -> list[object]:
+    frames: list[object] = []
+    for piece in pieces:
+        frames.extend(framer.feed(piece))
+    frames.extend(framer.finish())
+    return frames
+
+
+def split_at(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({cut for cut in cuts if cut <= len(data)})
+    return [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
+
+
+BYTES_SAMPLE = (
+    'data: {"t":"h\u00e9llo \u20ac \U0001f600"}\r\n\r\n'
+    ": ping\r\n\r\n"
+    "data: two\r\ndata: lines\r\n\r\n"
+    'data: {"t":"\u2028"}\n\n'
+    "event: e\rdata: cr\r\r"
+    "data: \u00e9\r\n\r\n"
+).encode() + b"data: bad \xff\xfe byte\r\n\r\ndata: cut \xe2\x82"
+
+
+@settings(deadline=None)  # wall-clock deadlines flake on a shared 2-core box
+@given(st.lists(st.integers(min_value=0, max_value=len(BYTES_SAMPLE)), max_size=14))
+def test_sse_framer_gives_the_same_events_for_any_byte_split(cuts: list[int]) -> None:
+    expected = decode_all(BYTES_SAMPLE.decode("utf-8", "replace"))
+    assert len(expected) == 7
+    assert expected[0] == SseEvent(data='{"t":"h\u00e9llo \u20ac \U0001f600"}')
+    assert expected[-1] == SseEvent(data="cut \ufffd")
+    assert frame_all(SseFramer(), split_at(BYTES_SAMPLE, cuts)) == expected
+
+
+@settings(deadline=None)  # wall-clock deadlines flake on a shared 2-core box
+@given(sse_text, st.lists(st.integers(min_value=0, max_value=400), max_size=6))
+def test_sse_framer_agrees_with_the_text_decoder(text: str, cuts: list[int]) -> None:
+    # The CRLF hot path (whole one-line events ended by \r\n\r\n) and the general path must
+    # frame every input the same.
+    data = (text + "\r\n\r\n").encode()
+    expected = decode_all(text + "\r\n\r\n")
+    assert frame_all(SseFramer(), split_at(data, cuts)) == expected
+    assert frame_all(SseFramer(), [data]) == expected
+
+
+def test_crlf_events_in_one_read_take_the_fast_path_and_agree() -> None:
+    text = 'data: {"a":1}\r\n\r\n\r\n\r\ndata: {"b":2}\r\n\r\n'
+    assert SseDecoder().feed(text) == [SseEvent(data='{"a":1}'), SseEvent(data='{"b":2}')]
+    # Not whole one-line events: the general path decides.
+    assert SseDecoder().feed("data: a\r\n\r\n: c\r\n\r\n") == [SseEvent(data="a")]
+    assert SseDecoder().feed("data: a\r\n\r\n\r\n") == [SseEvent(data="a")]
+    assert SseDecoder().feed("data: a\r\ndata: b\r\n\r\n") == [SseEvent(data="a\nb")]
+    decoder = SseDecoder()
+    assert decoder.feed("data: a\r\n\r\ndata: b") == [SseEvent(data="a")]
+    assert decoder.feed("\r\n\r\n") == [SseEvent(data="b")]
+
+
+NDJSON_SAMPLE = (
+    '{"t":"h\u00e9llo \U0001f600"}\n\n  \n{"t":"\u2028"}\r\n'.encode()
+    + b'{"t":"\xff"}\n{"t":"\xe2\x82'
+)
+
+
+@settings(deadline=None)  # wall-clock deadlines flake on a shared 2-core box
+@given(st.lists(st.integers(min_value=0, max_value=len(NDJSON_SAMPLE)), max_size=14))
+def test_ndjson_framer_gives_the_same_lines_for_any_byte_split(cuts: list[int]) -> None:
+    expected = [
+        '{"t":"h\u00e9llo \U0001f600"}',
+        '{"t":"\u2028"}\r',
+        '{"t":"\ufffd"}',
+        '{"t":"\ufffd',
+    ]
+    assert frame_all(NdjsonFramer(), [NDJSON_SAMPLE]) == expected
+    assert frame_all(NdjsonFramer(), split_at(NDJSON_SAMPLE, cuts)) == expected

@@ -84,30 +84,35 @@ class GeminiStreamDecoder:
                     f"the stream sent a chunk that is not JSON: {data[:200]!r}", provider=PROVIDER
                 )
                 break
+            # The hot path: one candidate, no finishReason, one part that is plain text.
+            # Subscripts instead of type checks: only a dict takes a string subscript, so a
+            # chunk of any other shape fails here and the checked path below reports it.
+            try:
+                candidate = chunk["candidates"][0]
+                parts = candidate["content"]["parts"]
+                part = parts[0]
+                text = part["text"]
+            except (LookupError, TypeError):
+                text = None
+            if (
+                type(text) is str
+                and len(parts) == 1
+                and len(part) == 1
+                and "finishReason" not in candidate
+                and "error" not in chunk
+            ):
+                if text:
+                    append(TextDelta(text=text))
+                usage = chunk.get("usageMetadata")
+                if usage is not None:
+                    self._usage = usage
+                continue
             if type(chunk) is not dict:
                 self.error = _bad_shape("a stream chunk", chunk)
                 break
             if "error" in chunk:
                 self.error = stream_error(chunk["error"])
                 break
-            # The hot path: one candidate, no finishReason, one plain text part.
-            candidates = chunk.get("candidates")
-            if type(candidates) is list and candidates:
-                candidate = candidates[0]
-                if type(candidate) is dict and "finishReason" not in candidate:
-                    content = candidate.get("content")
-                    parts = content.get("parts") if type(content) is dict else None
-                    if type(parts) is list and len(parts) == 1:
-                        part = parts[0]
-                        if type(part) is dict and len(part) == 1:
-                            text = part.get("text")
-                            if type(text) is str:
-                                if text:
-                                    append(TextDelta(text=text))
-                                usage = chunk.get("usageMetadata")
-                                if usage is not None:
-                                    self._usage = usage
-                                continue
             try:
                 self._chunk(chunk, out)
             except InvalidResponse as exc:
