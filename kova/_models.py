@@ -97,12 +97,16 @@ def _non_empty(name: str, value: str) -> str:
 class Text(Record):
     """Plain text."""
 
-    __slots__ = ("text",)
+    __slots__ = ("provider_metadata", "text")
 
     text: str
+    provider_metadata: JSONObject | None
+    """Opaque data a provider needs echoed back on this text (e.g. Gemini's
+    ``thoughtSignature``); only that provider's encoder reads it, the others ignore it."""
 
-    def __init__(self, *, text: str) -> None:
+    def __init__(self, *, text: str, provider_metadata: JSONObject | None = None) -> None:
         set_field(self, "text", text)
+        set_field(self, "provider_metadata", provider_metadata)
 
 
 class Image(Record):
@@ -304,8 +308,10 @@ class Message(Record):
 def block_to_dict(block: ContentBlock) -> dict[str, JSONValue]:
     """One content block as plain JSON, tagged with ``type``."""
     match block:
-        case Text(text=text):
+        case Text(text=text, provider_metadata=None):
             return {"type": "text", "text": text}
+        case Text(text=text, provider_metadata=metadata):
+            return {"type": "text", "text": text, "provider_metadata": metadata}
         case Image(media_type=media_type, data=data, url=url):
             return {"type": "image", "media_type": media_type, "data": data, "url": url}
         case ToolUse(id=id_, name=name, input=input_, provider_metadata=metadata):
@@ -381,7 +387,13 @@ def block_from_dict(data: object) -> ContentBlock:
     try:
         match kind:
             case "text":
-                return Text(text=_str(data, "text"))
+                metadata = data.get("provider_metadata")
+                return Text(
+                    text=_str(data, "text"),
+                    provider_metadata=None
+                    if metadata is None
+                    else _object(metadata, "provider_metadata"),
+                )
             case "image":
                 return Image(
                     media_type=_opt_str(data, "media_type"),
@@ -891,12 +903,16 @@ class ChatRequest(Record):
 class TextDelta(Record):
     """A piece of answer text."""
 
-    __slots__ = ("text",)
+    __slots__ = ("provider_metadata", "text")
 
     text: str
+    provider_metadata: JSONObject | None
+    """Set on the piece that ends a text part the provider attached data to (Gemini's
+    ``thoughtSignature``): the accumulated :class:`Text` carries it."""
 
-    def __init__(self, *, text: str) -> None:
+    def __init__(self, *, text: str, provider_metadata: JSONObject | None = None) -> None:
         set_field(self, "text", text)
+        set_field(self, "provider_metadata", provider_metadata)
 
 
 class ThinkingDelta(Record):

@@ -42,7 +42,7 @@ json_values = st.recursive(
 json_objects = st.dictionaries(st.text(max_size=8), json_values, max_size=4)
 ids = st.text(min_size=1, max_size=12)
 
-texts = st.builds(Text, text=st.text(max_size=40))
+texts = st.builds(Text, text=st.text(max_size=40), provider_metadata=st.none() | json_objects)
 images = st.one_of(
     st.builds(
         Image,
@@ -109,6 +109,23 @@ def test_history_from_a_list_names_the_dicts_function() -> None:
         kova.messages_from_json([{"role": "user", "content": []}])  # type: ignore[arg-type]
 
 
+def test_text_provider_metadata_is_stored_only_when_set() -> None:
+    # Histories stored before Text had provider_metadata read back unchanged, and a plain text
+    # block still stores as {"type", "text"}.
+    assert Message.user("hi").to_dict() == {
+        "role": "user",
+        "content": [{"type": "text", "text": "hi"}],
+    }
+    signed = Text(text="a", provider_metadata={"gemini_thought_signature": "c2ln"})
+    stored = Message.assistant([signed]).to_dict()
+    assert stored["content"] == [
+        {"type": "text", "text": "a", "provider_metadata": {"gemini_thought_signature": "c2ln"}}
+    ]
+    assert Message.from_dict(stored).content == (signed,)
+    assert signed != Text(text="a")
+    assert Message.assistant([signed]).text == "a"
+
+
 def test_message_constructors() -> None:
     assert Message.user("hi") == Message(role=Role.USER, content=(Text(text="hi"),))
     assert Message.assistant("yo").role is Role.ASSISTANT
@@ -145,6 +162,10 @@ def test_tool_use_rejects_empty_ids() -> None:
         ({"role": "user", "content": "hi"}, "list"),
         ({"role": "user", "content": [{"type": "video"}]}, "unknown content block"),
         ({"role": "user", "content": [{"type": "text"}]}, "text"),
+        (
+            {"role": "user", "content": [{"type": "text", "text": "a", "provider_metadata": 1}]},
+            "provider_metadata",
+        ),
         ({"role": "user", "content": [{"type": "tool_use", "id": "", "name": "f"}]}, "invalid"),
     ],
 )

@@ -78,7 +78,7 @@ def Thinking_like(text: str) -> object:  # a look-alike of another class
 
 
 def test_repr_names_every_field_in_order() -> None:
-    assert repr(Text(text="hi")) == "Text(text='hi')"
+    assert repr(Text(text="hi")) == "Text(text='hi', provider_metadata=None)"
     assert repr(Usage(input_tokens=1, output_tokens=2)) == (
         "Usage(input_tokens=1, output_tokens=2, total_tokens=3, cache_read_tokens=0, "
         "cache_creation_tokens=0, reasoning_tokens=0)"
@@ -119,7 +119,7 @@ def test_the_attrs_protocol_works_on_records() -> None:
     assert attrs.fields(ToolResult).is_error.default is False
     result = ToolResult(content="ok")
     assert attrs.evolve(result, tool_use_id="c1") == ToolResult(content="ok", tool_use_id="c1")
-    assert attrs.asdict(Text(text="a")) == {"text": "a"}
+    assert attrs.asdict(Text(text="a")) == {"text": "a", "provider_metadata": None}
     assert evolve(InferenceConfig(model="m"), max_tokens=5) == InferenceConfig(
         model="m", max_tokens=5
     )

@@ -106,18 +106,27 @@ class ResponseAccumulator:
     def feed(self, events: Iterable[StreamEvent]) -> None:
         items = self._items
         for event in events:
-            if type(event) is TextDelta:  # most events of a stream: skip the match
+            if type(event) is TextDelta and event.provider_metadata is None:
+                # Most events of a stream: skip the match.
                 if items and type(items[-1]) is list:
                     items[-1].append(event.text)
                 else:
                     items.append([event.text])
                 continue
             match event:
-                case TextDelta(text=text):
+                case TextDelta(text=text, provider_metadata=None):
                     if items and isinstance(items[-1], list):
                         items[-1].append(text)
                     else:
                         items.append([text])
+                case TextDelta(text=text, provider_metadata=metadata):
+                    # The piece that ends a text part with provider data (Gemini's
+                    # thoughtSignature): the part becomes one Text that carries it, and
+                    # the next piece starts a new one.
+                    if items and isinstance(run := items[-1], list):
+                        items.pop()
+                        text = "".join(run) + text
+                    items.append(Text(text=text, provider_metadata=metadata))
                 case ThinkingDelta(text=text):
                     self._thinking.append(text)
                 case ToolUseDelta(index=index, partial_json=fragment):

@@ -71,6 +71,7 @@ from .wire.gemini import (
     response_json,
     status_name,
     stop_to_finish_reason,
+    text_part,
     usage_json,
 )
 
@@ -291,8 +292,8 @@ class _ChunkEncoder:
 
     def encode(self, event: StreamEvent) -> bytes:
         match event:
-            case TextDelta(text=text):
-                return self._candidate([{"text": text}])
+            case TextDelta(text=text, provider_metadata=metadata):
+                return self._candidate([text_part(text, metadata) or {"text": text}])
             case ThinkingDelta(text=text):
                 return self._candidate([{"text": text, "thought": True}])
             case ToolUseStart() | ToolUseDelta() | ToolUseEnd():

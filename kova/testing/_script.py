@@ -287,8 +287,15 @@ def response_to_events(response: ModelResponse, *, chunk_chars: int = 8) -> list
         events.extend(ThinkingDelta(text=piece) for piece in _pieces(response.thinking, size))
     for index, block in enumerate(response.content):
         match block:
-            case Text(text=text):
-                events.extend(TextDelta(text=piece) for piece in _pieces(text, size))
+            case Text(text=text, provider_metadata=metadata):
+                pieces = _pieces(text, size)
+                if metadata is not None:
+                    # The last piece carries the block's provider data (as Gemini sends it).
+                    last = pieces.pop() if pieces else ""
+                    events.extend(TextDelta(text=piece) for piece in pieces)
+                    events.append(TextDelta(text=last, provider_metadata=metadata))
+                else:
+                    events.extend(TextDelta(text=piece) for piece in pieces)
             case Thinking(text=text, signature=signature):
                 events.extend(ThinkingDelta(text=piece) for piece in _pieces(text, size))
                 if signature is not None:

@@ -106,3 +106,56 @@ def test_response_survives_a_stream_round_trip(
     acc = ResponseAccumulator()
     acc.feed(response_to_events(original, chunk_chars=chunk))
     assert acc.finish() == original
+
+
+def test_a_delta_with_provider_metadata_ends_its_text_block_which_keeps_it() -> None:
+    signed = {"gemini_thought_signature": "c2ln"}
+    acc = ResponseAccumulator()
+    acc.feed(
+        [
+            TextDelta(text="It is "),
+            TextDelta(text="sunny.", provider_metadata=signed),
+            TextDelta(text=" Bye."),
+            ToolUseStart(index=0, id="t1", name="f"),
+            ToolUseEnd(index=0),
+            TextDelta(text="", provider_metadata={"gemini_thought_signature": "ZW1wdHk="}),
+            StopEvent(stop_reason=StopReason.TOOL_USE),
+        ]
+    )
+    assert acc.finish().content == (
+        Text(text="It is sunny.", provider_metadata=signed),
+        Text(text=" Bye."),
+        ToolUse(id="t1", name="f"),
+        # An empty text part that only carries a signature is kept (its signature goes back).
+        Text(text="", provider_metadata={"gemini_thought_signature": "ZW1wdHk="}),
+    )
+
+
+@given(
+    st.lists(st.tuples(texts, st.booleans()), min_size=1, max_size=4),
+    st.integers(min_value=1, max_value=10),
+)
+def test_signed_text_blocks_survive_a_stream_round_trip(
+    blocks: list[tuple[str, bool]], chunk: int
+) -> None:
+    content = tuple(
+        Text(text=text, provider_metadata={"sig": f"s{i}"} if signed else None)
+        for i, (text, signed) in enumerate(blocks)
+    )
+    # What a stream can carry: adjacent unsigned text merges into the next block.
+    expected: list[Text] = []
+    pending = ""
+    for block in content:
+        if block.provider_metadata is None:
+            pending += block.text
+        else:
+            expected.append(
+                Text(text=pending + block.text, provider_metadata=block.provider_metadata)
+            )
+            pending = ""
+    if pending:
+        expected.append(Text(text=pending))
+    original = ModelResponse(content=content, stop_reason=StopReason.END_TURN)
+    acc = ResponseAccumulator()
+    acc.feed(response_to_events(original, chunk_chars=chunk))
+    assert acc.finish().content == tuple(expected)

@@ -78,6 +78,17 @@ GEMINI_STREAM = (
 )
 
 
+GEMINI_CRLF_STREAM = (
+    # As Gemini frames it (CRLF line ends), a signed text part included.
+    _gemini(_gemini_text("Sure, "))
+    + _gemini(
+        {"candidates": [{"content": {"parts": [{"text": "it is ", "thoughtSignature": "c2ln"}]}}]}
+    )
+    + GEMINI_STREAM.split("\n\n")[2]
+    + "\n\n"
+).replace("\n", "\r\n")
+
+
 def _ollama_line(content: str, *, done: bool = False) -> dict[str, object]:
     line: dict[str, object] = {
         "model": "m",
@@ -165,6 +176,26 @@ CASES = [
             _gemini({"candidates": [{"content": {"parts": [{"text": 5}]}}]}),
             _gemini({"candidates": "x"}),
         ),
+    ),
+    Case(
+        name="gemini-crlf",
+        codec=GeminiCodec(GeminiConfig(model="m", api_key="k")),
+        stream=GEMINI_CRLF_STREAM,
+        error_frame=_gemini(
+            {"error": {"code": 503, "message": "busy", "status": "UNAVAILABLE"}}
+        ).replace("\n", "\r\n"),
+        error_class=ProviderErrorClass.OVERLOADED,
+        malformed=tuple(
+            frame.replace("\n", "\r\n")
+            for frame in (
+                "data: {oops\n\n",
+                _gemini({"candidates": [{"content": {"parts": "ab"}}]}),
+                _gemini({"candidates": [{"content": {"parts": ["ab"]}}]}),
+                _gemini({"candidates": [{"content": "ab"}]}),
+                _gemini({"candidates": [{"content": {"parts": [{"text": ["a"]}]}}]}),
+            )
+        ),
+        separator="\r\n\r\n",
     ),
     Case(
         name="ollama",

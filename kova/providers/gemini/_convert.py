@@ -11,7 +11,9 @@ History rules:
   ``{"error": ...}``), with the call's name and, where the model gave one, its id;
   adjacent turns of the same role are merged (Gemini wants them alternating);
 * a function call goes back as the model sent it, ``thoughtSignature`` included (kept in
-  :attr:`~kova.ToolUse.provider_metadata` under :data:`THOUGHT_SIGNATURE_KEY`);
+  :attr:`~kova.ToolUse.provider_metadata` under :data:`THOUGHT_SIGNATURE_KEY`); so does a
+  signed text part (the signature in :attr:`~kova.Text.provider_metadata`, under the same
+  key), which ends its text block;
 * thinking blocks (Gemini's are display text; other providers' are theirs) are dropped.
 """
 
@@ -66,13 +68,15 @@ __all__ = [
     "model_id",
     "model_path",
     "parse_retry_delay",
+    "signature_metadata",
     "stream_error",
 ]
 
 PROVIDER = "gemini"
 
 THOUGHT_SIGNATURE_KEY = "gemini_thought_signature"
-"""``ToolUse.provider_metadata`` key of the part's ``thoughtSignature`` (echoed unchanged)."""
+"""``ToolUse.provider_metadata`` / ``Text.provider_metadata`` key of the part's
+``thoughtSignature`` (echoed unchanged, only to Gemini)."""
 
 SYNTHETIC_ID_KEY = "gemini_synthetic_id"
 """``ToolUse.provider_metadata`` flag: the model sent no call id, kova made this one (it is
@@ -159,8 +163,11 @@ def _parts(
     parts: list[dict[str, JSONValue]] = []
     for block in content:
         match block:
-            case Text(text=text):
-                if text:
+            case Text(text=text, provider_metadata=metadata):
+                signature = metadata.get(THOUGHT_SIGNATURE_KEY) if metadata else None
+                if isinstance(signature, str):
+                    parts.append({"text": text, "thoughtSignature": signature})
+                elif text:
                     parts.append({"text": text})
             case Image():
                 parts.append(_image_part(block))
@@ -322,7 +329,7 @@ def tool_use_of(part: Mapping[str, object], position: int) -> ToolUse:
         )
     metadata: dict[str, JSONValue] = {}
     signature = part.get("thoughtSignature")
-    if isinstance(signature, str) and signature:
+    if type(signature) is str and signature:
         metadata[THOUGHT_SIGNATURE_KEY] = signature
     identifier = call.get("id")
     if not isinstance(identifier, str) or not identifier:
@@ -334,6 +341,15 @@ def tool_use_of(part: Mapping[str, object], position: int) -> ToolUse:
         input=dict(args),
         provider_metadata=metadata or None,
     )
+
+
+def signature_metadata(part: Mapping[str, object]) -> dict[str, JSONValue] | None:
+    """A part's ``thoughtSignature`` as provider metadata (``{THOUGHT_SIGNATURE_KEY: ...}``),
+    or None when it has none."""
+    signature = part.get("thoughtSignature")
+    if type(signature) is str and signature:
+        return {THOUGHT_SIGNATURE_KEY: signature}
+    return None
 
 
 def _candidate(body: Mapping[str, object]) -> Mapping[str, object] | None:
@@ -421,6 +437,11 @@ def decode_response(body: JSONValue) -> ModelResponse:
                 text.clear()
             content.append(tool_use_of(part, calls))
             calls += 1
+        elif (metadata := signature_metadata(part)) is not None and value is not None:
+            # A signed text part ends its text block, which keeps the signature.
+            text.append(value)
+            content.append(Text(text="".join(text), provider_metadata=metadata))
+            text.clear()
         elif value:
             text.append(value)
     if text:

@@ -4,7 +4,9 @@ events.
 Each SSE event is one whole ``GenerateContentResponse`` whose parts are *new* content:
 
 * a ``text`` part → :class:`~kova.TextDelta`; with ``thought: true`` →
-  :class:`~kova.ThinkingDelta` (never text);
+  :class:`~kova.ThinkingDelta` (never text); a ``thoughtSignature`` on a text part goes on
+  its delta as provider metadata (even when the text is empty, as the last chunk often is),
+  so the accumulated :class:`~kova.Text` carries it;
 * a ``functionCall`` part (it always arrives whole) → :class:`~kova.ToolUseStart` (id, name,
   and the part's ``thoughtSignature`` as provider metadata), one :class:`~kova.ToolUseDelta`
   with the arguments, :class:`~kova.ToolUseEnd`;
@@ -40,6 +42,7 @@ from ._convert import (
     blocked_reason,
     decode_usage,
     finish_reason_to_stop,
+    signature_metadata,
     stream_error,
     tool_use_of,
 )
@@ -154,11 +157,14 @@ class GeminiStreamDecoder:
             if text is not None:
                 if type(text) is not str:
                     raise _bad_shape("a part's text", text)
-                if text:
-                    if part.get("thought") is True:
+                if part.get("thought") is True:
+                    if text:
                         out.append(ThinkingDelta(text=text))
-                    else:
-                        out.append(TextDelta(text=text))
+                elif (metadata := signature_metadata(part)) is not None:
+                    # Ends the text part (even an empty one): the Text keeps the signature.
+                    out.append(TextDelta(text=text, provider_metadata=metadata))
+                elif text:
+                    out.append(TextDelta(text=text))
                 continue
             if "functionCall" in part:
                 index = self._calls

@@ -35,6 +35,7 @@ __all__ = [
     "response_json",
     "status_name",
     "stop_to_finish_reason",
+    "text_part",
     "usage_json",
 ]
 
@@ -94,7 +95,15 @@ def _decode_content(content: Mapping[str, JSONValue], calls: dict[str, str]) -> 
                 calls[use.name] = use.id
                 blocks.append(use)
             elif isinstance(part.get("text"), str):
-                blocks.append(Text(text=str(part["text"])))
+                signature = part.get("thoughtSignature")
+                blocks.append(
+                    Text(
+                        text=str(part["text"]),
+                        provider_metadata={THOUGHT_SIGNATURE_KEY: signature}
+                        if isinstance(signature, str)
+                        else None,
+                    )
+                )
         return [Message.assistant(blocks)] if blocks else []
     if role not in ("user", None):
         raise ValueError(f"unknown content role {role!r}")
@@ -276,14 +285,25 @@ def function_call_part(call: ToolUse) -> dict[str, JSONValue]:
     return part
 
 
+def text_part(text: str, metadata: Mapping[str, JSONValue] | None) -> dict[str, JSONValue] | None:
+    """A text part, with the ``thoughtSignature`` kept in ``metadata`` (None for an empty text
+    without one)."""
+    signature = metadata.get(THOUGHT_SIGNATURE_KEY) if metadata else None
+    if isinstance(signature, str):
+        return {"text": text, "thoughtSignature": signature}
+    return {"text": text} if text else None
+
+
 def response_json(response: ModelResponse, model: str) -> dict[str, JSONValue]:
     """A whole ``GenerateContentResponse`` for ``response``."""
     parts: list[JSONValue] = []
     if response.thinking:
         parts.append({"text": response.thinking, "thought": True})
     for block in response.content:
-        if isinstance(block, Text) and block.text:
-            parts.append({"text": block.text})
+        if isinstance(block, Text):
+            part = text_part(block.text, block.provider_metadata)
+            if part is not None:
+                parts.append(part)
         elif isinstance(block, ToolUse):
             parts.append(function_call_part(block))
     body: dict[str, JSONValue] = {

@@ -172,6 +172,54 @@ def test_a_result_for_an_unknown_call_is_a_clear_error() -> None:
         encode_contents([Message.tool_results([ToolResult(tool_use_id="nope", content="x")])])
 
 
+def test_a_signed_text_part_decodes_onto_its_text_and_goes_back_unchanged() -> None:
+    body = {
+        "candidates": [
+            {
+                "content": {
+                    "role": "model",
+                    "parts": [
+                        {"text": "plan", "thought": True},
+                        {"text": "It is "},
+                        {"text": "sunny.", "thoughtSignature": "c2lnLXRleHQ="},
+                        {"text": " Bye."},
+                        {"text": "", "thoughtSignature": "c2lnLWVtcHR5"},
+                    ],
+                },
+                "finishReason": "STOP",
+            }
+        ]
+    }
+    response = decode_response(body)
+    # A signed part ends its text block: the block keeps the signature; an empty signed part
+    # after unsigned text signs that text (as a whole response would have carried it).
+    assert response.content == (
+        Text(text="It is sunny.", provider_metadata={THOUGHT_SIGNATURE_KEY: "c2lnLXRleHQ="}),
+        Text(text=" Bye.", provider_metadata={THOUGHT_SIGNATURE_KEY: "c2lnLWVtcHR5"}),
+    )
+    assert response.text == "It is sunny. Bye."
+    _, contents = encode_contents([Message.user("q"), Message.assistant(response.content)])
+    assert contents[1] == {
+        "role": "model",
+        "parts": [
+            {"text": "It is sunny.", "thoughtSignature": "c2lnLXRleHQ="},
+            {"text": " Bye.", "thoughtSignature": "c2lnLWVtcHR5"},
+        ],
+    }
+
+
+def test_an_empty_signed_text_is_echoed_and_an_unsigned_one_dropped() -> None:
+    signed = Text(text="", provider_metadata={THOUGHT_SIGNATURE_KEY: "c2ln"})
+    other = Text(text="", provider_metadata={"openai_something": "x"})
+    history = [Message.user("q"), Message.assistant([other, signed, Text(text="")])]
+    _, contents = encode_contents(history)
+    assert contents[1] == {"role": "model", "parts": [{"text": "", "thoughtSignature": "c2ln"}]}
+    only_signed = decode_response(
+        {"candidates": [{"content": {"parts": [{"text": "", "thoughtSignature": "c2ln"}]}}]}
+    )
+    assert only_signed.content == (signed,)
+
+
 def test_foreign_and_own_thinking_is_dropped() -> None:
     history = [
         Message.user("q"),

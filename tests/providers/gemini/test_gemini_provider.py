@@ -26,7 +26,7 @@ from kova import (
     ToolUseStart,
     Usage,
 )
-from kova.agent import AgentBuilder
+from kova.agent import AgentBuilder, TurnCompleted
 from kova.errors import ProviderOverloaded
 from kova.providers import EmbeddingProvider, Provider
 from kova.providers.gemini import (
@@ -188,6 +188,35 @@ async def test_agent_tool_loop_echoes_the_call_and_its_signature(stream: bool) -
                 }
             ],
         },
+    ]
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streaming", "non-streaming"])
+async def test_agent_tool_loop_echoes_a_signed_text_part(stream: bool) -> None:
+    signed = Text(
+        text="Let me check the weather in Paris.",
+        provider_metadata={THOUGHT_SIGNATURE_KEY: "dGV4dC1zaWc="},
+    )
+    call = ToolUse(id="fc_1", name="get_weather", input={"city": "Paris"})
+    first = ModelResponse(content=(signed, call), stop_reason=StopReason.TOOL_USE)
+    replies = [StreamReply(response=first) if stream else first, reply_text("18°C, cloudy.")]
+    async with open_gemini_server(Script(replies)) as server:
+        agent = AgentBuilder().provider(provider_for(server)).tool(get_weather).build()
+        async with agent:
+            if stream:
+                async with agent.stream([Message.user("Paris?")]) as events:
+                    async for event in events:
+                        if isinstance(event, TurnCompleted):
+                            response = event.response
+            else:
+                response = await agent.run([Message.user("Paris?")])
+    # The signature arrived on the text part (streamed: on its last piece) ...
+    assert response.new_messages[0].content[0] == signed
+    # ... and goes back to Gemini unchanged, on the same text part.
+    second = server.chat_requests()[1].json()
+    assert second["contents"][1]["parts"] == [  # type: ignore[index,call-overload]
+        {"text": "Let me check the weather in Paris.", "thoughtSignature": "dGV4dC1zaWc="},
+        {"functionCall": {"id": "fc_1", "name": "get_weather", "args": {"city": "Paris"}}},
     ]
 
 

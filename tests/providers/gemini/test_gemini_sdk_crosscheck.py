@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 
 IMAGE = b"PNG-fake-image-data"
 SIGNATURE = b"signature-bytes-01"
+TEXT_SIGNATURE = b"text-signature-02"
 WEATHER_PARAMETERS = {
     "type": "object",
     "properties": {"city": {"type": "string"}},
@@ -186,6 +187,29 @@ def _round_trip_case() -> Case:
     )
 
 
+def _signed_text_case() -> Case:
+    signed = {THOUGHT_SIGNATURE_KEY: _b64(TEXT_SIGNATURE)}
+    history = [
+        Message.user("Hi"),
+        Message.assistant([Text(text="Hello! How can I help?", provider_metadata=signed)]),
+        Message.user("Weather in Paris?"),
+    ]
+    contents = [
+        types.Content(role="user", parts=[types.Part(text="Hi")]),
+        types.Content(
+            role="model",
+            parts=[types.Part(text="Hello! How can I help?", thought_signature=TEXT_SIGNATURE)],
+        ),
+        types.Content(role="user", parts=[types.Part(text="Weather in Paris?")]),
+    ]
+    return (
+        ChatRequest.of(history),
+        GeminiConfig(model="gemini-fake", api_key="k"),
+        contents,
+        types.GenerateContentConfig(),
+    )
+
+
 def _thinking_case() -> Case:
     return (
         ChatRequest.of("Think."),
@@ -248,6 +272,7 @@ CASES: dict[str, Callable[[], Case]] = {
     "sampling": _sampling_case,
     "tools": _tools_case,
     "tool-round-trip": _round_trip_case,
+    "signed-text": _signed_text_case,
     "thinking-budget": _thinking_case,
     "thinking-level": _thinking_level_case,
     "structured-output": _structured_case,
@@ -300,7 +325,10 @@ def _fields(config: GeminiConfig) -> dict[str, Any]:
 
 FIRST = ModelResponse(
     content=(
-        Text(text="Checking the weather in Paris for you."),
+        Text(
+            text="Checking the weather in Paris for you.",
+            provider_metadata={THOUGHT_SIGNATURE_KEY: _b64(TEXT_SIGNATURE)},
+        ),
         ToolUse(
             id="fc_9",
             name="get_weather",
@@ -320,8 +348,11 @@ FIRST = ModelResponse(
 )
 
 
-def _sdk_reading(responses: list[Any]) -> tuple[str, str, list[tuple[Any, ...]], Any]:
+def _sdk_reading(
+    responses: list[Any],
+) -> tuple[str, str, list[tuple[Any, ...]], Any, list[bytes]]:
     text, thinking, calls = "", "", []
+    text_signatures: list[bytes] = []
     usage = None
     for response in responses:
         if response.usage_metadata is not None:
@@ -339,9 +370,11 @@ def _sdk_reading(responses: list[Any]) -> tuple[str, str, list[tuple[Any, ...]],
                     )
                 elif part.thought:
                     thinking += part.text or ""
-                elif part.text:
-                    text += part.text
-    return text, thinking, calls, usage
+                else:
+                    text += part.text or ""
+                    if part.thought_signature is not None:
+                        text_signatures.append(part.thought_signature)
+    return text, thinking, calls, usage, text_signatures
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["generate", "stream"])
@@ -358,6 +391,11 @@ async def test_the_sdk_reads_the_fake_server_as_kova_does(stream: bool) -> None:
                     async for batch in batches:
                         events.extend(batch)
                 kova_text = "".join(e.text for e in events if isinstance(e, TextDelta))
+                kova_text_signatures = [
+                    e.provider_metadata[THOUGHT_SIGNATURE_KEY]
+                    for e in events
+                    if isinstance(e, TextDelta) and e.provider_metadata
+                ]
                 kova_thinking = "".join(e.text for e in events if isinstance(e, ThinkingDelta))
                 starts = [e for e in events if isinstance(e, ToolUseStart)]
                 deltas = [e for e in events if isinstance(e, ToolUseDelta)]
@@ -376,6 +414,11 @@ async def test_the_sdk_reads_the_fake_server_as_kova_does(stream: bool) -> None:
             else:
                 response = await provider.chat_completion(ChatRequest.of("q"))
                 kova_text, kova_thinking = response.text, response.thinking or ""
+                kova_text_signatures = [
+                    b.provider_metadata[THOUGHT_SIGNATURE_KEY]
+                    for b in response.content
+                    if isinstance(b, Text) and b.provider_metadata
+                ]
                 kova_calls = [
                     (
                         u.id,
@@ -397,8 +440,11 @@ async def test_the_sdk_reads_the_fake_server_as_kova_does(stream: bool) -> None:
             return [client.models.generate_content(model="gemini-fake", contents="q")]
 
         sdk_responses = await trio.to_thread.run_sync(sdk_call)
-    text, thinking, calls, usage = _sdk_reading(sdk_responses)
+    text, thinking, calls, usage, text_signatures = _sdk_reading(sdk_responses)
     assert kova_text == text == "Checking the weather in Paris for you."
+    # The text part's signature (streamed: on the text's last chunk) reads the same.
+    assert [base64.b64decode(s) for s in kova_text_signatures] == text_signatures
+    assert text_signatures == [TEXT_SIGNATURE]
     assert kova_thinking == thinking == "The user wants Paris weather."
     assert [(i, n, a) for i, n, a, _ in kova_calls] == [(i, n, a) for i, n, a, _ in calls]
     assert [base64.b64decode(s) for *_, s in kova_calls] == [s for *_, s in calls] == [SIGNATURE]

@@ -127,6 +127,36 @@ def test_chunk_boundaries_do_not_change_the_events(cuts: list[int]) -> None:
     assert split == whole
 
 
+def _text_chunk(text: str, **extra: object) -> dict[str, object]:
+    return {"candidates": [{"content": {"parts": [{"text": text, **extra}], "role": "model"}}]}
+
+
+SIGNED = {THOUGHT_SIGNATURE_KEY: "c2lnLXRleHQ="}
+
+
+@pytest.mark.parametrize("cut", [False, True])
+def test_a_signed_text_part_puts_its_signature_on_its_delta(cut: bool) -> None:
+    # Gemini signs the last text part; while streaming, the signature often comes alone in a
+    # last chunk with an empty text part.
+    finish = {"candidates": [{"content": {"parts": []}, "finishReason": "STOP"}]}
+    data = _sse(
+        _text_chunk("It is "),
+        _text_chunk("sunny.", thoughtSignature="c2lnLXRleHQ="),
+        _text_chunk("", thoughtSignature="c2lnLWVtcHR5"),
+        _text_chunk("x", thought=True, thoughtSignature="bm90LXRleHQ="),
+        finish,
+    )
+    events, error = _decode(data, list(range(0, len(data), 7)) if cut else None)
+    assert error is None
+    assert events == [
+        TextDelta(text="It is "),
+        TextDelta(text="sunny.", provider_metadata=SIGNED),
+        TextDelta(text="", provider_metadata={THOUGHT_SIGNATURE_KEY: "c2lnLWVtcHR5"}),
+        ThinkingDelta(text="x"),
+        StopEvent(stop_reason=StopReason.END_TURN),
+    ]
+
+
 def test_a_stream_cut_before_finish_reason_is_an_error() -> None:
     events, error = _decode(_sse(CHUNK_1, CHUNK_TEXT))
     assert isinstance(error, StreamError)
@@ -186,6 +216,11 @@ def test_max_tokens_and_safety() -> None:
         '{"candidates": [{"content": {"parts": [7]}}]}',
         '{"candidates": [{"content": {"parts": [{"text": 7}]}}]}',
         '{"candidates": [{"content": {"parts": [{"text": ["a"]}]}}]}',
+        '{"candidates": "ab"}',
+        '{"candidates": [{"content": "ab"}]}',
+        '{"candidates": [{"content": {"parts": "ab"}}]}',
+        '{"candidates": [{"content": {"parts": ["ab"]}}]}',
+        '{"candidates": {"0": {"content": {"parts": [{"text": "a"}]}}}}',
         '{"candidates": [{"content": {"parts": [{"functionCall": "f"}]}}]}',
         '{"candidates": [{"content": {"parts": [{"functionCall": {"name": 1}}]}}]}',
         '{"candidates": [{"content": {"parts": [{"functionCall": {"name": "f", "args": 1}}]}}]}',
@@ -219,6 +254,7 @@ def test_malformed_frames_are_invalid_response(data: str) -> None:
                         "error",
                         "promptFeedback",
                         "id",
+                        "thoughtSignature",
                     ]
                 ),
                 inner,
@@ -238,6 +274,8 @@ def test_any_json_is_events_of_the_right_types_or_invalid_response(value: object
     for event in events:
         if isinstance(event, TextDelta | ThinkingDelta):
             assert isinstance(event.text, str)
+        if isinstance(event, TextDelta) and event.provider_metadata is not None:
+            assert isinstance(event.provider_metadata[THOUGHT_SIGNATURE_KEY], str)
         if isinstance(event, ToolUseDelta):
             assert isinstance(json.loads(event.partial_json), dict)
     if decoder.error is not None:
