@@ -138,6 +138,11 @@ async def _demo(out: Callable[[str], None]) -> None:
         out(f"the fake server saw {len(server.chat_requests())} chat completion requests")
 
 
+def _print_errors(group: BaseExceptionGroup[Exception]) -> None:
+    for error in group.exceptions:
+        print(f"kova: {error}", file=sys.stderr)
+
+
 def _add_provider_flags(parser: argparse.ArgumentParser) -> None:
     from ._providers import PROVIDERS
 
@@ -242,12 +247,10 @@ def _main(argv: Sequence[str] | None) -> int:
                 parser.error("kova mcp tools needs a server command: kova mcp tools -- CMD ...")
             status = trio.run(_mcp_tools, server)
     except* ProviderSelectionError as selection:
-        for error in selection.exceptions:
-            print(f"kova: {error}", file=sys.stderr)
+        _print_errors(selection)
         status = 2
     except* KovaError as failures:
-        for failure in failures.exceptions:
-            print(f"kova: {failure}", file=sys.stderr)
+        _print_errors(failures)
         status = 1
     return status
 
@@ -309,12 +312,10 @@ def _serve(args: argparse.Namespace) -> int:
     except* KeyboardInterrupt:
         interrupted = True
     except* ProviderSelectionError as selection:
-        for error in selection.exceptions:
-            print(f"kova: {error}", file=sys.stderr)
+        _print_errors(selection)
         status = 2
     except* KovaError as failures:
-        for failure in failures.exceptions:
-            print(f"kova: {failure}", file=sys.stderr)
+        _print_errors(failures)
         status = 1
     if interrupted:
         print(file=sys.stderr)

@@ -267,13 +267,7 @@ class McpConnection(Actor):
                     if not session.ended.is_set():
                         session.lose("the MCP server closed the connection")
                     if not session.retired:
-                        log.warning(
-                            "mcp.connection.lost",
-                            connection=self._shared.name,
-                            session=session.number,
-                            reason=session.reason,
-                        )
-                        self._publish("connecting", error=session.reason)
+                        self._report_lost(session)
                     # Leaving the transport may wait on a server that stopped answering.
                     scope.deadline = trio.current_time() + CLOSE_GRACE
         except Exception as exc:
@@ -281,19 +275,22 @@ class McpConnection(Actor):
                 raise  # the connection attempt failed: nursery.start() raises it
             # The transport broke out of its context managers: the session is lost.
             session.lose(describe(exc))
-            log.warning(
-                "mcp.connection.lost",
-                connection=self._shared.name,
-                session=session.number,
-                reason=session.reason,
-            )
-            self._publish("connecting", error=session.reason)
+            self._report_lost(session)
         finally:
             if session is not None:
                 if self._session is session:
                     self._session = None
                 session.closed.set()
                 log.info("mcp.connection.closed", connection=self._shared.name)
+
+    def _report_lost(self, session: Session) -> None:
+        log.warning(
+            "mcp.connection.lost",
+            connection=self._shared.name,
+            session=session.number,
+            reason=session.reason,
+        )
+        self._publish("connecting", error=session.reason)
 
     async def _prepare(self, client: Client) -> None:
         """Bring a new session up to what the host asked for: log level, subscriptions."""
