@@ -604,7 +604,7 @@ class Agent:
                     accumulator = ResponseAccumulator()
                     leased = provider if call is None else call.start(streamed=True)
                     try:
-                        async with leased.chat_completion_stream(chat) as batches:
+                        async with leased.stream_checked(chat) as batches:
                             async for batch in batches:
                                 if call is not None and call.first:
                                     call.first_token()

@@ -78,6 +78,8 @@ __all__ = [
     "CallLease",
     "ChatCompletion",
     "LeaseCall",
+    "LeaseStream",
+    "StreamGrant",
     "CountTokens",
     "ListModels",
     "OpenStream",
@@ -212,14 +214,16 @@ class CallLease:
 
 
 class OpenStream(Record):
-    """Stream: one streaming completion; the single item is a :class:`StreamLease`."""
+    """Stream: one streaming completion; the single item is a :class:`StreamLease`.
+    ``tries`` counts the attempts already failed (for the retry policy)."""
 
-    __slots__ = ("on_error", "on_retry", "request", "retry")
+    __slots__ = ("on_error", "on_retry", "request", "retry", "tries")
 
     request: ChatRequest
     retry: RetryConfig
     on_error: ErrorHook | None
     on_retry: RetryHook | None
+    tries: int
 
     def __init__(
         self,
@@ -228,11 +232,39 @@ class OpenStream(Record):
         retry: RetryConfig | None = None,
         on_error: ErrorHook | None = None,
         on_retry: RetryHook | None = None,
+        tries: int = 0,
     ) -> None:
         set_field(self, "request", request)
         set_field(self, "retry", RetryConfig() if retry is None else retry)
         set_field(self, "on_error", on_error)
         set_field(self, "on_retry", on_retry)
+        set_field(self, "tries", tries)
+
+
+class LeaseStream(Record, Call["StreamGrant | None"]):
+    """Call: may the caller open one streaming completion itself, now? The reply is a
+    :class:`StreamGrant` when the actor admits it at once (no cap, the gate open), else
+    ``None``: the caller asks for an actor-served stream (:class:`OpenStream`) instead."""
+
+    __slots__ = ("request",)
+
+    request: ChatRequest
+
+    def __init__(self, *, request: ChatRequest) -> None:
+        set_field(self, "request", request)
+
+
+class StreamGrant:
+    """One streamed attempt the actor admitted, to run in the caller's own task: ``open()``
+    is the provider's stream of that one request. What it may touch: that one response. The
+    caller sets ``done`` once the response is closed, whatever the outcome (the actor's stop
+    waits for it)."""
+
+    __slots__ = ("__weakref__", "done", "open")
+
+    def __init__(self, open: Callable[[], AbstractAsyncContextManager[EventBatches]]) -> None:
+        self.open = open
+        self.done = trio.Event()
 
 
 class CountTokens(Record, Call[int]):
@@ -320,7 +352,7 @@ class ProviderActor(Actor):
         self._provider = provider
         self._limiter = trio.CapacityLimiter(max_in_flight) if max_in_flight else None
         self._paused_until = -math.inf
-        self._leases: weakref.WeakSet[CallLease] = weakref.WeakSet()
+        self._leases: weakref.WeakSet[CallLease | StreamGrant] = weakref.WeakSet()
 
     @property
     def paused_until(self) -> float:
@@ -349,6 +381,12 @@ class ProviderActor(Actor):
                 lease = CallLease(attempt=partial(self._provider.chat_completion, request))
                 self._leases.add(lease)
                 return lease
+            case LeaseStream(request=request):
+                if self._limiter is not None or self._paused_until > trio.current_time():
+                    return None  # wait for a slot or the gate: an actor-served stream
+                grant = StreamGrant(open=partial(self._provider.chat_completion_stream, request))
+                self._leases.add(grant)
+                return grant
             case AttemptFailed(
                 error=error, tries=tries, retry=retry, on_error=on_error, on_retry=on_retry
             ):
@@ -382,8 +420,10 @@ class ProviderActor(Actor):
 
     async def handle_stream(self, message: Any, send: trio.MemorySendChannel[Any]) -> None:
         match message:
-            case OpenStream(request=request, retry=retry, on_error=on_error, on_retry=on_retry):
-                await self._stream(request, retry, on_error, send, on_retry)
+            case OpenStream(
+                request=request, retry=retry, on_error=on_error, on_retry=on_retry, tries=tries
+            ):
+                await self._stream(request, retry, on_error, send, on_retry, tries)
             case _:
                 raise UnknownMessage(self.name, message, kind="stream")
 
@@ -432,8 +472,8 @@ class ProviderActor(Actor):
         on_error: ErrorHook | None,
         send: trio.MemorySendChannel[Any],
         on_retry: RetryHook | None = None,
+        tries: int = 0,
     ) -> None:
-        tries = 0
         while True:
             try:
                 async with (
@@ -634,18 +674,77 @@ class ProviderRef(Record):
 
         The stream is leased (see the module docstring). Errors before any content (HTTP
         statuses, an overload or rate-limit event first thing in the stream) are retried by
-        the actor and, once retries are spent, raise on entering; later errors raise from the
-        iterator and are never retried.
+        the actor's policy and, once retries are spent, raise on entering; later errors raise
+        from the iterator and are never retried.
 
         Raises:
             MailboxClosed: the provider actor is stopped.
         """
-        async with self.ref.stream(
+        async with self.stream_checked(_checked(request)) as batches:
+            yield batches
+
+    @asynccontextmanager
+    async def stream_checked(self, request: ChatRequest) -> AsyncIterator[EventBatches]:
+        """:meth:`chat_completion_stream` for a request already known to be well formed (see
+        :meth:`complete_checked`). Internal to kova."""
+        ref = self.ref
+        message = LeaseStream(request=request)
+        tries = 0
+        while True:
+            grant = await ref.call(message)
+            if grant is None:
+                break  # a cap or a closed gate: the actor serves the stream
+            error: KovaError | None = None
+            content = False
+            try:
+                async with grant.open() as batches:
+                    try:
+                        first = await _first_content(batches)
+                    except KovaError as exc:
+                        error = exc
+                    else:
+                        content = True
+                        try:
+                            yield _LeasedBatches(StreamLease(first=first, rest=batches))
+                        except RateLimited as exc:
+                            if exc.retry_after is not None:
+                                self._report_rate_limit(exc.retry_after)
+                            raise
+                        return
+            except KovaError as exc:
+                if content:
+                    raise  # the consumer's, or the stream's after its content: never retried
+                error = exc  # the request failed on opening (an HTTP status)
+            except Exception as exc:
+                if content or (
+                    isinstance(exc, BaseExceptionGroup) and exc.split(KovaError)[1] is None
+                ):
+                    raise
+                await ref.call(AttemptCrashed(error=exc))
+                raise AssertionError("unreachable: the actor crashed") from exc
+            finally:
+                grant.done.set()
+            assert error is not None
+            delay = await ref.call(
+                AttemptFailed(
+                    error=error,
+                    tries=tries,
+                    retry=self.retry,
+                    on_error=self.on_error,
+                    on_retry=self.on_retry,
+                )
+            )
+            if delay is None:
+                raise error
+            await trio.sleep(delay)
+            tries += 1
+        async with ref.stream(
             OpenStream(
-                request=_checked(request),
+                request=request,
                 retry=self.retry,
                 on_error=self.on_error,
                 on_retry=self.on_retry,
+                tries=tries,
             ),
             buffer=1,
         ) as items:

@@ -18,6 +18,7 @@ from kova import (
     Message,
     ModelInfo,
     ModelResponse,
+    ProviderOverloaded,
     RateLimited,
     StreamError,
     StreamEvent,
@@ -575,3 +576,141 @@ async def test_a_leased_call_s_request_error_group_reaches_its_caller_as_is() ->
         assert [str(e) for e in raised.value.exceptions] == ["a", "b"]
         await ref.list_models()  # the actor is still serving
     assert provider.open_count == 0
+
+
+async def _read_stream(provider: Provider, request: ChatRequest) -> str:
+    text = []
+    async with provider.chat_completion_stream(request) as batches:
+        async for batch in batches:
+            text += [event.text for event in batch if isinstance(event, TextDelta)]
+    return "".join(text)
+
+
+async def test_a_stream_admitted_at_once_is_opened_from_the_caller_s_task() -> None:
+    """No cap and the gate open: the caller's task opens the stream itself (the actor only
+    admits it, from its own loop). With a cap, the actor opens it and leases the rest."""
+    openers: list[trio.lowlevel.Task] = []
+
+    def model(request: ScriptRequest) -> Reply:
+        openers.append(trio.lowlevel.current_task())
+        return reply_text("streamed")
+
+    async with open_runtime() as runtime:
+        leased = await spawn_provider(runtime, FunctionProvider(model))
+        capped = await spawn_provider(runtime, FunctionProvider(model), max_in_flight=1)
+        assert await _read_stream(leased, ChatRequest.of("hi")) == "streamed"
+        assert openers[-1] is trio.lowlevel.current_task()
+        assert await _read_stream(capped, ChatRequest.of("hi")) == "streamed"
+        assert openers[-1] is not trio.lowlevel.current_task()
+
+
+async def test_a_leased_stream_s_failures_before_content_are_retried_by_the_actor(
+    autojump_clock: trio.testing.MockClock,
+):
+    """The actor still owns the policy of a stream the caller opened: a rate limit before any
+    content is recorded by the actor's hooks, pauses the gate for every request, and is
+    retried after the wait; a request sent while the gate is closed waits for it."""
+    sent_at: list[float] = []
+    hooks: list[tuple[str, trio.lowlevel.Task]] = []
+
+    def model(request: ScriptRequest) -> Reply:
+        sent_at.append(trio.current_time())
+        if len(sent_at) == 1:
+            return ErrorReply(status_code=429, retry_after=2.0)
+        return reply_text("ok")
+
+    def on_error(error: object) -> None:
+        hooks.append(("error", trio.lowlevel.current_task()))
+
+    def on_retry(attempt: int, error: object, wait: float) -> None:
+        hooks.append(("retry", trio.lowlevel.current_task()))
+
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, FunctionProvider(model))
+        retry = RetryConfig(max_retries=2, initial_backoff=0.5)
+        observed = ref.with_retry(retry, on_error=on_error).observed(on_retry)
+        caller = trio.lowlevel.current_task()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_read_stream, observed, ChatRequest.of("first"))
+            await trio.sleep(1.0)
+            # the gate is closed until 2.0: this one waits for it, served by the actor
+            assert await _read_stream(ref, ChatRequest.of("second")) == "ok"
+    assert sorted(sent_at) == [0.0, 2.0, 2.0]
+    assert [kind for kind, _task in hooks] == ["error", "retry"]
+    assert all(task is not caller for _kind, task in hooks)
+
+
+async def test_a_leased_stream_gives_up_when_its_retries_are_spent(
+    autojump_clock: trio.testing.MockClock,
+):
+    def model(request: ScriptRequest) -> Reply:
+        return ErrorReply(status_code=529)
+
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, FunctionProvider(model))
+        limited = ref.with_retry(RetryConfig(max_retries=1, initial_backoff=0.5))
+        with pytest.raises(ProviderOverloaded):
+            await _read_stream(limited, ChatRequest.of("hi"))
+        assert trio.current_time() == 0.5  # one retry, after one backoff
+        assert await ref.list_models()  # the actor is still serving
+
+
+async def test_an_error_after_content_of_a_leased_stream_is_never_retried() -> None:
+    calls: list[int] = []
+
+    def model(request: ScriptRequest) -> Reply:
+        calls.append(1)
+        return StreamReply(response=reply_text("partial answer"), chunk_chars=1, cut_after=3)
+
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, FunctionProvider(model))
+        with pytest.raises(StreamError):
+            await _read_stream(ref, ChatRequest.of("hi"))
+    assert calls == [1]
+
+
+async def test_an_orderly_stop_waits_for_a_leased_stream_to_close(
+    autojump_clock: trio.testing.MockClock,
+):
+    provider = RecordingProvider(
+        [StreamReply(response=reply_text("0123"), chunk_chars=1)],
+        batch_size=1,
+        batch_delay=1.0,
+    )
+    done: list[tuple[str, float]] = []
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, provider)
+
+        async def consume() -> None:
+            text = await _read_stream(ref, ChatRequest.of("hi"))
+            done.append((text, trio.current_time()))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consume)
+            await trio.sleep(0.5)
+            await ref.stop()
+            assert provider.open_count == 0
+    assert done[0][0].startswith("0123")
+    assert provider.log[-1][0] == "closed"
+    assert provider.log[-1][2] <= done[0][1]  # closed before the provider was
+
+
+async def test_a_provider_bug_in_a_leased_stream_crashes_the_actor_not_the_caller(
+    autojump_clock: trio.testing.MockClock,
+):
+    """An unexpected exception while the caller's task opens a leased stream is the actor's
+    fault: the caller gets ActorFailed, the actor restarts with the provider reopened."""
+
+    def model(request: ScriptRequest) -> Reply:
+        if len(provider.requests) == 1:
+            raise RuntimeError("codec bug")
+        return reply_text("recovered")
+
+    provider = FunctionProvider(model)
+    async with open_runtime(backoff=Backoff.none()) as runtime:
+        ref = await spawn_provider(runtime, provider)
+        with pytest.raises(ActorFailed) as failed:
+            await _read_stream(ref, ChatRequest.of("hi"))
+        assert isinstance(failed.value.__cause__, RuntimeError)
+        assert await _read_stream(ref, ChatRequest.of("again")) == "recovered"
+        assert provider.open_count == 1
