@@ -26,7 +26,10 @@ Why not iterate ``httpx2.EventSource`` (DESIGN.md prefers the library's SSE supp
   with one event per read (1.8 µs with 8 per read), against about 0.8 µs here, delivered as
   batches; ``json.loads`` of the same chunk costs about 2 µs. The decoder splits on blank
   lines first and takes a one-line ``data:`` event with one ``startswith`` and one slice;
-  only other events go through line-by-line field parsing.
+  only other events go through line-by-line field parsing. A read of whole one-line events
+  framed with ``\r\n`` (Gemini's streams) is split on ``\r\n\r\n`` directly, without
+  first copying the read to normalize its line ends (that copy was a quarter of the framing
+  cost of a Gemini event).
 
 The decoder is pure (no I/O, no clock) and enforces a size limit per event so a server that
 never ends a line cannot grow memory without bound.
