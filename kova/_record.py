@@ -106,24 +106,32 @@ class Record:
     ) -> None:
         super().__init_subclass__(**kwargs)
         own = cls.__dict__.get("__slots__", ())
-        own = {own} if isinstance(own, str) else set(own)
+        if isinstance(own, str):
+            own = (own,)
         # The fields in the order of their annotations (__slots__ is sorted).
         annotations = cls.__dict__.get("__annotations__", {})  # noqa: RUF063  # the cheap way
-        new = tuple(
-            name
-            for name, hint in annotations.items()
-            if not str(hint).startswith(("ClassVar", "typing.ClassVar"))
-        )
-        if set(new) != own:
+        if len(annotations) == len(own):
+            new = tuple(annotations)
+        else:
+            new = tuple(
+                name
+                for name, hint in annotations.items()
+                if not str(hint).startswith(("ClassVar", "typing.ClassVar"))
+            )
+        if set(new) != set(own):
             raise TypeError(f"{cls.__name__}: __slots__ must list exactly its annotated fields")
-        base_fields = cls.__record_fields__
-        fields = (*base_fields, *new)
-        eq_names = {*cls.__record_eq__, *(name for name in fields if name not in base_fields)}
-        repr_names = {*cls.__record_repr__, *(name for name in fields if name not in base_fields)}
+        base = cls.__record_fields__
+        fields = (*base, *new) if base else new
+        eq_fields = (*cls.__record_eq__, *new) if base else new
+        repr_fields = (*cls.__record_repr__, *new) if base else new
+        if eq_exclude:
+            eq_fields = tuple(name for name in eq_fields if name not in eq_exclude)
+        if repr_exclude:
+            repr_fields = tuple(name for name in repr_fields if name not in repr_exclude)
         cls.__record_fields__ = fields
-        cls.__record_eq__ = tuple(n for n in fields if n in eq_names and n not in eq_exclude)
-        cls.__record_repr__ = tuple(n for n in fields if n in repr_names and n not in repr_exclude)
-        cls.__record_key__ = staticmethod(_key_getter(cls.__record_eq__))
+        cls.__record_eq__ = eq_fields
+        cls.__record_repr__ = repr_fields
+        cls.__record_key__ = staticmethod(_key_getter(eq_fields))
 
     def __setattr__(self, name: str, value: object) -> None:
         raise FrozenInstanceError
