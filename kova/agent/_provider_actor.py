@@ -203,13 +203,16 @@ class AttemptCrashed(Record, Call[None]):
 
 class CallLease:
     """What a call's caller receives when the actor admits it at once: the one attempt to run
-    in the caller's own task. What it may touch: that one request. The caller sets ``done``
-    when the attempt is over, whatever its outcome (the actor's stop waits for it)."""
+    in the caller's own task. What it may touch: that one request. The caller sets
+    ``running`` as it starts the attempt and ``done`` when it is over, whatever its outcome:
+    the actor's stop waits for the running ones (a lease its caller dropped, cancelled just
+    as it arrived, holds nothing up)."""
 
-    __slots__ = ("__weakref__", "attempt", "done")
+    __slots__ = ("__weakref__", "attempt", "done", "running")
 
     def __init__(self, attempt: Callable[[], Awaitable[ModelResponse]]) -> None:
         self.attempt = attempt
+        self.running = False
         self.done = trio.Event()
 
 
@@ -257,13 +260,14 @@ class LeaseStream(Record, Call["StreamGrant | None"]):
 class StreamGrant:
     """One streamed attempt the actor admitted, to run in the caller's own task: ``open()``
     is the provider's stream of that one request. What it may touch: that one response. The
-    caller sets ``done`` once the response is closed, whatever the outcome (the actor's stop
-    waits for it)."""
+    caller sets ``running`` as it opens the stream and ``done`` once the response is closed,
+    whatever the outcome (the actor's stop waits for the running ones)."""
 
-    __slots__ = ("__weakref__", "done", "open")
+    __slots__ = ("__weakref__", "done", "open", "running")
 
     def __init__(self, open: Callable[[], AbstractAsyncContextManager[EventBatches]]) -> None:
         self.open = open
+        self.running = False
         self.done = trio.Event()
 
 
@@ -371,7 +375,8 @@ class ProviderActor(Actor):
             state = self._kova_state
             if state is None or state.crash is None:
                 for lease in list(self._leases):
-                    await lease.done.wait()
+                    if lease.running:
+                        await lease.done.wait()
 
     def handle_now(self, message: Any) -> Any:
         match message:
@@ -642,6 +647,7 @@ class ProviderRef(Record):
             reply = await ref.call(message)
             if not isinstance(reply, CallLease):
                 return reply  # served in the actor, retries and all
+            reply.running = True
             try:
                 return await reply.attempt()
             except KovaError as exc:
@@ -696,6 +702,7 @@ class ProviderRef(Record):
                 break  # a cap or a closed gate: the actor serves the stream
             error: KovaError | None = None
             content = False
+            grant.running = True
             try:
                 async with grant.open() as batches:
                     try:
