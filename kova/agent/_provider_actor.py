@@ -52,7 +52,7 @@ import weakref
 from collections.abc import Callable
 from contextlib import asynccontextmanager, nullcontext, suppress
 from functools import partial
-from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeAlias
 
 import trio
 
@@ -106,34 +106,8 @@ values cross: the actor's limiter, gate and provider stay its own. It must not b
 raise; ``None`` (nobody listens) costs nothing."""
 
 
-class ChatCompletion(Record, Call["ModelResponse"]):
-    """Call: one non-streaming completion, retried per ``retry``."""
-
-    __slots__ = ("on_error", "on_retry", "request", "retry")
-
-    request: ChatRequest
-    retry: RetryConfig
-    on_error: ErrorHook | None
-    on_retry: RetryHook | None
-
-    def __init__(
-        self,
-        *,
-        request: ChatRequest,
-        retry: RetryConfig | None = None,
-        on_error: ErrorHook | None = None,
-        on_retry: RetryHook | None = None,
-    ) -> None:
-        set_field(self, "request", request)
-        set_field(self, "retry", RetryConfig() if retry is None else retry)
-        set_field(self, "on_error", on_error)
-        set_field(self, "on_retry", on_retry)
-
-
-class LeaseCall(Record, Call["CallLease | ModelResponse"]):
-    """Call: one non-streaming completion. The reply is a :class:`CallLease` when the actor
-    admits it at once (the caller then runs the attempt), else the whole response, served and
-    retried in the actor like :class:`ChatCompletion`. ``tries`` counts the attempts already
+class _Completion(Record):
+    """The fields of a completion request to the actor. ``tries`` counts the attempts already
     failed (for the retry policy)."""
 
     __slots__ = ("on_error", "on_retry", "request", "retry", "tries")
@@ -158,6 +132,20 @@ class LeaseCall(Record, Call["CallLease | ModelResponse"]):
         set_field(self, "on_error", on_error)
         set_field(self, "on_retry", on_retry)
         set_field(self, "tries", tries)
+
+
+class ChatCompletion(_Completion, Call["ModelResponse"]):
+    """Call: one non-streaming completion, served and retried per ``retry`` in the actor."""
+
+    __slots__ = ()
+
+
+class LeaseCall(_Completion, Call["CallLease | ModelResponse"]):
+    """Call: one non-streaming completion. The reply is a :class:`CallLease` when the actor
+    admits it at once (the caller then runs the attempt), else the whole response, served and
+    retried in the actor like :class:`ChatCompletion`."""
+
+    __slots__ = ()
 
 
 class AttemptFailed(Record, Call["float | None"]):
@@ -216,32 +204,10 @@ class CallLease:
         self.done = trio.Event()
 
 
-class OpenStream(Record):
-    """Stream: one streaming completion; the single item is a :class:`StreamLease`.
-    ``tries`` counts the attempts already failed (for the retry policy)."""
+class OpenStream(_Completion):
+    """Stream: one streaming completion; the single item is a :class:`StreamLease`."""
 
-    __slots__ = ("on_error", "on_retry", "request", "retry", "tries")
-
-    request: ChatRequest
-    retry: RetryConfig
-    on_error: ErrorHook | None
-    on_retry: RetryHook | None
-    tries: int
-
-    def __init__(
-        self,
-        *,
-        request: ChatRequest,
-        retry: RetryConfig | None = None,
-        on_error: ErrorHook | None = None,
-        on_retry: RetryHook | None = None,
-        tries: int = 0,
-    ) -> None:
-        set_field(self, "request", request)
-        set_field(self, "retry", RetryConfig() if retry is None else retry)
-        set_field(self, "on_error", on_error)
-        set_field(self, "on_retry", on_retry)
-        set_field(self, "tries", tries)
+    __slots__ = ()
 
 
 class LeaseStream(Record, Call["StreamGrant | None"]):
@@ -404,15 +370,13 @@ class ProviderActor(Actor):
     async def handle_call(self, message: Any) -> Any:
         provider = self._provider
         match message:
-            case ChatCompletion(request=request, retry=retry, on_error=on_error, on_retry=on_retry):
+            case ChatCompletion() | LeaseCall():
                 return await self._with_retries(
-                    retry, on_error, lambda: provider.chat_completion(request), on_retry
-                )
-            case LeaseCall(
-                request=request, retry=retry, on_error=on_error, on_retry=on_retry, tries=tries
-            ):
-                return await self._with_retries(
-                    retry, on_error, lambda: provider.chat_completion(request), on_retry, tries
+                    message.retry,
+                    message.on_error,
+                    partial(provider.chat_completion, message.request),
+                    message.on_retry,
+                    message.tries,
                 )
             case CountTokens(request=request, retry=retry, on_error=on_error):
                 return await self._with_retries(
@@ -655,24 +619,34 @@ class ProviderRef(Record):
             except Exception as exc:
                 if isinstance(exc, BaseExceptionGroup) and exc.split(KovaError)[1] is None:
                     raise  # request errors only: the caller's, as when served in the actor
-                await ref.call(AttemptCrashed(error=exc))
-                raise AssertionError("unreachable: the actor crashed") from exc
+                await self._crash_actor(exc)
             finally:
                 reply.done.set()
-            delay = await ref.call(
-                AttemptFailed(
-                    error=error,
-                    tries=tries,
-                    retry=self.retry,
-                    on_error=self.on_error,
-                    on_retry=self.on_retry,
-                )
-            )
-            if delay is None:
-                raise error
-            await trio.sleep(delay)
+            await self._after_failed_attempt(error, tries)
             tries += 1
             message = evolve(message, tries=tries)
+
+    async def _after_failed_attempt(self, error: KovaError, tries: int) -> None:
+        """A leased attempt failed after ``tries`` earlier failures: the actor records it and
+        decides. Waits until the next attempt may start, or raises ``error``."""
+        delay = await self.ref.call(
+            AttemptFailed(
+                error=error,
+                tries=tries,
+                retry=self.retry,
+                on_error=self.on_error,
+                on_retry=self.on_retry,
+            )
+        )
+        if delay is None:
+            raise error
+        await trio.sleep(delay)
+
+    async def _crash_actor(self, exc: Exception) -> NoReturn:
+        """A leased attempt raised what is not a request error (a provider bug): the actor
+        crashes with it, and this caller gets :class:`~kova.ActorFailed`."""
+        await self.ref.call(AttemptCrashed(error=exc))
+        raise AssertionError("unreachable: the actor crashed") from exc
 
     @asynccontextmanager
     async def chat_completion_stream(self, request: ChatRequest) -> AsyncIterator[EventBatches]:
@@ -693,6 +667,19 @@ class ProviderRef(Record):
     async def stream_checked(self, request: ChatRequest) -> AsyncIterator[EventBatches]:
         """:meth:`chat_completion_stream` for a request already known to be well formed (see
         :meth:`complete_checked`). Internal to kova."""
+        async with self._leased_stream(request) as batches:
+            try:
+                yield batches
+            except RateLimited as exc:
+                # A rate limit after content: not retried, but the others should back off.
+                if exc.retry_after is not None:
+                    self._report_rate_limit(exc.retry_after)
+                raise
+
+    @asynccontextmanager
+    async def _leased_stream(self, request: ChatRequest) -> AsyncIterator[EventBatches]:
+        """The stream, opened in this task when the actor admits it at once, else by the
+        actor; errors before content retried by the actor's policy either way."""
         ref = self.ref
         message = LeaseStream(request=request)
         tries = 0
@@ -711,12 +698,7 @@ class ProviderRef(Record):
                         error = exc
                     else:
                         content = True
-                        try:
-                            yield _LeasedBatches(StreamLease(first=first, rest=batches))
-                        except RateLimited as exc:
-                            if exc.retry_after is not None:
-                                self._report_rate_limit(exc.retry_after)
-                            raise
+                        yield _LeasedBatches(StreamLease(first=first, rest=batches))
                         return
             except KovaError as exc:
                 if content:
@@ -727,23 +709,11 @@ class ProviderRef(Record):
                     isinstance(exc, BaseExceptionGroup) and exc.split(KovaError)[1] is None
                 ):
                     raise
-                await ref.call(AttemptCrashed(error=exc))
-                raise AssertionError("unreachable: the actor crashed") from exc
+                await self._crash_actor(exc)
             finally:
                 grant.done.set()
             assert error is not None
-            delay = await ref.call(
-                AttemptFailed(
-                    error=error,
-                    tries=tries,
-                    retry=self.retry,
-                    on_error=self.on_error,
-                    on_retry=self.on_retry,
-                )
-            )
-            if delay is None:
-                raise error
-            await trio.sleep(delay)
+            await self._after_failed_attempt(error, tries)
             tries += 1
         async with ref.stream(
             OpenStream(
@@ -759,12 +729,7 @@ class ProviderRef(Record):
                 lease: StreamLease = await items.receive()
             except trio.EndOfChannel:
                 raise MailboxClosed(self.ref.name) from None
-            try:
-                yield _LeasedBatches(lease)
-            except RateLimited as exc:
-                if exc.retry_after is not None:
-                    self._report_rate_limit(exc.retry_after)
-                raise
+            yield _LeasedBatches(lease)
 
     def _report_rate_limit(self, retry_after: float) -> None:
         # A full mailbox means the actor is busy, not gone: this request still raises its
