@@ -492,6 +492,20 @@ async def test_a_malformed_request_fails_its_caller_and_never_the_shared_actor(
         assert len(provider.requests) == 1  # nothing malformed was sent
 
 
+def _recording_hooks(ref: ProviderRef, hooks: list[tuple[str, trio.lowlevel.Task]]) -> ProviderRef:
+    """``ref`` with two retries 0.5 s apart and error and retry hooks that record the task
+    they ran in."""
+
+    def on_error(error: object) -> None:
+        hooks.append(("error", trio.lowlevel.current_task()))
+
+    def on_retry(attempt: int, error: object, wait: float) -> None:
+        hooks.append(("retry", trio.lowlevel.current_task()))
+
+    retry = RetryConfig(max_retries=2, initial_backoff=0.5)
+    return ref.with_retry(retry, on_error=on_error).observed(on_retry)
+
+
 async def test_a_call_admitted_at_once_is_sent_from_the_caller_s_task() -> None:
     """No cap and the gate open: the actor admits the call from its own loop and the caller's
     task sends it (no task per request in the actor). With a cap, the actor serves it."""
@@ -524,16 +538,8 @@ async def test_a_leased_call_s_failures_are_recorded_and_retried_by_the_actor(
             return ErrorReply(status_code=529)
         return reply_text("ok")
 
-    def on_error(error: object) -> None:
-        hooks.append(("error", trio.lowlevel.current_task()))
-
-    def on_retry(attempt: int, error: object, wait: float) -> None:
-        hooks.append(("retry", trio.lowlevel.current_task()))
-
     async with open_runtime() as runtime:
-        ref = await spawn_provider(runtime, FunctionProvider(model))
-        retry = RetryConfig(max_retries=2, initial_backoff=0.5)
-        observed = ref.with_retry(retry, on_error=on_error).observed(on_retry)
+        observed = _recording_hooks(await spawn_provider(runtime, FunctionProvider(model)), hooks)
         assert (await observed.chat_completion(ChatRequest.of("hi"))).text == "ok"
         caller = trio.lowlevel.current_task()
     assert sent_at == [0.0, 0.5]
@@ -619,16 +625,9 @@ async def test_a_leased_stream_s_failures_before_content_are_retried_by_the_acto
             return ErrorReply(status_code=429, retry_after=2.0)
         return reply_text("ok")
 
-    def on_error(error: object) -> None:
-        hooks.append(("error", trio.lowlevel.current_task()))
-
-    def on_retry(attempt: int, error: object, wait: float) -> None:
-        hooks.append(("retry", trio.lowlevel.current_task()))
-
     async with open_runtime() as runtime:
         ref = await spawn_provider(runtime, FunctionProvider(model))
-        retry = RetryConfig(max_retries=2, initial_backoff=0.5)
-        observed = ref.with_retry(retry, on_error=on_error).observed(on_retry)
+        observed = _recording_hooks(ref, hooks)
         caller = trio.lowlevel.current_task()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_read_stream, observed, ChatRequest.of("first"))
