@@ -3,10 +3,13 @@
 :class:`SseDecoder` is *fed* text as it arrives and returns the events that chunk completed::
 
     decoder = SseDecoder()
-    async for chunk in stream.iter_text():         # an HttpStream, or response.aiter_text()
+    async for chunk in response.aiter_text():      # decoded text, one chunk per network read
         events = decoder.feed(chunk)               # list[SseEvent]: one batch per network read
         ...
     events = decoder.finish()                      # an unterminated last event, if any
+
+The providers reach it through :class:`~kova.providers._framing.SseFramer`, which decodes
+each read's bytes to text first.
 
 It implements the WHATWG framing rules: events end at a blank line; ``data:`` lines repeat and
 join with ``\\n``; one optional space after the colon is stripped; ``:`` comment lines and
