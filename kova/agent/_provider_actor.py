@@ -189,19 +189,28 @@ class AttemptCrashed(Record, Call[None]):
         set_field(self, "error", error)
 
 
-class CallLease:
-    """What a call's caller receives when the actor admits it at once: the one attempt to run
-    in the caller's own task. What it may touch: that one request. The caller sets
-    ``running`` as it starts the attempt and ``done`` when it is over, whatever its outcome:
-    the actor's stop waits for the running ones (a lease its caller dropped, cancelled just
-    as it arrived, holds nothing up)."""
+class _Admission:
+    """What the actor hands a caller it admitted at once: one attempt to run in the caller's
+    own task. The caller sets ``running`` as it starts the attempt and ``done`` when it is
+    over, whatever its outcome: the actor's stop waits for the running ones (an admission its
+    caller dropped, cancelled just as it arrived, holds nothing up)."""
 
-    __slots__ = ("__weakref__", "attempt", "done", "running")
+    __slots__ = ("__weakref__", "done", "running")
 
-    def __init__(self, attempt: Callable[[], Awaitable[ModelResponse]]) -> None:
-        self.attempt = attempt
+    def __init__(self) -> None:
         self.running = False
         self.done = trio.Event()
+
+
+class CallLease(_Admission):
+    """A call admitted at once: ``attempt()`` sends that one request. What it may touch: that
+    one request (see :class:`_Admission`)."""
+
+    __slots__ = ("attempt",)
+
+    def __init__(self, attempt: Callable[[], Awaitable[ModelResponse]]) -> None:
+        super().__init__()
+        self.attempt = attempt
 
 
 class OpenStream(_Completion):
@@ -223,18 +232,15 @@ class LeaseStream(Record, Call["StreamGrant | None"]):
         set_field(self, "request", request)
 
 
-class StreamGrant:
-    """One streamed attempt the actor admitted, to run in the caller's own task: ``open()``
-    is the provider's stream of that one request. What it may touch: that one response. The
-    caller sets ``running`` as it opens the stream and ``done`` once the response is closed,
-    whatever the outcome (the actor's stop waits for the running ones)."""
+class StreamGrant(_Admission):
+    """A stream admitted at once: ``open()`` is the provider's stream of that one request.
+    What it may touch: that one response (see :class:`_Admission`)."""
 
-    __slots__ = ("__weakref__", "done", "open", "running")
+    __slots__ = ("open",)
 
     def __init__(self, open: Callable[[], AbstractAsyncContextManager[EventBatches]]) -> None:
+        super().__init__()
         self.open = open
-        self.running = False
-        self.done = trio.Event()
 
 
 class CountTokens(Record, Call[int]):
@@ -322,7 +328,7 @@ class ProviderActor(Actor):
         self._provider = provider
         self._limiter = trio.CapacityLimiter(max_in_flight) if max_in_flight else None
         self._paused_until = -math.inf
-        self._leases: weakref.WeakSet[CallLease | StreamGrant] = weakref.WeakSet()
+        self._leases: weakref.WeakSet[_Admission] = weakref.WeakSet()
 
     @property
     def paused_until(self) -> float:
@@ -617,8 +623,8 @@ class ProviderRef(Record):
             except KovaError as exc:
                 error = exc
             except Exception as exc:
-                if isinstance(exc, BaseExceptionGroup) and exc.split(KovaError)[1] is None:
-                    raise  # request errors only: the caller's, as when served in the actor
+                if _request_errors_only(exc):
+                    raise  # the caller's, as when served in the actor
                 await self._crash_actor(exc)
             finally:
                 reply.done.set()
@@ -705,9 +711,7 @@ class ProviderRef(Record):
                     raise  # the consumer's, or the stream's after its content: never retried
                 error = exc  # the request failed on opening (an HTTP status)
             except Exception as exc:
-                if content or (
-                    isinstance(exc, BaseExceptionGroup) and exc.split(KovaError)[1] is None
-                ):
+                if content or _request_errors_only(exc):
                     raise
                 await self._crash_actor(exc)
             finally:
@@ -752,6 +756,12 @@ class ProviderRef(Record):
         within the grace period). Does nothing without a :attr:`runtime`."""
         if self.runtime is not None:
             await self.runtime.stop(self.ref)
+
+
+def _request_errors_only(exc: Exception) -> bool:
+    """An exception group of request errors only (a provider that raises several at once):
+    the caller's to handle, never a fault of the actor."""
+    return isinstance(exc, BaseExceptionGroup) and exc.split(KovaError)[1] is None
 
 
 def _checked(request: object) -> ChatRequest:
