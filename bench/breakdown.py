@@ -131,7 +131,7 @@ async def _turn_stages(
 
     from kova import InferenceConfig, Message, ToolDefinition, ToolResult, ToolUse
     from kova.actors import open_runtime
-    from kova.agent._provider_actor import spawn_provider
+    from kova.agent._provider_ref import spawn_provider
 
     model = "bench-tool-n20"
     config = InferenceConfig(model=model, max_tokens=1024)

@@ -80,7 +80,7 @@ async def _consume(provider: Any, messages: Any, config: Any) -> int:
 async def _hop(size: dict[str, Any]) -> dict[str, Any]:
     from kova import InferenceConfig, Message, Text
     from kova.actors import open_runtime
-    from kova.agent._provider_actor import spawn_provider
+    from kova.agent._provider_ref import spawn_provider
 
     chunks, repeats = size["chunks"], size["repeats"]
     api = size.get("api", "openai")

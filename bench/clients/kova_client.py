@@ -71,7 +71,7 @@ class Kova:
         await self._stack.__aenter__()
         if self.via_actor:
             from kova.actors import open_runtime
-            from kova.agent._provider_actor import spawn_provider
+            from kova.agent._provider_ref import spawn_provider
 
             runtime = await self._stack.enter_async_context(open_runtime())
             self.provider = await spawn_provider(runtime, self.provider)

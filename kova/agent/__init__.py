@@ -9,8 +9,8 @@ from ._events import AgentResponse as AgentResponse
 from ._events import ToolCallFinished as ToolCallFinished
 from ._events import ToolCallStarted as ToolCallStarted
 from ._events import TurnCompleted as TurnCompleted
-from ._provider_actor import ProviderRef as ProviderRef
-from ._provider_actor import spawn_provider as spawn_provider
+from ._provider_ref import ProviderRef as ProviderRef
+from ._provider_ref import spawn_provider as spawn_provider
 from ._retry import RetryConfig as RetryConfig
 from ._tool_pool import ApprovalHandler as ApprovalHandler
 from ._tool_pool import LifecycleHook as LifecycleHook

@@ -86,7 +86,8 @@ if TYPE_CHECKING:
     from ..telemetry import MetricsCollector
     from ..tools import ToolRegistry
     from ._cancel import CancelToken
-    from ._provider_actor import ProviderRef, RetryHook
+    from ._provider_messages import RetryHook
+    from ._provider_ref import ProviderRef
 
 __all__ = ["Agent", "AgentConfig"]
 
@@ -246,7 +247,7 @@ class Agent:
         if self._stack is not None:
             raise BuildError("this agent is already open; build another for a second block")
         from ..actors import open_runtime
-        from ._provider_actor import ProviderRef, spawn_provider
+        from ._provider_ref import ProviderRef, spawn_provider
         from ._tool_pool import ToolPoolActor
 
         config = self._config

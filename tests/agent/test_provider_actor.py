@@ -27,7 +27,7 @@ from kova import (
 )
 from kova.actors import Backoff, UnknownMessage, open_runtime
 from kova.agent import RetryConfig
-from kova.agent._provider_actor import ProviderRef, spawn_provider
+from kova.agent._provider_ref import ProviderRef, spawn_provider
 from kova.providers import Provider, heuristic_count_tokens
 from kova.testing import (
     ErrorReply,
