@@ -1,9 +1,9 @@
 """The agent: AgentBuilder, Agent, streamed events, retries, cancellation."""
 
 from ._agent import Agent as Agent
-from ._agent import AgentConfig as AgentConfig
 from ._builder import AgentBuilder as AgentBuilder
 from ._cancel import CancelToken as CancelToken
+from ._config import AgentConfig as AgentConfig
 from ._events import AgentEvent as AgentEvent
 from ._events import AgentResponse as AgentResponse
 from ._events import ToolCallFinished as ToolCallFinished

@@ -12,28 +12,26 @@ produced; it holds no conversation state between turns. One turn:
 
 A turn that fails or is cancelled produces no messages: they are built locally and handed
 over only in the returned response.
+
+The agent's configuration is :class:`~kova.agent.AgentConfig` (``_config``); the events of
+one observed provider call come from ``_model_call``; running a turn under a
+:class:`~kova.agent.CancelToken` is in ``_cancel``.
 """
 
 from __future__ import annotations
 
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import trio
 
-from .._errors import (
-    BuildError,
-    Cancelled,
-    ContextBudgetExceededError,
-    KovaError,
-    MaxIterationsError,
-)
+from .._errors import BuildError, ContextBudgetExceededError, MaxIterationsError
 from .._log import get_logger
 from .._models import (
     ChatRequest,
     InferenceConfig,
     Message,
-    ModelResponse,
     ResponseFormat,
     StopKind,
     TextDelta,
@@ -42,156 +40,32 @@ from .._models import (
     ToolResult,
     Usage,
 )
-from .._observe import (
-    ModelCallFinished,
-    ModelCallRetrying,
-    ModelCallStarted,
-    ModelFirstToken,
-    Outcome,
-    TelemetryEvent,
-    TelemetryHub,
-    TurnEmitter,
-    TurnFinished,
-    TurnStarted,
-    new_span_id,
-)
-from .._record import Record, set_field
-from ..providers import Provider, heuristic_count_tokens
+from .._observe import TelemetryEvent, TelemetryHub, TurnFinished, TurnStarted
+from ..providers import heuristic_count_tokens
 from ..tools._validate import load_validation
 from ._accumulate import ResponseAccumulator
+from ._cancel import guarded, stream_in_task
 from ._events import AgentEvent, AgentResponse, TurnCompleted
 from ._input import HistoryInput, check_call_options, coerce_history
-from ._retry import RetryConfig
-from ._tool_pool import (
-    ApprovalFunction,
-    ApprovalHandler,
-    LifecycleHook,
-    RunToolCalls,
-)
+from ._model_call import ModelCall, outcome_of
+from ._tool_pool import RunToolCalls
 
 if TYPE_CHECKING:
-    from collections.abc import (
-        AsyncGenerator,
-        AsyncIterator,
-        Awaitable,
-        Callable,
-        Coroutine,
-        Sequence,
-    )
+    from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
     from types import TracebackType
 
     from pydantic import BaseModel
 
-    from ..actors import ActorRef, Runtime
-    from ..telemetry import MetricsCollector
-    from ..tools import ToolRegistry
+    from ..actors import ActorRef
     from ._cancel import CancelToken
-    from ._provider_messages import RetryHook
+    from ._config import AgentConfig
     from ._provider_ref import ProviderRef
 
-__all__ = ["Agent", "AgentConfig"]
+__all__ = ["Agent"]
 
 log = get_logger(__name__)
 
 ModelT = TypeVar("ModelT", bound="BaseModel")
-T = TypeVar("T")
-
-
-def _positive(name: str, value: int) -> int:
-    if value < 1:
-        raise BuildError(f"{name} must be at least 1, got {value}")
-    return value
-
-
-def _not_negative(name: str, value: int) -> int:
-    if value < 0:
-        raise BuildError(f"{name} must be at least 0, got {value}")
-    return value
-
-
-class AgentConfig(Record):
-    """Everything an :class:`Agent` is configured with. :class:`AgentBuilder` fills one in;
-    it can also be built directly."""
-
-    __slots__ = (
-        "approval",
-        "context_budget",
-        "inference",
-        "lifecycle",
-        "max_concurrent_tools",
-        "max_iterations",
-        "metrics",
-        "name",
-        "output_retries",
-        "provider",
-        "provider_max_in_flight",
-        "registry",
-        "retry",
-        "runtime",
-        "system_prompt",
-        "telemetry",
-    )
-
-    provider: Provider
-    registry: ToolRegistry
-    system_prompt: str | None
-    inference: InferenceConfig
-    context_budget: int | None
-    """Maximum prompt tokens per call, by the heuristic estimate."""
-    max_iterations: int
-    max_concurrent_tools: int
-    retry: RetryConfig
-    metrics: MetricsCollector | None
-    approval: ApprovalHandler | ApprovalFunction | None
-    lifecycle: LifecycleHook | None
-    runtime: Runtime | None
-    """A runtime the application already runs; without one the agent opens its own."""
-    provider_max_in_flight: int | None
-    output_retries: int
-    """How many times ``run_structured`` re-asks the model after an invalid answer."""
-    telemetry: TelemetryHub | None
-    """Where the agent's turns report their events; by default a hub of its own."""
-    name: str
-    """The agent's name in telemetry (``invoke_agent {name}``)."""
-
-    def __init__(
-        self,
-        *,
-        provider: Provider,
-        registry: ToolRegistry,
-        system_prompt: str | None = None,
-        inference: InferenceConfig | None = None,
-        context_budget: int | None = None,
-        max_iterations: int = 10,
-        max_concurrent_tools: int = 10,
-        retry: RetryConfig | None = None,
-        metrics: MetricsCollector | None = None,
-        approval: ApprovalHandler | ApprovalFunction | None = None,
-        lifecycle: LifecycleHook | None = None,
-        runtime: Runtime | None = None,
-        provider_max_in_flight: int | None = None,
-        output_retries: int = 1,
-        telemetry: TelemetryHub | None = None,
-        name: str = "kova",
-    ) -> None:
-        set_field(self, "provider", provider)
-        set_field(self, "registry", registry)
-        set_field(self, "system_prompt", system_prompt)
-        set_field(self, "inference", InferenceConfig() if inference is None else inference)
-        set_field(self, "context_budget", context_budget)
-        set_field(self, "max_iterations", _positive("max_iterations", max_iterations))
-        set_field(
-            self, "max_concurrent_tools", _positive("max_concurrent_tools", max_concurrent_tools)
-        )
-        set_field(self, "retry", RetryConfig() if retry is None else retry)
-        set_field(self, "metrics", metrics)
-        set_field(self, "approval", approval)
-        set_field(self, "lifecycle", lifecycle)
-        set_field(self, "runtime", runtime)
-        set_field(self, "provider_max_in_flight", provider_max_in_flight)
-        set_field(self, "output_retries", _not_negative("output_retries", output_retries))
-        set_field(self, "telemetry", telemetry)
-        set_field(self, "name", name)
 
 
 class Agent:
@@ -339,7 +213,7 @@ class Agent:
         """
         messages = coerce_history(history)
         check_call_options(config, cancel)
-        return await self._guarded(self._turn(messages, config), cancel)
+        return await guarded(self._turn(messages, config), cancel)
 
     async def run_with_config(
         self,
@@ -453,84 +327,11 @@ class Agent:
             finally:
                 await events.aclose()
             return
-        async with self._stream_in_task(messages, config, cancel, buffer) as in_task:
+        steps = partial(self._steps, messages, config, streamed=True)
+        async with stream_in_task(steps, cancel, buffer) as in_task:
             yield in_task
 
-    @asynccontextmanager
-    async def _stream_in_task(
-        self,
-        messages: tuple[Message, ...],
-        config: InferenceConfig | None,
-        cancel: CancelToken,
-        buffer: int,
-    ) -> AsyncIterator[AsyncIterator[AgentEvent]]:
-        """The turn in a producer task, so that ``cancel`` can cancel it from outside."""
-        send, receive = trio.open_memory_channel[AgentEvent | KovaError](buffer)
-
-        async def pump() -> None:
-            steps = self._steps(messages, config, streamed=True)
-            try:
-                async for event in steps:
-                    await send.send(event)
-            finally:
-                await steps.aclose()
-
-        async def produce() -> None:
-            with send:
-                try:
-                    await self._guarded(pump(), cancel)
-                except KovaError as exc:
-                    await send.send(exc)  # raised to the consumer by its iterator
-
-        async def events() -> AsyncIterator[AgentEvent]:
-            async for item in receive:
-                if isinstance(item, KovaError):
-                    raise item
-                yield item
-
-        try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(produce)
-                iterator = events()
-                try:
-                    yield iterator
-                finally:
-                    # No checkpoint here: an await inside the cancelled nursery would raise
-                    # Cancelled and replace the consumer's own exception.
-                    nursery.cancel_scope.cancel(reason="stream consumer left")
-                    receive.close()
-                    await iterator.aclose()  # type: ignore[attr-defined]
-        except BaseExceptionGroup as group:
-            # The producer never raises (it hands KovaErrors to the consumer), so a lone
-            # exception here is the consumer's own: give it back as it was raised.
-            _raise_single(group)
-
     # -- the loop -------------------------------------------------------------------------
-
-    async def _guarded(self, turn: Coroutine[Any, Any, T], cancel: CancelToken | None) -> T:
-        """Await ``turn``, cancelled by ``cancel`` (raising kova's Cancelled) if it fires."""
-        if cancel is None:
-            return await turn
-        if cancel.cancelled:
-            turn.close()
-            raise Cancelled(cancel.reason)
-        scope = trio.CancelScope()
-
-        async def watch() -> None:
-            await cancel.wait()
-            scope.cancel(reason="kova CancelToken")
-
-        try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(watch)
-                with scope:
-                    response = await turn
-                nursery.cancel_scope.cancel(reason="turn finished")
-        except BaseExceptionGroup as group:
-            _raise_single(group)
-        if scope.cancelled_caught:
-            raise Cancelled(cancel.reason)
-        return response
 
     async def _turn(
         self, history: tuple[Message, ...], overrides: InferenceConfig | None
@@ -591,7 +392,7 @@ class Agent:
             for call_number in range(config.max_iterations + 1):
                 self._check_budget(working, tools)
                 calls_made = call_number + 1
-                call = None if emitter is None else _ModelCall(emitter, provider, inference, model)
+                call = None if emitter is None else ModelCall(emitter, provider, inference, model)
                 chat = ChatRequest(messages=working, tools=tools, config=inference)
                 if not streamed:
                     if call is None:
@@ -674,7 +475,7 @@ class Agent:
             raise MaxIterationsError(config.max_iterations)
         except BaseException as exc:
             if emitter is not None and not finished:
-                outcome, error_type = _outcome(exc)
+                outcome, error_type = outcome_of(exc)
                 emitter.emit(
                     TurnFinished(
                         turn_id=emitter.turn_id,
@@ -706,124 +507,6 @@ class Agent:
             raise ContextBudgetExceededError(estimate, budget)
 
 
-class _ModelCall:
-    """One observed provider call: its span id, start time and events."""
-
-    __slots__ = ("_emitter", "_inference", "_model", "_provider", "_started", "first", "span_id")
-
-    def __init__(
-        self,
-        emitter: TurnEmitter,
-        provider: ProviderRef,
-        inference: InferenceConfig,
-        model: str | None,
-    ) -> None:
-        self._emitter = emitter
-        self._provider = provider
-        self._inference = inference
-        self._model = model
-        self._started = 0.0
-        self.first = True
-        self.span_id = new_span_id()
-
-    def start(self, *, streamed: bool) -> ProviderRef:
-        """Emit ModelCallStarted; the provider ref whose retries report to this call."""
-        emitter, inference = self._emitter, self._inference
-        self._started = trio.current_time()
-        emitter.emit(
-            ModelCallStarted(
-                turn_id=emitter.turn_id,
-                span_id=self.span_id,
-                parent_id=emitter.turn_id,
-                time=self._started,
-                provider=self._provider.name,
-                model=self._model,
-                max_tokens=inference.max_tokens,
-                temperature=inference.temperature,
-                streamed=streamed,
-            )
-        )
-        return self._provider.observed(self._retry_hook())
-
-    def _retry_hook(self) -> RetryHook:
-        # Runs in the provider actor's task: it only reads the values it is given.
-        emit, turn_id, span_id = self._emitter.emit, self._emitter.turn_id, self.span_id
-
-        def on_retry(attempt: int, error: KovaError, wait: float) -> None:
-            error_class = getattr(error, "error_class", None)
-            emit(
-                ModelCallRetrying(
-                    turn_id=turn_id,
-                    span_id=span_id,
-                    time=trio.current_time(),
-                    attempt=attempt,
-                    error_type=type(error).__name__,
-                    error_class=None if error_class is None else str(error_class.value),
-                    wait=wait,
-                )
-            )
-
-        return on_retry
-
-    async def complete(self, chat: ChatRequest, *, streamed: bool) -> ModelResponse:
-        provider = self.start(streamed=streamed)
-        try:
-            response = await provider.complete_checked(chat)
-        except BaseException as exc:
-            self.failed(exc)
-            raise
-        self.finished(response)
-        return response
-
-    def first_token(self) -> None:
-        self.first = False
-        now = trio.current_time()
-        self._emitter.emit(
-            ModelFirstToken(
-                turn_id=self._emitter.turn_id,
-                span_id=self.span_id,
-                time=now,
-                latency=now - self._started,
-            )
-        )
-
-    def finished(self, response: ModelResponse) -> None:
-        now = trio.current_time()
-        self._emitter.emit(
-            ModelCallFinished(
-                turn_id=self._emitter.turn_id,
-                span_id=self.span_id,
-                time=now,
-                outcome="ok",
-                latency=now - self._started,
-                usage=response.usage,
-                stop_reason=response.stop_reason.kind.value,
-            )
-        )
-
-    def failed(self, exc: BaseException) -> None:
-        now = trio.current_time()
-        outcome, error_type = _outcome(exc)
-        self._emitter.emit(
-            ModelCallFinished(
-                turn_id=self._emitter.turn_id,
-                span_id=self.span_id,
-                time=now,
-                outcome=outcome,
-                latency=now - self._started,
-                error_type=error_type,
-            )
-        )
-
-
-def _outcome(exc: BaseException) -> tuple[Outcome, str | None]:
-    """How an exception ends a turn or call: cancelled (trio's, kova's, or the consumer
-    leaving the stream) or an error of that type."""
-    if isinstance(exc, trio.Cancelled | Cancelled | GeneratorExit):
-        return "cancelled", None
-    return "error", type(exc).__name__
-
-
 def _default_model(provider: object) -> str | None:
     """The model a provider sends when the request names none, if it says."""
     for owner in (provider, getattr(provider, "codec", None), getattr(provider, "config", None)):
@@ -835,11 +518,3 @@ def _default_model(provider: object) -> str | None:
 
 _VISIBLE = (TextDelta, ThinkingDelta)
 """The provider stream events a streamed turn passes on (the rest build the response)."""
-
-
-def _raise_single(group: BaseExceptionGroup[BaseException]) -> NoReturn:
-    """Re-raise the lone exception of a nursery's group as itself (the group otherwise)."""
-    if len(group.exceptions) == 1:
-        only = group.exceptions[0]
-        raise only from only.__cause__
-    raise group

@@ -12,7 +12,8 @@ from .._errors import BuildError
 from .._models import InferenceConfig
 from .._observe import TelemetryHub
 from ..providers import Provider
-from ._agent import Agent, AgentConfig
+from ._agent import Agent
+from ._config import AgentConfig
 from ._retry import RetryConfig
 from ._tool_pool import ApprovalHandler, LifecycleHook
 

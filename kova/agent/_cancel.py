@@ -1,10 +1,26 @@
-"""An explicit cancel token: cancel a turn from another task."""
+"""An explicit cancel token: cancel a turn from another task.
+
+:class:`CancelToken` is the public part. :func:`guarded` runs a turn so that a token cancels
+it (raising kova's :class:`~kova.Cancelled`), and :func:`stream_in_task` runs a streamed turn
+in a task of its own for the same reason: the agent uses both.
+"""
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
 import trio
 
-__all__ = ["CancelToken"]
+from .._errors import Cancelled, KovaError
+from ._events import AgentEvent
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
+
+__all__ = ["CancelToken", "guarded", "stream_in_task"]
+
+T = TypeVar("T")
 
 
 class CancelToken:
@@ -41,3 +57,86 @@ class CancelToken:
     async def wait(self) -> None:
         """Return once the token is cancelled."""
         await self._event.wait()
+
+
+async def guarded(turn: Coroutine[Any, Any, T], cancel: CancelToken | None) -> T:
+    """Await ``turn``, cancelled by ``cancel`` (raising kova's Cancelled) if it fires."""
+    if cancel is None:
+        return await turn
+    if cancel.cancelled:
+        turn.close()
+        raise Cancelled(cancel.reason)
+    scope = trio.CancelScope()
+
+    async def watch() -> None:
+        await cancel.wait()
+        scope.cancel(reason="kova CancelToken")
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch)
+            with scope:
+                response = await turn
+            nursery.cancel_scope.cancel(reason="turn finished")
+    except BaseExceptionGroup as group:
+        _raise_single(group)
+    if scope.cancelled_caught:
+        raise Cancelled(cancel.reason)
+    return response
+
+
+@asynccontextmanager
+async def stream_in_task(
+    steps: Callable[[], AsyncGenerator[AgentEvent, None]],
+    cancel: CancelToken,
+    buffer: int,
+) -> AsyncIterator[AsyncIterator[AgentEvent]]:
+    """A streamed turn (``steps()``, the agent loop's events) in a producer task, so that
+    ``cancel`` can cancel it from outside; up to ``buffer`` events wait for the consumer."""
+    send, receive = trio.open_memory_channel[AgentEvent | KovaError](buffer)
+
+    async def pump() -> None:
+        turn = steps()
+        try:
+            async for event in turn:
+                await send.send(event)
+        finally:
+            await turn.aclose()
+
+    async def produce() -> None:
+        with send:
+            try:
+                await guarded(pump(), cancel)
+            except KovaError as exc:
+                await send.send(exc)  # raised to the consumer by its iterator
+
+    async def events() -> AsyncIterator[AgentEvent]:
+        async for item in receive:
+            if isinstance(item, KovaError):
+                raise item
+            yield item
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(produce)
+            iterator = events()
+            try:
+                yield iterator
+            finally:
+                # No checkpoint here: an await inside the cancelled nursery would raise
+                # Cancelled and replace the consumer's own exception.
+                nursery.cancel_scope.cancel(reason="stream consumer left")
+                receive.close()
+                await iterator.aclose()  # type: ignore[attr-defined]
+    except BaseExceptionGroup as group:
+        # The producer never raises (it hands KovaErrors to the consumer), so a lone
+        # exception here is the consumer's own: give it back as it was raised.
+        _raise_single(group)
+
+
+def _raise_single(group: BaseExceptionGroup[BaseException]) -> NoReturn:
+    """Re-raise the lone exception of a nursery's group as itself (the group otherwise)."""
+    if len(group.exceptions) == 1:
+        only = group.exceptions[0]
+        raise only from only.__cause__
+    raise group

@@ -1,0 +1,117 @@
+"""The agent's configuration: :class:`AgentConfig`, checked as it is built."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._errors import BuildError
+from .._models import InferenceConfig
+from .._record import Record, set_field
+from ._retry import RetryConfig
+
+if TYPE_CHECKING:
+    from .._observe import TelemetryHub
+    from ..actors import Runtime
+    from ..providers import Provider
+    from ..telemetry import MetricsCollector
+    from ..tools import ToolRegistry
+    from ._tool_pool import ApprovalFunction, ApprovalHandler, LifecycleHook
+
+__all__ = ["AgentConfig"]
+
+
+def _positive(name: str, value: int) -> int:
+    if value < 1:
+        raise BuildError(f"{name} must be at least 1, got {value}")
+    return value
+
+
+def _not_negative(name: str, value: int) -> int:
+    if value < 0:
+        raise BuildError(f"{name} must be at least 0, got {value}")
+    return value
+
+
+class AgentConfig(Record):
+    """Everything an :class:`Agent` is configured with. :class:`AgentBuilder` fills one in;
+    it can also be built directly."""
+
+    __slots__ = (
+        "approval",
+        "context_budget",
+        "inference",
+        "lifecycle",
+        "max_concurrent_tools",
+        "max_iterations",
+        "metrics",
+        "name",
+        "output_retries",
+        "provider",
+        "provider_max_in_flight",
+        "registry",
+        "retry",
+        "runtime",
+        "system_prompt",
+        "telemetry",
+    )
+
+    provider: Provider
+    registry: ToolRegistry
+    system_prompt: str | None
+    inference: InferenceConfig
+    context_budget: int | None
+    """Maximum prompt tokens per call, by the heuristic estimate."""
+    max_iterations: int
+    max_concurrent_tools: int
+    retry: RetryConfig
+    metrics: MetricsCollector | None
+    approval: ApprovalHandler | ApprovalFunction | None
+    lifecycle: LifecycleHook | None
+    runtime: Runtime | None
+    """A runtime the application already runs; without one the agent opens its own."""
+    provider_max_in_flight: int | None
+    output_retries: int
+    """How many times ``run_structured`` re-asks the model after an invalid answer."""
+    telemetry: TelemetryHub | None
+    """Where the agent's turns report their events; by default a hub of its own."""
+    name: str
+    """The agent's name in telemetry (``invoke_agent {name}``)."""
+
+    def __init__(
+        self,
+        *,
+        provider: Provider,
+        registry: ToolRegistry,
+        system_prompt: str | None = None,
+        inference: InferenceConfig | None = None,
+        context_budget: int | None = None,
+        max_iterations: int = 10,
+        max_concurrent_tools: int = 10,
+        retry: RetryConfig | None = None,
+        metrics: MetricsCollector | None = None,
+        approval: ApprovalHandler | ApprovalFunction | None = None,
+        lifecycle: LifecycleHook | None = None,
+        runtime: Runtime | None = None,
+        provider_max_in_flight: int | None = None,
+        output_retries: int = 1,
+        telemetry: TelemetryHub | None = None,
+        name: str = "kova",
+    ) -> None:
+        set_field(self, "provider", provider)
+        set_field(self, "registry", registry)
+        set_field(self, "system_prompt", system_prompt)
+        set_field(self, "inference", InferenceConfig() if inference is None else inference)
+        set_field(self, "context_budget", context_budget)
+        set_field(self, "max_iterations", _positive("max_iterations", max_iterations))
+        set_field(
+            self, "max_concurrent_tools", _positive("max_concurrent_tools", max_concurrent_tools)
+        )
+        set_field(self, "retry", RetryConfig() if retry is None else retry)
+        set_field(self, "metrics", metrics)
+        set_field(self, "approval", approval)
+        set_field(self, "lifecycle", lifecycle)
+        set_field(self, "runtime", runtime)
+        set_field(self, "provider_max_in_flight", provider_max_in_flight)
+        set_field(self, "output_retries", _not_negative("output_retries", output_retries))
+        set_field(self, "telemetry", telemetry)
+        set_field(self, "name", name)

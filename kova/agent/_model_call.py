@@ -1,0 +1,148 @@
+"""The telemetry of one provider call of a turn: :class:`ModelCall` emits its
+ModelCallStarted, ModelFirstToken, ModelCallRetrying and ModelCallFinished events.
+
+The agent loop builds one per call only when somebody listens to the turn's events; with
+nobody listening the loop calls the provider directly and builds no event at all.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import trio
+
+from .._errors import Cancelled
+from .._observe import (
+    ModelCallFinished,
+    ModelCallRetrying,
+    ModelCallStarted,
+    ModelFirstToken,
+    new_span_id,
+)
+
+if TYPE_CHECKING:
+    from .._errors import KovaError
+    from .._models import ChatRequest, InferenceConfig, ModelResponse
+    from .._observe import Outcome, TurnEmitter
+    from ._provider_messages import RetryHook
+    from ._provider_ref import ProviderRef
+
+__all__ = ["ModelCall", "outcome_of"]
+
+
+class ModelCall:
+    """One observed provider call: its span id, start time and events."""
+
+    __slots__ = ("_emitter", "_inference", "_model", "_provider", "_started", "first", "span_id")
+
+    def __init__(
+        self,
+        emitter: TurnEmitter,
+        provider: ProviderRef,
+        inference: InferenceConfig,
+        model: str | None,
+    ) -> None:
+        self._emitter = emitter
+        self._provider = provider
+        self._inference = inference
+        self._model = model
+        self._started = 0.0
+        self.first = True
+        self.span_id = new_span_id()
+
+    def start(self, *, streamed: bool) -> ProviderRef:
+        """Emit ModelCallStarted; the provider ref whose retries report to this call."""
+        emitter, inference = self._emitter, self._inference
+        self._started = trio.current_time()
+        emitter.emit(
+            ModelCallStarted(
+                turn_id=emitter.turn_id,
+                span_id=self.span_id,
+                parent_id=emitter.turn_id,
+                time=self._started,
+                provider=self._provider.name,
+                model=self._model,
+                max_tokens=inference.max_tokens,
+                temperature=inference.temperature,
+                streamed=streamed,
+            )
+        )
+        return self._provider.observed(self._retry_hook())
+
+    def _retry_hook(self) -> RetryHook:
+        # Runs in the provider actor's task: it only reads the values it is given.
+        emit, turn_id, span_id = self._emitter.emit, self._emitter.turn_id, self.span_id
+
+        def on_retry(attempt: int, error: KovaError, wait: float) -> None:
+            error_class = getattr(error, "error_class", None)
+            emit(
+                ModelCallRetrying(
+                    turn_id=turn_id,
+                    span_id=span_id,
+                    time=trio.current_time(),
+                    attempt=attempt,
+                    error_type=type(error).__name__,
+                    error_class=None if error_class is None else str(error_class.value),
+                    wait=wait,
+                )
+            )
+
+        return on_retry
+
+    async def complete(self, chat: ChatRequest, *, streamed: bool) -> ModelResponse:
+        provider = self.start(streamed=streamed)
+        try:
+            response = await provider.complete_checked(chat)
+        except BaseException as exc:
+            self.failed(exc)
+            raise
+        self.finished(response)
+        return response
+
+    def first_token(self) -> None:
+        self.first = False
+        now = trio.current_time()
+        self._emitter.emit(
+            ModelFirstToken(
+                turn_id=self._emitter.turn_id,
+                span_id=self.span_id,
+                time=now,
+                latency=now - self._started,
+            )
+        )
+
+    def finished(self, response: ModelResponse) -> None:
+        now = trio.current_time()
+        self._emitter.emit(
+            ModelCallFinished(
+                turn_id=self._emitter.turn_id,
+                span_id=self.span_id,
+                time=now,
+                outcome="ok",
+                latency=now - self._started,
+                usage=response.usage,
+                stop_reason=response.stop_reason.kind.value,
+            )
+        )
+
+    def failed(self, exc: BaseException) -> None:
+        now = trio.current_time()
+        outcome, error_type = outcome_of(exc)
+        self._emitter.emit(
+            ModelCallFinished(
+                turn_id=self._emitter.turn_id,
+                span_id=self.span_id,
+                time=now,
+                outcome=outcome,
+                latency=now - self._started,
+                error_type=error_type,
+            )
+        )
+
+
+def outcome_of(exc: BaseException) -> tuple[Outcome, str | None]:
+    """How an exception ends a turn or call: cancelled (trio's, kova's, or the consumer
+    leaving the stream) or an error of that type."""
+    if isinstance(exc, trio.Cancelled | Cancelled | GeneratorExit):
+        return "cancelled", None
+    return "error", type(exc).__name__
