@@ -180,7 +180,8 @@ class Histogram:
                 upper = self.bounds[index] if index < len(self.bounds) else self.max
                 lower = max(lower, self.min)
                 upper = min(upper, self.max)
-                return lower + (upper - lower) * (rank - below) / in_bucket
+                estimate = lower + (upper - lower) * ((rank - below) / in_bucket)
+                return min(estimate, upper)  # rounding must not step past the bucket's top
             below += in_bucket
         raise AssertionError("bucket counts do not add up to count")  # pragma: no cover
 
