@@ -915,6 +915,24 @@ class TextDelta(Record):
         set_field(self, "provider_metadata", provider_metadata)
 
 
+_new_record = object.__new__
+_set_delta_text = TextDelta.__dict__["text"].__set__
+_set_delta_metadata = TextDelta.__dict__["provider_metadata"].__set__
+
+
+def text_delta(text: str) -> TextDelta:
+    """``TextDelta(text=text)``, for the stream decoders' per-token path.
+
+    The same value, built by storing its two slots directly instead of through the class
+    call and the keyword-only ``__init__`` (0.5 us against 1.2 us an event, measured with
+    ``timeit``): every streamed token of every provider builds one.
+    """
+    delta: TextDelta = _new_record(TextDelta)
+    _set_delta_text(delta, text)
+    _set_delta_metadata(delta, None)
+    return delta
+
+
 class ThinkingDelta(Record):
     """A piece of reasoning text (for display)."""
 

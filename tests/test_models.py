@@ -212,3 +212,18 @@ def test_stop_reason_constants_and_unknown() -> None:
     assert odd.raw == "content_filter"
     assert str(odd) == "unknown(content_filter)"
     assert StopReason(kind=StopKind.TOOL_USE) == StopReason.TOOL_USE
+
+
+def test_the_decoders_text_delta_is_the_same_value_as_the_class_call() -> None:
+    import copy
+    import pickle
+
+    from kova._models import text_delta
+
+    built, called = text_delta("h\u00e9"), kova.TextDelta(text="h\u00e9")
+    assert type(built) is kova.TextDelta
+    assert built == called and hash(built) == hash(called) and repr(built) == repr(called)
+    assert built.provider_metadata is None
+    assert pickle.loads(pickle.dumps(built)) == called == copy.copy(built)
+    with pytest.raises(AttributeError):
+        built.text = "x"  # type: ignore[misc]

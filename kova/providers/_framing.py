@@ -64,6 +64,10 @@ class SseFramer:
         """The UTF-8 decoder holds the start of a character split across reads."""
 
     def feed(self, data: bytes) -> list[SseEvent]:
+        if not self._held:
+            events = self._sse.feed_whole_event(data)
+            if events is not None:
+                return events
         if self._held or data[-1:] >= b"\x80":
             text: str = self._decoder.decode(data)
             self._held = bool(self._decoder.getstate()[0])
@@ -96,6 +100,10 @@ class NdjsonFramer:
         """The UTF-8 decoder holds the start of a character split across reads."""
 
     def feed(self, data: bytes) -> list[str]:
+        if not self._buffer and not self._held and data.endswith(b"\n") and data.count(b"\n") == 1:
+            # The hot path: a read that is exactly one line (one NDJSON object per HTTP chunk).
+            line = data[:-1].decode("utf-8", "replace")
+            return [line] if line and not line.isspace() else []
         if self._held or data[-1:] >= b"\x80":
             text: str = self._decoder.decode(data)
             self._held = bool(self._decoder.getstate()[0])

@@ -56,8 +56,6 @@ __all__ = ["EventStream", "HttpProvider"]
 
 FrameT = TypeVar("FrameT")
 
-_current_time = trio.current_time
-
 _CODEC_FAULTS = (ValueError, TypeError, KeyError, AttributeError, IndexError)
 """What a codec raises when a payload has a shape it did not expect (the safety net)."""
 
@@ -93,6 +91,7 @@ class EventStream(Generic[FrameT]):
         "_framer",
         "_idle",
         "_limit",
+        "_now",
         "_pending",
         "_provider",
         "_timed",
@@ -114,7 +113,12 @@ class EventStream(Generic[FrameT]):
         self._provider = provider
         self._idle = idle_timeout if idle_timeout is not None else math.inf
         self._timed = idle_timeout is not None or total_timeout is not None
-        now = trio.current_time() if self._timed else 0.0
+        # The run's clock, read directly: trio.current_time() goes through two more calls
+        # (the run context, the runner) to reach it, at every network read.
+        now = 0.0
+        if self._timed:
+            self._now = trio.lowlevel.current_clock().current_time
+            now = self._now()
         self._deadline = now + total_timeout if total_timeout is not None else math.inf
         self._limit = min(now + self._idle, self._deadline)
         """The time by which the next event must arrive."""
@@ -159,7 +163,7 @@ class EventStream(Generic[FrameT]):
                 self._ended = True
                 return self._deliver_then_fail(events, self._decoder.error)
             if self._timed:
-                now = _current_time()
+                now = self._now()
                 if now >= self._limit:
                     self._ended = True
                     raise self._timeout()

@@ -177,6 +177,48 @@ class SseDecoder:
                     events.append(event)
         return events
 
+    def feed_whole_event(self, data: bytes) -> list[SseEvent] | None:
+        """The hot path of a read that is exactly one whole event while nothing is pending:
+        that event, as :meth:`feed` of the decoded read would return it; None for any other
+        read (the caller feeds it whole).
+
+        The events it takes: one ``data: ...`` line, or an ``event: <name>`` line and one
+        ``data: ...`` line (Anthropic), ended by a blank line, all with ``\\n``; or one
+        ``data: ...`` line ended by ``\\r\\n\\r\\n`` (Gemini). Servers send one event per
+        HTTP chunk, and a client that keeps up reads them one at a time; this takes such a
+        read with a few byte checks and one slice, and decodes only the payload (``data``
+        ends with a newline, so no UTF-8 character is split at its end).
+        """
+        if self._parts or self._skip_lf:
+            return None
+        if data.endswith(b"\n\n"):
+            if b"\r" in data:
+                return None
+            lines = data.count(b"\n")
+            if lines == 2 and data.startswith(b"data: "):
+                return [
+                    _new_event(
+                        SseEvent, (data[6:-2].decode("utf-8", "replace"), "message", None, None)
+                    )
+                ]
+            if lines == 3 and data.startswith(b"event: "):
+                newline = data.find(b"\n")
+                if newline > 7 and data.startswith(b"data: ", newline + 1):
+                    payload = data[newline + 7 : -2].decode("utf-8", "replace")
+                    name = data[7:newline].decode("utf-8", "replace")
+                    return [_new_event(SseEvent, (payload, name, None, None))]
+            return None
+        if (
+            data.endswith(b"\r\n\r\n")
+            and data.startswith(b"data: ")
+            and data.count(b"\n") == 2
+            and data.count(b"\r") == 2
+        ):
+            return [
+                _new_event(SseEvent, (data[6:-4].decode("utf-8", "replace"), "message", None, None))
+            ]
+        return None
+
     def finish(self) -> list[SseEvent]:
         """The stream ended: return the last event if the server did not end it with a blank
         line (servers often omit the final one). Resets the decoder."""

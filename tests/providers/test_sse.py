@@ -212,3 +212,58 @@ def test_ndjson_framer_gives_the_same_lines_for_any_byte_split(cuts: list[int]) 
     ]
     assert frame_all(NdjsonFramer(), [NDJSON_SAMPLE]) == expected
     assert frame_all(NdjsonFramer(), split_at(NDJSON_SAMPLE, cuts)) == expected
+
+
+# --------------------------------------------------------------------------------------------
+# One whole event per read (servers send an event per HTTP chunk): the framers' hot paths
+
+
+def test_a_read_of_one_whole_event_is_taken_directly() -> None:
+    take = SseDecoder().feed_whole_event
+    assert take(b'data: {"a":1}\n\n') == [SseEvent(data='{"a":1}')]
+    assert take(b"data: \xc3\xa9\r\n\r\n") == [SseEvent(data="\u00e9")]
+    assert take(b"event: delta\ndata: x\n\n") == [SseEvent(data="x", event="delta")]
+    assert take(b"data: bad \xff\n\n") == [SseEvent(data="bad \ufffd")]
+    # Anything else is left to the general path.
+    for other in [
+        b"data: a\n\ndata: b\n\n",  # two events
+        b"data: a\ndata: b\n\n",  # two data lines
+        b"data:a\n\n",  # no space after the colon
+        b"event: \ndata: x\n\n",  # an empty event name
+        b"event: e\nid: 1\n\n",
+        b": ping\n\n",
+        b"data: a\r\n\n",
+        b"data: a\r\n\r\n\r\n",
+        b"data: a\n",
+        b"",
+    ]:
+        assert take(other) is None, other
+    pending = SseDecoder()
+    assert pending.feed("data: a") == []
+    assert pending.feed_whole_event(b"data: b\n\n") is None  # an event is pending
+
+
+sse_whole_event = st.one_of(
+    st.builds(lambda data: b"data: " + data + b"\n\n", st.binary(max_size=30)),
+    st.builds(lambda data: b"data: " + data + b"\r\n\r\n", st.binary(max_size=30)),
+    st.builds(
+        lambda name, data: b"event: " + name + b"\ndata: " + data + b"\n\n",
+        st.binary(max_size=8),
+        st.binary(max_size=30),
+    ),
+    st.builds(lambda text: (text + "\n\n").encode(), sse_text),
+)
+
+
+@settings(deadline=None)  # wall-clock deadlines flake on a shared 2-core box
+@given(st.lists(sse_whole_event, max_size=8))
+def test_one_event_per_read_frames_as_the_whole_stream_does(reads: list[bytes]) -> None:
+    # Each read ends with a newline, so decoding read by read equals decoding the whole.
+    expected = decode_all(b"".join(reads).decode("utf-8", "replace"))
+    assert frame_all(SseFramer(), reads) == expected
+
+
+@settings(deadline=None)  # wall-clock deadlines flake on a shared 2-core box
+@given(st.lists(st.binary(max_size=30).map(lambda line: line.replace(b"\n", b"") + b"\n")))
+def test_one_line_per_read_frames_as_the_whole_stream_does(reads: list[bytes]) -> None:
+    assert frame_all(NdjsonFramer(), reads) == frame_all(NdjsonFramer(), [b"".join(reads)])

@@ -35,8 +35,10 @@ from ..._models import (
     ToolUseEnd,
     ToolUseStart,
     UsageEvent,
+    text_delta,
 )
 from .._classify import provider_error
+from .._json import parse_json
 from .._sse import SseEvent
 from ._convert import PROVIDER, decode_stop_reason, decode_usage
 
@@ -164,7 +166,7 @@ class AnthropicStreamDecoder:
                         if end == len(data) - 2:
                             if text:
                                 if kind == _TEXT:
-                                    out.append(TextDelta(text=text))
+                                    out.append(text_delta(text))
                                 else:
                                     state.text.append(text)
                                     out.append(ThinkingDelta(text=text))
@@ -198,7 +200,7 @@ class AnthropicStreamDecoder:
         if event == "ping" or not data:
             return
         try:
-            payload = json.loads(data)
+            payload = parse_json(data)
         except ValueError as exc:
             raise _invalid(f"stream event {event!r} carries invalid JSON: {data[:200]!r}") from exc
         if not isinstance(payload, dict):

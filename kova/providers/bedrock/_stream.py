@@ -33,13 +33,13 @@ from ..._models import (
     SignedThinking,
     StopEvent,
     StreamEvent,
-    TextDelta,
     Thinking,
     ThinkingDelta,
     ToolUseDelta,
     ToolUseEnd,
     ToolUseStart,
     UsageEvent,
+    text_delta,
 )
 from .._classify import provider_error
 from ._convert import PROVIDER, decode_stop_reason, decode_usage
@@ -206,7 +206,7 @@ class BedrockStreamDecoder:
             if block is None:
                 block = self._blocks[index] = _Block(_TEXT)
             if text and block.kind == _TEXT:
-                out.append(TextDelta(text=text))
+                out.append(text_delta(text))
             return
         tool = delta.get("toolUse")
         if tool is not None:

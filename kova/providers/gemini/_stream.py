@@ -36,7 +36,9 @@ from ..._models import (
     ToolUseEnd,
     ToolUseStart,
     UsageEvent,
+    text_delta,
 )
+from .._json import parse_json
 from ._convert import (
     PROVIDER,
     blocked_reason,
@@ -74,14 +76,14 @@ class GeminiStreamDecoder:
         out: list[StreamEvent] = []
         if self.error is not None:
             return out
-        loads = json.loads
+        parse = parse_json
         append = out.append
         for sse in frames:
             data = sse.data
             if not data:
                 continue
             try:
-                chunk = loads(data)
+                chunk = parse(data)
             except ValueError:
                 self.error = InvalidResponse(
                     f"the stream sent a chunk that is not JSON: {data[:200]!r}", provider=PROVIDER
@@ -105,7 +107,7 @@ class GeminiStreamDecoder:
                 and "error" not in chunk
             ):
                 if text:
-                    append(TextDelta(text=text))
+                    append(text_delta(text))
                 usage = chunk.get("usageMetadata")
                 if usage is not None:
                     self._usage = usage
@@ -164,7 +166,7 @@ class GeminiStreamDecoder:
                     # Ends the text part (even an empty one): the Text keeps the signature.
                     out.append(TextDelta(text=text, provider_metadata=metadata))
                 elif text:
-                    out.append(TextDelta(text=text))
+                    out.append(text_delta(text))
                 continue
             if "functionCall" in part:
                 index = self._calls

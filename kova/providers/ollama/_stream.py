@@ -25,14 +25,15 @@ from ..._errors import InvalidResponse, KovaError, StreamError
 from ..._models import (
     StopEvent,
     StreamEvent,
-    TextDelta,
     ThinkingDelta,
     ToolUseDelta,
     ToolUseEnd,
     ToolUseStart,
     UsageEvent,
+    text_delta,
 )
 from .._classify import provider_error
+from .._json import parse_json
 from ._convert import PROVIDER, decode_usage, done_reason_to_stop, error_of, tool_use_of
 
 if TYPE_CHECKING:
@@ -56,10 +57,10 @@ class OllamaStreamDecoder:
         out: list[StreamEvent] = []
         if self.error is not None or self._done:
             return out
-        loads = json.loads
+        parse = parse_json
         for line in frames:
             try:
-                chunk = loads(line)
+                chunk = parse(line)
             except ValueError:
                 self.error = InvalidResponse(
                     f"the stream sent a line that is not JSON: {line[:200]!r}", provider=PROVIDER
@@ -88,7 +89,7 @@ class OllamaStreamDecoder:
                     if type(content) is not str:
                         self.error = _bad_shape("message.content", content)
                         break
-                    out.append(TextDelta(text=content))
+                    out.append(text_delta(content))
                 calls = message.get("tool_calls")
                 if calls:
                     if type(calls) is not list:

@@ -49,8 +49,10 @@ from ..._models import (
     ToolUseEnd,
     ToolUseStart,
     UsageEvent,
+    text_delta,
 )
 from .._classify import ERROR_TYPES, provider_error
+from .._json import parse_json
 from ._convert import PROVIDER, canonical_arguments, decode_usage, finish_reason_to_stop
 
 if TYPE_CHECKING:
@@ -111,7 +113,7 @@ class OpenAiStreamDecoder:
         if self._done or self.error is not None:
             return out
         append = out.append
-        loads = json.loads
+        parse = parse_json
         for sse in frames:
             data = sse.data
             if data == "[DONE]":
@@ -120,7 +122,7 @@ class OpenAiStreamDecoder:
                     out.extend(self._stop(None))
                 break
             try:
-                chunk = loads(data)
+                chunk = parse(data)
             except ValueError:
                 self.error = InvalidResponse(
                     f"the stream sent a chunk that is not JSON: {data[:200]!r}",
@@ -151,7 +153,7 @@ class OpenAiStreamDecoder:
                         self._saw_text = True
                         if self._reasoning:
                             self._flush_reasoning(out)
-                        append(TextDelta(text=content))
+                        append(text_delta(content))
                     # The common text chunk is {"content": "..."}: nothing else to look at.
                     if content is None or len(delta) > 1:
                         self._other_delta(delta, out)
