@@ -222,7 +222,9 @@ def test_the_decoders_text_delta_is_the_same_value_as_the_class_call() -> None:
 
     built, called = text_delta("h\u00e9"), kova.TextDelta(text="h\u00e9")
     assert type(built) is kova.TextDelta
-    assert built == called and hash(built) == hash(called) and repr(built) == repr(called)
+    assert built == called
+    assert hash(built) == hash(called)
+    assert repr(built) == repr(called)
     assert built.provider_metadata is None
     assert pickle.loads(pickle.dumps(built)) == called == copy.copy(built)
     with pytest.raises(AttributeError):
