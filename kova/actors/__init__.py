@@ -13,17 +13,17 @@ from ._messages import Call as Call
 from ._messages import UnknownMessage as UnknownMessage
 from ._runtime import Runtime as Runtime
 from ._runtime import open_runtime as open_runtime
+from ._spec import ActorFactory as ActorFactory
+from ._spec import Backoff as Backoff
+from ._spec import ChildSpec as ChildSpec
+from ._spec import RestartType as RestartType
+from ._spec import Strategy as Strategy
 from ._subtree import GetChild as GetChild
 from ._subtree import ListChildren as ListChildren
 from ._subtree import SpawnChild as SpawnChild
 from ._subtree import StopChild as StopChild
 from ._subtree import SupervisorActor as SupervisorActor
 from ._subtree import supervisor_spec as supervisor_spec
-from ._supervisor import ActorFactory as ActorFactory
-from ._supervisor import Backoff as Backoff
-from ._supervisor import ChildSpec as ChildSpec
-from ._supervisor import RestartType as RestartType
-from ._supervisor import Strategy as Strategy
 from ._supervisor import Supervisor as Supervisor
 from ._supervisor import open_supervisor as open_supervisor
 

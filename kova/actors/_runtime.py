@@ -5,21 +5,14 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from ._supervisor import (
-    ActorFactory,
-    Backoff,
-    ChildSpec,
-    RestartType,
-    Strategy,
-    Supervisor,
-    open_supervisor,
-)
+from ._supervisor import Supervisor, open_supervisor
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from .._observe import TelemetryHub
     from ._actor import ActorRef
+    from ._spec import ActorFactory, Backoff, ChildSpec, RestartType, Strategy
 
 __all__ = ["Runtime", "open_runtime"]
 

@@ -20,15 +20,14 @@ from .._errors import ActorError
 from .._record import Record, set_field
 from ._actor import Actor, ActorRef
 from ._messages import Call, UnknownMessage
-from ._supervisor import (
+from ._spec import (
     DEFAULT_SHUTDOWN_GRACE,
     Backoff,
     ChildSpec,
     RestartType,
     Strategy,
-    Supervisor,
-    open_supervisor,
 )
+from ._supervisor import Supervisor, open_supervisor
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence

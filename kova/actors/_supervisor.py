@@ -20,196 +20,34 @@ mailbox refuses new messages, the actor serves what is queued and finishes in-fl
 that takes longer than the child's ``shutdown_grace``, its cancel scope is cancelled.
 
 Strategies and restart types are plain strings (``Literal`` types), as in
-``restart="transient"``; they read like the OTP terms they are.
+``restart="transient"``; they read like the OTP terms they are. They, :class:`Backoff` and
+:class:`ChildSpec` are in ``_spec``; the slot of each child in ``_child_slot``.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Literal, NoReturn, TypeAlias, get_args
+from typing import TYPE_CHECKING, NoReturn
 
 import trio
 
 from .._errors import ActorError, ActorFailed
 from .._log import get_logger
 from .._observe import ActorRestarted, SupervisorGaveUp, TelemetryHub
-from .._record import Record, evolve, set_field
+from .._record import evolve
 from ._actor import Actor, ActorRef
-from ._mailbox import DEFAULT_MAILBOX_SIZE, Mailbox
+from ._child_slot import ChildExited, ChildSlot, StartWatch, WatchedStatus
+from ._mailbox import Mailbox
+from ._spec import ActorFactory, Backoff, ChildSpec, RestartType, Strategy, check_supervisor_args
 
-__all__ = [
-    "Backoff",
-    "ChildSpec",
-    "RestartType",
-    "Strategy",
-    "Supervisor",
-    "open_supervisor",
-]
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+__all__ = ["Supervisor", "open_supervisor"]
 
 log = get_logger(__name__)
-
-Strategy: TypeAlias = Literal["one_for_one", "one_for_all", "rest_for_one"]
-"""Which children restart when one fails."""
-
-RestartType: TypeAlias = Literal["permanent", "transient", "temporary"]
-"""When a child is restarted: always, after a crash only, or never."""
-
-ActorFactory: TypeAlias = Callable[[], Actor]
-
-DEFAULT_SHUTDOWN_GRACE = 5.0
-
-
-_RESTART_TYPES: tuple[str, ...] = get_args(RestartType)
-
-
-def _non_negative(name: str, value: float) -> float:
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}")
-    return value
-
-
-class Backoff(Record):
-    """Delay before a restart: ``min(maximum, initial * factor ** (k - 1))`` for the *k*-th
-    restart inside the supervisor's intensity window."""
-
-    __slots__ = ("factor", "initial", "maximum")
-
-    initial: float
-    factor: float
-    maximum: float
-
-    def __init__(self, *, initial: float = 0.1, factor: float = 2.0, maximum: float = 5.0) -> None:
-        set_field(self, "initial", _non_negative("initial", initial))
-        set_field(self, "factor", _non_negative("factor", factor))
-        set_field(self, "maximum", _non_negative("maximum", maximum))
-
-    @classmethod
-    def none(cls) -> Backoff:
-        """Restart immediately."""
-        return cls(initial=0.0, factor=1.0, maximum=0.0)
-
-    def delay(self, restart_number: int) -> float:
-        """Seconds to wait before restart number ``restart_number`` (1-based)."""
-        if self.initial == 0:
-            return 0.0
-        return min(self.maximum, self.initial * self.factor ** max(0, restart_number - 1))
-
-
-class ChildSpec(Record):
-    """How to run one child."""
-
-    __slots__ = ("factory", "mailbox_size", "name", "restart", "shutdown_grace")
-
-    factory: ActorFactory
-    """Returns a fresh :class:`Actor` for every (re)start."""
-    name: str
-    restart: RestartType
-    mailbox_size: int
-    shutdown_grace: float
-    """Seconds an orderly stop waits for the child before cancelling it."""
-
-    def __init__(
-        self,
-        *,
-        factory: ActorFactory,
-        name: str,
-        restart: RestartType = "permanent",
-        mailbox_size: int = DEFAULT_MAILBOX_SIZE,
-        shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE,
-    ) -> None:
-        if not name:
-            raise ValueError("a child needs a non-empty name")
-        if restart not in _RESTART_TYPES:
-            raise ValueError(f"restart must be one of {_RESTART_TYPES}, got {restart!r}")
-        set_field(self, "factory", factory)
-        set_field(self, "name", name)
-        set_field(self, "restart", restart)
-        set_field(self, "mailbox_size", _non_negative("mailbox_size", mailbox_size))
-        set_field(self, "shutdown_grace", _non_negative("shutdown_grace", shutdown_grace))
-
-
-class _ChildSlot:
-    __slots__ = (
-        "exited",
-        "incarnation",
-        "mailbox",
-        "restarts",
-        "running",
-        "scope",
-        "spec",
-        "stopping",
-    )
-
-    def __init__(self, spec: ChildSpec, mailbox: Mailbox) -> None:
-        self.spec = spec
-        self.mailbox = mailbox
-        self.incarnation = 0
-        self.scope: trio.CancelScope | None = None
-        self.exited = trio.Event()
-        self.running = False
-        self.stopping = False
-        self.restarts = 0
-
-    def __repr__(self) -> str:
-        return f"_ChildSlot(name={self.name!r}, incarnation={self.incarnation})"
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-
-class _ChildExited(Record):
-    __slots__ = ("before_close", "error", "incarnation", "reported", "slot")
-
-    slot: _ChildSlot
-    incarnation: int
-    error: Exception | None
-    reported: bool
-    """The error already reached a caller, with its traceback."""
-    before_close: bool
-    """Reported before the supervisor began closing (then a crash still counts)."""
-
-    def __init__(
-        self,
-        *,
-        slot: _ChildSlot,
-        incarnation: int,
-        error: Exception | None,
-        reported: bool = False,
-        before_close: bool = True,
-    ) -> None:
-        set_field(self, "slot", slot)
-        set_field(self, "incarnation", incarnation)
-        set_field(self, "error", error)
-        set_field(self, "reported", reported)
-        set_field(self, "before_close", before_close)
-
-
-class _StartWatch:
-    """Forwards ``task_status.started()`` and marks the slot running at that very moment."""
-
-    __slots__ = ("_inner", "_slot", "started")
-
-    def __init__(self, *, inner: trio.TaskStatus[None], slot: _ChildSlot) -> None:
-        self._inner = inner
-        self._slot = slot
-        self.started = False
-
-    def _started(self) -> None:
-        self.started = True
-        self._slot.running = True
-        self._inner.started()
-
-
-class _WatchedStatus:
-    def __init__(self, watch: _StartWatch) -> None:
-        self._watch = watch
-
-    def started(self, value: None = None) -> None:
-        self._watch._started()
 
 
 class Supervisor:
@@ -230,7 +68,7 @@ class Supervisor:
         backoff: Backoff,
         telemetry: TelemetryHub | None = None,
     ) -> None:
-        _check_supervisor_args(strategy, max_restarts, within)
+        check_supervisor_args(strategy, max_restarts, within)
         self._telemetry = telemetry
         self.name = name
         self.strategy: Strategy = strategy
@@ -238,7 +76,7 @@ class Supervisor:
         self.within = within
         self.backoff = backoff
         self._nursery = nursery
-        self._children: list[_ChildSlot] = []
+        self._children: list[ChildSlot] = []
         self._restart_times: deque[float] = deque()
         self._closing = False
         self._failure: ActorFailed | None = None
@@ -250,7 +88,7 @@ class Supervisor:
         # are started only by this supervisor, so the queue can hold at most one event per
         # child incarnation that is still being processed; a bound could only deadlock the
         # instance task that reports its own exit.
-        self._events_send, self._events_receive = trio.open_memory_channel[_ChildExited](math.inf)
+        self._events_send, self._events_receive = trio.open_memory_channel[ChildExited](math.inf)
 
     # -- public API -----------------------------------------------------------------------
 
@@ -304,7 +142,7 @@ class Supervisor:
             raise ActorError(f"supervisor {self.name!r} is shutting down")
         if any(slot.name == spec.name for slot in self._children):
             raise ValueError(f"supervisor {self.name!r} already has a child named {spec.name!r}")
-        slot = _ChildSlot(spec=spec, mailbox=Mailbox(name=spec.name, size=spec.mailbox_size))
+        slot = ChildSlot(spec=spec, mailbox=Mailbox(name=spec.name, size=spec.mailbox_size))
         self._children.append(slot)
         try:
             await self._start(slot)
@@ -384,7 +222,7 @@ class Supervisor:
                 self._failure = self._give_up_failure(event.slot, event.error)
                 self._log_give_up(event.slot, event.error)
 
-    def _log_crash(self, event: _ChildExited) -> None:
+    def _log_crash(self, event: ChildExited) -> None:
         if event.reported:
             # The caller got the crash (ActorFailed from it) and decides what to do; a second
             # traceback on stderr would only be noise, so one line without it.
@@ -410,7 +248,7 @@ class Supervisor:
             window.popleft()
         return len(window) >= self.max_restarts
 
-    async def _on_exit(self, event: _ChildExited) -> None:
+    async def _on_exit(self, event: ChildExited) -> None:
         slot, error = event.slot, event.error
         if error is not None:
             self._log_crash(event)
@@ -428,7 +266,7 @@ class Supervisor:
             return
         await self._restart(slot, error)
 
-    async def _restart(self, slot: _ChildSlot, error: Exception | None) -> None:
+    async def _restart(self, slot: ChildSlot, error: Exception | None) -> None:
         failed = slot
         while True:
             now = trio.current_time()
@@ -482,7 +320,7 @@ class Supervisor:
                 continue
             return
 
-    async def _give_up(self, slot: _ChildSlot, error: Exception | None) -> NoReturn:
+    async def _give_up(self, slot: ChildSlot, error: Exception | None) -> NoReturn:
         # Decided before anything awaits: if the block's shutdown cancels this task while
         # the children stop, open_supervisor still raises the failure (_undelivered_failure).
         self._closing = True
@@ -491,7 +329,7 @@ class Supervisor:
         await self._stop_all()
         raise failure
 
-    def _give_up_failure(self, slot: _ChildSlot, error: Exception | None) -> ActorFailed:
+    def _give_up_failure(self, slot: ChildSlot, error: Exception | None) -> ActorFailed:
         failure = ActorFailed(
             self.name,
             f"child {slot.name!r} exceeded {self.max_restarts} restarts in {self.within:g}s",
@@ -499,7 +337,7 @@ class Supervisor:
         failure.__cause__ = error
         return failure
 
-    def _log_give_up(self, slot: _ChildSlot, error: Exception | None) -> None:
+    def _log_give_up(self, slot: ChildSlot, error: Exception | None) -> None:
         log.error(
             "supervisor.gave_up",
             supervisor=self.name,
@@ -520,7 +358,7 @@ class Supervisor:
                 )
             )
 
-    def _affected(self, slot: _ChildSlot) -> list[_ChildSlot]:
+    def _affected(self, slot: ChildSlot) -> list[ChildSlot]:
         if self.strategy == "one_for_one":
             return [slot]
         if self.strategy == "one_for_all":
@@ -530,11 +368,11 @@ class Supervisor:
 
     # -- starting and stopping instances --------------------------------------------------
 
-    async def _start(self, slot: _ChildSlot) -> None:
+    async def _start(self, slot: ChildSlot) -> None:
         await self._nursery.start(self._run_instance, slot)
 
     async def _run_instance(
-        self, slot: _ChildSlot, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+        self, slot: ChildSlot, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         slot.incarnation += 1
         incarnation = slot.incarnation
@@ -542,13 +380,13 @@ class Supervisor:
         slot.exited = exited
         scope = trio.CancelScope()
         slot.scope = scope
-        watch = _StartWatch(inner=task_status, slot=slot)
+        watch = StartWatch(inner=task_status, slot=slot)
         error: Exception | None = None
         actor: Actor | None = None
         try:
             actor = slot.spec.factory()
             with scope:
-                await actor.run(slot.mailbox, task_status=_WatchedStatus(watch))
+                await actor.run(slot.mailbox, task_status=WatchedStatus(watch))
         except Exception as exc:
             if not watch.started:
                 raise  # nursery.start() hands it to whoever (re)started the child
@@ -559,7 +397,7 @@ class Supervisor:
             exited.set()
         if watch.started:
             self._events_send.send_nowait(
-                _ChildExited(
+                ChildExited(
                     slot=slot,
                     incarnation=incarnation,
                     error=error,
@@ -568,12 +406,12 @@ class Supervisor:
                 )
             )
 
-    async def _stop_for_restart(self, slot: _ChildSlot) -> None:
+    async def _stop_for_restart(self, slot: ChildSlot) -> None:
         if slot.running and slot.scope is not None:
             slot.scope.cancel(reason="supervisor restarting children")
             await slot.exited.wait()
 
-    async def _stop_gracefully(self, slot: _ChildSlot) -> None:
+    async def _stop_gracefully(self, slot: ChildSlot) -> None:
         slot.stopping = True
         slot.mailbox.close()
         if slot.running:
@@ -597,13 +435,13 @@ class Supervisor:
         for slot in reversed(list(self._children)):
             await self._stop_gracefully(slot)
 
-    def _forget(self, slot: _ChildSlot) -> None:
+    def _forget(self, slot: ChildSlot) -> None:
         slot.stopping = True
         slot.mailbox.drain()
         if slot in self._children:
             self._children.remove(slot)
 
-    def _slot(self, name: str) -> _ChildSlot:
+    def _slot(self, name: str) -> ChildSlot:
         for slot in self._children:
             if slot.name == name:
                 return slot
@@ -643,13 +481,6 @@ async def _raise(error: BaseException) -> NoReturn:
     raise error
 
 
-def _check_supervisor_args(strategy: str, max_restarts: int, within: float) -> None:
-    if strategy not in get_args(Strategy):
-        raise ValueError(f"strategy must be one of {get_args(Strategy)}, got {strategy!r}")
-    if max_restarts < 0 or within <= 0:
-        raise ValueError("max_restarts must be >= 0 and within > 0")
-
-
 @asynccontextmanager
 async def open_supervisor(
     *,
@@ -682,7 +513,7 @@ async def open_supervisor(
             raised when the block was ending anyway (normally or with its own exception,
             which then shares the group): a give-up is never lost.
     """
-    _check_supervisor_args(strategy, max_restarts, within)
+    check_supervisor_args(strategy, max_restarts, within)
     # The block's own exception passes through unwrapped (like trio-websocket's
     # open_websocket): the nursery below exists for the children, and a caller's
     # ``except MyError`` around the block should not have to know about it.

@@ -1,0 +1,111 @@
+"""What a supervisor is told: restart types, strategies, :class:`Backoff` and
+:class:`ChildSpec`, checked as they are built.
+
+Plain values: the supervisor that runs children from them is in ``_supervisor``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal, TypeAlias, get_args
+
+from .._record import Record, set_field
+from ._actor import Actor
+from ._mailbox import DEFAULT_MAILBOX_SIZE
+
+__all__ = [
+    "DEFAULT_SHUTDOWN_GRACE",
+    "ActorFactory",
+    "Backoff",
+    "ChildSpec",
+    "RestartType",
+    "Strategy",
+    "check_supervisor_args",
+]
+
+Strategy: TypeAlias = Literal["one_for_one", "one_for_all", "rest_for_one"]
+"""Which children restart when one fails."""
+
+RestartType: TypeAlias = Literal["permanent", "transient", "temporary"]
+"""When a child is restarted: always, after a crash only, or never."""
+
+ActorFactory: TypeAlias = Callable[[], Actor]
+
+DEFAULT_SHUTDOWN_GRACE = 5.0
+
+
+_RESTART_TYPES: tuple[str, ...] = get_args(RestartType)
+
+
+def _non_negative(name: str, value: float) -> float:
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return value
+
+
+class Backoff(Record):
+    """Delay before a restart: ``min(maximum, initial * factor ** (k - 1))`` for the *k*-th
+    restart inside the supervisor's intensity window."""
+
+    __slots__ = ("factor", "initial", "maximum")
+
+    initial: float
+    factor: float
+    maximum: float
+
+    def __init__(self, *, initial: float = 0.1, factor: float = 2.0, maximum: float = 5.0) -> None:
+        set_field(self, "initial", _non_negative("initial", initial))
+        set_field(self, "factor", _non_negative("factor", factor))
+        set_field(self, "maximum", _non_negative("maximum", maximum))
+
+    @classmethod
+    def none(cls) -> Backoff:
+        """Restart immediately."""
+        return cls(initial=0.0, factor=1.0, maximum=0.0)
+
+    def delay(self, restart_number: int) -> float:
+        """Seconds to wait before restart number ``restart_number`` (1-based)."""
+        if self.initial == 0:
+            return 0.0
+        return min(self.maximum, self.initial * self.factor ** max(0, restart_number - 1))
+
+
+class ChildSpec(Record):
+    """How to run one child."""
+
+    __slots__ = ("factory", "mailbox_size", "name", "restart", "shutdown_grace")
+
+    factory: ActorFactory
+    """Returns a fresh :class:`Actor` for every (re)start."""
+    name: str
+    restart: RestartType
+    mailbox_size: int
+    shutdown_grace: float
+    """Seconds an orderly stop waits for the child before cancelling it."""
+
+    def __init__(
+        self,
+        *,
+        factory: ActorFactory,
+        name: str,
+        restart: RestartType = "permanent",
+        mailbox_size: int = DEFAULT_MAILBOX_SIZE,
+        shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE,
+    ) -> None:
+        if not name:
+            raise ValueError("a child needs a non-empty name")
+        if restart not in _RESTART_TYPES:
+            raise ValueError(f"restart must be one of {_RESTART_TYPES}, got {restart!r}")
+        set_field(self, "factory", factory)
+        set_field(self, "name", name)
+        set_field(self, "restart", restart)
+        set_field(self, "mailbox_size", _non_negative("mailbox_size", mailbox_size))
+        set_field(self, "shutdown_grace", _non_negative("shutdown_grace", shutdown_grace))
+
+
+def check_supervisor_args(strategy: str, max_restarts: int, within: float) -> None:
+    """Raise ``ValueError`` for a strategy or a restart intensity a supervisor cannot use."""
+    if strategy not in get_args(Strategy):
+        raise ValueError(f"strategy must be one of {get_args(Strategy)}, got {strategy!r}")
+    if max_restarts < 0 or within <= 0:
+        raise ValueError("max_restarts must be >= 0 and within > 0")
