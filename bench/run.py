@@ -781,13 +781,17 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if results.get("failures") else 0
 
 
-# (scenario key, label, comparison, limit, client); ratios are the client's / floor medians.
+# (scenario key, label, comparison, limit, client[, only these apis]); ratios are the client's /
+# floor medians. A target restricted to some apis replaces the unrestricted one of the same
+# label for them.
 # The provider rows (the provider called directly) and the agent rows (what users call:
 # Agent.run / Agent.stream) come from the same run.
 TARGETS = [
     ("a", "import: `import kova` vs `import httpx2, trio`", "<=", 1.5, KOVA),
     ("b/{api}", "provider: non-streaming calls/s (b), {api}", ">=", 0.8, KOVA),
     ("c/{api}", "provider: streaming events/s (c), {api}", ">=", 0.8, KOVA),
+    # The Gemini and Ollama issue asks more of their streams: 0.9x the floor's events/s.
+    ("c/{api}", "provider: streaming events/s (c), {api}", ">=", 0.9, KOVA, ("gemini", "ollama")),
     ("c_cpu/{api}", "provider: streaming CPU per 1,000 events (c), {api}", "<=", 1.25, KOVA),
     ("d/{api}", "provider: concurrent streams, wall (d), {api}", "<=", 1.3, KOVA),
     ("d_rss/{api}", "provider: concurrent streams, peak RSS (d), {api}", "<=", 1.2, KOVA),
@@ -841,8 +845,11 @@ def _connections(scenarios: dict[str, Any], key: str, client: str) -> float | No
 def evaluate_targets(scenarios: dict[str, Any], apis: list[str]) -> list[dict[str, Any]]:
     """Each target of the issue with the measured ratio to the floor (same run)."""
     out: list[dict[str, Any]] = []
-    for key_t, label_t, op, limit, client in TARGETS:
+    overridden = {(target[1], api) for target in TARGETS if len(target) > 5 for api in target[5]}
+    for key_t, label_t, op, limit, client, *only in TARGETS:
         for api in apis if "{api}" in key_t else [""]:
+            if (only and api not in only[0]) or (not only and (label_t, api) in overridden):
+                continue
             key, label = key_t.format(api=api), label_t.format(api=api)
             if key.startswith("d_conn/"):
                 ratio = _connections(scenarios, key, client)

@@ -131,3 +131,26 @@ def test_mock_server_payloads_round_trip() -> None:
     assert body.rstrip().endswith("data: [DONE]")
     assert payloads.parse_model("bench-tool-n20") == (True, 20)
     assert payloads.parse_model("bench-n7") == (False, 7)
+
+
+def test_gemini_and_ollama_streams_are_held_to_their_issue_target() -> None:
+    run = _load_run_module()
+
+    def rows(kova: float) -> list[dict[str, object]]:
+        return [
+            {"client": run.FLOOR, "values": [100.0]},
+            {"client": run.KOVA, "values": [kova]},
+        ]
+
+    scenarios = {f"c/{api}": rows(85.0) for api in ("openai", "gemini", "ollama")}
+    targets = {
+        row["key"]: row
+        for row in run.evaluate_targets(scenarios, ["openai", "gemini", "ollama"])
+        if row["target"].startswith("provider: streaming events/s")
+    }
+    assert sorted(targets) == ["c/gemini", "c/ollama", "c/openai"]  # one row each
+    assert targets["c/openai"]["limit"] == ">= 0.8"
+    assert targets["c/openai"]["met"]
+    for api in ("gemini", "ollama"):
+        assert targets[f"c/{api}"]["limit"] == ">= 0.9"
+        assert not targets[f"c/{api}"]["met"]
