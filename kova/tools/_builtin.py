@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._fs import EditFile, ListDir, PatchFile, ReadFile, Search, WriteFile
+from ._fs import EditFile, PatchFile, ReadFile, WriteFile
+from ._fs_tree import ListDir, Search
 from ._shell import Shell
 
 if TYPE_CHECKING:

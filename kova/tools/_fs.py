@@ -1,5 +1,6 @@
-"""The file tools: ``read_file``, ``list_dir``, ``search``, ``edit_file``, ``write_file`` and
-``patch_file``, confined by a :class:`~kova.tools.ToolPolicy`.
+"""The file tools: ``read_file``, ``write_file``, ``edit_file`` and ``patch_file`` here, and
+the base every file tool shares, confined by a :class:`~kova.tools.ToolPolicy`. The
+directory tools (``list_dir``, ``search``) are in ``_fs_tree``.
 
 Blocking file I/O runs in worker threads. Reads that are cancelled are abandoned (their
 result is discarded; nothing changes on disk). Writes are never abandoned: a cancelled write
@@ -9,10 +10,8 @@ not cancelled by then, so the old file is left intact.
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 import os
-import re
 import stat
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
@@ -25,22 +24,33 @@ from ._patch import PatchError, apply_patch
 from ._workspace import PathRefused, Workspace
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterator
+    from collections.abc import Awaitable, Callable
     from pathlib import Path
 
-    import pathspec
-
-    from .._models import JSONObject
+    from .._models import JSONObject, JSONValue
     from ._policy import ToolPolicy
 
-__all__ = ["EditFile", "ListDir", "PatchFile", "ReadFile", "Search", "WriteFile"]
+__all__ = ["EditFile", "PatchFile", "ReadFile", "WriteFile"]
 
 T = TypeVar("T")
 
 _BINARY_PROBE = 8192
-_MAX_LINE_CHARS = 300  # a search hit's line is cut here: minified files have megabyte lines
 
 _READ_ONLY = ToolAnnotations(read_only=True, destructive=False, idempotent=True, open_world=False)
+_CHANGES = ToolAnnotations(read_only=False, destructive=True, idempotent=False, open_world=False)
+"""A tool that changes a file in place (applied twice, it changes it twice)."""
+
+_FILE_PATH: JSONObject = {"type": "string", "description": "File path, relative to the workspace."}
+
+
+def _parameters(properties: JSONObject, *required: str) -> JSONObject:
+    """A file tool's parameters: an object of ``properties``, ``required`` among them, and
+    nothing else."""
+    schema: dict[str, JSONValue] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = [*required]
+    schema["additionalProperties"] = False
+    return schema
 
 
 async def _in_thread(function: Callable[[], T], *, abandon_on_cancel: bool) -> T:
@@ -147,15 +157,31 @@ class _FileTool:
         finally:
             pending.close()  # two quick syscalls; fine to block for, even when cancelled
 
-    async def _read_text(self, workspace: Workspace, raw: str, real: Path) -> str:
-        limit = self.policy.max_write_bytes
-        data, size = await _in_thread(
-            functools.partial(_read_bytes, workspace, raw, real, limit + 1),
-            abandon_on_cancel=True,
+    async def _read(
+        self, workspace: Workspace, raw: str, real: Path, limit: int
+    ) -> tuple[bytes, int]:
+        """Up to ``limit`` bytes of the checked file, and its size (abandoned on cancel)."""
+        return await _in_thread(
+            functools.partial(_read_bytes, workspace, raw, real, limit), abandon_on_cancel=True
         )
+
+    async def _rewrite(
+        self, raw: str, change: Callable[[str], ToolResult | tuple[str, str]]
+    ) -> ToolResult:
+        """Read the text file ``raw``, ``change`` its text and write it back. ``change``
+        returns the new text and what it did (``"replaced 2 occurrences in"``, followed by
+        the file's path in the result), or an error result: then the file is not written."""
+        workspace, real = await self._resolve(raw)
+        limit = self.policy.max_write_bytes
+        data, size = await self._read(workspace, raw, real, limit + 1)
         if size > limit or len(data) > limit:
             raise PathRefused(f"{raw!r} is {size} bytes; files over {limit} bytes are not edited")
-        return _decode(raw, data)
+        changed = change(_decode(raw, data))
+        if isinstance(changed, ToolResult):
+            return changed
+        text, done = changed
+        await self._write(workspace, raw, real, text)
+        return ToolResult(content=f"{done} {workspace.display(real)}")
 
 
 @attrs.frozen
@@ -168,16 +194,14 @@ class ReadFile(_FileTool):
         "to read part of it. Large files are cut off with a note saying how to read the rest; "
         "binary files are refused."
     )
-    parameters: ClassVar[JSONObject] = {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "File path, relative to the workspace."},
+    parameters: ClassVar[JSONObject] = _parameters(
+        {
+            "path": _FILE_PATH,
             "start_line": {"type": "integer", "minimum": 1, "description": "First line."},
             "end_line": {"type": "integer", "minimum": 1, "description": "Last line."},
         },
-        "required": ["path"],
-        "additionalProperties": False,
-    }
+        "path",
+    )
     annotations: ClassVar[ToolAnnotations] = evolve(_READ_ONLY, title="Read file")
 
     async def _execute(self, arguments: JSONObject) -> ToolResult:
@@ -191,10 +215,7 @@ class ReadFile(_FileTool):
         ranged = start is not None or end is not None
         # A line range may sit past the cap: read up to the write cap then, and cut the range.
         read_limit = max(limit, self.policy.max_write_bytes) if ranged else limit
-        data, size = await _in_thread(
-            functools.partial(_read_bytes, workspace, raw, real, read_limit + 1),
-            abandon_on_cancel=True,
-        )
+        data, size = await self._read(workspace, raw, real, read_limit + 1)
         truncated = len(data) > read_limit
         if truncated:
             data = data[:read_limit]
@@ -233,289 +254,6 @@ class ReadFile(_FileTool):
 
 
 @attrs.frozen
-class ListDir(_FileTool):
-    """``list_dir``: a directory's entries, to a depth."""
-
-    name: ClassVar[str] = "list_dir"
-    description: ClassVar[str] = (
-        "List a directory. Directories end with '/', symlinks with '@'. depth 1 lists the "
-        "directory itself; larger depths include subdirectories (indented). Long listings "
-        "are cut off with a note."
-    )
-    parameters: ClassVar[JSONObject] = {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "Directory, relative to the workspace."},
-            "depth": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1},
-        },
-        "additionalProperties": False,
-    }
-    annotations: ClassVar[ToolAnnotations] = evolve(_READ_ONLY, title="List directory")
-
-    async def _execute(self, arguments: JSONObject) -> ToolResult:
-        raw = _string(arguments, "path", ".")
-        depth = _integer(arguments, "depth") or 1
-        workspace, real = await self._resolve(raw)
-        lines, truncated = await _in_thread(
-            functools.partial(self._list, workspace, raw, real, depth), abandon_on_cancel=True
-        )
-        text = "\n".join(lines) if lines else "(empty directory)"
-        if truncated:
-            text += f"\n[truncated after {self.policy.max_entries} entries]"
-        return ToolResult(content=text)
-
-    def _list(
-        self, workspace: Workspace, raw: str, real: Path, depth: int
-    ) -> tuple[list[str], bool]:
-        lines: list[str] = []
-        limit = self.policy.max_entries
-        for level, relative, entry in _walk(workspace, raw, real, depth=depth):
-            if len(lines) >= limit:
-                return lines, True
-            suffix = ""
-            if entry.is_symlink():
-                suffix = "@"
-            elif entry.is_dir(follow_symlinks=False):
-                suffix = "/"
-            lines.append(f"{'  ' * level}{relative.rsplit('/', 1)[-1]}{suffix}")
-        return lines, False
-
-
-def _walk(
-    workspace: Workspace,
-    raw: str,
-    real: Path,
-    *,
-    depth: int,
-    skip: Callable[[str, bool], bool] | None = None,
-) -> Iterator[tuple[int, str, os.DirEntry[str]]]:
-    """Entries under the checked directory ``real``, sorted, depth first, without following
-    symlinks: each directory is opened relative to its parent's descriptor with
-    ``O_NOFOLLOW``, so nothing swapped in during the walk leads outside. Protected paths and
-    what ``skip(relative_path, is_dir)`` rejects are left out.
-
-    Yields:
-        ``(level, relative path, entry)``; ``level`` 0 is the directory itself.
-    """
-    top = workspace.open_directory(raw, real)
-    try:
-        yield from _walk_fd(workspace, raw, top, real, "", 0, depth, skip)
-    finally:
-        os.close(top)
-
-
-def _walk_fd(
-    workspace: Workspace,
-    raw: str,
-    fd: int,
-    real: Path,
-    prefix: str,
-    level: int,
-    depth: int,
-    skip: Callable[[str, bool], bool] | None,
-) -> Iterator[tuple[int, str, os.DirEntry[str]]]:
-    with os.scandir(fd) as listing:
-        entries = sorted(listing, key=lambda entry: entry.name)
-    for entry in entries:
-        relative = f"{prefix}{entry.name}"
-        is_dir = entry.is_dir(follow_symlinks=False)
-        try:
-            workspace.check_protected(relative, real / entry.name)
-        except PathRefused:
-            continue
-        if skip is not None and skip(relative, is_dir):
-            continue
-        yield level, relative, entry
-        if is_dir and level + 1 < depth:
-            try:
-                child = os.open(entry.name, _DIRECTORY_FLAGS, dir_fd=fd)
-            except OSError:  # unreadable, or swapped for a symlink since the listing
-                continue
-            try:
-                yield from _walk_fd(
-                    workspace,
-                    raw,
-                    child,
-                    real / entry.name,
-                    f"{relative}/",
-                    level + 1,
-                    depth,
-                    skip,
-                )
-            finally:
-                os.close(child)
-
-
-_DIRECTORY_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_DIRECTORY", 0)
-    | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-)
-
-
-class _GitIgnore:
-    """``.gitignore`` rules met during a walk, each applied below its own directory, with
-    pathspec's ``GitIgnoreSpec`` (git's own matching rules, including its edge cases)."""
-
-    def __init__(self) -> None:
-        self._specs: list[tuple[str, pathspec.GitIgnoreSpec]] = []
-
-    def add(self, directory: str, text: str) -> None:
-        import pathspec  # only when a search meets a .gitignore
-
-        spec = pathspec.GitIgnoreSpec.from_lines(text.splitlines())
-        self._specs.append((directory, spec))
-
-    def ignored(self, relative: str, is_dir: bool) -> bool:
-        if relative == ".git" or relative.endswith("/.git"):
-            return True
-        for directory, spec in self._specs:
-            if directory and not relative.startswith(directory):
-                continue
-            inner = relative[len(directory) :]
-            if spec.match_file(f"{inner}/" if is_dir else inner):
-                return True
-        return False
-
-
-def _read_gitignore(fd: int) -> str | None:
-    try:
-        handle = os.open(".gitignore", os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0), dir_fd=fd)
-    except OSError:
-        return None
-    with os.fdopen(handle, "rb") as file:
-        return file.read(1_000_000).decode("utf-8", errors="replace")
-
-
-@attrs.frozen
-class Search(_FileTool):
-    """``search``: a regular expression over the workspace's text files."""
-
-    name: ClassVar[str] = "search"
-    description: ClassVar[str] = (
-        "Search text files for a regular expression (Python syntax), line by line. Files "
-        "ignored by .gitignore, binary files and .git are skipped. Returns 'path:line: text' "
-        "per match; long results are cut off with a note."
-    )
-    parameters: ClassVar[JSONObject] = {
-        "type": "object",
-        "properties": {
-            "pattern": {"type": "string", "description": "Regular expression."},
-            "path": {"type": "string", "description": "Directory or file to search in."},
-            "glob": {"type": "string", "description": "Only files matching this glob."},
-            "ignore_case": {"type": "boolean", "default": False},
-        },
-        "required": ["pattern"],
-        "additionalProperties": False,
-    }
-    annotations: ClassVar[ToolAnnotations] = evolve(_READ_ONLY, title="Search files")
-
-    async def _execute(self, arguments: JSONObject) -> ToolResult:
-        pattern = _string(arguments, "pattern")
-        raw = _string(arguments, "path", ".")
-        glob = arguments.get("glob")
-        ignore_case = arguments.get("ignore_case") is True
-        try:
-            regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-        except re.error as exc:
-            return ToolResult.error(f"invalid regular expression {pattern!r}: {exc}")
-        workspace, real = await self._resolve(raw)
-        # abandon_on_cancel: a search changes nothing, and a pathological regex must not hold
-        # up the turn's cancellation (the thread finishes its file on its own).
-        hits, truncated = await _in_thread(
-            functools.partial(
-                self._search, workspace, raw, real, regex, glob if isinstance(glob, str) else None
-            ),
-            abandon_on_cancel=True,
-        )
-        if not hits:
-            return ToolResult(content="no matches")
-        text = "\n".join(hits)
-        if truncated:
-            text += "\n[truncated: more matches; narrow the pattern, path or glob]"
-        return ToolResult(content=text)
-
-    def _search(
-        self, workspace: Workspace, raw: str, real: Path, regex: re.Pattern[str], glob: str | None
-    ) -> tuple[list[str], bool]:
-        hits: list[str] = []
-        budget = self.policy.max_output_chars
-        limit = self.policy.max_entries
-
-        def add(hit: str) -> bool:
-            nonlocal budget
-            if len(hits) >= limit or len(hit) > budget:
-                return False
-            hits.append(hit)
-            budget -= len(hit) + 1
-            return True
-
-        if not real.is_dir():  # one file
-            for hit in self._search_file(workspace, raw, real, workspace.display(real), regex):
-                if not add(hit):
-                    return hits, True
-            return hits, False
-
-        ignore = _GitIgnore()
-        top_ignore = _read_gitignore_at(workspace, raw, real)
-        if top_ignore is not None:
-            ignore.add("", top_ignore)
-        prefix = workspace.display(real)
-        prefix = "" if prefix == "." else f"{prefix}/"
-        for _level, relative, entry in _walk(workspace, raw, real, depth=64, skip=ignore.ignored):
-            if entry.is_dir(follow_symlinks=False):
-                nested = _read_gitignore_at(workspace, raw, real / relative)
-                if nested is not None:
-                    ignore.add(f"{relative}/", nested)
-                continue
-            if not entry.is_file(follow_symlinks=False):
-                continue
-            if glob is not None and not fnmatch.fnmatch(
-                relative if "/" in glob else entry.name, glob
-            ):
-                continue
-            for hit in self._search_file(
-                workspace, relative, real / relative, f"{prefix}{relative}", regex
-            ):
-                if not add(hit):
-                    return hits, True
-        return hits, False
-
-    def _search_file(
-        self, workspace: Workspace, raw: str, real: Path, shown: str, regex: re.Pattern[str]
-    ) -> Iterator[str]:
-        try:
-            data, _size = _read_bytes(workspace, raw, real, self.policy.max_read_bytes)
-        except (OSError, PathRefused):
-            return
-        if _is_binary(data):
-            return
-        text = data.decode("utf-8", errors="replace")
-        for number, line in enumerate(text.splitlines(), start=1):
-            if regex.search(line):
-                if len(line) > _MAX_LINE_CHARS:
-                    line = line[:_MAX_LINE_CHARS] + "..."
-                yield f"{shown}:{number}: {line}"
-
-
-def _read_gitignore_at(workspace: Workspace, raw: str, directory: Path) -> str | None:
-    try:
-        fd = workspace.open_directory(raw, directory)
-    except (OSError, PathRefused):
-        return None
-    try:
-        return _read_gitignore(fd)
-    finally:
-        os.close(fd)
-
-
-_WRITE_ANNOTATIONS = ToolAnnotations(
-    read_only=False, destructive=True, idempotent=True, open_world=False
-)
-
-
-@attrs.frozen
 class WriteFile(_FileTool):
     """``write_file``: create or replace a file, atomically."""
 
@@ -524,16 +262,16 @@ class WriteFile(_FileTool):
         "Create a text file, or replace its whole content. Missing parent directories are "
         "created. The write is atomic: readers see the old file or the new one."
     )
-    parameters: ClassVar[JSONObject] = {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "File path, relative to the workspace."},
+    parameters: ClassVar[JSONObject] = _parameters(
+        {
+            "path": _FILE_PATH,
             "content": {"type": "string", "description": "The complete new content."},
         },
-        "required": ["path", "content"],
-        "additionalProperties": False,
-    }
-    annotations: ClassVar[ToolAnnotations] = evolve(_WRITE_ANNOTATIONS, title="Write file")
+        "path",
+        "content",
+    )
+    # Writing the same content twice leaves the same file: idempotent, unlike an edit.
+    annotations: ClassVar[ToolAnnotations] = evolve(_CHANGES, idempotent=True, title="Write file")
 
     async def _execute(self, arguments: JSONObject) -> ToolResult:
         raw = _string(arguments, "path")
@@ -553,20 +291,18 @@ class EditFile(_FileTool):
         "Replace an exact string in a text file with another. old_string must occur exactly "
         "once (include surrounding lines to make it unique), unless replace_all is true."
     )
-    parameters: ClassVar[JSONObject] = {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "File path, relative to the workspace."},
+    parameters: ClassVar[JSONObject] = _parameters(
+        {
+            "path": _FILE_PATH,
             "old_string": {"type": "string", "minLength": 1, "description": "Text to replace."},
             "new_string": {"type": "string", "description": "Replacement text."},
             "replace_all": {"type": "boolean", "default": False},
         },
-        "required": ["path", "old_string", "new_string"],
-        "additionalProperties": False,
-    }
-    annotations: ClassVar[ToolAnnotations] = ToolAnnotations(
-        read_only=False, destructive=True, idempotent=False, open_world=False, title="Edit file"
+        "path",
+        "old_string",
+        "new_string",
     )
+    annotations: ClassVar[ToolAnnotations] = evolve(_CHANGES, title="Edit file")
 
     async def _execute(self, arguments: JSONObject) -> ToolResult:
         raw = _string(arguments, "path")
@@ -575,24 +311,23 @@ class EditFile(_FileTool):
         replace_all = arguments.get("replace_all") is True
         if not old:
             return ToolResult.error("old_string must not be empty")
-        workspace, real = await self._resolve(raw)
-        text = await self._read_text(workspace, raw, real)
-        count = text.count(old)
-        if count == 0:
-            return ToolResult.error(
-                f"old_string was not found in {raw!r} (0 matches); read the file and copy "
-                "the text exactly, whitespace included"
-            )
-        if count > 1 and not replace_all:
-            return ToolResult.error(
-                f"old_string matches {count} times in {raw!r}; include more surrounding "
-                "text to make it unique, or set replace_all"
-            )
-        await self._write(workspace, raw, real, text.replace(old, new))
-        return ToolResult(
-            content=f"replaced {count} occurrence{'s' if count > 1 else ''} in "
-            f"{workspace.display(real)}"
-        )
+
+        def replace(text: str) -> ToolResult | tuple[str, str]:
+            count = text.count(old)
+            if count == 0:
+                return ToolResult.error(
+                    f"old_string was not found in {raw!r} (0 matches); read the file and copy "
+                    "the text exactly, whitespace included"
+                )
+            if count > 1 and not replace_all:
+                return ToolResult.error(
+                    f"old_string matches {count} times in {raw!r}; include more surrounding "
+                    "text to make it unique, or set replace_all"
+                )
+            done = f"replaced {count} occurrence{'s' if count > 1 else ''} in"
+            return text.replace(old, new), done
+
+        return await self._rewrite(raw, replace)
 
 
 @attrs.frozen
@@ -604,29 +339,25 @@ class PatchFile(_FileTool):
         "Apply a unified diff (hunks starting with '@@ -a,b +c,d @@') to one text file. "
         "Either every hunk applies or the file is left unchanged and the failing hunk is named."
     )
-    parameters: ClassVar[JSONObject] = {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "File path, relative to the workspace."},
+    parameters: ClassVar[JSONObject] = _parameters(
+        {
+            "path": _FILE_PATH,
             "diff": {"type": "string", "description": "The unified diff for this file."},
         },
-        "required": ["path", "diff"],
-        "additionalProperties": False,
-    }
-    annotations: ClassVar[ToolAnnotations] = ToolAnnotations(
-        read_only=False, destructive=True, idempotent=False, open_world=False, title="Patch file"
+        "path",
+        "diff",
     )
+    annotations: ClassVar[ToolAnnotations] = evolve(_CHANGES, title="Patch file")
 
     async def _execute(self, arguments: JSONObject) -> ToolResult:
         raw = _string(arguments, "path")
         diff = _string(arguments, "diff")
-        workspace, real = await self._resolve(raw)
-        text = await self._read_text(workspace, raw, real)
-        try:
-            patched, hunks = apply_patch(text, diff)
-        except PatchError as exc:
-            return ToolResult.error(f"patch not applied to {raw!r}, file unchanged: {exc}")
-        await self._write(workspace, raw, real, patched)
-        return ToolResult(
-            content=f"applied {hunks} hunk{'s' if hunks != 1 else ''} to {workspace.display(real)}"
-        )
+
+        def patch(text: str) -> ToolResult | tuple[str, str]:
+            try:
+                patched, hunks = apply_patch(text, diff)
+            except PatchError as exc:
+                return ToolResult.error(f"patch not applied to {raw!r}, file unchanged: {exc}")
+            return patched, f"applied {hunks} hunk{'s' if hunks != 1 else ''} to"
+
+        return await self._rewrite(raw, patch)

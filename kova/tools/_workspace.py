@@ -1,7 +1,7 @@
 """Path containment for the file tools: resolve, check, then open what was checked.
 
 Blocking code by design: every function here runs in a worker thread
-(``trio.to_thread.run_sync``), called by the tools in ``_fs.py``.
+(``trio.to_thread.run_sync``), called by the tools in ``_fs.py`` and ``_fs_tree.py``.
 
 A path is checked twice. First its real path is computed with ``os.path.realpath``, which
 resolves the symlinks of the deepest existing ancestor and leaves the part that does not exist
