@@ -14,6 +14,10 @@ what it accepts and rewrites what has an equivalent:
   ``examples`` → ``example`` (the first);
 * non-string ``enum`` values → strings (Gemini enums are strings);
 * ``type`` names upper-case (``"STRING"``, ``"OBJECT"``: the proto enum, as google-genai sends);
+* an object with more than one property gets ``propertyOrdering``, its declared order (as
+  google-genai adds it; otherwise the model writes the keys in alphabetical order);
+* ``additionalProperties`` is kept only when ``false`` (the Developer API refuses an open
+  object; google-genai raises for one), and a keyword whose value is ``null`` is dropped;
 * anything else (``$schema``, ``$id``, ``not``, ``if``/``then``/``else``,
   ``patternProperties``, ``discriminator``, ``dependentRequired``, ...) is dropped.
 """
@@ -118,10 +122,10 @@ def _clean(
         elif key == "items" and isinstance(value, Mapping):
             out["items"] = _clean(value, defs, seen, depth + 1)
         elif key == "additionalProperties":
-            if isinstance(value, bool):
+            # Only ``false`` passes the Developer API (google-genai refuses the rest outside
+            # Vertex AI): an open object is sent as a plain object.
+            if value is False:
                 out[key] = value
-            elif isinstance(value, Mapping):
-                out[key] = _clean(value, defs, seen, depth + 1)
         elif key == "exclusiveMinimum" and _is_number(value) and "minimum" not in schema:
             out["minimum"] = value
         elif key == "exclusiveMaximum" and _is_number(value) and "maximum" not in schema:
@@ -129,11 +133,20 @@ def _clean(
         elif key == "examples" and isinstance(value, Sequence) and not isinstance(value, str):
             if value and "example" not in schema:
                 out["example"] = value[0]
-        elif key in ALLOWED_KEYWORDS and key not in ("enum",):
+        elif key in ALLOWED_KEYWORDS and key != "enum" and value is not None:
             out[key] = value
     if "enum" in out:
         # Gemini enums are strings: a numeric enum is sent as its string forms.
         out["type"] = "STRING"
+    properties = out.get("properties")
+    if (
+        out.get("type") == "OBJECT"
+        and isinstance(properties, Mapping)
+        and len(properties) > 1
+        and "propertyOrdering" not in out
+    ):
+        # As google-genai does: without it the model writes the keys in alphabetical order.
+        out["propertyOrdering"] = list(properties)
     return out
 
 

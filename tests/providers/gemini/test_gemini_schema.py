@@ -146,3 +146,42 @@ def test_accepted_keywords_are_kept() -> None:
     }
     assert sanitize_schema(schema) == schema
     assert _keys(sanitize_schema(schema)) <= ALLOWED_KEYWORDS
+
+
+def test_an_object_keeps_its_declared_property_order() -> None:
+    # google-genai adds propertyOrdering (the declared order) to every object with more than
+    # one property; without it the model answers with the keys in alphabetical order.
+    cleaned = sanitize_schema(
+        {
+            "type": "object",
+            "properties": {
+                "reasoning": {"type": "string"},
+                "answer": {"type": "object", "properties": {"b": {}, "a": {}}},
+                "one": {"type": "object", "properties": {"only": {"type": "string"}}},
+            },
+        }
+    )
+    assert cleaned["propertyOrdering"] == ["reasoning", "answer", "one"]
+    properties = cleaned["properties"]
+    assert isinstance(properties, dict)
+    assert properties["answer"]["propertyOrdering"] == ["b", "a"]
+    assert "propertyOrdering" not in properties["one"]
+
+
+def test_a_given_property_order_is_kept() -> None:
+    schema = {"type": "OBJECT", "properties": {"a": {}, "b": {}}, "propertyOrdering": ["b", "a"]}
+    assert sanitize_schema(schema)["propertyOrdering"] == ["b", "a"]
+
+
+@pytest.mark.parametrize("value", [True, {"type": "string"}])
+def test_open_additional_properties_are_dropped(value: object) -> None:
+    # The Gemini Developer API takes only additionalProperties: false (google-genai refuses
+    # anything else outside Vertex AI).
+    cleaned = sanitize_schema({"type": "object", "additionalProperties": value})
+    assert cleaned == {"type": "OBJECT"}
+
+
+@pytest.mark.parametrize("keyword", ["default", "example", "description", "format"])
+def test_null_keyword_values_are_dropped(keyword: str) -> None:
+    # Pydantic writes "default": null for optional fields; google-genai never sends a null.
+    assert sanitize_schema({"type": "string", keyword: None}) == {"type": "STRING"}

@@ -14,9 +14,11 @@ encode the same in both alphabets.
 from __future__ import annotations
 
 import base64
+import copy
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
+import pydantic
 import pytest
 import trio
 
@@ -244,6 +246,37 @@ def _structured_case() -> Case:
     )
 
 
+class _City(pydantic.BaseModel):
+    name: str
+    country: str | None = None
+
+
+class _Route(pydantic.BaseModel, extra="forbid"):
+    route: str
+    confidence: float = pydantic.Field(ge=0, le=1, description="how sure")
+    kind: Literal["road", "rail"]
+    stops: list[_City]
+    home: _City | None = None
+
+
+def _pydantic_structured_case() -> Case:
+    # What users pass: a pydantic model's schema ($defs, Optional fields with a null default,
+    # several properties whose order matters, additionalProperties false).
+    schema = _Route.model_json_schema()
+    return (
+        ChatRequest.of(
+            "Plan a route.",
+            config=InferenceConfig(response_format=ResponseFormat.named("route", schema)),
+        ),
+        GeminiConfig(model="gemini-fake", api_key="k"),
+        [types.Content(role="user", parts=[types.Part(text="Plan a route.")])],
+        # The SDK rewrites the schema it is given in place: it gets its own copy.
+        types.GenerateContentConfig(
+            response_mime_type="application/json", response_schema=copy.deepcopy(schema)
+        ),
+    )
+
+
 def _image_case() -> Case:
     return (
         ChatRequest.of(
@@ -276,6 +309,7 @@ CASES: dict[str, Callable[[], Case]] = {
     "thinking-budget": _thinking_case,
     "thinking-level": _thinking_level_case,
     "structured-output": _structured_case,
+    "structured-output-pydantic": _pydantic_structured_case,
     "image": _image_case,
 }
 
