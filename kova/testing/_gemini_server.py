@@ -19,7 +19,8 @@ Routes (``{version}`` is any API version, e.g. ``v1beta``):
   ``data:`` chunk per text / thinking piece and per whole function call, the last chunk with
   ``finishReason`` and ``usageMetadata``; no terminator. A
   :class:`~kova.testing.StreamReply` with ``cut_after`` drops the connection after that many
-  events (no ``finishReason``); an ``ErrorEvent`` becomes a ``data: {"error": ...}`` chunk
+  events (no ``finishReason``), one with ``hold_after`` stalls after that many with the
+  connection open; an ``ErrorEvent`` becomes a ``data: {"error": ...}`` chunk
   that ends the stream.
 * :class:`~kova.testing.ErrorReply` answers with its status and Google's error body
   (``error.status`` from ``error_type`` or the status, a ``RetryInfo`` ``retryDelay`` from
@@ -150,6 +151,7 @@ class FakeGeminiServer(FakeServer):
             reply,
             _ChunkEncoder(model),
             headers={"content-type": "text/event-stream", "x-content-type-options": "nosniff"},
+            hold=True,
         )
 
     def _count_tokens(self, request: RecordedRequest) -> FakeResponse:

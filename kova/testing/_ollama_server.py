@@ -15,7 +15,8 @@ Routes:
   pieces, each tool call whole on its own line, then the ``done: true`` line with
   ``done_reason`` and the counts. ``"stream": false`` gets one JSON object. A
   :class:`~kova.testing.StreamReply` with ``cut_after`` drops the connection after that many
-  events (no done line); an ``ErrorEvent`` becomes an ``{"error": "..."}`` line with the
+  events (no done line), one with ``hold_after`` stalls after that many with the connection
+  open; an ``ErrorEvent`` becomes an ``{"error": "..."}`` line with the
   status still 200. An :class:`~kova.testing.ErrorReply` answers with its status and
   ``{"error": "<message>"}``.
 * ``GET /api/tags``: :attr:`FakeOllamaServer.models`; ``GET /api/version``.
@@ -120,7 +121,10 @@ class FakeOllamaServer(FakeServer):
             response = reply.response if isinstance(reply, StreamReply) else reply
             return _json(200, response_json(response, decoded.model))
         return scripted_stream(
-            reply, _LineEncoder(decoded.model), headers={"content-type": "application/x-ndjson"}
+            reply,
+            _LineEncoder(decoded.model),
+            headers={"content-type": "application/x-ndjson"},
+            hold=True,
         )
 
     def _embed(self, request: RecordedRequest) -> FakeResponse:

@@ -122,7 +122,7 @@ async def _guard() -> AsyncIterator[None]:
         yield
 
 
-@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "gemini", "ollama"])
 @pytest.mark.usefixtures("_guard")
 async def test_chat_streams_cancels_with_ctrl_c_saves_and_resumes(
     kind: str, tmp_path: Path

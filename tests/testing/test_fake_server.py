@@ -52,7 +52,7 @@ CASES = [
     # An error event ends the body there, properly, whatever cut point lies beyond it.
     Case(events=WITH_ERROR, chunks=[b"<", b"a", b"ErrorEvent"]),
     Case(events=WITH_ERROR, cut_after=3, chunks=[b"<", b"a", b"ErrorEvent"]),
-    # hold_after counts only for the fakes that hold (OpenAI, Anthropic).
+    # hold_after counts only for the fakes that hold (OpenAI, Anthropic, Gemini, Ollama).
     Case(events=EVENTS, hold_after=1, hold=True, chunks=[b"<", b"a"], cut=True, held=True),
     Case(events=EVENTS, hold_after=1, chunks=[b"<", b"a", b"b", b"StopEvent", b">"]),
 ]

@@ -16,6 +16,7 @@ from kova import (
     ProviderAuthError,
     RateLimited,
     ResponseFormat,
+    StopEvent,
     StopReason,
     StreamError,
     Text,
@@ -383,7 +384,7 @@ async def test_embeddings_are_batched_and_ordered() -> None:
     assert server.requests[0].path == "/v1beta/models/gemini-embedding-fake:batchEmbedContents"
 
 
-async def test_cancellation_abandons_the_stream() -> None:
+async def test_cancelling_a_call_abandons_it(autojump_clock: object) -> None:
     never = trio.Event()
 
     async def slow(_: object) -> ModelResponse:
@@ -393,6 +394,34 @@ async def test_cancellation_abandons_the_stream() -> None:
     async with open_gemini_server(Script(slow)) as server:
         provider = provider_for(server)
         async with provider.open():
-            with trio.move_on_after(0.05) as scope:
+            with trio.move_on_after(5) as scope:
                 await provider.chat_completion(ChatRequest.of("q"))
     assert scope.cancelled_caught
+    assert trio.current_time() == 5
+
+
+async def test_cancelling_mid_stream_stops_the_read_and_the_provider_stays_usable(
+    autojump_clock: object,
+) -> None:
+    # The model sends two pieces of text, then stalls with the connection open.
+    held = StreamReply(
+        response=reply_text("Partial answer that never ends"), chunk_chars=8, hold_after=2
+    )
+    async with open_gemini_server(Script([held, reply_text("after the cancel")])) as server:
+        provider = provider_for(server)
+        async with provider.open():
+            texts: list[str] = []
+            stops: list[object] = []
+            with trio.move_on_after(30) as scope:
+                async with provider.chat_completion_stream(ChatRequest.of("q")) as batches:
+                    async for batch in batches:
+                        texts.extend(e.text for e in batch if isinstance(e, TextDelta))
+                        stops.extend(e for e in batch if isinstance(e, StopEvent))
+            assert scope.cancelled_caught
+            assert trio.current_time() == 30
+            response = await provider.chat_completion(ChatRequest.of("again"))
+    assert "".join(texts) == "Partial answer t"
+    assert stops == []
+    assert response.text == "after the cancel"
+    first, second = server.requests
+    assert first.connection != second.connection  # the abandoned one was not reused
