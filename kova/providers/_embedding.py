@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterable, Sequence
+    from collections.abc import Awaitable, Callable, Iterable
     from contextlib import AbstractAsyncContextManager
 
     from .._models import Usage
 
-__all__ = ["EmbeddingProvider", "Embeddings", "embed_in_batches"]
+__all__ = ["EmbeddingProvider", "Embeddings", "check_texts", "embed_in_batches"]
 
 
 class Embeddings(list[list[float]]):
@@ -56,10 +57,27 @@ class EmbeddingProvider(Protocol):
         """One vector per text, in input order (batched as the API requires), with usage.
 
         Raises:
-            TypeError: ``texts`` is a single string.
+            TypeError: ``texts`` is a single string, not a sequence, or holds a non-string.
             ProviderError, KovaConnectionError, KovaTimeoutError: the request failed.
         """
         ...
+
+
+def check_texts(texts: Sequence[str]) -> list[str]:
+    """``texts`` as a list, checked before anything is sent.
+
+    Raises:
+        TypeError: ``texts`` is a single string, not a sequence, or holds a non-string.
+    """
+    if isinstance(texts, str):
+        raise TypeError("embed() takes a sequence of strings, not one string")
+    if not isinstance(texts, Sequence):
+        raise TypeError(f"embed() takes a sequence of strings, got {type(texts).__name__}")
+    checked = list(texts)
+    for position, text in enumerate(checked):
+        if not isinstance(text, str):
+            raise TypeError(f"embed() takes strings; item {position} is a {type(text).__name__}")
+    return checked
 
 
 async def embed_in_batches(
@@ -71,10 +89,9 @@ async def embed_in_batches(
     one and returns its vectors and usage), reassembled in input order with the usage summed.
 
     Raises:
-        TypeError: ``texts`` is a single string.
+        TypeError: ``texts`` is a single string, not a sequence, or holds a non-string.
     """
-    if isinstance(texts, str):
-        raise TypeError("embed() takes a sequence of strings, not one string")
+    texts = check_texts(texts)
     vectors: list[list[float]] = []
     usage: Usage | None = None
     for start in range(0, len(texts), batch_size):

@@ -9,7 +9,7 @@ from .._auth import header_auth
 from .._http_provider import HttpProvider
 from .._sse import SseEvent
 from ._codec import GeminiCodec
-from ._config import API_KEY_VARIABLES
+from ._config import API_KEY_VARIABLES, GeminiConfig
 from ._convert import PROVIDER
 
 if TYPE_CHECKING:
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 
     from ..._models import ChatRequest, ModelInfo, ModelResponse
     from .._base import EventBatches
-    from ._config import GeminiConfig
 
 __all__ = ["GeminiProvider", "missing_key_error"]
 
@@ -57,6 +56,8 @@ class GeminiProvider(HttpProvider[SseEvent]):
         client: httpx2.AsyncClient | None = None,
         transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
+        if not isinstance(config, GeminiConfig):
+            raise TypeError(f"GeminiProvider takes a GeminiConfig, got {type(config).__name__}")
         self.config = config
         key = config.api_key
         super().__init__(

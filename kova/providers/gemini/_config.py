@@ -8,6 +8,14 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 import attrs
 
 from ..._secret import Secret
+from .._checks import (
+    check_bool,
+    check_http_url,
+    check_int,
+    check_non_empty_str,
+    check_number,
+    header_map,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -25,6 +33,9 @@ __all__ = [
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 DEFAULT_API_VERSION = "v1beta"
+
+MAX_EMBED_BATCH = 100
+"""The most requests one ``batchEmbedContents`` call takes."""
 
 API_KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 """Environment variables read, in order, when no key is given (the official SDK's order)."""
@@ -50,15 +61,6 @@ def resolve_api_key(value: str | Secret | None) -> Secret | None:
     return None
 
 
-def _headers(value: Mapping[str, str]) -> Mapping[str, str]:
-    return dict(value)
-
-
-def _non_empty(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
-    if not value:
-        raise ValueError(f"{attribute.name} must not be empty")
-
-
 def _positive_seconds(
     _instance: object, attribute: attrs.Attribute[float | None], value: float | None
 ) -> None:
@@ -71,7 +73,10 @@ def _positive_int(_instance: object, attribute: attrs.Attribute[int], value: int
         raise ValueError(f"{attribute.name} must be positive, got {value}")
 
 
-def _check_budget(_instance: object, _attribute: object, value: int | None) -> None:
+def _check_budget(
+    _instance: object, attribute: attrs.Attribute[int | None], value: int | None
+) -> None:
+    check_int(_instance, attribute, value)
     if value is not None and value < -1:
         raise ValueError(
             f"thinking_budget must be -1 (dynamic), 0 (off) or a positive cap, got {value}"
@@ -98,19 +103,19 @@ class GeminiConfig:
     from :class:`~kova.InferenceConfig` and take precedence over these defaults.
     """
 
-    model: str = attrs.field(validator=_non_empty)
+    model: str = attrs.field(validator=check_non_empty_str)
     """Model id without the ``models/`` prefix, e.g. ``gemini-2.5-flash``."""
     api_key: Secret | None = attrs.field(default=None, converter=resolve_api_key)
     """The key (a ``str`` is wrapped in a masked :class:`~kova.Secret`), sent as
     ``x-goog-api-key``. ``None`` reads ``GEMINI_API_KEY``, else ``GOOGLE_API_KEY``, when the
     config is built; with none of them every call raises :class:`~kova.ProviderAuthError`
     naming all three."""
-    base_url: str = DEFAULT_BASE_URL
+    base_url: str = attrs.field(default=DEFAULT_BASE_URL, validator=check_http_url)
     """Scheme and host; ``/{api_version}/models/...`` is appended."""
-    api_version: str = attrs.field(default=DEFAULT_API_VERSION, validator=_non_empty)
+    api_version: str = attrs.field(default=DEFAULT_API_VERSION, validator=check_non_empty_str)
     """The API version path segment (``v1beta``: thinking, structured output and
     ``parametersJsonSchema`` are there first)."""
-    timeout: float = attrs.field(default=60.0, validator=attrs.validators.gt(0))
+    timeout: float = attrs.field(default=60.0, validator=[check_number, attrs.validators.gt(0)])
     """Read timeout in seconds, the time to a stream's response head and the idle timeout
     between stream events."""
     connect_timeout: float | None = attrs.field(
@@ -134,7 +139,7 @@ class GeminiConfig:
     )
     """``maxOutputTokens`` when ``InferenceConfig.max_tokens`` is unset (``None``: the
     model's default)."""
-    temperature: float | None = None
+    temperature: float | None = attrs.field(default=None, validator=check_number)
     """Temperature used when ``InferenceConfig.temperature`` is unset."""
     thinking_budget: int | None = attrs.field(default=None, validator=_check_budget)
     """``thinkingConfig.thinkingBudget`` (Gemini 2.5): ``-1`` dynamic, ``0`` off (not on Pro
@@ -142,10 +147,10 @@ class GeminiConfig:
     thinking_level: ThinkingLevel | None = attrs.field(default=None, validator=_check_level)
     """``thinkingConfig.thinkingLevel`` (Gemini 3 models). Not together with
     ``thinking_budget``."""
-    include_thoughts: bool | None = None
+    include_thoughts: bool | None = attrs.field(default=None, validator=check_bool)
     """``thinkingConfig.includeThoughts``: thought summaries come back as thinking. ``None``:
     on whenever thinking is configured (a budget other than 0, or a level)."""
-    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, repr=False)
+    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=header_map, repr=False)
     """Sent with every request."""
 
     def __attrs_post_init__(self) -> None:
@@ -180,21 +185,24 @@ class GeminiEmbeddingConfig:
         GeminiEmbeddingConfig(model="gemini-embedding-001", dimensions=768)
     """
 
-    model: str = attrs.field(default="gemini-embedding-001", validator=_non_empty)
+    model: str = attrs.field(default="gemini-embedding-001", validator=check_non_empty_str)
     api_key: Secret | None = attrs.field(default=None, converter=resolve_api_key)
     """As :attr:`GeminiConfig.api_key`."""
-    base_url: str = DEFAULT_BASE_URL
-    api_version: str = attrs.field(default=DEFAULT_API_VERSION, validator=_non_empty)
+    base_url: str = attrs.field(default=DEFAULT_BASE_URL, validator=check_http_url)
+    api_version: str = attrs.field(default=DEFAULT_API_VERSION, validator=check_non_empty_str)
     dimensions: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
     )
     """``outputDimensionality``: shorten vectors to this size (``None``: the model's own)."""
     task_type: str | None = None
     """``taskType``, e.g. ``RETRIEVAL_DOCUMENT``, ``RETRIEVAL_QUERY``, ``SEMANTIC_SIMILARITY``."""
-    batch_size: int = attrs.field(default=100, validator=attrs.validators.gt(0))
+    batch_size: int = attrs.field(
+        default=MAX_EMBED_BATCH,
+        validator=[check_int, attrs.validators.gt(0), attrs.validators.le(MAX_EMBED_BATCH)],
+    )
     """Texts per request; the API accepts at most 100."""
-    timeout: float = attrs.field(default=60.0, validator=attrs.validators.gt(0))
+    timeout: float = attrs.field(default=60.0, validator=[check_number, attrs.validators.gt(0)])
     connect_timeout: float | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
     )
-    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, repr=False)
+    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=header_map, repr=False)

@@ -9,9 +9,10 @@ import attrs
 
 from ..._errors import InvalidResponse
 from .._auth import header_auth
-from .._embedding import Embeddings
+from .._embedding import Embeddings, check_texts, embed_in_batches
 from .._http import HttpTransport
 from ._client import missing_key_error
+from ._config import GeminiEmbeddingConfig
 from ._convert import PROVIDER, error_details
 
 if TYPE_CHECKING:
@@ -19,8 +20,7 @@ if TYPE_CHECKING:
 
     import httpx2
 
-    from ..._models import JSONValue
-    from ._config import GeminiEmbeddingConfig
+    from ..._models import JSONValue, Usage
 
 __all__ = ["GeminiEmbeddingProvider", "decode_batch_embeddings", "encode_batch_embeddings"]
 
@@ -85,6 +85,11 @@ class GeminiEmbeddingProvider:
         client: httpx2.AsyncClient | None = None,
         transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
+        if not isinstance(config, GeminiEmbeddingConfig):
+            raise TypeError(
+                "GeminiEmbeddingProvider takes a GeminiEmbeddingConfig, got "
+                + type(config).__name__
+            )
         self.config = config
         key = config.api_key
         self._http = HttpTransport(
@@ -119,26 +124,22 @@ class GeminiEmbeddingProvider:
         several requests, one after another, reassembled in order.
 
         Raises:
-            TypeError: ``texts`` is a single string.
+            TypeError: ``texts`` is a single string, not a sequence, or holds a non-string.
             ProviderAuthError: no key is configured.
             ProviderError: an error status or a malformed answer.
             KovaConnectionError, KovaTimeoutError: the transport failed.
         """
-        if isinstance(texts, str):
-            raise TypeError("embed() takes a sequence of strings, not one string")
+        texts = check_texts(texts)
         if self.config.api_key is None:
             raise missing_key_error()
+        return await embed_in_batches(texts, self.config.batch_size, self._send)
+
+    async def _send(self, batch: list[str]) -> tuple[list[list[float]], Usage | None]:
         model = self.config.model.removeprefix("models/")
-        path = f"/{self.config.api_version}/models/{model}:batchEmbedContents"
-        vectors: list[list[float]] = []
-        size = self.config.batch_size
-        for start in range(0, len(texts), size):
-            batch = list(texts[start : start + size])
-            data = await self._http.request_json(
-                "POST",
-                path,
-                json_body=encode_batch_embeddings(batch, self.config),
-                headers=self.config.extra_headers or None,
-            )
-            vectors.extend(decode_batch_embeddings(data, len(batch)))
-        return Embeddings(vectors, usage=None)
+        data = await self._http.request_json(
+            "POST",
+            f"/{self.config.api_version}/models/{model}:batchEmbedContents",
+            json_body=encode_batch_embeddings(batch, self.config),
+            headers=self.config.extra_headers or None,
+        )
+        return decode_batch_embeddings(data, len(batch)), None

@@ -7,11 +7,10 @@ from typing import TYPE_CHECKING
 from .._auth import bearer_auth
 from .._http_provider import HttpProvider
 from ._codec import OllamaCodec
+from ._config import OllamaConfig
 
 if TYPE_CHECKING:
     import httpx2
-
-    from ._config import OllamaConfig
 
 __all__ = ["OllamaProvider"]
 
@@ -35,6 +34,8 @@ class OllamaProvider(HttpProvider[str]):
         client: httpx2.AsyncClient | None = None,
         transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
+        if not isinstance(config, OllamaConfig):
+            raise TypeError(f"OllamaProvider takes an OllamaConfig, got {type(config).__name__}")
         self.config = config
         super().__init__(
             OllamaCodec(config),

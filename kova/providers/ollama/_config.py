@@ -9,6 +9,13 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ..._secret import Secret
+from .._checks import (
+    check_http_url,
+    check_non_empty_str,
+    check_number,
+    header_map,
+    options_map,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -71,17 +78,9 @@ def default_base_url() -> str:
     return parse_host(value) if value else DEFAULT_BASE_URL
 
 
-def _headers(value: Mapping[str, str]) -> Mapping[str, str]:
-    return dict(value)
-
-
-def _options(value: Mapping[str, JSONValue]) -> Mapping[str, JSONValue]:
-    return dict(value)
-
-
-def _non_empty(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
-    if not value:
-        raise ValueError(f"{attribute.name} must not be empty")
+def _base_url(value: str) -> str:
+    # As the official client reads its host argument: the OLLAMA_HOST forms.
+    return parse_host(value) if isinstance(value, str) else value
 
 
 def _positive_seconds(
@@ -130,12 +129,15 @@ class OllamaConfig:
     win over ``extra_options``.
     """
 
-    model: str = attrs.field(validator=_non_empty)
+    model: str = attrs.field(validator=check_non_empty_str)
     """Model name, ``name[:tag]`` (``llama3.2`` is ``llama3.2:latest``)."""
-    base_url: str = attrs.field(factory=default_base_url)
+    base_url: str = attrs.field(
+        factory=default_base_url, converter=_base_url, validator=check_http_url
+    )
     """``http://localhost:11434`` unless ``OLLAMA_HOST`` is set (read when the config is
-    built; ``host``, ``host:port`` and full URLs are accepted)."""
-    timeout: float = attrs.field(default=120.0, validator=attrs.validators.gt(0))
+    built). Given or from the variable, ``host``, ``host:port``, ``:port`` and full URLs are
+    accepted, as the official client accepts them (no scheme means ``http``, no port 11434)."""
+    timeout: float = attrs.field(default=120.0, validator=[check_number, attrs.validators.gt(0)])
     """Read timeout in seconds, the time to a stream's first line and the idle timeout
     between lines. Generous: loading a model on the first request takes a while."""
     connect_timeout: float | None = attrs.field(
@@ -157,12 +159,12 @@ class OllamaConfig:
     """``think``: ``OllamaThink.ENABLED`` / ``HIGH`` / ``MEDIUM`` / ``LOW`` (serialized as
     ``true`` or the level), ``DISABLED`` (``false``). ``None`` omits the field (thinking
     models then think). Reasoning arrives as thinking, never as text."""
-    extra_options: Mapping[str, JSONValue] = attrs.field(factory=dict, converter=_options)
+    extra_options: Mapping[str, JSONValue] = attrs.field(factory=dict, converter=options_map)
     """Merged into ``options`` (``num_ctx``, ``seed``, ``top_k``, ``repeat_penalty``, ...)."""
     api_key: Secret | None = attrs.field(default=None, converter=_secret, repr=False)
     """Only for ollama.com's hosted API (``Authorization: Bearer``); a local server needs
     none. Not read from the environment."""
-    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, repr=False)
+    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=header_map, repr=False)
 
 
 @attrs.frozen(kw_only=True)
@@ -174,8 +176,10 @@ class OllamaEmbeddingConfig:
         OllamaEmbeddingConfig(model="nomic-embed-text")
     """
 
-    model: str = attrs.field(validator=_non_empty)
-    base_url: str = attrs.field(factory=default_base_url)
+    model: str = attrs.field(validator=check_non_empty_str)
+    base_url: str = attrs.field(
+        factory=default_base_url, converter=_base_url, validator=check_http_url
+    )
     """As :attr:`OllamaConfig.base_url`."""
     dimensions: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
@@ -186,9 +190,9 @@ class OllamaEmbeddingConfig:
     keep_alive: str | float | None = attrs.field(default=None, validator=_keep_alive)
     batch_size: int = attrs.field(default=256, validator=attrs.validators.gt(0))
     """Texts per request (Ollama sets no hard limit; this bounds one request's size)."""
-    timeout: float = attrs.field(default=120.0, validator=attrs.validators.gt(0))
+    timeout: float = attrs.field(default=120.0, validator=[check_number, attrs.validators.gt(0)])
     connect_timeout: float | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
     )
     api_key: Secret | None = attrs.field(default=None, converter=_secret, repr=False)
-    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, repr=False)
+    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=header_map, repr=False)

@@ -12,6 +12,7 @@ from ..._models import Usage
 from .._auth import bearer_auth
 from .._embedding import Embeddings, embed_in_batches
 from .._http import HttpTransport
+from ._config import OllamaEmbeddingConfig
 from ._convert import PROVIDER
 
 if TYPE_CHECKING:
@@ -20,7 +21,6 @@ if TYPE_CHECKING:
     import httpx2
 
     from ..._models import JSONValue
-    from ._config import OllamaEmbeddingConfig
 
 __all__ = ["OllamaEmbeddingProvider", "decode_embed", "encode_embed"]
 
@@ -89,6 +89,11 @@ class OllamaEmbeddingProvider:
         client: httpx2.AsyncClient | None = None,
         transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
+        if not isinstance(config, OllamaEmbeddingConfig):
+            raise TypeError(
+                "OllamaEmbeddingProvider takes an OllamaEmbeddingConfig, got "
+                + type(config).__name__
+            )
         self.config = config
         self._http = HttpTransport(
             provider=PROVIDER,
@@ -119,7 +124,7 @@ class OllamaEmbeddingProvider:
         (``usage.input_tokens``, summed over batches).
 
         Raises:
-            TypeError: ``texts`` is a single string.
+            TypeError: ``texts`` is a single string, not a sequence, or holds a non-string.
             ProviderError: an error status or a malformed answer.
             KovaConnectionError, KovaTimeoutError: the transport failed.
         """

@@ -22,7 +22,13 @@ from kova import (
     Usage,
 )
 from kova.errors import InvalidRequest, ModelNotFound, ProviderOverloaded
-from kova.providers.gemini import GeminiCodec, GeminiConfig
+from kova.providers.gemini import (
+    GeminiCodec,
+    GeminiConfig,
+    GeminiEmbeddingConfig,
+    GeminiEmbeddingProvider,
+    GeminiProvider,
+)
 from kova.providers.gemini._convert import (
     SYNTHETIC_ID_KEY,
     THOUGHT_SIGNATURE_KEY,
@@ -510,3 +516,43 @@ def test_model_pages() -> None:
     assert page.models[0].display_name == "Gemini 2.5 Flash"
     assert page.next_cursor == "n"
     assert codec.decode_list_models({}).next_cursor is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "error", "match"),
+    [
+        ({"model": 123}, TypeError, "model must be a string"),
+        ({"base_url": "localhost:8080"}, ValueError, "base_url must be an http"),
+        ({"base_url": "ftp://example.com"}, ValueError, "base_url must be an http"),
+        ({"base_url": 8080}, TypeError, "base_url must be a string"),
+        ({"thinking_budget": "1024"}, TypeError, "thinking_budget must be an int"),
+        ({"thinking_budget": 1.5}, TypeError, "thinking_budget must be an int"),
+        ({"thinking_budget": True}, TypeError, "thinking_budget must be an int"),
+        ({"timeout": "60"}, TypeError, "timeout must be a number"),
+        ({"temperature": "hot"}, TypeError, "temperature must be a number"),
+        ({"include_thoughts": "yes"}, TypeError, "include_thoughts must be a bool"),
+        ({"extra_headers": {"x-trace": 1}}, TypeError, "extra_headers"),
+    ],
+)
+def test_bad_config_values_are_clear_errors(
+    fields: dict[str, object], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        GeminiConfig(**{"model": "m", "api_key": "k", **fields})  # type: ignore[arg-type]
+
+
+def test_a_provider_takes_its_config() -> None:
+    with pytest.raises(TypeError, match="GeminiConfig"):
+        GeminiProvider("gemini-2.5-flash")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="GeminiEmbeddingConfig"):
+        GeminiEmbeddingProvider(GeminiConfig(model="m", api_key="k"))  # type: ignore[arg-type]
+
+
+def test_embedding_config_validation() -> None:
+    # batchEmbedContents takes at most 100 requests.
+    with pytest.raises(ValueError, match="batch_size"):
+        GeminiEmbeddingConfig(api_key="k", batch_size=101)
+    with pytest.raises(ValueError, match="base_url must be an http"):
+        GeminiEmbeddingConfig(api_key="k", base_url="generativelanguage.googleapis.com")
+    with pytest.raises(TypeError, match="model must be a string"):
+        GeminiEmbeddingConfig(api_key="k", model=7)  # type: ignore[arg-type]

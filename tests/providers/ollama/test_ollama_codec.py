@@ -35,7 +35,15 @@ from kova import (
 )
 from kova.errors import InvalidRequest, ProviderError
 from kova.providers import NdjsonFramer
-from kova.providers.ollama import OllamaCodec, OllamaConfig, OllamaStreamDecoder, OllamaThink
+from kova.providers.ollama import (
+    OllamaCodec,
+    OllamaConfig,
+    OllamaEmbeddingConfig,
+    OllamaEmbeddingProvider,
+    OllamaProvider,
+    OllamaStreamDecoder,
+    OllamaThink,
+)
 from kova.providers.ollama._config import parse_host
 from kova.providers.ollama._convert import call_id, decode_response, encode_request
 
@@ -442,3 +450,43 @@ def test_rate_limit_status_is_classified() -> None:
     from kova.providers._classify import provider_error
 
     assert isinstance(provider_error("slow down", provider="ollama", status_code=429), RateLimited)
+
+
+@pytest.mark.parametrize(
+    ("given", "url"),
+    [
+        ("localhost:11434", "http://localhost:11434"),
+        ("gpu-box", "http://gpu-box:11434"),
+        ("http://gpu-box:11500/", "http://gpu-box:11500"),
+        ("https://ollama.com", "https://ollama.com"),
+    ],
+)
+def test_base_url_takes_what_ollama_host_takes(given: str, url: str) -> None:
+    # The official client parses its host argument as it parses OLLAMA_HOST.
+    assert OllamaConfig(model="m", base_url=given).base_url == url
+    assert OllamaEmbeddingConfig(model="m", base_url=given).base_url == url
+
+
+@pytest.mark.parametrize(
+    ("fields", "error", "match"),
+    [
+        ({"model": 3}, TypeError, "model must be a string"),
+        ({"base_url": "ftp://gpu-box"}, ValueError, "base_url must be an http"),
+        ({"base_url": 11434}, TypeError, "base_url must be a string"),
+        ({"extra_options": {1: 2}}, TypeError, "extra_options"),
+        ({"extra_headers": {"x-trace": 1}}, TypeError, "extra_headers"),
+        ({"timeout": "120"}, TypeError, "timeout must be a number"),
+    ],
+)
+def test_bad_config_values_are_clear_errors(
+    fields: dict[str, object], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        OllamaConfig(**{"model": "m", **fields})  # type: ignore[arg-type]
+
+
+def test_a_provider_takes_its_config() -> None:
+    with pytest.raises(TypeError, match="OllamaConfig"):
+        OllamaProvider("llama3.2")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="OllamaEmbeddingConfig"):
+        OllamaEmbeddingProvider(OllamaConfig(model="m"))  # type: ignore[arg-type]
