@@ -137,7 +137,8 @@ def select_provider(
     (``OPENAI_BASE_URL``, ...).
 
     Raises:
-        ProviderSelectionError: an unknown name, or nothing to go on.
+        ProviderSelectionError: an unknown name, nothing to go on, or a value the provider's
+            config refuses (a base URL without a scheme, say).
     """
     env = os.environ if environ is None else environ
     chosen = name or env.get("KOVA_PROVIDER") or None
@@ -165,6 +166,8 @@ def select_provider(
     if base_url is None and choice.base_url_env:
         base_url = env.get(choice.base_url_env) or None
     api_key = env.get(choice.key_env) if choice.key_env else None
-    return SelectedProvider(
-        name=chosen, model=model, provider=choice.build(model, base_url, api_key or None)
-    )
+    try:
+        provider = choice.build(model, base_url, api_key or None)
+    except (TypeError, ValueError) as exc:  # the provider's config refused a flag's value
+        raise ProviderSelectionError(f"{chosen}: {exc}") from exc
+    return SelectedProvider(name=chosen, model=model, provider=provider)

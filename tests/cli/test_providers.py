@@ -47,3 +47,10 @@ def test_no_usable_provider_says_what_to_do(name: str | None, message: str) -> N
         ProviderSelectionError, match=message.replace("(", r"\(").replace(")", r"\)")
     ):
         select_provider(name, None, None, environ={})
+
+
+@pytest.mark.parametrize("name", ["gemini", "bedrock"])
+def test_a_config_the_provider_refuses_is_a_selection_error(name: str) -> None:
+    # A base URL without a scheme: the user sees one line, not a traceback.
+    with pytest.raises(ProviderSelectionError, match=f"{name}: .*must be an http"):
+        select_provider(name, None, "localhost:8080", environ={"GEMINI_API_KEY": "k"})
