@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, assert_never
 
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from ._config import GeminiConfig
 
 __all__ = [
+    "FOREIGN_SIGNATURE",
     "PROVIDER",
     "SYNTHETIC_ID_KEY",
     "THOUGHT_SIGNATURE_KEY",
@@ -70,6 +72,7 @@ __all__ = [
     "parse_retry_delay",
     "signature_metadata",
     "stream_error",
+    "validates_signatures",
 ]
 
 PROVIDER = "gemini"
@@ -77,6 +80,11 @@ PROVIDER = "gemini"
 THOUGHT_SIGNATURE_KEY = "gemini_thought_signature"
 """``ToolUse.provider_metadata`` / ``Text.provider_metadata`` key of the part's
 ``thoughtSignature`` (echoed unchanged, only to Gemini)."""
+
+FOREIGN_SIGNATURE = "skip_thought_signature_validator"
+"""The ``thoughtSignature`` Google documents for function calls Gemini did not make (another
+provider's history, hand-built turns). Gemini 3 answers 400 ("Function call is missing a
+thought_signature") when the first ``functionCall`` of a step in the current turn has none."""
 
 SYNTHETIC_ID_KEY = "gemini_synthetic_id"
 """``ToolUse.provider_metadata`` flag: the model sent no call id, kova made this one (it is
@@ -184,14 +192,47 @@ def _parts(
     return results + parts
 
 
+def _current_turn_start(messages: Sequence[Message]) -> int:
+    """The index after the last user message that is not only tool results: the steps the
+    model took since are the current turn, the only one Gemini 3 validates."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.role is Role.USER and any(
+            not isinstance(block, ToolResult) for block in message.content
+        ):
+            return index + 1
+    return 0
+
+
+def _sign_first_call(parts: list[dict[str, JSONValue]]) -> None:
+    # Only a step that carries no Gemini signature at all: a signed step is sent as received.
+    if any("thoughtSignature" in part for part in parts):
+        return
+    for part in parts:
+        if "functionCall" in part:
+            part["thoughtSignature"] = FOREIGN_SIGNATURE
+            return
+
+
+def validates_signatures(model: str) -> bool:
+    """Whether ``model`` checks the thought signatures of the current turn's calls (Gemini 3
+    and later; an alias without a version, such as ``gemini-flash-latest``, counts as new)."""
+    return re.match(r"gemini-[12][.-]", model.removeprefix("models/")) is None
+
+
 def encode_contents(
-    messages: Sequence[Message],
+    messages: Sequence[Message], *, sign_foreign_calls: bool = False
 ) -> tuple[dict[str, JSONValue] | None, list[dict[str, JSONValue]]]:
-    """``(systemInstruction, contents)`` of a kova history (see the module docstring)."""
+    """``(systemInstruction, contents)`` of a kova history (see the module docstring).
+
+    With ``sign_foreign_calls`` (Gemini 3), a step of the current turn whose calls carry no
+    Gemini signature gets :data:`FOREIGN_SIGNATURE` on its first call.
+    """
     system: list[JSONValue] = []
     contents: list[dict[str, JSONValue]] = []
     calls: dict[str, ToolUse] = {}
-    for message in messages:
+    turn_start = _current_turn_start(messages) if sign_foreign_calls else len(messages)
+    for index, message in enumerate(messages):
         if message.role is Role.SYSTEM:
             system.extend({"text": b.text} for b in message.content if isinstance(b, Text))
             continue
@@ -199,6 +240,8 @@ def encode_contents(
         parts = _parts(message.content, calls)
         if not parts:
             continue
+        if role == "model" and index >= turn_start:
+            _sign_first_call(parts)
         if contents and contents[-1]["role"] == role:
             previous = contents[-1]["parts"]
             assert isinstance(previous, list)
@@ -229,7 +272,10 @@ def encode_request(request: ChatRequest, config: GeminiConfig) -> dict[str, JSON
 
     ``request.config`` wins over ``config`` for ``max_tokens`` and ``temperature``.
     """
-    instruction, contents = encode_contents(request.messages)
+    instruction, contents = encode_contents(
+        request.messages,
+        sign_foreign_calls=validates_signatures(model_id(config, request.config.model)),
+    )
     body: dict[str, JSONValue] = {"contents": list(contents)}
     if instruction is not None:
         body["systemInstruction"] = instruction

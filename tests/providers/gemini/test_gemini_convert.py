@@ -30,6 +30,7 @@ from kova.providers.gemini import (
     GeminiProvider,
 )
 from kova.providers.gemini._convert import (
+    FOREIGN_SIGNATURE,
     SYNTHETIC_ID_KEY,
     THOUGHT_SIGNATURE_KEY,
     decode_response,
@@ -556,3 +557,70 @@ def test_embedding_config_validation() -> None:
         GeminiEmbeddingConfig(api_key="k", base_url="generativelanguage.googleapis.com")
     with pytest.raises(TypeError, match="model must be a string"):
         GeminiEmbeddingConfig(api_key="k", model=7)  # type: ignore[arg-type]
+
+
+def _foreign_loop() -> list[Message]:
+    # A tool loop another provider ran (no Gemini signatures), then handed to Gemini.
+    return [
+        Message.user("Weather in Paris and Rome?"),
+        Message.assistant(
+            [
+                ToolUse(id="toolu_1", name="get_weather", input={"city": "Paris"}),
+                ToolUse(id="toolu_2", name="get_weather", input={"city": "Rome"}),
+            ]
+        ),
+        Message.tool_results(
+            [
+                ToolResult(tool_use_id="toolu_1", content="18°C"),
+                ToolResult(tool_use_id="toolu_2", content="24°C"),
+            ]
+        ),
+        Message.assistant([ToolUse(id="toolu_3", name="get_time", input={})]),
+        Message.tool_results([ToolResult(tool_use_id="toolu_3", content="noon")]),
+    ]
+
+
+def _signatures(contents: list[dict[str, object]]) -> list[object]:
+    return [
+        part.get("thoughtSignature")
+        for content in contents
+        if content["role"] == "model"
+        for part in content["parts"]  # type: ignore[attr-defined]
+        if "functionCall" in part
+    ]
+
+
+@pytest.mark.parametrize(
+    "model", ["gemini-3-pro-preview", "gemini-3.5-flash", "gemini-flash-latest"]
+)
+def test_unsigned_calls_of_the_current_turn_carry_the_documented_placeholder(model: str) -> None:
+    # Gemini 3 refuses a step of the current turn whose first functionCall has no signature;
+    # Google documents this placeholder for calls Gemini did not make.
+    request = ChatRequest.of(_foreign_loop(), config=InferenceConfig(model=model))
+    body = encode_request(request, CONFIG)
+    assert _signatures(body["contents"]) == [  # type: ignore[arg-type]
+        FOREIGN_SIGNATURE,
+        None,  # a parallel call after the first needs none
+        FOREIGN_SIGNATURE,
+    ]
+    assert FOREIGN_SIGNATURE == "skip_thought_signature_validator"
+
+
+def test_the_placeholder_is_only_for_unsigned_steps_of_the_current_turn_on_gemini_3() -> None:
+    signed = ToolUse(
+        id="fc_1", name="lookup", input={}, provider_metadata={THOUGHT_SIGNATURE_KEY: "c2ln"}
+    )
+    history = [
+        *_foreign_loop(),
+        Message.assistant([Text(text="done")]),
+        Message.user("And now?"),  # a new turn: the earlier steps are not validated
+        Message.assistant([signed]),
+        Message.tool_results([ToolResult(tool_use_id="fc_1", content="x")]),
+    ]
+    gemini_3 = encode_request(
+        ChatRequest.of(history, config=InferenceConfig(model="gemini-3-flash")), CONFIG
+    )
+    assert _signatures(gemini_3["contents"]) == [None, None, None, "c2ln"]  # type: ignore[arg-type]
+    for model in ("gemini-2.5-flash", "gemini-2.0-flash", "models/gemini-1.5-pro"):
+        older = ChatRequest.of(_foreign_loop(), config=InferenceConfig(model=model))
+        assert _signatures(encode_request(older, CONFIG)["contents"]) == [None, None, None]  # type: ignore[arg-type]

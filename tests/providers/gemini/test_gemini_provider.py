@@ -36,7 +36,7 @@ from kova.providers.gemini import (
     GeminiEmbeddingProvider,
     GeminiProvider,
 )
-from kova.providers.gemini._convert import THOUGHT_SIGNATURE_KEY
+from kova.providers.gemini._convert import FOREIGN_SIGNATURE, THOUGHT_SIGNATURE_KEY
 from kova.testing import (
     ErrorReply,
     FakeGeminiServer,
@@ -236,7 +236,14 @@ async def test_calls_without_ids_get_stable_ids_and_are_answered_by_name() -> No
             await agent.run([Message.user("Paris?")])
     second = server.chat_requests()[1].json()
     parts = second["contents"][1]["parts"]  # type: ignore[index,call-overload]
-    assert parts == [{"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}}]
+    # No id goes back; and as "gemini-fake" counts as a Gemini 3 model, the unsigned step of
+    # the current turn carries the documented placeholder signature.
+    assert parts == [
+        {
+            "functionCall": {"name": "get_weather", "args": {"city": "Paris"}},
+            "thoughtSignature": FOREIGN_SIGNATURE,
+        }
+    ]
     response = second["contents"][2]["parts"][0]["functionResponse"]  # type: ignore[index,call-overload]
     assert response == {"name": "get_weather", "response": {"output": "18°C, cloudy"}}
 
