@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ..._errors import ProviderError
 from ..._secret import Secret
 from .._auth import bearer_auth, header_auth
-from .._http_provider import HttpProvider
+from .._keyed import KeyedHttpProvider
 from .._sse import SseEvent
 from ._codec import AnthropicCodec
 from ._convert import PROVIDER
@@ -16,8 +16,6 @@ from ._convert import PROVIDER
 if TYPE_CHECKING:
     import httpx2
 
-    from ..._models import ChatRequest, ModelInfo, ModelResponse
-    from .._base import EventBatches
     from ._config import AnthropicConfig
 
 __all__ = ["AnthropicProvider"]
@@ -25,7 +23,7 @@ __all__ = ["AnthropicProvider"]
 _CONNECT_TIMEOUT = 5.0  # the official SDK's connect timeout
 
 
-class AnthropicProvider(HttpProvider[SseEvent]):
+class AnthropicProvider(KeyedHttpProvider[SseEvent]):
     """Anthropic's native Messages API as a kova :class:`~kova.providers.Provider`.
 
     Args:
@@ -73,40 +71,16 @@ class AnthropicProvider(HttpProvider[SseEvent]):
     def __repr__(self) -> str:
         return f"AnthropicProvider({self.config!r})"
 
-    def _require_key(self) -> None:
-        if not self._has_key:
-            raise ProviderError.credential_failure(
-                "no Anthropic API key: set AnthropicConfig(api_key=...) or ANTHROPIC_API_KEY",
-                provider=PROVIDER,
-            )
-
-    async def chat_completion(self, request: ChatRequest) -> ModelResponse:
-        """One ``POST /v1/messages`` call (see :meth:`HttpProvider.chat_completion`)."""
-        self._require_key()
-        return await super().chat_completion(request)
-
-    def chat_completion_stream(
-        self, request: ChatRequest
-    ) -> AbstractAsyncContextManager[EventBatches]:
-        """One streaming ``POST /v1/messages`` call (see
-        :meth:`HttpProvider.chat_completion_stream`)."""
-        self._require_key()
-        return super().chat_completion_stream(request)
-
-    async def count_tokens(self, request: ChatRequest) -> int:
-        """The exact prompt size from ``POST /v1/messages/count_tokens``."""
-        self._require_key()
-        return await super().count_tokens(request)
-
-    async def list_models(self) -> list[ModelInfo]:
-        """Every model ``GET /v1/models`` lists, following ``has_more``/``last_id`` pages."""
-        self._require_key()
-        return await super().list_models()
+    def _missing_key(self) -> ProviderError | None:
+        if self._has_key:
+            return None
+        return ProviderError.credential_failure(
+            "no Anthropic API key: set AnthropicConfig(api_key=...) or ANTHROPIC_API_KEY",
+            provider=PROVIDER,
+        )
 
 
 if TYPE_CHECKING:
-    from contextlib import AbstractAsyncContextManager
-
     from .._base import Provider
 
     _check: type[Provider] = AnthropicProvider

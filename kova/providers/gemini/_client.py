@@ -6,19 +6,14 @@ from typing import TYPE_CHECKING
 
 from ..._errors import ProviderError
 from .._auth import header_auth
-from .._http_provider import HttpProvider
+from .._keyed import KeyedHttpProvider
 from .._sse import SseEvent
 from ._codec import GeminiCodec
 from ._config import API_KEY_VARIABLES, GeminiConfig
 from ._convert import PROVIDER
 
 if TYPE_CHECKING:
-    from contextlib import AbstractAsyncContextManager
-
     import httpx2
-
-    from ..._models import ChatRequest, ModelInfo, ModelResponse
-    from .._base import EventBatches
 
 __all__ = ["GeminiProvider", "missing_key_error"]
 
@@ -32,7 +27,7 @@ def missing_key_error() -> ProviderError:
     )
 
 
-class GeminiProvider(HttpProvider[SseEvent]):
+class GeminiProvider(KeyedHttpProvider[SseEvent]):
     """Google's Gemini API (``generateContent``) as a kova :class:`~kova.providers.Provider`.
 
     Args:
@@ -76,32 +71,8 @@ class GeminiProvider(HttpProvider[SseEvent]):
     def __repr__(self) -> str:
         return f"GeminiProvider({self.config!r})"
 
-    def _require_key(self) -> None:
-        if self.config.api_key is None:
-            raise missing_key_error()
-
-    async def chat_completion(self, request: ChatRequest) -> ModelResponse:
-        """One ``:generateContent`` call (see :meth:`HttpProvider.chat_completion`)."""
-        self._require_key()
-        return await super().chat_completion(request)
-
-    def chat_completion_stream(
-        self, request: ChatRequest
-    ) -> AbstractAsyncContextManager[EventBatches]:
-        """One ``:streamGenerateContent?alt=sse`` call (see
-        :meth:`HttpProvider.chat_completion_stream`)."""
-        self._require_key()
-        return super().chat_completion_stream(request)
-
-    async def count_tokens(self, request: ChatRequest) -> int:
-        """The exact prompt size from ``:countTokens``."""
-        self._require_key()
-        return await super().count_tokens(request)
-
-    async def list_models(self) -> list[ModelInfo]:
-        """Every model ``GET /models`` lists, following ``nextPageToken``."""
-        self._require_key()
-        return await super().list_models()
+    def _missing_key(self) -> ProviderError | None:
+        return missing_key_error() if self.config.api_key is None else None
 
 
 if TYPE_CHECKING:
