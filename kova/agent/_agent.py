@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
     from pydantic import BaseModel
 
+    from .._models import StreamEvent
     from ..actors import ActorRef
     from ._cancel import CancelToken
     from ._config import AgentConfig
@@ -406,14 +407,22 @@ class Agent:
                     accumulator = ResponseAccumulator()
                     leased = provider if call is None else call.start(streamed=True)
                     try:
-                        async with leased.stream_checked(chat) as batches:
-                            async for batch in batches:
-                                if call is not None and call.first:
+                        async with leased.stream_checked(chat) as lease:
+                            # The lease's first batch, then the response's own batches read
+                            # directly: no iterator in between, per network read.
+                            batch: Sequence[StreamEvent] = lease.first
+                            rest = lease.rest.__anext__
+                            while True:
+                                if call is not None and call.first and batch:
                                     call.first_token()
                                 accumulator.feed(batch)
                                 for event in batch:
                                     if isinstance(event, _VISIBLE):
                                         yield event
+                                try:
+                                    batch = await rest()
+                                except StopAsyncIteration:
+                                    break
                             response = accumulator.finish()
                     except BaseException as exc:
                         if call is not None:

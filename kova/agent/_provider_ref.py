@@ -191,16 +191,18 @@ class ProviderRef(Record):
         Raises:
             MailboxClosed: the provider actor is stopped.
         """
-        async with self.stream_checked(_checked(request)) as batches:
-            yield batches
+        async with self.stream_checked(_checked(request)) as lease:
+            yield _LeasedBatches(lease)
 
     @asynccontextmanager
-    async def stream_checked(self, request: ChatRequest) -> AsyncIterator[EventBatches]:
+    async def stream_checked(self, request: ChatRequest) -> AsyncIterator[StreamLease]:
         """:meth:`chat_completion_stream` for a request already known to be well formed (see
-        :meth:`complete_checked`). Internal to kova."""
-        async with self._leased_stream(request) as batches:
+        :meth:`complete_checked`), as the lease itself: its first batch, then the rest of the
+        response read directly (the agent's stream loop saves a coroutine per network read
+        that way). Internal to kova."""
+        async with self._leased_stream(request) as lease:
             try:
-                yield batches
+                yield lease
             except RateLimited as exc:
                 # A rate limit after content: not retried, but the others should back off.
                 if exc.retry_after is not None:
@@ -208,7 +210,7 @@ class ProviderRef(Record):
                 raise
 
     @asynccontextmanager
-    async def _leased_stream(self, request: ChatRequest) -> AsyncIterator[EventBatches]:
+    async def _leased_stream(self, request: ChatRequest) -> AsyncIterator[StreamLease]:
         """The stream, opened in this task when the actor admits it at once, else by the
         actor; errors before content retried by the actor's policy either way."""
         ref = self.ref
@@ -229,7 +231,7 @@ class ProviderRef(Record):
                         error = exc
                     else:
                         content = True
-                        yield _LeasedBatches(StreamLease(first=first, rest=batches))
+                        yield StreamLease(first=first, rest=batches)
                         return
             except KovaError as exc:
                 if content:
@@ -258,7 +260,7 @@ class ProviderRef(Record):
                 lease: StreamLease = await items.receive()
             except trio.EndOfChannel:
                 raise MailboxClosed(self.ref.name) from None
-            yield _LeasedBatches(lease)
+            yield lease
 
     def _report_rate_limit(self, retry_after: float) -> None:
         # A full mailbox means the actor is busy, not gone: this request still raises its
