@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mimetypes
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, assert_never
@@ -122,9 +123,14 @@ def finish_reason_to_stop(reason: str | None, *, has_tool_calls: bool) -> StopRe
 def _image_part(image: Image) -> dict[str, JSONValue]:
     if image.data is not None:
         return {"inlineData": {"mimeType": image.media_type, "data": image.data}}
+    # As google-genai's Part.from_uri: a type not given is guessed from the URL's extension
+    # (the API wants one, except for a Files API URI, whose upload has its own).
+    media_type = image.media_type
+    if not media_type and image.url:
+        media_type = mimetypes.guess_type(image.url)[0]
     file_data: dict[str, JSONValue] = {"fileUri": image.url}
-    if image.media_type:
-        file_data = {"mimeType": image.media_type, "fileUri": image.url}
+    if media_type:
+        file_data = {"mimeType": media_type, "fileUri": image.url}
     return {"fileData": file_data}
 
 

@@ -624,3 +624,34 @@ def test_the_placeholder_is_only_for_unsigned_steps_of_the_current_turn_on_gemin
     for model in ("gemini-2.5-flash", "gemini-2.0-flash", "models/gemini-1.5-pro"):
         older = ChatRequest.of(_foreign_loop(), config=InferenceConfig(model=model))
         assert _signatures(encode_request(older, CONFIG)["contents"]) == [None, None, None]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("image", "file_data"),
+    [
+        (
+            Image(url="https://example.com/cat.png"),
+            {"mimeType": "image/png", "fileUri": "https://example.com/cat.png"},
+        ),
+        (
+            Image(url="gs://bucket/photo.jpeg"),
+            {"mimeType": "image/jpeg", "fileUri": "gs://bucket/photo.jpeg"},
+        ),
+        (
+            Image(url="gs://bucket/photo.jpeg", media_type="image/webp"),
+            {"mimeType": "image/webp", "fileUri": "gs://bucket/photo.jpeg"},
+        ),
+        # A Files API URI has no extension: the API reads the uploaded file's type.
+        (
+            Image(url="https://generativelanguage.googleapis.com/v1beta/files/abc123"),
+            {"fileUri": "https://generativelanguage.googleapis.com/v1beta/files/abc123"},
+        ),
+    ],
+)
+def test_an_image_by_url_gets_the_mime_type_google_genai_would_send(
+    image: Image, file_data: dict[str, str]
+) -> None:
+    # google-genai's Part.from_uri guesses the type from the URL when none is given; the API
+    # wants one for anything but a Files API URI.
+    _, contents = encode_contents([Message.user([image])])
+    assert contents[0]["parts"] == [{"fileData": file_data}]

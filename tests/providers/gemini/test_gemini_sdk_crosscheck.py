@@ -300,6 +300,22 @@ def _image_case() -> Case:
     )
 
 
+def _image_url_case() -> Case:
+    # No type given: both guess it from the URL.
+    url = "https://example.com/cat.png"
+    return (
+        ChatRequest.of([Message.user([Text(text="And this?"), Image(url=url)])]),
+        GeminiConfig(model="gemini-fake", api_key="k"),
+        [
+            types.Content(
+                role="user",
+                parts=[types.Part(text="And this?"), types.Part.from_uri(file_uri=url)],
+            )
+        ],
+        types.GenerateContentConfig(),
+    )
+
+
 CASES: dict[str, Callable[[], Case]] = {
     "text": _text_case,
     "sampling": _sampling_case,
@@ -311,6 +327,7 @@ CASES: dict[str, Callable[[], Case]] = {
     "structured-output": _structured_case,
     "structured-output-pydantic": _pydantic_structured_case,
     "image": _image_case,
+    "image-url": _image_url_case,
 }
 
 
