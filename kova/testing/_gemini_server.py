@@ -100,6 +100,12 @@ class FakeGeminiServer(FakeServer):
     page_size: int = 50
     api_key: str | None = None
     embedding_dimensions: int = 8
+    _answers: int = attrs.field(default=0, init=False)
+
+    def _next_id(self) -> str:
+        # Each answer has its own responseId, as the API's do.
+        self._answers += 1
+        return f"kova-fake-{self._answers}"
 
     def chat_requests(self) -> list[RecordedRequest]:
         """The ``generateContent`` / ``streamGenerateContent`` requests, in order."""
@@ -146,10 +152,10 @@ class FakeGeminiServer(FakeServer):
             )
         if not stream:
             response = reply.response if isinstance(reply, StreamReply) else reply
-            return _json(200, response_json(response, model))
+            return _json(200, response_json(response, model, response_id=self._next_id()))
         return scripted_stream(
             reply,
-            _ChunkEncoder(model),
+            _ChunkEncoder(model, self._next_id()),
             headers={"content-type": "text/event-stream", "x-content-type-options": "nosniff"},
             hold=True,
         )
@@ -272,8 +278,9 @@ def _chunk(body: JSONValue) -> bytes:
 class _ChunkEncoder:
     """kova stream events → Gemini SSE chunks (one per piece; function calls whole)."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, response_id: str) -> None:
         self._model = model
+        self._response_id = response_id
         self._calls = WholeToolCalls()
         self._finish: str | None = None
         self._usage: JSONValue = None
@@ -286,7 +293,7 @@ class _ChunkEncoder:
         if self._usage is not None:
             body["usageMetadata"] = self._usage
         body["modelVersion"] = self._model
-        body["responseId"] = "kova-fake"
+        body["responseId"] = self._response_id
         return _chunk(body)
 
     def start(self) -> bytes:

@@ -78,6 +78,12 @@ class FakeOllamaServer(FakeServer):
     script: Script = attrs.field(converter=as_script)
     models: Sequence[str] = ("llama3.2:latest", "nomic-embed-text:latest")
     embedding_dimensions: int = 8
+    _answers: int = attrs.field(default=0, init=False)
+
+    def _created_at(self) -> str:
+        # Each answer has its own timestamp (the server's are nanosecond ones).
+        self._answers += 1
+        return f"2026-01-01T00:00:00.{self._answers:09d}Z"
 
     def chat_requests(self) -> list[RecordedRequest]:
         """The ``/api/chat`` requests received, in order."""
@@ -119,10 +125,10 @@ class FakeOllamaServer(FakeServer):
             return _json(reply.status_code, {"error": reply.message})
         if not decoded.stream:
             response = reply.response if isinstance(reply, StreamReply) else reply
-            return _json(200, response_json(response, decoded.model))
+            return _json(200, response_json(response, decoded.model, created_at=self._created_at()))
         return scripted_stream(
             reply,
-            _LineEncoder(decoded.model),
+            _LineEncoder(decoded.model, self._created_at()),
             headers={"content-type": "application/x-ndjson"},
             hold=True,
         )
@@ -164,15 +170,21 @@ def _line(body: JSONValue) -> bytes:
 class _LineEncoder:
     """kova stream events → Ollama NDJSON lines (tool calls whole, one per line)."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, created_at: str) -> None:
         self._model = model
+        self._created_at = created_at
         self._calls = WholeToolCalls()
         self._stop: StopReason | None = None
         self._usage: Usage | None = None
 
     def _message(self, message: dict[str, JSONValue]) -> bytes:
         return _line(
-            {"model": self._model, "created_at": CREATED_AT, "message": message, "done": False}
+            {
+                "model": self._model,
+                "created_at": self._created_at,
+                "message": message,
+                "done": False,
+            }
         )
 
     def start(self) -> bytes:
@@ -203,7 +215,15 @@ class _LineEncoder:
     def finish(self) -> bytes:
         if self._stop is None:
             return b""
-        return _line(done_json(self._model, self._stop, self._usage, message_json()))
+        return _line(
+            done_json(
+                self._model,
+                self._stop,
+                self._usage,
+                message_json(),
+                created_at=self._created_at,
+            )
+        )
 
 
 @asynccontextmanager

@@ -350,18 +350,24 @@ def decode_usage(metadata: object) -> Usage | None:
     )
 
 
-def call_id(name: str, args: JSONValue, position: int) -> str:
-    """A stable id for a call the model sent without one: the same call in the same place
-    gets the same id, so a replayed response matches its results."""
+def call_id(name: str, args: JSONValue, position: int, salt: str = "") -> str:
+    """A stable id for a call the model sent without one: the same call in the same place of
+    the same answer gets the same id, so a replayed response matches its results. ``salt``
+    tells answers apart (their ``responseId``), so the same call made in two steps of a loop
+    gets two ids."""
+    key: list[JSONValue] = [name, args, position]
+    if salt:
+        key.append(salt)
     digest = hashlib.sha256(
-        json.dumps([name, args, position], sort_keys=True, separators=(",", ":")).encode()
+        json.dumps(key, sort_keys=True, separators=(",", ":")).encode()
     ).hexdigest()
     return f"call_{digest[:16]}"
 
 
-def tool_use_of(part: Mapping[str, object], position: int) -> ToolUse:
+def tool_use_of(part: Mapping[str, object], position: int, *, salt: str = "") -> ToolUse:
     """A ``functionCall`` part as a :class:`~kova.ToolUse` (``position``: the call's number
-    in its response, for the stable id of a call that came without one).
+    in its response, and ``salt`` the response's id, for the stable id of a call that came
+    without one; see :func:`call_id`).
 
     Raises:
         InvalidResponse: the call has no name or its ``args`` are not an object.
@@ -385,7 +391,7 @@ def tool_use_of(part: Mapping[str, object], position: int) -> ToolUse:
         metadata[THOUGHT_SIGNATURE_KEY] = signature
     identifier = call.get("id")
     if not isinstance(identifier, str) or not identifier:
-        identifier = call_id(name, dict(args), position)
+        identifier = call_id(name, dict(args), position, salt)
         metadata[SYNTHETIC_ID_KEY] = True
     return ToolUse(
         id=identifier,
@@ -475,6 +481,8 @@ def decode_response(body: JSONValue) -> ModelResponse:
     thinking: list[str] = []
     text: list[str] = []
     calls = 0
+    response_id = body.get("responseId")
+    salt = response_id if isinstance(response_id, str) else ""
     for part in parts_of(candidate):
         value = part.get("text")
         if value is not None and not isinstance(value, str):
@@ -487,7 +495,7 @@ def decode_response(body: JSONValue) -> ModelResponse:
             if text:
                 content.append(Text(text="".join(text)))
                 text.clear()
-            content.append(tool_use_of(part, calls))
+            content.append(tool_use_of(part, calls, salt=salt))
             calls += 1
         elif (metadata := signature_metadata(part)) is not None and value is not None:
             # A signed text part ends its text block, which keeps the signature.

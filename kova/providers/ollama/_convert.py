@@ -6,8 +6,8 @@ No I/O and no clock. History rules:
   base64 in the message's ``images`` (Ollama cannot fetch URLs: an image by URL is a clear
   error);
 * tool calls go back with ``arguments`` as a JSON object; Ollama sends no call ids, so kova
-  makes stable ones (:func:`call_id`) and answers each call with a ``tool`` message carrying
-  the call's ``tool_name``, in order;
+  makes stable ones, unique across answers (:func:`call_id`), and answers each call with a
+  ``tool`` message carrying the call's ``tool_name``, in order;
 * thinking blocks are dropped (Ollama's thinking is display text; other providers' are theirs).
 """
 
@@ -201,16 +201,21 @@ def decode_usage(body: Mapping[str, object]) -> Usage:
     )
 
 
-def call_id(name: str, arguments: JSONValue, position: int) -> str:
-    """The stable id kova gives a call: the same call in the same place gets the same id."""
+def call_id(name: str, arguments: JSONValue, position: int, salt: str = "") -> str:
+    """The stable id kova gives a call: the same call in the same place of the same answer
+    gets the same id. ``salt`` is what tells answers apart (their ``created_at``), so the
+    same call made in two steps of a loop gets two ids."""
+    key: list[JSONValue] = [name, arguments, position]
+    if salt:
+        key.append(salt)
     digest = hashlib.sha256(
-        json.dumps([name, arguments, position], sort_keys=True, separators=(",", ":")).encode()
+        json.dumps(key, sort_keys=True, separators=(",", ":")).encode()
     ).hexdigest()
     return f"call_{digest[:16]}"
 
 
-def tool_use_of(call: object, position: int) -> ToolUse:
-    """One ``tool_calls`` item as a :class:`~kova.ToolUse`.
+def tool_use_of(call: object, position: int, *, salt: str = "") -> ToolUse:
+    """One ``tool_calls`` item as a :class:`~kova.ToolUse` (``salt``: see :func:`call_id`).
 
     Raises:
         InvalidResponse: no function name, or ``arguments`` that are not an object.
@@ -232,7 +237,7 @@ def tool_use_of(call: object, position: int) -> ToolUse:
     if not isinstance(arguments, Mapping):
         raise InvalidResponse("a tool call's arguments should be a JSON object", provider=PROVIDER)
     parsed = dict(arguments)
-    return ToolUse(id=call_id(name, parsed, position), name=name, input=parsed)
+    return ToolUse(id=call_id(name, parsed, position, salt), name=name, input=parsed)
 
 
 def _message_parts(
@@ -277,7 +282,11 @@ def decode_response(body: JSONValue) -> ModelResponse:
     blocks: list[Text | ToolUse] = []
     if content:
         blocks.append(Text(text=content))
-    blocks.extend(tool_use_of(call, position) for position, call in enumerate(calls))
+    salt = body.get("created_at")
+    blocks.extend(
+        tool_use_of(call, position, salt=salt if isinstance(salt, str) else "")
+        for position, call in enumerate(calls)
+    )
     reason = body.get("done_reason")
     return ModelResponse(
         content=tuple(blocks),

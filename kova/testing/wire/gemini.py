@@ -294,7 +294,9 @@ def text_part(text: str, metadata: Mapping[str, JSONValue] | None) -> dict[str, 
     return {"text": text} if text else None
 
 
-def response_json(response: ModelResponse, model: str) -> dict[str, JSONValue]:
+def response_json(
+    response: ModelResponse, model: str, *, response_id: str = "kova-fake"
+) -> dict[str, JSONValue]:
     """A whole ``GenerateContentResponse`` for ``response``."""
     parts: list[JSONValue] = []
     if response.thinking:
@@ -315,7 +317,7 @@ def response_json(response: ModelResponse, model: str) -> dict[str, JSONValue]:
             }
         ],
         "modelVersion": model,
-        "responseId": "kova-fake",
+        "responseId": response_id,
     }
     if response.usage is not None:
         body["usageMetadata"] = usage_json(response.usage)

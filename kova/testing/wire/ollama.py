@@ -193,12 +193,17 @@ def message_json(
 
 
 def done_json(
-    model: str, stop_reason: StopReason, usage: Usage | None, message: dict[str, JSONValue]
+    model: str,
+    stop_reason: StopReason,
+    usage: Usage | None,
+    message: dict[str, JSONValue],
+    *,
+    created_at: str = CREATED_AT,
 ) -> dict[str, JSONValue]:
     """The final object: ``done: true``, ``done_reason``, counts and (fake) durations."""
     body: dict[str, JSONValue] = {
         "model": model,
-        "created_at": CREATED_AT,
+        "created_at": created_at,
         "message": message,
         "done": True,
         "done_reason": stop_to_done_reason(stop_reason),
@@ -213,9 +218,11 @@ def done_json(
     return body
 
 
-def response_json(response: ModelResponse, model: str) -> dict[str, JSONValue]:
+def response_json(
+    response: ModelResponse, model: str, *, created_at: str = CREATED_AT
+) -> dict[str, JSONValue]:
     """A whole non-streaming answer."""
     message = message_json(
         response.text, thinking=response.thinking or "", calls=response.tool_uses
     )
-    return done_json(model, response.stop_reason, response.usage, message)
+    return done_json(model, response.stop_reason, response.usage, message, created_at=created_at)

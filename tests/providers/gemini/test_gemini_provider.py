@@ -26,7 +26,7 @@ from kova import (
     ToolUseStart,
     Usage,
 )
-from kova.agent import AgentBuilder, TurnCompleted
+from kova.agent import AgentBuilder, RetryConfig, TurnCompleted
 from kova.errors import ProviderOverloaded
 from kova.providers import EmbeddingProvider, Provider
 from kova.providers.gemini import (
@@ -36,6 +36,7 @@ from kova.providers.gemini import (
     GeminiProvider,
 )
 from kova.providers.gemini._convert import FOREIGN_SIGNATURE, THOUGHT_SIGNATURE_KEY
+from kova.providers.gemini._convert import SYNTHETIC_ID_KEY as SYNTHETIC
 from kova.testing import (
     ErrorReply,
     FakeGeminiServer,
@@ -43,6 +44,7 @@ from kova.testing import (
     StreamReply,
     open_gemini_server,
     reply_text,
+    reply_tool_calls,
 )
 from kova.tools import tool
 
@@ -404,3 +406,51 @@ async def test_cancelling_a_call_abandons_it(autojump_clock: object) -> None:
                 await provider.chat_completion(ChatRequest.of("q"))
     assert scope.cancelled_caught
     assert trio.current_time() == 5
+
+
+async def test_the_agent_waits_the_retry_delay_google_asks_for(autojump_clock: object) -> None:
+    # RetryInfo.retryDelay in the 429 body is the retry-after: the retry waits exactly that.
+    script = Script(
+        [ErrorReply(status_code=429, message="Quota exceeded", retry_after=37.5), reply_text("ok")]
+    )
+    async with open_gemini_server(script) as server:
+        retry = RetryConfig(max_retries=2, initial_backoff=1.0)
+        agent = AgentBuilder().provider(provider_for(server)).retry_config(retry).build()
+        async with agent:
+            response = await agent.run([Message.user("q")])
+    assert response.text == "ok"
+    assert trio.current_time() == 37.5
+    assert len(server.chat_requests()) == 2
+
+
+async def test_an_overload_inside_the_stream_before_any_content_is_retried(
+    autojump_clock: object,
+) -> None:
+    overloaded = StreamReply(
+        response=reply_text("x"),
+        events=(ErrorEvent(message="The model is overloaded", error_type="UNAVAILABLE"),),
+    )
+    async with open_gemini_server(Script([overloaded, reply_text("ok")])) as server:
+        retry = RetryConfig(max_retries=2, initial_backoff=1.0)
+        agent = AgentBuilder().provider(provider_for(server)).retry_config(retry).build()
+        async with agent, agent.stream([Message.user("q")]) as events:
+            completed = [event async for event in events if isinstance(event, TurnCompleted)]
+    assert [event.response.text for event in completed] == ["ok"]
+    assert trio.current_time() == 1.0
+    assert len(server.chat_requests()) == 2
+
+
+async def test_the_same_call_without_id_in_two_answers_gets_two_ids() -> None:
+    # Kova's ids for id-less calls are stable for one answer (made from the call, its place
+    # and the answer's responseId) and never repeat across answers.
+    call = ToolUse(
+        id="x", name="get_weather", input={"city": "Paris"}, provider_metadata={SYNTHETIC: True}
+    )
+    replies = [reply_tool_calls(call), reply_tool_calls(call), reply_text("done")]
+    async with open_gemini_server(Script(replies)) as server:
+        agent = AgentBuilder().provider(provider_for(server)).tool(get_weather).build()
+        async with agent:
+            response = await agent.run([Message.user("Paris, twice?")])
+    uses = [b for m in response.new_messages for b in m.content if isinstance(b, ToolUse)]
+    assert len(uses) == 2
+    assert uses[0].id != uses[1].id

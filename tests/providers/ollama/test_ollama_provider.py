@@ -16,6 +16,7 @@ from kova import (
     Text,
     TextDelta,
     ThinkingDelta,
+    ToolResult,
     ToolUse,
     ToolUseStart,
     Usage,
@@ -38,6 +39,7 @@ from kova.testing import (
     StreamReply,
     open_ollama_server,
     reply_text,
+    reply_tool_calls,
 )
 from kova.tools import tool
 
@@ -220,3 +222,19 @@ async def test_embeddings_batched_in_order_with_usage() -> None:
     bodies = [r.json() for r in server.requests]
     assert [b["input"] for b in bodies[:3]] == [["doc 0", "doc 1"], ["doc 2", "doc 3"], ["doc 4"]]  # type: ignore[index,call-overload]
     assert bodies[0] == {"model": "nomic-embed-text", "input": ["doc 0", "doc 1"], "dimensions": 4}
+
+
+async def test_the_same_call_in_two_answers_gets_two_ids() -> None:
+    # Ollama sends no ids: kova's ids are stable for one answer (made from the call, its
+    # place and the answer's created_at) and never repeat across answers, so the history can
+    # move to a provider that wants unique tool-use ids.
+    calls = [reply_tool_calls(("get_weather", {"city": "Oslo"}))] * 2
+    async with open_ollama_server(Script([*calls, reply_text("done")])) as server:
+        agent = AgentBuilder().provider(provider_for(server)).tool(get_weather).build()
+        async with agent:
+            response = await agent.run([Message.user("Oslo, twice?")])
+    uses = [b for m in response.new_messages for b in m.content if isinstance(b, ToolUse)]
+    assert [use.name for use in uses] == ["get_weather", "get_weather"]
+    assert uses[0].id != uses[1].id
+    results = [b for m in response.new_messages for b in m.content if isinstance(b, ToolResult)]
+    assert [r.tool_use_id for r in results] == [u.id for u in uses]
