@@ -97,46 +97,31 @@ def _non_empty(name: str, value: str) -> str:
 class Text(Record):
     """Plain text."""
 
-    __slots__ = ("provider_metadata", "text")
-
     text: str
-    provider_metadata: JSONObject | None
+    provider_metadata: JSONObject | None = None
     """Opaque data a provider needs echoed back on this text (e.g. Gemini's
     ``thoughtSignature``); only that provider's encoder reads it, the others ignore it."""
-
-    def __init__(self, *, text: str, provider_metadata: JSONObject | None = None) -> None:
-        set_field(self, "text", text)
-        set_field(self, "provider_metadata", provider_metadata)
 
 
 class Image(Record):
     """An image, either inline (base64 ``data`` with its ``media_type``) or by ``url``."""
 
-    __slots__ = ("data", "media_type", "url")
-
-    media_type: str | None
+    media_type: str | None = None
     """MIME type such as ``image/png``; required with ``data``."""
-    data: str | None
+    data: str | None = None
     """Base64-encoded bytes (no ``data:`` prefix)."""
-    url: str | None
+    url: str | None = None
     """A URL the provider fetches itself (not every provider supports this)."""
 
-    def __init__(
-        self, *, media_type: str | None = None, data: str | None = None, url: str | None = None
-    ) -> None:
-        set_field(self, "media_type", media_type)
-        set_field(self, "data", data)
-        set_field(self, "url", url)
-        if (data is None) == (url is None):
+    def __post_init__(self) -> None:
+        if (self.data is None) == (self.url is None):
             raise ValueError("Image needs exactly one of data (base64) or url")
-        if data is not None and not media_type:
+        if self.data is not None and not self.media_type:
             raise ValueError("Image with inline data needs a media_type such as 'image/png'")
 
 
 class ToolUse(Record):
     """The model asks for a tool call."""
-
-    __slots__ = ("id", "input", "name", "provider_metadata", "raw_arguments")
 
     id: str
     name: str
@@ -171,30 +156,15 @@ class ToolResult(Record):
     answers before the result enters history.
     """
 
-    __slots__ = ("content", "is_error", "structured", "tool_use_id")
-
-    content: str | tuple[Text | Image, ...]
+    content: str | tuple[Text | Image, ...] = ""
     """The result text, or text and image parts."""
-    is_error: bool
-    tool_use_id: str
-    structured: JSONValue | None
+    is_error: bool = False
+    tool_use_id: str = ""
+    structured: JSONValue | None = None
     """A machine-readable form of the result, for the host (MCP's ``structuredContent``).
 
     Providers send the model ``content`` only; a tool that returns structured data also puts
     its text form (usually the JSON) into ``content``."""
-
-    def __init__(
-        self,
-        *,
-        content: str | tuple[Text | Image, ...] = "",
-        is_error: bool = False,
-        tool_use_id: str = "",
-        structured: JSONValue | None = None,
-    ) -> None:
-        set_field(self, "content", content)
-        set_field(self, "is_error", is_error)
-        set_field(self, "tool_use_id", tool_use_id)
-        set_field(self, "structured", structured)
 
     @property
     def text(self) -> str:
@@ -213,25 +183,14 @@ class Thinking(Record):
     """Reasoning text. ``signature`` is set when the provider signed it (Anthropic, Bedrock
     Claude): such a block must be sent back unchanged on the next request of a tool loop."""
 
-    __slots__ = ("signature", "text")
-
     text: str
-    signature: str | None
-
-    def __init__(self, *, text: str, signature: str | None = None) -> None:
-        set_field(self, "text", text)
-        set_field(self, "signature", signature)
+    signature: str | None = None
 
 
 class RedactedThinking(Record):
     """Reasoning the provider encrypted; echoed back unchanged like a signed ``Thinking``."""
 
-    __slots__ = ("data",)
-
     data: str
-
-    def __init__(self, *, data: str) -> None:
-        set_field(self, "data", data)
 
 
 ContentBlock: TypeAlias = Text | Image | ToolUse | ToolResult | Thinking | RedactedThinking
@@ -245,8 +204,6 @@ def _to_blocks(content: str | Iterable[ContentBlock]) -> tuple[ContentBlock, ...
 
 class Message(Record):
     """One message of a conversation."""
-
-    __slots__ = ("content", "role")
 
     role: Role
     content: tuple[ContentBlock, ...]
@@ -534,15 +491,9 @@ class StopKind(enum.StrEnum):
 class StopReason(Record):
     """A :class:`StopKind`, plus the provider's raw value when kova does not know it."""
 
-    __slots__ = ("kind", "raw")
-
     kind: StopKind
-    raw: str
+    raw: str = ""
     """The provider's own value; set for ``UNKNOWN`` (e.g. ``content_filter``, ``refusal``)."""
-
-    def __init__(self, *, kind: StopKind, raw: str = "") -> None:
-        set_field(self, "kind", kind)
-        set_field(self, "raw", raw)
 
     END_TURN: ClassVar[StopReason]
     TOOL_USE: ClassVar[StopReason]
@@ -565,15 +516,6 @@ StopReason.STOP_SEQUENCE = StopReason(kind=StopKind.STOP_SEQUENCE)
 
 class Usage(Record):
     """Token counts of one call, or summed over several with ``+``."""
-
-    __slots__ = (
-        "cache_creation_tokens",
-        "cache_read_tokens",
-        "input_tokens",
-        "output_tokens",
-        "reasoning_tokens",
-        "total_tokens",
-    )
 
     input_tokens: int
     """Prompt tokens, including any served from or written to the cache."""
@@ -624,8 +566,6 @@ class Usage(Record):
 class ModelResponse(Record):
     """One provider call's answer."""
 
-    __slots__ = ("content", "stop_reason", "thinking", "usage")
-
     content: tuple[ContentBlock, ...]
     stop_reason: StopReason
     usage: Usage | None
@@ -657,28 +597,11 @@ class ModelResponse(Record):
 class ModelInfo(Record):
     """A model a provider offers."""
 
-    __slots__ = ("created", "display_name", "id", "object", "owned_by")
-
     id: str
-    object: str
-    created: int | None
-    owned_by: str | None
-    display_name: str | None
-
-    def __init__(
-        self,
-        *,
-        id: str,  # the field's name
-        object: str = "model",  # the field's name
-        created: int | None = None,
-        owned_by: str | None = None,
-        display_name: str | None = None,
-    ) -> None:
-        set_field(self, "id", id)
-        set_field(self, "object", object)
-        set_field(self, "created", created)
-        set_field(self, "owned_by", owned_by)
-        set_field(self, "display_name", display_name)
+    object: str = "model"
+    created: int | None = None
+    owned_by: str | None = None
+    display_name: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -693,33 +616,16 @@ class ToolAnnotations(Record):
     MCP's defaults when a hint is absent: not read-only, destructive, not idempotent, open-world.
     """
 
-    __slots__ = ("destructive", "idempotent", "open_world", "read_only", "title")
-
-    read_only: bool | None
+    read_only: bool | None = None
     """The tool does not modify its environment."""
-    destructive: bool | None
+    destructive: bool | None = None
     """The tool may perform destructive updates (meaningful when not read-only)."""
-    idempotent: bool | None
+    idempotent: bool | None = None
     """Calling it again with the same arguments has no further effect."""
-    open_world: bool | None
+    open_world: bool | None = None
     """The tool interacts with an open world of external entities (the web, ...)."""
-    title: str | None
+    title: str | None = None
     """A human-readable title for UIs."""
-
-    def __init__(
-        self,
-        *,
-        read_only: bool | None = None,
-        destructive: bool | None = None,
-        idempotent: bool | None = None,
-        open_world: bool | None = None,
-        title: str | None = None,
-    ) -> None:
-        set_field(self, "read_only", read_only)
-        set_field(self, "destructive", destructive)
-        set_field(self, "idempotent", idempotent)
-        set_field(self, "open_world", open_world)
-        set_field(self, "title", title)
 
     @property
     def is_read_only(self) -> bool:
@@ -729,8 +635,6 @@ class ToolAnnotations(Record):
 
 class ToolDefinition(Record, eq_exclude=("annotations", "output_schema")):
     """What the model is told about a tool."""
-
-    __slots__ = ("annotations", "description", "name", "output_schema", "parameters")
 
     name: str
     description: str
@@ -767,20 +671,13 @@ class ToolDefinition(Record, eq_exclude=("annotations", "output_schema")):
 class ResponseFormat(Record):
     """Constrain the final answer to a JSON schema (mapped to each provider's native way)."""
 
-    __slots__ = ("description", "name", "schema", "strict")
-
     name: str
     schema: JSONObject
-    strict: bool
-    description: str | None
+    strict: bool = True
+    description: str | None = None
 
-    def __init__(
-        self, *, name: str, schema: JSONObject, strict: bool = True, description: str | None = None
-    ) -> None:
-        set_field(self, "name", _non_empty("name", name))
-        set_field(self, "schema", schema)
-        set_field(self, "strict", strict)
-        set_field(self, "description", description)
+    def __post_init__(self) -> None:
+        _non_empty("name", self.name)
 
     @classmethod
     def named(cls, name: str, schema: JSONObject, *, strict: bool = True) -> ResponseFormat:
@@ -803,15 +700,6 @@ def _stop_sequences(value: Iterable[str] | None) -> tuple[str, ...] | None:
 
 class InferenceConfig(Record):
     """Per-call model parameters. ``None`` means "not set": the provider's default applies."""
-
-    __slots__ = (
-        "max_tokens",
-        "model",
-        "response_format",
-        "stop_sequences",
-        "temperature",
-        "top_p",
-    )
 
     model: str | None
     max_tokens: int | None
@@ -858,8 +746,6 @@ class ChatRequest(Record):
     :meth:`of`. Sequences are stored as tuples, so a request never changes after it is built.
     """
 
-    __slots__ = ("config", "messages", "tools")
-
     messages: tuple[Message, ...]
     tools: tuple[ToolDefinition, ...]
     config: InferenceConfig
@@ -903,8 +789,6 @@ class ChatRequest(Record):
 class TextDelta(Record):
     """A piece of answer text."""
 
-    __slots__ = ("provider_metadata", "text")
-
     text: str
     provider_metadata: JSONObject | None
     """Set on the piece that ends a text part the provider attached data to (Gemini's
@@ -936,8 +820,6 @@ def text_delta(text: str) -> TextDelta:
 class ThinkingDelta(Record):
     """A piece of reasoning text (for display)."""
 
-    __slots__ = ("text",)
-
     text: str
 
     def __init__(self, *, text: str) -> None:
@@ -948,42 +830,20 @@ class SignedThinking(Record):
     """A complete thinking block that must go back into history verbatim (Anthropic signed
     thinking or redacted thinking). Its text already reached the stream as ``ThinkingDelta``s."""
 
-    __slots__ = ("block",)
-
     block: Thinking | RedactedThinking
-
-    def __init__(self, *, block: Thinking | RedactedThinking) -> None:
-        set_field(self, "block", block)
 
 
 class ToolUseStart(Record):
     """A tool call begins. ``index`` ties later deltas to it."""
 
-    __slots__ = ("id", "index", "name", "provider_metadata")
-
     index: int
     id: str
     name: str
-    provider_metadata: JSONObject | None
-
-    def __init__(
-        self,
-        *,
-        index: int,
-        id: str,  # the field's name
-        name: str,
-        provider_metadata: JSONObject | None = None,
-    ) -> None:
-        set_field(self, "index", index)
-        set_field(self, "id", id)
-        set_field(self, "name", name)
-        set_field(self, "provider_metadata", provider_metadata)
+    provider_metadata: JSONObject | None = None
 
 
 class ToolUseDelta(Record):
     """A fragment of a tool call's JSON arguments; fragments concatenate."""
-
-    __slots__ = ("index", "partial_json")
 
     index: int
     partial_json: str
@@ -996,47 +856,25 @@ class ToolUseDelta(Record):
 class ToolUseEnd(Record):
     """The tool call at ``index`` is complete."""
 
-    __slots__ = ("index", "provider_metadata")
-
     index: int
-    provider_metadata: JSONObject | None
+    provider_metadata: JSONObject | None = None
     """Opaque data known only at the end of the call (merged over the start's), e.g. the
     model's exact argument text that OpenAI-compatible servers expect echoed back."""
 
-    def __init__(self, *, index: int, provider_metadata: JSONObject | None = None) -> None:
-        set_field(self, "index", index)
-        set_field(self, "provider_metadata", provider_metadata)
-
 
 class StopEvent(Record):
-    __slots__ = ("stop_reason",)
-
     stop_reason: StopReason
-
-    def __init__(self, *, stop_reason: StopReason) -> None:
-        set_field(self, "stop_reason", stop_reason)
 
 
 class UsageEvent(Record):
-    __slots__ = ("usage",)
-
     usage: Usage
-
-    def __init__(self, *, usage: Usage) -> None:
-        set_field(self, "usage", usage)
 
 
 class ErrorEvent(Record):
     """The provider reported an error inside the stream."""
 
-    __slots__ = ("error_type", "message")
-
     message: str
-    error_type: str
-
-    def __init__(self, *, message: str, error_type: str = "") -> None:
-        set_field(self, "message", message)
-        set_field(self, "error_type", error_type)
+    error_type: str = ""
 
 
 StreamEvent: TypeAlias = (

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_che
 import trio
 
 from ._log import get_logger
-from ._record import Record, set_field
+from ._record import Record
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
@@ -92,8 +92,6 @@ class ToolOutcome(enum.StrEnum):
 class TurnStarted(Record):
     """An agent turn began."""
 
-    __slots__ = ("agent", "model", "provider", "streamed", "time", "turn_id")
-
     turn_id: int
     """The turn's span id; every event of the turn carries it."""
     time: float
@@ -104,70 +102,22 @@ class TurnStarted(Record):
     model: str | None
     streamed: bool
 
-    def __init__(
-        self,
-        *,
-        turn_id: int,
-        time: float,
-        agent: str,
-        provider: str,
-        model: str | None,
-        streamed: bool,
-    ) -> None:
-        set_field(self, "turn_id", turn_id)
-        set_field(self, "time", time)
-        set_field(self, "agent", agent)
-        set_field(self, "provider", provider)
-        set_field(self, "model", model)
-        set_field(self, "streamed", streamed)
-
 
 class TurnFinished(Record):
     """An agent turn ended, whatever the outcome (also when cancelled)."""
 
-    __slots__ = ("error_type", "llm_calls", "outcome", "time", "turn_id", "usage")
-
     turn_id: int
     time: float
     outcome: Outcome
-    error_type: str | None
+    error_type: str | None = None
     """The exception class name when ``outcome`` is ``"error"``."""
-    usage: Usage | None
+    usage: Usage | None = None
     """Summed over the turn's provider calls that returned."""
-    llm_calls: int
-
-    def __init__(
-        self,
-        *,
-        turn_id: int,
-        time: float,
-        outcome: Outcome,
-        error_type: str | None = None,
-        usage: Usage | None = None,
-        llm_calls: int = 0,
-    ) -> None:
-        set_field(self, "turn_id", turn_id)
-        set_field(self, "time", time)
-        set_field(self, "outcome", outcome)
-        set_field(self, "error_type", error_type)
-        set_field(self, "usage", usage)
-        set_field(self, "llm_calls", llm_calls)
+    llm_calls: int = 0
 
 
 class ModelCallStarted(Record):
     """A provider call of the turn began (``chat {model}``)."""
-
-    __slots__ = (
-        "max_tokens",
-        "model",
-        "parent_id",
-        "provider",
-        "span_id",
-        "streamed",
-        "temperature",
-        "time",
-        "turn_id",
-    )
 
     turn_id: int
     span_id: int
@@ -176,38 +126,13 @@ class ModelCallStarted(Record):
     time: float
     provider: str
     model: str | None
-    max_tokens: int | None
-    temperature: float | None
-    streamed: bool
-
-    def __init__(
-        self,
-        *,
-        turn_id: int,
-        span_id: int,
-        parent_id: int,
-        time: float,
-        provider: str,
-        model: str | None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        streamed: bool = False,
-    ) -> None:
-        set_field(self, "turn_id", turn_id)
-        set_field(self, "span_id", span_id)
-        set_field(self, "parent_id", parent_id)
-        set_field(self, "time", time)
-        set_field(self, "provider", provider)
-        set_field(self, "model", model)
-        set_field(self, "max_tokens", max_tokens)
-        set_field(self, "temperature", temperature)
-        set_field(self, "streamed", streamed)
+    max_tokens: int | None = None
+    temperature: float | None = None
+    streamed: bool = False
 
 
 class ModelFirstToken(Record):
     """The first content of a streamed provider call reached the turn."""
-
-    __slots__ = ("latency", "span_id", "time", "turn_id")
 
     turn_id: int
     span_id: int
@@ -215,18 +140,10 @@ class ModelFirstToken(Record):
     latency: float
     """Seconds since the call's :class:`ModelCallStarted`."""
 
-    def __init__(self, *, turn_id: int, span_id: int, time: float, latency: float) -> None:
-        set_field(self, "turn_id", turn_id)
-        set_field(self, "span_id", span_id)
-        set_field(self, "time", time)
-        set_field(self, "latency", latency)
-
 
 class ModelCallRetrying(Record):
     """An attempt of a provider call failed and the provider actor's retry policy will try
     again after ``wait`` seconds. Emitted from the provider actor's task."""
-
-    __slots__ = ("attempt", "error_class", "error_type", "span_id", "time", "turn_id", "wait")
 
     turn_id: int
     span_id: int
@@ -241,40 +158,9 @@ class ModelCallRetrying(Record):
     wait: float
     """Seconds before the next attempt."""
 
-    def __init__(
-        self,
-        *,
-        turn_id: int,
-        span_id: int,
-        time: float,
-        attempt: int,
-        error_type: str,
-        error_class: str | None,
-        wait: float,
-    ) -> None:
-        set_field(self, "turn_id", turn_id)
-        set_field(self, "span_id", span_id)
-        set_field(self, "time", time)
-        set_field(self, "attempt", attempt)
-        set_field(self, "error_type", error_type)
-        set_field(self, "error_class", error_class)
-        set_field(self, "wait", wait)
-
 
 class ModelCallFinished(Record):
     """A provider call ended, whatever the outcome."""
-
-    __slots__ = (
-        "error_type",
-        "latency",
-        "outcome",
-        "response_model",
-        "span_id",
-        "stop_reason",
-        "time",
-        "turn_id",
-        "usage",
-    )
 
     turn_id: int
     span_id: int
@@ -282,40 +168,15 @@ class ModelCallFinished(Record):
     outcome: Outcome
     latency: float
     """Seconds since the call's :class:`ModelCallStarted` (retries included)."""
-    error_type: str | None
-    usage: Usage | None
-    stop_reason: str | None
+    error_type: str | None = None
+    usage: Usage | None = None
+    stop_reason: str | None = None
     """The normalized stop kind (``end_turn``, ``tool_use``...)."""
-    response_model: str | None
-
-    def __init__(
-        self,
-        *,
-        turn_id: int,
-        span_id: int,
-        time: float,
-        outcome: Outcome,
-        latency: float,
-        error_type: str | None = None,
-        usage: Usage | None = None,
-        stop_reason: str | None = None,
-        response_model: str | None = None,
-    ) -> None:
-        set_field(self, "turn_id", turn_id)
-        set_field(self, "span_id", span_id)
-        set_field(self, "time", time)
-        set_field(self, "outcome", outcome)
-        set_field(self, "latency", latency)
-        set_field(self, "error_type", error_type)
-        set_field(self, "usage", usage)
-        set_field(self, "stop_reason", stop_reason)
-        set_field(self, "response_model", response_model)
+    response_model: str | None = None
 
 
 class ToolStarted(Record):
     """The tool pool took a tool call (before lookup, validation and approval)."""
-
-    __slots__ = ("call", "parent_id", "span_id", "time", "turn_id")
 
     turn_id: int
     span_id: int
@@ -324,30 +185,9 @@ class ToolStarted(Record):
     time: float
     call: ToolUse
 
-    def __init__(
-        self, *, turn_id: int, span_id: int, parent_id: int, time: float, call: ToolUse
-    ) -> None:
-        set_field(self, "turn_id", turn_id)
-        set_field(self, "span_id", span_id)
-        set_field(self, "parent_id", parent_id)
-        set_field(self, "time", time)
-        set_field(self, "call", call)
-
 
 class ToolFinished(Record):
     """A tool call ended, whatever the outcome (also when cancelled)."""
-
-    __slots__ = (
-        "approved",
-        "call",
-        "duration",
-        "error",
-        "outcome",
-        "result",
-        "span_id",
-        "time",
-        "turn_id",
-    )
 
     turn_id: int
     span_id: int
@@ -359,40 +199,15 @@ class ToolFinished(Record):
     its checks first), else the handler's decision."""
     duration: float | None
     """Seconds the tool itself ran (``None`` if it never ran)."""
-    error: str | None
+    error: str | None = None
     """The error text of an error result."""
-    result: ToolResult | None
+    result: ToolResult | None = None
     """What goes back to the model (``None`` when cancelled). Content: OpenTelemetry records
     it only with ``capture_content``."""
-
-    def __init__(
-        self,
-        *,
-        turn_id: int,
-        span_id: int,
-        time: float,
-        call: ToolUse,
-        outcome: Literal["success", "error", "denied", "cancelled"],
-        approved: bool | None,
-        duration: float | None,
-        error: str | None = None,
-        result: ToolResult | None = None,
-    ) -> None:
-        set_field(self, "turn_id", turn_id)
-        set_field(self, "span_id", span_id)
-        set_field(self, "time", time)
-        set_field(self, "call", call)
-        set_field(self, "outcome", outcome)
-        set_field(self, "approved", approved)
-        set_field(self, "duration", duration)
-        set_field(self, "error", error)
-        set_field(self, "result", result)
 
 
 class McpRequestStarted(Record):
     """A request to an MCP server began (from a tool call of the turn, or outside any)."""
-
-    __slots__ = ("connection", "method", "parent_id", "span_id", "target", "time", "turn_id")
 
     turn_id: int
     span_id: int
@@ -402,60 +217,22 @@ class McpRequestStarted(Record):
     connection: str
     method: str
     """The MCP method, e.g. ``tools/call``."""
-    target: str | None
+    target: str | None = None
     """The tool, prompt or resource it names, if any."""
-
-    def __init__(
-        self,
-        *,
-        turn_id: int,
-        span_id: int,
-        parent_id: int,
-        time: float,
-        connection: str,
-        method: str,
-        target: str | None = None,
-    ) -> None:
-        set_field(self, "turn_id", turn_id)
-        set_field(self, "span_id", span_id)
-        set_field(self, "parent_id", parent_id)
-        set_field(self, "time", time)
-        set_field(self, "connection", connection)
-        set_field(self, "method", method)
-        set_field(self, "target", target)
 
 
 class McpRequestFinished(Record):
     """An MCP request ended, whatever the outcome."""
 
-    __slots__ = ("error_type", "outcome", "span_id", "time", "turn_id")
-
     turn_id: int
     span_id: int
     time: float
     outcome: Outcome
-    error_type: str | None
-
-    def __init__(
-        self,
-        *,
-        turn_id: int,
-        span_id: int,
-        time: float,
-        outcome: Outcome,
-        error_type: str | None = None,
-    ) -> None:
-        set_field(self, "turn_id", turn_id)
-        set_field(self, "span_id", span_id)
-        set_field(self, "time", time)
-        set_field(self, "outcome", outcome)
-        set_field(self, "error_type", error_type)
+    error_type: str | None = None
 
 
 class ActorRestarted(Record):
     """A supervisor restarted a crashed (or stopped permanent) child."""
-
-    __slots__ = ("actor", "delay", "restarts", "supervisor", "time")
 
     time: float
     supervisor: str
@@ -464,21 +241,10 @@ class ActorRestarted(Record):
     """How many times this child has been restarted."""
     delay: float
 
-    def __init__(
-        self, *, time: float, supervisor: str, actor: str, restarts: int, delay: float
-    ) -> None:
-        set_field(self, "time", time)
-        set_field(self, "supervisor", supervisor)
-        set_field(self, "actor", actor)
-        set_field(self, "restarts", restarts)
-        set_field(self, "delay", delay)
-
 
 class SupervisorGaveUp(Record):
     """A supervisor exceeded its restart intensity and stops every child (an intensity
     trip)."""
-
-    __slots__ = ("actor", "error_type", "max_restarts", "supervisor", "time", "within")
 
     time: float
     supervisor: str
@@ -486,23 +252,6 @@ class SupervisorGaveUp(Record):
     max_restarts: int
     within: float
     error_type: str | None
-
-    def __init__(
-        self,
-        *,
-        time: float,
-        supervisor: str,
-        actor: str,
-        max_restarts: int,
-        within: float,
-        error_type: str | None,
-    ) -> None:
-        set_field(self, "time", time)
-        set_field(self, "supervisor", supervisor)
-        set_field(self, "actor", actor)
-        set_field(self, "max_restarts", max_restarts)
-        set_field(self, "within", within)
-        set_field(self, "error_type", error_type)
 
 
 TelemetryEvent: TypeAlias = (

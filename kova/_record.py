@@ -6,29 +6,51 @@ attrs builds each one at import: it writes ``__init__``, ``__repr__``, ``__eq__`
 millisecond per class, which made an agent program's import cost several tens of
 milliseconds on top of ``import httpx2, trio`` just to define classes.
 
-A :class:`Record` subclass spells out its slots and writes its keyword-only ``__init__``
-(compiled once into the ``.pyc`` like any other code); the base class gives it what attrs
-gave: immutability (``attrs.exceptions.FrozenInstanceError`` on assignment), ``repr``,
-field-wise equality and hashing, pickling and copying, weak references, and the attrs
-protocol itself (``attrs.has``, ``attrs.fields``, ``attrs.evolve``, ``attrs.asdict`` work on
-every record; the attrs view of the fields is built the first time something asks for it).
+A :class:`Record` subclass declares its fields as annotations, with defaults where it has
+them, like a dataclass::
+
+    class ToolStarted(Record):
+        turn_id: int
+        call: ToolUse
+        error: str | None = None
+
+Its metaclass turns the annotations into ``__slots__`` when the class is made (taking the
+defaults out of the class body first, so slots and defaults coexist), and the base class
+gives it what attrs gave: a keyword-only ``__init__``, immutability
+(``attrs.exceptions.FrozenInstanceError`` on assignment), ``repr``, field-wise equality and
+hashing, pickling and copying, weak references, and the attrs protocol itself (``attrs.has``,
+``attrs.fields``, ``attrs.evolve``, ``attrs.asdict`` work on every record; the attrs view of
+the fields is built the first time something asks for it). Nothing is compiled at import.
+
+Type checkers see the same thing: ``Record`` is a :func:`typing.dataclass_transform` base
+(keyword-only, frozen), so mypy synthesizes each subclass's ``__init__`` from its annotations
+and checks every keyword of a constructor call; and to mypy's attrs plugin ``Record`` is an
+attrs class, so ``attrs.evolve`` (and kova's :func:`evolve`) are checked against that
+``__init__`` too.
 
 Rules for a subclass:
 
-- its fields are its annotations (``ClassVar`` aside), in order, and ``__slots__`` lists
-  exactly them (a subclass of a record adds fields to its base's);
-- ``__init__`` takes every field as an argument of the same name (``_private`` fields without
-  the underscore, as in attrs) and sets each one with :func:`set_field` (validation and
-  conversion happen there, before the value is stored);
+- its fields are its annotations (``ClassVar`` aside), in order; a subclass of a record adds
+  fields to its base's. Defaults are shared by every instance: use immutable values.
+- The generic ``__init__`` takes every field as a keyword argument of the same name (no
+  private ``_fields``) and stores it as given. It costs a few hundred nanoseconds more than a
+  hand-written one, so a class built per streamed token writes its own keyword-only
+  ``__init__`` (setting each field with :func:`set_field`), and so does a class that converts
+  its arguments (``Iterable`` to ``tuple``, ``None`` to a computed default) or takes them
+  positionally. A class that only checks its values defines ``__post_init__(self)``, which
+  the generic ``__init__`` calls after storing the fields.
 - ``class X(Record, eq_exclude=("a",))`` leaves fields out of equality and hashing,
   ``repr_exclude=`` out of ``repr``.
+- A class may still spell out ``__slots__`` (exactly its fields) and its ``__init__``; it
+  then takes no defaults in its body.
 """
 
 from __future__ import annotations
 
 import inspect
 import operator
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
+from itertools import repeat
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast, dataclass_transform
 
 from attrs.exceptions import FrozenInstanceError
 
@@ -51,6 +73,20 @@ def _key_getter(names: tuple[str, ...]) -> Callable[[object], tuple[Any, ...]]:
     return lambda _value: ()
 
 
+def _own_fields(namespace: dict[str, Any]) -> tuple[str, ...]:
+    """The fields a class body annotates: every annotation but ``ClassVar``."""
+    annotations: dict[str, Any] = namespace.get("__annotations__", {})
+    hints = annotations.values()
+    # Class bodies run at import: look for ClassVar in all the (string) hints at once.
+    if all(map(str.__instancecheck__, hints)) and "ClassVar" not in "".join(hints):
+        return tuple(annotations)
+    return tuple(
+        name
+        for name, hint in annotations.items()
+        if not str(hint).startswith(("ClassVar", "typing.ClassVar"))
+    )
+
+
 class _AttrsFields:
     """``Record.__attrs_attrs__``: the attrs view of a record's fields, built on first use."""
 
@@ -65,22 +101,27 @@ class _AttrsFields:
 def _attrs_fields(cls: type[Record]) -> Any:
     import attrs
 
-    parameters = inspect.signature(cls.__init__).parameters
     annotations: dict[str, Any] = {}
     for klass in reversed(cls.__mro__):
         annotations.update(getattr(klass, "__annotations__", {}))
+    generic = cls.__init__ in _GENERIC_INITS
+    parameters = {} if generic else inspect.signature(cls.__init__).parameters
     these = {}
     for name in cls.__record_fields__:
-        alias = name if name in parameters else name.lstrip("_")  # attrs' rule for _private
-        parameter = parameters.get(alias)
-        default = (
-            attrs.NOTHING
-            if parameter is None or parameter.default is inspect.Parameter.empty
-            else parameter.default
-        )
+        if generic:
+            alias, init, default = name, True, cls.__record_defaults__.get(name, attrs.NOTHING)
+        else:
+            alias = name if name in parameters else name.lstrip("_")  # attrs' rule for _private
+            parameter = parameters.get(alias)
+            init = parameter is not None
+            default = (
+                attrs.NOTHING
+                if parameter is None or parameter.default is inspect.Parameter.empty
+                else parameter.default
+            )
         these[name] = attrs.field(
             default=default,
-            init=parameter is not None,
+            init=init,
             eq=name in cls.__record_eq__,
             repr=name in cls.__record_repr__,
             type=annotations.get(name),
@@ -90,48 +131,104 @@ def _attrs_fields(cls: type[Record]) -> Any:
     return attrs.fields(shadow)
 
 
-class Record:
+class _RecordType(type):
+    """The metaclass of records: makes ``__slots__`` from the annotations and works out
+    everything the base class's methods need, before the class is made (a dunder attribute
+    set on a class afterwards costs more than one in its namespace). Instances are made by
+    ``type.__call__``, so construction costs nothing extra."""
+
+    def __new__(
+        mcls,
+        name: str,
+        bases: tuple[type, ...],
+        namespace: dict[str, Any],
+        *,
+        eq_exclude: tuple[str, ...] = (),
+        repr_exclude: tuple[str, ...] = (),
+        init: bool = True,
+        **kwargs: Any,
+    ) -> _RecordType:
+        if not bases:  # Record itself
+            return super().__new__(mcls, name, bases, namespace, **kwargs)
+        new = _own_fields(namespace)
+        if "__slots__" in namespace:
+            own = namespace["__slots__"]
+            if set((own,) if isinstance(own, str) else own) != set(new):
+                raise TypeError(f"{name}: __slots__ must list exactly its annotated fields")
+            defaults = {}
+        else:
+            # A slot and a class attribute of the same name cannot coexist: the default
+            # leaves the class body before the class (and its slots) is made.
+            defaults = {field: namespace.pop(field) for field in new if field in namespace}
+        namespace["__slots__"] = new  # in the annotations' order (the fields' order)
+        base: Any = bases[0]  # the record this one extends (first, as a rule)
+        if not isinstance(base, _RecordType):
+            base = next(base for base in bases if isinstance(base, _RecordType))
+        fields, eq_fields, repr_fields = new, new, new
+        if base.__record_fields__:
+            fields = (*base.__record_fields__, *new)
+            eq_fields = (*base.__record_eq__, *new)
+            repr_fields = (*base.__record_repr__, *new)
+            defaults = {**base.__record_defaults__, **defaults}
+        if eq_exclude:
+            eq_fields = tuple(field for field in eq_fields if field not in eq_exclude)
+        if repr_exclude:
+            repr_fields = tuple(field for field in repr_fields if field not in repr_exclude)
+        namespace["__record_fields__"] = fields
+        namespace["__record_defaults__"] = defaults
+        namespace["__record_eq__"] = eq_fields
+        namespace["__record_repr__"] = repr_fields
+        namespace["__record_key__"] = staticmethod(_key_getter(eq_fields))
+        namespace["__record_init__"] = (
+            tuple([field for field in fields if field not in defaults]),
+            tuple(defaults.items()),
+        )
+        # A class that adds no fields keeps its base's __init__ (to mypy too: such a class
+        # under a base that wrote its own __init__ says init=False).
+        if new and init and "__init__" not in namespace:
+            if any(map(str.startswith, new, repeat("_"))):
+                raise TypeError(f"{name}: a record with private fields writes its own __init__")
+            namespace["__init__"] = _init_checked if "__post_init__" in namespace else _init
+        return super().__new__(mcls, name, bases, namespace, **kwargs)
+
+
+if TYPE_CHECKING:
+    # To mypy's attrs plugin, Record is an attrs class: it then checks attrs.evolve (and
+    # kova's evolve) on every record against the record's __init__ (the one
+    # dataclass_transform synthesized, or the one the class wrote).
+    from attrs import evolve as evolve
+    from attrs import frozen as _attrs_view
+else:
+
+    def _attrs_view(cls: type) -> type:
+        return cls
+
+
+@dataclass_transform(kw_only_default=True, frozen_default=True)
+@_attrs_view
+class Record(metaclass=_RecordType):
     """Base of kova's frozen value classes (see the module docstring)."""
 
     __slots__ = ("__weakref__",)
 
     __record_fields__: ClassVar[tuple[str, ...]] = ()
+    __record_defaults__: ClassVar[dict[str, Any]] = {}
     __record_eq__: ClassVar[tuple[str, ...]] = ()
     __record_repr__: ClassVar[tuple[str, ...]] = ()
     __record_key__: ClassVar[Callable[[object], tuple[Any, ...]]]
+    # The generic __init__'s view: the required fields, and the others with their defaults.
+    __record_init__: ClassVar[tuple[tuple[str, ...], tuple[tuple[str, Any], ...]]]
     __attrs_attrs__: ClassVar[Any] = _AttrsFields()
 
-    def __init_subclass__(
-        cls, *, eq_exclude: tuple[str, ...] = (), repr_exclude: tuple[str, ...] = (), **kwargs: Any
-    ) -> None:
-        super().__init_subclass__(**kwargs)
-        own = cls.__dict__.get("__slots__", ())
-        if isinstance(own, str):
-            own = (own,)
-        # The fields in the order of their annotations (__slots__ is sorted).
-        annotations = cls.__dict__.get("__annotations__", {})  # noqa: RUF063  # the cheap way
-        if len(annotations) == len(own):
-            new = tuple(annotations)
-        else:
-            new = tuple(
-                name
-                for name, hint in annotations.items()
-                if not str(hint).startswith(("ClassVar", "typing.ClassVar"))
-            )
-        if set(new) != set(own):
-            raise TypeError(f"{cls.__name__}: __slots__ must list exactly its annotated fields")
-        base = cls.__record_fields__
-        fields = (*base, *new) if base else new
-        eq_fields = (*cls.__record_eq__, *new) if base else new
-        repr_fields = (*cls.__record_repr__, *new) if base else new
-        if eq_exclude:
-            eq_fields = tuple(name for name in eq_fields if name not in eq_exclude)
-        if repr_exclude:
-            repr_fields = tuple(name for name in repr_fields if name not in repr_exclude)
-        cls.__record_fields__ = fields
-        cls.__record_eq__ = eq_fields
-        cls.__record_repr__ = repr_fields
-        cls.__record_key__ = staticmethod(_key_getter(eq_fields))
+    if TYPE_CHECKING:  # the class keywords, which the metaclass takes
+
+        def __init_subclass__(
+            cls,
+            *,
+            eq_exclude: tuple[str, ...] = (),
+            repr_exclude: tuple[str, ...] = (),
+            init: bool = True,
+        ) -> None: ...
 
     def __setattr__(self, name: str, value: object) -> None:
         raise FrozenInstanceError
@@ -171,10 +268,61 @@ class Record:
             set_field(self, name, value)
 
 
+def _init(self: Record, /, *args: Any, **values: Any) -> None:
+    """The ``__init__`` of a record that writes none: every field by keyword."""
+    required, optional = type(self).__record_init__
+    if args:
+        _raise_call_error(self, args, values)
+    pop = values.pop  # what is left at the end was not a field
+    try:
+        for name in required:
+            set_field(self, name, pop(name))
+    except KeyError:
+        _raise_call_error(self, args, values)
+    for name, default in optional:
+        set_field(self, name, pop(name, default))
+    if values:
+        _raise_call_error(self, args, values)
+
+
+def _init_checked(self: Record, /, *args: Any, **values: Any) -> None:
+    """:func:`_init`, then the class's ``__post_init__``."""
+    _init(self, *args, **values)
+    self.__post_init__()  # type: ignore[attr-defined]
+
+
+_GENERIC_INITS = (_init, _init_checked)
+
+
+def _raise_call_error(self: Record, args: tuple[Any, ...], values: dict[str, Any]) -> None:
+    """Raise the ``TypeError`` Python raises for a bad call of a keyword-only ``__init__``
+    (``values`` holds the arguments not yet stored)."""
+    cls = type(self)
+    where = f"{cls.__name__}.__init__()"
+    if args:
+        count = len(args) + 1
+        raise TypeError(f"{where} takes 1 positional argument but {count} were given")
+    unknown = [name for name in values if name not in cls.__record_fields__]
+    if unknown:
+        raise TypeError(f"{where} got an unexpected keyword argument {unknown[0]!r}")
+    required, _optional = cls.__record_init__
+    missing = [repr(name) for name in required if name not in values and not hasattr(self, name)]
+    listed = (
+        missing[0]
+        if len(missing) == 1
+        else f"{missing[0]} and {missing[1]}"
+        if len(missing) == 2
+        else f"{', '.join(missing[:-1])}, and {missing[-1]}"
+    )
+    plural = "argument" if len(missing) == 1 else "arguments"
+    raise TypeError(f"{where} missing {len(missing)} required keyword-only {plural}: {listed}")
+
+
 R = TypeVar("R", bound=Record)
 
+if not TYPE_CHECKING:
 
-def evolve(value: R, /, **changes: Any) -> R:
-    """A copy of the record ``value`` with ``changes`` applied (like ``attrs.evolve``)."""
-    fields = {name.lstrip("_"): getattr(value, name) for name in value.__record_fields__}
-    return cast("R", cast("Any", type(value))(**{**fields, **changes}))
+    def evolve(value: R, /, **changes: Any) -> R:
+        """A copy of the record ``value`` with ``changes`` applied (like ``attrs.evolve``)."""
+        fields = {name.lstrip("_"): getattr(value, name) for name in value.__record_fields__}
+        return cast("R", cast("Any", type(value))(**{**fields, **changes}))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import pickle
 import weakref
+from typing import ClassVar, assert_type
 
 import attrs
 import pytest
@@ -15,6 +16,7 @@ from kova import (
     InferenceConfig,
     Message,
     ModelResponse,
+    ResponseFormat,
     StopReason,
     Text,
     ToolAnnotations,
@@ -24,6 +26,11 @@ from kova import (
     Usage,
 )
 from kova._record import Record, evolve, set_field
+from kova.telemetry import TurnFinished
+
+# Besides what it runs, this file is a test of the records' static types: under
+# `mypy --strict tests/test_record.py` every `type: ignore` below must be needed (strict
+# reports an unused one) and every `assert_type` must hold.
 
 
 def test_a_record_is_frozen() -> None:
@@ -31,15 +38,15 @@ def test_a_record_is_frozen() -> None:
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         text.text = "changed"  # type: ignore[misc]
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
-        del text.text  # type: ignore[misc]
+        del text.text
     with pytest.raises(AttributeError):
-        text.other = 1  # type: ignore[attr-defined]
+        text.other = 1
     assert not hasattr(text, "__dict__")
 
 
 def test_construction_is_keyword_only_and_checked() -> None:
     with pytest.raises(TypeError):
-        Text("hi")  # type: ignore[misc]
+        Text("hi")  # type: ignore[call-arg]
     with pytest.raises(TypeError):
         Text()  # type: ignore[call-arg]
     with pytest.raises(ValueError, match="id must not be empty"):
@@ -111,8 +118,7 @@ def test_pickle_copy_and_weakref() -> None:
 
 
 def test_the_attrs_protocol_works_on_records() -> None:
-    assert attrs.has(Text)
-    assert not attrs.has(Record)
+    assert attrs.has(Text) is not attrs.has(Record)  # (no TypeGuard narrowing Text for mypy)
     names = [field.name for field in attrs.fields(ToolDefinition)]
     assert names == ["name", "description", "parameters", "annotations", "output_schema"]
     assert not attrs.fields(ToolDefinition).annotations.eq
@@ -135,3 +141,94 @@ def test_a_record_must_declare_exactly_its_fields_as_slots() -> None:
             __slots__ = ("a",)
             a: int
             b: int
+
+
+class Event(Record):
+    """A record that writes no ``__init__``: its annotations are the fields."""
+
+    name: str
+    count: int = 0
+    tags: tuple[str, ...] = ()
+    LIMIT: ClassVar[int] = 10
+
+
+class Stamped(Event, eq_exclude=("at",)):
+    at: float = 0.0
+
+
+class Checked(Record):
+    size: int
+
+    def __post_init__(self) -> None:
+        if self.size < 0:
+            raise ValueError(f"size must not be negative, got {self.size}")
+
+
+def test_a_record_without_init_takes_its_fields_by_keyword() -> None:
+    event = Event(name="a", tags=("x",))
+    assert (event.name, event.count, event.tags) == ("a", 0, ("x",))
+    assert vars(Event)["__slots__"] == ("name", "count", "tags")
+    assert Event.LIMIT == 10
+    assert repr(event) == "Event(name='a', count=0, tags=('x',))"
+    assert event == Event(name="a", tags=("x",))
+    assert hash(event) == hash(Event(name="a", tags=("x",)))
+    assert event != Event(name="a", count=1, tags=("x",))
+    assert_type(Event(name="b").count, int)
+    assert pickle.loads(pickle.dumps(event)) == event
+    assert copy.deepcopy(event) == event
+    assert evolve(event, count=2) == Event(name="a", count=2, tags=("x",))
+    assert attrs.evolve(event, count=2) == Event(name="a", count=2, tags=("x",))
+    assert attrs.asdict(event) == {"name": "a", "count": 0, "tags": ("x",)}
+    assert [(f.name, f.default) for f in attrs.fields(Event)] == [
+        ("name", attrs.NOTHING),
+        ("count", 0),
+        ("tags", ()),
+    ]
+
+
+def test_a_subclass_adds_fields_and_keeps_the_defaults() -> None:
+    stamped = Stamped(name="a", at=1.5)
+    assert (stamped.name, stamped.count, stamped.at) == ("a", 0, 1.5)
+    assert vars(Stamped)["__slots__"] == ("at",)
+    assert stamped == Stamped(name="a", at=2.5)  # eq_exclude
+    assert repr(stamped) == "Stamped(name='a', count=0, tags=(), at=1.5)"
+
+
+def test_the_generic_init_fails_like_python() -> None:
+    with pytest.raises(
+        TypeError, match=r"^Event\.__init__\(\) missing 1 required keyword-only argument: 'name'$"
+    ):
+        Event()  # type: ignore[call-arg]
+    with pytest.raises(
+        TypeError, match=r"^Event\.__init__\(\) got an unexpected keyword argument 'cnt'$"
+    ):
+        Event(name="a", cnt=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"^Event\.__init__\(\) takes 1 positional argument but 2"):
+        Event("a")  # type: ignore[call-arg]
+    with pytest.raises(
+        TypeError,
+        match=r"missing 3 required keyword-only arguments: 'turn_id', 'time', and 'outcome'$",
+    ):
+        TurnFinished()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"missing 2 required .*: 'name' and 'schema'$"):
+        ResponseFormat()  # type: ignore[call-arg]
+    Event(name=1)  # type: ignore[arg-type]  # (not checked at run time, like attrs)
+
+
+def test_post_init_checks_the_stored_fields() -> None:
+    assert Checked(size=1).size == 1
+    with pytest.raises(ValueError, match="size must not be negative"):
+        Checked(size=-1)
+    with pytest.raises(ValueError, match="size must not be negative"):
+        evolve(Checked(size=1), size=-1)
+    with pytest.raises(ValueError, match="exactly one of data"):
+        Image()
+    with pytest.raises(ValueError, match="name must not be empty"):
+        ResponseFormat(name="", schema={})
+
+
+def test_a_record_that_generates_its_init_has_no_private_fields() -> None:
+    with pytest.raises(TypeError, match="private fields writes its own __init__"):
+
+        class Private(Record):
+            _secret: int

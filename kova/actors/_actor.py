@@ -401,8 +401,6 @@ class ActorRef(Record):
     """The handle to an actor. Cheap to copy; valid across restarts of the actor (it names
     the supervisor's child slot and its mailbox, not one instance)."""
 
-    __slots__ = ("_mailbox",)
-
     _mailbox: Mailbox
 
     def __init__(self, mailbox: Mailbox) -> None:

@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ActorError
-from .._record import Record, set_field
+from .._record import Record
 from ._actor import Actor, ActorRef
 from ._messages import Call, UnknownMessage
 from ._spec import (
@@ -47,41 +47,24 @@ __all__ = [
 class GetChild(Record, Call[ActorRef]):
     """Call: the :class:`~kova.actors.ActorRef` of the subtree's child ``name``."""
 
-    __slots__ = ("name",)
-
     name: str
-
-    def __init__(self, *, name: str) -> None:
-        set_field(self, "name", name)
 
 
 class SpawnChild(Record, Call[ActorRef]):
     """Call: start another child in the subtree; replies with its ref. Children spawned this
     way are not part of the subtree's spec, so a restart of the subtree drops them."""
 
-    __slots__ = ("spec",)
-
     spec: ChildSpec
-
-    def __init__(self, *, spec: ChildSpec) -> None:
-        set_field(self, "spec", spec)
 
 
 class StopChild(Record, Call[None]):
     """Call: stop the subtree's child ``name`` in an orderly way."""
 
-    __slots__ = ("name",)
-
     name: str
-
-    def __init__(self, *, name: str) -> None:
-        set_field(self, "name", name)
 
 
 class ListChildren(Record, Call["tuple[str, ...]"]):
     """Call: the names of the subtree's children, in start order."""
-
-    __slots__ = ()
 
 
 class SupervisorActor(Actor):

@@ -36,25 +36,6 @@ class AgentConfig(Record):
     """Everything an :class:`Agent` is configured with. :class:`AgentBuilder` fills one in;
     it can also be built directly."""
 
-    __slots__ = (
-        "approval",
-        "context_budget",
-        "inference",
-        "lifecycle",
-        "max_concurrent_tools",
-        "max_iterations",
-        "metrics",
-        "name",
-        "output_retries",
-        "provider",
-        "provider_max_in_flight",
-        "registry",
-        "retry",
-        "runtime",
-        "system_prompt",
-        "telemetry",
-    )
-
     provider: Provider
     registry: ToolRegistry
     system_prompt: str | None

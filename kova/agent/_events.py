@@ -20,7 +20,7 @@ from .._models import (
     ToolUse,
     Usage,
 )
-from .._record import Record, set_field
+from .._record import Record
 
 __all__ = [
     "AgentEvent",
@@ -34,16 +34,6 @@ __all__ = [
 class AgentResponse(Record):
     """The outcome of one agent turn."""
 
-    __slots__ = (
-        "llm_calls",
-        "new_messages",
-        "output_retries",
-        "stop_reason",
-        "text",
-        "thinking",
-        "usage",
-    )
-
     text: str
     """The final assistant text."""
     new_messages: tuple[Message, ...]
@@ -52,40 +42,16 @@ class AgentResponse(Record):
     usage: Usage
     """Summed over every provider call of the turn."""
     llm_calls: int
-    thinking: str | None
+    thinking: str | None = None
     """Reasoning text of the turn's calls, for display."""
-    output_retries: int
+    output_retries: int = 0
     """How many times ``run_structured`` re-asked the model after an invalid answer."""
-
-    def __init__(
-        self,
-        *,
-        text: str,
-        new_messages: tuple[Message, ...],
-        stop_reason: StopReason,
-        usage: Usage,
-        llm_calls: int,
-        thinking: str | None = None,
-        output_retries: int = 0,
-    ) -> None:
-        set_field(self, "text", text)
-        set_field(self, "new_messages", new_messages)
-        set_field(self, "stop_reason", stop_reason)
-        set_field(self, "usage", usage)
-        set_field(self, "llm_calls", llm_calls)
-        set_field(self, "thinking", thinking)
-        set_field(self, "output_retries", output_retries)
 
 
 class ToolCallStarted(Record):
     """A tool call is about to run (after approval)."""
 
-    __slots__ = ("call",)
-
     call: ToolUse
-
-    def __init__(self, *, call: ToolUse) -> None:
-        set_field(self, "call", call)
 
     @property
     def name(self) -> str:
@@ -95,14 +61,8 @@ class ToolCallStarted(Record):
 class ToolCallFinished(Record):
     """A tool call finished (or was denied, or failed in-band)."""
 
-    __slots__ = ("call", "result")
-
     call: ToolUse
     result: ToolResult
-
-    def __init__(self, *, call: ToolUse, result: ToolResult) -> None:
-        set_field(self, "call", call)
-        set_field(self, "result", result)
 
     @property
     def name(self) -> str:
@@ -112,12 +72,7 @@ class ToolCallFinished(Record):
 class TurnCompleted(Record):
     """The turn is complete."""
 
-    __slots__ = ("response",)
-
     response: AgentResponse
-
-    def __init__(self, *, response: AgentResponse) -> None:
-        set_field(self, "response", response)
 
 
 AgentEvent: TypeAlias = (

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, TypeAlias
 import trio
 
 from .._errors import KovaError
-from .._record import Record, set_field
+from .._record import Record
 from ..actors import Call
 from ._retry import RetryConfig
 
@@ -62,32 +62,18 @@ values cross: the actor's limiter, gate and provider stay its own. It must not b
 raise; ``None`` (nobody listens) costs nothing."""
 
 
+_DEFAULT_RETRY = RetryConfig()  # a frozen value: one serves every message
+
+
 class _Completion(Record):
     """The fields of a completion request to the actor. ``tries`` counts the attempts already
     failed (for the retry policy)."""
 
-    __slots__ = ("on_error", "on_retry", "request", "retry", "tries")
-
     request: ChatRequest
-    retry: RetryConfig
-    on_error: ErrorHook | None
-    on_retry: RetryHook | None
-    tries: int
-
-    def __init__(
-        self,
-        *,
-        request: ChatRequest,
-        retry: RetryConfig | None = None,
-        on_error: ErrorHook | None = None,
-        on_retry: RetryHook | None = None,
-        tries: int = 0,
-    ) -> None:
-        set_field(self, "request", request)
-        set_field(self, "retry", RetryConfig() if retry is None else retry)
-        set_field(self, "on_error", on_error)
-        set_field(self, "on_retry", on_retry)
-        set_field(self, "tries", tries)
+    retry: RetryConfig = _DEFAULT_RETRY
+    on_error: ErrorHook | None = None
+    on_retry: RetryHook | None = None
+    tries: int = 0
 
 
 class ChatCompletion(_Completion, Call["ModelResponse"]):
@@ -108,28 +94,11 @@ class AttemptFailed(Record, Call["float | None"]):
     """Call: a leased attempt failed with ``error`` after ``tries`` earlier failures. The reply
     is the wait before the next attempt, or ``None``: give up (the caller raises ``error``)."""
 
-    __slots__ = ("error", "on_error", "on_retry", "retry", "tries")
-
     error: KovaError
     tries: int
-    retry: RetryConfig
-    on_error: ErrorHook | None
-    on_retry: RetryHook | None
-
-    def __init__(
-        self,
-        *,
-        error: KovaError,
-        tries: int,
-        retry: RetryConfig | None = None,
-        on_error: ErrorHook | None = None,
-        on_retry: RetryHook | None = None,
-    ) -> None:
-        set_field(self, "error", error)
-        set_field(self, "tries", tries)
-        set_field(self, "retry", RetryConfig() if retry is None else retry)
-        set_field(self, "on_error", on_error)
-        set_field(self, "on_retry", on_retry)
+    retry: RetryConfig = _DEFAULT_RETRY
+    on_error: ErrorHook | None = None
+    on_retry: RetryHook | None = None
 
 
 class AttemptCrashed(Record, Call[None]):
@@ -137,12 +106,7 @@ class AttemptCrashed(Record, Call[None]):
     The actor crashes with it, as if its own task had raised it; the caller gets
     :class:`~kova.ActorFailed`."""
 
-    __slots__ = ("error",)
-
     error: Exception
-
-    def __init__(self, *, error: Exception) -> None:
-        set_field(self, "error", error)
 
 
 class _Admission:
@@ -180,12 +144,7 @@ class LeaseStream(Record, Call["StreamGrant | None"]):
     :class:`StreamGrant` when the actor admits it at once (no cap, the gate open), else
     ``None``: the caller asks for an actor-served stream (:class:`OpenStream`) instead."""
 
-    __slots__ = ("request",)
-
     request: ChatRequest
-
-    def __init__(self, *, request: ChatRequest) -> None:
-        set_field(self, "request", request)
 
 
 class StreamGrant(_Admission):
@@ -202,49 +161,23 @@ class StreamGrant(_Admission):
 class CountTokens(Record, Call[int]):
     """Call: prompt tokens for a request."""
 
-    __slots__ = ("on_error", "request", "retry")
-
     request: ChatRequest
-    retry: RetryConfig
-    on_error: ErrorHook | None
-
-    def __init__(
-        self,
-        *,
-        request: ChatRequest,
-        retry: RetryConfig | None = None,
-        on_error: ErrorHook | None = None,
-    ) -> None:
-        set_field(self, "request", request)
-        set_field(self, "retry", RetryConfig() if retry is None else retry)
-        set_field(self, "on_error", on_error)
+    retry: RetryConfig = _DEFAULT_RETRY
+    on_error: ErrorHook | None = None
 
 
 class ListModels(Record, Call["list[ModelInfo]"]):
     """Call: the provider's models."""
 
-    __slots__ = ("on_error", "retry")
-
-    retry: RetryConfig
-    on_error: ErrorHook | None
-
-    def __init__(
-        self, *, retry: RetryConfig | None = None, on_error: ErrorHook | None = None
-    ) -> None:
-        set_field(self, "retry", RetryConfig() if retry is None else retry)
-        set_field(self, "on_error", on_error)
+    retry: RetryConfig = _DEFAULT_RETRY
+    on_error: ErrorHook | None = None
 
 
 class RateLimitObserved(Record):
     """Cast: a leased stream was rate limited after its content began; pause new requests
     for ``retry_after`` seconds."""
 
-    __slots__ = ("retry_after",)
-
     retry_after: float
-
-    def __init__(self, *, retry_after: float) -> None:
-        set_field(self, "retry_after", retry_after)
 
 
 class StreamLease(Record):
@@ -252,15 +185,9 @@ class StreamLease(Record):
     batches before it) and the rest of that one response's batches. See ``_provider_actor``
     for what a lease may touch."""
 
-    __slots__ = ("first", "rest")
-
     first: tuple[StreamEvent, ...]
     rest: EventBatches
 
     __eq__ = object.__eq__
     __ne__ = object.__ne__
     __hash__ = object.__hash__
-
-    def __init__(self, *, first: tuple[StreamEvent, ...], rest: EventBatches) -> None:
-        set_field(self, "first", first)
-        set_field(self, "rest", rest)

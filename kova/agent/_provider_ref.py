@@ -73,8 +73,6 @@ class ProviderRef(Record):
     the call returns; leaving a stream early stops the HTTP read under it.
     """
 
-    __slots__ = ("on_error", "on_retry", "provider_name", "ref", "retry", "runtime")
-
     ref: ActorRef
     """The provider actor."""
     provider_name: str

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from .._errors import KovaError, ProviderError
-from .._record import Record, set_field
+from .._record import Record
 
 __all__ = ["RetryConfig"]
 
@@ -27,35 +27,22 @@ class RetryConfig(Record):
     retried once any of its content has reached the consumer.
     """
 
-    __slots__ = ("initial_backoff", "jitter", "max_backoff", "max_retries", "multiplier")
-
-    max_retries: int
+    max_retries: int = 2
     """Retries after the first attempt (0 disables retrying)."""
-    initial_backoff: float
+    initial_backoff: float = 0.5
     """Seconds before the first retry."""
-    multiplier: float
-    max_backoff: float
-    jitter: float
+    multiplier: float = 2.0
+    max_backoff: float = 30.0
+    jitter: float = 0.0
     """Fraction (0..1) by which each delay may be shortened at random, to spread retries."""
 
-    def __init__(
-        self,
-        *,
-        max_retries: int = 2,
-        initial_backoff: float = 0.5,
-        multiplier: float = 2.0,
-        max_backoff: float = 30.0,
-        jitter: float = 0.0,
-    ) -> None:
-        if max_retries < 0:
-            raise ValueError(f"'max_retries' must be >= 0: {max_retries}")
-        set_field(self, "max_retries", max_retries)
-        set_field(self, "initial_backoff", _non_negative("initial_backoff", initial_backoff))
-        set_field(self, "multiplier", _non_negative("multiplier", multiplier))
-        set_field(self, "max_backoff", _non_negative("max_backoff", max_backoff))
-        set_field(self, "jitter", _non_negative("jitter", jitter))
-        if jitter > 1:
-            raise ValueError(f"jitter is a fraction between 0 and 1, got {jitter}")
+    def __post_init__(self) -> None:
+        if self.max_retries < 0:
+            raise ValueError(f"'max_retries' must be >= 0: {self.max_retries}")
+        for name in ("initial_backoff", "multiplier", "max_backoff", "jitter"):
+            _non_negative(name, getattr(self, name))
+        if self.jitter > 1:
+            raise ValueError(f"jitter is a fraction between 0 and 1, got {self.jitter}")
 
     @classmethod
     def disabled(cls) -> RetryConfig:

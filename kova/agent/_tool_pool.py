@@ -27,7 +27,7 @@ from .._errors import ToolError
 from .._log import get_logger
 from .._models import ToolAnnotations, ToolDefinition, ToolResult, ToolUse
 from .._observe import ToolFinished, ToolOutcome, ToolStarted, TurnEmitter, new_span_id, tool_scope
-from .._record import Record, evolve, set_field
+from .._record import Record, evolve
 from ..actors import Actor, Call, UnknownMessage
 from ..tools import FunctionTool, annotations_of
 from ._input import block_problem
@@ -114,25 +114,12 @@ def _takes_annotations(approve: Callable[..., object]) -> bool:
 class RunToolCalls(Record, Call[tuple[ToolResult, ...]]):
     """Run these calls; reply with their results in call order."""
 
-    __slots__ = ("calls", "on_event", "telemetry")
-
     calls: tuple[ToolUse, ...]
-    on_event: Callable[[object], Awaitable[None]] | None
+    on_event: Callable[[object], Awaitable[None]] | None = None
     """Receives ToolCallStarted / ToolCallFinished events (for streamed turns)."""
-    telemetry: tuple[TurnEmitter, int] | None
+    telemetry: tuple[TurnEmitter, int] | None = None
     """The turn's telemetry emitter and span id (the parent of each tool call's span), or
     ``None`` when nobody listens."""
-
-    def __init__(
-        self,
-        *,
-        calls: tuple[ToolUse, ...],
-        on_event: Callable[[object], Awaitable[None]] | None = None,
-        telemetry: tuple[TurnEmitter, int] | None = None,
-    ) -> None:
-        set_field(self, "calls", calls)
-        set_field(self, "on_event", on_event)
-        set_field(self, "telemetry", telemetry)
 
 
 # Served as a stream (``ref.stream(RunToolCalls(...))``), the same message yields each
@@ -160,8 +147,6 @@ class _Checked:
 
 class GetDefinitions(Record, Call[list[ToolDefinition]]):
     """Reply with the tool definitions to send to the model."""
-
-    __slots__ = ()
 
 
 class ToolPoolActor(Actor):

@@ -72,8 +72,6 @@ FrameT_contra = TypeVar("FrameT_contra", contravariant=True)
 class WireRequest(Record):
     """An HTTP request description: what a codec asks the HTTP provider to send."""
 
-    __slots__ = ("body", "headers", "method", "path", "query")
-
     method: str
     path: str
     """Appended to the provider's base URL (or an absolute URL)."""
@@ -101,8 +99,6 @@ class WireRequest(Record):
 
 class ModelPage(Record):
     """One page of a model listing and the cursor of the next (``None`` on the last)."""
-
-    __slots__ = ("models", "next_cursor")
 
     models: tuple[ModelInfo, ...]
     next_cursor: str | None

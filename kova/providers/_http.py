@@ -62,7 +62,7 @@ from .._errors import (
     StreamError,
     parse_retry_after,
 )
-from .._record import Record, set_field
+from .._record import Record
 from .._secret import mask_secrets
 from ._auth import secrets_of
 from ._classify import provider_error
@@ -95,33 +95,16 @@ DEFAULT_LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=1
 class ErrorDetails(Record):
     """What a provider's error body says."""
 
-    __slots__ = ("code", "error_class", "error_type", "message", "retry_after")
-
-    message: str | None
+    message: str | None = None
     """Human-readable message (``error.message``)."""
-    error_type: str | None
+    error_type: str | None = None
     """The provider's error type (``error.type``, or Gemini's ``error.status``)."""
-    code: str | None
+    code: str | None = None
     """The provider's error code (``error.code``), e.g. OpenAI ``insufficient_quota``."""
-    error_class: ProviderErrorClass | None
+    error_class: ProviderErrorClass | None = None
     """Override the status-based classification (e.g. a 429 that is a quota, not a rate)."""
-    retry_after: float | None
+    retry_after: float | None = None
     """A wait the body asks for (Google's ``RetryInfo.retryDelay``); headers win."""
-
-    def __init__(
-        self,
-        *,
-        message: str | None = None,
-        error_type: str | None = None,
-        code: str | None = None,
-        error_class: ProviderErrorClass | None = None,
-        retry_after: float | None = None,
-    ) -> None:
-        set_field(self, "message", message)
-        set_field(self, "error_type", error_type)
-        set_field(self, "code", code)
-        set_field(self, "error_class", error_class)
-        set_field(self, "retry_after", retry_after)
 
 
 ErrorDetailsHook = Callable[["JSONValue"], ErrorDetails]

@@ -28,7 +28,7 @@ import attrs
 
 from .._models import Usage
 from .._observe import ToolOutcome
-from .._record import Record, set_field
+from .._record import Record
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -68,37 +68,14 @@ class HistogramSummary(Record):
     The extremes and statistics are ``None`` while nothing has been recorded.
     """
 
-    __slots__ = ("count", "max", "mean", "min", "p50", "p90", "p99", "sum")
-
-    count: int
-    sum: float
-    min: float | None
-    max: float | None
-    mean: float | None
-    p50: float | None
-    p90: float | None
-    p99: float | None
-
-    def __init__(
-        self,
-        *,
-        count: int = 0,
-        sum: float = 0.0,
-        min: float | None = None,
-        max: float | None = None,
-        mean: float | None = None,
-        p50: float | None = None,
-        p90: float | None = None,
-        p99: float | None = None,
-    ) -> None:
-        set_field(self, "count", count)
-        set_field(self, "sum", sum)
-        set_field(self, "min", min)
-        set_field(self, "max", max)
-        set_field(self, "mean", mean)
-        set_field(self, "p50", p50)
-        set_field(self, "p90", p90)
-        set_field(self, "p99", p99)
+    count: int = 0
+    sum: float = 0.0
+    min: float | None = None
+    max: float | None = None
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
 
 
 def _to_bounds(values: Iterable[float]) -> tuple[float, ...]:
@@ -207,76 +184,26 @@ _NO_SAMPLES = HistogramSummary()
 class MetricsSnapshot(Record):
     """All metrics at one moment. A frozen value: safe to keep, compare and pass around."""
 
-    __slots__ = (
-        "cache_creation_tokens",
-        "cache_read_tokens",
-        "dropped_records",
-        "error_count",
-        "input_tokens",
-        "llm_latency_ms",
-        "llm_request_count",
-        "output_tokens",
-        "reasoning_tokens",
-        "tool_denied_count",
-        "tool_duration_ms",
-        "tool_error_count",
-        "tool_success_count",
-        "total_tokens",
-    )
-
-    llm_request_count: int
+    llm_request_count: int = 0
     """Provider calls that returned a response (failed ones count in ``error_count``)."""
-    error_count: int
+    error_count: int = 0
     """Provider calls that failed."""
-    input_tokens: int
-    output_tokens: int
-    total_tokens: int
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
     """The providers' own totals, summed (normally input plus output)."""
-    cache_read_tokens: int
-    cache_creation_tokens: int
-    reasoning_tokens: int
-    tool_success_count: int
-    tool_error_count: int
-    tool_denied_count: int
-    llm_latency_ms: HistogramSummary
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+    reasoning_tokens: int = 0
+    tool_success_count: int = 0
+    tool_error_count: int = 0
+    tool_denied_count: int = 0
+    llm_latency_ms: HistogramSummary = _NO_SAMPLES
     """Latency of successful provider calls, in milliseconds."""
-    tool_duration_ms: HistogramSummary
+    tool_duration_ms: HistogramSummary = _NO_SAMPLES
     """Duration of tool calls that ran (denied calls have none), in milliseconds."""
-    dropped_records: int
+    dropped_records: int = 0
     """Records lost because the metrics actor's mailbox was full or closed."""
-
-    def __init__(
-        self,
-        *,
-        llm_request_count: int = 0,
-        error_count: int = 0,
-        input_tokens: int = 0,
-        output_tokens: int = 0,
-        total_tokens: int = 0,
-        cache_read_tokens: int = 0,
-        cache_creation_tokens: int = 0,
-        reasoning_tokens: int = 0,
-        tool_success_count: int = 0,
-        tool_error_count: int = 0,
-        tool_denied_count: int = 0,
-        llm_latency_ms: HistogramSummary = _NO_SAMPLES,
-        tool_duration_ms: HistogramSummary = _NO_SAMPLES,
-        dropped_records: int = 0,
-    ) -> None:
-        set_field(self, "llm_request_count", llm_request_count)
-        set_field(self, "error_count", error_count)
-        set_field(self, "input_tokens", input_tokens)
-        set_field(self, "output_tokens", output_tokens)
-        set_field(self, "total_tokens", total_tokens)
-        set_field(self, "cache_read_tokens", cache_read_tokens)
-        set_field(self, "cache_creation_tokens", cache_creation_tokens)
-        set_field(self, "reasoning_tokens", reasoning_tokens)
-        set_field(self, "tool_success_count", tool_success_count)
-        set_field(self, "tool_error_count", tool_error_count)
-        set_field(self, "tool_denied_count", tool_denied_count)
-        set_field(self, "llm_latency_ms", llm_latency_ms)
-        set_field(self, "tool_duration_ms", tool_duration_ms)
-        set_field(self, "dropped_records", dropped_records)
 
     @property
     def tool_invocation_count(self) -> int:

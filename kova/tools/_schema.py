@@ -28,7 +28,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 import attrs
 
-from .._record import Record, evolve, set_field
+from .._record import Record, evolve
 from ._errors import ToolDefinitionError
 
 if typing.TYPE_CHECKING:
@@ -46,33 +46,16 @@ def _same(value: Any) -> Any:
 
 
 class _Node(Record):
-    __slots__ = ("convert", "matches", "schema", "trivial")
-
     schema: Schema
-    convert: Converter
-    matches: Callable[[object], bool]
+    convert: Converter = _same
+    matches: Callable[[object], bool] = lambda _value: True
     """Whether a JSON value has this node's shape (picks the branch of a union to convert)."""
-    trivial: bool
+    trivial: bool = True
     """``convert`` is the identity for every value (lets containers skip copying)."""
-
-    def __init__(
-        self,
-        *,
-        schema: Schema,
-        convert: Converter = _same,
-        matches: Callable[[object], bool] = lambda _value: True,
-        trivial: bool = True,
-    ) -> None:
-        set_field(self, "schema", schema)
-        set_field(self, "convert", convert)
-        set_field(self, "matches", matches)
-        set_field(self, "trivial", trivial)
 
 
 class ParameterSpec(Record):
     """One function parameter as the model sees it and as the function receives it."""
-
-    __slots__ = ("convert", "default", "name", "positional_only", "required", "trivial")
 
     name: str
     positional_only: bool
@@ -81,23 +64,6 @@ class ParameterSpec(Record):
     """The Python default (``inspect.Parameter.empty`` when required)."""
     convert: Converter
     trivial: bool
-
-    def __init__(
-        self,
-        *,
-        name: str,
-        positional_only: bool,
-        required: bool,
-        default: Any,
-        convert: Converter,
-        trivial: bool,
-    ) -> None:
-        set_field(self, "name", name)
-        set_field(self, "positional_only", positional_only)
-        set_field(self, "required", required)
-        set_field(self, "default", default)
-        set_field(self, "convert", convert)
-        set_field(self, "trivial", trivial)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -34,8 +34,6 @@ def openai_error_details(body: JSONValue) -> ErrorDetails:
 class OpenAiCodec(Record, CodecBase[SseEvent]):
     """Chat Completions over SSE, for OpenAI and compatible servers."""
 
-    __slots__ = ("config",)
-
     config: OpenAiConfig
     name: ClassVar[str] = PROVIDER
     framer: ClassVar[type[SseFramer]] = SseFramer
