@@ -3,26 +3,130 @@
 Every value type is a frozen, slotted record (:class:`kova._record.Record`: keyword-only
 construction, equality, hashing and ``repr`` like a frozen attrs class, and ``attrs.evolve``,
 ``attrs.fields`` and ``attrs.asdict`` work on it), so values can be shared between actors
-without copying. Sequence fields are tuples; mapping fields are
-typed ``Mapping`` and are never mutated by kova.
+without copying. Sequence fields are tuples; mapping fields are typed ``Mapping`` and are
+never mutated by kova.
 
-History belongs to the host. Every :class:`Message` converts to plain JSON with
-:meth:`Message.to_dict` and back with :meth:`Message.from_dict` without loss, so a host can
-store it anywhere (a database row, a file, a queue) and hand it back to a later turn, even one
-that runs on another provider.
+The model lives in four modules, one concern each, and this one gathers them (kova's own
+modules and programs import the model from here): :mod:`kova._messages` (content blocks,
+messages, a history as plain JSON), :mod:`kova._requests` (what a call sends),
+:mod:`kova._responses` (what it returns) and :mod:`kova._stream_events` (what a stream
+yields).
 """
 
-from __future__ import annotations
-
-import enum
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, ClassVar, TypeAlias, assert_never
-
-from ._errors import SerializationError
-from ._record import Record, evolve, set_field
-
-if TYPE_CHECKING:
-    from typing import Self
+from ._messages import (
+    ContentBlock as ContentBlock,
+)
+from ._messages import (
+    Image as Image,
+)
+from ._messages import (
+    JSONObject as JSONObject,
+)
+from ._messages import (
+    JSONValue as JSONValue,
+)
+from ._messages import (
+    Message as Message,
+)
+from ._messages import (
+    RedactedThinking as RedactedThinking,
+)
+from ._messages import (
+    Role as Role,
+)
+from ._messages import (
+    Text as Text,
+)
+from ._messages import (
+    Thinking as Thinking,
+)
+from ._messages import (
+    ToolResult as ToolResult,
+)
+from ._messages import (
+    ToolUse as ToolUse,
+)
+from ._messages import (
+    block_from_dict as block_from_dict,
+)
+from ._messages import (
+    block_to_dict as block_to_dict,
+)
+from ._messages import (
+    messages_from_dicts as messages_from_dicts,
+)
+from ._messages import (
+    messages_from_json as messages_from_json,
+)
+from ._messages import (
+    messages_to_dicts as messages_to_dicts,
+)
+from ._messages import (
+    messages_to_json as messages_to_json,
+)
+from ._requests import (
+    ChatRequest as ChatRequest,
+)
+from ._requests import (
+    InferenceConfig as InferenceConfig,
+)
+from ._requests import (
+    ResponseFormat as ResponseFormat,
+)
+from ._requests import (
+    ToolAnnotations as ToolAnnotations,
+)
+from ._requests import (
+    ToolDefinition as ToolDefinition,
+)
+from ._responses import (
+    ModelInfo as ModelInfo,
+)
+from ._responses import (
+    ModelResponse as ModelResponse,
+)
+from ._responses import (
+    StopKind as StopKind,
+)
+from ._responses import (
+    StopReason as StopReason,
+)
+from ._responses import (
+    Usage as Usage,
+)
+from ._stream_events import (
+    ErrorEvent as ErrorEvent,
+)
+from ._stream_events import (
+    SignedThinking as SignedThinking,
+)
+from ._stream_events import (
+    StopEvent as StopEvent,
+)
+from ._stream_events import (
+    StreamEvent as StreamEvent,
+)
+from ._stream_events import (
+    TextDelta as TextDelta,
+)
+from ._stream_events import (
+    ThinkingDelta as ThinkingDelta,
+)
+from ._stream_events import (
+    ToolUseDelta as ToolUseDelta,
+)
+from ._stream_events import (
+    ToolUseEnd as ToolUseEnd,
+)
+from ._stream_events import (
+    ToolUseStart as ToolUseStart,
+)
+from ._stream_events import (
+    UsageEvent as UsageEvent,
+)
+from ._stream_events import (
+    text_delta as text_delta,
+)
 
 __all__ = [
     "ChatRequest",
@@ -61,830 +165,3 @@ __all__ = [
     "messages_to_dicts",
     "messages_to_json",
 ]
-
-JSONValue: TypeAlias = (
-    "bool | int | float | str | Sequence[JSONValue] | Mapping[str, JSONValue] | None"
-)
-"""Any value that plain JSON can carry (a recursive alias; ``json.loads`` returns one)."""
-
-JSONObject: TypeAlias = "Mapping[str, JSONValue]"
-"""A JSON object."""
-
-
-def _serialization_error(message: str) -> Exception:
-    return SerializationError(message)
-
-
-class Role(enum.StrEnum):
-    """Who said a message."""
-
-    USER = "user"
-    ASSISTANT = "assistant"
-    SYSTEM = "system"
-    TOOL = "tool"
-
-
-def _non_empty(name: str, value: str) -> str:
-    if not value:
-        raise ValueError(f"{name} must not be empty")
-    return value
-
-
-# ---------------------------------------------------------------------------------------------
-# Content blocks
-
-
-class Text(Record):
-    """Plain text."""
-
-    text: str
-    provider_metadata: JSONObject | None = None
-    """Opaque data a provider needs echoed back on this text (e.g. Gemini's
-    ``thoughtSignature``); only that provider's encoder reads it, the others ignore it."""
-
-
-class Image(Record):
-    """An image, either inline (base64 ``data`` with its ``media_type``) or by ``url``."""
-
-    media_type: str | None = None
-    """MIME type such as ``image/png``; required with ``data``."""
-    data: str | None = None
-    """Base64-encoded bytes (no ``data:`` prefix)."""
-    url: str | None = None
-    """A URL the provider fetches itself (not every provider supports this)."""
-
-    def __post_init__(self) -> None:
-        if (self.data is None) == (self.url is None):
-            raise ValueError("Image needs exactly one of data (base64) or url")
-        if self.data is not None and not self.media_type:
-            raise ValueError("Image with inline data needs a media_type such as 'image/png'")
-
-
-class ToolUse(Record):
-    """The model asks for a tool call."""
-
-    id: str
-    name: str
-    input: JSONObject
-    """The parsed arguments (always a JSON object)."""
-    provider_metadata: JSONObject | None
-    """Opaque data a provider needs echoed back (e.g. Gemini's ``thoughtSignature``)."""
-    raw_arguments: str | None
-    """Set only when the model's arguments were not a JSON object: the raw text it sent
-    (``input`` is then empty). The agent answers such a call with an in-band error result."""
-
-    def __init__(
-        self,
-        *,
-        id: str,  # the field's name
-        name: str,
-        input: JSONObject | None = None,  # the field's name
-        provider_metadata: JSONObject | None = None,
-        raw_arguments: str | None = None,
-    ) -> None:
-        set_field(self, "id", _non_empty("id", id))
-        set_field(self, "name", _non_empty("name", name))
-        set_field(self, "input", {} if input is None else input)
-        set_field(self, "provider_metadata", provider_metadata)
-        set_field(self, "raw_arguments", raw_arguments)
-
-
-class ToolResult(Record):
-    """The outcome of a tool call.
-
-    A tool returns one without ``tool_use_id``; the agent loop stamps the id of the call it
-    answers before the result enters history.
-    """
-
-    content: str | tuple[Text | Image, ...] = ""
-    """The result text, or text and image parts."""
-    is_error: bool = False
-    tool_use_id: str = ""
-    structured: JSONValue | None = None
-    """A machine-readable form of the result, for the host (MCP's ``structuredContent``).
-
-    Providers send the model ``content`` only; a tool that returns structured data also puts
-    its text form (usually the JSON) into ``content``."""
-
-    @property
-    def text(self) -> str:
-        """The text of the result (image parts omitted)."""
-        if isinstance(self.content, str):
-            return self.content
-        return "".join(part.text for part in self.content if isinstance(part, Text))
-
-    @classmethod
-    def error(cls, message: str, *, tool_use_id: str = "") -> Self:
-        """An error result the model sees and can recover from."""
-        return cls(content=message, is_error=True, tool_use_id=tool_use_id)
-
-
-class Thinking(Record):
-    """Reasoning text. ``signature`` is set when the provider signed it (Anthropic, Bedrock
-    Claude): such a block must be sent back unchanged on the next request of a tool loop."""
-
-    text: str
-    signature: str | None = None
-
-
-class RedactedThinking(Record):
-    """Reasoning the provider encrypted; echoed back unchanged like a signed ``Thinking``."""
-
-    data: str
-
-
-ContentBlock: TypeAlias = Text | Image | ToolUse | ToolResult | Thinking | RedactedThinking
-
-
-def _to_blocks(content: str | Iterable[ContentBlock]) -> tuple[ContentBlock, ...]:
-    if isinstance(content, str):
-        return (Text(text=content),)
-    return tuple(content)
-
-
-class Message(Record):
-    """One message of a conversation."""
-
-    role: Role
-    content: tuple[ContentBlock, ...]
-
-    def __init__(self, *, role: Role | str, content: Iterable[ContentBlock]) -> None:
-        set_field(self, "role", Role(role))
-        set_field(self, "content", tuple(content))
-
-    @classmethod
-    def user(cls, content: str | Iterable[ContentBlock]) -> Self:
-        return cls(role=Role.USER, content=_to_blocks(content))
-
-    @classmethod
-    def assistant(cls, content: str | Iterable[ContentBlock]) -> Self:
-        return cls(role=Role.ASSISTANT, content=_to_blocks(content))
-
-    @classmethod
-    def system(cls, text: str) -> Self:
-        return cls(role=Role.SYSTEM, content=(Text(text=text),))
-
-    @classmethod
-    def tool_results(cls, results: Iterable[ToolResult]) -> Self:
-        """A ``tool`` message answering the tool calls of the previous assistant message."""
-        blocks = tuple(results)
-        for block in blocks:
-            if not block.tool_use_id:
-                raise ValueError("a ToolResult in history needs the tool_use_id it answers")
-        return cls(role=Role.TOOL, content=blocks)
-
-    @property
-    def text(self) -> str:
-        """The concatenated text blocks."""
-        return "".join(block.text for block in self.content if isinstance(block, Text))
-
-    @property
-    def tool_uses(self) -> tuple[ToolUse, ...]:
-        return tuple(block for block in self.content if isinstance(block, ToolUse))
-
-    def to_dict(self) -> dict[str, JSONValue]:
-        """Plain JSON for storage; :meth:`from_dict` restores an equal message."""
-        return {"role": self.role.value, "content": [block_to_dict(b) for b in self.content]}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, object]) -> Self:
-        """Rebuild a message from :meth:`to_dict` output.
-
-        Raises:
-            SerializationError: the data is not a stored message.
-        """
-        role = data.get("role")
-        content = data.get("content")
-        if not isinstance(role, str) or role not in Role.__members__.values():
-            raise _serialization_error(f"message role must be one of {list(Role)}, got {role!r}")
-        if not isinstance(content, list):
-            raise _serialization_error("message content must be a list of blocks")
-        return cls(role=Role(role), content=tuple(block_from_dict(b) for b in content))
-
-
-def block_to_dict(block: ContentBlock) -> dict[str, JSONValue]:
-    """One content block as plain JSON, tagged with ``type``."""
-    match block:
-        case Text(text=text, provider_metadata=None):
-            return {"type": "text", "text": text}
-        case Text(text=text, provider_metadata=metadata):
-            return {"type": "text", "text": text, "provider_metadata": metadata}
-        case Image(media_type=media_type, data=data, url=url):
-            return {"type": "image", "media_type": media_type, "data": data, "url": url}
-        case ToolUse(id=id_, name=name, input=input_, provider_metadata=metadata):
-            stored_use: dict[str, JSONValue] = {
-                "type": "tool_use",
-                "id": id_,
-                "name": name,
-                "input": input_,
-                "provider_metadata": metadata,
-            }
-            if block.raw_arguments is not None:
-                stored_use["raw_arguments"] = block.raw_arguments
-            return stored_use
-        case ToolResult(content=content, is_error=is_error, tool_use_id=tool_use_id):
-            stored: JSONValue
-            if isinstance(content, str):
-                stored = content
-            else:
-                stored = [block_to_dict(part) for part in content]
-            result: dict[str, JSONValue] = {
-                "type": "tool_result",
-                "tool_use_id": tool_use_id,
-                "content": stored,
-                "is_error": is_error,
-            }
-            if block.structured is not None:
-                result["structured"] = block.structured
-            return result
-        case Thinking(text=text, signature=signature):
-            return {"type": "thinking", "text": text, "signature": signature}
-        case RedactedThinking(data=data):
-            return {"type": "redacted_thinking", "data": data}
-        case _:
-            assert_never(block)
-
-
-def _str(data: Mapping[str, object], key: str) -> str:
-    value = data.get(key)
-    if not isinstance(value, str):
-        raise _serialization_error(f"block field {key!r} must be a string, got {value!r}")
-    return value
-
-
-def _opt_str(data: Mapping[str, object], key: str) -> str | None:
-    value = data.get(key)
-    if value is not None and not isinstance(value, str):
-        raise _serialization_error(f"block field {key!r} must be a string or null")
-    return value
-
-
-def _object(value: object, key: str) -> JSONObject:
-    if not isinstance(value, dict):
-        raise _serialization_error(f"block field {key!r} must be a JSON object")
-    return value
-
-
-def _json_value(value: object) -> JSONValue:
-    """``value`` checked to be plain JSON (what ``json.loads`` returns)."""
-    if value is None or isinstance(value, str | bool | int | float):
-        return value
-    if isinstance(value, list):
-        return [_json_value(item) for item in value]
-    if isinstance(value, dict) and all(isinstance(key, str) for key in value):
-        return {key: _json_value(item) for key, item in value.items()}
-    raise _serialization_error(f"not a JSON value: {value!r}")
-
-
-def block_from_dict(data: object) -> ContentBlock:
-    """Rebuild a content block from :func:`block_to_dict` output."""
-    if not isinstance(data, Mapping):
-        raise _serialization_error(f"a content block must be a JSON object, got {data!r}")
-    kind = data.get("type")
-    try:
-        match kind:
-            case "text":
-                metadata = data.get("provider_metadata")
-                return Text(
-                    text=_str(data, "text"),
-                    provider_metadata=None
-                    if metadata is None
-                    else _object(metadata, "provider_metadata"),
-                )
-            case "image":
-                return Image(
-                    media_type=_opt_str(data, "media_type"),
-                    data=_opt_str(data, "data"),
-                    url=_opt_str(data, "url"),
-                )
-            case "tool_use":
-                metadata = data.get("provider_metadata")
-                return ToolUse(
-                    id=_str(data, "id"),
-                    name=_str(data, "name"),
-                    input=_object(data.get("input", {}), "input"),
-                    provider_metadata=None
-                    if metadata is None
-                    else _object(metadata, "provider_metadata"),
-                    raw_arguments=_opt_str(data, "raw_arguments"),
-                )
-            case "tool_result":
-                raw = data.get("content")
-                content: str | tuple[Text | Image, ...]
-                if isinstance(raw, str):
-                    content = raw
-                elif isinstance(raw, list):
-                    parts = []
-                    for item in raw:
-                        part = block_from_dict(item)
-                        if not isinstance(part, Text | Image):
-                            raise _serialization_error("tool_result parts must be text or image")
-                        parts.append(part)
-                    content = tuple(parts)
-                else:
-                    raise _serialization_error("tool_result content must be a string or a list")
-                return ToolResult(
-                    tool_use_id=_str(data, "tool_use_id"),
-                    content=content,
-                    is_error=bool(data.get("is_error", False)),
-                    structured=_json_value(data.get("structured")),
-                )
-            case "thinking":
-                return Thinking(text=_str(data, "text"), signature=_opt_str(data, "signature"))
-            case "redacted_thinking":
-                return RedactedThinking(data=_str(data, "data"))
-            case _:
-                raise _serialization_error(f"unknown content block type {kind!r}")
-    except ValueError as exc:  # a field's validation rejected the stored value
-        raise _serialization_error(f"invalid {kind} block: {exc}") from exc
-
-
-def messages_to_dicts(messages: Iterable[Message]) -> list[dict[str, JSONValue]]:
-    """A whole history as a list of JSON-ready dicts (for embedding in your own documents).
-
-    Args:
-        messages: the history.
-
-    Returns:
-        One dict per message; :func:`messages_from_dicts` reads it back.
-    """
-    return [message.to_dict() for message in messages]
-
-
-def messages_from_dicts(data: Iterable[Mapping[str, object]]) -> list[Message]:
-    """A history stored with :func:`messages_to_dicts`.
-
-    Args:
-        data: one mapping per message.
-
-    Raises:
-        SerializationError: an item is not a stored message.
-    """
-    messages = []
-    for item in data:
-        if not isinstance(item, Mapping):
-            raise _serialization_error(f"a stored message must be an object, not {item!r:.60}")
-        messages.append(Message.from_dict(item))
-    return messages
-
-
-def messages_to_json(messages: Iterable[Message], *, indent: int | None = None) -> str:
-    """A whole history as a JSON string: ``path.write_text(kova.messages_to_json(history))``.
-
-    Args:
-        messages: the history.
-        indent: pretty-print with this indent (compact by default).
-
-    Returns:
-        A JSON array; :func:`messages_from_json` reads it back.
-    """
-    import json
-
-    separators = (",", ":") if indent is None else None
-    return json.dumps(
-        messages_to_dicts(messages), ensure_ascii=False, indent=indent, separators=separators
-    )
-
-
-def messages_from_json(data: str | bytes) -> list[Message]:
-    """A history stored with :func:`messages_to_json`: ``messages_from_json(path.read_text())``.
-
-    Args:
-        data: the JSON text (``str``, or UTF-8 ``bytes``).
-
-    Raises:
-        TypeError: ``data`` is not text (use :func:`messages_from_dicts` for a parsed list).
-        SerializationError: the text is not JSON, or not a stored history.
-    """
-    import json
-
-    if not isinstance(data, str | bytes | bytearray):
-        raise TypeError(
-            f"messages_from_json takes the JSON text (str or bytes), not {type(data).__name__}; "
-            "use messages_from_dicts for an already parsed list"
-        )
-    try:
-        parsed = json.loads(data)
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise _serialization_error(f"stored history is not JSON: {exc}") from exc
-    if not isinstance(parsed, list):
-        raise _serialization_error(
-            f"stored history must be a JSON array, not {type(parsed).__name__}"
-        )
-    return messages_from_dicts(parsed)
-
-
-# ---------------------------------------------------------------------------------------------
-# Responses
-
-
-class StopKind(enum.StrEnum):
-    """Why the model stopped, normalized across providers."""
-
-    END_TURN = "end_turn"
-    TOOL_USE = "tool_use"
-    MAX_TOKENS = "max_tokens"
-    STOP_SEQUENCE = "stop_sequence"
-    UNKNOWN = "unknown"
-
-
-class StopReason(Record):
-    """A :class:`StopKind`, plus the provider's raw value when kova does not know it."""
-
-    kind: StopKind
-    raw: str = ""
-    """The provider's own value; set for ``UNKNOWN`` (e.g. ``content_filter``, ``refusal``)."""
-
-    END_TURN: ClassVar[StopReason]
-    TOOL_USE: ClassVar[StopReason]
-    MAX_TOKENS: ClassVar[StopReason]
-    STOP_SEQUENCE: ClassVar[StopReason]
-
-    @classmethod
-    def unknown(cls, raw: str) -> StopReason:
-        return cls(kind=StopKind.UNKNOWN, raw=raw)
-
-    def __str__(self) -> str:
-        return f"unknown({self.raw})" if self.kind is StopKind.UNKNOWN else self.kind.value
-
-
-StopReason.END_TURN = StopReason(kind=StopKind.END_TURN)
-StopReason.TOOL_USE = StopReason(kind=StopKind.TOOL_USE)
-StopReason.MAX_TOKENS = StopReason(kind=StopKind.MAX_TOKENS)
-StopReason.STOP_SEQUENCE = StopReason(kind=StopKind.STOP_SEQUENCE)
-
-
-class Usage(Record):
-    """Token counts of one call, or summed over several with ``+``."""
-
-    input_tokens: int
-    """Prompt tokens, including any served from or written to the cache."""
-    output_tokens: int
-    total_tokens: int
-    """Defaults to ``input_tokens + output_tokens``."""
-    cache_read_tokens: int
-    """Prompt tokens served from the provider's prompt cache."""
-    cache_creation_tokens: int
-    """Prompt tokens written to the provider's prompt cache."""
-    reasoning_tokens: int
-    """Output tokens spent on reasoning, where the provider reports them."""
-
-    def __init__(
-        self,
-        *,
-        input_tokens: int = 0,
-        output_tokens: int = 0,
-        total_tokens: int | None = None,
-        cache_read_tokens: int = 0,
-        cache_creation_tokens: int = 0,
-        reasoning_tokens: int = 0,
-    ) -> None:
-        set_field(self, "input_tokens", input_tokens)
-        set_field(self, "output_tokens", output_tokens)
-        set_field(
-            self,
-            "total_tokens",
-            input_tokens + output_tokens if total_tokens is None else total_tokens,
-        )
-        set_field(self, "cache_read_tokens", cache_read_tokens)
-        set_field(self, "cache_creation_tokens", cache_creation_tokens)
-        set_field(self, "reasoning_tokens", reasoning_tokens)
-
-    def __add__(self, other: Usage) -> Usage:
-        if not isinstance(other, Usage):
-            return NotImplemented
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            total_tokens=self.total_tokens + other.total_tokens,
-            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
-            cache_creation_tokens=self.cache_creation_tokens + other.cache_creation_tokens,
-            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
-        )
-
-
-class ModelResponse(Record):
-    """One provider call's answer."""
-
-    content: tuple[ContentBlock, ...]
-    stop_reason: StopReason
-    usage: Usage | None
-    thinking: str | None
-    """Reasoning text for display; never sent back (signed blocks live in ``content``)."""
-
-    def __init__(
-        self,
-        *,
-        content: Iterable[ContentBlock],
-        stop_reason: StopReason,
-        usage: Usage | None = None,
-        thinking: str | None = None,
-    ) -> None:
-        set_field(self, "content", tuple(content))
-        set_field(self, "stop_reason", stop_reason)
-        set_field(self, "usage", usage)
-        set_field(self, "thinking", thinking)
-
-    @property
-    def text(self) -> str:
-        return "".join(block.text for block in self.content if isinstance(block, Text))
-
-    @property
-    def tool_uses(self) -> tuple[ToolUse, ...]:
-        return tuple(block for block in self.content if isinstance(block, ToolUse))
-
-
-class ModelInfo(Record):
-    """A model a provider offers."""
-
-    id: str
-    object: str = "model"
-    created: int | None = None
-    owned_by: str | None = None
-    display_name: str | None = None
-
-
-# ---------------------------------------------------------------------------------------------
-# Requests
-
-
-class ToolAnnotations(Record):
-    """Hints about what a tool does, the same four as MCP's tool annotations.
-
-    ``None`` means "not said". They are hints for hosts (approval policies, replay after a
-    lost connection, UIs), never sent to the model and never a security boundary on their own.
-    MCP's defaults when a hint is absent: not read-only, destructive, not idempotent, open-world.
-    """
-
-    read_only: bool | None = None
-    """The tool does not modify its environment."""
-    destructive: bool | None = None
-    """The tool may perform destructive updates (meaningful when not read-only)."""
-    idempotent: bool | None = None
-    """Calling it again with the same arguments has no further effect."""
-    open_world: bool | None = None
-    """The tool interacts with an open world of external entities (the web, ...)."""
-    title: str | None = None
-    """A human-readable title for UIs."""
-
-    @property
-    def is_read_only(self) -> bool:
-        """True only when the tool says it is read-only."""
-        return self.read_only is True
-
-
-class ToolDefinition(Record, eq_exclude=("annotations", "output_schema")):
-    """What the model is told about a tool."""
-
-    name: str
-    description: str
-    parameters: JSONObject
-    """A JSON Schema for the tool's arguments (an ``object`` schema); by default one that
-    takes no arguments."""
-    annotations: ToolAnnotations | None
-    """Hints for the host (see :class:`ToolAnnotations`); providers never send them. Not
-    part of equality."""
-    output_schema: JSONObject | None
-    """A JSON Schema of the tool's structured result, where the tool declares one (MCP). Not
-    part of equality."""
-
-    def __init__(
-        self,
-        *,
-        name: str,
-        description: str = "",
-        parameters: JSONObject | None = None,
-        annotations: ToolAnnotations | None = None,
-        output_schema: JSONObject | None = None,
-    ) -> None:
-        set_field(self, "name", _non_empty("name", name))
-        set_field(self, "description", description)
-        set_field(
-            self,
-            "parameters",
-            {"type": "object", "properties": {}} if parameters is None else parameters,
-        )
-        set_field(self, "annotations", annotations)
-        set_field(self, "output_schema", output_schema)
-
-
-class ResponseFormat(Record):
-    """Constrain the final answer to a JSON schema (mapped to each provider's native way)."""
-
-    name: str
-    schema: JSONObject
-    strict: bool = True
-    description: str | None = None
-
-    def __post_init__(self) -> None:
-        _non_empty("name", self.name)
-
-    @classmethod
-    def named(cls, name: str, schema: JSONObject, *, strict: bool = True) -> ResponseFormat:
-        return cls(name=name, schema=schema, strict=strict)
-
-
-def _positive_or_none(name: str, value: int | None) -> int | None:
-    if value is not None and value <= 0:
-        raise ValueError(f"{name} must be positive, got {value}")
-    return value
-
-
-def _stop_sequences(value: Iterable[str] | None) -> tuple[str, ...] | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return (value,)
-    return tuple(value)
-
-
-class InferenceConfig(Record):
-    """Per-call model parameters. ``None`` means "not set": the provider's default applies."""
-
-    model: str | None
-    max_tokens: int | None
-    temperature: float | None
-    top_p: float | None
-    stop_sequences: tuple[str, ...] | None
-    response_format: ResponseFormat | None
-
-    def __init__(
-        self,
-        *,
-        model: str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        stop_sequences: Iterable[str] | None = None,
-        response_format: ResponseFormat | None = None,
-    ) -> None:
-        set_field(self, "model", model)
-        set_field(self, "max_tokens", _positive_or_none("max_tokens", max_tokens))
-        set_field(self, "temperature", temperature)
-        set_field(self, "top_p", top_p)
-        set_field(self, "stop_sequences", _stop_sequences(stop_sequences))
-        set_field(self, "response_format", response_format)
-
-    def merged(self, overrides: InferenceConfig | None) -> InferenceConfig:
-        """This config with every field ``overrides`` sets taking precedence."""
-        if overrides is None:
-            return self
-        changes = {
-            name: value
-            for name in self.__record_fields__
-            if (value := getattr(overrides, name)) is not None
-        }
-        return evolve(self, **changes) if changes else self
-
-
-class ChatRequest(Record):
-    """One request to a model: the conversation, the tools it may call, and the settings.
-
-    The one value that travels through the :class:`~kova.providers.Provider` protocol, the
-    provider actor's messages, the scripted providers and the fake servers. Build it with
-    keywords (``ChatRequest(messages=history, tools=defs, config=cfg)``) or from a prompt with
-    :meth:`of`. Sequences are stored as tuples, so a request never changes after it is built.
-    """
-
-    messages: tuple[Message, ...]
-    tools: tuple[ToolDefinition, ...]
-    config: InferenceConfig
-
-    def __init__(
-        self,
-        *,
-        messages: Iterable[Message],
-        tools: Iterable[ToolDefinition] = (),
-        config: InferenceConfig | None = None,
-    ) -> None:
-        set_field(self, "messages", tuple(messages))
-        set_field(self, "tools", tuple(tools))
-        set_field(self, "config", InferenceConfig() if config is None else config)
-
-    @classmethod
-    def of(
-        cls,
-        messages: str | Message | Sequence[Message],
-        *,
-        tools: Sequence[ToolDefinition] = (),
-        config: InferenceConfig | None = None,
-    ) -> ChatRequest:
-        """A request from a user prompt, one message or a sequence of messages."""
-        if isinstance(messages, str):
-            items: tuple[Message, ...] = (Message.user(messages),)
-        elif isinstance(messages, Message):
-            items = (messages,)
-        else:
-            items = tuple(messages)
-        return cls(messages=items, tools=tuple(tools), config=config or InferenceConfig())
-
-
-# ---------------------------------------------------------------------------------------------
-# Provider stream events
-#
-# Providers stream these in *batches*: everything decoded from one network read travels as one
-# sequence, so the cost of crossing an actor boundary is paid per read, not per token.
-
-
-class TextDelta(Record):
-    """A piece of answer text."""
-
-    text: str
-    provider_metadata: JSONObject | None
-    """Set on the piece that ends a text part the provider attached data to (Gemini's
-    ``thoughtSignature``): the accumulated :class:`Text` carries it."""
-
-    def __init__(self, *, text: str, provider_metadata: JSONObject | None = None) -> None:
-        set_field(self, "text", text)
-        set_field(self, "provider_metadata", provider_metadata)
-
-
-_new_record = object.__new__
-_set_delta_text = TextDelta.__dict__["text"].__set__
-_set_delta_metadata = TextDelta.__dict__["provider_metadata"].__set__
-
-
-def text_delta(text: str) -> TextDelta:
-    """``TextDelta(text=text)``, for the stream decoders' per-token path.
-
-    The same value, built by storing its two slots directly instead of through the class
-    call and the keyword-only ``__init__`` (0.5 us against 1.2 us an event, measured with
-    ``timeit``): every streamed token of every provider builds one.
-    """
-    delta: TextDelta = _new_record(TextDelta)
-    _set_delta_text(delta, text)
-    _set_delta_metadata(delta, None)
-    return delta
-
-
-class ThinkingDelta(Record):
-    """A piece of reasoning text (for display)."""
-
-    text: str
-
-    def __init__(self, *, text: str) -> None:
-        set_field(self, "text", text)
-
-
-class SignedThinking(Record):
-    """A complete thinking block that must go back into history verbatim (Anthropic signed
-    thinking or redacted thinking). Its text already reached the stream as ``ThinkingDelta``s."""
-
-    block: Thinking | RedactedThinking
-
-
-class ToolUseStart(Record):
-    """A tool call begins. ``index`` ties later deltas to it."""
-
-    index: int
-    id: str
-    name: str
-    provider_metadata: JSONObject | None = None
-
-
-class ToolUseDelta(Record):
-    """A fragment of a tool call's JSON arguments; fragments concatenate."""
-
-    index: int
-    partial_json: str
-
-    def __init__(self, *, index: int, partial_json: str) -> None:
-        set_field(self, "index", index)
-        set_field(self, "partial_json", partial_json)
-
-
-class ToolUseEnd(Record):
-    """The tool call at ``index`` is complete."""
-
-    index: int
-    provider_metadata: JSONObject | None = None
-    """Opaque data known only at the end of the call (merged over the start's), e.g. the
-    model's exact argument text that OpenAI-compatible servers expect echoed back."""
-
-
-class StopEvent(Record):
-    stop_reason: StopReason
-
-
-class UsageEvent(Record):
-    usage: Usage
-
-
-class ErrorEvent(Record):
-    """The provider reported an error inside the stream."""
-
-    message: str
-    error_type: str = ""
-
-
-StreamEvent: TypeAlias = (
-    TextDelta
-    | ThinkingDelta
-    | SignedThinking
-    | ToolUseStart
-    | ToolUseDelta
-    | ToolUseEnd
-    | StopEvent
-    | UsageEvent
-    | ErrorEvent
-)

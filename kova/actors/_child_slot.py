@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from .._record import Record, set_field
+from .._record import Record
 
 if TYPE_CHECKING:
     from ._mailbox import Mailbox
@@ -54,30 +54,13 @@ class ChildSlot:
 class ChildExited(Record):
     """Sent to the supervisor's own task once per instance that exits after starting."""
 
-    __slots__ = ("before_close", "error", "incarnation", "reported", "slot")
-
     slot: ChildSlot
     incarnation: int
     error: Exception | None
-    reported: bool
+    reported: bool = False
     """The error already reached a caller, with its traceback."""
-    before_close: bool
+    before_close: bool = True
     """Reported before the supervisor began closing (then a crash still counts)."""
-
-    def __init__(
-        self,
-        *,
-        slot: ChildSlot,
-        incarnation: int,
-        error: Exception | None,
-        reported: bool = False,
-        before_close: bool = True,
-    ) -> None:
-        set_field(self, "slot", slot)
-        set_field(self, "incarnation", incarnation)
-        set_field(self, "error", error)
-        set_field(self, "reported", reported)
-        set_field(self, "before_close", before_close)
 
 
 class StartWatch:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal, TypeAlias, get_args
 
-from .._record import Record, set_field
+from .._record import Record
 from ._actor import Actor
 from ._mailbox import DEFAULT_MAILBOX_SIZE
 
@@ -47,16 +47,13 @@ class Backoff(Record):
     """Delay before a restart: ``min(maximum, initial * factor ** (k - 1))`` for the *k*-th
     restart inside the supervisor's intensity window."""
 
-    __slots__ = ("factor", "initial", "maximum")
+    initial: float = 0.1
+    factor: float = 2.0
+    maximum: float = 5.0
 
-    initial: float
-    factor: float
-    maximum: float
-
-    def __init__(self, *, initial: float = 0.1, factor: float = 2.0, maximum: float = 5.0) -> None:
-        set_field(self, "initial", _non_negative("initial", initial))
-        set_field(self, "factor", _non_negative("factor", factor))
-        set_field(self, "maximum", _non_negative("maximum", maximum))
+    def __post_init__(self) -> None:
+        for name in ("initial", "factor", "maximum"):
+            _non_negative(name, getattr(self, name))
 
     @classmethod
     def none(cls) -> Backoff:
@@ -73,34 +70,21 @@ class Backoff(Record):
 class ChildSpec(Record):
     """How to run one child."""
 
-    __slots__ = ("factory", "mailbox_size", "name", "restart", "shutdown_grace")
-
     factory: ActorFactory
     """Returns a fresh :class:`Actor` for every (re)start."""
     name: str
-    restart: RestartType
-    mailbox_size: int
-    shutdown_grace: float
+    restart: RestartType = "permanent"
+    mailbox_size: int = DEFAULT_MAILBOX_SIZE
+    shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
     """Seconds an orderly stop waits for the child before cancelling it."""
 
-    def __init__(
-        self,
-        *,
-        factory: ActorFactory,
-        name: str,
-        restart: RestartType = "permanent",
-        mailbox_size: int = DEFAULT_MAILBOX_SIZE,
-        shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE,
-    ) -> None:
-        if not name:
+    def __post_init__(self) -> None:
+        if not self.name:
             raise ValueError("a child needs a non-empty name")
-        if restart not in _RESTART_TYPES:
-            raise ValueError(f"restart must be one of {_RESTART_TYPES}, got {restart!r}")
-        set_field(self, "factory", factory)
-        set_field(self, "name", name)
-        set_field(self, "restart", restart)
-        set_field(self, "mailbox_size", _non_negative("mailbox_size", mailbox_size))
-        set_field(self, "shutdown_grace", _non_negative("shutdown_grace", shutdown_grace))
+        if self.restart not in _RESTART_TYPES:
+            raise ValueError(f"restart must be one of {_RESTART_TYPES}, got {self.restart!r}")
+        _non_negative("mailbox_size", self.mailbox_size)
+        _non_negative("shutdown_grace", self.shutdown_grace)
 
 
 def check_supervisor_args(strategy: str, max_restarts: int, within: float) -> None:

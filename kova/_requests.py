@@ -1,0 +1,191 @@
+"""What a provider call sends: the conversation, the tools the model may call, and the
+settings."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._messages import JSONObject, Message, _non_empty
+from ._record import Record, evolve, set_field
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+__all__ = [
+    "ChatRequest",
+    "InferenceConfig",
+    "ResponseFormat",
+    "ToolAnnotations",
+    "ToolDefinition",
+]
+
+
+class ToolAnnotations(Record):
+    """Hints about what a tool does, the same four as MCP's tool annotations.
+
+    ``None`` means "not said". They are hints for hosts (approval policies, replay after a
+    lost connection, UIs), never sent to the model and never a security boundary on their own.
+    MCP's defaults when a hint is absent: not read-only, destructive, not idempotent, open-world.
+    """
+
+    read_only: bool | None = None
+    """The tool does not modify its environment."""
+    destructive: bool | None = None
+    """The tool may perform destructive updates (meaningful when not read-only)."""
+    idempotent: bool | None = None
+    """Calling it again with the same arguments has no further effect."""
+    open_world: bool | None = None
+    """The tool interacts with an open world of external entities (the web, ...)."""
+    title: str | None = None
+    """A human-readable title for UIs."""
+
+    @property
+    def is_read_only(self) -> bool:
+        """True only when the tool says it is read-only."""
+        return self.read_only is True
+
+
+class ToolDefinition(Record, eq_exclude=("annotations", "output_schema")):
+    """What the model is told about a tool."""
+
+    name: str
+    description: str
+    parameters: JSONObject
+    """A JSON Schema for the tool's arguments (an ``object`` schema); by default one that
+    takes no arguments."""
+    annotations: ToolAnnotations | None
+    """Hints for the host (see :class:`ToolAnnotations`); providers never send them. Not
+    part of equality."""
+    output_schema: JSONObject | None
+    """A JSON Schema of the tool's structured result, where the tool declares one (MCP). Not
+    part of equality."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        description: str = "",
+        parameters: JSONObject | None = None,
+        annotations: ToolAnnotations | None = None,
+        output_schema: JSONObject | None = None,
+    ) -> None:
+        set_field(self, "name", _non_empty("name", name))
+        set_field(self, "description", description)
+        set_field(
+            self,
+            "parameters",
+            {"type": "object", "properties": {}} if parameters is None else parameters,
+        )
+        set_field(self, "annotations", annotations)
+        set_field(self, "output_schema", output_schema)
+
+
+class ResponseFormat(Record):
+    """Constrain the final answer to a JSON schema (mapped to each provider's native way)."""
+
+    name: str
+    schema: JSONObject
+    strict: bool = True
+    description: str | None = None
+
+    def __post_init__(self) -> None:
+        _non_empty("name", self.name)
+
+    @classmethod
+    def named(cls, name: str, schema: JSONObject, *, strict: bool = True) -> ResponseFormat:
+        return cls(name=name, schema=schema, strict=strict)
+
+
+def _positive_or_none(name: str, value: int | None) -> int | None:
+    if value is not None and value <= 0:
+        raise ValueError(f"{name} must be positive, got {value}")
+    return value
+
+
+def _stop_sequences(value: Iterable[str] | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return (value,)
+    return tuple(value)
+
+
+class InferenceConfig(Record):
+    """Per-call model parameters. ``None`` means "not set": the provider's default applies."""
+
+    model: str | None
+    max_tokens: int | None
+    temperature: float | None
+    top_p: float | None
+    stop_sequences: tuple[str, ...] | None
+    response_format: ResponseFormat | None
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        stop_sequences: Iterable[str] | None = None,
+        response_format: ResponseFormat | None = None,
+    ) -> None:
+        set_field(self, "model", model)
+        set_field(self, "max_tokens", _positive_or_none("max_tokens", max_tokens))
+        set_field(self, "temperature", temperature)
+        set_field(self, "top_p", top_p)
+        set_field(self, "stop_sequences", _stop_sequences(stop_sequences))
+        set_field(self, "response_format", response_format)
+
+    def merged(self, overrides: InferenceConfig | None) -> InferenceConfig:
+        """This config with every field ``overrides`` sets taking precedence."""
+        if overrides is None:
+            return self
+        changes = {
+            name: value
+            for name in self.__record_fields__
+            if (value := getattr(overrides, name)) is not None
+        }
+        return evolve(self, **changes) if changes else self
+
+
+class ChatRequest(Record):
+    """One request to a model: the conversation, the tools it may call, and the settings.
+
+    The one value that travels through the :class:`~kova.providers.Provider` protocol, the
+    provider actor's messages, the scripted providers and the fake servers. Build it with
+    keywords (``ChatRequest(messages=history, tools=defs, config=cfg)``) or from a prompt with
+    :meth:`of`. Sequences are stored as tuples, so a request never changes after it is built.
+    """
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolDefinition, ...]
+    config: InferenceConfig
+
+    def __init__(
+        self,
+        *,
+        messages: Iterable[Message],
+        tools: Iterable[ToolDefinition] = (),
+        config: InferenceConfig | None = None,
+    ) -> None:
+        set_field(self, "messages", tuple(messages))
+        set_field(self, "tools", tuple(tools))
+        set_field(self, "config", InferenceConfig() if config is None else config)
+
+    @classmethod
+    def of(
+        cls,
+        messages: str | Message | Sequence[Message],
+        *,
+        tools: Sequence[ToolDefinition] = (),
+        config: InferenceConfig | None = None,
+    ) -> ChatRequest:
+        """A request from a user prompt, one message or a sequence of messages."""
+        if isinstance(messages, str):
+            items: tuple[Message, ...] = (Message.user(messages),)
+        elif isinstance(messages, Message):
+            items = (messages,)
+        else:
+            items = tuple(messages)
+        return cls(messages=items, tools=tuple(tools), config=config or InferenceConfig())
