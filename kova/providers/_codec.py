@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from .._errors import KovaError
     from .._models import (
         ChatRequest,
+        Image,
         JSONValue,
         ModelInfo,
         ModelResponse,
@@ -63,6 +64,7 @@ __all__ = [
     "expect_object",
     "expect_str",
     "function_tools",
+    "inline_image",
 ]
 
 FrameT = TypeVar("FrameT")
@@ -212,6 +214,22 @@ def function_tools(tools: Sequence[ToolDefinition]) -> list[JSONValue]:
         function["parameters"] = tool.parameters
         encoded.append({"type": "function", "function": function})
     return encoded
+
+
+def inline_image(image: Image) -> tuple[str, str] | None:
+    """``(media_type, base64 data)`` of an image that carries its bytes: inline data, or a
+    ``data:<type>;base64,<data>`` URL (the form OpenAI users write, which providers that
+    take only inline bytes or only fetchable URLs, such as Gemini and Ollama, can send inline).
+    ``None`` for an image by a URL to fetch."""
+    if image.data is not None:
+        return image.media_type or "", image.data
+    url = image.url or ""
+    if url.startswith("data:"):
+        header, comma, data = url.partition(",")
+        media_type, _, encoding = header[len("data:") :].partition(";")
+        if comma and encoding == "base64" and data:
+            return media_type, data
+    return None
 
 
 # -- small checked readers for codecs: a wrong shape is InvalidResponse, never a TypeError --

@@ -44,6 +44,7 @@ from ..._models import (
     Usage,
 )
 from .._classify import provider_error
+from .._codec import inline_image
 from .._http import ErrorDetails
 from ._schema import sanitize_schema
 
@@ -121,8 +122,9 @@ def finish_reason_to_stop(reason: str | None, *, has_tool_calls: bool) -> StopRe
 
 
 def _image_part(image: Image) -> dict[str, JSONValue]:
-    if image.data is not None:
-        return {"inlineData": {"mimeType": image.media_type, "data": image.data}}
+    inline = inline_image(image)
+    if inline is not None:
+        return {"inlineData": {"mimeType": inline[0], "data": inline[1]}}
     # As google-genai's Part.from_uri: a type not given is guessed from the URL's extension
     # (the API wants one, except for a Files API URI, whose upload has its own).
     media_type = image.media_type

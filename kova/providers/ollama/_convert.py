@@ -35,7 +35,7 @@ from ..._models import (
     Usage,
 )
 from .._classify import provider_error
-from .._codec import function_tools
+from .._codec import function_tools, inline_image
 
 if TYPE_CHECKING:
     from ..._models import ChatRequest
@@ -75,14 +75,15 @@ def _images(blocks: Sequence[object]) -> list[JSONValue]:
     images: list[JSONValue] = []
     for block in blocks:
         if isinstance(block, Image):
-            if block.data is None:
+            inline = inline_image(block)
+            if inline is None:
                 raise provider_error(
                     "Ollama takes images as base64 data, not URLs: download it and pass "
                     "Image(data=..., media_type=...)",
                     provider=PROVIDER,
                     error_class=ProviderErrorClass.INVALID_REQUEST,
                 )
-            images.append(block.data)
+            images.append(inline[1])
     return images
 
 

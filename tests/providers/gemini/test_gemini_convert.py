@@ -655,3 +655,10 @@ def test_an_image_by_url_gets_the_mime_type_google_genai_would_send(
     # wants one for anything but a Files API URI.
     _, contents = encode_contents([Message.user([image])])
     assert contents[0]["parts"] == [{"fileData": file_data}]
+
+
+def test_an_image_given_as_a_data_url_goes_inline() -> None:
+    # The form OpenAI users write: Gemini's fileData takes no data URL, inlineData does.
+    image = Image(url="data:image/jpeg;base64,/9j/4AAQ")
+    _, contents = encode_contents([Message.user([image])])
+    assert contents[0]["parts"] == [{"inlineData": {"mimeType": "image/jpeg", "data": "/9j/4AAQ"}}]

@@ -490,3 +490,10 @@ def test_a_provider_takes_its_config() -> None:
         OllamaProvider("llama3.2")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="OllamaEmbeddingConfig"):
         OllamaEmbeddingProvider(OllamaConfig(model="m"))  # type: ignore[arg-type]
+
+
+def test_an_image_given_as_a_data_url_goes_as_its_base64() -> None:
+    # The form OpenAI users write: it carries the bytes, so nothing needs fetching.
+    image = Image(url="data:image/png;base64,iVBORw0KGgo=")
+    body = encode_request(ChatRequest.of([Message.user([image])]), CONFIG, stream=False)
+    assert body["messages"] == [{"role": "user", "images": ["iVBORw0KGgo="]}]
