@@ -441,7 +441,11 @@ def test_error_body_in_a_200() -> None:
         ("UNAVAILABLE", ProviderOverloaded),
         ("PERMISSION_DENIED", ProviderAuthError),
         ("INVALID_ARGUMENT", InvalidRequest),
+        ("FAILED_PRECONDITION", InvalidRequest),
         ("NOT_FOUND", ModelNotFound),
+        ("UNAUTHENTICATED", ProviderAuthError),
+        ("INTERNAL", ProviderOverloaded),
+        ("DEADLINE_EXCEEDED", ProviderOverloaded),
     ],
 )
 def test_error_statuses_are_classified(status: str, error_class: type[Exception]) -> None:
