@@ -178,7 +178,25 @@ def _to_blocks(content: str | Iterable[ContentBlock]) -> tuple[ContentBlock, ...
     return tuple(content)
 
 
-class Message(Record):
+class HasContent:
+    """``text`` and ``tool_uses`` of a value with ``content`` blocks (a message, a response)."""
+
+    __slots__ = ()
+
+    content: tuple[ContentBlock, ...]
+
+    @property
+    def text(self) -> str:
+        """The concatenated text blocks."""
+        return "".join(block.text for block in self.content if isinstance(block, Text))
+
+    @property
+    def tool_uses(self) -> tuple[ToolUse, ...]:
+        """The tool calls among the blocks, in order."""
+        return tuple(block for block in self.content if isinstance(block, ToolUse))
+
+
+class Message(Record, HasContent):
     """One message of a conversation."""
 
     role: Role
@@ -208,15 +226,6 @@ class Message(Record):
             if not block.tool_use_id:
                 raise ValueError("a ToolResult in history needs the tool_use_id it answers")
         return cls(role=Role.TOOL, content=blocks)
-
-    @property
-    def text(self) -> str:
-        """The concatenated text blocks."""
-        return "".join(block.text for block in self.content if isinstance(block, Text))
-
-    @property
-    def tool_uses(self) -> tuple[ToolUse, ...]:
-        return tuple(block for block in self.content if isinstance(block, ToolUse))
 
     def to_dict(self) -> dict[str, JSONValue]:
         """Plain JSON for storage; :meth:`from_dict` restores an equal message."""

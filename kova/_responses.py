@@ -6,7 +6,7 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, ClassVar
 
-from ._messages import ContentBlock, Text, ToolUse
+from ._messages import ContentBlock, HasContent
 from ._record import Record, set_field
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ class Usage(Record):
         )
 
 
-class ModelResponse(Record):
+class ModelResponse(Record, HasContent):
     """One provider call's answer."""
 
     content: tuple[ContentBlock, ...]
@@ -121,14 +121,6 @@ class ModelResponse(Record):
         set_field(self, "stop_reason", stop_reason)
         set_field(self, "usage", usage)
         set_field(self, "thinking", thinking)
-
-    @property
-    def text(self) -> str:
-        return "".join(block.text for block in self.content if isinstance(block, Text))
-
-    @property
-    def tool_uses(self) -> tuple[ToolUse, ...]:
-        return tuple(block for block in self.content if isinstance(block, ToolUse))
 
 
 class ModelInfo(Record):
