@@ -145,13 +145,15 @@ class GeminiStreamDecoder:
             if parts:
                 if type(parts) is not list:
                     raise _bad_shape("content.parts", parts)
-                self._decode_parts(parts, out)
+                response_id = chunk.get("responseId")
+                salt = response_id if type(response_id) is str else ""
+                self._decode_parts(parts, out, salt)
         finish = candidate.get("finishReason")
         if finish is not None and not self._stopped:
             reason = finish if type(finish) is str else None
             self._stop(finish_reason_to_stop(reason, has_tool_calls=self._calls > 0), out)
 
-    def _decode_parts(self, parts: list[object], out: list[StreamEvent]) -> None:
+    def _decode_parts(self, parts: list[object], out: list[StreamEvent], salt: str) -> None:
         for part in parts:
             if type(part) is not dict:
                 raise _bad_shape("a part", part)
@@ -170,7 +172,7 @@ class GeminiStreamDecoder:
                 continue
             if "functionCall" in part:
                 index = self._calls
-                call = tool_use_of(part, index)
+                call = tool_use_of(part, index, salt=salt)
                 self._calls += 1
                 out.append(
                     ToolUseStart(

@@ -96,7 +96,8 @@ class OllamaStreamDecoder:
                         self.error = _bad_shape("message.tool_calls", calls)
                         break
                     try:
-                        self._tool_calls(calls, out)
+                        created = chunk.get("created_at")
+                        self._tool_calls(calls, out, created if type(created) is str else "")
                     except InvalidResponse as exc:
                         self.error = exc
                         break
@@ -111,10 +112,10 @@ class OllamaStreamDecoder:
                 break
         return out
 
-    def _tool_calls(self, calls: list[object], out: list[StreamEvent]) -> None:
+    def _tool_calls(self, calls: list[object], out: list[StreamEvent], salt: str) -> None:
         for call in calls:
             index = self._calls
-            use = tool_use_of(call, index)
+            use = tool_use_of(call, index, salt=salt)
             self._calls += 1
             out.append(ToolUseStart(index=index, id=use.id, name=use.name))
             out.append(

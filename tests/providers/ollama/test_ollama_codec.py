@@ -354,7 +354,7 @@ def _decode(data: bytes, cuts: list[int] | None = None) -> tuple[list[object], o
 def test_the_wire_note_stream() -> None:
     events, error = _decode(_ndjson(STREAM))
     assert error is None
-    identifier = call_id("get_weather", {"city": "Tokyo"}, 0)
+    identifier = call_id("get_weather", {"city": "Tokyo"}, 0, "t")
     assert events == [
         ThinkingDelta(text="User asks"),
         ThinkingDelta(text=" about Tokyo."),
