@@ -83,6 +83,11 @@ def _check_budget(
         )
 
 
+def _lower(value: ThinkingLevel | None) -> ThinkingLevel | None:
+    # The API's spelling ("HIGH", google-genai's ThinkingLevel) is taken too.
+    return value.lower() if isinstance(value, str) else value  # type: ignore[return-value]
+
+
 def _check_level(_instance: object, _attribute: object, value: str | None) -> None:
     if value is not None and value not in THINKING_LEVELS:
         raise ValueError(f"thinking_level must be one of {THINKING_LEVELS}, got {value!r}")
@@ -144,7 +149,9 @@ class GeminiConfig:
     thinking_budget: int | None = attrs.field(default=None, validator=_check_budget)
     """``thinkingConfig.thinkingBudget`` (Gemini 2.5): ``-1`` dynamic, ``0`` off (not on Pro
     models), ``N`` a cap in tokens. ``None`` leaves the model's default."""
-    thinking_level: ThinkingLevel | None = attrs.field(default=None, validator=_check_level)
+    thinking_level: ThinkingLevel | None = attrs.field(
+        default=None, converter=_lower, validator=_check_level
+    )
     """``thinkingConfig.thinkingLevel`` (Gemini 3 models). Not together with
     ``thinking_budget``."""
     include_thoughts: bool | None = attrs.field(default=None, validator=check_bool)

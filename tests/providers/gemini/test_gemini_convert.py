@@ -666,3 +666,10 @@ def test_an_image_given_as_a_data_url_goes_inline() -> None:
     image = Image(url="data:image/jpeg;base64,/9j/4AAQ")
     _, contents = encode_contents([Message.user([image])])
     assert contents[0]["parts"] == [{"inlineData": {"mimeType": "image/jpeg", "data": "/9j/4AAQ"}}]
+
+
+def test_a_thinking_level_in_the_api_spelling_is_taken() -> None:
+    # Google's docs and google-genai's ThinkingLevel write it upper-case.
+    config = GeminiConfig(model="m", api_key="k", thinking_level="HIGH")  # type: ignore[arg-type]
+    assert config.thinking_level == "high"
+    assert config.thinking_config() == {"thinkingLevel": "HIGH", "includeThoughts": True}
