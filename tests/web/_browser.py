@@ -8,9 +8,12 @@ metrics, translation) are off.
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import json
+import os
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -72,12 +75,19 @@ class Browser:
 
 
 def start_chromium(executable: str) -> Iterator[Browser]:
-    """Run Chromium for the test session; yields where its DevTools endpoint listens."""
-    with tempfile.TemporaryDirectory(prefix="kova-chromium-") as profile:
+    """Run Chromium for the test session; yields where its DevTools endpoint listens.
+
+    Chromium runs in a process group of its own, and the whole group is stopped at the end:
+    its helper processes (zygote, GPU, crash handler) outlive the browser process otherwise
+    and were still writing into the profile while it was removed ("Directory not empty").
+    """
+    profile = tempfile.mkdtemp(prefix="kova-chromium-")
+    try:
         process = subprocess.Popen(
             [executable, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         try:
             active = Path(profile) / "DevToolsActivePort"
@@ -89,12 +99,37 @@ def start_chromium(executable: str) -> Iterator[Browser]:
             port, path = active.read_text().splitlines()[:2]
             yield Browser(port=int(port), path=path)
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            _stop_group(process)
+    finally:
+        _remove_profile(profile)
+
+
+def _stop_group(process: subprocess.Popen[bytes]) -> None:
+    """Stop Chromium and every process it started (its session's process group)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)  # a helper that ignored SIGTERM
+
+
+def _remove_profile(profile: str) -> None:
+    """Remove the profile; a helper process that was still exiting may write one last file
+    into it, so a few tries a tenth of a second apart."""
+    for _ in range(20):
+        try:
+            shutil.rmtree(profile)
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.1)
+        else:
+            return
+    shutil.rmtree(profile, ignore_errors=True)
 
 
 def loud_skip_message() -> str:
