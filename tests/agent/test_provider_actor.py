@@ -506,21 +506,28 @@ def _recording_hooks(ref: ProviderRef, hooks: list[tuple[str, trio.lowlevel.Task
     return ref.with_retry(retry, on_error=on_error).observed(on_retry)
 
 
-async def test_a_call_admitted_at_once_is_sent_from_the_caller_s_task() -> None:
-    """No cap and the gate open: the actor admits the call from its own loop and the caller's
-    task sends it (no task per request in the actor). With a cap, the actor serves it."""
+@pytest.mark.parametrize("streamed", [False, True], ids=["call", "stream"])
+async def test_a_request_admitted_at_once_is_sent_from_the_caller_s_task(streamed: bool) -> None:
+    """No cap and the gate open: the actor admits the call or stream from its own loop and the
+    caller's task sends it (no task per request in the actor). With a cap, the actor serves it
+    (a stream: the actor opens it and leases the rest)."""
     senders: list[trio.lowlevel.Task] = []
 
     def model(request: ScriptRequest) -> Reply:
         senders.append(trio.lowlevel.current_task())
         return reply_text("ok")
 
+    async def ask(provider: Provider) -> str:
+        if streamed:
+            return await _read_stream(provider, ChatRequest.of("hi"))
+        return (await provider.chat_completion(ChatRequest.of("hi"))).text
+
     async with open_runtime() as runtime:
         leased = await spawn_provider(runtime, FunctionProvider(model))
         capped = await spawn_provider(runtime, FunctionProvider(model), max_in_flight=1)
-        assert (await leased.chat_completion(ChatRequest.of("hi"))).text == "ok"
+        assert await ask(leased) == "ok"
         assert senders[-1] is trio.lowlevel.current_task()
-        assert (await capped.chat_completion(ChatRequest.of("hi"))).text == "ok"
+        assert await ask(capped) == "ok"
         assert senders[-1] is not trio.lowlevel.current_task()
 
 
@@ -590,24 +597,6 @@ async def _read_stream(provider: Provider, request: ChatRequest) -> str:
         async for batch in batches:
             text += [event.text for event in batch if isinstance(event, TextDelta)]
     return "".join(text)
-
-
-async def test_a_stream_admitted_at_once_is_opened_from_the_caller_s_task() -> None:
-    """No cap and the gate open: the caller's task opens the stream itself (the actor only
-    admits it, from its own loop). With a cap, the actor opens it and leases the rest."""
-    openers: list[trio.lowlevel.Task] = []
-
-    def model(request: ScriptRequest) -> Reply:
-        openers.append(trio.lowlevel.current_task())
-        return reply_text("streamed")
-
-    async with open_runtime() as runtime:
-        leased = await spawn_provider(runtime, FunctionProvider(model))
-        capped = await spawn_provider(runtime, FunctionProvider(model), max_in_flight=1)
-        assert await _read_stream(leased, ChatRequest.of("hi")) == "streamed"
-        assert openers[-1] is trio.lowlevel.current_task()
-        assert await _read_stream(capped, ChatRequest.of("hi")) == "streamed"
-        assert openers[-1] is not trio.lowlevel.current_task()
 
 
 async def test_a_leased_stream_s_failures_before_content_are_retried_by_the_actor(
