@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import ipaddress
+import os
+import signal
 import socket
+import sys
+import threading
 from typing import Any
 
 import pytest
@@ -43,3 +49,142 @@ def _block_network_egress() -> Any:
     yield
     socket.socket.connect = _real_connect  # type: ignore[method-assign]
     socket.socket.connect_ex = _real_connect_ex  # type: ignore[method-assign]
+
+
+# --- Every test is bounded in wall time -------------------------------------------------------
+#
+# A regression that hangs fails with a message instead of stalling the suite until CI's own
+# timeout. Two stages: a trio test's whole run (fixtures and test) sits in a cancel scope that a
+# wall-clock timer cancels after its limit, so it fails as a test with the stack of where it
+# waited; and, for a hang that no cancellation reaches (a blocking call, a sync test), the
+# standard library's faulthandler dumps every thread's stack and ends the run a little later.
+# Time-based behaviour runs on MockClock, so the default is far above any test's real need; a
+# test that needs more real time says so, with why, as ``@pytest.mark.timeout(seconds)``.
+
+DEFAULT_TEST_TIMEOUT = 120.0
+_HARD_STOP_GRACE = 15.0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "timeout(seconds): this test's wall-time bound (default 120 s); say why it needs more",
+    )
+
+
+def _timeout_of(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("timeout")
+    if marker is None:
+        return DEFAULT_TEST_TIMEOUT
+    seconds = marker.args[0] if marker.args else marker.kwargs["seconds"]
+    return float(seconds)
+
+
+def _bounded_run(limit: float, nodeid: str) -> Any:
+    """A ``trio.run`` for pytest-trio whose run is cancelled after ``limit`` wall seconds."""
+    import trio
+
+    def run(async_fn: Any, *, clock: Any = None, instruments: Any = ()) -> Any:
+        timed_out = False
+        waiting: list[str] = []
+
+        async def bounded() -> Any:
+            nonlocal timed_out
+            token = trio.lowlevel.current_trio_token()
+            with trio.CancelScope() as scope:
+
+                def expire() -> None:
+                    nonlocal timed_out
+                    timed_out = True
+                    waiting.extend(_where_tasks_wait(trio.lowlevel.current_root_task()))
+                    scope.cancel()
+
+                def fire() -> None:
+                    with contextlib.suppress(trio.RunFinishedError):
+                        token.run_sync_soon(expire)
+
+                timer = threading.Timer(limit, fire)
+                timer.daemon = True
+                timer.start()
+                try:
+                    return await async_fn()
+                finally:
+                    timer.cancel()
+            return None
+
+        def fail() -> None:
+            where = "\n".join(waiting) or "  (no task was waiting)"
+            bound = f"{limit:g} s wall-time bound"
+            pytest.fail(f"{nodeid} exceeded its {bound}; tasks waited at:\n{where}")
+
+        try:
+            result = trio.run(bounded, clock=clock, instruments=instruments)
+        except BaseException:
+            if timed_out:
+                fail()
+            raise
+        if timed_out:
+            fail()
+        return result
+
+    return run
+
+
+def _where_tasks_wait(task: Any) -> list[str]:
+    """Each live task's name and the innermost frame outside trio it is suspended in."""
+    lines = []
+    frames = [
+        f"{frame.f_code.co_filename}:{lineno}"
+        for frame, lineno in task.iter_await_frames()
+        if f"{os.sep}trio{os.sep}" not in frame.f_code.co_filename
+    ]
+    if frames:
+        lines.append(f"  {task.name}: {frames[-1]}")
+    for nursery in task.child_nurseries:
+        for child in nursery.child_tasks:
+            lines.extend(_where_tasks_wait(child))
+    return lines
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # After pytest-trio marked the async tests: a closer `trio(run=...)` marker wins.
+    for item in items:
+        if item.get_closest_marker("trio") is not None:
+            run = _bounded_run(_timeout_of(item), item.nodeid)
+            item.add_marker(pytest.mark.trio(run=run), append=False)
+
+
+def _interrupt_main() -> None:
+    # A real SIGINT (not _thread.interrupt_main) so a blocking sleep or read is interrupted too.
+    signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+
+def _real_stderr(config: pytest.Config) -> Any:
+    """The terminal's stderr under pytest's fd capture, where a hard stop's stacks must go."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    err = getattr(getattr(capman, "_global_capturing", None), "err", None)
+    fd = getattr(err, "targetfd_save", None)
+    return os.fdopen(os.dup(fd), "w") if isinstance(fd, int) else sys.__stderr__
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    limit = _timeout_of(item)
+    # A sync test (or a trio test the cancellation cannot reach) gets a KeyboardInterrupt in the
+    # main thread first, which pytest reports with the stack; then the hard stop.
+    interrupt = threading.Timer(limit + _HARD_STOP_GRACE, _interrupt_main)
+    interrupt.daemon = True
+    interrupt.start()
+    global _HARD_STOP_FILE
+    if _HARD_STOP_FILE is None:
+        _HARD_STOP_FILE = _real_stderr(item.config)
+    faulthandler.dump_traceback_later(limit + 2 * _HARD_STOP_GRACE, exit=True, file=_HARD_STOP_FILE)
+    try:
+        yield
+    finally:
+        interrupt.cancel()
+        faulthandler.cancel_dump_traceback_later()
+
+
+_HARD_STOP_FILE: Any = None
