@@ -141,6 +141,30 @@ class _RecordType(type):
     set on a class afterwards costs more than one in its namespace). Instances are made by
     ``type.__call__``, so construction costs nothing extra."""
 
+    @property
+    def __signature__(cls) -> inspect.Signature | None:
+        """What ``inspect.signature`` and ``help()`` show for a record with the generic
+        ``__init__``: its fields as keyword-only parameters, with their annotations and
+        defaults (``None`` for a class that wrote its own ``__init__``: inspect reads that)."""
+        if cast("Any", cls).__init__ not in _GENERIC_INITS:
+            return None
+        annotations: dict[str, Any] = {}
+        for klass in reversed(cls.__mro__):
+            annotations.update(inspect.get_annotations(klass))
+        defaults: dict[str, Any] = getattr(cls, "__record_defaults__", {})
+        empty = inspect.Parameter.empty
+        return inspect.Signature(
+            [
+                inspect.Parameter(
+                    name,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    default=defaults.get(name, empty),
+                    annotation=annotations.get(name, empty),
+                )
+                for name in getattr(cls, "__record_fields__", ())
+            ]
+        )
+
     def __new__(
         mcls,
         name: str,

@@ -1,5 +1,11 @@
-"""The agent: AgentBuilder, Agent, streamed events, retries, cancellation."""
+"""The agent: AgentBuilder, Agent, streamed events, retries, cancellation.
 
+Every event class ``agent.stream()`` yields is importable from here (``TextDelta`` and
+``ThinkingDelta`` are the provider's own classes, also in :mod:`kova`).
+"""
+
+from .._models import TextDelta as TextDelta
+from .._models import ThinkingDelta as ThinkingDelta
 from ._agent import Agent as Agent
 from ._builder import AgentBuilder as AgentBuilder
 from ._cancel import CancelToken as CancelToken
@@ -26,6 +32,8 @@ __all__ = [
     "LifecycleHook",
     "ProviderRef",
     "RetryConfig",
+    "TextDelta",
+    "ThinkingDelta",
     "ToolCallFinished",
     "ToolCallStarted",
     "TurnCompleted",

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import trio
 
 from .._errors import BuildError, ContextBudgetExceededError, MaxIterationsError
+from .._groups import lone_exceptions
 from .._log import get_logger
 from .._models import (
     ChatRequest,
@@ -174,7 +175,8 @@ class Agent:
         stack, self._stack = self._stack, None
         self._provider = self._pool = None
         if stack is not None:
-            return await stack.__aexit__(exc_type, exc, traceback)
+            with lone_exceptions():  # pytest.raises(ProviderAuthError) around the block works
+                return await stack.__aexit__(exc_type, exc, traceback)
         return None
 
     def _running(self) -> tuple[ProviderRef, ActorRef]:

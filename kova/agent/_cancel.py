@@ -8,11 +8,12 @@ in a task of its own for the same reason: the agent uses both.
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
 from .._errors import Cancelled, KovaError
+from .._groups import raise_lone
 from ._events import AgentEvent
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ async def guarded(turn: Coroutine[Any, Any, T], cancel: CancelToken | None) -> T
                 response = await turn
             nursery.cancel_scope.cancel(reason="turn finished")
     except BaseExceptionGroup as group:
-        _raise_single(group)
+        raise_lone(group)
     if scope.cancelled_caught:
         raise Cancelled(cancel.reason)
     return response
@@ -131,12 +132,4 @@ async def stream_in_task(
     except BaseExceptionGroup as group:
         # The producer never raises (it hands KovaErrors to the consumer), so a lone
         # exception here is the consumer's own: give it back as it was raised.
-        _raise_single(group)
-
-
-def _raise_single(group: BaseExceptionGroup[BaseException]) -> NoReturn:
-    """Re-raise the lone exception of a nursery's group as itself (the group otherwise)."""
-    if len(group.exceptions) == 1:
-        only = group.exceptions[0]
-        raise only from only.__cause__
-    raise group
+        raise_lone(group)

@@ -32,7 +32,9 @@ class RetryConfig(Record):
     initial_backoff: float = 0.5
     """Seconds before the first retry."""
     multiplier: float = 2.0
+    """Each retry waits this many times longer than the one before."""
     max_backoff: float = 30.0
+    """The longest computed wait in seconds (a server's ``retry_after`` is used as sent)."""
     jitter: float = 0.0
     """Fraction (0..1) by which each delay may be shortened at random, to spread retries."""
 

@@ -357,7 +357,8 @@ async def run_chat(
 
 async def _connect_mcp(stack: AsyncExitStack, command: str, number: int) -> list[Tool]:
     """Start one ``--mcp`` server (``"CMD ARGS"`` or ``"PREFIX=CMD ARGS"``) and list its tools."""
-    from ..mcp import McpClient, StdioTransport, check_prefix, mcp_tools
+    from ..mcp import check_prefix, mcp_tools
+    from ._mcp import connect_stdio
 
     prefix = f"mcp{number}" if number > 1 else "mcp"
     name, separator, rest = command.partition("=")
@@ -367,7 +368,5 @@ async def _connect_mcp(stack: AsyncExitStack, command: str, number: int) -> list
     argv = shlex.split(command)
     if not argv:
         raise ValueError(f"--mcp needs a command, got {command!r}")
-    client = await stack.enter_async_context(
-        McpClient.connect(StdioTransport(argv[0], args=argv[1:]), name=prefix)
-    )
+    client = await stack.enter_async_context(connect_stdio(argv, name=prefix))
     return list(await mcp_tools(client, prefix))

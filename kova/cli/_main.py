@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from .._errors import KovaError
+from ._errors import CliError
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
@@ -158,7 +159,10 @@ def _add_provider_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
     parser = argparse.ArgumentParser(prog="kova", description="kova: LLM agents on trio")
+    parser.add_argument("--version", action="version", version=f"kova {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     chat = commands.add_parser(
         "chat",
@@ -233,8 +237,6 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command == "demo":
         trio.run(_demo, print)
         return 0
-    from ._providers import ProviderSelectionError
-
     status = 0
     try:
         if args.command == "chat":
@@ -246,8 +248,8 @@ def _main(argv: Sequence[str] | None) -> int:
             if not server:
                 parser.error("kova mcp tools needs a server command: kova mcp tools -- CMD ...")
             status = trio.run(_mcp_tools, server)
-    except* ProviderSelectionError as selection:
-        _print_errors(selection)
+    except* CliError as mistakes:
+        _print_errors(mistakes)
         status = 2
     except* KovaError as failures:
         _print_errors(failures)
@@ -287,9 +289,9 @@ async def _models(args: argparse.Namespace) -> int:
 
 
 async def _mcp_tools(server: list[str]) -> int:
-    from ..mcp import McpClient, StdioTransport
+    from ._mcp import connect_stdio
 
-    async with McpClient.connect(StdioTransport(server[0], args=server[1:])) as client:
+    async with connect_stdio(server) as client:
         definitions = await client.tools_list()
     for definition in definitions:
         description = " ".join(definition.description.split())
@@ -300,8 +302,6 @@ async def _mcp_tools(server: list[str]) -> int:
 def _serve(args: argparse.Namespace) -> int:
     """``kova serve``: the demo model (``--demo``) or a real provider chosen like ``kova chat``'s,
     behind the web view; Ctrl-C stops it quietly (exit 130)."""
-    from ._providers import ProviderSelectionError
-
     interrupted = False
     status = 0
     try:
@@ -311,8 +311,8 @@ def _serve(args: argparse.Namespace) -> int:
             trio.run(_serve_provider, args)
     except* KeyboardInterrupt:
         interrupted = True
-    except* ProviderSelectionError as selection:
-        _print_errors(selection)
+    except* CliError as mistakes:
+        _print_errors(mistakes)
         status = 2
     except* KovaError as failures:
         _print_errors(failures)

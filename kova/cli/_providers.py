@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from ._errors import CliError
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
@@ -37,6 +39,11 @@ class ProviderChoice:
     key_env: str | None
     """The environment variable holding the API key (``None``: the provider needs none)."""
     base_url_env: str | None = None
+    other_key_env: str | None = None
+    """A second variable the provider reads the key from (Gemini's ``GOOGLE_API_KEY``)."""
+    key_optional: bool = False
+    """The provider has other credentials (Bedrock: the AWS chain), so a missing key is
+    not an error here."""
 
 
 def _openai(model: str, base_url: str | None, api_key: str | None) -> Provider:
@@ -98,13 +105,17 @@ PROVIDERS: Mapping[str, ProviderChoice] = MappingProxyType(
             base_url_env="OPENAI_BASE_URL",
         ),
         "gemini": ProviderChoice(
-            build=_gemini, default_model="gemini-2.5-flash", key_env="GEMINI_API_KEY"
+            build=_gemini,
+            default_model="gemini-2.5-flash",
+            key_env="GEMINI_API_KEY",
+            other_key_env="GOOGLE_API_KEY",
         ),
         "ollama": ProviderChoice(build=_ollama, default_model="llama3.2", key_env=None),
         "bedrock": ProviderChoice(
             build=_bedrock,
             default_model="anthropic.claude-sonnet-4-20250514-v1:0",
             key_env="AWS_BEARER_TOKEN_BEDROCK",
+            key_optional=True,
         ),
     }
 )
@@ -118,7 +129,7 @@ class SelectedProvider:
     provider: Provider
 
 
-class ProviderSelectionError(Exception):
+class ProviderSelectionError(CliError):
     """The flags and environment do not name a usable provider (shown to the user as is)."""
 
 
@@ -137,8 +148,9 @@ def select_provider(
     (``OPENAI_BASE_URL``, ...).
 
     Raises:
-        ProviderSelectionError: an unknown name, nothing to go on, or a value the provider's
-            config refuses (a base URL without a scheme, say).
+        ProviderSelectionError: an unknown name, nothing to go on, no key in the environment
+            for a provider's own endpoint (said as the variable to set), or a value the
+            provider's config refuses (a base URL without a scheme, say).
     """
     env = os.environ if environ is None else environ
     chosen = name or env.get("KOVA_PROVIDER") or None
@@ -166,6 +178,15 @@ def select_provider(
     if base_url is None and choice.base_url_env:
         base_url = env.get(choice.base_url_env) or None
     api_key = env.get(choice.key_env) if choice.key_env else None
+    if choice.key_env and not api_key and not choice.key_optional:
+        other = env.get(choice.other_key_env) if choice.other_key_env else None
+        # With a base URL of its own (a proxy, a local server) a key may not be needed:
+        # the server says so if it is.
+        if not other and base_url is None:
+            raise ProviderSelectionError(
+                f"no API key for {chosen}: set the environment variable {choice.key_env} "
+                f"(export {choice.key_env}=...)"
+            )
     try:
         provider = choice.build(model, base_url, api_key or None)
     except (TypeError, ValueError) as exc:  # the provider's config refused a flag's value

@@ -7,12 +7,15 @@ conversation lives in this process for as long as it runs.
 
 from __future__ import annotations
 
+import errno
+from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
 import trio
 
 from .._errors import KovaError
 from .._models import Message
+from ._errors import CliError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -40,11 +43,18 @@ async def serve_chat(
     Reports the page's URL (token included) through ``out`` and ``task_status.started``.
     Every tool call waits for approval on the page unless ``approve_all``. A turn that fails
     is shown failed on the page and leaves the conversation as it was.
+
+    Raises:
+        CliError: the address cannot be listened on (a busy port, say).
     """
     from ..agent import AgentBuilder, TurnCompleted
     from ..web import open_event_server
 
-    async with open_event_server(host, port, chat=True) as server:
+    async with AsyncExitStack() as stack:
+        try:
+            server = await stack.enter_async_context(open_event_server(host, port, chat=True))
+        except OSError as exc:
+            raise CliError(_cannot_listen(host, port, exc)) from exc
         builder = AgentBuilder().provider(provider)
         if tools:
             builder = builder.tools(*tools)
@@ -69,3 +79,9 @@ async def serve_chat(
                                     history = [*asked, *event.response.new_messages]
                     except KovaError as exc:  # shown on the page by relay; the chat goes on
                         out(f"kova serve: the turn failed: {exc}")
+
+
+def _cannot_listen(host: str, port: int, exc: OSError) -> str:
+    if exc.errno == errno.EADDRINUSE:
+        return f"port {port} on {host} is already in use; pass --port 0 to use any free port"
+    return f"cannot listen on {host}:{port}: {exc.strerror or exc}"

@@ -16,7 +16,7 @@ import contextlib
 import json
 import sys
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, runtime_checkable
 
 import anyio
 import attrs
@@ -90,12 +90,16 @@ class StdioTransport:
         env: extra environment variables. The child does *not* inherit the whole
             environment, only a safe subset (``HOME``, ``PATH``, ``USER``, ...) plus these.
         cwd: the working directory of the child.
+        stderr: where the child's stderr goes: a file with a descriptor (``kova chat``
+            keeps it in a temporary file, to quote its last lines if the child dies);
+            ``None``, this process's stderr.
     """
 
     command: str
     args: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple, kw_only=True)
     env: Mapping[str, str] | None = attrs.field(default=None, converter=_str_mapping, kw_only=True)
     cwd: str | Path | None = attrs.field(default=None, kw_only=True)
+    stderr: TextIO | None = attrs.field(default=None, kw_only=True, eq=False)
 
     def open(self) -> AbstractAsyncContextManager[Any]:
         parameters = StdioServerParameters(
@@ -106,7 +110,7 @@ class StdioTransport:
         )
         # The child's stderr goes where ours goes (looked up now, so a host that redirects
         # sys.stderr later still gets it).
-        return stdio_client(parameters, errlog=sys.stderr)
+        return stdio_client(parameters, errlog=sys.stderr if self.stderr is None else self.stderr)
 
 
 @attrs.frozen

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 import attrs
 import trio
 
+from .._groups import lone_exceptions
 from .._models import ChatRequest, ErrorEvent, ToolUse, ToolUseDelta, ToolUseEnd, ToolUseStart
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, serve_http
 from ._script import ScriptRequest, StreamReply, stream_events
@@ -75,13 +76,15 @@ _Server = TypeVar("_Server", bound=FakeServer)
 @asynccontextmanager
 async def serving(server: _Server, *, host: str, port: int, name: str) -> AsyncIterator[_Server]:
     """``server`` serving for the duration of the block; cancelled when the block leaves
-    (what every ``open_*_server`` does)."""
-    async with trio.open_nursery() as nursery:
-        await nursery.start(partial(server.serve, host=host, port=port))
-        try:
-            yield server
-        finally:
-            nursery.cancel_scope.cancel(reason=f"fake {name} server closing")
+    (what every ``open_*_server`` does). A lone exception leaves the block as itself, never
+    in an ``ExceptionGroup``."""
+    with lone_exceptions():
+        async with trio.open_nursery() as nursery:
+            await nursery.start(partial(server.serve, host=host, port=port))
+            try:
+                yield server
+            finally:
+                nursery.cancel_scope.cancel(reason=f"fake {name} server closing")
 
 
 class DecodedChat(Protocol):

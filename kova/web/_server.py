@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from .._groups import lone_exceptions
 from .._log import get_logger
 from .._models import TextDelta, ThinkingDelta, ToolAnnotations
 from ..agent import ToolCallFinished, ToolCallStarted, TurnCompleted
@@ -561,16 +562,19 @@ async def open_event_server(
     server._static = load_static()
     if chat:
         server._prompt_send, server._prompt_receive = trio.open_memory_channel[str](8)
-    async with trio.open_nursery() as nursery:
-        listeners = await nursery.start(partial(trio.serve_tcp, server._handle, port, host=host))
-        address = listeners[0].socket.getsockname()
-        server._host, server._port = address[0], address[1]
-        log.info("web.server.started", host=server._host, port=server._port)
-        try:
-            yield server
-        finally:
-            server._closed = True
-            server._approvals.deny_all("the web view closed", by="closed")
-            for page in list(server._pages.values()):
-                page.scope.cancel()
-            nursery.cancel_scope.cancel(reason="event server closed")
+    with lone_exceptions():  # a lone exception leaves the block as itself
+        async with trio.open_nursery() as nursery:
+            listeners = await nursery.start(
+                partial(trio.serve_tcp, server._handle, port, host=host)
+            )
+            address = listeners[0].socket.getsockname()
+            server._host, server._port = address[0], address[1]
+            log.info("web.server.started", host=server._host, port=server._port)
+            try:
+                yield server
+            finally:
+                server._closed = True
+                server._approvals.deny_all("the web view closed", by="closed")
+                for page in list(server._pages.values()):
+                    page.scope.cancel()
+                nursery.cancel_scope.cancel(reason="event server closed")
