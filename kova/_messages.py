@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeAlias, assert_never
 
 from ._errors import SerializationError
+from ._json import MAX_JSON_DEPTH, JsonNestingError, check_depth, depth_exceeds, dumps, loads
 from ._record import Record, set_field
 
 if TYPE_CHECKING:
@@ -102,7 +103,8 @@ class ToolUse(Record):
     id: str
     name: str
     input: JSONObject
-    """The parsed arguments (always a JSON object)."""
+    """The parsed arguments (always a JSON object, nested at most
+    :data:`~kova._json.MAX_JSON_DEPTH` deep: deeper is a ``ValueError``)."""
     provider_metadata: JSONObject | None
     """Opaque data a provider needs echoed back (e.g. Gemini's ``thoughtSignature``)."""
     raw_arguments: str | None
@@ -120,7 +122,12 @@ class ToolUse(Record):
     ) -> None:
         set_field(self, "id", _non_empty("id", id))
         set_field(self, "name", _non_empty("name", name))
-        set_field(self, "input", {} if input is None else input)
+        arguments = {} if input is None else input
+        if arguments and depth_exceeds(arguments):
+            raise JsonNestingError(
+                f"ToolUse.input is nested more than {MAX_JSON_DEPTH} levels deep"
+            )
+        set_field(self, "input", arguments)
         set_field(self, "provider_metadata", provider_metadata)
         set_field(self, "raw_arguments", raw_arguments)
 
@@ -368,11 +375,13 @@ def block_from_dict(data: object) -> ContentBlock:
                     content = tuple(parts)
                 else:
                     raise _serialization_error("tool_result content must be a string or a list")
+                structured = data.get("structured")
+                check_depth(structured, "tool_result structured")
                 return ToolResult(
                     tool_use_id=_str(data, "tool_use_id"),
                     content=content,
                     is_error=bool(data.get("is_error", False)),
-                    structured=_json_value(data.get("structured")),
+                    structured=_json_value(structured),
                 )
             case "thinking":
                 return Thinking(text=_str(data, "text"), signature=_opt_str(data, "signature"))
@@ -421,14 +430,11 @@ def messages_to_json(messages: Iterable[Message], *, indent: int | None = None) 
         indent: pretty-print with this indent (compact by default).
 
     Returns:
-        A JSON array; :func:`messages_from_json` reads it back.
+        A JSON array; :func:`messages_from_json` reads it back. It can always be written as
+        UTF-8: a lone surrogate (half an emoji a provider sent as ``"\\ud83d"``) is written
+        as that JSON escape, and reads back as the same text.
     """
-    import json
-
-    separators = (",", ":") if indent is None else None
-    return json.dumps(
-        messages_to_dicts(messages), ensure_ascii=False, indent=indent, separators=separators
-    )
+    return dumps(messages_to_dicts(messages), indent=indent)
 
 
 def messages_from_json(data: str | bytes) -> list[Message]:
@@ -439,18 +445,17 @@ def messages_from_json(data: str | bytes) -> list[Message]:
 
     Raises:
         TypeError: ``data`` is not text (use :func:`messages_from_dicts` for a parsed list).
-        SerializationError: the text is not JSON, or not a stored history.
+        SerializationError: the text is not JSON (or nests too deeply to read), or not a
+            stored history.
     """
-    import json
-
     if not isinstance(data, str | bytes | bytearray):
         raise TypeError(
             f"messages_from_json takes the JSON text (str or bytes), not {type(data).__name__}; "
             "use messages_from_dicts for an already parsed list"
         )
     try:
-        parsed = json.loads(data)
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        parsed = loads(data)
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, JsonNestingError
         raise _serialization_error(f"stored history is not JSON: {exc}") from exc
     if not isinstance(parsed, list):
         raise _serialization_error(

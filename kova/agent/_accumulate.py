@@ -5,10 +5,10 @@ Per-event work here is one ``match`` and a list append: it runs for every stream
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
-from .._errors import StreamError
+from .._errors import InvalidResponse, StreamError
+from .._json import JsonNestingError, loads
 from .._models import (
     ContentBlock,
     ErrorEvent,
@@ -37,11 +37,18 @@ __all__ = ["ResponseAccumulator", "parse_tool_arguments"]
 
 def parse_tool_arguments(raw: str) -> tuple[JSONObject, str | None]:
     """``(arguments, None)`` for a JSON object (empty text counts as ``{}``), else
-    ``({}, raw)`` so the agent can answer the call with an in-band error."""
+    ``({}, raw)`` so the agent can answer the call with an in-band error.
+
+    Raises:
+        InvalidResponse: the arguments nest deeper than kova reads (a server's fault, not a
+            model's slip: the turn fails instead of echoing them back).
+    """
     if not raw.strip():
         return {}, None
     try:
-        value = json.loads(raw)
+        value = loads(raw)
+    except JsonNestingError as exc:
+        raise InvalidResponse(f"tool call arguments: {exc}") from None
     except ValueError:
         return {}, raw
     if not isinstance(value, dict):
@@ -60,13 +67,16 @@ class _PendingTool:
 
     def finish(self) -> ToolUse:
         arguments, raw = parse_tool_arguments("".join(self.parts))
-        return ToolUse(
-            id=self.id,
-            name=self.name,
-            input=arguments,
-            provider_metadata=self.metadata,
-            raw_arguments=raw,
-        )
+        try:
+            return ToolUse(
+                id=self.id,
+                name=self.name,
+                input=arguments,
+                provider_metadata=self.metadata,
+                raw_arguments=raw,
+            )
+        except ValueError as exc:  # arguments nested deeper than MAX_JSON_DEPTH
+            raise InvalidResponse(f"tool call {self.name!r}: {exc}") from None
 
 
 def merge_usage(current: Usage | None, update: Usage) -> Usage:

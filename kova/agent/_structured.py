@@ -3,11 +3,11 @@ turn that parses the answer, re-asking the model with the validation error when 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._errors import StructuredOutputError
+from .._json import loads
 from .._models import InferenceConfig, JSONValue, Message, ResponseFormat
 from .._record import evolve
 
@@ -84,8 +84,8 @@ class _InvalidAnswer(Exception):
 def _parse(text: str, model: type[BaseModel] | None) -> Any:
     if model is None:
         try:
-            return json.loads(text)
-        except ValueError as exc:
+            return loads(text)
+        except ValueError as exc:  # not JSON, or nested too deeply (JsonNestingError)
             raise _InvalidAnswer(f"the answer is not valid JSON ({exc})", exc) from exc
     from pydantic import ValidationError
 

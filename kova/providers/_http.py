@@ -44,7 +44,6 @@ allows a ``timeout=`` value), so they follow trio's clock and are testable on ``
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, contextmanager
@@ -62,6 +61,7 @@ from .._errors import (
     StreamError,
     parse_retry_after,
 )
+from .._json import JsonNestingError, dumps_bytes, loads
 from .._record import Record
 from .._secret import mask_secrets
 from ._auth import secrets_of
@@ -429,7 +429,9 @@ class HttpTransport:
         request_headers = dict(headers or {})
         if json_body is not None:
             # Compact separators: the same bytes the official SDKs send, and fewer of them.
-            content = json.dumps(json_body, separators=(",", ":"), ensure_ascii=False).encode()
+            # A lone surrogate (half an emoji the provider itself sent as "\ud83d") goes back
+            # as the same JSON escape: UTF-8 cannot carry it.
+            content = dumps_bytes(json_body)
             request_headers.setdefault("content-type", "application/json")
         return client.build_request(
             method, self.url(path), content=content, params=params, headers=request_headers
@@ -471,7 +473,11 @@ class HttpTransport:
         if response.status_code >= 400:
             raise self.status_error(response.status_code, response.headers, content)
         try:
-            parsed: JSONValue = json.loads(content)
+            parsed: JSONValue = loads(content)
+        except JsonNestingError:
+            raise ProviderError.invalid_response(
+                "the response body is JSON nested too deeply to read", provider=self.provider
+            ) from None
         except ValueError as exc:
             raise ProviderError.invalid_response(
                 f"expected a JSON body, got {self._describe_body(response, content)}",
@@ -537,7 +543,7 @@ class HttpTransport:
         retry_after = parse_retry_after(headers.get("retry-after"), headers.get("retry-after-ms"))
         details = ErrorDetails()
         try:
-            parsed: JSONValue = json.loads(body) if body else None
+            parsed: JSONValue = loads(body) if body else None
         except ValueError:
             parsed = None
         if parsed is not None:

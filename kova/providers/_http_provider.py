@@ -27,7 +27,6 @@ What it does around the codec, the same for every provider:
 
 from __future__ import annotations
 
-import json
 import math
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Generic, TypeVar
@@ -35,6 +34,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 import trio
 
 from .._errors import InvalidResponse, KovaError, KovaTimeoutError, ProviderError
+from .._json import JsonNestingError, loads
 from .._models import ModelInfo, UsageEvent
 from ._classify import ERROR_TYPES, provider_error
 from ._codec import heuristic_tokens
@@ -56,13 +56,16 @@ __all__ = ["EventStream", "HttpProvider"]
 
 FrameT = TypeVar("FrameT")
 
-_CODEC_FAULTS = (ValueError, TypeError, KeyError, AttributeError, IndexError)
-"""What a codec raises when a payload has a shape it did not expect (the safety net)."""
+_CODEC_FAULTS = (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError)
+"""What a codec raises when a payload has a shape it did not expect (the safety net);
+``RecursionError``: a payload nested deeper than a recursive walk can follow."""
 
 _MAX_MODEL_PAGES = 1000
 
 
 def _codec_fault(provider: str, what: str, exc: Exception) -> InvalidResponse:
+    if isinstance(exc, RecursionError | JsonNestingError):
+        return InvalidResponse(f"{what} is nested too deeply ({exc})", provider=provider)
     return InvalidResponse(
         f"{what} has an unexpected shape ({type(exc).__name__}: {exc})", provider=provider
     )
@@ -363,7 +366,7 @@ class HttpProvider(Generic[FrameT]):
             head = await http_stream.read_capped(64 * 1024)
         if media_type == "application/json":
             try:
-                parsed: JSONValue = json.loads(head)
+                parsed: JSONValue = loads(head)
             except ValueError:
                 parsed = None
             details = self.codec.error_details(parsed) if parsed is not None else None

@@ -38,13 +38,13 @@ Google's 400 ``API_KEY_INVALID``. Every request is recorded in
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, assert_never
 
 import attrs
 
+from .._json import dumps_bytes
 from .._models import (
     ErrorEvent,
     SignedThinking,
@@ -268,11 +268,7 @@ def _error(
 
 
 def _chunk(body: JSONValue) -> bytes:
-    return (
-        b"data: "
-        + json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
-        + b"\r\n\r\n"
-    )
+    return b"data: " + dumps_bytes(body) + b"\r\n\r\n"
 
 
 class _ChunkEncoder:

@@ -29,6 +29,8 @@ import attrs
 import h11
 import trio
 
+from .._json import dumps_bytes
+
 if TYPE_CHECKING:
     from .._models import JSONValue
 
@@ -109,7 +111,7 @@ def json_response(
 ) -> FakeResponse:
     """A JSON response, compactly encoded (as the APIs send it)."""
     all_headers = {"content-type": content_type, **(headers or {})}
-    payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    payload = dumps_bytes(body)
     return FakeResponse(status=status, headers=all_headers, body=payload)
 
 

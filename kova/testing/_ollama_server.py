@@ -29,13 +29,13 @@ Every request is recorded in :attr:`FakeOllamaServer.requests`.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, assert_never
 
 import attrs
 
+from .._json import dumps_bytes
 from .._models import (
     ErrorEvent,
     SignedThinking,
@@ -164,7 +164,7 @@ def _json(status: int, body: JSONValue) -> FakeResponse:
 
 
 def _line(body: JSONValue) -> bytes:
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    return dumps_bytes(body) + b"\n"
 
 
 class _LineEncoder:

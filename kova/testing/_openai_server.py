@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, assert_never
 
 import attrs
 
+from .._json import dumps_bytes
 from .._models import (
     ErrorEvent,
     ModelResponse,
@@ -315,8 +316,7 @@ class _ChunkEncoder:
         }
         if self._include_usage:
             body["usage"] = usage
-        text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
-        return b"data: " + text.encode() + b"\n\n"
+        return b"data: " + dumps_bytes(body) + b"\n\n"
 
     def start(self) -> bytes:
         return self._chunk({"role": "assistant", "content": "", "refusal": None})

@@ -202,7 +202,9 @@ class AnthropicStreamDecoder:
         try:
             payload = parse_json(data)
         except ValueError as exc:
-            raise _invalid(f"stream event {event!r} carries invalid JSON: {data[:200]!r}") from exc
+            raise _invalid(
+                f"stream event {event!r} carries invalid JSON ({exc}): {data[:200]!r}"
+            ) from exc
         if not isinstance(payload, dict):
             raise _invalid(f"stream event {event!r} is not a JSON object: {data[:200]!r}")
         kind = payload.get("type", event)

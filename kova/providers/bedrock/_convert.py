@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, assert_never
 from urllib.parse import quote
 
 from ..._errors import InvalidRequest, InvalidResponse
+from ..._json import depth_exceeds, loads
 from ..._models import (
     ContentBlock,
     Image,
@@ -185,10 +186,10 @@ def _tool_result(
 def _result_text(text: str, settings: BedrockConfig) -> dict[str, JSONValue]:
     if settings.json_tool_results and text.lstrip().startswith("{"):
         try:
-            parsed = json.loads(text)
-        except ValueError:
+            parsed = loads(text)
+        except ValueError:  # not JSON, or nested too deeply to read
             parsed = None
-        if isinstance(parsed, dict):
+        if isinstance(parsed, dict) and not depth_exceeds(parsed):
             return {"json": parsed}
     return {"text": text}
 

@@ -24,10 +24,10 @@ both set :attr:`BedrockStreamDecoder.error` to the classified error, through the
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from ..._errors import InvalidResponse, KovaError, StreamError
+from ..._json import loads
 from ..._models import (
     RedactedThinking,
     SignedThinking,
@@ -57,7 +57,7 @@ _REASONING = 1
 _TOOL = 2
 _OTHER = 3  # server tool results, images, future kinds: their deltas are skipped
 
-_loads = json.loads
+_loads = loads  # json.loads with too-deep nesting as a ValueError
 
 
 class _Block:
@@ -142,7 +142,7 @@ class BedrockStreamDecoder:
             data = _loads(payload)
         except ValueError as exc:
             raise _invalid(
-                f"stream event {event_type!r} carries invalid JSON: {payload[:200]!r}"
+                f"stream event {event_type!r} carries invalid JSON ({exc}): {payload[:200]!r}"
             ) from exc
         if not isinstance(data, dict):
             raise _invalid(f"stream event {event_type!r} is not a JSON object: {payload[:200]!r}")

@@ -84,9 +84,10 @@ class GeminiStreamDecoder:
                 continue
             try:
                 chunk = parse(data)
-            except ValueError:
+            except ValueError as exc:
                 self.error = InvalidResponse(
-                    f"the stream sent a chunk that is not JSON: {data[:200]!r}", provider=PROVIDER
+                    f"the stream sent a chunk that is not JSON ({exc}): {data[:200]!r}",
+                    provider=PROVIDER,
                 )
                 break
             # The hot path: one candidate, no finishReason, one part that is plain text.

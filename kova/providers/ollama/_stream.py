@@ -61,9 +61,10 @@ class OllamaStreamDecoder:
         for line in frames:
             try:
                 chunk = parse(line)
-            except ValueError:
+            except ValueError as exc:
                 self.error = InvalidResponse(
-                    f"the stream sent a line that is not JSON: {line[:200]!r}", provider=PROVIDER
+                    f"the stream sent a line that is not JSON ({exc}): {line[:200]!r}",
+                    provider=PROVIDER,
                 )
                 break
             if type(chunk) is not dict:

@@ -123,9 +123,9 @@ class OpenAiStreamDecoder:
                 break
             try:
                 chunk = parse(data)
-            except ValueError:
+            except ValueError as exc:
                 self.error = InvalidResponse(
-                    f"the stream sent a chunk that is not JSON: {data[:200]!r}",
+                    f"the stream sent a chunk that is not JSON ({exc}): {data[:200]!r}",
                     provider=PROVIDER,
                 )
                 break

@@ -21,6 +21,7 @@ from zlib import crc32
 
 import attrs
 
+from ..._json import dumps_bytes
 from ..._models import (
     ContentBlock,
     Image,
@@ -103,7 +104,7 @@ def encode_message(headers: Mapping[str, str], payload: bytes) -> bytes:
 
 
 def _json(data: Mapping[str, JSONValue]) -> bytes:
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    return dumps_bytes(data)
 
 
 def event_message(event_type: str, data: Mapping[str, JSONValue]) -> bytes:

@@ -1,0 +1,144 @@
+"""JSON at kova's boundaries: nesting is bounded, and what kova writes is always UTF-8.
+
+Two things a server, a model or a caller can send break plain ``json`` calls:
+
+* **Deep nesting.** ``json.loads`` of a 100,000-deep array raises ``RecursionError`` (not a
+  ``ValueError``), and a value that parsed can still overflow the stack later, in
+  ``json.dumps`` or a recursive walk. kova reads JSON through :func:`loads`, which reports
+  that as :class:`JsonNestingError` (a ``ValueError``, so every ``except ValueError`` that
+  handles bad JSON handles it too), and refuses values nested deeper than
+  :data:`MAX_JSON_DEPTH` where they enter a long-lived value (tool arguments, schemas)
+  with :func:`check_depth`. serde_json's default recursion limit is the same 128.
+* **Lone surrogates.** JSON's ``\\ud83d`` escape decodes to a Python string holding half a
+  surrogate pair (a model that streams an emoji split over two chunks sends exactly that),
+  and such a string cannot be encoded as UTF-8. :func:`dumps` writes those code points as
+  JSON escapes again, so the text goes back to the provider exactly as it came, and
+  anything kova writes can be encoded as UTF-8. The common case (no surrogate) costs one
+  ``str.encode`` attempt, no scan.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "JsonNestingError",
+    "check_depth",
+    "depth_exceeds",
+    "dumps",
+    "dumps_bytes",
+    "escape_surrogates",
+    "loads",
+]
+
+MAX_JSON_DEPTH = 128
+"""The deepest nesting (objects and arrays inside each other) kova accepts in tool
+arguments, tool parameter schemas and response schemas."""
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class JsonNestingError(ValueError):
+    """JSON nested too deeply to read (a ``ValueError``, as ``json.JSONDecodeError`` is)."""
+
+
+def loads(data: str | bytes | bytearray) -> Any:  # Any: the json module's own return type
+    """``json.loads(data)``, with nesting too deep for the stack as :class:`JsonNestingError`.
+
+    Raises:
+        ValueError: ``data`` is not JSON (``json.JSONDecodeError``), not UTF-8
+            (``UnicodeDecodeError``), or nested too deeply (:class:`JsonNestingError`).
+    """
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise JsonNestingError("the JSON is nested too deeply to read") from None
+
+
+def depth_exceeds(value: object, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether ``value`` nests objects and arrays more than ``limit`` deep.
+
+    Iterative (a breadth-first walk by levels), so it never overflows the stack itself, and
+    it expands each container once, so a value that contains itself ends too (``json.dumps``
+    refuses that one).
+    """
+    level = [value]
+    seen: set[int] = set()
+    depth = 0
+    while True:
+        children: list[object] = []
+        containers = 0
+        for item in level:
+            if isinstance(item, Mapping):
+                values: Iterable[object] = item.values()
+            elif isinstance(item, list | tuple):
+                values = item
+            else:
+                continue
+            containers += 1
+            if id(item) not in seen:  # a value that contains itself is walked once
+                seen.add(id(item))
+                children.extend(values)
+        if not containers:
+            return False
+        depth += 1
+        if depth > limit:
+            return True
+        level = children
+
+
+def check_depth(value: object, what: str, *, limit: int = MAX_JSON_DEPTH) -> None:
+    """Raise ``ValueError`` naming ``what`` if ``value`` nests deeper than ``limit``."""
+    if depth_exceeds(value, limit):
+        raise JsonNestingError(f"{what} is nested more than {limit} levels deep")
+
+
+def _escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def escape_surrogates(text: str) -> str:
+    """``text`` (JSON text) with every lone surrogate written as a JSON ``\\uXXXX`` escape.
+
+    Only valid on JSON text: a surrogate can only stand inside a string literal there, where
+    the escape reads back as the same code point.
+    """
+    return _SURROGATE.sub(_escape, text)
+
+
+def dumps(value: object, *, indent: int | None = None) -> str:
+    """``value`` as JSON text that can always be encoded as UTF-8 (non-ASCII text as is,
+    lone surrogates as escapes); compact unless ``indent`` is given.
+
+    Raises:
+        TypeError: a value JSON cannot carry.
+        ValueError: a circular reference, or nesting too deep for the stack
+            (:class:`JsonNestingError`).
+    """
+    separators = (",", ":") if indent is None else None
+    try:
+        text = json.dumps(value, ensure_ascii=False, indent=indent, separators=separators)
+    except RecursionError:
+        raise JsonNestingError("the value is nested too deeply to write as JSON") from None
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            return escape_surrogates(text)
+    return text
+
+
+def dumps_bytes(value: object) -> bytes:
+    """Compact UTF-8 JSON of ``value``, lone surrogates as escapes (see :func:`dumps`)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    except RecursionError:
+        raise JsonNestingError("the value is nested too deeply to write as JSON") from None
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return escape_surrogates(text).encode()
