@@ -6,7 +6,8 @@ tool pool, the provider actor's retry policy, the supervisor, MCP requests) can 
 it without an import cycle.
 
 **Cost when nobody listens.** A turn asks its hub for an emitter once; with no subscriber
-(and no OpenTelemetry provider installed) that is ``None``, and every emission site is a
+(and no process-wide one, such as OpenTelemetry attached with
+:func:`kova.telemetry.otel.instrument`) that is ``None``, and every emission site is a
 single ``if emitter is not None``. No event object is built, no clock is read, no hook is
 carried to an actor.
 
@@ -25,9 +26,8 @@ from __future__ import annotations
 import contextvars
 import enum
 import random
-import sys
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, runtime_checkable
 
 import trio
 
@@ -328,23 +328,22 @@ class TelemetryHub:
 
     Every :class:`~kova.Agent` has one (``agent.telemetry``; pass your own with
     ``AgentBuilder.telemetry(hub)`` to share one between agents). Its
-    :class:`~kova.telemetry.MetricsCollector` is a subscriber; so is OpenTelemetry when
-    an application installed a tracer provider (see ``docs/telemetry.md``).
+    :class:`~kova.telemetry.MetricsCollector` is a subscriber; so is OpenTelemetry once
+    :func:`kova.telemetry.otel.instrument` attached it (see ``docs/telemetry.md``).
 
     Subscribing changes nothing for turns already running: a turn takes the subscribers
     present when it starts.
     """
 
-    __slots__ = ("_otel", "_subscribers")
+    __slots__ = ("_subscribers",)
 
     def __init__(self) -> None:
         self._subscribers: tuple[Deliver, ...] = ()
-        self._otel: Any = None  # the OpenTelemetry subscriber, once a provider is installed
 
     @property
     def listening(self) -> bool:
         """Whether anything would receive an event now."""
-        return bool(self._subscribers) or self._otel_subscriber() is not None
+        return bool(self._subscribers or _process_subscribers)
 
     def subscribe(self, subscriber: Subscriber | Deliver) -> Subscription:
         """Deliver every event to ``subscriber`` (a :class:`Subscriber` or a plain callable
@@ -397,47 +396,36 @@ class TelemetryHub:
         ``extra`` subscribers hear this turn only (an agent's own metrics collector, when
         several agents share the hub)."""
         subscribers = self._subscribers + extra if extra else self._subscribers
-        otel = self._otel_subscriber()
-        if otel is not None:
-            subscribers = (*subscribers, otel.on_event)
+        if _process_subscribers:
+            subscribers = subscribers + _process_subscribers
         if not subscribers:
             return None
         return TurnEmitter(new_span_id(), subscribers)
 
     def emit(self, event: TelemetryEvent) -> None:
         """Deliver one event outside any turn (the supervisor's)."""
-        otel = self._otel_subscriber()
-        subscribers = self._subscribers if otel is None else (*self._subscribers, otel.on_event)
-        _deliver_all(subscribers, event)
+        _deliver_all(self._subscribers + _process_subscribers, event)
 
     def _remove(self, deliver: Deliver) -> None:
         self._subscribers = tuple(item for item in self._subscribers if item is not deliver)
 
-    def _otel_subscriber(self) -> Any:
-        """kova's OpenTelemetry subscriber if the application installed a tracer provider
-        (the convention instrumented libraries follow); nothing is imported otherwise."""
-        if self._otel is not None:
-            return self._otel
-        trace = sys.modules.get("opentelemetry.trace")
-        if trace is None:
-            return None
-        # The API module's own global, read directly: get_tracer_provider() costs ~20 us
-        # (it consults the environment) and this runs once per turn. The public call is the
-        # fallback should the private name ever go away.
-        installed = getattr(trace, "_TRACER_PROVIDER", _MISSING)
-        if installed is _MISSING:
-            installed = trace.get_tracer_provider()
-            if type(installed).__name__ == "ProxyTracerProvider":
-                installed = None
-        if installed is None:
-            return None
-        from .telemetry.otel import OtelSubscriber
 
-        self._otel = OtelSubscriber()
-        return self._otel
+_process_subscribers: tuple[Deliver, ...] = ()
+"""Subscribers every hub in the process delivers to, after its own (OpenTelemetry, once
+:func:`kova.telemetry.otel.instrument` attached it). Read once per turn."""
 
 
-_MISSING = object()
+def attach_process_subscriber(deliver: Deliver) -> None:
+    """Deliver every hub's events to ``deliver`` too, from the next turn on (idempotent)."""
+    global _process_subscribers
+    if deliver not in _process_subscribers:
+        _process_subscribers = (*_process_subscribers, deliver)
+
+
+def detach_process_subscriber(deliver: Deliver) -> None:
+    """Undo :func:`attach_process_subscriber` (idempotent)."""
+    global _process_subscribers
+    _process_subscribers = tuple(item for item in _process_subscribers if item != deliver)
 
 
 class _ChannelSink:

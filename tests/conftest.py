@@ -188,3 +188,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 _HARD_STOP_FILE: Any = None
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _HARD_STOP_FILE
+    if _HARD_STOP_FILE is not None and _HARD_STOP_FILE is not sys.__stderr__:
+        _HARD_STOP_FILE.close()
+    _HARD_STOP_FILE = None

@@ -222,6 +222,9 @@ class TelemetryHandle:
             return
         self._closed = True
         if self._tracer_provider is not None:
+            from .otel import uninstrument
+
+            uninstrument()
             self._tracer_provider.shutdown()
         if self._meter_provider is not None:
             self._meter_provider.shutdown()
@@ -276,8 +279,8 @@ def _install_otel(config: TelemetryConfig, exporter: ExporterConfig) -> tuple[An
         raise BuildError("an exporter needs OpenTelemetry: pip install 'kova-sdk[otel]'") from exc
     if type(trace.get_tracer_provider()).__name__ != "ProxyTracerProvider":
         raise BuildError(
-            "an OpenTelemetry tracer provider is already installed; kova's spans go to it "
-            "without TelemetryConfig (use TelemetryConfig for logs only)"
+            "an OpenTelemetry tracer provider is already installed; send kova's spans to it "
+            "with kova.telemetry.otel.instrument() (use TelemetryConfig for logs only)"
         )
     span_exporter, metric_exporter = _otlp_exporters(exporter)
     resource = Resource.create({"service.name": config.service_name})
@@ -291,6 +294,9 @@ def _install_otel(config: TelemetryConfig, exporter: ExporterConfig) -> tuple[An
     meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
     trace.set_tracer_provider(tracer_provider)
     metrics.set_meter_provider(meter_provider)
+    from .otel import instrument
+
+    instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
     return tracer_provider, meter_provider
 
 

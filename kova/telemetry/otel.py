@@ -1,11 +1,12 @@
 """OpenTelemetry for kova: spans and metrics with the GenAI semantic conventions.
 
 Needs the ``otel`` extra (``pip install kova-sdk[otel]``). :class:`OtelSubscriber` turns the
-event stream into spans and metrics through the OpenTelemetry *API*: with no arguments it
-uses the global tracer and meter providers, so an application that installs its own sees
-kova's spans without calling :class:`~kova.telemetry.TelemetryConfig` (every
-:class:`~kova.telemetry.TelemetryHub` attaches one by itself once a global tracer provider
-is installed).
+event stream into spans and metrics through the OpenTelemetry *API*; with no arguments it
+uses the global tracer and meter providers. Attach it to one hub
+(``agent.telemetry.subscribe(OtelSubscriber(...))``) or to every hub in the process with
+:func:`instrument` (which :meth:`~kova.telemetry.TelemetryConfig.init` calls when it
+installs an exporter). Nothing is attached by itself: kova reads no OpenTelemetry global to
+decide whether to record.
 
 A turn becomes this tree (names and attributes from the GenAI conventions; MCP requests
 from the MCP conventions)::
@@ -46,6 +47,8 @@ from .._observe import (
     ToolStarted,
     TurnFinished,
     TurnStarted,
+    attach_process_subscriber,
+    detach_process_subscriber,
 )
 
 if TYPE_CHECKING:
@@ -54,7 +57,7 @@ if TYPE_CHECKING:
 
     from ..actors import Runtime
 
-__all__ = ["PROVIDER_NAMES", "OtelSubscriber", "observe_mailboxes"]
+__all__ = ["PROVIDER_NAMES", "OtelSubscriber", "instrument", "observe_mailboxes", "uninstrument"]
 
 PROVIDER_NAMES = {
     "anthropic": "anthropic",
@@ -353,6 +356,41 @@ def _end(span: Span, outcome: str, error_type: str | None, end: int) -> None:
         span.set_attribute("error.type", error_type or "error")
         span.set_status(Status(StatusCode.ERROR, error_type))
     span.end(end_time=end)
+
+
+_instrumented: OtelSubscriber | None = None
+
+
+def instrument(
+    *,
+    tracer_provider: TracerProvider | None = None,
+    meter_provider: MeterProvider | None = None,
+    capture_content: bool = False,
+) -> OtelSubscriber:
+    """Send every agent's telemetry in this process to OpenTelemetry, from each hub's next
+    turn on: one :class:`OtelSubscriber` (arguments as there) attached to all hubs.
+
+    Call it once at startup, after installing your tracer provider (or pass one). A second
+    call replaces the first subscriber. :func:`uninstrument` detaches it.
+    """
+    global _instrumented
+    subscriber = OtelSubscriber(
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        capture_content=capture_content,
+    )
+    uninstrument()
+    attach_process_subscriber(subscriber.on_event)
+    _instrumented = subscriber
+    return subscriber
+
+
+def uninstrument() -> None:
+    """Detach what :func:`instrument` attached (idempotent)."""
+    global _instrumented
+    if _instrumented is not None:
+        detach_process_subscriber(_instrumented.on_event)
+        _instrumented = None
 
 
 def observe_mailboxes(runtime: Runtime, *, meter_provider: MeterProvider | None = None) -> None:

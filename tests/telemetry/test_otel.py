@@ -304,3 +304,28 @@ async def test_restarts_trips_and_mailbox_depth(
     assert restarts.value == 1  # type: ignore[attr-defined]
     (trips,) = metrics["kova.supervisor.intensity_trips"]
     assert trips.value == 1  # type: ignore[attr-defined]
+
+
+async def test_instrument_attaches_to_every_hub_until_uninstrumented() -> None:
+    from kova.telemetry.otel import instrument, uninstrument
+
+    otel = Otel()
+    provider = ScriptedProvider([reply_text("one"), reply_text("two"), reply_text("three")])
+    async with AgentBuilder().provider(provider).build() as agent:
+        assert not agent.telemetry.listening
+        await agent.run(HISTORY)
+        assert otel.spans() == []  # nothing attached: nothing recorded
+
+        instrument(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+        try:
+            assert agent.telemetry.listening
+            await agent.run(HISTORY)
+            assert TelemetryHub().listening  # every hub, new ones too
+        finally:
+            uninstrument()
+        names = sorted(span.name for span in otel.spans())
+        assert names == ["chat scripted", "invoke_agent kova"]
+
+        await agent.run(HISTORY)
+        assert len(otel.spans()) == 2  # detached: the third turn recorded nothing
+        assert not agent.telemetry.listening

@@ -4,30 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._auth import bearer_auth, header_auth
 from .._http_provider import HttpProvider
 from .._sse import SseEvent
 from ._codec import OpenAiCodec
+from ._config import openai_auth
 
 if TYPE_CHECKING:
     import httpx2
 
-    from ..._secret import Secret
     from ._config import OpenAiConfig
-    from ._embeddings import OpenAiEmbeddingConfig
 
-__all__ = ["OpenAiCompatibleProvider", "openai_auth"]
-
-
-def openai_auth(config: OpenAiConfig | OpenAiEmbeddingConfig) -> httpx2.Auth | None:
-    """The auth flow of a config: Azure (an ``api_version`` is set) takes the key in
-    ``api-key``, everyone else as a bearer token; no key (local servers), no header."""
-    key: Secret | None = config.api_key
-    if key is None:
-        return None
-    if config.api_version is not None:
-        return header_auth("api-key", key)
-    return bearer_auth(key)
+__all__ = ["OpenAiCompatibleProvider"]
 
 
 class OpenAiCompatibleProvider(HttpProvider[SseEvent]):

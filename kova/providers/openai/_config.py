@@ -8,9 +8,14 @@ from typing import TYPE_CHECKING, Literal
 import attrs
 
 from ..._secret import Secret
+from .._auth import bearer_auth, header_auth
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    import httpx2
+
+    from ._embeddings import OpenAiEmbeddingConfig
 
 __all__ = ["OpenAiConfig"]
 
@@ -132,3 +137,14 @@ class OpenAiConfig:
     def query_params(self) -> dict[str, str]:
         """Query parameters sent with every request."""
         return _query_params(self.api_version)
+
+
+def openai_auth(config: OpenAiConfig | OpenAiEmbeddingConfig) -> httpx2.Auth | None:
+    """The auth flow of a config: Azure (an ``api_version`` is set) takes the key in
+    ``api-key``, everyone else as a bearer token; no key (local servers), no header."""
+    key: Secret | None = config.api_key
+    if key is None:
+        return None
+    if config.api_version is not None:
+        return header_auth("api-key", key)
+    return bearer_auth(key)

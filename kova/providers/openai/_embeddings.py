@@ -13,9 +13,15 @@ import attrs
 from ..._errors import ProviderError
 from .._embedding import Embeddings, embed_in_batches
 from .._http import HttpTransport
-from ._client import openai_auth
 from ._codec import openai_error_details
-from ._config import DEFAULT_BASE_URL, _env_key, _headers, _query_params, endpoint_path
+from ._config import (
+    DEFAULT_BASE_URL,
+    _env_key,
+    _headers,
+    _query_params,
+    endpoint_path,
+    openai_auth,
+)
 from ._convert import PROVIDER, decode_usage
 
 if TYPE_CHECKING:
