@@ -101,7 +101,11 @@ class KovaError(Exception):
 
 
 class BuildError(KovaError):
-    """The agent (or another component) was configured wrongly. Raised at build time only."""
+    """The agent (or another component) was configured wrongly, or used outside its lifecycle.
+
+    Raised where the mistake is made: by ``build()`` and the builder's methods for a bad value,
+    and at run time for a misuse of the agent itself (running one that is not open, opening
+    one twice)."""
 
 
 class ProviderErrorClass(enum.Enum):
