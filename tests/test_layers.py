@@ -16,6 +16,7 @@ ROOT = Path(kova.__file__).parent
 
 BASE = {
     "kova._errors",
+    "kova._json",
     "kova._log",
     "kova._messages",
     "kova._models",
