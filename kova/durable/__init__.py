@@ -1,0 +1,13 @@
+"""Durable turns: a turn that survives its process.
+
+:class:`SqliteJournal` is the embedded default, one SQLite file on one machine (see
+``docs/durable.md``).
+"""
+
+from ._journal import JournalClaim as JournalClaim
+from ._journal import JournalError as JournalError
+from ._journal import JournalRecord as JournalRecord
+from ._journal import SqliteJournal as SqliteJournal
+from ._journal import TurnClaimedError as TurnClaimedError
+
+__all__ = ["JournalClaim", "JournalError", "JournalRecord", "SqliteJournal", "TurnClaimedError"]

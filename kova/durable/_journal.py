@@ -1,0 +1,405 @@
+"""The turn journal's storage: one SQLite file that several processes share safely.
+
+A durable turn records, before it moves on, everything it would need to go on after a crash:
+the turn core's state after each transition (a snapshot of :class:`~kova.agent.Turn` as its
+versioned JSON), each tool call as it starts and as it finishes (its result), and the final
+response. Running the turn again with the same id reads that back: a finished turn returns
+its response, finished tool calls are not run again, and a call that started but never
+finished is known as such (the driver decides, by the tool's annotations, whether it may run
+again).
+
+This module is the storage only, with no knowledge of turns beyond opaque JSON text, so it is
+tested on its own. It uses the standard library's :mod:`sqlite3`, off the event loop (every
+operation runs in a worker thread and is never abandoned half-done: a cancelled caller waits
+for the commit or rollback), in WAL mode with ``synchronous=FULL``: a committed record
+survives the process being killed and the machine losing power.
+
+**One runner per turn.** :meth:`SqliteJournal.claim` gives the turn to one owner for a lease
+(default 60 s, renewed by :meth:`JournalClaim.renew`); a second process claiming the same turn
+while the lease is live gets :class:`TurnClaimedError`, so two processes never both run a
+step. Every write checks the claim in the same transaction, so an owner whose lease ran out
+and was taken over cannot write any more (:class:`TurnClaimedError` again). Lease times are
+wall-clock (``time.time``: the processes share no other clock).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+import uuid
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, TypeVar
+
+import trio
+
+from .._errors import KovaError
+from .._record import Record
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+__all__ = ["JournalClaim", "JournalError", "JournalRecord", "SqliteJournal", "TurnClaimedError"]
+
+_T = TypeVar("_T")
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS kova_journal_meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS kova_turns (
+    turn_id TEXT PRIMARY KEY,
+    owner TEXT,
+    lease_until REAL NOT NULL DEFAULT 0,
+    snapshot TEXT,
+    response TEXT,
+    updated REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS kova_tool_calls (
+    turn_id TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    started REAL NOT NULL,
+    result TEXT,
+    PRIMARY KEY (turn_id, call_id)
+);
+"""
+
+
+class JournalError(KovaError):
+    """The journal could not be read or written (its file, its lock, its version)."""
+
+
+class TurnClaimedError(JournalError):
+    """Another owner holds this turn (its lease is live), or took it over from this one."""
+
+    def __init__(self, turn_id: str, lease_until: float | None = None) -> None:
+        self.turn_id = turn_id
+        self.lease_until = lease_until
+        if lease_until is None:
+            message = f"turn {turn_id!r} is no longer claimed by this runner (taken over)"
+        else:
+            left = max(0.0, lease_until - time.time())
+            message = f"turn {turn_id!r} is being run by another runner (lease for {left:.0f} s)"
+        super().__init__(message)
+
+
+class JournalRecord(Record):
+    """What the journal holds of one turn."""
+
+    turn_id: str
+    snapshot: str | None = None
+    """The turn core's JSON after its last recorded transition (``None``: nothing yet)."""
+    response: str | None = None
+    """The finished turn's response JSON (``None``: not finished)."""
+    results: Mapping[str, str] = MappingProxyType({})
+    """Finished tool calls: call id -> result JSON."""
+    unfinished: frozenset[str] = frozenset()
+    """Tool calls recorded as started and never as finished."""
+
+
+class SqliteJournal:
+    """A turn journal in one SQLite file: ``SqliteJournal("turns.db")``.
+
+    Safe to share between tasks, threads and processes on one machine (not over a network
+    file system: SQLite's locks need a local one). The file and its tables are made on first
+    use; a file written by a newer kova is refused with :class:`JournalError`.
+
+    Args:
+        path: the database file.
+        lease: seconds a claim lasts unless renewed.
+        busy_timeout: seconds an operation waits for another process's write lock.
+        clock: wall-clock seconds (tests pass their own).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        lease: float = 60.0,
+        busy_timeout: float = 30.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not isinstance(path, str | os.PathLike):
+            raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+        for name, value in (("lease", lease), ("busy_timeout", busy_timeout)):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TypeError(f"{name} must be a number of seconds, got {value!r}")
+            if not 0 < value < float("inf"):
+                raise ValueError(f"{name} must be a positive, finite number of seconds")
+        self.path = Path(path)
+        self.lease = float(lease)
+        self._busy_timeout = float(busy_timeout)
+        self._clock = clock
+        self._ready = False
+
+    def __repr__(self) -> str:
+        return f"SqliteJournal({str(self.path)!r})"
+
+    # -- the public operations (async: each runs in a worker thread) -------------------------
+
+    async def claim(self, turn_id: str, *, owner: str | None = None) -> JournalClaim:
+        """Take ``turn_id`` for this runner (creating its record) for :attr:`lease` seconds.
+
+        Raises:
+            TurnClaimedError: another owner's lease on it is live.
+        """
+        _check_id(turn_id)
+        me = owner or f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        until = await self._run(self._claim, turn_id, me)
+        return JournalClaim(self, turn_id, me, until)
+
+    async def load(self, turn_id: str) -> JournalRecord | None:
+        """What is recorded of ``turn_id`` (``None``: nothing)."""
+        _check_id(turn_id)
+        return await self._run(self._load, turn_id)
+
+    async def forget(self, turn_id: str) -> None:
+        """Delete everything recorded of ``turn_id`` (idempotent)."""
+        _check_id(turn_id)
+        await self._run(self._forget, turn_id)
+
+    # -- worker-thread side ------------------------------------------------------------------
+
+    async def _run(self, function: Callable[..., _T], *args: object) -> _T:
+        return await trio.to_thread.run_sync(self._in_thread, function, args)
+
+    def _in_thread(self, function: Callable[..., _T], args: tuple[object, ...]) -> _T:
+        try:
+            connection = sqlite3.connect(
+                self.path, timeout=self._busy_timeout, isolation_level=None
+            )
+        except sqlite3.Error as exc:
+            raise JournalError(f"cannot open the journal {str(self.path)!r}: {exc}") from None
+        try:
+            connection.execute("PRAGMA synchronous=FULL")
+            if not self._ready:
+                self._prepare(connection)
+            return function(connection, *args)
+        except sqlite3.Error as exc:
+            raise JournalError(f"journal {str(self.path)!r}: {exc}") from None
+        finally:
+            connection.close()
+
+    def _prepare(self, connection: sqlite3.Connection) -> None:
+        mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise JournalError(f"journal {str(self.path)!r}: cannot use WAL mode ({mode})")
+        with _transaction(connection):
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    connection.execute(statement)
+            row = connection.execute(
+                "SELECT value FROM kova_journal_meta WHERE key = 'schema'"
+            ).fetchone()
+            if row is None:
+                connection.execute(
+                    "INSERT INTO kova_journal_meta (key, value) VALUES ('schema', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
+            elif int(row[0]) > SCHEMA_VERSION:
+                raise JournalError(
+                    f"journal {str(self.path)!r} was written by a newer kova "
+                    f"(schema {row[0]}, this kova reads {SCHEMA_VERSION})"
+                )
+        self._ready = True
+
+    def _claim(self, connection: sqlite3.Connection, turn_id: str, owner: str) -> float:
+        now = self._clock()
+        until = now + self.lease
+        with _transaction(connection):
+            row = connection.execute(
+                "SELECT owner, lease_until FROM kova_turns WHERE turn_id = ?", (turn_id,)
+            ).fetchone()
+            if row is None:
+                connection.execute(
+                    "INSERT INTO kova_turns (turn_id, owner, lease_until, updated) "
+                    "VALUES (?, ?, ?, ?)",
+                    (turn_id, owner, until, now),
+                )
+                return until
+            holder, lease_until = row
+            if holder is not None and holder != owner and lease_until > now:
+                raise TurnClaimedError(turn_id, lease_until)
+            connection.execute(
+                "UPDATE kova_turns SET owner = ?, lease_until = ?, updated = ? WHERE turn_id = ?",
+                (owner, until, now, turn_id),
+            )
+        return until
+
+    def _check_owner(self, connection: sqlite3.Connection, turn_id: str, owner: str) -> None:
+        row = connection.execute(
+            "SELECT owner, lease_until FROM kova_turns WHERE turn_id = ?", (turn_id,)
+        ).fetchone()
+        if row is None or row[0] != owner:
+            raise TurnClaimedError(turn_id)
+        if row[1] <= self._clock():
+            # Expired: the write may go on only while nobody else took the turn; it did not
+            # (the owner is still us), so the lease is simply late. Renew it with the write.
+            connection.execute(
+                "UPDATE kova_turns SET lease_until = ? WHERE turn_id = ?",
+                (self._clock() + self.lease, turn_id),
+            )
+
+    def _write(
+        self,
+        connection: sqlite3.Connection,
+        turn_id: str,
+        owner: str,
+        statement: str,
+        parameters: tuple[object, ...],
+    ) -> None:
+        with _transaction(connection):
+            self._check_owner(connection, turn_id, owner)
+            connection.execute(statement, parameters)
+            connection.execute(
+                "UPDATE kova_turns SET updated = ? WHERE turn_id = ?", (self._clock(), turn_id)
+            )
+
+    def _renew(self, connection: sqlite3.Connection, turn_id: str, owner: str) -> float:
+        until = self._clock() + self.lease
+        with _transaction(connection):
+            self._check_owner(connection, turn_id, owner)
+            connection.execute(
+                "UPDATE kova_turns SET lease_until = ? WHERE turn_id = ?", (until, turn_id)
+            )
+        return until
+
+    def _release(self, connection: sqlite3.Connection, turn_id: str, owner: str) -> None:
+        with _transaction(connection):
+            connection.execute(
+                "UPDATE kova_turns SET owner = NULL, lease_until = 0 "
+                "WHERE turn_id = ? AND owner = ?",
+                (turn_id, owner),
+            )
+
+    def _load(self, connection: sqlite3.Connection, turn_id: str) -> JournalRecord | None:
+        with _transaction(connection, write=False):
+            row = connection.execute(
+                "SELECT snapshot, response FROM kova_turns WHERE turn_id = ?", (turn_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            calls = connection.execute(
+                "SELECT call_id, result FROM kova_tool_calls WHERE turn_id = ?", (turn_id,)
+            ).fetchall()
+        return JournalRecord(
+            turn_id=turn_id,
+            snapshot=row[0],
+            response=row[1],
+            results=MappingProxyType(
+                {call_id: result for call_id, result in calls if result is not None}
+            ),
+            unfinished=frozenset(call_id for call_id, result in calls if result is None),
+        )
+
+    def _forget(self, connection: sqlite3.Connection, turn_id: str) -> None:
+        with _transaction(connection):
+            connection.execute("DELETE FROM kova_tool_calls WHERE turn_id = ?", (turn_id,))
+            connection.execute("DELETE FROM kova_turns WHERE turn_id = ?", (turn_id,))
+
+
+class JournalClaim:
+    """One runner's hold on one turn: every write goes through it, checked against the
+    lease in the same transaction. ``async with`` releases it at the end."""
+
+    __slots__ = ("journal", "lease_until", "owner", "turn_id")
+
+    def __init__(self, journal: SqliteJournal, turn_id: str, owner: str, until: float) -> None:
+        self.journal = journal
+        self.turn_id = turn_id
+        self.owner = owner
+        self.lease_until = until
+
+    def __repr__(self) -> str:
+        return f"JournalClaim(turn_id={self.turn_id!r}, owner={self.owner!r})"
+
+    async def __aenter__(self) -> JournalClaim:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.release()
+
+    async def renew(self) -> None:
+        """Extend the lease by the journal's :attr:`~SqliteJournal.lease` from now."""
+        self.lease_until = await self.journal._run(self.journal._renew, self.turn_id, self.owner)
+
+    async def save_snapshot(self, snapshot: str) -> None:
+        """Record the turn core's state after a transition."""
+        await self._write("UPDATE kova_turns SET snapshot = ? WHERE turn_id = ?", snapshot)
+
+    async def tool_started(self, call_id: str) -> None:
+        """Record that a tool call is about to run (before it runs)."""
+        _check_id(call_id, "call_id")
+        await self.journal._run(
+            self.journal._write,
+            self.turn_id,
+            self.owner,
+            "INSERT OR IGNORE INTO kova_tool_calls (turn_id, call_id, started) VALUES (?, ?, ?)",
+            (self.turn_id, call_id, self.journal._clock()),
+        )
+
+    async def tool_finished(self, call_id: str, result: str) -> None:
+        """Record a tool call's result (after it ran)."""
+        _check_id(call_id, "call_id")
+        _check_text(result, "result")
+        await self.journal._run(
+            self.journal._write,
+            self.turn_id,
+            self.owner,
+            "INSERT INTO kova_tool_calls (turn_id, call_id, started, result) "
+            "VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (turn_id, call_id) DO UPDATE SET result = excluded.result",
+            (self.turn_id, call_id, self.journal._clock(), result),
+        )
+
+    async def finish(self, response: str) -> None:
+        """Record the finished turn's response."""
+        await self._write("UPDATE kova_turns SET response = ? WHERE turn_id = ?", response)
+
+    async def release(self) -> None:
+        """Give the turn up (idempotent; a claim taken over is left as it is)."""
+        await self.journal._run(self.journal._release, self.turn_id, self.owner)
+
+    async def _write(self, statement: str, text: str) -> None:
+        _check_text(text, "the record")
+        await self.journal._run(
+            self.journal._write, self.turn_id, self.owner, statement, (text, self.turn_id)
+        )
+
+
+class _transaction:
+    """``BEGIN IMMEDIATE`` (a writer takes the lock up front, so a claim's read and write
+    are one step) ... ``COMMIT``, or ``ROLLBACK`` on any error."""
+
+    __slots__ = ("_connection", "_write")
+
+    def __init__(self, connection: sqlite3.Connection, *, write: bool = True) -> None:
+        self._connection = connection
+        self._write = write
+
+    def __enter__(self) -> None:
+        self._connection.execute("BEGIN IMMEDIATE" if self._write else "BEGIN")
+
+    def __exit__(self, exc_type: object, exc: object, traceback: object) -> None:
+        self._connection.execute("ROLLBACK" if exc_type is not None else "COMMIT")
+
+
+def _check_id(value: object, name: str = "turn_id") -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    if not value or len(value) > 512:
+        raise ValueError(f"{name} must be 1 to 512 characters, got {len(value)}")
+    _check_text(value, name)
+
+
+def _check_text(value: object, name: str) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str (JSON text), got {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{name} holds a lone surrogate; it cannot be stored as UTF-8") from None

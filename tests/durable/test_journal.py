@@ -1,0 +1,195 @@
+"""The turn journal's storage: records, claims and leases, and several processes on one file."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import textwrap
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+
+from kova.durable import JournalError, SqliteJournal, TurnClaimedError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_turn_is_recorded_step_by_step(tmp_path: Path) -> None:
+    journal = SqliteJournal(tmp_path / "turns.db")
+    assert await journal.load("t1") is None
+    async with await journal.claim("t1") as claim:
+        record = await journal.load("t1")
+        assert record is not None
+        assert (record.snapshot, record.response, dict(record.results)) == (None, None, {})
+        await claim.save_snapshot('{"v": 1}')
+        await claim.tool_started("call_a")
+        await claim.tool_started("call_b")
+        await claim.tool_finished("call_a", '{"ok": true}')
+        record = await journal.load("t1")
+        assert record is not None
+        assert record.snapshot == '{"v": 1}'
+        assert dict(record.results) == {"call_a": '{"ok": true}'}
+        assert record.unfinished == {"call_b"}
+        await claim.tool_started("call_a")  # started again after finishing: result kept
+        await claim.finish('{"text": "done"}')
+    record = await journal.load("t1")
+    assert record is not None
+    assert record.response == '{"text": "done"}'
+    assert dict(record.results) == {"call_a": '{"ok": true}'}
+    await journal.forget("t1")
+    assert await journal.load("t1") is None
+
+
+async def test_one_owner_at_a_time_and_a_late_owner_cannot_write(tmp_path: Path) -> None:
+    clock = Clock()
+    journal = SqliteJournal(tmp_path / "turns.db", lease=10, clock=clock)
+    first = await journal.claim("t", owner="a")
+    with pytest.raises(TurnClaimedError, match="being run by another runner"):
+        await journal.claim("t", owner="b")
+    clock.now += 5
+    await first.renew()
+    clock.now += 9  # 14 s after the claim, 9 after the renewal: still a's
+    with pytest.raises(TurnClaimedError):
+        await journal.claim("t", owner="b")
+    clock.now += 2  # the lease ran out: b takes over
+    second = await journal.claim("t", owner="b")
+    with pytest.raises(TurnClaimedError, match="taken over"):
+        await first.save_snapshot("{}")
+    with pytest.raises(TurnClaimedError):
+        await first.tool_finished("c", "{}")
+    await first.release()  # a late release leaves b's claim alone
+    with pytest.raises(TurnClaimedError):
+        await journal.claim("t", owner="c")
+    await second.save_snapshot('{"by": "b"}')
+    await second.release()
+    third = await journal.claim("t", owner="c")  # released: free at once
+    record = await journal.load("t")
+    assert record is not None
+    assert record.snapshot == '{"by": "b"}'
+    await third.release()
+
+
+async def test_an_expired_lease_nobody_took_still_writes(tmp_path: Path) -> None:
+    clock = Clock()
+    journal = SqliteJournal(tmp_path / "turns.db", lease=10, clock=clock)
+    claim = await journal.claim("t", owner="a")
+    clock.now += 60
+    await claim.save_snapshot("{}")  # late, but still the owner: the write renews the lease
+    with pytest.raises(TurnClaimedError):
+        await journal.claim("t", owner="b")
+
+
+RACER = textwrap.dedent(
+    """
+    import sys, trio
+    from kova.durable import SqliteJournal, TurnClaimedError
+
+    async def main() -> None:
+        journal = SqliteJournal(sys.argv[1])
+        try:
+            claim = await journal.claim("race")
+        except TurnClaimedError:
+            print("lost")
+            return
+        await claim.tool_started("step")
+        await trio.sleep(0.5)  # hold the turn while the others try
+        await claim.tool_finished("step", claim.owner)
+        print("won")
+
+    trio.run(main)
+    """
+)
+
+
+async def test_processes_racing_on_one_turn_do_not_both_run_a_step(tmp_path: Path) -> None:
+    path = tmp_path / "turns.db"
+    script = tmp_path / "racer.py"
+    script.write_text(RACER)
+    outputs: list[str] = []
+
+    async def race() -> None:
+        result = await trio.run_process(
+            [sys.executable, str(script), str(path)], capture_stdout=True, capture_stderr=True
+        )
+        outputs.append(result.stdout.decode().strip())
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(4):
+            nursery.start_soon(race)
+    assert sorted(outputs) == ["lost", "lost", "lost", "won"]
+    record = await SqliteJournal(path).load("race")
+    assert record is not None
+    assert len(record.results) == 1
+    assert record.unfinished == frozenset()
+
+
+KILLED = textwrap.dedent(
+    """
+    import os, signal, sys, trio
+    from kova.durable import SqliteJournal
+
+    async def main() -> None:
+        claim = await SqliteJournal(sys.argv[1]).claim("crash")
+        await claim.save_snapshot('{"step": 2}')
+        await claim.tool_started("done")
+        await claim.tool_finished("done", '"result"')
+        await claim.tool_started("running")
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    trio.run(main)
+    """
+)
+
+
+async def test_what_was_committed_survives_sigkill(tmp_path: Path) -> None:
+    path = tmp_path / "turns.db"
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED)
+    result = await trio.run_process([sys.executable, str(script), str(path)], check=False)
+    assert result.returncode == -9
+    journal = SqliteJournal(path, lease=0.5)
+    record = await journal.load("crash")
+    assert record is not None
+    assert record.snapshot == '{"step": 2}'
+    assert dict(record.results) == {"done": '"result"'}
+    assert record.unfinished == {"running"}
+    with pytest.raises(TurnClaimedError):  # the dead process's lease is still live
+        await journal.claim("crash")
+
+
+async def test_a_journal_from_a_newer_kova_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "turns.db"
+    await SqliteJournal(path).load("x")  # creates it
+    with sqlite3.connect(path) as connection:
+        connection.execute("UPDATE kova_journal_meta SET value = '99' WHERE key = 'schema'")
+    with pytest.raises(JournalError, match="newer kova"):
+        await SqliteJournal(path).load("x")
+
+
+async def test_bad_values_are_clear_errors(tmp_path: Path) -> None:
+    journal = SqliteJournal(tmp_path / "turns.db")
+    with pytest.raises(TypeError, match="turn_id must be a str"):
+        await journal.claim(5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="turn_id must be 1 to 512"):
+        await journal.load("")
+    claim = await journal.claim("t")
+    with pytest.raises(ValueError, match="lone surrogate"):
+        await claim.tool_finished("c", '"\udc80"')
+    with pytest.raises(TypeError, match="JSON text"):
+        await claim.save_snapshot({"a": 1})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="lease must be"):
+        SqliteJournal(tmp_path / "x.db", lease="1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="positive, finite"):
+        SqliteJournal(tmp_path / "x.db", lease=float("nan"))
+    with pytest.raises(JournalError, match="cannot open"):
+        await SqliteJournal(tmp_path / "missing" / "dir" / "x.db").load("t")
