@@ -41,8 +41,10 @@ class ToolRegistry:
 
     There is no lock, and none is needed: kova runs in one thread under trio, and no method
     awaits, so a registration or lookup runs from start to end without another task
-    interleaving. (Do not touch a registry from a worker thread.) In an agent, the tool pool
-    actor owns the registry; other code registers and looks up through it.
+    interleaving. (Do not touch a registry from a worker thread.) In an agent the registry is
+    shared, not owned by one actor: each turn reads the definitions in its own task, the tool
+    pool actor looks tools up and validates their arguments, and an MCP connection registers
+    and unregisters its server's tools as they change.
 
     Args:
         tools: tools to register right away.
