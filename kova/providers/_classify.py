@@ -2,13 +2,16 @@
 arrive inside a 200 stream all become the same :class:`~kova.ProviderError` classes.
 
 Precedence: a class the codec states explicitly (OpenAI's ``insufficient_quota`` 429 is not
-a rate limit) > the HTTP status, when there is one > the provider's error *type* (Anthropic
-``overloaded_error``, Google ``RESOURCE_EXHAUSTED``, Bedrock ``ThrottlingException``, OpenAI
-``rate_limit_exceeded``), which is all an error inside a 200 stream has; the types in
-:data:`ERROR_TYPES` agree with the statuses the providers send them with. So an Anthropic
-``overloaded_error`` event mid-stream is the same :class:`~kova.ProviderOverloaded` as HTTP
-529, and is retried the same way, as long as no content has reached the consumer
-(:attr:`~kova.ProviderError.after_content`).
+a rate limit) > a type more precise than any status (:data:`PRECISE_TYPES`: AWS sends
+``UnrecognizedClientException`` and ``ExpiredTokenException`` with HTTP 403, yet they mean the
+credentials are invalid, not that they lack a permission) > the HTTP status, when there is
+one > the provider's error *type* (Anthropic ``overloaded_error``, Google
+``RESOURCE_EXHAUSTED``, Bedrock ``ThrottlingException``, OpenAI ``rate_limit_exceeded``),
+which is all an error inside a 200 stream has. Outside :data:`PRECISE_TYPES` the status wins,
+because some types span statuses (OpenAI sends ``invalid_request_error`` with 400, 401 and
+404). So an Anthropic ``overloaded_error`` event mid-stream is the same
+:class:`~kova.ProviderOverloaded` as HTTP 529, and is retried the same way, as long as no
+content has reached the consumer (:attr:`~kova.ProviderError.after_content`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from .._errors import ProviderError, ProviderErrorClass, classify_status, error_
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["ERROR_TYPES", "classify", "provider_error"]
+__all__ = ["ERROR_TYPES", "PRECISE_TYPES", "classify", "provider_error"]
 
 _C = ProviderErrorClass
 
@@ -68,7 +71,20 @@ ERROR_TYPES: Mapping[str, ProviderErrorClass] = {
     "ModelStreamErrorException": _C.OVERLOADED,
     "ModelErrorException": _C.OVERLOADED,
 }
-"""Provider error types whose class does not depend on the HTTP status they came with."""
+"""Provider error types and their class, for errors that carry no HTTP status (inside a 200
+stream, a 200 JSON error body) or a status kova does not classify."""
+
+PRECISE_TYPES: frozenset[str] = frozenset(
+    {
+        # AWS: an unknown access key / a bad Bedrock API key, and expired temporary
+        # credentials; both come with HTTP 403 but are AUTH_INVALID (new credentials fix them,
+        # a permission does not).
+        "UnrecognizedClientException",
+        "ExpiredTokenException",
+    }
+)
+"""Types that name the condition more precisely than the status they come with: their
+:data:`ERROR_TYPES` class wins over the status."""
 
 
 def classify(
@@ -80,11 +96,14 @@ def classify(
     """The class of an error from what is known of it (see the module docstring)."""
     if error_class is not None:
         return error_class
+    # Bedrock's x-amzn-ErrorType may carry a suffix: "ThrottlingException:http://..."
+    name = error_type.split(":", 1)[0] if error_type is not None else None
+    if name in PRECISE_TYPES:
+        return ERROR_TYPES[name]
     if status_code is not None:
         return classify_status(status_code)
     if error_type is not None:
-        # Bedrock's x-amzn-ErrorType may carry a suffix: "ThrottlingException:http://..."
-        known = ERROR_TYPES.get(error_type) or ERROR_TYPES.get(error_type.split(":", 1)[0])
+        known = ERROR_TYPES.get(error_type) or (ERROR_TYPES.get(name) if name else None)
         if known is not None:
             return known
     return _C.OTHER

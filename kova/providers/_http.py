@@ -119,7 +119,8 @@ def _opt_str(value: object) -> str | None:
 
 def default_error_details(body: JSONValue) -> ErrorDetails:
     """Error details from the common shapes: ``{"error": {"message", "type"|"status", "code"}}``
-    (OpenAI, Anthropic, Gemini), ``{"error": "text"}`` and ``{"message": "text"}``."""
+    (OpenAI, Anthropic, Gemini), ``{"error": "text"}`` and ``{"message": "text"}``; any
+    other body says nothing (an empty :class:`ErrorDetails`)."""
     if not isinstance(body, Mapping):
         return ErrorDetails()
     error = body.get("error")
@@ -131,9 +132,12 @@ def default_error_details(body: JSONValue) -> ErrorDetails:
         )
     if isinstance(error, str):
         return ErrorDetails(message=error, error_type=_opt_str(body.get("type")))
-    return ErrorDetails(
-        message=_opt_str(body.get("message")), error_type=_opt_str(body.get("type"))
-    )
+    message = body.get("message")
+    if not isinstance(message, str):
+        # No error here: an answer (Anthropic's {"type": "message", ...}, Ollama's
+        # {"message": {...}}) that a proxy ignoring "stream" served to a streaming request.
+        return ErrorDetails()
+    return ErrorDetails(message=message or None, error_type=_opt_str(body.get("type")))
 
 
 def _timeout_of(exc: httpx2.TimeoutException) -> float | None:

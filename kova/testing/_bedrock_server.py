@@ -279,7 +279,8 @@ class FakeBedrockServer(FakeServer):
         models: what ListFoundationModels lists.
         profiles: what ListInferenceProfiles lists.
         count_tokens: computes CountTokens answers from the request's messages and tools;
-            defaults to :func:`~kova.providers.heuristic_count_tokens`.
+            defaults to :func:`~kova.providers.heuristic_count_tokens`. A ``ValueError`` it
+            raises is answered as a ``ValidationException`` with its message.
         count_tokens_models: model ids CountTokens supports (``None``: all); others get a
             ``ValidationException``.
         structured_output_models: model ids that take ``outputConfig.textFormat`` (``None``:
@@ -388,7 +389,11 @@ class FakeBedrockServer(FakeServer):
         except (ValueError, TypeError) as exc:
             return _error(400, f"Malformed input request: {exc}")
         counter = self.count_tokens or heuristic_count_tokens
-        return json_response({"inputTokens": counter(list(decoded.messages), list(decoded.tools))})
+        try:
+            count = counter(list(decoded.messages), list(decoded.tools))
+        except ValueError as exc:  # the counter refuses the input, as AWS does a too long one
+            return _error(400, str(exc))
+        return json_response({"inputTokens": count})
 
     def _list_profiles(self, request: RecordedRequest) -> FakeResponse:
         try:

@@ -72,6 +72,8 @@ class BedrockProvider(HttpProvider[EventFrame]):
         self._resolving: trio.Event | None = None
         self._sigv4: SigV4Auth | None = None
         self._exact_count = config.exact_token_count
+        # Models CountTokens answered "doesn't support counting tokens" for: not asked again.
+        self._uncountable: set[str] = set()
         auth: httpx2.Auth
         token = config.api_key
         if token is None and config.access_key_id is None and config.profile is None:
@@ -195,17 +197,25 @@ class BedrockProvider(HttpProvider[EventFrame]):
         """Prompt tokens: exact from the CountTokens API where the model supports it; the
         offline heuristic (:func:`~kova.providers.heuristic_count_tokens`) for models it
         does not (CountTokens answers those with a ``ValidationException`` saying so; the
-        provider then stops asking) or when ``exact_token_count`` is off."""
+        provider then stops asking for that model) or when ``exact_token_count`` is off.
+
+        Raises:
+            InvalidRequest: any other ``ValidationException`` (e.g. "Input is too long for
+                requested model"): the request itself is wrong, and an estimate would hide it.
+            ProviderError: other errors, classified as for :meth:`chat_completion`.
+        """
         if not self._exact_count:
+            return heuristic_tokens(request)
+        model_id = request.config.model or self.config.model_id
+        if model_id in self._uncountable:
             return heuristic_tokens(request)
         self._require_credentials()
         try:
             return await super().count_tokens(request)
         except InvalidRequest as exc:
-            # "The provided model doesn't support counting tokens.": stop asking. Any other
-            # validation error falls back for this call only.
-            if "support" in str(exc).lower():
-                self._exact_count = False
+            if not _counting_unsupported(exc):
+                raise
+            self._uncountable.add(model_id)
             return heuristic_tokens(request)
 
     async def list_models(self) -> list[ModelInfo]:
@@ -213,6 +223,13 @@ class BedrockProvider(HttpProvider[EventFrame]):
         (ListInferenceProfiles, ``object="inference_profile"``), from the control plane."""
         self._require_credentials()
         return await super().list_models()
+
+
+def _counting_unsupported(error: InvalidRequest) -> bool:
+    # "The provided model doesn't support counting tokens." (the ValidationException AWS
+    # sends for a model CountTokens does not cover); other validation errors say otherwise.
+    message = str(error).lower()
+    return "support" in message and "token" in message
 
 
 if TYPE_CHECKING:

@@ -12,7 +12,10 @@ Event order on the wire (``shared/wire/bedrock.md``, "ConverseStream: events")::
     metadata             # usage (incl. cache reads/writes) and metrics, after messageStop
 
 Text and reasoning blocks have no ``contentBlockStart``: their first delta opens them. Only
-tool calls start explicitly. Reasoning text reaches the stream once, as
+tool calls start explicitly; a block opened by another ``start`` member (an image, a server
+tool result, a member newer than this decoder) has its deltas skipped, except text, which is
+always surfaced. An empty ``start`` is :class:`~kova.InvalidResponse`, as boto3 refuses it.
+Reasoning text reaches the stream once, as
 :class:`~kova.ThinkingDelta`\\ s; a *signed* reasoning block (Claude) is emitted again at its
 stop as :class:`~kova.SignedThinking` for history, and a redacted one likewise.
 
@@ -55,7 +58,7 @@ __all__ = ["BedrockStreamDecoder"]
 _TEXT = 0
 _REASONING = 1
 _TOOL = 2
-_OTHER = 3  # server tool results, images, future kinds: their deltas are skipped
+_OTHER = 3  # server tool results, images, future kinds: their non-text deltas are skipped
 
 _loads = loads  # json.loads with too-deep nesting as a ValueError
 
@@ -180,8 +183,14 @@ class BedrockStreamDecoder:
         start = data.get("start")
         if not isinstance(start, dict):
             raise _invalid(f"contentBlockStart without a start: {data!r}")
+        if not start:
+            # ContentBlockStart is a union: exactly one member is set (boto3 refuses an empty
+            # one too). Skipping it would drop whatever the block holds without a word.
+            raise _invalid(f"contentBlockStart with an empty start (no member set): {data!r}")
         tool = start.get("toolUse")
         if tool is None:
+            # A server tool result, an image or a member newer than this decoder: its own
+            # deltas are skipped, but a text delta still reaches the consumer (see _delta).
             self._blocks[index] = _Block(_OTHER)
             return
         if not isinstance(tool, dict):
@@ -205,7 +214,13 @@ class BedrockStreamDecoder:
                 raise _invalid(f"a text delta must be a string: {data!r}")
             if block is None:
                 block = self._blocks[index] = _Block(_TEXT)
-            if text and block.kind == _TEXT:
+            elif block.kind == _OTHER:
+                # A text delta is text whatever start opened its block (boto3 reads it too):
+                # dropping it would end the answer short without an error.
+                block.kind = _TEXT
+            elif block.kind != _TEXT:
+                raise _invalid(f"a text delta inside a tool or reasoning block: {data!r}")
+            if text:
                 out.append(text_delta(text))
             return
         tool = delta.get("toolUse")

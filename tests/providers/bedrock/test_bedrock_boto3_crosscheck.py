@@ -16,12 +16,16 @@ from kova import (
     ChatRequest,
     Image,
     InferenceConfig,
+    InvalidResponse,
     Message,
     ModelResponse,
+    ProviderAuthError,
+    ProviderErrorClass,
     RedactedThinking,
     ResponseFormat,
     StopReason,
     Text,
+    TextDelta,
     Thinking,
     ToolDefinition,
     ToolResult,
@@ -29,12 +33,16 @@ from kova import (
     Usage,
 )
 from kova.providers.bedrock import BedrockConfig, BedrockProvider
-from kova.testing import FakeBedrockServer, Script, open_bedrock_server
+from kova.testing import ErrorReply, FakeBedrockServer, Script, open_bedrock_server
+from kova.testing._http_server import FakeStream, RecordedRequest, serve_http
+from kova.testing.wire.bedrock import event_message
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
 boto3 = pytest.importorskip("boto3")
+from botocore.exceptions import ClientError  # noqa: E402
+from botocore.parsers import ResponseParserError  # noqa: E402
 
 MODEL = "us.anthropic.claude-sonnet-4-20250514-v1:0"
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nfake").decode()
@@ -348,3 +356,110 @@ async def test_count_tokens_body_and_answer_match_boto3() -> None:
     boto3_request, kova_request = server.requests
     assert kova_request.path == boto3_request.path
     assert kova_request.json() == boto3_request.json()
+
+
+async def _streamed_text(provider: BedrockProvider) -> str:
+    text = ""
+    async with provider.chat_completion_stream(ChatRequest.of("Hi")) as stream:
+        async for batch in stream:
+            text += "".join(event.text for event in batch if isinstance(event, TextDelta))
+    return text
+
+
+def _frames_with_start(start: dict[str, Any]) -> list[bytes]:
+    return [
+        event_message("messageStart", {"role": "assistant"}),
+        event_message("contentBlockStart", {"contentBlockIndex": 0, "start": start}),
+        event_message("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "Hello"}}),
+        event_message("contentBlockStop", {"contentBlockIndex": 0}),
+        event_message("messageStop", {"stopReason": "end_turn"}),
+    ]
+
+
+@pytest.mark.parametrize("start", [{"futureBlock": {"kind": "x"}}, {}], ids=["newer", "empty"])
+async def test_a_block_start_kova_does_not_know_is_read_as_boto3_reads_it(
+    start: dict[str, Any],
+) -> None:
+    async def handler(request: RecordedRequest) -> FakeStream:
+        return FakeStream(
+            headers={"content-type": "application/vnd.amazon.eventstream"},
+            chunks=_frames_with_start(start),
+        )
+
+    async with trio.open_nursery() as nursery:
+        url = await nursery.start(serve_http, handler)
+        client = boto3.client(
+            "bedrock-runtime",
+            region_name="us-east-1",
+            endpoint_url=url,
+            aws_access_key_id="AKIDEXAMPLE",
+            aws_secret_access_key="secret",
+        )
+
+        def read_with_boto3() -> str:
+            answer = client.converse_stream(
+                modelId=MODEL, messages=[{"role": "user", "content": [{"text": "Hi"}]}]
+            )
+            text = ""
+            try:
+                for event in answer["stream"]:
+                    text += event.get("contentBlockDelta", {}).get("delta", {}).get("text", "")
+            finally:
+                answer["stream"].close()  # boto3 leaves a refused stream's socket open
+            return text
+
+        provider = BedrockProvider(
+            BedrockConfig(
+                region="us-east-1",
+                model_id=MODEL,
+                endpoint_url=url,
+                access_key_id="AKIDEXAMPLE",
+                secret_access_key="secret",
+            )
+        )
+        async with provider.open():
+            if start:
+                assert await _in_thread(read_with_boto3) == "Hello"
+                assert await _streamed_text(provider) == "Hello"
+            else:
+                with pytest.raises(ResponseParserError, match="one and only one member"):
+                    await _in_thread(read_with_boto3)
+                with pytest.raises(InvalidResponse, match="empty start"):
+                    await _streamed_text(provider)
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("error_type", ["UnrecognizedClientException", "ExpiredTokenException"])
+async def test_invalid_credentials_with_403_are_auth_invalid_as_boto3_names_them(
+    error_type: str,
+) -> None:
+    replies = [
+        ErrorReply(status_code=403, message="The security token is invalid", error_type=error_type)
+    ] * 2
+    async with open_bedrock_server(Script(replies)) as server:
+        client = _boto3_client(server)
+
+        def call_boto3() -> Any:
+            try:
+                client.converse(
+                    modelId=MODEL, messages=[{"role": "user", "content": [{"text": "x"}]}]
+                )
+            except ClientError as exc:
+                return exc.response
+            raise AssertionError("boto3 did not raise")
+
+        answer = await _in_thread(call_boto3)
+        provider = BedrockProvider(
+            BedrockConfig(
+                region="us-east-1",
+                model_id=MODEL,
+                endpoint_url=server.base_url,
+                **server.credentials,
+            )
+        )
+        async with provider.open():
+            with pytest.raises(ProviderAuthError) as caught:
+                await provider.chat_completion(ChatRequest.of("x"))
+    assert answer["Error"]["Code"] == caught.value.error_type == error_type
+    assert answer["ResponseMetadata"]["HTTPStatusCode"] == caught.value.status_code == 403
+    assert caught.value.error_class is ProviderErrorClass.AUTH_INVALID

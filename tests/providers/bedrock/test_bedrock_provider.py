@@ -22,6 +22,7 @@ from kova import (
     Message,
     ModelNotFound,
     ProviderAuthError,
+    ProviderError,
     ProviderErrorClass,
     ProviderOverloaded,
     RateLimited,
@@ -220,33 +221,40 @@ async def test_signed_reasoning_round_trips_through_history() -> None:
     ]
 
 
+_C = ProviderErrorClass
+
+
 @pytest.mark.parametrize(
-    ("status", "error_type", "error_class"),
+    ("status", "error_type", "error_class", "kind"),
     [
-        (400, "ValidationException", InvalidRequest),
-        (403, "AccessDeniedException", ProviderAuthError),
-        (404, "ResourceNotFoundException", ModelNotFound),
-        (429, "ThrottlingException", RateLimited),
-        (429, "ModelNotReadyException", RateLimited),
-        (408, "ModelTimeoutException", ProviderOverloaded),
-        (500, "InternalServerException", ProviderOverloaded),
-        (503, "ServiceUnavailableException", ProviderOverloaded),
-        (400, "ServiceQuotaExceededException", InvalidRequest),
+        (400, "ValidationException", InvalidRequest, _C.INVALID_REQUEST),
+        (403, "AccessDeniedException", ProviderAuthError, _C.AUTH_FORBIDDEN),
+        # AWS sends these two with 403, but they mean invalid credentials: the type wins.
+        (403, "UnrecognizedClientException", ProviderAuthError, _C.AUTH_INVALID),
+        (403, "ExpiredTokenException", ProviderAuthError, _C.AUTH_INVALID),
+        (404, "ResourceNotFoundException", ModelNotFound, _C.NOT_FOUND),
+        (429, "ThrottlingException", RateLimited, _C.RATE_LIMITED),
+        (429, "ModelNotReadyException", RateLimited, _C.RATE_LIMITED),
+        (408, "ModelTimeoutException", ProviderOverloaded, _C.OVERLOADED),
+        (500, "InternalServerException", ProviderOverloaded, _C.OVERLOADED),
+        (503, "ServiceUnavailableException", ProviderOverloaded, _C.OVERLOADED),
+        (400, "ServiceQuotaExceededException", InvalidRequest, _C.INVALID_REQUEST),
     ],
 )
 async def test_http_errors_are_classified_by_amzn_error_type(
-    status: int, error_type: str, error_class: type[Exception]
+    status: int, error_type: str, error_class: type[ProviderError], kind: ProviderErrorClass
 ) -> None:
     replies = [ErrorReply(status_code=status, message="nope", error_type=error_type)] * 2
     async with running(Script(replies)) as (_, provider):
         with pytest.raises(error_class) as caught:
             await provider.chat_completion(ChatRequest.of("hi"))
-        assert caught.value.error_type == error_type  # type: ignore[attr-defined]
-        with pytest.raises(error_class):
+        assert caught.value.error_type == error_type
+        assert caught.value.error_class is kind
+        assert caught.value.status_code == status
+        with pytest.raises(error_class) as streamed:
             async with provider.chat_completion_stream(ChatRequest.of("hi")):
                 pass
-    if error_type == "AccessDeniedException":
-        assert caught.value.error_class is ProviderErrorClass.AUTH_FORBIDDEN  # type: ignore[attr-defined]
+        assert streamed.value.error_class is kind
 
 
 async def test_exception_mid_stream_after_content_is_not_retryable() -> None:
@@ -328,7 +336,22 @@ async def test_count_tokens_exact_then_heuristic_for_unsupported_models() -> Non
         other = ChatRequest.of("hello", config=InferenceConfig(model="amazon.nova-pro-v1:0"))
         estimate = await provider.count_tokens(other)
         assert estimate != 1234
-        assert [r.path.rsplit("/", 1)[-1] for r in server.requests] == ["count-tokens"] * 2
+        # The unsupported model is not asked again; the supported one still is.
+        assert await provider.count_tokens(other) == estimate
+        assert await provider.count_tokens(ChatRequest.of("hello")) == 1234
+        assert [r.path.rsplit("/", 1)[-1] for r in server.requests] == ["count-tokens"] * 3
+
+
+async def test_count_tokens_raises_a_validation_error_that_is_not_about_support() -> None:
+    def too_long(messages: list[Message], tools: list[ToolDefinition]) -> int:
+        raise ValueError("Input is too long for requested model.")
+
+    async with running(Script([]), count_tokens=too_long) as (server, provider):
+        for _ in range(2):  # raised every time: nothing was learned about the model
+            with pytest.raises(InvalidRequest, match="too long") as caught:
+                await provider.count_tokens(ChatRequest.of("hello"))
+            assert caught.value.error_type == "ValidationException"
+        assert len(server.requests) == 2
 
 
 async def test_list_models_includes_inference_profiles() -> None:

@@ -199,6 +199,7 @@ def test_stream_without_message_stop_is_a_stream_error() -> None:
         _event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"toolUse": {"input": "{"}}}),
         _event("contentBlockStart", {"contentBlockIndex": 0, "start": {"toolUse": {"name": "x"}}}),
         _event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"reasoningContent": 1}}),
+        _event("contentBlockStart", {"contentBlockIndex": 0, "start": {}}),
     ],
 )
 def test_malformed_events_are_invalid_responses(frame: EventFrame) -> None:
@@ -233,3 +234,61 @@ def test_arbitrary_payloads_never_crash(data: dict[str, object], event_type: str
     decoder.feed([_event(event_type, data)])
     decoder.finish()
     assert decoder.error is None or isinstance(decoder.error, InvalidResponse | StreamError)
+
+
+def _text_after_start(start: dict[str, object]) -> list[EventFrame]:
+    return [
+        _event("messageStart", {"role": "assistant"}),
+        _event("contentBlockStart", {"contentBlockIndex": 0, "start": start}),
+        _event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "Hello"}}),
+        _event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"futureKind": {"x": 1}}}),
+        _event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": " there"}}),
+        _event("contentBlockStop", {"contentBlockIndex": 0}),
+        _event("messageStop", {"stopReason": "end_turn"}),
+    ]
+
+
+@pytest.mark.parametrize(
+    "start",
+    [{"futureBlock": {"kind": "x"}}, {"image": {"format": "png"}}],
+    ids=["newer-member", "image"],
+)
+def test_text_deltas_in_a_block_of_an_unknown_start_are_surfaced(start: dict[str, object]) -> None:
+    decoder = BedrockStreamDecoder()
+    events = decoder.feed(_text_after_start(start))
+    decoder.finish()
+    assert decoder.error is None
+    assert events == [
+        TextDelta(text="Hello"),
+        TextDelta(text=" there"),
+        StopEvent(stop_reason=StopReason.END_TURN),
+    ]
+
+
+def test_an_empty_start_is_an_invalid_response_not_a_short_answer() -> None:
+    decoder = BedrockStreamDecoder()
+    events = decoder.feed(_text_after_start({}))
+    assert events == []
+    assert isinstance(decoder.error, InvalidResponse)
+    assert "empty start" in str(decoder.error)
+
+
+@pytest.mark.parametrize(
+    "start",
+    [{"toolUse": {"toolUseId": "t1", "name": "f"}}, None],
+    ids=["tool", "reasoning"],
+)
+def test_a_text_delta_inside_a_tool_or_reasoning_block_is_invalid(
+    start: dict[str, object] | None,
+) -> None:
+    frames = [_event("messageStart", {"role": "assistant"})]
+    if start is not None:
+        frames.append(_event("contentBlockStart", {"contentBlockIndex": 0, "start": start}))
+    else:
+        reasoning = {"reasoningContent": {"text": "hmm"}}
+        frames.append(_event("contentBlockDelta", {"contentBlockIndex": 0, "delta": reasoning}))
+    frames.append(_event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "x"}}))
+    decoder = BedrockStreamDecoder()
+    decoder.feed(frames)
+    assert isinstance(decoder.error, InvalidResponse)
+    assert "text delta inside" in str(decoder.error)
