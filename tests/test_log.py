@@ -6,13 +6,12 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import structlog.testing
 import trio
 
-from kova import ActorFailed, Message
-from kova.agent import AgentBuilder
-from kova.testing import ScriptedProvider, reply_text, reply_tool_calls
-from kova.tools import tool
+from kova import ActorFailed
+from kova.actors import Actor, Backoff, open_runtime
 
 _TURN = textwrap.dedent(
     """
@@ -91,30 +90,20 @@ def test_structlog_configured_by_the_application_receives_kova_events() -> None:
     assert "actor.started" in result.stdout
 
 
-@tool
-def add(a: int, b: int) -> int:
-    """Add two numbers.
-
-    Args:
-        a: the first.
-        b: the second.
-    """
-    return a + b
+class _Broken(Actor):
+    async def handle_call(self, message: object) -> object:
+        raise RuntimeError("actor bug")
 
 
 async def test_crash_reported_to_the_caller_is_logged_once_without_traceback() -> None:
-    provider = ScriptedProvider([reply_tool_calls(("add", {"a": 1, "b": 2})), reply_text("3")])
-    agent = AgentBuilder().provider(provider).tool(add).build()
     with structlog.testing.capture_logs() as logs:
-        async with agent:
-            await agent.run([Message.user("1+2?")])
-            try:
-                await agent.run([Message.user("again")])
-            except* ActorFailed:
-                pass
+        async with open_runtime(backoff=Backoff.none()) as runtime:
+            ref = await runtime.spawn(_Broken)
+            with pytest.raises(ActorFailed):
+                await ref.call("anything")
             await trio.testing.wait_all_tasks_blocked()
     crashes = [entry for entry in logs if entry["event"] == "actor.crashed"]
     assert len(crashes) == 1
     assert crashes[0]["log_level"] == "warning"
     assert "exc_info" not in crashes[0]
-    assert "ScriptExhaustedError" in crashes[0]["error"]
+    assert "actor bug" in crashes[0]["error"]

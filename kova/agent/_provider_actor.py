@@ -1,88 +1,57 @@
 """The provider actor: one supervised actor per provider instance.
 
 It owns the provider's resources (``provider.open()``: the HTTP client and its connection
-pool) for as long as it runs and serves many requests at once. Around the provider it
-composes the policies every request kind passes, in this order:
+pool) for the life of each incarnation, and the policy every request passes:
 
-1. **concurrency cap** -- at most ``max_in_flight`` requests (a stream counts for its whole
-   life);
-2. **rate-limit gate** -- after a rate limit carrying ``retry_after`` (an HTTP 429 or a
-   rate-limit error event inside a stream), no request of any kind is sent until that time has
-   passed, so many agents sharing one provider back off together instead of stampeding;
-3. **retries** -- one implementation for chat, streams, token counts and model lists: only
-   retryable errors (:attr:`~kova.KovaError.is_retryable`), with the request's
-   :class:`~kova.agent.RetryConfig`; the provider's ``retry_after`` wins over the backoff. A
-   stream is retried only while none of its content has reached the consumer (no replay).
+1. **concurrency cap**: at most ``max_in_flight`` attempts at once (a stream for its whole
+   life), slots of a :class:`trio.CapacityLimiter` borrowed on each attempt's behalf;
+2. **rate-limit gate**: after a rate limit carrying ``retry_after`` (an HTTP 429, Gemini's
+   ``RetryInfo``, a rate-limit event inside a stream), no attempt of any kind starts until
+   that time has passed, so the callers sharing a provider back off together instead of
+   stampeding. The gate closes for at most the failing request's
+   :attr:`~kova.agent.RetryConfig.max_retry_after`; a caller that would not wait that long
+   fails at once;
+3. **retries**: the actor decides, for each failed attempt reported to it
+   (:class:`~._provider_messages.AttemptFailed`), whether and when the request is tried again
+   (:class:`~kova.agent.RetryConfig`; the provider's ``retry_after`` wins over the backoff),
+   and runs the retry hook (the agent's ``ModelCallRetrying`` telemetry).
 
-All of that state -- the limiter, the gate, the provider and its pool -- belongs to the actor.
+**One path.** The caller's task does the I/O, always: the actor publishes an
+:class:`~._provider_messages.Admission` (the provider it holds open, the cap, the gate) and
+each caller (:class:`~kova.agent.ProviderRef`) enters it, sends its request, and reports a
+failure back. With no cap and the gate open, entering costs no scheduler pass; the actor
+hears only of failures. One retry loop serves calls (completions, token counts, model
+lists) and one "until the first content" loop serves streams, both in ``_provider_ref``.
 
-**Streams are leased.** For a stream the actor opens the HTTP response in its own task, reads
-until the first batch with content (retrying errors that come before it, an overload error
-event included), and then hands the caller a :class:`StreamLease`: that first batch and the
-iterator of *that one response's* remaining batches. The caller's task reads the rest itself,
-so the hot path has no actor hop per network read (relaying every batch through the actor
-measured +11.7 us on an 11.5 us event, ``bench/breakdown.py``). What a lease may touch: only
-its own response's batch iterator, from one task, until it leaves the stream. It never sees
-the provider, the transport, the pool, the limiter or the gate; leaving the stream (or
-cancelling the caller) cancels the actor-side request, which closes the response and frees
-the in-flight slot.
+**Whose failure is it.** A request's failure, whatever raised it, is its caller's: a
+provider that raises something unexpected (a bug, a value it cannot encode) fails that one
+request, logged once, in the caller's task; the actor and the other callers never see it.
+The actor crashes (and its supervisor restarts it, reopening the provider) only for its own
+faults, such as ``provider.open()`` failing. A restarted actor publishes a new admission,
+which callers fetch on their next request.
 
-**Calls are leased too, when they can be admitted at once.** A non-streaming completion asks
-the actor for admission (:class:`LeaseCall`), answered in the actor's own task without a task
-of its own (:meth:`~kova.actors.Actor.handle_now`): with no concurrency cap and the gate open,
-the reply is a :class:`CallLease`, the one attempt to run, and the caller's task sends the
-HTTP request itself. A failed attempt goes back to the actor (:class:`AttemptFailed`), which
-records it, pauses the gate on a rate limit and decides, with the request's retry policy,
-whether and when to try again; an unexpected exception (a provider bug) is handed to the
-actor (:class:`AttemptCrashed`), which crashes and restarts as if it had raised there. With a
-cap, or while the gate is closed, the actor serves the whole call in a task of its own as
-before (:class:`ChatCompletion`). The actor's stop waits for leased calls still running, as it
-waits for its own in-flight requests. Measured: the actor round trip of a call went from a
-task per request (about 80 us of CPU) to an answer from the actor's own loop.
-
-Others reach the actor through a :class:`~kova.agent.ProviderRef` (``_provider_ref``: the
-caller side of leases and the :func:`~kova.agent.spawn_provider` that starts this actor),
-which implements the :class:`~kova.providers.Provider` protocol itself, so code written
-against a provider (the agent loop) takes either. The messages and leases are in
-``_provider_messages``.
+**Stopping.** An orderly stop closes the admission (new requests get
+:class:`~kova.MailboxClosed`) and waits for the admitted attempts, streams included, to
+finish before the provider is closed; a crash does not wait.
 """
 
 from __future__ import annotations
 
-import math
-import weakref
-from contextlib import asynccontextmanager, nullcontext
-from functools import partial
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import trio
-
-from .._errors import KovaError, ProviderError, RateLimited
+from .._errors import ProviderError, RateLimited
 from .._log import get_logger
-from .._models import UsageEvent
 from ..actors import LATER, Actor, UnknownMessage
-from ._provider_messages import (
-    AttemptCrashed,
-    AttemptFailed,
-    CallLease,
-    ChatCompletion,
-    CountTokens,
-    LeaseCall,
-    LeaseStream,
-    ListModels,
-    OpenStream,
-    RateLimitObserved,
-    StreamGrant,
-    StreamLease,
-)
+from ._provider_messages import Admission, AttemptFailed, GetAdmission, RateLimitObserved
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import AsyncIterator
     from contextlib import AbstractAsyncContextManager
 
-    from .._models import ChatRequest, StreamEvent
-    from ..providers import EventBatches, Provider
-    from ._provider_messages import ErrorHook, RetryHook, _Admission
+    from .._errors import KovaError
+    from ..providers import Provider
+    from ._provider_messages import RetryHook
     from ._retry import RetryConfig
 
 __all__ = ["ProviderActor"]
@@ -96,8 +65,8 @@ class ProviderActor(Actor):
     Args:
         provider: any :class:`~kova.providers.Provider`; its ``open()`` is entered for the
             actor's lifetime (a restart reopens it).
-        max_in_flight: at most this many requests (streams included, for their whole
-            duration) run at once; further requests wait their turn. ``None``: no cap.
+        max_in_flight: at most this many attempts (streams included, for their whole
+            duration) run at once; further ones wait their turn. ``None``: no cap.
     """
 
     concurrent: ClassVar[bool] = True
@@ -106,14 +75,14 @@ class ProviderActor(Actor):
         if max_in_flight is not None and max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
         self._provider = provider
-        self._limiter = trio.CapacityLimiter(max_in_flight) if max_in_flight else None
-        self._paused_until = -math.inf
-        self._leases: weakref.WeakSet[_Admission] = weakref.WeakSet()
+        self._max_in_flight = max_in_flight
+        self._admission: Admission | None = None
 
     @property
     def paused_until(self) -> float:
-        """The trio time before which no request is sent (``-inf`` if none)."""
-        return self._paused_until
+        """The trio time before which no attempt starts (``-inf`` if none)."""
+        admission = self._admission
+        return -float("inf") if admission is None else admission.paused_until
 
     def resources(self) -> AbstractAsyncContextManager[None]:
         return self._open()
@@ -121,66 +90,27 @@ class ProviderActor(Actor):
     @asynccontextmanager
     async def _open(self) -> AsyncIterator[None]:
         async with self._provider.open():
-            yield
-            # An orderly stop: calls leased out are in flight like the actor's own requests,
-            # and finish on the provider before it closes (a crash does not wait for them).
-            state = self._kova_state
-            if state is None or state.crash is None:
-                for lease in list(self._leases):
-                    if lease.running:
-                        await lease.done.wait()
+            admission = self._admission = Admission(self._provider, self._max_in_flight)
+            try:
+                yield
+            finally:
+                # An orderly stop lets the admitted attempts finish on the open provider;
+                # a crash (or a cancelled stop) does not wait for them.
+                state = self._kova_state
+                orderly = state is not None and state.crash is None
+                await admission.close(drain=orderly)
 
     def handle_now(self, message: Any) -> Any:
         match message:
-            case LeaseCall(request=request):
-                if self._limiter is not None or self._paused_until > trio.current_time():
-                    return LATER  # wait for a slot or the gate: served in a task
-                lease = CallLease(attempt=partial(self._provider.chat_completion, request))
-                self._leases.add(lease)
-                return lease
-            case LeaseStream(request=request):
-                if self._limiter is not None or self._paused_until > trio.current_time():
-                    return None  # wait for a slot or the gate: an actor-served stream
-                grant = StreamGrant(open=partial(self._provider.chat_completion_stream, request))
-                self._leases.add(grant)
-                return grant
-            case AttemptFailed(
-                error=error, tries=tries, retry=retry, on_error=on_error, on_retry=on_retry
-            ):
-                return self._after_failure(retry, on_error, tries, error, on_retry)
-            case AttemptCrashed(error=error):
-                raise error
+            case GetAdmission():
+                return self._admission
+            case AttemptFailed(error=error, tries=tries, retry=retry, on_retry=on_retry):
+                return self._after_failure(error, tries, retry, on_retry)
             case _:
                 return LATER
 
     async def handle_call(self, message: Any) -> Any:
-        provider = self._provider
-        match message:
-            case ChatCompletion() | LeaseCall():
-                return await self._with_retries(
-                    message.retry,
-                    message.on_error,
-                    partial(provider.chat_completion, message.request),
-                    message.on_retry,
-                    message.tries,
-                )
-            case CountTokens(request=request, retry=retry, on_error=on_error):
-                return await self._with_retries(
-                    retry, on_error, lambda: provider.count_tokens(request)
-                )
-            case ListModels(retry=retry, on_error=on_error):
-                return await self._with_retries(retry, on_error, provider.list_models)
-            case _:
-                raise UnknownMessage(self.name, message)
-
-    async def handle_stream(self, message: Any, send: trio.MemorySendChannel[Any]) -> None:
-        match message:
-            case OpenStream(
-                request=request, retry=retry, on_error=on_error, on_retry=on_retry, tries=tries
-            ):
-                await self._stream(request, retry, on_error, send, on_retry, tries)
-            case _:
-                raise UnknownMessage(self.name, message, kind="stream")
+        raise UnknownMessage(self.name, message)
 
     async def handle_cast(self, message: Any) -> None:
         match message:
@@ -191,75 +121,12 @@ class ProviderActor(Actor):
 
     # -- policies -----------------------------------------------------------------------
 
-    @asynccontextmanager
-    async def _admitted(self) -> AsyncIterator[None]:
-        """The concurrency cap, then the rate-limit gate."""
-        async with self._limiter if self._limiter is not None else nullcontext():
-            # Re-check after every wake-up: another request may have pushed the pause
-            # further while we slept (a deadline, not a condition another task signals).
-            while (until := self._paused_until) > trio.current_time():  # noqa: ASYNC110
-                await trio.sleep_until(until)
-            yield
-
-    async def _with_retries(
-        self,
-        retry: RetryConfig,
-        on_error: ErrorHook | None,
-        attempt: Callable[[], Awaitable[Any]],
-        on_retry: RetryHook | None = None,
-        tries: int = 0,
-    ) -> Any:
-        while True:
-            try:
-                async with self._admitted():
-                    return await attempt()
-            except KovaError as error:
-                delay = self._after_failure(retry, on_error, tries, error, on_retry)
-                if delay is None:
-                    raise
-            await trio.sleep(delay)
-            tries += 1
-
-    async def _stream(
-        self,
-        request: ChatRequest,
-        retry: RetryConfig,
-        on_error: ErrorHook | None,
-        send: trio.MemorySendChannel[Any],
-        on_retry: RetryHook | None = None,
-        tries: int = 0,
-    ) -> None:
-        while True:
-            try:
-                async with (
-                    self._admitted(),
-                    self._provider.chat_completion_stream(request) as batches,
-                ):
-                    first = await _first_content(batches)
-                    await send.send(StreamLease(first=first, rest=batches))
-                    # The caller reads the rest; hold the response and the slot until it
-                    # leaves the stream (which cancels this request).
-                    await trio.sleep_forever()
-            except KovaError as error:
-                delay = self._after_failure(retry, on_error, tries, error, on_retry)
-                if delay is None:
-                    raise
-            await trio.sleep(delay)
-            tries += 1
-
     def _after_failure(
-        self,
-        retry: RetryConfig,
-        on_error: ErrorHook | None,
-        tries: int,
-        error: KovaError,
-        on_retry: RetryHook | None = None,
+        self, error: KovaError, tries: int, retry: RetryConfig, on_retry: RetryHook | None
     ) -> float | None:
         """Record a failed attempt; the delay before the next one, or ``None``: give up."""
-        if on_error is not None:
-            on_error(error)
         if isinstance(error, RateLimited) and error.retry_after is not None:
-            self._pause(error.retry_after)
+            self._pause(min(error.retry_after, retry.max_retry_after))
         if not retry.should_retry(tries, error):
             return None
         delay = retry.delay(tries, error)
@@ -279,23 +146,11 @@ class ProviderActor(Actor):
         return delay
 
     def _pause(self, retry_after: float) -> None:
-        until = trio.current_time() + retry_after
-        if until > self._paused_until:
-            self._paused_until = until
+        admission = self._admission
+        if admission is not None and admission.pause(retry_after):
             log.info(
                 "provider.rate_limit.paused",
                 provider=self._provider.name,
                 actor=self.name,
                 retry_after=retry_after,
             )
-
-
-async def _first_content(batches: EventBatches) -> tuple[StreamEvent, ...]:
-    """Read until a batch with content (anything but usage); usage-only batches before it
-    are kept. An error before any content raises here, where it can still be retried."""
-    head: list[StreamEvent] = []
-    async for batch in batches:
-        head.extend(batch)
-        if any(type(event) is not UsageEvent for event in batch):
-            break
-    return tuple(head)

@@ -1,189 +1,173 @@
-"""The provider actor's messages, and the leases it hands out.
+"""What the provider actor and its callers exchange.
 
-Commands the actor serves (:class:`ChatCompletion`, :class:`LeaseCall`, :class:`OpenStream`,
-:class:`LeaseStream`, :class:`CountTokens`, :class:`ListModels`), the reports a caller sends
-back about an attempt it ran itself (:class:`AttemptFailed`, :class:`AttemptCrashed`,
-:class:`RateLimitObserved`), and what an admitted caller receives (:class:`CallLease`,
-:class:`StreamGrant`, :class:`StreamLease`). The actor is in ``_provider_actor``, the caller
-side (:class:`~kova.agent.ProviderRef`) in ``_provider_ref``; see ``_provider_actor`` for
-what a lease may touch.
+The actor (``_provider_actor``) publishes one :class:`Admission` per incarnation: the
+provider it holds open, the in-flight cap and the rate-limit gate, which callers pass through
+before each attempt. A caller (``_provider_ref``) asks for it once (:class:`GetAdmission`),
+runs its attempts in its own task, and reports each failed attempt back
+(:class:`AttemptFailed`: the actor records it, pauses the gate on a rate limit and decides
+whether and when to try again) and any rate limit that arrives after a stream's content
+began (:class:`RateLimitObserved`). A stream's caller ends up with a :class:`StreamLease`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeAlias
 
 import trio
 
-from .._errors import KovaError
+from .._errors import KovaError, RateLimited
 from .._record import Record
 from ..actors import Call
-from ._retry import RetryConfig
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable
-    from contextlib import AbstractAsyncContextManager
-
-    from .._models import (
-        ChatRequest,
-        ModelInfo,  # noqa: F401 (named in ListModels' Call[...] string)
-        ModelResponse,
-        StreamEvent,
-    )
-    from ..providers import EventBatches
+    from .._models import StreamEvent
+    from ..providers import EventBatches, Provider
+    from ._retry import RetryConfig
 
 __all__ = [
-    "AttemptCrashed",
+    "Admission",
     "AttemptFailed",
-    "CallLease",
-    "ChatCompletion",
-    "CountTokens",
-    "ErrorHook",
-    "LeaseCall",
-    "LeaseStream",
-    "ListModels",
-    "OpenStream",
+    "GetAdmission",
     "RateLimitObserved",
     "RetryHook",
-    "StreamGrant",
     "StreamLease",
 ]
-
-ErrorHook: TypeAlias = Callable[[KovaError], None]
-"""Called in the actor for every failed attempt of a request, retried or not (the metrics
-hook: ``MetricsCollector.record_llm_error``). It must not block or raise."""
 
 RetryHook: TypeAlias = Callable[[int, KovaError, float], None]
 """Called in the actor when the retry policy decides to try a request again, with the
 attempt that failed (1 for the first), its error and the wait before the next attempt. The
 agent's telemetry uses it to put ``ModelCallRetrying`` on the turn's event stream. Only
-values cross: the actor's limiter, gate and provider stay its own. It must not block or
-raise; ``None`` (nobody listens) costs nothing."""
+values cross: the actor's gate and provider stay its own. It should not block or raise (an
+exception is logged and ignored); ``None`` (nobody listens) costs nothing."""
 
 
-_DEFAULT_RETRY = RetryConfig()  # a frozen value: one serves every message
+class Admission:
+    """What one incarnation of a provider actor publishes to its callers.
+
+    The actor writes it (the gate, on its own task); callers only pass through it, with
+    :meth:`enter` before each attempt and :meth:`leave` after it, the way tasks share a
+    :class:`trio.CapacityLimiter`:
+
+    - ``provider``: the provider the actor holds open (``open()`` entered for the
+      incarnation's life). A provider is safe to call from many tasks at once while open, so
+      each caller sends its own request from its own task; it never opens or closes it.
+    - the in-flight cap: at most ``max_in_flight`` attempts (a stream for its whole life)
+      hold a slot of the actor's limiter, borrowed on the attempt's behalf;
+    - the rate-limit gate: until :attr:`paused_until` (trio time) no attempt starts. A
+      caller that may retry waits for it (it is never closed for longer than the caller's
+      ``max_retry_after``: see :meth:`enter`); a caller whose retries are off, or whose bound
+      is shorter than the time left, fails at once with :class:`~kova.RateLimited`.
+
+    With no cap and the gate open, :meth:`enter` returns without a checkpoint: admission
+    costs no scheduler pass. ``closed`` turns true when the incarnation ends (callers then
+    ask the actor for the next one); its orderly stop waits until every admitted attempt left.
+    """
+
+    __slots__ = ("_drained", "_limiter", "closed", "in_flight", "name", "paused_until", "provider")
+
+    def __init__(self, provider: Provider, max_in_flight: int | None) -> None:
+        self.provider = provider
+        self.name = provider.name
+        self._limiter = trio.CapacityLimiter(max_in_flight) if max_in_flight else None
+        self.paused_until = -math.inf
+        """Trio time before which no attempt starts (``-inf``: never paused)."""
+        self.in_flight = 0
+        self.closed = False
+        self._drained: trio.Event | None = None
+
+    # -- the caller's side --------------------------------------------------------------
+
+    async def enter(self, retry: RetryConfig) -> object:
+        """Wait for a slot, then for the gate; the borrower token to :meth:`leave` with.
+
+        Raises:
+            RateLimited: the gate is closed and ``retry`` does not wait that long (retries
+                off, or more time left than its ``max_retry_after``); ``retry_after`` is the
+                time left.
+        """
+        limiter = self._limiter
+        token: object = None
+        if limiter is not None:
+            token = object()
+            try:
+                limiter.acquire_on_behalf_of_nowait(token)
+            except trio.WouldBlock:
+                await limiter.acquire_on_behalf_of(token)
+        self.in_flight += 1
+        try:
+            # Re-checked after every wake-up: another rate limit may have pushed it further.
+            while self.paused_until > -math.inf:
+                left = self.paused_until - trio.current_time()
+                if left <= 0:
+                    break
+                if retry.max_retries == 0 or left > retry.max_retry_after:
+                    raise RateLimited(
+                        "the rate-limit gate is closed after an earlier rate limit",
+                        provider=self.name,
+                        retry_after=left,
+                    )
+                await trio.sleep(left)
+        except BaseException:
+            self.leave(token)
+            raise
+        return token
+
+    def leave(self, token: object) -> None:
+        """The attempt admitted with ``token`` is over (whatever its outcome)."""
+        self.in_flight -= 1
+        if token is not None:
+            assert self._limiter is not None
+            self._limiter.release_on_behalf_of(token)
+        if self.in_flight == 0 and self._drained is not None:
+            self._drained.set()
+
+    # -- the actor's side ---------------------------------------------------------------
+
+    def pause(self, seconds: float) -> bool:
+        """Close the gate for ``seconds`` from now (never shortening a longer pause); whether
+        it moved."""
+        until = trio.current_time() + seconds
+        if until <= self.paused_until:
+            return False
+        self.paused_until = until
+        return True
+
+    async def close(self, *, drain: bool) -> None:
+        """No new attempt through this admission; with ``drain``, wait for the admitted ones
+        to leave."""
+        self.closed = True
+        if drain and self.in_flight:
+            self._drained = trio.Event()
+            await self._drained.wait()
 
 
-class _Completion(Record):
-    """The fields of a completion request to the actor. ``tries`` counts the attempts already
-    failed (for the retry policy)."""
-
-    request: ChatRequest
-    retry: RetryConfig = _DEFAULT_RETRY
-    on_error: ErrorHook | None = None
-    on_retry: RetryHook | None = None
-    tries: int = 0
-
-
-class ChatCompletion(_Completion, Call["ModelResponse"]):
-    """Call: one non-streaming completion, served and retried per ``retry`` in the actor."""
-
-    __slots__ = ()
-
-
-class LeaseCall(_Completion, Call["CallLease | ModelResponse"]):
-    """Call: one non-streaming completion. The reply is a :class:`CallLease` when the actor
-    admits it at once (the caller then runs the attempt), else the whole response, served and
-    retried in the actor like :class:`ChatCompletion`."""
-
-    __slots__ = ()
+class GetAdmission(Record, Call[Admission]):
+    """Call: the actor's current :class:`Admission` (answered at once)."""
 
 
 class AttemptFailed(Record, Call["float | None"]):
-    """Call: a leased attempt failed with ``error`` after ``tries`` earlier failures. The reply
-    is the wait before the next attempt, or ``None``: give up (the caller raises ``error``)."""
+    """Call: an attempt failed with ``error`` after ``tries`` earlier failures. The reply is
+    the wait before the next attempt, or ``None``: give up (the caller raises ``error``)."""
 
     error: KovaError
     tries: int
-    retry: RetryConfig = _DEFAULT_RETRY
-    on_error: ErrorHook | None = None
+    retry: RetryConfig
     on_retry: RetryHook | None = None
 
 
-class AttemptCrashed(Record, Call[None]):
-    """Call: a leased attempt raised something that is not a request error (a provider bug).
-    The actor crashes with it, as if its own task had raised it; the caller gets
-    :class:`~kova.ActorFailed`."""
-
-    error: Exception
-
-
-class _Admission:
-    """What the actor hands a caller it admitted at once: one attempt to run in the caller's
-    own task. The caller sets ``running`` as it starts the attempt and ``done`` when it is
-    over, whatever its outcome: the actor's stop waits for the running ones (an admission its
-    caller dropped, cancelled just as it arrived, holds nothing up)."""
-
-    __slots__ = ("__weakref__", "done", "running")
-
-    def __init__(self) -> None:
-        self.running = False
-        self.done = trio.Event()
-
-
-class CallLease(_Admission):
-    """A call admitted at once: ``attempt()`` sends that one request. What it may touch: that
-    one request (see :class:`_Admission`)."""
-
-    __slots__ = ("attempt",)
-
-    def __init__(self, attempt: Callable[[], Awaitable[ModelResponse]]) -> None:
-        super().__init__()
-        self.attempt = attempt
-
-
-class OpenStream(_Completion):
-    """Stream: one streaming completion; the single item is a :class:`StreamLease`."""
-
-    __slots__ = ()
-
-
-class LeaseStream(Record, Call["StreamGrant | None"]):
-    """Call: may the caller open one streaming completion itself, now? The reply is a
-    :class:`StreamGrant` when the actor admits it at once (no cap, the gate open), else
-    ``None``: the caller asks for an actor-served stream (:class:`OpenStream`) instead."""
-
-    request: ChatRequest
-
-
-class StreamGrant(_Admission):
-    """A stream admitted at once: ``open()`` is the provider's stream of that one request.
-    What it may touch: that one response (see :class:`_Admission`)."""
-
-    __slots__ = ("open",)
-
-    def __init__(self, open: Callable[[], AbstractAsyncContextManager[EventBatches]]) -> None:
-        super().__init__()
-        self.open = open
-
-
-class CountTokens(Record, Call[int]):
-    """Call: prompt tokens for a request."""
-
-    request: ChatRequest
-    retry: RetryConfig = _DEFAULT_RETRY
-    on_error: ErrorHook | None = None
-
-
-class ListModels(Record, Call["list[ModelInfo]"]):
-    """Call: the provider's models."""
-
-    retry: RetryConfig = _DEFAULT_RETRY
-    on_error: ErrorHook | None = None
-
-
 class RateLimitObserved(Record):
-    """Cast: a leased stream was rate limited after its content began; pause new requests
-    for ``retry_after`` seconds."""
+    """Cast: a stream was rate limited after its content began (never retried); close the
+    gate for ``retry_after`` seconds so the other callers back off."""
 
     retry_after: float
 
 
 class StreamLease(Record):
-    """What a stream's caller receives: the first batch with content (and any usage-only
-    batches before it) and the rest of that one response's batches. See ``_provider_actor``
-    for what a lease may touch."""
+    """What a stream's caller holds: the first batch with content (and any usage-only
+    batches before it) and the rest of that one response's batches, read in the caller's
+    task."""
 
     first: tuple[StreamEvent, ...]
     rest: EventBatches

@@ -1,49 +1,68 @@
 """The caller side of the provider actor: :class:`ProviderRef` and :func:`spawn_provider`.
 
-A :class:`ProviderRef` is the :class:`~kova.providers.Provider` that agents hold. It sends
-each request to the actor (``_provider_actor``) and, when the actor admits it at once, runs
-the leased attempt in the caller's own task: a call's one HTTP request, or a stream's
-response read to its first content and then handed to the consumer. Failed attempts go back
-to the actor, whose retry policy, hooks and rate-limit gate decide what happens next. The
-messages both sides exchange are in ``_provider_messages``.
+A :class:`ProviderRef` is the :class:`~kova.providers.Provider` that agents hold. Every
+request runs in the caller's own task: it enters the admission the actor published (the
+in-flight cap and the rate-limit gate; see ``_provider_actor``), sends the request on the
+provider the actor holds open, and reports a failed attempt back to the actor, whose retry
+policy decides whether and when to try again. Two loops do this, written once each: one for
+calls (completions, token counts, model lists) and one for streams, which retries only
+until the first content reached the consumer. The messages are in ``_provider_messages``.
 """
 
 from __future__ import annotations
 
 from contextlib import asynccontextmanager, nullcontext, suppress
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
 from .._errors import KovaError, MailboxClosed, RateLimited
-from .._models import ChatRequest, InferenceConfig, ToolDefinition
+from .._log import get_logger
+from .._models import ChatRequest, InferenceConfig, ToolDefinition, UsageEvent
 from .._record import Record, evolve, set_field
+from ..providers._base import heuristic_count_tokens
 from ._input import check_messages
-from ._provider_actor import ProviderActor, _first_content
-from ._provider_messages import (
-    AttemptCrashed,
-    AttemptFailed,
-    CallLease,
-    CountTokens,
-    LeaseCall,
-    LeaseStream,
-    ListModels,
-    OpenStream,
-    RateLimitObserved,
-    StreamLease,
-)
+from ._provider_actor import ProviderActor
+from ._provider_messages import AttemptFailed, GetAdmission, RateLimitObserved, StreamLease
 from ._retry import RetryConfig
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
     from contextlib import AbstractAsyncContextManager
 
     from .._models import ModelInfo, ModelResponse, StreamEvent
     from ..actors import ActorRef, RestartType, Runtime
     from ..providers import EventBatches, Provider
-    from ._provider_messages import ErrorHook, RetryHook
+    from ._provider_messages import Admission, RetryHook
 
 __all__ = ["ProviderRef", "spawn_provider"]
+
+log = get_logger(__name__)
+
+_T = TypeVar("_T")
+_GET_ADMISSION = GetAdmission()
+
+
+class _Link:
+    """One provider actor as its refs reach it: the actor, and the admission its current
+    incarnation published (asked for on first use, and again once it is closed). Shared by
+    every copy of a ref (``with_retry``, ``observed``)."""
+
+    __slots__ = ("actor", "admission")
+
+    def __init__(self, actor: ActorRef) -> None:
+        self.actor = actor
+        self.admission: Admission | None = None
+
+    async def refresh(self) -> Admission:
+        """The current incarnation's admission.
+
+        Raises:
+            MailboxClosed: the actor is stopped.
+        """
+        admission: Admission = await self.actor.call(_GET_ADMISSION)
+        self.admission = admission
+        return admission
 
 
 class _LeasedBatches:
@@ -67,23 +86,23 @@ class _LeasedBatches:
 
 
 class ProviderRef(Record):
-    """A :class:`~kova.providers.Provider` that forwards every request to a provider actor.
+    """A :class:`~kova.providers.Provider` served by a provider actor.
 
-    Cancellation crosses over: cancelling a call cancels the HTTP request in the actor before
-    the call returns; leaving a stream early stops the HTTP read under it.
+    Requests run in the caller's task, admitted and retried by the actor's policy (see
+    :func:`spawn_provider`). Cancelling a call cancels its HTTP request before the call
+    returns; leaving a stream early closes the response under it.
     """
 
     ref: ActorRef
     """The provider actor."""
     provider_name: str
     retry: RetryConfig
-    """How the actor retries this ref's requests (an agent passes its own)."""
-    on_error: ErrorHook | None
-    """Called in the actor for each failed attempt (see :data:`ErrorHook`)."""
+    """How this ref's requests are retried (an agent passes its own)."""
     on_retry: RetryHook | None
     """Called in the actor before each retry (see :data:`RetryHook`)."""
     runtime: Runtime | None
     """Where the actor runs (used by :meth:`stop`)."""
+    _link: _Link
 
     def __init__(
         self,
@@ -91,16 +110,16 @@ class ProviderRef(Record):
         ref: ActorRef,
         provider_name: str,
         retry: RetryConfig | None = None,
-        on_error: ErrorHook | None = None,
         on_retry: RetryHook | None = None,
         runtime: Runtime | None = None,
+        link: _Link | None = None,
     ) -> None:
         set_field(self, "ref", ref)
         set_field(self, "provider_name", provider_name)
         set_field(self, "retry", RetryConfig() if retry is None else retry)
-        set_field(self, "on_error", on_error)
         set_field(self, "on_retry", on_retry)
         set_field(self, "runtime", runtime)
+        set_field(self, "_link", _Link(ref) if link is None else link)
 
     @property
     def name(self) -> str:
@@ -110,81 +129,93 @@ class ProviderRef(Record):
         """Nothing to acquire: the actor holds the provider open."""
         return nullcontext()
 
-    def with_retry(self, retry: RetryConfig, *, on_error: ErrorHook | None = None) -> ProviderRef:
-        """This ref with another retry policy and error hook (same actor)."""
-        return evolve(self, retry=retry, on_error=on_error)
+    def with_retry(self, retry: RetryConfig) -> ProviderRef:
+        """This ref with another retry policy (same actor)."""
+        if not isinstance(retry, RetryConfig):
+            raise TypeError(f"retry must be a kova.agent.RetryConfig, got {type(retry).__name__}")
+        return evolve(self, retry=retry)
 
     def observed(self, on_retry: RetryHook | None) -> ProviderRef:
         """This ref with a retry hook (same actor, same policy)."""
         return evolve(self, on_retry=on_retry)
 
+    # -- calls --------------------------------------------------------------------------
+
     async def chat_completion(self, request: ChatRequest) -> ModelResponse:
-        """See :meth:`kova.providers.Provider.chat_completion` (retried in the actor).
+        """See :meth:`kova.providers.Provider.chat_completion` (admitted and retried by the
+        actor's policy).
 
         Raises:
             MailboxClosed: the provider actor is stopped.
-            ActorFailed: the provider actor crashed during the call.
+            RateLimited: also when the rate-limit gate is closed and this ref's retry policy
+                does not wait that long (``retry_after`` is the time left).
         """
         return await self.complete_checked(_checked(request))
 
     async def complete_checked(self, request: ChatRequest) -> ModelResponse:
         """:meth:`chat_completion` for a request already known to be well formed (the agent
-        checks a turn's history once, at its boundary, and builds the rest itself): admitted
-        and retried by the actor, leased when it can be. Internal to kova."""
-        ref = self.ref
-        message = LeaseCall(
-            request=request, retry=self.retry, on_error=self.on_error, on_retry=self.on_retry
-        )
+        checks a turn's history once, at its boundary, and builds the rest itself). Internal
+        to kova."""
+        return await self._call(lambda provider: provider.chat_completion(request))
+
+    async def count_tokens(self, request: ChatRequest) -> int:
+        """See :meth:`kova.providers.Provider.count_tokens` (through the gate, retried). A
+        provider without a counter of its own gets
+        :func:`~kova.providers.heuristic_count_tokens`."""
+        checked = _checked(request)
+        return await self._call(lambda provider: _count_tokens(provider, checked))
+
+    async def list_models(self) -> list[ModelInfo]:
+        """See :meth:`kova.providers.Provider.list_models` (through the gate, retried).
+
+        Raises:
+            NotImplementedError: the provider cannot list its models.
+        """
+        return await self._call(_list_models)
+
+    async def _call(self, attempt: Callable[[Provider], Awaitable[_T]]) -> _T:
+        """The retry loop of every request that is not a stream."""
+        link, retry = self._link, self.retry
         tries = 0
         while True:
-            reply = await ref.call(message)
-            if not isinstance(reply, CallLease):
-                return reply  # served in the actor, retries and all
-            reply.running = True
+            admission = link.admission
+            if admission is None or admission.closed:
+                admission = await link.refresh()
+            token = await admission.enter(retry)
             try:
-                return await reply.attempt()
+                return await attempt(admission.provider)
             except KovaError as exc:
                 error = exc
             except Exception as exc:
-                if _request_errors_only(exc):
-                    raise  # the caller's, as when served in the actor
-                await self._crash_actor(exc)
+                _provider_bug(admission, exc)
+                raise
             finally:
-                reply.done.set()
-            await self._after_failed_attempt(error, tries)
+                admission.leave(token)
+            await self._after_failure(error, tries)
             tries += 1
-            message = evolve(message, tries=tries)
 
-    async def _after_failed_attempt(self, error: KovaError, tries: int) -> None:
-        """A leased attempt failed after ``tries`` earlier failures: the actor records it and
-        decides. Waits until the next attempt may start, or raises ``error``."""
-        delay = await self.ref.call(
-            AttemptFailed(
-                error=error,
-                tries=tries,
-                retry=self.retry,
-                on_error=self.on_error,
-                on_retry=self.on_retry,
+    async def _after_failure(self, error: KovaError, tries: int) -> None:
+        """An attempt failed after ``tries`` earlier failures: the actor records it and
+        decides. Returns once the next attempt may start, or raises ``error``."""
+        try:
+            delay = await self._link.actor.call(
+                AttemptFailed(error=error, tries=tries, retry=self.retry, on_retry=self.on_retry)
             )
-        )
+        except MailboxClosed:
+            delay = None  # stopped meanwhile: no next attempt, and the error is the answer
         if delay is None:
             raise error
         await trio.sleep(delay)
 
-    async def _crash_actor(self, exc: Exception) -> NoReturn:
-        """A leased attempt raised what is not a request error (a provider bug): the actor
-        crashes with it, and this caller gets :class:`~kova.ActorFailed`."""
-        await self.ref.call(AttemptCrashed(error=exc))
-        raise AssertionError("unreachable: the actor crashed") from exc
+    # -- streams ------------------------------------------------------------------------
 
     @asynccontextmanager
     async def chat_completion_stream(self, request: ChatRequest) -> AsyncIterator[EventBatches]:
         """See :meth:`kova.providers.Provider.chat_completion_stream`.
 
-        The stream is leased (see ``_provider_actor``). Errors before any content (HTTP
-        statuses, an overload or rate-limit event first thing in the stream) are retried by
-        the actor's policy and, once retries are spent, raise on entering; later errors raise
-        from the iterator and are never retried.
+        Errors before any content (HTTP statuses, an overload or rate-limit event first
+        thing in the stream) are retried by the actor's policy and, once retries are spent,
+        raise on entering; later errors raise from the iterator and are never retried.
 
         Raises:
             MailboxClosed: the provider actor is stopped.
@@ -196,102 +227,99 @@ class ProviderRef(Record):
     async def stream_checked(self, request: ChatRequest) -> AsyncIterator[StreamLease]:
         """:meth:`chat_completion_stream` for a request already known to be well formed (see
         :meth:`complete_checked`), as the lease itself: its first batch, then the rest of the
-        response read directly (the agent's stream loop saves a coroutine per network read
-        that way). Internal to kova."""
-        async with self._leased_stream(request) as lease:
-            try:
-                yield lease
-            except RateLimited as exc:
-                # A rate limit after content: not retried, but the others should back off.
-                if exc.retry_after is not None:
-                    self._report_rate_limit(exc.retry_after)
-                raise
-
-    @asynccontextmanager
-    async def _leased_stream(self, request: ChatRequest) -> AsyncIterator[StreamLease]:
-        """The stream, opened in this task when the actor admits it at once, else by the
-        actor; errors before content retried by the actor's policy either way."""
-        ref = self.ref
-        message = LeaseStream(request=request)
+        response, read directly. The retry loop of streams: an attempt is retried only until
+        its first content; the in-flight slot is held until the consumer leaves. Internal to
+        kova."""
+        link, retry = self._link, self.retry
         tries = 0
         while True:
-            grant = await ref.call(message)
-            if grant is None:
-                break  # a cap or a closed gate: the actor serves the stream
-            error: KovaError | None = None
+            admission = link.admission
+            if admission is None or admission.closed:
+                admission = await link.refresh()
+            token = await admission.enter(retry)
             content = False
-            grant.running = True
             try:
-                async with grant.open() as batches:
+                async with admission.provider.chat_completion_stream(request) as batches:
                     try:
                         first = await _first_content(batches)
                     except KovaError as exc:
-                        error = exc
+                        error = exc  # before any content: the policy decides
                     else:
                         content = True
                         yield StreamLease(first=first, rest=batches)
                         return
             except KovaError as exc:
                 if content:
-                    raise  # the consumer's, or the stream's after its content: never retried
+                    # The consumer's, or the stream's after its content: never retried. A
+                    # rate limit still closes the gate, so the other callers back off.
+                    if isinstance(exc, RateLimited) and exc.retry_after is not None:
+                        self._report_rate_limit(min(exc.retry_after, retry.max_retry_after))
+                    raise
                 error = exc  # the request failed on opening (an HTTP status)
             except Exception as exc:
-                if content or _request_errors_only(exc):
-                    raise
-                await self._crash_actor(exc)
+                if not content:
+                    _provider_bug(admission, exc)
+                raise
             finally:
-                grant.done.set()
-            assert error is not None
-            await self._after_failed_attempt(error, tries)
+                admission.leave(token)
+            await self._after_failure(error, tries)
             tries += 1
-        async with ref.stream(
-            OpenStream(
-                request=request,
-                retry=self.retry,
-                on_error=self.on_error,
-                on_retry=self.on_retry,
-                tries=tries,
-            ),
-            buffer=1,
-        ) as items:
-            try:
-                lease: StreamLease = await items.receive()
-            except trio.EndOfChannel:
-                raise MailboxClosed(self.ref.name) from None
-            yield lease
 
     def _report_rate_limit(self, retry_after: float) -> None:
         # A full mailbox means the actor is busy, not gone: this request still raises its
         # RateLimited, and the next rate limit pauses the others.
         with suppress(trio.WouldBlock, MailboxClosed):
-            self.ref.cast(RateLimitObserved(retry_after=retry_after))
-
-    async def list_models(self) -> list[ModelInfo]:
-        """See :meth:`kova.providers.Provider.list_models` (through the gate, retried)."""
-        return await self.ref.call(ListModels(retry=self.retry, on_error=self.on_error))
-
-    async def count_tokens(self, request: ChatRequest) -> int:
-        """See :meth:`kova.providers.Provider.count_tokens` (through the gate, retried)."""
-        return await self.ref.call(
-            CountTokens(request=_checked(request), retry=self.retry, on_error=self.on_error)
-        )
+            self._link.actor.cast(RateLimitObserved(retry_after=retry_after))
 
     async def stop(self) -> None:
-        """Stop the provider actor (orderly: queued and in-flight requests finish first,
-        within the grace period). Does nothing without a :attr:`runtime`."""
+        """Stop the provider actor (orderly: requests in flight finish first, within the
+        grace period). Does nothing without a :attr:`runtime`."""
         if self.runtime is not None:
             await self.runtime.stop(self.ref)
 
 
-def _request_errors_only(exc: Exception) -> bool:
-    """An exception group of request errors only (a provider that raises several at once):
-    the caller's to handle, never a fault of the actor."""
-    return isinstance(exc, BaseExceptionGroup) and exc.split(KovaError)[1] is None
+async def _first_content(batches: EventBatches) -> tuple[StreamEvent, ...]:
+    """Read until a batch with content (anything but usage); usage-only batches before it
+    are kept. An error before any content raises here, where it can still be retried."""
+    head: list[StreamEvent] = []
+    async for batch in batches:
+        head.extend(batch)
+        if any(type(event) is not UsageEvent for event in batch):
+            break
+    return tuple(head)
+
+
+async def _count_tokens(provider: Provider, request: ChatRequest) -> int:
+    counter = getattr(provider, "count_tokens", None)
+    if counter is None:
+        return heuristic_count_tokens(request.messages, request.tools)
+    count: int = await counter(request)
+    return count
+
+
+async def _list_models(provider: Provider) -> list[ModelInfo]:
+    lister = getattr(provider, "list_models", None)
+    if lister is None:
+        raise NotImplementedError(f"provider {provider.name!r} cannot list its models")
+    models: list[ModelInfo] = await lister()
+    return models
+
+
+def _provider_bug(admission: Admission, exc: Exception) -> None:
+    """A provider raised something that is not a request error: it fails this request only
+    (the caller's task raises it, with its traceback), logged here once, as a warning. An
+    exception group made only of request errors (a provider that raised several at once) is
+    the caller's to handle."""
+    if isinstance(exc, BaseExceptionGroup) and exc.split(KovaError)[1] is None:
+        return
+    log.warning(
+        "provider.request.failed", provider=admission.name, error=f"{type(exc).__name__}: {exc}"
+    )
 
 
 def _checked(request: object) -> ChatRequest:
-    """``request``, checked in the caller's task: a malformed one must fail its caller with a
-    ``TypeError``, never reach (and crash) the actor that many callers share."""
+    """``request``, checked in the caller's task: a malformed one fails its caller with a
+    ``TypeError`` before anything is sent."""
     if not isinstance(request, ChatRequest):
         raise TypeError(f"expected a kova.ChatRequest, got {type(request).__name__}")
     check_messages(request.messages)
@@ -330,6 +358,10 @@ async def spawn_provider(
         retry: the default retry policy of the returned ref (an agent uses its own).
         restart: the child restart type (default ``"permanent"``).
     """
+    if max_in_flight is not None and (
+        not isinstance(max_in_flight, int) or isinstance(max_in_flight, bool) or max_in_flight < 1
+    ):
+        raise ValueError(f"max_in_flight must be an int of at least 1, got {max_in_flight!r}")
 
     def factory() -> ProviderActor:
         return ProviderActor(provider, max_in_flight=max_in_flight)

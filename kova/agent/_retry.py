@@ -1,8 +1,10 @@
-"""Retry policy for provider calls: exponential backoff, jitter, and the provider's
-``retry_after`` winning over the computed delay."""
+"""Retry policy for provider calls: exponential backoff, jitter, the provider's
+``retry_after`` winning over the computed delay, and the bound past which a server's delay is
+not waited for."""
 
 from __future__ import annotations
 
+import math
 import random
 
 from .._errors import KovaError, ProviderError
@@ -11,19 +13,15 @@ from .._record import Record
 __all__ = ["RetryConfig"]
 
 
-def _non_negative(name: str, value: float) -> float:
-    if value < 0:
-        raise ValueError(f"{name} must not be negative, got {value}")
-    return value
-
-
 class RetryConfig(Record):
     """How the agent retries a failed provider call.
 
     Only retryable errors (:attr:`kova.KovaError.is_retryable`: rate limits, overload,
     connection errors, timeouts) are retried. The delay before retry ``n`` (0-based) is
     ``min(max_backoff, initial_backoff * multiplier**n)``, shortened by up to ``jitter`` of
-    itself at random; a ``retry_after`` the provider sent replaces it exactly. A stream is never
+    itself at random; a ``retry_after`` the provider sent replaces it exactly, unless it is
+    longer than ``max_retry_after``: then the call is not retried and fails at once with the
+    provider's error (its ``retry_after`` says how long the server asked for). A stream is never
     retried once any of its content has reached the consumer.
     """
 
@@ -37,12 +35,25 @@ class RetryConfig(Record):
     """The longest computed wait in seconds (a server's ``retry_after`` is used as sent)."""
     jitter: float = 0.0
     """Fraction (0..1) by which each delay may be shortened at random, to spread retries."""
+    max_retry_after: float = 60.0
+    """The longest server-requested delay (``retry_after``) that is waited for, in seconds.
+    A rate limit asking for longer fails the call at once, and closes the provider's shared
+    rate-limit gate for at most this long (``math.inf``: always wait as asked)."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.max_retries, int) or isinstance(self.max_retries, bool):
+            raise TypeError(f"max_retries must be an int, got {self.max_retries!r}")
         if self.max_retries < 0:
             raise ValueError(f"'max_retries' must be >= 0: {self.max_retries}")
-        for name in ("initial_backoff", "multiplier", "max_backoff", "jitter"):
-            _non_negative(name, getattr(self, name))
+        for name in ("initial_backoff", "multiplier", "max_backoff", "jitter", "max_retry_after"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                raise TypeError(f"{name} must be a number of seconds, got {value!r}")
+            # ``not >=`` also refuses NaN, which would make a delay (and a retry) never end.
+            if not value >= 0:
+                raise ValueError(f"{name} must not be negative, got {value}")
+            if name != "max_retry_after" and not math.isfinite(value):
+                raise ValueError(f"{name} must be finite, got {value}")
         if self.jitter > 1:
             raise ValueError(f"jitter is a fraction between 0 and 1, got {self.jitter}")
 
@@ -61,5 +72,9 @@ class RetryConfig(Record):
         return delay
 
     def should_retry(self, retry: int, error: KovaError) -> bool:
-        """Whether to retry after ``retry`` retries already happened."""
-        return error.is_retryable and retry < self.max_retries
+        """Whether to retry after ``retry`` retries already happened: a retryable error, a
+        retry left, and no server delay beyond :attr:`max_retry_after`."""
+        if not error.is_retryable or retry >= self.max_retries:
+            return False
+        retry_after = error.retry_after if isinstance(error, ProviderError) else None
+        return retry_after is None or retry_after <= self.max_retry_after

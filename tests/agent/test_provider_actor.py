@@ -6,11 +6,11 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import pytest
+import structlog
 import trio
 import trio.testing
 
 from kova import (
-    ActorFailed,
     ChatRequest,
     InferenceConfig,
     InvalidRequest,
@@ -274,10 +274,10 @@ async def test_rate_limit_pauses_every_request_until_retry_after(
     provider = FunctionProvider(model)
     finished: list[float] = []
     async with open_runtime() as runtime:
-        ref = await spawn_provider(runtime, provider, retry=RetryConfig.disabled())
+        ref = await spawn_provider(runtime, provider)
         await trio.sleep(1.0)
         with pytest.raises(RateLimited):
-            await ref.chat_completion(ChatRequest(messages=HISTORY, tools=[], config=CONFIG))
+            await ref.with_retry(RetryConfig.disabled()).chat_completion(ChatRequest.of("hi"))
         assert trio.current_time() == 1.0
 
         async def ask(delay: float) -> None:
@@ -293,6 +293,81 @@ async def test_rate_limit_pauses_every_request_until_retry_after(
     assert sorted(finished) == [6.0, 6.0, 6.0, 8.0]
 
 
+async def test_a_caller_whose_retries_are_off_fails_at_once_while_the_gate_is_closed(
+    autojump_clock: trio.testing.MockClock,
+):
+    """It never waits on the gate: RateLimited at once, its retry_after the time left."""
+    sent_at: list[float] = []
+
+    def model(request: ScriptRequest) -> Reply:
+        sent_at.append(trio.current_time())
+        if len(sent_at) == 1:
+            return ErrorReply(status_code=429, retry_after=10.0)
+        return reply_text("ok")
+
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, FunctionProvider(model))
+        off = ref.with_retry(RetryConfig.disabled())
+        with pytest.raises(RateLimited):
+            await off.chat_completion(ChatRequest.of("first"))
+        await trio.sleep(4.0)
+        with pytest.raises(RateLimited) as refused:
+            await off.chat_completion(ChatRequest.of("call"))
+        assert refused.value.retry_after == 6.0
+        with pytest.raises(RateLimited) as refused:
+            async with off.chat_completion_stream(ChatRequest.of("stream")):
+                pytest.fail("entered a stream through a closed gate")
+        assert refused.value.retry_after == 6.0
+        with pytest.raises(RateLimited):
+            await off.count_tokens(ChatRequest.of("count"))
+        assert trio.current_time() == 4.0  # nobody waited
+        # a caller that retries waits for the gate and goes out when it opens
+        assert (await ref.chat_completion(ChatRequest.of("later"))).text == "ok"
+    assert sent_at == [0.0, 10.0]
+
+
+async def test_a_retry_after_beyond_the_bound_fails_at_once_and_closes_the_gate_for_the_bound(
+    autojump_clock: trio.testing.MockClock,
+):
+    """``Retry-After: 3600`` is not waited for: the call fails at once carrying the server's
+    3600, and the gate closes for max_retry_after (60 by default), so the next call goes out
+    within the bound, not an hour later."""
+    sent_at: list[float] = []
+
+    def model(request: ScriptRequest) -> Reply:
+        sent_at.append(trio.current_time())
+        if len(sent_at) == 1:
+            return ErrorReply(status_code=429, retry_after=3600.0)
+        return reply_text("ok")
+
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, FunctionProvider(model))
+        with pytest.raises(RateLimited) as limited:
+            await ref.chat_completion(ChatRequest.of("first"))  # retries on (two left)
+        assert limited.value.retry_after == 3600.0
+        assert trio.current_time() == 0.0
+        assert (await ref.chat_completion(ChatRequest.of("second"))).text == "ok"
+    assert sent_at == [0.0, 60.0]
+
+
+async def test_a_caller_with_a_shorter_bound_than_the_gate_s_time_left_fails_at_once(
+    autojump_clock: trio.testing.MockClock,
+):
+    def model(request: ScriptRequest) -> Reply:
+        return ErrorReply(status_code=429, retry_after=50.0)
+
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, FunctionProvider(model))
+        with pytest.raises(RateLimited):
+            await ref.with_retry(RetryConfig.disabled()).chat_completion(ChatRequest.of("a"))
+        with pytest.raises(RateLimited) as refused:
+            await ref.with_retry(RetryConfig(max_retry_after=30.0)).chat_completion(
+                ChatRequest.of("b")
+            )
+        assert refused.value.retry_after == 50.0
+        assert trio.current_time() == 0.0
+
+
 async def test_rate_limit_on_stream_also_pauses(autojump_clock: trio.testing.MockClock):
     sent_at: list[float] = []
 
@@ -304,9 +379,9 @@ async def test_rate_limit_on_stream_also_pauses(autojump_clock: trio.testing.Moc
 
     provider = FunctionProvider(model)
     async with open_runtime() as runtime:
-        ref = await spawn_provider(runtime, provider, retry=RetryConfig.disabled())
+        ref = await spawn_provider(runtime, provider)
         with pytest.raises(RateLimited):
-            async with ref.chat_completion_stream(
+            async with ref.with_retry(RetryConfig.disabled()).chat_completion_stream(
                 ChatRequest(messages=HISTORY, tools=[], config=CONFIG)
             ):
                 pass
@@ -316,24 +391,48 @@ async def test_rate_limit_on_stream_also_pauses(autojump_clock: trio.testing.Moc
     assert sent_at == [0.0, 3.0]
 
 
-async def test_provider_crash_fails_the_call_and_restarts_with_provider_reopened(
-    autojump_clock: trio.testing.MockClock,
+@pytest.mark.parametrize("streamed", [False, True], ids=["call", "stream"])
+async def test_a_provider_bug_fails_only_its_caller_while_another_request_completes(
+    autojump_clock: trio.testing.MockClock, streamed: bool
 ):
-    def model(request: ScriptRequest) -> Reply:
-        if len(provider.requests) == 1:
+    """A provider that raises something unexpected fails that one request with the error,
+    logged once; the actor is not restarted and a second caller's request in flight at the
+    same time completes."""
+    done: list[tuple[str, float]] = []
+
+    async def model(request: ScriptRequest) -> Reply:
+        if request.messages[-1].text == "bad":
+            await trio.sleep(1.0)
             raise RuntimeError("codec bug")
-        return reply_text("recovered")
+        await trio.sleep(2.0)
+        return reply_text("fine")
+
+    async def ask(provider: Provider, text: str) -> str:
+        if streamed:
+            return await _read_stream(provider, ChatRequest.of(text))
+        return (await provider.chat_completion(ChatRequest.of(text))).text
 
     provider = FunctionProvider(model)
     async with open_runtime(backoff=Backoff.none()) as runtime:
         ref = await spawn_provider(runtime, provider)
-        with pytest.raises(ActorFailed) as failed:
-            await ref.chat_completion(ChatRequest(messages=HISTORY, tools=[], config=CONFIG))
-        assert isinstance(failed.value.__cause__, RuntimeError)
-        assert (
-            await ref.chat_completion(ChatRequest(messages=HISTORY, tools=[], config=CONFIG))
-        ).text == "recovered"
-        assert provider.open_count == 1
+
+        async def good() -> None:
+            done.append((await ask(ref, "good"), trio.current_time()))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(good)
+            with pytest.raises(RuntimeError, match="codec bug"):
+                await ask(ref, "bad")
+            assert trio.current_time() == 1.0
+        assert done == [("fine", 2.0)]
+        assert provider.open_count == 1  # never reopened: the actor did not restart
+        with structlog.testing.capture_logs() as logs:
+            with pytest.raises(RuntimeError, match="codec bug"):
+                await ask(ref, "bad")
+            assert await ask(ref, "again") == "fine"
+    failed = [entry for entry in logs if entry["event"] == "provider.request.failed"]
+    assert [entry["error"] for entry in failed] == ["RuntimeError: codec bug"]
+    assert not [entry for entry in logs if entry["event"] == "actor.crashed"]
 
 
 async def test_two_providers_with_one_name_get_distinct_actors() -> None:
@@ -416,9 +515,9 @@ async def test_count_tokens_and_list_models_pass_the_rate_limit_gate(
 
     provider = FunctionProvider(model)
     async with open_runtime() as runtime:
-        ref = await spawn_provider(runtime, provider, retry=RetryConfig.disabled())
+        ref = await spawn_provider(runtime, provider)
         with pytest.raises(RateLimited):
-            await ref.chat_completion(ChatRequest.of("hi"))
+            await ref.with_retry(RetryConfig.disabled()).chat_completion(ChatRequest.of("hi"))
         await ref.count_tokens(ChatRequest.of("hi"))
         assert trio.current_time() == 4.0
         await ref.list_models()
@@ -493,24 +592,22 @@ async def test_a_malformed_request_fails_its_caller_and_never_the_shared_actor(
 
 
 def _recording_hooks(ref: ProviderRef, hooks: list[tuple[str, trio.lowlevel.Task]]) -> ProviderRef:
-    """``ref`` with two retries 0.5 s apart and error and retry hooks that record the task
-    they ran in."""
-
-    def on_error(error: object) -> None:
-        hooks.append(("error", trio.lowlevel.current_task()))
+    """``ref`` with two retries 0.5 s apart and a retry hook that records the task it ran
+    in."""
 
     def on_retry(attempt: int, error: object, wait: float) -> None:
         hooks.append(("retry", trio.lowlevel.current_task()))
 
     retry = RetryConfig(max_retries=2, initial_backoff=0.5)
-    return ref.with_retry(retry, on_error=on_error).observed(on_retry)
+    return ref.with_retry(retry).observed(on_retry)
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["call", "stream"])
-async def test_a_request_admitted_at_once_is_sent_from_the_caller_s_task(streamed: bool) -> None:
-    """No cap and the gate open: the actor admits the call or stream from its own loop and the
-    caller's task sends it (no task per request in the actor). With a cap, the actor serves it
-    (a stream: the actor opens it and leases the rest)."""
+async def test_every_request_is_sent_from_the_caller_s_task_with_or_without_a_cap(
+    streamed: bool,
+) -> None:
+    """One path: the actor admits, the caller's task sends the request (no task per request
+    in the actor), whether the provider has an in-flight cap or not."""
     senders: list[trio.lowlevel.Task] = []
 
     def model(request: ScriptRequest) -> Reply:
@@ -523,19 +620,19 @@ async def test_a_request_admitted_at_once_is_sent_from_the_caller_s_task(streame
         return (await provider.chat_completion(ChatRequest.of("hi"))).text
 
     async with open_runtime() as runtime:
-        leased = await spawn_provider(runtime, FunctionProvider(model))
+        uncapped = await spawn_provider(runtime, FunctionProvider(model))
         capped = await spawn_provider(runtime, FunctionProvider(model), max_in_flight=1)
-        assert await ask(leased) == "ok"
+        assert await ask(uncapped) == "ok"
         assert senders[-1] is trio.lowlevel.current_task()
         assert await ask(capped) == "ok"
-        assert senders[-1] is not trio.lowlevel.current_task()
+        assert senders[-1] is trio.lowlevel.current_task()
 
 
 async def test_a_leased_call_s_failures_are_recorded_and_retried_by_the_actor(
     autojump_clock: trio.testing.MockClock,
 ):
-    """The actor still owns the policy of a leased call: its error hook and retry hook run in
-    the actor's task, a rate limit pauses the gate for everyone, and the retry waits."""
+    """The actor owns the policy of a call its caller sends: the retry hook runs in the
+    actor's task, and the retry waits the backoff it decided."""
     sent_at: list[float] = []
     hooks: list[tuple[str, trio.lowlevel.Task]] = []
 
@@ -550,7 +647,7 @@ async def test_a_leased_call_s_failures_are_recorded_and_retried_by_the_actor(
         assert (await observed.chat_completion(ChatRequest.of("hi"))).text == "ok"
         caller = trio.lowlevel.current_task()
     assert sent_at == [0.0, 0.5]
-    assert [kind for kind, _task in hooks] == ["error", "retry"]
+    assert [kind for kind, _task in hooks] == ["retry"]
     assert all(task is not caller for _kind, task in hooks)
 
 
@@ -621,26 +718,52 @@ async def test_a_leased_stream_s_failures_before_content_are_retried_by_the_acto
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_read_stream, observed, ChatRequest.of("first"))
             await trio.sleep(1.0)
-            # the gate is closed until 2.0: this one waits for it, served by the actor
+            # the gate is closed until 2.0: this one waits for it
             assert await _read_stream(ref, ChatRequest.of("second")) == "ok"
     assert sorted(sent_at) == [0.0, 2.0, 2.0]
-    assert [kind for kind, _task in hooks] == ["error", "retry"]
+    assert [kind for kind, _task in hooks] == ["retry"]
     assert all(task is not caller for _kind, task in hooks)
 
 
-async def test_a_leased_stream_gives_up_when_its_retries_are_spent(
-    autojump_clock: trio.testing.MockClock,
+@pytest.mark.parametrize("streamed", [False, True], ids=["call", "stream"])
+async def test_a_request_gives_up_when_its_retries_are_spent(
+    autojump_clock: trio.testing.MockClock, streamed: bool
 ):
+    sent_at: list[float] = []
+
     def model(request: ScriptRequest) -> Reply:
+        sent_at.append(trio.current_time())
         return ErrorReply(status_code=529)
 
     async with open_runtime() as runtime:
         ref = await spawn_provider(runtime, FunctionProvider(model))
-        limited = ref.with_retry(RetryConfig(max_retries=1, initial_backoff=0.5))
-        with pytest.raises(ProviderOverloaded):
-            await _read_stream(limited, ChatRequest.of("hi"))
-        assert trio.current_time() == 0.5  # one retry, after one backoff
+        limited = ref.with_retry(RetryConfig(max_retries=2, initial_backoff=0.5))
+        # (a loop that never counted its attempts would retry until this fails it)
+        with trio.fail_after(60), pytest.raises(ProviderOverloaded):
+            if streamed:
+                await _read_stream(limited, ChatRequest.of("hi"))
+            else:
+                await limited.chat_completion(ChatRequest.of("hi"))
         assert await ref.list_models()  # the actor is still serving
+    assert sent_at == [0.0, 0.5, 1.5]  # two retries, backing off 0.5 then 1.0
+
+
+async def test_a_raising_retry_hook_changes_nothing(autojump_clock: trio.testing.MockClock):
+    sent: list[float] = []
+
+    def model(request: ScriptRequest) -> Reply:
+        sent.append(trio.current_time())
+        return ErrorReply(status_code=529) if len(sent) == 1 else reply_text("ok")
+
+    def on_retry(attempt: int, error: object, wait: float) -> None:
+        raise ValueError("observer bug")
+
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, FunctionProvider(model))
+        observed = ref.with_retry(RetryConfig(initial_backoff=1.0)).observed(on_retry)
+        assert (await observed.chat_completion(ChatRequest.of("hi"))).text == "ok"
+        assert (await ref.chat_completion(ChatRequest.of("again"))).text == "ok"
+    assert sent == [0.0, 1.0, 1.0]
 
 
 async def test_an_error_after_content_of_a_leased_stream_is_never_retried() -> None:
@@ -681,24 +804,3 @@ async def test_an_orderly_stop_waits_for_a_leased_stream_to_close(
     assert done[0][0].startswith("0123")
     assert provider.log[-1][0] == "closed"
     assert provider.log[-1][2] <= done[0][1]  # closed before the provider was
-
-
-async def test_a_provider_bug_in_a_leased_stream_crashes_the_actor_not_the_caller(
-    autojump_clock: trio.testing.MockClock,
-):
-    """An unexpected exception while the caller's task opens a leased stream is the actor's
-    fault: the caller gets ActorFailed, the actor restarts with the provider reopened."""
-
-    def model(request: ScriptRequest) -> Reply:
-        if len(provider.requests) == 1:
-            raise RuntimeError("codec bug")
-        return reply_text("recovered")
-
-    provider = FunctionProvider(model)
-    async with open_runtime(backoff=Backoff.none()) as runtime:
-        ref = await spawn_provider(runtime, provider)
-        with pytest.raises(ActorFailed) as failed:
-            await _read_stream(ref, ChatRequest.of("hi"))
-        assert isinstance(failed.value.__cause__, RuntimeError)
-        assert await _read_stream(ref, ChatRequest.of("again")) == "recovered"
-        assert provider.open_count == 1

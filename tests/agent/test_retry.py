@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -48,4 +49,36 @@ def test_only_retryable_errors_are_retried() -> None:
 @pytest.mark.parametrize("kwargs", [{"max_retries": -1}, {"initial_backoff": -1}, {"jitter": 2}])
 def test_invalid_retry_config(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError, match=r"must|jitter|max_retries"):
+        RetryConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_a_retry_after_beyond_the_bound_is_not_retried() -> None:
+    retry = RetryConfig(max_retries=5)
+    assert retry.max_retry_after == 60.0
+    assert retry.should_retry(0, kova.ProviderError.from_status(429, "slow", retry_after=60.0))
+    assert not retry.should_retry(0, kova.ProviderError.from_status(429, "slow", retry_after=61))
+    assert RetryConfig(max_retry_after=math.inf).should_retry(
+        0, kova.ProviderError.from_status(429, "slow", retry_after=3600.0)
+    )
+    # no retry_after: the backoff decides, whatever the bound
+    assert RetryConfig(max_retry_after=0).should_retry(0, kova.ProviderOverloaded("busy"))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"initial_backoff": math.nan}, ValueError),
+        ({"max_backoff": math.inf}, ValueError),
+        ({"multiplier": math.nan}, ValueError),
+        ({"max_retry_after": math.nan}, ValueError),
+        ({"max_retry_after": -1}, ValueError),
+        ({"max_retries": 1.5}, TypeError),
+        ({"max_retries": True}, TypeError),
+        ({"initial_backoff": "1"}, TypeError),
+    ],
+)
+def test_a_retry_config_refuses_values_that_would_hang_or_crash(
+    kwargs: dict[str, object], error: type[Exception]
+) -> None:
+    with pytest.raises(error, match="|".join(kwargs)):
         RetryConfig(**kwargs)  # type: ignore[arg-type]
