@@ -14,6 +14,7 @@ from kova import (
     ChatRequest,
     InferenceConfig,
     InvalidRequest,
+    KovaConnectionError,
     MailboxClosed,
     Message,
     ModelInfo,
@@ -778,6 +779,42 @@ async def test_an_error_after_content_of_a_leased_stream_is_never_retried() -> N
         with pytest.raises(StreamError):
             await _read_stream(ref, ChatRequest.of("hi"))
     assert calls == [1]
+
+
+class _DropsAfterContent(ScriptedProvider):
+    """A provider whose every stream sends one batch of content, then fails with an error
+    that is retryable in itself (the connection dropped) and not marked as after content."""
+
+    opened = 0
+
+    @asynccontextmanager
+    async def chat_completion_stream(
+        self, request: ChatRequest
+    ) -> AsyncIterator[AsyncIterator[Sequence[StreamEvent]]]:
+        self.opened += 1
+
+        async def batches() -> AsyncIterator[Sequence[StreamEvent]]:
+            yield [TextDelta(text="partial")]
+            raise KovaConnectionError("connection dropped")
+
+        yield batches()
+
+
+async def test_a_stream_is_never_retried_after_its_content_even_on_a_retryable_error(
+    autojump_clock: trio.testing.MockClock,
+):
+    """No replay: once content reached the consumer, even an error the policy would retry
+    reaches it as is, whatever the provider marked on the error."""
+    provider = _DropsAfterContent([])
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, provider)
+        received: list[StreamEvent] = []
+        with trio.fail_after(60), pytest.raises(KovaConnectionError):
+            async with ref.chat_completion_stream(ChatRequest.of("hi")) as batches:
+                async for batch in batches:
+                    received.extend(batch)
+    assert received == [TextDelta(text="partial")]
+    assert provider.opened == 1
 
 
 async def test_an_orderly_stop_waits_for_a_leased_stream_to_close(
