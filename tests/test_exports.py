@@ -66,6 +66,7 @@ def test_retry_config_has_a_real_signature() -> None:
         "multiplier",
         "max_backoff",
         "jitter",
+        "max_retry_after",
     ]
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters.values())
     assert parameters["max_retries"].default == 2
