@@ -3,8 +3,12 @@ settings."""
 
 from __future__ import annotations
 
+import json
+import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from ._json import MAX_JSON_DEPTH, depth_exceeds
 from ._messages import JSONObject, Message, _non_empty
 from ._record import Record, evolve, set_field
 
@@ -13,11 +17,40 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ChatRequest",
+    "check_schema",
     "InferenceConfig",
     "ResponseFormat",
     "ToolAnnotations",
     "ToolDefinition",
 ]
+
+
+def _type_name(value: object) -> str:
+    return type(value).__name__
+
+
+def check_schema(value: object, what: str) -> JSONObject:
+    """``value`` if it is a JSON object that JSON can carry, nested at most
+    :data:`~kova._json.MAX_JSON_DEPTH` deep.
+
+    Checked where a schema is given, in the caller: one that reached a provider would fail
+    there, in the middle of a turn (or, unserializable, as a ``TypeError`` from the encoder).
+
+    Raises:
+        TypeError: not a mapping with string keys, or holding a value JSON cannot carry.
+        ValueError: nested too deeply, holding NaN or an infinity, or containing itself.
+    """
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{what} must be a JSON object (a dict), got {_type_name(value)}")
+    if depth_exceeds(value):
+        raise ValueError(f"{what} is nested more than {MAX_JSON_DEPTH} levels deep")
+    try:
+        json.dumps(value, allow_nan=False)
+    except TypeError as exc:
+        raise TypeError(f"{what} is not JSON: {exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"{what} is not JSON: {exc}") from None
+    return value
 
 
 class ToolAnnotations(Record):
@@ -69,8 +102,21 @@ class ToolDefinition(Record, eq_exclude=("annotations", "output_schema")):
         annotations: ToolAnnotations | None = None,
         output_schema: JSONObject | None = None,
     ) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"ToolDefinition.name must be a str, got {_type_name(name)}")
+        if not isinstance(description, str):
+            raise TypeError(
+                f"ToolDefinition.description must be a str, got {_type_name(description)}"
+            )
         set_field(self, "name", _non_empty("name", name))
         set_field(self, "description", description)
+        if parameters is not None and not isinstance(parameters, Mapping):
+            # Only the type here: a definition is made for every step of a turn; the whole
+            # schema is checked once, where a tool is registered (ToolRegistry.register).
+            raise TypeError(
+                f"the parameters of tool {name!r} must be a JSON object, got "
+                f"{_type_name(parameters)}"
+            )
         set_field(
             self,
             "parameters",
@@ -89,7 +135,17 @@ class ResponseFormat(Record):
     description: str | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise TypeError(f"ResponseFormat.name must be a str, got {_type_name(self.name)}")
         _non_empty("name", self.name)
+        check_schema(self.schema, "ResponseFormat.schema")
+        if not isinstance(self.strict, bool):
+            raise TypeError(f"ResponseFormat.strict must be a bool, got {self.strict!r}")
+        if self.description is not None and not isinstance(self.description, str):
+            raise TypeError(
+                f"ResponseFormat.description must be a str or None, got "
+                f"{_type_name(self.description)}"
+            )
 
     @classmethod
     def named(cls, name: str, schema: JSONObject, *, strict: bool = True) -> ResponseFormat:
@@ -97,8 +153,29 @@ class ResponseFormat(Record):
 
 
 def _positive_or_none(name: str, value: int | None) -> int | None:
-    if value is not None and value <= 0:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {_type_name(value)}")
+    if value <= 0:
         raise ValueError(f"{name} must be positive, got {value}")
+    return value
+
+
+def _number_or_none(name: str, value: float | None) -> float | None:
+    """A finite real number (a NaN would go on the wire as ``NaN``, which is not JSON)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number, got {_type_name(value)}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value}")
+    return value
+
+
+def _str_or_none(name: str, value: str | None) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {_type_name(value)}")
     return value
 
 
@@ -107,11 +184,24 @@ def _stop_sequences(value: Iterable[str] | None) -> tuple[str, ...] | None:
         return None
     if isinstance(value, str):
         return (value,)
-    return tuple(value)
+    try:
+        sequences = tuple(value)
+    except TypeError:
+        raise TypeError(
+            f"stop_sequences must be a str or an iterable of str, got {_type_name(value)}"
+        ) from None
+    for item in sequences:
+        if not isinstance(item, str):
+            raise TypeError(f"stop_sequences must hold str, got {_type_name(item)}")
+    return sequences
 
 
 class InferenceConfig(Record):
-    """Per-call model parameters. ``None`` means "not set": the provider's default applies."""
+    """Per-call model parameters. ``None`` means "not set": the provider's default applies.
+
+    Checked as it is built: a value of the wrong type is a ``TypeError``, a NaN or infinite
+    ``temperature``/``top_p`` or a ``max_tokens`` below 1 a ``ValueError``.
+    """
 
     model: str | None
     max_tokens: int | None
@@ -130,10 +220,20 @@ class InferenceConfig(Record):
         stop_sequences: Iterable[str] | None = None,
         response_format: ResponseFormat | None = None,
     ) -> None:
-        set_field(self, "model", model)
+        if response_format is not None and not isinstance(response_format, ResponseFormat):
+            raise TypeError(
+                "response_format must be a kova.ResponseFormat, got "
+                f"{_type_name(response_format)}"
+                + (
+                    " (write ResponseFormat(name=..., schema={...}))"
+                    if isinstance(response_format, str | Mapping)
+                    else ""
+                )
+            )
+        set_field(self, "model", _str_or_none("model", model))
         set_field(self, "max_tokens", _positive_or_none("max_tokens", max_tokens))
-        set_field(self, "temperature", temperature)
-        set_field(self, "top_p", top_p)
+        set_field(self, "temperature", _number_or_none("temperature", temperature))
+        set_field(self, "top_p", _number_or_none("top_p", top_p))
         set_field(self, "stop_sequences", _stop_sequences(stop_sequences))
         set_field(self, "response_format", response_format)
 

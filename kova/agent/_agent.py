@@ -281,6 +281,7 @@ class Agent:
         Raises:
             StructuredOutputError: the last answer is still not JSON or does not validate; it
                 carries every raw answer (``attempts``) and the turn's response.
+            TypeError: ``output`` is neither a ResponseFormat nor a pydantic model class.
         """
         from ._structured import check_output_retries, run_structured_turn
 

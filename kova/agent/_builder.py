@@ -29,6 +29,19 @@ if TYPE_CHECKING:
 __all__ = ["AgentBuilder"]
 
 
+def _count(option: str, value: object, *, optional: bool = False) -> None:
+    """A whole number (``bool`` is not one), or ``None`` where the option allows it."""
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BuildError(f"{option} must be an int, got {value!r}")
+
+
+def _instance(option: str, value: object, kind: type, spelled: str) -> None:
+    if not isinstance(value, kind):
+        raise BuildError(f"{option} needs a {spelled}, got {type(value).__name__}")
+
+
 class AgentBuilder:
     """Configure an :class:`Agent`::
 
@@ -43,8 +56,9 @@ class AgentBuilder:
         async with agent:
             response = await agent.run(history)
 
-    Each option returns the builder. ``build()`` validates everything and raises
-    :class:`~kova.BuildError` on the first problem.
+    Each option returns the builder. A value of the wrong type is a :class:`~kova.BuildError`
+    from the option that received it; ``build()`` validates the rest and raises
+    :class:`~kova.BuildError` on the first problem. Nothing reaches an actor unchecked.
     """
 
     def __init__(self) -> None:
@@ -76,17 +90,21 @@ class AgentBuilder:
         Args:
             max_in_flight: cap on concurrent requests to this provider (``None``: no cap).
         """
+        _count("max_in_flight", max_in_flight, optional=True)
         self._provider = provider
         self._max_in_flight = max_in_flight
         return self
 
     def system_prompt(self, prompt: str) -> Self:
-        """Prepended to every conversation as a system message."""
+        """Prepended to every conversation as a system message (``None``: none)."""
+        if prompt is not None and not isinstance(prompt, str):
+            raise BuildError(f"system_prompt needs a str, got {type(prompt).__name__}")
         self._system_prompt = prompt
         return self
 
     def inference_config(self, config: InferenceConfig) -> Self:
         """Model, max_tokens, temperature, ... for every call (per-call overrides merge in)."""
+        _instance("inference_config", config, InferenceConfig, "kova.InferenceConfig")
         self._inference = config
         return self
 
@@ -145,16 +163,19 @@ class AgentBuilder:
 
     def context_budget(self, max_prompt_tokens: int) -> Self:
         """Refuse (before sending) any call whose prompt is estimated over this many tokens."""
+        _count("context_budget", max_prompt_tokens)
         self._context_budget = max_prompt_tokens
         return self
 
     def max_iterations(self, iterations: int) -> Self:
         """Tool-loop iterations per turn (default 10): at most ``iterations + 1`` calls."""
+        _count("max_iterations", iterations)
         self._max_iterations = iterations
         return self
 
     def max_concurrent_tools(self, limit: int) -> Self:
         """Tool calls of one step that may run at once (default 10)."""
+        _count("max_concurrent_tools", limit)
         self._max_concurrent_tools = limit
         return self
 
@@ -166,6 +187,7 @@ class AgentBuilder:
 
     def retry_config(self, retry: RetryConfig) -> Self:
         """Retries of failed provider calls (default: 2 retries, exponential backoff)."""
+        _instance("retry_config", retry, RetryConfig, "kova.agent.RetryConfig")
         self._retry = retry
         return self
 

@@ -21,12 +21,16 @@ __all__ = ["AgentConfig"]
 
 
 def _positive(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BuildError(f"{name} must be an int, got {value!r}")
     if value < 1:
         raise BuildError(f"{name} must be at least 1, got {value}")
     return value
 
 
 def _not_negative(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BuildError(f"{name} must be an int, got {value!r}")
     if value < 0:
         raise BuildError(f"{name} must be at least 0, got {value}")
     return value
@@ -78,6 +82,14 @@ class AgentConfig(Record):
         telemetry: TelemetryHub | None = None,
         name: str = "kova",
     ) -> None:
+        if system_prompt is not None and not isinstance(system_prompt, str):
+            raise BuildError(f"system_prompt must be a str, got {type(system_prompt).__name__}")
+        if inference is not None and not isinstance(inference, InferenceConfig):
+            raise BuildError(
+                f"inference must be a kova.InferenceConfig, got {type(inference).__name__}"
+            )
+        if retry is not None and not isinstance(retry, RetryConfig):
+            raise BuildError(f"retry must be a kova.agent.RetryConfig, got {type(retry).__name__}")
         set_field(self, "provider", provider)
         set_field(self, "registry", registry)
         set_field(self, "system_prompt", system_prompt)

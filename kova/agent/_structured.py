@@ -62,6 +62,22 @@ def response_format_for(model: type[BaseModel]) -> ResponseFormat:
     )
 
 
+def _check_model(output: object) -> None:
+    """A pydantic model class, or ``TypeError`` naming what was given instead."""
+    if isinstance(output, type):
+        try:
+            from pydantic import BaseModel
+        except ImportError:  # pydantic is optional: no class can be a model without it
+            pass
+        else:
+            if issubclass(output, BaseModel):
+                return
+    raise TypeError(
+        "run_structured's output must be a kova.ResponseFormat or a pydantic model class, "
+        f"got {output!r}"
+    )
+
+
 def check_output_retries(value: object) -> None:
     """Raises ``TypeError`` / ``ValueError`` unless ``value`` is ``None`` or an int >= 0."""
     if value is None:
@@ -164,6 +180,7 @@ async def run_structured_turn(
         response_format = output
         model = None
     else:
+        _check_model(output)
         response_format = response_format_for(output)
         model = output
     overrides = InferenceConfig(response_format=response_format).merged(config)

@@ -11,7 +11,7 @@ import json
 import re
 import sys
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Final, Generic, ParamSpec, TypeVar, overload
 
 import attrs
 import trio
@@ -218,6 +218,10 @@ def _to_json(value: object) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
+_NO_FUNCTION: Final = object()
+"""``tool()`` called with options only (``@tool(name=...)``), not with a function."""
+
+
 @overload
 def tool(function: Callable[P, R], /) -> FunctionTool[P, R]: ...
 
@@ -233,7 +237,7 @@ def tool(
 
 
 def tool(
-    function: Callable[P, R] | None = None,
+    function: Callable[P, R] | object = _NO_FUNCTION,
     /,
     *,
     name: str | None = None,
@@ -277,6 +281,7 @@ def tool(
             ``*args`` or ``**kwargs``, a type has no JSON Schema form, the function is a
             generator, the name is not 1-64 letters, digits, ``_`` or ``-``, or
             ``annotations`` is not a ``ToolAnnotations``.
+        TypeError: ``function`` is given but is not callable (``tool(None)``).
     """
 
     def decorate(inner: Callable[P, R]) -> FunctionTool[P, R]:
@@ -288,6 +293,11 @@ def tool(
             annotations=annotations,
         )
 
-    if function is not None:
-        return decorate(function)
-    return decorate
+    if function is _NO_FUNCTION:
+        return decorate
+    if not callable(function):
+        raise TypeError(
+            f"@tool takes a function, got {type(function).__name__}: write @tool or "
+            "@tool(name=...) above a def"
+        )
+    return decorate(function)

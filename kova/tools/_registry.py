@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from .._errors import ToolNotFoundError
+from .._requests import check_schema
 from ._errors import DuplicateToolError, ToolDefinitionError
 from ._tool import Tool, definition
 from ._validate import ArgumentValidator
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
     from .._models import ToolDefinition
 
 __all__ = ["ToolRegistry"]
@@ -71,8 +73,9 @@ class ToolRegistry:
 
         Raises:
             DuplicateToolError: a tool of that name is already registered.
-            ToolDefinitionError: ``tool`` does not implement the :class:`Tool` protocol, or its
-                name is empty.
+            ToolDefinitionError: ``tool`` does not implement the :class:`Tool` protocol, its
+                name is empty, or its parameters are not a JSON object JSON can carry
+                (nested at most 128 levels deep).
         """
         if not isinstance(tool, Tool):
             raise ToolDefinitionError(
@@ -82,8 +85,10 @@ class ToolRegistry:
         name = tool.name
         if not isinstance(name, str) or not name:
             raise ToolDefinitionError(f"tool {tool!r} has an empty name")
-        if not isinstance(tool.parameters, Mapping):
-            raise ToolDefinitionError(f"tool {name!r}: parameters must be a JSON Schema object")
+        try:
+            check_schema(tool.parameters, f"tool {name!r}: parameters")
+        except (TypeError, ValueError) as exc:
+            raise ToolDefinitionError(str(exc)) from None
         if name in self._store.entries:
             raise DuplicateToolError(name)
         self._store.entries[name] = _Entry(tool=tool)

@@ -9,6 +9,7 @@ has to complete every one of its turns.
 from __future__ import annotations
 
 import random
+import re
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -16,12 +17,14 @@ import pytest
 import structlog
 import trio
 
-from kova import InferenceConfig, Message, ResponseFormat, Text, ToolResult, ToolUse
+from kova import BuildError, InferenceConfig, Message, ResponseFormat, Text, ToolResult, ToolUse
 from kova.actors import open_runtime
 from kova.agent import (
     Agent,
     AgentBuilder,
+    AgentConfig,
     ProviderRef,
+    RetryConfig,
     ToolCallFinished,
     ToolCallStarted,
     TurnCompleted,
@@ -29,7 +32,7 @@ from kova.agent import (
 )
 from kova.providers.openai import OpenAiCompatibleProvider, OpenAiConfig
 from kova.testing import Script, ScriptRequest, open_openai_server, reply_text, reply_tool_calls
-from kova.tools import tool
+from kova.tools import ToolDefinitionError, ToolRegistry, tool
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -398,3 +401,163 @@ async def test_every_finished_event_follows_its_started_event() -> None:
     assert "denied" in finished["broken"].text
     assert finished["missing"].is_error
     assert "unknown tool" in finished["missing"].text
+
+
+# -- configuration mistakes: raised where the value is given, nothing reaches an actor --------
+
+
+def _deep_schema(depth: int) -> dict[str, object]:
+    schema: dict[str, object] = {"type": "string"}
+    for _ in range(depth):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
+
+
+def _any(value: object) -> Any:
+    """``value`` typed as anything: the mistakes below are what mypy would have caught."""
+    return value
+
+
+# Each case: the mistake (a function that makes it), the error it must raise, text it names.
+CONFIG_MISTAKES: list[tuple[str, Callable[[], object], type[Exception], str]] = [
+    (
+        "temperature=object()",
+        lambda: InferenceConfig(temperature=_any(object())),
+        TypeError,
+        "temperature",
+    ),
+    ("temperature=nan", lambda: InferenceConfig(temperature=float("nan")), ValueError, "finite"),
+    ("top_p=inf", lambda: InferenceConfig(top_p=float("inf")), ValueError, "top_p"),
+    ("max_tokens=1.5", lambda: InferenceConfig(max_tokens=_any(1.5)), TypeError, "max_tokens"),
+    (
+        "stop_sequences=[1]",
+        lambda: InferenceConfig(stop_sequences=_any([1])),
+        TypeError,
+        "stop_sequences",
+    ),
+    (
+        'response_format="json"',
+        lambda: InferenceConfig(response_format=_any("json")),
+        TypeError,
+        "ResponseFormat",
+    ),
+    (
+        "schema=object()",
+        lambda: ResponseFormat(name="x", schema=_any({"a": object()})),
+        TypeError,
+        "not JSON",
+    ),
+    (
+        "schema 5,000 deep",
+        lambda: ResponseFormat(name="x", schema=_any(_deep_schema(2500))),
+        ValueError,
+        "nested",
+    ),
+    ('schema="x"', lambda: ResponseFormat(name="x", schema=_any("x")), TypeError, "JSON object"),
+    (
+        "system_prompt(5)",
+        lambda: AgentBuilder().system_prompt(_any(5)),
+        BuildError,
+        "system_prompt",
+    ),
+    (
+        'retry_config("x")',
+        lambda: AgentBuilder().retry_config(_any("x")),
+        BuildError,
+        "RetryConfig",
+    ),
+    (
+        "max_iterations(1.5)",
+        lambda: AgentBuilder().max_iterations(_any(1.5)),
+        BuildError,
+        "max_iterations",
+    ),
+    (
+        'inference_config("x")',
+        lambda: AgentBuilder().inference_config(_any("x")),
+        BuildError,
+        "InferenceConfig",
+    ),
+    (
+        "max_concurrent_tools(True)",
+        lambda: AgentBuilder().max_concurrent_tools(True),
+        BuildError,
+        "int",
+    ),
+    ('context_budget("9")', lambda: AgentBuilder().context_budget(_any("9")), BuildError, "int"),
+    (
+        "max_in_flight=2.0",
+        lambda: AgentBuilder().provider(_provider("http://x"), max_in_flight=_any(2.0)),
+        BuildError,
+        "int",
+    ),
+    (
+        "RetryConfig(initial_backoff=nan)",
+        lambda: RetryConfig(initial_backoff=float("nan")),
+        ValueError,
+        "finite",
+    ),
+    (
+        'RetryConfig(max_retries="2")',
+        lambda: RetryConfig(max_retries=_any("2")),
+        TypeError,
+        "max_retries",
+    ),
+    ("tool(None)", lambda: tool(_any(None)), TypeError, "takes a function"),
+    (
+        "extra_headers={'x': 5}",
+        lambda: OpenAiConfig(model="m", api_key="k", extra_headers=_any({"x": 5})),
+        TypeError,
+        "extra_headers",
+    ),
+    (
+        "AgentConfig(inference='x')",
+        lambda: AgentConfig(
+            provider=_provider("http://x"), registry=ToolRegistry(), inference=_any("x")
+        ),
+        BuildError,
+        "InferenceConfig",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "names"),
+    [case[1:] for case in CONFIG_MISTAKES],
+    ids=[case[0] for case in CONFIG_MISTAKES],
+)
+def test_a_configuration_mistake_raises_where_the_value_is_given(
+    make: Callable[[], object], error: type[Exception], names: str
+) -> None:
+    with pytest.raises(error, match=re.escape(names)):
+        make()
+
+
+class _Deep:
+    """A Tool whose parameters schema nests 5,000 levels deep."""
+
+    name = "deep"
+    description = "a tool with a hostile schema"
+    parameters = _deep_schema(2500)
+
+    async def execute(self, arguments: object) -> ToolResult:
+        return ToolResult(content="never")
+
+
+def test_a_tool_whose_schema_is_too_deep_is_refused_at_build() -> None:
+    with pytest.raises(ToolDefinitionError, match="nested"):
+        AgentBuilder().provider(_provider("http://x")).tool(_Deep()).build()  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("output", [dict, "x", None, int])
+async def test_run_structured_with_an_output_that_is_no_schema_is_a_type_error(
+    output: object,
+) -> None:
+    async with (
+        open_openai_server(Script(_model)) as server,
+        AgentBuilder().provider(_provider(server.base_url)).build() as agent,
+    ):
+        with pytest.raises(TypeError, match="ResponseFormat or a pydantic model"):
+            await agent.run_structured("hi", output)  # type: ignore[call-overload]
+        assert (await agent.run("hi")).text == "ok 1"
+    assert len(server.script.requests) == 1

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 import attrs
 
 from ..._secret import Secret
+from .._checks import header_map
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -61,7 +62,7 @@ def _non_empty(_instance: object, attribute: attrs.Attribute[str], value: str) -
 
 
 def _headers(value: Mapping[str, str]) -> Mapping[str, str]:
-    return dict(value)
+    return header_map(value)  # every name and value a str: checked here, not on the wire
 
 
 def _positive_int(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:

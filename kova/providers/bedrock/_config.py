@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ..._secret import Secret
+from .._checks import header_map
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -29,7 +30,7 @@ def _secret(value: str | Secret | None) -> Secret | None:
 
 
 def _headers(value: Mapping[str, str]) -> Mapping[str, str]:
-    return {name.lower(): header for name, header in value.items()}
+    return {name.lower(): header for name, header in header_map(value).items()}
 
 
 def _fields(value: Mapping[str, object] | None) -> JSONObject | None:

@@ -9,6 +9,7 @@ import attrs
 
 from ..._secret import Secret
 from .._auth import bearer_auth, header_auth
+from .._checks import header_map
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -23,7 +24,7 @@ DEFAULT_BASE_URL = "https://api.openai.com"
 
 
 def _headers(value: Mapping[str, str]) -> Mapping[str, str]:
-    return dict(value)
+    return header_map(value)  # every name and value a str: checked here, not on the wire
 
 
 def _env_key(value: str | Secret | None) -> Secret | None:
