@@ -495,7 +495,7 @@ CONFIG_MISTAKES: list[tuple[str, Callable[[], object], type[Exception], str]] = 
         "RetryConfig(initial_backoff=nan)",
         lambda: RetryConfig(initial_backoff=float("nan")),
         ValueError,
-        "finite",
+        "initial_backoff",
     ),
     (
         'RetryConfig(max_retries="2")',
