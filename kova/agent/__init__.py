@@ -18,6 +18,7 @@ from ._events import TurnCompleted as TurnCompleted
 from ._provider_ref import ProviderRef as ProviderRef
 from ._provider_ref import spawn_provider as spawn_provider
 from ._retry import RetryConfig as RetryConfig
+from ._structured import StructuredStream as StructuredStream
 from ._tool_pool import ApprovalHandler as ApprovalHandler
 from ._tool_pool import LifecycleHook as LifecycleHook
 
@@ -32,6 +33,7 @@ __all__ = [
     "LifecycleHook",
     "ProviderRef",
     "RetryConfig",
+    "StructuredStream",
     "TextDelta",
     "ThinkingDelta",
     "ToolCallFinished",

@@ -53,21 +53,21 @@ from ._tool_pool import RunToolCalls
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+    from contextlib import AbstractAsyncContextManager
     from types import TracebackType
-
-    from pydantic import BaseModel
 
     from .._models import StreamEvent
     from ..actors import ActorRef
     from ._cancel import CancelToken
     from ._config import AgentConfig
     from ._provider_ref import ProviderRef
+    from ._structured import StructuredStream
 
 __all__ = ["Agent"]
 
 log = get_logger(__name__)
 
-ModelT = TypeVar("ModelT", bound="BaseModel")
+OutputT = TypeVar("OutputT")
 
 
 class Agent:
@@ -236,18 +236,18 @@ class Agent:
     async def run_structured(
         self,
         history: HistoryInput,
-        output: type[ModelT],
+        output: type[OutputT],
         *,
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         output_retries: int | None = None,
-    ) -> tuple[ModelT, AgentResponse]: ...
+    ) -> tuple[OutputT, AgentResponse]: ...
 
     @overload
     async def run_structured(
         self,
         history: HistoryInput,
-        output: ResponseFormat,
+        output: ResponseFormat | object,
         *,
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
@@ -257,21 +257,23 @@ class Agent:
     async def run_structured(
         self,
         history: HistoryInput,
-        output: ResponseFormat | type[BaseModel],
+        output: ResponseFormat | object,
         *,
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         output_retries: int | None = None,
     ) -> tuple[Any, AgentResponse]:
-        """A turn whose final answer is constrained to a JSON schema, parsed.
+        """A turn whose final answer is constrained to a JSON schema, validated.
 
         An answer that does not parse or validate is sent back to the model with the problem,
         up to ``output_retries`` times; every attempt's messages are in the response.
 
         Args:
-            output: a :class:`~kova.ResponseFormat` (the result is the parsed JSON value), or
-                a pydantic model class (its schema is derived and the result validated into
-                an instance).
+            output: any type pydantic validates (a pydantic model, a dataclass, a
+                ``TypedDict``, ``list[...]``, a primitive, a union: its schema is derived and
+                the answer validated into it through one ``TypeAdapter``), or a
+                :class:`~kova.ResponseFormat` (the result is the parsed JSON, checked against
+                the schema with ``jsonschema``).
             output_retries: re-asks after an invalid answer (default: the agent's
                 ``output_retries``, 1 unless the builder set it).
 
@@ -279,21 +281,79 @@ class Agent:
             ``(value, response)``; ``response.output_retries`` counts the re-asks.
 
         Raises:
+            TypeError: ``output`` is neither a response format nor a type pydantic validates.
             StructuredOutputError: the last answer is still not JSON or does not validate; it
                 carries every raw answer (``attempts``) and the turn's response.
             TypeError: ``output`` is neither a ResponseFormat nor a pydantic model class.
         """
-        from ._structured import check_output_retries, run_structured_turn
+        from ._structured import run_structured_turn
 
-        messages = coerce_history(history)
-        check_call_options(config, cancel)
-        check_output_retries(output_retries)
-        retries = self._config.output_retries if output_retries is None else output_retries
+        messages, retries = self._structured_options(history, config, cancel, output_retries)
 
         def run(working: Sequence[Message], overrides: InferenceConfig) -> Awaitable[AgentResponse]:
             return self.run(working, config=overrides, cancel=cancel)
 
         return await run_structured_turn(run, messages, output, config, retries)
+
+    @overload
+    def stream_structured(
+        self,
+        history: HistoryInput,
+        output: type[OutputT],
+        *,
+        config: InferenceConfig | None = None,
+        cancel: CancelToken | None = None,
+        output_retries: int | None = None,
+    ) -> AbstractAsyncContextManager[StructuredStream[OutputT]]: ...
+
+    @overload
+    def stream_structured(
+        self,
+        history: HistoryInput,
+        output: ResponseFormat | object,
+        *,
+        config: InferenceConfig | None = None,
+        cancel: CancelToken | None = None,
+        output_retries: int | None = None,
+    ) -> AbstractAsyncContextManager[StructuredStream[Any]]: ...
+
+    def stream_structured(
+        self,
+        history: HistoryInput,
+        output: ResponseFormat | object,
+        *,
+        config: InferenceConfig | None = None,
+        cancel: CancelToken | None = None,
+        output_retries: int | None = None,
+    ) -> AbstractAsyncContextManager[StructuredStream[Any]]:
+        """:meth:`run_structured`, streamed: ``async with agent.stream_structured(history,
+        Model) as values: async for value in values``.
+
+        Each value is the best-effort parse of the answer's JSON so far (plain JSON), the
+        last one the validated value; afterwards ``values.value`` and ``values.response``
+        hold the outcome (see :class:`~kova.agent.StructuredStream`). Errors are raised from
+        the iteration; leaving the block early cancels the turn.
+        """
+        from ._structured import stream_structured_turn
+
+        messages, retries = self._structured_options(history, config, cancel, output_retries)
+        self._running()
+        return stream_structured_turn(self.stream, messages, output, config, retries, cancel)
+
+    def _structured_options(
+        self,
+        history: HistoryInput,
+        config: InferenceConfig | None,
+        cancel: CancelToken | None,
+        output_retries: int | None,
+    ) -> tuple[tuple[Message, ...], int]:
+        from ._structured import check_output_retries
+
+        messages = coerce_history(history)
+        check_call_options(config, cancel)
+        check_output_retries(output_retries)
+        retries = self._config.output_retries if output_retries is None else output_retries
+        return messages, retries
 
     @asynccontextmanager
     async def stream(

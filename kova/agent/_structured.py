@@ -1,26 +1,58 @@
-"""Structured output: a :class:`~kova.ResponseFormat` from a pydantic model class, and the
-turn that parses the answer, re-asking the model with the validation error when it fails."""
+"""Structured output: the answer constrained to a JSON schema and validated, re-asking the
+model with the problem when it is not valid.
+
+``output`` is a :class:`~kova.ResponseFormat` (a raw JSON schema: the answer is parsed and
+checked against it with ``jsonschema``) or any type pydantic's ``TypeAdapter`` validates: a
+pydantic model, a dataclass, a ``TypedDict``, ``list[...]``, a primitive, a union. A type
+whose schema is not a JSON object (``list[City]``, ``int``) is asked for as
+``{"result": ...}``, the one shape every provider's structured output accepts, and the value
+inside is returned. Streamed (:func:`stream_structured_turn`), the values parsed from the
+JSON prefix arrive as the text does, then the validated value.
+"""
 
 from __future__ import annotations
 
+import json
+import re
+import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-from .._errors import StructuredOutputError
+import trio
+
+from .._errors import KovaError, StructuredOutputError
+from .._groups import lone_exceptions
 from .._json import loads
-from .._models import InferenceConfig, JSONValue, Message, ResponseFormat
+from .._models import InferenceConfig, JSONValue, Message, ResponseFormat, TextDelta
 from .._record import evolve
+from ._events import TurnCompleted
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
+    from collections.abc import AsyncIterator
 
-    from ._events import AgentResponse
+    from pydantic import BaseModel, TypeAdapter
 
-__all__ = ["check_output_retries", "response_format_for", "run_structured_turn"]
+    from ._cancel import CancelToken
+    from ._events import AgentEvent, AgentResponse
+
+__all__ = [
+    "StructuredStream",
+    "check_output_retries",
+    "parse_partial_json",
+    "response_format_for",
+    "run_structured_turn",
+    "stream_structured_turn",
+]
+
+T = TypeVar("T")
 
 _MAX_FEEDBACK_CHARS = 2000
 """The validation problems sent back to the model are cut here (a huge schema can produce
 hundreds of errors; the first ones are what the model needs)."""
+
+_WRAPPER_KEY = "result"
+"""The one property of the object a non-object output is asked for in."""
 
 
 def _closed(schema: JSONValue) -> tuple[JSONValue, bool]:
@@ -48,34 +80,132 @@ def _closed(schema: JSONValue) -> tuple[JSONValue, bool]:
     return schema, True
 
 
-def response_format_for(model: type[BaseModel]) -> ResponseFormat:
-    """A response format for ``model``: its JSON schema, closed to extra keys; ``strict``
-    when every field is required (strict mode cannot express optional fields)."""
-    raw: Any = model.model_json_schema()  # pydantic's schema: a plain JSON dict
-    schema, strict_ok = _closed(raw)
-    assert isinstance(schema, Mapping)
-    return ResponseFormat(
-        name=model.__name__,
-        schema=schema,
-        strict=strict_ok,
-        description=(model.__doc__ or "").strip() or None,
-    )
+class _InvalidAnswer(Exception):
+    """The answer did not parse or validate; ``problem`` says why, for the user and model."""
+
+    def __init__(self, problem: str, cause: Exception) -> None:
+        self.problem = problem
+        self.cause = cause
+        super().__init__(problem)
 
 
-def _check_model(output: object) -> None:
-    """A pydantic model class, or ``TypeError`` naming what was given instead."""
-    if isinstance(output, type):
+def _loads(text: str) -> Any:
+    try:
+        return loads(text)
+    except ValueError as exc:  # not JSON, or nested too deeply (JsonNestingError)
+        raise _InvalidAnswer(f"the answer is not valid JSON ({exc})", exc) from exc
+
+
+class _Output:
+    """What a structured turn asks for (``response_format``) and how it checks the answer."""
+
+    def __init__(self, output: object) -> None:
+        self.wrapped = False
+        self._adapter: TypeAdapter[Any] | None = None
+        self._validator: Any = None
+        if isinstance(output, ResponseFormat):
+            from ..tools._validate import ArgumentValidator
+
+            self.response_format = output
+            self._validator = ArgumentValidator(output.schema)
+            self.name = output.name
+            return
+        if not (isinstance(output, type) or typing.get_origin(output) is not None):
+            raise TypeError(
+                "run_structured's output must be a kova.ResponseFormat or a type pydantic can "
+                "validate (a pydantic model, a dataclass, a TypedDict, list[...], int, a union), "
+                f"got {output!r}"
+            )
+        from pydantic import PydanticUserError, TypeAdapter
+
         try:
-            from pydantic import BaseModel
-        except ImportError:  # pydantic is optional: no class can be a model without it
-            pass
-        else:
-            if issubclass(output, BaseModel):
-                return
-    raise TypeError(
-        "run_structured's output must be a kova.ResponseFormat or a pydantic model class, "
-        f"got {output!r}"
-    )
+            self._adapter = TypeAdapter(cast("Any", output))
+            raw: dict[str, Any] = self._adapter.json_schema()
+        except PydanticUserError as exc:  # no schema for it, or a form pydantic refuses
+            raise TypeError(
+                f"run_structured's output must be a kova.ResponseFormat or a type pydantic "
+                f"can validate, got {output!r}: {exc}"
+            ) from exc
+        self.name = _name_of(output)
+        if raw.get("type") != "object":
+            defs = raw.pop("$defs", None)
+            raw = {
+                "type": "object",
+                "properties": {_WRAPPER_KEY: raw},
+                "required": [_WRAPPER_KEY],
+                **({"$defs": defs} if defs else {}),
+            }
+            self.wrapped = True
+        schema, strict_ok = _closed(raw)
+        assert isinstance(schema, Mapping)
+        description = raw.get("description") if not self.wrapped else None
+        self.response_format = ResponseFormat(
+            name=self.name,
+            schema=schema,
+            strict=strict_ok,
+            description=description.strip() or None if isinstance(description, str) else None,
+        )
+
+    def validate(self, text: str) -> Any:
+        """The value the answer ``text`` holds, validated.
+
+        Raises:
+            _InvalidAnswer: not JSON, or not valid for the output.
+        """
+        if self._adapter is None:
+            value = _loads(text)
+            problems = self._validator.problems(value)
+            if problems:
+                raise _InvalidAnswer(
+                    f"the answer does not match the schema {self.name!r}: "
+                    f"{len(problems)} problem(s): {'; '.join(problems)}",
+                    ValueError(problems[0]),
+                )
+            return value
+        from pydantic import ValidationError
+
+        try:
+            if self.wrapped:
+                outer = _loads(text)
+                if not isinstance(outer, dict) or _WRAPPER_KEY not in outer:
+                    raise _InvalidAnswer(
+                        f'the answer must be an object {{"{_WRAPPER_KEY}": ...}} holding the value',
+                        ValueError(text[:100]),
+                    )
+                return self._adapter.validate_json(json.dumps(outer[_WRAPPER_KEY]))
+            return self._adapter.validate_json(text)
+        except ValidationError as exc:
+            details = "; ".join(
+                f"{'.'.join(str(part) for part in error['loc']) or '(root)'}: {error['msg']}"
+                for error in exc.errors()
+            )
+            raise _InvalidAnswer(
+                f"the answer does not validate as {self.name}: "
+                f"{exc.error_count()} error(s): {details}",
+                exc,
+            ) from exc
+
+    def partial(self, text: str) -> Any:
+        """The best-effort value of the JSON prefix ``text`` (``None``: nothing yet)."""
+        value = parse_partial_json(text)
+        if self.wrapped:
+            return value.get(_WRAPPER_KEY) if isinstance(value, dict) else None
+        return value
+
+
+def _name_of(output: object) -> str:
+    """A response-format name for ``output`` (letters, digits, ``_`` and ``-``)."""
+    name = getattr(output, "__name__", None)
+    if not isinstance(name, str) or getattr(output, "__args__", None):
+        name = re.sub(r"[^A-Za-z0-9_-]+", "_", repr(output).replace("typing.", "")).strip("_")
+    return name[:64] or "output"
+
+
+def response_format_for(model: type[BaseModel] | object) -> ResponseFormat:
+    """The response format a structured turn sends for ``model`` (a pydantic model or any
+    type pydantic validates): its JSON schema, closed to extra keys; ``strict`` when every
+    field is required (strict mode cannot express optional fields)."""
+    return _Output(model).response_format
 
 
 def check_output_retries(value: object) -> None:
@@ -86,38 +216,6 @@ def check_output_retries(value: object) -> None:
         raise TypeError(f"output_retries must be an int, got {type(value).__name__}")
     if value < 0:
         raise ValueError(f"output_retries must be at least 0, got {value}")
-
-
-class _InvalidAnswer(Exception):
-    """The answer did not parse or validate; ``problem`` says why, for the user and model."""
-
-    def __init__(self, problem: str, cause: Exception) -> None:
-        self.problem = problem
-        self.cause = cause
-        super().__init__(problem)
-
-
-def _parse(text: str, model: type[BaseModel] | None) -> Any:
-    if model is None:
-        try:
-            return loads(text)
-        except ValueError as exc:  # not JSON, or nested too deeply (JsonNestingError)
-            raise _InvalidAnswer(f"the answer is not valid JSON ({exc})", exc) from exc
-    from pydantic import ValidationError
-
-    try:
-        return model.model_validate_json(text)
-    except ValidationError as exc:
-        errors = exc.errors()
-        details = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc']) or '(root)'}: {error['msg']}"
-            for error in errors
-        )
-        raise _InvalidAnswer(
-            f"the answer does not validate as {model.__name__}: "
-            f"{exc.error_count()} error(s): {details}",
-            exc,
-        ) from exc
 
 
 def _feedback(problem: str) -> Message:
@@ -151,20 +249,59 @@ def _combined(responses: list[AgentResponse], feedback: list[Message]) -> AgentR
     )
 
 
+class _Attempts:
+    """The attempts of one structured turn: each answer checked, re-asked while invalid and
+    retries remain."""
+
+    def __init__(self, messages: Sequence[Message], output: _Output, retries: int) -> None:
+        self.output = output
+        self.retries = retries
+        self.working = list(messages)
+        self.responses: list[AgentResponse] = []
+        self.feedback: list[Message] = []
+
+    def check(self, response: AgentResponse) -> tuple[bool, Any]:
+        """``(True, value)`` for a valid answer, ``(False, None)`` when the model is to be
+        asked again (``working`` then holds the re-ask).
+
+        Raises:
+            StructuredOutputError: the answer is invalid and no retry is left.
+        """
+        self.responses.append(response)
+        try:
+            return True, self.output.validate(response.text)
+        except _InvalidAnswer as invalid:
+            if len(self.responses) > self.retries:
+                raise StructuredOutputError(
+                    invalid.problem,
+                    raw_text=response.text,
+                    response=self.combined(),
+                    attempts=tuple(r.text for r in self.responses),
+                ) from invalid.cause
+            note = _feedback(invalid.problem)
+            self.feedback.append(note)
+            self.working = [*self.working, *response.new_messages, note]
+            return False, None
+
+    def combined(self) -> AgentResponse:
+        return _combined(self.responses, self.feedback)
+
+
 async def run_structured_turn(
     run: Callable[[Sequence[Message], InferenceConfig], Awaitable[AgentResponse]],
     messages: Sequence[Message],
-    output: ResponseFormat | type[BaseModel],
+    output: object,
     config: InferenceConfig | None,
     retries: int,
 ) -> tuple[Any, AgentResponse]:
-    """Run a turn constrained to ``output`` and parse its answer; while the answer does not
-    parse or validate and ``retries`` remain, re-ask with the problem as a user message.
+    """Run a turn constrained to ``output`` and validate its answer; while the answer is
+    invalid and ``retries`` remain, re-ask with the problem as a user message.
 
     Args:
         run: runs one turn (``agent.run`` with the caller's cancel token bound).
         messages: the caller's history.
-        output: a response format (parsed JSON) or a pydantic model class (validated).
+        output: a response format (parsed JSON, checked against its schema) or any type
+            pydantic validates.
         config: the caller's per-call overrides.
         retries: how many times to re-ask after an invalid answer.
 
@@ -176,33 +313,277 @@ async def run_structured_turn(
         StructuredOutputError: the last answer is still invalid; ``attempts`` holds every raw
             answer, ``response`` the combined turn.
     """
-    if isinstance(output, ResponseFormat):
-        response_format = output
-        model = None
-    else:
-        _check_model(output)
-        response_format = response_format_for(output)
-        model = output
-    overrides = InferenceConfig(response_format=response_format).merged(config)
-    responses: list[AgentResponse] = []
-    feedback: list[Message] = []
-    working = list(messages)
+    spec = _Output(output)
+    overrides = InferenceConfig(response_format=spec.response_format).merged(config)
+    attempts = _Attempts(messages, spec, retries)
     while True:
-        response = await run(working, overrides)
-        responses.append(response)
+        valid, value = attempts.check(await run(attempts.working, overrides))
+        if valid:
+            return value, attempts.combined()
+
+
+class StructuredStream(Generic[T]):
+    """The values of a streamed structured turn (``agent.stream_structured``).
+
+    ``async for value in stream`` gives, as the answer's text arrives, the best-effort
+    value of its JSON so far (plain JSON: dicts, lists, strings, numbers; a string still
+    being written is there in part), each one different from the one before; the last value
+    is the validated one, of the requested type. After a re-ask the partial values start
+    again. Once the iteration ends, :attr:`value` and :attr:`response` hold the outcome.
+    """
+
+    def __init__(self, receive: trio.MemoryReceiveChannel[tuple[bool, Any] | KovaError]) -> None:
+        self._receive = receive
+        self._value: T | None = None
+        self._response: AgentResponse | None = None
+        self._done = False
+
+    @property
+    def done(self) -> bool:
+        """Whether the validated value has arrived."""
+        return self._done
+
+    @property
+    def value(self) -> T:
+        """The validated value.
+
+        Raises:
+            RuntimeError: the iteration has not reached it yet.
+        """
+        if not self._done:
+            raise RuntimeError("the structured stream has not finished: iterate it first")
+        return self._value  # type: ignore[return-value]
+
+    @property
+    def response(self) -> AgentResponse:
+        """The whole turn (every attempt's messages: persist ``response.new_messages``).
+
+        Raises:
+            RuntimeError: the iteration has not finished yet.
+        """
+        if self._response is None:
+            raise RuntimeError("the structured stream has not finished: iterate it first")
+        return self._response
+
+    def __aiter__(self) -> StructuredStream[T]:
+        return self
+
+    async def __anext__(self) -> Any:
+        if self._done:
+            raise StopAsyncIteration
         try:
-            value = _parse(response.text, model)
-        except _InvalidAnswer as invalid:
-            if len(responses) > retries:
-                combined = _combined(responses, feedback)
-                raise StructuredOutputError(
-                    invalid.problem,
-                    raw_text=response.text,
-                    response=combined,
-                    attempts=tuple(r.text for r in responses),
-                ) from invalid.cause
-            note = _feedback(invalid.problem)
-            feedback.append(note)
-            working = [*working, *response.new_messages, note]
-            continue
-        return value, _combined(responses, feedback)
+            item = await self._receive.receive()
+        except trio.EndOfChannel:
+            raise StopAsyncIteration from None
+        if isinstance(item, KovaError):
+            raise item
+        final, value = item
+        if final:
+            self._value, self._response = value
+            self._done = True
+            return value[0]
+        return value
+
+
+@asynccontextmanager
+async def stream_structured_turn(
+    stream: Callable[..., Any],
+    messages: Sequence[Message],
+    output: object,
+    config: InferenceConfig | None,
+    retries: int,
+    cancel: CancelToken | None,
+) -> AsyncIterator[StructuredStream[Any]]:
+    """A structured turn streamed: see :class:`StructuredStream`.
+
+    The attempts run in a task of this block, handing values over a channel (an async
+    generator may not yield from inside the stream's own block); an error of the turn is
+    raised from the iteration; leaving the block early cancels the turn.
+    """
+    spec = _Output(output)
+    overrides = InferenceConfig(response_format=spec.response_format).merged(config)
+    attempts = _Attempts(messages, spec, retries)
+    send, receive = trio.open_memory_channel[tuple[bool, Any] | KovaError](0)
+
+    async def attempt() -> AgentResponse:
+        text: list[str] = []
+        last: Any = None
+        response: AgentResponse | None = None
+        events: AsyncIterator[AgentEvent]
+        async with stream(attempts.working, config=overrides, cancel=cancel) as events:
+            async for event in events:
+                if isinstance(event, TextDelta):
+                    text.append(event.text)
+                    partial = spec.partial("".join(text))
+                    if partial is not None and partial != last:
+                        last = partial
+                        await send.send((False, partial))
+                elif isinstance(event, TurnCompleted):
+                    response = event.response
+        assert response is not None, "a streamed turn ends with TurnCompleted"
+        return response
+
+    async def produce() -> None:
+        async with send:
+            try:
+                while True:
+                    valid, value = attempts.check(await attempt())
+                    if valid:
+                        await send.send((True, (value, attempts.combined())))
+                        return
+            except KovaError as exc:
+                await send.send(exc)
+
+    with lone_exceptions():
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(produce)
+            try:
+                yield StructuredStream(receive)
+            finally:
+                nursery.cancel_scope.cancel(reason="structured stream left")
+                receive.close()
+
+
+# -- the JSON prefix -------------------------------------------------------------------------
+
+_MISSING: Any = object()
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_NUMBER_PREFIX = re.compile(r"-?[0-9]*\.?[0-9]*(?:[eE][+-]?[0-9]*)?")
+
+
+def parse_partial_json(text: str) -> JSONValue | None:
+    """The best-effort value of a JSON text cut anywhere: open strings, arrays and objects
+    are closed where the text ends; a key without its value, a cut literal (``tru``) or a
+    lone ``-`` is left out. ``None`` when nothing usable has arrived (or the text is not
+    JSON at all). A leading markdown fence (```` ```json ````) is skipped."""
+    stripped = text.lstrip()
+    if stripped.startswith("```"):
+        stripped = stripped.partition("\n")[2]
+    parser = _Prefix(stripped)
+    try:
+        value = parser.value()
+    except (ValueError, IndexError, RecursionError):  # not JSON, or absurdly deep
+        return None
+    return None if value is _MISSING else value
+
+
+class _Prefix:
+    """A recursive-descent JSON reader that stops quietly where its text ends."""
+
+    __slots__ = ("i", "n", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.n = len(text)
+        self.i = 0
+
+    def _space(self) -> bool:
+        """Skip whitespace; whether text remains."""
+        text, n = self.text, self.n
+        while self.i < n and text[self.i] in " \t\r\n":
+            self.i += 1
+        return self.i < n
+
+    def value(self) -> Any:
+        if not self._space():
+            return _MISSING
+        char = self.text[self.i]
+        if char == "{":
+            return self._object()
+        if char == "[":
+            return self._array()
+        if char == '"':
+            return self._string()[0]
+        if char == "-" or char.isdigit():
+            return self._number()
+        rest = self.text[self.i : self.i + 5]
+        for word, literal in (("true", True), ("false", False), ("null", None)):
+            if rest.startswith(word):
+                self.i += len(word)
+                return literal
+            if word.startswith(rest) and self.i + len(rest) == self.n:
+                self.i = self.n  # a literal cut by the end of the text
+                return _MISSING
+        raise ValueError(f"unexpected {char!r} at {self.i}")
+
+    def _string(self) -> tuple[str, bool]:
+        """The string at ``i`` and whether it was closed."""
+        text, start = self.text, self.i
+        index = start + 1
+        while index < self.n:
+            char = text[index]
+            if char == "\\":
+                index += 2
+                continue
+            if char == '"':
+                self.i = index + 1
+                return json.loads(text[start : index + 1]), True
+            index += 1
+        self.i = self.n
+        return json.loads(f'"{_without_open_escape(text[start + 1 :])}"'), False
+
+    def _number(self) -> Any:
+        cut = _NUMBER_PREFIX.match(self.text, self.i)
+        assert cut is not None
+        self.i = cut.end()
+        token = cut.group()
+        if self.i < self.n:  # the number ended before the text did
+            return json.loads(token)
+        # Cut by the end of the text (it may go on): the part that is a number.
+        token = token.rstrip("eE+-.")
+        return json.loads(token) if _NUMBER.fullmatch(token) else _MISSING
+
+    def _array(self) -> list[Any]:
+        self.i += 1
+        items: list[Any] = []
+        while self._space():
+            char = self.text[self.i]
+            if char == "]":
+                self.i += 1
+                return items
+            if char == ",":
+                self.i += 1
+                continue
+            item = self.value()
+            if item is _MISSING:
+                break
+            items.append(item)
+        return items
+
+    def _object(self) -> dict[str, Any]:
+        self.i += 1
+        result: dict[str, Any] = {}
+        while self._space():
+            char = self.text[self.i]
+            if char == "}":
+                self.i += 1
+                return result
+            if char == ",":
+                self.i += 1
+                continue
+            if char != '"':
+                raise ValueError(f"expected a key at {self.i}")
+            key, closed = self._string()
+            if not closed or not self._space():
+                break
+            if self.text[self.i] != ":":
+                raise ValueError(f"expected ':' at {self.i}")
+            self.i += 1
+            item = self.value()
+            if item is _MISSING:
+                break
+            result[key] = item
+        return result
+
+
+def _without_open_escape(body: str) -> str:
+    """``body`` (a string's text so far) without an escape the cut left unfinished."""
+    index = 0
+    while True:
+        index = body.find("\\", index)
+        if index < 0:
+            return body
+        step = 6 if body[index + 1 : index + 2] == "u" else 2
+        if index + step > len(body):
+            return body[:index]
+        index += step

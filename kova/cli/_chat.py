@@ -11,6 +11,7 @@ conversation keeps every earlier message and the turn adds none.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
 import os
 import shlex
@@ -25,6 +26,7 @@ import trio
 
 from .._errors import KovaError, SerializationError
 from .._models import (
+    InferenceConfig,
     Message,
     TextDelta,
     ThinkingDelta,
@@ -33,6 +35,7 @@ from .._models import (
     messages_from_json,
     messages_to_json,
 )
+from ._errors import CliError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -43,20 +46,74 @@ if TYPE_CHECKING:
 
 __all__ = ["ChatOptions", "builtin_tools_for_chat", "run_chat"]
 
-_HELP = "commands: /exit (or Ctrl-D) quits, /clear forgets the conversation, /help shows this"
+_HELP = (
+    "commands: /tools lists the tools, /model shows the model (/model NAME switches it), "
+    "/clear forgets the conversation, /exit (or Ctrl-D) quits, /help shows this"
+)
 _RESULT_CHARS = 300
+"""A line of a tool's arguments or result is cut here."""
+_RESULT_LINES = 20
+"""A tool result shows at most this many lines (and says how many more there were)."""
+
+
+@attrs.frozen(kw_only=True)
+class McpFilter:
+    """``--mcp-include`` / ``--mcp-exclude``: which MCP tools the model gets. Each pattern is
+    a name or a glob, the server's own (``add``) or prefixed (``mcp__add``)."""
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, include: Sequence[str], exclude: Sequence[str]) -> McpFilter:
+        """From the flags' values (each comma-separated, repeatable)."""
+
+        def split(values: Sequence[str]) -> tuple[str, ...]:
+            return tuple(
+                part.strip() for value in values for part in value.split(",") if part.strip()
+            )
+
+        return cls(include=split(include), exclude=split(exclude))
+
+    def keeps(self, names: tuple[str, str], used: set[str]) -> bool:
+        """Whether a tool named ``names`` (its own name, its prefixed name) is kept; every
+        pattern that matched goes into ``used``."""
+
+        def matching(patterns: tuple[str, ...]) -> bool:
+            hits = {p for p in patterns if any(fnmatch.fnmatchcase(n, p) for n in names)}
+            used.update(hits)
+            return bool(hits)
+
+        included = not self.include or matching(self.include)
+        return not matching(self.exclude) and included
+
+    def check_used(self, used: set[str], offered: Sequence[str]) -> None:
+        """Raises CliError for a pattern that matched no tool (a typo would otherwise give
+        the model the tool it was meant to hide)."""
+        for flag, patterns in (("--mcp-include", self.include), ("--mcp-exclude", self.exclude)):
+            for pattern in patterns:
+                if pattern not in used:
+                    raise CliError(
+                        f"{flag} {pattern!r} matches no MCP tool "
+                        f"(the servers offer: {', '.join(offered) or 'none'})"
+                    )
 
 
 @attrs.frozen(kw_only=True)
 class ChatOptions:
     """What ``kova chat`` was started with."""
 
-    selected: SelectedProvider
+    selected: SelectedProvider | None
+    """``None`` only until ``kova chat --demo`` has started its scripted model."""
     history_path: Path | None = None
     mcp_commands: tuple[str, ...] = ()
+    mcp_filter: McpFilter = McpFilter()
     system_prompt: str | None = None
     approve_all: bool = False
     color: bool = False
+    tools: tuple[Tool, ...] | None = None
+    """The tools besides MCP's (``None``: the built-in tools confined to the current
+    directory)."""
 
 
 @attrs.frozen
@@ -95,6 +152,10 @@ class _Screen:
     def write(self, text: str) -> None:
         self._out.write(text)
         self._out.flush()
+
+    @property
+    def color(self) -> bool:
+        return self._color
 
     def dim(self, text: str) -> None:
         self.write(f"\x1b[2m{text}\x1b[22m" if self._color else text)
@@ -164,6 +225,24 @@ def _short(text: str) -> str:
     return text if len(text) <= _RESULT_CHARS else text[:_RESULT_CHARS] + "..."
 
 
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
+def _block(label: str, text: str) -> str:
+    """``[label] text`` keeping the text's line breaks: later lines indented under the
+    first, each cut at a width, at most a screenful of them."""
+    lines = text.splitlines() or [""]
+    shown = [
+        line if len(line) <= _RESULT_CHARS else line[:_RESULT_CHARS] + "..."
+        for line in lines[:_RESULT_LINES]
+    ]
+    if len(lines) > _RESULT_LINES:
+        shown.append(f"... ({len(lines) - _RESULT_LINES} more lines)")
+    head = f"[{label}] "
+    return head + ("\n" + " " * len(head)).join(shown) + "\n"
+
+
 class _Chat:
     def __init__(
         self,
@@ -172,6 +251,7 @@ class _Chat:
         screen: _Screen,
         options: ChatOptions,
         history: list[Message],
+        tools: Sequence[Tool],
     ) -> None:
         self._agent = agent
         self._items = items
@@ -180,6 +260,9 @@ class _Chat:
         self._history = history
         self._pending: list[ConsoleItem] = []
         """Lines typed during a turn, answered after it (type-ahead)."""
+        self._tools = tools
+        self._model: str | None = None
+        """The model ``/model NAME`` chose (``None``: the one kova chat started with)."""
 
     async def _next_item(self) -> ConsoleItem:
         if self._pending:
@@ -213,7 +296,36 @@ class _Chat:
                 self._persist()
                 screen.write("(conversation cleared)\n")
                 continue
+            if text == "/tools":
+                screen.write(self._tool_list())
+                continue
+            if text == "/model" or text.startswith("/model "):
+                self._switch_model(text.removeprefix("/model").strip())
+                continue
+            if text.startswith("/"):
+                screen.write(f"unknown command {text.split()[0]}; {_HELP}\n")
+                continue
             await self._turn(text)
+
+    def _tool_list(self) -> str:
+        if not self._tools:
+            return "(no tools)\n"
+        lines = []
+        for tool in self._tools:
+            summary = tool.description.strip().split("\n", 1)[0]
+            asks = "" if _is_read_only(tool) or self._options.approve_all else "  (asks first)"
+            lines.append(f"  {tool.name}  {_short(summary)}{asks}")
+        return _count(len(lines), "tool") + ":\n" + "\n".join(lines) + "\n"
+
+    def _switch_model(self, name: str) -> None:
+        selected = self._options.selected
+        assert selected is not None
+        if name:
+            self._model = name
+            self._screen.write(f"(model: {name} from the next turn)\n")
+            return
+        current = self._model or selected.model
+        self._screen.write(f"model: {selected.name} / {current}\n")
 
     def _persist(self) -> None:
         if self._options.history_path is not None:
@@ -249,27 +361,42 @@ class _Chat:
         screen = self._screen
         new_messages: tuple[Message, ...] | None = None
         at_line_start = True
-        async with self._agent.stream(working) as events:
+        thinking = False  # in a run of thinking: on lines of its own, dimmed
+
+        def own_line() -> None:
+            nonlocal at_line_start, thinking
+            if not at_line_start:
+                screen.write("\n")
+            at_line_start = True
+            thinking = False
+
+        config = None if self._model is None else InferenceConfig(model=self._model)
+        async with self._agent.stream(working, config=config) as events:
             async for event in events:
                 match event:
                     case TextDelta(text=piece):
+                        if thinking:
+                            own_line()
                         screen.write(piece)
                         at_line_start = piece.endswith("\n")
                     case ThinkingDelta(text=piece):
+                        if not thinking:
+                            own_line()
+                            thinking = True
+                            if not screen.color:  # dimmed otherwise
+                                screen.write("[thinking] ")
                         screen.dim(piece)
                         at_line_start = piece.endswith("\n")
                     case ToolCallStarted(call=call):
-                        prefix = "" if at_line_start else "\n"
+                        own_line()
                         arguments = json.dumps(dict(call.input), ensure_ascii=False)
-                        screen.write(f"{prefix}[tool] {call.name} {_short(arguments)}\n")
-                        at_line_start = True
+                        screen.write(f"[tool] {call.name} {_short(arguments)}\n")
                     case ToolCallFinished(result=result):
-                        label = "error" if result.is_error else "result"
-                        screen.write(f"[{label}] {_short(result.text)}\n")
-                        at_line_start = True
+                        own_line()
+                        screen.write(_block("error" if result.is_error else "result", result.text))
                     case TurnCompleted(response=response):
                         new_messages = response.new_messages
-        screen.write("\n" if not at_line_start else "")
+        own_line()
         return new_messages
 
     async def _console_during_turn(self, turn_scope: trio.CancelScope) -> None:
@@ -326,10 +453,20 @@ async def run_chat(
             screen.write(f"kova chat: cannot read {path}: {exc}\n")
             return 2
     selected = options.selected
+    if selected is None:
+        raise ValueError("ChatOptions.selected is needed to run a chat")
     async with AsyncExitStack() as stack:
-        tools: list[Tool] = list(builtin_tools_for_chat(Path.cwd()))
+        tools: list[Tool] = list(
+            builtin_tools_for_chat(Path.cwd()) if options.tools is None else options.tools
+        )
+        used: set[str] = set()
+        offered: list[str] = []
         for number, command in enumerate(options.mcp_commands, start=1):
-            tools.extend(await _connect_mcp(stack, command, number))
+            tools.extend(
+                await _connect_mcp(stack, command, number, options.mcp_filter, used, offered)
+            )
+        if options.mcp_commands:
+            options.mcp_filter.check_used(used, offered)
         send, receive = trio.open_memory_channel[ConsoleItem](0)
         read_only = frozenset(tool.name for tool in tools if _is_read_only(tool))
         builder = AgentBuilder().provider(selected.provider).tools(*tools)
@@ -341,7 +478,7 @@ async def run_chat(
         agent = builder.build()
         screen.write(
             f"kova chat: {selected.name} / {selected.model}"
-            + (f", {len(tools)} tools" if tools else "")
+            + (f", {_count(len(tools), 'tool')}" if tools else "")
             + (f", resumed {len(history)} messages from {path}" if history else "")
             + ". /help for commands.\n"
         )
@@ -350,13 +487,22 @@ async def run_chat(
             await nursery.start(_watch_interrupts, send.clone())
             send.close()
             async with receive:
-                await _Chat(agent, receive, screen, options, history).loop()
+                await _Chat(agent, receive, screen, options, history, tools).loop()
             nursery.cancel_scope.cancel(reason="chat finished")
     return 0
 
 
-async def _connect_mcp(stack: AsyncExitStack, command: str, number: int) -> list[Tool]:
-    """Start one ``--mcp`` server (``"CMD ARGS"`` or ``"PREFIX=CMD ARGS"``) and list its tools."""
+async def _connect_mcp(
+    stack: AsyncExitStack,
+    command: str,
+    number: int,
+    keep: McpFilter,
+    used: set[str],
+    offered: list[str],
+) -> list[Tool]:
+    """Start one ``--mcp`` server (``"CMD ARGS"`` or ``"PREFIX=CMD ARGS"``) and list the tools
+    ``keep`` lets through (``used`` collects the patterns that matched, ``offered`` every
+    tool the server has)."""
     from ..mcp import check_prefix, mcp_tools
     from ._mcp import connect_stdio
 
@@ -369,4 +515,6 @@ async def _connect_mcp(stack: AsyncExitStack, command: str, number: int) -> list
     if not argv:
         raise ValueError(f"--mcp needs a command, got {command!r}")
     client = await stack.enter_async_context(connect_stdio(argv, name=prefix))
-    return list(await mcp_tools(client, prefix))
+    found = await mcp_tools(client, prefix)
+    offered.extend(tool.name for tool in found)
+    return [tool for tool in found if keep.keeps((tool.remote_name, tool.name), used)]

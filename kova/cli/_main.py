@@ -15,14 +15,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import attrs
 import trio
 
 from .._errors import KovaError
+from .._extras import MissingExtraError, require_extra
 from ._errors import CliError
 
 if TYPE_CHECKING:
@@ -40,30 +43,72 @@ _WEATHER = {
     "lisbon": "17°C, sunny",
     "tokyo": "9°C, clear",
 }
+_CITY_IN = re.compile(r"\b(?:in|for|at)\s+([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)")
+_NO_DATA = "no data for that city"
+
+
+def _asked_city(text: str) -> str | None:
+    """The city a question is about: one the demo knows, else a capitalised name after
+    "in" / "for" / "at" (``None``: no city in the question)."""
+    for city in _WEATHER:
+        if re.search(rf"\b{city}\b", text, re.IGNORECASE):
+            return city.title()
+    found = _CITY_IN.search(text)
+    return found.group(1) if found else None
+
+
+def _advice(weather: str) -> str:
+    degrees = re.match(r"(-?\d+)", weather)
+    if degrees is None:
+        return ""
+    if int(degrees.group(1)) < 5:
+        return " Dress warmly: a proper coat, gloves and boots with some grip."
+    if int(degrees.group(1)) < 15:
+        return " A jacket or a warm sweater will do."
+    return " Light clothes will do; take sunglasses."
 
 
 def _demo_model(request: ScriptRequest) -> ModelResponse:
-    """The scripted model: asks for the weather tool, then answers from its result."""
+    """The scripted model: asks for the weather tool for the city the user named, then
+    answers from its result (a denied or failed call, or a city without data, included)."""
     from .. import Role, StopReason, Text, ToolResult, Usage
     from .._models import ModelResponse, ToolUse
 
-    last = request.messages[-1]
-    prompt_tokens = sum(len(m.text) for m in request.messages) // 4 + 12
+    messages = request.messages
+    last = messages[-1]
+    prompt_tokens = sum(len(m.text) for m in messages) // 4 + 12
+
+    def answer(text: str) -> ModelResponse:
+        return ModelResponse(
+            content=(Text(text=text),),
+            stop_reason=StopReason.END_TURN,
+            usage=Usage(input_tokens=prompt_tokens, output_tokens=len(text) // 4),
+        )
+
     if last.role is Role.TOOL:
         result = next(b for b in last.content if isinstance(b, ToolResult))
-        answer = (
-            f"Right now in Oslo it is {result.text}. "
-            "Dress warmly: a proper coat, gloves and boots with some grip."
-        )
-        return ModelResponse(
-            content=(Text(text=answer),),
-            stop_reason=StopReason.END_TURN,
-            usage=Usage(input_tokens=prompt_tokens, output_tokens=len(answer) // 4),
-        )
+        calls = [b for b in messages[-2].content if isinstance(b, ToolUse)]
+        call = next((b for b in calls if b.id == result.tool_use_id), None)
+        city = str(call.input.get("city", "that city")) if call is not None else "that city"
+        # OpenAI's wire format has no error flag on a tool result: a denial is in its text.
+        if result.is_error or "denied" in result.text:
+            return answer(
+                f"I could not check the weather in {city}: {result.text}. "
+                "Without the forecast I can only suggest looking out of the window."
+            )
+        if result.text == _NO_DATA:
+            known = ", ".join(name.title() for name in _WEATHER)
+            return answer(f"I have no weather data for {city}; this demo knows {known}.")
+        return answer(f"Right now in {city} it is {result.text}.{_advice(result.text)}")
+    asked = _asked_city(last.text)
+    if asked is None:
+        known = ", ".join(name.title() for name in _WEATHER)
+        return answer(f"Which city would you like the weather for? This demo knows {known}.")
+    count = sum(1 for m in messages for b in m.content if isinstance(b, ToolUse))
     return ModelResponse(
         content=(
-            Text(text="Let me look up the current weather in Oslo."),
-            ToolUse(id="call_weather_1", name="get_weather", input={"city": "Oslo"}),
+            Text(text=f"Let me look up the current weather in {asked}."),
+            ToolUse(id=f"call_weather_{count + 1}", name="get_weather", input={"city": asked}),
         ),
         stop_reason=StopReason.TOOL_USE,
         usage=Usage(input_tokens=prompt_tokens, output_tokens=18),
@@ -85,7 +130,7 @@ async def _open_demo() -> AsyncIterator[tuple[FakeOpenAiServer, OpenAiCompatible
         Args:
             city: the city name.
         """
-        return _WEATHER.get(city.lower(), "no data for that city")
+        return _WEATHER.get(city.lower(), _NO_DATA)
 
     def model(request: ScriptRequest) -> Reply:
         # Stream in small pieces so the output visibly arrives as it is "generated".
@@ -179,6 +224,26 @@ def _parser() -> argparse.ArgumentParser:
         help='an MCP server over stdio, e.g. "npx -y @modelcontextprotocol/server-everything" '
         '(or "PREFIX=CMD"); repeatable',
     )
+    chat.add_argument(
+        "--mcp-include",
+        action="append",
+        default=[],
+        metavar="NAMES",
+        help="only these MCP tools: comma-separated names or globs, the server's own "
+        '("add") or prefixed ("mcp__add"); repeatable',
+    )
+    chat.add_argument(
+        "--mcp-exclude",
+        action="append",
+        default=[],
+        metavar="NAMES",
+        help="not these MCP tools (names or globs, as --mcp-include); repeatable",
+    )
+    chat.add_argument(
+        "--demo",
+        action="store_true",
+        help="the scripted demo model on a local fake server (no API key, no network)",
+    )
     chat.add_argument("--system", help="a system prompt")
     chat.add_argument(
         "--yes", action="store_true", help="run every tool call without asking for approval"
@@ -248,7 +313,7 @@ def _main(argv: Sequence[str] | None) -> int:
             if not server:
                 parser.error("kova mcp tools needs a server command: kova mcp tools -- CMD ...")
             status = trio.run(_mcp_tools, server)
-    except* CliError as mistakes:
+    except* (CliError, MissingExtraError) as mistakes:
         _print_errors(mistakes)
         status = 2
     except* KovaError as failures:
@@ -260,20 +325,37 @@ def _main(argv: Sequence[str] | None) -> int:
 def _chat(args: argparse.Namespace) -> int:
     import os
 
-    from ._chat import ChatOptions, run_chat
-    from ._providers import select_provider
+    from ._chat import ChatOptions, McpFilter, run_chat
+    from ._providers import SelectedProvider, select_provider
 
-    selected = select_provider(args.provider, args.model, args.base_url)
+    if args.mcp:
+        require_extra("mcp", "kova chat --mcp")
     color = not args.no_color and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     options = ChatOptions(
-        selected=selected,
+        selected=None if args.demo else select_provider(args.provider, args.model, args.base_url),
         history_path=args.history,
         mcp_commands=tuple(args.mcp),
+        mcp_filter=McpFilter.parse(args.mcp_include, args.mcp_exclude),
         system_prompt=args.system,
         approve_all=args.yes,
         color=color,
     )
-    return trio.run(run_chat, options)
+    if not args.demo:
+        return trio.run(run_chat, options)
+
+    async def demo() -> int:
+        async with _open_demo() as (_server, provider, get_weather):
+            selected = SelectedProvider(name="demo", model="scripted-demo-model", provider=provider)
+            return await run_chat(
+                attrs.evolve(
+                    options,
+                    selected=selected,
+                    tools=(get_weather,),
+                    system_prompt=args.system or "You are a helpful weather assistant.",
+                )
+            )
+
+    return trio.run(demo)
 
 
 async def _models(args: argparse.Namespace) -> int:
@@ -305,13 +387,14 @@ def _serve(args: argparse.Namespace) -> int:
     interrupted = False
     status = 0
     try:
+        require_extra("ws", "kova serve")
         if args.demo:
             trio.run(_serve_demo, args)
         else:
             trio.run(_serve_provider, args)
     except* KeyboardInterrupt:
         interrupted = True
-    except* CliError as mistakes:
+    except* (CliError, MissingExtraError) as mistakes:
         _print_errors(mistakes)
         status = 2
     except* KovaError as failures:

@@ -41,8 +41,9 @@ async def serve_chat(
     """Serve a chat agent on the web view until cancelled.
 
     Reports the page's URL (token included) through ``out`` and ``task_status.started``.
-    Every tool call waits for approval on the page unless ``approve_all``. A turn that fails
-    is shown failed on the page and leaves the conversation as it was.
+    Every tool call waits for approval on the page unless ``approve_all``. A turn that fails,
+    or that a person stops with the page's Stop button, is shown so on the page and leaves
+    the conversation as it was.
 
     Raises:
         CliError: the address cannot be listened on (a busy port, say).
@@ -73,12 +74,17 @@ async def serve_chat(
                 async for prompt in server.prompts:
                     asked = [*history, Message.user(prompt)]
                     try:
-                        async with agent.stream(asked) as events:
-                            async for event in server.relay(events, prompt=prompt):
-                                if isinstance(event, TurnCompleted):
-                                    history = [*asked, *event.response.new_messages]
+                        # The page's Stop button cancels this scope: the turn adds nothing.
+                        with server.stoppable() as stop:
+                            async with agent.stream(asked) as events:
+                                async for event in server.relay(events, prompt=prompt):
+                                    if isinstance(event, TurnCompleted):
+                                        history = [*asked, *event.response.new_messages]
                     except KovaError as exc:  # shown on the page by relay; the chat goes on
                         out(f"kova serve: the turn failed: {exc}")
+                    else:
+                        if stop.cancelled_caught:
+                            out("kova serve: the turn was stopped from the page")
 
 
 def _cannot_listen(host: str, port: int, exc: OSError) -> str:

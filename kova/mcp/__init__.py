@@ -4,6 +4,11 @@ Importing this package imports the ``mcp`` SDK (``pip install kova-sdk[mcp]``); 
 kova`` alone never does.
 """
 
+# ruff: noqa: E402 (the extra is checked before the imports that need it)
+from .._extras import require_extra as _require_extra
+
+_require_extra("mcp", "kova.mcp")  # one line naming the extra, not a bare ModuleNotFoundError
+
 from ._auth import TokenProvider as TokenProvider
 from ._client import DEFAULT_REQUEST_TIMEOUT as DEFAULT_REQUEST_TIMEOUT
 from ._client import McpClient as McpClient

@@ -29,6 +29,12 @@ import time
 from typing import TYPE_CHECKING, Any, assert_never
 
 import trio
+
+# ruff: noqa: E402 (the extra is checked before the imports that need it)
+from .._extras import require_extra as _require_extra
+
+_require_extra("otel", "kova.telemetry.otel")
+
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode

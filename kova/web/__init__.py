@@ -6,6 +6,11 @@ loopback; ``server.relay(events)`` publishes a streamed turn, and
 schema is documented in ``docs/web.md``.
 """
 
+# ruff: noqa: E402 (the extra is checked before the imports that need it)
+from .._extras import require_extra as _require_extra
+
+_require_extra("ws", "kova.web")  # one line naming the extra, not a failure when a page connects
+
 from ._schema import PROTOCOL_VERSION as PROTOCOL_VERSION
 from ._server import EventServer as EventServer
 from ._server import WebApproval as WebApproval

@@ -8,6 +8,7 @@ happens in a plain (non-async) method, so no task sees a half-made change; a wai
 from __future__ import annotations
 
 import itertools
+import math
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -30,6 +31,8 @@ class _Pending:
     event: dict[str, Any] = attrs.Factory(dict)
     """The ``approval_requested`` event (replayed to pages that connect while it waits)."""
     outcome: bool | str | None = None
+    deadline: float = math.inf
+    """When the call is denied for want of an answer (trio's clock)."""
     _changed: trio.Event = attrs.Factory(trio.Event)
 
     def notify(self) -> None:
@@ -68,7 +71,9 @@ class Approvals:
         turn: int | None,
     ) -> bool | str:
         """Ask the pages about ``call`` and wait: ``True``, or the denial reason."""
-        pending = _Pending(id=f"a{next(self._numbers)}", call=call)
+        pending = _Pending(
+            id=f"a{next(self._numbers)}", call=call, deadline=trio.current_time() + seconds
+        )
         self._pending[pending.id] = pending
         pending.event = {
             "type": "approval_requested",
@@ -79,10 +84,11 @@ class Approvals:
             "arguments": _schema.tool_started(0, call)["arguments"],
             "annotations": _schema.annotations_json(annotations),
             "timeout_s": seconds,
+            "remaining_s": seconds,
         }
         self._emit(pending.event)
         try:
-            with trio.move_on_after(seconds):
+            with trio.move_on_at(pending.deadline):
                 while pending.outcome is None:
                     if self._has_pages():
                         await pending.wait_changed()
@@ -118,6 +124,22 @@ class Approvals:
         """A page connected or left: every waiting call looks again."""
         for pending in list(self._pending.values()):
             pending.notify()
+
+    def with_time_left(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``events`` for a page connecting now: each request still pending says the time
+        left until its deadline (``remaining_s``), so a reload does not restart the clock."""
+        now = trio.current_time()
+        shown = []
+        for event in events:
+            pending = (
+                self._pending.get(event.get("id", ""))
+                if event["type"] == "approval_requested"
+                else None
+            )
+            if pending is not None:
+                event = {**event, "remaining_s": round(max(0.0, pending.deadline - now), 3)}
+            shown.append(event)
+        return shown
 
     def outside_turns(self) -> list[dict[str, Any]]:
         """The requests still pending that were asked outside any turn (a turn's replay has

@@ -38,6 +38,7 @@ __all__ = [
     "Decision",
     "PageMessage",
     "PageMessageError",
+    "Stop",
     "annotations_json",
     "encode",
     "frame",
@@ -145,7 +146,15 @@ class ChatInput:
     text: str
 
 
-PageMessage = Decision | ChatInput
+@attrs.frozen(kw_only=True)
+class Stop:
+    """``{"v": 1, "type": "stop", "turn"?: int}``: a person pressed Stop (cancel the turn
+    running now; ``turn`` names the one the page saw, so a late press stops nothing newer)."""
+
+    turn: int | None = None
+
+
+PageMessage = Decision | ChatInput | Stop
 
 
 def _string(message: dict[str, Any], key: str, limit: int, *, required: bool = True) -> str | None:
@@ -194,6 +203,12 @@ def parse_page_message(text: str | bytes, *, max_chat_chars: int) -> PageMessage
         if not prompt.strip():
             raise PageMessageError("'text' is empty")
         return ChatInput(text=prompt)
+    if kind == "stop":
+        _only(message, {"v", "type", "turn"})
+        turn = message.get("turn")
+        if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int)):
+            raise PageMessageError("'turn' must be an integer")
+        return Stop(turn=turn)
     raise PageMessageError(f"unknown message type {kind!r}")
 
 

@@ -47,7 +47,7 @@ from ._page import CLOSE_NORMAL, CLOSE_TOO_SLOW, Page, close_page, serve_page
 from ._turns import Turn, TurnLog
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+    from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 
     import trio_websocket
 
@@ -103,6 +103,8 @@ class EventServer:
     _dropped: int = 0
     _max_buffered: int = 0
     _closed: bool = False
+    _stoppable: trio.CancelScope | None = None
+    _stop_requested: bool = False
 
     def __attrs_post_init__(self) -> None:
         self._log = TurnLog(keep=self._keep_turns)
@@ -257,7 +259,10 @@ class EventServer:
                 self.publish(event)
                 yield event
         except BaseException as exc:
-            self.fail_turn("cancelled" if isinstance(exc, trio.Cancelled) else exc)
+            if isinstance(exc, trio.Cancelled):
+                self.fail_turn("stopped" if self._stop_requested else "cancelled")
+            else:
+                self.fail_turn(exc)
             raise
         self.fail_turn("the stream ended without TurnCompleted")
 
@@ -337,7 +342,9 @@ class EventServer:
                 "max_message_bytes": self._max_message_bytes,
                 "max_chat_chars": self._max_chat_chars,
             },
-            "replay": self._log.replay() + self._approvals.outside_turns(),
+            "replay": self._approvals.with_time_left(
+                self._log.replay() + self._approvals.outside_turns()
+            ),
         }
         page.send.send_nowait(_schema.encode(hello))
         self._pages[page.number] = page
@@ -361,6 +368,8 @@ class EventServer:
         match message:
             case _schema.Decision(id=identifier, approve=approve, reason=reason):
                 self._approvals.answer(identifier, approve=approve, reason=reason)
+            case _schema.Stop(turn=turn):
+                self._stop(page, turn)
             case _schema.ChatInput(text=text):
                 if self._prompt_send is None:
                     self._error_to(page, "this server does not take prompts")
@@ -371,6 +380,35 @@ class EventServer:
                     self._error_to(page, "busy: too many prompts waiting; try again")
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     self._error_to(page, "this server no longer takes prompts")
+
+    def _stop(self, page: Page, turn: int | None) -> None:
+        current = self._current()
+        if self._stoppable is None or current is None or not current.open:
+            self._error_to(page, "no turn is running")
+            return
+        if turn is not None and turn != current.number:
+            return  # a late press for a turn that already ended
+        self._stop_requested = True
+        self._stoppable.cancel(reason="stopped from the web page")
+
+    @contextlib.contextmanager
+    def stoppable(self) -> Iterator[trio.CancelScope]:
+        """``with server.stoppable() as scope:`` around a relayed turn: the page's Stop
+        button cancels ``scope`` (the turn ends on the pages as ``stopped``; check
+        ``scope.cancelled_caught``). One turn at a time is stoppable.
+
+        Raises:
+            RuntimeError: another turn is stoppable already.
+        """
+        if self._stoppable is not None:
+            raise RuntimeError("another turn is stoppable already; one at a time")
+        scope = trio.CancelScope()
+        self._stoppable, self._stop_requested = scope, False
+        try:
+            with scope:
+                yield scope
+        finally:
+            self._stoppable = None
 
     # -- connections -----------------------------------------------------------------------
 

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
+from typing import Literal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import BaseModel
+from typing_extensions import TypedDict  # pydantic wants this one before Python 3.12
 
 import kova
 from kova import Message, Role
 from kova.agent import AgentBuilder
-from kova.testing import ScriptedProvider, reply_text
+from kova.agent._structured import parse_partial_json
+from kova.testing import ScriptedProvider, StreamReply, reply_text
 
 HISTORY = [Message.user("route this ticket")]
 GOOD = json.dumps({"route": "billing", "confidence": 0.9})
@@ -96,3 +103,214 @@ def test_builder_rejects_negative_output_retries() -> None:
     provider = ScriptedProvider([])
     with pytest.raises(kova.BuildError, match="output_retries"):
         AgentBuilder().provider(provider).output_retries(-1).build()
+
+
+# -- any type pydantic validates, raw schemas checked, streamed values --------------------
+
+
+@dataclasses.dataclass
+class City:
+    name: str
+    population: int
+
+
+class Forecast(TypedDict):
+    city: str
+    high: float
+
+
+@pytest.mark.parametrize(
+    ("output", "answer", "expected"),
+    [
+        (City, {"name": "Oslo", "population": 700000}, City("Oslo", 700000)),
+        (Forecast, {"city": "Oslo", "high": -3.0}, {"city": "Oslo", "high": -3.0}),
+        (list[City], {"result": [{"name": "Oslo", "population": 1}]}, [City("Oslo", 1)]),
+        (int, {"result": 42}, 42),
+        (str, {"result": "billing"}, "billing"),
+        (Literal["a", "b"], {"result": "b"}, "b"),
+        (Route | None, {"result": None}, None),
+    ],
+    ids=["dataclass", "typeddict", "list", "int", "str", "literal", "optional-model"],
+)
+async def test_any_type_pydantic_validates_is_an_output(
+    output: object, answer: object, expected: object
+) -> None:
+    provider = ScriptedProvider([reply_text(json.dumps(answer))])
+    async with AgentBuilder().provider(provider).build() as agent:
+        value, response = await agent.run_structured(HISTORY, output)
+    assert value == expected
+    assert response.output_retries == 0
+    sent = provider.requests[0].config.response_format
+    assert sent is not None
+    assert sent.schema["type"] == "object"  # every provider takes an object at the root
+    assert sent.schema["additionalProperties"] is False
+
+
+async def test_a_non_object_type_is_asked_for_inside_result_and_re_asked_when_bare() -> None:
+    provider = ScriptedProvider([reply_text("[1, 2]"), reply_text('{"result": [1, 2]}')])
+    async with AgentBuilder().provider(provider).build() as agent:
+        value, response = await agent.run_structured(HISTORY, list[int])
+    assert value == [1, 2]
+    assert response.output_retries == 1
+    sent = provider.requests[0].config.response_format
+    assert sent is not None
+    assert sent.name == "list_int"
+    assert sent.schema["properties"] == {"result": {"type": "array", "items": {"type": "integer"}}}
+    assert sent.schema["required"] == ["result"]
+    assert '{"result": ...}' in provider.requests[1].messages[-1].text
+
+
+async def test_a_dataclass_answer_that_breaks_its_type_is_re_asked() -> None:
+    provider = ScriptedProvider(
+        [
+            reply_text('{"name": "Oslo", "population": "many"}'),
+            reply_text('{"name": "Oslo", "population": 5}'),
+        ]
+    )
+    async with AgentBuilder().provider(provider).build() as agent:
+        value, response = await agent.run_structured(HISTORY, City)
+    assert value == City("Oslo", 5)
+    assert response.output_retries == 1
+    assert "population: Input should be a valid integer" in provider.requests[1].messages[-1].text
+
+
+ROUTE_SCHEMA = {
+    "type": "object",
+    "properties": {"route": {"enum": ["billing", "tech"]}, "confidence": {"type": "number"}},
+    "required": ["route", "confidence"],
+    "additionalProperties": False,
+}
+
+
+async def test_a_raw_schema_answer_that_breaks_the_schema_is_re_asked() -> None:
+    answers = ['{"route": "sales"}', '{"route": "tech", "confidence": 0.5}']
+    provider = ScriptedProvider([reply_text(answer) for answer in answers])
+    async with AgentBuilder().provider(provider).build() as agent:
+        value, response = await agent.run_structured(
+            HISTORY, kova.ResponseFormat.named("route", ROUTE_SCHEMA)
+        )
+    assert value == {"route": "tech", "confidence": 0.5}
+    assert response.output_retries == 1
+    feedback = provider.requests[1].messages[-1].text
+    assert "does not match the schema 'route'" in feedback
+    assert "$.route: 'sales' is not one of ['billing', 'tech']" in feedback
+    assert "'confidence' is a required property" in feedback
+
+
+async def test_a_raw_schema_answer_still_invalid_raises_with_the_problems() -> None:
+    provider = ScriptedProvider([reply_text('{"route": 1}')])
+    async with AgentBuilder().provider(provider).output_retries(0).build() as agent:
+        with pytest.raises(kova.StructuredOutputError, match="does not match the schema"):
+            await agent.run_structured(HISTORY, kova.ResponseFormat.named("route", ROUTE_SCHEMA))
+
+
+async def test_an_output_pydantic_cannot_validate_is_a_type_error() -> None:
+    class Opaque:
+        pass
+
+    async with AgentBuilder().provider(ScriptedProvider([])).build() as agent:
+        with pytest.raises(TypeError, match="a type pydantic can validate"):
+            await agent.run_structured(HISTORY, Opaque)
+
+
+async def test_stream_structured_yields_partial_values_then_the_validated_one() -> None:
+    answer = json.dumps({"route": "billing", "confidence": 0.9})
+    provider = ScriptedProvider([StreamReply(response=reply_text(answer), chunk_chars=4)])
+    async with AgentBuilder().provider(provider).build() as agent:
+        async with agent.stream_structured(HISTORY, Route) as stream:
+            values = [value async for value in stream]
+    *partials, final = values
+    assert final == Route(route="billing", confidence=0.9)
+    assert stream.value == final
+    assert stream.response.text == answer
+    assert stream.response.new_messages[-1].text == answer
+    assert partials[0] == {}
+    assert {"route": "billi"} in partials  # a string arrives as it is written
+    assert partials[-1] == {"route": "billing", "confidence": 0.9}
+    assert all(a != b for a, b in itertools.pairwise(partials))  # each one new
+
+
+async def test_stream_structured_re_asks_and_streams_again() -> None:
+    provider = ScriptedProvider(
+        [
+            StreamReply(response=reply_text('{"result": ["x"]}'), chunk_chars=5),
+            StreamReply(response=reply_text('{"result": [1, 2]}'), chunk_chars=5),
+        ]
+    )
+    async with AgentBuilder().provider(provider).build() as agent:
+        async with agent.stream_structured(HISTORY, list[int]) as stream:
+            values = [value async for value in stream]
+    assert values[-1] == [1, 2]
+    assert ["x"] in values  # the invalid attempt's partial values came too
+    assert stream.response.output_retries == 1
+    assert len(stream.response.new_messages) == 3
+
+
+async def test_stream_structured_raises_the_final_failure_from_the_iteration() -> None:
+    provider = ScriptedProvider([reply_text("nope")])
+    async with AgentBuilder().provider(provider).output_retries(0).build() as agent:
+        async with agent.stream_structured(HISTORY, Route) as stream:
+            with pytest.raises(kova.StructuredOutputError):
+                async for _ in stream:
+                    pass
+        with pytest.raises(RuntimeError, match="not finished"):
+            _ = stream.response
+
+
+async def test_leaving_stream_structured_early_cancels_the_turn() -> None:
+    answer = json.dumps({"route": "billing", "confidence": 0.9})
+    provider = ScriptedProvider(
+        [StreamReply(response=reply_text(answer), chunk_chars=2)], batch_size=1, batch_delay=1.0
+    )
+    async with AgentBuilder().provider(provider).build() as agent:
+        async with agent.stream_structured(HISTORY, Route) as stream:
+            async for value in stream:
+                assert value == {}
+                break
+        assert not stream.done
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", None),
+        ("{", {}),
+        ('{"a', {}),
+        ('{"a"', {}),
+        ('{"a":', {}),
+        ('{"a": "x\\', {"a": "x"}),
+        ('{"a": "x\\u00', {"a": "x"}),
+        ('{"a": "x\\u00e9', {"a": "xé"}),
+        ('{"a": tr', {}),
+        ('{"a": true, "b": [1, 2.', {"a": True, "b": [1, 2]}),
+        ('{"a": -', {}),
+        ('{"a": 1e', {"a": 1}),
+        ('[{"a": null}, {"b"', [{"a": None}, {}]),
+        ('```json\n{"a": 1', {"a": 1}),
+        ("hello", None),
+        ('{"a": 1}', {"a": 1}),
+    ],
+)
+def test_parse_partial_json(text: str, expected: object) -> None:
+    assert parse_partial_json(text) == expected
+
+
+@given(
+    st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(),
+        lambda children: (
+            st.lists(children, max_size=4)
+            | st.dictionaries(st.text(max_size=5), children, max_size=4)
+        ),
+        max_leaves=12,
+    )
+)
+def test_every_prefix_of_json_parses_and_the_whole_is_exact(value: object) -> None:
+    text = json.dumps(value)
+    for cut in range(len(text)):
+        parse_partial_json(text[:cut])  # never raises
+    assert parse_partial_json(text) == json.loads(text)

@@ -22,6 +22,7 @@ from kova.testing import (
     open_openai_server,
     reply_text,
     reply_tool_calls,
+    with_thinking,
 )
 
 if TYPE_CHECKING:
@@ -51,8 +52,17 @@ def _model(request: ScriptRequest) -> Any:
         return reply_text(f"I see {len(request.messages)} messages; users said {users}.")
     if said == "add please":
         return reply_tool_calls(("mcp__add", {"a": 2, "b": 3}))
+    if said == "think":
+        return StreamReply(
+            response=with_thinking(reply_text("The answer is 4."), "Two and two.\nMakes four."),
+            chunk_chars=6,
+        )
+    if said == "list docs":
+        return reply_tool_calls(("list_dir", {"path": "docs"}), text="Looking.")
     if last.role.value == "tool":
         result = next(block for block in last.content if isinstance(block, ToolResult))
+        if "agent.md" in result.text:
+            return reply_text("Those are the docs.")
         return reply_text(f"The sum is {result.text}.")
     return reply_text(f"echo: {said}")
 
@@ -244,3 +254,113 @@ def test_python_dash_m_kova_runs_the_cli() -> None:
     assert result.returncode == 0
     for command in ("chat", "models", "mcp", "demo", "version"):
         assert command in result.stdout
+
+
+@pytest.mark.usefixtures("_guard")
+async def test_chat_demo_answers_the_city_asked_about_and_a_denial(tmp_path: Path) -> None:
+    terminal = Terminal(["chat", "--demo", "--history", str(tmp_path / "h.json")])
+    await terminal.expect("kova chat: demo / scripted-demo-model, 1 tool.")
+    await terminal.expect("you> ")
+    await terminal.send("What's the weather in Lisbon?")
+    await terminal.expect('allow get_weather {"city": "Lisbon"}? [y/N] ')
+    await terminal.send("y")
+    await terminal.expect("[result] 17°C, sunny")
+    await terminal.expect("Right now in Lisbon it is 17°C, sunny.")
+    await terminal.expect("you> ")
+    await terminal.send("and in Tokyo?")
+    await terminal.expect('allow get_weather {"city": "Tokyo"}? [y/N] ')
+    await terminal.send("n")
+    await terminal.expect("I could not check the weather in Tokyo")
+    await terminal.expect("you> ")
+    await terminal.send("/tools")
+    await terminal.expect("1 tool:")
+    await terminal.expect("get_weather  Current weather for a city (demo data).  (asks first)")
+    await terminal.expect("you> ")
+    await terminal.send("/model")
+    await terminal.expect("model: demo / scripted-demo-model")
+    await terminal.expect("you> ")
+    await terminal.send("/exit")
+    assert await terminal.exit_status() == 0
+
+
+@pytest.mark.usefixtures("_guard")
+async def test_chat_model_command_switches_the_model_of_the_next_turn(tmp_path: Path) -> None:
+    async with open_openai_server(_model) as server:
+        terminal = Terminal(_chat_args("openai", server.base_url, tmp_path / "h.json"))
+        await terminal.expect("you> ")
+        await terminal.send("/model")
+        await terminal.expect("model: openai / gpt-fake")
+        await terminal.expect("you> ")
+        await terminal.send("/model gpt-other")
+        await terminal.expect("(model: gpt-other from the next turn)")
+        await terminal.expect("you> ")
+        await terminal.send("hi")
+        await terminal.expect("Hello from the fake model.")
+        await terminal.expect("you> ")
+        await terminal.send("/nonsense")
+        await terminal.expect("unknown command /nonsense")
+        await terminal.expect("you> ")
+        await terminal.send("/exit")
+        assert await terminal.exit_status() == 0
+    body = server.chat_requests()[-1].json()
+    assert body["model"] == "gpt-other"
+
+
+@pytest.mark.usefixtures("_guard")
+async def test_chat_thinking_has_its_own_lines_and_results_keep_their_lines(
+    tmp_path: Path,
+) -> None:
+    async with open_anthropic_server(_model) as server:
+        terminal = Terminal(_chat_args("anthropic", server.base_url, tmp_path / "h.json"))
+        await terminal.expect("you> ")
+        await terminal.send("think")
+        # On lines of its own, never run into the answer (dimmed with colour on; here,
+        # NO_COLOR, labelled).
+        await terminal.expect("\r\n[thinking] Two and two.\r\nMakes four.\r\nThe answer is 4.")
+        await terminal.expect("you> ")
+        await terminal.send("list docs")
+        await terminal.expect("Looking.\r\n[tool] list_dir")
+        # The directory listing keeps one entry a line, indented under the first.
+        await terminal.expect("[result] ")
+        await terminal.expect("\r\n         agent.md\r\n")
+        await terminal.expect("Those are the docs.")
+        await terminal.expect("you> ")
+        await terminal.send("/exit")
+        assert await terminal.exit_status() == 0
+
+
+@pytest.mark.usefixtures("_guard")
+async def test_chat_mcp_include_and_exclude_choose_the_tools(tmp_path: Path) -> None:
+    async with open_openai_server(_model) as server:
+        args = [*_chat_args("openai", server.base_url, tmp_path / "h.json")]
+        mcp = ["--mcp", f"{sys.executable} {MCP_SERVER} stdio"]
+        terminal = Terminal([*args, *mcp, "--mcp-exclude", "echo", "--yes"])
+        await terminal.expect("you> ")
+        await terminal.send("/tools")
+        await terminal.expect(" tools:")
+        await terminal.expect("you> ")
+        shown = terminal.child.before
+        assert "mcp__add" in shown
+        assert "mcp__echo" not in shown
+        assert "read_file" in shown  # the built-in tools stay
+        await terminal.send("/exit")
+        assert await terminal.exit_status() == 0
+
+        terminal = Terminal([*args, *mcp, "--mcp-include", "mcp__a*"])
+        await terminal.expect("you> ")
+        await terminal.send("/tools")
+        await terminal.expect(" tools:")
+        await terminal.expect("you> ")
+        shown = terminal.child.before
+        assert "mcp__add" in shown
+        assert "mcp__echo" not in shown
+        await terminal.send("/exit")
+        assert await terminal.exit_status() == 0
+
+    result = await trio.to_thread.run_sync(
+        lambda: _kova("chat", "--provider", "openai", *mcp, "--mcp-include", "ad")
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        "kova: --mcp-include 'ad' matches no MCP tool (the servers offer: mcp__echo, mcp__add,"
+    )

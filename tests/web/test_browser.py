@@ -12,11 +12,18 @@ import trio
 
 from kova import Message, ToolAnnotations
 from kova.agent import AgentBuilder
-from kova.testing import ScriptedProvider, StreamReply, reply_text, reply_tool_calls
+from kova.testing import (
+    Reply,
+    ScriptedProvider,
+    ScriptRequest,
+    StreamReply,
+    reply_text,
+    reply_tool_calls,
+)
 from kova.tools import tool
 from kova.web import open_event_server
 
-from ._browser import Browser, open_tab, png_pixels
+from ._browser import Browser, Tab, open_tab, png_pixels
 
 if TYPE_CHECKING:
     from kova.web import EventServer
@@ -150,3 +157,105 @@ async def test_kova_serve_chat_from_the_page(browser: Browser) -> None:
             assert tab.console == [], tab.console
         nursery.cancel_scope.cancel()
     assert provider.requests[0].messages[-1].text == "Weather in Oslo?"
+
+
+async def _ask(tab: Tab, text: str) -> None:
+    await tab.evaluate(f"document.getElementById('prompt').value = {json.dumps(text)}")
+    await tab.evaluate("document.getElementById('send').click()")
+
+
+async def test_the_stop_button_cancels_the_running_turn(browser: Browser) -> None:
+    from kova.cli._serve import serve_chat
+
+    async def model(request: ScriptRequest) -> Reply:
+        if request.messages[-1].text == "take your time":
+            await trio.sleep_forever()  # until the person presses Stop
+        return reply_text("Hello again.")
+
+    provider = ScriptedProvider(model)
+    lines: list[str] = []
+    async with trio.open_nursery() as nursery:
+        url = await nursery.start(partial(serve_chat, provider, out=lines.append))
+        async with open_tab(browser, url) as tab:
+            await tab.wait_for("!document.getElementById('chat').hidden")
+            assert await tab.evaluate("document.getElementById('stop').hidden")
+            await _ask(tab, "take your time")
+            await tab.wait_for("!document.getElementById('stop').hidden")
+            await tab.evaluate("document.getElementById('stop').click()")
+            await tab.wait_for(f"{LAST_TURN}.querySelector('.failed')")
+            assert await tab.evaluate(f"{LAST_TURN}.querySelector('.failed').textContent") == (
+                "turn stopped"
+            )
+            await tab.wait_for("document.getElementById('stop').hidden")
+
+            # The stopped turn added nothing: the next one starts from an empty conversation.
+            await _ask(tab, "hi")
+            await tab.wait_for(f"{LAST_TURN}.querySelector('.meta.done')")
+            assert tab.console == [], tab.console
+        nursery.cancel_scope.cancel()
+    assert [m.text for m in provider.requests[-1].messages] == ["hi"]
+    assert "kova serve: the turn was stopped from the page" in lines
+
+
+async def test_demo_approval_waiting_countdown_and_telemetry(browser: Browser) -> None:
+    """``kova serve --demo``'s model and tool behind the page: the call waits for approval
+    (shown waiting, its arguments once), the countdown follows the server's deadline across
+    a reload, telemetry lines can be hidden, a denial is answered sensibly."""
+    from kova.cli._main import _open_demo
+    from kova.cli._serve import serve_chat
+
+    call = f"{LAST_TURN}.querySelector('[data-call]')"
+    async with _open_demo() as (_fake, provider, weather), trio.open_nursery() as nursery:
+        url = await nursery.start(
+            partial(serve_chat, provider, tools=[weather], approval_timeout=120, out=print)
+        )
+        async with open_tab(browser, url) as tab:
+            await tab.wait_for("!document.getElementById('chat').hidden")
+            await _ask(tab, "What's the weather in Tokyo?")
+            await tab.wait_for(f"{call} && {call}.querySelector('button.approve')")
+            assert await tab.evaluate(f"{call}.querySelector('.state').textContent") == (
+                "waiting for approval"
+            )
+            assert await tab.evaluate(f"{LAST_TURN}.querySelectorAll('.arguments').length") == 1
+            assert '"city": "Tokyo"' in await tab.evaluate(f"{call}.innerText")
+            left = await tab.evaluate(f"{call}.querySelector('.countdown').textContent")
+            assert left in ("120 s left", "119 s left"), left
+
+            # A reload later: the countdown goes on from the server's deadline.
+            await trio.sleep(2.5)
+            await tab.send("Page.reload")
+            await tab.wait_for(f"{call} && {call}.querySelector('button.approve')")
+            left = await tab.evaluate(f"{call}.querySelector('.countdown').textContent")
+            assert int(left.split()[0]) <= 118, left
+
+            await tab.evaluate(f"{call}.querySelector('button.approve').click()")
+            await tab.wait_for(f"{LAST_TURN}.querySelector('.meta.done')")
+            assert await tab.evaluate(f"{call}.querySelector('.state').textContent") == "done"
+            assert await tab.evaluate(f"{LAST_TURN}.querySelectorAll('.arguments').length") == 1
+            shown = await tab.evaluate(f"{LAST_TURN}.innerText")
+            assert "Right now in Tokyo it is 9°C, clear." in shown
+
+            # Telemetry lines: shown, then hidden with the header's switch (kept on reload).
+            telemetry = "document.querySelectorAll('.telemetry')"
+            await tab.wait_for(f"{telemetry}.length > 0")
+            visible = f"[...{telemetry}].filter((e) => e.offsetParent !== null).length"
+            assert await tab.evaluate(visible) > 0
+            await tab.evaluate("document.getElementById('show-telemetry').click()")
+            assert await tab.evaluate(visible) == 0
+            await tab.send("Page.reload")
+            await tab.wait_for(f"{telemetry}.length > 0")
+            assert await tab.evaluate(visible) == 0
+            assert not await tab.evaluate("document.getElementById('show-telemetry').checked")
+            await tab.evaluate("document.getElementById('show-telemetry').click()")
+
+            # A denial: the model says it could not look the weather up.
+            await _ask(tab, "And in Lisbon?")
+            await tab.wait_for("document.querySelectorAll('section.turn').length === 2")
+            await tab.wait_for(f"{call} && !{call}.querySelector('button.deny').disabled")
+            await tab.evaluate(f"{call}.querySelector('button.deny').click()")
+            await tab.wait_for(f"{LAST_TURN}.querySelector('.meta.done')")
+            shown = await tab.evaluate(f"{LAST_TURN}.innerText")
+            assert "I could not check the weather in Lisbon" in shown
+            assert await tab.evaluate(f"{call}.querySelector('.state').textContent") == "error"
+            assert tab.console == [], tab.console
+        nursery.cancel_scope.cancel()

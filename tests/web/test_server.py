@@ -10,7 +10,7 @@ import pytest
 import trio
 import trio_websocket
 
-from kova import Message, ToolAnnotations, ToolResult
+from kova import Message, TextDelta, ToolAnnotations, ToolResult
 from kova.agent import AgentBuilder
 from kova.testing import ScriptedProvider, StreamReply, reply_text, reply_tool_calls
 from kova.tools import tool
@@ -19,7 +19,9 @@ from kova.web import PROTOCOL_VERSION, EventServer, WebRequest, open_event_serve
 from ._client import open_page
 
 if TYPE_CHECKING:
-    from kova.agent import AgentResponse
+    from collections.abc import AsyncIterator
+
+    from kova.agent import AgentEvent, AgentResponse
 
 WEATHER = ToolAnnotations(read_only=True, title="Weather lookup")
 
@@ -250,6 +252,8 @@ async def test_a_reconnecting_page_gets_the_current_turn() -> None:
         ('{"v": 1, "type": "chat", "text": "x", "extra": 1}', "unexpected fields"),
         ('{"v": 1, "type": "chat", "text": "   "}', "empty"),
         ('{"v": true, "type": "chat", "text": "x"}', "version"),
+        ('{"v": 1, "type": "stop", "turn": "1"}', "'turn'"),
+        ('{"v": 1, "type": "stop", "now": true}', "unexpected fields"),
     ],
 )
 async def test_a_malformed_message_closes_that_page_only(message: str, why: str) -> None:
@@ -469,3 +473,52 @@ async def test_telemetry_reaches_the_page(autojump_clock: trio.testing.MockClock
     finished = [event for event in shown if event["kind"] == "model_call"]
     assert finished[-1]["outcome"] == "ok"
     assert finished[-1]["usage"]["total_tokens"] == 15
+
+
+async def test_a_reconnecting_page_is_told_the_time_left_to_decide(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with open_event_server(disconnect_grace=60) as server, trio.open_nursery() as nursery:
+        async with open_page(server) as first:
+            nursery.start_soon(server.approval_handler(timeout=120).approve, _call())
+            asked = await first.wait_for("approval_requested")
+            assert (asked["timeout_s"], asked["remaining_s"]) == (120, 120)
+        await trio.sleep(30)
+        async with open_page(server) as again:
+            replayed = next(
+                e for e in again.events[0]["replay"] if e["type"] == "approval_requested"
+            )
+            assert replayed["timeout_s"] == 120
+            assert 89 < replayed["remaining_s"] <= 90  # the server's deadline, not a new clock
+        nursery.cancel_scope.cancel()
+
+
+async def _stalling() -> AsyncIterator[AgentEvent]:
+    yield TextDelta(text="partial")
+    await trio.sleep_forever()
+
+
+async def test_stop_from_the_page_cancels_the_stoppable_turn() -> None:
+    stopped: list[bool] = []
+    async with open_event_server(chat=True) as server, open_page(server) as page:
+        await page.send({"v": 1, "type": "stop"})
+        assert (await page.wait_for("error"))["message"] == "no turn is running"
+
+        async def turn() -> None:
+            with server.stoppable() as scope:
+                async for _ in server.relay(_stalling(), prompt="go on"):
+                    pass
+            stopped.append(scope.cancelled_caught)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(turn)
+            started = await page.wait_for("turn_started")
+            await page.wait_for("text", text="partial")
+            await page.send({"v": 1, "type": "stop", "turn": started["turn"] - 1})  # a late press
+            await page.send({"v": 1, "type": "stop", "turn": started["turn"]})
+            failed = await page.wait_for("turn_failed")
+        assert failed["error"] == "stopped"
+        assert stopped == [True]
+        with server.stoppable(), pytest.raises(RuntimeError, match="one at a time"):
+            with server.stoppable():
+                pass

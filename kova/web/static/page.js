@@ -6,10 +6,11 @@
     new URLSearchParams(location.search).get("token") || "";
   const $ = (id) => document.getElementById(id);
   const transcript = $("transcript"), statusEl = $("status"), form = $("chat"), prompt = $("prompt");
+  const stopButton = $("stop"), telemetryToggle = $("show-telemetry");
   const turns = new Map();      // turn number -> {el, text node, thinking node}
   const tools = new Map();      // call id -> card
   const approvals = new Map();  // approval id -> {card, timer}
-  let socket = null, retry = 500, noticeTimer = null;
+  let socket = null, retry = 500, noticeTimer = null, chat = false, running = null;
 
   function el(tag, cls, text) {
     const node = document.createElement(tag);
@@ -81,41 +82,60 @@
     if (annotations.open_world !== false) add("open world");
   }
 
+  // One card per tool call: waiting for approval (with the buttons), running, then done or
+  // failed. Its arguments are shown once, whichever of approval_requested and tool_started
+  // comes first.
+  // Call ids repeat between turns (a scripted model, a provider that numbers its calls):
+  // a card is found by turn and id.
+  function callKey(turn, id) { return (turn === null || turn === undefined ? "-" : turn) + ":" + id; }
+  function callCard(turn, turnEl, id, tool, args) {
+    const key = callKey(turn, id);
+    let card = tools.get(key);
+    if (card) return card;
+    card = el("div", "card tool");
+    card.dataset.call = id;
+    card.dataset.tool = tool;
+    const title = el("div", "title");
+    title.appendChild(el("span", "badge", "tool"));
+    title.appendChild(el("span", "tool-name", tool));
+    title.appendChild(el("span", "state state-running", "running"));
+    card.appendChild(title);
+    card.appendChild(el("pre", "arguments", pretty(args)));
+    turnEl.appendChild(card);
+    tools.set(key, card);
+    return card;
+  }
+  function setState(card, text, cls) {
+    const state = card.querySelector(".state");
+    state.textContent = text;
+    state.className = "state " + cls;
+  }
   function toolStarted(e) {
     const turn = turnOf(e.turn);
     turn.text = null; turn.thinking = null;  // text after a tool call starts a new block
-    const card = el("div", "card tool");
-    card.dataset.call = e.id;
-    const title = el("div", "title");
-    title.appendChild(el("span", "badge", "tool"));
-    title.appendChild(el("span", null, e.tool));
-    const state = el("span", "state state-running", "running");
-    title.appendChild(state);
-    card.appendChild(title);
-    card.appendChild(el("pre", "arguments", pretty(e.arguments)));
-    // The approval handler may have asked before the call was announced: keep the call first.
-    const asking = turn.el.querySelector('[data-call-approval="' + CSS.escape(e.id) + '"]');
-    turn.el.insertBefore(card, asking);
-    tools.set(e.id, card);
+    const card = callCard(e.turn, turn.el, e.id, e.tool, e.arguments);
+    if (!card.classList.contains("waiting")) setState(card, "running", "state-running");
   }
   function toolFinished(e) {
-    let card = tools.get(e.id);
-    if (!card) { toolStarted(e); card = tools.get(e.id); }
-    const state = card.querySelector(".state");
-    state.textContent = e.is_error ? "error" : "done";
-    state.className = "state " + (e.is_error ? "state-error" : "state-ok");
+    const card = callCard(e.turn, turnOf(e.turn).el, e.id, e.tool, null);
+    card.classList.remove("waiting");
+    setState(card, e.is_error ? "error" : "done", e.is_error ? "state-error" : "state-ok");
     card.appendChild(el("pre", "result", e.result));
   }
   function approvalRequested(e) {
-    const host = e.turn !== null && e.turn !== undefined ? turnOf(e.turn).el : transcript;
-    const card = el("div", "card approval");
+    const host = e.turn !== null && e.turn !== undefined ? turnOf(e.turn) : null;
+    if (host) { host.text = null; host.thinking = null; }
+    const card = callCard(e.turn, host ? host.el : transcript, e.call_id || "approval:" + e.id,
+      e.tool, e.arguments);
+    card.classList.add("approval", "waiting");
     card.dataset.approval = e.id;
     if (e.call_id) card.dataset.callApproval = e.call_id;
-    const title = el("div", "title");
-    title.appendChild(el("span", null, "Approve " + (e.annotations && e.annotations.title || e.tool) + "?"));
+    const name = card.querySelector(".tool-name");
+    name.textContent = "Approve " + (e.annotations && e.annotations.title || e.tool) + "?";
+    const title = card.querySelector(".title");
     badges(title, e.annotations);
-    card.appendChild(title);
-    card.appendChild(el("pre", "arguments", pretty(e.arguments)));
+    title.appendChild(title.querySelector(".state"));  // the state last, after the badges
+    setState(card, "waiting for approval", "state-waiting");
     const actions = el("div", "actions");
     const reason = el("input");
     reason.placeholder = "reason (optional)"; reason.maxLength = 2000;
@@ -129,9 +149,11 @@
     });
     const left = el("span", "meta countdown");
     actions.append(yes, no, reason, left);
-    card.appendChild(actions);
-    host.appendChild(card);
-    const deadline = Date.now() + e.timeout_s * 1000;
+    card.insertBefore(actions, card.querySelector(".arguments").nextSibling);
+    // The server's deadline: what is left of it when this event was sent (a page that
+    // reconnects is told the time left then, so a reload does not restart the clock).
+    const seconds = typeof e.remaining_s === "number" ? e.remaining_s : e.timeout_s;
+    const deadline = Date.now() + seconds * 1000;
     const tick = () => { left.textContent = Math.max(0, Math.round((deadline - Date.now()) / 1000)) + " s left"; };
     tick();
     approvals.set(e.id, { card: card, timer: setInterval(tick, 1000) });
@@ -140,24 +162,39 @@
     const entry = approvals.get(e.id);
     if (!entry) return;
     clearInterval(entry.timer);
-    entry.card.classList.add("decided");
-    entry.card.querySelectorAll("button, input").forEach((node) => { node.disabled = true; });
+    const card = entry.card;
+    card.classList.remove("waiting");
+    card.classList.add("decided");
+    card.querySelectorAll("button, input").forEach((node) => { node.disabled = true; });
     const outcome = e.approved ? "approved" : "denied" + (e.reason ? ": " + e.reason : "");
     const where = e.by === "page" ? "" : " (" + e.by + ")";
-    entry.card.querySelector(".countdown").textContent = outcome + where;
-    entry.card.querySelector(".countdown").className = "meta countdown " + (e.approved ? "state-ok" : "state-error");
+    const countdown = card.querySelector(".countdown");
+    countdown.textContent = outcome + where;
+    countdown.className = "meta countdown " + (e.approved ? "state-ok" : "state-error");
+    card.querySelector(".tool-name").textContent = card.dataset.tool;
+    const state = card.querySelector(".state");
+    if (state.classList.contains("state-waiting")) {
+      if (e.approved) setState(card, "running", "state-running");
+      else setState(card, "denied", "state-error");
+    }
+  }
+  function turnRunning(number) {
+    running = number;
+    stopButton.hidden = !(chat && number !== null);
+    stopButton.disabled = false;
   }
 
   const handlers = {
     hello(e) {
       transcript.textContent = ""; turns.clear(); tools.clear();
       approvals.forEach((entry) => clearInterval(entry.timer)); approvals.clear();
-      form.hidden = !e.chat;
+      chat = !!e.chat; form.hidden = !e.chat; turnRunning(null);
       if (e.limits && e.limits.max_chat_chars) prompt.maxLength = e.limits.max_chat_chars;
       (e.replay || []).forEach(apply);
       transcript.scrollTop = transcript.scrollHeight;
     },
     turn_started(e) {
+      turnRunning(e.turn);
       const turn = turnOf(e.turn);
       if (e.prompt !== null && e.prompt !== undefined) turn.el.appendChild(el("div", "user", e.prompt));
     },
@@ -174,8 +211,12 @@
         e.duration_s.toFixed(2) + " s"];
       if (e.first_delta_s !== null && e.first_delta_s !== undefined) parts.push("first text after " + e.first_delta_s.toFixed(2) + " s");
       turnOf(e.turn).el.appendChild(el("div", "meta done", parts.join(" · ")));
+      if (running === e.turn) turnRunning(null);
     },
-    turn_failed(e) { turnOf(e.turn).el.appendChild(el("div", "failed", "turn failed: " + e.error)); },
+    turn_failed(e) {
+      turnOf(e.turn).el.appendChild(el("div", "failed", e.error === "stopped" ? "turn stopped" : "turn failed: " + e.error));
+      if (running === e.turn) turnRunning(null);
+    },
     telemetry(e) {
       if (e.turn === null || e.turn === undefined) return;
       turnOf(e.turn).el.appendChild(el("div", "meta telemetry", e.summary));
@@ -205,6 +246,21 @@
       retry = Math.min(retry * 2, 5000);
     };
   }
+
+  stopButton.addEventListener("click", () => {
+    if (running === null) return;
+    stopButton.disabled = true;
+    send({ type: "stop", turn: running });
+  });
+  function showTelemetry(on) {
+    document.body.classList.toggle("hide-telemetry", !on);
+    telemetryToggle.checked = on;
+    try { localStorage.setItem("kova.telemetry", on ? "shown" : "hidden"); } catch (err) { /* private mode */ }
+  }
+  let stored = null;
+  try { stored = localStorage.getItem("kova.telemetry"); } catch (err) { /* private mode */ }
+  showTelemetry(stored !== "hidden");
+  telemetryToggle.addEventListener("change", () => showTelemetry(telemetryToggle.checked));
 
   form.addEventListener("submit", (event) => {
     event.preventDefault();
