@@ -168,6 +168,10 @@ class Thinking(Record):
 
     text: str
     signature: str | None = None
+    provider_metadata: JSONObject | None = None
+    """Opaque data one provider needs echoed back with this block (Gemini's
+    ``thoughtSignature`` on a thought part); only that provider's encoder reads it, and the
+    others treat the block by its ``signature`` (unsigned: dropped)."""
 
 
 class RedactedThinking(Record):
@@ -289,8 +293,15 @@ def block_to_dict(block: ContentBlock) -> dict[str, JSONValue]:
             if block.structured is not None:
                 result["structured"] = block.structured
             return result
-        case Thinking(text=text, signature=signature):
+        case Thinking(text=text, signature=signature, provider_metadata=None):
             return {"type": "thinking", "text": text, "signature": signature}
+        case Thinking(text=text, signature=signature, provider_metadata=metadata):
+            return {
+                "type": "thinking",
+                "text": text,
+                "signature": signature,
+                "provider_metadata": metadata,
+            }
         case RedactedThinking(data=data):
             return {"type": "redacted_thinking", "data": data}
         case _:
@@ -384,7 +395,14 @@ def block_from_dict(data: object) -> ContentBlock:
                     structured=_json_value(structured),
                 )
             case "thinking":
-                return Thinking(text=_str(data, "text"), signature=_opt_str(data, "signature"))
+                metadata = data.get("provider_metadata")
+                return Thinking(
+                    text=_str(data, "text"),
+                    signature=_opt_str(data, "signature"),
+                    provider_metadata=None
+                    if metadata is None
+                    else _object(metadata, "provider_metadata"),
+                )
             case "redacted_thinking":
                 return RedactedThinking(data=_str(data, "data"))
             case _:

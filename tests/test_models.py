@@ -67,7 +67,10 @@ tool_results = st.builds(
     structured=st.none() | json_values,
 )
 thinkings = st.builds(
-    Thinking, text=st.text(max_size=30), signature=st.none() | st.text(max_size=20)
+    Thinking,
+    text=st.text(max_size=30),
+    signature=st.none() | st.text(max_size=20),
+    provider_metadata=st.none() | json_objects,
 )
 redacted = st.builds(RedactedThinking, data=st.text(max_size=30))
 blocks = texts | images | tool_uses | tool_results | thinkings | redacted
@@ -124,6 +127,22 @@ def test_text_provider_metadata_is_stored_only_when_set() -> None:
     assert Message.from_dict(stored).content == (signed,)
     assert signed != Text(text="a")
     assert Message.assistant([signed]).text == "a"
+
+
+def test_thinking_provider_metadata_is_stored_only_when_set() -> None:
+    plain = Message.assistant([Thinking(text="t", signature="s")]).to_dict()
+    assert plain["content"] == [{"type": "thinking", "text": "t", "signature": "s"}]
+    thought = Thinking(text="t", provider_metadata={"gemini_thought_signature": "c2ln"})
+    stored = Message.assistant([thought]).to_dict()
+    assert stored["content"] == [
+        {
+            "type": "thinking",
+            "text": "t",
+            "signature": None,
+            "provider_metadata": {"gemini_thought_signature": "c2ln"},
+        }
+    ]
+    assert Message.from_dict(stored).content == (thought,)
 
 
 def test_message_constructors() -> None:

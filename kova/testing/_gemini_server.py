@@ -50,6 +50,7 @@ from .._models import (
     SignedThinking,
     StopEvent,
     TextDelta,
+    Thinking,
     ThinkingDelta,
     ToolUseDelta,
     ToolUseEnd,
@@ -73,6 +74,7 @@ from .wire.gemini import (
     status_name,
     stop_to_finish_reason,
     text_part,
+    thought_part,
     usage_json,
 )
 
@@ -312,6 +314,10 @@ class _ChunkEncoder:
                 return b""
             case ErrorEvent(message=message, error_type=error_type):
                 return _chunk(_error_body(500, message, status_text=error_type or "INTERNAL"))
+            case SignedThinking(block=Thinking(provider_metadata=metadata)) if metadata:
+                # Its text went out as thought pieces; the signature ends the thought, on an
+                # empty thought part as Gemini sends it.
+                return self._candidate([thought_part("", metadata)])
             case SignedThinking():
                 return b""
             case _:

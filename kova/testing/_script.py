@@ -278,8 +278,9 @@ def response_to_events(response: ModelResponse, *, chunk_chars: int = 8) -> list
     with their arguments split into fragments, then stop and usage.
 
     Thinking blocks stream in their place: their text as ``ThinkingDelta``s, then a signed or
-    redacted block as ``SignedThinking``. ``response.thinking`` (display text) streams up
-    front only when the response has no ``Thinking`` block it could come from.
+    redacted block (or one with provider data, Gemini's signed thought) as
+    ``SignedThinking``. ``response.thinking`` (display text) streams up front only when the
+    response has no ``Thinking`` block it could come from.
     """
     size = max(1, chunk_chars)
     events: list[StreamEvent] = []
@@ -296,9 +297,9 @@ def response_to_events(response: ModelResponse, *, chunk_chars: int = 8) -> list
                     events.append(TextDelta(text=last, provider_metadata=metadata))
                 else:
                     events.extend(TextDelta(text=piece) for piece in pieces)
-            case Thinking(text=text, signature=signature):
+            case Thinking(text=text, signature=signature, provider_metadata=metadata):
                 events.extend(ThinkingDelta(text=piece) for piece in _pieces(text, size))
-                if signature is not None:
+                if signature is not None or metadata is not None:
                     events.append(SignedThinking(block=block))
             case RedactedThinking():
                 events.append(SignedThinking(block=block))

@@ -13,8 +13,11 @@ History rules:
 * a function call goes back as the model sent it, ``thoughtSignature`` included (kept in
   :attr:`~kova.ToolUse.provider_metadata` under :data:`THOUGHT_SIGNATURE_KEY`); so does a
   signed text part (the signature in :attr:`~kova.Text.provider_metadata`, under the same
-  key), which ends its text block;
-* thinking blocks (Gemini's are display text; other providers' are theirs) are dropped.
+  key), which ends its text block, and a signed thought part (a :class:`~kova.Thinking`
+  whose ``provider_metadata`` holds the signature), which goes back as ``thought: true``
+  with its signature: Google asks for every signature to be returned on the part it came on;
+* other thinking blocks (Gemini's unsigned thoughts are display text; other providers' are
+  theirs) are dropped.
 """
 
 from __future__ import annotations
@@ -192,8 +195,14 @@ def _parts(
                 parts.append(_function_call_part(block))
             case ToolResult():
                 results.extend(_function_response_parts(block, calls))
-            case Thinking() | RedactedThinking():
-                pass  # display text (Gemini's) or another provider's reasoning: not sent
+            case Thinking(text=text, provider_metadata=metadata):
+                # Only Gemini's signed thought parts go back; unsigned thoughts are display
+                # text, and a signature of another provider's means nothing here.
+                signature = metadata.get(THOUGHT_SIGNATURE_KEY) if metadata else None
+                if isinstance(signature, str):
+                    parts.append({"text": text, "thought": True, "thoughtSignature": signature})
+            case RedactedThinking():
+                pass  # another provider's encrypted reasoning: not sent
             case _:
                 assert_never(block)
     # Function responses lead their turn: it must directly answer the model's call turn.
@@ -458,7 +467,9 @@ def blocked_reason(body: Mapping[str, object]) -> str | None:
 def decode_response(body: JSONValue) -> ModelResponse:
     """A ``GenerateContentResponse`` as a :class:`~kova.ModelResponse`.
 
-    ``thought: true`` parts are the display ``thinking``, never content; function calls keep
+    ``thought: true`` parts are the display ``thinking``; a signed one is also kept in the
+    content, in its place, as a :class:`~kova.Thinking` carrying the signature in its
+    ``provider_metadata``, so it goes back to Gemini. Function calls and text parts keep
     their ``thoughtSignature``. A blocked prompt is an empty response whose stop reason is
     ``unknown("blocked:<reason>")``.
 
@@ -479,7 +490,7 @@ def decode_response(body: JSONValue) -> ModelResponse:
         return ModelResponse(
             content=(), stop_reason=StopReason.unknown(f"blocked:{reason}"), usage=usage
         )
-    content: list[Text | ToolUse] = []
+    content: list[Text | ToolUse | Thinking] = []
     thinking: list[str] = []
     text: list[str] = []
     calls = 0
@@ -492,6 +503,11 @@ def decode_response(body: JSONValue) -> ModelResponse:
         if part.get("thought") is True:
             if value:
                 thinking.append(value)
+            if (metadata := signature_metadata(part)) is not None:
+                if text:
+                    content.append(Text(text="".join(text)))
+                    text.clear()
+                content.append(Thinking(text=value or "", provider_metadata=metadata))
             continue
         if "functionCall" in part:
             if text:

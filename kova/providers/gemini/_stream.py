@@ -6,7 +6,9 @@ Each SSE event is one whole ``GenerateContentResponse`` whose parts are *new* co
 * a ``text`` part → :class:`~kova.TextDelta`; with ``thought: true`` →
   :class:`~kova.ThinkingDelta` (never text); a ``thoughtSignature`` on a text part goes on
   its delta as provider metadata (even when the text is empty, as the last chunk often is),
-  so the accumulated :class:`~kova.Text` carries it;
+  so the accumulated :class:`~kova.Text` carries it; one on a thought part ends that
+  thought: a :class:`~kova.SignedThinking` with the thought's text (the pieces since the
+  last other part) and the signature in its ``provider_metadata``, for history;
 * a ``functionCall`` part (it always arrives whole) → :class:`~kova.ToolUseStart` (id, name,
   and the part's ``thoughtSignature`` as provider metadata), one :class:`~kova.ToolUseDelta`
   with the arguments, :class:`~kova.ToolUseEnd`;
@@ -27,10 +29,12 @@ from typing import TYPE_CHECKING
 
 from ..._errors import InvalidResponse, KovaError, StreamError
 from ..._models import (
+    SignedThinking,
     StopEvent,
     StopReason,
     StreamEvent,
     TextDelta,
+    Thinking,
     ThinkingDelta,
     ToolUseDelta,
     ToolUseEnd,
@@ -60,7 +64,7 @@ __all__ = ["GeminiStreamDecoder"]
 class GeminiStreamDecoder:
     """Decodes one Gemini stream. One decoder per stream; not task-safe."""
 
-    __slots__ = ("_calls", "_stopped", "_usage", "_usage_sent", "error")
+    __slots__ = ("_calls", "_stopped", "_thought", "_usage", "_usage_sent", "error")
 
     def __init__(self) -> None:
         self.error: KovaError | None = None
@@ -70,6 +74,8 @@ class GeminiStreamDecoder:
         self._usage: object = None
         """The last ``usageMetadata`` snapshot."""
         self._usage_sent: object = None
+        self._thought: list[str] = []
+        """The pieces of the thought part in progress (a signed piece ends it)."""
 
     def feed(self, frames: Sequence[SseEvent]) -> list[StreamEvent]:
         """Decode the server-sent events of one network read."""
@@ -109,6 +115,8 @@ class GeminiStreamDecoder:
             ):
                 if text:
                     append(text_delta(text))
+                if self._thought:
+                    self._thought.clear()  # a thought ends where other content begins
                 usage = chunk.get("usageMetadata")
                 if usage is not None:
                     self._usage = usage
@@ -165,12 +173,20 @@ class GeminiStreamDecoder:
                 if part.get("thought") is True:
                     if text:
                         out.append(ThinkingDelta(text=text))
-                elif (metadata := signature_metadata(part)) is not None:
+                        self._thought.append(text)
+                    if (metadata := signature_metadata(part)) is not None:
+                        thought = Thinking(text="".join(self._thought), provider_metadata=metadata)
+                        self._thought.clear()
+                        out.append(SignedThinking(block=thought))
+                    continue
+                self._thought.clear()
+                if (metadata := signature_metadata(part)) is not None:
                     # Ends the text part (even an empty one): the Text keeps the signature.
                     out.append(TextDelta(text=text, provider_metadata=metadata))
                 elif text:
                     out.append(text_delta(text))
                 continue
+            self._thought.clear()
             if "functionCall" in part:
                 index = self._calls
                 call = tool_use_of(part, index, salt=salt)

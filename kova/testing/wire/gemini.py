@@ -20,6 +20,7 @@ from ..._models import (
     StopKind,
     StopReason,
     Text,
+    Thinking,
     ToolDefinition,
     ToolResult,
     ToolUse,
@@ -36,6 +37,7 @@ __all__ = [
     "status_name",
     "stop_to_finish_reason",
     "text_part",
+    "thought_part",
     "usage_json",
 ]
 
@@ -83,10 +85,19 @@ def _decode_content(content: Mapping[str, JSONValue], calls: dict[str, str]) -> 
     if not isinstance(parts, Sequence):
         raise ValueError("a content has no parts")
     if role == "model":
-        blocks: list[Text | Image | ToolUse] = []
+        blocks: list[Text | Image | ToolUse | Thinking] = []
         number = 0
         for part in parts:
-            if not isinstance(part, Mapping) or part.get("thought") is True:
+            if not isinstance(part, Mapping):
+                continue
+            if part.get("thought") is True:
+                # A signed thought part came back (as Gemini asks); an unsigned one is ignored.
+                signature = part.get("thoughtSignature")
+                if isinstance(signature, str):
+                    metadata: dict[str, JSONValue] = {THOUGHT_SIGNATURE_KEY: signature}
+                    blocks.append(
+                        Thinking(text=str(part.get("text", "")), provider_metadata=metadata)
+                    )
                 continue
             call = part.get("functionCall")
             if isinstance(call, Mapping):
@@ -294,13 +305,23 @@ def text_part(text: str, metadata: Mapping[str, JSONValue] | None) -> dict[str, 
     return {"text": text} if text else None
 
 
+def thought_part(text: str, metadata: Mapping[str, JSONValue] | None) -> dict[str, JSONValue]:
+    """A ``thought: true`` part, with the ``thoughtSignature`` kept in ``metadata``, if any."""
+    part: dict[str, JSONValue] = {"text": text, "thought": True}
+    signature = metadata.get(THOUGHT_SIGNATURE_KEY) if metadata else None
+    if isinstance(signature, str):
+        part["thoughtSignature"] = signature
+    return part
+
+
 def response_json(
     response: ModelResponse, model: str, *, response_id: str = "kova-fake"
 ) -> dict[str, JSONValue]:
-    """A whole ``GenerateContentResponse`` for ``response``."""
+    """A whole ``GenerateContentResponse`` for ``response``: its ``Thinking`` blocks as thought
+    parts in their place (``response.thinking`` up front when it has none)."""
     parts: list[JSONValue] = []
-    if response.thinking:
-        parts.append({"text": response.thinking, "thought": True})
+    if response.thinking and not any(isinstance(b, Thinking) for b in response.content):
+        parts.append(thought_part(response.thinking, None))
     for block in response.content:
         if isinstance(block, Text):
             part = text_part(block.text, block.provider_metadata)
@@ -308,6 +329,8 @@ def response_json(
                 parts.append(part)
         elif isinstance(block, ToolUse):
             parts.append(function_call_part(block))
+        elif isinstance(block, Thinking):
+            parts.append(thought_part(block.text, block.provider_metadata))
     body: dict[str, JSONValue] = {
         "candidates": [
             {

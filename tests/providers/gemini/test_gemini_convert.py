@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from kova import (
@@ -234,6 +236,59 @@ def test_foreign_and_own_thinking_is_dropped() -> None:
     ]
     _, contents = encode_contents(history)
     assert contents[1] == {"role": "model", "parts": [{"text": "a"}]}
+
+
+def test_a_signed_thought_part_is_kept_in_place_and_goes_back_unchanged() -> None:
+    signature = {THOUGHT_SIGNATURE_KEY: "c2lnLXRob3VnaHQ="}
+    body = {
+        "candidates": [
+            {
+                "content": {
+                    "role": "model",
+                    "parts": [
+                        {"text": "unsigned musing", "thought": True},
+                        {"text": "Let me look."},
+                        {
+                            "text": "Need the weather.",
+                            "thought": True,
+                            **{"thoughtSignature": "c2lnLXRob3VnaHQ="},
+                        },
+                        {"functionCall": {"id": "c1", "name": "get_weather", "args": {}}},
+                    ],
+                },
+                "finishReason": "STOP",
+            }
+        ]
+    }
+    response = decode_response(body)
+    assert response.content == (
+        Text(text="Let me look."),
+        Thinking(text="Need the weather.", provider_metadata=signature),
+        ToolUse(id="c1", name="get_weather", input={}),
+    )
+    assert response.thinking == "unsigned musingNeed the weather."
+    assert response.text == "Let me look."
+    _, contents = encode_contents([Message.user("q"), Message.assistant(response.content)])
+    # Exactly the part it came on: thought, text and signature; the unsigned one is not sent.
+    assert contents[1]["parts"] == [
+        {"text": "Let me look."},
+        {"text": "Need the weather.", "thought": True, "thoughtSignature": "c2lnLXRob3VnaHQ="},
+        {"functionCall": {"id": "c1", "name": "get_weather", "args": {}}},
+    ]
+
+
+def test_a_signed_gemini_thought_is_dropped_by_the_other_providers() -> None:
+    from kova.providers.anthropic._convert import encode_messages as anthropic_messages
+    from kova.providers.bedrock import BedrockConfig
+    from kova.providers.bedrock._convert import encode_messages as bedrock_messages
+
+    thought = Thinking(text="secret plan", provider_metadata={THOUGHT_SIGNATURE_KEY: "c2ln"})
+    history = [Message.user("q"), Message.assistant([thought, Text(text="a")])]
+    bedrock = BedrockConfig(
+        region="us-east-1", model_id="m", access_key_id="A", secret_access_key="S"
+    )
+    assert "secret plan" not in json.dumps(anthropic_messages(history))
+    assert "secret plan" not in json.dumps(bedrock_messages(history, bedrock))
 
 
 def test_images_by_url_and_in_tool_results() -> None:

@@ -20,6 +20,7 @@ from kova import (
     StreamError,
     Text,
     TextDelta,
+    Thinking,
     ThinkingDelta,
     ToolDefinition,
     ToolUse,
@@ -218,6 +219,39 @@ async def test_agent_tool_loop_echoes_a_signed_text_part(stream: bool) -> None:
     second = server.chat_requests()[1].json()
     assert second["contents"][1]["parts"] == [  # type: ignore[index,call-overload]
         {"text": "Let me check the weather in Paris.", "thoughtSignature": "dGV4dC1zaWc="},
+        {"functionCall": {"id": "fc_1", "name": "get_weather", "args": {"city": "Paris"}}},
+    ]
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streaming", "non-streaming"])
+async def test_agent_tool_loop_echoes_a_signed_thought_part(stream: bool) -> None:
+    thought = Thinking(
+        text="The user wants Paris weather.",
+        provider_metadata={THOUGHT_SIGNATURE_KEY: "dGhvdWdodC1zaWc="},
+    )
+    call = ToolUse(id="fc_1", name="get_weather", input={"city": "Paris"})
+    first = ModelResponse(content=(thought, call), stop_reason=StopReason.TOOL_USE)
+    replies = [StreamReply(response=first) if stream else first, reply_text("18°C, cloudy.")]
+    async with open_gemini_server(Script(replies)) as server:
+        agent = AgentBuilder().provider(provider_for(server)).tool(get_weather).build()
+        async with agent:
+            if stream:
+                async with agent.stream([Message.user("Paris?")]) as events:
+                    async for event in events:
+                        if isinstance(event, TurnCompleted):
+                            response = event.response
+            else:
+                response = await agent.run([Message.user("Paris?")])
+    # The signed thought is in the history, in its place ...
+    assert response.new_messages[0].content[0] == thought
+    # ... and goes back to Gemini on a thought part, with its text and signature.
+    second = server.chat_requests()[1].json()
+    assert second["contents"][1]["parts"] == [  # type: ignore[index,call-overload]
+        {
+            "text": "The user wants Paris weather.",
+            "thought": True,
+            "thoughtSignature": "dGhvdWdodC1zaWc=",
+        },
         {"functionCall": {"id": "fc_1", "name": "get_weather", "args": {"city": "Paris"}}},
     ]
 

@@ -32,6 +32,7 @@ from kova import (
     StopReason,
     Text,
     TextDelta,
+    Thinking,
     ThinkingDelta,
     ToolDefinition,
     ToolResult,
@@ -506,3 +507,46 @@ async def test_the_sdk_reads_the_fake_server_as_kova_does(stream: bool) -> None:
     assert usage.total_token_count == kova_usage.total_tokens
     if stream:
         assert sdk_responses[-1].candidates[0].finish_reason == types.FinishReason.STOP
+
+
+THOUGHT_SIGNATURE = b"thought-signature-03"
+
+
+async def test_a_signed_thought_goes_back_as_the_sdks_chat_sends_it() -> None:
+    # google-genai's chat keeps the model's content as it came, thought parts included, and
+    # sends it back on the next turn; kova keeps the signed thought part and sends the same.
+    thought = Thinking(
+        text="The user wants Paris weather.",
+        provider_metadata={THOUGHT_SIGNATURE_KEY: _b64(THOUGHT_SIGNATURE)},
+    )
+    first = ModelResponse(
+        content=(thought, Text(text="Sunny in Paris.")), stop_reason=StopReason.END_TURN
+    )
+    replies = [first, reply_text("ok"), first, reply_text("ok")]
+    async with open_gemini_server(Script(replies)) as server:
+        client = _sdk_client(server)
+
+        def sdk_chat() -> None:
+            chat = client.chats.create(model="gemini-fake")
+            chat.send_message("Weather in Paris?")
+            chat.send_message("And tomorrow?")
+
+        await trio.to_thread.run_sync(sdk_chat)
+        provider = GeminiProvider(
+            GeminiConfig(model="gemini-fake", base_url=server.base_url, api_key="k")
+        )
+        async with provider.open():
+            history = [Message.user("Weather in Paris?")]
+            response = await provider.chat_completion(ChatRequest.of(history))
+            assert response.content[0] == thought
+            history += [Message.assistant(response.content), Message.user("And tomorrow?")]
+            await provider.chat_completion(ChatRequest.of(history))
+    sdk_second, kova_second = server.requests[1], server.requests[3]
+    sdk_contents = normalized(sdk_second.json())["contents"]
+    kova_contents = normalized(kova_second.json())["contents"]
+    assert kova_contents == sdk_contents
+    assert kova_contents[1]["parts"][0] == {
+        "text": "The user wants Paris weather.",
+        "thought": True,
+        "thoughtSignature": _b64(THOUGHT_SIGNATURE),
+    }

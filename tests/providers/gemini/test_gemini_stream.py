@@ -12,10 +12,12 @@ from hypothesis import strategies as st
 from kova import (
     InvalidResponse,
     RateLimited,
+    SignedThinking,
     StopEvent,
     StopReason,
     StreamError,
     TextDelta,
+    Thinking,
     ThinkingDelta,
     ToolUseDelta,
     ToolUseEnd,
@@ -153,8 +155,41 @@ def test_a_signed_text_part_puts_its_signature_on_its_delta(cut: bool) -> None:
         TextDelta(text="sunny.", provider_metadata=SIGNED),
         TextDelta(text="", provider_metadata={THOUGHT_SIGNATURE_KEY: "c2lnLWVtcHR5"}),
         ThinkingDelta(text="x"),
+        # A signed thought is kept for history, with its signature (item 2 of issue 28).
+        SignedThinking(
+            block=Thinking(text="x", provider_metadata={THOUGHT_SIGNATURE_KEY: "bm90LXRleHQ="})
+        ),
         StopEvent(stop_reason=StopReason.END_TURN),
     ]
+
+
+def test_a_signed_thought_part_ends_its_thought_as_signed_thinking() -> None:
+    # The thought streams in pieces; the signature comes on its last (here empty) piece. A
+    # thought interrupted by text starts afresh: its pieces are not the signed thought's.
+    finish = {"candidates": [{"content": {"parts": []}, "finishReason": "STOP"}]}
+    data = _sse(
+        _text_chunk("early", thought=True),
+        _text_chunk("Text between."),
+        _text_chunk("Weigh ", thought=True),
+        _text_chunk("options.", thought=True),
+        _text_chunk("", thought=True, thoughtSignature="c2lnLXRob3VnaHQ="),
+        _text_chunk("Answer."),
+        finish,
+    )
+    events, error = _decode(data)
+    assert error is None
+    signed = [event for event in events if isinstance(event, SignedThinking)]
+    assert signed == [
+        SignedThinking(
+            block=Thinking(
+                text="Weigh options.",
+                provider_metadata={THOUGHT_SIGNATURE_KEY: "c2lnLXRob3VnaHQ="},
+            )
+        )
+    ]
+    thinking = "".join(e.text for e in events if isinstance(e, ThinkingDelta))
+    assert thinking == "earlyWeigh options."
+    assert events.index(signed[0]) < events.index(TextDelta(text="Answer."))
 
 
 def test_a_stream_cut_before_finish_reason_is_an_error() -> None:
