@@ -73,6 +73,7 @@ from ._models import messages_from_json as messages_from_json
 from ._models import messages_to_dicts as messages_to_dicts
 from ._models import messages_to_json as messages_to_json
 from ._secret import Secret as Secret
+from ._secret import SecretHeaders as SecretHeaders
 
 if _typing.TYPE_CHECKING:
     from .actors import open_runtime as open_runtime
@@ -158,6 +159,7 @@ __all__ = [
     "RetryConfig",
     "Role",
     "Secret",
+    "SecretHeaders",
     "SerializationError",
     "SignedThinking",
     "StopEvent",

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import datetime
+    from collections.abc import Callable
 
 __all__ = [
     "ActorError",
@@ -98,6 +99,11 @@ class KovaError(Exception):
     def is_retryable(self) -> bool:
         """Whether trying the same request again later can succeed."""
         return False
+
+    def _redact(self, mask: Callable[[str], str]) -> None:
+        """Pass every text this error carries through ``mask`` (a server may echo a key in
+        any of them: kova masks the credentials it sent before raising)."""
+        self.args = tuple(mask(arg) if isinstance(arg, str) else arg for arg in self.args)
 
 
 class BuildError(KovaError):
@@ -185,6 +191,12 @@ class ProviderError(KovaError):
         """The provider's own error type, e.g. ``overloaded_error``."""
         self.error_class = error_class or type(self).default_class
         super().__init__(self._describe())
+
+    def _redact(self, mask: Callable[[str], str]) -> None:
+        self.message = mask(self.message)
+        if self.error_type is not None:
+            self.error_type = mask(self.error_type)
+        self.args = (self._describe(),)
 
     def _describe(self) -> str:
         parts = []
@@ -325,7 +337,16 @@ class StreamError(KovaError):
     def __init__(self, message: str, *, error_type: str | None = None) -> None:
         self.message = message
         self.error_type = error_type
-        super().__init__(f"{error_type}: {message}" if error_type else message)
+        super().__init__(self._describe())
+
+    def _describe(self) -> str:
+        return f"{self.error_type}: {self.message}" if self.error_type else self.message
+
+    def _redact(self, mask: Callable[[str], str]) -> None:
+        self.message = mask(self.message)
+        if self.error_type is not None:
+            self.error_type = mask(self.error_type)
+        self.args = (self._describe(),)
 
 
 class ToolError(KovaError):

@@ -8,11 +8,15 @@ gives the value, at the one place it goes on the wire (an ``httpx2.Auth`` flow).
 
 from __future__ import annotations
 
+import re
+import traceback
+from collections.abc import Iterable, Iterator, Mapping
 from typing import NoReturn
 
-__all__ = ["Secret", "mask_secrets"]
+__all__ = ["MASK", "Secret", "SecretHeaders", "forget_locals", "mask_secrets"]
 
-_MASK = "**********"
+MASK = "**********"
+"""What a masked value shows."""
 
 
 class Secret:
@@ -38,13 +42,13 @@ class Secret:
         return bool(self._value)
 
     def __repr__(self) -> str:
-        return f"Secret('{_MASK}')"
+        return f"Secret('{MASK}')"
 
     def __str__(self) -> str:
-        return _MASK
+        return MASK
 
     def __format__(self, format_spec: str) -> str:
-        return _MASK
+        return MASK
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Secret):
@@ -65,11 +69,152 @@ class Secret:
         return cls(value) if value else None
 
 
-def mask_secrets(text: str, secrets: tuple[Secret, ...]) -> str:
-    """``text`` with every occurrence of a secret's value masked (servers sometimes echo the
-    key they were sent in an error message)."""
+class SecretHeaders(Mapping[str, str]):
+    """HTTP headers whose values are masked in ``repr`` and ``str``, except the ones listed
+    as ``public``.
+
+    Every provider config's ``extra_headers`` is one of these (a plain mapping is converted,
+    every value masked), because that is where gateway keys go (``x-portkey-api-key``,
+    ``cf-aig-authorization``, ``helicone-auth``): no config, provider, ``AgentConfig``,
+    request description or traceback rendered with locals shows them, and a value a server
+    echoes in an error is masked like an API key. Headers that are not secret may be listed,
+    case-insensitively, to show in reprs and stay unmasked in error messages::
+
+        AnthropicConfig(
+            model="claude-opus-4-8",
+            extra_headers=SecretHeaders(
+                {"anthropic-beta": "context-1m-2025-08-07", "x-gateway-key": key},
+                public=("anthropic-beta",),
+            ),
+        )
+
+    As a mapping it reads the real values (they go on the wire); equality compares the values
+    like a ``dict``'s, whatever is public.
+
+    Raises:
+        TypeError: ``headers`` is not a mapping of ``str`` to ``str``, or ``public`` is not a
+            collection of header names.
+    """
+
+    __slots__ = ("_public", "_values")
+
+    def __init__(
+        self,
+        headers: Mapping[str, str] | None = None,
+        *,
+        public: Iterable[str] = (),
+    ) -> None:
+        if headers is None:
+            headers = {}
+        if not isinstance(headers, Mapping):
+            raise TypeError(f"headers must be a mapping, got {type(headers).__name__}")
+        values: dict[str, str] = {}
+        for name, value in headers.items():
+            if not isinstance(name, str) or not isinstance(value, str):
+                # Neither value is shown: either may be the secret.
+                raise TypeError(
+                    f"headers must map str to str, got {type(name).__name__}: "
+                    f"{type(value).__name__}"
+                )
+            values[name] = value
+        if isinstance(public, str | bytes) or not isinstance(public, Iterable):
+            raise TypeError(f"public must be a collection of header names, got {public!r}")
+        names = tuple(public)
+        if not all(isinstance(name, str) for name in names):
+            raise TypeError(f"public must be a collection of header names, got {names!r}")
+        inherited = headers.public if isinstance(headers, SecretHeaders) else frozenset()
+        self._values = values
+        self._public = inherited | frozenset(name.lower() for name in names)
+
+    @classmethod
+    def of(cls, headers: Mapping[str, str] | None) -> SecretHeaders:
+        """``headers`` as :class:`SecretHeaders` (a plain mapping: every value secret)."""
+        if isinstance(headers, SecretHeaders):
+            return headers
+        return cls(headers)
+
+    @property
+    def public(self) -> frozenset[str]:
+        """The names (lower case) whose values are not secret."""
+        return self._public
+
+    def is_public(self, name: str) -> bool:
+        """Whether the value of header ``name`` may be shown."""
+        return name.lower() in self._public
+
+    def secrets(self) -> tuple[Secret, ...]:
+        """The values that are secret (to mask wherever a server echoes one)."""
+        return tuple(
+            Secret(value) for name, value in self._values.items() if not self.is_public(name)
+        )
+
+    def merged(self, headers: Mapping[str, str], *, replace: bool = True) -> SecretHeaders:
+        """These headers plus ``headers``, which are public (a codec's own protocol headers:
+        ``accept``, ``anthropic-version``). With ``replace=False`` a header already here wins
+        over the one added."""
+        values = {**self._values, **headers} if replace else {**headers, **self._values}
+        merged = SecretHeaders(values)
+        added = {name.lower() for name in headers}
+        if not replace:
+            added -= {name.lower() for name in self._values}
+        merged._public = self._public | frozenset(added)
+        return merged
+
+    def __getitem__(self, name: str) -> str:
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping):
+            return self._values == dict(other.items())
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._values.items()))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{name!r}: {value!r}" if self.is_public(name) else f"{name!r}: '{MASK}'"
+            for name, value in self._values.items()
+        )
+        return f"SecretHeaders({{{shown}}})"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError("SecretHeaders cannot be pickled")
+
+
+def mask_secrets(text: str, secrets: Iterable[Secret]) -> str:
+    """``text`` with every occurrence of a secret's value masked, in any letter case (servers
+    sometimes echo the key they were sent in an error, and some decoders capitalize an error
+    type: Bedrock's ``throttlingException`` is ``ThrottlingException``)."""
+    folded = text.casefold()
     for secret in secrets:
         value = secret.reveal()
-        if len(value) >= 4 and value in text:
-            text = text.replace(value, _MASK)
+        if len(value) >= 4 and value.casefold() in folded:
+            text = re.sub(re.escape(value), MASK, text, flags=re.IGNORECASE)
+            folded = text.casefold()
     return text
+
+
+def forget_locals(error: BaseException) -> None:
+    """Clear the local variables of the finished frames in ``error``'s traceback, and in the
+    tracebacks of the errors it was raised from, keeping every frame's file and line.
+
+    A traceback rendered with locals (rich, ``pytest -l``, Sentry, structlog's
+    ``dict_tracebacks``) prints each frame's variables; the frames under a provider call hold
+    the raw request headers and response bodies a server may have echoed a key into. Frames
+    still running (the caller's) are left alone (:func:`traceback.clear_frames` skips them).
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        traceback.clear_frames(current.__traceback__)
+        current = current.__cause__ or current.__context__

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, TypeVar
 
+from .._secret import SecretHeaders
+
 if TYPE_CHECKING:
     import attrs
 
@@ -63,14 +65,18 @@ def check_bool(_instance: object, attribute: attrs.Attribute[_T], value: _T) -> 
         raise TypeError(f"{attribute.name} must be a bool or None, got {value!r}")
 
 
-def header_map(value: Mapping[str, str]) -> Mapping[str, str]:
-    """A copy of extra headers, every name and value a ``str``."""
+def header_map(value: Mapping[str, str]) -> SecretHeaders:
+    """Extra headers as :class:`~kova.SecretHeaders`: every name and value a ``str``, every
+    value masked in reprs unless the caller listed it as public (a ``SecretHeaders`` given
+    is kept as it is)."""
+    if isinstance(value, SecretHeaders):
+        return value
     if not isinstance(value, Mapping):
         raise TypeError(f"extra_headers must be a mapping, got {type(value).__name__}")
-    for name, item in value.items():
-        if not isinstance(name, str) or not isinstance(item, str):
-            raise TypeError(f"extra_headers must map str to str, got {name!r}: {item!r}")
-    return dict(value)
+    try:
+        return SecretHeaders(value)
+    except TypeError as exc:
+        raise TypeError(f"extra_{exc}") from None
 
 
 def options_map(value: Mapping[str, JSONValue]) -> Mapping[str, JSONValue]:

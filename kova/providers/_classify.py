@@ -16,14 +16,25 @@ content has reached the consumer (:attr:`~kova.ProviderError.after_content`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
-from .._errors import ProviderError, ProviderErrorClass, classify_status, error_for_class
+from .._errors import (
+    KovaError,
+    ProviderError,
+    ProviderErrorClass,
+    classify_status,
+    error_for_class,
+)
+from .._secret import mask_secrets
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
 
-__all__ = ["ERROR_TYPES", "PRECISE_TYPES", "classify", "provider_error"]
+    from .._secret import Secret
+
+__all__ = ["ERROR_TYPES", "PRECISE_TYPES", "classify", "mask_error", "provider_error"]
+
+ErrorT = TypeVar("ErrorT", bound=KovaError)
 
 _C = ProviderErrorClass
 
@@ -118,10 +129,12 @@ def provider_error(
     error_class: ProviderErrorClass | None = None,
     retry_after: float | None = None,
     mid_stream: bool = False,
+    secrets: Iterable[Secret] = (),
 ) -> ProviderError:
-    """The classified error, as the subclass its class names (``RateLimited``, ...)."""
+    """The classified error, as the subclass its class names (``RateLimited``, ...), with
+    every one of ``secrets`` masked wherever the server echoed it (message, type or code)."""
     resolved = classify(status_code=status_code, error_type=error_type, error_class=error_class)
-    return error_for_class(resolved)(
+    error = error_for_class(resolved)(
         message,
         status_code=status_code,
         provider=provider,
@@ -130,3 +143,14 @@ def provider_error(
         error_class=resolved,
         mid_stream=mid_stream,
     )
+    return mask_error(error, secrets)
+
+
+def mask_error(error: ErrorT, secrets: Iterable[Secret]) -> ErrorT:
+    """``error`` with every one of ``secrets`` masked in each text it carries (message, error
+    type or code, ``str``): a server or proxy may echo the credential it was sent in any of
+    them. Classify first (the class is read from the unmasked type), then mask."""
+    found = tuple(secrets)
+    if found:
+        error._redact(lambda text: mask_secrets(text, found))
+    return error

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar
 
 from .._errors import InvalidResponse
 from .._record import Record, set_field
+from .._secret import SecretHeaders
 from ._base import heuristic_count_tokens
 from ._http import ErrorDetails, default_error_details
 
@@ -79,7 +80,9 @@ class WireRequest(Record):
     """Appended to the provider's base URL (or an absolute URL)."""
     query: Mapping[str, str]
     headers: Mapping[str, str]
-    """Headers of this request (never credentials: those come from the auth flow)."""
+    """Headers of this request. Credentials come from the auth flow; headers that may hold
+    one (a config's ``extra_headers``) stay a :class:`~kova.SecretHeaders`, which masks them
+    in this request's ``repr`` and in errors a server echoes them in."""
     body: JSONValue | None
     """The JSON body (sent compact, UTF-8, ``content-type: application/json``)."""
 
@@ -95,7 +98,9 @@ class WireRequest(Record):
         set_field(self, "method", method)
         set_field(self, "path", path)
         set_field(self, "query", {} if query is None else dict(query))
-        set_field(self, "headers", {} if headers is None else dict(headers))
+        if not isinstance(headers, SecretHeaders):  # a codec's own (protocol) headers
+            headers = {} if headers is None else dict(headers)
+        set_field(self, "headers", headers)
         set_field(self, "body", body)
 
 

@@ -63,14 +63,15 @@ from .._errors import (
 )
 from .._json import JsonNestingError, dumps_bytes, loads
 from .._record import Record
-from .._secret import mask_secrets
+from .._secret import MASK, SecretHeaders
 from ._auth import secrets_of
-from ._classify import provider_error
+from ._classify import mask_error, provider_error
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from .._models import JSONValue
+    from .._secret import Secret
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -155,12 +156,60 @@ def _timeout_of(exc: httpx2.TimeoutException) -> float | None:
     return value if isinstance(value, int | float) else None
 
 
+_SHOWN_HEADERS = frozenset(
+    {
+        "accept",
+        "accept-encoding",
+        "anthropic-version",
+        "connection",
+        "content-length",
+        "content-type",
+        "host",
+        "transfer-encoding",
+        "user-agent",
+        "x-amz-content-sha256",
+        "x-amz-date",
+    }
+)
+"""Request headers shown on a failed request: protocol headers that never hold a credential.
+Every other value is masked (auth headers, ``x-amz-security-token``, extra headers)."""
+
+
+def _masked_request(request: httpx2.Request) -> httpx2.Request:
+    headers = [
+        (name, value if name.lower() in _SHOWN_HEADERS else MASK)
+        for name, value in request.headers.multi_items()
+    ]
+    return httpx2.Request(
+        request.method, request.url, headers=headers, extensions=request.extensions
+    )
+
+
 def without_frames(exc: Exception) -> Exception:
-    """``exc`` without its traceback: the transport's frames (httpcore, h11) hold the request
-    headers, credentials included, as local variables, and a traceback rendered with locals
-    (rich, structlog's ``dict_tracebacks``, ``pytest -l``) would print them. The cause keeps
-    its type and message."""
-    return exc.with_traceback(None)
+    """``exc`` (and each error it was raised from) without its traceback and with its
+    request's credentials masked.
+
+    The transport's frames (httpcore, h11) hold the request headers, credentials included, as
+    local variables, and a traceback rendered with locals (rich, structlog's
+    ``dict_tracebacks``, ``pytest -l``, Sentry) would print them; and httpx2 masks only
+    ``Authorization`` in ``repr(exc.request.headers)``, not ``x-api-key``, ``api-key``,
+    ``x-goog-api-key``, ``x-amz-security-token`` or a gateway key. Each error keeps its type
+    and message; its ``request`` keeps method, URL and header names, with every value but
+    the protocol headers' masked."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, httpx2.RequestError):
+            try:
+                request = current.request
+            except RuntimeError:  # raised without a request
+                pass
+            else:
+                current.request = _masked_request(request)
+        current.with_traceback(None)
+        current = current.__cause__ or current.__context__
+    return exc
 
 
 def translate_error(exc: Exception, provider: str, *, mid_stream: bool = False) -> KovaError:
@@ -475,7 +524,13 @@ class HttpTransport:
                 timeout=total,
             )
         if response.status_code >= 400:
-            raise self.status_error(response.status_code, response.headers, content)
+            error = self.status_error(
+                response.status_code, response.headers, content, secrets=self.secrets(headers)
+            )
+            # The raw body (which may echo a key) must not stay in this frame's locals: a
+            # traceback rendered with locals prints them. The error holds the masked text.
+            del content
+            raise error
         try:
             parsed: JSONValue = loads(content)
         except JsonNestingError:
@@ -483,11 +538,21 @@ class HttpTransport:
                 "the response body is JSON nested too deeply to read", provider=self.provider
             ) from None
         except ValueError as exc:
-            raise ProviderError.invalid_response(
+            error = ProviderError.invalid_response(
                 f"expected a JSON body, got {self._describe_body(response, content)}",
                 provider=self.provider,
-            ) from exc
+            )
+            del content
+            raise mask_error(error, self.secrets(headers)) from without_frames(exc)
         return parsed
+
+    def secrets(self, headers: Mapping[str, str] | None = None) -> tuple[Secret, ...]:
+        """The credentials a request carries: the auth flow's, and the values of ``headers``
+        that are secret (a :class:`~kova.SecretHeaders`; a plain mapping holds none)."""
+        found = secrets_of(self.auth)
+        if isinstance(headers, SecretHeaders):
+            found += headers.secrets()
+        return found
 
     @staticmethod
     def _describe_body(response: httpx2.Response, content: bytes) -> str:
@@ -523,13 +588,9 @@ class HttpTransport:
             )
         try:
             if response.status_code >= 400:
-                error_stream = HttpStream(response=response, provider=self.provider)
-                try:
-                    with trio.move_on_after(first):
-                        body = await error_stream.read_capped(1024 * 1024)
-                finally:
-                    await error_stream.aclose()
-                raise self.status_error(response.status_code, response.headers, body)
+                # Read and classified in a call of its own, so the raw body is in no frame
+                # of the traceback.
+                raise await self._error_of(response, self.secrets(headers))
             stream = HttpStream(response=response, provider=self.provider)
             try:
                 yield stream
@@ -539,11 +600,30 @@ class HttpTransport:
             with trio.CancelScope(shield=True), trio.move_on_after(5):
                 await response.aclose()
 
+    async def _error_of(
+        self, response: httpx2.Response, secrets: tuple[Secret, ...]
+    ) -> ProviderError:
+        error_stream = HttpStream(response=response, provider=self.provider)
+        body = b""
+        try:
+            with trio.move_on_after(self.timeout if self.timeout is not None else math.inf):
+                body = await error_stream.read_capped(1024 * 1024)
+        finally:
+            await error_stream.aclose()
+        return self.status_error(response.status_code, response.headers, body, secrets=secrets)
+
     def status_error(
-        self, status_code: int, headers: Mapping[str, str], body: bytes
+        self,
+        status_code: int,
+        headers: Mapping[str, str],
+        body: bytes,
+        *,
+        secrets: tuple[Secret, ...] | None = None,
     ) -> ProviderError:
         """The kova error for an HTTP error status, its headers and body, classified by the
-        one classifier (:mod:`kova.providers._classify`); a key the server echoes is masked."""
+        one classifier (:mod:`kova.providers._classify`). Every one of ``secrets`` (by
+        default the auth flow's) is masked wherever the server echoed it: message, error
+        type or code."""
         retry_after = parse_retry_after(headers.get("retry-after"), headers.get("retry-after-ms"))
         details = ErrorDetails()
         try:
@@ -565,10 +645,11 @@ class HttpTransport:
         if error_type is None and amz_type:
             error_type = amz_type.split(":", 1)[0]
         return provider_error(
-            mask_secrets(message, secrets_of(self.auth)),
+            message,
             provider=self.provider,
             status_code=status_code,
             error_type=error_type,
             error_class=details.error_class,
             retry_after=retry_after if retry_after is not None else details.retry_after,
+            secrets=secrets_of(self.auth) if secrets is None else secrets,
         )

@@ -36,17 +36,19 @@ import trio
 from .._errors import InvalidResponse, KovaError, KovaTimeoutError, ProviderError
 from .._json import JsonNestingError, loads
 from .._models import ModelInfo, UsageEvent
-from ._classify import ERROR_TYPES, provider_error
+from .._secret import forget_locals
+from ._classify import ERROR_TYPES, mask_error, provider_error
 from ._codec import heuristic_tokens
 from ._http import DEFAULT_LIMITS, HTTPX_ERRORS, HttpTransport, translate_error, without_frames
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator, Callable, Sequence
     from contextlib import AbstractAsyncContextManager
 
     import httpx2
 
     from .._models import ChatRequest, JSONValue, ModelResponse, StreamEvent
+    from .._secret import Secret
     from ._base import EventBatches
     from ._codec import Codec, StreamDecoder, WireRequest
     from ._framing import Framer
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
 __all__ = ["EventStream", "HttpProvider"]
 
 FrameT = TypeVar("FrameT")
+T = TypeVar("T")
 
 _CODEC_FAULTS = (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError)
 """What a codec raises when a payload has a shape it did not expect (the safety net);
@@ -97,6 +100,7 @@ class EventStream(Generic[FrameT]):
         "_now",
         "_pending",
         "_provider",
+        "_secrets",
         "_timed",
     )
 
@@ -109,8 +113,11 @@ class EventStream(Generic[FrameT]):
         provider: str,
         idle_timeout: float | None,
         total_timeout: float | None,
+        secrets: tuple[Secret, ...] = (),
     ) -> None:
         self._chunks = chunks
+        self._secrets = secrets
+        """Credentials the request carried, masked in the errors this stream raises."""
         self._framer = framer
         self._decoder = decoder
         self._provider = provider
@@ -158,12 +165,17 @@ class EventStream(Generic[FrameT]):
                 events = self._decoder.feed(frames) if frames else None
             except KovaError as exc:
                 self._ended = True
+                del data  # the raw read stays out of tracebacks rendered with locals
                 raise self._mark(exc) from None
             except _CODEC_FAULTS as exc:
                 self._ended = True
-                raise _codec_fault(self._provider, "a stream frame", exc) from exc
+                del data
+                raise self._mark(_codec_fault(self._provider, "a stream frame", exc)) from exc
             if self._decoder.error is not None:
                 self._ended = True
+                # The error event's raw bytes (a key a server echoed) leave this frame before
+                # the error is raised: a traceback rendered with locals prints them.
+                del data, frames
                 return self._deliver_then_fail(events, self._decoder.error)
             if self._timed:
                 now = self._now()
@@ -187,8 +199,9 @@ class EventStream(Generic[FrameT]):
         except KovaError as exc:
             raise self._mark(exc) from None
         except _CODEC_FAULTS as exc:
-            raise _codec_fault(self._provider, "the end of the stream", exc) from exc
+            raise self._mark(_codec_fault(self._provider, "the end of the stream", exc)) from exc
         if self._decoder.error is not None:
+            del frames
             return self._deliver_then_fail(events, self._decoder.error)
         if not events:
             raise StopAsyncIteration
@@ -214,7 +227,7 @@ class EventStream(Generic[FrameT]):
                 error.after_content = True
             if error.provider is None:
                 error.provider = self._provider
-        return error
+        return mask_error(error, self._secrets)
 
     def _timeout(self) -> KovaTimeoutError:
         if self._limit >= self._deadline:
@@ -306,9 +319,24 @@ class HttpProvider(Generic[FrameT]):
             headers=wire.headers or None,
         )
 
-    def _decode(self, body: JSONValue, what: str) -> ModelResponse:
+    async def _exchange(self, wire: WireRequest, decode: Callable[[JSONValue], T], what: str) -> T:
+        """Send ``wire`` and decode its JSON answer with ``decode``.
+
+        An error leaves with the request's credentials masked wherever the server echoed
+        them, and with no locals in the frames under this one (they hold the raw bodies):
+        a traceback rendered with locals prints nothing the server sent. This frame holds
+        no body either: the answer is never bound to a name here.
+        """
         try:
-            return self.codec.decode(body)
+            return self._decoded(decode, await self._send_json(wire), what)
+        except KovaError as exc:
+            mask_error(exc, self._http.secrets(wire.headers))
+            forget_locals(exc)
+            raise
+
+    def _decoded(self, decode: Callable[[JSONValue], T], body: JSONValue, what: str) -> T:
+        try:
+            return decode(body)
         except _CODEC_FAULTS as exc:
             raise _codec_fault(self.name, what, exc) from exc
 
@@ -321,8 +349,8 @@ class HttpProvider(Generic[FrameT]):
             KovaConnectionError, KovaTimeoutError: the transport failed, or the response did
                 not complete within ``total_timeout``.
         """
-        body = await self._send_json(self.codec.encode(request, stream=False))
-        return self._decode(body, "the response")
+        wire = self.codec.encode(request, stream=False)
+        return await self._exchange(wire, self.codec.decode, "the response")
 
     @asynccontextmanager
     async def _stream(self, request: ChatRequest) -> AsyncIterator[EventBatches]:
@@ -334,7 +362,8 @@ class HttpProvider(Generic[FrameT]):
             params=wire.query or None,
             headers=wire.headers or None,
         ) as http_stream:
-            await self._check_content_type(http_stream)
+            secrets = self._http.secrets(wire.headers)
+            await self._check_content_type(http_stream, secrets)
             yield EventStream(
                 http_stream.raw_chunks(),
                 self.codec.framer(),
@@ -342,6 +371,7 @@ class HttpProvider(Generic[FrameT]):
                 provider=self.name,
                 idle_timeout=self._http.timeout,
                 total_timeout=self._stream_timeout,
+                secrets=secrets,
             )
 
     def chat_completion_stream(
@@ -357,11 +387,18 @@ class HttpProvider(Generic[FrameT]):
         """
         return self._stream(request)
 
-    async def _check_content_type(self, http_stream: HttpStream) -> None:
+    async def _check_content_type(
+        self, http_stream: HttpStream, secrets: tuple[Secret, ...]
+    ) -> None:
         content_type = http_stream.response.headers.get("content-type", "")
         media_type = content_type.split(";", 1)[0].strip().lower()
         if any(media_type == wanted for wanted in self.codec.stream_content_types):
             return
+        # Built in a call of its own, so the body read is in no frame of the traceback.
+        raise mask_error(await self._not_a_stream(http_stream, media_type), secrets)
+
+    async def _not_a_stream(self, http_stream: HttpStream, media_type: str) -> KovaError:
+        head = b""
         with trio.move_on_after(self._http.timeout or math.inf):
             head = await http_stream.read_capped(64 * 1024)
         if media_type == "application/json":
@@ -375,19 +412,19 @@ class HttpProvider(Generic[FrameT]):
                 # its type, as an error event inside a stream is.
                 kinds = (details.code, details.error_type)
                 known = next((kind for kind in kinds if kind in ERROR_TYPES), None)
-                raise provider_error(
+                return provider_error(
                     details.message or head.decode("utf-8", "replace")[:500],
                     provider=self.name,
                     error_type=known or details.error_type or details.code,
                     error_class=details.error_class,
                     retry_after=details.retry_after,
                 )
-            raise InvalidResponse(
+            return InvalidResponse(
                 f"expected a stream ({', '.join(self.codec.stream_content_types)}), got a JSON "
                 f"body: {head[:200]!r}",
                 provider=self.name,
             )
-        raise InvalidResponse(
+        return InvalidResponse(
             f"expected a stream ({', '.join(self.codec.stream_content_types)}), got "
             f"{media_type or 'no content type'}: {head[:200]!r}",
             provider=self.name,
@@ -403,11 +440,7 @@ class HttpProvider(Generic[FrameT]):
         wire = self.codec.encode_count_tokens(request)
         if wire is None:
             return heuristic_tokens(request)
-        body = await self._send_json(wire)
-        try:
-            return self.codec.decode_count_tokens(body)
-        except _CODEC_FAULTS as exc:
-            raise _codec_fault(self.name, "the token count", exc) from exc
+        return await self._exchange(wire, self.codec.decode_count_tokens, "the token count")
 
     async def list_models(self) -> list[ModelInfo]:
         """Every model the provider lists, following its pages.
@@ -423,11 +456,7 @@ class HttpProvider(Generic[FrameT]):
             wire = self.codec.encode_list_models(cursor)
             if wire is None:
                 raise KovaError(f"{self.name}: this provider cannot list models")
-            body = await self._send_json(wire)
-            try:
-                page = self.codec.decode_list_models(body)
-            except _CODEC_FAULTS as exc:
-                raise _codec_fault(self.name, "the model list", exc) from exc
+            page = await self._exchange(wire, self.codec.decode_list_models, "the model list")
             models.extend(page.models)
             cursor = page.next_cursor
             if cursor is None:

@@ -41,7 +41,7 @@ class AnthropicCodec(CodecBase[SseEvent]):
     def encode(self, request: ChatRequest, *, stream: bool) -> WireRequest:
         headers = request_headers(self.config)
         if stream:
-            headers["accept"] = "text/event-stream"
+            headers = headers.merged({"accept": "text/event-stream"})
         body = encode_request(
             request.messages, request.tools, request.config, self.config, stream=stream
         )

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import Literal, TypeAlias
 
 import attrs
 
-from ..._secret import Secret
+from ..._secret import Secret, SecretHeaders
 from .._checks import header_map
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
 
 __all__ = [
     "ANTHROPIC_API_VERSION",
@@ -59,10 +56,6 @@ def _check_budget(_instance: object, _attribute: object, value: int | None) -> N
 def _non_empty(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
     if not value:
         raise ValueError(f"{attribute.name} must not be empty")
-
-
-def _headers(value: Mapping[str, str]) -> Mapping[str, str]:
-    return header_map(value)  # every name and value a str: checked here, not on the wire
 
 
 def _positive_int(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
@@ -134,7 +127,7 @@ class AnthropicConfig:
     cacheable block, so the stable prefix (tools, system prompt, earlier turns) is cached."""
     effort: Effort | None = attrs.field(default=None, validator=_check_effort)
     """``output_config.effort``; ``None`` leaves the API's default (``high``)."""
-    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers)
+    extra_headers: SecretHeaders = attrs.field(factory=SecretHeaders, converter=header_map)
     """Sent on every request, e.g. ``{"anthropic-beta": "context-1m-2025-08-07"}``."""
 
     def __attrs_post_init__(self) -> None:

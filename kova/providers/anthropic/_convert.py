@@ -33,6 +33,7 @@ from ..._models import (
     ToolUse,
     Usage,
 )
+from ..._secret import SecretHeaders
 
 if TYPE_CHECKING:
     from ._config import AnthropicConfig
@@ -74,16 +75,17 @@ def _invalid(message: str) -> InvalidResponse:
 # Requests
 
 
-def request_headers(settings: AnthropicConfig) -> dict[str, str]:
+def request_headers(settings: AnthropicConfig) -> SecretHeaders:
     """The headers of every call (credentials come from the auth flow): version, JSON, then
-    the user's extras."""
-    headers = {
-        "anthropic-version": settings.api_version,
-        "accept": "application/json",
-    }
-    for name, value in settings.extra_headers.items():
-        headers[name.lower()] = value
-    return headers
+    the user's extras, which win (and stay masked unless listed as public)."""
+    extras = settings.extra_headers
+    lowered = SecretHeaders(
+        {name.lower(): value for name, value in extras.items()}, public=extras.public
+    )
+    return lowered.merged(
+        {"anthropic-version": settings.api_version, "accept": "application/json"},
+        replace=False,
+    )
 
 
 def _image(image: Image) -> dict[str, JSONValue]:

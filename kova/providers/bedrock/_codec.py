@@ -23,6 +23,7 @@ from ._stream import BedrockStreamDecoder
 
 if TYPE_CHECKING:
     from ..._models import ChatRequest, JSONValue, ModelResponse
+    from ..._secret import SecretHeaders
     from .._http import ErrorDetails
     from ._config import BedrockConfig
 
@@ -45,8 +46,8 @@ class BedrockCodec(CodecBase[EventFrame]):
     framer: ClassVar[type[EventStreamFramer]] = EventStreamFramer
     stream_content_types: ClassVar[tuple[str, ...]] = (EVENT_STREAM,)
 
-    def _headers(self) -> dict[str, str]:
-        return dict(self.config.extra_headers)
+    def _headers(self) -> SecretHeaders:
+        return self.config.extra_headers
 
     def encode(self, request: ChatRequest, *, stream: bool) -> WireRequest:
         model_id = request.config.model or self.config.model_id

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ..._secret import Secret
+from ..._secret import Secret, SecretHeaders
 from .._checks import header_map
 
 if TYPE_CHECKING:
@@ -29,8 +29,10 @@ def _secret(value: str | Secret | None) -> Secret | None:
     return Secret.of(value)
 
 
-def _headers(value: Mapping[str, str]) -> Mapping[str, str]:
-    return {name.lower(): header for name, header in header_map(value).items()}
+def _headers(value: Mapping[str, str]) -> SecretHeaders:
+    headers = header_map(value)
+    lowered = {name.lower(): header for name, header in headers.items()}
+    return SecretHeaders(lowered, public=headers.public)
 
 
 def _fields(value: Mapping[str, object] | None) -> JSONObject | None:
@@ -129,7 +131,7 @@ class BedrockConfig:
     exact_token_count: bool = True
     """:meth:`~BedrockProvider.count_tokens` asks the CountTokens API (falls back to the
     heuristic for models it does not support); false: always the offline heuristic."""
-    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers)
+    extra_headers: SecretHeaders = attrs.field(factory=SecretHeaders, converter=_headers)
     """Sent (and signed) on every request, e.g. ``x-amzn-bedrock-guardrailidentifier``."""
 
     def __attrs_post_init__(self) -> None:

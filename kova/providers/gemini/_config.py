@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import attrs
 
-from ..._secret import Secret
+from ..._secret import Secret, SecretHeaders
 from .._checks import (
     check_bool,
     check_http_url,
@@ -18,8 +18,6 @@ from .._checks import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from ..._models import JSONValue
 
 __all__ = [
@@ -157,7 +155,7 @@ class GeminiConfig:
     include_thoughts: bool | None = attrs.field(default=None, validator=check_bool)
     """``thinkingConfig.includeThoughts``: thought summaries come back as thinking. ``None``:
     on whenever thinking is configured (a budget other than 0, or a level)."""
-    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=header_map, repr=False)
+    extra_headers: SecretHeaders = attrs.field(factory=SecretHeaders, converter=header_map)
     """Sent with every request."""
 
     def __attrs_post_init__(self) -> None:
@@ -212,4 +210,4 @@ class GeminiEmbeddingConfig:
     connect_timeout: float | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
     )
-    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=header_map, repr=False)
+    extra_headers: SecretHeaders = attrs.field(factory=SecretHeaders, converter=header_map)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ..._secret import Secret
+from ..._secret import Secret, SecretHeaders
 from .._checks import (
     check_http_url,
     check_non_empty_str,
@@ -164,7 +164,7 @@ class OllamaConfig:
     api_key: Secret | None = attrs.field(default=None, converter=_secret, repr=False)
     """Only for ollama.com's hosted API (``Authorization: Bearer``); a local server needs
     none. Not read from the environment."""
-    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=header_map, repr=False)
+    extra_headers: SecretHeaders = attrs.field(factory=SecretHeaders, converter=header_map)
 
 
 @attrs.frozen(kw_only=True)
@@ -195,4 +195,4 @@ class OllamaEmbeddingConfig:
         default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
     )
     api_key: Secret | None = attrs.field(default=None, converter=_secret, repr=False)
-    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=header_map, repr=False)
+    extra_headers: SecretHeaders = attrs.field(factory=SecretHeaders, converter=header_map)

@@ -47,9 +47,9 @@ class OpenAiCodec(Record, CodecBase[SseEvent]):
         body = encode_request(
             request.messages, request.tools, request.config, config, stream=stream
         )
-        headers = dict(config.extra_headers)
+        headers = config.extra_headers
         if stream:
-            headers["accept"] = "text/event-stream"
+            headers = headers.merged({"accept": "text/event-stream"})
         return WireRequest(
             path=endpoint_path(config.base_url, config.chat_completions_path),
             query=config.query_params(),

@@ -7,13 +7,11 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from ..._secret import Secret
+from ..._secret import Secret, SecretHeaders
 from .._auth import bearer_auth, header_auth
 from .._checks import header_map
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     import httpx2
 
     from ._embeddings import OpenAiEmbeddingConfig
@@ -21,10 +19,6 @@ if TYPE_CHECKING:
 __all__ = ["OpenAiConfig"]
 
 DEFAULT_BASE_URL = "https://api.openai.com"
-
-
-def _headers(value: Mapping[str, str]) -> Mapping[str, str]:
-    return header_map(value)  # every name and value a str: checked here, not on the wire
 
 
 def _env_key(value: str | Secret | None) -> Secret | None:
@@ -132,7 +126,7 @@ class OpenAiConfig:
     this on, the reasoning arrives as a :class:`~kova.Thinking` block in the response content
     (and as ``SignedThinking`` at the end of a stream) and goes back as ``reasoning_content``
     on that assistant message. Off (the default), reasoning is display text only."""
-    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, repr=False)
+    extra_headers: SecretHeaders = attrs.field(factory=SecretHeaders, converter=header_map)
     """Sent with every request (e.g. ``OpenAI-Organization``, ``OpenAI-Project``)."""
 
     def query_params(self) -> dict[str, str]:

@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ..._errors import ProviderError
+from ..._secret import SecretHeaders
+from .._checks import header_map
 from .._embedding import Embeddings, embed_in_batches
 from .._http import HttpTransport
 from ._codec import openai_error_details
 from ._config import (
     DEFAULT_BASE_URL,
     _env_key,
-    _headers,
     _query_params,
     endpoint_path,
     openai_auth,
@@ -56,7 +57,7 @@ class OpenAiEmbeddingConfig:
     )
     batch_size: int = attrs.field(default=2048, validator=attrs.validators.gt(0))
     """Inputs per request; OpenAI accepts at most 2048."""
-    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, repr=False)
+    extra_headers: SecretHeaders = attrs.field(factory=SecretHeaders, converter=header_map)
 
     def query_params(self) -> dict[str, str]:
         """Query parameters sent with every request."""
