@@ -24,6 +24,7 @@ from kova.testing import (
     ScriptExhaustedError,
     ScriptRequest,
     StreamReply,
+    TestProvider,
     as_script,
     open_anthropic_server,
     open_openai_server,
@@ -76,6 +77,17 @@ async def function_provider() -> None:
         response = await agent.run(HISTORY)
     assert response.text == "The tool said 5."
     print("function provider:", response.text)
+
+
+async def no_script_provider() -> None:
+    # No script at all: every tool once with arguments made from its schema, then an answer.
+    provider = TestProvider()
+    async with AgentBuilder().provider(provider).tool(add).build() as agent:
+        response = await agent.run(HISTORY)
+        assert json.loads(response.text) == {"add": "2"}  # add(a=1, b=1)
+        total, _ = await agent.run_structured(HISTORY, int)  # structured output, schema-valid
+    assert total == 1
+    print("test provider:", response.text, "then", total)
 
 
 async def latency_on_mock_clock() -> None:
@@ -227,6 +239,7 @@ async def cancel_a_stalled_stream() -> None:
 async def main() -> None:
     await scripted_provider()
     await function_provider()
+    await no_script_provider()
     await errors_and_cuts()
     await thinking_replies()
     await scripts_and_events()

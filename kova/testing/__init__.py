@@ -1,4 +1,6 @@
-"""Test doubles for agents built on kova: scripted models and wire-level fake servers.
+"""Test doubles for agents built on kova: scripted models, a model that needs no script
+(:class:`TestProvider`), wire-level fake servers, and a guard against real provider requests
+(:func:`no_network`; the ``kova_no_network`` pytest fixture).
 
 Like ``trio.testing``, this is public API: use it to test your own agents deterministically.
 """
@@ -9,10 +11,13 @@ from ._bedrock_server import FakeBedrockServer as FakeBedrockServer
 from ._bedrock_server import open_bedrock_server as open_bedrock_server
 from ._gemini_server import FakeGeminiServer as FakeGeminiServer
 from ._gemini_server import open_gemini_server as open_gemini_server
+from ._no_network import RealNetworkRequestError as RealNetworkRequestError
+from ._no_network import no_network as no_network
 from ._ollama_server import FakeOllamaServer as FakeOllamaServer
 from ._ollama_server import open_ollama_server as open_ollama_server
 from ._openai_server import FakeOpenAiServer as FakeOpenAiServer
 from ._openai_server import open_openai_server as open_openai_server
+from ._schema_values import value_for_schema as value_for_schema
 from ._script import ErrorReply as ErrorReply
 from ._script import Reply as Reply
 from ._script import Script as Script
@@ -28,6 +33,7 @@ from ._script import stream_events as stream_events
 from ._script import with_thinking as with_thinking
 from ._scripted import FunctionProvider as FunctionProvider
 from ._scripted import ScriptedProvider as ScriptedProvider
+from ._test_provider import TestProvider as TestProvider
 
 __all__ = [
     "ErrorReply",
@@ -37,6 +43,7 @@ __all__ = [
     "FakeOllamaServer",
     "FakeOpenAiServer",
     "FunctionProvider",
+    "RealNetworkRequestError",
     "Reply",
     "Script",
     "ScriptExhaustedError",
@@ -44,7 +51,9 @@ __all__ = [
     "ScriptRequest",
     "ScriptedProvider",
     "StreamReply",
+    "TestProvider",
     "as_script",
+    "no_network",
     "open_anthropic_server",
     "open_bedrock_server",
     "open_gemini_server",
@@ -54,5 +63,6 @@ __all__ = [
     "reply_tool_calls",
     "response_to_events",
     "stream_events",
+    "value_for_schema",
     "with_thinking",
 ]
