@@ -329,33 +329,31 @@ async def test_chat_thinking_has_its_own_lines_and_results_keep_their_lines(
         assert await terminal.exit_status() == 0
 
 
+async def _tools_listed(args: list[str]) -> str:
+    """What ``/tools`` shows in a ``kova chat`` started with ``args``."""
+    terminal = Terminal(args)
+    await terminal.expect("you> ")
+    await terminal.send("/tools")
+    await terminal.expect(" tools:")
+    await terminal.expect("you> ")
+    shown: str = terminal.child.before
+    await terminal.send("/exit")
+    assert await terminal.exit_status() == 0
+    return shown
+
+
 @pytest.mark.usefixtures("_guard")
 async def test_chat_mcp_include_and_exclude_choose_the_tools(tmp_path: Path) -> None:
     async with open_openai_server(_model) as server:
         args = [*_chat_args("openai", server.base_url, tmp_path / "h.json")]
         mcp = ["--mcp", f"{sys.executable} {MCP_SERVER} stdio"]
-        terminal = Terminal([*args, *mcp, "--mcp-exclude", "echo", "--yes"])
-        await terminal.expect("you> ")
-        await terminal.send("/tools")
-        await terminal.expect(" tools:")
-        await terminal.expect("you> ")
-        shown = terminal.child.before
+        shown = await _tools_listed([*args, *mcp, "--mcp-exclude", "echo", "--yes"])
         assert "mcp__add" in shown
         assert "mcp__echo" not in shown
         assert "read_file" in shown  # the built-in tools stay
-        await terminal.send("/exit")
-        assert await terminal.exit_status() == 0
-
-        terminal = Terminal([*args, *mcp, "--mcp-include", "mcp__a*"])
-        await terminal.expect("you> ")
-        await terminal.send("/tools")
-        await terminal.expect(" tools:")
-        await terminal.expect("you> ")
-        shown = terminal.child.before
+        shown = await _tools_listed([*args, *mcp, "--mcp-include", "mcp__a*"])
         assert "mcp__add" in shown
         assert "mcp__echo" not in shown
-        await terminal.send("/exit")
-        assert await terminal.exit_status() == 0
 
     result = await trio.to_thread.run_sync(
         lambda: _kova("chat", "--provider", "openai", *mcp, "--mcp-include", "ad")
