@@ -11,6 +11,7 @@ PACKAGES = [
     "kova",
     "kova.actors",
     "kova.agent",
+    "kova.asyncio",
     "kova.errors",
     "kova.mcp",
     "kova.providers",

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import trio
 
+from .._door import check_asyncio_tools, require_trio
 from .._errors import BuildError, ContextBudgetExceededError, MaxIterationsError
 from .._groups import lone_exceptions
 from .._log import get_logger
@@ -120,6 +121,8 @@ class Agent:
     # -- lifecycle ------------------------------------------------------------------------
 
     async def __aenter__(self) -> Agent:
+        require_trio("`async with agent`")
+        check_asyncio_tools(self._config.registry)
         if self._stack is not None:
             raise BuildError("this agent is already open; build another for a second block")
         from ..actors import open_runtime
@@ -179,6 +182,11 @@ class Agent:
                 return await stack.__aexit__(exc_type, exc, traceback)
         return None
 
+    @property
+    def is_open(self) -> bool:
+        """Inside its ``async with`` block (or ``kova.asyncio.open_agent``)."""
+        return self._stack is not None
+
     def _running(self) -> tuple[ProviderRef, ActorRef]:
         if self._provider is None or self._pool is None:
             raise BuildError("the agent is not open: use `async with builder.build() as agent:`")
@@ -214,9 +222,24 @@ class Agent:
                 ``trio.Cancelled`` untouched instead. Either way no messages were produced
                 and every request and tool call of the turn has stopped.
         """
+        require_trio("agent.run()")
         messages = coerce_history(history)
         check_call_options(config, cancel)
         return await guarded(self._turn(messages, config), cancel)
+
+    def run_sync(
+        self, history: HistoryInput, *, config: InferenceConfig | None = None
+    ) -> AgentResponse:
+        """:meth:`run` from plain synchronous code: ``agent.run_sync("Hello").text``.
+
+        Opens the agent, runs the turn and closes it, in an event loop of its own: here
+        with no loop running, in a worker thread it joins inside a running one (a Jupyter
+        cell). Nothing is left running when it returns. Raises what :meth:`run` raises;
+        ``RuntimeError`` from a trio task, ``BuildError`` if the agent is already open.
+        """
+        from ._sync import run_sync
+
+        return run_sync(self, partial(Agent.run, history=history, config=config), what="run_sync")
 
     async def run_with_config(
         self,
@@ -288,6 +311,7 @@ class Agent:
         """
         from ._structured import run_structured_turn
 
+        require_trio("agent.run_structured()")
         messages, retries = self._structured_options(history, config, cancel, output_retries)
 
         def run(working: Sequence[Message], overrides: InferenceConfig) -> Awaitable[AgentResponse]:
@@ -355,6 +379,26 @@ class Agent:
         retries = self._config.output_retries if output_retries is None else output_retries
         return messages, retries
 
+    def run_structured_sync(
+        self,
+        history: HistoryInput,
+        output: ResponseFormat | object,
+        *,
+        config: InferenceConfig | None = None,
+        output_retries: int | None = None,
+    ) -> tuple[Any, AgentResponse]:
+        """:meth:`run_structured` from plain synchronous code, as :meth:`run_sync` runs it."""
+        from ._sync import run_sync
+
+        turn = partial(
+            Agent.run_structured,
+            history=history,
+            output=output,
+            config=config,
+            output_retries=output_retries,
+        )
+        return run_sync(self, turn, what="run_structured_sync")
+
     @asynccontextmanager
     async def stream(
         self,
@@ -381,6 +425,7 @@ class Agent:
         Raises:
             TypeError: on entering, ``history`` (or an option) has the wrong type.
         """
+        require_trio("agent.stream()")
         messages = coerce_history(history)
         check_call_options(config, cancel)
         self._running()

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias, runtime_ch
 
 import trio
 
+from .._door import asyncio_hint
 from .._errors import ToolError
 from .._log import get_logger
 from .._models import ToolAnnotations, ToolDefinition, ToolResult, ToolUse
@@ -343,8 +344,13 @@ class ToolPoolActor(Actor):
             else:
                 result = await tool.execute(call.input)
         except Exception as exc:  # a tool's failure goes to the model in-band, by design
-            log.warning("tool.call.failed", tool=call.name, error=repr(exc))
-            return ToolResult.error(f"tool {call.name!r} failed: {exc}")
+            # An asyncio library used from a trio tool: the log line and the model both
+            # get the way out (kova.asyncio, runs_on="asyncio").
+            hint = asyncio_hint(exc)
+            extra = {} if hint is None else {"hint": hint}
+            log.warning("tool.call.failed", tool=call.name, error=repr(exc), **extra)
+            suffix = "" if hint is None else f" ({hint})"
+            return ToolResult.error(f"tool {call.name!r} failed: {exc}{suffix}")
         if not isinstance(result, ToolResult):  # a Tool written without type checking
             return ToolResult.error(  # type: ignore[unreachable]
                 f"tool {call.name!r} returned {type(result).__name__}, not a ToolResult"

@@ -11,11 +11,22 @@ import json
 import re
 import sys
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final, Generic, ParamSpec, TypeVar, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Final,
+    Generic,
+    Literal,
+    ParamSpec,
+    TypeAlias,
+    TypeVar,
+    overload,
+)
 
 import attrs
 import trio
 
+from .._door import ASYNCIO_HOST, asyncio_tool_error
 from .._log import get_logger
 from .._models import Image, Text, ToolAnnotations, ToolResult
 from ._errors import InvalidToolArguments, ToolDefinitionError
@@ -31,6 +42,9 @@ log = get_logger(__name__)
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+RunsOn: TypeAlias = Literal["trio", "asyncio"]
+"""Which event loop a tool's coroutine is awaited on (see :func:`tool`)."""
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """What every provider accepts as a tool name (OpenAI and Anthropic use this exact rule)."""
@@ -51,6 +65,7 @@ class FunctionTool(Generic[P, R]):
         description: str | None = None,
         abandon_on_cancel: bool = False,
         annotations: ToolAnnotations | None = None,
+        runs_on: RunsOn = "trio",
     ) -> None:
         where = f"@tool {getattr(function, '__qualname__', function)!r}"
         if inspect.isasyncgenfunction(function) or inspect.isgeneratorfunction(function):
@@ -68,6 +83,19 @@ class FunctionTool(Generic[P, R]):
                 f"{where}: annotations must be a kova.ToolAnnotations, "
                 f"not {type(annotations).__name__}"
             )
+        is_async = inspect.iscoroutinefunction(function) or (
+            # a callable instance whose __call__ is async
+            not inspect.isroutine(function) and inspect.iscoroutinefunction(type(function).__call__)
+        )
+        if runs_on not in ("trio", "asyncio"):
+            raise ToolDefinitionError(
+                f'{where}: runs_on must be "trio" or "asyncio", not {runs_on!r}'
+            )
+        if runs_on == "asyncio" and not is_async:
+            raise ToolDefinitionError(
+                f'{where}: runs_on="asyncio" is for async functions written for asyncio '
+                "libraries; a plain function already runs in a worker thread"
+            )
         doc_description, argument_docs = parse_docstring(inspect.getdoc(function))
         parameters, specs = build_parameters(function, where=where, argument_docs=argument_docs)
         self._function = function
@@ -75,10 +103,8 @@ class FunctionTool(Generic[P, R]):
         self._description = description if description is not None else doc_description
         self._parameters: JSONObject = parameters
         self._specs: tuple[ParameterSpec, ...] = specs
-        self._is_async = inspect.iscoroutinefunction(function) or (
-            # a callable instance whose __call__ is async
-            not inspect.isroutine(function) and inspect.iscoroutinefunction(type(function).__call__)
-        )
+        self._is_async = is_async
+        self._runs_on: RunsOn = runs_on
         self._abandon_on_cancel = abandon_on_cancel
         self._annotations = annotations
         self._validator = ArgumentValidator(parameters)
@@ -105,6 +131,12 @@ class FunctionTool(Generic[P, R]):
         return self._annotations
 
     @property
+    def runs_on(self) -> RunsOn:
+        """``"asyncio"`` for a coroutine awaited on the host asyncio loop (under
+        :mod:`kova.asyncio`), else ``"trio"``."""
+        return self._runs_on
+
+    @property
     def function(self) -> Callable[P, R]:
         """The undecorated function."""
         return self._function
@@ -123,7 +155,10 @@ class FunctionTool(Generic[P, R]):
         propagates (the agent loop reports it to the model in-band).
 
         A sync function runs in a worker thread (``trio.to_thread.run_sync``), so it does not
-        block other tasks. Cancellation: an async function is cancelled as usual. A thread
+        block other tasks. An async function with ``runs_on="asyncio"`` is awaited as an
+        asyncio task on the loop :mod:`kova.asyncio` runs kova on (without one it fails with
+        a :class:`~kova.BuildError` naming the fix). Cancellation: an async function is
+        cancelled as usual (an asyncio one through ``Task.cancel``, waited for). A thread
         cannot be interrupted: by default cancellation waits for the function to return (so
         no work outlives the call); with ``@tool(abandon_on_cancel=True)`` the call returns at
         once and the thread finishes in the background, its result discarded.
@@ -147,8 +182,15 @@ class FunctionTool(Generic[P, R]):
         function itself.
         """
         args, kwargs = self._bind(arguments)
-        if self._is_async:
-            result: Any = await self._function(*args, **kwargs)  # type: ignore[misc]
+        result: Any
+        if self._runs_on == "asyncio":
+            host = ASYNCIO_HOST.get()
+            if host is None:
+                raise asyncio_tool_error([self._name])
+            call = functools.partial(self._function, *args, **kwargs)
+            result = await host.run_on_host(call)  # type: ignore[arg-type]  # async, checked above
+        elif self._is_async:
+            result = await self._function(*args, **kwargs)  # type: ignore[misc]
         else:
             call = functools.partial(self._function, *args, **kwargs)
             result = await trio.to_thread.run_sync(call, abandon_on_cancel=self._abandon_on_cancel)
@@ -233,6 +275,7 @@ def tool(
     description: str | None = None,
     abandon_on_cancel: bool = False,
     annotations: ToolAnnotations | None = None,
+    runs_on: RunsOn = "trio",
 ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
 
 
@@ -244,6 +287,7 @@ def tool(
     description: str | None = None,
     abandon_on_cancel: bool = False,
     annotations: ToolAnnotations | None = None,
+    runs_on: RunsOn = "trio",
 ) -> FunctionTool[P, R] | Callable[[Callable[P, R]], FunctionTool[P, R]]:
     """Make a function a tool, its schema built from its signature and docstring.
 
@@ -275,12 +319,19 @@ def tool(
             leave the worker thread to finish on its own (see :meth:`FunctionTool.execute`).
         annotations: hints for the host, e.g. ``ToolAnnotations(read_only=True)``; approval
             handlers receive them with every call.
+        runs_on: ``"asyncio"`` for an async function written for asyncio libraries
+            (asyncpg, redis.asyncio, aiohttp, ``asyncio.open_connection``): under
+            :mod:`kova.asyncio` it is awaited on the application's asyncio loop, and
+            cancelling the turn cancels it there. An agent with such a tool and no asyncio
+            loop to run it on raises :class:`~kova.BuildError` when opened. Default
+            ``"trio"``.
 
     Raises:
         ToolDefinitionError: at decoration time, when a parameter is ``self``, ``cls``,
             ``*args`` or ``**kwargs``, a type has no JSON Schema form, the function is a
-            generator, the name is not 1-64 letters, digits, ``_`` or ``-``, or
-            ``annotations`` is not a ``ToolAnnotations``.
+            generator, the name is not 1-64 letters, digits, ``_`` or ``-``,
+            ``annotations`` is not a ``ToolAnnotations``, or ``runs_on`` is not ``"trio"``
+            or ``"asyncio"`` (``"asyncio"`` only for an async function).
         TypeError: ``function`` is given but is not callable (``tool(None)``).
     """
 
@@ -291,6 +342,7 @@ def tool(
             description=description,
             abandon_on_cancel=abandon_on_cancel,
             annotations=annotations,
+            runs_on=runs_on,
         )
 
     if function is _NO_FUNCTION:

@@ -1,0 +1,381 @@
+"""``open_agent``: a kova agent used from asyncio code, its turns run in the guest run."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from contextlib import asynccontextmanager
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+import trio
+
+from ..agent import Agent
+from ..agent._input import check_call_options, coerce_history
+from ._guest import AsyncioRuntime, Job, ensure_runtime, run_sync_in
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from types import TracebackType
+
+    from pydantic import BaseModel
+
+    from .._models import InferenceConfig, Message, ResponseFormat
+    from ..agent import AgentEvent, AgentResponse, CancelToken
+    from ..agent._input import HistoryInput
+
+__all__ = ["AgentEventStream", "AsyncioAgent", "open_agent"]
+
+ModelT = TypeVar("ModelT", bound="BaseModel")
+
+
+@asynccontextmanager
+async def open_agent(agent: Agent) -> AsyncIterator[AsyncioAgent]:
+    """Open ``agent`` for asyncio code: ``async with kova.asyncio.open_agent(agent) as bridged:``.
+
+    The agent's actors start in kova's trio guest run on the running loop (started now if
+    this is its first use); ``bridged`` has the agent's own methods (:meth:`~AsyncioAgent.run`,
+    :meth:`~AsyncioAgent.run_structured`, :meth:`~AsyncioAgent.stream`), awaited from
+    asyncio, with the same results and errors. Leaving the block cancels the turns still
+    running and closes the agent; it returns once everything has stopped.
+
+    Raises:
+        TypeError: ``agent`` is not a :class:`kova.agent.Agent`.
+        BuildError: opening the agent failed (it is already open, say).
+        RuntimeError: no asyncio loop is running.
+    """
+    if not isinstance(agent, Agent):
+        raise TypeError(
+            f"open_agent() takes a kova Agent (AgentBuilder()...build()), "
+            f"got {type(agent).__name__}"
+        )
+    runtime = await ensure_runtime()
+    bridged = AsyncioAgent(agent, runtime)
+    await bridged._open()
+    try:
+        yield bridged
+    finally:
+        await bridged._close()
+
+
+class AsyncioAgent:
+    """A kova :class:`~kova.agent.Agent` seen from asyncio (from :func:`open_agent`).
+
+    The agent and its actors live on the trio side; each call runs as a trio task there and
+    hands back its result, or raises its kova error, in the asyncio caller. Cancelling the
+    caller (``task.cancel()``, ``asyncio.timeout``, a client that went away) cancels the turn;
+    the caller sees ``CancelledError`` once the turn has stopped every request and tool call
+    it started, and no messages were produced. Many turns may run at once, from many tasks.
+    """
+
+    __slots__ = ("_agent", "_closing", "_host", "_jobs", "_runtime")
+
+    def __init__(self, agent: Agent, runtime: AsyncioRuntime) -> None:
+        self._agent = agent
+        self._runtime = runtime
+        self._jobs: trio.Nursery | None = None
+        self._closing: trio.Event | None = None
+        self._host: Job[None] | None = None
+
+    def __repr__(self) -> str:
+        return f"<kova.asyncio agent {self._agent.config.name!r}>"
+
+    @property
+    def agent(self) -> Agent:
+        """The agent itself (its ``config``, ``telemetry``, ``last_turn_input_tokens``)."""
+        return self._agent
+
+    @property
+    def runtime(self) -> AsyncioRuntime:
+        """The guest run the agent lives in."""
+        return self._runtime
+
+    # -- lifecycle: one trio task holds ``async with agent`` and the turns' nursery -------
+
+    async def _open(self) -> None:
+        opened: asyncio.Future[trio.Nursery] = self._runtime.loop.create_future()
+        closing = trio.Event()
+        self._closing = closing
+        runtime = self._runtime
+        host = self._host = runtime.spawn(runtime.nursery(), _host, self._agent, opened, closing)
+        try:
+            await asyncio.wait((opened, host.done), return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            opened.cancel()  # the host task sees it and closes the agent at once
+            closing.set()
+            await host.until_finished()
+            raise
+        if not opened.done():  # opening failed: the agent's error, as it was raised
+            opened.cancel()
+            await host.until_finished()
+            error = None if host.done.cancelled() else host.done.exception()
+            raise error if error is not None else RuntimeError("the agent closed as it opened")
+        self._jobs = opened.result()
+
+    async def _close(self) -> None:
+        host, closing = self._host, self._closing
+        self._jobs = None
+        if host is None or closing is None:
+            return
+        closing.set()
+        cancelled = await host.until_finished()
+        if host.done.done() and not host.done.cancelled():
+            error = host.done.exception()
+            if error is not None and not cancelled:
+                raise error
+        if cancelled:
+            raise asyncio.CancelledError
+
+    def _nursery(self) -> trio.Nursery:
+        if self._jobs is None:
+            raise RuntimeError(
+                "this kova.asyncio agent is closed: use it inside its "
+                "`async with kova.asyncio.open_agent(agent)` block"
+            )
+        return self._jobs
+
+    # -- the agent's methods ----------------------------------------------------------
+
+    async def run(
+        self,
+        history: HistoryInput,
+        *,
+        config: InferenceConfig | None = None,
+        cancel: CancelToken | None = None,
+    ) -> AgentResponse:
+        """One turn over ``history``: :meth:`kova.agent.Agent.run`, from asyncio.
+
+        Raises:
+            The agent's own errors (``ProviderError``, ``MaxIterationsError``, ...,
+            ``TypeError`` for bad input), as themselves.
+            TurnCancelled: ``cancel`` was cancelled, or the agent was closed meanwhile.
+            CancelledError: this task was cancelled; the turn has stopped.
+        """
+        turn = partial(self._agent.run, history, config=config, cancel=cancel)
+        return await self._runtime.spawn(self._nursery(), turn).wait()
+
+    @overload
+    async def run_structured(
+        self,
+        history: HistoryInput,
+        output: type[ModelT],
+        *,
+        config: InferenceConfig | None = None,
+        cancel: CancelToken | None = None,
+        output_retries: int | None = None,
+    ) -> tuple[ModelT, AgentResponse]: ...
+
+    @overload
+    async def run_structured(
+        self,
+        history: HistoryInput,
+        output: ResponseFormat,
+        *,
+        config: InferenceConfig | None = None,
+        cancel: CancelToken | None = None,
+        output_retries: int | None = None,
+    ) -> tuple[Any, AgentResponse]: ...
+
+    async def run_structured(
+        self,
+        history: HistoryInput,
+        output: ResponseFormat | type[BaseModel],
+        *,
+        config: InferenceConfig | None = None,
+        cancel: CancelToken | None = None,
+        output_retries: int | None = None,
+    ) -> tuple[Any, AgentResponse]:
+        """:meth:`kova.agent.Agent.run_structured`, from asyncio (errors as :meth:`run`,
+        plus ``StructuredOutputError``)."""
+        turn = partial(
+            self._agent.run_structured,
+            history,
+            output,
+            config=config,
+            cancel=cancel,
+            output_retries=output_retries,
+        )
+        return await self._runtime.spawn(self._nursery(), turn).wait()
+
+    def stream(
+        self,
+        history: HistoryInput,
+        *,
+        config: InferenceConfig | None = None,
+        cancel: CancelToken | None = None,
+        buffer: int = 16,
+    ) -> AgentEventStream:
+        """Stream one turn: ``async for event in bridged.stream(history):``.
+
+        The events are :meth:`kova.agent.Agent.stream`'s, the same objects. The turn starts
+        at the first iteration; the agent's errors are raised from the iteration. Also an
+        async context manager (``async with bridged.stream(history) as events:``), whose
+        exit stops the turn if it is still running. Cancelling the iterating task, or
+        :meth:`AgentEventStream.aclose`, cancels the turn and returns once it stopped.
+
+        Args:
+            buffer: events the turn may run ahead of the consumer before it waits.
+
+        Raises:
+            TypeError: ``history`` or an option has the wrong type (raised here).
+        """
+        messages = coerce_history(history)
+        check_call_options(config, cancel)
+        if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1:
+            raise TypeError(f"buffer must be a positive int, got {buffer!r}")
+        self._nursery()
+        return AgentEventStream(self, messages, config, cancel, buffer)
+
+
+async def _host(agent: Agent, opened: asyncio.Future[trio.Nursery], closing: trio.Event) -> None:
+    """The trio task that holds the agent open, and the nursery its turns run in, until the
+    asyncio side's block ends (turns still running are cancelled first)."""
+    async with agent, trio.open_nursery() as jobs:
+        if opened.done():  # the opener was cancelled while the agent started
+            return
+        opened.set_result(jobs)
+        await closing.wait()
+        jobs.cancel_scope.cancel(reason="the kova.asyncio agent's block ended")
+
+
+class _Pipe:
+    """What the producing trio task and the consuming asyncio task share (one thread, taking
+    turns: no lock). The producer holds only this, not the stream, so a stream dropped
+    mid-turn is collected and its finalizer can stop the turn."""
+
+    __slots__ = ("buffer", "events", "space", "waiter")
+
+    def __init__(self, buffer: int) -> None:
+        self.buffer = buffer
+        self.events: deque[AgentEvent] = deque()
+        self.waiter: asyncio.Future[None] | None = None
+        """The consumer's, while it waits for an event or the end."""
+        self.space: trio.Event | None = None
+        """The producer's, while it waits for the consumer to catch up."""
+
+    def wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+
+async def _produce(
+    agent: Agent,
+    pipe: _Pipe,
+    history: tuple[Message, ...],
+    config: InferenceConfig | None,
+    cancel: CancelToken | None,
+) -> None:
+    """The trio side of a stream: iterate the agent's stream into the pipe. The events of
+    one network read arrive without a checkpoint between them, so they cross together."""
+    events = pipe.events
+    buffer = pipe.buffer
+    async with agent.stream(history, config=config, cancel=cancel, buffer=buffer) as stream:
+        async for event in stream:
+            events.append(event)
+            pipe.wake()
+            if len(events) >= buffer:
+                space = pipe.space = trio.Event()
+                await space.wait()
+
+
+class AgentEventStream:
+    """The events of one streamed turn, for asyncio (from :meth:`AsyncioAgent.stream`).
+
+    An async iterator, and an async context manager that closes it. The turn runs ahead of
+    the consumer by up to ``buffer`` events; a slower consumer holds the turn back. A
+    stream dropped unfinished (``break`` out of ``async for`` without the ``async with``)
+    has its turn cancelled when it is garbage collected.
+    """
+
+    __slots__ = ("_bridged", "_job", "_over", "_pipe", "_turn")
+
+    def __init__(
+        self,
+        bridged: AsyncioAgent,
+        history: tuple[Message, ...],
+        config: InferenceConfig | None,
+        cancel: CancelToken | None,
+        buffer: int,
+    ) -> None:
+        self._bridged = bridged
+        self._pipe = _Pipe(buffer)
+        self._turn = partial(_produce, bridged._agent, self._pipe, history, config, cancel)
+        self._job: Job[None] | None = None
+        self._over = False
+
+    async def __aenter__(self) -> AgentEventStream:
+        self._start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __aiter__(self) -> AgentEventStream:
+        return self
+
+    def _start(self) -> Job[None]:
+        job = self._job
+        if job is None:
+            bridged = self._bridged
+            job = bridged._runtime.spawn(bridged._nursery(), self._turn)
+            job.on_finish = self._pipe.wake
+            self._job = job
+        return job
+
+    async def __anext__(self) -> AgentEvent:
+        if self._over:
+            raise StopAsyncIteration
+        job = self._start()
+        pipe = self._pipe
+        events = pipe.events
+        while True:
+            if events:
+                event = events.popleft()
+                space = pipe.space
+                if space is not None and len(events) < pipe.buffer:
+                    pipe.space = None
+                    space.set()
+                return event
+            if job.finished:
+                self._over = True
+                done = job.done
+                error = None if done.cancelled() else done.exception()
+                if error is not None:
+                    raise error
+                raise StopAsyncIteration
+            waiter = pipe.waiter = job.done.get_loop().create_future()
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                pipe.waiter = None
+                await self._stop(job)
+                raise
+
+    async def aclose(self) -> None:
+        """Stop the turn if it is still running; return once it has stopped (no messages)."""
+        self._over = True
+        if self._job is not None:
+            await self._stop(self._job)
+
+    async def _stop(self, job: Job[None]) -> None:
+        self._over = True
+        cancelled = False
+        if not job.finished:
+            job.cancel()
+            cancelled = await job.until_finished()
+        self._pipe.events.clear()
+        if cancelled:
+            raise asyncio.CancelledError
+
+    def __del__(self) -> None:
+        job = self._job
+        if job is not None and not job.finished:
+            run_sync_in(self._bridged._runtime, job.cancel)

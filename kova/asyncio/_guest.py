@@ -1,0 +1,434 @@
+"""One trio guest run per asyncio loop: where kova lives inside an asyncio application.
+
+kova is trio code. Under asyncio it runs as a trio *guest* (``trio.lowlevel.start_guest_run``):
+trio's scheduler takes turns with asyncio's on the loop's own thread, and only trio's wait
+for I/O runs in a helper thread. Every caller on one loop shares one guest run,
+:class:`AsyncioRuntime`; it starts on first use (or in ``async with open_runtime():``) and
+ends before the loop stops.
+
+**Crossing over.** asyncio code and trio code run on the same thread, one at a time, so they
+share plain Python objects without locks. asyncio starts work on the trio side by calling
+trio's synchronous API directly (``nursery.start_soon``, ``CancelScope.cancel``,
+``Event.set``): trio supports this in guest mode (a reschedule or a deadline change made by
+the host wakes the guest, see ``Runner.force_guest_tick_asap``), and it costs no round trip
+through trio's entry queue. The trio side answers by resolving an asyncio future, which is
+equally safe on the loop's thread.
+
+**Cancellation, both ways.** An asyncio caller that is cancelled cancels its job's trio
+cancel scope and then waits, deaf to further cancellation, until the trio task has stopped
+everything it started; only then does it see ``CancelledError``. A trio task awaiting an
+asyncio coroutine (:meth:`AsyncioRuntime.run_on_host`, for ``@tool(runs_on="asyncio")``)
+cancels the asyncio task the same way and waits for it.
+
+**Errors** cross as themselves: a nursery's group of one is unwrapped (recursively), and
+``trio.Cancelled`` never reaches asyncio (a call cancelled from the trio side, because the
+runtime or the agent closed under it, raises :class:`~kova.TurnCancelled`).
+
+**Shutdown.** A runtime started on first use is kept by an asyncio task that does nothing
+until it is cancelled. ``asyncio.run`` (and uvicorn, and ``asyncio.Runner``) cancel every
+task left when the main coroutine ends and run the loop until they finish, so the keeper's
+cancellation closes the guest run before the loop closes: no "guest run got abandoned". A
+program that closes its loop without cancelling its tasks should use
+``async with kova.asyncio.open_runtime():`` around its work instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from contextlib import asynccontextmanager, suppress
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import trio
+
+from .._door import ASYNCIO_HOST
+from .._errors import TurnCancelled
+from .._log import get_logger
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
+
+    import outcome
+
+__all__ = ["AsyncioRuntime", "current_runtime", "open_runtime", "unwrap"]
+
+log = get_logger(__name__)
+
+T = TypeVar("T")
+
+_RUNTIMES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncioRuntime] = (
+    weakref.WeakKeyDictionary()
+)
+"""The guest run of each loop. The one module-level registry in kova, and it has to be one:
+"one guest run per loop, shared by every caller" is state of the loop, and a loop has no
+place of its own to keep it. An entry lives while its guest run does (removed when the run
+finishes); the weak key only matters for a loop dropped with its run unfinished."""
+
+
+def unwrap(error: BaseException) -> BaseException:
+    """``error`` with nursery groups of one exception unwrapped, however deeply nested."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
+
+
+def _split_cancelled(error: BaseException) -> tuple[BaseException | None, BaseException | None]:
+    """``error`` split into its trio.Cancelled part and the rest (either may be None)."""
+    if isinstance(error, BaseExceptionGroup):
+        return error.split(trio.Cancelled)
+    if isinstance(error, trio.Cancelled):
+        return error, None
+    return None, error
+
+
+def _cancelled_inside(error: BaseException) -> bool:
+    """Whether ``error`` is trio.Cancelled, alone or in a group of only Cancelled."""
+    if isinstance(error, BaseExceptionGroup):
+        return all(_cancelled_inside(inner) for inner in error.exceptions)
+    return isinstance(error, trio.Cancelled)
+
+
+async def wait_to_the_end(future: asyncio.Future[Any]) -> bool:
+    """Wait until ``future`` is done, not giving up when the waiting task is cancelled.
+
+    Returns whether the task was cancelled meanwhile (the caller raises ``CancelledError``
+    once its own cleanup is over). Used where stopping halfway would leave trio work behind.
+    """
+    cancelled = False
+    while not future.done():
+        try:
+            await asyncio.wait((future,))
+        except asyncio.CancelledError:
+            cancelled = True
+    return cancelled
+
+
+class Job(Generic[T]):
+    """One piece of trio work started from asyncio: its cancel scope and its outcome."""
+
+    __slots__ = ("done", "finished", "on_finish", "scope", "stopped")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.done: asyncio.Future[T] = loop.create_future()
+        """The result or error, for the asyncio side (cancelled if the caller was)."""
+        self.scope = trio.CancelScope()
+        self.finished = False
+        """The trio task has ended: nothing it started is still running."""
+        self.stopped: asyncio.Future[None] | None = None
+        """Made by an asyncio caller that waits for the end after cancelling."""
+        self.on_finish: Callable[[], None] | None = None
+
+    def cancel(self) -> None:
+        self.scope.cancel(reason="the asyncio caller was cancelled")
+
+    async def wait(self) -> T:
+        """The job's result, as its asyncio caller sees it.
+
+        Raises:
+            CancelledError: the caller was cancelled; by then the trio work has stopped.
+        """
+        try:
+            return await self.done
+        except asyncio.CancelledError:
+            if not self.finished:
+                self.cancel()
+                await self.until_finished()
+            raise
+
+    async def until_finished(self) -> bool:
+        """Wait (through cancellation) until the trio task ended; whether it was cancelled."""
+        if self.finished:
+            return False
+        if self.stopped is None:
+            self.stopped = self.done.get_loop().create_future()
+        return await wait_to_the_end(self.stopped)
+
+
+class AsyncioRuntime:
+    """The trio guest run kova lives in on one asyncio loop.
+
+    Get it from :func:`open_runtime`, or let :func:`~kova.asyncio.open_agent` start it on
+    first use. Agents opened with ``open_agent`` run in it, and :meth:`run` runs any trio
+    function there from asyncio.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_closing",
+        "_finished",
+        "_keeper",
+        "_loop",
+        "_nursery",
+        "_ready",
+        "_token",
+    )
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._ready: asyncio.Future[None] = loop.create_future()
+        self._finished: asyncio.Future[None] = loop.create_future()
+        self._nursery: trio.Nursery | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._keeper: asyncio.Task[None] | None = None
+        self._closing = False
+
+    def __repr__(self) -> str:
+        state = "closed" if self._finished.done() else "closing" if self._closing else "running"
+        return f"<kova.asyncio runtime {state} on {self._loop!r}>"
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    @property
+    def closed(self) -> bool:
+        """The guest run has finished (or is finishing): no new work is accepted."""
+        return self._closing or self._finished.done()
+
+    # -- the guest run -----------------------------------------------------------------
+
+    def _start(self) -> None:
+        trio.lowlevel.start_guest_run(
+            self._main,
+            run_sync_soon_threadsafe=self._loop.call_soon_threadsafe,
+            run_sync_soon_not_threadsafe=self._loop.call_soon,
+            done_callback=self._done,
+            # asyncio owns signal.set_wakeup_fd (for its own signal handlers): trio must
+            # not take it over.
+            host_uses_signal_set_wakeup_fd=True,
+        )
+
+    async def _main(self) -> None:
+        ASYNCIO_HOST.set(self)
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            self._token = trio.lowlevel.current_trio_token()
+            if not self._ready.done():
+                self._ready.set_result(None)
+            await trio.sleep_forever()
+
+    def _done(self, result: outcome.Outcome[None]) -> None:
+        if _RUNTIMES.get(self._loop) is self:
+            del _RUNTIMES[self._loop]
+        self._closing = True
+        error = getattr(result, "error", None)
+        if error is not None and not _cancelled_inside(error):
+            # Only a fault of kova's own reaches here (every job catches what its work
+            # raises): say so once, loudly, and fail whoever waits.
+            log.error("asyncio.runtime.crashed", error=repr(error))
+        for future in (self._ready, self._finished):
+            if not future.done():
+                if error is not None and not _cancelled_inside(error):
+                    future.set_exception(RuntimeError(f"the kova guest run crashed: {error!r}"))
+                    future.exception()  # reported above; nobody has to retrieve it
+                else:
+                    future.set_result(None)
+
+    async def _started(self) -> None:
+        if await wait_to_the_end(self._ready):
+            raise asyncio.CancelledError
+        self._ready.result()
+
+    async def aclose(self) -> None:
+        """Cancel whatever still runs in the guest run and wait until it has finished.
+
+        Agents opened in it are closed (their turns cancelled first). Safe to call twice.
+        Cancelling the caller does not cut the shutdown short: it is seen once it is over.
+        """
+        self._closing = True
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel(reason="kova.asyncio runtime closing")
+        cancelled = await wait_to_the_end(self._finished)
+        if cancelled:
+            raise asyncio.CancelledError
+
+    async def _keep(self) -> None:
+        """Held by a runtime started on first use: closes it when the loop's owner cancels
+        the tasks left at the end (``asyncio.run``, ``asyncio.Runner``, uvicorn)."""
+        try:
+            await asyncio.shield(self._finished)
+        except asyncio.CancelledError:
+            await self.aclose()
+            raise
+
+    # -- jobs -------------------------------------------------------------------------
+
+    def nursery(self) -> trio.Nursery:
+        """Where jobs start (the guest run's root nursery)."""
+        if self._nursery is None or self.closed:
+            raise RuntimeError("this kova.asyncio runtime is closed")
+        return self._nursery
+
+    def spawn(
+        self,
+        nursery: trio.Nursery,
+        function: Callable[..., Awaitable[T]],
+        *args: Any,
+    ) -> Job[T]:
+        """Start ``function(*args)`` as a trio task in ``nursery`` (of this run); from asyncio."""
+        job: Job[T] = Job(self._loop)
+        nursery.start_soon(_drive, job, function, args, name=function)
+        return job
+
+    async def run(self, function: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """Await the trio function ``function(*args)`` in this guest run, from asyncio.
+
+        Returns:
+            What it returned.
+
+        Raises:
+            Whatever it raised, as itself (a group of one unwrapped).
+            TurnCancelled: the runtime closed while it ran.
+            CancelledError: the caller was cancelled; the trio work was cancelled and has
+                stopped by then.
+        """
+        return await self.spawn(self.nursery(), function, *args).wait()
+
+    # -- asyncio coroutines awaited from trio -----------------------------------------
+
+    async def run_on_host(self, function: Callable[[], Awaitable[T]]) -> T:
+        """Await ``function()`` as an asyncio task on this loop, from a trio task.
+
+        Cancelling the trio caller cancels the asyncio task and waits until it ended.
+
+        Raises:
+            Whatever the coroutine raised. RuntimeError if it was cancelled by someone else
+            than this caller (the loop shutting down, say).
+        """
+        task: asyncio.Task[T] = self._loop.create_task(_as_coroutine(function))
+        ended = trio.Event()
+        task.add_done_callback(lambda _: ended.set())
+        try:
+            await ended.wait()
+        except trio.Cancelled:
+            task.cancel()
+            with trio.CancelScope(shield=True):
+                await ended.wait()
+            if not task.cancelled():
+                task.exception()  # the call is cancelled; its late error goes nowhere
+            raise
+        if task.cancelled():
+            raise RuntimeError("the asyncio task was cancelled by something other than kova")
+        return task.result()
+
+
+async def _as_coroutine(function: Callable[[], Awaitable[T]]) -> T:
+    return await function()
+
+
+async def _drive(job: Job[T], function: Callable[..., Awaitable[T]], args: tuple[Any, ...]) -> None:
+    """The trio side of a :class:`Job`: run it, hand its outcome to asyncio."""
+    done = job.done
+    try:
+        with job.scope:
+            value = await function(*args)
+            if not done.done():
+                done.set_result(value)
+        if job.scope.cancelled_caught and not done.done():
+            done.cancel()  # the asyncio caller asked for this; it raises CancelledError
+    except BaseException as exc:
+        # trio.Cancelled (alone or in a group) here is the runtime or the agent closing
+        # under the job: the caller is told so, and the cancellation goes on up.
+        cancelled, rest = _split_cancelled(exc)
+        if not done.done():
+            if rest is None:
+                done.set_exception(TurnCancelled("kova.asyncio: the agent or runtime closed"))
+            elif isinstance(rest, Exception):
+                done.set_exception(unwrap(rest))
+            else:  # KeyboardInterrupt, SystemExit: asyncio cannot hold them in a future
+                done.set_exception(RuntimeError(f"the call was interrupted by {rest!r}"))
+            # Marked as retrieved: the caller is awaiting it (or reads it when it comes
+            # back, a stream's consumer), and a stream dropped by its consumer would
+            # otherwise log "Future exception was never retrieved" for an error nobody lost.
+            done.exception()
+        if cancelled is not None or not isinstance(rest, Exception):
+            raise
+    finally:
+        job.finished = True
+        if job.stopped is not None and not job.stopped.done():
+            job.stopped.set_result(None)
+        if job.on_finish is not None:
+            job.on_finish()
+
+
+def current_runtime(loop: asyncio.AbstractEventLoop | None = None) -> AsyncioRuntime | None:
+    """The running guest run of ``loop`` (default: the running loop), if one is up."""
+    if loop is None:
+        loop = asyncio.get_running_loop()
+    runtime = _RUNTIMES.get(loop)
+    if runtime is None or runtime.closed:
+        return None
+    return runtime
+
+
+async def ensure_runtime() -> AsyncioRuntime:
+    """The running loop's guest run, started (and kept until the loop's end) if needed."""
+    loop = asyncio.get_running_loop()
+    runtime = _RUNTIMES.get(loop)
+    if runtime is None or runtime.closed:
+        runtime = _begin(loop)
+        keeper = loop.create_task(runtime._keep(), name="kova.asyncio runtime keeper")
+        runtime._keeper = keeper  # a strong reference: asyncio keeps only weak ones
+    await runtime._started()
+    return runtime
+
+
+def _begin(loop: asyncio.AbstractEventLoop) -> AsyncioRuntime:
+    if trio.lowlevel.in_trio_run():
+        raise RuntimeError(
+            "kova.asyncio cannot start: a trio run is already active in this thread "
+            "(under trio, use kova directly, without the asyncio bridge)"
+        )
+    runtime = AsyncioRuntime(loop)
+    _RUNTIMES[loop] = runtime
+    try:
+        runtime._start()
+    except BaseException:
+        del _RUNTIMES[loop]
+        raise
+    return runtime
+
+
+@asynccontextmanager
+async def open_runtime() -> AsyncIterator[AsyncioRuntime]:
+    """kova's trio guest run on the running asyncio loop, for the block's duration.
+
+    Use it where an application's lifetime is, e.g. a FastAPI lifespan::
+
+        @contextlib.asynccontextmanager
+        async def lifespan(app):
+            async with kova.asyncio.open_runtime():
+                yield
+
+    Without it, the runtime starts on first use and ends when the loop's owner cancels the
+    remaining tasks (``asyncio.run`` does). If a runtime is already up on this loop, the
+    block shares it and leaves it running; otherwise leaving the block closes it: agents
+    still open in it are closed and their turns cancelled, and the guest run has finished
+    when the block exits.
+
+    Raises:
+        RuntimeError: no asyncio loop is running, or a trio run is already active in this
+            thread.
+    """
+    loop = asyncio.get_running_loop()
+    runtime = current_runtime(loop)
+    if runtime is not None:
+        await runtime._started()
+        yield runtime
+        return
+    runtime = _begin(loop)
+    try:
+        await runtime._started()
+        yield runtime
+    finally:
+        await runtime.aclose()
+
+
+def run_sync_in(runtime: AsyncioRuntime, callback: Callable[[], object]) -> None:
+    """Run ``callback`` in the guest run soon, from any thread (a finalizer, say); nothing
+    happens if the run has finished."""
+    token = runtime._token
+    if token is None:
+        return
+    with suppress(trio.RunFinishedError):
+        token.run_sync_soon(callback)
