@@ -90,7 +90,7 @@ class _Call(Generic[T]):
         """Cancels the turn from another thread, once its loop is up."""
 
     def here(self) -> T:
-        from ..asyncio._guest import unwrap
+        from .._guest import unwrap
 
         try:
             if self._on_asyncio:
@@ -111,7 +111,7 @@ class _Call(Generic[T]):
         raise KeyboardInterrupt  # interrupted: the worker's caller re-raises its own
 
     async def _on_guest_run(self) -> T:
-        from ..asyncio._guest import open_runtime
+        from .._guest import open_runtime
 
         loop = asyncio.get_running_loop()
         task = asyncio.current_task()

@@ -14,12 +14,12 @@ Tools written for asyncio libraries are marked ``@tool(runs_on="asyncio")`` and 
 the application's loop. See docs/asyncio.md.
 """
 
+from .._guest import AsyncioRuntime as AsyncioRuntime
+from .._guest import current_runtime as current_runtime
+from .._guest import open_runtime as open_runtime
 from ._agent import AgentEventStream as AgentEventStream
 from ._agent import AsyncioAgent as AsyncioAgent
 from ._agent import open_agent as open_agent
-from ._guest import AsyncioRuntime as AsyncioRuntime
-from ._guest import current_runtime as current_runtime
-from ._guest import open_runtime as open_runtime
 from ._host import on_asyncio as on_asyncio
 
 __all__ = [

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import trio
 
+from .._guest import AsyncioRuntime, Job, ensure_runtime, run_sync_in
 from ..agent import Agent
 from ..agent._input import check_call_options, coerce_history
-from ._guest import AsyncioRuntime, Job, ensure_runtime, run_sync_in
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -45,22 +45,29 @@ async def ticket(title: str) -> str:
     return f"filed {title!r} on {type(asyncio.get_running_loop()).__name__}"
 
 
-def _kova_threads() -> list[str]:
-    # trio's thread cache keeps idle workers ("Trio thread N") for a few seconds: not ours.
-    return [
-        thread.name
-        for thread in threading.enumerate()
-        if thread is not threading.main_thread() and not thread.name.startswith("Trio thread")
-    ]
+class NewThreads:
+    """Threads started since this was made that are still alive (trio's thread cache keeps
+    idle workers, "Trio thread N", for a few seconds: those are not left behind work)."""
+
+    def __init__(self) -> None:
+        self._before = set(threading.enumerate())
+
+    def left(self) -> list[str]:
+        return [
+            thread.name
+            for thread in threading.enumerate()
+            if thread not in self._before and not thread.name.startswith("Trio thread")
+        ]
 
 
 def test_run_sync_with_no_loop_running() -> None:
     agent = agent_of(reply_tool_calls(("add", {"a": 2, "b": 2})), reply_text("4"), tools=(add,))
+    threads = NewThreads()
     response = agent.run_sync("2 + 2?")
     assert response.text == "4"
     assert response.llm_calls == 2
     assert not agent.is_open
-    assert _kova_threads() == []
+    assert threads.left() == []
 
 
 def test_run_sync_twice_on_one_agent() -> None:
@@ -70,17 +77,17 @@ def test_run_sync_twice_on_one_agent() -> None:
 
 def test_run_sync_inside_a_running_asyncio_loop_uses_a_worker_thread() -> None:
     agent = agent_of(reply_text("from a notebook cell"))
-    seen: list[str] = []
+    threads = NewThreads()
+    during: list[str] = []
 
     async def cell() -> str:
-        seen.extend(_kova_threads())
         response = agent.run_sync("hello")
-        seen.extend(_kova_threads())
+        during.extend(threads.left())  # the worker thread is joined before run_sync returns
         return response.text
 
     assert asyncio.run(cell()) == "from a notebook cell"
-    assert seen == []  # no thread before, none left after
-    assert _kova_threads() == []
+    assert during == []
+    assert threads.left() == []
 
 
 def test_run_sync_runs_asyncio_tools_on_an_asyncio_loop_of_its_own() -> None:
@@ -96,11 +103,13 @@ def test_run_sync_with_asyncio_tools_inside_a_running_loop() -> None:
         reply_tool_calls(("ticket", {"title": "x"})), reply_text("done"), tools=(ticket,)
     )
 
+    threads = NewThreads()
+
     async def cell() -> str:
         return agent.run_sync("file it").text
 
     assert asyncio.run(cell()) == "done"
-    assert _kova_threads() == []
+    assert threads.left() == []
 
 
 def test_run_sync_raises_the_turns_error_as_itself() -> None:

@@ -41,9 +41,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import trio
 
-from .._door import ASYNCIO_HOST
-from .._errors import TurnCancelled
-from .._log import get_logger
+from ._door import ASYNCIO_HOST
+from ._errors import TurnCancelled
+from ._log import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
