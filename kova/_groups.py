@@ -14,15 +14,21 @@ from typing import TYPE_CHECKING, NoReturn
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["lone_exceptions", "raise_lone"]
+__all__ = ["lone", "lone_exceptions", "raise_lone"]
+
+
+def lone(error: BaseException) -> BaseException:
+    """The one exception inside ``error`` (through nested groups of one); ``error`` itself
+    when it is no group, or a group of more than one."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
 
 
 def raise_lone(group: BaseExceptionGroup[BaseException]) -> NoReturn:
     """Re-raise the one exception inside ``group`` (through nested groups of one) as itself;
     ``group`` unchanged when it holds more than one."""
-    only: BaseException = group
-    while isinstance(only, BaseExceptionGroup) and len(only.exceptions) == 1:
-        only = only.exceptions[0]
+    only = lone(group)
     if only is group:
         raise group
     raise only from only.__cause__

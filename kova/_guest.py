@@ -43,6 +43,7 @@ import trio
 
 from ._door import ASYNCIO_HOST
 from ._errors import TurnCancelled
+from ._groups import lone
 from ._log import get_logger
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 
     import outcome
 
-__all__ = ["AsyncioRuntime", "current_runtime", "open_runtime", "unwrap"]
+__all__ = ["AsyncioRuntime", "current_runtime", "open_runtime"]
 
 log = get_logger(__name__)
 
@@ -63,13 +64,6 @@ _RUNTIMES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncioRuntime] 
 "one guest run per loop, shared by every caller" is state of the loop, and a loop has no
 place of its own to keep it. An entry lives while its guest run does (removed when the run
 finishes); the weak key only matters for a loop dropped with its run unfinished."""
-
-
-def unwrap(error: BaseException) -> BaseException:
-    """``error`` with nursery groups of one exception unwrapped, however deeply nested."""
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    return error
 
 
 def _split_cancelled(error: BaseException) -> tuple[BaseException | None, BaseException | None]:
@@ -334,7 +328,7 @@ async def _drive(job: Job[T], function: Callable[..., Awaitable[T]], args: tuple
             if rest is None:
                 done.set_exception(TurnCancelled("kova.asyncio: the agent or runtime closed"))
             elif isinstance(rest, Exception):
-                done.set_exception(unwrap(rest))
+                done.set_exception(lone(rest))
             else:  # KeyboardInterrupt, SystemExit: asyncio cannot hold them in a future
                 done.set_exception(RuntimeError(f"the call was interrupted by {rest!r}"))
             # Marked as retrieved: the caller is awaiting it (or reads it when it comes

@@ -24,6 +24,7 @@ import trio
 
 from .._door import runs_on_asyncio
 from .._errors import BuildError
+from .._groups import raise_lone
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -90,14 +91,12 @@ class _Call(Generic[T]):
         """Cancels the turn from another thread, once its loop is up."""
 
     def here(self) -> T:
-        from .._guest import unwrap
-
         try:
             if self._on_asyncio:
                 return asyncio.run(self._on_guest_run())
             return trio.run(self._in_trio)
         except BaseExceptionGroup as group:
-            raise unwrap(group) from None
+            raise_lone(group)
 
     async def _in_trio(self) -> T:
         token = trio.lowlevel.current_trio_token()
