@@ -72,33 +72,32 @@ class Turns:
             "cpu": (time.process_time() - cpu) / self.calls * 1e6,
         }
 
-
-async def _trio_round(base_url: str, turns: Turns) -> dict[str, dict[str, float]]:
-    async with build(base_url) as agent:
-        calls = await turns.run_calls(agent.run)
+    async def streamed(self, stream: Any) -> dict[str, float]:
+        """``streams`` streamed turns; figures per text event."""
         gc.collect()
         events = 0
         cpu, wall = time.process_time(), time.perf_counter()
-        for _ in range(turns.streams):
-            async with agent.stream(turns.history, config=turns.stream_config) as stream:
-                async for event in stream:
+        for _ in range(self.streams):
+            async with stream(self.history, config=self.stream_config) as turn:
+                async for event in turn:
                     events += isinstance(event, TextDelta)
-        streamed = _per_event(cpu, wall, events)
-    return {"run": calls, "stream": streamed}
+        return _per_event(cpu, wall, events)
+
+
+async def _trio_round(base_url: str, turns: Turns) -> dict[str, dict[str, float]]:
+    async with build(base_url) as agent:
+        return {
+            "run": await turns.run_calls(agent.run),
+            "stream": await turns.streamed(agent.stream),
+        }
 
 
 async def _bridge_round(base_url: str, turns: Turns) -> dict[str, dict[str, float]]:
     async with kova.asyncio.open_agent(build(base_url)) as bridged:
-        calls = await turns.run_calls(bridged.run)
-        gc.collect()
-        events = 0
-        cpu, wall = time.process_time(), time.perf_counter()
-        for _ in range(turns.streams):
-            async with bridged.stream(turns.history, config=turns.stream_config) as stream:
-                async for event in stream:
-                    events += isinstance(event, TextDelta)
-        streamed = _per_event(cpu, wall, events)
-    return {"run": calls, "stream": streamed}
+        return {
+            "run": await turns.run_calls(bridged.run),
+            "stream": await turns.streamed(bridged.stream),
+        }
 
 
 def _per_event(cpu: float, wall: float, events: int) -> dict[str, float]:
