@@ -18,15 +18,13 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from types import TracebackType
 
-    from pydantic import BaseModel
-
     from .._models import InferenceConfig, Message, ResponseFormat
     from ..agent import AgentEvent, AgentResponse, CancelToken
     from ..agent._input import HistoryInput
 
 __all__ = ["AgentEventStream", "AsyncioAgent", "open_agent"]
 
-ModelT = TypeVar("ModelT", bound="BaseModel")
+OutputT = TypeVar("OutputT")
 
 
 @asynccontextmanager
@@ -158,18 +156,18 @@ class AsyncioAgent:
     async def run_structured(
         self,
         history: HistoryInput,
-        output: type[ModelT],
+        output: type[OutputT],
         *,
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         output_retries: int | None = None,
-    ) -> tuple[ModelT, AgentResponse]: ...
+    ) -> tuple[OutputT, AgentResponse]: ...
 
     @overload
     async def run_structured(
         self,
         history: HistoryInput,
-        output: ResponseFormat,
+        output: ResponseFormat | object,
         *,
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
@@ -179,7 +177,7 @@ class AsyncioAgent:
     async def run_structured(
         self,
         history: HistoryInput,
-        output: ResponseFormat | type[BaseModel],
+        output: ResponseFormat | object,
         *,
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
