@@ -17,6 +17,8 @@ from ._ollama_server import FakeOllamaServer as FakeOllamaServer
 from ._ollama_server import open_ollama_server as open_ollama_server
 from ._openai_server import FakeOpenAiServer as FakeOpenAiServer
 from ._openai_server import open_openai_server as open_openai_server
+from ._responses_server import FakeResponsesServer as FakeResponsesServer
+from ._responses_server import open_responses_server as open_responses_server
 from ._schema_values import value_for_schema as value_for_schema
 from ._script import ErrorReply as ErrorReply
 from ._script import Reply as Reply
@@ -42,6 +44,7 @@ __all__ = [
     "FakeGeminiServer",
     "FakeOllamaServer",
     "FakeOpenAiServer",
+    "FakeResponsesServer",
     "FunctionProvider",
     "RealNetworkRequestError",
     "Reply",
@@ -59,6 +62,7 @@ __all__ = [
     "open_gemini_server",
     "open_ollama_server",
     "open_openai_server",
+    "open_responses_server",
     "reply_text",
     "reply_tool_calls",
     "response_to_events",

@@ -31,11 +31,15 @@ from kova.providers.ollama import OllamaConfig
 from kova.providers.ollama._codec import OllamaCodec
 from kova.providers.openai import OpenAiConfig
 from kova.providers.openai._codec import OpenAiCodec
+from kova.providers.openai._responses import OpenAiResponsesCodec
+from kova.providers.openai._responses_config import OpenAiResponsesConfig
 
 from ._contract import check_types, split
 from ._contract import run as run_stream
 from .anthropic.test_anthropic_stream import WIRE_EXAMPLE as ANTHROPIC_STREAM
 from .openai.wire_samples import TOOL_CALL_STREAM as OPENAI_STREAM
+from .openai_responses.wire_samples import TEXT_STREAM as RESPONSES_TEXT_STREAM
+from .openai_responses.wire_samples import TOOL_CALL_STREAM as RESPONSES_STREAM
 
 
 def _openai_text(text: str) -> str:
@@ -143,6 +147,35 @@ CASES = [
         stream=OPENAI_STREAM,
         error_frame='data: {"error":{"message":"slow","code":"rate_limit_exceeded"}}\n\n',
         error_class=ProviderErrorClass.RATE_LIMITED,
+        malformed=("data: {oops\n\n",),
+    ),
+    Case(
+        name="openai-responses",
+        codec=OpenAiResponsesCodec(OpenAiResponsesConfig(model="m", api_key="k")),
+        stream=RESPONSES_STREAM,
+        error_frame=(
+            "event: error\n"
+            'data: {"type":"error","sequence_number":2,"error":{"type":"tokens",'
+            '"code":"rate_limit_exceeded","message":"slow","param":null}}\n\n'
+        ),
+        error_class=ProviderErrorClass.RATE_LIMITED,
+        malformed=(
+            "event: response.output_text.delta\ndata: {oops\n\n",
+            "data: [1, 2]\n\n",
+            'data: {"type":"response.output_text.delta","output_index":0,"delta":5}\n\n',
+            'data: {"type":"response.function_call_arguments.delta","output_index":9,'
+            '"delta":"{"}\n\n',
+            'data: {"type":"response.output_item.added","output_index":0,"item":"x"}\n\n',
+            'data: {"type":"response.output_item.done","output_index":0,'
+            '"item":{"type":"message","content":[{"type":"output_text","text":7}]}}\n\n',
+        ),
+    ),
+    Case(
+        name="openai-responses-text",
+        codec=OpenAiResponsesCodec(OpenAiResponsesConfig(model="m", api_key="k")),
+        stream=RESPONSES_TEXT_STREAM,
+        error_frame='data: {"type":"error","code":"server_error","message":"busy"}\n\n',
+        error_class=ProviderErrorClass.OVERLOADED,
         malformed=("data: {oops\n\n",),
     ),
     Case(

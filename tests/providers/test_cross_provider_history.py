@@ -24,6 +24,8 @@ from kova.providers.ollama import OllamaConfig
 from kova.providers.ollama._codec import OllamaCodec
 from kova.providers.openai import OpenAiConfig
 from kova.providers.openai._codec import OpenAiCodec
+from kova.providers.openai._responses import OpenAiResponsesCodec
+from kova.providers.openai._responses_config import OpenAiResponsesConfig
 
 SIGNATURES = ("dGV4dC1zaWc=", "Y2FsbC1zaWc=", "ZW1wdHktc2ln", "bGFzdC1zaWc=")
 
@@ -53,6 +55,7 @@ GEMINI_HISTORY = [
 
 OTHERS = {
     "openai": OpenAiCodec(OpenAiConfig(model="m", api_key="k")),
+    "openai-responses": OpenAiResponsesCodec(OpenAiResponsesConfig(model="m", api_key="k")),
     "anthropic": AnthropicCodec(AnthropicConfig(model="m", api_key="k")),
     "bedrock": BedrockCodec(BedrockConfig(region="us-east-1", model_id="m")),
     "ollama": OllamaCodec(OllamaConfig(model="m", base_url="http://x")),

@@ -1,10 +1,12 @@
 """OpenAI Chat Completions and compatible servers (Azure, vLLM, Ollama ``/v1``, DeepSeek, ...),
-and OpenAI embeddings."""
+the OpenAI Responses API, and OpenAI embeddings."""
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from ._client import OpenAiCompatibleProvider as OpenAiCompatibleProvider
 from ._config import OpenAiConfig as OpenAiConfig
+from ._responses import OpenAiResponsesProvider as OpenAiResponsesProvider
+from ._responses_config import OpenAiResponsesConfig as OpenAiResponsesConfig
 from ._stream import OpenAiStreamDecoder as OpenAiStreamDecoder
 
 if _TYPE_CHECKING:
@@ -16,6 +18,8 @@ __all__ = [
     "OpenAiConfig",
     "OpenAiEmbeddingConfig",
     "OpenAiEmbeddingProvider",
+    "OpenAiResponsesConfig",
+    "OpenAiResponsesProvider",
     "OpenAiStreamDecoder",
 ]
 

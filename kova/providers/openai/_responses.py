@@ -1,0 +1,150 @@
+"""The OpenAI Responses API provider: config + codec on the one HTTP provider."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from ..._record import Record, set_field
+from .._auth import bearer_auth, header_auth
+from .._codec import CodecBase, ModelPage, WireRequest
+from .._framing import SseFramer
+from .._http_provider import HttpProvider
+from .._sse import SseEvent
+from ._codec import openai_error_details
+from ._config import endpoint_path
+from ._convert import decode_models
+from ._responses_convert import (
+    PROVIDER,
+    decode_input_tokens,
+    decode_response,
+    encode_count_request,
+    encode_request,
+)
+from ._responses_stream import ResponsesStreamDecoder
+
+if TYPE_CHECKING:
+    import httpx2
+
+    from ..._models import ChatRequest, JSONValue, ModelResponse
+    from .._http import ErrorDetails
+    from ._responses_config import OpenAiResponsesConfig
+
+__all__ = ["OpenAiResponsesCodec", "OpenAiResponsesProvider"]
+
+
+class OpenAiResponsesCodec(Record, CodecBase[SseEvent]):
+    """The Responses API (``POST /v1/responses``) over SSE."""
+
+    config: OpenAiResponsesConfig
+    name: ClassVar[str] = PROVIDER
+    framer: ClassVar[type[SseFramer]] = SseFramer
+    stream_content_types: ClassVar[tuple[str, ...]] = ("text/event-stream",)
+
+    def __init__(self, config: OpenAiResponsesConfig) -> None:
+        set_field(self, "config", config)
+
+    def _post(self, path: str, body: JSONValue, *, stream: bool = False) -> WireRequest:
+        config = self.config
+        headers = dict(config.extra_headers)
+        if stream:
+            headers["accept"] = "text/event-stream"
+        return WireRequest(
+            path=endpoint_path(config.base_url, path),
+            query=config.query_params(),
+            headers=headers,
+            body=body,
+        )
+
+    def encode(self, request: ChatRequest, *, stream: bool) -> WireRequest:
+        body = encode_request(
+            request.messages, request.tools, request.config, self.config, stream=stream
+        )
+        return self._post(self.config.responses_path, body, stream=stream)
+
+    def decode(self, body: JSONValue) -> ModelResponse:
+        return decode_response(body, endpoint=self.config.base_url)
+
+    def stream_decoder(self) -> ResponsesStreamDecoder:
+        return ResponsesStreamDecoder(endpoint=self.config.base_url)
+
+    def error_details(self, body: JSONValue) -> ErrorDetails:
+        return openai_error_details(body)
+
+    def encode_count_tokens(self, request: ChatRequest) -> WireRequest:
+        body = encode_count_request(request.messages, request.tools, request.config, self.config)
+        return self._post(self.config.input_tokens_path, body)
+
+    def decode_count_tokens(self, body: JSONValue) -> int:
+        return decode_input_tokens(body)
+
+    def encode_list_models(self, cursor: str | None) -> WireRequest:
+        config = self.config
+        return WireRequest(
+            method="GET",
+            path=endpoint_path(config.base_url, config.models_path),
+            query=config.query_params(),
+            headers=config.extra_headers,
+        )
+
+    def decode_list_models(self, body: JSONValue) -> ModelPage:
+        return ModelPage(models=decode_models(body))
+
+
+def responses_auth(config: OpenAiResponsesConfig) -> httpx2.Auth | None:
+    """Azure takes the key in ``api-key``, everyone else as a bearer token; no key, no
+    header."""
+    if config.api_key is None:
+        return None
+    if config.uses_api_key_header:
+        return header_auth("api-key", config.api_key)
+    return bearer_auth(config.api_key)
+
+
+class OpenAiResponsesProvider(HttpProvider[SseEvent]):
+    """A :class:`~kova.providers.Provider` for the OpenAI Responses API (OpenAI, Azure
+    OpenAI, Responses-compatible servers).
+
+    Args:
+        config: endpoint, model and defaults.
+        client: a caller-owned ``httpx2.AsyncClient`` (kova never closes it).
+        transport: an ``httpx2`` transport for the client kova creates (tests).
+
+    Use it inside ``async with provider.open():`` (an agent does this for you).
+    """
+
+    def __init__(
+        self,
+        config: OpenAiResponsesConfig,
+        *,
+        client: httpx2.AsyncClient | None = None,
+        transport: httpx2.AsyncBaseTransport | None = None,
+    ) -> None:
+        from ._responses_config import OpenAiResponsesConfig
+
+        if not isinstance(config, OpenAiResponsesConfig):
+            raise TypeError(
+                f"OpenAiResponsesProvider takes an OpenAiResponsesConfig, got "
+                f"{type(config).__name__}"
+            )
+        self.config = config
+        super().__init__(
+            OpenAiResponsesCodec(config),
+            base_url=config.base_url,
+            auth=responses_auth(config),
+            timeout=config.timeout,
+            connect_timeout=config.connect_timeout,
+            total_timeout=config.total_timeout,
+            stream_timeout=config.stream_timeout,
+            max_response_bytes=config.max_response_bytes,
+            client=client,
+            transport=transport,
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAiResponsesProvider({self.config!r})"
+
+
+if TYPE_CHECKING:
+    from .._base import Provider
+
+    _check: type[Provider] = OpenAiResponsesProvider

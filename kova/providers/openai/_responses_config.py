@@ -1,0 +1,164 @@
+"""Configuration of the OpenAI Responses API provider."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+import attrs
+
+from ._config import DEFAULT_BASE_URL, _env_key, _headers, _positive_int, _positive_seconds
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ..._secret import Secret
+
+__all__ = ["OpenAiResponsesConfig"]
+
+_AZURE_HOSTS = (".openai.azure.com", ".cognitiveservices.azure.com", ".services.ai.azure.com")
+
+
+def _optional_str(
+    _instance: object, attribute: attrs.Attribute[str | None], value: str | None
+) -> None:
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ValueError(f"{attribute.name} must be a non-empty string or None, got {value!r}")
+
+
+def _http_url(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str) or urlsplit(value).scheme not in ("http", "https"):
+        raise ValueError(f"{attribute.name} must be an http(s) URL, got {value!r}")
+
+
+def _model(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{attribute.name} must be a non-empty string, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class OpenAiResponsesConfig:
+    """How to reach an OpenAI Responses API endpoint (``POST /v1/responses``): OpenAI, Azure
+    OpenAI, or a Responses-compatible server.
+
+    kova's history is the caller's, so the provider is stateless by default: ``store: false``,
+    the whole conversation sent as ``input`` items on every call, and the model's reasoning
+    items (with their ``encrypted_content``) kept on the assistant message and sent back
+    unchanged during a tool loop.
+
+    Example::
+
+        OpenAiResponsesConfig(model="gpt-5.4", reasoning_effort="medium")      # OpenAI
+        OpenAiResponsesConfig.azure(                                            # Azure, v1 API
+            "https://my-resource.openai.azure.com", deployment="my-gpt5", api_key="..."
+        )
+    """
+
+    model: str = attrs.field(validator=_model)
+    """Default model (Azure: the deployment name); ``InferenceConfig.model`` overrides it."""
+    base_url: str = attrs.field(default=DEFAULT_BASE_URL, validator=_http_url)
+    """Scheme and host (and optional prefix); the paths below are appended. A base URL ending
+    in ``/v1`` (as the official SDK's does) is fine: the paths' ``/v1`` is not repeated."""
+    api_key: Secret | None = attrs.field(default=None, converter=_env_key)
+    """The key (a ``str`` is wrapped in a masked :class:`~kova.Secret`). ``None`` reads
+    ``OPENAI_API_KEY`` when the config is built; no key at all sends no auth header."""
+    timeout: float = attrs.field(default=60.0, validator=attrs.validators.gt(0))
+    """Read timeout in seconds, the time to a stream's response head, and the idle timeout
+    between stream events (reasoning models can think a while before their first event)."""
+    total_timeout: float | None = attrs.field(
+        default=600.0,
+        validator=_positive_seconds,  # type: ignore[arg-type]
+    )
+    """Deadline for a whole non-streaming request (reasoning calls can take minutes)."""
+    stream_timeout: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.gt(0.0))
+    )
+    """Optional deadline for a whole stream."""
+    max_response_bytes: int = attrs.field(default=64 * 1024 * 1024, validator=_positive_int)
+    connect_timeout: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
+    )
+    max_output_tokens: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.ge(16))
+    )
+    """``max_output_tokens`` (visible plus reasoning tokens, at least 16) used when
+    ``InferenceConfig.max_tokens`` is unset."""
+    temperature: float | None = None
+    """Temperature used when ``InferenceConfig.temperature`` is unset. Many reasoning models
+    take none: it is only sent when set."""
+    reasoning_effort: str | None = attrs.field(default=None, validator=_optional_str)
+    """``reasoning.effort`` (``"none"``, ``"minimal"``, ``"low"``, ``"medium"``, ``"high"``,
+    ...). Leave unset for models that do not reason (gpt-4.1 answers 400 to it)."""
+    reasoning_summary: str | None = attrs.field(default=None, validator=_optional_str)
+    """``reasoning.summary`` (``"auto"``, ``"concise"``, ``"detailed"``): the model's summary
+    of its reasoning, streamed as :class:`~kova.ThinkingDelta` and kept as ``thinking``."""
+    store: bool = False
+    """``store``: ``False`` (the default) keeps nothing on OpenAI's side; the reasoning items
+    are then round-tripped encrypted (``include: ["reasoning.encrypted_content"]``)."""
+    strict_tools: bool | None = None
+    """``strict`` on function tools: ``None`` (default) sends ``true`` for a schema that is
+    already strict (every object closed with ``additionalProperties: false`` and all its
+    properties required) and ``false`` otherwise, so optional parameters stay optional;
+    ``True`` / ``False`` force it."""
+    parallel_tool_calls: bool | None = None
+    """``parallel_tool_calls`` (the API's default is ``true``); sent only when set."""
+    prompt_cache_key: str | None = attrs.field(default=None, validator=_optional_str)
+    """Routes requests that share a prefix to the same prompt cache."""
+    responses_path: str = "/v1/responses"
+    input_tokens_path: str = "/v1/responses/input_tokens"
+    models_path: str = "/v1/models"
+    api_version: str | None = attrs.field(default=None, validator=_optional_str)
+    """Azure's dated ``api-version`` query parameter (``"2025-04-01-preview"``); Azure's v1
+    API needs none."""
+    azure: bool | None = None
+    """Send the key in Azure's ``api-key`` header instead of ``Authorization: Bearer``.
+    ``None``: when ``api_version`` is set or the host is an Azure OpenAI one."""
+    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, repr=False)
+    """Sent with every request (e.g. ``OpenAI-Organization``, ``OpenAI-Project``)."""
+
+    @classmethod
+    def azure_openai(
+        cls,
+        endpoint: str,
+        *,
+        deployment: str,
+        api_key: str | Secret | None = None,
+        api_version: str | None = None,
+        **options: object,
+    ) -> OpenAiResponsesConfig:
+        """An Azure OpenAI resource: ``endpoint`` is ``https://<resource>.openai.azure.com``,
+        ``deployment`` the model deployment. Without ``api_version`` the v1 API
+        (``/openai/v1/responses``); with one, the dated path
+        (``/openai/responses?api-version=...``)."""
+        root = endpoint.rstrip("/")
+        if api_version is None:
+            return cls(
+                model=deployment,
+                base_url=f"{root}/openai/v1",
+                api_key=api_key,
+                azure=True,
+                **options,  # type: ignore[arg-type]
+            )
+        return cls(
+            model=deployment,
+            base_url=root,
+            api_key=api_key,
+            api_version=api_version,
+            responses_path="/openai/responses",
+            input_tokens_path="/openai/responses/input_tokens",
+            models_path="/openai/models",
+            azure=True,
+            **options,  # type: ignore[arg-type]
+        )
+
+    @property
+    def uses_api_key_header(self) -> bool:
+        """Whether the key goes in ``api-key`` (Azure) rather than as a bearer token."""
+        if self.azure is not None:
+            return self.azure
+        host = urlsplit(self.base_url).hostname or ""
+        return self.api_version is not None or host.endswith(_AZURE_HOSTS)
+
+    def query_params(self) -> dict[str, str]:
+        """Query parameters sent with every request."""
+        return {"api-version": self.api_version} if self.api_version is not None else {}
