@@ -54,6 +54,16 @@ def _openai(model: str, base_url: str | None, api_key: str | None) -> Provider:
     return OpenAiCompatibleProvider(OpenAiConfig(model=model, base_url=base_url, api_key=api_key))
 
 
+def _openai_responses(model: str, base_url: str | None, api_key: str | None) -> Provider:
+    from ..providers.openai import OpenAiResponsesConfig, OpenAiResponsesProvider
+
+    if base_url is None:
+        return OpenAiResponsesProvider(OpenAiResponsesConfig(model=model, api_key=api_key))
+    return OpenAiResponsesProvider(
+        OpenAiResponsesConfig(model=model, base_url=base_url, api_key=api_key)
+    )
+
+
 def _anthropic(model: str, base_url: str | None, api_key: str | None) -> Provider:
     from ..providers.anthropic import AnthropicConfig, AnthropicProvider
 
@@ -101,6 +111,12 @@ PROVIDERS: Mapping[str, ProviderChoice] = MappingProxyType(
         "openai": ProviderChoice(
             build=_openai,
             default_model="gpt-4.1",
+            key_env="OPENAI_API_KEY",
+            base_url_env="OPENAI_BASE_URL",
+        ),
+        "openai-responses": ProviderChoice(
+            build=_openai_responses,
+            default_model="gpt-5.4",
             key_env="OPENAI_API_KEY",
             base_url_env="OPENAI_BASE_URL",
         ),

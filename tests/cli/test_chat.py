@@ -20,6 +20,7 @@ from kova.testing import (
     open_gemini_server,
     open_ollama_server,
     open_openai_server,
+    open_responses_server,
     reply_text,
     reply_tool_calls,
     with_thinking,
@@ -70,6 +71,7 @@ def _model(request: ScriptRequest) -> Any:
 def _server(kind: str) -> Callable[[], AbstractAsyncContextManager[Any]]:
     return {
         "openai": lambda: open_openai_server(_model),
+        "openai-responses": lambda: open_responses_server(_model),
         "anthropic": lambda: open_anthropic_server(_model),
         "gemini": lambda: open_gemini_server(_model),
         "ollama": lambda: open_ollama_server(_model),
@@ -132,7 +134,7 @@ async def _guard() -> AsyncIterator[None]:
         yield
 
 
-@pytest.mark.parametrize("kind", ["openai", "anthropic", "gemini", "ollama"])
+@pytest.mark.parametrize("kind", ["openai", "openai-responses", "anthropic", "gemini", "ollama"])
 @pytest.mark.usefixtures("_guard")
 async def test_chat_streams_cancels_with_ctrl_c_saves_and_resumes(
     kind: str, tmp_path: Path
@@ -214,16 +216,19 @@ def _kova(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("kind", ["openai", "anthropic", "gemini", "ollama"])
+@pytest.mark.parametrize("kind", ["openai", "openai-responses", "anthropic", "gemini", "ollama"])
 async def test_models_lists_the_provider_models(kind: str) -> None:
     async with _server(kind)() as server:
         result = await trio.to_thread.run_sync(
             lambda: _kova("models", "--provider", kind, "--base-url", server.base_url)
         )
     assert result.returncode == 0, result.stderr
-    expected = {"openai": "gpt-fake", "anthropic": "claude", "gemini": "gemini-fake"}.get(
-        kind, "llama3.2"
-    )
+    expected = {
+        "openai": "gpt-fake",
+        "openai-responses": "gpt-fake",
+        "anthropic": "claude",
+        "gemini": "gemini-fake",
+    }.get(kind, "llama3.2")
     assert expected in result.stdout
 
 
@@ -246,7 +251,10 @@ def test_chat_without_a_provider_says_how_to_choose_one() -> None:
         env=env,
     )
     assert result.returncode == 2
-    assert "pass --provider (anthropic, openai, gemini, ollama, bedrock)" in result.stderr
+    assert (
+        "pass --provider (anthropic, openai, openai-responses, gemini, ollama, bedrock)"
+        in result.stderr
+    )
 
 
 def test_python_dash_m_kova_runs_the_cli() -> None:
