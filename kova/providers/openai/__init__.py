@@ -5,13 +5,13 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from ._client import OpenAiCompatibleProvider as OpenAiCompatibleProvider
 from ._config import OpenAiConfig as OpenAiConfig
-from ._responses import OpenAiResponsesProvider as OpenAiResponsesProvider
-from ._responses_config import OpenAiResponsesConfig as OpenAiResponsesConfig
 from ._stream import OpenAiStreamDecoder as OpenAiStreamDecoder
 
 if _TYPE_CHECKING:
     from ._embeddings import OpenAiEmbeddingConfig as OpenAiEmbeddingConfig
     from ._embeddings import OpenAiEmbeddingProvider as OpenAiEmbeddingProvider
+    from ._responses import OpenAiResponsesProvider as OpenAiResponsesProvider
+    from ._responses_config import OpenAiResponsesConfig as OpenAiResponsesConfig
 
 __all__ = [
     "OpenAiCompatibleProvider",
@@ -24,20 +24,25 @@ __all__ = [
 ]
 
 
-_LAZY = frozenset({"OpenAiEmbeddingConfig", "OpenAiEmbeddingProvider"})
+_LAZY = {
+    "OpenAiEmbeddingConfig": "_embeddings",
+    "OpenAiEmbeddingProvider": "_embeddings",
+    "OpenAiResponsesConfig": "_responses_config",
+    "OpenAiResponsesProvider": "_responses",
+}
 
 
 def __getattr__(name: str) -> object:
-    # The embeddings provider and its config load on first use: a chat program does not pay
-    # for them.
+    # The embeddings and Responses providers and their configs load on first use: a Chat
+    # Completions program does not pay for them.
     if name not in _LAZY:
         raise AttributeError(f"module 'kova.providers.openai' has no attribute {name!r}")
-    from . import _embeddings
+    import importlib
 
-    value = getattr(_embeddings, name)
+    value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _LAZY)
+    return sorted(set(globals()) | set(_LAZY))
