@@ -51,6 +51,7 @@ def floor_codec(size: dict[str, Any]) -> dict[str, Any]:
     api, n = size["api"], size["chunks"]
     pieces = _pieces(api, n)
     openai = api == "openai"
+    responses = api == "responses"
     if api in _SEPARATOR:
         return _measure(_floor_other(api, pieces, n), n, size["repeats"])
 
@@ -75,6 +76,9 @@ def floor_codec(size: dict[str, Any]) -> dict[str, Any]:
                         text = choices[0]["delta"].get("content")
                         if text:
                             chars += len(text)
+                elif responses:
+                    if obj["type"] == "response.output_text.delta":
+                        chars += len(obj["delta"])
                 elif obj["type"] == "content_block_delta":
                     chars += len(obj["delta"]["text"])
         assert chars == len(payloads.answer_text(n))
@@ -122,6 +126,12 @@ def kova_codec(size: dict[str, Any]) -> dict[str, Any]:
         from kova.providers.ollama._stream import OllamaStreamDecoder as Decoder
 
         Framer = NdjsonFramer
+    elif api == "responses":
+        from functools import partial
+
+        from kova.providers.openai._responses_stream import ResponsesStreamDecoder
+
+        Decoder = partial(ResponsesStreamDecoder, endpoint="http://bench")
     else:
         from kova.providers.anthropic._stream import AnthropicStreamDecoder as Decoder
 

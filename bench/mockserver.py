@@ -46,6 +46,10 @@ def _has_tool_result(api: str, messages: object) -> bool:
             if message.get("role") == "tool":
                 return True
             continue
+        if api == "responses":
+            if message.get("type") == "function_call_output":
+                return True
+            continue
         content = message.get("content")
         if isinstance(content, list):
             for block in content:
@@ -69,6 +73,8 @@ def respond(method: bytes, path: bytes, body: bytes) -> bytes:
         api = "ollama"
     elif path.endswith(b"/chat/completions"):
         api = "openai"
+    elif path.endswith(b"/responses"):
+        api = "responses"
     elif path.endswith(b"/messages"):
         api = "anthropic"
     elif path.endswith(b"/models") and method == b"GET":
@@ -88,7 +94,8 @@ def respond(method: bytes, path: bytes, body: bytes) -> bytes:
         key = (api, gemini_stream, tool_call, n)
     else:
         tool, n = payloads.parse_model(str(request.get("model", "")))
-        tool_call = tool and not _has_tool_result(api, request.get("messages"))
+        history = request.get("input" if api == "responses" else "messages")
+        tool_call = tool and not _has_tool_result(api, history)
         # Ollama streams unless told not to.
         stream = request.get("stream", api == "ollama")
         key = (api, bool(stream), tool_call, n)

@@ -1,5 +1,5 @@
-"""Precomputed wire payloads for the mock server, in the real OpenAI, Anthropic, Gemini (SSE)
-and Ollama (NDJSON) shapes.
+"""Precomputed wire payloads for the mock server, in the real OpenAI (Chat Completions and
+Responses), Anthropic, Gemini (SSE) and Ollama (NDJSON) shapes.
 
 The request's ``model`` field selects the response (so every SDK can drive it without custom
 headers):
@@ -470,6 +470,159 @@ def ollama_json_tool() -> bytes:
     )
 
 
+# --------------------------------------------------------------------------- OpenAI Responses
+
+_RS_USAGE_BASE = {"input_tokens": 44, "input_tokens_details": {"cached_tokens": 0}}
+
+
+def _rs_usage(output: int) -> dict[str, object]:
+    return {
+        **_RS_USAGE_BASE,
+        "output_tokens": output,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 44 + output,
+    }
+
+
+def _rs_response(status: str, output: list[object], usage: object) -> dict[str, object]:
+    return {
+        "id": "resp_bench",
+        "object": "response",
+        "created_at": CREATED,
+        "status": status,
+        "error": None,
+        "incomplete_details": None,
+        "model": "bench",
+        "output": output,
+        "parallel_tool_calls": True,
+        "store": False,
+        "usage": usage,
+    }
+
+
+def _rs_event(data: dict[str, object]) -> bytes:
+    return b"event: " + str(data["type"]).encode() + b"\ndata: " + _dumps(data) + b"\n\n"
+
+
+def _rs_message(text: str) -> dict[str, object]:
+    return {
+        "id": "msg_bench",
+        "type": "message",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}],
+        "role": "assistant",
+    }
+
+
+_RS_CALL = {
+    "id": "fc_bench",
+    "type": "function_call",
+    "status": "completed",
+    "arguments": json.dumps(TOOL_ARGS),
+    "call_id": "call_bench",
+    "name": TOOL_NAME,
+}
+
+
+def _rs_stream(
+    items: list[dict[str, object]],
+    deltas: list[dict[str, object]],
+    output: int,
+    final: list[object],
+) -> bytes:
+    events: list[dict[str, object]] = [
+        {"type": "response.created", "response": _rs_response("in_progress", [], None)},
+        {"type": "response.in_progress", "response": _rs_response("in_progress", [], None)},
+        *items[:-1],
+        *deltas,
+        items[-1],
+        {
+            "type": "response.completed",
+            "response": _rs_response("completed", final, _rs_usage(output)),
+        },
+    ]
+    return http_sse(
+        [_rs_event({"type": e["type"], "sequence_number": i, **e}) for i, e in enumerate(events)]
+    )
+
+
+def responses_stream_text(n: int) -> bytes:
+    text = answer_text(n)
+    added = {
+        "type": "response.output_item.added",
+        "output_index": 0,
+        "item": {**_rs_message(""), "status": "in_progress", "content": []},
+    }
+    part = {
+        "type": "response.content_part.added",
+        "item_id": "msg_bench",
+        "output_index": 0,
+        "content_index": 0,
+        "part": {"type": "output_text", "text": "", "annotations": [], "logprobs": []},
+    }
+    deltas: list[dict[str, object]] = [
+        {
+            "type": "response.output_text.delta",
+            "item_id": "msg_bench",
+            "output_index": 0,
+            "content_index": 0,
+            "delta": chunk_text(i),
+            "logprobs": [],
+            "obfuscation": "aB3dE9",
+        }
+        for i in range(n)
+    ]
+    deltas.append(
+        {
+            "type": "response.output_text.done",
+            "item_id": "msg_bench",
+            "output_index": 0,
+            "content_index": 0,
+            "text": text,
+            "logprobs": [],
+        }
+    )
+    done = {"type": "response.output_item.done", "output_index": 0, "item": _rs_message(text)}
+    return _rs_stream([added, part, done], deltas, n, [_rs_message(text)])
+
+
+def responses_stream_tool() -> bytes:
+    args = json.dumps(TOOL_ARGS)
+    half = len(args) // 2
+    added = {
+        "type": "response.output_item.added",
+        "output_index": 0,
+        "item": {**_RS_CALL, "status": "in_progress", "arguments": ""},
+    }
+    deltas: list[dict[str, object]] = [
+        {
+            "type": "response.function_call_arguments.delta",
+            "item_id": "fc_bench",
+            "output_index": 0,
+            "delta": piece,
+        }
+        for piece in (args[:half], args[half:])
+    ]
+    deltas.append(
+        {
+            "type": "response.function_call_arguments.done",
+            "item_id": "fc_bench",
+            "output_index": 0,
+            "arguments": args,
+        }
+    )
+    done = {"type": "response.output_item.done", "output_index": 0, "item": _RS_CALL}
+    return _rs_stream([added, done], deltas, 16, [_RS_CALL])
+
+
+def responses_json_text(n: int) -> bytes:
+    return http_json(_dumps(_rs_response("completed", [_rs_message(answer_text(n))], _rs_usage(n))))
+
+
+def responses_json_tool() -> bytes:
+    return http_json(_dumps(_rs_response("completed", [_RS_CALL], _rs_usage(16))))
+
+
 # --------------------------------------------------------------------------- selection
 
 
@@ -483,6 +636,10 @@ def build(api: str, stream: bool, tool_call: bool, n: int) -> bytes:
         if tool_call:
             return ollama_stream_tool() if stream else ollama_json_tool()
         return ollama_stream_text(n) if stream else ollama_json_text(n)
+    if api == "responses":
+        if tool_call:
+            return responses_stream_tool() if stream else responses_json_tool()
+        return responses_stream_text(n) if stream else responses_json_text(n)
     if api == "openai":
         if tool_call:
             return openai_stream_tool() if stream else openai_json_tool()
@@ -499,6 +656,7 @@ def sse_body(api: str, n: int) -> bytes:
         "anthropic": anthropic_stream_text,
         "gemini": gemini_stream_text,
         "ollama": ollama_stream_text,
+        "responses": responses_stream_text,
     }
     raw = streams[api](n)
     _head, _, chunked = raw.partition(b"\r\n\r\n")

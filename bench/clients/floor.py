@@ -19,12 +19,14 @@ _HEADERS = {
     "anthropic": {"x-api-key": "sk-bench", "anthropic-version": "2023-06-01"},
     "gemini": {"x-goog-api-key": "bench-key"},
     "ollama": {},
+    "responses": {"authorization": "Bearer sk-bench"},
 }
 _PATH = {
     "openai": "/v1/chat/completions",
     "anthropic": "/v1/messages",
     "gemini": "/v1beta/models/",
     "ollama": "/api/chat",
+    "responses": "/v1/responses",
 }
 _GEMINI_TOOLS = [
     {
@@ -82,6 +84,19 @@ _TOOLS = {
         }
     ],
 }
+_RESPONSES_TOOLS = [
+    {
+        "type": "function",
+        "name": payloads.TOOL_NAME,
+        "description": "Weather for a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+        "strict": False,
+    }
+]
 PROMPT = "What is the weather in Paris?"
 
 
@@ -98,6 +113,18 @@ def _body(api: str, model: str, messages: list[Any], stream: bool, tools: bool =
         if tools:
             gemini["tools"] = _GEMINI_TOOLS
         return gemini
+    if api == "responses":
+        responses: dict[str, Any] = {
+            "model": model,
+            "input": messages,
+            "max_output_tokens": 1024,
+            "store": False,
+        }
+        if stream:
+            responses["stream"] = True
+        if tools:
+            responses["tools"] = _RESPONSES_TOOLS
+        return responses
     if api == "ollama":
         ollama: dict[str, Any] = {
             "model": model,
@@ -116,6 +143,16 @@ def _body(api: str, model: str, messages: list[Any], stream: bool, tools: bool =
     if tools:
         body["tools"] = _TOOLS[api]
     return body
+
+
+def _responses_text(output: list[Any]) -> str:
+    return "".join(
+        part["text"]
+        for item in output
+        if item["type"] == "message"
+        for part in item["content"]
+        if part["type"] == "output_text"
+    )
 
 
 class _Floor:
@@ -168,6 +205,8 @@ class _Floor:
         response = await self.client.post(self.url, json=_body(self.api, model, messages, False))
         response.raise_for_status()
         data = response.json()
+        if self.api == "responses":
+            return _responses_text(data["output"])
         if self.api == "openai":
             return data["choices"][0]["message"]["content"]
         return "".join(b["text"] for b in data["content"] if b["type"] == "text")
@@ -212,11 +251,35 @@ class _Floor:
                         chars += len(text)
         return deltas, chars
 
+    async def _stream_responses(self, model: str) -> tuple[int, int]:
+        body = _body(self.api, model, self._first(), True)
+        deltas = chars = 0
+        loads = json.loads
+        async with self.client.stream("POST", self.url, json=body) as response:
+            response.raise_for_status()
+            buffer = b""
+            async for chunk in response.aiter_bytes():
+                buffer += chunk
+                *events, buffer = buffer.split(b"\n\n")
+                for event in events:
+                    start = event.find(b"data: ")
+                    if start < 0:
+                        continue
+                    obj = loads(event[start + 6 :])
+                    if obj["type"] == "response.output_text.delta":
+                        text = obj["delta"]
+                        if text:
+                            deltas += 1
+                            chars += len(text)
+        return deltas, chars
+
     async def stream(self, model: str) -> tuple[int, int]:
         if self.api == "gemini":
             return await self._stream_gemini(model)
         if self.api == "ollama":
             return await self._stream_ollama(model)
+        if self.api == "responses":
+            return await self._stream_responses(model)
         messages = [{"role": "user", "content": PROMPT}]
         body = _body(self.api, model, messages, True)
         deltas = chars = 0
@@ -301,10 +364,34 @@ class _Floor:
                 )
         raise AssertionError("agent loop did not finish")
 
+    async def _turn_responses(self, model: str) -> str:
+        items: list[Any] = self._first()
+        for _ in range(4):
+            response = await self.client.post(
+                self.url, json=_body("responses", model, items, False, tools=True)
+            )
+            response.raise_for_status()
+            output = response.json()["output"]
+            calls = [item for item in output if item["type"] == "function_call"]
+            if not calls:
+                return _responses_text(output)
+            items.extend(output)  # echoed as received (reasoning items included)
+            for call in calls:
+                items.append(
+                    {
+                        "type": "function_call_output",
+                        "call_id": call["call_id"],
+                        "output": get_weather(**json.loads(call["arguments"])),
+                    }
+                )
+        raise AssertionError("agent loop did not finish")
+
     async def turn(self, model: str) -> str:
         """A hand-written agent loop: request, run the tool, request again."""
         if self.api == "gemini":
             return await self._turn_gemini(model)
+        if self.api == "responses":
+            return await self._turn_responses(model)
         if self.api == "ollama":
             return await self._turn_ollama(model)
         api = self.api

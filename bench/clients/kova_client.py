@@ -39,6 +39,14 @@ def make_provider(base_url: str, api: str) -> Any:
         from kova.providers.ollama import OllamaConfig, OllamaProvider
 
         return OllamaProvider(OllamaConfig(model="bench-n1", base_url=base_url, timeout=600.0))
+    if api == "responses":
+        from kova.providers.openai import OpenAiResponsesConfig, OpenAiResponsesProvider
+
+        return OpenAiResponsesProvider(
+            OpenAiResponsesConfig(
+                model="bench-n1", base_url=base_url, api_key="sk-bench", timeout=600.0
+            )
+        )
     if api == "openai":
         from kova.providers.openai import OpenAiCompatibleProvider, OpenAiConfig
 

@@ -78,6 +78,15 @@ if TYPE_CHECKING:
 __all__ = ["FakeResponsesServer", "open_responses_server"]
 
 _CREATED = 1_767_225_600
+_ERROR_CATEGORIES = {
+    "rate_limit_exceeded": "tokens",
+    "server_error": "server_error",
+    "insufficient_quota": "insufficient_quota",
+    "context_length_exceeded": "invalid_request_error",
+    "invalid_api_key": "invalid_request_error",
+    "model_not_found": "invalid_request_error",
+}
+"""The codes an ``ErrorEvent.error_type`` may name, and the ``type`` OpenAI sends them with."""
 _SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
 _BLOB_PREFIX = "gAAAAkova"
 
@@ -615,21 +624,21 @@ class _EventEncoder:
                 self._usage = usage
                 return b""
             case ErrorEvent(message=message, error_type=error_type):
-                code = error_type or "server_error"
-                kind = (
-                    "server_error"
-                    if code == "server_error"
-                    else ("tokens" if code == "rate_limit_exceeded" else "invalid_request_error")
-                )
+                # A code kova knows goes in ``code`` under its category, as OpenAI sends
+                # it; any other error_type is the ``type`` (with no code).
+                code: str | None = error_type or "server_error"
+                kind = _ERROR_CATEGORIES.get(code or "")
+                if kind is None:
+                    kind, code = code or "server_error", None
                 error: JSONValue = {"type": kind, "code": code, "message": message, "param": None}
                 if self._error_shape == "flat":
-                    return self._event("error", code=code, message=message, param=None)
+                    return self._event("error", code=code or kind, message=message, param=None)
                 if self._error_shape == "failed":
                     failed = {
                         **self._shell,
                         "status": "failed",
                         "output": self._done_output(),
-                        "error": {"code": code, "message": message},
+                        "error": {"code": code or kind, "message": message},
                     }
                     return self._event("response.failed", response=failed)
                 return self._event("error", error=error)

@@ -154,3 +154,28 @@ def test_gemini_and_ollama_streams_are_held_to_their_issue_target() -> None:
     for api in ("gemini", "ollama"):
         assert targets[f"c/{api}"]["limit"] == ">= 0.9"
         assert not targets[f"c/{api}"]["met"]
+
+
+def test_responses_payloads_decode_with_kova_and_the_floor_parse() -> None:
+    sys.path.insert(0, str(BENCH))
+    try:
+        import payloads
+    finally:
+        sys.path.remove(str(BENCH))
+    from kova import TextDelta
+    from kova.providers import SseFramer
+    from kova.providers.openai._responses_stream import ResponsesStreamDecoder
+
+    body = payloads.sse_body("responses", 5)
+    events = [
+        json.loads(line[6:]) for line in body.decode().split("\n") if line.startswith("data: ")
+    ]
+    deltas = [e["delta"] for e in events if e["type"] == "response.output_text.delta"]
+    assert "".join(deltas) == payloads.answer_text(5)
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert events[-1]["type"] == "response.completed"
+    decoder = ResponsesStreamDecoder(endpoint="http://bench")
+    decoded = [*decoder.feed(SseFramer().feed(body)), *decoder.finish()]
+    assert decoder.error is None
+    assert "".join(e.text for e in decoded if isinstance(e, TextDelta)) == payloads.answer_text(5)
+    assert b'"type":"function_call"' in payloads.build("responses", False, True, 1)

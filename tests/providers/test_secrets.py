@@ -38,7 +38,12 @@ from kova.providers.anthropic import AnthropicConfig, AnthropicProvider
 from kova.providers.bedrock import BedrockConfig, BedrockProvider
 from kova.providers.gemini import GeminiConfig, GeminiProvider
 from kova.providers.ollama import OllamaConfig, OllamaProvider
-from kova.providers.openai import OpenAiCompatibleProvider, OpenAiConfig
+from kova.providers.openai import (
+    OpenAiCompatibleProvider,
+    OpenAiConfig,
+    OpenAiResponsesConfig,
+    OpenAiResponsesProvider,
+)
 from kova.testing import (
     ErrorReply,
     Script,
@@ -48,6 +53,7 @@ from kova.testing import (
     open_gemini_server,
     open_ollama_server,
     open_openai_server,
+    open_responses_server,
     reply_text,
 )
 from kova.tools import ToolRegistry
@@ -112,6 +118,24 @@ CREDENTIALS = [
             OpenAiConfig(model="m", base_url=url, api_key=_key("azure"), api_version="2024-10-21")
         ),
         (_key("azure"),),
+    ),
+    Credential(
+        "openai-responses-bearer",
+        open_responses_server,
+        lambda url: OpenAiResponsesProvider(
+            OpenAiResponsesConfig(
+                model="m", base_url=url, api_key=_key("responses"), extra_headers=HEADERS
+            )
+        ),
+        (_key("responses"), GATEWAY_KEY),
+    ),
+    Credential(
+        "openai-responses-azure",
+        open_responses_server,
+        lambda url: OpenAiResponsesProvider(
+            OpenAiResponsesConfig(model="m", base_url=url, api_key=_key("azure-v1"), azure=True)
+        ),
+        (_key("azure-v1"),),
     ),
     Credential(
         "anthropic-x-api-key",

@@ -45,9 +45,9 @@ class OpenAiResponsesCodec(Record, CodecBase[SseEvent]):
 
     def _post(self, path: str, body: JSONValue, *, stream: bool = False) -> WireRequest:
         config = self.config
-        headers = dict(config.extra_headers)
+        headers = config.extra_headers
         if stream:
-            headers["accept"] = "text/event-stream"
+            headers = headers.merged({"accept": "text/event-stream"})
         return WireRequest(
             path=endpoint_path(config.base_url, path),
             query=config.query_params(),

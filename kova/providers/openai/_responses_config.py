@@ -7,10 +7,11 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from ._config import DEFAULT_BASE_URL, _env_key, _headers, _positive_int, _positive_seconds
+from ..._secret import SecretHeaders
+from .._checks import header_map
+from ._config import DEFAULT_BASE_URL, _env_key, _positive_int, _positive_seconds
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
 
     from ..._secret import Secret
 
@@ -113,8 +114,9 @@ class OpenAiResponsesConfig:
     azure: bool | None = None
     """Send the key in Azure's ``api-key`` header instead of ``Authorization: Bearer``.
     ``None``: when ``api_version`` is set or the host is an Azure OpenAI one."""
-    extra_headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, repr=False)
-    """Sent with every request (e.g. ``OpenAI-Organization``, ``OpenAI-Project``)."""
+    extra_headers: SecretHeaders = attrs.field(factory=SecretHeaders, converter=header_map)
+    """Sent with every request (e.g. ``OpenAI-Organization``, ``OpenAI-Project``); values
+    masked in reprs and errors (a :class:`~kova.SecretHeaders`)."""
 
     @classmethod
     def azure_openai(
