@@ -12,7 +12,6 @@ from .._checks import header_map
 from ._config import DEFAULT_BASE_URL, _env_key, _positive_int, _positive_seconds
 
 if TYPE_CHECKING:
-
     from ..._secret import Secret
 
 __all__ = ["OpenAiResponsesConfig"]
