@@ -31,15 +31,24 @@ iterators, where a context manager per read would cost about 1 µs):
 * the same *while reading a streamed body* → :class:`~kova.StreamError` ("connection cut
   mid-stream"): part of the answer may already have been delivered, so it is never a silently
   short answer and never transparently retryable;
+* a body whose content encoding does not decode (garbage gzip) → :class:`~kova.InvalidResponse`
+  naming the decoding failure, streamed or not;
 * an HTTP status ≥ 400 → :meth:`~kova.ProviderError.from_status` with ``retry_after`` from
   ``retry-after-ms`` / ``retry-after`` (seconds or an HTTP date) and the provider's message and
-  type from its JSON error body (see :func:`default_error_details`).
+  type from its JSON error body (see :func:`default_error_details`), classified by the status
+  the same way on the streamed and the non-streamed path. Only the first
+  :data:`MAX_ERROR_BODY_BYTES` (64 KiB) of an error body are read, and the message keeps at
+  most :data:`MAX_ERROR_MESSAGE_CHARS` (2,000) characters of what it says: a server that
+  answers a 50 MB error page costs neither memory nor every log line it is carried into.
 
 Every vendor exception is re-raised as a kova error ``from`` the original. ``trio.Cancelled``
 passes through untouched; on cancellation the request is abandoned and its connection closed.
 
 Timeouts are httpx2's connect and read timeouts set on the client (the one place STYLE.md
 allows a ``timeout=`` value), so they follow trio's clock and are testable on ``MockClock``.
+The read timeout is per network read, so a server trickling its headers a line at a time
+would never trip it: the time to the response head is bounded as a whole by ``timeout`` too,
+on both paths (a stream's and a non-streamed call's, the latter also inside ``total_timeout``).
 """
 
 from __future__ import annotations
@@ -50,6 +59,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING
 
 import httpx2
+import httpx2._decoders as httpx2_decoders
 import trio
 
 from .._errors import (
@@ -63,7 +73,7 @@ from .._errors import (
 )
 from .._json import JsonNestingError, dumps_bytes, loads
 from .._record import Record
-from .._secret import MASK, SecretHeaders
+from .._secret import MASK, SecretHeaders, mask_secrets
 from ._auth import secrets_of
 from ._classify import mask_error, provider_error
 
@@ -76,6 +86,8 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_LIMITS",
     "HTTPX_ERRORS",
+    "MAX_ERROR_BODY_BYTES",
+    "MAX_ERROR_MESSAGE_CHARS",
     "ErrorDetails",
     "ErrorDetailsHook",
     "HttpStream",
@@ -91,6 +103,20 @@ HTTPX_ERRORS = (httpx2.TransportError, httpx2.DecodingError, httpx2.StreamError)
 
 DEFAULT_LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
 """The connection pool of clients kova creates."""
+
+MAX_ERROR_BODY_BYTES = 64 * 1024
+"""How much of an error response's body is read: what it says is at its start."""
+
+MAX_ERROR_MESSAGE_CHARS = 2000
+"""The most of a server's error message an error carries (the rest is cut, and counted)."""
+
+
+def cap_message(text: str) -> str:
+    """``text`` cut to :data:`MAX_ERROR_MESSAGE_CHARS`, saying how much was left out."""
+    if len(text) <= MAX_ERROR_MESSAGE_CHARS:
+        return text
+    rest = len(text) - MAX_ERROR_MESSAGE_CHARS
+    return f"{text[:MAX_ERROR_MESSAGE_CHARS]}... ({rest} more characters)"
 
 
 class ErrorDetails(Record):
@@ -221,6 +247,11 @@ def translate_error(exc: Exception, provider: str, *, mid_stream: bool = False) 
     if isinstance(exc, httpx2.StreamError):  # StreamClosed etc.: the response was closed
         return StreamError(f"{provider}: {exc}", error_type="stream_closed")
     detail = str(exc) or type(exc).__name__
+    if isinstance(exc, httpx2.DecodingError):
+        # The bytes arrived; they are not what their content-encoding says (garbage gzip).
+        return ProviderError.invalid_response(
+            f"the response body could not be decoded ({cap_message(detail)})", provider=provider
+        )
     if mid_stream:
         return StreamError(
             f"{provider}: the connection was cut mid-stream ({detail})",
@@ -244,6 +275,33 @@ def map_errors(provider: str, *, mid_stream: bool = False) -> Iterator[None]:
     except HTTPX_ERRORS as exc:
         error = translate_error(exc, provider, mid_stream=mid_stream)
         raise error from without_frames(exc)
+
+
+class _Decoded(AsyncIterator[bytes]):
+    """A raw body through its content decoder: one decoded chunk per network read that
+    produced output, then what the decoder flushes at the end."""
+
+    __slots__ = ("_decoder", "_done", "_raw")
+
+    def __init__(self, raw: AsyncIterator[bytes], decoder: httpx2_decoders.ContentDecoder) -> None:
+        self._raw = raw
+        self._decoder = decoder
+        self._done = False
+
+    async def __anext__(self) -> bytes:
+        while not self._done:
+            try:
+                raw = await self._raw.__anext__()
+            except StopAsyncIteration:
+                self._done = True
+                tail = b"".join(self._decoder.flush())
+                if tail:
+                    return tail
+                break
+            data = b"".join(self._decoder.decode(raw))
+            if data:
+                return data
+        raise StopAsyncIteration
 
 
 class _Chunks(AsyncIterator[bytes]):
@@ -284,15 +342,47 @@ class HttpStream:
     def __repr__(self) -> str:
         return f"HttpStream(response={self.response!r}, provider={self._provider!r})"
 
-    def _body(self) -> AsyncGenerator[bytes]:
-        generator = self.response.aiter_bytes()
+    def _body(self) -> AsyncIterator[bytes]:
+        # The raw body, decoded here rather than by ``aiter_bytes``: when a content encoding
+        # fails to decode (garbage gzip), ``aiter_bytes`` closes the raw iterator while the
+        # exception passes, before the response is closed, and that leaves httpcore2's own
+        # body iterator to the garbage collector (trio warns). Decoding outside the generator
+        # keeps the raw iterator open until :meth:`aclose` finishes it the normal way.
+        if self.response.is_stream_consumed:
+            # The body is already in memory (a transport such as httpx2.MockTransport that
+            # answers with whole content): aiter_bytes serves it, decoded.
+            body = self.response.aiter_bytes()
+            self._generators.append(body)
+            return body
+        generator = self.response.aiter_raw()
         self._generators.append(generator)
-        return generator
+        # Private in httpx2, and what its own aiter_bytes uses: the decoder chain for the
+        # response's content-encoding (gzip, deflate, br, zstd; identity for none).
+        decoder = self.response._get_content_decoder()
+        if isinstance(decoder, httpx2_decoders.IdentityDecoder):
+            return generator
+        return _Decoded(generator, decoder)
 
-    def raw_chunks(self) -> AsyncGenerator[bytes]:
+    def raw_chunks(self) -> AsyncIterator[bytes]:
         """The body's byte chunks *unmapped* (httpx2 errors escape): for the HTTP provider's
         hot loop, which maps them inline. Finalized by :meth:`aclose`."""
         return self._body()
+
+    async def read_prefix(self, limit: int) -> bytes:
+        """At most the first ``limit`` bytes of the body, then stop reading (an error body:
+        what it says is at its start). A body that fails to read or decode gives what was
+        read before the failure: the status already says what happened."""
+        parts: list[bytes] = []
+        size = 0
+        try:
+            async for chunk in self.iter_bytes():
+                parts.append(chunk)
+                size += len(chunk)
+                if size >= limit:
+                    break
+        except KovaError:
+            pass
+        return b"".join(parts)[:limit]
 
     async def read_capped(self, limit: int) -> bytes:
         """The whole body, failing with :class:`~kova.InvalidResponse` past ``limit`` bytes
@@ -510,27 +600,26 @@ class HttpTransport:
         client = self._require_client()
         request = self._build(method, path, json_body=json_body, params=params, headers=headers)
         total = self.total_timeout
+        error: ProviderError | None = None
         with trio.move_on_after(total if total is not None else math.inf) as scope:
-            with map_errors(self.provider):
-                response = await client.send(request, stream=True, auth=self.auth)
-            stream = HttpStream(response=response, provider=self.provider)
-            try:
-                content = await stream.read_capped(self.max_response_bytes)
-            finally:
-                await stream.aclose()
+            response = await self._send_for_head(client, request)
+            if response.status_code >= 400:
+                # Read and classified in a call of its own, so the raw body is in no frame
+                # of the traceback.
+                error = await self._error_of(response, self.secrets(headers))
+            else:
+                stream = HttpStream(response=response, provider=self.provider)
+                try:
+                    content = await stream.read_capped(self.max_response_bytes)
+                finally:
+                    await stream.aclose()
+        if error is not None:
+            raise error
         if scope.cancelled_caught:
             raise KovaTimeoutError(
                 f"{self.provider}: no complete response within {total:g}s (total_timeout)",
                 timeout=total,
             )
-        if response.status_code >= 400:
-            error = self.status_error(
-                response.status_code, response.headers, content, secrets=self.secrets(headers)
-            )
-            # The raw body (which may echo a key) must not stay in this frame's locals: a
-            # traceback rendered with locals prints them. The error holds the masked text.
-            del content
-            raise error
         try:
             parsed: JSONValue = loads(content)
         except JsonNestingError:
@@ -577,15 +666,7 @@ class HttpTransport:
         """
         client = self._require_client()
         request = self._build(method, path, json_body=json_body, params=params, headers=headers)
-        # The read timeout is per network read, so headers trickled a line at a time would
-        # never trip it: the time to the response head is bounded as a whole.
-        first = self.timeout if self.timeout is not None else math.inf
-        with trio.move_on_after(first) as scope, map_errors(self.provider):
-            response = await client.send(request, stream=True, auth=self.auth)
-        if scope.cancelled_caught:
-            raise KovaTimeoutError(
-                f"{self.provider}: no response head within {first:g}s", timeout=first
-            )
+        response = await self._send_for_head(client, request)
         try:
             if response.status_code >= 400:
                 # Read and classified in a call of its own, so the raw body is in no frame
@@ -607,10 +688,26 @@ class HttpTransport:
         body = b""
         try:
             with trio.move_on_after(self.timeout if self.timeout is not None else math.inf):
-                body = await error_stream.read_capped(1024 * 1024)
+                body = await error_stream.read_prefix(MAX_ERROR_BODY_BYTES)
         finally:
             await error_stream.aclose()
         return self.status_error(response.status_code, response.headers, body, secrets=secrets)
+
+    async def _send_for_head(
+        self, client: httpx2.AsyncClient, request: httpx2.Request
+    ) -> httpx2.Response:
+        """Send ``request`` and return once its response head has arrived.
+
+        The read timeout is per network read, so headers trickled a line at a time would
+        never trip it: the time to the head is bounded as a whole, by ``timeout``.
+        """
+        first = self.timeout if self.timeout is not None else math.inf
+        with trio.move_on_after(first), map_errors(self.provider):
+            return await client.send(request, stream=True, auth=self.auth)
+        # Only reached when the deadline cancelled the send.
+        raise KovaTimeoutError(
+            f"{self.provider}: no response head within {first:g}s (timeout)", timeout=first
+        )
 
     def status_error(
         self,
@@ -624,6 +721,7 @@ class HttpTransport:
         one classifier (:mod:`kova.providers._classify`). Every one of ``secrets`` (by
         default the auth flow's) is masked wherever the server echoed it: message, error
         type or code."""
+        found = secrets_of(self.auth) if secrets is None else secrets
         retry_after = parse_retry_after(headers.get("retry-after"), headers.get("retry-after-ms"))
         details = ErrorDetails()
         try:
@@ -640,16 +738,19 @@ class HttpTransport:
             text = body.decode("utf-8", "replace").strip()
             message = text[:500] if text else f"HTTP {status_code}"
         error_type = details.error_type or details.code
+        if error_type is not None:
+            error_type = error_type[:200]
         # Bedrock names its error in a header rather than (only) in the body.
         amz_type = headers.get("x-amzn-errortype")
         if error_type is None and amz_type:
             error_type = amz_type.split(":", 1)[0]
         return provider_error(
-            message,
+            # Masked before it is cut: a cut could leave half a key that no longer matches.
+            cap_message(mask_secrets(message, found)),
             provider=self.provider,
             status_code=status_code,
             error_type=error_type,
             error_class=details.error_class,
             retry_after=retry_after if retry_after is not None else details.retry_after,
-            secrets=secrets_of(self.auth) if secrets is None else secrets,
+            secrets=found,
         )

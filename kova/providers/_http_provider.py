@@ -36,10 +36,17 @@ import trio
 from .._errors import InvalidResponse, KovaError, KovaTimeoutError, ProviderError
 from .._json import JsonNestingError, loads
 from .._models import ModelInfo, UsageEvent
-from .._secret import forget_locals
+from .._secret import forget_locals, mask_secrets
 from ._classify import ERROR_TYPES, mask_error, provider_error
 from ._codec import heuristic_tokens
-from ._http import DEFAULT_LIMITS, HTTPX_ERRORS, HttpTransport, translate_error, without_frames
+from ._http import (
+    DEFAULT_LIMITS,
+    HTTPX_ERRORS,
+    HttpTransport,
+    cap_message,
+    translate_error,
+    without_frames,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
@@ -395,9 +402,11 @@ class HttpProvider(Generic[FrameT]):
         if any(media_type == wanted for wanted in self.codec.stream_content_types):
             return
         # Built in a call of its own, so the body read is in no frame of the traceback.
-        raise mask_error(await self._not_a_stream(http_stream, media_type), secrets)
+        raise mask_error(await self._not_a_stream(http_stream, media_type, secrets), secrets)
 
-    async def _not_a_stream(self, http_stream: HttpStream, media_type: str) -> KovaError:
+    async def _not_a_stream(
+        self, http_stream: HttpStream, media_type: str, secrets: tuple[Secret, ...]
+    ) -> KovaError:
         head = b""
         with trio.move_on_after(self._http.timeout or math.inf):
             head = await http_stream.read_capped(64 * 1024)
@@ -413,7 +422,12 @@ class HttpProvider(Generic[FrameT]):
                 kinds = (details.code, details.error_type)
                 known = next((kind for kind in kinds if kind in ERROR_TYPES), None)
                 return provider_error(
-                    details.message or head.decode("utf-8", "replace")[:500],
+                    # Masked before it is cut: a cut could leave half a key unmatched.
+                    cap_message(
+                        mask_secrets(
+                            details.message or head.decode("utf-8", "replace")[:500], secrets
+                        )
+                    ),
                     provider=self.name,
                     error_type=known or details.error_type or details.code,
                     error_class=details.error_class,

@@ -47,8 +47,9 @@ class Wire:
     """One provider's wire format, as much of it as the hostile tests need."""
 
     name: str
-    build: Callable[[str], Provider]
-    """The provider for a base URL (credentials that a raw server accepts)."""
+    build: Callable[..., Provider]
+    """The provider for a base URL (credentials that a raw server accepts); keywords go to
+    its config (``timeout=2``)."""
     open_fake: Callable[[Script], AbstractAsyncContextManager[Any]]
     stream_type: str
     tool_body: Callable[[str], bytes]
@@ -184,7 +185,7 @@ def _bedrock_frame(payload: bytes) -> bytes:
     return encode_message(headers, payload)
 
 
-def _bedrock(url: str) -> BedrockProvider:
+def _bedrock(url: str, **settings: Any) -> BedrockProvider:
     return BedrockProvider(
         BedrockConfig(
             region="us-east-1",
@@ -192,6 +193,7 @@ def _bedrock(url: str) -> BedrockProvider:
             endpoint_url=url,
             access_key_id="AKIAFAKE",
             secret_access_key="fake-secret",
+            **settings,
         )
     )
 
@@ -199,8 +201,8 @@ def _bedrock(url: str) -> BedrockProvider:
 WIRES = [
     Wire(
         name="openai",
-        build=lambda url: OpenAiCompatibleProvider(
-            OpenAiConfig(model="m", base_url=url, api_key="k")
+        build=lambda url, **settings: OpenAiCompatibleProvider(
+            OpenAiConfig(model="m", base_url=url, api_key="k", **settings)
         ),
         open_fake=open_openai_server,
         stream_type="text/event-stream",
@@ -210,7 +212,9 @@ WIRES = [
     ),
     Wire(
         name="anthropic",
-        build=lambda url: AnthropicProvider(AnthropicConfig(model="m", base_url=url, api_key="k")),
+        build=lambda url, **settings: AnthropicProvider(
+            AnthropicConfig(model="m", base_url=url, api_key="k", **settings)
+        ),
         open_fake=open_anthropic_server,
         stream_type="text/event-stream",
         tool_body=_anthropic_body,
@@ -219,7 +223,9 @@ WIRES = [
     ),
     Wire(
         name="gemini",
-        build=lambda url: GeminiProvider(GeminiConfig(model="m", base_url=url, api_key="k")),
+        build=lambda url, **settings: GeminiProvider(
+            GeminiConfig(model="m", base_url=url, api_key="k", **settings)
+        ),
         open_fake=open_gemini_server,
         stream_type="text/event-stream",
         tool_body=_gemini_chunk,
@@ -228,7 +234,9 @@ WIRES = [
     ),
     Wire(
         name="ollama",
-        build=lambda url: OllamaProvider(OllamaConfig(model="m", base_url=url)),
+        build=lambda url, **settings: OllamaProvider(
+            OllamaConfig(model="m", base_url=url, **settings)
+        ),
         open_fake=open_ollama_server,
         stream_type="application/x-ndjson",
         tool_body=_ollama_line,

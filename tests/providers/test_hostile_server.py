@@ -3,15 +3,39 @@ fails that one request with a kova error, never anything else (issue 23)."""
 
 from __future__ import annotations
 
+import contextlib
+import gzip
+import itertools
+import json
+from functools import partial
+from typing import TYPE_CHECKING
+
 import pytest
 import trio
 
-from kova import ChatRequest, InvalidResponse, Message, ToolResult, ToolUse
+from kova import (
+    ChatRequest,
+    InvalidResponse,
+    KovaError,
+    KovaTimeoutError,
+    Message,
+    ProviderError,
+    ProviderOverloaded,
+    RateLimited,
+    ToolResult,
+    ToolUse,
+)
 from kova.agent._accumulate import ResponseAccumulator
+from kova.providers._http import MAX_ERROR_MESSAGE_CHARS
 from kova.testing import Script, StreamReply, reply_text
-from kova.testing._http_server import FakeResponse, FakeStream
+from kova.testing._http_server import FakeResponse, FakeStream, RecordedRequest
 
 from ._hostile import WIRE_IDS, WIRES, Wire, raw_server
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from kova.providers import Provider
 
 DEEP = 100_000
 
@@ -145,3 +169,148 @@ async def test_bedrock_sends_a_deeply_nested_tool_result_as_text() -> None:
     assert isinstance(body, dict)
     (block,) = body["messages"][2]["content"]
     assert block["toolResult"]["content"] == [{"text": deep}]
+
+
+# -- transport: error bodies, content encodings, the response head ---------------------------
+
+
+def _huge_error_body() -> Iterator[bytes]:
+    """50 MB of an error page, produced as it is sent (the client stops reading early)."""
+    yield b'{"error":{"message":"'
+    for _ in range(800):
+        yield b"x" * 65536
+
+
+async def _fail(provider: Provider, *, stream: bool) -> BaseException:
+    async with provider.open():
+        with pytest.raises(KovaError) as info:
+            if stream:
+                async with provider.chat_completion_stream(ChatRequest.of("hi")) as batches:
+                    async for _ in batches:
+                        pass
+            else:
+                await provider.chat_completion(ChatRequest.of("hi"))
+    return info.value
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["call", "stream"])
+@pytest.mark.parametrize("wire", WIRES, ids=WIRE_IDS)
+async def test_a_huge_error_body_is_capped_and_classified_by_its_status(
+    wire: Wire, stream: bool
+) -> None:
+    def reply(_: RecordedRequest) -> FakeStream:
+        headers = {"content-type": "application/json"}
+        return FakeStream(status=503, headers=headers, chunks=_huge_error_body())
+
+    async with raw_server(reply) as (url, _):
+        error = await _fail(wire.build(url), stream=stream)
+    assert isinstance(error, ProviderOverloaded)
+    assert error.status_code == 503
+    assert len(str(error)) < 3 * 1024
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["call", "stream"])
+async def test_an_error_message_is_cut_to_the_documented_length(stream: bool) -> None:
+    body = json.dumps({"error": {"message": "y" * 60_000, "type": "rate_limit_error"}})
+    reply = FakeResponse(
+        status=429, headers={"content-type": "application/json"}, body=body.encode()
+    )
+    async with raw_server(lambda _: reply) as (url, _):
+        error = await _fail(WIRES[0].build(url), stream=stream)
+    assert isinstance(error, RateLimited)
+    assert isinstance(error, ProviderError)
+    assert error.message == "y" * MAX_ERROR_MESSAGE_CHARS + "... (58000 more characters)"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["call", "stream"])
+@pytest.mark.parametrize("wire", WIRES, ids=WIRE_IDS)
+async def test_garbage_gzip_is_an_invalid_response_naming_the_decoding(
+    wire: Wire, stream: bool
+) -> None:
+    content_type = wire.stream_type if stream else "application/json"
+    headers = {"content-type": content_type, "content-encoding": "gzip"}
+    reply = FakeResponse(headers=headers, body=b"\x1f\x8b\x08\x00 this is not gzip at all")
+    async with raw_server(lambda _: reply) as (url, _):
+        error = await _fail(wire.build(url), stream=stream)
+    assert isinstance(error, InvalidResponse)
+    assert "could not be decoded" in str(error)
+
+
+async def _trickle_headers(stream: trio.SocketStream) -> None:
+    """A server that answers a request with a status line, then a header every 0.5 s."""
+    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+        await stream.receive_some(65536)
+        await stream.send_all(b"HTTP/1.1 200 OK\r\n")
+        for number in itertools.count():
+            await trio.sleep(0.5)
+            await stream.send_all(f"x-slow-{number}: 1\r\n".encode())
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["call", "stream"])
+@pytest.mark.parametrize("wire", WIRES, ids=WIRE_IDS)
+async def test_a_trickled_response_head_is_bounded_by_the_timeout(
+    wire: Wire, stream: bool, autojump_clock: object
+) -> None:
+    async with trio.open_nursery() as nursery:
+        (listener,) = await nursery.start(
+            partial(trio.serve_tcp, _trickle_headers, 0, host="127.0.0.1")
+        )
+        port = listener.socket.getsockname()[1]
+        start = trio.current_time()
+        error = await _fail(wire.build(f"http://127.0.0.1:{port}", timeout=2.0), stream=stream)
+        assert isinstance(error, KovaTimeoutError)
+        assert "no response head within 2s" in str(error)
+        assert trio.current_time() - start == pytest.approx(2.0)
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_openai_stream_tool_call_without_a_name_is_an_invalid_response() -> None:
+    chunks = [
+        b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1",'
+        b'"type":"function","function":{"arguments":"{}"}}]}}]}\n\n',
+        b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}\n\n',
+        b"data: [DONE]\n\n",
+    ]
+    reply = FakeStream(headers={"content-type": "text/event-stream"}, chunks=chunks)
+    async with raw_server(lambda _: reply) as (url, _):
+        with pytest.raises(InvalidResponse, match="without a function name"):
+            await _streamed(WIRES[0], url)
+
+
+def _one_long_line() -> Iterator[bytes]:
+    """20 MB of one NDJSON line that never ends, in 64 KiB writes."""
+    for _ in range(20 * 16):
+        yield b"a" * 65536
+
+
+async def test_an_ollama_line_past_the_limit_is_an_invalid_response_naming_it() -> None:
+    reply = FakeStream(headers={"content-type": "application/x-ndjson"}, chunks=_one_long_line())
+    ollama = next(wire for wire in WIRES if wire.name == "ollama")
+    async with raw_server(lambda _: reply) as (url, _):
+        error = await _fail(ollama.build(url), stream=True)
+    assert isinstance(error, InvalidResponse)
+    assert "line size limit" in str(error)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["call", "stream"])
+async def test_a_gzipped_answer_still_decodes(stream: bool) -> None:
+    wire = WIRES[0]
+    body = b"".join(wire.tool_stream('{"q":"ok"}')) if stream else wire.tool_body('{"q":"ok"}')
+    packed = gzip.compress(body)
+    headers = {
+        "content-type": wire.stream_type if stream else "application/json",
+        "content-encoding": "gzip",
+    }
+    # In several writes, so the decoder is fed piece by piece.
+    pieces = [packed[i : i + 7] for i in range(0, len(packed), 7)]
+    reply = FakeStream(headers=headers, chunks=pieces)
+    async with raw_server(lambda _: reply) as (url, _):
+        if stream:
+            (block,) = await _streamed(wire, url)
+            assert isinstance(block, ToolUse)
+            call = block
+        else:
+            provider = wire.build(url)
+            async with provider.open():
+                (call,) = (await provider.chat_completion(ChatRequest.of("hi"))).tool_uses
+    assert call.input == {"q": "ok"}

@@ -200,14 +200,17 @@ class OpenAiStreamDecoder:
                 not isinstance(call_id, str) or call_id not in self._ids
             ):
                 name = function.get("name")
+                if not isinstance(name, str) or not name:
+                    # A call starts with its name (the SDK's accumulator takes it from the
+                    # first delta too); one without is not a call kova can answer.
+                    raise InvalidResponse(
+                        f"the stream started tool call {index} without a function name",
+                        provider=PROVIDER,
+                    )
                 identifier = call_id if isinstance(call_id, str) and call_id else f"call_{index}"
                 self._ids[identifier] = index
                 self._open_calls.append(index)
-                out.append(
-                    ToolUseStart(
-                        index=index, id=identifier, name=name if isinstance(name, str) else ""
-                    )
-                )
+                out.append(ToolUseStart(index=index, id=identifier, name=name))
             self._last_index = index
             arguments = function.get("arguments")
             if arguments and isinstance(arguments, str):
