@@ -702,7 +702,9 @@ class HttpTransport:
         never trip it: the time to the head is bounded as a whole, by ``timeout``.
         """
         first = self.timeout if self.timeout is not None else math.inf
-        with trio.move_on_after(first), map_errors(self.provider):
+        # A millisecond past the read timeout: a silent server trips httpx2's read timeout
+        # first (its error, the cause, names the phase); this deadline catches the trickle.
+        with trio.move_on_after(first + 0.001), map_errors(self.provider):
             return await client.send(request, stream=True, auth=self.auth)
         # Only reached when the deadline cancelled the send.
         raise KovaTimeoutError(
