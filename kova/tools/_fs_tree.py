@@ -12,6 +12,7 @@ import fnmatch
 import functools
 import os
 import re
+import stat
 from typing import TYPE_CHECKING, ClassVar
 
 import attrs
@@ -190,11 +191,16 @@ class _GitIgnore:
 
 
 def _read_gitignore(fd: int) -> str | None:
+    # Never blocking (a FIFO named .gitignore opens at once), and only a regular file is read.
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        handle = os.open(".gitignore", os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0), dir_fd=fd)
+        handle = os.open(".gitignore", flags, dir_fd=fd)
     except OSError:
         return None
     with os.fdopen(handle, "rb") as file:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            return None
+        os.set_blocking(handle, True)
         return file.read(1_000_000).decode("utf-8", errors="replace")
 
 

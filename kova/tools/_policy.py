@@ -8,15 +8,14 @@ defaults live here, in one place.
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import attrs
-
-if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
 
 __all__ = ["ToolPolicy", "WebPolicy"]
 
@@ -35,47 +34,88 @@ def _seconds(value: float | datetime.timedelta) -> float:
 
 
 def _positive(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if not value > 0:
-        raise ValueError(f"{attribute.name} must be positive, got {value!r}")
+    # inf would mean "never", which a limit must not: say None-free finite seconds.
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"{attribute.name} must be a positive, finite number, got {value!r}")
+
+
+def _check_int(attribute: attrs.Attribute[int], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{attribute.name} must be an int, got {value!r}")
 
 
 def _positive_int(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    _check_int(attribute, value)
+    if value <= 0:
         raise ValueError(f"{attribute.name} must be a positive integer, got {value!r}")
 
 
 def _non_negative_int(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    _check_int(attribute, value)
+    if value < 0:
         raise ValueError(f"{attribute.name} must be a non-negative integer, got {value!r}")
+
+
+def _bool(_instance: object, attribute: attrs.Attribute[bool], value: bool) -> None:
+    # "no", "false" and "0" are truthy: a string here must never switch a guard off.
+    if not isinstance(value, bool):
+        raise TypeError(f"{attribute.name} must be True or False, got {value!r}")
+
+
+def _header_value(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"{attribute.name} must be a string, got {value!r}")
+    if any(character in value for character in "\r\n\0"):
+        raise ValueError(f"{attribute.name} must be one line, got {value!r}")
 
 
 def _strings(value: Iterable[str] | str) -> tuple[str, ...]:
     if isinstance(value, str):  # one glob, not its characters
         return (value,)
+    if not isinstance(value, Iterable):
+        raise TypeError(f"URL rules must be a string or strings, got {value!r}")
     items = tuple(value)
     for item in items:
         if not isinstance(item, str) or not item:
-            raise ValueError(f"URL globs must be non-empty strings, got {item!r}")
+            raise TypeError(f"URL rules must be non-empty strings, got {item!r}")
     return items
 
 
-def _absolute(value: str | os.PathLike[str]) -> Path:
+def _path_text(value: object, what: str) -> str:
+    if not isinstance(value, str | os.PathLike):
+        raise TypeError(f"{what} must be a path (str or os.PathLike), got {value!r}")
+    text = os.fspath(value)
+    if not isinstance(text, str):
+        raise TypeError(f"{what} must be a text path, got {value!r}")
+    if not text:
+        # "" would silently mean the current directory: say it.
+        raise ValueError(f"{what} must not be empty (use '.' for the current directory)")
+    if "\0" in text:
+        raise ValueError(f"{what} must not contain NUL characters")
+    return text
+
+
+def _absolute(value: str | os.PathLike[str], what: str) -> Path:
     # Lexically absolute only: symlinks are resolved by the tools at each use, so a policy
     # built before a directory exists (or moves) still means what it says.
-    return Path(os.path.abspath(os.path.expanduser(os.fspath(value))))
+    return Path(os.path.abspath(os.path.expanduser(_path_text(value, what))))
 
 
 def _root(value: str | os.PathLike[str] | None) -> Path | None:
-    return None if value is None else _absolute(value)
+    return None if value is None else _absolute(value, "workspace_root")
 
 
-def _paths(value: Iterable[str | os.PathLike[str]]) -> tuple[Path, ...]:
+def _paths(value: Iterable[str | os.PathLike[str]] | str | os.PathLike[str]) -> tuple[Path, ...]:
     if isinstance(value, str | os.PathLike):
-        return (_absolute(value),)
-    return tuple(_absolute(item) for item in value)
+        return (_absolute(value, "protected_paths"),)
+    if not isinstance(value, Iterable):
+        raise TypeError(f"protected_paths must be paths, got {value!r}")
+    return tuple(_absolute(item, "protected_paths") for item in value)
 
 
 def _env(value: Mapping[str, str]) -> Mapping[str, str]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"shell_env must be a mapping, got {type(value).__name__}")
     env = dict(value)
     for key, item in env.items():
         if not isinstance(key, str) or not _ENV_NAME.match(key):
@@ -98,10 +138,10 @@ class WebPolicy:
     and 30 seconds at most.
     """
 
-    allow_private_hosts: bool = False
+    allow_private_hosts: bool = attrs.field(default=False, validator=_bool)
     """Allow loopback, private, link-local, CGNAT and other non-public addresses (for tests and
     intranets). Cloud metadata endpoints (``169.254.169.254``, ``fd00:ec2::254``) stay refused."""
-    https_only: bool = True
+    https_only: bool = attrs.field(default=True, validator=_bool)
     """Refuse ``http://`` URLs, also as redirect targets."""
     allowed_urls: tuple[str, ...] = attrs.field(default=(), converter=_strings)
     """``fnmatch`` globs over the full URL; when any are given, a URL must match one."""
@@ -115,7 +155,7 @@ class WebPolicy:
     """Redirects followed at most; each target is checked like the first URL."""
     default_format: WebFormat = attrs.field(default="markdown", validator=_format)
     """What an HTML page becomes when the model does not ask for a format."""
-    user_agent: str = "kova-sdk"
+    user_agent: str = attrs.field(default="kova-sdk", validator=_header_value)
     """The ``User-Agent`` header sent."""
     timeout: float = attrs.field(default=30.0, converter=_seconds, validator=_positive)
     """Seconds for the whole fetch, redirects included (a ``timedelta`` is accepted)."""
@@ -140,7 +180,9 @@ class ToolPolicy:
     shell_env: Mapping[str, str] = attrs.field(factory=dict, converter=_env)
     """Variables added to ``shell``'s minimal environment (``PATH``, ``HOME``, ``LANG``, ...).
     Nothing comes from the host's environment unless it is named here."""
-    web: WebPolicy = attrs.field(factory=WebPolicy)
+    web: WebPolicy = attrs.field(
+        factory=WebPolicy, validator=attrs.validators.instance_of(WebPolicy)
+    )
     """The rules for ``fetch_webpage`` (``builtin_tools(..., web=True)``)."""
     max_read_bytes: int = attrs.field(default=1_000_000, validator=_positive_int)
     """Bytes ``read_file`` reads at most (the result says when it stopped early)."""
@@ -150,6 +192,11 @@ class ToolPolicy:
     """Characters of output kept per stream of ``shell`` and for ``search``/``list_dir``."""
     max_entries: int = attrs.field(default=1_000, validator=_positive_int)
     """Entries ``list_dir`` lists and matches ``search`` reports at most."""
+    allow_hard_links: bool = attrs.field(default=False, validator=_bool)
+    """Read files that have more than one hard link. Off by default: a hard link inside the
+    workspace can name a file outside it or a protected one (nothing in a path says so).
+    Turn it on for trees that hard-link on purpose (a pnpm ``node_modules``, a Nix store)
+    when nothing outside the workspace worth protecting is on the same file system."""
 
     @classmethod
     def unconfined(cls, *, shell_timeout: float | datetime.timedelta = 60.0) -> ToolPolicy:

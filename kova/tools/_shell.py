@@ -1,15 +1,21 @@
 """The ``shell`` tool: one command under ``/bin/sh``, confined in time, output and environment.
 
-The command runs as the leader of a new session (``start_new_session=True``), so it and
-everything it starts share one process group, and the whole group is killed with ``SIGKILL``
-when the call times out, when it is cancelled, and also when the command finishes (a
-background child left behind would otherwise outlive the call and keep our pipes open). A
-process that starts its own session (``setsid``, a daemon) leaves the group and is out of
-reach; run untrusted commands in a container if that matters.
+The command runs as the leader of a new session (``start_new_session=True``), and
+everything it started is killed with ``SIGKILL`` when the call times out, when it is
+cancelled, and also when the command finishes (a background child left behind would
+otherwise outlive the call and keep our pipes open): its process group, and on Linux every
+process of its session (a child that moved to a process group of its own) and every
+descendant of those by parent pid (a child that started its own session while its parent is
+alive). What is out of reach: a process that starts its own session *and* whose parent has
+already exited (a daemon's double fork after the command ended); only a container or a
+cgroup bounds that.
 
 The environment is built from nothing: ``PATH``, ``HOME`` (the workspace), ``LANG``,
 ``TERM`` and ``PWD``, then the policy's ``shell_env``. Nothing of the host's environment (API
-keys, tokens) is passed on unless the policy names it.
+keys, tokens) is passed on unless the policy names it. That is not a sandbox: the command
+runs as the same user as the agent, so it can read whatever that user can, including the
+agent process's own environment (``/proc/<agent pid>/environ`` on Linux, where exported API
+keys are), credential files in the user's home (``~/.aws``, ``~/.config``), and the network.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ __all__ = ["Shell", "shell_environment"]
 _PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 _REAP_GRACE = 5.0  # seconds to wait for the killed leader to be reaped
 _DRAIN_GRACE = 2.0  # seconds to read what is left in the pipes after the group is killed
+_KILL_ROUNDS = 20  # /proc scans per kill, each stopping what forked before the last one
 
 
 def shell_environment(policy: ToolPolicy, cwd: Path) -> dict[str, str]:
@@ -76,9 +83,80 @@ class _Capture:
         return text
 
 
-def _kill_group(pgid: int) -> None:
+def _process_table() -> dict[int, tuple[int, int, int]] | None:
+    """``pid -> (parent pid, process group, session)`` of every live process (zombies left
+    out), from ``/proc``; ``None`` where there is no ``/proc`` (macOS)."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return None
+    table: dict[int, tuple[int, int, int]] = {}
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as file:
+                line = file.read()
+        except OSError:  # gone since the listing
+            continue
+        # "pid (comm) state ppid pgrp session ...": comm may hold spaces and parentheses.
+        fields = line[line.rfind(b")") + 2 :].split()
+        if len(fields) < 4 or fields[0] == b"Z":
+            continue
+        table[int(name)] = (int(fields[1]), int(fields[2]), int(fields[3]))
+    return table
+
+
+def _kill_group(leader: int) -> None:
+    """SIGKILL everything the command started.
+
+    The command leads its own session (``start_new_session=True``), so its session id and
+    process group id are its pid. Everything is stopped first (``SIGSTOP``: a stopped process
+    neither forks nor exits, so no child is orphaned out of reach while the tree is being
+    found): the group, then, from ``/proc`` and until no new one turns up, every process still
+    in the session (a child that moved to a process group of its own, as a shell with job
+    control puts each background job), and every descendant of those or of the leader by
+    parent pid (a child that started a session of its own while its parent lives). Then all
+    of them are killed.
+    """
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
+        os.killpg(leader, signal.SIGSTOP)
+    me = os.getpid()
+    known: set[int] = set()
+    for _ in range(_KILL_ROUNDS):
+        table = _process_table()
+        if table is None:  # no /proc: the group is all that can be reached
+            break
+        found = _tree(table, leader, known) - known - {me}
+        if not found:
+            break
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+        known |= found
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(leader, signal.SIGKILL)
+    for pid in known:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _tree(table: dict[int, tuple[int, int, int]], leader: int, known: set[int]) -> set[int]:
+    """The processes of ``leader``'s session or group, and the descendants of those, of the
+    leader and of ``known``."""
+    members = {pid for pid, (_, group, session) in table.items() if leader in (group, session)}
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+    # The leader's children by parent pid only while the leader is alive (it leads its
+    # session): once it is reaped its pid may belong to a stranger.
+    frontier = [*members, *known]
+    while frontier:
+        for child in children.get(frontier.pop(), ()):
+            if child not in members:
+                members.add(child)
+                frontier.append(child)
+    return members
 
 
 @attrs.frozen

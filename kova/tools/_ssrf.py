@@ -1,7 +1,8 @@
 """Which addresses a web fetch may connect to: the SSRF guard's address rules (pure; no I/O).
 
 An address is refused when it, or an IPv4 address embedded in it, is not a public unicast
-address: loopback, private (RFC 1918, ULA ``fc00::/7``), link-local, CGNAT (``100.64/10``),
+address: loopback, private (RFC 1918, ULA ``fc00::/7``), link-local, IPv6 site-local
+(``fec0::/10``, deprecated but still routed in places), CGNAT (``100.64/10``),
 multicast, reserved, unspecified (``0.0.0.0``, ``::``), documentation and benchmarking ranges,
 and cloud metadata endpoints. Embedded forms are checked because a kernel or a NAT64/6to4
 gateway will happily route them to the IPv4 address inside: IPv4-mapped (``::ffff:a.b.c.d``),
@@ -61,6 +62,10 @@ def _why_not_public(address: IPAddress) -> str | None:
         return "a link-local address"
     if address.is_multicast:
         return "a multicast address"
+    if isinstance(address, ipaddress.IPv6Address) and address.is_site_local:
+        # fec0::/10: deprecated (RFC 3879) but still routed inside some networks, and
+        # Python's is_private and is_global do not cover it.
+        return "a site-local address"
     if isinstance(address, ipaddress.IPv4Address) and address in _CGNAT:
         return "a shared (CGNAT) address"
     if address.is_private:

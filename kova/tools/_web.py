@@ -239,7 +239,25 @@ async def _get_once(
                         await closer()
             return response.status, list(response.headers), bytes(body), truncated
     except errors as exc:
-        raise _TransportFailed(f"{type(exc).__name__}: {exc}") from exc
+        raise _TransportFailed(_failure_reason(exc)) from exc
+
+
+def _failure_reason(exc: BaseException) -> str:
+    """What went wrong, in words: httpcore2 wraps a TLS failure in a ``ConnectError`` whose
+    own message is empty, so the reason is looked for in the errors it was raised from."""
+    import ssl
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ssl.SSLCertVerificationError):
+            detail = current.verify_message or current.reason or str(current)
+            return f"TLS certificate verification failed: {detail}"
+        if isinstance(current, ssl.SSLError):
+            return f"TLS failed: {current.reason or current}"
+        current = current.__cause__ or current.__context__
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:

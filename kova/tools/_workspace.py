@@ -11,7 +11,14 @@ place of the final component after the check fails to open) and the *opened* des
 path is read back (``/proc/self/fd`` on Linux, ``F_GETPATH`` on macOS, else an inode
 comparison) and must be the path that was checked, which catches a directory higher up swapped
 for a symlink in between. Writes go through a descriptor of the checked parent directory
-(``openat``/``renameat``), so the rename lands in the directory that was checked.
+(``openat``/``renameat``), so the rename lands in the directory that was checked; missing
+parent directories are made through descriptors too (``mkdirat``, then ``openat`` with
+``O_NOFOLLOW``), never by path.
+
+Only regular files are opened: a named pipe, a device or a socket is refused before the open,
+and the open never blocks (``O_NONBLOCK``). A file with more than one hard link is refused
+unless the policy allows it: a hard link inside the workspace may name a file outside it or a
+protected one, and no path check can see that.
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ __all__ = ["PathRefused", "PendingWrite", "Workspace"]
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_DIRECTORY_FLAGS = os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC
 _F_GETPATH = 50  # macOS fcntl: the path of an open descriptor
 
 
@@ -49,12 +58,27 @@ def _inside(path: Path, directory: Path) -> bool:
     return path == directory or directory in path.parents
 
 
+def _kind(mode: int) -> str:
+    """What a file that is not a regular file is, for a refusal."""
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device file"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return "not a regular file"
+
+
 @attrs.frozen
 class Workspace:
     """The policy's root and protected paths, resolved now (they may be symlinks themselves)."""
 
     root: Path | None
     protected: tuple[Path, ...]
+    allow_hard_links: bool = False
+    """Open files that have other hard links (see :attr:`ToolPolicy.allow_hard_links`)."""
 
     @classmethod
     def from_policy(cls, policy: ToolPolicy) -> Workspace:
@@ -71,7 +95,7 @@ class Workspace:
         protected = tuple(
             dict.fromkeys([*policy.protected_paths, *map(_real, policy.protected_paths)])
         )
-        return cls(root, protected)
+        return cls(root, protected, policy.allow_hard_links)
 
     @property
     def base(self) -> Path:
@@ -126,12 +150,21 @@ class Workspace:
     def open(self, raw: str, real: Path, flags: int) -> int:
         """Open the checked ``real`` path without following a symlink swapped in since.
 
+        A file (not a directory) must be a regular file: a named pipe, a device or a socket
+        is refused before it is opened, and the open itself never blocks (``O_NONBLOCK``: a
+        FIFO swapped in after that check opens at once and is refused then), so a read
+        never hangs on a FIFO with no writer. A file with other hard links is refused unless
+        the policy allows them: its other name may be outside the workspace or protected.
+
         Raises:
-            PathRefused: the path changed after the check.
+            PathRefused: the path changed after the check; not a regular file; hard-linked.
             OSError: the usual reasons (missing, a directory, permissions...).
         """
+        directory = bool(flags & _O_DIRECTORY)
+        if not directory:
+            self._check_kind(raw, real)
         try:
-            fd = os.open(real, flags | _O_NOFOLLOW | _O_CLOEXEC)
+            fd = os.open(real, flags | _O_NOFOLLOW | _O_CLOEXEC | (0 if directory else _O_NONBLOCK))
         except OSError as exc:
             if os.path.islink(real):
                 raise PathRefused(
@@ -140,10 +173,31 @@ class Workspace:
             raise
         try:
             self._verify(raw, real, fd)
+            if not directory:
+                self._check_file(raw, os.fstat(fd))
+                os.set_blocking(fd, True)
         except BaseException:
             os.close(fd)
             raise
         return fd
+
+    def _check_kind(self, raw: str, real: Path) -> None:
+        try:
+            info = os.stat(real, follow_symlinks=False)
+        except OSError:
+            return  # missing: the open says so
+        if not stat.S_ISREG(info.st_mode) and not stat.S_ISLNK(info.st_mode):
+            raise PathRefused(f"{raw!r} is {_kind(info.st_mode)}; only regular files are used")
+
+    def _check_file(self, raw: str, info: os.stat_result) -> None:
+        if not stat.S_ISREG(info.st_mode):
+            raise PathRefused(f"{raw!r} is {_kind(info.st_mode)}; only regular files are used")
+        if info.st_nlink > 1 and not self.allow_hard_links:
+            raise PathRefused(
+                f"{raw!r} has {info.st_nlink} hard links; a hard-linked file is refused (its "
+                "other names may be outside the workspace or protected). "
+                "ToolPolicy(allow_hard_links=True) allows it"
+            )
 
     def _verify(self, raw: str, real: Path, fd: int) -> None:
         opened = _descriptor_path(fd)
@@ -167,14 +221,47 @@ class Workspace:
         """A descriptor of the checked directory ``real`` (see :meth:`open`)."""
         return self.open(raw, real, os.O_RDONLY | _O_DIRECTORY)
 
+    def open_parent(self, raw: str, directory: Path) -> int:
+        """A descriptor of the checked directory ``directory``, creating the directories
+        missing on the way through descriptors only: the deepest existing one is opened and
+        checked, then each missing one is made in it (``mkdirat``) and opened from it with
+        ``O_NOFOLLOW``, never by path. A symlink swapped in for any of them during the call
+        therefore fails to open instead of leading outside the workspace."""
+        missing: list[str] = []
+        existing = directory
+        while not os.path.lexists(existing):
+            if existing.parent == existing:
+                break
+            missing.append(existing.name)
+            existing = existing.parent
+        fd = self.open_directory(raw, existing)
+        try:
+            for name in reversed(missing):
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o777, dir_fd=fd)
+                try:
+                    child = os.open(name, _DIRECTORY_FLAGS, dir_fd=fd)
+                except OSError as exc:
+                    raise PathRefused(
+                        f"{raw!r}: the directory {name!r} changed while it was created "
+                        "(a symlink or a file took its place); refusing it"
+                    ) from exc
+                os.close(fd)
+                fd = child
+                existing = existing / name
+                self._verify(raw, existing, fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
     def prepare_write(self, raw: str, real: Path, data: bytes) -> PendingWrite:
         """Write ``data`` to a temporary file beside ``real``, flushed to disk; the returned
         :class:`PendingWrite` renames it over the target (``commit``) or removes it
         (``close`` without ``commit``). Readers therefore see the old file or the new one,
-        never a partial write. Missing parent directories are created first, each checked
-        again once it exists."""
-        self._make_parents(raw, real.parent)
-        directory = self.open_directory(raw, real.parent)
+        never a partial write. Missing parent directories are created first, through the
+        checked directory's descriptor (:meth:`open_parent`)."""
+        directory = self.open_parent(raw, real.parent)
         temporary = f".{real.name}.{secrets.token_hex(6)}.kova-tmp"
         created = False
         try:
@@ -185,6 +272,10 @@ class Workspace:
                     mode = stat.S_IMODE(existing.st_mode)
                 elif stat.S_ISDIR(existing.st_mode):
                     raise IsADirectoryError(f"{raw!r} is a directory")
+                elif not stat.S_ISLNK(existing.st_mode):
+                    raise PathRefused(
+                        f"{raw!r} is {_kind(existing.st_mode)}; only regular files are written"
+                    )
             fd = os.open(
                 temporary,
                 os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC,
@@ -208,17 +299,6 @@ class Workspace:
             os.close(directory)
             raise
         return PendingWrite(directory, temporary, real.name)
-
-    def _make_parents(self, raw: str, directory: Path) -> None:
-        missing: list[Path] = []
-        while not directory.exists():
-            missing.append(directory)
-            if directory.parent == directory:
-                break
-            directory = directory.parent
-        for path in reversed(missing):
-            os.mkdir(path, 0o777)
-            self.check(raw, _real(path))
 
 
 @attrs.define

@@ -462,3 +462,178 @@ async def test_unconfined_policy_reads_anywhere(layout: tuple[Path, Path]) -> No
     _, outside = layout
     result = await call(ToolPolicy.unconfined(), "read_file", path=str(outside / "secret.txt"))
     assert result.text == "outside secret\n"
+
+
+# -- issue 29: FIFOs, devices, hard links, parents made through descriptors, policy types ----
+
+
+@pytest.mark.parametrize("tool", ["read_file", "edit_file", "patch_file"])
+async def test_a_named_pipe_is_refused_at_once(layout: tuple[Path, Path], tool: str) -> None:
+    root, _ = layout
+    os.mkfifo(root / "pipe")  # no writer: opening it for reading would block forever
+    arguments: dict[str, JSONValue] = {
+        "read_file": {},
+        "edit_file": {"old_string": "a", "new_string": "b"},
+        "patch_file": {"diff": "@@ -1 +1 @@\n-a\n+b\n"},
+    }[tool]
+    with trio.fail_after(10):  # wall clock: a blocking open would hang the worker thread
+        result = await call(ToolPolicy(workspace_root=root), tool, path="pipe", **arguments)
+    assert result.is_error
+    assert "named pipe (FIFO)" in result.text
+
+
+async def test_writing_over_a_named_pipe_is_refused(layout: tuple[Path, Path]) -> None:
+    root, _ = layout
+    os.mkfifo(root / "pipe")
+    with trio.fail_after(10):
+        result = await call(ToolPolicy(workspace_root=root), "write_file", path="pipe", content="x")
+    assert result.is_error
+    assert "named pipe" in result.text
+    assert (root / "pipe").is_fifo()
+
+
+async def test_a_pipe_swapped_in_after_the_check_is_refused_without_blocking(
+    layout: tuple[Path, Path],
+) -> None:
+    root, _ = layout
+    workspace = Workspace.from_policy(ToolPolicy(workspace_root=root))
+    checked = workspace.resolve("hello.txt")
+    (root / "hello.txt").unlink()
+    os.mkfifo(root / "hello.txt")
+    with pytest.raises(PathRefused, match="named pipe"):
+        workspace.open("hello.txt", checked, os.O_RDONLY)
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/null", "/dev/urandom"])
+async def test_device_files_are_refused(device: str) -> None:
+    with trio.fail_after(10):
+        result = await call(ToolPolicy.unconfined(), "read_file", path=device)
+    assert result.is_error
+    assert "device file" in result.text
+
+
+async def test_a_socket_and_a_pipe_named_gitignore_are_passed_over_by_search(
+    layout: tuple[Path, Path],
+) -> None:
+    root, _ = layout
+    os.mkfifo(root / ".gitignore")
+    listener = trio.socket.socket(trio.socket.AF_UNIX)
+    await listener.bind(str(root / "sock"))
+    try:
+        with trio.fail_after(10):
+            found = await call(ToolPolicy(workspace_root=root), "search", pattern="two")
+            read = await call(ToolPolicy(workspace_root=root), "read_file", path="sock")
+    finally:
+        listener.close()
+    assert "hello.txt:2: two" in found.text
+    assert read.is_error
+    assert "a socket" in read.text
+
+
+@pytest.mark.parametrize("tool", ["read_file", "edit_file", "search"])
+async def test_a_hard_link_to_a_file_outside_is_refused(
+    layout: tuple[Path, Path], tool: str
+) -> None:
+    root, outside = layout
+    os.link(outside / "secret.txt", root / "innocent.txt")
+    arguments: dict[str, JSONValue] = {
+        "read_file": {"path": "innocent.txt"},
+        "edit_file": {"path": "innocent.txt", "old_string": "outside", "new_string": "x"},
+        "search": {"pattern": "outside secret"},
+    }[tool]
+    result = await call(ToolPolicy(workspace_root=root), tool, **arguments)
+    assert "outside secret" not in result.text
+    if tool != "search":
+        assert result.is_error
+        assert "2 hard links" in result.text
+    assert (outside / "secret.txt").read_text() == "outside secret\n"
+
+
+async def test_a_hard_link_to_a_protected_file_is_refused(protected: ToolPolicy) -> None:
+    assert protected.workspace_root is not None
+    os.link(protected.workspace_root / ".secrets" / "key.txt", protected.workspace_root / "k")
+    result = await call(protected, "read_file", path="k")
+    assert result.is_error
+    assert "hunter2" not in result.text
+
+
+async def test_hard_links_are_read_when_the_policy_allows_them(layout: tuple[Path, Path]) -> None:
+    root, _ = layout
+    os.link(root / "hello.txt", root / "hello-again.txt")
+    policy = ToolPolicy(workspace_root=root, allow_hard_links=True)
+    result = await call(policy, "read_file", path="hello-again.txt")
+    assert result.text == "one\ntwo\nthree\n"
+
+
+def test_missing_parents_under_a_swapped_symlink_are_not_created_outside(
+    layout: tuple[Path, Path],
+) -> None:
+    root, outside = layout
+    workspace = Workspace.from_policy(ToolPolicy(workspace_root=root))
+    checked = workspace.resolve("a/b/c/new.txt")
+    # The race: after the check, the first missing directory appears as a symlink out.
+    (root / "a").symlink_to(outside)
+    with pytest.raises(PathRefused):
+        workspace.prepare_write("a/b/c/new.txt", checked, b"pwned")
+    assert sorted(os.listdir(outside)) == ["secret.txt"]
+
+
+async def test_write_file_racing_a_symlink_swap_never_creates_anything_outside(
+    layout: tuple[Path, Path],
+) -> None:
+    import shutil
+    import threading
+    import time
+
+    root, outside = layout
+    policy = ToolPolicy(workspace_root=root)
+    stop = threading.Event()
+
+    def swap() -> None:
+        # Flip root/a between a missing entry and a symlink out, as fast as possible; a real
+        # directory a write made there is removed (rmtree never follows a symlink).
+        link = root / "a"
+        while not stop.is_set():
+            try:
+                link.symlink_to(outside)
+                time.sleep(0.0005)
+                link.unlink()
+                time.sleep(0.0005)
+            except FileExistsError:
+                shutil.rmtree(link, ignore_errors=True)
+            except OSError:
+                pass
+
+    swapper = threading.Thread(target=swap)
+    swapper.start()
+    try:
+        for attempt in range(150):
+            await call(policy, "write_file", path=f"a/b{attempt}/new.txt", content="x")
+    finally:
+        stop.set()
+        swapper.join()
+    assert sorted(os.listdir(outside)) == ["secret.txt"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "error", "match"),
+    [
+        ({"workspace_root": ""}, ValueError, "workspace_root must not be empty"),
+        ({"workspace_root": 5}, TypeError, "workspace_root must be a path"),
+        ({"protected_paths": [""]}, ValueError, "protected_paths must not be empty"),
+        ({"protected_paths": 3}, TypeError, "protected_paths"),
+        ({"shell_timeout": float("inf")}, ValueError, "shell_timeout must be a positive, finite"),
+        ({"shell_timeout": "60"}, TypeError, "seconds"),
+        ({"shell_env": [("A", "b")]}, TypeError, "shell_env must be a mapping"),
+        ({"web": {"https_only": False}}, TypeError, "web"),
+        ({"max_read_bytes": 1.0}, TypeError, "max_read_bytes must be an int"),
+        ({"max_entries": 0}, ValueError, "max_entries"),
+        ({"allow_hard_links": "yes"}, TypeError, "allow_hard_links must be True or False"),
+    ],
+)
+def test_every_tool_policy_field_is_type_checked(
+    tmp_path: Path, fields: dict[str, object], error: type[Exception], match: str
+) -> None:
+    settings: dict[str, object] = {"workspace_root": tmp_path, **fields}
+    with pytest.raises(error, match=match):
+        ToolPolicy(**settings)  # type: ignore[arg-type]

@@ -186,3 +186,35 @@ async def test_shell_returns_when_an_escaped_daemon_holds_the_pipes(
         assert trio.current_time() == 2.0
     finally:
         os.kill(daemon, 9)
+
+
+async def test_a_child_in_a_process_group_of_its_own_does_not_outlive_the_command(
+    tmp_path: Path,
+) -> None:
+    # `set -m` (job control) gives each background job its own process group, in the same
+    # session: killing the command's group alone would miss it.
+    result = await shell(
+        ToolPolicy(workspace_root=tmp_path),
+        "set -m; echo $$ > pids.txt; sleep 300 > /dev/null 2>&1 & echo $! >> pids.txt; echo done",
+    )
+    assert result.text.startswith("exit code: 0\nstdout:\ndone\n")
+    pids = _read_pids(tmp_path)
+    assert await trio.to_thread.run_sync(_wait_gone, pids) == []
+
+
+async def test_a_timeout_reaches_children_in_their_own_group_and_their_own_session(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    mock_clock.autojump_threshold = 1.0
+    command = (
+        "set -m; echo $$ > pids.txt; sleep 300 > /dev/null 2>&1 & echo $! >> pids.txt; "
+        # A child that starts a session of its own while its parent (this shell) lives.
+        "setsid sh -c 'echo $$ >> pids.txt; exec sleep 300' > /dev/null 2>&1 & "
+        "while [ $(wc -l < pids.txt) -lt 3 ]; do :; done; echo started; wait"
+    )
+    result = await shell(ToolPolicy(workspace_root=tmp_path, shell_timeout=7), command)
+    assert result.is_error
+    assert "timed out after 7 s" in result.text
+    pids = _read_pids(tmp_path)
+    assert len(pids) == 3
+    assert await trio.to_thread.run_sync(_wait_gone, pids) == []

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import contextlib
+import ssl
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import httpcore2
@@ -16,6 +18,7 @@ from kova.tools._web import FetchWebpage
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Sequence
+    from pathlib import Path
 
 LOOPBACK = WebPolicy(allow_private_hosts=True, https_only=False)
 PUBLIC_IP = "93.184.216.34"  # never connected to: the backend below goes to loopback
@@ -395,3 +398,99 @@ async def test_fetch_webpage_caps_characters(server: Callable[..., Awaitable[Ser
         {"url": f"{running.url}/", "format": "text"}
     )
     assert result.text.endswith("\n[truncated at 50 characters]")
+
+
+# -- issue 29: site-local IPv6, TLS reasons, policy types ---------------------------------
+
+
+@pytest.mark.parametrize("address", ["fec0::1", "fed0::1", "feff:ffff::1"])
+def test_deprecated_ipv6_site_local_addresses_are_refused(address: str) -> None:
+    import ipaddress
+
+    problem = address_problem(ipaddress.ip_address(address), allow_private=False)
+    assert problem is not None
+    assert "site-local" in problem
+    assert address_problem(ipaddress.ip_address(address), allow_private=True) is None
+
+
+def _self_signed_server_context(directory: Path) -> ssl.SSLContext:
+    """A TLS server context with a fresh self-signed certificate (no CA trusts it)."""
+    import datetime
+
+    pytest.importorskip("cryptography")
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kova self-signed")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    (directory / "cert.pem").write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    (directory / "key.pem").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(directory / "cert.pem", directory / "key.pem")
+    return context
+
+
+async def test_a_failed_certificate_check_says_why(nursery: trio.Nursery, tmp_path: Path) -> None:
+    context = _self_signed_server_context(tmp_path)
+
+    async def handshake(stream: trio.SocketStream) -> None:
+        tls = trio.SSLStream(stream, context, server_side=True)
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            await tls.do_handshake()
+
+    listeners = await nursery.start(trio.serve_tcp, handshake, 0)
+    port = listeners[0].socket.getsockname()[1]
+    with pytest.raises(WebFetchError) as caught:
+        await fetch_text(
+            f"https://127.0.0.1:{port}/", WebPolicy(allow_private_hosts=True), resolver=no_dns
+        )
+    message = str(caught.value)
+    assert "TLS certificate verification failed" in message
+    assert "self-signed" in message or "self signed" in message
+
+
+@pytest.mark.parametrize(
+    ("fields", "error", "match"),
+    [
+        ({"allow_private_hosts": "no"}, TypeError, "allow_private_hosts must be True or False"),
+        ({"allow_private_hosts": "false"}, TypeError, "allow_private_hosts"),
+        ({"allow_private_hosts": 0}, TypeError, "allow_private_hosts"),
+        ({"https_only": "0"}, TypeError, "https_only"),
+        ({"https_only": None}, TypeError, "https_only"),
+        ({"timeout": float("inf")}, ValueError, "timeout must be a positive, finite"),
+        ({"timeout": float("nan")}, ValueError, "timeout"),
+        ({"timeout": "30"}, TypeError, "seconds"),
+        ({"max_bytes": 1.5}, TypeError, "max_bytes must be an int"),
+        ({"max_chars": True}, TypeError, "max_chars"),
+        ({"max_redirects": -1}, ValueError, "max_redirects"),
+        ({"user_agent": 7}, TypeError, "user_agent"),
+        ({"user_agent": "kova\r\nX-Injected: 1"}, ValueError, "user_agent must be one line"),
+        ({"allowed_urls": 5}, TypeError, "URL rules"),
+        ({"denied_urls": [""]}, TypeError, "URL rules"),
+        ({"default_format": "pdf"}, ValueError, "default_format"),
+    ],
+)
+def test_every_web_policy_field_is_type_checked(
+    fields: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        WebPolicy(**fields)
