@@ -14,7 +14,7 @@ EXTRAS = MappingProxyType(
         "mcp": ("mcp", "mcp_types"),
         "bedrock": ("botocore",),
         "ws": ("trio_websocket",),
-        "web": ("bs4", "markdownify"),
+        "web": (),  # nothing left to install: the HTML converter is kova's own
         "otel": ("opentelemetry",),
     }
 )

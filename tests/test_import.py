@@ -18,8 +18,8 @@ HEAVY = [
     "pathspec",  # the search tool loads it when it meets a .gitignore
 ]
 
-WEB_STACK = ["bs4", "markdownify", "httpcore2"]
-"""The web extra's HTML stack, and the HTTP stack fetch_webpage pins connections with."""
+WEB_STACK = ["httpcore2"]
+"""The HTTP stack fetch_webpage pins connections with."""
 
 
 def test_import_kova_does_not_load_heavy_modules() -> None:

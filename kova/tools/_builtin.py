@@ -19,8 +19,8 @@ def builtin_tools(policy: ToolPolicy, *, web: bool = False) -> list[Tool]:
     """The built-in tools, every one confined by ``policy``.
 
     ``read_file``, ``list_dir``, ``search``, ``edit_file``, ``write_file``, ``patch_file``
-    and ``shell``; with ``web=True`` also ``fetch_webpage``, which needs the ``web`` extra
-    (``pip install kova-sdk[web]``) for HTML conversion, loaded on its first call. Each tool
+    and ``shell``; with ``web=True`` also ``fetch_webpage`` (no extra needed: HTML is
+    converted by kova's own linear converter, loaded on its first call). Each tool
     carries :class:`~kova.ToolAnnotations` (the file readers and ``search`` are read-only;
     the writers and ``shell`` are not), so an approval handler can decide by them.
 

@@ -16,13 +16,15 @@ Every hop of a fetch (the URL, then each redirect target) goes through the same 
    ``max_redirects`` times.
 
 The body is read up to ``max_bytes`` (the rest is never downloaded), and the whole fetch runs
-under one ``timeout``. The HTML conversion of ``fetch_webpage`` uses the ``web`` extra
-(BeautifulSoup and markdownify), imported on the first call that needs it.
+under one ``timeout``. ``fetch_webpage`` converts HTML with kova's own linear converter
+(``_html.py``) in a worker thread, within what is left of the same ``timeout`` and within
+``max_chars``, and stops it when the call is cancelled.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import ipaddress
 import urllib.parse
 from collections.abc import AsyncIterable
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     import httpcore2
 
     from .._models import JSONObject
+    from ._html import Converted
     from ._policy import WebPolicy
     from ._ssrf import IPAddress
 
@@ -392,6 +395,35 @@ async def fetch_text(
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 
 
+async def _convert(html: str, markdown: bool, policy: WebPolicy, seconds: float) -> Converted:
+    """``html`` converted in a worker thread, within ``seconds`` and ``policy.max_chars``.
+
+    The conversion is linear and checks a stop flag as it goes: when the time is up it
+    returns what it has; when the call is cancelled, the flag is set on the way out, so the
+    thread stops within a few hundred pieces of markup instead of running on abandoned.
+    """
+    import threading
+
+    from ._html import convert_html
+
+    stop = threading.Event()
+    try:
+        return await trio.to_thread.run_sync(
+            functools.partial(
+                convert_html,
+                html,
+                markdown=markdown,
+                # A little past the cut, so the truncation note is still added.
+                max_chars=policy.max_chars + 1,
+                timeout=max(seconds, 0.0),
+                stop=stop,
+            ),
+            abandon_on_cancel=True,
+        )
+    finally:
+        stop.set()
+
+
 @attrs.frozen
 class FetchWebpage:
     """``fetch_webpage``: a page as markdown, plain text or HTML, under a :class:`WebPolicy`."""
@@ -429,6 +461,8 @@ class FetchWebpage:
         wanted = arguments.get("format") or self.policy.default_format
         if wanted not in ("markdown", "text", "html"):
             return ToolResult.error("'format' must be 'markdown', 'text' or 'html'")
+        # One time limit for the fetch and the conversion together.
+        deadline = trio.current_time() + self.policy.timeout
         try:
             page = await _get(
                 url, self.policy, resolver=self.resolver, network_backend=self.network_backend
@@ -436,16 +470,16 @@ class FetchWebpage:
         except WebFetchError as exc:
             return ToolResult.error(str(exc))
         text = page.text
-        if page.content_type in _HTML_TYPES and wanted != "html":
-            from ._html import WebExtraMissing, html_to_markdown, html_to_text
-
-            convert = html_to_markdown if wanted == "markdown" else html_to_text
-            try:
-                # CPU-bound on a large page; nothing to undo, so a cancel abandons it.
-                text = await trio.to_thread.run_sync(convert, text, abandon_on_cancel=True)
-            except WebExtraMissing as exc:
-                return ToolResult.error(str(exc))
         notes = []
+        if page.content_type in _HTML_TYPES and wanted != "html":
+            remaining = deadline - trio.current_time()
+            converted = await _convert(text, wanted == "markdown", self.policy, remaining)
+            text = converted.text
+            if converted.stopped == "time":
+                notes.append(
+                    f"[conversion stopped: the page took longer than the {self.policy.timeout:g} s "
+                    "limit to convert; what was converted is above]"
+                )
         if len(text) > self.policy.max_chars:
             text = text[: self.policy.max_chars]
             notes.append(f"[truncated at {self.policy.max_chars} characters]")

@@ -374,7 +374,7 @@ async def test_fetch_webpage_converts_html(server: Callable[..., Awaitable[Serve
     plain = await tool.execute({"url": f"{running.url}/", "format": "text"})
     assert (
         plain.text
-        == f"URL: {running.url}/\nStatus: 200\n\nKova docs\n\nTools\n\nRead files.\n\none\n\ntwo"
+        == f"URL: {running.url}/\nStatus: 200\n\nKova docs\n\nTools\n\nRead files.\n\n- one\n- two"
     )
     raw = await tool.execute({"url": f"{running.url}/", "format": "html"})
     assert "<script>" in raw.text
@@ -494,3 +494,98 @@ def test_every_web_policy_field_is_type_checked(
 ) -> None:
     with pytest.raises(error, match=match):
         WebPolicy(**fields)
+
+
+# -- issue 29: the HTML conversion is linear, bounded and stops when cancelled ---------------
+
+
+def test_html_becomes_markdown_with_structure() -> None:
+    from kova.tools._html import html_to_markdown, html_to_text
+
+    page = (
+        "<title>T</title><h1>A &amp; B</h1><p>a <b>bold</b> <em>it</em> <code>x</code></p>"
+        "<blockquote><p>q1</p><p>q2</p></blockquote><pre>def f():\n    return 1\n</pre>"
+        "<ol><li>a<ul><li>b</li></ul></li><li>c</li></ol>"
+        "<table><tr><th>H</th><th>I</th></tr><tr><td>1<td>2</tr></table>"
+        "<p>x<br>y</p><a href='/i'><img src='i.png' alt='icon'></a><a href='javascript:x'>js</a>"
+        "<svg><text>hidden</text></svg><script>if (a < b) {}</script><!-- note -->"
+    )
+    assert html_to_markdown(page) == (
+        "# T\n\n# A & B\n\na **bold** *it* `x`\n\n> q1\n>\n> q2\n\n"
+        "```\ndef f():\n    return 1\n```\n\n1. a\n  - b\n2. c\n\n"
+        "| H | I |\n| --- | --- |\n| 1 | 2 |\n\nx\ny\n\n[![icon](i.png)](/i)js"
+    )
+    assert html_to_text(page) == (
+        "T\n\nA & B\n\na bold it x\n\nq1\n\nq2\n\ndef f():\n    return 1\n\n"
+        "1. a\n  - b\n2. c\n\n| H | I |\n| 1 | 2 |\n\nx\ny\n\niconjs"
+    )
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        "<div>x " * 200_000 + "</div>" * 200_000,  # 2.6 MB of nesting (was a RecursionError)
+        "<blockquote><ul><li><table><tr><td>x " * 50_000,
+        "<" * 1_000_000,
+        "<a " + 'b="' * 300_000,  # quotes never closed
+        "<!--" * 250_000,
+        "</div>" * 200_000,
+    ],
+    ids=["nested-divs", "nested-structure", "lt-run", "open-quotes", "open-comments", "ends"],
+)
+def test_hostile_html_converts_to_the_size_limit_without_recursion(page: str) -> None:
+    from kova.tools._html import convert_html
+
+    converted = convert_html(page, markdown=True, max_chars=100_000)
+    assert len(converted.text) <= 100_000
+    assert converted.stopped in (None, "size")
+
+
+def test_the_conversion_stops_at_its_deadline_with_what_it_has() -> None:
+    from kova.tools._html import convert_html
+
+    converted = convert_html("<p>x</p>" * 100_000, markdown=False, max_chars=10**7, timeout=0.0)
+    assert converted.stopped == "time"
+    assert converted.text.startswith("x")  # what was converted before it stopped
+
+
+async def test_a_cancelled_conversion_leaves_no_thread_converting() -> None:
+    import sys
+    import time
+
+    from kova.tools import _html
+    from kova.tools._web import _convert
+
+    page = "<div>" * 4_000_000  # tens of seconds of work under load, were it not stopped
+
+    def converting() -> bool:
+        for frame in sys._current_frames().values():
+            current: Any = frame
+            while current is not None:
+                if current.f_code is _html._convert.__code__:
+                    return True
+                current = current.f_back
+        return False
+
+    def stopped_within(seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while converting():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    with trio.move_on_after(0.2):  # wall clock: the thread must really have started
+        await _convert(page, True, WebPolicy(), 600.0)
+    assert await trio.to_thread.run_sync(stopped_within, 5.0)
+
+
+async def test_fetch_webpage_converts_a_deeply_nested_page(
+    server: Callable[..., Awaitable[Server]],
+) -> None:
+    page = "<html><body>" + "<div>x " * 100_000 + "</div>" * 100_000 + "</body></html>"
+    running = await server({"/": text(page, "text/html")})
+    result = await FetchWebpage(LOOPBACK).execute({"url": f"{running.url}/"})
+    assert not result.is_error
+    assert result.text.endswith(f"[truncated at {LOOPBACK.max_chars} characters]")
+    assert "x\nx\nx" in result.text
