@@ -379,7 +379,10 @@ class McpUnavailableError(KovaConnectionError):
     """No MCP session is up: the server is down or being reconnected to.
 
     Raised at once (fail fast) while the connection actor backs off between reconnect
-    attempts, instead of letting the request run into its timeout. Nothing was sent.
+    attempts, instead of letting the request run into its timeout (or, with
+    ``wait_for_connection=True``, when no session came up within it). A tool call that
+    raises it never reached the server; a call that may have reached it raises
+    :class:`McpCallInterruptedError` instead.
     """
 
     def __init__(
@@ -415,17 +418,28 @@ class McpCallInterruptedError(McpError):
     (``replay=True``, ``replay_tools=``); this error says it did neither.
     """
 
-    def __init__(self, *, server: str, tool: str, reason: str, replayed: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        server: str,
+        tool: str,
+        reason: str,
+        replayed: bool = False,
+        why: str | None = None,
+    ) -> None:
         self.server = server
         self.tool = tool
         self.reason = reason
         self.replayed = replayed
         """Whether this was already the second attempt (a replay), which was lost too."""
-        why = (
-            "it was already sent again once"
-            if replayed
-            else "the tool is not annotated read-only or idempotent"
-        )
+        if why is None:
+            why = (
+                "it was already sent again once"
+                if replayed
+                else "the tool is not annotated read-only or idempotent"
+            )
+        self.why = why
+        """Why it was not sent (again)."""
         super().__init__(
             f"the connection to MCP server {server!r} was lost while tool {tool!r} was "
             f"running ({reason}); the call may or may not have run on the server. It was not "

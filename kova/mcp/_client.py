@@ -5,6 +5,7 @@ from __future__ import annotations
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 
 from .._errors import (
@@ -17,6 +18,7 @@ from .._errors import (
     McpError,
     McpUnavailableError,
 )
+from .._groups import raise_lone
 from .._log import get_logger
 from ..actors import Runtime, Supervisor, open_supervisor
 from ._connection import McpConnection
@@ -69,6 +71,10 @@ log = get_logger(__name__)
 
 DEFAULT_REQUEST_TIMEOUT = 60.0
 """Seconds one MCP request may take unless the call says otherwise."""
+
+ACTOR_GRACE = 1.0
+"""Seconds past a tool call's limit before the client stops waiting for an actor that does
+not answer (the actor itself ends the call at its limit, with the error that says why)."""
 
 
 _LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -256,9 +262,12 @@ class McpClient:
                         await supervisor.stop_child(ref)
                     shared.publish(McpConnectionState(status="closed", since=_now()))
         except BaseExceptionGroup as group:
-            # A failed connection attempt travels out through the actor's and the
-            # supervisor's nurseries; the caller gets the one error it is about.
-            error = None if connected else _sole_kova_error(group)
+            # A failed connection attempt, or the supervisor giving up on the actor (its
+            # ActorFailed), travels out through the actor's and the supervisor's nurseries;
+            # the caller gets the one error it is about, as itself.
+            if connected:
+                raise_lone(group)
+            error = _sole_kova_error(group)
             if error is None:
                 raise
             raise error from None
@@ -326,15 +335,31 @@ class McpClient:
             return await self._send(message, limit)
 
     async def _send(self, message: Message, limit: float) -> Any:
+        if isinstance(message, CallTool):
+            # The actor bounds a tool call by its limit and says what expired (see
+            # McpConnection._call_tool); this scope is only a backstop for an actor that
+            # does not answer at all.
+            message = attrs.evolve(message, timeout=limit)
+            limit += ACTOR_GRACE
         with trio.move_on_after(limit):
             for attempt in (1, 2):
                 try:
                     return await self._ref.call(message)
                 except (ActorFailed, MailboxClosed) as exc:
                     if isinstance(message, CallTool) and message.replay is not True:
-                        raise McpCallInterruptedError(
-                            server=self.server, tool=message.name, reason=str(exc)
-                        ) from exc
+                        if isinstance(exc, ActorFailed):
+                            # The actor crashed while serving the call: it may have run.
+                            raise McpCallInterruptedError(
+                                server=self.server,
+                                tool=message.name,
+                                reason=str(exc),
+                                why="the connection actor crashed while serving it",
+                            ) from exc
+                        if attempt == 2:
+                            # Never reached the actor (it was restarting), so never sent.
+                            raise McpUnavailableError(
+                                server=self.server, since=_now(), reason=str(exc)
+                            ) from exc
                     if attempt == 2:
                         raise KovaConnectionError(
                             f"the MCP connection {self.name!r} failed twice: {exc}"

@@ -37,10 +37,17 @@ import random
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import attrs
 import mcp_types as mt
 import trio
 
-from .._errors import KovaError, McpCallInterruptedError, McpUnavailableError
+from .._errors import (
+    KovaError,
+    KovaTimeoutError,
+    McpCallInterruptedError,
+    McpError,
+    McpUnavailableError,
+)
 from .._log import get_logger
 from ..actors import Actor, UnknownMessage
 from . import _operations as operations
@@ -100,6 +107,16 @@ that stopped answering) before it is cancelled."""
 GONE_GRACE = 0.5
 """Seconds a session the server no longer has stays open for the requests already in flight
 on it to get their answers from kova's HTTP layer."""
+
+
+@attrs.define
+class _CallProgress:
+    """How far one tool call got, for the error its time limit reports."""
+
+    in_flight: bool = False
+    """A request is out on a live session."""
+    lost: str | None = None
+    """Why the session was lost after the call may have reached the server."""
 
 
 class ConnectionLost(Exception):
@@ -373,19 +390,27 @@ class McpConnection(Actor):
             attempts=state.attempts,
         )
 
-    async def _live_session(self, avoid: Session | None) -> Session:
+    async def _live_session(self, avoid: Session | None, *, wait: bool = False) -> Session:
         """The live session (other than ``avoid``), waiting while one is being opened.
+
+        With ``wait`` (a request that was lost after it was sent, to be sent again), it
+        also waits while the server is unavailable: failing fast would report "nothing was
+        sent" for a request the server may have run.
 
         Raises:
             McpUnavailableError: the server is unavailable (the actor is backing off) and
-                the host did not ask requests to wait.
+                neither the host nor ``wait`` asked requests to wait.
         """
         while True:
             session = self._session
             if session is not None and session is not avoid and session.usable:
                 return session
             state = self._shared.state
-            if state.status == "unavailable" and not self._settings.wait_for_connection:
+            if (
+                state.status == "unavailable"
+                and not wait
+                and not self._settings.wait_for_connection
+            ):
                 raise self._unavailable()
             await self._shared.changed.wait()
 
@@ -396,7 +421,7 @@ class McpConnection(Actor):
         one was lost under it and ``replay`` allows (or it never reached the server)."""
         avoid: Session | None = None
         for attempt in (1, 2):
-            session = await self._live_session(avoid)
+            session = await self._live_session(avoid, wait=avoid is not None)
             try:
                 return await request_once(session, operation)
             except SessionLost as lost:
@@ -409,66 +434,132 @@ class McpConnection(Actor):
         raise AssertionError("unreachable")
 
     async def _call_tool(self, message: CallTool) -> ToolResult:
-        name = message.name
+        """One tool call, bounded as a whole by ``message.timeout`` so that the error says
+        what happened: nothing sent (:class:`~kova.McpUnavailableError`), sent and lost
+        and not sent again (:class:`~kova.McpCallInterruptedError`), or in flight on a live
+        session when the time ran out (:class:`~kova.KovaTimeoutError`)."""
+        progress = _CallProgress()
         epoch = self._tools_epoch
-        avoid: Session | None = None
-        for attempt in (1, 2):
-            session = await self._live_session(avoid)
-            try:
-                result = await request_once(
-                    session,
-                    lambda c: operations.call_tool(c, name, message.arguments, message.progress),
-                )
-                break
-            except SessionLost as lost:
-                if attempt == 2 or (lost.delivered and not await self._may_replay(message)):
-                    if not lost.delivered:
-                        raise McpUnavailableError(
-                            server=self._shared.name, since=now(), reason=lost.reason
-                        ) from None
-                    raise McpCallInterruptedError(
-                        server=self._shared.name,
-                        tool=name,
-                        reason=lost.reason,
-                        replayed=attempt == 2,
-                    ) from None
-                log.info(
-                    "mcp.request.replayed",
-                    connection=self._shared.name,
-                    tool=name,
-                    delivered=lost.delivered,
-                    reason=lost.reason,
-                )
-                avoid = session
+        with trio.move_on_after(message.timeout) as scope:
+            result = await self._call_tool_attempts(message, progress)
+        if scope.cancelled_caught:
+            raise self._call_timed_out(message, progress)
         if epoch != self._tools_epoch and self._shared.tool_watchers:
             # The call changed the server's tools: the agent that made it sees the new list
             # before its next step.
             await self._refresh_tools()
         return result
 
-    async def _may_replay(self, message: CallTool) -> bool:
-        """Whether an interrupted call of this tool may be sent again: the host said so, or
-        its annotations say it is read-only or idempotent."""
+    async def _call_tool_attempts(self, message: CallTool, progress: _CallProgress) -> ToolResult:
+        name = message.name
+        avoid: Session | None = None
+        for attempt in (1, 2):
+            # A call lost after it was sent waits for the next session to be sent again;
+            # one that never reached the server fails fast like any new call.
+            session = await self._live_session(avoid, wait=progress.lost is not None)
+            progress.in_flight = True
+            try:
+                return await request_once(
+                    session,
+                    lambda c: operations.call_tool(c, name, message.arguments, message.progress),
+                )
+            except SessionLost as lost:
+                progress.in_flight = False
+                avoid = session
+                if not lost.delivered and progress.lost is None:
+                    # Provably never ran: the same as a call made just now.
+                    if attempt == 2:
+                        raise McpUnavailableError(
+                            server=self._shared.name, since=now(), reason=lost.reason
+                        ) from None
+                    log.info(
+                        "mcp.request.replayed",
+                        connection=self._shared.name,
+                        tool=name,
+                        delivered=False,
+                        reason=lost.reason,
+                    )
+                    continue
+                if attempt == 2:
+                    why = (
+                        "it was already sent again once"
+                        if lost.delivered
+                        else "the new session was lost before the call reached it"
+                    )
+                    raise McpCallInterruptedError(
+                        server=self._shared.name,
+                        tool=name,
+                        reason=lost.reason,
+                        replayed=lost.delivered,
+                        why=why,
+                    ) from None
+                progress.lost = lost.reason
+                refusal = await self._replay_refusal(message)
+                if refusal is not None:
+                    raise McpCallInterruptedError(
+                        server=self._shared.name, tool=name, reason=lost.reason, why=refusal
+                    ) from None
+                log.info(
+                    "mcp.request.replayed",
+                    connection=self._shared.name,
+                    tool=name,
+                    delivered=True,
+                    reason=lost.reason,
+                )
+        raise AssertionError("unreachable")
+
+    def _call_timed_out(self, message: CallTool, progress: _CallProgress) -> KovaError:
+        limit = message.timeout
+        if progress.lost is not None:
+            return McpCallInterruptedError(
+                server=self._shared.name,
+                tool=message.name,
+                reason=progress.lost,
+                why=f"no new session came up within the call's {limit:g}s timeout",
+            )
+        if progress.in_flight:
+            return KovaTimeoutError(
+                f"MCP request CallTool to {self._shared.name!r} timed out after {limit:g}s",
+                timeout=limit,
+            )
+        state = self._shared.state
+        return McpUnavailableError(
+            server=self._shared.name,
+            since=state.since,
+            reason=state.error or f"no session came up within {limit:g}s",
+            attempts=state.attempts,
+        )
+
+    async def _replay_refusal(self, message: CallTool) -> str | None:
+        """Why an interrupted call of this tool may not be sent again (``None``: it may):
+        the host's word, else its annotations (read-only or idempotent), listed from the
+        server (on the next session) when they are not known yet."""
         if message.replay is not None:
-            return message.replay
+            return None if message.replay else "the caller passed replay=False"
         if message.name in self._settings.replay_tools:
-            return True
+            return None
         definition = self._known_tools.get(message.name)
         if definition is None:
             try:
-                await self._list_tools()
-            except KovaError:
-                return False
+                await self._list_tools(wait=True)
+            except McpError as exc:
+                return f"its annotations could not be listed ({exc})"
             definition = self._known_tools.get(message.name)
-        annotations = definition.annotations if definition is not None else None
-        return annotations is not None and (
+            if definition is None:
+                return "the server no longer lists the tool"
+        annotations = definition.annotations
+        if annotations is not None and (
             annotations.read_only is True or annotations.idempotent is True
-        )
+        ):
+            return None
+        return "the tool is not annotated read-only or idempotent"
 
-    async def _list_tools(self) -> tuple[ToolDefinition, ...]:
+    async def _list_tools(self, *, wait: bool = False) -> tuple[ToolDefinition, ...]:
         if self._tools is not None:
             return self._tools
         epoch = self._tools_epoch
+        if wait:
+            await self._live_session(None, wait=True)
         tools = await self._request(operations.list_tools)
         self._known_tools = {tool.name: tool for tool in tools}
         if epoch == self._tools_epoch:

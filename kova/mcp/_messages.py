@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import attrs
@@ -40,6 +41,9 @@ class CallTool:
     arguments: JSONObject
     progress: ProgressHandler | None = None
     replay: bool | None = None
+    timeout: float = math.inf
+    """The call's time limit in seconds; the actor bounds the whole call by it (waits for a
+    session, the request, a replay), so that when it expires the error says what happened."""
 
 
 @attrs.frozen

@@ -9,6 +9,7 @@ mapping of a request's failures to "the session was lost" or a kova error.
 
 from __future__ import annotations
 
+import logging
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -45,6 +46,21 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+
+
+def _quiet_vendor_logs() -> None:
+    """The ``mcp`` package logs what kova handles as errors with tracebacks ("Error in
+    sse_reader" and ~60 lines on every SSE server restart). Unconfigured, the standard
+    library prints those through its last-resort handler; kova is quiet by default. A
+    ``NullHandler`` on the package's logger ends only that: where the application has
+    configured logging, the records still reach its handlers at their own level (the
+    standard library's advice for libraries, applied to the library kova runs)."""
+    vendor = logging.getLogger("mcp")
+    if not any(isinstance(handler, logging.NullHandler) for handler in vendor.handlers):
+        vendor.addHandler(logging.NullHandler())
+
+
+_quiet_vendor_logs()
 
 
 @attrs.define(eq=False)
