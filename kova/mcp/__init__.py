@@ -10,6 +10,7 @@ from .._extras import require_extra as _require_extra
 _require_extra("mcp", "kova.mcp")  # one line naming the extra, not a bare ModuleNotFoundError
 
 from ._auth import TokenProvider as TokenProvider
+from ._client import DEFAULT_CONNECT_TIMEOUT as DEFAULT_CONNECT_TIMEOUT
 from ._client import DEFAULT_REQUEST_TIMEOUT as DEFAULT_REQUEST_TIMEOUT
 from ._client import McpClient as McpClient
 from ._tool import PREFIX_SEPARATOR as PREFIX_SEPARATOR
@@ -46,6 +47,7 @@ from ._types import StateChangeHandler as StateChangeHandler
 
 __all__ = [
     "ConnectionStatus",
+    "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_REQUEST_TIMEOUT",
     "ElicitationHandler",
     "ElicitationRequest",

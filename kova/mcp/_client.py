@@ -65,12 +65,16 @@ if TYPE_CHECKING:
         StateChangeHandler,
     )
 
-__all__ = ["DEFAULT_REQUEST_TIMEOUT", "McpClient"]
+__all__ = ["DEFAULT_CONNECT_TIMEOUT", "DEFAULT_REQUEST_TIMEOUT", "McpClient"]
 
 log = get_logger(__name__)
 
 DEFAULT_REQUEST_TIMEOUT = 60.0
 """Seconds one MCP request may take unless the call says otherwise."""
+
+DEFAULT_CONNECT_TIMEOUT = 30.0
+"""Seconds one connection attempt (transport, ``initialize``) may take unless ``connect``
+says otherwise."""
 
 ACTOR_GRACE = 1.0
 """Seconds past a tool call's limit before the client stops waiting for an actor that does
@@ -157,6 +161,7 @@ class McpClient:
         runtime: Runtime | Supervisor | None = None,
         name: str | None = None,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         sampling: Provider | None = None,
         sampling_model: str | None = None,
         elicitation: ElicitationHandler | None = None,
@@ -186,6 +191,12 @@ class McpClient:
                 and its supervisor decides, only when ``reconnect`` gives up.
             name: the actor's name (for logs); unique within ``runtime``.
             request_timeout: the default timeout of one request, in seconds.
+            connect_timeout: how long one connection attempt may take, in seconds: opening
+                the transport, the ``initialize`` handshake and the session's setup. A
+                server that does not answer ``initialize`` in time (silent, answering
+                garbage, or an HTTP server that accepts and never replies) fails the
+                attempt with :class:`~kova.McpError` naming the server and what it sent;
+                recovery then retries on its backoff schedule.
             sampling: a provider that answers the server's ``sampling/createMessage``
                 requests. Off (the server is told sampling is unsupported) unless given.
             sampling_model: the model to ask for when sampling (the provider's default
@@ -212,8 +223,16 @@ class McpClient:
 
         Raises:
             KovaConnectionError: the server could not be reached (after the one retry).
-            McpError: the server rejected ``initialize``.
+            McpError: the server rejected ``initialize``, or did not complete it within
+                ``connect_timeout``.
+            ValueError: ``connect_timeout`` or ``log_level`` is not valid.
         """
+        if (
+            isinstance(connect_timeout, bool)
+            or not isinstance(connect_timeout, int | float)
+            or not connect_timeout > 0
+        ):
+            raise ValueError(f"connect_timeout must be a positive number, got {connect_timeout!r}")
         if log_level is not None and log_level not in _LOG_LEVELS:
             raise ValueError(f"log_level must be one of {_LOG_LEVELS}, got {log_level!r}")
         settings = ConnectionSettings(
@@ -228,6 +247,7 @@ class McpClient:
             log_level=log_level,
             on_resource_updated=on_resource_updated,
             roots_enabled=roots is not None,
+            connect_timeout=float(connect_timeout),
         )
         shared = SharedState(
             name=name or _describe_transport(transport),

@@ -33,6 +33,7 @@ roots, its log messages) in :mod:`kova.mcp._callbacks`.
 
 from __future__ import annotations
 
+import math
 import random
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -70,6 +71,7 @@ from ._messages import (
 from ._session import (
     Session,
     SessionLost,
+    Traffic,
     connect_error,
     describe,
     first_of,
@@ -257,11 +259,19 @@ class McpConnection(Actor):
         """The session task: connect, publish the session, then hold the ``mcp`` context
         managers open until the connection is retired or lost."""
         session: Session | None = None
+        traffic = Traffic()
+        timeout = self._settings.connect_timeout
         try:
             with trio.CancelScope() as scope:
-                opened = open_client(self._settings, self._callbacks, self._on_message)
+                # The handshake (transport, initialize, the session's setup) is bounded by
+                # the connect timeout: a server that never answers initialize, answers with
+                # garbage, or accepts an HTTP connection and says nothing must not hold
+                # connect() (or a recovery attempt) forever.
+                scope.deadline = trio.current_time() + timeout
+                opened = open_client(self._settings, self._callbacks, self._on_message, traffic)
                 async with opened as (client, lost, watch):
                     await self._prepare(client)
+                    scope.deadline = math.inf
                     self._sessions_opened += 1
                     session = Session(client=client, number=self._sessions_opened)
                     watch.on_gone = session.mark_gone
@@ -287,6 +297,11 @@ class McpConnection(Actor):
                         self._report_lost(session)
                     # Leaving the transport may wait on a server that stopped answering.
                     scope.deadline = trio.current_time() + CLOSE_GRACE
+            if session is None:  # the handshake's deadline passed
+                raise McpError(
+                    f"MCP server {self._shared.name!r} did not complete initialize within "
+                    f"{timeout:g}s (connect_timeout): {traffic.describe()}"
+                )
         except Exception as exc:
             if session is None:
                 raise  # the connection attempt failed: nursery.start() raises it

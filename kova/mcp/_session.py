@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Session",
     "SessionLost",
+    "Traffic",
     "connect_error",
     "describe",
     "first_of",
@@ -116,6 +117,29 @@ class Session:
             self.ended.set()
 
 
+@attrs.define(eq=False)
+class Traffic:
+    """What a connection attempt received, for the error when ``initialize`` does not
+    complete in time."""
+
+    messages: int = 0
+    """JSON-RPC messages received."""
+    invalid: int = 0
+    """Items the transport could not read as JSON-RPC messages."""
+    first_invalid: str | None = None
+
+    def describe(self) -> str:
+        if self.invalid:
+            plural = "s" if self.invalid != 1 else ""
+            return (
+                f"it sent {self.invalid} message{plural} that {'are' if plural else 'is'} not "
+                f"JSON-RPC (the first: {self.first_invalid})"
+            )
+        if self.messages:
+            return f"it sent {self.messages} message(s) but no answer to initialize"
+        return "it sent nothing"
+
+
 @attrs.frozen
 class SessionLost(Exception):
     """A request's session ended under it. ``delivered`` is False when it never ran."""
@@ -175,10 +199,11 @@ async def open_client(
     settings: ConnectionSettings,
     callbacks: ServerCallbacks,
     message_handler: MessageHandlerFnT,
+    traffic: Traffic | None = None,
 ) -> AsyncIterator[tuple[Client, trio.Event, SessionWatch]]:
     """Open the transport and the ``mcp`` client on it (``initialize`` included). Yields
     the client, an event set when the server closes the connection, and the transport's
-    :class:`~kova.mcp._transports.SessionWatch`.
+    :class:`~kova.mcp._transports.SessionWatch`. ``traffic`` counts what arrives.
 
     The transport's read stream is pumped through a stream of our own so we learn when
     the server closes it, even while no request is waiting.
@@ -201,6 +226,13 @@ async def open_client(
                 async with send:
                     try:
                         async for item in read_stream:
+                            if traffic is not None:
+                                if isinstance(item, Exception):
+                                    traffic.invalid += 1
+                                    if traffic.first_invalid is None:
+                                        traffic.first_invalid = repr(item)[:200]
+                                else:
+                                    traffic.messages += 1
                             await send.send(item)
                     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                         return  # the session side closed first: we are shutting down

@@ -51,6 +51,8 @@ class ConnectionSettings:
     on_resource_updated: ResourceUpdatedHandler | None = None
     log_level: str | None = None
     roots_enabled: bool = False
+    connect_timeout: float = 30.0
+    """Seconds one connection attempt (transport, ``initialize``, session setup) may take."""
     client_name: str = "kova"
     client_version: str = "0.1.0"
 
