@@ -22,7 +22,9 @@ The tree::
     │   └── McpCallInterruptedError   the connection died under a tool call that may have run
     ├── AgentLoopError
     │   ├── MaxIterationsError
-    │   └── ContextBudgetExceededError
+    │   ├── ContextBudgetExceededError
+    │   └── UsageLimitExceeded        a usage limit (requests, tool calls, tokens) was reached
+    ├── ApprovalMismatchError         a resume's decisions do not fit the paused turn
     ├── StructuredOutputError         the final answer did not parse / validate (has raw text)
     ├── TurnCancelled                 a turn was cancelled through a CancelToken (alias: Cancelled)
     ├── SerializationError            stored data (history, JSON) could not be read
@@ -59,6 +61,7 @@ __all__ = [
     "ActorError",
     "ActorFailed",
     "AgentLoopError",
+    "ApprovalMismatchError",
     "BuildError",
     "Cancelled",
     "ContextBudgetExceededError",
@@ -86,6 +89,7 @@ __all__ = [
     "ToolExecutionError",
     "ToolNotFoundError",
     "TurnCancelled",
+    "UsageLimitExceeded",
     "classify_status",
     "error_for_class",
     "parse_retry_after",
@@ -468,6 +472,36 @@ class ContextBudgetExceededError(AgentLoopError):
             f"the prompt is about {estimated_tokens} tokens, over the context budget of {budget}; "
             "nothing was sent"
         )
+
+
+class UsageLimitExceeded(AgentLoopError):
+    """A turn reached one of its :class:`~kova.agent.UsageLimits`. Like every failed turn it
+    produced no messages."""
+
+    def __init__(self, limit: str, value: int, figure: int, *, sent: bool) -> None:
+        self.limit = limit
+        """Which limit: ``requests``, ``tool_calls``, ``input_tokens``, ``output_tokens`` or
+        ``total_tokens``."""
+        self.value = value
+        """The limit's value."""
+        self.figure = figure
+        """The turn's figure that went over it."""
+        if not sent and limit == "requests":
+            what = f"model call {figure} was not sent"
+        elif not sent and limit == "tool_calls":
+            what = f"the tool step that would make {figure} tool calls was not started"
+        elif not sent:
+            what = f"the request counted at {figure} {limit.replace('_', ' ')} was not sent"
+        else:
+            what = f"the turn has used {figure} {limit.replace('_', ' ')}"
+        super().__init__(f"usage limit {limit}={value} exceeded: {what}")
+
+
+class ApprovalMismatchError(KovaError):
+    """A resumed turn's history or decisions do not fit the turn that paused: the history
+    does not end with the assistant message the pending calls came from, a decision names an
+    unknown call, a call's name or arguments changed, or a call has no decision. Nothing ran.
+    """
 
 
 class StructuredOutputError(KovaError):

@@ -87,6 +87,8 @@ class ToolOutcome(enum.StrEnum):
     """The tool raised, returned an error result, was unknown or got invalid arguments."""
     DENIED = "denied"
     """The approval handler refused the call; the tool never ran."""
+    DEFERRED = "deferred"
+    """The call was left to a person's decision (deferred approval); it has not run."""
 
 
 class TurnStarted(Record):
@@ -193,7 +195,7 @@ class ToolFinished(Record):
     span_id: int
     time: float
     call: ToolUse
-    outcome: Literal["success", "error", "denied", "cancelled"]
+    outcome: Literal["success", "error", "denied", "deferred", "cancelled"]
     approved: bool | None
     """The approval outcome: ``None`` when no approval ran (no handler, or the call failed
     its checks first), else the handler's decision."""

@@ -24,7 +24,9 @@ The tree (see docs/errors.md for what to catch for what)::
     ├── WebFetchError                 fetch_text refused (SSRF guard, URL rules) or failed
     ├── AgentLoopError
     │   ├── MaxIterationsError
-    │   └── ContextBudgetExceededError
+    │   ├── ContextBudgetExceededError
+    │   └── UsageLimitExceeded        a usage limit (requests, tool calls, tokens) was reached
+    ├── ApprovalMismatchError         a resume's decisions do not fit the paused turn
     ├── StructuredOutputError         the final answer did not validate (every raw attempt)
     ├── TurnCancelled                 a CancelToken cancelled the turn (alias: Cancelled)
     ├── SerializationError            stored data (history, JSON) could not be read
@@ -39,6 +41,7 @@ The tree (see docs/errors.md for what to catch for what)::
 from ._errors import ActorError as ActorError
 from ._errors import ActorFailed as ActorFailed
 from ._errors import AgentLoopError as AgentLoopError
+from ._errors import ApprovalMismatchError as ApprovalMismatchError
 from ._errors import BuildError as BuildError
 from ._errors import Cancelled as Cancelled
 from ._errors import ContextBudgetExceededError as ContextBudgetExceededError
@@ -64,6 +67,7 @@ from ._errors import ToolError as ToolError
 from ._errors import ToolExecutionError as ToolExecutionError
 from ._errors import ToolNotFoundError as ToolNotFoundError
 from ._errors import TurnCancelled as TurnCancelled
+from ._errors import UsageLimitExceeded as UsageLimitExceeded
 from .tools._errors import DuplicateToolError as DuplicateToolError
 from .tools._errors import InvalidToolArguments as InvalidToolArguments
 from .tools._errors import ToolDefinitionError as ToolDefinitionError
@@ -73,6 +77,7 @@ __all__ = [
     "ActorError",
     "ActorFailed",
     "AgentLoopError",
+    "ApprovalMismatchError",
     "BuildError",
     "Cancelled",
     "ContextBudgetExceededError",
@@ -101,5 +106,6 @@ __all__ = [
     "ToolExecutionError",
     "ToolNotFoundError",
     "TurnCancelled",
+    "UsageLimitExceeded",
     "WebFetchError",
 ]

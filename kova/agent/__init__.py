@@ -1,4 +1,5 @@
-"""The agent: AgentBuilder, Agent, streamed events, retries, cancellation.
+"""The agent: AgentBuilder, Agent, streamed events, retries, cancellation, and the turn core
+(Turn and its steps) with deferred approvals and usage limits.
 
 Every event class ``agent.stream()`` yields is importable from here (``TextDelta`` and
 ``ThinkingDelta`` are the provider's own classes, also in :mod:`kova`).
@@ -7,20 +8,32 @@ Every event class ``agent.stream()`` yields is importable from here (``TextDelta
 from .._models import TextDelta as TextDelta
 from .._models import ThinkingDelta as ThinkingDelta
 from ._agent import Agent as Agent
+from ._approvals import DEFER as DEFER
+from ._approvals import ApprovalDecision as ApprovalDecision
+from ._approvals import Deferred as Deferred
+from ._approvals import PendingApprovals as PendingApprovals
+from ._approvals import PendingCall as PendingCall
 from ._builder import AgentBuilder as AgentBuilder
 from ._cancel import CancelToken as CancelToken
 from ._config import AgentConfig as AgentConfig
 from ._events import AgentEvent as AgentEvent
 from ._events import AgentResponse as AgentResponse
+from ._events import ToolCallDeferred as ToolCallDeferred
 from ._events import ToolCallFinished as ToolCallFinished
 from ._events import ToolCallStarted as ToolCallStarted
 from ._events import TurnCompleted as TurnCompleted
+from ._limits import UsageLimits as UsageLimits
 from ._provider_ref import ProviderRef as ProviderRef
 from ._provider_ref import spawn_provider as spawn_provider
 from ._retry import RetryConfig as RetryConfig
 from ._structured import StructuredStream as StructuredStream
 from ._tool_pool import ApprovalHandler as ApprovalHandler
 from ._tool_pool import LifecycleHook as LifecycleHook
+from ._turn import AwaitApproval as AwaitApproval
+from ._turn import CallModel as CallModel
+from ._turn import Finished as Finished
+from ._turn import RunTools as RunTools
+from ._turn import Turn as Turn
 
 __all__ = [
     "Agent",
@@ -28,16 +41,28 @@ __all__ = [
     "AgentConfig",
     "AgentEvent",
     "AgentResponse",
+    "ApprovalDecision",
     "ApprovalHandler",
+    "AwaitApproval",
+    "CallModel",
     "CancelToken",
+    "DEFER",
+    "Deferred",
+    "Finished",
     "LifecycleHook",
+    "PendingApprovals",
+    "PendingCall",
     "ProviderRef",
     "RetryConfig",
+    "RunTools",
     "StructuredStream",
     "TextDelta",
     "ThinkingDelta",
+    "ToolCallDeferred",
     "ToolCallFinished",
     "ToolCallStarted",
+    "Turn",
     "TurnCompleted",
+    "UsageLimits",
     "spawn_provider",
 ]

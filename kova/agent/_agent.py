@@ -1,14 +1,11 @@
-"""The agent: a stateless loop over caller-owned history.
+"""The agent: a stateless driver of the turn core over caller-owned history.
 
 ``run(history)`` takes the conversation the host keeps and returns the messages the turn
-produced; it holds no conversation state between turns. One turn:
-
-1. working messages = system prompt + history;
-2. up to ``max_iterations + 1`` provider calls, each preceded by the heuristic
-   context-budget guard (over budget raises before anything is sent);
-3. a reply that stops for tool use has its tool calls run concurrently by the tool pool
-   actor (capped), their results appended in call order, and the loop continues;
-4. any other stop ends the turn with an :class:`AgentResponse`.
+produced; it holds no conversation state between turns. What a turn does next (call the
+model, run tools, wait for decisions, finish) and every limit are decided by the turn core,
+:class:`~kova.agent.Turn` (``_turn``: no I/O in it); this module drives it on trio: provider
+calls through the provider actor (streamed or not), tool steps through the tool pool actor,
+telemetry, and cancellation.
 
 A turn that fails or is cancelled produces no messages: they are built locally and handed
 over only in the returned response.
@@ -23,34 +20,25 @@ from __future__ import annotations
 from contextlib import AsyncExitStack, asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, overload
+from uuid import uuid4
 
 import trio
 
 from .._door import check_asyncio_tools, require_trio
-from .._errors import BuildError, ContextBudgetExceededError, MaxIterationsError
+from .._errors import BuildError
 from .._groups import lone_exceptions
 from .._log import get_logger
-from .._models import (
-    ChatRequest,
-    InferenceConfig,
-    Message,
-    ResponseFormat,
-    StopKind,
-    TextDelta,
-    ThinkingDelta,
-    ToolDefinition,
-    ToolResult,
-    Usage,
-)
+from .._models import InferenceConfig, Message, ResponseFormat, TextDelta, ThinkingDelta
 from .._observe import TelemetryEvent, TelemetryHub, TurnFinished, TurnStarted
-from ..providers import heuristic_count_tokens
 from ..tools._validate import load_validation
 from ._accumulate import ResponseAccumulator
 from ._cancel import guarded, stream_in_task
-from ._events import AgentEvent, AgentResponse, TurnCompleted
+from ._events import AgentEvent, AgentResponse, ToolCallFinished, ToolCallStarted, TurnCompleted
 from ._input import HistoryInput, check_call_options, coerce_history
+from ._limits import UsageLimits
 from ._model_call import ModelCall, outcome_of
 from ._tool_pool import RunToolCalls
+from ._turn import AwaitApproval, CallModel, Finished, RunTools, Turn
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
@@ -59,6 +47,7 @@ if TYPE_CHECKING:
 
     from .._models import StreamEvent
     from ..actors import ActorRef
+    from ._approvals import DeferredResult, PendingApprovals
     from ._cancel import CancelToken
     from ._config import AgentConfig
     from ._provider_ref import ProviderRef
@@ -154,6 +143,7 @@ class Agent:
                     max_concurrent=config.max_concurrent_tools,
                     approval=config.approval,
                     lifecycle=config.lifecycle,
+                    defer=config.defer,
                 )
 
             self._pool = await runtime.spawn(tool_pool)  # named tool_pool, tool_pool-2, ...
@@ -200,6 +190,7 @@ class Agent:
         *,
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
+        limits: UsageLimits | None = None,
     ) -> AgentResponse:
         """One turn over ``history``.
 
@@ -208,9 +199,12 @@ class Agent:
                 :class:`~kova.Message`, one ``Message``, or a ``str`` (one user message).
             config: per-call overrides; unset fields fall back to the agent's config.
             cancel: a token that cancels the turn from another task.
+            limits: usage limits for this turn (replacing the agent's
+                ``AgentBuilder.usage_limits``).
 
         Returns:
-            The turn's outcome; persist ``response.new_messages``.
+            The turn's outcome; persist ``response.new_messages``. With deferred approvals
+            ``response.pending`` may be set: the turn paused (see :meth:`resume`).
 
         Raises:
             TypeError: ``history`` (or an option) has the wrong type; raised here, before
@@ -218,6 +212,7 @@ class Agent:
             ProviderError: the provider failed (after retries, for retryable errors).
             MaxIterationsError: the model kept calling tools past ``max_iterations``.
             ContextBudgetExceededError: a prompt was over the budget; nothing was sent.
+            UsageLimitExceeded: the turn reached a usage limit.
             Cancelled: ``cancel`` was cancelled. A caller's own cancel scope raises
                 ``trio.Cancelled`` untouched instead. Either way no messages were produced
                 and every request and tool call of the turn has stopped.
@@ -225,7 +220,47 @@ class Agent:
         require_trio("agent.run()")
         messages = coerce_history(history)
         check_call_options(config, cancel)
-        return await guarded(self._turn(messages, config), cancel)
+        turn = self._start(messages, config, limits)
+        return await guarded(self._turn(turn, config), cancel)
+
+    async def resume(
+        self,
+        history: HistoryInput,
+        pending: PendingApprovals,
+        *,
+        config: InferenceConfig | None = None,
+        cancel: CancelToken | None = None,
+    ) -> AgentResponse:
+        """Continue a turn that paused for approvals, with the decisions made on ``pending``.
+
+        Args:
+            history: the paused turn's history plus its ``response.new_messages`` (so it
+                ends with the assistant message that made the pending calls), in this
+                process or another.
+            pending: ``response.pending`` with every call approved or denied (restored with
+                :meth:`PendingApprovals.from_json` if it was stored).
+            config: per-call overrides, as for :meth:`run`.
+            cancel: a token that cancels the resumed part.
+
+        Returns:
+            What the resumed part produced: ``history + new_messages`` is the whole turn. The
+            calls that already ran are not run again; approved calls run, denied ones are
+            answered in-band, then the loop goes on (and may pause again). ``usage`` and
+            ``llm_calls`` are this part's; the turn's usage limits count the whole turn.
+
+        Raises:
+            TypeError: ``history``, ``pending`` or an option has the wrong type.
+            ApprovalMismatchError: the history does not end with the assistant message the
+                calls came from, a decision names an unknown call, a call's fingerprint
+                differs, or a call is undecided. Raised before anything runs.
+            The errors of :meth:`run`. A cancelled or failed resume produces no messages, and
+            ``pending`` can be resumed again.
+        """
+        require_trio("agent.resume()")
+        messages = coerce_history(history)
+        check_call_options(config, cancel)
+        turn = self._resumed(messages, pending, config)
+        return await guarded(self._turn(turn, config), cancel)
 
     def run_sync(
         self, history: HistoryInput, *, config: InferenceConfig | None = None
@@ -264,6 +299,7 @@ class Agent:
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         output_retries: int | None = None,
+        limits: UsageLimits | None = None,
     ) -> tuple[OutputT, AgentResponse]: ...
 
     @overload
@@ -275,6 +311,7 @@ class Agent:
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         output_retries: int | None = None,
+        limits: UsageLimits | None = None,
     ) -> tuple[Any, AgentResponse]: ...
 
     async def run_structured(
@@ -285,6 +322,7 @@ class Agent:
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         output_retries: int | None = None,
+        limits: UsageLimits | None = None,
     ) -> tuple[Any, AgentResponse]:
         """A turn whose final answer is constrained to a JSON schema, validated.
 
@@ -299,6 +337,7 @@ class Agent:
                 the schema with ``jsonschema``).
             output_retries: re-asks after an invalid answer (default: the agent's
                 ``output_retries``, 1 unless the builder set it).
+            limits: usage limits for each attempt (as for :meth:`run`).
 
         Returns:
             ``(value, response)``; ``response.output_retries`` counts the re-asks.
@@ -313,9 +352,10 @@ class Agent:
 
         require_trio("agent.run_structured()")
         messages, retries = self._structured_options(history, config, cancel, output_retries)
+        check_limits(limits)
 
         def run(working: Sequence[Message], overrides: InferenceConfig) -> Awaitable[AgentResponse]:
-            return self.run(working, config=overrides, cancel=cancel)
+            return self.run(working, config=overrides, cancel=cancel, limits=limits)
 
         return await run_structured_turn(run, messages, output, config, retries)
 
@@ -407,46 +447,102 @@ class Agent:
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         buffer: int = 16,
+        resume: PendingApprovals | None = None,
+        limits: UsageLimits | None = None,
     ) -> AsyncIterator[AsyncIterator[AgentEvent]]:
         """Stream one turn: ``async with agent.stream(history) as events: async for e in events``.
 
         Text and thinking arrive as the provider streams them; every tool call is bracketed
         by ToolCallStarted / ToolCallFinished with the same call (a Finished never comes
-        without its Started, denied and rejected calls included); the last event is
-        TurnCompleted with the response. Errors of the turn (see :meth:`run`) are raised from
-        the iteration. Leaving the block early cancels the turn (no messages) and returns once
-        everything it started stopped.
+        without its Started, denied and rejected calls included; a call left to a person
+        ends with ToolCallDeferred instead); the last event is TurnCompleted with the
+        response. Errors of the turn (see :meth:`run`) are raised from the iteration. Leaving
+        the block early cancels the turn (no messages) and returns once everything it started
+        stopped.
 
         The turn runs in the consumer's own task, pulled by the iteration: each network read
         is decoded and handed over without a task switch. With a ``cancel`` token it runs in
         a task of its own instead (the token cancels it from there), buffering up to
         ``buffer`` events.
 
+        Args:
+            resume: a decided ``response.pending``: stream the rest of that paused turn
+                (``history`` as for :meth:`resume`); denied calls are bracketed too.
+            limits: usage limits for this turn (not with ``resume``: a paused turn keeps its
+                own).
+
         Raises:
             TypeError: on entering, ``history`` (or an option) has the wrong type.
+            ApprovalMismatchError: on entering, ``resume`` does not fit ``history``.
         """
         require_trio("agent.stream()")
         messages = coerce_history(history)
         check_call_options(config, cancel)
         self._running()
+        if resume is None:
+            turn = self._start(messages, config, limits)
+        elif limits is not None:
+            raise TypeError("limits cannot be given with resume: a paused turn keeps its own")
+        else:
+            turn = self._resumed(messages, resume, config)
         if cancel is None:
-            events = self._steps(messages, config, streamed=True)
+            events = self._steps(turn, config, streamed=True)
             try:
                 yield events
             finally:
                 await events.aclose()
             return
-        steps = partial(self._steps, messages, config, streamed=True)
+        steps = partial(self._steps, turn, config, streamed=True)
         async with stream_in_task(steps, cancel, buffer) as in_task:
             yield in_task
 
-    # -- the loop -------------------------------------------------------------------------
+    # -- the driver -----------------------------------------------------------------------
 
-    async def _turn(
-        self, history: tuple[Message, ...], overrides: InferenceConfig | None
-    ) -> AgentResponse:
+    def _start(
+        self,
+        history: tuple[Message, ...],
+        overrides: InferenceConfig | None,
+        limits: UsageLimits | None,
+    ) -> Turn:
+        """A new turn core for ``history`` (already checked)."""
+        config = self._config
+        if limits is None:
+            limits = config.usage_limits
+        else:
+            check_limits(limits)
+        return Turn(
+            history,
+            prefix=self._prefix,
+            tools=tuple(config.registry.definitions()),
+            config=self._inference(overrides),
+            system_prompt=config.system_prompt,
+            limits=limits,
+            max_iterations=config.max_iterations,
+            context_budget=config.context_budget,
+            turn_id=uuid4().hex,
+        )
+
+    def _resumed(
+        self,
+        history: tuple[Message, ...],
+        pending: PendingApprovals,
+        overrides: InferenceConfig | None,
+    ) -> Turn:
+        """The turn core of a paused turn, with ``pending``'s decisions (checked here)."""
+        config = self._config
+        return Turn.resume(
+            history,
+            pending,
+            tools=config.registry.definitions(),
+            config=self._inference(overrides),
+            system_prompt=config.system_prompt,
+            max_iterations=config.max_iterations,
+            context_budget=config.context_budget,
+        )
+
+    async def _turn(self, turn: Turn, overrides: InferenceConfig | None) -> AgentResponse:
         """One non-streamed turn: the loop of :meth:`_steps`, its one event the outcome."""
-        steps = self._steps(history, overrides, streamed=False)
+        steps = self._steps(turn, overrides, streamed=False)
         try:
             async for event in steps:
                 if isinstance(event, TurnCompleted):
@@ -457,12 +553,13 @@ class Agent:
 
     async def _steps(
         self,
-        history: tuple[Message, ...],
+        turn: Turn,
         overrides: InferenceConfig | None,
         *,
         streamed: bool,
     ) -> AsyncGenerator[AgentEvent, None]:
-        """The agent loop, as the events it produces (the last one TurnCompleted).
+        """Drive ``turn`` (the turn core decides; this does the I/O), as the events it
+        produces (the last one TurnCompleted).
 
         An async generator, driven by whoever iterates it: :meth:`stream`'s consumer, or
         :meth:`_turn`. It holds no cancel scope or nursery across a ``yield`` (trio forbids
@@ -472,17 +569,10 @@ class Agent:
         """
         provider, pool = self._running()
         config = self._config
-        inference = self._inference(overrides)
-        # Read in this task, not asked of the tool pool: the registry never awaits, so this
-        # is the same single-threaded read the pool would do, without an actor round trip
-        # (three scheduler passes) on every turn.
-        tools = config.registry.definitions()
-        working: list[Message] = [*self._prefix, *history]
-        new_messages: list[Message] = []
-        usage = Usage()
-        thinking: list[str] = []
+        registry = config.registry
         # None when nobody listens: then no event is built at all.
         emitter = self._telemetry.emitter(self._own_subscribers)
+        inference = self._inference(overrides)
         model = inference.model or self._model
         if emitter is not None:
             emitter.emit(
@@ -495,59 +585,86 @@ class Agent:
                     streamed=streamed,
                 )
             )
-        calls_made = 0
         finished = False
         try:
-            for call_number in range(config.max_iterations + 1):
-                self._check_budget(working, tools)
-                calls_made = call_number + 1
-                call = None if emitter is None else ModelCall(emitter, provider, inference, model)
-                chat = ChatRequest(messages=working, tools=tools, config=inference)
-                if not streamed:
-                    if call is None:
-                        # The history was checked at the boundary and every message added
-                        # since is kova's own: no second check of the whole history per call.
-                        response = await provider.complete_checked(chat)
+            if streamed:
+                # A resumed turn's denials were decided out of band: bracket them here.
+                for decided in _decided_events(turn):
+                    yield decided
+            step = turn.next_step()
+            while True:
+                if type(step) is CallModel:
+                    chat = step.request
+                    if step.count_tokens:
+                        turn.tokens_counted(await provider.count_tokens(chat))
+                        step = turn.next_step()
+                        continue
+                    call = (
+                        None if emitter is None else ModelCall(emitter, provider, inference, model)
+                    )
+                    if not streamed:
+                        if call is None:
+                            # The history was checked at the boundary and every message added
+                            # since is kova's own: no second check of the whole history per call.
+                            response = await provider.complete_checked(chat)
+                        else:
+                            response = await call.complete(chat, streamed=False)
                     else:
-                        response = await call.complete(chat, streamed=False)
-                else:
-                    # Retries (before any content) happen in the provider actor.
-                    accumulator = ResponseAccumulator()
-                    leased = provider if call is None else call.start(streamed=True)
-                    try:
-                        async with leased.stream_checked(chat) as lease:
-                            # The lease's first batch, then the response's own batches read
-                            # directly: no iterator in between, per network read.
-                            batch: Sequence[StreamEvent] = lease.first
-                            rest = lease.rest.__anext__
-                            while True:
-                                if call is not None and call.first and batch:
-                                    call.first_token()
-                                accumulator.feed(batch)
-                                for event in batch:
-                                    if isinstance(event, _VISIBLE):
-                                        yield event
-                                try:
-                                    batch = await rest()
-                                except StopAsyncIteration:
-                                    break
-                            response = accumulator.finish()
-                    except BaseException as exc:
+                        # Retries (before any content) happen in the provider actor.
+                        accumulator = ResponseAccumulator()
+                        leased = provider if call is None else call.start(streamed=True)
+                        try:
+                            async with leased.stream_checked(chat) as lease:
+                                # The lease's first batch, then the response's own batches
+                                # read directly: no iterator in between, per network read.
+                                batch: Sequence[StreamEvent] = lease.first
+                                rest = lease.rest.__anext__
+                                while True:
+                                    if call is not None and call.first and batch:
+                                        call.first_token()
+                                    accumulator.feed(batch)
+                                    for event in batch:
+                                        if isinstance(event, _VISIBLE):
+                                            yield event
+                                    try:
+                                        batch = await rest()
+                                    except StopAsyncIteration:
+                                        break
+                                response = accumulator.finish()
+                        except BaseException as exc:
+                            if call is not None:
+                                call.failed(exc)
+                            raise
                         if call is not None:
-                            call.failed(exc)
-                        raise
-                    if call is not None:
-                        call.finished(response)
-                if response.usage is not None:
-                    usage = usage + response.usage
-                if response.thinking:
-                    thinking.append(response.thinking)
-                assistant = Message.assistant(response.content)
-                calls = response.tool_uses
-                if response.stop_reason.kind is not StopKind.TOOL_USE or not calls:
-                    new_messages.append(assistant)
-                    if response.usage is not None:
-                        self._last_turn_input_tokens = response.usage.input_tokens
+                            call.finished(response)
+                    turn.model_replied(response)
+                elif type(step) is RunTools:
+                    request = RunToolCalls(
+                        calls=step.calls,
+                        telemetry=None if emitter is None else (emitter, emitter.turn_id),
+                        approved=step.approved,
+                        turn_id=step.turn_id,
+                    )
+                    if streamed:
+                        results: tuple[DeferredResult, ...] = ()
+                        async with pool.stream(request) as items:
+                            async for item in items:
+                                if isinstance(item, tuple):
+                                    results = item
+                                else:
+                                    yield item
+                    else:
+                        results = await pool.call(request)
+                    turn.tools_finished(results)
+                    # Read for every model call: a tool server's list_changed reaches the
+                    # model on its very next step. (The registry never awaits: this is the
+                    # same read the pool would do, without an actor round trip.)
+                    turn._offer(registry.definitions())
+                else:
+                    assert isinstance(step, Finished | AwaitApproval)
+                    last = turn.last_usage
+                    if last is not None:
+                        self._last_turn_input_tokens = last.input_tokens
                     if emitter is not None:
                         finished = True
                         emitter.emit(
@@ -555,41 +672,13 @@ class Agent:
                                 turn_id=emitter.turn_id,
                                 time=trio.current_time(),
                                 outcome="ok",
-                                usage=usage,
-                                llm_calls=calls_made,
+                                usage=turn.usage,
+                                llm_calls=turn.llm_calls,
                             )
                         )
-                    yield TurnCompleted(
-                        response=AgentResponse(
-                            text=response.text,
-                            new_messages=tuple(new_messages),
-                            stop_reason=response.stop_reason,
-                            usage=usage,
-                            llm_calls=calls_made,
-                            thinking="\n\n".join(thinking) or None,
-                        )
-                    )
+                    yield TurnCompleted(response=step.response)
                     return
-                working.append(assistant)
-                new_messages.append(assistant)
-                request = RunToolCalls(
-                    calls=calls,
-                    telemetry=None if emitter is None else (emitter, emitter.turn_id),
-                )
-                if streamed:
-                    results: tuple[ToolResult, ...] = ()
-                    async with pool.stream(request) as items:
-                        async for item in items:
-                            if isinstance(item, tuple):
-                                results = item
-                            else:
-                                yield item
-                else:
-                    results = await pool.call(request)
-                tool_message = Message.tool_results(results)
-                working.append(tool_message)
-                new_messages.append(tool_message)
-            raise MaxIterationsError(config.max_iterations)
+                step = turn.next_step()
         except BaseException as exc:
             if emitter is not None and not finished:
                 outcome, error_type = outcome_of(exc)
@@ -599,8 +688,8 @@ class Agent:
                         time=trio.current_time(),
                         outcome=outcome,
                         error_type=error_type,
-                        usage=usage,
-                        llm_calls=calls_made,
+                        usage=turn.usage,
+                        llm_calls=turn.llm_calls,
                     )
                 )
             raise
@@ -615,13 +704,21 @@ class Agent:
         self._merged = (overrides, merged)
         return merged
 
-    def _check_budget(self, working: Sequence[Message], tools: Sequence[ToolDefinition]) -> None:
-        budget = self._config.context_budget
-        if budget is None:
-            return
-        estimate = heuristic_count_tokens(working, tools)
-        if estimate > budget:
-            raise ContextBudgetExceededError(estimate, budget)
+
+def _decided_events(turn: Turn) -> list[AgentEvent]:
+    """ToolCallStarted / ToolCallFinished for the calls a person denied on a resumed turn
+    (the approved ones are bracketed by the tool pool as they run)."""
+    events: list[AgentEvent] = []
+    for call, result in turn.decided_denials():
+        events.append(ToolCallStarted(call=call))
+        events.append(ToolCallFinished(call=call, result=result))
+    return events
+
+
+def check_limits(limits: object) -> None:
+    """Raises ``TypeError`` unless ``limits`` is a :class:`UsageLimits` or ``None``."""
+    if limits is not None and not isinstance(limits, UsageLimits):
+        raise TypeError(f"limits must be a kova.agent.UsageLimits, got {type(limits).__name__}")
 
 
 def _default_model(provider: object) -> str | None:

@@ -14,6 +14,7 @@ from .._observe import TelemetryHub
 from ..providers import Provider
 from ._agent import Agent
 from ._config import AgentConfig
+from ._limits import UsageLimits
 from ._retry import RetryConfig
 from ._tool_pool import ApprovalHandler, LifecycleHook
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from ..mcp import McpClient, McpTool, ToolFilter
     from ..telemetry import MetricsCollector
     from ..tools import Tool, ToolRegistry
-    from ._tool_pool import ApprovalFunction
+    from ._tool_pool import ApprovalFunction, DeferPredicate
 
 __all__ = ["AgentBuilder"]
 
@@ -82,6 +83,8 @@ class AgentBuilder:
         ] = []
         self._telemetry: TelemetryHub | None = None
         self._name = "kova"
+        self._usage_limits: UsageLimits | None = None
+        self._defer: DeferPredicate | None = None
 
     def provider(self, provider: Provider, *, max_in_flight: int | None = None) -> Self:
         """The model provider (required): a provider, or a ``ProviderRef`` already running on
@@ -220,6 +223,62 @@ class AgentBuilder:
 
     with_approval_handler = approval_handler
 
+    def defer_approvals(self, predicate: DeferPredicate | None = None) -> Self:
+        """Leave the calls ``predicate`` picks to a person's decision, without a handler: the
+        turn runs the step's other calls, then ends with ``response.pending``; continue it
+        with ``agent.resume(history, pending)`` once decided, in this process or another.
+
+        Args:
+            predicate: a function of the call (and, with a second parameter, the tool's
+                :class:`~kova.ToolAnnotations`), sync or async, true for calls to defer.
+                Default: every tool not annotated read-only. Calls it does not pick go to the
+                approval handler, if any (which may itself return ``DEFER``).
+        """
+        from ._tool_pool import defer_unless_read_only
+
+        self._defer = defer_unless_read_only if predicate is None else predicate
+        return self
+
+    def usage_limits(
+        self,
+        limits: UsageLimits | None = None,
+        *,
+        requests: int | None = None,
+        tool_calls: int | None = None,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        total_tokens: int | None = None,
+        count_tokens_before_request: bool = False,
+    ) -> Self:
+        """Usage limits for every turn: a :class:`UsageLimits`, or its fields as keywords
+        (``.usage_limits(requests=5, total_tokens=20_000)``). ``run(..., limits=...)``
+        replaces them for one turn.
+        """
+        if limits is None:
+            try:
+                limits = UsageLimits(
+                    requests=requests,
+                    tool_calls=tool_calls,
+                    input_tokens=input_tokens,
+                    output_tokens=output_tokens,
+                    total_tokens=total_tokens,
+                    count_tokens_before_request=count_tokens_before_request,
+                )
+            except (TypeError, ValueError) as exc:
+                raise BuildError(str(exc)) from exc
+        elif not isinstance(limits, UsageLimits):
+            raise BuildError(f"usage_limits needs a kova.agent.UsageLimits, got {limits!r}")
+        elif (
+            any(
+                value is not None
+                for value in (requests, tool_calls, input_tokens, output_tokens, total_tokens)
+            )
+            or count_tokens_before_request
+        ):
+            raise BuildError("usage_limits takes a UsageLimits or keywords, not both")
+        self._usage_limits = limits
+        return self
+
     def lifecycle_hook(self, hook: LifecycleHook) -> Self:
         """Observe tool calls starting and ending (denied calls are skipped). The methods may
         be sync or async; one that raises is logged (``tool.hook.failed``) and ignored."""
@@ -268,6 +327,8 @@ class AgentBuilder:
             raise BuildError(
                 "the approval handler must be callable or have an approve(call) method"
             )
+        if self._defer is not None and not callable(self._defer):
+            raise BuildError(f"the defer predicate must be callable, got {self._defer!r}")
         if self._lifecycle is not None and not isinstance(self._lifecycle, LifecycleHook):
             raise BuildError("the lifecycle hook needs on_tool_start and on_tool_end methods")
         seen: set[str] = set()
@@ -303,5 +364,7 @@ class AgentBuilder:
                 output_retries=self._output_retries,
                 telemetry=self._telemetry,
                 name=self._name,
+                usage_limits=self._usage_limits,
+                defer=self._defer,
             )
         )

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from ..providers import Provider
     from ..telemetry import MetricsCollector
     from ..tools import ToolRegistry
-    from ._tool_pool import ApprovalFunction, ApprovalHandler, LifecycleHook
+    from ._limits import UsageLimits
+    from ._tool_pool import ApprovalFunction, ApprovalHandler, DeferPredicate, LifecycleHook
 
 __all__ = ["AgentConfig"]
 
@@ -61,6 +62,10 @@ class AgentConfig(Record):
     """Where the agent's turns report their events; by default a hub of its own."""
     name: str
     """The agent's name in telemetry (``invoke_agent {name}``)."""
+    usage_limits: UsageLimits | None
+    """Usage limits of every turn (``run(..., limits=...)`` replaces them for one)."""
+    defer: DeferPredicate | None
+    """Picks the tool calls whose approval is deferred to a person (``defer_approvals``)."""
 
     def __init__(
         self,
@@ -81,6 +86,8 @@ class AgentConfig(Record):
         output_retries: int = 1,
         telemetry: TelemetryHub | None = None,
         name: str = "kova",
+        usage_limits: UsageLimits | None = None,
+        defer: DeferPredicate | None = None,
     ) -> None:
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise BuildError(f"system_prompt must be a str, got {type(system_prompt).__name__}")
@@ -108,3 +115,5 @@ class AgentConfig(Record):
         set_field(self, "output_retries", _not_negative("output_retries", output_retries))
         set_field(self, "telemetry", telemetry)
         set_field(self, "name", name)
+        set_field(self, "usage_limits", usage_limits)
+        set_field(self, "defer", defer)

@@ -3,13 +3,14 @@
 ``agent.stream(history)`` yields, in order: :class:`~kova.TextDelta` and
 :class:`~kova.ThinkingDelta` as the provider streams them (the same classes the providers
 emit, passed through untouched), :class:`ToolCallStarted` / :class:`ToolCallFinished` around
-each tool call, and finally one :class:`TurnCompleted` carrying the whole
+each tool call (:class:`ToolCallStarted` / :class:`ToolCallDeferred` for a call left to a
+person's decision), and finally one :class:`TurnCompleted` carrying the whole
 :class:`AgentResponse`.
 """
 
 from __future__ import annotations
 
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from .._models import (
     Message,
@@ -22,9 +23,13 @@ from .._models import (
 )
 from .._record import Record
 
+if TYPE_CHECKING:
+    from ._approvals import PendingApprovals
+
 __all__ = [
     "AgentEvent",
     "AgentResponse",
+    "ToolCallDeferred",
     "ToolCallFinished",
     "ToolCallStarted",
     "TurnCompleted",
@@ -46,6 +51,10 @@ class AgentResponse(Record):
     """Reasoning text of the turn's calls, for display."""
     output_retries: int = 0
     """How many times ``run_structured`` re-asked the model after an invalid answer."""
+    pending: PendingApprovals | None = None
+    """Tool calls waiting for a person's decision (deferred approvals), or ``None``. When
+    set, the turn paused: ``new_messages`` end with the assistant message that made the
+    calls; store them and ``pending.to_json()``, then ``agent.resume(history, pending)``."""
 
 
 class ToolCallStarted(Record):
@@ -69,6 +78,17 @@ class ToolCallFinished(Record):
         return self.call.name
 
 
+class ToolCallDeferred(Record):
+    """A tool call was left to a person's decision (it pairs with the ToolCallStarted before
+    it): the turn ends with ``response.pending`` once the step's other calls finished."""
+
+    call: ToolUse
+
+    @property
+    def name(self) -> str:
+        return self.call.name
+
+
 class TurnCompleted(Record):
     """The turn is complete."""
 
@@ -76,5 +96,10 @@ class TurnCompleted(Record):
 
 
 AgentEvent: TypeAlias = (
-    TextDelta | ThinkingDelta | ToolCallStarted | ToolCallFinished | TurnCompleted
+    TextDelta
+    | ThinkingDelta
+    | ToolCallStarted
+    | ToolCallFinished
+    | ToolCallDeferred
+    | TurnCompleted
 )

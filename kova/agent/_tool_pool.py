@@ -7,6 +7,12 @@ a *call* (unknown tool, arguments that are not JSON or fail the schema, a denial
 raises or returns something malformed) becomes an in-band error :class:`~kova.ToolResult` the
 model can recover from; only a cancellation stops the step.
 
+A handler may also return :data:`~kova.agent.DEFER`, and a defer predicate
+(``AgentBuilder.defer_approvals``) picks calls without a handler: such a call does not run; its
+outcome is ``DEFER`` and the turn core pauses the turn once the step's other calls are in.
+Calls the request names as ``approved`` (a person approved them on a resumed turn, or their
+tool was approved for the rest of the turn) skip both.
+
 User code never crashes the pool: an approval handler that raises denies that call (the
 result says so), a lifecycle hook that raises is logged and changes nothing. Handlers and
 hooks may be sync or async; a sync one runs inline in the pool's task, so it must be quick.
@@ -31,6 +37,8 @@ from .._observe import ToolFinished, ToolOutcome, ToolStarted, TurnEmitter, new_
 from .._record import Record, evolve
 from ..actors import Actor, Call, UnknownMessage
 from ..tools import FunctionTool, annotations_of
+from ._approvals import DEFER, Deferred, DeferredResult
+from ._events import ToolCallDeferred, ToolCallFinished, ToolCallStarted
 from ._input import block_problem
 
 if TYPE_CHECKING:
@@ -41,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ApprovalHandler",
+    "DeferPredicate",
     "LifecycleHook",
     "RunToolCalls",
     "ToolPoolActor",
@@ -48,8 +57,9 @@ __all__ = [
 
 log = get_logger(__name__)
 
-ApprovalResult: TypeAlias = "bool | str"
-"""``True`` approves; ``False`` denies; a string denies with that reason for the model."""
+ApprovalResult: TypeAlias = "bool | str | Deferred"
+"""``True`` approves; ``False`` denies; a string denies with that reason for the model;
+:data:`~kova.agent.DEFER` leaves the call to a later decision (the turn pauses)."""
 
 
 @runtime_checkable
@@ -93,6 +103,18 @@ ApprovalFunction: TypeAlias = (
 """An approval handler as a plain callable, sync or async; with a second parameter it also
 gets the tool's annotations (see :class:`ApprovalHandler`)."""
 
+DeferPredicate: TypeAlias = (
+    "Callable[[ToolUse], bool | Awaitable[bool]] "
+    "| Callable[[ToolUse, ToolAnnotations], bool | Awaitable[bool]]"
+)
+"""Picks the calls whose approval is deferred to a person (``AgentBuilder.defer_approvals``):
+a function of the call, and optionally the tool's annotations, sync or async."""
+
+
+def defer_unless_read_only(call: ToolUse, annotations: ToolAnnotations) -> bool:
+    """The default defer predicate: every tool not annotated read-only."""
+    return not annotations.is_read_only
+
 
 def _takes_annotations(approve: Callable[..., object]) -> bool:
     """Whether an approval callable accepts a second positional argument (the annotations)."""
@@ -112,8 +134,9 @@ def _takes_annotations(approve: Callable[..., object]) -> bool:
     return positional >= 2
 
 
-class RunToolCalls(Record, Call[tuple[ToolResult, ...]]):
-    """Run these calls; reply with their results in call order."""
+class RunToolCalls(Record, Call[tuple[DeferredResult, ...]]):
+    """Run these calls; reply with their results in call order (``DEFER`` for a call whose
+    approval is deferred)."""
 
     calls: tuple[ToolUse, ...]
     on_event: Callable[[object], Awaitable[None]] | None = None
@@ -121,6 +144,10 @@ class RunToolCalls(Record, Call[tuple[ToolResult, ...]]):
     telemetry: tuple[TurnEmitter, int] | None = None
     """The turn's telemetry emitter and span id (the parent of each tool call's span), or
     ``None`` when nobody listens."""
+    approved: frozenset[str] = frozenset()
+    """Ids of calls already approved: neither the defer predicate nor the handler is asked."""
+    turn_id: str = ""
+    """The turn core's id of the turn (with a call's id, it names the call in the turn)."""
 
 
 # Served as a stream (``ref.stream(RunToolCalls(...))``), the same message yields each
@@ -135,7 +162,7 @@ class _Checked:
 
     def __init__(
         self,
-        result: ToolResult,
+        result: DeferredResult,
         outcome: ToolOutcome,
         approved: bool | None = None,
         duration: float | None = None,
@@ -163,10 +190,13 @@ class ToolPoolActor(Actor):
         approval: ApprovalHandler | ApprovalFunction | None = None,
         lifecycle: LifecycleHook | None = None,
         metrics: MetricsCollector | None = None,
+        defer: DeferPredicate | None = None,
     ) -> None:
         self.registry = registry
         self.max_concurrent = max_concurrent
         self.approval = approval
+        self.defer = defer
+        self._defer_with_annotations = defer is not None and _takes_annotations(defer)
         self.lifecycle = lifecycle
         self.metrics = metrics
         self._limiter = trio.CapacityLimiter(max_concurrent)
@@ -181,8 +211,10 @@ class ToolPoolActor(Actor):
 
     async def handle_call(self, message: Any) -> Any:
         match message:
-            case RunToolCalls(calls=calls, on_event=on_event, telemetry=telemetry):
-                return await self._run_all(calls, on_event, telemetry)
+            case RunToolCalls(
+                calls=calls, on_event=on_event, telemetry=telemetry, approved=approved
+            ):
+                return await self._run_all(calls, on_event, telemetry, approved)
             case GetDefinitions():
                 return self.registry.definitions()
             case _:
@@ -190,8 +222,8 @@ class ToolPoolActor(Actor):
 
     async def handle_stream(self, message: Any, send: trio.MemorySendChannel[Any]) -> None:
         match message:
-            case RunToolCalls(calls=calls, telemetry=telemetry):
-                results = await self._run_all(calls, send.send, telemetry)
+            case RunToolCalls(calls=calls, telemetry=telemetry, approved=approved):
+                results = await self._run_all(calls, send.send, telemetry, approved)
                 await send.send(results)
             case _:
                 raise UnknownMessage(self.name, message, kind="stream")
@@ -201,19 +233,22 @@ class ToolPoolActor(Actor):
         calls: Sequence[ToolUse],
         on_event: Callable[[object], Awaitable[None]] | None,
         telemetry: tuple[TurnEmitter, int] | None = None,
-    ) -> tuple[ToolResult, ...]:
+        approved: frozenset[str] = frozenset(),
+    ) -> tuple[DeferredResult, ...]:
         if len(calls) == 1:  # the usual step: no nursery, no task of its own
             call = calls[0]
+            ok = call.id in approved
             if telemetry is None:
-                return (await self._run_one(call, on_event),)
-            return (await self._run_observed(call, on_event, *telemetry),)
-        results: list[ToolResult | None] = [None] * len(calls)
+                return (await self._run_one(call, on_event, ok),)
+            return (await self._run_observed(call, on_event, ok, *telemetry),)
+        results: list[DeferredResult | None] = [None] * len(calls)
 
         async def run_one(index: int, call: ToolUse) -> None:
+            ok = call.id in approved
             if telemetry is None:
-                results[index] = await self._run_one(call, on_event)
+                results[index] = await self._run_one(call, on_event, ok)
             else:
-                results[index] = await self._run_observed(call, on_event, *telemetry)
+                results[index] = await self._run_observed(call, on_event, ok, *telemetry)
 
         async with trio.open_nursery() as nursery:
             for index, call in enumerate(calls):
@@ -221,28 +256,28 @@ class ToolPoolActor(Actor):
         return tuple(result for result in results if result is not None)
 
     async def _run_one(
-        self, call: ToolUse, on_event: Callable[[object], Awaitable[None]] | None
-    ) -> ToolResult:
-        from ._events import ToolCallFinished, ToolCallStarted
-
+        self,
+        call: ToolUse,
+        on_event: Callable[[object], Awaitable[None]] | None,
+        approved: bool,
+    ) -> DeferredResult:
         if on_event is not None:
             await on_event(ToolCallStarted(call=call))
-        result = (await self._checked_call(call)).result
+        result = (await self._checked_call(call, approved)).result
         if on_event is not None:
-            await on_event(ToolCallFinished(call=call, result=result))
+            await on_event(_finished(call, result))
         return result
 
     async def _run_observed(
         self,
         call: ToolUse,
         on_event: Callable[[object], Awaitable[None]] | None,
+        pre_approved: bool,
         emitter: TurnEmitter,
         parent: int,
-    ) -> ToolResult:
+    ) -> DeferredResult:
         """:meth:`_run_one` with ToolStarted / ToolFinished on the turn's event stream (the
         finished one also on cancellation), and this task marked as the call's scope."""
-        from ._events import ToolCallFinished, ToolCallStarted
-
         span_id = new_span_id()
         turn_id = emitter.turn_id
         emitter.emit(
@@ -259,9 +294,9 @@ class ToolPoolActor(Actor):
             if on_event is not None:
                 await on_event(ToolCallStarted(call=call))
             with tool_scope(emitter, span_id):
-                checked = await self._checked_call(call)
+                checked = await self._checked_call(call, pre_approved)
             if on_event is not None:
-                await on_event(ToolCallFinished(call=call, result=checked.result))
+                await on_event(_finished(call, checked.result))
         finally:
             if checked is None:
                 emitter.emit(
@@ -277,6 +312,7 @@ class ToolPoolActor(Actor):
                 )
             else:
                 result = checked.result
+                answered = result if isinstance(result, ToolResult) else None
                 emitter.emit(
                     ToolFinished(
                         turn_id=turn_id,
@@ -286,21 +322,28 @@ class ToolPoolActor(Actor):
                         outcome=checked.outcome.value,
                         approved=checked.approved,
                         duration=checked.duration,
-                        error=result.text if result.is_error else None,
-                        result=result,
+                        error=answered.text if answered is not None and answered.is_error else None,
+                        result=answered,
                     )
                 )
         return checked.result
 
-    async def _checked_call(self, call: ToolUse) -> _Checked:
+    async def _checked_call(self, call: ToolUse, pre_approved: bool = False) -> _Checked:
         tool = self.registry.get(call.name)
         problem = self._check(call, tool)
         if problem is not None:
             self._record(None, ToolOutcome.ERROR)
             return _Checked(ToolResult.error(problem, tool_use_id=call.id), ToolOutcome.ERROR)
         assert tool is not None
-        denial = await self._approve(call, tool)
-        approved = None if self.approval is None else denial is None
+        approved: bool | None = True
+        if not pre_approved:
+            denial = await self._approve(call, tool)
+            if denial is DEFER:
+                log.info("tool.call.deferred", tool=call.name, tool_use_id=call.id)
+                return _Checked(DEFER, ToolOutcome.DEFERRED)
+            approved = None if self.approval is None and self.defer is None else denial is None
+        else:
+            denial = None
         if denial is not None:
             self._record(None, ToolOutcome.DENIED)
             log.info("tool.call.denied", tool=call.name, tool_use_id=call.id)
@@ -387,8 +430,22 @@ class ToolPoolActor(Actor):
             return str(exc)
         return None
 
-    async def _approve(self, call: ToolUse, tool: Tool) -> str | None:
-        """None when approved, else the denial message for the model."""
+    async def _approve(self, call: ToolUse, tool: Tool) -> str | Deferred | None:
+        """None when approved, DEFER when left to a person, else the denial message for the
+        model."""
+        if self.defer is not None:
+            try:
+                if self._defer_with_annotations:
+                    picked: object = self.defer(call, annotations_of(tool) or ToolAnnotations())  # type: ignore[call-arg]
+                else:
+                    picked = self.defer(call)  # type: ignore[call-arg]
+                if inspect.isawaitable(picked):
+                    picked = await picked
+            except Exception as exc:  # user code: deny in-band instead of crashing the pool
+                log.warning("tool.defer.failed", tool=call.name, error=repr(exc))
+                return f"tool call denied: the defer predicate raised {type(exc).__name__}: {exc}"
+            if picked:
+                return DEFER
         if self.approval is None:
             return None
         approve: Callable[..., object] = (
@@ -406,6 +463,8 @@ class ToolPoolActor(Actor):
             return f"tool call denied: the approval handler raised {type(exc).__name__}: {exc}"
         if decision is True:
             return None
+        if decision is DEFER:
+            return DEFER
         if isinstance(decision, str) and decision:
             return f"tool call denied: {decision}"
         return "tool call denied by the approval handler"
@@ -413,3 +472,10 @@ class ToolPoolActor(Actor):
     def _record(self, duration_ms: float | None, outcome: ToolOutcome) -> None:
         if self.metrics is not None:
             self.metrics.record_tool_invocation(duration_ms, outcome)
+
+
+def _finished(call: ToolUse, result: DeferredResult) -> ToolCallFinished | ToolCallDeferred:
+    """The event that closes a call's ToolCallStarted."""
+    if result is DEFER:
+        return ToolCallDeferred(call=call)
+    return ToolCallFinished(call=call, result=result)

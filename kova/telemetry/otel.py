@@ -316,7 +316,7 @@ class OtelSubscriber:
             span.set_attribute("gen_ai.tool.call.result", event.error)
         end = self._ns(event.turn_id, event.time)
         match event.outcome:
-            case "success":
+            case "success" | "deferred":
                 _end(span, "ok", None, end)
             case "cancelled":
                 _end(span, "cancelled", None, end)

@@ -1,0 +1,352 @@
+"""Deferred approvals: :data:`DEFER`, and :class:`PendingApprovals`, the part of a turn that
+waits for a person.
+
+An approval handler that returns :data:`DEFER` (or a call picked by
+``AgentBuilder.defer_approvals``) does not block the turn: the step's other calls run, then
+the turn ends with ``response.pending``. That value is plain data: the calls waiting (id,
+name, arguments, annotations, a fingerprint of name and arguments), the results of the calls
+that already ran, and what the turn had counted so far (usage, model calls, tool calls, the
+tools approved for the rest of the turn, its usage limits). It goes to JSON and back
+(:meth:`PendingApprovals.to_json`), so the decision can come from another process, tomorrow.
+
+Decisions make new values (:meth:`~PendingApprovals.approve`, :meth:`~PendingApprovals.deny`);
+``agent.resume(history, pending)`` (or :meth:`kova.agent.Turn.resume` for another driver)
+checks everything before anything runs and fails closed with
+:class:`~kova.errors.ApprovalMismatchError`.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final, Literal, TypeAlias
+
+from .._errors import ApprovalMismatchError, SerializationError
+from .._record import Record, evolve
+from .._requests import ToolAnnotations
+from ._state_json import (
+    annotations_from_json,
+    annotations_to_json,
+    field,
+    limits_from_json,
+    limits_to_json,
+    load_document,
+    result_from_json,
+    result_to_json,
+    usage_from_json,
+    usage_to_json,
+)
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from .._messages import JSONObject, JSONValue, Message, ToolResult, ToolUse
+    from .._responses import Usage
+    from ._limits import UsageLimits
+
+__all__ = [
+    "DEFER",
+    "ApprovalDecision",
+    "Deferred",
+    "PendingApprovals",
+    "PendingCall",
+    "call_fingerprint",
+    "message_fingerprint",
+]
+
+PENDING_FORMAT: Final = 1
+"""The version of :meth:`PendingApprovals.to_json`'s document."""
+
+
+class Deferred(enum.Enum):
+    """The type of :data:`DEFER` (its only value)."""
+
+    DEFER = "defer"
+
+    def __repr__(self) -> str:
+        return "kova.agent.DEFER"
+
+
+DEFER: Final = Deferred.DEFER
+"""What an approval handler returns to leave a call to a later decision: the turn runs the
+step's other calls, then ends with ``response.pending`` (a :class:`PendingApprovals`)."""
+
+DeferredResult: TypeAlias = "ToolResult | Literal[Deferred.DEFER]"
+"""One call's outcome in a tool step: its result, or :data:`DEFER`."""
+
+
+def _canonical(value: JSONValue) -> bytes:
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True
+    ).encode()
+
+
+def call_fingerprint(name: str, arguments: JSONObject) -> str:
+    """A fingerprint of a call's tool name and arguments (SHA-256 of their canonical JSON):
+    a decision is only ever applied to the very call it was made for."""
+    return hashlib.sha256(_canonical({"name": name, "arguments": arguments})).hexdigest()
+
+
+def message_fingerprint(message: Message) -> str:
+    """A fingerprint of a whole message (SHA-256 of its canonical stored JSON)."""
+    return hashlib.sha256(_canonical(message.to_dict())).hexdigest()
+
+
+class PendingCall(Record):
+    """A tool call waiting for a decision."""
+
+    id: str
+    """The call id (``ToolUse.id``); decisions name it."""
+    name: str
+    arguments: JSONObject
+    annotations: ToolAnnotations
+    """The tool's hints (all ``None`` when it declares none, or is no longer offered)."""
+    fingerprint: str
+    """:func:`call_fingerprint` of ``name`` and ``arguments``."""
+
+    @classmethod
+    def of(cls, call: ToolUse, annotations: ToolAnnotations | None) -> PendingCall:
+        return cls(
+            id=call.id,
+            name=call.name,
+            arguments=call.input,
+            annotations=annotations if annotations is not None else ToolAnnotations(),
+            fingerprint=call_fingerprint(call.name, call.input),
+        )
+
+
+class ApprovalDecision(Record):
+    """A person's decision on one pending call."""
+
+    approved: bool
+    always: bool = False
+    """Approved, and the same tool is approved for the rest of this turn."""
+    reason: str | None = None
+    """Why it was denied; the model reads it."""
+
+
+class PendingApprovals(Record):
+    """Tool calls of a paused turn that wait for a decision (``response.pending``).
+
+    Decide each call with :meth:`approve` or :meth:`deny` (both return a new value), then
+    continue the turn with ``await agent.resume(history, pending)``. Store it between the two
+    with :meth:`to_json` / :meth:`from_json`.
+    """
+
+    turn_id: str
+    calls: tuple[PendingCall, ...]
+    """The calls waiting, in the order the model made them."""
+    decisions: Mapping[str, ApprovalDecision]
+    """The decisions made so far, by call id."""
+    message: str
+    """:func:`message_fingerprint` of the assistant message the calls came from (the last
+    message of the paused part's ``new_messages``)."""
+    results: tuple[ToolResult, ...]
+    """Results of the step's calls that already ran (never run again)."""
+    usage: Usage
+    """The whole turn's usage so far (usage limits count it)."""
+    requests: int
+    """Model calls the turn has made so far."""
+    tool_calls: int
+    """Tool calls the turn has started so far."""
+    always: tuple[str, ...]
+    """Tools approved for the rest of the turn."""
+    limits: UsageLimits | None
+
+    # -- decisions --------------------------------------------------------------------
+
+    def _call(self, call_id: object) -> PendingCall:
+        if not isinstance(call_id, str):
+            raise TypeError(f"call_id must be a str, got {type(call_id).__name__}")
+        for call in self.calls:
+            if call.id == call_id:
+                return call
+        known = ", ".join(repr(call.id) for call in self.calls)
+        raise ApprovalMismatchError(f"no pending call has id {call_id!r} (pending: {known})")
+
+    def approve(self, call_id: str, *, always: bool = False) -> PendingApprovals:
+        """A copy with this call approved; ``always=True`` also approves its tool for the
+        rest of this turn (its other pending calls included).
+
+        Raises:
+            ApprovalMismatchError: no pending call has this id.
+            TypeError: ``call_id`` is not a str or ``always`` not a bool.
+        """
+        self._call(call_id)
+        if not isinstance(always, bool):
+            raise TypeError(f"always must be a bool, got {type(always).__name__}")
+        return self._with(call_id, ApprovalDecision(approved=True, always=always))
+
+    def deny(self, call_id: str, reason: str | None = None) -> PendingApprovals:
+        """A copy with this call denied; the model is told (with ``reason``, if given).
+
+        Raises:
+            ApprovalMismatchError: no pending call has this id.
+            TypeError: ``call_id`` or ``reason`` is not a str.
+        """
+        self._call(call_id)
+        if reason is not None and not isinstance(reason, str):
+            raise TypeError(f"reason must be a str or None, got {type(reason).__name__}")
+        return self._with(call_id, ApprovalDecision(approved=False, reason=reason or None))
+
+    def _with(self, call_id: str, decision: ApprovalDecision) -> PendingApprovals:
+        return evolve(self, decisions={**self.decisions, call_id: decision})
+
+    def decision(self, call: PendingCall) -> ApprovalDecision | None:
+        """The decision that applies to ``call``: its own, else an ``always`` approval of its
+        tool (made on this step or earlier in the turn), else ``None``."""
+        own = self.decisions.get(call.id)
+        if own is not None:
+            return own
+        if call.name in self.always or any(
+            decision.always and self._call(other).name == call.name
+            for other, decision in self.decisions.items()
+        ):
+            return ApprovalDecision(approved=True)
+        return None
+
+    @property
+    def undecided(self) -> tuple[PendingCall, ...]:
+        """The calls no decision covers yet."""
+        return tuple(call for call in self.calls if self.decision(call) is None)
+
+    def check(self) -> None:
+        """Fail closed: every call decided, every decision for a pending call, and every
+        call's fingerprint that of its name and arguments.
+
+        Raises:
+            ApprovalMismatchError: naming the first problem.
+        """
+        ids = {call.id for call in self.calls}
+        for call_id in self.decisions:
+            if call_id not in ids:
+                raise ApprovalMismatchError(f"a decision names {call_id!r}, which is not pending")
+        for call in self.calls:
+            if call_fingerprint(call.name, call.arguments) != call.fingerprint:
+                raise ApprovalMismatchError(
+                    f"pending call {call.id!r} ({call.name}) does not match its fingerprint: "
+                    "its name or arguments were changed"
+                )
+        undecided = self.undecided
+        if undecided:
+            names = ", ".join(f"{call.id!r} ({call.name})" for call in undecided)
+            raise ApprovalMismatchError(f"no decision for {names}: approve or deny every call")
+
+    # -- JSON -------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        """Plain JSON (a dict); :meth:`from_dict` reads it back."""
+        return {
+            "kova": "pending_approvals",
+            "version": PENDING_FORMAT,
+            "turn_id": self.turn_id,
+            "message": self.message,
+            "calls": [
+                {
+                    "id": call.id,
+                    "name": call.name,
+                    "arguments": call.arguments,
+                    "annotations": annotations_to_json(call.annotations),
+                    "fingerprint": call.fingerprint,
+                }
+                for call in self.calls
+            ],
+            "decisions": {
+                call_id: {
+                    "approved": decision.approved,
+                    "always": decision.always,
+                    "reason": decision.reason,
+                }
+                for call_id, decision in self.decisions.items()
+            },
+            "results": [result_to_json(result) for result in self.results],
+            "usage": usage_to_json(self.usage),
+            "requests": self.requests,
+            "tool_calls": self.tool_calls,
+            "always": list(self.always),
+            "limits": None if self.limits is None else limits_to_json(self.limits),
+        }
+
+    def to_json(self) -> str:
+        """This value as JSON text, for storing until the decision comes."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> Self:
+        """Read :meth:`to_dict` output.
+
+        Raises:
+            SerializationError: not a stored PendingApprovals, or one of another version.
+            ApprovalMismatchError: a decision names a call that is not pending.
+        """
+        document = load_document(data, "pending_approvals", PENDING_FORMAT, "pending approvals")
+        calls = []
+        for item in field(document, "calls", list):
+            if not isinstance(item, Mapping):
+                raise SerializationError("a pending call must be a JSON object")
+            arguments = field(item, "arguments", dict)
+            calls.append(
+                PendingCall(
+                    id=field(item, "id", str),
+                    name=field(item, "name", str),
+                    arguments=arguments,
+                    annotations=annotations_from_json(item.get("annotations")),
+                    fingerprint=field(item, "fingerprint", str),
+                )
+            )
+        decisions: dict[str, ApprovalDecision] = {}
+        for call_id, item in field(document, "decisions", dict).items():
+            if not isinstance(item, Mapping):
+                raise SerializationError("a decision must be a JSON object")
+            reason = item.get("reason")
+            if reason is not None and not isinstance(reason, str):
+                raise SerializationError("a decision's reason must be a string or null")
+            decisions[call_id] = ApprovalDecision(
+                approved=field(item, "approved", bool),
+                always=field(item, "always", bool),
+                reason=reason,
+            )
+        always = field(document, "always", list)
+        if not all(isinstance(name, str) for name in always):
+            raise SerializationError("'always' must list tool names")
+        limits = document.get("limits")
+        pending = cls(
+            turn_id=field(document, "turn_id", str),
+            calls=tuple(calls),
+            decisions=decisions,
+            message=field(document, "message", str),
+            results=tuple(result_from_json(item) for item in field(document, "results", list)),
+            usage=usage_from_json(document.get("usage")),
+            requests=field(document, "requests", int),
+            tool_calls=field(document, "tool_calls", int),
+            always=tuple(always),
+            limits=None if limits is None else limits_from_json(limits),
+        )
+        ids = {call.id for call in pending.calls}
+        for call_id in decisions:
+            if call_id not in ids:
+                raise ApprovalMismatchError(f"a decision names {call_id!r}, which is not pending")
+        return pending
+
+    @classmethod
+    def from_json(cls, data: str | bytes) -> Self:
+        """Read :meth:`to_json` output.
+
+        Raises:
+            TypeError: ``data`` is not text.
+            SerializationError: not JSON, not a stored PendingApprovals, or another version.
+            ApprovalMismatchError: a decision names a call that is not pending.
+        """
+        if not isinstance(data, str | bytes | bytearray):
+            raise TypeError(
+                f"PendingApprovals.from_json takes JSON text, not {type(data).__name__}"
+            )
+        try:
+            parsed = json.loads(data)
+        except ValueError as exc:
+            raise SerializationError(f"pending approvals are not JSON: {exc}") from exc
+        if not isinstance(parsed, Mapping):
+            raise SerializationError("stored pending approvals must be a JSON object")
+        return cls.from_dict(parsed)

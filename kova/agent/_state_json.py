@@ -1,0 +1,245 @@
+"""Plain JSON for the values a saved turn holds (tool definitions, configs, usage, limits,
+results), read back strictly: anything that is not what was written is a
+:class:`~kova.errors.SerializationError` naming the field, never a half-read value."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .._errors import SerializationError
+from .._messages import Message, ToolResult, block_from_dict, block_to_dict
+from .._requests import InferenceConfig, ResponseFormat, ToolAnnotations, ToolDefinition
+from .._responses import StopKind, StopReason, Usage
+
+if TYPE_CHECKING:
+    from .._messages import JSONValue
+    from ._limits import UsageLimits
+
+__all__ = [
+    "annotations_from_json",
+    "annotations_to_json",
+    "config_from_json",
+    "config_to_json",
+    "field",
+    "limits_from_json",
+    "limits_to_json",
+    "load_document",
+    "messages_from_json",
+    "result_from_json",
+    "result_to_json",
+    "stop_from_json",
+    "tool_from_json",
+    "tool_to_json",
+    "usage_from_json",
+    "usage_to_json",
+]
+
+T = TypeVar("T")
+
+_NAMES = {
+    bool: "a boolean",
+    int: "an integer",
+    str: "a string",
+    list: "a list",
+    dict: "an object",
+}
+
+
+def field(data: Mapping[str, object], key: str, kind: type[T]) -> T:
+    """``data[key]``, which must be of ``kind`` (an int is never a bool here)."""
+    value = data.get(key)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise SerializationError(
+            f"stored field {key!r} must be {_NAMES.get(kind, kind.__name__)}, got {value!r:.60}"
+        )
+    return value
+
+
+def _optional(data: Mapping[str, object], key: str, kind: type[T]) -> T | None:
+    if data.get(key) is None:
+        return None
+    return field(data, key, kind)
+
+
+def load_document(data: object, kind: str, version: int, what: str) -> Mapping[str, Any]:
+    """The stored document ``data``, checked to be a ``kind`` of this ``version``.
+
+    Raises:
+        SerializationError: not such a document; a document of another version is refused
+            with both versions named, never misread.
+    """
+    if not isinstance(data, Mapping):
+        raise SerializationError(f"stored {what} must be a JSON object")
+    if data.get("kova") != kind:
+        raise SerializationError(
+            f"this is not a stored kova {what} (its 'kova' is {data.get('kova')!r})"
+        )
+    found = data.get("version")
+    if found != version:
+        age = "an older" if isinstance(found, int) and found < version else "another"
+        raise SerializationError(
+            f"these {what} were saved in {age} format (version {found!r}); this kova reads "
+            f"version {version} only: finish or discard them with the kova that saved them"
+        )
+    return data
+
+
+def usage_to_json(usage: Usage) -> dict[str, JSONValue]:
+    return {name: getattr(usage, name) for name in usage.__record_fields__}
+
+
+def usage_from_json(data: object) -> Usage:
+    if not isinstance(data, Mapping):
+        raise SerializationError("stored usage must be a JSON object")
+    return Usage(**{name: field(data, name, int) for name in Usage.__record_fields__})
+
+
+def annotations_to_json(annotations: ToolAnnotations) -> dict[str, JSONValue]:
+    return {name: getattr(annotations, name) for name in annotations.__record_fields__}
+
+
+def annotations_from_json(data: object) -> ToolAnnotations:
+    if not isinstance(data, Mapping):
+        raise SerializationError("stored tool annotations must be a JSON object")
+    return ToolAnnotations(
+        read_only=_optional(data, "read_only", bool),
+        destructive=_optional(data, "destructive", bool),
+        idempotent=_optional(data, "idempotent", bool),
+        open_world=_optional(data, "open_world", bool),
+        title=_optional(data, "title", str),
+    )
+
+
+def tool_to_json(tool: ToolDefinition) -> dict[str, JSONValue]:
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": tool.parameters,
+        "annotations": None if tool.annotations is None else annotations_to_json(tool.annotations),
+        "output_schema": tool.output_schema,
+    }
+
+
+def tool_from_json(data: object) -> ToolDefinition:
+    if not isinstance(data, Mapping):
+        raise SerializationError("a stored tool definition must be a JSON object")
+    annotations = data.get("annotations")
+    return ToolDefinition(
+        name=field(data, "name", str),
+        description=field(data, "description", str),
+        parameters=field(data, "parameters", dict),
+        annotations=None if annotations is None else annotations_from_json(annotations),
+        output_schema=_optional(data, "output_schema", dict),
+    )
+
+
+def config_to_json(config: InferenceConfig) -> dict[str, JSONValue]:
+    response_format = config.response_format
+    return {
+        "model": config.model,
+        "max_tokens": config.max_tokens,
+        "temperature": config.temperature,
+        "top_p": config.top_p,
+        "stop_sequences": None if config.stop_sequences is None else list(config.stop_sequences),
+        "response_format": None
+        if response_format is None
+        else {
+            "name": response_format.name,
+            "schema": response_format.schema,
+            "strict": response_format.strict,
+            "description": response_format.description,
+        },
+    }
+
+
+def _number(data: Mapping[str, object], key: str) -> float | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SerializationError(f"stored field {key!r} must be a number, got {value!r:.60}")
+    return value
+
+
+def config_from_json(data: object) -> InferenceConfig:
+    if not isinstance(data, Mapping):
+        raise SerializationError("a stored inference config must be a JSON object")
+    stops = _optional(data, "stop_sequences", list)
+    if stops is not None and not all(isinstance(stop, str) for stop in stops):
+        raise SerializationError("stored stop_sequences must be strings")
+    raw_format = data.get("response_format")
+    response_format = None
+    if raw_format is not None:
+        if not isinstance(raw_format, Mapping):
+            raise SerializationError("a stored response_format must be a JSON object")
+        response_format = ResponseFormat(
+            name=field(raw_format, "name", str),
+            schema=field(raw_format, "schema", dict),
+            strict=field(raw_format, "strict", bool),
+            description=_optional(raw_format, "description", str),
+        )
+    try:
+        return InferenceConfig(
+            model=_optional(data, "model", str),
+            max_tokens=_optional(data, "max_tokens", int),
+            temperature=_number(data, "temperature"),
+            top_p=_number(data, "top_p"),
+            stop_sequences=stops,
+            response_format=response_format,
+        )
+    except ValueError as exc:
+        raise SerializationError(f"invalid stored inference config: {exc}") from exc
+
+
+def limits_to_json(limits: UsageLimits) -> dict[str, JSONValue]:
+    return {name: getattr(limits, name) for name in limits.__record_fields__}
+
+
+def limits_from_json(data: object) -> UsageLimits:
+    from ._limits import UsageLimits
+
+    if not isinstance(data, Mapping):
+        raise SerializationError("stored usage limits must be a JSON object")
+    try:
+        return UsageLimits(
+            requests=_optional(data, "requests", int),
+            tool_calls=_optional(data, "tool_calls", int),
+            input_tokens=_optional(data, "input_tokens", int),
+            output_tokens=_optional(data, "output_tokens", int),
+            total_tokens=_optional(data, "total_tokens", int),
+            count_tokens_before_request=field(data, "count_tokens_before_request", bool),
+        )
+    except ValueError as exc:
+        raise SerializationError(f"invalid stored usage limits: {exc}") from exc
+
+
+def result_to_json(result: ToolResult) -> dict[str, JSONValue]:
+    return block_to_dict(result)
+
+
+def result_from_json(data: object) -> ToolResult:
+    block = block_from_dict(data)
+    if not isinstance(block, ToolResult):
+        raise SerializationError(f"a stored tool result must be a tool_result, got {data!r:.60}")
+    return block
+
+
+def messages_from_json(data: object, key: str) -> list[Message]:
+    if not isinstance(data, list):
+        raise SerializationError(f"stored {key!r} must be a list of messages")
+    messages = []
+    for item in data:
+        if not isinstance(item, Mapping):
+            raise SerializationError(f"a stored message in {key!r} must be a JSON object")
+        messages.append(Message.from_dict(item))
+    return messages
+
+
+def stop_from_json(data: object) -> StopReason:
+    if not isinstance(data, Mapping):
+        raise SerializationError("a stored stop reason must be a JSON object")
+    kind = field(data, "kind", str)
+    if kind not in StopKind.__members__.values():
+        raise SerializationError(f"unknown stored stop reason {kind!r}")
+    return StopReason(kind=StopKind(kind), raw=field(data, "raw", str))

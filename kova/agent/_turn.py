@@ -1,0 +1,920 @@
+"""The turn core: one agent turn as a value, with no I/O in it.
+
+:class:`Turn` holds everything a turn knows (the working conversation, the messages it has
+produced, usage, model calls made, the current step's tool calls and the results already in,
+decisions, limits, its id) and answers one question, :meth:`Turn.next_step`: what now?
+
+- :class:`CallModel`: send ``request`` to the model, then :meth:`Turn.model_replied`;
+- :class:`RunTools`: run ``calls``, then :meth:`Turn.tools_finished` with one result per call
+  (or :data:`~kova.agent.DEFER` for a call left to a person);
+- :class:`AwaitApproval`: calls wait for decisions; :meth:`Turn.decided` with the decided
+  :class:`~kova.agent.PendingApprovals` goes on (or stop here: ``response`` is the paused
+  turn's answer, and :meth:`Turn.resume` continues it later, anywhere);
+- :class:`Finished`: ``response`` is the turn's :class:`~kova.agent.AgentResponse`.
+
+Like a codec (or h11's connection), it does no I/O, reads no clock and needs no event loop:
+``Agent.run`` and ``Agent.stream`` drive it on trio with the provider actor and the tool pool;
+another driver (a workflow engine, a test, a synchronous script) drives the same value and
+gets the same loop. The limits live here: the iteration limit, the context budget and the
+usage limits raise from :meth:`next_step` before a call or step starts, and a reply over a
+token limit raises from :meth:`model_replied`; a turn that raised stays failed.
+
+:meth:`Turn.to_json` / :meth:`Turn.from_json` save and restore the whole value (versioned:
+a turn saved in another format version is refused, never misread).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Final, TypeAlias
+
+from .._errors import (
+    AgentLoopError,
+    ApprovalMismatchError,
+    ContextBudgetExceededError,
+    KovaError,
+    MaxIterationsError,
+    SerializationError,
+)
+from .._messages import (
+    HasContent,
+    Message,
+    Role,
+    ToolResult,
+    ToolUse,
+    block_from_dict,
+    block_to_dict,
+)
+from .._record import Record, evolve
+from .._requests import ChatRequest, InferenceConfig, ToolAnnotations, ToolDefinition
+from .._responses import ModelResponse, StopKind, StopReason, Usage
+from ..providers import heuristic_count_tokens
+from ._approvals import (
+    DEFER,
+    DeferredResult,
+    PendingApprovals,
+    PendingCall,
+    call_fingerprint,
+    message_fingerprint,
+)
+from ._events import AgentResponse
+from ._input import check_messages
+from ._limits import UsageLimits
+from ._state_json import (
+    config_from_json,
+    config_to_json,
+    field,
+    limits_from_json,
+    limits_to_json,
+    load_document,
+    messages_from_json,
+    result_from_json,
+    result_to_json,
+    stop_from_json,
+    tool_from_json,
+    tool_to_json,
+    usage_from_json,
+    usage_to_json,
+)
+
+if TYPE_CHECKING:
+    from .._messages import JSONValue
+
+__all__ = ["AwaitApproval", "CallModel", "Finished", "RunTools", "Step", "Turn"]
+
+TURN_FORMAT: Final = 1
+"""The version of :meth:`Turn.to_json`'s document."""
+
+_MODEL = "model"
+_TOOLS = "tools"
+_APPROVAL = "approval"
+_DONE = "done"
+_FAILED = "failed"
+
+_TRUNCATED = (StopKind.MAX_TOKENS, StopKind.STOP_SEQUENCE)
+"""Stops that can cut a tool call short: such calls are answered, never run."""
+
+
+class CallModel(Record):
+    """Send ``request`` to the model; give the answer to :meth:`Turn.model_replied`."""
+
+    request: ChatRequest
+    count_tokens: bool = False
+    """First count the request's input tokens (``provider.count_tokens(request)``) and give
+    the count to :meth:`Turn.tokens_counted` (the ``count_tokens_before_request`` limit);
+    :meth:`Turn.next_step` then returns this call without the flag."""
+
+
+class RunTools(Record):
+    """Run ``calls`` (concurrently, if you like); give their results, in this order, to
+    :meth:`Turn.tools_finished`."""
+
+    calls: tuple[ToolUse, ...]
+    approved: frozenset[str] = frozenset()
+    """Ids of calls already approved (by a person's decision, or a tool approved for the rest
+    of the turn): run them without asking the approval handler again."""
+    turn_id: str = ""
+    """The turn's id: with a call's id, a key that names this call in this turn (for
+    idempotent tools)."""
+
+
+class AwaitApproval(Record):
+    """Calls wait for a decision. Decide them on ``pending`` and pass it to
+    :meth:`Turn.decided`, or stop: ``response`` is the paused turn's answer (its ``pending``
+    set), and ``Turn.resume`` / ``agent.resume`` continue it later."""
+
+    pending: PendingApprovals
+    response: AgentResponse
+
+
+class Finished(Record):
+    """The turn is over: ``response`` is what it produced."""
+
+    response: AgentResponse
+
+
+Step: TypeAlias = CallModel | RunTools | AwaitApproval | Finished
+"""What :meth:`Turn.next_step` returns."""
+
+
+def _not_run(call: ToolUse, stop: StopReason) -> ToolResult:
+    return ToolResult.error(
+        f"tool call not run: the model's answer was cut off ({stop}) while it was making its "
+        "tool calls, so its arguments may be incomplete; call it again if it is still needed",
+        tool_use_id=call.id,
+    )
+
+
+def _denied(call_id: str, reason: str | None) -> ToolResult:
+    text = f"tool call denied: {reason}" if reason else "tool call denied by the reviewer"
+    return ToolResult.error(text, tool_use_id=call_id)
+
+
+def _positive_int(name: str, value: object, *, optional: bool = False) -> None:
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1, got {value}")
+
+
+def _tool_definitions(tools: object) -> tuple[ToolDefinition, ...]:
+    if not isinstance(tools, Sequence) or isinstance(tools, str):
+        raise TypeError(f"tools must be a sequence of ToolDefinition, got {type(tools).__name__}")
+    for index, tool in enumerate(tools):
+        if not isinstance(tool, ToolDefinition):
+            raise TypeError(
+                f"tools[{index}] must be a kova.ToolDefinition, got {type(tool).__name__}"
+            )
+    return tuple(tools)
+
+
+def _history(history: object) -> tuple[Message, ...]:
+    if not isinstance(history, Sequence) or isinstance(history, str | bytes | bytearray):
+        raise TypeError(f"history must be a sequence of kova.Message, got {type(history).__name__}")
+    messages = tuple(history)
+    check_messages(messages)
+    return messages
+
+
+def _options(
+    config: object, system_prompt: object, limits: object, max_iterations: object, budget: object
+) -> None:
+    if not isinstance(config, InferenceConfig):
+        raise TypeError(f"config must be a kova.InferenceConfig, got {type(config).__name__}")
+    if system_prompt is not None and not isinstance(system_prompt, str):
+        raise TypeError(f"system_prompt must be a str, got {type(system_prompt).__name__}")
+    if limits is not None and not isinstance(limits, UsageLimits):
+        raise TypeError(f"limits must be a kova.agent.UsageLimits, got {type(limits).__name__}")
+    _positive_int("max_iterations", max_iterations)
+    _positive_int("context_budget", budget, optional=True)
+
+
+class Turn:
+    """One agent turn as a value (see the module docstring). Build one with :meth:`start`
+    (or :meth:`resume`, :meth:`from_json`); then loop on :meth:`next_step`."""
+
+    __slots__ = (
+        "_always",
+        "_approved",
+        "_base",
+        "_budget",
+        "_calls",
+        "_config",
+        "_counted",
+        "_denials",
+        "_failed",
+        "_history",
+        "_last_reply",
+        "_last_stop",
+        "_last_usage",
+        "_limits",
+        "_llm_calls",
+        "_max_iterations",
+        "_new",
+        "_pending",
+        "_phase",
+        "_prefix",
+        "_requests",
+        "_response",
+        "_results",
+        "_running",
+        "_system_prompt",
+        "_thinking",
+        "_tool_calls",
+        "_tools",
+        "_turn_id",
+        "_usage",
+        "_working",
+    )
+
+    def __init__(
+        self,
+        history: tuple[Message, ...],
+        *,
+        tools: tuple[ToolDefinition, ...],
+        config: InferenceConfig,
+        system_prompt: str | None,
+        limits: UsageLimits | None,
+        max_iterations: int,
+        context_budget: int | None,
+        turn_id: str,
+        prefix: tuple[Message, ...] | None = None,
+    ) -> None:
+        # Unchecked: the public ways in are start(), resume() and from_json(). ``prefix``:
+        # the system message, prebuilt by a driver that runs many turns.
+        self._turn_id = turn_id
+        self._system_prompt = system_prompt
+        if prefix is None:
+            prefix = (Message.system(system_prompt),) if system_prompt else ()
+        self._prefix = prefix
+        self._history = history
+        self._new: list[Message] = []
+        self._working: list[Message] = [*self._prefix, *history]
+        self._tools = tools
+        self._config = config
+        self._limits = limits
+        self._max_iterations = max_iterations
+        self._budget = context_budget
+        self._usage = Usage()  # this part's (a resumed turn reports what it did)
+        self._llm_calls = 0
+        self._thinking: list[str] = []
+        self._base: Usage | None = None  # a resumed turn's usage before this part
+        self._requests = 0
+        self._tool_calls = 0
+        self._always: set[str] = set()
+        self._last_usage: Usage | None = None
+        self._last_reply: HasContent | None = None
+        self._last_stop = StopReason.END_TURN
+        self._phase = _MODEL
+        self._counted = False
+        self._calls: tuple[ToolUse, ...] = ()
+        self._results: dict[str, ToolResult] = {}
+        self._running: tuple[ToolUse, ...] = ()
+        self._approved: frozenset[str] = frozenset()
+        self._denials: tuple[tuple[ToolUse, ToolResult], ...] = ()
+        self._pending: PendingApprovals | None = None
+        self._response: AgentResponse | None = None
+        self._failed: KovaError | None = None
+
+    # -- building one -----------------------------------------------------------------
+
+    @classmethod
+    def start(
+        cls,
+        history: Sequence[Message],
+        *,
+        tools: Sequence[ToolDefinition],
+        config: InferenceConfig,
+        system_prompt: str | None = None,
+        limits: UsageLimits | None = None,
+        max_iterations: int = 10,
+        context_budget: int | None = None,
+        turn_id: str | None = None,
+    ) -> Turn:
+        """A new turn over ``history`` (the caller's; never modified).
+
+        Args:
+            tools: the tool definitions offered to the model (:meth:`set_tools` changes them
+                between model calls).
+            config: the inference config sent with every model call.
+            system_prompt: prepended as a system message (not part of ``new_messages``).
+            limits: usage limits for the turn.
+            max_iterations: tool-loop iterations: at most ``max_iterations + 1`` model calls.
+            context_budget: refuse a model call whose prompt is estimated over this many
+                tokens (the offline heuristic).
+            turn_id: the turn's id (default: a random one). A deterministic driver (a
+                workflow engine) passes its own.
+
+        Raises:
+            TypeError: an argument of the wrong type, naming it.
+            ValueError: ``max_iterations`` or ``context_budget`` below 1.
+        """
+        messages = _history(history)
+        definitions = _tool_definitions(tools)
+        _options(config, system_prompt, limits, max_iterations, context_budget)
+        if turn_id is not None and not isinstance(turn_id, str):
+            raise TypeError(f"turn_id must be a str, got {type(turn_id).__name__}")
+        return cls(
+            messages,
+            tools=definitions,
+            config=config,
+            system_prompt=system_prompt,
+            limits=limits,
+            max_iterations=max_iterations,
+            context_budget=context_budget,
+            turn_id=turn_id or uuid.uuid4().hex,
+        )
+
+    @classmethod
+    def resume(
+        cls,
+        history: Sequence[Message],
+        pending: PendingApprovals,
+        *,
+        tools: Sequence[ToolDefinition],
+        config: InferenceConfig,
+        system_prompt: str | None = None,
+        max_iterations: int = 10,
+        context_budget: int | None = None,
+    ) -> Turn:
+        """Continue a paused turn with its decisions: ``history`` is the turn's history plus
+        the paused part's ``new_messages`` (so it ends with the assistant message that made
+        the pending calls), ``pending`` the decided :class:`PendingApprovals`.
+
+        Everything is checked before the turn goes on; the returned turn's :meth:`next_step`
+        runs the approved calls (the results of calls that already ran are kept, never run
+        again), then the loop continues. Its ``new_messages`` are what the resumed part
+        produces, and its usage and model calls those of this part (the limits count the
+        whole turn).
+
+        Raises:
+            TypeError: ``history`` or ``pending`` has the wrong type.
+            ApprovalMismatchError: the history does not end with the assistant message the
+                pending calls came from, a decision names an unknown call, a call's name or
+                arguments differ from its fingerprint, or a call has no decision.
+        """
+        messages = _history(history)
+        if not isinstance(pending, PendingApprovals):
+            raise TypeError(
+                f"pending must be a kova.agent.PendingApprovals, got {type(pending).__name__}"
+            )
+        definitions = _tool_definitions(tools)
+        _options(config, system_prompt, None, max_iterations, context_budget)
+        last = messages[-1] if messages else None
+        if (
+            last is None
+            or last.role is not Role.ASSISTANT
+            or message_fingerprint(last) != pending.message
+        ):
+            raise ApprovalMismatchError(
+                "the history does not end with the assistant message the pending calls came "
+                "from: pass the paused turn's history plus its response.new_messages"
+            )
+        calls = last.tool_uses
+        by_id = {call.id: call for call in calls}
+        covered: set[str] = set()
+        for item in pending.calls:
+            call = by_id.get(item.id)
+            if call is None or call_fingerprint(call.name, call.input) != item.fingerprint:
+                raise ApprovalMismatchError(
+                    f"pending call {item.id!r} ({item.name}) is not the call the assistant "
+                    "message made: its fingerprint differs"
+                )
+            covered.add(item.id)
+        for result in pending.results:
+            if result.tool_use_id not in by_id or result.tool_use_id in covered:
+                raise ApprovalMismatchError(
+                    f"a stored result answers {result.tool_use_id!r}, which is not one of the "
+                    "step's calls that ran"
+                )
+            covered.add(result.tool_use_id)
+        if covered != set(by_id):
+            missing = ", ".join(sorted(set(by_id) - covered))
+            raise ApprovalMismatchError(f"the pending state does not cover the calls {missing}")
+        turn = cls(
+            messages,
+            tools=definitions,
+            config=config,
+            system_prompt=system_prompt,
+            limits=pending.limits,
+            max_iterations=max_iterations,
+            context_budget=context_budget,
+            turn_id=pending.turn_id,
+        )
+        turn._base = pending.usage
+        turn._requests = pending.requests
+        turn._tool_calls = pending.tool_calls
+        turn._always = set(pending.always)
+        turn._last_reply = last
+        turn._last_stop = StopReason.TOOL_USE
+        turn._calls = calls
+        turn._results = {result.tool_use_id: result for result in pending.results}
+        turn._phase = _APPROVAL
+        turn._pending = evolve(pending, decisions={})
+        turn.decided(pending)
+        return turn
+
+    # -- what the driver reads --------------------------------------------------------
+
+    @property
+    def turn_id(self) -> str:
+        return self._turn_id
+
+    @property
+    def new_messages(self) -> tuple[Message, ...]:
+        """The messages this turn (or resumed part) has produced so far."""
+        return tuple(self._new)
+
+    @property
+    def usage(self) -> Usage:
+        """Usage of the model calls made so far (by this part, for a resumed turn)."""
+        return self._usage
+
+    @property
+    def llm_calls(self) -> int:
+        """Model calls made so far (by this part, for a resumed turn)."""
+        return self._llm_calls
+
+    @property
+    def last_usage(self) -> Usage | None:
+        """The usage the last model reply reported (``None`` before any, or if none)."""
+        return self._last_usage
+
+    @property
+    def tools(self) -> tuple[ToolDefinition, ...]:
+        """The tool definitions the next model call offers."""
+        return self._tools
+
+    def set_tools(self, tools: Sequence[ToolDefinition]) -> None:
+        """Offer these tool definitions from the next model call on (a tool server's list
+        changed). A removed tool is no longer offered; a call the model still makes to it is
+        answered in-band by whoever runs the tools."""
+        self._tools = _tool_definitions(tools)
+
+    def decided_denials(self) -> tuple[tuple[ToolUse, ToolResult], ...]:
+        """The calls of the current step a person denied, with the results that answer them
+        (for a driver that reports each call: they never reach the tools)."""
+        return self._denials
+
+    def _offer(self, tools: Sequence[ToolDefinition]) -> None:
+        """:meth:`set_tools` without the checks (the agent's registry gives definitions)."""
+        self._tools = tuple(tools)
+
+    # -- what next --------------------------------------------------------------------
+
+    def next_step(self) -> Step:
+        """What the driver does next (the same answer until a transition is made).
+
+        Raises:
+            MaxIterationsError: the model is still calling tools after ``max_iterations``.
+            ContextBudgetExceededError: the next prompt is over the context budget.
+            UsageLimitExceeded: the next model call or tool step would go over a limit.
+            The error a transition raised, again: a turn that failed stays failed.
+        """
+        phase = self._phase
+        try:
+            if phase == _MODEL:
+                return self._call_model()
+            if phase == _TOOLS:
+                return self._run_tools()
+        except KovaError as exc:
+            self._fail(exc)
+            raise
+        if phase == _FAILED:
+            assert self._failed is not None
+            raise self._failed
+        if phase == _APPROVAL:
+            pending = self._pending
+            assert pending is not None
+            return AwaitApproval(pending=pending, response=self._answer(pending))
+        return Finished(response=self._answer(None))
+
+    def _call_model(self) -> CallModel:
+        if self._requests >= self._max_iterations + 1:
+            raise MaxIterationsError(self._max_iterations)
+        limits = self._limits
+        if limits is not None:
+            limits.check_request(self._requests)
+        working, tools = self._working, self._tools
+        budget = self._budget
+        if budget is not None:
+            estimate = heuristic_count_tokens(working, tools)
+            if estimate > budget:
+                raise ContextBudgetExceededError(estimate, budget)
+        request = ChatRequest(messages=working, tools=tools, config=self._config)
+        if limits is not None and limits.counts_tokens_first and not self._counted:
+            return CallModel(request=request, count_tokens=True)
+        return CallModel(request=request)
+
+    def _run_tools(self) -> RunTools:
+        if self._requests >= self._max_iterations + 1:
+            # The results could never reach the model: nothing runs.
+            raise MaxIterationsError(self._max_iterations)
+        if self._limits is not None:
+            self._limits.check_tool_calls(self._tool_calls)
+        return RunTools(calls=self._running, approved=self._approved, turn_id=self._turn_id)
+
+    def _answer(self, pending: PendingApprovals | None) -> AgentResponse:
+        response = self._response
+        if response is None or response.pending is not pending:
+            response = self._response = AgentResponse(
+                text="" if self._last_reply is None else self._last_reply.text,
+                new_messages=tuple(self._new),
+                stop_reason=self._last_stop,
+                usage=self._usage,
+                llm_calls=self._llm_calls,
+                thinking="\n\n".join(self._thinking) or None,
+                pending=pending,
+            )
+        return response
+
+    # -- transitions ------------------------------------------------------------------
+
+    def _fail(self, exc: KovaError) -> None:
+        self._failed = exc
+        self._phase = _FAILED
+
+    @property
+    def _total(self) -> Usage:
+        """The whole turn's usage (limits count this)."""
+        base = self._base
+        return self._usage if base is None else base + self._usage
+
+    def _expect(self, phase: str, transition: str) -> None:
+        if self._phase == _FAILED:
+            assert self._failed is not None
+            raise self._failed
+        if self._phase != phase:
+            waiting = {
+                _MODEL: "a model reply (model_replied)",
+                _TOOLS: "tool results (tools_finished)",
+                _APPROVAL: "decisions (decided)",
+                _DONE: "nothing: it is finished",
+            }[self._phase]
+            raise AgentLoopError(f"{transition}() does not fit: the turn is waiting for {waiting}")
+
+    def tokens_counted(self, tokens: int) -> None:
+        """The input tokens of the request a :class:`CallModel` asked to count.
+
+        Raises:
+            UsageLimitExceeded: sending it would take the turn over ``input_tokens``.
+        """
+        if self._phase != _MODEL:
+            self._expect(_MODEL, "tokens_counted")
+        if isinstance(tokens, bool) or not isinstance(tokens, int):
+            raise TypeError(f"tokens must be an int, got {type(tokens).__name__}")
+        if self._limits is not None:
+            try:
+                self._limits.check_counted(self._total, tokens)
+            except KovaError as exc:
+                self._fail(exc)
+                raise
+        self._counted = True
+
+    def model_replied(self, response: ModelResponse) -> None:
+        """The model's answer to the last :class:`CallModel`.
+
+        Raises:
+            UsageLimitExceeded: the turn's tokens are now over a token limit.
+        """
+        if self._phase != _MODEL:
+            self._expect(_MODEL, "model_replied")
+        if not isinstance(response, ModelResponse):
+            raise TypeError(f"response must be a kova.ModelResponse, got {type(response).__name__}")
+        self._requests += 1
+        self._llm_calls += 1
+        self._counted = False
+        self._denials = ()
+        usage = response.usage
+        if usage is not None:
+            self._usage = self._usage + usage
+            self._last_usage = usage
+        if response.thinking:
+            self._thinking.append(response.thinking)
+        self._last_reply = response
+        stop = self._last_stop = response.stop_reason
+        assistant = Message.assistant(response.content)
+        self._working.append(assistant)
+        self._new.append(assistant)
+        if self._limits is not None and usage is not None:
+            try:
+                self._limits.check_tokens(self._total)
+            except KovaError as exc:
+                self._fail(exc)
+                raise
+        calls = response.tool_uses
+        if not calls:
+            self._phase = _DONE
+        elif stop.kind in _TRUNCATED:
+            # Calls cut off mid-way never run; each is answered, so the history the turn
+            # returns is valid to send back.
+            self._append_results(tuple(_not_run(call, stop) for call in calls))
+            self._phase = _DONE
+        else:
+            # Tool use, or complete calls under a stop reason kova does not know.
+            self._calls = self._running = calls
+            self._results = {}
+            self._tool_calls += len(calls)
+            always = self._always
+            self._approved = (
+                frozenset(call.id for call in calls if call.name in always)
+                if always
+                else frozenset()
+            )
+            self._phase = _TOOLS
+
+    def tools_finished(self, results: Sequence[DeferredResult]) -> None:
+        """The outcomes of the last :class:`RunTools`, one per call in its order: a
+        :class:`~kova.ToolResult` (its ``tool_use_id`` is set when empty), or
+        :data:`~kova.agent.DEFER` for a call left to a person.
+
+        Raises:
+            TypeError: an item is neither.
+            ValueError: the count differs from the calls', or a result answers another call.
+        """
+        if self._phase != _TOOLS:
+            self._expect(_TOOLS, "tools_finished")
+        running = self._running
+        if not isinstance(results, Sequence) or len(results) != len(running):
+            count = len(results) if isinstance(results, Sequence) else type(results).__name__
+            raise ValueError(f"tools_finished() needs {len(running)} results, got {count}")
+        deferred: list[ToolUse] = []
+        stored = self._results
+        for call, result in zip(running, results, strict=True):
+            if result is DEFER:
+                deferred.append(call)
+                continue
+            if not isinstance(result, ToolResult):
+                raise TypeError(
+                    f"the result for call {call.id!r} must be a ToolResult or DEFER, "
+                    f"got {type(result).__name__}"
+                )
+            if not result.tool_use_id:
+                result = evolve(result, tool_use_id=call.id)
+            elif result.tool_use_id != call.id:
+                raise ValueError(
+                    f"the result for call {call.id!r} answers {result.tool_use_id!r}: results "
+                    "go in the order of RunTools.calls"
+                )
+            stored[call.id] = result
+        if deferred:
+            self._pause(deferred)
+        elif len(stored) == len(self._calls):
+            self._end_step()
+        else:  # pragma: no cover - every call is a result, a denial or deferred
+            raise AssertionError("a tool step ended with calls unanswered")
+
+    def _pause(self, deferred: list[ToolUse]) -> None:
+        annotations: dict[str, ToolAnnotations | None] = {
+            tool.name: tool.annotations for tool in self._tools
+        }
+        results = self._results
+        self._pending = PendingApprovals(
+            turn_id=self._turn_id,
+            calls=tuple(PendingCall.of(call, annotations.get(call.name)) for call in deferred),
+            decisions={},
+            message=message_fingerprint(self._working[-1]),
+            results=tuple(results[call.id] for call in self._calls if call.id in results),
+            usage=self._total,
+            requests=self._requests,
+            tool_calls=self._tool_calls,
+            always=tuple(sorted(self._always)),
+            limits=self._limits,
+        )
+        self._phase = _APPROVAL
+
+    def decided(self, pending: PendingApprovals) -> None:
+        """Go on with these decisions (the :class:`AwaitApproval`'s ``pending`` with every
+        call approved or denied). Approved calls run next; denied ones are answered in-band.
+
+        Raises:
+            TypeError: ``pending`` is not a PendingApprovals.
+            ApprovalMismatchError: the decisions are for other calls, one is for an unknown
+                call, a call's fingerprint differs, or a call has none.
+        """
+        if self._phase != _APPROVAL:
+            self._expect(_APPROVAL, "decided")
+        if not isinstance(pending, PendingApprovals):
+            raise TypeError(
+                f"pending must be a kova.agent.PendingApprovals, got {type(pending).__name__}"
+            )
+        own = self._pending
+        assert own is not None
+        if (
+            pending.turn_id != own.turn_id
+            or pending.message != own.message
+            or pending.calls != own.calls
+        ):
+            raise ApprovalMismatchError(
+                "these decisions are for other pending calls than the ones this turn waits for"
+            )
+        pending.check()
+        approved: set[str] = set()
+        denied: set[str] = set()
+        for item in own.calls:
+            decision = pending.decision(item)
+            assert decision is not None  # check() made sure
+            if decision.approved:
+                approved.add(item.id)
+                if decision.always:
+                    self._always.add(item.name)
+            else:
+                denied.add(item.id)
+                self._results[item.id] = _denied(item.id, decision.reason)
+        self._denials = tuple(
+            (call, self._results[call.id]) for call in self._calls if call.id in denied
+        )
+        self._pending = None
+        self._running = tuple(call for call in self._calls if call.id in approved)
+        self._approved = frozenset(approved)
+        if self._running:
+            self._phase = _TOOLS
+        else:
+            self._end_step()
+
+    def _end_step(self) -> None:
+        """Every call of the step is answered: the tool message, in call order; then the
+        model."""
+        results = self._results
+        self._append_results(tuple(results[call.id] for call in self._calls))
+        self._calls = self._running = ()
+        self._results = {}
+        self._approved = frozenset()
+        self._phase = _MODEL
+
+    def _append_results(self, results: tuple[ToolResult, ...]) -> None:
+        message = Message.tool_results(results)
+        self._working.append(message)
+        self._new.append(message)
+
+    # -- JSON -------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        """The whole turn as plain JSON (a dict); :meth:`from_dict` restores an equal turn."""
+        pending = self._pending
+        return {
+            "kova": "turn",
+            "version": TURN_FORMAT,
+            "turn_id": self._turn_id,
+            "system_prompt": self._system_prompt,
+            "history": [message.to_dict() for message in self._history],
+            "new_messages": [message.to_dict() for message in self._new],
+            "tools": [tool_to_json(tool) for tool in self._tools],
+            "config": config_to_json(self._config),
+            "limits": None if self._limits is None else limits_to_json(self._limits),
+            "max_iterations": self._max_iterations,
+            "context_budget": self._budget,
+            "usage": usage_to_json(self._usage),
+            "llm_calls": self._llm_calls,
+            "thinking": list(self._thinking),
+            "base_usage": None if self._base is None else usage_to_json(self._base),
+            "requests": self._requests,
+            "tool_calls": self._tool_calls,
+            "always": sorted(self._always),
+            "last_usage": None if self._last_usage is None else usage_to_json(self._last_usage),
+            "last_text": None if self._last_reply is None else self._last_reply.text,
+            "last_stop": {"kind": self._last_stop.kind.value, "raw": self._last_stop.raw},
+            "phase": self._phase,
+            "counted": self._counted,
+            "calls": [call.id for call in self._calls],
+            "results": [result_to_json(result) for result in self._results.values()],
+            "running": [call.id for call in self._running],
+            "approved": sorted(self._approved),
+            "denials": [
+                {"call": block_to_dict(call), "result": result_to_json(result)}
+                for call, result in self._denials
+            ],
+            "pending": None if pending is None else pending.to_dict(),
+            "failed": None if self._failed is None else str(self._failed),
+        }
+
+    def to_json(self) -> str:
+        """The whole turn as JSON text (versioned); :meth:`from_json` reads it back."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> Turn:
+        """Restore a turn from :meth:`to_dict` output.
+
+        Raises:
+            SerializationError: not a stored turn, or one saved in another format version
+                (refused, never misread).
+        """
+        document = load_document(data, "turn", TURN_FORMAT, "turn")
+        if document.get("failed") is not None:
+            raise SerializationError("this turn had failed when it was saved; it cannot go on")
+        system_prompt = document.get("system_prompt")
+        if system_prompt is not None and not isinstance(system_prompt, str):
+            raise SerializationError("stored field 'system_prompt' must be a string or null")
+        limits = document.get("limits")
+        budget = document.get("context_budget")
+        if budget is not None:
+            budget = field(document, "context_budget", int)
+        turn = cls(
+            tuple(messages_from_json(document.get("history"), "history")),
+            tools=tuple(tool_from_json(item) for item in field(document, "tools", list)),
+            config=config_from_json(document.get("config")),
+            system_prompt=system_prompt,
+            limits=None if limits is None else limits_from_json(limits),
+            max_iterations=field(document, "max_iterations", int),
+            context_budget=budget,
+            turn_id=field(document, "turn_id", str),
+        )
+        new = messages_from_json(document.get("new_messages"), "new_messages")
+        turn._new = new
+        turn._working.extend(new)
+        turn._usage = usage_from_json(document.get("usage"))
+        turn._llm_calls = field(document, "llm_calls", int)
+        thinking = field(document, "thinking", list)
+        always = field(document, "always", list)
+        if not all(isinstance(item, str) for item in [*thinking, *always]):
+            raise SerializationError("stored 'thinking' and 'always' must hold strings")
+        turn._thinking = thinking
+        turn._always = set(always)
+        base = document.get("base_usage")
+        turn._base = None if base is None else usage_from_json(base)
+        turn._requests = field(document, "requests", int)
+        turn._tool_calls = field(document, "tool_calls", int)
+        last_usage = document.get("last_usage")
+        turn._last_usage = None if last_usage is None else usage_from_json(last_usage)
+        last_text = document.get("last_text")
+        if last_text is not None:
+            turn._last_reply = Message.assistant(field(document, "last_text", str))
+        turn._last_stop = stop_from_json(document.get("last_stop"))
+        phase = field(document, "phase", str)
+        if phase not in (_MODEL, _TOOLS, _APPROVAL, _DONE):  # a failed turn was refused above
+            raise SerializationError(f"unknown stored turn phase {phase!r}")
+        turn._phase = phase
+        turn._counted = field(document, "counted", bool)
+        last = turn._working[-1] if turn._working else None
+        step_calls = {call.id: call for call in last.tool_uses} if last is not None else {}
+        if phase in (_TOOLS, _APPROVAL) and (last is None or last.role is not Role.ASSISTANT):
+            raise SerializationError("a stored turn in a tool step must end with its calls")
+
+        def calls(key: str) -> tuple[ToolUse, ...]:
+            ids = field(document, key, list)
+            if not all(isinstance(item, str) and item in step_calls for item in ids):
+                raise SerializationError(f"stored {key!r} names calls the step did not make")
+            return tuple(step_calls[item] for item in ids)
+
+        turn._calls = calls("calls")
+        turn._running = calls("running")
+        approved = field(document, "approved", list)
+        turn._approved = frozenset(item for item in approved if isinstance(item, str))
+        denials = []
+        for item in field(document, "denials", list):
+            if not isinstance(item, Mapping):
+                raise SerializationError("a stored denial must be a JSON object")
+            call = block_from_dict(item.get("call"))
+            if not isinstance(call, ToolUse):
+                raise SerializationError("a stored denial's call must be a tool_use")
+            denials.append((call, result_from_json(item.get("result"))))
+        turn._denials = tuple(denials)
+        results = (result_from_json(item) for item in field(document, "results", list))
+        turn._results = {result.tool_use_id: result for result in results}
+        pending = document.get("pending")
+        if pending is not None:
+            if not isinstance(pending, Mapping):
+                raise SerializationError("stored 'pending' must be a JSON object")
+            turn._pending = PendingApprovals.from_dict(pending)
+        if (phase == _APPROVAL) != (turn._pending is not None):
+            raise SerializationError(
+                "a stored turn waits for decisions exactly when it has pending calls"
+            )
+        return turn
+
+    @classmethod
+    def from_json(cls, data: str | bytes) -> Turn:
+        """Restore a turn from :meth:`to_json` output.
+
+        Raises:
+            TypeError: ``data`` is not text.
+            SerializationError: not JSON, not a stored turn, or one saved in another format
+                version (refused with both versions named).
+        """
+        if not isinstance(data, str | bytes | bytearray):
+            raise TypeError(f"Turn.from_json takes JSON text, not {type(data).__name__}")
+        try:
+            parsed = json.loads(data)
+        except ValueError as exc:
+            raise SerializationError(f"a stored turn is not JSON: {exc}") from exc
+        if not isinstance(parsed, Mapping):
+            raise SerializationError("a stored turn must be a JSON object")
+        return cls.from_dict(parsed)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Turn):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"<Turn {self._turn_id} {self._phase}: {len(self._new)} new messages, "
+            f"{self._requests} model calls>"
+        )
