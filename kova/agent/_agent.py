@@ -20,7 +20,6 @@ from __future__ import annotations
 from contextlib import AsyncExitStack, asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, overload
-from uuid import uuid4
 
 import trio
 
@@ -38,7 +37,7 @@ from ._input import HistoryInput, check_call_options, coerce_history
 from ._limits import UsageLimits
 from ._model_call import ModelCall, outcome_of
 from ._tool_pool import RunToolCalls
-from ._turn import AwaitApproval, CallModel, Finished, RunTools, Turn
+from ._turn import AwaitApproval, CallModel, Finished, RunTools, Turn, new_turn_id
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
@@ -519,7 +518,7 @@ class Agent:
             limits=limits,
             max_iterations=config.max_iterations,
             context_budget=config.context_budget,
-            turn_id=uuid4().hex,
+            turn_id=new_turn_id(),
         )
 
     def _resumed(

@@ -26,7 +26,7 @@ a turn saved in another format version is refused, never misread).
 from __future__ import annotations
 
 import json
-import uuid
+import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Final, TypeAlias
 
@@ -82,7 +82,7 @@ from ._state_json import (
 if TYPE_CHECKING:
     from .._messages import JSONValue
 
-__all__ = ["AwaitApproval", "CallModel", "Finished", "RunTools", "Step", "Turn"]
+__all__ = ["AwaitApproval", "CallModel", "Finished", "RunTools", "Step", "Turn", "new_turn_id"]
 
 TURN_FORMAT: Final = 1
 """The version of :meth:`Turn.to_json`'s document."""
@@ -137,6 +137,11 @@ class Finished(Record):
 
 Step: TypeAlias = CallModel | RunTools | AwaitApproval | Finished
 """What :meth:`Turn.next_step` returns."""
+
+
+def new_turn_id() -> str:
+    """A random turn id: 32 hex digits (as ``uuid4().hex``, without importing uuid)."""
+    return os.urandom(16).hex()
 
 
 def _not_run(call: ToolUse, stop: StopReason) -> ToolResult:
@@ -326,7 +331,7 @@ class Turn:
             limits=limits,
             max_iterations=max_iterations,
             context_budget=context_budget,
-            turn_id=turn_id or uuid.uuid4().hex,
+            turn_id=turn_id or new_turn_id(),
         )
 
     @classmethod
