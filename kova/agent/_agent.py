@@ -344,7 +344,9 @@ class Agent:
         Raises:
             TypeError: ``output`` is neither a response format nor a type pydantic validates.
             StructuredOutputError: the last answer is still not JSON or does not validate; it
-                carries every raw answer (``attempts``) and the turn's response.
+                carries every raw answer (``attempts``) and the turn's response. Also raised
+                when the turn pauses for deferred approvals: ``error.response.pending`` is
+                set, and the turn can be resumed.
             TypeError: ``output`` is neither a ResponseFormat nor a pydantic model class.
         """
         from ._structured import run_structured_turn

@@ -268,6 +268,15 @@ class _Attempts:
             StructuredOutputError: the answer is invalid and no retry is left.
         """
         self.responses.append(response)
+        if response.pending is not None:
+            # Paused for approvals: the answer is still to come (resume, then validate it).
+            raise StructuredOutputError(
+                "the turn paused for approvals before its answer (error.response.pending): "
+                "resume it with agent.resume and validate the final answer",
+                raw_text=response.text,
+                response=self.combined(),
+                attempts=tuple(r.text for r in self.responses),
+            )
         try:
             return True, self.output.validate(response.text)
         except _InvalidAnswer as invalid:

@@ -15,10 +15,11 @@ import trio
 import trio.testing
 
 import kova
-from kova import Message, ToolAnnotations, ToolResult, ToolUse
+from kova import Message, ResponseFormat, ToolAnnotations, ToolResult, ToolUse
 from kova.agent import (
     DEFER,
     AgentBuilder,
+    AgentResponse,
     CancelToken,
     Deferred,
     PendingApprovals,
@@ -27,7 +28,7 @@ from kova.agent import (
     ToolCallStarted,
     TurnCompleted,
 )
-from kova.errors import ApprovalMismatchError, TurnCancelled
+from kova.errors import ApprovalMismatchError, StructuredOutputError, TurnCancelled
 from kova.testing import ScriptedProvider, reply_text, reply_tool_calls
 from kova.tools import tool
 
@@ -366,3 +367,31 @@ def test_a_turn_paused_in_one_process_is_resumed_in_another(tmp_path: Path) -> N
     outcome = json.loads(run("resume"))
     assert outcome == {"text": "all done", "new": 2, "sent": 3}
     assert (tmp_path / "runs.txt").read_text().splitlines() == ["look", "remove /a"]
+
+
+async def test_a_structured_turn_that_pauses_says_so_and_can_be_resumed() -> None:
+    provider = ScriptedProvider([*script()[:1], reply_text('{"removed": 1}')])
+    agent = AgentBuilder().provider(provider).tools(look, remove).defer_approvals().build()
+    async with agent:
+        with pytest.raises(StructuredOutputError, match="paused for approvals") as caught:
+            await agent.run_structured(HISTORY, ResponseFormat.named("r", {"type": "object"}))
+        paused = caught.value.response
+        assert isinstance(paused, AgentResponse)
+        assert paused.pending is not None
+        decided = paused.pending.deny("call_2").deny("call_3")
+        done = await agent.resume([*HISTORY, *paused.new_messages], decided)
+    assert json.loads(done.text) == {"removed": 1}
+
+
+async def test_a_streamed_structured_turn_that_pauses_says_so() -> None:
+    provider = ScriptedProvider(script()[:1])
+    agent = AgentBuilder().provider(provider).tools(look, remove).defer_approvals().build()
+    async with agent:
+        with pytest.raises(StructuredOutputError, match="paused for approvals") as caught:
+            async with agent.stream_structured(HISTORY, dict) as values:
+                async for _ in values:
+                    pass
+    paused = caught.value.response
+    assert isinstance(paused, AgentResponse)
+    assert paused.pending is not None
+    assert [call.id for call in paused.pending.calls] == ["call_2", "call_3"]

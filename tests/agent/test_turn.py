@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kova import (
     InferenceConfig,
@@ -567,3 +570,102 @@ def test_a_failed_turn_is_not_restored() -> None:
         turn.model_replied(reply_text("x"))
     with pytest.raises(SerializationError, match="had failed"):
         Turn.from_json(turn.to_json())
+
+
+# --- random turns round-trip ------------------------------------------------------------------
+
+JSON_SCALARS = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=8)
+ARGUMENTS = st.dictionaries(
+    st.text(max_size=5),
+    st.recursive(JSON_SCALARS, lambda inner: st.lists(inner, max_size=3), max_leaves=5),
+    max_size=3,
+)
+USAGE = (
+    st.builds(Usage, input_tokens=st.integers(0, 500), output_tokens=st.integers(0, 500))
+    | st.none()
+)
+
+
+@st.composite
+def replies(draw: st.DrawFn, number: int) -> ModelResponse:
+    calls = draw(st.lists(st.tuples(st.sampled_from(["read", "write"]), ARGUMENTS), max_size=3))
+    text = draw(st.text(max_size=10))
+    content: list[Text | ToolUse] = [Text(text=text)] if text else []
+    content += [
+        ToolUse(id=f"c{number}_{index}", name=name, input=arguments)
+        for index, (name, arguments) in enumerate(calls)
+    ]
+    stop = draw(
+        st.sampled_from(
+            [
+                StopReason.TOOL_USE,
+                StopReason.END_TURN,
+                StopReason.MAX_TOKENS,
+                StopReason.unknown("x"),
+            ]
+        )
+    )
+    return ModelResponse(
+        content=content,
+        stop_reason=stop,
+        usage=draw(USAGE),
+        thinking=draw(st.none() | st.text(min_size=1, max_size=5)),
+    )
+
+
+@given(data=st.data())
+@settings(max_examples=60, deadline=None)
+def test_random_turns_round_trip_through_json(data: st.DataObject) -> None:
+    turn = Turn.start(
+        HISTORY,
+        tools=TOOLS,
+        config=CONFIG,
+        system_prompt=data.draw(st.none() | st.text(min_size=1, max_size=5)),
+        limits=data.draw(st.none() | st.builds(UsageLimits, requests=st.integers(1, 9))),
+        max_iterations=data.draw(st.integers(1, 4)),
+    )
+    for number in range(8):
+        restored = Turn.from_json(turn.to_json())
+        assert restored == turn
+        try:
+            step = turn.next_step()
+        except (MaxIterationsError, UsageLimitExceeded):
+            return
+        assert restored.next_step() == step
+        match step:
+            case CallModel():
+                try:
+                    turn.model_replied(data.draw(replies(number)))
+                except UsageLimitExceeded:
+                    return
+            case RunTools(calls=calls):
+                turn.tools_finished(
+                    [data.draw(st.sampled_from([ToolResult(content="r"), DEFER])) for _ in calls]
+                )
+            case AwaitApproval(pending=pending):
+                for call in pending.calls:
+                    if data.draw(st.booleans()):
+                        pending = pending.approve(call.id, always=data.draw(st.booleans()))
+                    else:
+                        pending = pending.deny(call.id, data.draw(st.none() | st.text(max_size=5)))
+                assert PendingApprovals.from_json(pending.to_json()) == pending
+                turn.decided(pending)
+            case Finished(response=response):
+                history = [*HISTORY, *response.new_messages]
+                # Whatever happened, the history is valid to send back: no unanswered call.
+                for index, message in enumerate(history):
+                    ids = [call.id for call in message.tool_uses]
+                    if ids:
+                        after = history[index + 1].content
+                        assert [b.tool_use_id for b in after if isinstance(b, ToolResult)] == ids
+                return
+
+
+def test_the_driver_shown_in_the_docs_is_the_one_the_suite_runs() -> None:
+    root = Path(__file__).resolve().parents[2]
+    page = (root / "docs" / "turns.md").read_text()
+    example = (root / "docs" / "examples" / "turn_driver.py").read_text()
+    start = page.index("def drive(turn: Turn)")
+    shown = page[start : page.index("```", start)]
+    assert shown in example
+    assert 20 <= len(shown.splitlines()) <= 35
