@@ -33,6 +33,7 @@ __all__ = [
     "dumps_bytes",
     "escape_surrogates",
     "loads",
+    "utf8_safe",
 ]
 
 MAX_JSON_DEPTH = 128
@@ -124,6 +125,12 @@ def dumps(value: object, *, indent: int | None = None) -> str:
         text = json.dumps(value, ensure_ascii=False, indent=indent, separators=separators)
     except RecursionError:
         raise JsonNestingError("the value is nested too deeply to write as JSON") from None
+    return utf8_safe(text)
+
+
+def utf8_safe(text: str) -> str:
+    """JSON ``text`` as is, or with its lone surrogates escaped when it cannot be encoded as
+    UTF-8 (see :func:`escape_surrogates`); costs one ``str.encode`` when not ASCII."""
     if not text.isascii():
         try:
             text.encode()

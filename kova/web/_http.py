@@ -8,6 +8,8 @@ origin check can compare the page's origin with the host it connected to.
 
 from __future__ import annotations
 
+import contextlib
+import struct
 from importlib import resources
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
@@ -17,6 +19,8 @@ import trio
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    import trio_websocket
 
 __all__ = [
     "HeadError",
@@ -178,11 +182,22 @@ def origin_allowed(head: RequestHead, allowed_origins: frozenset[str]) -> bool:
 
 
 class ReplayStream(trio.abc.Stream):
-    """A stream that first returns bytes already read from ``stream``, then reads on."""
+    """A stream that first returns bytes already read from ``stream``, then reads on.
+
+    It also sends the close frame trio-websocket leaves out: when wsproto finds a frame
+    it cannot accept (invalid UTF-8 in a text message, an unmasked client frame, a reserved
+    opcode), trio-websocket marks the connection closed with the RFC 6455 code (1007,
+    1002) and drops the socket without telling the peer. When the stream is closed and no
+    close frame has gone out, the connection's close code is sent first (set
+    :attr:`connection` once the WebSocket is accepted).
+    """
 
     def __init__(self, stream: trio.abc.Stream, already_read: bytes) -> None:
         self._stream = stream
         self._pending = already_read
+        self._sent_close = False
+        self.connection: trio_websocket.WebSocketConnection | None = None
+        """The accepted WebSocket over this stream, whose close code is sent on close."""
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         if self._pending:
@@ -193,10 +208,29 @@ class ReplayStream(trio.abc.Stream):
         return bytes(await self._stream.receive_some(max_bytes))
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        # trio-websocket writes one frame per call; a server's close frame starts 0x88.
+        if bytes(data[:1]) == _CLOSE_FRAME:
+            self._sent_close = True
         await self._stream.send_all(data)
 
     async def wait_send_all_might_not_block(self) -> None:
         await self._stream.wait_send_all_might_not_block()
 
     async def aclose(self) -> None:
+        reason = self.connection.closed if self.connection is not None else None
+        if not self._sent_close and reason is not None and reason.code not in _NOT_SENT:
+            text = (reason.reason or "").encode()[:120]
+            frame = _CLOSE_FRAME + bytes([2 + len(text)]) + struct.pack(">H", reason.code) + text
+            with trio.move_on_after(1) as cleanup:
+                cleanup.shield = True
+                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                    await self._stream.send_all(frame)
+            self._sent_close = True
         await self._stream.aclose()
+
+
+_CLOSE_FRAME = b"\x88"
+"""FIN and the close opcode: the first byte of a server's close frame."""
+
+_NOT_SENT = frozenset({1005, 1006})
+"""Close codes that never go on the wire (no code given; the connection dropped)."""

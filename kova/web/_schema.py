@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .._json import loads, utf8_safe
 from .._models import StopKind, StopReason, TextDelta, ThinkingDelta, ToolAnnotations, Usage
 from ..telemetry import (
     ActorRestarted,
@@ -57,8 +58,9 @@ _MAX_REASON = 2_000
 
 
 def encode(event: dict[str, Any]) -> str:
-    """One event as compact JSON (encoded once, shared by every page's buffer)."""
-    return json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=str)
+    """One event as compact JSON (encoded once, shared by every page's buffer); a lone
+    surrogate in a model's text goes as its JSON escape (a WebSocket text frame is UTF-8)."""
+    return utf8_safe(json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=str))
 
 
 def frame(encoded: list[str]) -> str:
@@ -178,8 +180,8 @@ def parse_page_message(text: str | bytes, *, max_chat_chars: int) -> PageMessage
     if isinstance(text, bytes):
         raise PageMessageError("binary frames are not part of the schema")
     try:
-        message = json.loads(text)
-    except ValueError as exc:
+        message = loads(text)
+    except ValueError as exc:  # not JSON, or nested too deeply to read (JsonNestingError)
         raise PageMessageError(f"not JSON: {exc}") from None
     if not isinstance(message, dict):
         raise PageMessageError("a message must be a JSON object")

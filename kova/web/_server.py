@@ -423,7 +423,11 @@ class EventServer:
     def _authorized(self, head: RequestHead) -> bool:
         if self._authorize is not None:
             request = WebRequest(path=head.path, query=head.query, headers=head.headers)
-            return bool(self._authorize(request))
+            try:
+                return bool(self._authorize(request))
+            except Exception as exc:  # the host's check: refuse this connection, serve on
+                log.warning("web.authorize.failed", error=repr(exc))
+                return False
         given = head.query.get("token", [""])[0]
         return secrets.compare_digest(given.encode(), self._token.encode())
 
@@ -457,10 +461,11 @@ class EventServer:
     ) -> None:
         import trio_websocket
 
+        replay = ReplayStream(stream, raw)
         async with trio.open_nursery() as nursery:
             request = await trio_websocket.wrap_server_stream(
                 nursery,
-                ReplayStream(stream, raw),
+                replay,
                 message_queue_size=4,
                 max_message_size=self._max_message_bytes,
             )
@@ -476,6 +481,7 @@ class EventServer:
                 nursery.cancel_scope.cancel()
                 return
             connection = await request.accept()
+            replay.connection = connection
             await self._run_page(connection)
             nursery.cancel_scope.cancel()
 
