@@ -25,6 +25,7 @@ result, whatever the outcome, so a UI can pair them by call id.
 from __future__ import annotations
 
 import inspect
+import os
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias, runtime_checkable
 
 import trio
@@ -114,6 +115,37 @@ a function of the call, and optionally the tool's annotations, sync or async."""
 def defer_unless_read_only(call: ToolUse, annotations: ToolAnnotations) -> bool:
     """The default defer predicate: every tool not annotated read-only."""
     return not annotations.is_read_only
+
+
+_CODE_EXITS = (SystemExit, GeneratorExit, KeyboardInterrupt)
+r"""The ``BaseException``\ s a tool, an approval handler or a hook may raise itself:
+``sys.exit()`` (argparse on bad input), a stray ``GeneratorExit``, ``raise
+KeyboardInterrupt``. Each ends only that call, in-band; none may stop the runtime."""
+
+_TRIO_KI_FILE = os.path.normcase(inspect.getfile(trio.lowlevel.enable_ki_protection))
+"""trio's SIGINT handler lives in this file (with ``enable_ki_protection``)."""
+
+
+def raised_by_code(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by the code that ran, not by a real Ctrl-C.
+
+    trio delivers SIGINT by raising ``KeyboardInterrupt`` from its signal handler inside
+    whatever unprotected code is running, a tool's included: that exception's innermost frame
+    is trio's handler. A ``KeyboardInterrupt`` a tool raises itself ends in the tool's frame.
+    (A Ctrl-C that arrives while the tool waits is delivered to the main task instead, and
+    cancels the turn from there.)
+    """
+    if not isinstance(exc, KeyboardInterrupt):
+        return True
+    frame = exc.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    return frame is None or os.path.normcase(frame.tb_frame.f_code.co_filename) != _TRIO_KI_FILE
+
+
+def _named(exc: BaseException) -> str:
+    detail = str(exc)
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
 
 def _takes_annotations(approve: Callable[..., object]) -> bool:
@@ -386,6 +418,11 @@ class ToolPoolActor(Actor):
                 result = await tool.execute_validated(call.input)
             else:
                 result = await tool.execute(call.input)
+        except _CODE_EXITS as exc:  # sys.exit() in a tool (argparse does) ends only the call
+            if not raised_by_code(exc):
+                raise  # a real Ctrl-C: it cancels the turn, as it always has
+            log.warning("tool.call.failed", tool=call.name, error=repr(exc))
+            return ToolResult.error(f"tool {call.name!r} raised {_named(exc)}")
         except Exception as exc:  # a tool's failure goes to the model in-band, by design
             # An asyncio library used from a trio tool: the log line and the model both
             # get the way out (kova.asyncio, runs_on="asyncio").
@@ -411,6 +448,10 @@ class ToolPoolActor(Actor):
             value = function(*args, **kw)
             if inspect.isawaitable(value):
                 await value
+        except _CODE_EXITS as exc:
+            if not raised_by_code(exc):
+                raise
+            log.warning("tool.hook.failed", hook=hook, error=repr(exc))
         except Exception as exc:  # user code must not crash the pool or change the turn
             log.warning("tool.hook.failed", hook=hook, error=repr(exc))
 
@@ -458,6 +499,11 @@ class ToolPoolActor(Actor):
                 decision = approve(call)
             if inspect.isawaitable(decision):
                 decision = await decision
+        except _CODE_EXITS as exc:
+            if not raised_by_code(exc):
+                raise
+            log.warning("tool.approval.failed", tool=call.name, error=repr(exc))
+            return f"tool call denied: the approval handler raised {_named(exc)}"
         except Exception as exc:  # user code: deny in-band instead of crashing the pool
             log.warning("tool.approval.failed", tool=call.name, error=repr(exc))
             return f"tool call denied: the approval handler raised {type(exc).__name__}: {exc}"

@@ -8,8 +8,12 @@ has to complete every one of its turns.
 
 from __future__ import annotations
 
+import itertools
+import json
 import random
 import re
+import subprocess
+import sys
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -17,7 +21,16 @@ import pytest
 import structlog
 import trio
 
-from kova import BuildError, InferenceConfig, Message, ResponseFormat, Text, ToolResult, ToolUse
+from kova import (
+    BuildError,
+    InferenceConfig,
+    KovaError,
+    Message,
+    ResponseFormat,
+    Text,
+    ToolResult,
+    ToolUse,
+)
 from kova.actors import open_runtime
 from kova.agent import (
     Agent,
@@ -32,6 +45,7 @@ from kova.agent import (
 )
 from kova.providers.openai import OpenAiCompatibleProvider, OpenAiConfig
 from kova.testing import Script, ScriptRequest, open_openai_server, reply_text, reply_tool_calls
+from kova.testing._http_server import FakeResponse, FakeStream, RecordedRequest, serve_http
 from kova.tools import ToolDefinitionError, ToolRegistry, tool
 
 if TYPE_CHECKING:
@@ -561,3 +575,242 @@ async def test_run_structured_with_an_output_that_is_no_schema_is_a_type_error(
             await agent.run_structured("hi", output)  # type: ignore[call-overload]
         assert (await agent.run("hi")).text == "ok 1"
     assert len(server.script.requests) == 1
+
+
+# -- a tool, an approval handler or a hook raising a BaseException ----------------------------
+
+
+@tool
+def exits() -> str:
+    """Parses its own command line, as a CLI wrapped as a tool does."""
+    sys.exit(2)
+
+
+@tool
+async def generator_exit() -> str:
+    """Raises GeneratorExit."""
+    raise GeneratorExit
+
+
+@tool
+async def interrupts() -> str:
+    """Raises KeyboardInterrupt itself (not a Ctrl-C)."""
+    raise KeyboardInterrupt
+
+
+BASE_EXCEPTION_TOOLS = [exits, generator_exit, interrupts]
+
+
+async def test_a_tool_raising_a_base_exception_is_an_in_band_error_and_the_turn_goes_on() -> None:
+    builder = AgentBuilder().tools(echo, *BASE_EXCEPTION_TOOLS)
+    async with (
+        open_openai_server(Script(_model)) as server,
+        builder.provider(_provider(server.base_url)).build() as agent,
+    ):
+        response = await agent.run("call exits generator_exit interrupts echo")
+        assert (await agent.run("hi")).text == "ok 1"
+    assert response.text == "done"
+    results = [b for b in response.new_messages[1].content if isinstance(b, ToolResult)]
+    assert [(r.is_error, r.text) for r in results] == [
+        (True, "tool 'exits' raised SystemExit: 2"),
+        (True, "tool 'generator_exit' raised GeneratorExit"),
+        (True, "tool 'interrupts' raised KeyboardInterrupt"),
+        (False, "hi"),
+    ]
+
+
+def _approval_exits(call: ToolUse) -> bool:
+    raise SystemExit(3)
+
+
+async def _approval_interrupts(call: ToolUse) -> bool:
+    await trio.lowlevel.checkpoint()
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize(
+    ("approval", "expected"),
+    [
+        (_approval_exits, "the approval handler raised SystemExit: 3"),
+        (_approval_interrupts, "the approval handler raised KeyboardInterrupt"),
+    ],
+)
+async def test_an_approval_handler_raising_a_base_exception_denies_in_band(
+    approval: object, expected: str
+) -> None:
+    async with (
+        open_openai_server(Script(_model)) as server,
+        AgentBuilder()
+        .provider(_provider(server.base_url))
+        .tool(echo)
+        .approval_handler(_any(approval))
+        .build() as agent,
+    ):
+        response = await agent.run("call echo")
+    (result,) = [b for b in response.new_messages[1].content if isinstance(b, ToolResult)]
+    assert result.is_error
+    assert expected in result.text
+
+
+class _ExitingHook:
+    def on_tool_start(self, call: ToolUse) -> None:
+        raise SystemExit(1)
+
+    async def on_tool_end(self, call: ToolUse, result: ToolResult, **_: object) -> None:
+        raise KeyboardInterrupt
+
+
+async def test_a_hook_raising_a_base_exception_is_logged_and_changes_nothing() -> None:
+    with structlog.testing.capture_logs() as logs:
+        async with (
+            open_openai_server(Script(_model)) as server,
+            AgentBuilder()
+            .provider(_provider(server.base_url))
+            .tool(echo)
+            .lifecycle_hook(_any(_ExitingHook()))
+            .build() as agent,
+        ):
+            response = await agent.run("call echo")
+    assert response.text == "done"
+    failed = [entry["error"] for entry in logs if entry["event"] == "tool.hook.failed"]
+    assert failed == ["SystemExit(1)", "KeyboardInterrupt()"]
+
+
+CTRL_C_SCRIPT = """
+import signal, sys, trio
+from kova.agent import AgentBuilder
+from kova.testing import ScriptedProvider, reply_text, reply_tool_calls
+from kova.tools import tool
+
+@tool
+async def busy() -> str:
+    '''Works without awaiting when the Ctrl-C comes.'''
+    signal.raise_signal(signal.SIGINT)
+    total = 0
+    for number in range(10_000):
+        total += number
+    return "finished"
+
+async def main() -> None:
+    provider = ScriptedProvider([reply_tool_calls(("busy", {})), reply_text("done")])
+    async with AgentBuilder().provider(provider).tool(busy).build() as agent:
+        response = await agent.run("go")
+    print("TURN ENDED", response.text)
+
+trio.run(main)
+"""
+
+
+def test_a_real_ctrl_c_during_a_tool_still_cancels_the_turn() -> None:
+    finished = subprocess.run(
+        [sys.executable, "-c", CTRL_C_SCRIPT], capture_output=True, text=True, timeout=60
+    )
+    assert "TURN ENDED" not in finished.stdout
+    assert finished.returncode != 0
+    assert "KeyboardInterrupt" in finished.stderr
+
+
+# -- everything hostile at once, on one shared runtime -----------------------------------------
+
+
+def _hostile_replies() -> list[FakeResponse | FakeStream]:
+    """What a hostile OpenAI-format server answers, one per request, in turn."""
+    deep = "[" * 100_000 + "]" * 100_000
+    deep_args = '{"a":' * 300 + "1" + "}" * 300
+    sse = {"content-type": "text/event-stream"}
+    call = {"id": "c1", "type": "function", "function": {"arguments": "{}"}}
+    nameless = json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]})
+    return [
+        FakeResponse(headers={"content-type": "application/json"}, body=deep.encode()),
+        FakeStream(headers=sse, chunks=[b"data: " + deep.encode() + b"\n\n"]),
+        FakeStream(
+            status=503,
+            headers={"content-type": "application/json"},
+            chunks=(b"x" * 65536 for _ in range(300)),
+        ),
+        FakeResponse(
+            headers={"content-type": "application/json", "content-encoding": "gzip"},
+            body=b"\x1f\x8b\x08\x00 not gzip",
+        ),
+        FakeStream(
+            headers=sse,
+            chunks=[
+                b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c",'
+                b'"type":"function","function":{"name":"f","arguments":'
+                + json.dumps(deep_args).encode()
+                + b"}}]}}]}\n\n",
+                b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}\n\n',
+                b"data: [DONE]\n\n",
+            ],
+        ),
+        FakeStream(headers=sse, chunks=[f"data: {nameless}\n\n".encode()]),
+    ]
+
+
+async def test_a_healthy_agent_finishes_every_turn_while_everything_hostile_hits_its_runtime() -> (
+    None
+):
+    replies = _hostile_replies()
+    served = itertools.count()
+
+    async def hostile(_: RecordedRequest) -> FakeResponse | FakeStream:
+        return replies[next(served) % len(replies)]
+
+    healthy_turns = 30
+    completed = 0
+    with structlog.testing.capture_logs() as logs:
+        async with (
+            open_openai_server(Script(_model)) as server,
+            trio.open_nursery() as servers,
+            open_runtime() as runtime,
+        ):
+            hostile_url = await servers.start(serve_http, hostile)
+            shared = await spawn_provider(runtime, _provider(server.base_url))
+            bad = await spawn_provider(
+                runtime, _provider(hostile_url), retry=RetryConfig.disabled()
+            )
+            healthy = AgentBuilder().provider(shared).runtime(runtime).tool(echo).build()
+            tools = (echo, broken, *BASE_EXCEPTION_TOOLS)
+            exiting = AgentBuilder().provider(shared).runtime(runtime).tools(*tools)
+            exiting = exiting.approval_handler(_approval_sync_yes).lifecycle_hook(
+                _any(_ExitingHook())
+            )
+            victim = AgentBuilder().provider(bad).runtime(runtime).build()
+            async with healthy, exiting.build() as tool_agent, victim:
+                children = runtime.supervisor.children
+
+                async def healthy_loop() -> None:
+                    nonlocal completed
+                    for turn in range(healthy_turns):
+                        prompt = "call echo" if turn % 3 == 0 else f"turn {turn} \ud83d"
+                        response = await healthy.run([Message.user(prompt)])
+                        assert response.text in {"done", "ok 1"}
+                        completed += 1
+
+                async def hostile_loop() -> None:
+                    for round_ in range(2 * len(replies)):
+                        with pytest.raises(KovaError):
+                            if round_ % 2:
+                                await victim.run("hi")
+                            else:
+                                async with victim.stream("hi") as events:
+                                    async for _ in events:
+                                        pass
+                        for _, make, error, _names in CONFIG_MISTAKES:
+                            with pytest.raises(error):
+                                make()
+                        with pytest.raises(TypeError):
+                            await tool_agent.run_structured("hi", _any("x"))
+                        response = await tool_agent.run(
+                            "call exits generator_exit interrupts broken \udc80"
+                        )
+                        assert response.text == "done"
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(healthy_loop)
+                    nursery.start_soon(hostile_loop)
+                assert runtime.supervisor.children == children
+            servers.cancel_scope.cancel()
+    assert completed == healthy_turns
+    crashes = [entry for entry in logs if entry["event"] in {"actor.crashed", "supervisor.gave_up"}]
+    assert crashes == []
