@@ -35,8 +35,9 @@ from kova.providers.gemini import GeminiConfig
 from kova.providers.gemini._codec import GeminiCodec
 from kova.providers.ollama import OllamaConfig
 from kova.providers.ollama._codec import OllamaCodec
-from kova.providers.openai import OpenAiConfig
+from kova.providers.openai import OpenAiConfig, OpenAiResponsesConfig
 from kova.providers.openai._codec import OpenAiCodec
+from kova.providers.openai._responses import OpenAiResponsesCodec
 
 from ._contract import run as run_stream
 from ._hostile import WIRES
@@ -47,6 +48,7 @@ CODECS: dict[str, Any] = {
     "gemini": GeminiCodec(GeminiConfig(model="m", api_key="k")),
     "ollama": OllamaCodec(OllamaConfig(model="m", base_url="http://x")),
     "bedrock": BedrockCodec(BedrockConfig(region="us-east-1", model_id="m")),
+    "openai-responses": OpenAiResponsesCodec(OpenAiResponsesConfig(model="m", api_key="k")),
 }
 WIRE = {wire.name: wire for wire in WIRES}
 
@@ -97,7 +99,7 @@ def test_decoding_any_body_raises_only_kova_errors(name: str, body: str) -> None
     _decode_whole(CODECS[name], body.encode("utf-8", "surrogatepass"))
 
 
-@pytest.mark.parametrize("name", list(CODECS))
+@pytest.mark.parametrize("name", list(WIRE))
 @FUZZ
 @given(args=nested_json())
 def test_decoding_any_tool_arguments_raises_only_kova_errors(name: str, args: str) -> None:
