@@ -19,6 +19,7 @@ from .._guest import current_runtime as current_runtime
 from .._guest import open_runtime as open_runtime
 from ._agent import AgentEventStream as AgentEventStream
 from ._agent import AsyncioAgent as AsyncioAgent
+from ._agent import StructuredValueStream as StructuredValueStream
 from ._agent import open_agent as open_agent
 from ._host import on_asyncio as on_asyncio
 
@@ -26,6 +27,7 @@ __all__ = [
     "AgentEventStream",
     "AsyncioAgent",
     "AsyncioRuntime",
+    "StructuredValueStream",
     "current_runtime",
     "on_asyncio",
     "open_agent",

@@ -6,25 +6,28 @@ import asyncio
 from collections import deque
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import trio
 
 from .._guest import AsyncioRuntime, Job, ensure_runtime, run_sync_in
-from ..agent import Agent
+from ..agent import Agent, AgentEvent
 from ..agent._input import check_call_options, coerce_history
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Callable
+    from contextlib import AbstractAsyncContextManager
     from types import TracebackType
+    from typing import Self
 
-    from .._models import InferenceConfig, Message, ResponseFormat
-    from ..agent import AgentEvent, AgentResponse, CancelToken
+    from .._models import InferenceConfig, ResponseFormat
+    from ..agent import AgentResponse, CancelToken
     from ..agent._input import HistoryInput
 
-__all__ = ["AgentEventStream", "AsyncioAgent", "open_agent"]
+__all__ = ["AgentEventStream", "AsyncioAgent", "StructuredValueStream", "open_agent"]
 
 OutputT = TypeVar("OutputT")
+T = TypeVar("T")
 
 
 @asynccontextmanager
@@ -59,6 +62,7 @@ async def open_agent(agent: Agent) -> AsyncIterator[AsyncioAgent]:
 class AsyncioAgent:
     """A kova :class:`~kova.agent.Agent` seen from asyncio (from :func:`open_agent`).
 
+    Methods: :meth:`run`, :meth:`run_structured`, :meth:`stream`, :meth:`stream_structured`.
     The agent and its actors live on the trio side; each call runs as a trio task there and
     hands back its result, or raises its kova error, in the asyncio caller. Cancelling the
     caller (``task.cancel()``, ``asyncio.timeout``, a client that went away) cancels the turn;
@@ -219,10 +223,49 @@ class AsyncioAgent:
         """
         messages = coerce_history(history)
         check_call_options(config, cancel)
-        if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1:
-            raise TypeError(f"buffer must be a positive int, got {buffer!r}")
+        _check_buffer(buffer)
         self._nursery()
-        return AgentEventStream(self, messages, config, cancel, buffer)
+        opener = partial(self._agent.stream, messages, config=config, cancel=cancel, buffer=buffer)
+        return AgentEventStream(self, opener, buffer)
+
+    def stream_structured(
+        self,
+        history: HistoryInput,
+        output: ResponseFormat | object,
+        *,
+        config: InferenceConfig | None = None,
+        cancel: CancelToken | None = None,
+        output_retries: int | None = None,
+        buffer: int = 16,
+    ) -> StructuredValueStream:
+        """:meth:`kova.agent.Agent.stream_structured`, from asyncio:
+        ``async for value in bridged.stream_structured(history, Model):``.
+
+        The values are the agent's (the best-effort parse of the JSON so far, the last one
+        validated); once the iteration has ended, :attr:`StructuredValueStream.value` and
+        :attr:`StructuredValueStream.response` hold the outcome. Starting, errors, closing
+        and cancellation as for :meth:`stream`.
+
+        Raises:
+            TypeError: ``history`` or an option has the wrong type (raised here).
+        """
+        messages, _ = self._agent._structured_options(history, config, cancel, output_retries)
+        _check_buffer(buffer)
+        self._nursery()
+        opener = partial(
+            self._agent.stream_structured,
+            messages,
+            output,
+            config=config,
+            cancel=cancel,
+            output_retries=output_retries,
+        )
+        return StructuredValueStream(self, opener, buffer)
+
+
+def _check_buffer(buffer: object) -> None:
+    if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1:
+        raise TypeError(f"buffer must be a positive int, got {buffer!r}")
 
 
 async def _host(agent: Agent, opened: asyncio.Future[trio.Nursery], closing: trio.Event) -> None:
@@ -241,15 +284,18 @@ class _Pipe:
     turns: no lock). The producer holds only this, not the stream, so a stream dropped
     mid-turn is collected and its finalizer can stop the turn."""
 
-    __slots__ = ("buffer", "events", "space", "waiter")
+    __slots__ = ("buffer", "items", "outcome", "space", "waiter")
 
     def __init__(self, buffer: int) -> None:
         self.buffer = buffer
-        self.events: deque[AgentEvent] = deque()
+        self.items: deque[Any] = deque()
         self.waiter: asyncio.Future[None] | None = None
-        """The consumer's, while it waits for an event or the end."""
+        """The consumer's, while it waits for an item or the end."""
         self.space: trio.Event | None = None
         """The producer's, while it waits for the consumer to catch up."""
+        self.outcome: Any = None
+        """The trio-side stream object once iterated to its end (a structured stream's
+        value and response are read from it)."""
 
     def wake(self) -> None:
         waiter = self.waiter
@@ -259,52 +305,40 @@ class _Pipe:
                 waiter.set_result(None)
 
 
-async def _produce(
-    agent: Agent,
-    pipe: _Pipe,
-    history: tuple[Message, ...],
-    config: InferenceConfig | None,
-    cancel: CancelToken | None,
-) -> None:
-    """The trio side of a stream: iterate the agent's stream into the pipe. The events of
-    one network read arrive without a checkpoint between them, so they cross together."""
-    events = pipe.events
+async def _produce(opener: Callable[[], AbstractAsyncContextManager[Any]], pipe: _Pipe) -> None:
+    """The trio side of a stream: iterate the agent's stream into the pipe. What one network
+    read decodes arrives without a checkpoint in between, so it crosses in one wake-up."""
+    items = pipe.items
     buffer = pipe.buffer
-    async with agent.stream(history, config=config, cancel=cancel, buffer=buffer) as stream:
-        async for event in stream:
-            events.append(event)
+    async with opener() as stream:
+        async for item in stream:
+            items.append(item)
             pipe.wake()
-            if len(events) >= buffer:
+            if len(items) >= buffer:
                 space = pipe.space = trio.Event()
                 await space.wait()
+        pipe.outcome = stream
 
 
-class AgentEventStream:
-    """The events of one streamed turn, for asyncio (from :meth:`AsyncioAgent.stream`).
-
-    An async iterator, and an async context manager that closes it. The turn runs ahead of
-    the consumer by up to ``buffer`` events; a slower consumer holds the turn back. A
-    stream dropped unfinished (``break`` out of ``async for`` without the ``async with``)
-    has its turn cancelled when it is garbage collected.
-    """
+class _BridgedStream(Generic[T]):
+    """A stream of the agent's, for asyncio: the items of a trio-side stream, handed over
+    through a :class:`_Pipe` by a job of the bridged agent."""
 
     __slots__ = ("_bridged", "_job", "_over", "_pipe", "_turn")
 
     def __init__(
         self,
         bridged: AsyncioAgent,
-        history: tuple[Message, ...],
-        config: InferenceConfig | None,
-        cancel: CancelToken | None,
+        opener: Callable[[], AbstractAsyncContextManager[Any]],
         buffer: int,
     ) -> None:
         self._bridged = bridged
         self._pipe = _Pipe(buffer)
-        self._turn = partial(_produce, bridged._agent, self._pipe, history, config, cancel)
+        self._turn = partial(_produce, opener, self._pipe)
         self._job: Job[None] | None = None
         self._over = False
 
-    async def __aenter__(self) -> AgentEventStream:
+    async def __aenter__(self) -> Self:
         self._start()
         return self
 
@@ -316,7 +350,7 @@ class AgentEventStream:
     ) -> None:
         await self.aclose()
 
-    def __aiter__(self) -> AgentEventStream:
+    def __aiter__(self) -> Self:
         return self
 
     def _start(self) -> Job[None]:
@@ -328,20 +362,20 @@ class AgentEventStream:
             self._job = job
         return job
 
-    async def __anext__(self) -> AgentEvent:
+    async def __anext__(self) -> T:
         if self._over:
             raise StopAsyncIteration
         job = self._start()
         pipe = self._pipe
-        events = pipe.events
+        items = pipe.items
         while True:
-            if events:
-                event = events.popleft()
+            if items:
+                item: T = items.popleft()
                 space = pipe.space
-                if space is not None and len(events) < pipe.buffer:
+                if space is not None and len(items) < pipe.buffer:
                     pipe.space = None
                     space.set()
-                return event
+                return item
             if job.finished:
                 self._over = True
                 done = job.done
@@ -369,7 +403,7 @@ class AgentEventStream:
         if not job.finished:
             job.cancel()
             cancelled = await job.until_finished()
-        self._pipe.events.clear()
+        self._pipe.items.clear()
         if cancelled:
             raise asyncio.CancelledError
 
@@ -377,3 +411,48 @@ class AgentEventStream:
         job = self._job
         if job is not None and not job.finished:
             run_sync_in(self._bridged._runtime, job.cancel)
+
+
+class AgentEventStream(_BridgedStream[AgentEvent]):
+    """The events of one streamed turn, for asyncio (from :meth:`AsyncioAgent.stream`).
+
+    An async iterator, and an async context manager that closes it. The turn runs ahead of
+    the consumer by up to ``buffer`` events; a slower consumer holds the turn back. A
+    stream dropped unfinished (``break`` out of ``async for`` without the ``async with``)
+    has its turn cancelled when it is garbage collected.
+    """
+
+    __slots__ = ()
+
+
+class StructuredValueStream(_BridgedStream[Any]):
+    """The values of one streamed structured turn, for asyncio (from
+    :meth:`AsyncioAgent.stream_structured`): iterate it, then read :attr:`value` and
+    :attr:`response`. Starting, closing and cancellation as :class:`AgentEventStream`."""
+
+    __slots__ = ()
+
+    @property
+    def value(self) -> Any:
+        """The validated value.
+
+        Raises:
+            RuntimeError: the iteration has not reached it.
+        """
+        return self._finished().value
+
+    @property
+    def response(self) -> AgentResponse:
+        """The whole turn (every attempt's messages).
+
+        Raises:
+            RuntimeError: the iteration has not finished.
+        """
+        response: AgentResponse = self._finished().response
+        return response
+
+    def _finished(self) -> Any:
+        outcome = self._pipe.outcome
+        if outcome is None:
+            raise RuntimeError("the structured stream has not finished: iterate it first")
+        return outcome

@@ -139,6 +139,32 @@ def test_stream_yields_the_same_events_as_the_trio_stream(loop: str) -> None:
     ]
 
 
+def test_stream_structured_yields_the_agents_values_then_the_outcome(loop: str) -> None:
+    answer = json.dumps({"route": "billing"})
+    script = [StreamReply(response=reply_text(answer), chunk_chars=3)]
+
+    async def on_trio() -> list[object]:
+        async with (
+            build(script) as agent,
+            agent.stream_structured("route it", Route) as values,
+        ):
+            return [value async for value in values]
+
+    async def on_asyncio() -> tuple[list[object], Any, kova.agent.AgentResponse]:
+        async with kova.asyncio.open_agent(build(script)) as bridged:
+            values = bridged.stream_structured("route it", Route, buffer=2)
+            with pytest.raises(RuntimeError, match="not finished"):
+                _ = values.value
+            seen = [value async for value in values]
+            return seen, values.value, values.response
+
+    seen, value, response = run_on(loop, on_asyncio)
+    assert seen == trio.run(on_trio)
+    assert len(seen) > 2  # partial values as the JSON arrived, then the validated one
+    assert seen[-1] == value == Route(route="billing")
+    assert response.text == answer
+
+
 def test_stream_as_a_context_manager_and_with_a_small_buffer(loop: str) -> None:
     text = "a long answer, streamed in many small pieces"
     agent = build([StreamReply(response=reply_text(text), chunk_chars=2)])
