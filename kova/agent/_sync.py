@@ -35,6 +35,9 @@ __all__ = ["run_sync"]
 
 T = TypeVar("T")
 
+_WAKE_UP = 0.1
+"""Seconds between checks for Ctrl-C while the worker thread runs the turn."""
+
 
 def run_sync(agent: Agent, turn: Callable[[Agent], Awaitable[T]], *, what: str) -> T:
     """Open ``agent``, await ``turn(agent)`` in a loop of its own, close it; return the result.
@@ -79,7 +82,7 @@ async def _open_and_run(agent: Agent, turn: Callable[[Agent], Awaitable[T]]) -> 
 class _Call(Generic[T]):
     """One ``run_sync`` call: the turn, where it runs, and how to interrupt it."""
 
-    __slots__ = ("_agent", "_interrupt", "_on_asyncio", "_turn")
+    __slots__ = ("_agent", "_interrupt", "_interrupted", "_on_asyncio", "_turn")
 
     def __init__(
         self, agent: Agent, turn: Callable[[Agent], Awaitable[T]], *, on_asyncio: bool
@@ -89,6 +92,10 @@ class _Call(Generic[T]):
         self._on_asyncio = on_asyncio
         self._interrupt: Callable[[], None] | None = None
         """Cancels the turn from another thread, once its loop is up."""
+        self._interrupted = False
+        """Set by the calling thread on Ctrl-C. Each thread writes its attribute, then reads
+        the other's: whichever comes second sees the first, so the turn is cancelled even
+        when Ctrl-C comes before its loop is up."""
 
     def here(self) -> T:
         try:
@@ -106,6 +113,8 @@ class _Call(Generic[T]):
                 token.run_sync_soon(scope.cancel)
 
             self._interrupt = interrupt
+            if self._interrupted:
+                scope.cancel()
             return await _open_and_run(self._agent, self._turn)
         raise KeyboardInterrupt  # interrupted: the worker's caller re-raises its own
 
@@ -120,29 +129,43 @@ class _Call(Generic[T]):
             loop.call_soon_threadsafe(task.cancel)
 
         self._interrupt = interrupt
+        if self._interrupted:
+            task.cancel()
         async with open_runtime() as runtime:
             return await runtime.run(_open_and_run, self._agent, self._turn)
 
     def in_worker_thread(self) -> T:
         results: list[T] = []
         errors: list[BaseException] = []
+        finished = threading.Event()
 
         def work() -> None:
             try:
                 results.append(self.here())
             except BaseException as exc:  # handed to the calling thread, raised there
                 errors.append(exc)
+            finally:
+                finished.set()
 
         worker = threading.Thread(target=work, name="kova run_sync", daemon=True)
-        worker.start()
+        # Waiting on our own event, with a timeout, and not in Thread.join: Linux may run the
+        # signal handler on any thread, and only a wait with a timeout lets the main thread
+        # see Ctrl-C then; and a join interrupted by KeyboardInterrupt marks the thread
+        # stopped while it still runs (CPython's bpo-45274 handling), so no later join waits.
         try:
-            worker.join()
+            worker.start()  # the turn may be under way before start() returns
+            while not finished.wait(_WAKE_UP):
+                pass
         except KeyboardInterrupt:
+            self._interrupted = True
             interrupt = self._interrupt
             if interrupt is not None:
                 interrupt()
+            while not finished.wait(_WAKE_UP):
+                pass
             worker.join()
             raise
+        worker.join()
         if errors:
             raise errors[0]
         return results[0]
