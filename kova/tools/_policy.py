@@ -81,6 +81,13 @@ def _strings(value: Iterable[str] | str) -> tuple[str, ...]:
     return items
 
 
+def _rules(rules: tuple[str, ...], *, deny: bool) -> None:
+    from ._urls import parse_rule
+
+    for rule in rules:
+        parse_rule(rule, deny=deny)  # a rule that cannot be read fails here, named
+
+
 def _path_text(value: object, what: str) -> str:
     if not isinstance(value, str | os.PathLike):
         raise TypeError(f"{what} must be a path (str or os.PathLike), got {value!r}")
@@ -143,10 +150,18 @@ class WebPolicy:
     intranets). Cloud metadata endpoints (``169.254.169.254``, ``fd00:ec2::254``) stay refused."""
     https_only: bool = attrs.field(default=True, validator=_bool)
     """Refuse ``http://`` URLs, also as redirect targets."""
-    allowed_urls: tuple[str, ...] = attrs.field(default=(), converter=_strings)
-    """``fnmatch`` globs over the full URL; when any are given, a URL must match one."""
-    denied_urls: tuple[str, ...] = attrs.field(default=(), converter=_strings)
-    """``fnmatch`` globs over the full URL that are always refused (checked first)."""
+    allowed_urls: tuple[str, ...] = attrs.field(
+        default=(), converter=_strings, validator=lambda _i, _a, rules: _rules(rules, deny=False)
+    )
+    """URL rules (``https://*.example.com/docs/*``); when any are given, a URL must match one.
+    Matched against the parsed, normalized URL: scheme, host (``*.example.com`` is its
+    subdomains, whole labels only), port (the default one unless the rule names one or
+    ``*``) and path (``*`` matches anything) separately."""
+    denied_urls: tuple[str, ...] = attrs.field(
+        default=(), converter=_strings, validator=lambda _i, _a, rules: _rules(rules, deny=True)
+    )
+    """URL rules always refused (checked first); a denied rule without a port covers every
+    port."""
     max_bytes: int = attrs.field(default=2_000_000, validator=_positive_int)
     """Response bytes read at most; the rest is not downloaded."""
     max_chars: int = attrs.field(default=100_000, validator=_positive_int)

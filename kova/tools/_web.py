@@ -2,8 +2,9 @@
 
 Every hop of a fetch (the URL, then each redirect target) goes through the same steps:
 
-1. The URL is checked against the policy: scheme (``https`` only unless the policy allows
-   ``http``), denied and allowed globs.
+1. The URL is normalized and checked against the policy: scheme (``https`` only unless the
+   policy allows ``http``), then the denied and allowed rules, matched against its parsed
+   parts (``_urls.py``). The normalized URL is the one fetched.
 2. The host is turned into addresses once: parsed as an IP literal in any form a resolver
    accepts (see ``_ssrf.py``), or resolved by the (injectable) resolver. *Every* address is
    checked; one bad address refuses the host, so a name that resolves to a public and a
@@ -23,7 +24,6 @@ under one ``timeout``. ``fetch_webpage`` converts HTML with kova's own linear co
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 import ipaddress
 import urllib.parse
@@ -36,6 +36,7 @@ import trio
 from .._models import ToolAnnotations, ToolResult
 from ._errors import WebFetchError
 from ._ssrf import address_problem, parse_ip_host
+from ._urls import normalize_url, parse_rule
 
 if TYPE_CHECKING:
     import ssl
@@ -83,33 +84,32 @@ def _refuse(url: str, why: str) -> WebFetchError:
     return WebFetchError(f"refused {url}: {why}", url=url)
 
 
-def _check_url(url: str, policy: WebPolicy) -> tuple[str, int, IPAddress | None]:
-    """The host, port and literal address (if the host is one) of an allowed URL."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise _refuse(url, f"not a valid URL ({exc})") from exc
-    scheme = parts.scheme.lower()
+def _check_url(url: str, policy: WebPolicy) -> tuple[str, str, int, IPAddress | None]:
+    """The normalized URL to fetch, its host, port and literal address (if the host is one),
+    for a URL the policy allows (see ``_urls.py`` for how rules are matched)."""
     allowed = ("https",) if policy.https_only else ("https", "http")
-    if scheme not in allowed:
+    if url.partition(":")[0].strip().lower() not in allowed:
         raise _refuse(url, f"only {' and '.join(allowed)} URLs may be fetched")
-    host = parts.hostname
-    if not host:
-        raise _refuse(url, "the URL has no host")
-    for pattern in policy.denied_urls:
-        if fnmatch.fnmatchcase(url, pattern):
-            raise _refuse(url, f"it matches the denied pattern {pattern!r}")
+    ruled = bool(policy.allowed_urls or policy.denied_urls)
+    try:
+        normalized = normalize_url(url, strict_path=ruled)
+    except ValueError as exc:
+        raise _refuse(url, str(exc)) from exc
+    if normalized.scheme not in allowed:
+        raise _refuse(url, f"only {' and '.join(allowed)} URLs may be fetched")
+    for text in policy.denied_urls:
+        if parse_rule(text, deny=True).matches(normalized):
+            raise _refuse(url, f"it matches the denied pattern {text!r}")
     if policy.allowed_urls and not any(
-        fnmatch.fnmatchcase(url, pattern) for pattern in policy.allowed_urls
+        parse_rule(text, deny=False).matches(normalized) for text in policy.allowed_urls
     ):
         raise _refuse(url, "it matches none of the allowed URL patterns")
-    literal = parse_ip_host(host)
+    literal = parse_ip_host(normalized.host)
     if literal is not None:
         problem = address_problem(literal, allow_private=policy.allow_private_hosts)
         if problem is not None:
             raise _refuse(url, problem)
-    return host, port or (443 if scheme == "https" else 80), literal
+    return normalized.text, normalized.host, normalized.port, literal
 
 
 async def _pick_address(
@@ -294,7 +294,7 @@ async def _fetch(
     context = ssl_context or httpx2.create_ssl_context()
     current = url
     for _hop in range(policy.max_redirects + 1):
-        host, port, literal = _check_url(current, policy)
+        current, host, port, literal = _check_url(current, policy)
         address = literal or await _pick_address(current, host, port, policy, resolve)
         try:
             status, headers, body, truncated = await _get_once(

@@ -551,3 +551,26 @@ def test_public_header_names_are_a_collection_of_names() -> None:
         SecretHeaders({"x": "y"}, public="x")  # a str is not a list of names
     with pytest.raises(TypeError, match="public"):
         SecretHeaders({"x": "y"}, public=(1,))  # type: ignore[arg-type]
+
+
+def test_every_provider_config_keeps_extra_headers_masked() -> None:
+    """Any config class with ``extra_headers`` (those to come too) converts them into
+    ``SecretHeaders``, so a new provider's repr masks them without a test of its own."""
+    import importlib
+    import pkgutil
+
+    import kova.providers
+
+    found: list[str] = []
+    for module_info in pkgutil.walk_packages(kova.providers.__path__, "kova.providers."):
+        module = importlib.import_module(module_info.name)
+        for value in vars(module).values():
+            if isinstance(value, type) and attrs.has(value) and value.__module__ == module.__name__:
+                fields = attrs.fields_dict(value)
+                if "extra_headers" in fields:
+                    converter: Any = fields["extra_headers"].converter
+                    converted = converter({"x-gateway-key": GATEWAY_KEY})
+                    assert isinstance(converted, SecretHeaders), value
+                    assert GATEWAY_KEY not in repr(converted)
+                    found.append(value.__name__)
+    assert len(found) >= 8, found  # five chat configs, three embedding configs

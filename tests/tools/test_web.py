@@ -589,3 +589,106 @@ async def test_fetch_webpage_converts_a_deeply_nested_page(
     assert not result.is_error
     assert result.text.endswith(f"[truncated at {LOOPBACK.max_chars} characters]")
     assert "x\nx\nx" in result.text
+
+
+# -- issue 29: URL rules match parsed, normalized URLs ----------------------------------------
+
+SUBDOMAINS = WebPolicy(allowed_urls=["https://*.example.com/*"])
+DENY_EVIL = WebPolicy(denied_urls=["https://evil.com/*"])
+DENY_PRIVATE = WebPolicy(denied_urls=["https://docs.example.com/private/*"])
+
+
+@pytest.mark.parametrize(
+    ("url", "policy", "refused"),
+    [
+        # An allowed subdomain rule: the host is matched as a host, whole labels only.
+        ("https://attacker.test/x.example.com/", SUBDOMAINS, "none of the allowed"),
+        ("https://attacker.test/?.example.com", SUBDOMAINS, "none of the allowed"),
+        ("https://attacker.test#.example.com", SUBDOMAINS, "none of the allowed"),
+        ("https://x.example.com@attacker.test/", SUBDOMAINS, "credentials"),
+        ("https://example.com.attacker.test/", SUBDOMAINS, "none of the allowed"),
+        ("https://evilexample.com/", SUBDOMAINS, "none of the allowed"),
+        ("https://example.com/", SUBDOMAINS, "none of the allowed"),  # the domain itself
+        ("https://a.example.com:8443/", SUBDOMAINS, "none of the allowed"),  # not its port
+        ("https://a.example.com\\@attacker.test/", SUBDOMAINS, "backslash"),
+        # A denial is not beaten by case, a trailing dot, the default port, userinfo,
+        # escapes in the host, another port.
+        ("https://EVIL.com/", DENY_EVIL, "denied pattern"),
+        ("https://evil.com./", DENY_EVIL, "denied pattern"),
+        ("https://evil.com:443/", DENY_EVIL, "denied pattern"),
+        ("https://evil.com:8443/x", DENY_EVIL, "denied pattern"),
+        ("https://user:pw@evil.com/", DENY_EVIL, "credentials"),
+        ("https://%65vil.com/", DENY_EVIL, "denied pattern"),
+        ("https://evil.com", DENY_EVIL, "denied pattern"),  # no path at all
+        # Nor by escapes or dot segments in the path.
+        ("https://docs.example.com/%70rivate/x", DENY_PRIVATE, "denied pattern"),
+        ("https://docs.example.com/%70%72%69vate/x", DENY_PRIVATE, "denied pattern"),
+        ("https://docs.example.com/public/../private/x", DENY_PRIVATE, "denied pattern"),
+        ("https://docs.example.com/public/%2e%2e/private/x", DENY_PRIVATE, "denied pattern"),
+        ("https://docs.example.com/./private/x", DENY_PRIVATE, "denied pattern"),
+        ("https://DOCS.example.com./private/x", DENY_PRIVATE, "denied pattern"),
+        ("https://docs.example.com//private/x", DENY_PRIVATE, "empty segment"),
+        ("https://docs.example.com/private%2fx", DENY_PRIVATE, "encoded slash"),
+    ],
+)
+async def test_url_rule_bypass_forms_are_refused(url: str, policy: WebPolicy, refused: str) -> None:
+    with pytest.raises(WebFetchError, match=refused):
+        await fetch_text(url, policy, resolver=no_dns)
+
+
+@pytest.mark.parametrize(
+    ("url", "policy", "fetched"),
+    [
+        ("https://a.example.com/page", SUBDOMAINS, "https://a.example.com/page"),
+        ("https://A.B.EXAMPLE.COM./page", SUBDOMAINS, "https://a.b.example.com/page"),
+        ("https://a.example.com:443/x?q=1", SUBDOMAINS, "https://a.example.com/x?q=1"),
+        ("https://docs.example.com/public/x", DENY_PRIVATE, "https://docs.example.com/public/x"),
+        ("https://docs.example.com/privatex", DENY_PRIVATE, "https://docs.example.com/privatex"),
+        ("https://good.com/%7Euser/a/./b/../c", DENY_EVIL, "https://good.com/~user/a/c"),
+    ],
+)
+def test_allowed_urls_are_fetched_in_their_normalized_form(
+    url: str, policy: WebPolicy, fetched: str
+) -> None:
+    from kova.tools._web import _check_url
+
+    assert _check_url(url, policy)[0] == fetched
+
+
+@pytest.mark.parametrize(
+    ("rule", "url", "matches"),
+    [
+        ("https://api-*.example.com/*", "https://api-eu.example.com/v1", True),
+        ("https://api-*.example.com/*", "https://api-eu.x.example.com/v1", False),
+        ("https://example.com:*/*", "https://example.com:8443/", True),
+        ("*://example.com/*", "http://example.com/", True),
+        ("*://example.com/*", "http://example.com:8080/", False),
+        ("https://*/docs/*", "https://any.host/docs/a/b", True),
+        ("https://example.com/docs/*", "https://example.com/docs", False),
+        ("https://[::1]:8443/*", "https://[::1]:8443/x", True),
+        ("https://0x7f.1/*", "https://127.0.0.1/x", True),  # IP literals compared canonically
+    ],
+)
+def test_rule_matching(rule: str, url: str, matches: bool) -> None:
+    from kova.tools._urls import normalize_url, parse_rule
+
+    assert parse_rule(rule, deny=False).matches(normalize_url(url)) is matches
+
+
+@pytest.mark.parametrize(
+    ("rule", "message"),
+    [
+        ("example.com/*", "scheme://host/path"),
+        ("ftp://example.com/*", "http, https or \\*"),
+        ("https://example.com/*?q=1", "no query"),
+        ("https://user@example.com/*", "userinfo"),
+        ("https://example.com:http/*", "port must be a number"),
+        ("https:///x", "no host"),
+        ("https://*.ex*.com/*", "only wildcard"),
+    ],
+)
+def test_a_rule_that_cannot_be_read_fails_when_the_policy_is_built(rule: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        WebPolicy(allowed_urls=[rule])
+    with pytest.raises(ValueError, match=message):
+        WebPolicy(denied_urls=[rule])
