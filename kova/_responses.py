@@ -100,14 +100,27 @@ class Usage(Record):
         )
 
 
-class ModelResponse(Record, HasContent):
-    """One provider call's answer."""
+class ModelResponse(Record, HasContent, eq_exclude=("model", "id")):
+    """One provider call's answer.
+
+    ``model`` and ``id`` say who answered (useful behind a
+    :class:`~kova.providers.FallbackProvider`); they are not part of equality: two answers with
+    the same content are equal whichever model wrote them.
+    """
 
     content: tuple[ContentBlock, ...]
     stop_reason: StopReason
     usage: Usage | None
     thinking: str | None
     """Reasoning text for display; never sent back (signed blocks live in ``content``)."""
+    model: str | None
+    """The model that answered, as the provider named it on the wire (OpenAI's and
+    Anthropic's ``model``, Gemini's ``modelVersion``, Ollama's ``model``); ``None`` where
+    the provider sends none (Bedrock)."""
+    id: str | None
+    """The provider's id of this answer (OpenAI's ``chatcmpl-...``, Anthropic's
+    ``msg_...``, Gemini's ``responseId``); ``None`` where the provider sends none (Ollama,
+    Bedrock)."""
 
     def __init__(
         self,
@@ -116,11 +129,15 @@ class ModelResponse(Record, HasContent):
         stop_reason: StopReason,
         usage: Usage | None = None,
         thinking: str | None = None,
+        model: str | None = None,
+        id: str | None = None,
     ) -> None:
         set_field(self, "content", tuple(content))
         set_field(self, "stop_reason", stop_reason)
         set_field(self, "usage", usage)
         set_field(self, "thinking", thinking)
+        set_field(self, "model", model)
+        set_field(self, "id", id)
 
 
 class ModelInfo(Record):

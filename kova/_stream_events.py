@@ -105,8 +105,14 @@ class ToolUseEnd(Record):
     model's exact argument text that OpenAI-compatible servers expect echoed back."""
 
 
-class StopEvent(Record):
+class StopEvent(Record, eq_exclude=("model", "id")):
     stop_reason: StopReason
+    model: str | None = None
+    """The model that answered, where the stream said (see :attr:`kova.ModelResponse.model`);
+    not part of equality."""
+    id: str | None = None
+    """The provider's id of the answer, where the stream said (see
+    :attr:`kova.ModelResponse.id`); not part of equality."""
 
 
 class UsageEvent(Record):

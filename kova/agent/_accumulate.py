@@ -16,7 +16,6 @@ from .._models import (
     ModelResponse,
     SignedThinking,
     StopEvent,
-    StopReason,
     StreamEvent,
     Text,
     TextDelta,
@@ -110,7 +109,7 @@ class ResponseAccumulator:
         self._items: list[list[str] | ContentBlock | _PendingTool] = []
         self._tools: dict[int, _PendingTool] = {}
         self._thinking: list[str] = []
-        self._stop: StopReason | None = None
+        self._stop: StopEvent | None = None
         self._usage: Usage | None = None
 
     def feed(self, events: Iterable[StreamEvent]) -> None:
@@ -155,8 +154,8 @@ class ResponseAccumulator:
                             pending.metadata = {**(pending.metadata or {}), **metadata}
                 case SignedThinking(block=block):
                     items.append(block)
-                case StopEvent(stop_reason=stop_reason):
-                    self._stop = stop_reason
+                case StopEvent():
+                    self._stop = event
                 case UsageEvent(usage=usage):
                     self._usage = merge_usage(self._usage, usage)
                 case ErrorEvent(message=message, error_type=error_type):
@@ -168,7 +167,8 @@ class ResponseAccumulator:
         Raises:
             StreamError: the stream ended without a stop reason (it was cut short).
         """
-        if self._stop is None:
+        stop = self._stop
+        if stop is None:
             raise StreamError("the stream ended before the model finished (no stop reason)")
         content: list[ContentBlock] = []
         for item in self._items:
@@ -182,7 +182,9 @@ class ResponseAccumulator:
                 content.append(item)
         return ModelResponse(
             content=tuple(content),
-            stop_reason=self._stop,
+            stop_reason=stop.stop_reason,
             usage=self._usage,
             thinking="".join(self._thinking) or None,
+            model=stop.model,
+            id=stop.id,
         )

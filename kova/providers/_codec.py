@@ -265,3 +265,9 @@ def expect_str(value: object, what: str, *, provider: str | None = None) -> str:
     raise InvalidResponse(
         f"{what} should be a string, got {type(value).__name__}", provider=provider
     )
+
+
+def optional_str(value: object) -> str | None:
+    """An informational wire string (a response's ``model`` or ``id``): ``None`` when it is
+    missing, empty or not a string, which is never worth failing an answer over."""
+    return value if isinstance(value, str) and value else None

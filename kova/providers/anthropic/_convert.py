@@ -34,6 +34,7 @@ from ..._models import (
     Usage,
 )
 from ..._secret import SecretHeaders
+from .._codec import optional_str
 
 if TYPE_CHECKING:
     from ._config import AnthropicConfig
@@ -399,6 +400,8 @@ def decode_response(data: object) -> ModelResponse:
         stop_reason=decode_stop_reason(stop if isinstance(stop, str) else None),
         usage=decode_usage(usage) if isinstance(usage, Mapping) else None,
         thinking="".join(thinking) or None,
+        model=optional_str(data.get("model")),
+        id=optional_str(data.get("id")),
     )
 
 

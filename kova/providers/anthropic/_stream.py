@@ -38,6 +38,7 @@ from ..._models import (
     text_delta,
 )
 from .._classify import provider_error
+from .._codec import optional_str
 from .._json import parse_json
 from .._sse import SseEvent
 from ._convert import PROVIDER, decode_stop_reason, decode_usage
@@ -116,9 +117,11 @@ class AnthropicStreamDecoder:
     at the first error, and the events before it in the same read are returned.
     """
 
-    __slots__ = ("_blocks", "_finished", "_stop_reason", "_usage", "error")
+    __slots__ = ("_blocks", "_finished", "_id", "_model", "_stop_reason", "_usage", "error")
 
     def __init__(self) -> None:
+        self._model: str | None = None
+        self._id: str | None = None
         self._blocks: dict[int, _Block] = {}
         self._usage: dict[str, object] = {}
         self._stop_reason: StopReason | None = None
@@ -216,7 +219,11 @@ class AnthropicStreamDecoder:
             self._stop(payload, out)
         elif kind == "message_start":
             message = payload.get("message")
-            usage = message.get("usage") if isinstance(message, dict) else None
+            usage = None
+            if isinstance(message, dict):
+                usage = message.get("usage")
+                self._model = optional_str(message.get("model"))
+                self._id = optional_str(message.get("id"))
             if isinstance(usage, dict):
                 self._merge_usage(usage)
         elif kind == "message_delta":
@@ -230,7 +237,13 @@ class AnthropicStreamDecoder:
                 self._merge_usage(usage)
         elif kind == "message_stop":
             self._finished = True
-            out.append(StopEvent(stop_reason=self._stop_reason or decode_stop_reason(None)))
+            out.append(
+                StopEvent(
+                    stop_reason=self._stop_reason or decode_stop_reason(None),
+                    model=self._model,
+                    id=self._id,
+                )
+            )
             out.append(UsageEvent(usage=decode_usage(self._usage)))
         elif kind == "error" or event == "error":
             error = payload.get("error")

@@ -47,7 +47,7 @@ from ..._models import (
     Usage,
 )
 from .._classify import provider_error
-from .._codec import inline_image
+from .._codec import inline_image, optional_str
 from .._http import ErrorDetails
 from ._schema import sanitize_schema
 
@@ -488,7 +488,11 @@ def decode_response(body: JSONValue) -> ModelResponse:
     if candidate is None:
         reason = blocked_reason(body) or "no_candidates"
         return ModelResponse(
-            content=(), stop_reason=StopReason.unknown(f"blocked:{reason}"), usage=usage
+            content=(),
+            stop_reason=StopReason.unknown(f"blocked:{reason}"),
+            usage=usage,
+            model=optional_str(body.get("modelVersion")),
+            id=optional_str(body.get("responseId")),
         )
     content: list[Text | ToolUse | Thinking] = []
     thinking: list[str] = []
@@ -534,6 +538,8 @@ def decode_response(body: JSONValue) -> ModelResponse:
         stop_reason=stop,
         usage=usage,
         thinking="".join(thinking) or None,
+        model=optional_str(body.get("modelVersion")),
+        id=optional_str(response_id),
     )
 
 

@@ -42,6 +42,7 @@ from ..._models import (
     UsageEvent,
     text_delta,
 )
+from .._codec import optional_str
 from .._json import parse_json
 from ._convert import (
     PROVIDER,
@@ -142,7 +143,7 @@ class GeminiStreamDecoder:
         if not candidates:
             reason = blocked_reason(chunk)
             if reason is not None and not self._stopped:
-                self._stop(StopReason.unknown(f"blocked:{reason}"), out)
+                self._stop(StopReason.unknown(f"blocked:{reason}"), out, chunk)
             return
         if type(candidates) is not list or type(candidate := candidates[0]) is not dict:
             raise _bad_shape("candidates", candidates)
@@ -160,7 +161,7 @@ class GeminiStreamDecoder:
         finish = candidate.get("finishReason")
         if finish is not None and not self._stopped:
             reason = finish if type(finish) is str else None
-            self._stop(finish_reason_to_stop(reason, has_tool_calls=self._calls > 0), out)
+            self._stop(finish_reason_to_stop(reason, has_tool_calls=self._calls > 0), out, chunk)
 
     def _decode_parts(self, parts: list[object], out: list[StreamEvent], salt: str) -> None:
         for part in parts:
@@ -209,9 +210,16 @@ class GeminiStreamDecoder:
                 )
                 out.append(ToolUseEnd(index=index))
 
-    def _stop(self, stop: StopReason, out: list[StreamEvent]) -> None:
+    def _stop(self, stop: StopReason, out: list[StreamEvent], chunk: Mapping[str, object]) -> None:
+        """End the answer; ``chunk`` (the one that ended it) names its model and id."""
         self._stopped = True
-        out.append(StopEvent(stop_reason=stop))
+        out.append(
+            StopEvent(
+                stop_reason=stop,
+                model=optional_str(chunk.get("modelVersion")),
+                id=optional_str(chunk.get("responseId")),
+            )
+        )
         self._flush_usage(out)
 
     def _flush_usage(self, out: list[StreamEvent]) -> None:

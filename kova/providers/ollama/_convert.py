@@ -35,7 +35,7 @@ from ..._models import (
     Usage,
 )
 from .._classify import provider_error
-from .._codec import function_tools, inline_image
+from .._codec import function_tools, inline_image, optional_str
 
 if TYPE_CHECKING:
     from ..._models import ChatRequest
@@ -296,6 +296,7 @@ def decode_response(body: JSONValue) -> ModelResponse:
         ),
         usage=decode_usage(body),
         thinking=thinking or None,
+        model=optional_str(body.get("model")),
     )
 
 

@@ -33,6 +33,7 @@ from ..._models import (
     text_delta,
 )
 from .._classify import provider_error
+from .._codec import optional_str
 from .._json import parse_json
 from ._convert import PROVIDER, decode_usage, done_reason_to_stop, error_of, tool_use_of
 
@@ -108,7 +109,7 @@ class OllamaStreamDecoder:
                 stop = done_reason_to_stop(
                     reason if type(reason) is str else None, has_tool_calls=self._calls > 0
                 )
-                out.append(StopEvent(stop_reason=stop))
+                out.append(StopEvent(stop_reason=stop, model=optional_str(chunk.get("model"))))
                 out.append(UsageEvent(usage=decode_usage(chunk)))
                 break
         return out

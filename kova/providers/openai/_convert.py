@@ -31,7 +31,7 @@ from ..._models import (
     Usage,
 )
 from .._classify import provider_error
-from .._codec import function_tools
+from .._codec import function_tools, optional_str
 
 if TYPE_CHECKING:
     from ._config import OpenAiConfig
@@ -398,6 +398,8 @@ def decode_response(body: JSONValue, *, keep_reasoning: bool = False) -> ModelRe
         stop_reason=stop,
         usage=decode_usage(body.get("usage")),
         thinking=reasoning,
+        model=optional_str(body.get("model")),
+        id=optional_str(body.get("id")),
     )
 
 

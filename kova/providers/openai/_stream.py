@@ -52,6 +52,7 @@ from ..._models import (
     text_delta,
 )
 from .._classify import ERROR_TYPES, provider_error
+from .._codec import optional_str
 from .._json import parse_json
 from ._convert import PROVIDER, canonical_arguments, decode_usage, finish_reason_to_stop
 
@@ -159,7 +160,7 @@ class OpenAiStreamDecoder:
                         self._other_delta(delta, out)
                 finish = choice.get("finish_reason")
                 if finish and not self._stopped:
-                    out.extend(self._stop(finish if type(finish) is str else None))
+                    out.extend(self._stop(finish if type(finish) is str else None, chunk))
             usage = chunk.get("usage")
             if usage:
                 decoded = decode_usage(usage)
@@ -224,7 +225,11 @@ class OpenAiStreamDecoder:
         out.append(SignedThinking(block=Thinking(text="".join(self._reasoning))))
         self._reasoning.clear()
 
-    def _stop(self, finish_reason: str | None) -> list[StreamEvent]:
+    def _stop(
+        self, finish_reason: str | None, chunk: Mapping[str, object] | None = None
+    ) -> list[StreamEvent]:
+        """The events that end the answer; ``chunk`` is the one with the finish reason
+        (every chunk carries the answer's ``id`` and ``model``)."""
         self._stopped = True
         has_calls = bool(self._ids)
         events: list[StreamEvent] = []
@@ -238,7 +243,16 @@ class OpenAiStreamDecoder:
         stop = finish_reason_to_stop(finish_reason, has_tool_calls=has_calls)
         if self._refused and not self._saw_text:
             stop = StopReason.unknown("refusal")
-        events.append(StopEvent(stop_reason=stop))
+        if chunk is None:
+            events.append(StopEvent(stop_reason=stop))
+        else:
+            events.append(
+                StopEvent(
+                    stop_reason=stop,
+                    model=optional_str(chunk.get("model")),
+                    id=optional_str(chunk.get("id")),
+                )
+            )
         return events
 
 
