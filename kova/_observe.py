@@ -45,6 +45,7 @@ __all__ = [
     "ActorRestarted",
     "McpRequestFinished",
     "McpRequestStarted",
+    "ModelCallFallback",
     "ModelCallFinished",
     "ModelCallRetrying",
     "ModelCallStarted",
@@ -161,6 +162,24 @@ class ModelCallRetrying(Record):
     """Seconds before the next attempt."""
 
 
+class ModelCallFallback(Record):
+    """A provider call moved on to the next provider of a
+    :class:`~kova.providers.FallbackProvider`: the one before failed with an error its ``on``
+    matches (after its own retries), or its rate-limit gate was closed (``error_type`` is
+    then ``None``). Emitted from the caller's task."""
+
+    turn_id: int
+    span_id: int
+    """The provider call."""
+    time: float
+    from_provider: str
+    to_provider: str
+    error_type: str | None
+    """The exception class name; ``None`` when skipped for a closed rate-limit gate."""
+    error_class: str | None
+    """The provider's :class:`~kova.ProviderErrorClass` value, if a provider error."""
+
+
 class ModelCallFinished(Record):
     """A provider call ended, whatever the outcome."""
 
@@ -175,6 +194,9 @@ class ModelCallFinished(Record):
     stop_reason: str | None = None
     """The normalized stop kind (``end_turn``, ``tool_use``...)."""
     response_model: str | None = None
+    """The model that answered, as the provider named it (:attr:`kova.ModelResponse.model`)."""
+    response_id: str | None = None
+    """The provider's id of the answer (:attr:`kova.ModelResponse.id`)."""
 
 
 class ToolStarted(Record):
@@ -262,6 +284,7 @@ TelemetryEvent: TypeAlias = (
     | ModelCallStarted
     | ModelFirstToken
     | ModelCallRetrying
+    | ModelCallFallback
     | ModelCallFinished
     | ToolStarted
     | ToolFinished

@@ -1,5 +1,6 @@
 """The telemetry of one provider call of a turn: :class:`ModelCall` emits its
-ModelCallStarted, ModelFirstToken, ModelCallRetrying and ModelCallFinished events.
+ModelCallStarted, ModelFirstToken, ModelCallRetrying, ModelCallFallback and ModelCallFinished
+events.
 
 The agent loop builds one per call only when somebody listens to the turn's events; with
 nobody listening the loop calls the provider directly and builds no event at all.
@@ -13,6 +14,7 @@ import trio
 
 from .._errors import Cancelled
 from .._observe import (
+    ModelCallFallback,
     ModelCallFinished,
     ModelCallRetrying,
     ModelCallStarted,
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
     from .._models import ChatRequest, InferenceConfig, ModelResponse
     from .._observe import Outcome, TurnEmitter
     from ._provider_messages import RetryHook
-    from ._provider_ref import ProviderRef
+    from ._provider_ref import FallbackHook, ProviderRef
 
 __all__ = ["ModelCall", "outcome_of"]
 
@@ -51,7 +53,8 @@ class ModelCall:
         self.span_id = new_span_id()
 
     def start(self, *, streamed: bool) -> ProviderRef:
-        """Emit ModelCallStarted; the provider ref whose retries report to this call."""
+        """Emit ModelCallStarted; the provider ref whose retries and fallbacks report to this
+        call."""
         emitter, inference = self._emitter, self._inference
         self._started = trio.current_time()
         emitter.emit(
@@ -67,7 +70,7 @@ class ModelCall:
                 streamed=streamed,
             )
         )
-        return self._provider.observed(self._retry_hook())
+        return self._provider.observed(self._retry_hook(), on_fallback=self._fallback_hook())
 
     def _retry_hook(self) -> RetryHook:
         # Runs in the provider actor's task: it only reads the values it is given.
@@ -88,6 +91,26 @@ class ModelCall:
             )
 
         return on_retry
+
+    def _fallback_hook(self) -> FallbackHook:
+        # Runs in the caller's task, when a request moves on to a fallback provider.
+        emit, turn_id, span_id = self._emitter.emit, self._emitter.turn_id, self.span_id
+
+        def on_fallback(here: str, there: str, error: BaseException | None) -> None:
+            error_class = getattr(error, "error_class", None)
+            emit(
+                ModelCallFallback(
+                    turn_id=turn_id,
+                    span_id=span_id,
+                    time=trio.current_time(),
+                    from_provider=here,
+                    to_provider=there,
+                    error_type=None if error is None else type(error).__name__,
+                    error_class=None if error_class is None else str(error_class.value),
+                )
+            )
+
+        return on_fallback
 
     async def complete(self, chat: ChatRequest, *, streamed: bool) -> ModelResponse:
         provider = self.start(streamed=streamed)
@@ -122,6 +145,8 @@ class ModelCall:
                 latency=now - self._started,
                 usage=response.usage,
                 stop_reason=response.stop_reason.kind.value,
+                response_model=response.model,
+                response_id=response.id,
             )
         )
 

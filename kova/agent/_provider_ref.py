@@ -7,40 +7,53 @@ provider the actor holds open, and reports a failed attempt back to the actor, w
 policy decides whether and when to try again. Two loops do this, written once each: one for
 calls (completions, token counts, model lists) and one for streams, which retries only
 until the first content reached the consumer. The messages are in ``_provider_messages``.
+
+A ref spawned for a :class:`~kova.providers.FallbackProvider` holds one link per provider
+(each its own actor) and walks them in order around those loops: the next provider gets
+the request when one fails with an error the fallback's ``on`` matches, or while its gate
+is closed; a stream only before its first content.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import asynccontextmanager, nullcontext, suppress
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 import trio
 
-from .._errors import KovaError, MailboxClosed, RateLimited
+from .._errors import KovaError, MailboxClosed, ProviderError, RateLimited
 from .._log import get_logger
-from .._models import ChatRequest, InferenceConfig, ToolDefinition, UsageEvent
+from .._models import ChatRequest, InferenceConfig, ToolDefinition
 from .._record import Record, evolve, set_field
-from ..providers._base import heuristic_count_tokens
+from ..providers._base import count_tokens, list_models
+from ..providers._fallback import FallbackProvider, PrefixedBatches, first_content
 from ._input import check_messages
 from ._provider_actor import ProviderActor
 from ._provider_messages import AttemptFailed, GetAdmission, RateLimitObserved, StreamLease
 from ._retry import RetryConfig
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+    from collections.abc import AsyncIterator, Awaitable
     from contextlib import AbstractAsyncContextManager
 
-    from .._models import ModelInfo, ModelResponse, StreamEvent
+    from .._models import ModelInfo, ModelResponse
     from ..actors import ActorRef, RestartType, Runtime
-    from ..providers import EventBatches, Provider
+    from ..providers import EventBatches, FallbackOn, Provider
     from ._provider_messages import Admission, RetryHook
 
-__all__ = ["ProviderRef", "spawn_provider"]
+__all__ = ["FallbackHook", "ProviderRef", "spawn_provider"]
 
 log = get_logger(__name__)
 
 _T = TypeVar("_T")
 _GET_ADMISSION = GetAdmission()
+
+FallbackHook: TypeAlias = Callable[[str, str, "BaseException | None"], None]
+"""Called in the caller's task when a request moves on to the next provider of a fallback:
+the provider it leaves, the one it goes to, and the error (``None``: the gate was closed).
+The agent's telemetry uses it for ``ModelCallFallback``. It should not raise (an exception
+is logged and ignored)."""
 
 
 class _Link:
@@ -48,11 +61,21 @@ class _Link:
     incarnation published (asked for on first use, and again once it is closed). Shared by
     every copy of a ref (``with_retry``, ``observed``)."""
 
-    __slots__ = ("actor", "admission")
+    __slots__ = ("actor", "admission", "name")
 
-    def __init__(self, actor: ActorRef) -> None:
+    def __init__(self, actor: ActorRef, name: str) -> None:
         self.actor = actor
+        self.name = name
         self.admission: Admission | None = None
+
+    def gated(self) -> bool:
+        """The rate-limit gate of this provider is closed now."""
+        admission = self.admission
+        return (
+            admission is not None
+            and not admission.closed
+            and admission.paused_until > trio.current_time()
+        )
 
     async def refresh(self) -> Admission:
         """The current incarnation's admission.
@@ -63,26 +86,6 @@ class _Link:
         admission: Admission = await self.actor.call(_GET_ADMISSION)
         self.admission = admission
         return admission
-
-
-class _LeasedBatches:
-    """The batches of a lease: its first batch, then the rest of the response."""
-
-    __slots__ = ("_first", "_rest")
-
-    def __init__(self, lease: StreamLease) -> None:
-        self._first: tuple[StreamEvent, ...] | None = lease.first or None
-        self._rest = lease.rest
-
-    def __aiter__(self) -> _LeasedBatches:
-        return self
-
-    async def __anext__(self) -> Sequence[StreamEvent]:
-        first = self._first
-        if first is not None:
-            self._first = None
-            return first
-        return await self._rest.__anext__()
 
 
 class ProviderRef(Record):
@@ -100,9 +103,12 @@ class ProviderRef(Record):
     """How this ref's requests are retried (an agent passes its own)."""
     on_retry: RetryHook | None
     """Called in the actor before each retry (see :data:`RetryHook`)."""
+    on_fallback: FallbackHook | None
+    """Called when a request moves on to a fallback provider (see :data:`FallbackHook`)."""
     runtime: Runtime | None
     """Where the actor runs (used by :meth:`stop`)."""
-    _link: _Link
+    _links: tuple[_Link, ...]
+    _fallback_on: FallbackOn | None
 
     def __init__(
         self,
@@ -111,15 +117,19 @@ class ProviderRef(Record):
         provider_name: str,
         retry: RetryConfig | None = None,
         on_retry: RetryHook | None = None,
+        on_fallback: FallbackHook | None = None,
         runtime: Runtime | None = None,
-        link: _Link | None = None,
+        links: tuple[_Link, ...] | None = None,
+        fallback_on: FallbackOn | None = None,
     ) -> None:
         set_field(self, "ref", ref)
         set_field(self, "provider_name", provider_name)
         set_field(self, "retry", RetryConfig() if retry is None else retry)
         set_field(self, "on_retry", on_retry)
+        set_field(self, "on_fallback", on_fallback)
         set_field(self, "runtime", runtime)
-        set_field(self, "_link", _Link(ref) if link is None else link)
+        set_field(self, "_links", (_Link(ref, provider_name),) if links is None else links)
+        set_field(self, "_fallback_on", fallback_on)
 
     @property
     def name(self) -> str:
@@ -135,9 +145,11 @@ class ProviderRef(Record):
             raise TypeError(f"retry must be a kova.agent.RetryConfig, got {type(retry).__name__}")
         return evolve(self, retry=retry)
 
-    def observed(self, on_retry: RetryHook | None) -> ProviderRef:
-        """This ref with a retry hook (same actor, same policy)."""
-        return evolve(self, on_retry=on_retry)
+    def observed(
+        self, on_retry: RetryHook | None, *, on_fallback: FallbackHook | None = None
+    ) -> ProviderRef:
+        """This ref with a retry hook and a fallback hook (same actors, same policy)."""
+        return evolve(self, on_retry=on_retry, on_fallback=on_fallback)
 
     # -- calls --------------------------------------------------------------------------
 
@@ -163,7 +175,7 @@ class ProviderRef(Record):
         provider without a counter of its own gets
         :func:`~kova.providers.heuristic_count_tokens`."""
         checked = _checked(request)
-        return await self._call(lambda provider: _count_tokens(provider, checked))
+        return await self._call(lambda provider: count_tokens(provider, checked))
 
     async def list_models(self) -> list[ModelInfo]:
         """See :meth:`kova.providers.Provider.list_models` (through the gate, retried).
@@ -171,11 +183,26 @@ class ProviderRef(Record):
         Raises:
             NotImplementedError: the provider cannot list its models.
         """
-        return await self._call(_list_models)
+        return await self._call(list_models)
 
     async def _call(self, attempt: Callable[[Provider], Awaitable[_T]]) -> _T:
-        """The retry loop of every request that is not a stream."""
-        link, retry = self._link, self.retry
+        """Every request that is not a stream: on the provider, or along the fallbacks."""
+        links = self._links
+        if len(links) == 1:
+            return await self._attempts(links[0], attempt)
+        last = len(links) - 1
+        index = self._skip_gated(0)
+        while True:
+            try:
+                return await self._attempts(links[index], attempt)
+            except Exception as exc:
+                if index == last or not self._falls_back(exc):
+                    raise
+                index = self._skip_gated(self._fell_back(index, exc))
+
+    async def _attempts(self, link: _Link, attempt: Callable[[Provider], Awaitable[_T]]) -> _T:
+        """The retry loop of every request that is not a stream, on one provider."""
+        retry = self.retry
         tries = 0
         while True:
             admission = link.admission
@@ -191,14 +218,14 @@ class ProviderRef(Record):
                 raise
             finally:
                 admission.leave(token)
-            await self._after_failure(error, tries)
+            await self._after_failure(link, error, tries)
             tries += 1
 
-    async def _after_failure(self, error: KovaError, tries: int) -> None:
+    async def _after_failure(self, link: _Link, error: KovaError, tries: int) -> None:
         """An attempt failed after ``tries`` earlier failures: the actor records it and
         decides. Returns once the next attempt may start, or raises ``error``."""
         try:
-            delay = await self._link.actor.call(
+            delay = await link.actor.call(
                 AttemptFailed(error=error, tries=tries, retry=self.retry, on_retry=self.on_retry)
             )
         except MailboxClosed:
@@ -221,16 +248,37 @@ class ProviderRef(Record):
             MailboxClosed: the provider actor is stopped.
         """
         async with self.stream_checked(_checked(request)) as lease:
-            yield _LeasedBatches(lease)
+            yield PrefixedBatches(lease.first, lease.rest)
 
     @asynccontextmanager
     async def stream_checked(self, request: ChatRequest) -> AsyncIterator[StreamLease]:
         """:meth:`chat_completion_stream` for a request already known to be well formed (see
         :meth:`complete_checked`), as the lease itself: its first batch, then the rest of the
-        response, read directly. The retry loop of streams: an attempt is retried only until
-        its first content; the in-flight slot is held until the consumer leaves. Internal to
-        kova."""
-        link, retry = self._link, self.retry
+        response, read directly. Internal to kova."""
+        links = self._links
+        if len(links) == 1:
+            async with self._stream_on(links[0], request) as lease:
+                yield lease
+            return
+        last = len(links) - 1
+        index = self._skip_gated(0)
+        while True:
+            content = False
+            try:
+                async with self._stream_on(links[index], request) as lease:
+                    content = True
+                    yield lease
+                    return
+            except Exception as exc:
+                if content or index == last or not self._falls_back(exc):
+                    raise  # after content: never another provider (no replay)
+                index = self._skip_gated(self._fell_back(index, exc))
+
+    @asynccontextmanager
+    async def _stream_on(self, link: _Link, request: ChatRequest) -> AsyncIterator[StreamLease]:
+        """The retry loop of streams, on one provider: an attempt is retried only until its
+        first content; the in-flight slot is held until the consumer leaves."""
+        retry = self.retry
         tries = 0
         while True:
             admission = link.admission
@@ -241,7 +289,7 @@ class ProviderRef(Record):
             try:
                 async with admission.provider.chat_completion_stream(request) as batches:
                     try:
-                        first = await _first_content(batches)
+                        first = await first_content(batches)
                     except KovaError as exc:
                         error = exc  # before any content: the policy decides
                     else:
@@ -253,7 +301,7 @@ class ProviderRef(Record):
                     # The consumer's, or the stream's after its content: never retried. A
                     # rate limit still closes the gate, so the other callers back off.
                     if isinstance(exc, RateLimited) and exc.retry_after is not None:
-                        self._report_rate_limit(min(exc.retry_after, retry.max_retry_after))
+                        _report_rate_limit(link, min(exc.retry_after, retry.max_retry_after))
                     raise
                 error = exc  # the request failed on opening (an HTTP status)
             except Exception as exc:
@@ -262,47 +310,58 @@ class ProviderRef(Record):
                 raise
             finally:
                 admission.leave(token)
-            await self._after_failure(error, tries)
+            await self._after_failure(link, error, tries)
             tries += 1
 
-    def _report_rate_limit(self, retry_after: float) -> None:
-        # A full mailbox means the actor is busy, not gone: this request still raises its
-        # RateLimited, and the next rate limit pauses the others.
-        with suppress(trio.WouldBlock, MailboxClosed):
-            self._link.actor.cast(RateLimitObserved(retry_after=retry_after))
+    # -- fallbacks ----------------------------------------------------------------------
+
+    def _falls_back(self, error: BaseException) -> bool:
+        on = self._fallback_on
+        return on is not None and on(error)
+
+    def _skip_gated(self, index: int) -> int:
+        """The first provider from ``index`` on whose rate-limit gate is open, the ones
+        skipped reported; ``index`` itself when every one from there on is closed (its gate
+        then decides: wait within the bound, or fail and fall back)."""
+        links = self._links
+        for candidate in range(index, len(links)):
+            if not links[candidate].gated():
+                for skipped in range(index, candidate):
+                    self._fell_back(skipped, None)
+                return candidate
+        return index
+
+    def _fell_back(self, index: int, error: BaseException | None) -> int:
+        """The request leaves provider ``index`` for the next one (which it returns)."""
+        here, there = self._links[index].name, self._links[index + 1].name
+        log.info(
+            "provider.fallback",
+            provider=here,
+            to=there,
+            error=None if error is None else f"{type(error).__name__}: {error}",
+            error_class=error.error_class.value if isinstance(error, ProviderError) else None,
+        )
+        hook = self.on_fallback
+        if hook is not None:
+            try:
+                hook(here, there, error)
+            except Exception as exc:  # an observer must not change where the request goes
+                log.warning("provider.fallback_hook.failed", error=repr(exc))
+        return index + 1
 
     async def stop(self) -> None:
-        """Stop the provider actor (orderly: requests in flight finish first, within the
+        """Stop the provider actors (orderly: requests in flight finish first, within the
         grace period). Does nothing without a :attr:`runtime`."""
         if self.runtime is not None:
-            await self.runtime.stop(self.ref)
+            for link in self._links:
+                await self.runtime.stop(link.actor)
 
 
-async def _first_content(batches: EventBatches) -> tuple[StreamEvent, ...]:
-    """Read until a batch with content (anything but usage); usage-only batches before it
-    are kept. An error before any content raises here, where it can still be retried."""
-    head: list[StreamEvent] = []
-    async for batch in batches:
-        head.extend(batch)
-        if any(type(event) is not UsageEvent for event in batch):
-            break
-    return tuple(head)
-
-
-async def _count_tokens(provider: Provider, request: ChatRequest) -> int:
-    counter = getattr(provider, "count_tokens", None)
-    if counter is None:
-        return heuristic_count_tokens(request.messages, request.tools)
-    count: int = await counter(request)
-    return count
-
-
-async def _list_models(provider: Provider) -> list[ModelInfo]:
-    lister = getattr(provider, "list_models", None)
-    if lister is None:
-        raise NotImplementedError(f"provider {provider.name!r} cannot list its models")
-    models: list[ModelInfo] = await lister()
-    return models
+def _report_rate_limit(link: _Link, retry_after: float) -> None:
+    # A full mailbox means the actor is busy, not gone: this request still raises its
+    # RateLimited, and the next rate limit pauses the others.
+    with suppress(trio.WouldBlock, MailboxClosed):
+        link.actor.cast(RateLimitObserved(retry_after=retry_after))
 
 
 def _provider_bug(admission: Admission, exc: Exception) -> None:
@@ -345,14 +404,17 @@ async def spawn_provider(
     retry: RetryConfig | None = None,
     restart: RestartType | None = None,
 ) -> ProviderRef:
-    """Start a :class:`ProviderActor` for ``provider`` under ``runtime``.
+    """Start a :class:`ProviderActor` for ``provider`` under ``runtime`` (for a
+    :class:`~kova.providers.FallbackProvider`: one actor per provider it holds, each with
+    its own pool, cap and gate).
 
     Returns once the provider is open.
 
     Args:
         runtime: where the actor runs (see :func:`kova.actors.open_runtime`).
         provider: the provider to serve.
-        name: the actor's name; by default ``provider.<provider name>``, made unique.
+        name: the actor's name; by default ``provider.<provider name>``, made unique (a
+            fallback's providers: ``<name>.0``, ``<name>.1``, ...).
         max_in_flight: cap on concurrent requests (``None``: no cap).
         mailbox_size: the actor's mailbox size (default 16).
         retry: the default retry policy of the returned ref (an agent uses its own).
@@ -362,13 +424,40 @@ async def spawn_provider(
         not isinstance(max_in_flight, int) or isinstance(max_in_flight, bool) or max_in_flight < 1
     ):
         raise ValueError(f"max_in_flight must be an int of at least 1, got {max_in_flight!r}")
+    members = provider.providers if isinstance(provider, FallbackProvider) else (provider,)
+    links: list[_Link] = []
+    try:
+        for index, member in enumerate(members):
+            member_name = name if name is None or len(members) == 1 else f"{name}.{index}"
+            actor = await _spawn_one(
+                runtime, member, member_name, max_in_flight, mailbox_size, restart
+            )
+            links.append(_Link(actor, member.name))
+    except BaseException:
+        for link in links:
+            await runtime.stop(link.actor)
+        raise
+    return ProviderRef(
+        ref=links[0].actor,
+        provider_name=provider.name,
+        retry=retry or RetryConfig(),
+        runtime=runtime,
+        links=tuple(links),
+        fallback_on=provider.falls_back if isinstance(provider, FallbackProvider) else None,
+    )
 
+
+async def _spawn_one(
+    runtime: Runtime,
+    provider: Provider,
+    name: str | None,
+    max_in_flight: int | None,
+    mailbox_size: int | None,
+    restart: RestartType | None,
+) -> ActorRef:
     def factory() -> ProviderActor:
         return ProviderActor(provider, max_in_flight=max_in_flight)
 
     # The supervisor names unnamed children after the factory, adding -2, -3 ... if taken.
     factory.__name__ = f"provider.{provider.name}"
-    ref = await runtime.spawn(factory, name=name, mailbox_size=mailbox_size, restart=restart)
-    return ProviderRef(
-        ref=ref, provider_name=provider.name, retry=retry or RetryConfig(), runtime=runtime
-    )
+    return await runtime.spawn(factory, name=name, mailbox_size=mailbox_size, restart=restart)

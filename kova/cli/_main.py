@@ -359,12 +359,13 @@ def _chat(args: argparse.Namespace) -> int:
 
 
 async def _models(args: argparse.Namespace) -> int:
+    from ..providers import list_models
     from ._providers import select_provider
 
     selected = select_provider(args.provider, args.model, args.base_url)
     provider = selected.provider
     async with provider.open():
-        models = await provider.list_models()
+        models = await list_models(provider)
     for model in sorted(models, key=lambda info: info.id):
         print(model.id if not model.display_name else f"{model.id}\t{model.display_name}")
     return 0

@@ -10,7 +10,9 @@ from ._auth import bearer_auth as bearer_auth
 from ._auth import header_auth as header_auth
 from ._base import EventBatches as EventBatches
 from ._base import Provider as Provider
+from ._base import count_tokens as count_tokens
 from ._base import heuristic_count_tokens as heuristic_count_tokens
+from ._base import list_models as list_models
 from ._classify import classify as classify
 from ._classify import provider_error as provider_error
 from ._codec import Codec as Codec
@@ -23,6 +25,8 @@ from ._codec import expect_object as expect_object
 from ._codec import expect_str as expect_str
 from ._embedding import EmbeddingProvider as EmbeddingProvider
 from ._embedding import Embeddings as Embeddings
+from ._fallback import FallbackOn as FallbackOn
+from ._fallback import FallbackProvider as FallbackProvider
 from ._framing import Framer as Framer
 from ._framing import NdjsonFramer as NdjsonFramer
 from ._framing import SseFramer as SseFramer
@@ -39,6 +43,8 @@ __all__ = [
     "ErrorDetails",
     "EventBatches",
     "EventStream",
+    "FallbackOn",
+    "FallbackProvider",
     "Framer",
     "HeaderAuth",
     "HttpProvider",
@@ -51,10 +57,12 @@ __all__ = [
     "WireRequest",
     "bearer_auth",
     "classify",
+    "count_tokens",
     "expect_list",
     "expect_object",
     "expect_str",
     "header_auth",
     "heuristic_count_tokens",
+    "list_models",
     "provider_error",
 ]

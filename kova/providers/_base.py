@@ -39,7 +39,9 @@ if TYPE_CHECKING:
 __all__ = [
     "EventBatches",
     "Provider",
+    "count_tokens",
     "heuristic_count_tokens",
+    "list_models",
 ]
 
 EventBatches = AsyncIterator[Sequence[StreamEvent]]
@@ -53,6 +55,12 @@ class Provider(Protocol):
     Implementations must be safe to call from many tasks at once between entering and leaving
     :meth:`open`. They never write thinking into history except signed blocks that must be
     echoed back (Anthropic), and drop foreign ``Thinking`` blocks when they build a request.
+
+    Two capabilities are optional, since not every provider has them: ``async def
+    count_tokens(request) -> int`` (exact prompt tokens; Anthropic, Gemini and Bedrock ask
+    an endpoint) and ``async def list_models() -> list[ModelInfo]``. Call them through
+    :func:`count_tokens` and :func:`list_models`, which fall back to
+    :func:`heuristic_count_tokens` and to ``NotImplementedError``.
     """
 
     @property
@@ -90,14 +98,29 @@ class Provider(Protocol):
         """
         ...
 
-    async def list_models(self) -> list[ModelInfo]:
-        """The models this provider offers."""
-        ...
 
-    async def count_tokens(self, request: ChatRequest) -> int:
-        """Prompt tokens for this request. Most providers use :func:`heuristic_count_tokens`;
-        Anthropic asks its exact counting endpoint."""
-        ...
+async def count_tokens(provider: object, request: ChatRequest) -> int:
+    """Prompt tokens for ``request``: the provider's own ``count_tokens`` where it has one,
+    else :func:`heuristic_count_tokens`."""
+    counter = getattr(provider, "count_tokens", None)
+    if counter is None:
+        return heuristic_count_tokens(request.messages, request.tools)
+    count: int = await counter(request)
+    return count
+
+
+async def list_models(provider: object) -> list[ModelInfo]:
+    """The models ``provider`` offers.
+
+    Raises:
+        NotImplementedError: the provider cannot list its models.
+    """
+    lister = getattr(provider, "list_models", None)
+    if lister is None:
+        name = getattr(provider, "name", type(provider).__name__)
+        raise NotImplementedError(f"provider {name!r} cannot list its models")
+    models: list[ModelInfo] = await lister()
+    return models
 
 
 _CHARS_PER_TOKEN = 4

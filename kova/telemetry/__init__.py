@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 from .._observe import ActorRestarted as ActorRestarted
 from .._observe import McpRequestFinished as McpRequestFinished
 from .._observe import McpRequestStarted as McpRequestStarted
+from .._observe import ModelCallFallback as ModelCallFallback
 from .._observe import ModelCallFinished as ModelCallFinished
 from .._observe import ModelCallRetrying as ModelCallRetrying
 from .._observe import ModelCallStarted as ModelCallStarted
@@ -44,6 +45,7 @@ __all__ = [
     "MetricsSnapshot",
     "MetricsSubscriber",
     "ModelCallFinished",
+    "ModelCallFallback",
     "ModelCallRetrying",
     "ModelCallStarted",
     "ModelFirstToken",

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._observe import ModelCallFinished, ModelCallRetrying, TelemetryEvent, ToolFinished
+from .._observe import (
+    ModelCallFallback,
+    ModelCallFinished,
+    ModelCallRetrying,
+    TelemetryEvent,
+    ToolFinished,
+)
 
 if TYPE_CHECKING:
     from ._collector import MetricsCollector
@@ -16,8 +22,9 @@ class MetricsSubscriber:
     """Feeds a :class:`~kova.telemetry.MetricsCollector` from the event stream.
 
     Every failed provider attempt counts one error (a retried one included, as the seed's
-    ``record_llm_error`` does); a call that returned counts one request with its latency
-    (on trio's clock, retries included) and usage; every tool call that ended counts one
+    ``record_llm_error`` does, and one a fallback provider took over from); a call that
+    returned counts one request with its latency (on trio's clock, retries included) and
+    usage; every tool call that ended counts one
     invocation with its outcome (denied calls without a duration). Cancelled calls are not
     counted. The collector never waits, so neither does this.
     """
@@ -33,6 +40,8 @@ class MetricsSubscriber:
             case ModelCallFinished(outcome="ok", latency=latency, usage=usage):
                 self._collector.record_llm_request(latency * 1000.0, usage)
             case ModelCallFinished(outcome="error") | ModelCallRetrying():
+                self._collector.record_llm_error()
+            case ModelCallFallback(error_type=str()):  # the provider before it failed
                 self._collector.record_llm_error()
             case ToolFinished(outcome=outcome, duration=duration) if outcome != "cancelled":
                 self._collector.record_tool_invocation(

@@ -43,6 +43,7 @@ from .._observe import (
     ActorRestarted,
     McpRequestFinished,
     McpRequestStarted,
+    ModelCallFallback,
     ModelCallFinished,
     ModelCallRetrying,
     ModelCallStarted,
@@ -173,6 +174,20 @@ class OtelSubscriber:
                     span.add_event(
                         "retry", attributes, timestamp=self._ns(event.turn_id, event.time)
                     )
+            case ModelCallFallback():
+                span = self._spans.get(event.span_id)
+                if span is not None:
+                    fallback: dict[str, Any] = {
+                        "kova.fallback.from": event.from_provider,
+                        "kova.fallback.to": event.to_provider,
+                    }
+                    if event.error_type is not None:
+                        fallback["error.type"] = event.error_type
+                    if event.error_class is not None:
+                        fallback["kova.error_class"] = event.error_class
+                    span.add_event(
+                        "fallback", fallback, timestamp=self._ns(event.turn_id, event.time)
+                    )
             case ModelCallFinished():
                 self._call_finished(event)
             case ToolStarted():
@@ -280,6 +295,8 @@ class OtelSubscriber:
             span.set_attribute("gen_ai.response.finish_reasons", (event.stop_reason,))
         if event.response_model is not None:
             span.set_attribute("gen_ai.response.model", event.response_model)
+        if event.response_id is not None:
+            span.set_attribute("gen_ai.response.id", event.response_id)
         if event.usage is not None:
             span.set_attribute("gen_ai.usage.input_tokens", event.usage.input_tokens)
             span.set_attribute("gen_ai.usage.output_tokens", event.usage.output_tokens)

@@ -204,6 +204,50 @@ async def test_retried_call_has_retry_events(
     assert chat.end_time - chat.start_time == pytest.approx(3e9, rel=1e-3)
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "stream"])
+async def test_the_call_span_names_the_model_and_answer_that_responded(
+    otel: Otel, streamed: bool
+) -> None:
+    """``gen_ai.response.model`` / ``gen_ai.response.id`` come from the wire (here the
+    OpenAI fake's ``model`` and ``chatcmpl-...`` id), as the semantic conventions ask, and
+    behind a fallback they name the provider that answered."""
+    from kova.providers import FallbackProvider
+    from kova.providers.openai import OpenAiCompatibleProvider, OpenAiConfig
+    from kova.testing import open_openai_server
+
+    async with (
+        open_openai_server([ErrorReply(status_code=404)]) as first,
+        open_openai_server([reply_text("hello")]) as second,
+    ):
+        provider = FallbackProvider(
+            OpenAiCompatibleProvider(
+                OpenAiConfig(model="gone-model", api_key="k", base_url=first.base_url)
+            ),
+            OpenAiCompatibleProvider(
+                OpenAiConfig(model="gpt-answering", api_key="k", base_url=second.base_url)
+            ),
+        )
+        async with AgentBuilder().provider(provider).build() as agent:
+            agent.telemetry.subscribe(otel.subscriber)
+            if streamed:
+                async with agent.stream(HISTORY) as events:
+                    async for _event in events:
+                        pass
+            else:
+                await agent.run(HISTORY)
+    chat = named(otel.spans(), "chat gone-model")  # the request named the primary's model
+    attributes = dict(chat.attributes or {})
+    assert attributes["gen_ai.response.model"] == "gpt-answering"
+    assert str(attributes["gen_ai.response.id"]).startswith("chatcmpl-")
+    (fallback,) = [event for event in chat.events if event.name == "fallback"]
+    assert dict(fallback.attributes or {}) == {
+        "kova.fallback.from": "openai",
+        "kova.fallback.to": "openai",
+        "error.type": "ModelNotFound",
+        "kova.error_class": "not_found",
+    }
+
+
 async def test_failed_call_sets_error_type(
     otel: Otel, autojump_clock: trio.testing.MockClock
 ) -> None:
