@@ -7,6 +7,11 @@ on a bare asyncio ``Protocol``: per request it parses the request head, ``json.l
 small request body to read ``model``/``stream`` and whether a tool result is present, and
 writes one cached ``bytes`` object. That is all the work it does, so it is never the
 bottleneck; the runner measures its CPU share anyway.
+
+``GET /hold?n=N`` makes it hold the next ``N`` chat responses until all ``N`` requests have
+arrived (or 60 s passed), then send them together: the 10,000-stream scenario uses it so
+that "all connections open at once" is what it measures, not a race between the first
+answers and the last connects.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import resource
 import signal
 import sys
 
@@ -59,7 +65,7 @@ def _has_tool_result(api: str, messages: object) -> bool:
 
 
 def respond(method: bytes, path: bytes, body: bytes) -> bytes:
-    path = path.split(b"?", 1)[0]
+    path, _, query = path.partition(b"?")
     prepare = path.startswith(b"/prepare/")
     if prepare:
         # ``/prepare/v1/messages``: build the response this body would get into the cache, so
@@ -81,6 +87,8 @@ def respond(method: bytes, path: bytes, body: bytes) -> bytes:
         return _MODELS
     elif path == b"/stats":
         return _stats_response()
+    elif path == b"/hold":
+        return _hold_response(query)
     else:
         return _NOT_FOUND
     try:
@@ -116,6 +124,37 @@ def _stats_response() -> bytes:
     body = json.dumps({"open": _Stats.open, "peak": _Stats.peak}).encode()
     _Stats.peak = 0
     return payloads.http_json(body)
+
+
+class _Hold:
+    """Chat responses held back until ``target`` of them are waiting."""
+
+    target = 0
+    waiting: list[tuple[asyncio.Transport, bytes]] = []  # noqa: RUF012
+    timer: asyncio.TimerHandle | None = None
+
+    @classmethod
+    def add(cls, transport: asyncio.Transport, response: bytes) -> None:
+        cls.waiting.append((transport, response))
+        if cls.timer is None:
+            cls.timer = asyncio.get_running_loop().call_later(60.0, cls.release)
+        if len(cls.waiting) >= cls.target:
+            cls.release()
+
+    @classmethod
+    def release(cls) -> None:
+        waiting, cls.waiting, cls.target = cls.waiting, [], 0
+        if cls.timer is not None:
+            cls.timer.cancel()
+            cls.timer = None
+        for transport, response in waiting:
+            if not transport.is_closing():
+                transport.write(response)
+
+
+def _hold_response(query: bytes) -> bytes:
+    _Hold.target = int(query.partition(b"=")[2] or b"0")
+    return payloads.http_json(b"{}")
 
 
 class _Http(asyncio.Protocol):
@@ -155,11 +194,18 @@ class _Http(asyncio.Protocol):
             body = buffer[end + 4 : end + 4 + length]
             buffer = buffer[end + 4 + length :]
             method, path, _ = lines[0].split(b" ", 2)
-            transport.write(respond(method, path, body))
+            response = respond(method, path, body)
+            if _Hold.target and not path.startswith((b"/hold", b"/stats", b"/prepare")):
+                _Hold.add(transport, response)
+            else:
+                transport.write(response)
         self._buffer = buffer
 
 
 async def _main(port: int) -> None:
+    # One socket per connection: the 10,000-stream scenario needs more than the default.
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     loop = asyncio.get_running_loop()
     server = await loop.create_server(_Http, "127.0.0.1", port, backlog=4096)
     sock = server.sockets[0]

@@ -66,7 +66,7 @@ CLIENTS = [
         "floor:Httpx2Trio",
         "floor",
         ("openai", "anthropic", "gemini", "ollama", "responses"),
-        ("b", "c", "d", "e"),
+        ("b", "c", "d", "e", "g"),
         ("httpx2", "trio"),
         "import httpx2, trio",
         target=True,
@@ -104,7 +104,7 @@ CLIENTS = [
         "kova_client:KovaAgent",
         "kova",
         ("openai", "anthropic", "gemini", "ollama", "responses"),
-        ("b", "c", "d", "e"),
+        ("b", "c", "d", "e", "g"),
         ("kova",),
         AGENT_PROGRAM,
         target=True,
@@ -185,6 +185,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "c": {"chunks": 20_000},
         "d": {"streams": 1000, "chunks": 200},
         "e": {"turns": 200, "answer": 20},
+        "g": {"streams": 10_000, "chunks": 20},
         "f": {"chunks": 20_000, "repeats": 5},
         "hop": {"chunks": 20_000, "repeats": 5},
     },
@@ -196,6 +197,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "c": {"chunks": 5_000},
         "d": {"streams": 200, "chunks": 200},
         "e": {"turns": 50, "answer": 20},
+        "g": {"streams": 2000, "chunks": 20},
         "f": {"chunks": 5_000, "repeats": 3},
         "hop": {"chunks": 5_000, "repeats": 3},
     },
@@ -207,6 +209,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "c": {"chunks": 200},
         "d": {"streams": 10, "chunks": 20},
         "e": {"turns": 3, "answer": 5},
+        "g": {"streams": 20, "chunks": 5},
         "f": {"chunks": 200, "repeats": 1},
         "hop": {"chunks": 200, "repeats": 1},
     },
@@ -223,7 +226,12 @@ SCENARIO_TITLES = {
     "d_rss": "(d) Concurrent streams, peak client RSS, MB (lower is better)",
     "e": "(e) Agent turns with one tool round trip, turns/s (higher is better)",
     "f": "(f) Codec alone: SSE bytes to events, events/s (higher is better)",
+    "g": "(g) 10,000 concurrent streams, all open at once, wall s (lower is better)",
+    "g_rss": "(g) 10,000 concurrent streams, peak client RSS, MB (lower is better)",
 }
+
+G_APIS = ("openai",)
+"""(g) runs in one format: it measures holding 10,000 connections, not a codec."""
 
 
 def available(client: Client) -> bool:
@@ -370,7 +378,7 @@ def prepare_bodies(
     for sz in (warmup, size):
         if scenario == "b":
             bodies.append({"model": f"bench-n{sz['answer']}", "messages": []})
-        elif scenario in "cd":
+        elif scenario in "cdg":
             bodies.append({"model": f"bench-n{sz['chunks']}", "messages": [], "stream": True})
         elif scenario == "e":
             model = f"bench-tool-n{sz['answer']}"
@@ -514,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
         default="all",
         help="comma list of client names or groups (floor, kova, peer); default all",
     )
-    parser.add_argument("--scenarios", default="abcdefh", help="letters; h = actor hop")
+    parser.add_argument("--scenarios", default="abcdefgh", help="letters; h = actor hop")
     parser.add_argument("--apis", default="openai,anthropic")
     parser.add_argument("--json", default=os.path.join(HERE, "results", "latest.json"))
     parser.add_argument(
@@ -585,7 +593,7 @@ def main(argv: list[str] | None = None) -> int:
         # (floor, kova, kova actor, floor, ...), so the spread includes the variation between
         # processes and the time of the run; other clients run their rounds in one process.
         jobs: list[tuple[str, str, Client, int]] = []
-        for scenario in "bcde":
+        for scenario in "bcdeg":
             if scenario not in scenarios:
                 continue
             for api in apis:
@@ -595,13 +603,15 @@ def main(argv: list[str] | None = None) -> int:
                     if scenario in c.scenarios
                     and api in c.apis
                     and not (scenario == "d" and c.d_apis is not None and api not in c.d_apis)
+                    and not (scenario == "g" and api not in G_APIS)
                 ]
                 split = [
                     c for c in here if c.target and not (scenario == "d" and c.name == KOVA_ACTOR)
                 ]
                 others = [c for c in here if c not in split]
-                rounds_split = sizes["repeats"] if scenario != "d" else min(2, sizes["repeats"])
-                per_process = 1 if scenario == "d" else sizes["rounds_per_process"]
+                wide = scenario in ("d", "g")
+                rounds_split = sizes["repeats"] if not wide else min(2, sizes["repeats"])
+                per_process = 1 if wide else sizes["rounds_per_process"]
                 for _ in range(rounds_split):
                     jobs += [(scenario, api, c, per_process) for c in split]
                 for c in others:
@@ -664,7 +674,7 @@ def main(argv: list[str] | None = None) -> int:
                 n = size["chunks"]
                 add(main_rows, c.name, [n / r["wall"] for r in rounds], extra)
                 add(second_rows, c.name, [r["cpu"] / n * 1000 for r in rounds], extra)
-            elif scenario == "d":
+            elif scenario in ("d", "g"):
                 add(main_rows, c.name, [r["wall"] for r in rounds], extra)
                 add(second_rows, c.name, [res["peak_rss"] / 2**20], extra)
             else:
@@ -704,13 +714,13 @@ def main(argv: list[str] | None = None) -> int:
                     f"{SCENARIO_TITLES[scenario]} — {api} format ({desc})",
                     main_rows,
                     extra_column=("peak connections", _peak_connections)
-                    if scenario == "d"
+                    if scenario in ("d", "g")
                     else None,
                 )
             )
             second_rows = sorted(seconds[(scenario, api)], key=lambda r: order.get(r.client, 99))
             if second_rows:
-                second = "c_cpu" if scenario == "c" else "d_rss"
+                second = "c_cpu" if scenario == "c" else f"{scenario}_rss"
                 results["scenarios"][f"{second}/{api}"] = [
                     {"client": r.client, "values": r.values} for r in second_rows
                 ]
@@ -747,6 +757,7 @@ def main(argv: list[str] | None = None) -> int:
         sections.append(server_section(server_share))
 
     results["scenarios"]["_d_streams"] = sizes["d"]["streams"]
+    results["scenarios"]["_g_streams"] = sizes["g"]["streams"]
     target_rows = evaluate_targets(results["scenarios"], apis)
     results["targets"] = target_rows
     if target_rows:
@@ -839,6 +850,21 @@ TARGETS = [
         0.8,
         KOVA_AGENT,
     ),
+    ("g/{api}", "agent: 10,000 concurrent `Agent.stream`, wall (g), {api}", "<=", 1.2, KOVA_AGENT),
+    (
+        "g_rss/{api}",
+        "agent: 10,000 concurrent `Agent.stream`, peak RSS (g), {api}",
+        "<=",
+        1.2,
+        KOVA_AGENT,
+    ),
+    (
+        "g_conn/{api}",
+        "agent: 10,000 concurrent `Agent.stream`, peak connections / streams (g), {api}",
+        ">=",
+        1.0,
+        KOVA_AGENT,
+    ),
 ]
 
 
@@ -850,9 +876,11 @@ def _median_of(rows: list[dict[str, Any]], client: str) -> float | None:
 
 
 def _connections(scenarios: dict[str, Any], key: str, client: str) -> float | None:
-    """Peak connections the mock server saw during the client's (d) runs, per stream."""
-    rows = scenarios.get(key.replace("d_conn/", "d/")) or []
-    streams = scenarios.get("_d_streams")
+    """Peak connections the mock server saw during the client's (d) or (g) runs, per
+    stream."""
+    scenario = key.split("_conn/", 1)[0]
+    rows = scenarios.get(key.replace("_conn/", "/")) or []
+    streams = scenarios.get(f"_{scenario}_streams")
     for row in rows:
         if row["client"] == client and streams:
             peaks = [p.get("peak_connections", 0) for p in row["extra"].get("processes", [])]
@@ -869,7 +897,7 @@ def evaluate_targets(scenarios: dict[str, Any], apis: list[str]) -> list[dict[st
             if (only and api not in only[0]) or (not only and (label_t, api) in overridden):
                 continue
             key, label = key_t.format(api=api), label_t.format(api=api)
-            if key.startswith("d_conn/"):
+            if "_conn/" in key:
                 ratio = _connections(scenarios, key, client)
                 if ratio is None:
                     continue

@@ -9,7 +9,11 @@ Scenarios (letters as in the issue):
 - ``b``: ``calls`` sequential non-streaming calls;
 - ``c``: one stream of ``chunks`` content chunks;
 - ``d``: ``streams`` concurrent streams of ``chunks`` chunks each;
-- ``e``: ``turns`` sequential agent turns with one tool round trip each.
+- ``e``: ``turns`` sequential agent turns with one tool round trip each;
+- ``g``: ``streams`` concurrent streams as in ``d`` (10,000 at full size), the mock server
+  holding every answer until all of them have arrived, so every connection is open at once.
+  The worker raises its open-file limit to the hard limit first (one socket a stream), and
+  the floor's pool allows that many connections.
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ async def _run(client_cls: Any, spec: dict[str, Any], gather: Callable[..., Awai
                     text = await client.call(model)
                     if text != expect:
                         raise AssertionError(f"wrong answer: {text[:60]!r}")
-            elif scenario == "c" or scenario == "d":
+            elif scenario in ("c", "d", "g"):
                 n = size["chunks"]
                 model = _model(spec, n=n)
                 expect = len(payloads.answer_text(n))
@@ -73,6 +77,9 @@ async def _run(client_cls: Any, spec: dict[str, Any], gather: Callable[..., Awai
 
                 if scenario == "c":
                     await one()
+                elif scenario == "g":
+                    _hold(spec["base_url"], count)
+                    await gather([one for _ in range(count)])
                 else:
                     await gather([one for _ in range(count)])
             elif scenario == "e":
@@ -110,8 +117,25 @@ async def _run(client_cls: Any, spec: dict[str, Any], gather: Callable[..., Awai
     }
 
 
+def _hold(base_url: str, count: int) -> None:
+    """Have the mock server hold the next ``count`` answers until all have been asked."""
+    import http.client
+
+    host, port = base_url.rsplit("/", 1)[1].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    try:
+        conn.request("GET", f"/hold?n={count}")
+        conn.getresponse().read()
+    finally:
+        conn.close()
+
+
 def main() -> None:
     spec = json.loads(sys.argv[1])
+    if spec["scenario"] == "g":
+        _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        os.environ["BENCH_MAX_CONNECTIONS"] = str(spec["size"]["streams"] + 100)
     module_name, _, class_name = spec["client"].partition(":")
     t0 = time.perf_counter()
     module = importlib.import_module(f"clients.{module_name}")

@@ -101,8 +101,11 @@ __all__ = [
 HTTPX_ERRORS = (httpx2.TransportError, httpx2.DecodingError, httpx2.StreamError)
 """The httpx2 exceptions :func:`translate_error` maps."""
 
-DEFAULT_LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
-"""The connection pool of clients kova creates."""
+DEFAULT_LIMITS = httpx2.Limits(max_connections=None, max_keepalive_connections=100)
+"""The connection pool of clients kova creates: as many connections as requests in flight
+(the provider actor's ``max_in_flight`` is the cap to set), 100 kept alive when idle. A pool
+cap queued requests out of sight: 10,000 concurrent agent streams held only 1,000
+connections (``bench/``, scenario g)."""
 
 MAX_ERROR_BODY_BYTES = 64 * 1024
 """How much of an error response's body is read: what it says is at its start."""
