@@ -644,7 +644,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"({scenario}) {api} {c.name}", file=log)
             server.prepare(api, prepare_bodies(scenario, spec["size"], spec["warmup"]))
             try:
-                res = run_worker(spec, server, timeout=400)
+                res = run_worker(spec, server, timeout=1800 if scenario == "g" else 400)
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
                 print(f"  failed: {exc}", file=log)
                 results.setdefault("failures", []).append(

@@ -841,3 +841,40 @@ async def test_an_orderly_stop_waits_for_a_leased_stream_to_close(
     assert done[0][0].startswith("0123")
     assert provider.log[-1][0] == "closed"
     assert provider.log[-1][2] <= done[0][1]  # closed before the provider was
+
+
+class _Instant(ScriptedProvider):
+    """Answers without a checkpoint, so any scheduler pass in a call is kova's."""
+
+    async def chat_completion(self, request: ChatRequest) -> ModelResponse:
+        return reply_text("instant")
+
+
+class _Steps(trio.abc.Instrument):
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.steps += 1
+
+
+async def test_admission_costs_no_scheduler_pass_with_no_cap_and_the_gate_open() -> None:
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, _Instant([]))
+        await ref.chat_completion(ChatRequest.of("first"))  # fetches the admission once
+        steps = _Steps()
+        trio.lowlevel.add_instrument(steps)
+        try:
+            for _ in range(10):
+                assert (await ref.chat_completion(ChatRequest.of("hi"))).text == "instant"
+        finally:
+            trio.lowlevel.remove_instrument(steps)
+        assert steps.steps == 0  # the caller never yielded: no task step at all
+        capped = await spawn_provider(runtime, _Instant([]), max_in_flight=2)
+        await capped.chat_completion(ChatRequest.of("first"))
+        trio.lowlevel.add_instrument(steps)
+        try:
+            await capped.chat_completion(ChatRequest.of("hi"))
+        finally:
+            trio.lowlevel.remove_instrument(steps)
+        assert steps.steps == 0  # a free slot is borrowed without waiting, too
