@@ -114,13 +114,13 @@ class ModelResponse(Record, HasContent, eq_exclude=("model", "id")):
     thinking: str | None
     """Reasoning text for display; never sent back (signed blocks live in ``content``)."""
     model: str | None
-    """The model that answered, as the provider named it on the wire (OpenAI's and
-    Anthropic's ``model``, Gemini's ``modelVersion``, Ollama's ``model``); ``None`` where
-    the provider sends none (Bedrock)."""
+    """The model that answered, as the provider named it on the wire (OpenAI's, the
+    Responses API's and Anthropic's ``model``, Gemini's ``modelVersion``, Ollama's
+    ``model``); ``None`` where the provider sends none (Bedrock)."""
     id: str | None
-    """The provider's id of this answer (OpenAI's ``chatcmpl-...``, Anthropic's
-    ``msg_...``, Gemini's ``responseId``); ``None`` where the provider sends none (Ollama,
-    Bedrock)."""
+    """The provider's id of this answer (OpenAI's ``chatcmpl-...``, the Responses API's
+    ``resp_...``, Anthropic's ``msg_...``, Gemini's ``responseId``); ``None`` where the
+    provider sends none (Ollama, Bedrock)."""
 
     def __init__(
         self,

@@ -55,6 +55,25 @@ async def test_the_response_names_its_model_and_id(name: str) -> None:
         assert called.id != streamed.id  # two answers, two ids
 
 
+async def test_the_responses_api_names_its_model_and_id() -> None:
+    from kova.providers.openai import OpenAiResponsesConfig, OpenAiResponsesProvider
+    from kova.testing import open_responses_server
+
+    async with open_responses_server(Script([reply_text("one"), reply_text("two")])) as server:
+        provider = OpenAiResponsesProvider(
+            OpenAiResponsesConfig(model="m", base_url=server.base_url, api_key="k")
+        )
+        called, streamed, stops = await _both(provider)
+    assert (called.text, streamed.text) == ("one", "two")
+    for response in (called, streamed):
+        assert response.model is not None
+        assert response.model.startswith("m")
+        assert response.id is not None
+        assert response.id.startswith("resp_")
+    assert called.id != streamed.id
+    assert [stop.id for stop in stops] == [streamed.id]
+
+
 async def test_bedrock_sends_neither() -> None:
     async with open_bedrock_server(Script([reply_text("one"), reply_text("two")])) as server:
         provider = BedrockProvider(

@@ -40,6 +40,7 @@ from ..._models import (
     Usage,
 )
 from .._classify import ERROR_TYPES, provider_error
+from .._codec import optional_str
 from ._convert import canonical_arguments, encode_arguments, parse_arguments
 
 if TYPE_CHECKING:
@@ -621,6 +622,8 @@ def decode_response(body: JSONValue, *, endpoint: str) -> ModelResponse:
         ),
         usage=decode_usage(body.get("usage")),
         thinking="\n\n".join(thinking) or None,
+        model=optional_str(body.get("model")),
+        id=optional_str(body.get("id")),
     )
 
 

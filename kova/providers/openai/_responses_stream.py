@@ -47,6 +47,7 @@ from ..._models import (
     UsageEvent,
     text_delta,
 )
+from .._codec import optional_str
 from .._json import parse_json
 from ._convert import canonical_arguments, encode_arguments
 from ._responses_convert import (
@@ -307,7 +308,9 @@ class ResponsesStreamDecoder:
                     response.get("incomplete_details"),
                     has_calls=self._has_calls,
                     refused=self._refused and not self._saw_text,
-                )
+                ),
+                model=optional_str(response.get("model")),
+                id=optional_str(response.get("id")),
             )
         )
         usage = decode_usage(response.get("usage"))
