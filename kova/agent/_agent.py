@@ -44,8 +44,10 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
     from types import TracebackType
 
-    from .._models import StreamEvent
+    from .._models import StreamEvent, ToolResult, ToolUse
     from ..actors import ActorRef
+    from ..durable import SqliteJournal
+    from ..durable._driver import Journaled
     from ._approvals import DeferredResult, PendingApprovals
     from ._cancel import CancelToken
     from ._config import AgentConfig
@@ -190,6 +192,8 @@ class Agent:
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         limits: UsageLimits | None = None,
+        journal: SqliteJournal | None = None,
+        turn_id: str | None = None,
     ) -> AgentResponse:
         """One turn over ``history``.
 
@@ -200,6 +204,10 @@ class Agent:
             cancel: a token that cancels the turn from another task.
             limits: usage limits for this turn (replacing the agent's
                 ``AgentBuilder.usage_limits``).
+            journal: record every step in this :class:`~kova.durable.SqliteJournal` before
+                moving on, so that running again with the same ``turn_id`` after a crash goes
+                on where the turn stopped (see ``docs/durable.md``).
+            turn_id: the turn's name in ``journal`` (required with it; one turn per id).
 
         Returns:
             The turn's outcome; persist ``response.new_messages``. With deferred approvals
@@ -212,6 +220,9 @@ class Agent:
             MaxIterationsError: the model kept calling tools past ``max_iterations``.
             ContextBudgetExceededError: a prompt was over the budget; nothing was sent.
             UsageLimitExceeded: the turn reached a usage limit.
+            TurnClaimedError: another runner holds ``turn_id`` in ``journal``.
+            JournalError: the journal cannot be used, or ``turn_id`` names a turn that began
+                from another history.
             Cancelled: ``cancel`` was cancelled. A caller's own cancel scope raises
                 ``trio.Cancelled`` untouched instead. Either way no messages were produced
                 and every request and tool call of the turn has stopped.
@@ -219,6 +230,10 @@ class Agent:
         require_trio("agent.run()")
         messages = coerce_history(history)
         check_call_options(config, cancel)
+        if journal is not None or turn_id is not None:
+            return await guarded(
+                self._journaled(messages, config, limits, journal, turn_id), cancel
+            )
         turn = self._start(messages, config, limits)
         return await guarded(self._turn(turn, config), cancel)
 
@@ -450,6 +465,8 @@ class Agent:
         buffer: int = 16,
         resume: PendingApprovals | None = None,
         limits: UsageLimits | None = None,
+        journal: SqliteJournal | None = None,
+        turn_id: str | None = None,
     ) -> AsyncIterator[AsyncIterator[AgentEvent]]:
         """Stream one turn: ``async with agent.stream(history) as events: async for e in events``.
 
@@ -471,6 +488,8 @@ class Agent:
                 (``history`` as for :meth:`resume`); denied calls are bracketed too.
             limits: usage limits for this turn (not with ``resume``: a paused turn keeps its
                 own).
+            journal, turn_id: record the turn as :meth:`run` does (not with ``resume``). A
+                turn continued from the journal streams what it does from there on.
 
         Raises:
             TypeError: on entering, ``history`` (or an option) has the wrong type.
@@ -480,22 +499,30 @@ class Agent:
         messages = coerce_history(history)
         check_call_options(config, cancel)
         self._running()
-        if resume is None:
-            turn = self._start(messages, config, limits)
-        elif limits is not None:
-            raise TypeError("limits cannot be given with resume: a paused turn keeps its own")
-        else:
-            turn = self._resumed(messages, resume, config)
-        if cancel is None:
-            events = self._steps(turn, config, streamed=True)
-            try:
-                yield events
-            finally:
-                await events.aclose()
-            return
-        steps = partial(self._steps, turn, config, streamed=True)
-        async with stream_in_task(steps, cancel, buffer) as in_task:
-            yield in_task
+        async with AsyncExitStack() as stack:
+            journaled: Journaled | None = None
+            if journal is not None or turn_id is not None:
+                if resume is not None:
+                    raise TypeError("resume cannot be given with journal (not yet supported)")
+                turn, journaled = await stack.enter_async_context(
+                    self._open_journaled(messages, config, limits, journal, turn_id)
+                )
+            elif resume is None:
+                turn = self._start(messages, config, limits)
+            elif limits is not None:
+                raise TypeError("limits cannot be given with resume: a paused turn keeps its own")
+            else:
+                turn = self._resumed(messages, resume, config)
+            if cancel is None:
+                events = self._steps(turn, config, streamed=True, journaled=journaled)
+                try:
+                    yield events
+                finally:
+                    await events.aclose()
+                return
+            steps = partial(self._steps, turn, config, streamed=True, journaled=journaled)
+            async with stream_in_task(steps, cancel, buffer) as in_task:
+                yield in_task
 
     # -- the driver -----------------------------------------------------------------------
 
@@ -504,6 +531,7 @@ class Agent:
         history: tuple[Message, ...],
         overrides: InferenceConfig | None,
         limits: UsageLimits | None,
+        turn_id: str | None = None,
     ) -> Turn:
         """A new turn core for ``history`` (already checked)."""
         config = self._config
@@ -520,7 +548,7 @@ class Agent:
             limits=limits,
             max_iterations=config.max_iterations,
             context_budget=config.context_budget,
-            turn_id=new_turn_id(),
+            turn_id=turn_id or new_turn_id(),
         )
 
     def _resumed(
@@ -541,9 +569,46 @@ class Agent:
             context_budget=config.context_budget,
         )
 
-    async def _turn(self, turn: Turn, overrides: InferenceConfig | None) -> AgentResponse:
+    def _open_journaled(
+        self,
+        history: tuple[Message, ...],
+        overrides: InferenceConfig | None,
+        limits: UsageLimits | None,
+        journal: object,
+        turn_id: object,
+    ) -> AbstractAsyncContextManager[tuple[Turn, Journaled]]:
+        """The journal's claim on the turn ``turn_id``, and the turn to drive. The journal
+        drives this agent's own loop: kova.durable imports the agent, not the reverse."""
+        open_turn = getattr(journal, "open_turn", None)
+        if open_turn is None:
+            raise TypeError(
+                f"journal must be a kova.durable.SqliteJournal, got {type(journal).__name__}"
+            )
+        opened: AbstractAsyncContextManager[tuple[Turn, Journaled]] = open_turn(
+            self, history, overrides, limits, turn_id
+        )
+        return opened
+
+    async def _journaled(
+        self,
+        history: tuple[Message, ...],
+        overrides: InferenceConfig | None,
+        limits: UsageLimits | None,
+        journal: object,
+        turn_id: object,
+    ) -> AgentResponse:
+        async with self._open_journaled(history, overrides, limits, journal, turn_id) as opened:
+            turn, journaled = opened
+            return await self._turn(turn, overrides, journaled)
+
+    async def _turn(
+        self,
+        turn: Turn,
+        overrides: InferenceConfig | None,
+        journaled: Journaled | None = None,
+    ) -> AgentResponse:
         """One non-streamed turn: the loop of :meth:`_steps`, its one event the outcome."""
-        steps = self._steps(turn, overrides, streamed=False)
+        steps = self._steps(turn, overrides, streamed=False, journaled=journaled)
         try:
             async for event in steps:
                 if isinstance(event, TurnCompleted):
@@ -558,6 +623,7 @@ class Agent:
         overrides: InferenceConfig | None,
         *,
         streamed: bool,
+        journaled: Journaled | None = None,
     ) -> AsyncGenerator[AgentEvent, None]:
         """Drive ``turn`` (the turn core decides; this does the I/O), as the events it
         produces (the last one TurnCompleted).
@@ -639,24 +705,46 @@ class Agent:
                         if call is not None:
                             call.finished(response)
                     turn.model_replied(response)
+                    if journaled is not None:
+                        await journaled.saved(turn)
                 elif type(step) is RunTools:
-                    request = RunToolCalls(
-                        calls=step.calls,
-                        telemetry=None if emitter is None else (emitter, emitter.turn_id),
-                        approved=step.approved,
-                        turn_id=step.turn_id,
-                    )
-                    if streamed:
-                        results: tuple[DeferredResult, ...] = ()
-                        async with pool.stream(request) as items:
-                            async for item in items:
-                                if isinstance(item, tuple):
-                                    results = item
-                                else:
-                                    yield item
-                    else:
-                        results = await pool.call(request)
+                    calls = step.calls
+                    answered: dict[str, ToolResult] = {}
+                    if journaled is not None:
+                        # Recorded results are not run again; nor are interrupted calls
+                        # whose tools may not run twice. The rest is recorded as started.
+                        answered, calls = journaled.split(step, turn)
+                        await journaled.started(calls)
+                        if streamed:  # answered from the journal: still bracketed
+                            for use in step.calls:
+                                if use.id in answered:
+                                    yield ToolCallStarted(call=use)
+                                    yield ToolCallFinished(call=use, result=answered[use.id])
+                    results: tuple[DeferredResult, ...] = ()
+                    if calls:
+                        request = RunToolCalls(
+                            calls=calls,
+                            telemetry=None if emitter is None else (emitter, emitter.turn_id),
+                            approved=step.approved,
+                            turn_id=step.turn_id,
+                        )
+                        if streamed or journaled is not None:
+                            async with pool.stream(request) as items:
+                                async for item in items:
+                                    if isinstance(item, tuple):
+                                        results = item
+                                        continue
+                                    if journaled is not None:
+                                        await journaled.observed(item)
+                                    if streamed:
+                                        yield item
+                        else:
+                            results = await pool.call(request)
+                    if answered:
+                        results = _merge_results(step.calls, answered, calls, results)
                     turn.tools_finished(results)
+                    if journaled is not None:
+                        await journaled.saved(turn)
                     # Read for every model call: a tool server's list_changed reaches the
                     # model on its very next step. (The registry never awaits: this is the
                     # same read the pool would do, without an actor round trip.)
@@ -704,6 +792,17 @@ class Agent:
         merged = self._config.inference.merged(overrides)
         self._merged = (overrides, merged)
         return merged
+
+
+def _merge_results(
+    calls: tuple[ToolUse, ...],
+    answered: dict[str, ToolResult],
+    ran_calls: tuple[ToolUse, ...],
+    ran: tuple[DeferredResult, ...],
+) -> tuple[DeferredResult, ...]:
+    """A step's outcomes in its calls' order: the answers a journal had, and the rest run."""
+    by_id = dict(zip((call.id for call in ran_calls), ran, strict=True))
+    return tuple(answered[call.id] if call.id in answered else by_id[call.id] for call in calls)
 
 
 def _decided_events(turn: Turn) -> list[AgentEvent]:

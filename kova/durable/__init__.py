@@ -4,10 +4,10 @@
 ``docs/durable.md``).
 """
 
+from ._errors import JournalError as JournalError
+from ._errors import TurnClaimedError as TurnClaimedError
 from ._journal import JournalClaim as JournalClaim
-from ._journal import JournalError as JournalError
 from ._journal import JournalRecord as JournalRecord
 from ._journal import SqliteJournal as SqliteJournal
-from ._journal import TurnClaimedError as TurnClaimedError
 
 __all__ = ["JournalClaim", "JournalError", "JournalRecord", "SqliteJournal", "TurnClaimedError"]

@@ -17,14 +17,17 @@ survives the process being killed and the machine losing power.
 **One runner per turn.** :meth:`SqliteJournal.claim` gives the turn to one owner for a lease
 (default 60 s, renewed by :meth:`JournalClaim.renew`); a second process claiming the same turn
 while the lease is live gets :class:`TurnClaimedError`, so two processes never both run a
-step. Every write checks the claim in the same transaction, so an owner whose lease ran out
-and was taken over cannot write any more (:class:`TurnClaimedError` again). Lease times are
-wall-clock (``time.time``: the processes share no other clock).
+step. A lease held by a process of this machine that no longer exists (it crashed) is free at
+once: the owner id names the process by pid and start time, which a later process reusing
+the pid does not share. Every write checks the claim in the same transaction, so an owner
+whose lease ran out and was taken over cannot write any more (:class:`TurnClaimedError`
+again). Lease times are wall-clock (``time.time``: the processes share no other clock).
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import sqlite3
 import time
 import uuid
@@ -34,11 +37,18 @@ from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
-from .._errors import KovaError
 from .._record import Record
+from ._errors import JournalError, TurnClaimedError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+    from contextlib import AbstractAsyncContextManager
+
+    from .._models import InferenceConfig, Message
+    from ..agent._agent import Agent
+    from ..agent._limits import UsageLimits
+    from ..agent._turn import Turn
+    from ._driver import Journaled
 
 __all__ = ["JournalClaim", "JournalError", "JournalRecord", "SqliteJournal", "TurnClaimedError"]
 
@@ -67,24 +77,6 @@ CREATE TABLE IF NOT EXISTS kova_tool_calls (
     PRIMARY KEY (turn_id, call_id)
 );
 """
-
-
-class JournalError(KovaError):
-    """The journal could not be read or written (its file, its lock, its version)."""
-
-
-class TurnClaimedError(JournalError):
-    """Another owner holds this turn (its lease is live), or took it over from this one."""
-
-    def __init__(self, turn_id: str, lease_until: float | None = None) -> None:
-        self.turn_id = turn_id
-        self.lease_until = lease_until
-        if lease_until is None:
-            message = f"turn {turn_id!r} is no longer claimed by this runner (taken over)"
-        else:
-            left = max(0.0, lease_until - time.time())
-            message = f"turn {turn_id!r} is being run by another runner (lease for {left:.0f} s)"
-        super().__init__(message)
 
 
 class JournalRecord(Record):
@@ -148,7 +140,7 @@ class SqliteJournal:
             TurnClaimedError: another owner's lease on it is live.
         """
         _check_id(turn_id)
-        me = owner or f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        me = owner or _process_owner()
         until = await self._run(self._claim, turn_id, me)
         return JournalClaim(self, turn_id, me, until)
 
@@ -161,6 +153,20 @@ class SqliteJournal:
         """Delete everything recorded of ``turn_id`` (idempotent)."""
         _check_id(turn_id)
         await self._run(self._forget, turn_id)
+
+    def open_turn(
+        self,
+        agent: Agent,
+        history: tuple[Message, ...],
+        overrides: InferenceConfig | None,
+        limits: UsageLimits | None,
+        turn_id: object,
+    ) -> AbstractAsyncContextManager[tuple[Turn, Journaled]]:
+        """What ``agent.run`` / ``agent.stream`` with ``journal=self`` use (see
+        :mod:`kova.durable._driver`)."""
+        from ._driver import open_journaled_turn
+
+        return open_journaled_turn(agent, self, history, overrides, limits, turn_id)
 
     # -- worker-thread side ------------------------------------------------------------------
 
@@ -222,7 +228,12 @@ class SqliteJournal:
                 )
                 return until
             holder, lease_until = row
-            if holder is not None and holder != owner and lease_until > now:
+            if (
+                holder is not None
+                and holder != owner
+                and lease_until > now
+                and not _died_on_this_machine(holder)
+            ):
                 raise TurnClaimedError(turn_id, lease_until)
             connection.execute(
                 "UPDATE kova_turns SET owner = ?, lease_until = ?, updated = ? WHERE turn_id = ?",
@@ -258,6 +269,18 @@ class SqliteJournal:
             connection.execute(
                 "UPDATE kova_turns SET updated = ? WHERE turn_id = ?", (self._clock(), turn_id)
             )
+
+    def _write_many(
+        self,
+        connection: sqlite3.Connection,
+        turn_id: str,
+        owner: str,
+        statement: str,
+        rows: list[tuple[object, ...]],
+    ) -> None:
+        with _transaction(connection):
+            self._check_owner(connection, turn_id, owner)
+            connection.executemany(statement, rows)
 
     def _renew(self, connection: sqlite3.Connection, turn_id: str, owner: str) -> float:
         until = self._clock() + self.lease
@@ -321,7 +344,10 @@ class JournalClaim:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        await self.release()
+        # Shielded: a cancelled turn still gives its turn up (one short transaction), so the
+        # next run need not wait for the lease to run out.
+        with trio.CancelScope(shield=True):
+            await self.release()
 
     async def renew(self) -> None:
         """Extend the lease by the journal's :attr:`~SqliteJournal.lease` from now."""
@@ -331,15 +357,17 @@ class JournalClaim:
         """Record the turn core's state after a transition."""
         await self._write("UPDATE kova_turns SET snapshot = ? WHERE turn_id = ?", snapshot)
 
-    async def tool_started(self, call_id: str) -> None:
-        """Record that a tool call is about to run (before it runs)."""
-        _check_id(call_id, "call_id")
+    async def tool_started(self, *call_ids: str) -> None:
+        """Record that tool calls are about to run (before they run; one commit for all)."""
+        for call_id in call_ids:
+            _check_id(call_id, "call_id")
+        now = self.journal._clock()
         await self.journal._run(
-            self.journal._write,
+            self.journal._write_many,
             self.turn_id,
             self.owner,
             "INSERT OR IGNORE INTO kova_tool_calls (turn_id, call_id, started) VALUES (?, ?, ?)",
-            (self.turn_id, call_id, self.journal._clock()),
+            [(self.turn_id, call_id, now) for call_id in call_ids],
         )
 
     async def tool_finished(self, call_id: str, result: str) -> None:
@@ -354,6 +382,17 @@ class JournalClaim:
             "VALUES (?, ?, ?, ?) "
             "ON CONFLICT (turn_id, call_id) DO UPDATE SET result = excluded.result",
             (self.turn_id, call_id, self.journal._clock(), result),
+        )
+
+    async def tool_deferred(self, call_id: str) -> None:
+        """Undo :meth:`tool_started` for a call that did not run (left to a person)."""
+        _check_id(call_id, "call_id")
+        await self.journal._run(
+            self.journal._write,
+            self.turn_id,
+            self.owner,
+            "DELETE FROM kova_tool_calls WHERE turn_id = ? AND call_id = ? AND result IS NULL",
+            (self.turn_id, call_id),
         )
 
     async def finish(self, response: str) -> None:
@@ -386,6 +425,36 @@ class _transaction:
 
     def __exit__(self, exc_type: object, exc: object, traceback: object) -> None:
         self._connection.execute("ROLLBACK" if exc_type is not None else "COMMIT")
+
+
+def _process_start(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux), which tells a live process
+    from a later one that reuses its pid; ``None`` where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return fields[19].decode()
+    except (OSError, IndexError, UnicodeDecodeError):
+        return None
+
+
+def _process_owner() -> str:
+    """This runner's owner id: the machine, the process (pid and start), and a nonce."""
+    pid = os.getpid()
+    return f"{socket.gethostname()}|{pid}|{_process_start(pid) or '-'}|{uuid.uuid4().hex[:12]}"
+
+
+def _died_on_this_machine(owner: str) -> bool:
+    """Whether ``owner`` was a process of this machine that is gone (its turn is free at
+    once, without waiting for its lease: a crashed runner's turn resumes on restart)."""
+    parts = owner.split("|")
+    if len(parts) != 4 or parts[0] != socket.gethostname() or parts[2] == "-":
+        return False
+    try:
+        pid = int(parts[1])
+    except ValueError:
+        return False
+    return _process_start(pid) != parts[2]
 
 
 def _check_id(value: object, name: str = "turn_id") -> None:

@@ -157,14 +157,36 @@ async def test_what_was_committed_survives_sigkill(tmp_path: Path) -> None:
     script.write_text(KILLED)
     result = await trio.run_process([sys.executable, str(script), str(path)], check=False)
     assert result.returncode == -9
-    journal = SqliteJournal(path, lease=0.5)
+    journal = SqliteJournal(path)
     record = await journal.load("crash")
     assert record is not None
     assert record.snapshot == '{"step": 2}'
     assert dict(record.results) == {"done": '"result"'}
     assert record.unfinished == {"running"}
-    with pytest.raises(TurnClaimedError):  # the dead process's lease is still live
-        await journal.claim("crash")
+    # Its lease is live, but its process is gone: the turn is free at once on this machine.
+    claim = await journal.claim("crash")
+    await claim.save_snapshot('{"step": 3}')
+
+
+async def test_a_live_process_keeps_its_turn_and_a_reused_pid_is_not_it(
+    tmp_path: Path,
+) -> None:
+    import os
+    import socket
+
+    journal = SqliteJournal(tmp_path / "turns.db")
+    await journal.claim("mine")  # this process, alive
+    with pytest.raises(TurnClaimedError):
+        await journal.claim("mine")
+    # The same pid with another start time: a process that is gone (its pid reused by us).
+    other = f"{socket.gethostname()}|{os.getpid()}|1|abc"
+    await journal.claim("reused", owner=other)
+    await journal.claim("reused")
+    # Another machine's runner is never judged from here: only its lease counts.
+    remote = f"elsewhere|{os.getpid()}|1|abc"
+    await journal.claim("remote", owner=remote)
+    with pytest.raises(TurnClaimedError):
+        await journal.claim("remote")
 
 
 async def test_a_journal_from_a_newer_kova_is_refused(tmp_path: Path) -> None:

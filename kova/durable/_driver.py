@@ -1,0 +1,152 @@
+"""A journaled turn: the agent's own driver, recording each step before it moves on.
+
+``agent.run(history, journal=journal, turn_id="...")`` runs the same driver as every other
+turn (``Agent._steps`` over the turn core), with a :class:`Journaled` beside it that
+records, in the turn's :class:`~kova.durable.SqliteJournal` claim:
+
+- the turn core's JSON after every transition (a model's reply, a tool step's results);
+- each tool call as it is handed to the tool pool, and its result as it finishes.
+
+Run again with the same ``turn_id`` (after a crash, a deploy, in another process), the turn
+goes on from its last snapshot: a model call whose reply was recorded is not sent again; a
+tool call whose result was recorded is not run again; a call that was handed to the pool but
+never recorded as finished is run again only if its tool is annotated read-only or
+idempotent, and otherwise answered in-band with an error saying it may or may not have taken
+effect. A finished turn returns its recorded response again. Only one runner holds a turn at
+a time (the journal's claim): a second one gets :class:`~kova.durable.TurnClaimedError`.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+from .._errors import KovaError
+from .._json import dumps, loads
+from .._messages import block_from_dict, block_to_dict
+from .._models import Message, ToolResult
+from ..agent._events import ToolCallDeferred, ToolCallFinished
+from ..agent._turn import Turn
+from ._errors import JournalError
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Mapping, Sequence
+
+    from .._models import InferenceConfig, ToolUse
+    from ..agent._agent import Agent
+    from ..agent._limits import UsageLimits
+    from ..agent._turn import RunTools
+    from ._journal import JournalClaim, JournalRecord, SqliteJournal
+
+__all__ = ["Journaled", "not_known_to_have_run", "open_journaled_turn", "same_history"]
+
+
+def not_known_to_have_run(call: ToolUse) -> ToolResult:
+    """The in-band answer for a call that was started before a crash and may not run again."""
+    return ToolResult.error(
+        f"the call to {call.name!r} was interrupted (the process running this turn stopped) "
+        "and may or may not have taken effect; it was not run again because the tool is not "
+        "annotated read-only or idempotent. Check its effect before calling it again.",
+        tool_use_id=call.id,
+    )
+
+
+class Journaled:
+    """What a journaled run records, and what it found recorded (one turn, one claim)."""
+
+    __slots__ = ("_claim", "_results", "_unfinished")
+
+    def __init__(self, claim: JournalClaim, record: JournalRecord | None) -> None:
+        self._claim = claim
+        self._results: dict[str, str] = dict(record.results) if record is not None else {}
+        self._unfinished: frozenset[str] = record.unfinished if record is not None else frozenset()
+
+    async def saved(self, turn: Turn) -> None:
+        """Record the turn core after a transition."""
+        await self._claim.save_snapshot(turn.to_json())
+
+    def split(
+        self, step: RunTools, turn: Turn
+    ) -> tuple[dict[str, ToolResult], tuple[ToolUse, ...]]:
+        """The step's calls already answered (recorded results, interrupted calls that may
+        not run again), and the calls to run now, in the step's order."""
+        annotations = {tool.name: tool.annotations for tool in turn.tools}
+        answered: dict[str, ToolResult] = {}
+        to_run: list[ToolUse] = []
+        for call in step.calls:
+            recorded = self._results.get(call.id)
+            if recorded is not None:
+                answered[call.id] = _result_from_json(recorded)
+            elif call.id in self._unfinished and not _may_run_again(annotations.get(call.name)):
+                answered[call.id] = not_known_to_have_run(call)
+            else:
+                to_run.append(call)
+        return answered, tuple(to_run)
+
+    async def started(self, calls: Sequence[ToolUse]) -> None:
+        """Record that ``calls`` are handed to the tool pool (before they run)."""
+        if calls:
+            await self._claim.tool_started(*(call.id for call in calls))
+
+    async def observed(self, event: object) -> None:
+        """Record what the tool pool reports of a call: its result as it finishes, or that it
+        was left to a person (it did not run: no longer started)."""
+        if isinstance(event, ToolCallFinished):
+            text = dumps(block_to_dict(event.result))
+            self._results[event.call.id] = text
+            await self._claim.tool_finished(event.call.id, text)
+        elif isinstance(event, ToolCallDeferred):
+            await self._claim.tool_deferred(event.call.id)
+
+
+def _may_run_again(annotations: object) -> bool:
+    return bool(
+        annotations is not None
+        and (getattr(annotations, "read_only", None) or getattr(annotations, "idempotent", None))
+    )
+
+
+def _result_from_json(text: str) -> ToolResult:
+    try:
+        block = block_from_dict(loads(text))
+    except (KovaError, ValueError, TypeError) as exc:
+        raise JournalError(f"a recorded tool result cannot be read: {exc}") from None
+    if not isinstance(block, ToolResult):
+        raise JournalError(f"a recorded tool result is a {type(block).__name__}")
+    return block
+
+
+def same_history(turn: Turn, history: Sequence[Message]) -> bool:
+    """Whether a recorded turn began from ``history`` (a turn id names one turn)."""
+    recorded: Mapping[str, object] = turn.to_dict()
+    return recorded.get("history") == [message.to_dict() for message in history]
+
+
+@asynccontextmanager
+async def open_journaled_turn(
+    agent: Agent,
+    journal: SqliteJournal,
+    history: tuple[Message, ...],
+    overrides: InferenceConfig | None,
+    limits: UsageLimits | None,
+    turn_id: object,
+) -> AsyncIterator[tuple[Turn, Journaled]]:
+    """The turn named ``turn_id`` in ``journal``, claimed for this runner while the block
+    runs: a new one recorded from ``history``, or the one recorded, to continue."""
+    if not isinstance(turn_id, str) or not turn_id:
+        raise TypeError("a journaled turn needs turn_id=, a non-empty str naming it")
+    agent._running()  # not open: the agent's own error, before the journal is touched
+    async with await journal.claim(turn_id) as claim:
+        record = await journal.load(turn_id)
+        journaled = Journaled(claim, record)
+        if record is None or record.snapshot is None:
+            turn = agent._start(history, overrides, limits, turn_id)
+            await journaled.saved(turn)
+        else:
+            turn = Turn.from_json(record.snapshot)
+            if not same_history(turn, history):
+                raise JournalError(
+                    f"turn {turn_id!r} in the journal began from another history; "
+                    "a turn id names one turn"
+                )
+        yield turn, journaled
