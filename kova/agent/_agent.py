@@ -17,6 +17,7 @@ one observed provider call come from ``_model_call``; running a turn under a
 
 from __future__ import annotations
 
+import contextvars
 from contextlib import AsyncExitStack, asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -194,6 +195,7 @@ class Agent:
         limits: UsageLimits | None = None,
         journal: SqliteJournal | None = None,
         turn_id: str | None = None,
+        deps: object = None,
     ) -> AgentResponse:
         """One turn over ``history``.
 
@@ -208,6 +210,10 @@ class Agent:
                 moving on, so that running again with the same ``turn_id`` after a crash goes
                 on where the turn stopped (see ``docs/durable.md``).
             turn_id: the turn's name in ``journal`` (required with it; one turn per id).
+
+            deps: any object the turn's tools receive as ``ctx.deps`` (a ``@tool``
+                parameter annotated :class:`~kova.tools.ToolContext`): the current user, a
+                database session.
 
         Returns:
             The turn's outcome; persist ``response.new_messages``. With deferred approvals
@@ -232,10 +238,10 @@ class Agent:
         check_call_options(config, cancel)
         if journal is not None or turn_id is not None:
             return await guarded(
-                self._journaled(messages, config, limits, journal, turn_id), cancel
+                self._journaled(messages, config, limits, journal, turn_id, deps=deps), cancel
             )
         turn = self._start(messages, config, limits)
-        return await guarded(self._turn(turn, config), cancel)
+        return await guarded(self._turn(turn, config, deps=deps), cancel)
 
     async def resume(
         self,
@@ -244,6 +250,7 @@ class Agent:
         *,
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
+        deps: object = None,
     ) -> AgentResponse:
         """Continue a turn that paused for approvals, with the decisions made on ``pending``.
 
@@ -255,6 +262,7 @@ class Agent:
                 :meth:`PendingApprovals.from_json` if it was stored).
             config: per-call overrides, as for :meth:`run`.
             cancel: a token that cancels the resumed part.
+            deps: as for :meth:`run` (not stored with the paused turn: pass them again).
 
         Returns:
             What the resumed part produced: ``history + new_messages`` is the whole turn. The
@@ -274,7 +282,7 @@ class Agent:
         messages = coerce_history(history)
         check_call_options(config, cancel)
         turn = self._resumed(messages, pending, config)
-        return await guarded(self._turn(turn, config), cancel)
+        return await guarded(self._turn(turn, config, deps=deps), cancel)
 
     def run_sync(
         self, history: HistoryInput, *, config: InferenceConfig | None = None
@@ -314,6 +322,7 @@ class Agent:
         cancel: CancelToken | None = None,
         output_retries: int | None = None,
         limits: UsageLimits | None = None,
+        deps: object = None,
     ) -> tuple[OutputT, AgentResponse]: ...
 
     @overload
@@ -326,6 +335,7 @@ class Agent:
         cancel: CancelToken | None = None,
         output_retries: int | None = None,
         limits: UsageLimits | None = None,
+        deps: object = None,
     ) -> tuple[Any, AgentResponse]: ...
 
     async def run_structured(
@@ -337,6 +347,7 @@ class Agent:
         cancel: CancelToken | None = None,
         output_retries: int | None = None,
         limits: UsageLimits | None = None,
+        deps: object = None,
     ) -> tuple[Any, AgentResponse]:
         """A turn whose final answer is constrained to a JSON schema, validated.
 
@@ -371,7 +382,7 @@ class Agent:
         check_limits(limits)
 
         def run(working: Sequence[Message], overrides: InferenceConfig) -> Awaitable[AgentResponse]:
-            return self.run(working, config=overrides, cancel=cancel, limits=limits)
+            return self.run(working, config=overrides, cancel=cancel, limits=limits, deps=deps)
 
         return await run_structured_turn(run, messages, output, config, retries)
 
@@ -384,6 +395,7 @@ class Agent:
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         output_retries: int | None = None,
+        deps: object = None,
     ) -> AbstractAsyncContextManager[StructuredStream[OutputT]]: ...
 
     @overload
@@ -395,6 +407,7 @@ class Agent:
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         output_retries: int | None = None,
+        deps: object = None,
     ) -> AbstractAsyncContextManager[StructuredStream[Any]]: ...
 
     def stream_structured(
@@ -405,6 +418,7 @@ class Agent:
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         output_retries: int | None = None,
+        deps: object = None,
     ) -> AbstractAsyncContextManager[StructuredStream[Any]]:
         """:meth:`run_structured`, streamed: ``async with agent.stream_structured(history,
         Model) as values: async for value in values``.
@@ -418,7 +432,8 @@ class Agent:
 
         messages, retries = self._structured_options(history, config, cancel, output_retries)
         self._running()
-        return stream_structured_turn(self.stream, messages, output, config, retries, cancel)
+        stream = partial(self.stream, deps=deps)
+        return stream_structured_turn(stream, messages, output, config, retries, cancel)
 
     def _structured_options(
         self,
@@ -467,6 +482,7 @@ class Agent:
         limits: UsageLimits | None = None,
         journal: SqliteJournal | None = None,
         turn_id: str | None = None,
+        deps: object = None,
     ) -> AsyncIterator[AsyncIterator[AgentEvent]]:
         """Stream one turn: ``async with agent.stream(history) as events: async for e in events``.
 
@@ -514,13 +530,15 @@ class Agent:
             else:
                 turn = self._resumed(messages, resume, config)
             if cancel is None:
-                events = self._steps(turn, config, streamed=True, journaled=journaled)
+                events = self._steps(turn, config, streamed=True, journaled=journaled, deps=deps)
                 try:
                     yield events
                 finally:
                     await events.aclose()
                 return
-            steps = partial(self._steps, turn, config, streamed=True, journaled=journaled)
+            steps = partial(
+                self._steps, turn, config, streamed=True, journaled=journaled, deps=deps
+            )
             async with stream_in_task(steps, cancel, buffer) as in_task:
                 yield in_task
 
@@ -596,19 +614,23 @@ class Agent:
         limits: UsageLimits | None,
         journal: object,
         turn_id: object,
+        *,
+        deps: object = None,
     ) -> AgentResponse:
         async with self._open_journaled(history, overrides, limits, journal, turn_id) as opened:
             turn, journaled = opened
-            return await self._turn(turn, overrides, journaled)
+            return await self._turn(turn, overrides, journaled, deps=deps)
 
     async def _turn(
         self,
         turn: Turn,
         overrides: InferenceConfig | None,
         journaled: Journaled | None = None,
+        *,
+        deps: object = None,
     ) -> AgentResponse:
         """One non-streamed turn: the loop of :meth:`_steps`, its one event the outcome."""
-        steps = self._steps(turn, overrides, streamed=False, journaled=journaled)
+        steps = self._steps(turn, overrides, streamed=False, journaled=journaled, deps=deps)
         try:
             async for event in steps:
                 if isinstance(event, TurnCompleted):
@@ -624,6 +646,7 @@ class Agent:
         *,
         streamed: bool,
         journaled: Journaled | None = None,
+        deps: object = None,
     ) -> AsyncGenerator[AgentEvent, None]:
         """Drive ``turn`` (the turn core decides; this does the I/O), as the events it
         produces (the last one TurnCompleted).
@@ -727,6 +750,11 @@ class Agent:
                             telemetry=None if emitter is None else (emitter, emitter.turn_id),
                             approved=step.approved,
                             turn_id=step.turn_id,
+                            # What the tools' ToolContext carries, and this task's context
+                            # variables (the tools run in the pool's task).
+                            agent=config.name,
+                            deps=deps,
+                            caller=contextvars.copy_context(),
                         )
                         if streamed or journaled is not None:
                             async with pool.stream(request) as items:

@@ -24,6 +24,7 @@ result, whatever the outcome, so a UI can pair them by call id.
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import os
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias, runtime_checkable
@@ -37,7 +38,8 @@ from .._models import ToolAnnotations, ToolDefinition, ToolResult, ToolUse
 from .._observe import ToolFinished, ToolOutcome, ToolStarted, TurnEmitter, new_span_id, tool_scope
 from .._record import Record, evolve
 from ..actors import Actor, Call, UnknownMessage
-from ..tools import FunctionTool, annotations_of
+from ..tools import FunctionTool, ToolContext, annotations_of
+from ..tools._context import serving_call
 from ._approvals import DEFER, Deferred, DeferredResult
 from ._events import ToolCallDeferred, ToolCallFinished, ToolCallStarted
 from ._input import block_problem
@@ -166,6 +168,13 @@ def _takes_annotations(approve: Callable[..., object]) -> bool:
     return positional >= 2
 
 
+_REQUEST: contextvars.ContextVar[RunToolCalls | None] = contextvars.ContextVar(
+    "kova_tool_request", default=None
+)
+"""The request whose calls this task runs (set around them, read by each call for its
+ToolContext)."""
+
+
 class RunToolCalls(Record, Call[tuple[DeferredResult, ...]]):
     """Run these calls; reply with their results in call order (``DEFER`` for a call whose
     approval is deferred)."""
@@ -180,6 +189,12 @@ class RunToolCalls(Record, Call[tuple[DeferredResult, ...]]):
     """Ids of calls already approved: neither the defer predicate nor the handler is asked."""
     turn_id: str = ""
     """The turn core's id of the turn (with a call's id, it names the call in the turn)."""
+    agent: str = ""
+    """The agent's name (each call's :class:`~kova.tools.ToolContext` carries it)."""
+    deps: object = None
+    """The caller's ``deps`` (``ToolContext.deps``)."""
+    caller: contextvars.Context | None = None
+    """A copy of the caller's context: its variables hold their values in each tool call."""
 
 
 # Served as a stream (``ref.stream(RunToolCalls(...))``), the same message yields each
@@ -246,7 +261,11 @@ class ToolPoolActor(Actor):
             case RunToolCalls(
                 calls=calls, on_event=on_event, telemetry=telemetry, approved=approved
             ):
-                return await self._run_all(calls, on_event, telemetry, approved)
+                token = _REQUEST.set(message)
+                try:
+                    return await self._run_all(calls, on_event, telemetry, approved)
+                finally:
+                    _REQUEST.reset(token)
             case GetDefinitions():
                 return self.registry.definitions()
             case _:
@@ -255,7 +274,11 @@ class ToolPoolActor(Actor):
     async def handle_stream(self, message: Any, send: trio.MemorySendChannel[Any]) -> None:
         match message:
             case RunToolCalls(calls=calls, telemetry=telemetry, approved=approved):
-                results = await self._run_all(calls, send.send, telemetry, approved)
+                token = _REQUEST.set(message)
+                try:
+                    results = await self._run_all(calls, send.send, telemetry, approved)
+                finally:
+                    _REQUEST.reset(token)
                 await send.send(results)
             case _:
                 raise UnknownMessage(self.name, message, kind="stream")
@@ -412,6 +435,17 @@ class ToolPoolActor(Actor):
         return _Checked(result, outcome, approved, duration)
 
     async def _execute(self, tool: Tool, call: ToolUse) -> ToolResult:
+        request = _REQUEST.get()
+        context = ToolContext(
+            call_id=call.id,
+            turn_id=request.turn_id if request is not None else "",
+            agent=request.agent if request is not None else "",
+            deps=request.deps if request is not None else None,
+        )
+        with serving_call(context, request.caller if request is not None else None):
+            return await self._execute_in_context(tool, call)
+
+    async def _execute_in_context(self, tool: Tool, call: ToolUse) -> ToolResult:
         try:
             if isinstance(tool, FunctionTool):
                 # The registry has just validated the arguments against this very schema.

@@ -4,6 +4,8 @@ confined by a :class:`ToolPolicy`."""
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
+from ._context import ToolContext as ToolContext
+from ._context import current_tool_context as current_tool_context
 from ._decorator import FunctionTool as FunctionTool
 from ._decorator import tool as tool
 from ._errors import DuplicateToolError as DuplicateToolError
@@ -59,6 +61,7 @@ __all__ = [
     "FunctionTool",
     "InvalidToolArguments",
     "Tool",
+    "ToolContext",
     "ToolDefinitionError",
     "ToolPolicy",
     "ToolRegistry",
@@ -67,6 +70,7 @@ __all__ = [
     "annotations_of",
     "argument_problems",
     "builtin_tools",
+    "current_tool_context",
     "definition",
     "fetch_text",
     "parse_docstring",

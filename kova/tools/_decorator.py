@@ -29,6 +29,7 @@ import trio
 from .._door import ASYNCIO_HOST, asyncio_tool_error
 from .._log import get_logger
 from .._models import Image, Text, ToolAnnotations, ToolResult
+from ._context import ToolContext, current_tool_context
 from ._errors import InvalidToolArguments, ToolDefinitionError
 from ._schema import ParameterSpec, build_parameters, parse_docstring
 from ._validate import ArgumentValidator
@@ -45,6 +46,10 @@ R = TypeVar("R")
 
 RunsOn: TypeAlias = Literal["trio", "asyncio"]
 """Which event loop a tool's coroutine is awaited on (see :func:`tool`)."""
+
+_OUTSIDE: ToolContext[None] = ToolContext(call_id="", turn_id="", agent="", deps=None)
+"""The context a tool called outside an agent's tool pool gets (``tool.execute(...)`` in a
+test): empty ids, no deps."""
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """What every provider accepts as a tool name (OpenAI and Anthropic use this exact rule)."""
@@ -200,7 +205,9 @@ class FunctionTool(Generic[P, R]):
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
         for spec in self._specs:
-            if spec.name in arguments:
+            if spec.context:
+                value: Any = current_tool_context() or _OUTSIDE
+            elif spec.name in arguments:
                 raw = arguments[spec.name]
                 value = raw if spec.trivial else spec.convert(raw)
             elif spec.positional_only:

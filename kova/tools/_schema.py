@@ -29,6 +29,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 import attrs
 
 from .._record import Record, evolve
+from ._context import ToolContext
 from ._errors import ToolDefinitionError
 
 if typing.TYPE_CHECKING:
@@ -64,6 +65,9 @@ class ParameterSpec(Record):
     """The Python default (``inspect.Parameter.empty`` when required)."""
     convert: Converter
     trivial: bool
+    context: bool = False
+    """The parameter takes the call's :class:`~kova.tools.ToolContext` (not shown to the
+    model)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -556,8 +560,23 @@ def build_parameters(
                 f"parameter {name!r}: decorate a plain function or a staticmethod, not a method "
                 "(a model cannot supply the instance)"
             )
+        hint = hints.get(name, parameter.annotation)
+        if hint is ToolContext or get_origin(hint) is ToolContext:
+            # Filled in from the call, not by the model: no schema property.
+            specs.append(
+                ParameterSpec(
+                    name=name,
+                    positional_only=parameter.kind is inspect.Parameter.POSITIONAL_ONLY,
+                    required=False,
+                    default=parameter.default,
+                    convert=_same,
+                    trivial=True,
+                    context=True,
+                )
+            )
+            continue
         builder.where = f"{where}, parameter {name!r}"
-        node = builder.node(hints.get(name, parameter.annotation))
+        node = builder.node(hint)
         builder.where = where
         is_required = parameter.default is inspect.Parameter.empty
         properties[name] = _decorate(node.schema, argument_docs.get(name), parameter.default)
