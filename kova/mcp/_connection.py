@@ -275,6 +275,7 @@ class McpConnection(Actor):
                     self._sessions_opened += 1
                     session = Session(client=client, number=self._sessions_opened)
                     watch.on_gone = session.mark_gone
+                    session.watch = watch
                     log.info(
                         "mcp.connection.opened",
                         connection=self._shared.name,

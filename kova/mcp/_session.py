@@ -23,7 +23,12 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from .._errors import KovaConnectionError, KovaError, McpError
-from ._transports import SessionWatch, StreamableHttpTransport, is_not_delivered
+from ._transports import (
+    SessionWatch,
+    StdioTransport,
+    StreamableHttpTransport,
+    is_not_delivered,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -82,6 +87,8 @@ class Session:
     """Set when kova's HTTP layer saw that the server no longer has this session."""
     in_flight: int = 0
     idle: trio.Event = attrs.field(factory=trio.Event)
+    watch: SessionWatch | None = None
+    """The transport's watch (stdio: when the child was seen gone)."""
     """Set while no request is in flight on this session."""
 
     def __attrs_post_init__(self) -> None:
@@ -216,7 +223,7 @@ async def open_client(
         transport = settings.transport
         opened = (
             transport.open(watch=watch)
-            if isinstance(transport, StreamableHttpTransport)
+            if isinstance(transport, StreamableHttpTransport | StdioTransport)
             else transport.open()
         )
         async with opened as (read_stream, write_stream):
@@ -270,6 +277,13 @@ async def request_once(session: Session, operation: Callable[[Client], Awaitable
             package cannot use.
     """
     session.request_started()
+    started = trio.current_time()
+
+    def delivered() -> bool:
+        # A stdio child seen gone before this request started never read it.
+        dead_since = session.watch.dead_since if session.watch is not None else None
+        return dead_since is None or started < dead_since
+
     try:
         return await operation(session.client)
     except MCPError as exc:
@@ -278,12 +292,12 @@ async def request_once(session: Session, operation: Callable[[Client], Awaitable
             raise SessionLost(exc.message, delivered=False) from exc
         if _is_local_close(exc) or (exc.code == mt.CONNECTION_CLOSED and not session.usable):
             session.lose(session.reason or exc.message)
-            raise SessionLost(session.reason or exc.message, delivered=True) from exc
+            raise SessionLost(session.reason or exc.message, delivered=delivered()) from exc
         raise McpError(exc.message, code=exc.code) from exc
     except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
         reason = session.reason or "the MCP connection closed during a request"
         session.lose(reason)
-        raise SessionLost(reason, delivered=True) from exc
+        raise SessionLost(reason, delivered=delivered()) from exc
     except ValidationError as exc:
         raise McpError(f"the MCP server sent an invalid response: {exc}") from exc
     except RuntimeError as exc:

@@ -22,7 +22,6 @@ import anyio
 import attrs
 import httpx2
 from mcp.client.sse import sse_client
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import StreamableHTTPTransport
 from mcp.shared._compat import resync_tracer  # private: used as the package's own client does
 from mcp.shared._context_streams import create_context_streams  # private, likewise
@@ -30,6 +29,7 @@ from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp_types import JSONRPCNotification
 
 from ._auth import MCP_SESSION_ID_HEADER, McpHttpAuth, TokenProvider
+from ._stdio import DEFAULT_MAX_MESSAGE_BYTES, open_stdio
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Mapping
@@ -72,6 +72,11 @@ def _str_mapping(value: Mapping[str, str] | None) -> Mapping[str, str] | None:
     return None if value is None else dict(value)
 
 
+def _positive_int(instance: object, attribute: attrs.Attribute[int], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{attribute.name} must be a positive int, got {value!r}")
+
+
 def _headers(value: Mapping[str, str] | None) -> Mapping[str, str]:
     return {} if value is None else dict(value)
 
@@ -93,6 +98,14 @@ class StdioTransport:
         stderr: where the child's stderr goes: a file with a descriptor (``kova chat``
             keeps it in a temporary file, to quote its last lines if the child dies);
             ``None``, this process's stderr.
+        max_message_bytes: the largest message (one line of JSON) kova reads from the
+            server, 16 MiB by default. A longer one is discarded as it arrives, and the
+            request it answers fails with :class:`~kova.McpError` naming this limit
+            (code :data:`~kova.mcp._stdio.MESSAGE_TOO_LARGE`, -32051).
+
+    Messages are framed by kova in linear time (see :mod:`kova.mcp._stdio`); a request
+    written after the child died is known not to have reached it, so it is sent again on
+    the respawned server instead of being reported as "may or may not have run".
     """
 
     command: str
@@ -100,17 +113,15 @@ class StdioTransport:
     env: Mapping[str, str] | None = attrs.field(default=None, converter=_str_mapping, kw_only=True)
     cwd: str | Path | None = attrs.field(default=None, kw_only=True)
     stderr: TextIO | None = attrs.field(default=None, kw_only=True, eq=False)
+    max_message_bytes: int = attrs.field(
+        default=DEFAULT_MAX_MESSAGE_BYTES, kw_only=True, validator=_positive_int
+    )
 
-    def open(self) -> AbstractAsyncContextManager[Any]:
-        parameters = StdioServerParameters(
-            command=self.command,
-            args=list(self.args),
-            env=None if self.env is None else dict(self.env),
-            cwd=self.cwd,
-        )
+    def open(self, *, watch: SessionWatch | None = None) -> AbstractAsyncContextManager[Any]:
+        """Start the child. ``watch`` (the connection actor's) learns when it is gone."""
         # The child's stderr goes where ours goes (looked up now, so a host that redirects
         # sys.stderr later still gets it).
-        return stdio_client(parameters, errlog=sys.stderr if self.stderr is None else self.stderr)
+        return open_stdio(self, sys.stderr if self.stderr is None else self.stderr, watch)
 
 
 @attrs.frozen
@@ -164,6 +175,9 @@ class SessionWatch:
     """The session is gone: the server answered 404 (or 400 naming the session) for our
     ``Mcp-Session-Id``, or it could not be reached at all. Called with the reason."""
     gone: bool = False
+    dead_since: float | None = None
+    """stdio: when (trio's clock) the child was seen gone; a request started later never
+    reached it."""
 
 
 def is_not_delivered(code: int, data: object) -> bool:

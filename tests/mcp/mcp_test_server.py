@@ -159,6 +159,11 @@ def build_server(events: list[str] | None = None) -> MCPServer:
         result = await pending
         return "\n".join(f"{root.uri} {root.name}" for root in result.roots)
 
+    @server.tool()
+    async def big(size: int) -> str:
+        """A text of ``size`` characters (for message size limits)."""
+        return "x" * size
+
     @server.tool(annotations=READ_ONLY)
     async def pid() -> int:
         """The server's process id."""

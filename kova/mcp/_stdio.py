@@ -1,0 +1,213 @@
+"""The stdio transport's pipes: kova's own reader and writer around the ``mcp`` package's
+process handling.
+
+Why not the package's ``stdio_client`` whole: its reader joins the pending text with every
+new chunk before splitting on newlines, which is quadratic in the length of a line (a 50 MB
+message cost ~22 CPU seconds and ~320 MB, and the caller saw a bare timeout), and it has no
+size limit. Its writer cannot say whether a message reached the child either, so a call made
+just after the child died looked as if it "may have run". Here:
+
+* the reader frames lines in linear time and enforces :attr:`StdioTransport.max_message_bytes
+  <kova.mcp.StdioTransport.max_message_bytes>`: a longer message is discarded as it arrives
+  (memory stays bounded) and the request it answers fails at once with a JSON-RPC error that
+  names the limit (:data:`MESSAGE_TOO_LARGE`);
+* the writer knows when a write failed because the child is gone: that request never reached
+  the server, and it is answered in its place with kova's "not delivered" error
+  (:data:`~kova.mcp._transports.NOT_DELIVERED`), so the connection actor sends it again on
+  the next session (or reports it unavailable) instead of "may or may not have run".
+
+Spawning the child (its own process group, the safe environment) and stopping it (close
+stdin, wait, terminate the tree, reap) are the package's, through its private helpers, as its
+own ``stdio_client`` uses them.
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp_types as mt
+import trio
+from mcp.client import stdio as mcp_stdio  # private helpers below: the package's own spawn/stop
+from mcp.shared.message import SessionMessage
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from typing import TextIO
+
+    from ._transports import SessionWatch, StdioTransport
+
+__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "MESSAGE_TOO_LARGE", "LineFramer", "open_stdio"]
+
+DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+"""The default size limit of one stdio message (one line of JSON), in bytes."""
+
+MESSAGE_TOO_LARGE = -32051
+"""JSON-RPC code of the error kova puts in place of a server's answer that exceeded the
+stdio message limit."""
+
+_READ_SIZE = 65536
+_HEAD = 512  # bytes of an oversized message read for its id
+_ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+
+
+class LineFramer:
+    """Newline-delimited JSON-RPC messages from the child's stdout, in linear time, each at
+    most ``limit`` bytes."""
+
+    __slots__ = ("_buffer", "_scanned", "_skipping", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._buffer = bytearray()
+        self._scanned = 0  # bytes of the buffer known to hold no newline
+        self._skipping = False  # inside an oversized message: drop up to its newline
+
+    def feed(self, chunk: bytes) -> list[SessionMessage | Exception]:
+        """The messages (or parse errors, as values) completed by ``chunk``."""
+        out: list[SessionMessage | Exception] = []
+        buffer = self._buffer
+        buffer += chunk
+        start = 0
+        while True:
+            end = buffer.find(b"\n", max(start, self._scanned))
+            if end < 0:
+                break
+            line = bytes(buffer[start:end])
+            start = end + 1
+            self._scanned = start
+            if self._skipping:
+                self._skipping = False  # the tail of a message already reported
+            elif len(line) > self.limit:
+                out.append(self._too_large(line[:_HEAD]))
+            elif line.strip():
+                out.append(_parse(line))
+        del buffer[:start]
+        self._scanned = len(buffer)
+        if len(buffer) > self.limit:
+            if not self._skipping:
+                out.append(self._too_large(bytes(buffer[:_HEAD])))
+            self._skipping = True
+            buffer.clear()
+            self._scanned = 0
+        return out
+
+    def _too_large(self, head: bytes) -> SessionMessage | Exception:
+        message = (
+            f"the MCP server sent a stdio message over kova's limit of {self.limit} bytes "
+            "(StdioTransport(max_message_bytes=...)); it was discarded"
+        )
+        found = _ID.search(head)
+        if found is None or b'"method"' in head:
+            # Not an answer to one of our requests (or its id is not where the package puts
+            # it): nobody waits for it by id; the session reports it as unreadable.
+            return ValueError(message)
+        raw = found.group(1)
+        request_id: int | str = (
+            int(raw) if raw[:1] != b'"' else raw[1:-1].decode("utf-8", "replace")
+        )
+        error = mt.JSONRPCError(
+            jsonrpc="2.0",
+            id=request_id,
+            error=mt.ErrorData(code=MESSAGE_TOO_LARGE, message=message),
+        )
+        return SessionMessage(error)
+
+
+def _parse(line: bytes) -> SessionMessage | Exception:
+    try:
+        message = mt.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValueError as exc:
+        return exc  # the session sees it as an unreadable message (the package does the same)
+    return SessionMessage(message)
+
+
+def _not_delivered(message: Any, reason: str) -> SessionMessage | None:
+    from ._transports import NOT_DELIVERED
+
+    if not isinstance(message, mt.JSONRPCRequest):
+        return None
+    error = mt.ErrorData(code=NOT_DELIVERED, message=reason, data={"kova": "not-delivered"})
+    return SessionMessage(mt.JSONRPCError(jsonrpc="2.0", id=message.id, error=error))
+
+
+@asynccontextmanager
+async def open_stdio(
+    transport: StdioTransport, errlog: TextIO, watch: SessionWatch | None = None
+) -> AsyncIterator[Any]:
+    """Start the child and yield the ``mcp`` package's pair of message streams over its
+    pipes. Leaving stops the child (the package's shutdown sequence), also on cancellation.
+    ``watch.dead_since`` is set when the child is seen gone (its stdout ended, or a write to
+    its stdin failed): a request started after that never reached it."""
+    env = mcp_stdio.get_default_environment() | dict(transport.env or {})
+    command = await mcp_stdio._get_executable_command(transport.command)
+    process = await mcp_stdio._create_platform_compatible_process(
+        command=command, args=list(transport.args), env=env, errlog=errlog, cwd=transport.cwd
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    stdin, stdout = process.stdin, process.stdout
+    to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
+    framer = LineFramer(transport.max_message_bytes)
+
+    async def read_stdout() -> None:
+        delivering = True
+        async with to_session:
+            try:
+                while True:
+                    chunk = await stdout.receive(_READ_SIZE)
+                    if not delivering:
+                        continue  # keep the pipe drained so the child can exit
+                    for item in framer.feed(chunk):
+                        try:
+                            await to_session.send(item)
+                        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                            delivering = False
+                            break
+            except (
+                anyio.EndOfStream,
+                anyio.ClosedResourceError,
+                anyio.BrokenResourceError,
+                ConnectionError,
+                OSError,
+            ):
+                # The child closed stdout (it exited), or we are shutting down.
+                if watch is not None and watch.dead_since is None:
+                    watch.dead_since = trio.current_time()
+
+    async def write_stdin() -> None:
+        broken: str | None = None
+        async with from_session:
+            async for session_message in from_session:
+                message = session_message.message
+                if broken is None:
+                    data = message.model_dump_json(by_alias=True, exclude_unset=True)
+                    try:
+                        await stdin.send(data.encode() + b"\n")
+                        continue
+                    except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+                        broken = f"the MCP server's stdin is closed (the process ended): {exc!r}"
+                        if watch is not None and watch.dead_since is None:
+                            watch.dead_since = trio.current_time()
+                # The child is gone: this request never reached it.
+                answer = _not_delivered(message, broken)
+                if answer is not None:
+                    try:
+                        await to_session.send(answer)
+                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        return
+
+    async with anyio.create_task_group() as task_group:
+        task_group.start_soon(read_stdout)
+        task_group.start_soon(write_stdin)
+        try:
+            yield read_stream, write_stream
+        finally:
+            with anyio.CancelScope(shield=True):
+                read_stream.close()
+                write_stream.close()
+                await mcp_stdio._stop_server_process(process)
+            task_group.cancel_scope.cancel()
