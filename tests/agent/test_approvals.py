@@ -395,3 +395,42 @@ async def test_a_streamed_structured_turn_that_pauses_says_so() -> None:
     assert isinstance(paused, AgentResponse)
     assert paused.pending is not None
     assert [call.id for call in paused.pending.calls] == ["call_2", "call_3"]
+
+
+async def test_approve_deny_and_always_on_one_step() -> None:
+    provider = ScriptedProvider(
+        [
+            reply_tool_calls(
+                ("remove", {"path": "/tmp/a"}),
+                ("remove", {"path": "/tmp/b"}),
+                ("look", {"path": "/x"}),
+                ("remove", {"path": "/tmp/c"}),
+            ),
+            reply_tool_calls(("remove", {"path": "/tmp/d"})),
+            reply_text("Done."),
+        ]
+    )
+    # Every call is deferred, the read-only one too: three decisions cover four calls.
+    agent = (
+        AgentBuilder()
+        .provider(provider)
+        .tools(look, remove)
+        .defer_approvals(lambda c: True)
+        .build()
+    )
+    async with agent:
+        first = await agent.run(HISTORY)
+        assert first.pending is not None
+        assert len(first.pending.calls) == 4
+        decided = (
+            first.pending.approve("call_3")
+            .deny("call_2", "not b")
+            .approve("call_1", always=True)  # covers call_4, and later calls to remove
+        )
+        assert decided.undecided == ()
+        second = await agent.resume([*HISTORY, *first.new_messages], decided)
+    assert second.pending is None  # /tmp/d ran without asking
+    assert sorted(RUNS) == ["look /x", "remove /tmp/a", "remove /tmp/c", "remove /tmp/d"]
+    answered = results(second.new_messages[0])
+    assert answered["call_2"].text == "tool call denied: not b"
+    assert [m.role for m in second.new_messages] == ["tool", "assistant", "tool", "assistant"]

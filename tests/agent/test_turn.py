@@ -383,6 +383,9 @@ def test_decisions_run_the_approved_calls_and_answer_the_denied_in_band() -> Non
         ("call_2", "tool call denied: not that file"),
         ("call_3", "C"),
     ]
+    # A plain approval is for that call only: the tool is asked about again next time.
+    turn.model_replied(reply_tool_calls(("write", {"path": "d"})))
+    assert run_tools(turn).approved == frozenset()
 
 
 def test_always_approves_the_tool_for_the_rest_of_the_turn() -> None:
@@ -669,3 +672,24 @@ def test_the_driver_shown_in_the_docs_is_the_one_the_suite_runs() -> None:
     shown = page[start : page.index("```", start)]
     assert shown in example
     assert 20 <= len(shown.splitlines()) <= 35
+
+
+def test_the_turn_core_does_no_io() -> None:
+    """The core's modules import no event loop, network, clock or file API."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2] / "kova" / "agent"
+    banned = {"trio", "anyio", "asyncio", "httpx", "httpx2", "socket", "time", "pathlib", "io"}
+    for name in ("_turn.py", "_approvals.py", "_limits.py", "_state_json.py"):
+        tree = ast.parse((root / name).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found = {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found = {node.module.split(".")[0]}
+            else:
+                continue
+            assert not found & banned, f"{name} imports {found & banned}"
+        assert not any(
+            isinstance(node, ast.AsyncFunctionDef | ast.Await) for node in ast.walk(tree)
+        )
