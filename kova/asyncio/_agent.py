@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from typing import Self
 
     from .._models import InferenceConfig, ResponseFormat
-    from ..agent import AgentResponse, CancelToken
+    from ..agent import AgentResponse, CancelToken, PendingApprovals, UsageLimits
     from ..agent._input import HistoryInput
 
 __all__ = ["AgentEventStream", "AsyncioAgent", "StructuredValueStream", "open_agent"]
@@ -62,7 +62,8 @@ async def open_agent(agent: Agent) -> AsyncIterator[AsyncioAgent]:
 class AsyncioAgent:
     """A kova :class:`~kova.agent.Agent` seen from asyncio (from :func:`open_agent`).
 
-    Methods: :meth:`run`, :meth:`run_structured`, :meth:`stream`, :meth:`stream_structured`.
+    Methods: :meth:`run`, :meth:`run_structured`, :meth:`stream`, :meth:`stream_structured`,
+    :meth:`resume`.
     The agent and its actors live on the trio side; each call runs as a trio task there and
     hands back its result, or raises its kova error, in the asyncio caller. Cancelling the
     caller (``task.cancel()``, ``asyncio.timeout``, a client that went away) cancels the turn;
@@ -144,6 +145,7 @@ class AsyncioAgent:
         *,
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
+        limits: UsageLimits | None = None,
     ) -> AgentResponse:
         """One turn over ``history``: :meth:`kova.agent.Agent.run`, from asyncio.
 
@@ -153,7 +155,26 @@ class AsyncioAgent:
             TurnCancelled: ``cancel`` was cancelled, or the agent was closed meanwhile.
             CancelledError: this task was cancelled; the turn has stopped.
         """
-        turn = partial(self._agent.run, history, config=config, cancel=cancel)
+        turn = partial(self._agent.run, history, config=config, cancel=cancel, limits=limits)
+        return await self._runtime.spawn(self._nursery(), turn).wait()
+
+    async def resume(
+        self,
+        history: HistoryInput,
+        pending: PendingApprovals,
+        *,
+        config: InferenceConfig | None = None,
+        cancel: CancelToken | None = None,
+    ) -> AgentResponse:
+        """Continue a turn that paused for approvals: :meth:`kova.agent.Agent.resume`, from
+        asyncio (``history`` is the paused turn's history plus its ``new_messages``;
+        ``pending`` its decided ``response.pending``, in this process or another).
+
+        Raises:
+            ApprovalMismatchError: ``pending`` does not fit ``history``; before anything runs.
+            The errors of :meth:`run`, as themselves.
+        """
+        turn = partial(self._agent.resume, history, pending, config=config, cancel=cancel)
         return await self._runtime.spawn(self._nursery(), turn).wait()
 
     @overload
@@ -165,6 +186,7 @@ class AsyncioAgent:
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         output_retries: int | None = None,
+        limits: UsageLimits | None = None,
     ) -> tuple[OutputT, AgentResponse]: ...
 
     @overload
@@ -176,6 +198,7 @@ class AsyncioAgent:
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         output_retries: int | None = None,
+        limits: UsageLimits | None = None,
     ) -> tuple[Any, AgentResponse]: ...
 
     async def run_structured(
@@ -186,6 +209,7 @@ class AsyncioAgent:
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         output_retries: int | None = None,
+        limits: UsageLimits | None = None,
     ) -> tuple[Any, AgentResponse]:
         """:meth:`kova.agent.Agent.run_structured`, from asyncio (errors as :meth:`run`,
         plus ``StructuredOutputError``)."""
@@ -196,6 +220,7 @@ class AsyncioAgent:
             config=config,
             cancel=cancel,
             output_retries=output_retries,
+            limits=limits,
         )
         return await self._runtime.spawn(self._nursery(), turn).wait()
 
@@ -206,6 +231,8 @@ class AsyncioAgent:
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         buffer: int = 16,
+        resume: PendingApprovals | None = None,
+        limits: UsageLimits | None = None,
     ) -> AgentEventStream:
         """Stream one turn: ``async for event in bridged.stream(history):``.
 
@@ -217,6 +244,8 @@ class AsyncioAgent:
 
         Args:
             buffer: events the turn may run ahead of the consumer before it waits.
+            resume: a decided ``response.pending``: stream the rest of that paused turn.
+            limits: usage limits for this turn (not with ``resume``).
 
         Raises:
             TypeError: ``history`` or an option has the wrong type (raised here).
@@ -225,7 +254,15 @@ class AsyncioAgent:
         check_call_options(config, cancel)
         _check_buffer(buffer)
         self._nursery()
-        opener = partial(self._agent.stream, messages, config=config, cancel=cancel, buffer=buffer)
+        opener = partial(
+            self._agent.stream,
+            messages,
+            config=config,
+            cancel=cancel,
+            buffer=buffer,
+            resume=resume,
+            limits=limits,
+        )
         return AgentEventStream(self, opener, buffer)
 
     def stream_structured(

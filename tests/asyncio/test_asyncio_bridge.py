@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 import kova
 import kova.asyncio
+import kova.errors
 from kova import ResponseFormat, TextDelta, ToolResult, ToolUse
 from kova.agent import (
     Agent,
@@ -671,3 +672,78 @@ def test_an_asyncio_approval_handler_waits_for_another_task(loop: str) -> None:
 
     response = run_on(loop, main)
     assert response.new_messages[1].content[0].text == "3"
+
+
+# -- turns that pause for a person, and usage limits ---------------------------------------
+
+
+@tool
+def delete_file(path: str) -> str:
+    """Delete a file.
+
+    Args:
+        path: the file.
+    """
+    return f"deleted {path}"
+
+
+def _deferring() -> Agent:
+    script = [reply_tool_calls(("delete_file", {"path": "/tmp/x"})), reply_text("gone")]
+    return (
+        AgentBuilder()
+        .provider(ScriptedProvider(script * 2))
+        .tool(delete_file)
+        .defer_approvals()
+        .build()
+    )
+
+
+def test_a_turn_paused_for_approval_is_resumed_through_the_bridge(loop: str) -> None:
+    async def main() -> tuple[kova.agent.AgentResponse, kova.agent.AgentResponse, list[object]]:
+        async with kova.asyncio.open_agent(_deferring()) as bridged:
+            history: list[kova.Message] = [kova.Message.user("delete /tmp/x")]
+            paused = await bridged.run(history)
+            assert paused.pending is not None
+            decided = paused.pending.approve(paused.pending.calls[0].id)
+            history.extend(paused.new_messages)
+            resumed = await bridged.resume(history, decided)
+            # The same, streamed, on a second paused turn.
+            again: list[kova.Message] = [kova.Message.user("delete /tmp/x")]
+            second = await bridged.run(again)
+            assert second.pending is not None
+            again.extend(second.new_messages)
+            decided = second.pending.approve(second.pending.calls[0].id)
+            events = [event async for event in bridged.stream(again, resume=decided)]
+            return paused, resumed, events
+
+    paused, resumed, events = run_on(loop, main)
+    assert paused.new_messages[-1].tool_uses[0].name == "delete_file"
+    assert resumed.text == "gone"
+    assert resumed.new_messages[0].content[0].text == "deleted /tmp/x"
+    assert isinstance(events[-1], TurnCompleted)
+    assert events[-1].response.text == "gone"
+
+
+def test_a_resume_that_does_not_fit_raises_approval_mismatch_as_itself(loop: str) -> None:
+    async def main() -> BaseException:
+        async with kova.asyncio.open_agent(_deferring()) as bridged:
+            paused = await bridged.run("delete /tmp/x")
+            assert paused.pending is not None
+            decided = paused.pending.approve(paused.pending.calls[0].id)
+            with pytest.raises(kova.errors.ApprovalMismatchError) as caught:
+                await bridged.resume("an unrelated history", decided)
+            return caught.value
+
+    _check_crossed(run_on(loop, main), kova.errors.ApprovalMismatchError)
+
+
+def test_usage_limits_cross(loop: str) -> None:
+    agent = build([reply_tool_calls(("add", {"a": 1, "b": 1})), reply_text("2")], add)
+
+    async def main() -> BaseException:
+        async with kova.asyncio.open_agent(agent) as bridged:
+            with pytest.raises(kova.errors.UsageLimitExceeded) as caught:
+                await bridged.run("1 + 1?", limits=kova.agent.UsageLimits(requests=1))
+            return caught.value
+
+    _check_crossed(run_on(loop, main), kova.errors.UsageLimitExceeded)
