@@ -456,6 +456,16 @@ def _mock_provider(
         "ollama": lambda: OllamaProvider(
             OllamaConfig(model="m", base_url="https://x.test", api_key=key), transport=transport
         ),
+        "openai-responses": lambda: OpenAiResponsesProvider(
+            OpenAiResponsesConfig(model="m", base_url="https://x.test", api_key=key),
+            transport=transport,
+        ),
+        "openai-responses-headers": lambda: OpenAiResponsesProvider(
+            OpenAiResponsesConfig(
+                model="m", base_url="https://x.test", api_key=key, extra_headers={"x-gw": key}
+            ),
+            transport=transport,
+        ),
         "bedrock": lambda: BedrockProvider(
             BedrockConfig(
                 region="us-east-1",
@@ -469,7 +479,15 @@ def _mock_provider(
     return builders[credential_name]()
 
 
-PROVIDERS = ["openai", "anthropic", "gemini", "ollama", "bedrock"]
+PROVIDERS = [
+    "openai",
+    "openai-responses",
+    "openai-responses-headers",
+    "anthropic",
+    "gemini",
+    "ollama",
+    "bedrock",
+]
 
 
 @pytest.mark.parametrize("name", PROVIDERS)
@@ -488,6 +506,7 @@ async def test_a_key_echoed_as_the_error_code_or_type_never_prints(name: str, st
         return httpx2.Response(status, json=body, headers={"x-amzn-errortype": key})
 
     provider = _mock_provider(name, handler)
+    assert key not in repr(provider)
     async with provider.open():
         errors = [await _attempt(provider, stream=stream) for stream in (False, True)]
     for error in errors:
@@ -574,3 +593,23 @@ def test_every_provider_config_keeps_extra_headers_masked() -> None:
                     assert GATEWAY_KEY not in repr(converted)
                     found.append(value.__name__)
     assert len(found) >= 8, found  # five chat configs, three embedding configs
+
+
+@pytest.mark.parametrize("azure", [False, True], ids=["bearer", "azure-api-key"])
+async def test_the_responses_provider_never_prints_a_credential(azure: bool) -> None:
+    key = _key("responses")
+    url = await _refused_url()
+    config = OpenAiResponsesConfig(
+        model="m", base_url=url, api_key=key, extra_headers={"x-gateway-key": GATEWAY_KEY}
+    )
+    if azure:
+        config = attrs.evolve(config, azure=True)
+    provider = OpenAiResponsesProvider(config)
+    async with provider.open():
+        errors = [await _attempt(provider, stream=stream) for stream in (False, True)]
+    credential = Credential(
+        "responses", open_openai_server, lambda _url: provider, (key, GATEWAY_KEY)
+    )
+    for error in errors:
+        assert isinstance(error, KovaConnectionError)
+        assert_hidden(rendered(error) + repr(provider) + repr(config), credential)
