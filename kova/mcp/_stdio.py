@@ -13,7 +13,7 @@ just after the child died looked as if it "may have run". Here:
   names the limit (:data:`MESSAGE_TOO_LARGE`);
 * the writer knows when a write failed because the child is gone: that request never reached
   the server, and it is answered in its place with kova's "not delivered" error
-  (:data:`~kova.mcp._transports.NOT_DELIVERED`), so the connection actor sends it again on
+  (:data:`NOT_DELIVERED`), so the connection actor sends it again on
   the next session (or reports it unavailable) instead of "may or may not have run".
 
 Spawning the child (its own process group, the safe environment) and stopping it (close
@@ -39,7 +39,13 @@ if TYPE_CHECKING:
 
     from ._transports import SessionWatch, StdioTransport
 
-__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "MESSAGE_TOO_LARGE", "LineFramer", "open_stdio"]
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "MESSAGE_TOO_LARGE",
+    "NOT_DELIVERED",
+    "LineFramer",
+    "open_stdio",
+]
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 """The default size limit of one stdio message (one line of JSON), in bytes."""
@@ -47,6 +53,16 @@ DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 MESSAGE_TOO_LARGE = -32051
 """JSON-RPC code of the error kova puts in place of a server's answer that exceeded the
 stdio message limit."""
+
+NOT_DELIVERED = -32050
+"""JSON-RPC code of the error kova puts in place of a response when a request never reached
+a live session (the server was unreachable, or no longer knew the session id).
+
+The ``mcp`` package turns every HTTP failure of a POST into one of a handful of errors that
+cannot tell "the server never saw it" from "the server may have run it". The connection
+actor must tell them apart (a request that never ran may always be sent again), so the HTTP
+layer answers such a request itself, with this code and ``data={"kova": "not-delivered"}``.
+"""
 
 _READ_SIZE = 65536
 _HEAD = 512  # bytes of an oversized message read for its id
@@ -125,8 +141,6 @@ def _parse(line: bytes) -> SessionMessage | Exception:
 
 
 def _not_delivered(message: Any, reason: str) -> SessionMessage | None:
-    from ._transports import NOT_DELIVERED
-
     if not isinstance(message, mt.JSONRPCRequest):
         return None
     error = mt.ErrorData(code=NOT_DELIVERED, message=reason, data={"kova": "not-delivered"})

@@ -29,7 +29,7 @@ from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp_types import JSONRPCNotification
 
 from ._auth import MCP_SESSION_ID_HEADER, McpHttpAuth, TokenProvider
-from ._stdio import DEFAULT_MAX_MESSAGE_BYTES, open_stdio
+from ._stdio import DEFAULT_MAX_MESSAGE_BYTES, NOT_DELIVERED, open_stdio
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Mapping
@@ -154,17 +154,6 @@ class StreamableHttpTransport:
         """Open one connection. ``watch`` (the connection actor's) hears of a session the
         server no longer knows and of a server that cannot be reached."""
         return _open_streamable_http(self, watch)
-
-
-NOT_DELIVERED = -32050
-"""JSON-RPC code of the error kova puts in place of a response when a request never reached
-a live session (the server was unreachable, or no longer knew the session id).
-
-The ``mcp`` package turns every HTTP failure of a POST into one of a handful of errors that
-cannot tell "the server never saw it" from "the server may have run it". The connection
-actor must tell them apart (a request that never ran may always be sent again), so the HTTP
-layer answers such a request itself, with this code and ``data={"kova": "not-delivered"}``.
-"""
 
 
 @attrs.define(eq=False)
