@@ -126,6 +126,11 @@ async def test_calls_made_after_the_child_died_are_sent_to_the_new_one() -> None
             os.kill(pid, signal.SIGKILL)
             while _alive(pid):  # noqa: ASYNC110 - a process has no event to wait on
                 await trio.sleep(0.001)
+            # Until kova has seen the child gone (its stdout ended), the OS may still take
+            # writes to its stdin (seen here: eight requests written ~10 ms after the kill),
+            # and such a request may have reached it. From then on, none can have.
+            while client.state.status == "connected" and client.state.session == 1:  # noqa: ASYNC110
+                await trio.sleep(0.001)
             results: list[str] = []
 
             async def call(tag: str) -> None:
