@@ -22,7 +22,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from .._errors import KovaError
-from .._json import dumps, loads
+from .._json import dumps, escape_surrogates, loads
 from .._messages import block_from_dict, block_to_dict
 from .._models import Message, ToolResult
 from ..agent._events import ToolCallDeferred, ToolCallFinished
@@ -63,7 +63,9 @@ class Journaled:
 
     async def saved(self, turn: Turn) -> None:
         """Record the turn core after a transition."""
-        await self._claim.save_snapshot(turn.to_json())
+        # A lone surrogate (a caller's, or half an emoji a model streamed) goes in as its
+        # JSON escape: SQLite stores UTF-8, and the escape reads back as the same text.
+        await self._claim.save_snapshot(escape_surrogates(turn.to_json()))
 
     def split(
         self, step: RunTools, turn: Turn

@@ -263,3 +263,13 @@ async def test_a_journaled_stream_records_and_a_later_stream_goes_on(tmp_path: P
     assert "may or may not have taken effect" in finished[0].result.text
     assert isinstance(seen[-1], TurnCompleted)
     assert seen[-1].response.text == "sorry"
+
+
+async def test_a_lone_surrogate_is_journaled_and_read_back_intact(tmp_path: Path) -> None:
+    journal = SqliteJournal(tmp_path / "j.db")
+    history = [Message.user("half an emoji: \ud83d")]
+    provider = ScriptedProvider([reply_text("back: \udc80")])
+    async with AgentBuilder().provider(provider).build() as agent:
+        first = await agent.run(history, journal=journal, turn_id="t")
+        again = await agent.run(history, journal=journal, turn_id="t")
+    assert first.text == again.text == "back: \udc80"
