@@ -395,6 +395,7 @@ class Agent:
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         output_retries: int | None = None,
+        limits: UsageLimits | None = None,
         deps: object = None,
     ) -> AbstractAsyncContextManager[StructuredStream[OutputT]]: ...
 
@@ -407,6 +408,7 @@ class Agent:
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         output_retries: int | None = None,
+        limits: UsageLimits | None = None,
         deps: object = None,
     ) -> AbstractAsyncContextManager[StructuredStream[Any]]: ...
 
@@ -418,6 +420,7 @@ class Agent:
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         output_retries: int | None = None,
+        limits: UsageLimits | None = None,
         deps: object = None,
     ) -> AbstractAsyncContextManager[StructuredStream[Any]]:
         """:meth:`run_structured`, streamed: ``async with agent.stream_structured(history,
@@ -426,13 +429,15 @@ class Agent:
         Each value is the best-effort parse of the answer's JSON so far (plain JSON), the
         last one the validated value; afterwards ``values.value`` and ``values.response``
         hold the outcome (see :class:`~kova.agent.StructuredStream`). Errors are raised from
-        the iteration; leaving the block early cancels the turn.
+        the iteration (``UsageLimitExceeded`` too: ``limits`` apply to each attempt, as for
+        :meth:`run_structured`); leaving the block early cancels the turn.
         """
         from ._structured import stream_structured_turn
 
         messages, retries = self._structured_options(history, config, cancel, output_retries)
+        check_limits(limits)
         self._running()
-        stream = partial(self.stream, deps=deps)
+        stream = partial(self.stream, limits=limits, deps=deps)
         return stream_structured_turn(stream, messages, output, config, retries, cancel)
 
     def _structured_options(

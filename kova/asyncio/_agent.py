@@ -12,6 +12,7 @@ import trio
 
 from .._guest import AsyncioRuntime, Job, ensure_runtime, run_sync_in
 from ..agent import Agent, AgentEvent
+from ..agent._agent import check_limits
 from ..agent._input import check_call_options, coerce_history
 
 if TYPE_CHECKING:
@@ -274,6 +275,7 @@ class AsyncioAgent:
         cancel: CancelToken | None = None,
         output_retries: int | None = None,
         buffer: int = 16,
+        limits: UsageLimits | None = None,
     ) -> StructuredValueStream:
         """:meth:`kova.agent.Agent.stream_structured`, from asyncio:
         ``async for value in bridged.stream_structured(history, Model):``.
@@ -283,10 +285,14 @@ class AsyncioAgent:
         :attr:`StructuredValueStream.response` hold the outcome. Starting, errors, closing
         and cancellation as for :meth:`stream`.
 
+        Args:
+            limits: usage limits for each attempt (as for :meth:`run_structured`).
+
         Raises:
             TypeError: ``history`` or an option has the wrong type (raised here).
         """
         messages, _ = self._agent._structured_options(history, config, cancel, output_retries)
+        check_limits(limits)
         _check_buffer(buffer)
         self._nursery()
         opener = partial(
@@ -296,6 +302,7 @@ class AsyncioAgent:
             config=config,
             cancel=cancel,
             output_retries=output_retries,
+            limits=limits,
         )
         return StructuredValueStream(self, opener, buffer)
 

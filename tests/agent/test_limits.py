@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import json
+from typing import TYPE_CHECKING
+
 import pytest
+from pydantic import BaseModel
 
 from kova import Message
-from kova.agent import AgentBuilder, TurnCompleted, UsageLimits
+from kova.agent import Agent, AgentBuilder, TurnCompleted, UsageLimits
 from kova.errors import BuildError, UsageLimitExceeded
 from kova.testing import FunctionProvider, ScriptedProvider, reply_text, reply_tool_calls
 from kova.tools import ToolRegistry, tool
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 HISTORY = (Message.user("go"),)
 RUNS: list[int] = []
@@ -154,3 +161,74 @@ async def test_tool_definitions_are_read_for_every_model_call() -> None:
     first, second = (sorted(t.name for t in r.request.tools) for r in provider.requests)
     assert first == ["install", "step"]
     assert second == ["fresh", "install"]  # the very next call, in the same turn
+
+
+# --- the same limits through stream_structured ---------------------------------------------
+
+
+class Answer(BaseModel):
+    answer: str
+
+
+ANSWER = json.dumps({"answer": "done"})
+
+
+async def drain_structured(
+    agent: Agent, history: Sequence[Message], limits: object
+) -> list[object]:
+    seen: list[object] = []
+    async with agent.stream_structured(history, Answer, limits=limits) as values:  # type: ignore[arg-type]
+        async for value in values:
+            seen.append(value)
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("limits", "kind", "figure", "requests", "runs"),
+    [
+        (UsageLimits(requests=2), "requests", 3, 2, 2),
+        (UsageLimits(tool_calls=1), "tool_calls", 2, 2, 1),
+        (UsageLimits(input_tokens=20), "input_tokens", 30, 3, 2),
+        (UsageLimits(output_tokens=10), "output_tokens", 15, 3, 2),
+        (UsageLimits(total_tokens=30), "total_tokens", 45, 3, 2),
+    ],
+)
+async def test_stream_structured_enforces_each_limit(
+    limits: UsageLimits, kind: str, figure: int, requests: int, runs: int
+) -> None:
+    provider = looping()
+    async with AgentBuilder().provider(provider).tool(step).build() as agent:
+        with pytest.raises(UsageLimitExceeded) as caught:
+            await drain_structured(agent, HISTORY, limits)
+        assert (caught.value.limit, caught.value.figure) == (kind, figure)
+        assert len(provider.requests) == requests
+        assert len(RUNS) == runs
+        # At the edge (one tool step, then the answer: 2 requests, 1 call, 20/10/30 tokens)
+        # the structured value arrives.
+    edge = ScriptedProvider([reply_tool_calls(("step", {"n": 1})), reply_text(ANSWER)])
+    async with AgentBuilder().provider(edge).tool(step).build() as agent:
+        at_edge = UsageLimits(requests=2, tool_calls=1, input_tokens=20, output_tokens=10)
+        assert (await drain_structured(agent, HISTORY, at_edge))[-1] == Answer(answer="done")
+
+
+async def test_stream_structured_counts_tokens_before_each_request() -> None:
+    provider = looping()
+    limits = UsageLimits(input_tokens=100, count_tokens_before_request=True)
+    async with AgentBuilder().provider(provider).tool(step).build() as agent:
+        with pytest.raises(UsageLimitExceeded) as caught:
+            await drain_structured(agent, [Message.user("x" * 1000)], limits)
+    assert provider.requests == []
+    assert caught.value.limit == "input_tokens"
+
+
+async def test_stream_structured_limits_apply_to_each_attempt_and_replace_the_agents() -> None:
+    # As run_structured: a re-ask is a new attempt with the same limits, and limits= replaces
+    # the builder's (which would refuse the first request here).
+    provider = ScriptedProvider([reply_text('{"answer": 3}'), reply_text(ANSWER)])
+    agent = AgentBuilder().provider(provider).usage_limits(input_tokens=1).build()
+    async with agent:
+        seen = await drain_structured(agent, HISTORY, UsageLimits(requests=1))
+        assert seen[-1] == Answer(answer="done")
+        assert len(provider.requests) == 2
+        with pytest.raises(TypeError, match="limits"):
+            agent.stream_structured(HISTORY, Answer, limits={"requests": 1})  # type: ignore[call-overload]

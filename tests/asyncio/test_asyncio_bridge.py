@@ -747,3 +747,29 @@ def test_usage_limits_cross(loop: str) -> None:
             return caught.value
 
     _check_crossed(run_on(loop, main), kova.errors.UsageLimitExceeded)
+
+
+def test_usage_limits_cross_through_stream_structured(loop: str) -> None:
+    answer = json.dumps({"route": "billing"})
+    script = [reply_tool_calls(("add", {"a": 1, "b": 1})), reply_text(answer)]
+
+    async def main() -> tuple[BaseException, object]:
+        async with kova.asyncio.open_agent(build(script, add)) as bridged:
+            over = bridged.stream_structured(
+                "route it", Route, limits=kova.agent.UsageLimits(tool_calls=0)
+            )
+            with pytest.raises(kova.errors.UsageLimitExceeded) as caught:
+                _ = [value async for value in over]
+            with pytest.raises(TypeError, match="limits"):
+                bridged.stream_structured("route it", Route, limits=1)  # type: ignore[arg-type]
+        # At the edge the value arrives.
+        async with kova.asyncio.open_agent(build(script, add)) as bridged:
+            edge = bridged.stream_structured(
+                "route it", Route, limits=kova.agent.UsageLimits(tool_calls=1)
+            )
+            _ = [value async for value in edge]
+            return caught.value, edge.value
+
+    error, value = run_on(loop, main)
+    _check_crossed(error, kova.errors.UsageLimitExceeded)
+    assert value == Route(route="billing")
