@@ -16,6 +16,7 @@ EXTRAS = MappingProxyType(
         "ws": ("trio_websocket",),
         "web": (),  # nothing left to install: the HTML converter is kova's own
         "otel": ("opentelemetry",),
+        "temporal": ("temporalio",),
     }
 )
 """Each extra of ``kova-sdk`` and the top-level modules it provides."""

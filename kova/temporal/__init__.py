@@ -1,0 +1,48 @@
+"""Agent turns on Temporal: each model call and tool call an activity, the turn a workflow.
+
+Importing this package imports ``temporalio`` (``pip install 'kova-sdk[temporal]'``);
+``import kova`` alone never does. See docs/durable.md.
+
+On the worker side, :func:`worker` returns a Temporal worker that runs
+:class:`AgentWorkflow` and the activities of the agents it holds; on the client side,
+:func:`run_turn` runs a turn and returns its :class:`~kova.agent.AgentResponse`, and
+:func:`start_turn` returns the workflow's handle, for a turn that may wait for approvals
+(:func:`pending`, :func:`decide`, :func:`response`) or whose live :func:`events` are read.
+"""
+
+# ruff: noqa: E402 (the extra is checked before the imports that need it)
+from .._extras import require_extra as _require_extra
+
+_require_extra("temporal", "kova.temporal")
+
+from ._client import TurnEvent as TurnEvent
+from ._client import TurnFailedError as TurnFailedError
+from ._client import decide as decide
+from ._client import events as events
+from ._client import pending as pending
+from ._client import response as response
+from ._client import run_turn as run_turn
+from ._client import start_turn as start_turn
+from ._payloads import PAYLOAD_LIMIT as PAYLOAD_LIMIT
+from ._payloads import PayloadTooLargeError as PayloadTooLargeError
+from ._payloads import model_activity as model_activity
+from ._payloads import tool_activity as tool_activity
+from ._worker import worker as worker
+from ._workflow import AgentWorkflow as AgentWorkflow
+
+__all__ = [
+    "PAYLOAD_LIMIT",
+    "AgentWorkflow",
+    "PayloadTooLargeError",
+    "TurnEvent",
+    "TurnFailedError",
+    "decide",
+    "events",
+    "model_activity",
+    "pending",
+    "response",
+    "run_turn",
+    "start_turn",
+    "tool_activity",
+    "worker",
+]

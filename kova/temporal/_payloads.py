@@ -1,0 +1,159 @@
+"""What travels through Temporal: kova's own JSON, the activities' names, the size limit.
+
+Every payload is JSON text written by kova (:meth:`~kova.agent.Turn.to_json`,
+:meth:`~kova.Message.to_dict`, a model response as its blocks): nothing that cannot be
+serialized travels, and the worker holds the agent's configuration. The workflow's code and
+the client read them back strictly (a :class:`~kova.errors.SerializationError` names what is
+wrong). No module here imports trio, httpx or temporalio: the workflow sandbox passes them
+through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from .._errors import KovaError, SerializationError
+from .._json import dumps, loads
+from .._messages import ToolResult, ToolUse, block_from_dict, block_to_dict
+from .._responses import ModelResponse
+from ..agent._state_json import field, stop_from_json, usage_from_json, usage_to_json
+
+if TYPE_CHECKING:
+    from .._messages import JSONValue
+
+__all__ = [
+    "PAYLOAD_LIMIT",
+    "PayloadTooLargeError",
+    "check_size",
+    "model_activity",
+    "read_json",
+    "response_from_json",
+    "response_to_json",
+    "start_activity",
+    "tool_activity",
+    "write_json",
+]
+
+PAYLOAD_LIMIT: Final = 2 * 1024 * 1024
+"""Temporal's default limit on one payload (the server's ``limit.blobSize.error``: 2 MiB).
+kova refuses a payload over it before sending, with an error saying what was too large,
+instead of Temporal's failure of the whole workflow task."""
+
+
+class PayloadTooLargeError(KovaError):
+    """A payload of a Temporal turn (the history, a model request or reply, a tool result)
+    is over :data:`PAYLOAD_LIMIT`. ``what`` names it, ``size`` is its size in bytes."""
+
+    def __init__(self, what: str, size: int, limit: int = PAYLOAD_LIMIT) -> None:
+        super().__init__(
+            f"{what} is {size:,} bytes of JSON, over Temporal's payload limit of {limit:,} "
+            "bytes: keep large data out of the conversation (store it and pass a reference), "
+            "or compact the history"
+        )
+        self.what = what
+        self.size = size
+
+
+def check_size(text: str, what: str) -> str:
+    """``text``, unless its UTF-8 size is over :data:`PAYLOAD_LIMIT`.
+
+    Raises:
+        PayloadTooLargeError: naming ``what``.
+    """
+    if len(text) * 4 > PAYLOAD_LIMIT:  # only then is the exact size worth computing
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > PAYLOAD_LIMIT:
+            raise PayloadTooLargeError(what, size)
+    return text
+
+
+def write_json(value: Mapping[str, Any], what: str) -> str:
+    """``value`` as JSON text within the payload limit."""
+    return check_size(dumps(value), what)
+
+
+def read_json(text: object, what: str) -> Mapping[str, Any]:
+    """A JSON object written by :func:`write_json`.
+
+    Raises:
+        SerializationError: not text, not JSON, or not an object.
+    """
+    if not isinstance(text, str):
+        raise SerializationError(f"{what} must be JSON text, got {type(text).__name__}")
+    try:
+        value = loads(text)
+    except ValueError as exc:
+        raise SerializationError(f"{what} is not JSON: {exc}") from None
+    if not isinstance(value, Mapping):
+        raise SerializationError(f"{what} must be a JSON object")
+    return value
+
+
+# -- activity names -----------------------------------------------------------------------
+
+
+def start_activity(agent: str) -> str:
+    """The activity that starts a turn of ``agent`` (its turn core, from the worker's
+    configuration)."""
+    return f"kova.{agent}.start"
+
+
+def model_activity(agent: str) -> str:
+    """The activity of one model call of ``agent``."""
+    return f"kova.{agent}.model"
+
+
+def tool_activity(agent: str, tool: str) -> str:
+    """The activity of one call of ``agent``'s tool ``tool``."""
+    return f"kova.{agent}.tool.{tool}"
+
+
+# -- model responses ----------------------------------------------------------------------
+
+
+def response_to_json(response: ModelResponse) -> dict[str, JSONValue]:
+    usage = response.usage
+    return {
+        "content": [block_to_dict(block) for block in response.content],
+        "stop_reason": {"kind": response.stop_reason.kind.value, "raw": response.stop_reason.raw},
+        "usage": None if usage is None else usage_to_json(usage),
+        "thinking": response.thinking,
+        "model": response.model,
+        "id": response.id,
+    }
+
+
+def response_from_json(data: Mapping[str, Any]) -> ModelResponse:
+    content = [block_from_dict(item) for item in field(data, "content", list)]
+    usage = data.get("usage")
+    optional: dict[str, str | None] = {}
+    for name in ("thinking", "model", "id"):
+        value = data.get(name)
+        if value is not None and not isinstance(value, str):
+            raise SerializationError(f"a model response's {name!r} must be a string or null")
+        optional[name] = value
+    return ModelResponse(
+        content=content,
+        stop_reason=stop_from_json(data.get("stop_reason")),
+        usage=None if usage is None else usage_from_json(usage),
+        **optional,
+    )
+
+
+def call_to_json(call: ToolUse) -> dict[str, JSONValue]:
+    return block_to_dict(call)
+
+
+def call_from_json(data: object) -> ToolUse:
+    block = block_from_dict(data)
+    if not isinstance(block, ToolUse):
+        raise SerializationError("a tool activity's call must be a tool_use block")
+    return block
+
+
+def result_from_json(data: object) -> ToolResult:
+    block = block_from_dict(data)
+    if not isinstance(block, ToolResult):
+        raise SerializationError("a tool activity's result must be a tool_result block")
+    return block

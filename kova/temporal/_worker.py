@@ -1,0 +1,485 @@
+"""``kova.temporal.worker``: a Temporal worker that runs kova's agents' activities.
+
+The worker holds the agents (built from the builders it was given, with the MCP servers it
+was given connected once, for all of them), open in kova's trio guest run on the worker's
+asyncio loop (:mod:`kova.asyncio`) from the moment it starts polling until it has shut down.
+Each activity runs one piece of a turn there:
+
+- ``kova.{agent}.start``: the agent's turn core for a history (its tools, inference config,
+  system prompt and limits are the worker's: nothing of the agent travels in payloads);
+- ``kova.{agent}.model``: one model call, through the agent's provider actor with its
+  retries off (Temporal retries, with the agent's :class:`~kova.agent.RetryConfig` as its
+  retry policy; a ``Retry-After`` becomes the next retry's delay);
+- ``kova.{agent}.tool.{tool}``: one tool call, through the agent's tool pool (approval
+  handler, hooks, the concurrency cap, MCP tools through the worker's connection actors).
+
+Activities heartbeat while they run: cancelling the workflow reaches the activity at its
+next heartbeat, and the activity cancels its trio cancel scope, once, and returns when
+everything the call started has stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import trio
+from temporalio import activity
+from temporalio.common import RawValue  # noqa: TC002 (the activity's hints are read at run time)
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from .._errors import AgentLoopError, KovaError
+from .._guest import AsyncioRuntime, ensure_runtime
+from .._json import dumps
+from .._messages import block_to_dict
+from .._models import TextDelta, ThinkingDelta, ToolResult
+from ..agent import Agent, AgentBuilder
+from ..agent._accumulate import ResponseAccumulator
+from ..agent._approvals import DEFER
+from ..agent._events import ToolCallFinished, ToolCallStarted
+from ..agent._input import check_messages
+from ..agent._retry import RetryConfig
+from ..agent._state_json import field, messages_from_json, result_to_json
+from ..agent._tool_pool import RunToolCalls
+from ..agent._turn import CallModel, Turn
+from ..durable._driver import not_known_to_have_run
+from ._payloads import (
+    call_from_json,
+    check_size,
+    read_json,
+    response_to_json,
+)
+from ._workflow import EVENTS_SIGNAL, AgentWorkflow
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from temporalio.client import Client
+
+    from .._messages import ToolUse
+    from .._models import StreamEvent
+    from ..agent._approvals import DeferredResult
+
+__all__ = ["worker"]
+
+_NO_RETRY = RetryConfig(max_retries=0)
+"""Inside an activity the provider does not retry: Temporal does."""
+
+_STARTED = "kova: tool call started"
+"""A tool activity's heartbeat detail once its call is handed to the tool pool: a retried
+attempt that finds it knows the call may have run."""
+
+_FLUSH_EVERY = 0.1
+"""Seconds between two batches of live events sent to the workflow."""
+
+
+def worker(
+    client: Client,
+    *,
+    task_queue: str,
+    agents: Mapping[str, AgentBuilder | Agent],
+    mcp: Mapping[str, object] | None = None,
+    deps: object = None,
+    **options: Any,
+) -> Worker:
+    """A Temporal :class:`~temporalio.worker.Worker` on ``task_queue`` that runs
+    :class:`~kova.temporal.AgentWorkflow` and the activities of ``agents``.
+
+    Run it as any worker (``await w.run()``, or ``async with w:``); the agents open when it
+    starts and close when it has shut down.
+
+    Args:
+        client: a connected Temporal client.
+        task_queue: the task queue to poll.
+        agents: the agents by the name turns use (``run_turn(client, agent=name, ...)``): an
+            :class:`~kova.agent.AgentBuilder` (built when the worker starts) or a built
+            :class:`~kova.agent.Agent` (not yet open). The name is part of every activity's
+            name, and so of every running workflow's history: renaming an agent, or a tool,
+            breaks the turns running under the old name.
+        mcp: MCP servers by prefix (``{"files": StdioTransport(...)}``): each is connected
+            once per worker, when it starts (a supervised connection actor that reconnects
+            by itself), and its tools are added to every agent given as a builder, named
+            ``{prefix}__{tool}`` as with ``builder.mcp_client``.
+        deps: the tools' ``ToolContext.deps`` in every call this worker runs.
+        options: passed on to Temporal's ``Worker`` (``max_concurrent_activities``, ...).
+
+    Raises:
+        TypeError: ``agents`` is not a mapping of names to builders or agents.
+        ValueError: no agents, or a name that is empty or contains whitespace.
+    """
+    if not isinstance(agents, Mapping):
+        raise TypeError(f"agents must be a mapping of names to agents, got {type(agents).__name__}")
+    if not agents:
+        raise ValueError("a kova worker needs at least one agent")
+    for name, agent in agents.items():
+        if not isinstance(name, str) or not name or name != name.strip() or " " in name:
+            raise ValueError(f"an agent's name must be a non-empty word, got {name!r}")
+        if not isinstance(agent, AgentBuilder | Agent):
+            raise TypeError(
+                f"agents[{name!r}] must be a kova AgentBuilder or Agent, got {type(agent).__name__}"
+            )
+    if mcp is not None and not isinstance(mcp, Mapping):
+        raise TypeError(f"mcp must be a mapping of prefixes to transports, got {mcp!r}")
+    host = _Host(dict(agents), dict(mcp or {}), deps)
+    restrictions = SandboxRestrictions.default.with_passthrough_modules("kova")
+    return _KovaWorker(
+        host,
+        client,
+        task_queue=task_queue,
+        workflows=[AgentWorkflow],
+        activities=[host.activity()],
+        workflow_runner=SandboxedWorkflowRunner(restrictions=restrictions),
+        **options,
+    )
+
+
+class _KovaWorker(Worker):
+    """A Temporal worker that holds kova's agents open while it runs."""
+
+    def __init__(self, host: _Host, client: Client, **kwargs: Any) -> None:
+        super().__init__(client, **kwargs)
+        self._kova = host
+
+    async def run(self) -> None:
+        async with self._kova.opened():
+            await super().run()
+
+
+class _Host:
+    """The worker's kova side: its agents, open in the guest run while the worker runs."""
+
+    def __init__(
+        self, agents: dict[str, AgentBuilder | Agent], mcp: dict[str, object], deps: object
+    ) -> None:
+        self._given = agents
+        self._mcp = mcp
+        self._deps = deps
+        self._agents: dict[str, Agent] = {}
+        self._runtime: AsyncioRuntime | None = None
+
+    @asynccontextmanager
+    async def opened(self) -> AsyncIterator[None]:
+        runtime = self._runtime = await ensure_runtime()
+        ready: asyncio.Future[None] = runtime.loop.create_future()
+        closing = trio.Event()
+        job = runtime.spawn(runtime.nursery(), self._hold, ready, closing)
+        try:
+            await asyncio.wait((ready, job.done), return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            closing.set()
+            await job.until_finished()
+            raise
+        if not ready.done():  # opening failed: the agents' or the MCP servers' error
+            await job.until_finished()
+            error = None if job.done.cancelled() else job.done.exception()
+            raise error if error is not None else RuntimeError("the agents closed as they opened")
+        try:
+            yield
+        finally:
+            closing.set()
+            await job.until_finished()
+            self._agents = {}
+
+    async def _hold(self, ready: asyncio.Future[None], closing: trio.Event) -> None:
+        """The trio task that connects the MCP servers, opens the agents and holds them
+        until the worker has shut down."""
+        async with AsyncExitStack() as stack:
+            clients: dict[str, Any] = {}
+            if self._mcp:
+                from ..mcp import McpClient
+
+                for prefix, transport in self._mcp.items():
+                    clients[prefix] = await stack.enter_async_context(
+                        McpClient.connect(transport, name=f"temporal-worker-{prefix}")  # type: ignore[arg-type]
+                    )
+            opened: dict[str, Agent] = {}
+            for name, given in self._given.items():
+                if isinstance(given, AgentBuilder):
+                    for prefix, client in clients.items():
+                        await given.mcp_client(client, prefix)
+                    agent = given.build()
+                else:
+                    agent = given
+                opened[name] = await stack.enter_async_context(agent)
+            self._agents = opened
+            if not ready.done():
+                ready.set_result(None)
+            await closing.wait()
+
+    def _agent(self, name: str) -> Agent:
+        agent = self._agents.get(name)
+        if agent is None:
+            raise ApplicationError(
+                f"this worker serves no agent named {name!r} (it serves "
+                f"{', '.join(sorted(self._given)) or 'none'})",
+                type="UnknownAgent",
+                non_retryable=True,
+            )
+        return agent
+
+    def _route(self, activity_type: str) -> tuple[str, str, str]:
+        """(agent, kind, tool) of one of this worker's activity names."""
+        for name in self._given:
+            head = f"kova.{name}."
+            if activity_type.startswith(head):
+                rest = activity_type[len(head) :]
+                if rest in ("start", "model"):
+                    return name, rest, ""
+                if rest.startswith("tool."):
+                    return name, "tool", rest[len("tool.") :]
+        raise ApplicationError(
+            f"this kova worker has no activity {activity_type!r} (agents: "
+            f"{', '.join(sorted(self._given))})",
+            type="UnknownActivity",
+            non_retryable=True,
+        )
+
+    def activity(self) -> Any:
+        """The worker's one activity definition, dynamic: it serves every activity name of
+        its agents (tools of MCP servers are known only once connected)."""
+
+        @activity.defn(dynamic=True)
+        async def kova_activity(args: Sequence[RawValue]) -> str:
+            info = activity.info()
+            name, kind, _tool = self._route(info.activity_type)
+            if len(args) != 1:
+                raise ApplicationError(
+                    f"{info.activity_type} takes one argument", non_retryable=True
+                )
+            text = activity.payload_converter().from_payload(args[0].payload, str)
+            agent = self._agent(name)
+            try:
+                if kind == "start":
+                    return _start(agent, text)
+                if kind == "model":
+                    return await self._model(agent, text)
+                return await self._tool(agent, text)
+            except KovaError as exc:
+                raise _as_failure(exc, agent) from None
+
+        return kova_activity
+
+    async def _model(self, agent: Agent, text: str) -> str:
+        request = read_json(text, "a model request")
+        turn = Turn.from_json(field(request, "turn", str))
+        publish = _Publisher() if request.get("events") else None
+        runtime = self._runtime
+        assert runtime is not None
+        reply = await _heartbeating(runtime.run(_call_model, agent, turn, publish), publish)
+        return check_size(reply, "a model reply")
+
+    async def _tool(self, agent: Agent, text: str) -> str:
+        request = read_json(text, "a tool call")
+        call = call_from_json(request.get("call"))
+        info = activity.info()
+        if (
+            info.attempt > 1
+            and _STARTED in info.heartbeat_details
+            and not _may_run_again(agent, call)
+        ):
+            # An earlier attempt handed the call to the tool pool and was lost (its worker
+            # died, or it timed out): it may have taken effect, and the tool may not run
+            # twice. The model is told so, in-band.
+            return dumps({"result": result_to_json(not_known_to_have_run(call))})
+        publish = _Publisher() if request.get("events") else None
+        runtime = self._runtime
+        assert runtime is not None
+        activity.heartbeat(_STARTED)
+        result = await _heartbeating(
+            runtime.run(
+                _call_tool,
+                agent,
+                call,
+                bool(request.get("approved")),
+                field(request, "turn_id", str),
+                self._deps,
+                publish,
+            ),
+            publish,
+            _STARTED,
+        )
+        if result is DEFER:
+            return dumps({"defer": True})
+        assert isinstance(result, ToolResult)
+        return check_size(dumps({"result": result_to_json(result)}), "a tool result")
+
+
+def _may_run_again(agent: Agent, call: ToolUse) -> bool:
+    for tool in agent.config.registry.definitions():
+        if tool.name == call.name:
+            notes = tool.annotations
+            return bool(notes is not None and (notes.read_only or notes.idempotent))
+    return False
+
+
+def _start(agent: Agent, text: str) -> str:
+    request = read_json(text, "a turn's start")
+    history = tuple(messages_from_json(request.get("history"), "history"))
+    check_messages(history)
+    turn = agent._start(history, None, None, field(request, "turn_id", str))
+    retry = agent.config.retry
+    return dumps(
+        {
+            "turn": turn.to_json(),
+            "retry": {
+                "max_retries": retry.max_retries,
+                "initial_backoff": retry.initial_backoff,
+                "multiplier": retry.multiplier,
+                "max_backoff": retry.max_backoff,
+            },
+        }
+    )
+
+
+async def _call_model(agent: Agent, turn: Turn, publish: _Publisher | None) -> str:
+    """One model call of ``turn`` (trio side), as the reply's JSON."""
+    step = turn.next_step()
+    if not isinstance(step, CallModel):
+        raise AgentLoopError(f"a model activity for a turn that is not calling the model: {step}")
+    provider, _pool = agent._running()
+    provider = provider.with_retry(_NO_RETRY)
+    if step.count_tokens:
+        return dumps({"tokens": await provider.count_tokens(step.request)})
+    if publish is None:
+        response = await provider.complete_checked(step.request)
+    else:
+        accumulator = ResponseAccumulator()
+        async with provider.stream_checked(step.request) as lease:
+            batch: Sequence[StreamEvent] = lease.first
+            rest = lease.rest.__anext__
+            while True:
+                accumulator.feed(batch)
+                for event in batch:
+                    if isinstance(event, TextDelta):
+                        publish.add("text", text=event.text)
+                    elif isinstance(event, ThinkingDelta):
+                        publish.add("thinking", text=event.text)
+                try:
+                    batch = await rest()
+                except StopAsyncIteration:
+                    break
+        response = accumulator.finish()
+    return dumps({"response": response_to_json(response)})
+
+
+async def _call_tool(
+    agent: Agent,
+    call: ToolUse,
+    approved: bool,
+    turn_id: str,
+    deps: object,
+    publish: _Publisher | None,
+) -> DeferredResult:
+    """One tool call through the agent's tool pool (trio side)."""
+    _provider, pool = agent._running()
+    request = RunToolCalls(
+        calls=(call,),
+        approved=frozenset((call.id,)) if approved else frozenset(),
+        turn_id=turn_id,
+        agent=agent.config.name,
+        deps=deps,
+        caller=contextvars.copy_context(),
+    )
+    if publish is None:
+        results: tuple[DeferredResult, ...] = await pool.call(request)
+        return results[0]
+    results = ()
+    async with pool.stream(request) as items:
+        async for item in items:
+            if isinstance(item, tuple):
+                results = item
+            elif isinstance(item, ToolCallStarted):
+                publish.add("tool_started", call=block_to_dict(item.call))
+            elif isinstance(item, ToolCallFinished):
+                publish.add(
+                    "tool_finished",
+                    call=block_to_dict(item.call),
+                    result=result_to_json(item.result),
+                )
+    return results[0]
+
+
+async def _heartbeating(work: Any, publish: _Publisher | None, *details: Any) -> Any:
+    """Await ``work`` (an activity's trio job) while heartbeating (so that a cancelled
+    workflow reaches it) and, with ``publish``, sending its live events."""
+    info = activity.info()
+    timeout = info.heartbeat_timeout
+    interval = timeout.total_seconds() / 3 if timeout else 10.0
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat(*details)
+            await asyncio.sleep(interval)
+
+    async def flush() -> None:
+        assert publish is not None
+        while True:
+            await asyncio.sleep(_FLUSH_EVERY)
+            await publish.flush()
+
+    helpers = [asyncio.create_task(beat())]
+    if publish is not None:
+        helpers.append(asyncio.create_task(flush()))
+    try:
+        result = await work
+    finally:
+        for helper in helpers:
+            helper.cancel()
+        await asyncio.gather(*helpers, return_exceptions=True)
+    if publish is not None:
+        await publish.flush()
+    return result
+
+
+class _Publisher:
+    """An activity's live events, sent to its workflow in batches (the ``kova.events``
+    signal), each with the activity's attempt number."""
+
+    __slots__ = ("_activity", "_attempt", "_handle", "_items")
+
+    def __init__(self) -> None:
+        info = activity.info()
+        self._handle = activity.client().get_workflow_handle(
+            info.workflow_id or "", run_id=info.workflow_run_id
+        )
+        self._attempt = info.attempt
+        self._activity = info.activity_id
+        self._items: list[dict[str, Any]] = []
+
+    def add(self, kind: str, **data: Any) -> None:
+        items = self._items
+        if kind in ("text", "thinking") and items and items[-1]["kind"] == kind:
+            items[-1]["text"] += data["text"]  # one event per flush for a run of deltas
+            return
+        items.append({"kind": kind, "attempt": self._attempt, "activity": self._activity, **data})
+
+    async def flush(self) -> None:
+        items, self._items = self._items, []
+        if items:
+            await self._handle.signal(EVENTS_SIGNAL, dumps({"events": items}))
+
+
+def _as_failure(exc: KovaError, agent: Agent) -> ApplicationError:
+    """kova's error taxonomy as Temporal's: retryable errors are retried by Temporal, after
+    the ``Retry-After`` the provider sent when it sent one; the rest fail the activity, and
+    with it the turn."""
+    retry_after = getattr(exc, "retry_after", None)
+    retryable = exc.is_retryable
+    delay = None
+    if retryable and isinstance(retry_after, int | float) and retry_after >= 0:
+        if retry_after > agent.config.retry.max_retry_after:
+            retryable = False  # longer than the agent waits: fail now, as in-process
+        else:
+            delay = timedelta(seconds=retry_after)
+    return ApplicationError(
+        str(exc),
+        type=type(exc).__name__,
+        non_retryable=not retryable,
+        next_retry_delay=delay,
+    )

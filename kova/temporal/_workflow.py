@@ -1,0 +1,254 @@
+"""``AgentWorkflow``: one agent turn as a Temporal workflow, driving kova's turn core.
+
+The workflow holds a :class:`~kova.agent.Turn` and does what :meth:`Turn.next_step` says:
+each model call and each tool call is an activity (run by :func:`kova.temporal.worker`'s
+activities, named after the agent and the tool), a step's tool calls run concurrently, and a
+step with calls left to a person waits (a durable wait: days, if need be) for the ``decide``
+update. The turn core does no I/O, reads no clock and draws no random number, so the
+workflow is deterministic by construction; the turn's id is the workflow id.
+
+This module runs inside Temporal's workflow sandbox: it imports only temporalio, the standard
+library and kova's pure modules (passed through, see ``_worker``), never trio or httpx.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
+from temporalio.workflow import ActivityCancellationType
+
+with workflow.unsafe.imports_passed_through():
+    from .._errors import ApprovalMismatchError, KovaError
+    from .._json import dumps
+    from ..agent._approvals import DEFER, DeferredResult, PendingApprovals
+    from ..agent._state_json import field
+    from ..agent._turn import AwaitApproval, CallModel, Finished, RunTools, Turn
+    from ._payloads import (
+        call_to_json,
+        check_size,
+        model_activity,
+        read_json,
+        response_from_json,
+        result_from_json,
+        start_activity,
+        tool_activity,
+        write_json,
+    )
+
+__all__ = ["AgentWorkflow"]
+
+EVENTS_SIGNAL = "kova.events"
+"""The signal the activities send a turn's live events with (batched)."""
+EVENTS_QUERY = "kova.events"
+"""The query that reads them: ``{"events": [...], "finished": bool}`` from an index on."""
+
+
+def _seconds(spec: Any, key: str) -> timedelta | None:
+    value = spec.get(key)
+    return None if value is None else timedelta(seconds=float(value))
+
+
+def _failure(exc: KovaError) -> ApplicationError:
+    """A kova error of the turn as the workflow's failure (never retried: the turn core
+    decided it, and deciding again gives the same answer)."""
+    return ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True)
+
+
+@workflow.defn(name="kova.AgentWorkflow")
+class AgentWorkflow:
+    """One turn of an agent served by :func:`kova.temporal.worker`: history in (kova's
+    Message JSON), the finished :class:`~kova.agent.Turn` out (its JSON; the client makes it
+    the :class:`~kova.agent.AgentResponse`). Start it with :func:`kova.temporal.start_turn`
+    or :func:`kova.temporal.run_turn`.
+
+    - ``decide`` (an update): the decided :class:`~kova.agent.PendingApprovals` as JSON;
+      rejected (nothing changes) unless they are for the calls the turn waits for, each
+      decided.
+    - ``pending`` (a query): the :class:`~kova.agent.PendingApprovals` JSON the turn waits
+      on, or ``None``.
+    """
+
+    def __init__(self) -> None:
+        self._waiting: PendingApprovals | None = None
+        self._decided: PendingApprovals | None = None
+        self._events: list[Any] = []
+        self._finished = False
+
+    @workflow.run
+    async def run(self, request: str) -> str:
+        try:
+            spec = read_json(request, "the turn's request")
+            agent = field(spec, "agent", str)
+            events = bool(spec.get("events", False))
+            heartbeat = _seconds(spec, "heartbeat_timeout")
+            started = read_json(
+                await workflow.execute_activity(
+                    start_activity(agent),
+                    write_json(
+                        {"history": spec.get("history"), "turn_id": workflow.info().workflow_id},
+                        "the turn's history",
+                    ),
+                    start_to_close_timeout=timedelta(seconds=60),
+                    retry_policy=RetryPolicy(maximum_attempts=5),
+                ),
+                "the started turn",
+            )
+            turn = Turn.from_json(field(started, "turn", str))
+            model_retry = _retry_policy(started.get("retry"))
+            model_options: dict[str, Any] = {
+                "start_to_close_timeout": _seconds(spec, "model_timeout"),
+                "heartbeat_timeout": heartbeat,
+                "retry_policy": model_retry,
+                "cancellation_type": ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            }
+            tool_options: dict[str, Any] = {
+                "start_to_close_timeout": _seconds(spec, "tool_timeout"),
+                "heartbeat_timeout": heartbeat,
+                "retry_policy": RetryPolicy(maximum_attempts=10),
+                "cancellation_type": ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            }
+            approval_timeout = _seconds(spec, "approval_timeout")
+            while True:
+                step = turn.next_step()
+                if isinstance(step, CallModel):
+                    reply = read_json(
+                        await workflow.execute_activity(
+                            model_activity(agent),
+                            check_size(
+                                dumps({"turn": turn.to_json(), "events": events}),
+                                "a model request",
+                            ),
+                            **model_options,
+                        ),
+                        "a model reply",
+                    )
+                    if step.count_tokens:
+                        turn.tokens_counted(field(reply, "tokens", int))
+                    else:
+                        turn.model_replied(response_from_json(field(reply, "response", dict)))
+                elif isinstance(step, RunTools):
+                    approved = step.approved
+                    outcomes = await asyncio.gather(
+                        *(
+                            workflow.execute_activity(
+                                tool_activity(agent, call.name),
+                                write_json(
+                                    {
+                                        "call": call_to_json(call),
+                                        "approved": call.id in approved,
+                                        "turn_id": step.turn_id,
+                                        "events": events,
+                                    },
+                                    "a tool call",
+                                ),
+                                **tool_options,
+                            )
+                            for call in step.calls
+                        )
+                    )
+                    results: list[DeferredResult] = []
+                    for outcome in outcomes:
+                        data = read_json(outcome, "a tool result")
+                        if data.get("defer"):
+                            results.append(DEFER)
+                        else:
+                            results.append(result_from_json(data.get("result")))
+                    turn.tools_finished(results)
+                elif isinstance(step, AwaitApproval):
+                    self._waiting, self._decided = step.pending, None
+                    try:
+                        await workflow.wait_condition(
+                            lambda: self._decided is not None, timeout=approval_timeout
+                        )
+                    except TimeoutError:
+                        # Nobody decided in time: the turn ends paused, its pending set
+                        # (resume it later with agent.resume, or start a new turn).
+                        return self._finish(turn)
+                    turn.decided(self._take_decisions())
+                else:
+                    assert isinstance(step, Finished)
+                    return self._finish(turn)
+        except KovaError as exc:
+            raise _failure(exc) from None
+
+    def _take_decisions(self) -> PendingApprovals:
+        decided = self._decided
+        assert decided is not None
+        self._waiting = self._decided = None
+        return decided
+
+    def _finish(self, turn: Turn) -> str:
+        self._finished = True
+        return check_size(turn.to_json(), "the finished turn")
+
+    # -- approvals --------------------------------------------------------------------
+
+    @workflow.update(name="decide")
+    def decide(self, decisions: str) -> None:
+        """The decisions for the calls the turn waits for (PendingApprovals JSON)."""
+        self._decided = self._checked(decisions)
+
+    @decide.validator
+    def _validate_decide(self, decisions: str) -> None:
+        self._checked(decisions)
+
+    def _checked(self, decisions: str) -> PendingApprovals:
+        waiting = self._waiting
+        if waiting is None or self._decided is not None:
+            raise ApplicationError(
+                "this turn is not waiting for decisions", type="ApprovalMismatchError"
+            )
+        try:
+            pending = PendingApprovals.from_json(decisions)
+            if (
+                pending.turn_id != waiting.turn_id
+                or pending.message != waiting.message
+                or pending.calls != waiting.calls
+            ):
+                raise ApprovalMismatchError(
+                    "these decisions are for other pending calls than the ones this turn waits for"
+                )
+            pending.check()
+        except (KovaError, TypeError, ValueError) as exc:
+            raise ApplicationError(str(exc), type=type(exc).__name__) from None
+        return pending
+
+    @workflow.query(name="pending")
+    def pending(self) -> str | None:
+        """The PendingApprovals JSON the turn waits on, or None."""
+        waiting = self._waiting
+        return None if waiting is None or self._decided is not None else waiting.to_json()
+
+    # -- live events ------------------------------------------------------------------
+
+    @workflow.signal(name=EVENTS_SIGNAL)
+    def _events_in(self, batch: str) -> None:
+        try:
+            events = read_json(batch, "a batch of events").get("events")
+        except KovaError:
+            return  # not ours: a signal is never a reason to fail a turn
+        if isinstance(events, list):
+            self._events.extend(events)
+
+    @workflow.query(name=EVENTS_QUERY)
+    def _events_out(self, after: int) -> str:
+        return dumps({"events": self._events[after:], "finished": self._finished})
+
+
+def _retry_policy(data: object) -> RetryPolicy:
+    """The agent's :class:`~kova.agent.RetryConfig` as Temporal's retry policy of its model
+    calls (Temporal retries; the provider, inside the activity, does not)."""
+    if not isinstance(data, dict):
+        return RetryPolicy(maximum_attempts=3)
+    initial = max(float(data["initial_backoff"]), 0.001)
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=initial),
+        backoff_coefficient=max(float(data["multiplier"]), 1.0),
+        maximum_interval=timedelta(seconds=max(float(data["max_backoff"]), initial)),
+        maximum_attempts=int(data["max_retries"]) + 1,
+    )
