@@ -7,15 +7,22 @@ code, and kova runs inside the worker through kova.asyncio."""
 
 from __future__ import annotations
 
+import os
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 from temporal_helpers import builder, fake_openai, run, unique
 from temporalio.client import Client
 
+import kova
 import kova.temporal
 from kova import Message
-from kova.testing import ScriptRequest, reply_text, reply_tool_calls
+from kova.mcp import StdioTransport
+from kova.testing import ErrorReply, ScriptRequest, StreamReply, reply_text, reply_tool_calls
 from kova.tools import ToolContext, tool
 
 
@@ -52,15 +59,18 @@ def test_a_turn_with_parallel_tools_completes(temporal_address: str) -> None:
             queue = unique("parallel")
             agents = {"forecaster": builder(base_url, weather)}
             async with kova.temporal.worker(client, task_queue=queue, agents=agents):
-                return await kova.temporal.run_turn(
+                handle = await kova.temporal.start_turn(
                     client,
                     agent="forecaster",
                     history=[Message.user("Weather in three cities?")],
                     task_queue=queue,
                     id=unique("turn"),
+                    events=True,
                 )
+                response = await kova.temporal.response(handle)
+                return response, [event async for event in kova.temporal.events(handle)]
 
-        response = run(main)
+        response, events = run(main)
     assert response.text == "sunny in Oslo / sunny in Rome / sunny in Lima"
     assert response.llm_calls == 2
     assert [message.role.value for message in response.new_messages] == [
@@ -70,3 +80,279 @@ def test_a_turn_with_parallel_tools_completes(temporal_address: str) -> None:
     ]
     assert most == 3  # the three calls ran at once
     assert len(set(keys)) == 3
+    tool_events = [event for event in events if event.kind.startswith("tool_")]
+    assert sorted((event.kind, event.call.input["city"]) for event in tool_events) == [
+        ("tool_finished", "Lima"),
+        ("tool_finished", "Oslo"),
+        ("tool_finished", "Rome"),
+        ("tool_started", "Lima"),
+        ("tool_started", "Oslo"),
+        ("tool_started", "Rome"),
+    ]
+    finished = [event for event in tool_events if event.kind == "tool_finished"]
+    assert {event.result.text for event in finished} == {
+        "sunny in Oslo",
+        "sunny in Rome",
+        "sunny in Lima",
+    }
+    assert {event.attempt for event in events} == {1}
+    assert len({event.activity for event in tool_events}) == 3  # an activity per call
+
+
+def _serve_turn(temporal_address: str, base_url: str, agents: dict[str, Any], body: Any) -> Any:
+    """Run ``body(client, queue)`` with a worker for ``agents`` on a fresh task queue."""
+
+    async def main() -> Any:
+        client = await Client.connect(temporal_address)
+        queue = unique("queue")
+        async with kova.temporal.worker(client, task_queue=queue, agents=agents):
+            return await body(client, queue)
+
+    return run(main)
+
+
+def test_a_429_is_retried_by_temporal_after_its_retry_after(temporal_address: str) -> None:
+    seen: list[float] = []
+
+    def script(request: ScriptRequest) -> Any:
+        seen.append(time.monotonic())
+        if len(seen) == 1:
+            return ErrorReply(status_code=429, message="slow down", retry_after=1.5)
+        return reply_text("fine now")
+
+    with fake_openai(script) as base_url:
+        # The agent's own policy would retry after 0.05 s, in the provider: inside an
+        # activity the provider does not retry, and Temporal waits as the server asked.
+        agents = {"a": builder(base_url)}
+
+        async def body(client: Client, queue: str) -> Any:
+            handle = await kova.temporal.start_turn(
+                client, agent="a", history="hi", task_queue=queue, id=unique("turn")
+            )
+            response = await kova.temporal.response(handle)
+            history = [event async for event in handle.fetch_history_events()]
+            return response, history
+
+        response, history = _serve_turn(temporal_address, base_url, agents, body)
+    assert response.text == "fine now"
+    assert len(seen) == 2  # one request per attempt: no retry inside the activity
+    assert seen[1] - seen[0] >= 1.5
+    failures = [
+        event.activity_task_failed_event_attributes.failure
+        for event in history
+        if event.HasField("activity_task_failed_event_attributes")
+    ]
+    assert failures == []  # a retried attempt is not a failed activity: it only retried
+    started = [
+        event.activity_task_started_event_attributes
+        for event in history
+        if event.HasField("activity_task_started_event_attributes")
+    ]
+    assert max(attributes.attempt for attributes in started) == 2
+    assert started[-1].last_failure.application_failure_info.type == "RateLimited"
+
+
+def test_a_non_retryable_error_fails_the_turn_at_once(temporal_address: str) -> None:
+    seen: list[ScriptRequest] = []
+
+    def script(request: ScriptRequest) -> Any:
+        seen.append(request)
+        return ErrorReply(status_code=401, message="bad key")
+
+    with fake_openai(script) as base_url:
+
+        async def body(client: Client, queue: str) -> Any:
+            with pytest.raises(kova.temporal.TurnFailedError) as caught:
+                await kova.temporal.run_turn(
+                    client, agent="a", history="hi", task_queue=queue, id=unique("turn")
+                )
+            return caught.value
+
+        error = _serve_turn(temporal_address, base_url, {"a": builder(base_url)}, body)
+    assert error.error_type == "ProviderAuthError"
+    assert "bad key" in str(error)
+    assert len(seen) == 1
+
+
+def test_cancelling_the_workflow_mid_stream_stops_the_activity(temporal_address: str) -> None:
+    answer = "word " * 200
+
+    def script(request: ScriptRequest) -> Any:
+        return StreamReply(response=reply_text(answer), chunk_chars=5, hold_after=4)
+
+    with fake_openai(script) as base_url:
+
+        async def body(client: Client, queue: str) -> Any:
+            handle = await kova.temporal.start_turn(
+                client,
+                agent="a",
+                history="talk",
+                task_queue=queue,
+                id=unique("turn"),
+                events=True,
+                heartbeat_timeout=1,
+            )
+            seen = []
+            async for event in kova.temporal.events(handle, poll=0.05):
+                seen.append(event)
+                if event.kind == "text":
+                    break
+            await handle.cancel()
+            with pytest.raises(kova.TurnCancelled):
+                await kova.temporal.response(handle)
+            history = [event async for event in handle.fetch_history_events()]
+            description = await handle.describe()
+            return seen, history, description
+
+        seen, history, description = _serve_turn(
+            temporal_address, base_url, {"a": builder(base_url)}, body
+        )
+    assert seen[0].kind == "text"
+    assert seen[0].attempt == 1
+    assert answer.startswith(seen[0].text)
+    assert len(seen[0].text) < len(answer)  # part of the answer: the stream stalled after it
+    canceled = [e for e in history if e.HasField("activity_task_canceled_event_attributes")]
+    assert len(canceled) == 1  # the activity acknowledged the cancellation, once
+    assert description.status is not None
+    assert description.status.name == "CANCELED"
+
+
+def test_events_of_a_retried_model_call_carry_their_attempt(temporal_address: str) -> None:
+    answer = "the whole answer, streamed"
+    calls: list[int] = []
+
+    def script(request: ScriptRequest) -> Any:
+        calls.append(1)
+        if len(calls) == 1:  # the first attempt stalls mid-stream and times out
+            return StreamReply(response=reply_text(answer), chunk_chars=4, hold_after=3)
+        return StreamReply(response=reply_text(answer), chunk_chars=4)
+
+    with fake_openai(script) as base_url:
+
+        async def body(client: Client, queue: str) -> Any:
+            handle = await kova.temporal.start_turn(
+                client,
+                agent="a",
+                history="talk",
+                task_queue=queue,
+                id=unique("turn"),
+                events=True,
+                model_timeout=1.5,
+                heartbeat_timeout=1,
+            )
+            response = await kova.temporal.response(handle)
+            return response, [event async for event in kova.temporal.events(handle)]
+
+        response, seen = _serve_turn(temporal_address, base_url, {"a": builder(base_url)}, body)
+    assert response.text == answer
+    by_attempt: dict[int, str] = {}
+    for event in seen:
+        assert event.kind == "text"
+        by_attempt[event.attempt] = by_attempt.get(event.attempt, "") + event.text
+    assert by_attempt[2] == answer
+    assert answer.startswith(by_attempt[1])
+    assert len(by_attempt[1]) < len(answer)
+    assert {event.activity for event in seen} == {seen[0].activity}  # one model call
+
+
+def test_payloads_over_temporals_limit_are_refused_with_a_clear_error(
+    temporal_address: str,
+) -> None:
+    async def main() -> Any:
+        client = await Client.connect(temporal_address)
+        with pytest.raises(kova.temporal.PayloadTooLargeError) as caught:
+            await kova.temporal.start_turn(
+                client,
+                agent="a",
+                history="x" * (kova.temporal.PAYLOAD_LIMIT + 1),
+                task_queue="nowhere",
+                id=unique("turn"),
+            )
+        return caught.value
+
+    error = run(main)
+    assert error.what == "the turn's history"
+    assert "over Temporal's payload limit" in str(error)
+
+
+MCP_SERVER = Path(__file__).parent.parent / "mcp" / "mcp_test_server.py"
+
+
+def test_mcp_tools_are_called_through_the_workers_one_connection(temporal_address: str) -> None:
+    def script(request: ScriptRequest) -> Any:
+        last = request.messages[-1]
+        if last.role.value == "tool":
+            return reply_text(" | ".join(block.text for block in last.content))
+        return reply_tool_calls(("srv__pid", {}), ("srv__echo", {"text": "hello"}))
+
+    with fake_openai(script) as base_url:
+        transport = StdioTransport(sys.executable, args=[str(MCP_SERVER), "stdio"])
+
+        async def main() -> Any:
+            client = await Client.connect(temporal_address)
+            queue = unique("mcp")
+            worker = kova.temporal.worker(
+                client, task_queue=queue, agents={"a": builder(base_url)}, mcp={"srv": transport}
+            )
+            async with worker:
+                return [
+                    await kova.temporal.run_turn(
+                        client, agent="a", history="pid?", task_queue=queue, id=unique("turn")
+                    )
+                    for _ in range(3)
+                ]
+
+        responses = run(main)
+    texts = {response.text for response in responses}
+    assert len(texts) == 1  # one server process answered every turn: one connection
+    pid, echoed = texts.pop().split(" | ")
+    assert int(pid) != os.getpid()
+    assert echoed == "hello"
+
+
+def test_a_limit_the_turn_core_enforces_fails_the_turn(temporal_address: str) -> None:
+    def script(request: ScriptRequest) -> Any:
+        return reply_tool_calls(("noop", {}))
+
+    @tool
+    async def noop() -> str:
+        """Nothing."""
+        return "ok"
+
+    with fake_openai(script) as base_url:
+
+        async def body(client: Client, queue: str) -> Any:
+            with pytest.raises(kova.temporal.TurnFailedError) as caught:
+                await kova.temporal.run_turn(
+                    client, agent="a", history="loop", task_queue=queue, id=unique("turn")
+                )
+            return caught.value
+
+        agents = {"a": builder(base_url, noop).max_iterations(1)}
+        error = _serve_turn(temporal_address, base_url, agents, body)
+    assert error.error_type == "MaxIterationsError"
+
+
+def test_a_tool_result_over_the_payload_limit_fails_the_turn_clearly(
+    temporal_address: str,
+) -> None:
+    @tool
+    async def dump() -> str:
+        """A lot of text."""
+        return "x" * (kova.temporal.PAYLOAD_LIMIT + 10)
+
+    def script(request: ScriptRequest) -> Any:
+        return reply_tool_calls(("dump", {}))
+
+    with fake_openai(script) as base_url:
+
+        async def body(client: Client, queue: str) -> Any:
+            with pytest.raises(kova.temporal.TurnFailedError) as caught:
+                await kova.temporal.run_turn(
+                    client, agent="a", history="dump", task_queue=queue, id=unique("turn")
+                )
+            return caught.value
+
+        error = _serve_turn(temporal_address, base_url, {"a": builder(base_url, dump)}, body)
+    assert error.error_type == "PayloadTooLargeError"
+    assert "a tool result is 2,097,2" in str(error)

@@ -1,0 +1,119 @@
+"""Workers in processes of their own: one is killed with SIGKILL in the middle of a tool
+step, and a second worker finishes the turn. Tool calls that finished are not run again;
+the one annotated idempotent is run again, with the same idempotency key, its effect
+happening once; the unannotated one that was in flight is answered in-band (it may or may
+not have taken effect), never run twice."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from temporal_helpers import fake_openai, run, unique
+from temporalio.client import Client
+
+import kova.temporal
+from kova.testing import ScriptRequest, reply_text, reply_tool_calls
+
+HERE = Path(__file__).parent
+
+
+def _worker(
+    address: str, queue: str, url: str, effects: Path, slow: float
+) -> subprocess.Popen[str]:
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            str(HERE / "worker_process.py"),
+            address,
+            queue,
+            url,
+            str(effects),
+            str(slow),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert line.strip() == "READY", line
+    return process
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_a_worker_killed_mid_tool_and_a_second_worker_completes_the_turn(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    requests: list[ScriptRequest] = []
+
+    def script(request: ScriptRequest) -> Any:
+        requests.append(request)
+        last = request.messages[-1]
+        if last.role.value == "tool":
+            return reply_text(" | ".join(block.text for block in last.content))
+        return reply_tool_calls(
+            ("note", {"text": "start"}), ("report", {"month": "May"}), ("pay", {"amount": 40})
+        )
+
+    queue = unique("killed")
+    started, done = tmp_path / "started", tmp_path / "done"
+    with fake_openai(script) as url:
+        first = _worker(temporal_address, queue, url, tmp_path, slow=60)
+        second = None
+        try:
+
+            async def main() -> Any:
+                nonlocal second
+                client = await Client.connect(temporal_address)
+                handle = await kova.temporal.start_turn(
+                    client,
+                    agent="ops",
+                    history="Do the monthly work",
+                    task_queue=queue,
+                    id=unique("turn"),
+                    heartbeat_timeout=1,
+                )
+                deadline = time.monotonic() + 30
+                while sorted(line.split()[0] for line in _lines(started)) != [
+                    "note",
+                    "pay",
+                    "report",
+                ]:
+                    assert time.monotonic() < deadline, _lines(started)
+                    await asyncio.sleep(0.05)
+                os.kill(first.pid, signal.SIGKILL)  # mid-tool: report and pay are running
+                first.wait()
+                second = _worker(temporal_address, queue, url, tmp_path, slow=0)
+                return await kova.temporal.response(handle)
+
+            response = run(main)
+        finally:
+            for process in (first, second):
+                if process is not None:
+                    if process.poll() is None:
+                        process.kill()
+                        process.wait()
+                    assert process.stdout is not None
+                    process.stdout.close()
+    results = {block.tool_use_id: block for block in response.new_messages[1].content}
+    assert results["call_1"].text == "noted start"
+    assert results["call_2"].text == "report for May"
+    assert results["call_3"].is_error
+    assert "may or may not have taken effect" in results["call_3"].text
+    # note ran once (its result was recorded before the kill); report ran twice, with the
+    # same idempotency key, and its effect happened once; pay started once and never again.
+    names = [line.split()[0] for line in _lines(started)]
+    assert sorted(names) == ["note", "pay", "report", "report"]
+    keys = {line.split()[1] for line in _lines(started) if line.startswith("report")}
+    assert len(keys) == 1
+    assert [line.split()[0] for line in _lines(done)] == ["note", "report"]
+    assert len(requests) == 2
