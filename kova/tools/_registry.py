@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from .._errors import ToolNotFoundError
 from .._requests import check_schema
+from ._decorator import FunctionTool
 from ._errors import DuplicateToolError, ToolDefinitionError
 from ._tool import Tool, definition
 from ._validate import ArgumentValidator
@@ -19,12 +20,25 @@ __all__ = ["ToolRegistry"]
 
 
 class _Entry:
-    __slots__ = ("tool", "validator")
+    __slots__ = ("_definition", "tool", "validator")
 
     def __init__(self, tool: Tool) -> None:
         self.tool = tool
         # Compiled on the first validation, recompiled if the tool's schema object changes.
         self.validator: ArgumentValidator | None = None
+        self._definition: ToolDefinition | None = None
+
+    def definition(self) -> ToolDefinition:
+        """The tool's definition, built once for a ``@tool`` function (whose name,
+        description, schema and annotations never change) and on every read for any other
+        tool (whose properties may)."""
+        cached = self._definition
+        if cached is not None:
+            return cached
+        built = definition(self.tool)
+        if type(self.tool) is FunctionTool:
+            self._definition = built
+        return built
 
 
 class _Store:
@@ -109,7 +123,7 @@ class ToolRegistry:
 
     def definitions(self) -> list[ToolDefinition]:
         """What the provider sends to the model, one per tool, in registration order."""
-        return [definition(entry.tool) for entry in self._store.entries.values()]
+        return [entry.definition() for entry in self._store.entries.values()]
 
     def validate_arguments(self, name: str, arguments: object) -> None:
         """Check ``arguments`` against the schema of the tool called ``name``.

@@ -1,9 +1,12 @@
 """Argument validation against a JSON Schema (``kova/tools/_validate.py``)."""
 
+import decimal
 import types
 
 import attrs
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from kova import ToolError
 from kova.tools import (
@@ -11,6 +14,7 @@ from kova.tools import (
     InvalidToolArguments,
     ToolDefinitionError,
     argument_problems,
+    tool,
     validate_arguments,
 )
 
@@ -137,3 +141,156 @@ def test_validator_keeps_its_schema_and_compiles_once() -> None:
     compiled = validator._validator
     assert validator.problems({"city": "x"}) == ()
     assert validator._validator is compiled
+
+
+# The fast path: a predicate trusted only when it says "valid", so it must never say so where
+# jsonschema finds a problem. Checked over random schemas of the keywords it models and random
+# values (including the ones jsonschema treats specially: bools against numbers, integral
+# floats, Decimals, tuples as arrays, huge ints).
+
+_LEAF_SCHEMAS = st.one_of(
+    st.just({}),
+    st.just(True),
+    st.fixed_dictionaries(
+        {
+            "type": st.sampled_from(
+                ["string", "integer", "number", "boolean", "null", "array", "object"]
+            )
+        }
+    ),
+    st.fixed_dictionaries(
+        {
+            "type": st.lists(
+                st.sampled_from(["string", "integer", "number", "null"]),
+                min_size=1,
+                max_size=3,
+                unique=True,
+            )
+        }
+    ),
+    st.fixed_dictionaries(
+        {
+            "enum": st.lists(
+                st.one_of(st.text(max_size=3), st.integers(0, 2), st.booleans()),
+                min_size=1,
+                max_size=4,
+            )
+        }
+    ),
+    st.fixed_dictionaries({"const": st.text(max_size=3)}),
+    st.fixed_dictionaries(
+        {
+            st.sampled_from(
+                ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"]
+            ): st.one_of(st.integers(-3, 3), st.floats(-3, 3, allow_nan=False))
+        }
+    ).map(dict),
+    st.dictionaries(
+        st.sampled_from(["minLength", "maxLength", "minItems", "maxItems"]),
+        st.integers(0, 3),
+        min_size=1,
+    ),
+)
+
+
+def _extend(children: st.SearchStrategy[object]) -> st.SearchStrategy[object]:
+    names = st.sampled_from(["a", "b", "c"])
+    return st.one_of(
+        st.builds(
+            lambda props, required, additional: {
+                "type": "object",
+                "properties": props,
+                "required": sorted(set(required)),
+                **({} if additional is None else {"additionalProperties": additional}),
+            },
+            st.dictionaries(names, children, max_size=3),
+            st.lists(names, max_size=2),
+            st.one_of(st.none(), st.booleans(), children),
+        ),
+        st.builds(lambda items: {"items": items}, children),
+        st.builds(lambda branches: {"anyOf": branches}, st.lists(children, min_size=1, max_size=3)),
+        st.builds(
+            lambda a, b: {**a, **b} if isinstance(a, dict) and isinstance(b, dict) else a,
+            children,
+            children,
+        ),
+    )
+
+
+_SCHEMAS = st.recursive(_LEAF_SCHEMAS, _extend, max_leaves=8)
+_VALUES = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-5, 5),
+        st.just(2**80),
+        st.floats(-5, 5, allow_nan=False),
+        st.just(1.0),
+        st.just(decimal.Decimal("-7")),
+        st.text(max_size=4),
+    ),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.lists(children, max_size=3).map(tuple),
+        st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), children, max_size=4),
+    ),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(schema=_SCHEMAS, value=_VALUES)
+@example(schema={"minimum": 0}, value=decimal.Decimal("-7"))
+@example(schema={"maximum": 1.5}, value=2**80)
+@example(schema={"type": "integer"}, value=True)
+@example(schema={"enum": [1, "1"]}, value=True)
+@example(schema={"type": "object", "additionalProperties": False}, value={"a": 1})
+def test_fast_path_never_accepts_what_jsonschema_refuses(schema: object, value: object) -> None:
+    from jsonschema import Draft202012Validator
+
+    from kova.tools._validate import _lenient, fast_check
+
+    fast = fast_check(schema)
+    if fast is not None and fast(value):
+        assert not list(_lenient(Draft202012Validator)(schema).iter_errors(value)), (schema, value)
+
+
+def test_fast_path_covers_the_schemas_tool_writes() -> None:
+    from typing import Literal
+
+    from kova.tools._tool import definition
+    from kova.tools._validate import fast_check
+
+    def forecast(
+        city: str,
+        days: int = 3,
+        unit: Literal["c", "f"] = "c",
+        tags: list[str] | None = None,
+        ratio: float = 1.0,
+        exact: bool = False,
+    ) -> str:
+        """Weather."""
+        return city
+
+    schema = definition(tool(forecast)).parameters
+    check = fast_check(schema)
+    assert check is not None
+    assert check(
+        {"city": "Paris", "days": 2, "unit": "f", "tags": ["x"], "ratio": 2, "exact": True}
+    )
+    # Invalid arguments are never decided by the fast path: jsonschema words the problems.
+    assert not check({"city": "Paris", "unit": "k"})
+    validator = ArgumentValidator(schema)
+    assert validator.problems({"city": "Paris", "days": 1.5}) == (
+        "$.days: 1.5 is not of type 'integer'",
+    )
+
+
+def test_schemas_outside_the_fast_path_still_validate() -> None:
+    from kova.tools._validate import fast_check
+
+    schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]+$"}}}
+    assert fast_check(schema) is None
+    assert ArgumentValidator(schema).problems({"code": "abc"}) == (
+        "$.code: 'abc' does not match '^[A-Z]+$'",
+    )
