@@ -33,6 +33,7 @@ from ._framing import SseFramer as SseFramer
 from ._http import ErrorDetails as ErrorDetails
 from ._http_provider import EventStream as EventStream
 from ._http_provider import HttpProvider as HttpProvider
+from ._settings import HttpSettings as HttpSettings
 from ._sse import SseEvent as SseEvent
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "Framer",
     "HeaderAuth",
     "HttpProvider",
+    "HttpSettings",
     "ModelPage",
     "NdjsonFramer",
     "Provider",

@@ -166,6 +166,11 @@ class Codec(Protocol[FrameT]):
         """What an error body (HTTP error status) says; must not raise."""
         ...
 
+    def header_error_type(self, headers: Mapping[str, str]) -> str | None:
+        """The error type an error response's headers name, used when its body names none
+        (AWS's ``x-amzn-ErrorType``); ``None`` for most providers."""
+        ...
+
     def encode_count_tokens(self, request: ChatRequest) -> WireRequest | None:
         """The exact token-counting request, or ``None`` to use the offline heuristic."""
         ...
@@ -189,6 +194,9 @@ class CodecBase(Generic[FrameT]):
 
     def error_details(self, body: JSONValue) -> ErrorDetails:
         return default_error_details(body)
+
+    def header_error_type(self, headers: Mapping[str, str]) -> str | None:
+        return None
 
     def encode_count_tokens(self, request: ChatRequest) -> WireRequest | None:
         return None

@@ -458,11 +458,14 @@ class HttpTransport:
             in tests).
         error_details: reads the provider's JSON error body; defaults to
             :func:`default_error_details`.
+        header_error_type: the error type an error response's headers name, for a
+            provider that names it there (see :meth:`~kova.providers.Codec.header_error_type`).
     """
 
     __slots__ = (
         "_client",
         "_error_details",
+        "_header_error_type",
         "_injected_client",
         "_opens",
         "_transport",
@@ -491,6 +494,7 @@ class HttpTransport:
         auth: httpx2.Auth | None = None,
         total_timeout: float | None = 600.0,
         max_response_bytes: int = 64 * 1024 * 1024,
+        header_error_type: Callable[[Mapping[str, str]], str | None] | None = None,
     ) -> None:
         if client is not None and transport is not None:
             raise ValueError("pass either client= or transport=, not both")
@@ -503,6 +507,7 @@ class HttpTransport:
         self._injected_client = client
         self._transport = transport
         self._error_details = error_details
+        self._header_error_type = header_error_type
         self.auth = auth
         """The auth flow applied to every request (see :mod:`kova.providers._auth`)."""
         self.total_timeout = total_timeout
@@ -745,10 +750,8 @@ class HttpTransport:
         error_type = details.error_type or details.code
         if error_type is not None:
             error_type = error_type[:200]
-        # Bedrock names its error in a header rather than (only) in the body.
-        amz_type = headers.get("x-amzn-errortype")
-        if error_type is None and amz_type:
-            error_type = amz_type.split(":", 1)[0]
+        if error_type is None and self._header_error_type is not None:
+            error_type = self._header_error_type(headers)
         return provider_error(
             # Masked before it is cut: a cut could leave half a key that no longer matches.
             cap_message(mask_secrets(message, found)),

@@ -295,6 +295,7 @@ class HttpProvider(Generic[FrameT]):
             client=client,
             transport=transport,
             error_details=codec.error_details,
+            header_error_type=codec.header_error_type,
             auth=auth,
             total_timeout=total_timeout,
             max_response_bytes=max_response_bytes,

@@ -1,7 +1,8 @@
 """An HTTP provider whose every call needs a key (Anthropic, Gemini).
 
-Without a key, each call fails with the provider's own credential error (which names where
-the key comes from) before anything is sent, instead of the API's 401 after a round trip.
+Without a key, each call fails with the config's credential error (which names where the key
+comes from, :meth:`~kova.providers._settings.HttpSettings.missing_key_error`) before anything
+is sent, instead of the API's 401 after a round trip.
 """
 
 from __future__ import annotations
@@ -13,24 +14,21 @@ from ._http_provider import FrameT, HttpProvider
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
-    from .._errors import ProviderError
     from .._models import ChatRequest, ModelInfo, ModelResponse
     from ._base import EventBatches
+    from ._settings import HttpSettings
 
 __all__ = ["KeyedHttpProvider"]
 
 
 class KeyedHttpProvider(HttpProvider[FrameT]):
-    """:class:`HttpProvider` whose four calls first check :meth:`_missing_key`."""
+    """:class:`HttpProvider` whose four calls first check that its config has a key."""
 
-    def _missing_key(self) -> ProviderError | None:
-        """The error every call raises when no key is configured, else ``None``."""
-        raise NotImplementedError
+    config: HttpSettings
 
     def _require_key(self) -> None:
-        error = self._missing_key()
-        if error is not None:
-            raise error
+        if self.config.api_key is None:
+            raise self.config.missing_key_error(self.name)
 
     async def chat_completion(self, request: ChatRequest) -> ModelResponse:
         """One call (see :meth:`HttpProvider.chat_completion`); without a key,

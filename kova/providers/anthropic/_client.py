@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
-from ..._errors import ProviderError
-from ..._secret import Secret
 from .._auth import bearer_auth, header_auth
 from .._keyed import KeyedHttpProvider
 from .._sse import SseEvent
 from ._codec import AnthropicCodec
-from ._convert import PROVIDER
 
 if TYPE_CHECKING:
     import httpx2
@@ -19,8 +15,6 @@ if TYPE_CHECKING:
     from ._config import AnthropicConfig
 
 __all__ = ["AnthropicProvider"]
-
-_CONNECT_TIMEOUT = 5.0  # the official SDK's connect timeout
 
 
 class AnthropicProvider(KeyedHttpProvider[SseEvent]):
@@ -33,14 +27,16 @@ class AnthropicProvider(KeyedHttpProvider[SseEvent]):
         transport: an httpx2 transport for the client kova creates (e.g.
             ``httpx2.MockTransport`` in tests). Pass at most one of ``client``/``transport``.
 
-    The key comes from ``config.api_key``, else ``ANTHROPIC_API_KEY`` (read here, once); API
-    versions from ``2026-10-21`` on take it as ``Authorization: Bearer`` (what the official
-    SDK sends), older pinned versions as ``x-api-key``. With no key at all, every call raises
-    :class:`~kova.ProviderAuthError` before anything is sent.
+    The key comes from ``config.api_key``, else ``ANTHROPIC_API_KEY`` (read when the config is
+    built); API versions from ``2026-10-21`` on take it as ``Authorization: Bearer`` (what the
+    official SDK sends), older pinned versions as ``x-api-key``. With no key at all, every
+    call raises :class:`~kova.ProviderAuthError` before anything is sent.
 
     Use it inside ``async with provider.open():`` (an agent opens it for you). Calls are safe
     from many tasks at once.
     """
+
+    config: AnthropicConfig
 
     def __init__(
         self,
@@ -50,8 +46,7 @@ class AnthropicProvider(KeyedHttpProvider[SseEvent]):
         transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
         self.config = config
-        key = config.api_key or Secret.of(os.environ.get("ANTHROPIC_API_KEY"))
-        self._has_key = key is not None
+        key = config.api_key
         auth: httpx2.Auth | None = None
         if key is not None:
             auth = bearer_auth(key) if config.bearer_auth else header_auth("x-api-key", key)
@@ -59,25 +54,13 @@ class AnthropicProvider(KeyedHttpProvider[SseEvent]):
             AnthropicCodec(config),
             base_url=config.base_url,
             auth=auth,
-            timeout=config.timeout,
-            connect_timeout=min(_CONNECT_TIMEOUT, config.timeout),
-            total_timeout=config.total_timeout,
-            stream_timeout=config.stream_timeout,
-            max_response_bytes=config.max_response_bytes,
             client=client,
             transport=transport,
+            **config.http_options(),
         )
 
     def __repr__(self) -> str:
         return f"AnthropicProvider({self.config!r})"
-
-    def _missing_key(self) -> ProviderError | None:
-        if self._has_key:
-            return None
-        return ProviderError.credential_failure(
-            "no Anthropic API key: set AnthropicConfig(api_key=...) or ANTHROPIC_API_KEY",
-            provider=PROVIDER,
-        )
 
 
 if TYPE_CHECKING:

@@ -6,8 +6,7 @@ from typing import Literal, TypeAlias
 
 import attrs
 
-from ..._secret import Secret, SecretHeaders
-from .._checks import header_map
+from .._settings import HttpSettings, optional_seconds_field, seconds_field
 
 __all__ = [
     "ANTHROPIC_API_VERSION",
@@ -58,24 +57,8 @@ def _non_empty(_instance: object, attribute: attrs.Attribute[str], value: str) -
         raise ValueError(f"{attribute.name} must not be empty")
 
 
-def _positive_int(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
-    if value <= 0:
-        raise ValueError(f"{attribute.name} must be positive, got {value}")
-
-
-def _positive_seconds(
-    _instance: object, attribute: attrs.Attribute[float | None], value: float | None
-) -> None:
-    if value is not None and value <= 0:
-        raise ValueError(f"{attribute.name} must be positive seconds or None, got {value}")
-
-
-def _secret(value: str | Secret | None) -> Secret | None:
-    return Secret.of(value)
-
-
 @attrs.frozen(kw_only=True)
-class AnthropicConfig:
+class AnthropicConfig(HttpSettings):
     """How to reach Anthropic's Messages API and what every request asks for.
 
     Per-call settings (model, ``max_tokens``, sampling, stop sequences, structured output)
@@ -84,26 +67,13 @@ class AnthropicConfig:
 
     model: str = attrs.field(validator=_non_empty)
     """Model id, e.g. ``claude-opus-4-8``."""
-    api_key: Secret | None = attrs.field(default=None, converter=_secret)
-    """The API key (a ``str`` is wrapped in a masked :class:`~kova.Secret`); ``None`` reads
-    ``ANTHROPIC_API_KEY`` when the provider is constructed."""
     base_url: str = DEFAULT_BASE_URL
-    timeout: float = attrs.field(default=600.0, validator=attrs.validators.gt(0))
+    timeout: float = seconds_field(600.0)
     """Seconds to wait for the server (connect is capped at 5 s): the read timeout, the time to
     a stream's response head and the idle timeout between stream events. Long on purpose: a
     non-streaming answer with thinking can take minutes before its first byte."""
-    total_timeout: float | None = attrs.field(
-        default=900.0,
-        # The attrs plugin takes the field's type from the default (float), not the annotation.
-        validator=_positive_seconds,  # type: ignore[arg-type]
-    )
+    total_timeout: float | None = optional_seconds_field(900.0)
     """Deadline for a whole non-streaming request (headers and body)."""
-    stream_timeout: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.gt(0.0))
-    )
-    """Optional deadline for a whole stream (``None``: bounded by the idle timeout only)."""
-    max_response_bytes: int = attrs.field(default=64 * 1024 * 1024, validator=_positive_int)
-    """The largest non-streaming response body read."""
     api_version: str = attrs.field(default=ANTHROPIC_API_VERSION, validator=_non_empty)
     """The ``anthropic-version`` header. Pin an older one (e.g. ``2023-06-01``) and kova
     authenticates the way that version expects (``x-api-key``)."""
@@ -127,10 +97,13 @@ class AnthropicConfig:
     cacheable block, so the stable prefix (tools, system prompt, earlier turns) is cached."""
     effort: Effort | None = attrs.field(default=None, validator=_check_effort)
     """``output_config.effort``; ``None`` leaves the API's default (``high``)."""
-    extra_headers: SecretHeaders = attrs.field(factory=SecretHeaders, converter=header_map)
-    """Sent on every request, e.g. ``{"anthropic-beta": "context-1m-2025-08-07"}``."""
+
+    key_variables = ("ANTHROPIC_API_KEY",)
+    default_connect_timeout = 5.0  # the official SDK's connect timeout
+    provider_label = "Anthropic"
 
     def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
         if self.thinking_budget is not None and self.thinking_budget >= self.max_tokens:
             raise ValueError(
                 f"thinking_budget ({self.thinking_budget}) must be below max_tokens "

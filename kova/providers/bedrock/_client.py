@@ -3,14 +3,12 @@ provider."""
 
 from __future__ import annotations
 
-import os
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import trio
 
 from ..._errors import InvalidRequest, ProviderAuthError, ProviderError
-from ..._secret import Secret
 from .._auth import bearer_auth
 from .._codec import heuristic_tokens
 from .._http_provider import HttpProvider
@@ -31,8 +29,6 @@ if TYPE_CHECKING:
 
 __all__ = ["BedrockProvider"]
 
-_CONNECT_TIMEOUT = 10.0
-
 
 class BedrockProvider(HttpProvider[EventFrame]):
     """Amazon Bedrock's Converse API as a kova :class:`~kova.providers.Provider`.
@@ -49,10 +45,11 @@ class BedrockProvider(HttpProvider[EventFrame]):
             of ``client``/``transport``.
 
     Credentials are resolved once, in the order :class:`BedrockConfig` lists. A Bedrock API
-    key, explicit keys and ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY`` are read here, at
-    construction. Otherwise botocore's chain (the named profile, shared files, SSO,
-    ``credential_process``, container, instance metadata) runs once, in a worker thread, when
-    the provider is first opened; cancelling that ``open()`` abandons the thread. When nothing
+    key (given, or ``AWS_BEARER_TOKEN_BEDROCK`` when the config was built), explicit keys and
+    ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY`` are read here, at construction.
+    Otherwise botocore's chain (the named profile, shared files, SSO, ``credential_process``,
+    container, instance metadata) runs once, in a worker thread, when the provider is first
+    opened; cancelling that ``open()`` abandons the thread. When nothing
     is found, every call raises :class:`~kova.ProviderAuthError` before anything is sent.
     Temporary credentials are not refreshed: re-construct the provider to rotate them.
 
@@ -76,8 +73,6 @@ class BedrockProvider(HttpProvider[EventFrame]):
         self._uncountable: set[str] = set()
         auth: httpx2.Auth
         token = config.api_key
-        if token is None and config.access_key_id is None and config.profile is None:
-            token = Secret.of(os.environ.get("AWS_BEARER_TOKEN_BEDROCK"))
         if token is not None:
             auth = bearer_auth(token)
         else:
@@ -87,13 +82,9 @@ class BedrockProvider(HttpProvider[EventFrame]):
             BedrockCodec(config),
             base_url=config.runtime_url,
             auth=auth,
-            timeout=config.timeout,
-            connect_timeout=min(_CONNECT_TIMEOUT, config.timeout),
-            total_timeout=config.total_timeout,
-            stream_timeout=config.stream_timeout,
-            max_response_bytes=config.max_response_bytes,
             client=client,
             transport=transport,
+            **config.http_options(),
         )
 
     def _initial_credentials(self) -> AwsCredentials | None:

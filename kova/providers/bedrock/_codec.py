@@ -22,6 +22,8 @@ from ._framing import EventFrame, EventStreamFramer
 from ._stream import BedrockStreamDecoder
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ..._models import ChatRequest, JSONValue, ModelResponse
     from ..._secret import SecretHeaders
     from .._http import ErrorDetails
@@ -66,6 +68,12 @@ class BedrockCodec(CodecBase[EventFrame]):
 
     def error_details(self, body: JSONValue) -> ErrorDetails:
         return decode_error_details(body)
+
+    def header_error_type(self, headers: Mapping[str, str]) -> str | None:
+        # AWS names the error in a header rather than (only) in the body, sometimes with a
+        # suffix: "ThrottlingException:http://internal.amazon.com/coral/...".
+        found = headers.get("x-amzn-errortype")
+        return found.split(":", 1)[0] if found else None
 
     def encode_count_tokens(self, request: ChatRequest) -> WireRequest | None:
         if not self.config.exact_token_count:

@@ -8,6 +8,7 @@ import attrs
 
 from ..._secret import Secret, SecretHeaders
 from .._checks import header_map
+from .._settings import HttpSettings, seconds_field
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -43,13 +44,6 @@ def _fields(value: Mapping[str, object] | None) -> JSONObject | None:
     return value  # type: ignore[return-value]  # JSON by contract, sent as given
 
 
-def _positive_seconds(
-    _instance: object, attribute: attrs.Attribute[float | None], value: float | None
-) -> None:
-    if value is not None and value <= 0:
-        raise ValueError(f"{attribute.name} must be positive seconds or None, got {value}")
-
-
 def _positive_or_none(
     _instance: object, attribute: attrs.Attribute[int | None], value: int | None
 ) -> None:
@@ -65,14 +59,15 @@ def _url_or_none(
 
 
 @attrs.frozen(kw_only=True)
-class BedrockConfig:
+class BedrockConfig(HttpSettings):
     """How to reach Amazon Bedrock's Converse API and what every request asks for.
 
     Credentials, first match wins: ``api_key`` (a Bedrock API key, sent as ``Authorization:
     Bearer``) > ``access_key_id``/``secret_access_key``/``session_token`` > the named
     ``profile`` > the ``AWS_BEARER_TOKEN_BEDROCK`` environment variable > botocore's default
-    chain (environment, shared files, SSO, ``credential_process``, container, IMDS). They are
-    resolved once per provider (re-construct the provider to rotate them).
+    chain (environment, shared files, SSO, ``credential_process``, container, IMDS). The
+    variable is read when the config is built, the rest once per provider (re-construct the
+    provider to rotate them).
 
     Per-call settings (model, ``max_tokens``, sampling, stop sequences, structured output) come
     from :class:`~kova.InferenceConfig` and take precedence over these defaults.
@@ -91,22 +86,9 @@ class BedrockConfig:
     """Explicit secret access key (masked)."""
     session_token: Secret | None = attrs.field(default=None, converter=_secret)
     """STS session token of temporary credentials (masked)."""
-    api_key: Secret | None = attrs.field(default=None, converter=_secret)
-    """A Bedrock API key (masked): ``Authorization: Bearer``, no signing."""
-    timeout: float = attrs.field(default=DEFAULT_TIMEOUT, validator=attrs.validators.gt(0))
+    timeout: float = seconds_field(DEFAULT_TIMEOUT)
     """Seconds: the read timeout, the time to a stream's response head and the idle timeout
-    between stream events."""
-    total_timeout: float | None = attrs.field(
-        default=600.0,
-        validator=_positive_seconds,  # type: ignore[arg-type]  # attrs types it from the default
-    )
-    """Deadline for a whole non-streaming request (headers and body)."""
-    stream_timeout: float | None = attrs.field(default=None, validator=_positive_seconds)
-    """Optional deadline for a whole stream (``None``: bounded by the idle timeout only)."""
-    max_response_bytes: int = attrs.field(
-        default=64 * 1024 * 1024, validator=attrs.validators.gt(0)
-    )
-    """The largest non-streaming response body read."""
+    between stream events (connect: at most 10 s)."""
     endpoint_url: str | None = attrs.field(default=None, validator=_url_or_none)
     """Replaces ``https://bedrock-runtime.{region}.amazonaws.com`` (LocalStack, a VPC
     endpoint, tests). Model listing uses it too unless ``control_endpoint_url`` is set."""
@@ -134,11 +116,20 @@ class BedrockConfig:
     extra_headers: SecretHeaders = attrs.field(factory=SecretHeaders, converter=_headers)
     """Sent (and signed) on every request, e.g. ``x-amzn-bedrock-guardrailidentifier``."""
 
+    key_variables = ("AWS_BEARER_TOKEN_BEDROCK",)
+    default_connect_timeout = 10.0
+    provider_label = "Bedrock"
+
     def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
         if (self.access_key_id is None) != (self.secret_access_key is None):
             raise ValueError("access_key_id and secret_access_key go together")
         if self.session_token is not None and self.access_key_id is None:
             raise ValueError("session_token needs access_key_id and secret_access_key")
+
+    def _reads_key_variables(self) -> bool:
+        # A Bedrock API key from the environment only when no AWS credentials are configured.
+        return self.access_key_id is None and self.profile is None
 
     @property
     def runtime_url(self) -> str:

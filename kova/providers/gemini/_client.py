@@ -4,27 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..._errors import ProviderError
 from .._auth import header_auth
 from .._keyed import KeyedHttpProvider
 from .._sse import SseEvent
 from ._codec import GeminiCodec
-from ._config import API_KEY_VARIABLES, GeminiConfig
-from ._convert import PROVIDER
+from ._config import GeminiConfig
 
 if TYPE_CHECKING:
     import httpx2
 
-__all__ = ["GeminiProvider", "missing_key_error"]
-
-
-def missing_key_error() -> ProviderError:
-    """The error of a call made without any Gemini key."""
-    return ProviderError.credential_failure(
-        "no Gemini API key: pass GeminiConfig(api_key=...) or set "
-        + " or ".join(API_KEY_VARIABLES),
-        provider=PROVIDER,
-    )
+__all__ = ["GeminiProvider"]
 
 
 class GeminiProvider(KeyedHttpProvider[SseEvent]):
@@ -44,6 +33,8 @@ class GeminiProvider(KeyedHttpProvider[SseEvent]):
     from many tasks at once.
     """
 
+    config: GeminiConfig
+
     def __init__(
         self,
         config: GeminiConfig,
@@ -59,20 +50,13 @@ class GeminiProvider(KeyedHttpProvider[SseEvent]):
             GeminiCodec(config),
             base_url=config.base_url,
             auth=header_auth("x-goog-api-key", key) if key is not None else None,
-            timeout=config.timeout,
-            connect_timeout=config.connect_timeout,
-            total_timeout=config.total_timeout,
-            stream_timeout=config.stream_timeout,
-            max_response_bytes=config.max_response_bytes,
             client=client,
             transport=transport,
+            **config.http_options(),
         )
 
     def __repr__(self) -> str:
         return f"GeminiProvider({self.config!r})"
-
-    def _missing_key(self) -> ProviderError | None:
-        return missing_key_error() if self.config.api_key is None else None
 
 
 if TYPE_CHECKING:

@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import attrs
 
-from ..._secret import Secret, SecretHeaders
-from .._checks import (
-    check_bool,
-    check_http_url,
-    check_int,
-    check_non_empty_str,
-    check_number,
-    header_map,
-)
+from .._checks import check_bool, check_http_url, check_int, check_non_empty_str, check_number
+from .._settings import HttpSettings
 
 if TYPE_CHECKING:
     from ..._models import JSONValue
@@ -26,7 +18,6 @@ __all__ = [
     "GeminiConfig",
     "GeminiEmbeddingConfig",
     "ThinkingLevel",
-    "resolve_api_key",
 ]
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
@@ -42,33 +33,6 @@ ThinkingLevel: TypeAlias = Literal["minimal", "low", "medium", "high"]
 """``thinkingConfig.thinkingLevel`` of Gemini 3 models (sent upper-case)."""
 
 THINKING_LEVELS: tuple[ThinkingLevel, ...] = ("minimal", "low", "medium", "high")
-
-
-def resolve_api_key(value: str | Secret | None) -> Secret | None:
-    """The key given, else ``GEMINI_API_KEY``, else ``GOOGLE_API_KEY``, else ``None``.
-
-    Read once, when the config is built, so credentials cannot change under a running agent.
-    """
-    given = Secret.of(value)
-    if given is not None:
-        return given
-    for variable in API_KEY_VARIABLES:
-        found = Secret.of(os.environ.get(variable))
-        if found is not None:
-            return found
-    return None
-
-
-def _positive_seconds(
-    _instance: object, attribute: attrs.Attribute[float | None], value: float | None
-) -> None:
-    if value is not None and value <= 0:
-        raise ValueError(f"{attribute.name} must be positive seconds or None, got {value}")
-
-
-def _positive_int(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
-    if value <= 0:
-        raise ValueError(f"{attribute.name} must be positive, got {value}")
 
 
 def _check_budget(
@@ -92,7 +56,7 @@ def _check_level(_instance: object, _attribute: object, value: str | None) -> No
 
 
 @attrs.frozen(kw_only=True)
-class GeminiConfig:
+class GeminiConfig(HttpSettings):
     """How to reach the Gemini API (Generative Language, ``v1beta``) and what every request
     asks for.
 
@@ -108,35 +72,11 @@ class GeminiConfig:
 
     model: str = attrs.field(validator=check_non_empty_str)
     """Model id without the ``models/`` prefix, e.g. ``gemini-2.5-flash``."""
-    api_key: Secret | None = attrs.field(default=None, converter=resolve_api_key)
-    """The key (a ``str`` is wrapped in a masked :class:`~kova.Secret`), sent as
-    ``x-goog-api-key``. ``None`` reads ``GEMINI_API_KEY``, else ``GOOGLE_API_KEY``, when the
-    config is built; with none of them every call raises :class:`~kova.ProviderAuthError`
-    naming all three."""
     base_url: str = attrs.field(default=DEFAULT_BASE_URL, validator=check_http_url)
     """Scheme and host; ``/{api_version}/models/...`` is appended."""
     api_version: str = attrs.field(default=DEFAULT_API_VERSION, validator=check_non_empty_str)
     """The API version path segment (``v1beta``: thinking, structured output and
     ``parametersJsonSchema`` are there first)."""
-    timeout: float = attrs.field(default=60.0, validator=[check_number, attrs.validators.gt(0)])
-    """Read timeout in seconds, the time to a stream's response head and the idle timeout
-    between stream events."""
-    connect_timeout: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
-    )
-    """Connect timeout in seconds; defaults to ``timeout``."""
-    total_timeout: float | None = attrs.field(
-        default=600.0,
-        # The attrs plugin takes the field's type from the default (float), not the annotation.
-        validator=_positive_seconds,  # type: ignore[arg-type]
-    )
-    """Deadline for a whole non-streaming request (headers and body)."""
-    stream_timeout: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.gt(0.0))
-    )
-    """Optional deadline for a whole stream (``None``: bounded by the idle timeout only)."""
-    max_response_bytes: int = attrs.field(default=64 * 1024 * 1024, validator=_positive_int)
-    """The largest non-streaming response body read."""
     max_tokens: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
     )
@@ -155,10 +95,12 @@ class GeminiConfig:
     include_thoughts: bool | None = attrs.field(default=None, validator=check_bool)
     """``thinkingConfig.includeThoughts``: thought summaries come back as thinking. ``None``:
     on whenever thinking is configured (a budget other than 0, or a level)."""
-    extra_headers: SecretHeaders = attrs.field(factory=SecretHeaders, converter=header_map)
-    """Sent with every request."""
+
+    key_variables = API_KEY_VARIABLES
+    provider_label = "Gemini"
 
     def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
         if self.thinking_budget is not None and self.thinking_level is not None:
             raise ValueError(
                 "set thinking_budget (Gemini 2.5) or thinking_level (Gemini 3), not both"
@@ -182,7 +124,7 @@ class GeminiConfig:
 
 
 @attrs.frozen(kw_only=True)
-class GeminiEmbeddingConfig:
+class GeminiEmbeddingConfig(HttpSettings):
     """How to reach Gemini's ``:batchEmbedContents``.
 
     Example::
@@ -191,8 +133,6 @@ class GeminiEmbeddingConfig:
     """
 
     model: str = attrs.field(default="gemini-embedding-001", validator=check_non_empty_str)
-    api_key: Secret | None = attrs.field(default=None, converter=resolve_api_key)
-    """As :attr:`GeminiConfig.api_key`."""
     base_url: str = attrs.field(default=DEFAULT_BASE_URL, validator=check_http_url)
     api_version: str = attrs.field(default=DEFAULT_API_VERSION, validator=check_non_empty_str)
     dimensions: int | None = attrs.field(
@@ -206,8 +146,6 @@ class GeminiEmbeddingConfig:
         validator=[check_int, attrs.validators.gt(0), attrs.validators.le(MAX_EMBED_BATCH)],
     )
     """Texts per request; the API accepts at most 100."""
-    timeout: float = attrs.field(default=60.0, validator=[check_number, attrs.validators.gt(0)])
-    connect_timeout: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
-    )
-    extra_headers: SecretHeaders = attrs.field(factory=SecretHeaders, converter=header_map)
+
+    key_variables = API_KEY_VARIABLES
+    provider_label = "Gemini"

@@ -11,7 +11,6 @@ from ..._errors import InvalidResponse
 from .._auth import header_auth
 from .._embedding import Embeddings, check_texts, embed_in_batches
 from .._http import HttpTransport
-from ._client import missing_key_error
 from ._config import GeminiEmbeddingConfig
 from ._convert import PROVIDER, error_details
 
@@ -95,12 +94,11 @@ class GeminiEmbeddingProvider:
         self._http = HttpTransport(
             provider=PROVIDER,
             base_url=config.base_url,
-            timeout=config.timeout,
-            connect_timeout=config.connect_timeout,
             client=client,
             transport=transport,
             error_details=error_details,
             auth=header_auth("x-goog-api-key", key) if key is not None else None,
+            **config.transport_options(),
         )
 
     @property
@@ -131,7 +129,7 @@ class GeminiEmbeddingProvider:
         """
         texts = check_texts(texts)
         if self.config.api_key is None:
-            raise missing_key_error()
+            raise self.config.missing_key_error(PROVIDER)
         return await embed_in_batches(texts, self.config.batch_size, self._send)
 
     async def _send(self, batch: list[str]) -> tuple[list[list[float]], Usage | None]:

@@ -41,13 +41,9 @@ class OllamaProvider(HttpProvider[str]):
             OllamaCodec(config),
             base_url=config.base_url,
             auth=bearer_auth(config.api_key) if config.api_key is not None else None,
-            timeout=config.timeout,
-            connect_timeout=config.connect_timeout,
-            total_timeout=config.total_timeout,
-            stream_timeout=config.stream_timeout,
-            max_response_bytes=config.max_response_bytes,
             client=client,
             transport=transport,
+            **config.http_options(),
         )
 
     def __repr__(self) -> str:

@@ -8,14 +8,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ..._secret import Secret, SecretHeaders
-from .._checks import (
-    check_http_url,
-    check_non_empty_str,
-    check_number,
-    header_map,
-    options_map,
-)
+from .._checks import check_http_url, check_non_empty_str, options_map
+from .._settings import HttpSettings, optional_seconds_field, seconds_field
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -83,18 +77,6 @@ def _base_url(value: str) -> str:
     return parse_host(value) if isinstance(value, str) else value
 
 
-def _positive_seconds(
-    _instance: object, attribute: attrs.Attribute[float | None], value: float | None
-) -> None:
-    if value is not None and value <= 0:
-        raise ValueError(f"{attribute.name} must be positive seconds or None, got {value}")
-
-
-def _positive_int(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
-    if value <= 0:
-        raise ValueError(f"{attribute.name} must be positive, got {value}")
-
-
 def _think(value: OllamaThink | None) -> OllamaThink | None:
     if value is None or isinstance(value, OllamaThink):
         return value
@@ -109,12 +91,8 @@ def _keep_alive(_instance: object, _attribute: object, value: str | float | None
     raise ValueError(f"keep_alive must be a duration string ('5m') or seconds, got {value!r}")
 
 
-def _secret(value: str | Secret | None) -> Secret | None:
-    return Secret.of(value)
-
-
 @attrs.frozen(kw_only=True)
-class OllamaConfig:
+class OllamaConfig(HttpSettings):
     """How to reach an Ollama server's native API (``/api/chat``) and what every request asks
     for.
 
@@ -127,6 +105,9 @@ class OllamaConfig:
     Per-call settings (model, ``max_tokens`` as ``num_predict``, temperature, ``top_p``, stop
     sequences, structured output as ``format``) come from :class:`~kova.InferenceConfig` and
     win over ``extra_options``.
+
+    ``api_key`` is only for ollama.com's hosted API (``Authorization: Bearer``); a local server
+    needs none, and none is read from the environment.
     """
 
     model: str = attrs.field(validator=check_non_empty_str)
@@ -137,21 +118,11 @@ class OllamaConfig:
     """``http://localhost:11434`` unless ``OLLAMA_HOST`` is set (read when the config is
     built). Given or from the variable, ``host``, ``host:port``, ``:port`` and full URLs are
     accepted, as the official client accepts them (no scheme means ``http``, no port 11434)."""
-    timeout: float = attrs.field(default=120.0, validator=[check_number, attrs.validators.gt(0)])
+    timeout: float = seconds_field(120.0)
     """Read timeout in seconds, the time to a stream's first line and the idle timeout
     between lines. Generous: loading a model on the first request takes a while."""
-    connect_timeout: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
-    )
-    total_timeout: float | None = attrs.field(
-        default=900.0,
-        validator=_positive_seconds,  # type: ignore[arg-type]
-    )
+    total_timeout: float | None = optional_seconds_field(900.0)
     """Deadline for a whole non-streaming request (local inference can be slow)."""
-    stream_timeout: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.gt(0.0))
-    )
-    max_response_bytes: int = attrs.field(default=64 * 1024 * 1024, validator=_positive_int)
     keep_alive: str | float | None = attrs.field(default=None, validator=_keep_alive)
     """How long the server keeps the model loaded after the call (``"5m"``, ``"1h"``,
     seconds, ``0`` to unload at once); ``None``: the server's default."""
@@ -161,14 +132,12 @@ class OllamaConfig:
     models then think). Reasoning arrives as thinking, never as text."""
     extra_options: Mapping[str, JSONValue] = attrs.field(factory=dict, converter=options_map)
     """Merged into ``options`` (``num_ctx``, ``seed``, ``top_k``, ``repeat_penalty``, ...)."""
-    api_key: Secret | None = attrs.field(default=None, converter=_secret, repr=False)
-    """Only for ollama.com's hosted API (``Authorization: Bearer``); a local server needs
-    none. Not read from the environment."""
-    extra_headers: SecretHeaders = attrs.field(factory=SecretHeaders, converter=header_map)
+
+    provider_label = "Ollama"
 
 
 @attrs.frozen(kw_only=True)
-class OllamaEmbeddingConfig:
+class OllamaEmbeddingConfig(HttpSettings):
     """How to reach an Ollama server's ``/api/embed``.
 
     Example::
@@ -190,9 +159,6 @@ class OllamaEmbeddingConfig:
     keep_alive: str | float | None = attrs.field(default=None, validator=_keep_alive)
     batch_size: int = attrs.field(default=256, validator=attrs.validators.gt(0))
     """Texts per request (Ollama sets no hard limit; this bounds one request's size)."""
-    timeout: float = attrs.field(default=120.0, validator=[check_number, attrs.validators.gt(0)])
-    connect_timeout: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
-    )
-    api_key: Secret | None = attrs.field(default=None, converter=_secret, repr=False)
-    extra_headers: SecretHeaders = attrs.field(factory=SecretHeaders, converter=header_map)
+    timeout: float = seconds_field(120.0)
+
+    provider_label = "Ollama"

@@ -98,11 +98,10 @@ class OllamaEmbeddingProvider:
         self._http = HttpTransport(
             provider=PROVIDER,
             base_url=config.base_url,
-            timeout=config.timeout,
-            connect_timeout=config.connect_timeout,
             client=client,
             transport=transport,
             auth=bearer_auth(config.api_key) if config.api_key is not None else None,
+            **config.transport_options(),
         )
 
     @property

@@ -42,13 +42,9 @@ class OpenAiCompatibleProvider(HttpProvider[SseEvent]):
             OpenAiCodec(config),
             base_url=config.base_url,
             auth=openai_auth(config),
-            timeout=config.timeout,
-            connect_timeout=config.connect_timeout,
-            total_timeout=config.total_timeout,
-            stream_timeout=config.stream_timeout,
-            max_response_bytes=config.max_response_bytes,
             client=client,
             transport=transport,
+            **config.http_options(),
         )
 
     def __repr__(self) -> str:

@@ -2,31 +2,22 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from ..._secret import Secret, SecretHeaders
 from .._auth import bearer_auth, header_auth
-from .._checks import header_map
+from .._settings import HttpSettings, seconds_field
 
 if TYPE_CHECKING:
     import httpx2
 
+    from ..._secret import Secret
     from ._embeddings import OpenAiEmbeddingConfig
 
 __all__ = ["OpenAiConfig"]
 
 DEFAULT_BASE_URL = "https://api.openai.com"
-
-
-def _env_key(value: str | Secret | None) -> Secret | None:
-    # Resolved once, when the config is built, so a provider's credentials cannot change
-    # under a running agent; evolve() the config (or build a new one) to rotate a key.
-    if value is None:
-        return Secret.of(os.environ.get("OPENAI_API_KEY"))
-    return Secret.of(value)
 
 
 def _query_params(api_version: str | None) -> dict[str, str]:
@@ -42,24 +33,8 @@ def endpoint_path(base_url: str, path: str) -> str:
     return path
 
 
-def _positive_int(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
-    if value <= 0:
-        raise ValueError(f"{attribute.name} must be positive, got {value}")
-
-
-def _positive_seconds(
-    _instance: object, attribute: attrs.Attribute[float | None], value: float | None
-) -> None:
-    if value is not None and value <= 0:
-        raise ValueError(f"{attribute.name} must be positive seconds or None, got {value}")
-
-
-def _secret(value: str | Secret | None) -> Secret | None:
-    return Secret.of(value)
-
-
 @attrs.frozen(kw_only=True)
-class OpenAiConfig:
+class OpenAiConfig(HttpSettings):
     """How to reach an OpenAI Chat Completions endpoint (OpenAI, Azure, vLLM, Ollama ``/v1``,
     DeepSeek, OpenRouter, ...).
 
@@ -81,29 +56,9 @@ class OpenAiConfig:
     """Scheme and host (and optional prefix); the paths below are appended. A base URL that
     already ends in ``/v1`` (as the official SDK's does) is fine: the paths' own ``/v1`` is
     then not repeated."""
-    api_key: Secret | None = attrs.field(default=None, converter=_env_key)
-    """The key (a ``str`` is wrapped in a masked :class:`~kova.Secret`). ``None`` reads
-    ``OPENAI_API_KEY`` when the config is constructed; with no key at all (or ``""``) no auth
-    header is sent: local servers need none."""
-    timeout: float = attrs.field(default=30.0, validator=attrs.validators.gt(0))
+    timeout: float = seconds_field(30.0)
     """Read timeout in seconds (also write and pool), the time to a stream's response head,
     and the idle timeout between stream events."""
-    total_timeout: float | None = attrs.field(
-        default=600.0,
-        # The attrs plugin takes the field's type from the default (float), not the annotation.
-        validator=_positive_seconds,  # type: ignore[arg-type]
-    )
-    """Deadline for a whole non-streaming request (headers and body)."""
-    stream_timeout: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.gt(0.0))
-    )
-    """Optional deadline for a whole stream (``None``: bounded by the idle timeout only)."""
-    max_response_bytes: int = attrs.field(default=64 * 1024 * 1024, validator=_positive_int)
-    """The largest non-streaming response body read."""
-    connect_timeout: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
-    )
-    """Connect timeout in seconds; defaults to ``timeout``."""
     max_tokens: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
     )
@@ -126,8 +81,9 @@ class OpenAiConfig:
     this on, the reasoning arrives as a :class:`~kova.Thinking` block in the response content
     (and as ``SignedThinking`` at the end of a stream) and goes back as ``reasoning_content``
     on that assistant message. Off (the default), reasoning is display text only."""
-    extra_headers: SecretHeaders = attrs.field(factory=SecretHeaders, converter=header_map)
-    """Sent with every request (e.g. ``OpenAI-Organization``, ``OpenAI-Project``)."""
+
+    key_variables = ("OPENAI_API_KEY",)
+    provider_label = "OpenAI"
 
     def query_params(self) -> dict[str, str]:
         """Query parameters sent with every request."""

@@ -11,18 +11,11 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ..._errors import ProviderError
-from ..._secret import SecretHeaders
-from .._checks import header_map
 from .._embedding import Embeddings, embed_in_batches
 from .._http import HttpTransport
+from .._settings import HttpSettings, seconds_field
 from ._codec import openai_error_details
-from ._config import (
-    DEFAULT_BASE_URL,
-    _env_key,
-    _query_params,
-    endpoint_path,
-    openai_auth,
-)
+from ._config import DEFAULT_BASE_URL, _query_params, endpoint_path, openai_auth
 from ._convert import PROVIDER, decode_usage
 
 if TYPE_CHECKING:
@@ -31,19 +24,16 @@ if TYPE_CHECKING:
     import httpx2
 
     from ..._models import JSONValue, Usage
-    from ..._secret import Secret
 
 __all__ = ["OpenAiEmbeddingConfig", "OpenAiEmbeddingProvider", "decode_embeddings"]
 
 
 @attrs.frozen(kw_only=True)
-class OpenAiEmbeddingConfig:
+class OpenAiEmbeddingConfig(HttpSettings):
     """How to reach an OpenAI-compatible ``/v1/embeddings`` endpoint."""
 
     model: str = "text-embedding-3-small"
     base_url: str = DEFAULT_BASE_URL
-    api_key: Secret | None = attrs.field(default=None, converter=_env_key)
-    """As :attr:`OpenAiConfig.api_key` (``OPENAI_API_KEY`` read at construction)."""
     dimensions: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
     )
@@ -51,13 +41,12 @@ class OpenAiEmbeddingConfig:
     embeddings_path: str = "/v1/embeddings"
     api_version: str | None = None
     """Azure ``api-version`` (switches auth to the ``api-key`` header)."""
-    timeout: float = attrs.field(default=30.0, validator=attrs.validators.gt(0))
-    connect_timeout: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
-    )
+    timeout: float = seconds_field(30.0)
     batch_size: int = attrs.field(default=2048, validator=attrs.validators.gt(0))
     """Inputs per request; OpenAI accepts at most 2048."""
-    extra_headers: SecretHeaders = attrs.field(factory=SecretHeaders, converter=header_map)
+
+    key_variables = ("OPENAI_API_KEY",)
+    provider_label = "OpenAI"
 
     def query_params(self) -> dict[str, str]:
         """Query parameters sent with every request."""
@@ -137,12 +126,11 @@ class OpenAiEmbeddingProvider:
         self._http = HttpTransport(
             provider=PROVIDER,
             base_url=config.base_url,
-            timeout=config.timeout,
-            connect_timeout=config.connect_timeout,
             client=client,
             transport=transport,
             error_details=openai_error_details,
             auth=openai_auth(config),
+            **config.transport_options(),
         )
         self._path = endpoint_path(config.base_url, config.embeddings_path)
 

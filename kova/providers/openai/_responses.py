@@ -131,13 +131,9 @@ class OpenAiResponsesProvider(HttpProvider[SseEvent]):
             OpenAiResponsesCodec(config),
             base_url=config.base_url,
             auth=responses_auth(config),
-            timeout=config.timeout,
-            connect_timeout=config.connect_timeout,
-            total_timeout=config.total_timeout,
-            stream_timeout=config.stream_timeout,
-            max_response_bytes=config.max_response_bytes,
             client=client,
             transport=transport,
+            **config.http_options(),
         )
 
     def __repr__(self) -> str:

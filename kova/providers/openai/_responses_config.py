@@ -7,9 +7,8 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from ..._secret import SecretHeaders
-from .._checks import header_map
-from ._config import DEFAULT_BASE_URL, _env_key, _positive_int, _positive_seconds
+from .._settings import HttpSettings
+from ._config import DEFAULT_BASE_URL
 
 if TYPE_CHECKING:
     from ..._secret import Secret
@@ -37,7 +36,7 @@ def _model(_instance: object, attribute: attrs.Attribute[str], value: str) -> No
 
 
 @attrs.frozen(kw_only=True)
-class OpenAiResponsesConfig:
+class OpenAiResponsesConfig(HttpSettings):
     """How to reach an OpenAI Responses API endpoint (``POST /v1/responses``): OpenAI, Azure
     OpenAI, or a Responses-compatible server.
 
@@ -59,25 +58,6 @@ class OpenAiResponsesConfig:
     base_url: str = attrs.field(default=DEFAULT_BASE_URL, validator=_http_url)
     """Scheme and host (and optional prefix); the paths below are appended. A base URL ending
     in ``/v1`` (as the official SDK's does) is fine: the paths' ``/v1`` is not repeated."""
-    api_key: Secret | None = attrs.field(default=None, converter=_env_key)
-    """The key (a ``str`` is wrapped in a masked :class:`~kova.Secret`). ``None`` reads
-    ``OPENAI_API_KEY`` when the config is built; no key at all sends no auth header."""
-    timeout: float = attrs.field(default=60.0, validator=attrs.validators.gt(0))
-    """Read timeout in seconds, the time to a stream's response head, and the idle timeout
-    between stream events (reasoning models can think a while before their first event)."""
-    total_timeout: float | None = attrs.field(
-        default=600.0,
-        validator=_positive_seconds,  # type: ignore[arg-type]
-    )
-    """Deadline for a whole non-streaming request (reasoning calls can take minutes)."""
-    stream_timeout: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.gt(0.0))
-    )
-    """Optional deadline for a whole stream."""
-    max_response_bytes: int = attrs.field(default=64 * 1024 * 1024, validator=_positive_int)
-    connect_timeout: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
-    )
     max_output_tokens: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.ge(16))
     )
@@ -113,9 +93,9 @@ class OpenAiResponsesConfig:
     azure: bool | None = None
     """Send the key in Azure's ``api-key`` header instead of ``Authorization: Bearer``.
     ``None``: when ``api_version`` is set or the host is an Azure OpenAI one."""
-    extra_headers: SecretHeaders = attrs.field(factory=SecretHeaders, converter=header_map)
-    """Sent with every request (e.g. ``OpenAI-Organization``, ``OpenAI-Project``); values
-    masked in reprs and errors (a :class:`~kova.SecretHeaders`)."""
+
+    key_variables = ("OPENAI_API_KEY",)
+    provider_label = "OpenAI"
 
     @classmethod
     def azure_openai(

@@ -1,0 +1,167 @@
+"""The HTTP settings every provider config shares, and where API keys come from."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import httpx2
+import pytest
+
+from kova import ChatRequest, ProviderAuthError, ProviderError, Secret
+from kova.providers._http import HttpTransport
+from kova.providers._settings import HttpSettings
+from kova.providers.anthropic import AnthropicConfig, AnthropicProvider
+from kova.providers.bedrock import BedrockConfig
+from kova.providers.bedrock._codec import BedrockCodec
+from kova.providers.gemini import GeminiConfig, GeminiProvider
+from kova.providers.ollama import OllamaConfig
+from kova.providers.openai import OpenAiConfig, OpenAiResponsesConfig
+
+CONFIGS: list[HttpSettings] = [
+    AnthropicConfig(model="m", api_key="k"),
+    OpenAiConfig(model="m", api_key="k"),
+    OpenAiResponsesConfig(model="m", api_key="k"),
+    GeminiConfig(model="m", api_key="k"),
+    OllamaConfig(model="m"),
+    BedrockConfig(region="us-east-1", model_id="m", api_key="k"),
+]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda config: type(config).__name__)
+def test_every_config_checks_the_shared_settings_the_same_way(config: HttpSettings) -> None:
+    assert isinstance(config, HttpSettings)
+    changes: list[tuple[str, Any]] = [
+        ("timeout", 0),
+        ("total_timeout", -1.0),
+        ("stream_timeout", 0.0),
+        ("connect_timeout", -5),
+        ("max_response_bytes", 0),
+    ]
+    for field, value in changes:
+        with pytest.raises(ValueError, match=field):
+            attrs.evolve(config, **{field: value})
+    with pytest.raises(TypeError, match="timeout must be a number"):
+        attrs.evolve(config, timeout="30")  # type: ignore[arg-type]
+
+
+def test_the_provider_defaults_survive_the_shared_base() -> None:
+    assert AnthropicConfig(model="m").timeout == 600.0
+    assert AnthropicConfig(model="m").total_timeout == 900.0
+    assert OpenAiConfig(model="m").timeout == 30.0
+    assert OpenAiResponsesConfig(model="m").timeout == 60.0
+    assert OllamaConfig(model="m").total_timeout == 900.0
+    assert BedrockConfig(region="r", model_id="m").timeout == 60.0
+    assert GeminiConfig(model="m").max_response_bytes == 64 * 1024 * 1024
+
+
+def test_connect_timeouts_follow_the_providers_defaults_unless_given() -> None:
+    # Anthropic's SDK connects within 5 s, Bedrock within 10; the others use the read timeout.
+    assert AnthropicConfig(model="m").http_options()["connect_timeout"] == 5.0
+    assert AnthropicConfig(model="m", timeout=2).http_options()["connect_timeout"] == 2
+    assert AnthropicConfig(model="m", connect_timeout=7).http_options()["connect_timeout"] == 7
+    assert BedrockConfig(region="r", model_id="m").http_options()["connect_timeout"] == 10.0
+    assert OpenAiConfig(model="m").http_options()["connect_timeout"] is None
+    options = OllamaConfig(model="m", stream_timeout=30).http_options()
+    assert options == {
+        "timeout": 120.0,
+        "connect_timeout": None,
+        "total_timeout": 900.0,
+        "stream_timeout": 30,
+        "max_response_bytes": 64 * 1024 * 1024,
+    }
+
+
+def test_keys_are_read_from_the_environment_when_the_config_is_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "from-env")
+    config = AnthropicConfig(model="m")
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    assert config.api_key == Secret("from-env")
+    assert "from-env" not in repr(config)
+    assert AnthropicConfig(model="m", api_key="given").api_key == Secret("given")
+
+
+@pytest.mark.parametrize(
+    ("variable", "make"),
+    [
+        ("ANTHROPIC_API_KEY", lambda **kw: AnthropicConfig(model="m", **kw)),
+        ("OPENAI_API_KEY", lambda **kw: OpenAiConfig(model="m", **kw)),
+        ("GEMINI_API_KEY", lambda **kw: GeminiConfig(model="m", **kw)),
+    ],
+)
+def test_an_empty_key_means_none_and_the_environment_is_not_asked(
+    monkeypatch: pytest.MonkeyPatch, variable: str, make: type[HttpSettings]
+) -> None:
+    monkeypatch.setenv(variable, "from-env")
+    assert make().api_key == Secret("from-env")
+    assert make(api_key="").api_key is None
+
+
+def test_ollama_reads_no_key_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OLLAMA_API_KEY", "x")
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    assert OllamaConfig(model="m").api_key is None
+
+
+def test_the_bedrock_bearer_token_is_read_only_without_aws_credentials(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", "token")
+    assert BedrockConfig(region="r", model_id="m").api_key == Secret("token")
+    assert BedrockConfig(region="r", model_id="m", profile="p").api_key is None
+    explicit = BedrockConfig(region="r", model_id="m", access_key_id="AKIA", secret_access_key="s")
+    assert explicit.api_key is None
+
+
+@pytest.mark.parametrize(
+    ("provider", "expected"),
+    [
+        (
+            lambda: AnthropicProvider(AnthropicConfig(model="m", base_url="http://127.0.0.1:9")),
+            "anthropic: no Anthropic API key: pass AnthropicConfig(api_key=...) or set "
+            "ANTHROPIC_API_KEY",
+        ),
+        (
+            lambda: GeminiProvider(GeminiConfig(model="m", base_url="http://127.0.0.1:9")),
+            "gemini: no Gemini API key: pass GeminiConfig(api_key=...) or set GEMINI_API_KEY or "
+            "GOOGLE_API_KEY",
+        ),
+    ],
+)
+async def test_a_missing_key_fails_with_one_line_naming_the_variables(
+    monkeypatch: pytest.MonkeyPatch, provider: object, expected: str
+) -> None:
+    for variable in ("ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(variable, raising=False)
+    made = provider()  # type: ignore[operator]
+    async with made.open():
+        with pytest.raises(ProviderAuthError) as caught:
+            await made.chat_completion(ChatRequest.of("hi"))
+    assert str(caught.value).splitlines() == [expected]
+
+
+async def test_the_shared_transport_reads_no_provider_header() -> None:
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(
+            400, json={"message": "m"}, headers={"x-amzn-errortype": "ThrottlingException:x"}
+        )
+
+    plain = HttpTransport(
+        provider="test", base_url="http://api.test", transport=httpx2.MockTransport(answer)
+    )
+    codec = BedrockCodec(BedrockConfig(region="r", model_id="m", api_key="k"))
+    bedrock = HttpTransport(
+        provider="bedrock",
+        base_url="http://api.test",
+        transport=httpx2.MockTransport(answer),
+        header_error_type=codec.header_error_type,
+    )
+    async with plain.open(), bedrock.open():
+        with pytest.raises(ProviderError) as unread:
+            await plain.request_json("GET", "/x")
+        with pytest.raises(ProviderError) as read:
+            await bedrock.request_json("GET", "/x")
+    assert unread.value.error_type is None
+    assert read.value.error_type == "ThrottlingException"
