@@ -5,6 +5,8 @@ A provider is config + codec (+ an auth flow) run by :class:`HttpProvider`; see
 ``docs/providers/writing-a-provider.md``.
 """
 
+import typing as _typing
+
 from ._auth import HeaderAuth as HeaderAuth
 from ._auth import bearer_auth as bearer_auth
 from ._auth import header_auth as header_auth
@@ -33,8 +35,21 @@ from ._framing import SseFramer as SseFramer
 from ._http import ErrorDetails as ErrorDetails
 from ._http_provider import EventStream as EventStream
 from ._http_provider import HttpProvider as HttpProvider
-from ._settings import HttpSettings as HttpSettings
 from ._sse import SseEvent as SseEvent
+
+if _typing.TYPE_CHECKING:
+    from ._settings import HttpSettings as HttpSettings
+
+
+def __getattr__(name: str) -> object:
+    # HttpSettings is an attrs class: defined on first use, not by every agent's import.
+    if name == "HttpSettings":
+        from ._settings import HttpSettings
+
+        globals()[name] = HttpSettings
+        return HttpSettings
+    raise AttributeError(f"module 'kova.providers' has no attribute {name!r}")
+
 
 __all__ = [
     "Codec",
