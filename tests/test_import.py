@@ -134,11 +134,14 @@ NOT_IN_AN_AGENT_PROGRAM = [
 what ``import httpx2, trio`` imports): the import-time target of bench/run.py scenario (a)."""
 
 
-ATTRS_CLASSES_IN_AN_AGENT_PROGRAM = ["kova.providers.openai._config.OpenAiConfig"]
+ATTRS_CLASSES_IN_AN_AGENT_PROGRAM = [
+    "kova.providers._settings.HttpSettings",
+    "kova.providers.openai._config.OpenAiConfig",
+]
 """The only attrs classes an agent program builds: attrs compiles each class's methods at
 import (about a millisecond apiece), so kova's data model, events, messages and actors are
-records (kova/_record.py) or plain classes; a provider config stays an attrs class
-(documented: ``attrs.evolve`` type-checks on it)."""
+records (kova/_record.py) or plain classes; a provider config (and HttpSettings, the base
+every provider config shares) stays an attrs class (documented: its converters type-check)."""
 
 
 def _agent_program() -> dict[str, list[str]]:
