@@ -388,9 +388,10 @@ def _object_check(schema: Mapping[str, object], depth: int) -> list[_Check] | No
         if open_ended:
             return True
         for name in value:
-            if name not in known:
-                if extra is None or not isinstance(name, str) or not extra(value[name]):
-                    return False
+            if name in known:
+                continue
+            if extra is None or not isinstance(name, str) or not extra(value[name]):
+                return False
         return True
 
     checks.append(object_check)
