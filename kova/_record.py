@@ -1,4 +1,27 @@
-"""Frozen value classes that cost nothing to define.
+"""Frozen value classes that cost nothing to define, and kova's one rule for classes that
+hold data.
+
+**The rule** (also in ``docs/contributing.md``):
+
+1. A frozen value -- the data model, stream and agent events, actor messages, results,
+   codecs, a tool's own configuration, any internal value type -- is a :class:`Record`.
+   Checks go in ``__post_init__``. A hand-written keyword-only ``__init__`` only where it
+   pays: a class built per streamed token (measured, see below), one that converts its
+   arguments (``Iterable`` to ``tuple``, ``None`` to a computed default), or one taken
+   positionally (a codec's config, a tool's policy).
+2. A user-facing configuration whose fields *convert* what the caller passes (a ``str`` key
+   into a :class:`~kova.Secret`, a mapping into :class:`~kova.SecretHeaders`, a list into a
+   tuple) is an ``@attrs.frozen(kw_only=True)`` class: mypy checks attrs converters (a
+   caller may pass the ``str``), and a record would need a hand-written ``__init__``
+   repeating every field. These are the provider configs (``HttpSettings`` and its
+   subclasses), ``ToolPolicy``/``WebPolicy``, the MCP transports and ``TelemetryConfig``;
+   each is imported only with its provider or feature, never by ``import kova.agent``.
+3. Anything with mutable state -- an actor, a fake server, a session, an accumulator -- is a
+   plain class with ``__slots__`` and its own ``__init__``: neither attrs nor a record.
+
+Measured (``bench/values.py``): defining a record costs a few percent of an attrs class
+(attrs writes, compiles and re-slots each class at import), and constructing one with a
+hand-written ``__init__`` costs what the same attrs class does.
 
 kova's data model, telemetry events and actor messages were frozen, slotted attrs classes.
 attrs builds each one at import: it writes ``__init__``, ``__repr__``, ``__eq__`` and
@@ -31,7 +54,8 @@ attrs class, so ``attrs.evolve`` (and kova's :func:`evolve`) are checked against
 Rules for a subclass:
 
 - its fields are its annotations (``ClassVar`` aside), in order; a subclass of a record adds
-  fields to its base's. Defaults are shared by every instance: use immutable values.
+  fields to its base's. Defaults are shared by every instance: use immutable values
+  (``()``, ``frozenset()``, :data:`EMPTY` for a ``Mapping``, another record).
 - The generic ``__init__`` takes every field as a keyword argument of the same name (no
   private ``_fields``) and stores it as given. It costs about half as much again as a
   hand-written one (a 6-field event: ~17k against ~12k instructions), so a class built per
@@ -54,15 +78,17 @@ from __future__ import annotations
 import inspect
 import operator
 from itertools import repeat
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast, dataclass_transform
-
-from attrs.exceptions import FrozenInstanceError
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar, cast, dataclass_transform
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from typing import Self
 
-__all__ = ["Record", "evolve", "set_field"]
+__all__ = ["EMPTY", "Record", "evolve", "set_field"]
+
+EMPTY: Mapping[str, Any] = MappingProxyType({})
+"""The default of a ``Mapping`` field: one empty, read-only mapping every record shares."""
 
 set_field: Callable[[object, str, object], None] = object.__setattr__
 """Store a field in ``__init__`` (a record refuses ordinary assignment)."""
@@ -259,10 +285,10 @@ class Record(metaclass=_RecordType):
         ) -> None: ...
 
     def __setattr__(self, name: str, value: object) -> None:
-        raise FrozenInstanceError
+        _frozen()
 
     def __delattr__(self, name: str) -> None:
-        raise FrozenInstanceError
+        _frozen()
 
     def __repr__(self) -> str:
         name = self.__class__.__qualname__.rsplit(">.", 1)[-1]
@@ -294,6 +320,14 @@ class Record(metaclass=_RecordType):
     def __setstate__(self, state: dict[str, Any]) -> None:
         for name, value in state.items():
             set_field(self, name, value)
+
+
+def _frozen() -> NoReturn:
+    # attrs' own error, so assigning to any frozen kova value (a record or an attrs config)
+    # raises the same type; imported here, when it is raised, not with this module.
+    from attrs.exceptions import FrozenInstanceError
+
+    raise FrozenInstanceError
 
 
 def _init(self: Record, /, *args: Any, **values: Any) -> None:

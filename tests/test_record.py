@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import pickle
 import weakref
-from typing import ClassVar, assert_type
+from typing import TYPE_CHECKING, ClassVar, assert_type
 
 import attrs
 import pytest
@@ -27,6 +27,9 @@ from kova import (
 )
 from kova._record import Record, evolve, set_field
 from kova.telemetry import TurnFinished
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 # Besides what it runs, this file is a test of the records' static types: under
 # `mypy --strict tests/test_record.py` every `type: ignore` below must be needed (strict
@@ -232,3 +235,34 @@ def test_a_record_that_generates_its_init_has_no_private_fields() -> None:
 
         class Private(Record):
             _secret: int
+
+
+def test_the_record_module_imports_no_attrs() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, kova._record; print('attrs' in sys.modules)"
+    assert subprocess.check_output([sys.executable, "-c", code], text=True).strip() == "False"
+
+
+def test_a_mapping_field_defaults_to_one_shared_read_only_empty_mapping() -> None:
+
+    from kova._record import EMPTY
+
+    class Tagged(Record):
+        tags: Mapping[str, str] = EMPTY
+
+    first, second = Tagged(), Tagged(tags={"a": "b"})
+    assert first.tags == {}
+    assert first.tags is Tagged().tags
+    assert second.tags == {"a": "b"}
+    with pytest.raises(TypeError):
+        first.tags["a"] = "b"  # type: ignore[index]
+
+
+def test_attrs_configs_and_records_raise_the_same_error_on_assignment() -> None:
+    from kova.providers.openai import OpenAiConfig
+
+    for value in (Text(text="hi"), OpenAiConfig(model="m", api_key="k")):
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            value.model = "x"  # type: ignore[misc]

@@ -2,15 +2,14 @@
 
 ::
 
-    @attrs.frozen(kw_only=True)
-    class GetCount(Call[int]):
+    class GetCount(Record, Call[int]):
         key: str
 
     count = await ref.call(GetCount(key="a"))     # mypy knows: int
 
 ``Call[R]`` is a marker base (no fields, no slots of its own), so a message stays a plain
-frozen attrs value. :meth:`ActorRef.call` is typed to return ``R`` for a ``Call[R]``; other
-payloads still work and return ``Any``.
+frozen :class:`~kova._record.Record`. :meth:`ActorRef.call` is typed to return ``R`` for a
+``Call[R]``; other payloads still work and return ``Any``.
 
 Every actor answers a message it does not know the same way: the request fails with
 :class:`UnknownMessage` (a request error: the caller gets it, the actor carries on).

@@ -21,7 +21,6 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-import attrs
 import trio
 
 from .._errors import KovaError, SerializationError
@@ -35,6 +34,7 @@ from .._models import (
     messages_from_json,
     messages_to_json,
 )
+from .._record import Record
 from ._errors import CliError
 
 if TYPE_CHECKING:
@@ -56,8 +56,7 @@ _RESULT_LINES = 20
 """A tool result shows at most this many lines (and says how many more there were)."""
 
 
-@attrs.frozen(kw_only=True)
-class McpFilter:
+class McpFilter(Record):
     """``--mcp-include`` / ``--mcp-exclude``: which MCP tools the model gets. Each pattern is
     a name or a glob, the server's own (``add``) or prefixed (``mcp__add``)."""
 
@@ -99,8 +98,7 @@ class McpFilter:
                     )
 
 
-@attrs.frozen(kw_only=True)
-class ChatOptions:
+class ChatOptions(Record):
     """What ``kova chat`` was started with."""
 
     selected: SelectedProvider | None
@@ -116,13 +114,11 @@ class ChatOptions:
     directory)."""
 
 
-@attrs.frozen
-class _Interrupt:
+class _Interrupt(Record):
     """Ctrl-C was pressed."""
 
 
-@attrs.frozen
-class _Ask:
+class _Ask(Record):
     """A tool call waits for the user's yes or no."""
 
     call: ToolUse

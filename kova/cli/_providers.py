@@ -11,8 +11,7 @@ import os
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-import attrs
-
+from .._record import Record
 from ._errors import CliError
 
 if TYPE_CHECKING:
@@ -29,8 +28,7 @@ __all__ = [
 ]
 
 
-@attrs.frozen(kw_only=True)
-class ProviderChoice:
+class ProviderChoice(Record):
     """How the CLI builds one provider."""
 
     build: Callable[[str, str | None, str | None], Provider]
@@ -138,8 +136,7 @@ PROVIDERS: Mapping[str, ProviderChoice] = MappingProxyType(
 """Every provider ``--provider`` accepts, by name."""
 
 
-@attrs.frozen(kw_only=True)
-class SelectedProvider:
+class SelectedProvider(Record):
     name: str
     model: str
     provider: Provider

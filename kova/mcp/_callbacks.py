@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import attrs
 import mcp_types as mt
 
 from .._errors import KovaError
 from .._log import get_logger
 from .._models import ChatRequest
-from .._record import evolve
+from .._record import Record, evolve
 from . import _convert
 from ._types import McpLogMessage
 
@@ -42,8 +41,7 @@ _LOG_LEVELS = {
 """MCP's syslog levels as kova's logging levels (the event keeps the server's own level)."""
 
 
-@attrs.frozen
-class ServerCallbacks:
+class ServerCallbacks(Record):
     """The ``mcp`` client's callbacks for one connection (every session of it)."""
 
     settings: ConnectionSettings

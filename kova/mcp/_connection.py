@@ -38,7 +38,6 @@ import random
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import attrs
 import mcp_types as mt
 import trio
 
@@ -111,14 +110,16 @@ GONE_GRACE = 0.5
 on it to get their answers from kova's HTTP layer."""
 
 
-@attrs.define
 class _CallProgress:
     """How far one tool call got, for the error its time limit reports."""
 
-    in_flight: bool = False
-    """A request is out on a live session."""
-    lost: str | None = None
-    """Why the session was lost after the call may have reached the server."""
+    __slots__ = ("in_flight", "lost")
+
+    def __init__(self) -> None:
+        self.in_flight = False
+        """A request is out on a live session."""
+        self.lost: str | None = None
+        """Why the session was lost after the call may have reached the server."""
 
 
 class ConnectionLost(Exception):
@@ -134,7 +135,7 @@ class McpConnection(Actor):
     def __init__(self, settings: ConnectionSettings, shared: SharedState) -> None:
         self._settings = settings
         self._shared = shared
-        self._callbacks = ServerCallbacks(settings, shared)
+        self._callbacks = ServerCallbacks(settings=settings, shared=shared)
         self._nursery: trio.Nursery | None = None
         self._session: Session | None = None
         self._sessions_opened = shared.state.session

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-import attrs
+from .._record import Record
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -30,13 +30,11 @@ __all__ = [
 ]
 
 
-@attrs.frozen
-class ListTools:
+class ListTools(Record):
     pass
 
 
-@attrs.frozen(kw_only=True)
-class CallTool:
+class CallTool(Record):
     name: str
     arguments: JSONObject
     progress: ProgressHandler | None = None
@@ -46,55 +44,45 @@ class CallTool:
     session, the request, a replay), so that when it expires the error says what happened."""
 
 
-@attrs.frozen
-class ListResources:
+class ListResources(Record):
     pass
 
 
-@attrs.frozen
-class ListResourceTemplates:
+class ListResourceTemplates(Record):
     pass
 
 
-@attrs.frozen(kw_only=True)
-class ReadResource:
+class ReadResource(Record):
     uri: str
 
 
-@attrs.frozen(kw_only=True)
-class Subscribe:
+class Subscribe(Record):
     uri: str
     subscribe: bool
 
 
-@attrs.frozen
-class ListPrompts:
+class ListPrompts(Record):
     pass
 
 
-@attrs.frozen(kw_only=True)
-class GetPrompt:
+class GetPrompt(Record):
     name: str
     arguments: Mapping[str, str]
 
 
-@attrs.frozen(kw_only=True)
-class SetRoots:
+class SetRoots(Record):
     roots: tuple[McpRoot, ...]
 
 
-@attrs.frozen(kw_only=True)
-class SetLogLevel:
+class SetLogLevel(Record):
     level: str
 
 
-@attrs.frozen
-class Reconnect:
+class Reconnect(Record):
     pass
 
 
-@attrs.frozen
-class GetServerInfo:
+class GetServerInfo(Record):
     pass
 
 

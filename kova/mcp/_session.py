@@ -14,7 +14,6 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
-import attrs
 import httpx2
 import mcp_types as mt
 import trio
@@ -69,30 +68,41 @@ def _quiet_vendor_logs() -> None:
 _quiet_vendor_logs()
 
 
-@attrs.define(eq=False)
 class Session:
     """One live connection: the ``mcp`` client and how it ends."""
 
-    client: Client
-    number: int
-    ended: trio.Event = attrs.field(factory=trio.Event)
-    """Set once the connection is over: retired on purpose, or lost."""
-    retired: bool = False
-    """Ended on purpose (``reconnect()``, or the actor stopping)."""
-    reason: str | None = None
-    """Why it was lost."""
-    closed: trio.Event = attrs.field(factory=trio.Event)
-    """Set once the session task has left every context manager."""
-    gone: trio.Event = attrs.field(factory=trio.Event)
-    """Set when kova's HTTP layer saw that the server no longer has this session."""
-    in_flight: int = 0
-    idle: trio.Event = attrs.field(factory=trio.Event)
-    watch: SessionWatch | None = None
-    """The transport's watch (stdio: when the child was seen gone)."""
-    """Set while no request is in flight on this session."""
+    __slots__ = (
+        "client",
+        "closed",
+        "ended",
+        "gone",
+        "idle",
+        "in_flight",
+        "number",
+        "reason",
+        "retired",
+        "watch",
+    )
 
-    def __attrs_post_init__(self) -> None:
+    def __init__(self, *, client: Client, number: int) -> None:
+        self.client = client
+        self.number = number
+        self.ended = trio.Event()
+        """Set once the connection is over: retired on purpose, or lost."""
+        self.retired = False
+        """Ended on purpose (``reconnect()``, or the actor stopping)."""
+        self.reason: str | None = None
+        """Why it was lost."""
+        self.closed = trio.Event()
+        """Set once the session task has left every context manager."""
+        self.gone = trio.Event()
+        """Set when kova's HTTP layer saw that the server no longer has this session."""
+        self.in_flight = 0
+        self.idle = trio.Event()
+        """Set while no request is in flight on this session."""
         self.idle.set()
+        self.watch: SessionWatch | None = None
+        """The transport's watch (stdio: when the child was seen gone)."""
 
     @property
     def usable(self) -> bool:
@@ -124,16 +134,18 @@ class Session:
             self.ended.set()
 
 
-@attrs.define(eq=False)
 class Traffic:
     """What a connection attempt received, for the error when ``initialize`` does not
     complete in time."""
 
-    messages: int = 0
-    """JSON-RPC messages received."""
-    invalid: int = 0
-    """Items the transport could not read as JSON-RPC messages."""
-    first_invalid: str | None = None
+    __slots__ = ("first_invalid", "invalid", "messages")
+
+    def __init__(self) -> None:
+        self.messages = 0
+        """JSON-RPC messages received."""
+        self.invalid = 0
+        """Items the transport could not read as JSON-RPC messages."""
+        self.first_invalid: str | None = None
 
     def describe(self) -> str:
         if self.invalid:
@@ -147,12 +159,13 @@ class Traffic:
         return "it sent nothing"
 
 
-@attrs.frozen
 class SessionLost(Exception):
     """A request's session ended under it. ``delivered`` is False when it never ran."""
 
-    reason: str
-    delivered: bool
+    def __init__(self, reason: str, *, delivered: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.delivered = delivered
 
 
 def is_transient(exc: BaseException) -> bool:

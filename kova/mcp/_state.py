@@ -6,10 +6,10 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING
 
-import attrs
 import trio
 
 from .._log import get_logger
+from .._record import Record, evolve
 from ._types import McpConnectionState, ReconnectPolicy
 
 if TYPE_CHECKING:
@@ -36,15 +36,14 @@ def now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-@attrs.frozen(kw_only=True)
-class ConnectionSettings:
+class ConnectionSettings(Record):
     """Everything the connection actor needs to (re)connect. Immutable, shared by restarts."""
 
     transport: Transport
     sampling: Provider | None = None
     sampling_model: str | None = None
     elicitation: ElicitationHandler | None = None
-    reconnect: ReconnectPolicy = attrs.field(factory=ReconnectPolicy)
+    reconnect: ReconnectPolicy = ReconnectPolicy()
     wait_for_connection: bool = False
     replay_tools: frozenset[str] = frozenset()
     on_log: LogHandler | None = None
@@ -57,7 +56,6 @@ class ConnectionSettings:
     client_version: str = "0.1.0"
 
 
-@attrs.define(eq=False)
 class SharedState:
     """What outlives one incarnation of the connection actor, for the client's whole block.
 
@@ -65,20 +63,35 @@ class SharedState:
     handle reads :attr:`state`, a frozen value that is replaced, never changed in place.
     """
 
-    name: str
-    on_state_change: StateChangeHandler | None = None
-    state: McpConnectionState = attrs.field(
-        factory=lambda: McpConnectionState(status="connecting", since=now())
+    __slots__ = (
+        "changed",
+        "name",
+        "on_state_change",
+        "roots",
+        "state",
+        "subscriptions",
+        "tool_watchers",
     )
-    changed: trio.Event = attrs.field(factory=trio.Event)
-    """Set (and replaced) on every state change."""
-    roots: tuple[McpRoot, ...] = ()
-    subscriptions: set[str] = attrs.field(factory=set)
-    tool_watchers: list[Callable[[tuple[ToolDefinition, ...]], None]] = attrs.field(factory=list)
-    """Told the new tool list after a ``list_changed`` (the agents that use these tools)."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        on_state_change: StateChangeHandler | None = None,
+        roots: tuple[McpRoot, ...] = (),
+    ) -> None:
+        self.name = name
+        self.on_state_change = on_state_change
+        self.state = McpConnectionState(status="connecting", since=now())
+        self.changed = trio.Event()
+        """Set (and replaced) on every state change."""
+        self.roots = roots
+        self.subscriptions: set[str] = set()
+        self.tool_watchers: list[Callable[[tuple[ToolDefinition, ...]], None]] = []
+        """Told the new tool list after a ``list_changed`` (the agents that use these tools)."""
 
     def publish(self, state: McpConnectionState) -> None:
-        if attrs.evolve(state, since=self.state.since) == self.state:
+        if evolve(state, since=self.state.since) == self.state:
             return  # nothing a host would notice changed
         self.state = state
         changed, self.changed = self.changed, trio.Event()

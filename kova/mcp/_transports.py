@@ -28,6 +28,7 @@ from mcp.shared._context_streams import create_context_streams  # private, likew
 from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp_types import JSONRPCNotification
 
+from .._record import Record, set_field
 from ._auth import MCP_SESSION_ID_HEADER, McpHttpAuth, TokenProvider
 from ._stdio import DEFAULT_MAX_MESSAGE_BYTES, NOT_DELIVERED, open_stdio
 
@@ -156,17 +157,19 @@ class StreamableHttpTransport:
         return _open_streamable_http(self, watch)
 
 
-@attrs.define(eq=False)
 class SessionWatch:
     """Callbacks from kova's HTTP layer to the connection actor, for one connection."""
 
-    on_gone: Callable[[str], None]
-    """The session is gone: the server answered 404 (or 400 naming the session) for our
-    ``Mcp-Session-Id``, or it could not be reached at all. Called with the reason."""
-    gone: bool = False
-    dead_since: float | None = None
-    """stdio: when (trio's clock) the child was seen gone; a request started later never
-    reached it."""
+    __slots__ = ("dead_since", "gone", "on_gone")
+
+    def __init__(self, *, on_gone: Callable[[str], None]) -> None:
+        self.on_gone = on_gone
+        """The session is gone: the server answered 404 (or 400 naming the session) for our
+        ``Mcp-Session-Id``, or it could not be reached at all. Called with the reason."""
+        self.gone = False
+        self.dead_since: float | None = None
+        """stdio: when (trio's clock) the child was seen gone; a request started later never
+        reached it."""
 
 
 def is_not_delivered(code: int, data: object) -> bool:
@@ -372,8 +375,7 @@ class SseTransport:
         )
 
 
-@attrs.frozen
-class InProcessTransport:
+class InProcessTransport(Record):
     """Run an ``mcp`` server in this process, connected through memory streams.
 
     Meant for tests (of kova and of hosts): no process, no socket, so it also runs on
@@ -384,6 +386,9 @@ class InProcessTransport:
     """
 
     server: MCPServer[Any] | Server[Any]
+
+    def __init__(self, server: MCPServer[Any] | Server[Any]) -> None:
+        set_field(self, "server", server)
 
     def open(self) -> AbstractAsyncContextManager[Any]:
         # The mcp package's own in-memory transport (it is not re-exported publicly).

@@ -11,7 +11,7 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
-import attrs
+from .._record import Record
 
 if TYPE_CHECKING:
     import datetime
@@ -42,27 +42,7 @@ __all__ = [
 ]
 
 
-def _non_negative(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if value < 0:
-        raise ValueError(f"{attribute.name} must be >= 0, got {value}")
-
-
-def _optional_positive(
-    _instance: object, attribute: attrs.Attribute[float | None], value: float | None
-) -> None:
-    if value is not None and value <= 0:
-        raise ValueError(f"{attribute.name} must be > 0 or None, got {value}")
-
-
-def _optional_positive_int(
-    _instance: object, attribute: attrs.Attribute[int | None], value: int | None
-) -> None:
-    if value is not None and value <= 0:
-        raise ValueError(f"{attribute.name} must be > 0 or None, got {value}")
-
-
-@attrs.frozen(kw_only=True)
-class ReconnectPolicy:
+class ReconnectPolicy(Record):
     """How the connection actor gets a lost MCP session back.
 
     After a loss it reconnects at once; each failed attempt then waits
@@ -77,13 +57,22 @@ class ReconnectPolicy:
     restart intensity is spent, which ends the client's block with :class:`~kova.ActorFailed`).
     """
 
-    initial: float = attrs.field(default=0.1, validator=_non_negative)
-    factor: float = attrs.field(default=2.0, validator=_non_negative)
-    maximum: float = attrs.field(default=2.0, validator=_non_negative)
+    initial: float = 0.1
+    factor: float = 2.0
+    maximum: float = 2.0
     """The longest wait between attempts, so a server that is back is found within it."""
-    jitter: float = attrs.field(default=0.2, validator=_non_negative)
-    give_up_after: float | None = attrs.field(default=None, validator=_optional_positive)
-    max_attempts: int | None = attrs.field(default=None, validator=_optional_positive_int)
+    jitter: float = 0.2
+    give_up_after: float | None = None
+    max_attempts: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("initial", "factor", "maximum", "jitter"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("give_up_after", "max_attempts"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be > 0 or None, got {value}")
 
     def delay(self, failures: int, rng: random.Random | None = None) -> float:
         """Seconds to wait after the ``failures``-th failed attempt of one outage (1-based)."""
@@ -106,8 +95,7 @@ session is up. ``unavailable``: the last attempt failed and the actor is backing
 fail fast. ``closed``: the client's block ended."""
 
 
-@attrs.frozen(kw_only=True)
-class McpConnectionState:
+class McpConnectionState(Record):
     """Where one MCP connection stands (:attr:`McpClient.state`)."""
 
     status: ConnectionStatus
@@ -125,8 +113,7 @@ StateChangeHandler: TypeAlias = Callable[[McpConnectionState], object]
 """A host function called (synchronously, in the connection actor) on every state change."""
 
 
-@attrs.frozen(kw_only=True)
-class McpProgress:
+class McpProgress(Record):
     """A ``notifications/progress`` the server sent for one call."""
 
     progress: float
@@ -138,8 +125,7 @@ ProgressHandler: TypeAlias = Callable[[McpProgress], Awaitable[None]]
 """A host function that receives the progress of one call."""
 
 
-@attrs.frozen(kw_only=True)
-class McpLogMessage:
+class McpLogMessage(Record):
     """A log message the server sent (``notifications/message``)."""
 
     level: Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
@@ -154,21 +140,18 @@ ResourceUpdatedHandler: TypeAlias = Callable[[str], Awaitable[None]]
 """A host function told the URI of a subscribed resource that changed."""
 
 
-@attrs.frozen(kw_only=True)
-class McpRoot:
+class McpRoot(Record):
     """A root the client offers the server (``roots/list``): a ``file://`` URI and a name."""
 
-    uri: str = attrs.field()
+    uri: str
     name: str | None = None
 
-    @uri.validator
-    def _check_uri(self, _attribute: attrs.Attribute[str], value: str) -> None:
-        if not value.startswith("file://"):
-            raise ValueError(f"an MCP root must be a file:// URI, got {value!r}")
+    def __post_init__(self) -> None:
+        if not self.uri.startswith("file://"):
+            raise ValueError(f"an MCP root must be a file:// URI, got {self.uri!r}")
 
 
-@attrs.frozen(kw_only=True)
-class McpServerInfo:
+class McpServerInfo(Record):
     """What the server said about itself in ``initialize``."""
 
     name: str
@@ -179,8 +162,7 @@ class McpServerInfo:
     """The MCP protocol version the two sides agreed on."""
 
 
-@attrs.frozen(kw_only=True)
-class McpResource:
+class McpResource(Record):
     """A resource the server lists (``resources/list``)."""
 
     uri: str
@@ -192,8 +174,7 @@ class McpResource:
     """Size in bytes, when the server knows it."""
 
 
-@attrs.frozen(kw_only=True)
-class McpResourceTemplate:
+class McpResourceTemplate(Record):
     """A parameterised resource (``resources/templates/list``), an RFC 6570 URI template."""
 
     uri_template: str
@@ -203,8 +184,7 @@ class McpResourceTemplate:
     mime_type: str | None = None
 
 
-@attrs.frozen(kw_only=True)
-class McpResourceContents:
+class McpResourceContents(Record):
     """One item of a read resource: exactly one of ``text`` or ``blob`` (base64) is set."""
 
     uri: str
@@ -213,8 +193,7 @@ class McpResourceContents:
     blob: str | None = None
 
 
-@attrs.frozen(kw_only=True)
-class McpPromptArgument:
+class McpPromptArgument(Record):
     """An argument a prompt template accepts."""
 
     name: str
@@ -222,8 +201,7 @@ class McpPromptArgument:
     required: bool = False
 
 
-@attrs.frozen(kw_only=True)
-class McpPrompt:
+class McpPrompt(Record):
     """A prompt template the server lists (``prompts/list``)."""
 
     name: str
@@ -232,16 +210,14 @@ class McpPrompt:
     arguments: tuple[McpPromptArgument, ...] = ()
 
 
-@attrs.frozen(kw_only=True)
-class McpPromptResult:
+class McpPromptResult(Record):
     """A rendered prompt (``prompts/get``), as kova messages ready to go into a history."""
 
     description: str | None = None
     messages: tuple[Message, ...] = ()
 
 
-@attrs.frozen(kw_only=True)
-class ElicitationRequest:
+class ElicitationRequest(Record):
     """The server asks the user for input.
 
     In form mode, ``requested_schema`` is a flat JSON Schema object describing the fields
@@ -255,8 +231,7 @@ class ElicitationRequest:
     url: str | None = None
 
 
-@attrs.frozen(kw_only=True)
-class ElicitationResponse:
+class ElicitationResponse(Record):
     """The user's answer: ``accept`` (with ``content`` in form mode), ``decline`` or
     ``cancel`` (dismissed without choosing)."""
 

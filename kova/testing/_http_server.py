@@ -25,11 +25,11 @@ from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mappin
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit
 
-import attrs
 import h11
 import trio
 
 from .._json import dumps_bytes
+from .._record import EMPTY, Record
 
 if TYPE_CHECKING:
     from .._models import JSONValue
@@ -48,16 +48,15 @@ _MAX_BODY = 64 * 1024 * 1024
 _RECEIVE_SIZE = 65536
 
 
-@attrs.frozen(kw_only=True)
-class RecordedRequest:
+class RecordedRequest(Record):
     """One request as the fake server received it."""
 
     method: str
     path: str
     """The path without the query string, e.g. ``/v1/messages``."""
-    query: Mapping[str, str] = attrs.field(factory=dict)
+    query: Mapping[str, str] = EMPTY
     """Query parameters (the last value wins for a repeated name)."""
-    headers: Mapping[str, str] = attrs.field(factory=dict)
+    headers: Mapping[str, str] = EMPTY
     """Header names lowercased; repeated headers joined with ``", "``."""
     body: bytes = b""
     connection: int = 0
@@ -72,17 +71,15 @@ class RecordedRequest:
         return parsed
 
 
-@attrs.frozen(kw_only=True)
-class FakeResponse:
+class FakeResponse(Record):
     """A complete response."""
 
     status: int = 200
-    headers: Mapping[str, str] = attrs.field(factory=dict)
+    headers: Mapping[str, str] = EMPTY
     body: bytes = b""
 
 
-@attrs.frozen(kw_only=True)
-class FakeStream:
+class FakeStream(Record):
     """A response whose body goes out in ``chunks``, one write (and usually one client read)
     each, with chunked transfer encoding.
 
@@ -91,7 +88,7 @@ class FakeStream:
     """
 
     status: int = 200
-    headers: Mapping[str, str] = attrs.field(factory=dict)
+    headers: Mapping[str, str] = EMPTY
     chunks: Iterable[bytes] | AsyncIterable[bytes] = ()
     cut: bool = False
     hold: bool = False

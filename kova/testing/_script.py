@@ -12,8 +12,6 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
-import attrs
-
 from .._models import (
     ChatRequest,
     InferenceConfig,
@@ -36,7 +34,7 @@ from .._models import (
     Usage,
     UsageEvent,
 )
-from .._record import evolve
+from .._record import Record, evolve
 
 __all__ = [
     "ErrorReply",
@@ -55,8 +53,7 @@ __all__ = [
 ]
 
 
-@attrs.frozen(kw_only=True)
-class ErrorReply:
+class ErrorReply(Record):
     """Answer with an HTTP error (the scripted provider raises the matching ProviderError)."""
 
     status_code: int
@@ -65,8 +62,7 @@ class ErrorReply:
     retry_after: float | None = None
 
 
-@attrs.frozen(kw_only=True)
-class StreamReply:
+class StreamReply(Record):
     """A response with streaming details: how it is chunked and whether the stream is cut."""
 
     response: ModelResponse
@@ -84,8 +80,7 @@ class StreamReply:
 Reply = ModelResponse | ErrorReply | StreamReply
 
 
-@attrs.frozen(kw_only=True)
-class ScriptRequest:
+class ScriptRequest(Record):
     """What the scripted model was asked: the :class:`~kova.ChatRequest` and whether it was
     streamed. ``messages``, ``tools`` and ``config`` read through to the request."""
 

@@ -15,11 +15,10 @@ import os
 import stat
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
-import attrs
 import trio
 
 from .._models import ToolAnnotations, ToolResult
-from .._record import evolve
+from .._record import Record, evolve, set_field
 from ._patch import PatchError, apply_patch
 from ._workspace import PathRefused, Workspace
 
@@ -114,11 +113,13 @@ def _integer(arguments: JSONObject, key: str) -> int | None:
     return value
 
 
-@attrs.frozen
-class _FileTool:
+class _FileTool(Record):
     """What every file tool shares: the policy, and a workspace resolved per call."""
 
     policy: ToolPolicy
+
+    def __init__(self, policy: ToolPolicy) -> None:
+        set_field(self, "policy", policy)
 
     name: ClassVar[str]
     description: ClassVar[str]
@@ -184,8 +185,7 @@ class _FileTool:
         return ToolResult(content=f"{done} {workspace.display(real)}")
 
 
-@attrs.frozen
-class ReadFile(_FileTool):
+class ReadFile(_FileTool, init=False):
     """``read_file``: a text file, or a range of its lines."""
 
     name: ClassVar[str] = "read_file"
@@ -253,8 +253,7 @@ class ReadFile(_FileTool):
         return ToolResult(content=text)
 
 
-@attrs.frozen
-class WriteFile(_FileTool):
+class WriteFile(_FileTool, init=False):
     """``write_file``: create or replace a file, atomically."""
 
     name: ClassVar[str] = "write_file"
@@ -282,8 +281,7 @@ class WriteFile(_FileTool):
         return ToolResult(content=f"wrote {size} bytes to {workspace.display(real)}")
 
 
-@attrs.frozen
-class EditFile(_FileTool):
+class EditFile(_FileTool, init=False):
     """``edit_file``: replace one exact, unique string."""
 
     name: ClassVar[str] = "edit_file"
@@ -330,8 +328,7 @@ class EditFile(_FileTool):
         return await self._rewrite(raw, replace)
 
 
-@attrs.frozen
-class PatchFile(_FileTool):
+class PatchFile(_FileTool, init=False):
     """``patch_file``: apply a unified diff to one file, all hunks or none."""
 
     name: ClassVar[str] = "patch_file"

@@ -15,8 +15,6 @@ import re
 import stat
 from typing import TYPE_CHECKING, ClassVar
 
-import attrs
-
 from .._models import ToolAnnotations, ToolResult
 from .._record import evolve
 from ._fs import (
@@ -45,8 +43,7 @@ __all__ = ["ListDir", "Search"]
 _MAX_LINE_CHARS = 300  # a search hit's line is cut here: minified files have megabyte lines
 
 
-@attrs.frozen
-class ListDir(_FileTool):
+class ListDir(_FileTool, init=False):
     """``list_dir``: a directory's entries, to a depth."""
 
     name: ClassVar[str] = "list_dir"
@@ -204,8 +201,7 @@ def _read_gitignore(fd: int) -> str | None:
         return file.read(1_000_000).decode("utf-8", errors="replace")
 
 
-@attrs.frozen
-class Search(_FileTool):
+class Search(_FileTool, init=False):
     """``search``: a regular expression over the workspace's text files."""
 
     name: ClassVar[str] = "search"

@@ -28,7 +28,7 @@ import re
 import time
 from typing import TYPE_CHECKING
 
-import attrs
+from .._record import Record
 
 if TYPE_CHECKING:
     import threading
@@ -77,8 +77,7 @@ class _Stop(Exception):
         self.reason = reason
 
 
-@attrs.frozen
-class Converted:
+class Converted(Record):
     """What :func:`convert_html` made of a page."""
 
     text: str

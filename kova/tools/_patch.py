@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-import attrs
+from .._record import Record
 
 __all__ = ["PatchError", "apply_patch"]
 
@@ -22,8 +22,7 @@ class PatchError(ValueError):
     """The diff is malformed or a hunk does not apply; the message says which."""
 
 
-@attrs.frozen
-class _Hunk:
+class _Hunk(Record):
     number: int
     header: str
     old_start: int

@@ -28,10 +28,10 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-import attrs
 import trio
 
 from .._models import ToolAnnotations, ToolResult
+from .._record import Record, set_field
 
 if TYPE_CHECKING:
     from .._models import JSONObject
@@ -59,13 +59,15 @@ def shell_environment(policy: ToolPolicy, cwd: Path) -> dict[str, str]:
     return env
 
 
-@attrs.define
 class _Capture:
     """The first ``limit`` bytes of a stream, and how many more there were."""
 
-    limit: int
-    data: bytearray = attrs.field(factory=bytearray)
-    dropped: int = 0
+    __slots__ = ("data", "dropped", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.data = bytearray()
+        self.dropped = 0
 
     async def drain(self, stream: trio.abc.ReceiveStream) -> None:
         # Keep reading past the limit (and drop it): a child blocked on a full pipe would
@@ -159,11 +161,13 @@ def _tree(table: dict[int, tuple[int, int, int]], leader: int, known: set[int]) 
     return members
 
 
-@attrs.frozen
-class Shell:
+class Shell(Record):
     """``shell``: run a command in the workspace (see the module docstring)."""
 
     policy: ToolPolicy
+
+    def __init__(self, policy: ToolPolicy) -> None:
+        set_field(self, "policy", policy)
 
     name: ClassVar[str] = "shell"
     description: ClassVar[str] = (

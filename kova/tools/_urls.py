@@ -25,8 +25,7 @@ from __future__ import annotations
 import re
 import urllib.parse
 
-import attrs
-
+from .._record import Record
 from ._ssrf import parse_ip_host
 
 __all__ = ["DEFAULT_PORT", "NormalizedUrl", "UrlRule", "normalize_url", "parse_rule"]
@@ -40,8 +39,7 @@ _FORBIDDEN = re.compile(r"[\x00-\x20\x7f\\]")
 _ENCODED_SEPARATOR = re.compile(r"%(?:2[fF]|5[cC])")
 
 
-@attrs.frozen
-class NormalizedUrl:
+class NormalizedUrl(Record):
     """A URL as the web tools match and fetch it."""
 
     scheme: str
@@ -149,8 +147,7 @@ def _glob(pattern: str) -> re.Pattern[str]:
     )
 
 
-@attrs.frozen
-class UrlRule:
+class UrlRule(Record):
     """One parsed ``allowed_urls`` / ``denied_urls`` rule."""
 
     text: str

@@ -34,6 +34,7 @@ import attrs
 import trio
 
 from .._models import ToolAnnotations, ToolResult
+from .._record import Record, set_field
 from ._errors import WebFetchError
 from ._ssrf import address_problem, parse_ip_host
 from ._urls import normalize_url, parse_rule
@@ -58,8 +59,7 @@ _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml")
 
 
-@attrs.frozen(kw_only=True)
-class FetchedText:
+class FetchedText(Record):
     """What :func:`fetch_text` got."""
 
     url: str
@@ -424,15 +424,25 @@ async def _convert(html: str, markdown: bool, policy: WebPolicy, seconds: float)
         stop.set()
 
 
-@attrs.frozen
-class FetchWebpage:
+class FetchWebpage(Record):
     """``fetch_webpage``: a page as markdown, plain text or HTML, under a :class:`WebPolicy`."""
 
     policy: WebPolicy
-    resolver: Resolver | None = attrs.field(default=None, kw_only=True)
+    resolver: Resolver | None
     """How host names are resolved (default: the system's resolver)."""
-    network_backend: httpcore2.AsyncNetworkBackend | None = attrs.field(default=None, kw_only=True)
+    network_backend: httpcore2.AsyncNetworkBackend | None
     """Opens the pinned connections (a test seam)."""
+
+    def __init__(
+        self,
+        policy: WebPolicy,
+        *,
+        resolver: Resolver | None = None,
+        network_backend: httpcore2.AsyncNetworkBackend | None = None,
+    ) -> None:
+        set_field(self, "policy", policy)
+        set_field(self, "resolver", resolver)
+        set_field(self, "network_backend", network_backend)
 
     name: ClassVar[str] = "fetch_webpage"
     description: ClassVar[str] = (

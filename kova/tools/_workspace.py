@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import attrs
+from .._record import Record
 
 if TYPE_CHECKING:
     from ._policy import ToolPolicy
@@ -71,8 +71,7 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-@attrs.frozen
-class Workspace:
+class Workspace(Record):
     """The policy's root and protected paths, resolved now (they may be symlinks themselves)."""
 
     root: Path | None
@@ -95,7 +94,7 @@ class Workspace:
         protected = tuple(
             dict.fromkeys([*policy.protected_paths, *map(_real, policy.protected_paths)])
         )
-        return cls(root, protected, policy.allow_hard_links)
+        return cls(root=root, protected=protected, allow_hard_links=policy.allow_hard_links)
 
     @property
     def base(self) -> Path:
@@ -301,14 +300,16 @@ class Workspace:
         return PendingWrite(directory, temporary, real.name)
 
 
-@attrs.define
 class PendingWrite:
     """A temporary file waiting to replace its target (see :meth:`Workspace.prepare_write`)."""
 
-    directory: int
-    temporary: str
-    target: str
-    committed: bool = False
+    __slots__ = ("committed", "directory", "target", "temporary")
+
+    def __init__(self, directory: int, temporary: str, target: str) -> None:
+        self.directory = directory
+        self.temporary = temporary
+        self.target = target
+        self.committed = False
 
     def commit(self) -> None:
         """Rename the temporary file over the target, in the checked directory."""

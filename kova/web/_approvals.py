@@ -11,7 +11,6 @@ import itertools
 import math
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import trio
 
 from . import _schema
@@ -24,16 +23,18 @@ if TYPE_CHECKING:
 __all__ = ["Approvals"]
 
 
-@attrs.define(eq=False)
 class _Pending:
-    id: str
-    call: ToolUse
-    event: dict[str, Any] = attrs.Factory(dict)
-    """The ``approval_requested`` event (replayed to pages that connect while it waits)."""
-    outcome: bool | str | None = None
-    deadline: float = math.inf
-    """When the call is denied for want of an answer (trio's clock)."""
-    _changed: trio.Event = attrs.Factory(trio.Event)
+    __slots__ = ("_changed", "call", "deadline", "event", "id", "outcome")
+
+    def __init__(self, *, id: str, call: ToolUse, deadline: float = math.inf) -> None:
+        self.id = id
+        self.call = call
+        self.event: dict[str, Any] = {}
+        """The ``approval_requested`` event (replayed to pages that connect while it waits)."""
+        self.outcome: bool | str | None = None
+        self.deadline = deadline
+        """When the call is denied for want of an answer (trio's clock)."""
+        self._changed = trio.Event()
 
     def notify(self) -> None:
         changed, self._changed = self._changed, trio.Event()
@@ -43,7 +44,6 @@ class _Pending:
         await self._changed.wait()
 
 
-@attrs.define(eq=False)
 class Approvals:
     """The pending approvals of one event server.
 
@@ -53,11 +53,20 @@ class Approvals:
         disconnect_grace: seconds a call waits with no page connected before it is denied.
     """
 
-    _emit: Callable[[dict[str, Any]], None] = attrs.field(alias="emit")
-    _has_pages: Callable[[], bool] = attrs.field(alias="has_pages")
-    _disconnect_grace: float = attrs.field(alias="disconnect_grace")
-    _pending: dict[str, _Pending] = attrs.Factory(dict)
-    _numbers: itertools.count[int] = attrs.Factory(lambda: itertools.count(1))
+    __slots__ = ("_disconnect_grace", "_emit", "_has_pages", "_numbers", "_pending")
+
+    def __init__(
+        self,
+        *,
+        emit: Callable[[dict[str, Any]], None],
+        has_pages: Callable[[], bool],
+        disconnect_grace: float,
+    ) -> None:
+        self._emit = emit
+        self._has_pages = has_pages
+        self._disconnect_grace = disconnect_grace
+        self._pending: dict[str, _Pending] = {}
+        self._numbers = itertools.count(1)
 
     def __len__(self) -> int:
         return len(self._pending)

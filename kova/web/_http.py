@@ -14,8 +14,9 @@ from importlib import resources
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
 
-import attrs
 import trio
+
+from .._record import Record
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -58,8 +59,7 @@ class HeadError(ValueError):
     """The bytes on the connection are not an HTTP/1.1 request head we accept."""
 
 
-@attrs.frozen(kw_only=True)
-class RequestHead:
+class RequestHead(Record):
     """An HTTP request line and headers (header names lower-cased; the last one wins)."""
 
     method: str

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import attrs
 import trio
 
 from .._log import get_logger
@@ -31,17 +30,21 @@ CLOSE_TOO_SLOW = (1013, "too slow: reconnect for the current state")
 _CLOSE_POLICY = 1008
 
 
-@attrs.define(eq=False)
 class Page:
     """A connected page, as the event server tracks it."""
 
-    number: int
-    send: trio.MemorySendChannel[str]
-    """Where the server queues the page's encoded events (never waiting)."""
-    scope: trio.CancelScope
-    """Cancelled to drop the page."""
-    dropped: bool = False
-    """Dropped for falling a whole buffer behind."""
+    __slots__ = ("dropped", "number", "scope", "send")
+
+    def __init__(
+        self, *, number: int, send: trio.MemorySendChannel[str], scope: trio.CancelScope
+    ) -> None:
+        self.number = number
+        self.send = send
+        """Where the server queues the page's encoded events (never waiting)."""
+        self.scope = scope
+        """Cancelled to drop the page."""
+        self.dropped = False
+        """Dropped for falling a whole buffer behind."""
 
 
 async def serve_page(

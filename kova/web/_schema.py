@@ -15,10 +15,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from .._json import loads, utf8_safe
 from .._models import StopKind, StopReason, TextDelta, ThinkingDelta, ToolAnnotations, Usage
+from .._record import Record
 from ..telemetry import (
     ActorRestarted,
     ModelCallFinished,
@@ -132,8 +131,7 @@ class PageMessageError(ValueError):
     """A message from a page does not follow the schema (the page is disconnected)."""
 
 
-@attrs.frozen(kw_only=True)
-class Decision:
+class Decision(Record):
     """``{"v": 1, "type": "decision", "id": ..., "approve": bool, "reason"?: str}``."""
 
     id: str
@@ -141,15 +139,13 @@ class Decision:
     reason: str | None = None
 
 
-@attrs.frozen(kw_only=True)
-class ChatInput:
+class ChatInput(Record):
     """``{"v": 1, "type": "chat", "text": str}``: a person's prompt (``kova serve``)."""
 
     text: str
 
 
-@attrs.frozen(kw_only=True)
-class Stop:
+class Stop(Record):
     """``{"v": 1, "type": "stop", "turn"?: int}``: a person pressed Stop (cancel the turn
     running now; ``turn`` names the one the page saw, so a late press stops nothing newer)."""
 

@@ -23,12 +23,12 @@ from contextlib import asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import trio
 
 from .._groups import lone_exceptions
 from .._log import get_logger
 from .._models import TextDelta, ThinkingDelta, ToolAnnotations
+from .._record import EMPTY, Record
 from ..agent import ToolCallFinished, ToolCallStarted, TurnCompleted
 from . import _schema
 from ._approvals import Approvals
@@ -61,8 +61,7 @@ __all__ = ["EventServer", "WebApproval", "WebRequest", "open_event_server"]
 log = get_logger(__name__)
 
 
-@attrs.frozen(kw_only=True)
-class WebRequest:
+class WebRequest(Record):
     """A WebSocket upgrade request, as a host-supplied ``authorize`` check sees it."""
 
     path: str
@@ -71,7 +70,6 @@ class WebRequest:
     """Header names lower-cased."""
 
 
-@attrs.define(eq=False)
 class EventServer:
     """A live web view of agents: open it with :func:`open_event_server`.
 
@@ -80,39 +78,82 @@ class EventServer:
     :meth:`on_event`), and point a browser at :attr:`url`.
     """
 
-    _token: str
-    _authorize: Callable[[WebRequest], bool] | None
-    _allowed_origins: frozenset[str]
-    _page_buffer: int
-    _flush_interval: float
-    _max_message_bytes: int
-    _max_chat_chars: int
-    _max_pages: int
-    _keep_turns: int
-    _disconnect_grace: float
-    _chat: bool
-    _host: str = ""
-    _port: int = 0
-    _static: Mapping[str, tuple[bytes, str]] = attrs.Factory(dict)
-    _pages: dict[int, Page] = attrs.Factory(dict)
-    _page_numbers: itertools.count[int] = attrs.Factory(lambda: itertools.count(1))
-    _log: TurnLog = attrs.field(init=False)
-    _approvals: Approvals = attrs.field(init=False)
-    _prompt_send: trio.MemorySendChannel[str] | None = None
-    _prompt_receive: trio.MemoryReceiveChannel[str] | None = None
-    _dropped: int = 0
-    _max_buffered: int = 0
-    _closed: bool = False
-    _stoppable: trio.CancelScope | None = None
-    _stop_requested: bool = False
+    __slots__ = (
+        "_allowed_origins",
+        "_approvals",
+        "_authorize",
+        "_chat",
+        "_closed",
+        "_disconnect_grace",
+        "_dropped",
+        "_flush_interval",
+        "_host",
+        "_keep_turns",
+        "_log",
+        "_max_buffered",
+        "_max_chat_chars",
+        "_max_message_bytes",
+        "_max_pages",
+        "_page_buffer",
+        "_page_numbers",
+        "_pages",
+        "_port",
+        "_prompt_receive",
+        "_prompt_send",
+        "_static",
+        "_stop_requested",
+        "_stoppable",
+        "_token",
+    )
 
-    def __attrs_post_init__(self) -> None:
-        self._log = TurnLog(keep=self._keep_turns)
+    def __init__(
+        self,
+        *,
+        token: str,
+        authorize: Callable[[WebRequest], bool] | None,
+        allowed_origins: frozenset[str],
+        page_buffer: int,
+        flush_interval: float,
+        max_message_bytes: int,
+        max_chat_chars: int,
+        max_pages: int,
+        keep_turns: int,
+        disconnect_grace: float,
+        chat: bool,
+    ) -> None:
+        self._token = token
+        self._authorize = authorize
+        self._allowed_origins = allowed_origins
+        self._page_buffer = page_buffer
+        self._flush_interval = flush_interval
+        self._max_message_bytes = max_message_bytes
+        self._max_chat_chars = max_chat_chars
+        self._max_pages = max_pages
+        self._keep_turns = keep_turns
+        self._disconnect_grace = disconnect_grace
+        self._chat = chat
+        self._host = ""
+        self._port = 0
+        self._static: Mapping[str, tuple[bytes, str]] = {}
+        self._pages: dict[int, Page] = {}
+        self._page_numbers = itertools.count(1)
+        self._log = TurnLog(keep=keep_turns)
         self._approvals = Approvals(
             emit=self._emit,
             has_pages=lambda: bool(self._pages),
-            disconnect_grace=self._disconnect_grace,
+            disconnect_grace=disconnect_grace,
         )
+        self._prompt_send: trio.MemorySendChannel[str] | None = None
+        self._prompt_receive: trio.MemoryReceiveChannel[str] | None = None
+        self._dropped = 0
+        self._max_buffered = 0
+        self._closed = False
+        self._stoppable: trio.CancelScope | None = None
+        self._stop_requested = False
+
+    def __repr__(self) -> str:
+        # The token is a credential: never in a repr.
+        return f"EventServer(host={self._host!r}, port={self._port!r}, pages={len(self._pages)})"
 
     # -- public surface --------------------------------------------------------------------
 
@@ -512,7 +553,6 @@ class EventServer:
             self._max_buffered = size
 
 
-@attrs.define(eq=False)
 class WebApproval:
     """An approval handler (see :meth:`EventServer.approval_handler`): asks the pages.
 
@@ -522,9 +562,18 @@ class WebApproval:
     the model in-band, with the person's reason when they gave one.
     """
 
-    server: EventServer
-    timeout: float
-    annotations: Mapping[str, ToolAnnotations] = attrs.Factory(dict)
+    __slots__ = ("annotations", "server", "timeout")
+
+    def __init__(
+        self,
+        *,
+        server: EventServer,
+        timeout: float,
+        annotations: Mapping[str, ToolAnnotations] = EMPTY,
+    ) -> None:
+        self.server = server
+        self.timeout = timeout
+        self.annotations = annotations
 
     async def approve(self, call: ToolUse) -> bool | str:
         """Wait for a person's decision on ``call``: ``True``, or the denial reason."""

@@ -10,36 +10,40 @@ import itertools
 from collections import deque
 from typing import Any
 
-import attrs
-
 __all__ = ["Turn", "TurnLog"]
 
 
-@attrs.define(eq=False)
 class _Merged:
-    kind: str
-    turn: int
-    pieces: list[str]
+    __slots__ = ("kind", "pieces", "turn")
+
+    def __init__(self, *, kind: str, turn: int, pieces: list[str]) -> None:
+        self.kind = kind
+        self.turn = turn
+        self.pieces = pieces
 
 
-@attrs.define(eq=False)
 class Turn:
     """One turn as the pages saw it."""
 
-    number: int
-    started: float
-    items: list[dict[str, Any] | _Merged] = attrs.Factory(list)
-    first_delta: float | None = None
-    open: bool = True
+    __slots__ = ("first_delta", "items", "number", "open", "started")
+
+    def __init__(self, *, number: int, started: float) -> None:
+        self.number = number
+        self.started = started
+        self.items: list[dict[str, Any] | _Merged] = []
+        self.first_delta: float | None = None
+        self.open = True
 
 
-@attrs.define(eq=False)
 class TurnLog:
     """The last ``keep`` turns, newest last."""
 
-    keep: int
-    _turns: deque[Turn] = attrs.Factory(deque)
-    _numbers: itertools.count[int] = attrs.Factory(lambda: itertools.count(1))
+    __slots__ = ("_numbers", "_turns", "keep")
+
+    def __init__(self, *, keep: int) -> None:
+        self.keep = keep
+        self._turns: deque[Turn] = deque()
+        self._numbers = itertools.count(1)
 
     def begin(self, started: float) -> Turn:
         turn = Turn(number=next(self._numbers), started=started)

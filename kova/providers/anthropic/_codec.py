@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-import attrs
-
+from ..._record import Record, set_field
 from .._codec import CodecBase, ModelPage, WireRequest
 from .._framing import SseFramer
 from .._sse import SseEvent
@@ -29,14 +28,16 @@ __all__ = ["AnthropicCodec"]
 _MODELS_PAGE_SIZE = 1000  # the API's maximum; most accounts fit in one page
 
 
-@attrs.frozen
-class AnthropicCodec(CodecBase[SseEvent]):
+class AnthropicCodec(Record, CodecBase[SseEvent]):
     """Messages API over SSE; exact token counts via ``/v1/messages/count_tokens``."""
 
     config: AnthropicConfig
     name: ClassVar[str] = PROVIDER
     framer: ClassVar[type[SseFramer]] = SseFramer
     stream_content_types: ClassVar[tuple[str, ...]] = ("text/event-stream",)
+
+    def __init__(self, config: AnthropicConfig) -> None:
+        set_field(self, "config", config)
 
     def encode(self, request: ChatRequest, *, stream: bool) -> WireRequest:
         headers = request_headers(self.config)

@@ -23,10 +23,10 @@ import os
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-import attrs
 import httpx2
 
 from ..._errors import ProviderAuthError, ProviderError
+from ..._record import Record
 from ..._secret import Secret
 from ._convert import PROVIDER
 
@@ -72,8 +72,7 @@ _UNSIGNED = frozenset(
 )
 
 
-@attrs.frozen(kw_only=True)
-class AwsCredentials:
+class AwsCredentials(Record):
     """AWS credentials, every part masked (:class:`~kova.Secret`)."""
 
     access_key_id: Secret

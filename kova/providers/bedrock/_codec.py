@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-import attrs
-
+from ..._record import Record, set_field
 from .._codec import CodecBase, ModelPage, WireRequest
 from ._convert import (
     PROVIDER,
@@ -38,8 +37,7 @@ _PROFILES = "inference-profiles"
 pages are ``inference-profiles`` (first) and ``inference-profiles:<nextToken>``."""
 
 
-@attrs.frozen
-class BedrockCodec(CodecBase[EventFrame]):
+class BedrockCodec(Record, CodecBase[EventFrame]):
     """Converse and ConverseStream (AWS event stream); exact token counts via CountTokens;
     models via ListFoundationModels then ListInferenceProfiles on the control plane."""
 
@@ -47,6 +45,9 @@ class BedrockCodec(CodecBase[EventFrame]):
     name: ClassVar[str] = PROVIDER
     framer: ClassVar[type[EventStreamFramer]] = EventStreamFramer
     stream_content_types: ClassVar[tuple[str, ...]] = (EVENT_STREAM,)
+
+    def __init__(self, config: BedrockConfig) -> None:
+        set_field(self, "config", config)
 
     def _headers(self) -> SecretHeaders:
         return self.config.extra_headers

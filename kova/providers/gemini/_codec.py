@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-import attrs
-
+from ..._record import Record, set_field
 from .._codec import CodecBase, ModelPage, WireRequest
 from .._framing import SseFramer
 from .._sse import SseEvent
@@ -31,8 +30,7 @@ __all__ = ["GeminiCodec"]
 _MODELS_PAGE_SIZE = 1000  # the API caps pages lower (at 1000 today); it pages the rest
 
 
-@attrs.frozen
-class GeminiCodec(CodecBase[SseEvent]):
+class GeminiCodec(Record, CodecBase[SseEvent]):
     """``generateContent`` and ``streamGenerateContent?alt=sse``; exact token counts via
     ``countTokens``; paged ``models`` listing."""
 
@@ -40,6 +38,9 @@ class GeminiCodec(CodecBase[SseEvent]):
     name: ClassVar[str] = PROVIDER
     framer: ClassVar[type[SseFramer]] = SseFramer
     stream_content_types: ClassVar[tuple[str, ...]] = ("text/event-stream",)
+
+    def __init__(self, config: GeminiConfig) -> None:
+        set_field(self, "config", config)
 
     def encode(self, request: ChatRequest, *, stream: bool) -> WireRequest:
         config = self.config

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-import attrs
-
 from ..._errors import InvalidResponse
 from .._auth import header_auth
 from .._embedding import Embeddings, check_texts, embed_in_batches
@@ -60,7 +58,6 @@ def decode_batch_embeddings(body: JSONValue, count: int) -> list[list[float]]:
     return vectors
 
 
-@attrs.define(init=False)
 class GeminiEmbeddingProvider:
     """Text embeddings from Gemini (``gemini-embedding-001`` and the like).
 
@@ -73,6 +70,8 @@ class GeminiEmbeddingProvider:
     ``async with provider.open():``. The API reports no token usage for embeddings, so
     :attr:`~kova.providers.Embeddings.usage` is ``None``.
     """
+
+    __slots__ = ("_http", "config")
 
     config: GeminiEmbeddingConfig
     _http: HttpTransport
@@ -100,6 +99,9 @@ class GeminiEmbeddingProvider:
             auth=header_auth("x-goog-api-key", key) if key is not None else None,
             **config.transport_options(),
         )
+
+    def __repr__(self) -> str:
+        return f"GeminiEmbeddingProvider({self.config!r})"
 
     @property
     def name(self) -> str:

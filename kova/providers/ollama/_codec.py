@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-import attrs
-
+from ..._record import Record, set_field
 from .._codec import CodecBase, ModelPage, WireRequest
 from .._framing import NdjsonFramer
 from ._convert import PROVIDER, decode_models, decode_response, encode_request
@@ -18,8 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["OllamaCodec"]
 
 
-@attrs.frozen
-class OllamaCodec(CodecBase[str]):
+class OllamaCodec(Record, CodecBase[str]):
     """``POST /api/chat`` (NDJSON when streamed), ``GET /api/tags``. Ollama has no token
     counting endpoint: :meth:`count_tokens` is the offline heuristic."""
 
@@ -27,6 +25,9 @@ class OllamaCodec(CodecBase[str]):
     name: ClassVar[str] = PROVIDER
     framer: ClassVar[type[NdjsonFramer]] = NdjsonFramer
     stream_content_types: ClassVar[tuple[str, ...]] = ("application/x-ndjson",)
+
+    def __init__(self, config: OllamaConfig) -> None:
+        set_field(self, "config", config)
 
     def encode(self, request: ChatRequest, *, stream: bool) -> WireRequest:
         return WireRequest(

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-import attrs
-
 from ..._errors import InvalidResponse
 from ..._models import Usage
 from .._auth import bearer_auth
@@ -66,7 +64,6 @@ def decode_embed(body: JSONValue, count: int) -> tuple[list[list[float]], Usage 
     return vectors, usage
 
 
-@attrs.define(init=False)
 class OllamaEmbeddingProvider:
     """Text embeddings from an Ollama server (``nomic-embed-text``, ``all-minilm``, ...).
 
@@ -78,6 +75,8 @@ class OllamaEmbeddingProvider:
     Satisfies :class:`~kova.providers.EmbeddingProvider`. Use inside
     ``async with provider.open():``.
     """
+
+    __slots__ = ("_http", "config")
 
     config: OllamaEmbeddingConfig
     _http: HttpTransport
@@ -103,6 +102,9 @@ class OllamaEmbeddingProvider:
             auth=bearer_auth(config.api_key) if config.api_key is not None else None,
             **config.transport_options(),
         )
+
+    def __repr__(self) -> str:
+        return f"OllamaEmbeddingProvider({self.config!r})"
 
     @property
     def name(self) -> str:

@@ -99,7 +99,6 @@ def decode_embeddings(body: JSONValue, count: int) -> list[list[float]]:
     return [vectors[index] for index in range(count)]
 
 
-@attrs.define(init=False)
 class OpenAiEmbeddingProvider:
     """Text embeddings from an OpenAI-compatible ``/embeddings`` endpoint.
 
@@ -110,6 +109,8 @@ class OpenAiEmbeddingProvider:
 
     Use inside ``async with provider.open():``.
     """
+
+    __slots__ = ("_http", "_path", "config")
 
     config: OpenAiEmbeddingConfig
     _http: HttpTransport
@@ -133,6 +134,9 @@ class OpenAiEmbeddingProvider:
             **config.transport_options(),
         )
         self._path = endpoint_path(config.base_url, config.embeddings_path)
+
+    def __repr__(self) -> str:
+        return f"OpenAiEmbeddingProvider({self.config!r})"
 
     @property
     def name(self) -> str:

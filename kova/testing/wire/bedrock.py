@@ -19,8 +19,6 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 from zlib import crc32
 
-import attrs
-
 from ..._json import dumps_bytes
 from ..._models import (
     ContentBlock,
@@ -41,6 +39,7 @@ from ..._models import (
     ToolUse,
     Usage,
 )
+from ..._record import Record
 
 if TYPE_CHECKING:
     from .._http_server import RecordedRequest
@@ -144,8 +143,7 @@ def error_message(code: str, message: str) -> bytes:
 # Converse request body -> kova values
 
 
-@attrs.frozen(kw_only=True)
-class DecodedRequest:
+class DecodedRequest(Record):
     """A Converse/ConverseStream/CountTokens request body read back into kova values."""
 
     messages: tuple[Message, ...]
@@ -404,8 +402,7 @@ _AUTHORIZATION = re.compile(
 )
 
 
-@attrs.frozen(kw_only=True)
-class SignatureCheck:
+class SignatureCheck(Record):
     """The outcome of :func:`verify_sigv4`: ``error`` is ``None`` when the signature holds."""
 
     error: str | None = None

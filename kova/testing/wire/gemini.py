@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import attrs
-
 from ..._models import (
     Image,
     InferenceConfig,
@@ -26,6 +24,7 @@ from ..._models import (
     ToolUse,
     Usage,
 )
+from ..._record import Record
 from ...providers.gemini._convert import SYNTHETIC_ID_KEY, THOUGHT_SIGNATURE_KEY, call_id
 
 __all__ = [
@@ -42,8 +41,7 @@ __all__ = [
 ]
 
 
-@attrs.frozen(kw_only=True)
-class DecodedRequest:
+class DecodedRequest(Record):
     """A ``generateContent`` body read back into kova values."""
 
     messages: tuple[Message, ...]

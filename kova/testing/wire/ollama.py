@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import attrs
-
 from ..._models import (
     Image,
     InferenceConfig,
@@ -25,6 +23,7 @@ from ..._models import (
     ToolUse,
     Usage,
 )
+from ..._record import Record
 from ...providers.ollama._convert import call_id
 
 __all__ = [
@@ -39,8 +38,7 @@ __all__ = [
 CREATED_AT = "2026-01-01T00:00:00.000000Z"
 
 
-@attrs.frozen(kw_only=True)
-class DecodedRequest:
+class DecodedRequest(Record):
     """A ``/api/chat`` body read back into kova values."""
 
     messages: tuple[Message, ...]

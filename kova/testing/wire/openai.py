@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import assert_never
 
-import attrs
-
 from ..._models import (
     Image,
     InferenceConfig,
@@ -26,13 +24,13 @@ from ..._models import (
     ToolResult,
     ToolUse,
 )
+from ..._record import Record
 from ...providers.openai._convert import canonical_arguments, parse_arguments, reasoning_of
 
 __all__ = ["DecodedRequest", "decode_request", "stop_to_finish_reason"]
 
 
-@attrs.frozen(kw_only=True)
-class DecodedRequest:
+class DecodedRequest(Record):
     """A Chat Completions request body read back into kova values."""
 
     messages: tuple[Message, ...]

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import attrs
-
 from ..._models import (
     Image,
     InferenceConfig,
@@ -25,6 +23,7 @@ from ..._models import (
     ToolResult,
     ToolUse,
 )
+from ..._record import Record
 from ...providers.openai._convert import parse_arguments
 from ...providers.openai._responses_convert import summary_text
 
@@ -40,8 +39,7 @@ class RequestRejected(ValueError):
         self.code = code
 
 
-@attrs.frozen(kw_only=True)
-class DecodedRequest:
+class DecodedRequest(Record):
     """A ``/v1/responses`` request body read back into kova values, plus the raw items."""
 
     messages: tuple[Message, ...]
