@@ -10,14 +10,18 @@
    ``TextDelta`` and ``ToolUseDelta`` (records with a hand-written ``__init__``), the same
    fields as an attrs class and as a record with the generic ``__init__``; nanoseconds per
    value, the best of ``--repeat`` rounds of ``timeit``.
-3. ``import kova.agent`` in fresh processes against ``import httpx2, trio`` (median of 10).
+3. ``import kova.agent`` (and ``kova.mcp``, ``kova.web``) in fresh processes against
+   ``import httpx2, trio``, CPU milliseconds, median of 10; with ``--tree`` also for another
+   checkout (the "before"), in the same run.
 
-Prints a markdown table. Wall time on a shared machine is noisy: compare rows of one run.
+Prints markdown tables. Times are CPU time (a loaded machine's wall clock counts other
+processes too); still, compare rows of one run only.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -45,10 +49,10 @@ def _define(kind: str, count: int) -> float:
     }
     code = [compile(sources[kind].format(i=i), f"<{kind}>", "exec") for i in range(count)]
     namespace = {"Record": Record, "attrs": attrs, "__name__": "bench_values"}
-    start = time.perf_counter()
+    start = time.process_time()
     for compiled in code:
         exec(compiled, namespace)
-    return (time.perf_counter() - start) / count * 1e6
+    return (time.process_time() - start) / count * 1e6
 
 
 @attrs.frozen(kw_only=True)
@@ -74,25 +78,31 @@ class _GenericToolDelta(Record):
 
 
 def _build(factory: object, repeat: int) -> float:
-    timer = timeit.Timer(factory)  # type: ignore[arg-type]
+    # CPU time, not wall time: on a shared machine the wall clock also counts other
+    # processes' turns on the core.
+    timer = timeit.Timer(factory, timer=time.process_time)  # type: ignore[arg-type]
     number = 200_000
     return min(timer.repeat(repeat, number)) / number * 1e9
 
 
 def _import_ms(statement: str, tree: str | None, runs: int = 10) -> float:
+    # Both trees import from their bytecode caches: one uncounted run writes them.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run([sys.executable, "-c", statement], check=True, cwd=tree, env=env)
     times = []
     for _ in range(runs):
         out = subprocess.run(
             [
                 sys.executable,
                 "-c",
-                f"import time; t = time.perf_counter(); {statement}; "
-                "print(time.perf_counter() - t)",
+                f"import time; t = time.process_time(); {statement}; "
+                "print(time.process_time() - t)",
             ],
             capture_output=True,
             text=True,
             check=True,
             cwd=tree,  # `python -c` imports kova from its working directory first
+            env=env,
         )
         times.append(float(out.stdout) * 1000)
     return statistics.median(times)
@@ -103,6 +113,7 @@ def main() -> None:
     parser.add_argument("--classes", type=int, default=60)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--tree", help="a checkout whose kova the import rows use (a 'before')")
+    parser.add_argument("--imports", default="kova.agent,kova.mcp,kova.web")
     args = parser.parse_args()
 
     print("| definition (6 fields) | µs per class |")
@@ -127,13 +138,15 @@ def main() -> None:
     trees = [("this tree", None)]
     if args.tree:
         trees.insert(0, (args.tree, args.tree))
-    print("\n| import (fresh process, median of 10) | ms | against httpx2, trio |")
-    print("|---|---|---|")
-    for label, tree in trees:
-        floor = _import_ms("import httpx2, trio", tree)
-        agent = _import_ms("import kova.agent", tree)
-        print(f"| import httpx2, trio ({label}) | {floor:.1f} | |")
-        print(f"| import kova.agent ({label}) | {agent:.1f} | {agent / floor:.2f}x |")
+    print(
+        "\n| import (fresh process, CPU ms, median of 10) | "
+        + " | ".join(label for label, _ in trees)
+        + " |"
+    )
+    print("|---|" + "---|" * len(trees))
+    for statement in ["httpx2, trio", *args.imports.split(",")]:
+        cells = [f"{_import_ms(f'import {statement}', tree):.1f}" for _, tree in trees]
+        print(f"| import {statement} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
