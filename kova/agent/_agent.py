@@ -37,7 +37,7 @@ from ._events import AgentEvent, AgentResponse, ToolCallFinished, ToolCallStarte
 from ._input import HistoryInput, check_call_options, coerce_history
 from ._limits import UsageLimits
 from ._model_call import ModelCall, outcome_of
-from ._tool_pool import RunToolCalls
+from ._tool_pool import RunToolCalls, ToolPoolActor
 from ._turn import AwaitApproval, CallModel, Finished, RunTools, Turn, new_turn_id
 
 if TYPE_CHECKING:
@@ -84,6 +84,8 @@ class Agent:
 
             self._own_subscribers = (MetricsSubscriber(config.metrics).on_event,)
         self._pool: ActorRef | None = None
+        # The pool itself, for non-streamed steps run in the turn's own task.
+        self._tool_runner: ToolPoolActor | None = None
         self._prefix: tuple[Message, ...] = (
             (Message.system(config.system_prompt),) if config.system_prompt else ()
         )
@@ -118,7 +120,7 @@ class Agent:
             raise BuildError("this agent is already open; build another for a second block")
         from ..actors import open_runtime
         from ._provider_ref import ProviderRef, spawn_provider
-        from ._tool_pool import ToolPoolActor
+        from ._tool_pool import GetToolRunner
 
         config = self._config
         stack = AsyncExitStack()
@@ -149,6 +151,7 @@ class Agent:
                 )
 
             self._pool = await runtime.spawn(tool_pool)  # named tool_pool, tool_pool-2, ...
+            self._tool_runner = await self._pool.call(GetToolRunner())
             if len(config.registry):
                 # The first tool call would otherwise import jsonschema on the event loop.
                 await trio.to_thread.run_sync(load_validation, abandon_on_cancel=True)
@@ -168,7 +171,7 @@ class Agent:
         traceback: TracebackType | None,
     ) -> bool | None:
         stack, self._stack = self._stack, None
-        self._provider = self._pool = None
+        self._provider = self._pool = self._tool_runner = None
         if stack is not None:
             with lone_exceptions():  # pytest.raises(ProviderAuthError) around the block works
                 return await stack.__aexit__(exc_type, exc, traceback)
@@ -772,7 +775,11 @@ class Agent:
                                     if streamed:
                                         yield item
                         else:
-                            results = await pool.call(request)
+                            # No actor round trip: the turn's task runs the step (as it
+                            # sends its model calls), on the pool's policy.
+                            runner = self._tool_runner
+                            assert runner is not None
+                            results = await runner.run_in_caller(request)
                     if answered:
                         results = _merge_results(step.calls, answered, calls, results)
                     turn.tools_finished(results)

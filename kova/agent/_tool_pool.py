@@ -27,7 +27,16 @@ from __future__ import annotations
 import contextvars
 import inspect
 import os
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Generic,
+    Protocol,
+    TypeAlias,
+    TypeVar,
+    runtime_checkable,
+)
 
 import trio
 
@@ -37,7 +46,7 @@ from .._log import get_logger
 from .._models import ToolAnnotations, ToolDefinition, ToolResult, ToolUse
 from .._observe import ToolFinished, ToolOutcome, ToolStarted, TurnEmitter, new_span_id, tool_scope
 from .._record import Record, evolve
-from ..actors import Actor, Call, UnknownMessage
+from ..actors import LATER, Actor, Call, UnknownMessage
 from ..tools import FunctionTool, ToolContext, annotations_of
 from ..tools._context import serving_call
 from ._approvals import DEFER, Deferred, DeferredResult
@@ -45,7 +54,7 @@ from ._events import ToolCallDeferred, ToolCallFinished, ToolCallStarted
 from ._input import block_problem
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Sequence
+    from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 
     from ..telemetry import MetricsCollector
     from ..tools import Tool, ToolRegistry
@@ -59,6 +68,7 @@ __all__ = [
 ]
 
 log = get_logger(__name__)
+_T = TypeVar("_T")
 
 ApprovalResult: TypeAlias = "bool | str | Deferred"
 """``True`` approves; ``False`` denies; a string denies with that reason for the model;
@@ -224,6 +234,44 @@ class GetDefinitions(Record, Call[list[ToolDefinition]]):
     """Reply with the tool definitions to send to the model."""
 
 
+class GetToolRunner(Record, Call["ToolPoolActor"]):
+    """Reply with the pool, whose :meth:`ToolPoolActor.run_in_caller` the agent calls for
+    its non-streamed steps (answered at once, from the mailbox loop)."""
+
+
+class _InContext(Generic[_T]):
+    """``await _InContext(coroutine, context)``: awaits ``coroutine`` with each of its steps
+    run in ``context`` (what a task of its own would give it), in the awaiting task."""
+
+    __slots__ = ("_context", "_coroutine")
+
+    def __init__(self, coroutine: Coroutine[Any, Any, _T], context: contextvars.Context) -> None:
+        self._coroutine = coroutine
+        self._context = context
+
+    def __await__(self) -> Generator[Any, Any, _T]:
+        coroutine, run = self._coroutine, self._context.run
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            while True:
+                try:
+                    if error is None:
+                        yielded = run(coroutine.send, value)
+                    else:
+                        thrown, error = error, None
+                        yielded = run(coroutine.throw, thrown)
+                except StopIteration as stop:
+                    result: _T = stop.value
+                    return result
+                try:
+                    value = yield yielded
+                except BaseException as exc:  # thrown in by trio: handed to the coroutine
+                    value, error = None, exc
+        finally:
+            coroutine.close()
+
+
 class ToolPoolActor(Actor):
     """Runs tool calls. See the module docstring for the order of checks."""
 
@@ -256,16 +304,15 @@ class ToolPoolActor(Actor):
             )
             self._approve_with_annotations = _takes_annotations(approve)
 
+    def handle_now(self, message: Any) -> Any:
+        if type(message) is GetToolRunner:
+            return self
+        return LATER
+
     async def handle_call(self, message: Any) -> Any:
         match message:
-            case RunToolCalls(
-                calls=calls, on_event=on_event, telemetry=telemetry, approved=approved
-            ):
-                token = _REQUEST.set(message)
-                try:
-                    return await self._run_all(calls, on_event, telemetry, approved)
-                finally:
-                    _REQUEST.reset(token)
+            case RunToolCalls(on_event=on_event):
+                return await self._run_step(message, on_event)
             case GetDefinitions():
                 return self.registry.definitions()
             case _:
@@ -273,15 +320,30 @@ class ToolPoolActor(Actor):
 
     async def handle_stream(self, message: Any, send: trio.MemorySendChannel[Any]) -> None:
         match message:
-            case RunToolCalls(calls=calls, telemetry=telemetry, approved=approved):
-                token = _REQUEST.set(message)
-                try:
-                    results = await self._run_all(calls, send.send, telemetry, approved)
-                finally:
-                    _REQUEST.reset(token)
+            case RunToolCalls():
+                results = await self._run_step(message, send.send)
                 await send.send(results)
             case _:
                 raise UnknownMessage(self.name, message, kind="stream")
+
+    async def run_in_caller(self, message: RunToolCalls) -> tuple[DeferredResult, ...]:
+        """Run the step ``message`` in the calling task, with no actor round trip (the
+        agent's non-streamed turns: the caller's task does the work, as with providers).
+
+        The step runs in a copy of the caller's context (``message.caller``), so a context
+        variable a tool sets does not outlive its call, as when the pool's own task runs it.
+        """
+        context = message.caller if message.caller is not None else contextvars.copy_context()
+        return await _InContext(self._run_step(message, message.on_event), context)
+
+    async def _run_step(
+        self, message: RunToolCalls, on_event: Callable[[object], Awaitable[None]] | None
+    ) -> tuple[DeferredResult, ...]:
+        token = _REQUEST.set(message)
+        try:
+            return await self._run_all(message.calls, on_event, message.telemetry, message.approved)
+        finally:
+            _REQUEST.reset(token)
 
     async def _run_all(
         self,
