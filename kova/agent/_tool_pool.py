@@ -367,9 +367,17 @@ class ToolPoolActor(Actor):
             else:
                 results[index] = await self._run_observed(call, on_event, ok, *telemetry)
 
-        async with trio.open_nursery() as nursery:
-            for index, call in enumerate(calls):
-                nursery.start_soon(run_one, index, call)
+        try:
+            async with trio.open_nursery() as nursery:
+                for index, call in enumerate(calls):
+                    nursery.start_soon(run_one, index, call)
+        except BaseExceptionGroup as group:
+            # The calls were cancelled (tools' own failures are results, never raised):
+            # leave as one Cancelled, as a single call does, not as a group of them.
+            cancelled, rest = group.split(trio.Cancelled)
+            if rest is None and cancelled is not None:
+                raise _first(cancelled) from None
+            raise
         return tuple(result for result in results if result is not None)
 
     async def _run_one(
@@ -614,6 +622,14 @@ class ToolPoolActor(Actor):
     def _record(self, duration_ms: float | None, outcome: ToolOutcome) -> None:
         if self.metrics is not None:
             self.metrics.record_tool_invocation(duration_ms, outcome)
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first exception inside ``group`` (through nested groups)."""
+    first: BaseException = group
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return first
 
 
 def _finished(call: ToolUse, result: DeferredResult) -> ToolCallFinished | ToolCallDeferred:

@@ -102,6 +102,50 @@ async def test_the_callers_contextvars_reach_the_tool() -> None:
     assert provider.requests[3].messages[-1].content[0].text == "dave"  # type: ignore[union-attr]
 
 
+MARK: contextvars.ContextVar[str] = contextvars.ContextVar("mark", default="unset")
+FRESH: contextvars.ContextVar[str] = contextvars.ContextVar("fresh", default="unset")
+
+
+@tool
+async def set_mark(value: str) -> str:
+    """Set a context variable and say what it was."""
+    before = MARK.get()
+    MARK.set(value)
+    FRESH.set(value)  # a variable the caller never set
+    await trio.lowlevel.checkpoint()
+    return f"{before} -> {MARK.get()}"
+
+
+async def test_a_variable_a_tool_sets_does_not_outlive_its_call() -> None:
+    # One call (run in the turn's own task) and two in parallel, streamed and not: each call
+    # sees the caller's value and its own change, and the caller never sees the change.
+    provider = ScriptedProvider(
+        [
+            reply_tool_calls(("set_mark", {"value": "one"})),
+            reply_tool_calls(("set_mark", {"value": "two"}), ("set_mark", {"value": "three"})),
+            reply_text("done"),
+            reply_tool_calls(("set_mark", {"value": "four"})),
+            reply_text("done"),
+        ]
+    )
+    async with AgentBuilder().provider(provider).tool(set_mark).build() as agent:
+        MARK.set("caller")
+        response = await agent.run("go")
+        assert (MARK.get(), FRESH.get()) == ("caller", "unset")
+        async with agent.stream("go") as events:
+            async for _ in events:
+                pass
+        assert (MARK.get(), FRESH.get()) == ("caller", "unset")
+    texts = [
+        result.text
+        for message in response.new_messages
+        for result in message.content
+        if hasattr(result, "tool_use_id") and hasattr(result, "is_error")
+    ]
+    assert texts == ["caller -> one", "caller -> two", "caller -> three"]
+    assert provider.requests[4].messages[-1].content[0].text == "caller -> four"  # type: ignore[union-attr]
+
+
 @tool
 def ids(ctx: ToolContext) -> str:  # type: ignore[type-arg]
     """The call's ids."""
