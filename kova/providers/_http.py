@@ -56,7 +56,7 @@ from __future__ import annotations
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import httpx2
 import httpx2._decoders as httpx2_decoders
@@ -328,6 +328,23 @@ class _Chunks(AsyncIterator[bytes]):
         except HTTPX_ERRORS as exc:
             error = translate_error(exc, self._provider, mid_stream=True)
             raise error from without_frames(exc)
+
+
+class _NoDeadline:
+    """Stands in for ``trio.move_on_after`` when there is no deadline: no cancel scope to
+    enter and leave on every call (stateless, so one is shared)."""
+
+    __slots__ = ()
+    cancelled_caught: Final = False
+
+    def __enter__(self) -> _NoDeadline:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
+_NO_DEADLINE: Final = _NoDeadline()
 
 
 class HttpStream:
@@ -609,7 +626,8 @@ class HttpTransport:
         request = self._build(method, path, json_body=json_body, params=params, headers=headers)
         total = self.total_timeout
         error: ProviderError | None = None
-        with trio.move_on_after(total if total is not None else math.inf) as scope:
+        deadline = _NO_DEADLINE if total is None else trio.move_on_after(total)
+        with deadline as scope:
             response = await self._send_for_head(client, request)
             if response.status_code >= 400:
                 # Read and classified in a call of its own, so the raw body is in no frame
