@@ -57,7 +57,8 @@ async def _hand_loop(provider: Any, model: str) -> None:
     from clients.floor import PROMPT
     from payloads import TOOL_RESULT
 
-    from kova import ChatRequest, InferenceConfig, Message, Text, ToolDefinition, ToolResult
+    from kova import InferenceConfig, Message, Text, ToolDefinition, ToolResult
+    from kova.providers import ChatRequest
 
     if _TOOLS is None:
         _TOOLS = (

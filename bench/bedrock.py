@@ -49,7 +49,7 @@ TOKEN = "Hello"  # one text delta per event, a token's worth
 
 
 def _stream_response(events: int) -> bytes:
-    from kova.testing.wire.bedrock import event_message
+    from kova.testing._wire.bedrock import event_message
 
     messages = [event_message("messageStart", {"p": "abcdefgh", "role": "assistant"})]
     messages += [
@@ -140,7 +140,8 @@ def make_kova(base_url: str) -> Any:
 
 async def run_kova(provider: Any, streams: int) -> int:
     """``streams`` streams on an open provider (its pool made once, like boto3's client)."""
-    from kova import ChatRequest, TextDelta
+    from kova import TextDelta
+    from kova.providers import ChatRequest
 
     request = ChatRequest.of("Tell me a story.")
     count = 0

@@ -28,7 +28,7 @@ import sys
 import time
 from typing import Any
 
-from kova import ChatRequest
+from kova.providers import ChatRequest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -84,7 +84,6 @@ async def _stages(base_url: str, api: str, n: int, repeats: int) -> list[tuple[s
 
     transport = HttpTransport(provider=api, base_url=base_url, timeout=600.0)
     async with transport.open():
-
         make_framer = make_provider(base_url, api).codec.framer
 
         async def chunks() -> None:

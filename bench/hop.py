@@ -19,7 +19,7 @@ from typing import Any
 import trio
 from clients.kova_client import make_provider
 
-from kova import ChatRequest
+from kova.providers import ChatRequest
 
 
 class _Replay:

@@ -11,7 +11,6 @@ from ._errors import ActorError as ActorError
 from ._errors import ActorFailed as ActorFailed
 from ._errors import AgentLoopError as AgentLoopError
 from ._errors import BuildError as BuildError
-from ._errors import Cancelled as Cancelled
 from ._errors import ContextBudgetExceededError as ContextBudgetExceededError
 from ._errors import InvalidRequest as InvalidRequest
 from ._errors import InvalidResponse as InvalidResponse
@@ -37,24 +36,18 @@ from ._errors import ToolError as ToolError
 from ._errors import ToolExecutionError as ToolExecutionError
 from ._errors import ToolNotFoundError as ToolNotFoundError
 from ._errors import TurnCancelled as TurnCancelled
-from ._models import ChatRequest as ChatRequest
 from ._models import ContentBlock as ContentBlock
-from ._models import ErrorEvent as ErrorEvent
 from ._models import Image as Image
 from ._models import InferenceConfig as InferenceConfig
 from ._models import JSONObject as JSONObject
 from ._models import JSONValue as JSONValue
 from ._models import Message as Message
-from ._models import ModelInfo as ModelInfo
-from ._models import ModelResponse as ModelResponse
 from ._models import RedactedThinking as RedactedThinking
 from ._models import ResponseFormat as ResponseFormat
 from ._models import Role as Role
 from ._models import SignedThinking as SignedThinking
-from ._models import StopEvent as StopEvent
 from ._models import StopKind as StopKind
 from ._models import StopReason as StopReason
-from ._models import StreamEvent as StreamEvent
 from ._models import Text as Text
 from ._models import TextDelta as TextDelta
 from ._models import Thinking as Thinking
@@ -63,11 +56,7 @@ from ._models import ToolAnnotations as ToolAnnotations
 from ._models import ToolDefinition as ToolDefinition
 from ._models import ToolResult as ToolResult
 from ._models import ToolUse as ToolUse
-from ._models import ToolUseDelta as ToolUseDelta
-from ._models import ToolUseEnd as ToolUseEnd
-from ._models import ToolUseStart as ToolUseStart
 from ._models import Usage as Usage
-from ._models import UsageEvent as UsageEvent
 from ._models import messages_from_dicts as messages_from_dicts
 from ._models import messages_from_json as messages_from_json
 from ._models import messages_to_dicts as messages_to_dicts
@@ -103,10 +92,33 @@ _LAZY = {
 }
 
 
+# Names that left the top level (docs/changes.md): the error says where they went.
+_MOVED = {
+    **{
+        name: f"kova.providers.{name}"
+        for name in (
+            "ChatRequest",
+            "ErrorEvent",
+            "ModelInfo",
+            "ModelResponse",
+            "StopEvent",
+            "StreamEvent",
+            "ToolUseDelta",
+            "ToolUseEnd",
+            "ToolUseStart",
+            "UsageEvent",
+        )
+    },
+    "Cancelled": "kova.TurnCancelled",
+}
+
+
 def __getattr__(name: str) -> object:
     module_name = _LAZY.get(name)
     if module_name is None:
-        raise AttributeError(f"module 'kova' has no attribute {name!r}")
+        moved = _MOVED.get(name)
+        hint = f" (use {moved}; see docs/changes.md)" if moved else ""
+        raise AttributeError(f"module 'kova' has no attribute {name!r}{hint}")
     value = getattr(_importlib.import_module(module_name), name)
     globals()[name] = value
     return value
@@ -125,11 +137,8 @@ __all__ = [
     "AgentResponse",
     "BuildError",
     "CancelToken",
-    "Cancelled",
-    "ChatRequest",
     "ContentBlock",
     "ContextBudgetExceededError",
-    "ErrorEvent",
     "Image",
     "InferenceConfig",
     "InvalidRequest",
@@ -146,9 +155,7 @@ __all__ = [
     "McpError",
     "McpUnavailableError",
     "Message",
-    "ModelInfo",
     "ModelNotFound",
-    "ModelResponse",
     "ProviderAuthError",
     "ProviderError",
     "ProviderErrorClass",
@@ -162,11 +169,9 @@ __all__ = [
     "SecretHeaders",
     "SerializationError",
     "SignedThinking",
-    "StopEvent",
     "StopKind",
     "StopReason",
     "StreamError",
-    "StreamEvent",
     "StructuredOutputError",
     "Text",
     "TextDelta",
@@ -181,12 +186,8 @@ __all__ = [
     "ToolRegistry",
     "ToolResult",
     "ToolUse",
-    "ToolUseDelta",
-    "ToolUseEnd",
-    "ToolUseStart",
     "TurnCancelled",
     "Usage",
-    "UsageEvent",
     "messages_from_dicts",
     "messages_from_json",
     "messages_to_dicts",

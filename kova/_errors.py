@@ -1,50 +1,9 @@
-"""Every error kova raises on purpose.
+"""The errors of kova's base layer (everything but the tool layer's, the actor runtime's
+``UnknownMessage`` and the journal's), and the HTTP status classifier.
 
-The tree::
-
-    KovaError
-    ├── BuildError                    invalid configuration (raised at build time only)
-    ├── ProviderError                 the model provider answered with an error
-    │   ├── ProviderAuthError         401 / 403, or no usable credentials before any request
-    │   ├── RateLimited               429 (carries ``retry_after``)
-    │   ├── ProviderOverloaded        408, 5xx, 529
-    │   ├── InvalidRequest            400, 413, 422 (including "context too long")
-    │   ├── ModelNotFound             404
-    │   └── InvalidResponse           the provider sent something kova cannot read
-    ├── KovaConnectionError           refused / reset / dropped (a builtin ConnectionError too)
-    │   └── McpUnavailableError       no MCP session is up right now (names the server, since when)
-    ├── KovaTimeoutError              connect or read timed out (also a builtin TimeoutError)
-    ├── StreamError                   a stream ended in an error event or was cut short
-    ├── ToolError                     a kova-side tool fault (tool failures go to the model in-band)
-    │   ├── ToolExecutionError
-    │   └── ToolNotFoundError
-    ├── McpError                      the MCP server reported an error (JSON-RPC) or broke protocol
-    │   └── McpCallInterruptedError   the connection died under a tool call that may have run
-    ├── AgentLoopError
-    │   ├── MaxIterationsError
-    │   ├── ContextBudgetExceededError
-    │   └── UsageLimitExceeded        a usage limit (requests, tool calls, tokens) was reached
-    ├── ApprovalMismatchError         a resume's decisions do not fit the paused turn
-    ├── StructuredOutputError         the final answer did not parse / validate (has raw text)
-    ├── TurnCancelled                 a turn was cancelled through a CancelToken (alias: Cancelled)
-    ├── SerializationError            stored data (history, JSON) could not be read
-    ├── KovaIOError                   a local I/O failure (also a builtin OSError)
-    └── ActorError
-        ├── ActorFailed               an actor crashed while serving a request
-        └── MailboxClosed             the actor is gone
-
-Retryability is data: :attr:`KovaError.is_retryable` is true for rate limits, overload,
-connection errors and timeouts. Provider errors also expose one :class:`ProviderErrorClass`
-value (:attr:`ProviderError.error_class`) so callers can match on it.
-
-Every provider error is an instance of the subclass for its :class:`ProviderErrorClass`, however
-it was built (``ProviderError(..., error_class=RATE_LIMITED)`` is a :class:`RateLimited`), so
-``except RateLimited`` and ``error.error_class is ProviderErrorClass.RATE_LIMITED`` always agree.
-
-``trio.Cancelled`` is never converted: a caller's cancel scope propagates untouched. Only an
-explicit :class:`~kova.CancelToken` raises kova's own :class:`TurnCancelled` (also importable
-as ``Cancelled``, its first name, which reads too much like ``trio.Cancelled`` in an
-``except`` clause).
+The tree of every error kova raises, with what each means, is documented once: in the
+docstring of the public module :mod:`kova.errors` (and copied verbatim in docs/errors.md;
+tests/test_errors.py checks both against these classes).
 """
 
 from __future__ import annotations
@@ -63,7 +22,6 @@ __all__ = [
     "AgentLoopError",
     "ApprovalMismatchError",
     "BuildError",
-    "Cancelled",
     "ContextBudgetExceededError",
     "InvalidRequest",
     "InvalidResponse",
@@ -535,10 +493,6 @@ class TurnCancelled(KovaError):
     def __init__(self, reason: str | None = None) -> None:
         self.reason = reason
         super().__init__(f"cancelled: {reason}" if reason else "cancelled")
-
-
-Cancelled = TurnCancelled
-"""Alias of :class:`TurnCancelled` (its first name)."""
 
 
 class SerializationError(KovaError, ValueError):

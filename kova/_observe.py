@@ -194,9 +194,10 @@ class ModelCallFinished(Record):
     stop_reason: str | None = None
     """The normalized stop kind (``end_turn``, ``tool_use``...)."""
     response_model: str | None = None
-    """The model that answered, as the provider named it (:attr:`kova.ModelResponse.model`)."""
+    """The model that answered, as the provider named it
+    (:attr:`kova.providers.ModelResponse.model`)."""
     response_id: str | None = None
-    """The provider's id of the answer (:attr:`kova.ModelResponse.id`)."""
+    """The provider's id of the answer (:attr:`kova.providers.ModelResponse.id`)."""
 
 
 class ToolStarted(Record):

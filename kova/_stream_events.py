@@ -108,11 +108,11 @@ class ToolUseEnd(Record):
 class StopEvent(Record, eq_exclude=("model", "id")):
     stop_reason: StopReason
     model: str | None = None
-    """The model that answered, where the stream said (see :attr:`kova.ModelResponse.model`);
-    not part of equality."""
+    """The model that answered, where the stream said (see
+    :attr:`kova.providers.ModelResponse.model`); not part of equality."""
     id: str | None = None
     """The provider's id of the answer, where the stream said (see
-    :attr:`kova.ModelResponse.id`); not part of equality."""
+    :attr:`kova.providers.ModelResponse.id`); not part of equality."""
 
 
 class UsageEvent(Record):

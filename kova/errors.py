@@ -1,41 +1,59 @@
 """Every error kova raises on purpose, in one place: ``from kova.errors import RateLimited``.
 
-The tree (see docs/errors.md for what to catch for what)::
+The tree (the one copy of it; docs/errors.md says what to catch for what)::
 
     KovaError
-    ├── BuildError                    invalid configuration (raised at build time only)
+    ├── BuildError                    misconfigured, or used outside its lifecycle (not open yet)
     ├── ProviderError                 the model provider answered with an error (.error_class)
-    │   ├── ProviderAuthError         AUTH_INVALID (401), AUTH_FORBIDDEN (403), no credentials
-    │   ├── RateLimited               RATE_LIMITED (429; carries ``retry_after``)
+    │   ├── ProviderAuthError         AUTH_INVALID (401), AUTH_FORBIDDEN (403), or no credentials
+    │   ├── RateLimited               RATE_LIMITED (429); carries retry_after
     │   ├── ProviderOverloaded        OVERLOADED (408, 5xx, 529)
-    │   ├── InvalidRequest            INVALID_REQUEST (400, 413, 422; "context too long")
+    │   ├── InvalidRequest            INVALID_REQUEST (400, 413, 422, including "prompt too long")
     │   ├── ModelNotFound             NOT_FOUND (404)
     │   └── InvalidResponse           OTHER: the provider sent something kova cannot read
     ├── KovaConnectionError           refused / reset / dropped (also a builtin ConnectionError)
+    │   └── McpUnavailableError       no MCP session is up right now (names the server, since when)
     ├── KovaTimeoutError              connect or read timed out (also a builtin TimeoutError)
     ├── StreamError                   a stream ended in an error event or was cut short
     ├── ToolError                     a kova-side tool fault (tool failures go to the model)
     │   ├── ToolExecutionError
     │   ├── ToolNotFoundError
-    │   ├── ToolDefinitionError       ``@tool`` cannot describe a function
-    │   ├── DuplicateToolError        two tools of one name
-    │   └── InvalidToolArguments      arguments do not match the tool's schema
-    ├── McpError                      the MCP server reported an error or broke protocol
+    │   ├── ToolDefinitionError       @tool cannot describe a function
+    │   ├── DuplicateToolError        two tools with one name
+    │   └── InvalidToolArguments      arguments do not match a tool's schema
+    ├── McpError                      the MCP server reported an error (JSON-RPC) or broke protocol
+    │   └── McpCallInterruptedError   the connection died under a tool call that may have run
     ├── WebFetchError                 fetch_text refused (SSRF guard, URL rules) or failed
     ├── AgentLoopError
-    │   ├── MaxIterationsError
+    │   ├── MaxIterationsError        still calling tools after max_iterations
     │   ├── ContextBudgetExceededError
-    │   └── UsageLimitExceeded        a usage limit (requests, tool calls, tokens) was reached
-    ├── ApprovalMismatchError         a resume's decisions do not fit the paused turn
-    ├── StructuredOutputError         the final answer did not validate (every raw attempt)
-    ├── TurnCancelled                 a CancelToken cancelled the turn (alias: Cancelled)
-    ├── SerializationError            stored data (history, JSON) could not be read
+    │   └── UsageLimitExceeded        a UsageLimits cap was reached (.limit, .value, .figure)
+    ├── ApprovalMismatchError         a resume's history or decisions do not fit the paused turn
+    ├── StructuredOutputError         the answer did not validate, after every output retry
+    ├── TurnCancelled                 a CancelToken cancelled the turn (trio.Cancelled stays itself)
+    ├── SerializationError            stored data (history JSON) could not be read (a ValueError)
     ├── KovaIOError                   a local I/O failure (also a builtin OSError)
-    └── ActorError
-        ├── ActorFailed               an actor crashed while serving a request
-        └── MailboxClosed             the actor is gone
+    ├── ActorError
+    │   ├── ActorFailed               an actor crashed while serving your request (__cause__)
+    │   ├── MailboxClosed             the actor is stopped
+    │   └── UnknownMessage            an actor was sent a message it does not handle (kova.actors)
+    └── JournalError                  a turn journal cannot be used (kova.durable)
+        └── TurnClaimedError          another runner holds the turn
 
-:class:`ProviderErrorClass` is the provider-independent kind of a :class:`ProviderError`.
+Every class in the tree is importable from this module except three that live with their
+layer: ``UnknownMessage`` (``kova.actors``), ``JournalError`` and ``TurnClaimedError``
+(``kova.durable``). The tool layer's errors are also in ``kova.tools``, most others also in
+``kova`` itself.
+
+Retryability is data: :attr:`KovaError.is_retryable` is true for rate limits, overload,
+connection errors and timeouts. Every :class:`ProviderError` carries one
+:class:`ProviderErrorClass` value (``.error_class``), the provider-independent kind, and is an
+instance of the subclass for that value however it was built
+(``ProviderError(..., error_class=RATE_LIMITED)`` is a :class:`RateLimited`), so
+``except RateLimited`` and ``error.error_class is ProviderErrorClass.RATE_LIMITED`` agree.
+
+``trio.Cancelled`` is never converted: a caller's cancel scope propagates untouched. Only an
+explicit :class:`~kova.agent.CancelToken` raises kova's own :class:`TurnCancelled`.
 """
 
 from ._errors import ActorError as ActorError
@@ -43,7 +61,6 @@ from ._errors import ActorFailed as ActorFailed
 from ._errors import AgentLoopError as AgentLoopError
 from ._errors import ApprovalMismatchError as ApprovalMismatchError
 from ._errors import BuildError as BuildError
-from ._errors import Cancelled as Cancelled
 from ._errors import ContextBudgetExceededError as ContextBudgetExceededError
 from ._errors import InvalidRequest as InvalidRequest
 from ._errors import InvalidResponse as InvalidResponse
@@ -53,7 +70,9 @@ from ._errors import KovaIOError as KovaIOError
 from ._errors import KovaTimeoutError as KovaTimeoutError
 from ._errors import MailboxClosed as MailboxClosed
 from ._errors import MaxIterationsError as MaxIterationsError
+from ._errors import McpCallInterruptedError as McpCallInterruptedError
 from ._errors import McpError as McpError
+from ._errors import McpUnavailableError as McpUnavailableError
 from ._errors import ModelNotFound as ModelNotFound
 from ._errors import ProviderAuthError as ProviderAuthError
 from ._errors import ProviderError as ProviderError
@@ -79,7 +98,6 @@ __all__ = [
     "AgentLoopError",
     "ApprovalMismatchError",
     "BuildError",
-    "Cancelled",
     "ContextBudgetExceededError",
     "DuplicateToolError",
     "InvalidRequest",
@@ -91,7 +109,9 @@ __all__ = [
     "KovaTimeoutError",
     "MailboxClosed",
     "MaxIterationsError",
+    "McpCallInterruptedError",
     "McpError",
+    "McpUnavailableError",
     "ModelNotFound",
     "ProviderAuthError",
     "ProviderError",

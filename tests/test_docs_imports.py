@@ -83,3 +83,31 @@ def test_a_doc_snippet_imports_the_kova_names_it_uses(where: str, code: str) -> 
     }
     missing = sorted((used & _kova_names()) - _defined(tree))
     assert not missing, f"{where}: the snippet uses {missing} without importing them"
+
+
+def _parsed_snippets() -> list[tuple[str, ast.Module]]:
+    parsed = []
+    for where, code in _snippets():
+        try:
+            parsed.append((where, ast.parse(code)))
+        except SyntaxError:
+            continue
+    return parsed
+
+
+def test_every_kova_import_in_the_docs_names_what_its_module_exports() -> None:
+    """A name moved or removed (see docs/changes.md) is caught in the docs too."""
+    wrong = []
+    for where, tree in _parsed_snippets():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            if node.module != "kova" and not node.module.startswith("kova."):
+                continue
+            module = importlib.import_module(node.module)
+            wrong.extend(
+                f"{where}: from {node.module} import {alias.name}"
+                for alias in node.names
+                if alias.name != "*" and not hasattr(module, alias.name)
+            )
+    assert not wrong, wrong

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
+from pathlib import Path
+
 import pytest
 
 import kova
+import kova._errors
+import kova.errors as kova_errors
 from kova import ProviderError, ProviderErrorClass
 from kova._errors import parse_retry_after
 
@@ -116,10 +121,63 @@ def test_provider_error_built_for_a_class_is_that_class_subclass(
     assert type(error) is expected
 
 
-def test_turn_cancelled_keeps_its_old_name_as_an_alias() -> None:
+def test_turn_cancelled_has_one_name() -> None:
     import kova.errors
 
-    assert kova.Cancelled is kova.TurnCancelled is kova.errors.Cancelled
-    assert kova.TurnCancelled.__name__ == "TurnCancelled"
-    with pytest.raises(kova.Cancelled):
+    # Its first name, ``Cancelled``, read too much like ``trio.Cancelled``; it is gone.
+    assert kova.TurnCancelled is kova.errors.TurnCancelled
+    assert not hasattr(kova, "Cancelled")
+    assert not hasattr(kova.errors, "Cancelled")
+    with pytest.raises(kova.TurnCancelled):
         raise kova.TurnCancelled("stop")
+
+
+def _tree(text: str) -> list[tuple[str, str]]:
+    """(class, parent) for each line of a tree drawn like the one in kova.errors."""
+    start = text.index("KovaError\n")
+    lines = text[text.rindex("\n", 0, start) + 1 :].splitlines()
+    base = len(lines[0]) - len(lines[0].lstrip())
+    pairs: list[tuple[str, str]] = []
+    path = ["KovaError"]
+    for line in lines[1:]:
+        marker = max(line.find("├── "), line.find("└── "))
+        if marker < 0:
+            break
+        depth = (marker - base) // 4 + 1
+        name = line[marker + 4 :].split()[0]
+        del path[depth:]
+        pairs.append((name, path[-1]))
+        path.append(name)
+    return pairs
+
+
+def _every_kova_error() -> dict[str, type]:
+    for layer in ("kova.actors", "kova.durable", "kova.mcp", "kova.tools"):
+        importlib.import_module(layer)  # for the error classes each defines
+    found: dict[str, type] = {}
+    pending: list[type] = [kova_errors.KovaError]
+    while pending:
+        cls = pending.pop()
+        for sub in cls.__subclasses__():
+            if sub.__module__.startswith("kova.") and not sub.__module__.startswith("kova.testing"):
+                found[sub.__name__] = sub
+                pending.append(sub)
+    return found
+
+
+def test_the_error_tree_is_documented_once_and_matches_the_classes() -> None:
+    documented = _tree(kova_errors.__doc__ or "")
+    classes = _every_kova_error()
+    assert sorted(name for name, _ in documented) == sorted(classes)
+    for name, parent in documented:
+        assert classes[name].__bases__[0].__name__ == parent, name
+    # docs/errors.md draws the same tree, line for line.
+    docs = (Path(__file__).parent.parent / "docs" / "errors.md").read_text()
+    drawn = docs[docs.index("```\nKovaError\n") + 4 :]
+    drawn = drawn[: drawn.index("```")]
+    docstring = (kova_errors.__doc__ or "").split("::\n\n", 1)[1]
+    assert [line.strip() for line in drawn.splitlines()] == [
+        line.strip() for line in docstring.splitlines()[: len(drawn.splitlines())]
+    ]
+    # And no other module draws a tree of its own.
+    assert "├──" not in (kova._errors.__doc__ or "")

@@ -11,11 +11,9 @@ import attrs
 import pytest
 
 from kova import (
-    ChatRequest,
     Image,
     InferenceConfig,
     Message,
-    ModelResponse,
     ResponseFormat,
     StopReason,
     Text,
@@ -26,6 +24,7 @@ from kova import (
     Usage,
 )
 from kova._record import Record, evolve, set_field
+from kova.providers import ChatRequest, ModelResponse
 from kova.telemetry import TurnFinished
 
 if TYPE_CHECKING:

@@ -16,7 +16,8 @@ from typing import Any
 import payloads
 
 from clients.floor import PROMPT
-from kova import ChatRequest, InferenceConfig, Message, Text, TextDelta
+from kova import InferenceConfig, Message, Text, TextDelta
+from kova.providers import ChatRequest
 
 
 async def get_weather(city: str) -> str:

@@ -11,10 +11,8 @@ from __future__ import annotations
 import trio
 
 from kova import (
-    ChatRequest,
     InferenceConfig,
     Message,
-    ModelResponse,
     ResponseFormat,
     StopReason,
     Text,
@@ -23,6 +21,7 @@ from kova import (
     Usage,
 )
 from kova.agent import AgentBuilder
+from kova.providers import ChatRequest, ModelResponse
 from kova.providers.anthropic import AnthropicConfig, AnthropicProvider
 from kova.testing import Script, StreamReply, open_anthropic_server, reply_text
 from kova.tools import tool

@@ -19,13 +19,17 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 
-from kova import Message, ModelResponse, ToolAnnotations, messages_from_json, messages_to_json
+from kova import Message, ToolAnnotations, messages_from_json, messages_to_json
 from kova.agent import Agent, AgentBuilder, PendingApprovals
 from kova.testing import ScriptedProvider, reply_text, reply_tool_calls
 from kova.tools import tool
+
+if TYPE_CHECKING:
+    from kova.providers import ModelResponse
 
 FILES = {"/tmp/report.txt", "/tmp/notes.txt"}
 

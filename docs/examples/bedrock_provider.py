@@ -12,10 +12,8 @@ from __future__ import annotations
 import trio
 
 from kova import (
-    ChatRequest,
     InferenceConfig,
     Message,
-    ModelResponse,
     ResponseFormat,
     StopReason,
     Text,
@@ -24,6 +22,7 @@ from kova import (
     Usage,
 )
 from kova.agent import AgentBuilder
+from kova.providers import ChatRequest, ModelResponse
 from kova.providers.bedrock import BedrockConfig, BedrockProvider
 from kova.testing import Script, StreamReply, open_bedrock_server, reply_text
 from kova.tools import tool

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import trio
 
-from kova import ChatRequest, Message, ModelResponse, ResponseFormat, StopReason, ToolUse, Usage
+from kova import Message, ResponseFormat, StopReason, ToolUse, Usage
 from kova.agent import AgentBuilder
+from kova.providers import ChatRequest, ModelResponse
 from kova.providers.gemini import (
     GeminiConfig,
     GeminiEmbeddingConfig,

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import trio
 
-from kova import ChatRequest, Message, TextDelta, ThinkingDelta, Usage
+from kova import Message, TextDelta, ThinkingDelta, Usage
 from kova.agent import AgentBuilder, ToolCallFinished, ToolCallStarted, TurnCompleted
+from kova.providers import ChatRequest
 from kova.providers.openai import OpenAiResponsesConfig, OpenAiResponsesProvider
 from kova.testing import (
     Script,

@@ -12,6 +12,7 @@ import trio
 import trio.testing
 
 import kova
+import kova.providers
 from kova import Message, StopReason, Text, ToolResult, Usage
 from kova.agent import AgentBuilder, RetryConfig
 from kova.providers.anthropic import AnthropicConfig, AnthropicProvider
@@ -67,7 +68,7 @@ async def scripted_provider() -> None:
 
 async def function_provider() -> None:
     # A function of the request: answer from what the model was asked.
-    def model(request: ScriptRequest) -> kova.ModelResponse:
+    def model(request: ScriptRequest) -> kova.providers.ModelResponse:
         last = request.messages[-1]
         if any(isinstance(block, ToolResult) for block in last.content):
             return reply_text(f"The tool said {last.content[0].text}.")  # type: ignore[union-attr]
@@ -158,11 +159,11 @@ async def scripts_and_events() -> None:
         print("as_script:", error)
     try:
         await Script([]).next_reply(
-            ScriptRequest(request=kova.ChatRequest(messages=HISTORY), stream=False)
+            ScriptRequest(request=kova.providers.ChatRequest(messages=HISTORY), stream=False)
         )
     except ScriptExhaustedError as error:
         print("exhausted:", error)
-    response = kova.ModelResponse(
+    response = kova.providers.ModelResponse(
         content=(Text(text="hello world"),),
         stop_reason=StopReason.END_TURN,
         usage=Usage(input_tokens=1, output_tokens=2),
@@ -188,7 +189,7 @@ async def fake_openai_server() -> None:
 
 async def fake_anthropic_server() -> None:
     # A function script behind the Anthropic wire format; thinking streams as thinking.
-    def model(request: ScriptRequest) -> kova.ModelResponse:
+    def model(request: ScriptRequest) -> kova.providers.ModelResponse:
         return with_thinking(reply_text("Hi!"), "greet back", signature="sig")
 
     async with open_anthropic_server(model) as server:

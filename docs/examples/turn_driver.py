@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kova import InferenceConfig, Message, ModelResponse, ToolDefinition, ToolResult
+from kova import InferenceConfig, Message, ToolDefinition, ToolResult
 from kova.agent import DEFER, AgentResponse, AwaitApproval, CallModel, Finished, RunTools, Turn
-from kova.providers import heuristic_count_tokens
+from kova.providers import ModelResponse, heuristic_count_tokens
 from kova.testing import reply_text, reply_tool_calls
 
 if TYPE_CHECKING:

@@ -15,24 +15,16 @@ import attrs
 import httpx2
 import trio
 
-from kova import (
-    ChatRequest,
-    InvalidResponse,
-    KovaError,
-    ModelResponse,
-    RateLimited,
-    Secret,
-    StopEvent,
-    StopReason,
-    StreamEvent,
-    Text,
-    TextDelta,
-)
+from kova import InvalidResponse, KovaError, RateLimited, Secret, StopReason, Text, TextDelta
 from kova.providers import (
+    ChatRequest,
     CodecBase,
     HttpProvider,
+    ModelResponse,
     NdjsonFramer,
+    StopEvent,
     StreamDecoder,
+    StreamEvent,
     WireRequest,
     bearer_auth,
     expect_object,

@@ -22,7 +22,6 @@ from ._subtree import GetChild as GetChild
 from ._subtree import ListChildren as ListChildren
 from ._subtree import SpawnChild as SpawnChild
 from ._subtree import StopChild as StopChild
-from ._subtree import SupervisorActor as SupervisorActor
 from ._subtree import supervisor_spec as supervisor_spec
 from ._supervisor import Supervisor as Supervisor
 from ._supervisor import open_supervisor as open_supervisor
@@ -46,7 +45,6 @@ __all__ = [
     "Strategy",
     "StreamReceiver",
     "Supervisor",
-    "SupervisorActor",
     "UnknownMessage",
     "open_runtime",
     "open_supervisor",

@@ -1,4 +1,4 @@
-"""Folding a provider's event stream back into one :class:`~kova.ModelResponse`.
+"""Folding a provider's event stream back into one :class:`~kova.providers.ModelResponse`.
 
 Per-event work here is one ``match`` and a list append: it runs for every streamed token.
 """

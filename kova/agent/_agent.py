@@ -232,7 +232,7 @@ class Agent:
             TurnClaimedError: another runner holds ``turn_id`` in ``journal``.
             JournalError: the journal cannot be used, or ``turn_id`` names a turn that began
                 from another history.
-            Cancelled: ``cancel`` was cancelled. A caller's own cancel scope raises
+            TurnCancelled: ``cancel`` was cancelled. A caller's own cancel scope raises
                 ``trio.Cancelled`` untouched instead. Either way no messages were produced
                 and every request and tool call of the turn has stopped.
         """
@@ -300,20 +300,6 @@ class Agent:
         from ._sync import run_sync
 
         return run_sync(self, partial(Agent.run, history=history, config=config), what="run_sync")
-
-    async def run_with_config(
-        self,
-        history: HistoryInput,
-        overrides: InferenceConfig,
-        *,
-        cancel: CancelToken | None = None,
-    ) -> AgentResponse:
-        """:meth:`run` with per-call overrides (unset fields fall back to the agent's)."""
-        if not isinstance(overrides, InferenceConfig):
-            raise TypeError(
-                f"overrides must be a kova.InferenceConfig, got {type(overrides).__name__}"
-            )
-        return await self.run(history, config=overrides, cancel=cancel)
 
     @overload
     async def run_structured(
@@ -704,7 +690,7 @@ class Agent:
                         if call is None:
                             # The history was checked at the boundary and every message added
                             # since is kova's own: no second check of the whole history per call.
-                            response = await provider.complete_checked(chat)
+                            response = await provider._complete_checked(chat)
                         else:
                             response = await call.complete(chat, streamed=False)
                     else:
@@ -712,7 +698,7 @@ class Agent:
                         accumulator = ResponseAccumulator()
                         leased = provider if call is None else call.start(streamed=True)
                         try:
-                            async with leased.stream_checked(chat) as lease:
+                            async with leased._stream_checked(chat) as lease:
                                 # The lease's first batch, then the response's own batches
                                 # read directly: no iterator in between, per network read.
                                 batch: Sequence[StreamEvent] = lease.first

@@ -151,7 +151,8 @@ class AgentBuilder:
                 ``include``/``exclude`` the server does not have.
             McpError, KovaConnectionError: discovery failed.
         """
-        from ..mcp import McpClient, check_prefix, mcp_tools
+        from ..mcp import McpClient, mcp_tools
+        from ..mcp._tool import check_prefix
 
         if not isinstance(client, McpClient):
             raise BuildError(f"mcp_client() needs a kova.mcp.McpClient, got {client!r}")
@@ -342,7 +343,7 @@ class AgentBuilder:
         for tool in self._tools:
             registry.register(tool)
         if self._mcp_bindings:
-            from ..mcp import bind_tools
+            from ..mcp._tool import bind_tools
 
             for client, prefix, tools, include, exclude in self._mcp_bindings:
                 bind_tools(client, prefix, registry, tools, include=include, exclude=exclude)

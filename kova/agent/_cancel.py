@@ -1,7 +1,7 @@
 """An explicit cancel token: cancel a turn from another task.
 
 :class:`CancelToken` is the public part. :func:`guarded` runs a turn so that a token cancels
-it (raising kova's :class:`~kova.Cancelled`), and :func:`stream_in_task` runs a streamed turn
+it (raising kova's :class:`~kova.TurnCancelled`), and :func:`stream_in_task` runs a streamed turn
 in a task of its own for the same reason: the agent uses both.
 """
 
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from .._errors import Cancelled, KovaError
+from .._errors import KovaError, TurnCancelled
 from .._groups import raise_lone
 from ._events import AgentEvent
 
@@ -61,12 +61,12 @@ class CancelToken:
 
 
 async def guarded(turn: Coroutine[Any, Any, T], cancel: CancelToken | None) -> T:
-    """Await ``turn``, cancelled by ``cancel`` (raising kova's Cancelled) if it fires."""
+    """Await ``turn``, cancelled by ``cancel`` (raising kova's TurnCancelled) if it fires."""
     if cancel is None:
         return await turn
     if cancel.cancelled:
         turn.close()
-        raise Cancelled(cancel.reason)
+        raise TurnCancelled(cancel.reason)
     scope = trio.CancelScope()
 
     async def watch() -> None:
@@ -82,7 +82,7 @@ async def guarded(turn: Coroutine[Any, Any, T], cancel: CancelToken | None) -> T
     except BaseExceptionGroup as group:
         raise_lone(group)
     if scope.cancelled_caught:
-        raise Cancelled(cancel.reason)
+        raise TurnCancelled(cancel.reason)
     return response
 
 

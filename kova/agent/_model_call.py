@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from .._errors import Cancelled
+from .._errors import TurnCancelled
 from .._observe import (
     ModelCallFallback,
     ModelCallFinished,
@@ -115,7 +115,7 @@ class ModelCall:
     async def complete(self, chat: ChatRequest, *, streamed: bool) -> ModelResponse:
         provider = self.start(streamed=streamed)
         try:
-            response = await provider.complete_checked(chat)
+            response = await provider._complete_checked(chat)
         except BaseException as exc:
             self.failed(exc)
             raise
@@ -168,6 +168,6 @@ class ModelCall:
 def outcome_of(exc: BaseException) -> tuple[Outcome, str | None]:
     """How an exception ends a turn or call: cancelled (trio's, kova's, or the consumer
     leaving the stream) or an error of that type."""
-    if isinstance(exc, trio.Cancelled | Cancelled | GeneratorExit):
+    if isinstance(exc, trio.Cancelled | TurnCancelled | GeneratorExit):
         return "cancelled", None
     return "error", type(exc).__name__

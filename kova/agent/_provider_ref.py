@@ -162,9 +162,9 @@ class ProviderRef(Record):
             RateLimited: also when the rate-limit gate is closed and this ref's retry policy
                 does not wait that long (``retry_after`` is the time left).
         """
-        return await self.complete_checked(_checked(request))
+        return await self._complete_checked(_checked(request))
 
-    async def complete_checked(self, request: ChatRequest) -> ModelResponse:
+    async def _complete_checked(self, request: ChatRequest) -> ModelResponse:
         """:meth:`chat_completion` for a request already known to be well formed (the agent
         checks a turn's history once, at its boundary, and builds the rest itself). Internal
         to kova."""
@@ -247,13 +247,13 @@ class ProviderRef(Record):
         Raises:
             MailboxClosed: the provider actor is stopped.
         """
-        async with self.stream_checked(_checked(request)) as lease:
+        async with self._stream_checked(_checked(request)) as lease:
             yield PrefixedBatches(lease.first, lease.rest)
 
     @asynccontextmanager
-    async def stream_checked(self, request: ChatRequest) -> AsyncIterator[StreamLease]:
+    async def _stream_checked(self, request: ChatRequest) -> AsyncIterator[StreamLease]:
         """:meth:`chat_completion_stream` for a request already known to be well formed (see
-        :meth:`complete_checked`), as the lease itself: its first batch, then the rest of the
+        :meth:`_complete_checked`), as the lease itself: its first batch, then the rest of the
         response, read directly. Internal to kova."""
         links = self._links
         if len(links) == 1:
@@ -380,7 +380,7 @@ def _checked(request: object) -> ChatRequest:
     """``request``, checked in the caller's task: a malformed one fails its caller with a
     ``TypeError`` before anything is sent."""
     if not isinstance(request, ChatRequest):
-        raise TypeError(f"expected a kova.ChatRequest, got {type(request).__name__}")
+        raise TypeError(f"expected a kova.providers.ChatRequest, got {type(request).__name__}")
     check_messages(request.messages)
     for index, tool in enumerate(request.tools):
         if not isinstance(tool, ToolDefinition):

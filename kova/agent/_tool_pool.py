@@ -43,7 +43,7 @@ import trio
 from .._door import asyncio_hint
 from .._errors import ToolError
 from .._log import get_logger
-from .._models import ToolAnnotations, ToolDefinition, ToolResult, ToolUse
+from .._models import ToolAnnotations, ToolResult, ToolUse
 from .._observe import ToolFinished, ToolOutcome, ToolStarted, TurnEmitter, new_span_id, tool_scope
 from .._record import Record, evolve
 from ..actors import LATER, Actor, Call, UnknownMessage
@@ -230,10 +230,6 @@ class _Checked:
         self.duration = duration
 
 
-class GetDefinitions(Record, Call[list[ToolDefinition]]):
-    """Reply with the tool definitions to send to the model."""
-
-
 class GetToolRunner(Record, Call["ToolPoolActor"]):
     """Reply with the pool, whose :meth:`ToolPoolActor.run_in_caller` the agent calls for
     its non-streamed steps (answered at once, from the mailbox loop)."""
@@ -313,8 +309,6 @@ class ToolPoolActor(Actor):
         match message:
             case RunToolCalls(on_event=on_event):
                 return await self._run_step(message, on_event)
-            case GetDefinitions():
-                return self.registry.definitions()
             case _:
                 raise UnknownMessage(self.name, message)
 

@@ -589,7 +589,9 @@ class Turn:
         if self._phase != _MODEL:
             self._expect(_MODEL, "model_replied")
         if not isinstance(response, ModelResponse):
-            raise TypeError(f"response must be a kova.ModelResponse, got {type(response).__name__}")
+            raise TypeError(
+                f"response must be a kova.providers.ModelResponse, got {type(response).__name__}"
+            )
         self._requests += 1
         self._llm_calls += 1
         self._counted = False

@@ -499,7 +499,8 @@ async def _connect_mcp(
     """Start one ``--mcp`` server (``"CMD ARGS"`` or ``"PREFIX=CMD ARGS"``) and list the tools
     ``keep`` lets through (``used`` collects the patterns that matched, ``offered`` every
     tool the server has)."""
-    from ..mcp import check_prefix, mcp_tools
+    from ..mcp import mcp_tools
+    from ..mcp._tool import check_prefix
     from ._mcp import connect_stdio
 
     prefix = f"mcp{number}" if number > 1 else "mcp"

@@ -16,8 +16,6 @@ from ._client import McpClient as McpClient
 from ._tool import PREFIX_SEPARATOR as PREFIX_SEPARATOR
 from ._tool import McpTool as McpTool
 from ._tool import ToolFilter as ToolFilter
-from ._tool import bind_tools as bind_tools
-from ._tool import check_prefix as check_prefix
 from ._tool import mcp_tools as mcp_tools
 from ._transports import InProcessTransport as InProcessTransport
 from ._transports import SseTransport as SseTransport
@@ -78,7 +76,5 @@ __all__ = [
     "TokenProvider",
     "ToolFilter",
     "Transport",
-    "bind_tools",
-    "check_prefix",
     "mcp_tools",
 ]

@@ -1,5 +1,7 @@
-"""Model providers: the protocol, the codec seam every HTTP provider is built on, and the
-shared pieces (framers, auth flows, the heuristic token counter).
+"""Model providers: the protocol and the values it speaks (:class:`ChatRequest` in;
+:class:`ModelResponse`, or :class:`StreamEvent` batches, out), the codec seam every HTTP
+provider is built on, and the shared pieces (framers, auth flows, the heuristic token
+counter).
 
 A provider is config + codec (+ an auth flow) run by :class:`HttpProvider`; see
 ``docs/providers/writing-a-provider.md``.
@@ -7,6 +9,16 @@ A provider is config + codec (+ an auth flow) run by :class:`HttpProvider`; see
 
 import typing as _typing
 
+from .._models import ChatRequest as ChatRequest
+from .._models import ErrorEvent as ErrorEvent
+from .._models import ModelInfo as ModelInfo
+from .._models import ModelResponse as ModelResponse
+from .._models import StopEvent as StopEvent
+from .._models import StreamEvent as StreamEvent
+from .._models import ToolUseDelta as ToolUseDelta
+from .._models import ToolUseEnd as ToolUseEnd
+from .._models import ToolUseStart as ToolUseStart
+from .._models import UsageEvent as UsageEvent
 from ._auth import HeaderAuth as HeaderAuth
 from ._auth import bearer_auth as bearer_auth
 from ._auth import header_auth as header_auth
@@ -52,11 +64,13 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "ChatRequest",
     "Codec",
     "CodecBase",
     "EmbeddingProvider",
     "Embeddings",
     "ErrorDetails",
+    "ErrorEvent",
     "EventBatches",
     "EventStream",
     "FallbackOn",
@@ -65,12 +79,20 @@ __all__ = [
     "HeaderAuth",
     "HttpProvider",
     "HttpSettings",
+    "ModelInfo",
     "ModelPage",
+    "ModelResponse",
     "NdjsonFramer",
     "Provider",
     "SseEvent",
     "SseFramer",
+    "StopEvent",
     "StreamDecoder",
+    "StreamEvent",
+    "ToolUseDelta",
+    "ToolUseEnd",
+    "ToolUseStart",
+    "UsageEvent",
     "WireRequest",
     "bearer_auth",
     "classify",

@@ -4,10 +4,10 @@ A provider is **config + codec** (+ an auth flow), run by the one
 :class:`~kova.providers.HttpProvider` over the shared transport. A codec is pure -- no I/O,
 no clock -- so it is tested against recorded wire payloads and fuzzed without a network:
 
-* :meth:`Codec.encode` -- a :class:`~kova.ChatRequest` into a :class:`WireRequest` (method,
-  path, query, headers, JSON body);
+* :meth:`Codec.encode` -- a :class:`~kova.providers.ChatRequest` into a :class:`WireRequest`
+  (method, path, query, headers, JSON body);
 * :meth:`Codec.decode` -- a whole (non-streaming) response body into a
-  :class:`~kova.ModelResponse`;
+  :class:`~kova.providers.ModelResponse`;
 * :meth:`Codec.stream_decoder` -- a :class:`StreamDecoder` for one stream, fed the frames
   that one network read completed (framed by :attr:`Codec.framer`);
 * :meth:`Codec.error_details` -- what an error body says, for the one classifier

@@ -30,17 +30,12 @@ from .._observe import TurnStarted as TurnStarted
 __all__ = [
     "ActorRestarted",
     "DEFAULT_BOUNDS_MS",
-    "DEFAULT_METRICS_MAILBOX_SIZE",
     "ExporterConfig",
-    "GetSnapshot",
     "Histogram",
     "HistogramSummary",
-    "LlmErrorRecorded",
-    "LlmRequestRecorded",
     "McpRequestFinished",
     "McpRequestStarted",
     "Metrics",
-    "MetricsActor",
     "MetricsCollector",
     "MetricsSnapshot",
     "MetricsSubscriber",
@@ -60,7 +55,6 @@ __all__ = [
     "TelemetryHandle",
     "TelemetryHub",
     "ToolFinished",
-    "ToolInvocationRecorded",
     "ToolOutcome",
     "ToolStarted",
     "TurnFinished",
@@ -70,13 +64,7 @@ __all__ = [
 ]
 
 if _TYPE_CHECKING:
-    from ._collector import DEFAULT_METRICS_MAILBOX_SIZE as DEFAULT_METRICS_MAILBOX_SIZE
-    from ._collector import GetSnapshot as GetSnapshot
-    from ._collector import LlmErrorRecorded as LlmErrorRecorded
-    from ._collector import LlmRequestRecorded as LlmRequestRecorded
-    from ._collector import MetricsActor as MetricsActor
     from ._collector import MetricsCollector as MetricsCollector
-    from ._collector import ToolInvocationRecorded as ToolInvocationRecorded
     from ._collector import open_metrics as open_metrics
     from ._config import ExporterConfig as ExporterConfig
     from ._config import OtlpProtocol as OtlpProtocol
@@ -95,13 +83,7 @@ if _TYPE_CHECKING:
 # program that never collects metrics or installs telemetry does not pay for them at import
 # (the events and the hub above are what every agent needs).
 _LAZY = {
-    "DEFAULT_METRICS_MAILBOX_SIZE": "_collector",
-    "GetSnapshot": "_collector",
-    "LlmErrorRecorded": "_collector",
-    "LlmRequestRecorded": "_collector",
-    "MetricsActor": "_collector",
     "MetricsCollector": "_collector",
-    "ToolInvocationRecorded": "_collector",
     "open_metrics": "_collector",
     "ExporterConfig": "_config",
     "OtlpProtocol": "_config",

@@ -28,16 +28,7 @@ if TYPE_CHECKING:
     from .._models import Usage
     from ..actors import ActorRef, Runtime
 
-__all__ = [
-    "DEFAULT_METRICS_MAILBOX_SIZE",
-    "GetSnapshot",
-    "LlmErrorRecorded",
-    "LlmRequestRecorded",
-    "MetricsActor",
-    "MetricsCollector",
-    "ToolInvocationRecorded",
-    "open_metrics",
-]
+__all__ = ["MetricsCollector", "open_metrics"]
 
 DEFAULT_METRICS_MAILBOX_SIZE = 256
 """Records that may queue before new ones are dropped. Each is served in microseconds, so

@@ -1,7 +1,7 @@
 """Metrics state: counters and fixed-bucket histograms, in constant memory.
 
 :class:`Metrics` is plain synchronous state with a single owner. In an application it lives
-inside the metrics actor (:class:`~kova.telemetry.MetricsActor`), which is fed by casts; it
+inside the metrics actor behind :class:`~kova.telemetry.MetricsCollector`, fed by casts; it
 can also be used directly wherever one task owns it (a benchmark, a test).
 
 Histograms keep a fixed array of bucket counts plus count, sum, min and max, never the

@@ -19,13 +19,13 @@ Endpoints: ``POST /v1/messages`` (JSON, or SSE with every event type: ``message_
 
 Scripted replies map to the wire like this:
 
-* a :class:`~kova.ModelResponse` is the message; its signed ``Thinking`` and
+* a :class:`~kova.providers.ModelResponse` is the message; its signed ``Thinking`` and
   ``RedactedThinking`` blocks become thinking blocks with their signatures;
 * an :class:`~kova.testing.ErrorReply` is an HTTP error with Anthropic's error body
   (``{"type": "error", "error": {"type": ..., "message": ...}}``) and ``retry-after``;
 * a :class:`~kova.testing.StreamReply` chunks the text, may stream exact ``events`` (an
-  :class:`~kova.ErrorEvent` among them becomes a mid-stream ``error`` event) and may cut the
-  connection after ``cut_after`` kova events (no ``message_stop``, body left unfinished).
+  :class:`~kova.providers.ErrorEvent` among them becomes a mid-stream ``error`` event) and may
+  cut the connection after ``cut_after`` kova events (no ``message_stop``, body left unfinished).
 
 Every request is recorded in :attr:`FakeAnthropicServer.requests` (path, headers, JSON body).
 """
@@ -63,7 +63,7 @@ from ..providers._base import heuristic_count_tokens
 from ._fake_server import FakeServer, scripted_stream, serving
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, json_response
 from ._script import ErrorReply, ScriptLike, ScriptRequest, StreamReply, as_script, stream_events
-from .wire.anthropic import (
+from ._wire.anthropic import (
     config_from_wire,
     message_json,
     messages_from_wire,

@@ -22,13 +22,13 @@ event padded with ``"p"`` as the service does), ``/count-tokens``, and ``GET
 
 Scripted replies map to the wire like this:
 
-* a :class:`~kova.ModelResponse` is the message; its signed ``Thinking`` and
+* a :class:`~kova.providers.ModelResponse` is the message; its signed ``Thinking`` and
   ``RedactedThinking`` blocks become ``reasoningContent`` with their signatures;
 * an :class:`~kova.testing.ErrorReply` is an HTTP error with ``x-amzn-ErrorType`` (its
   ``error_type``, else the exception AWS sends for the status) and ``{"message"}``;
 * a :class:`~kova.testing.StreamReply` chunks the text, may stream exact ``events`` (an
-  :class:`~kova.ErrorEvent` among them becomes an ``:message-type: exception`` message named
-  by its ``error_type``) and may cut the connection after ``cut_after`` kova events.
+  :class:`~kova.providers.ErrorEvent` among them becomes an ``:message-type: exception``
+  message named by its ``error_type``) and may cut the connection after ``cut_after`` kova events.
 
 Every request is recorded in :attr:`FakeBedrockServer.requests`.
 """
@@ -63,7 +63,7 @@ from ..providers._base import heuristic_count_tokens
 from ._fake_server import FakeServer, script_request, scripted_stream, serving
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, json_response
 from ._script import ErrorReply, ScriptLike, StreamReply, as_script
-from .wire.bedrock import (
+from ._wire.bedrock import (
     decode_request,
     event_message,
     exception_message,

@@ -135,7 +135,7 @@ def scripted_stream(
     """The streamed body of ``reply``: its events (``events``, else
     :func:`~kova.testing.stream_events`) through ``encoder``, one chunk each.
 
-    An :class:`~kova.ErrorEvent` ends the body after its chunk. A ``cut_after`` drops the
+    An :class:`~kova.providers.ErrorEvent` ends the body after its chunk. A ``cut_after`` drops the
     connection after that many events; with ``hold`` a ``hold_after`` sends that many and
     then stalls (see :class:`~kova.testing.StreamReply`). Otherwise the body ends with
     ``encoder.finish()``.

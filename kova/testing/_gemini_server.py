@@ -67,7 +67,7 @@ from ._fake_server import (
 )
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, fake_vector, json_response
 from ._script import ErrorReply, Script, ScriptExhaustedError, ScriptLike, StreamReply, as_script
-from .wire.gemini import (
+from ._wire.gemini import (
     decode_request,
     function_call_part,
     response_json,

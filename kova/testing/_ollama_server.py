@@ -56,7 +56,7 @@ from ._fake_server import (
 )
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, fake_vector, json_response
 from ._script import ErrorReply, Script, ScriptExhaustedError, ScriptLike, StreamReply, as_script
-from .wire.ollama import CREATED_AT, decode_request, done_json, message_json, response_json
+from ._wire.ollama import CREATED_AT, decode_request, done_json, message_json, response_json
 
 if TYPE_CHECKING:
     from .._models import JSONValue, StopReason, StreamEvent, Usage

@@ -64,7 +64,7 @@ from ..providers.openai._convert import encode_arguments
 from ._fake_server import FakeServer, script_request, scripted_stream, serving
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, fake_vector, json_response
 from ._script import ErrorReply, Script, ScriptExhaustedError, ScriptLike, StreamReply, as_script
-from .wire.openai import decode_request, stop_to_finish_reason
+from ._wire.openai import decode_request, stop_to_finish_reason
 
 if TYPE_CHECKING:
     from .._models import JSONValue, StreamEvent, Usage

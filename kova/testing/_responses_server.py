@@ -70,7 +70,7 @@ from ..providers.openai._responses_convert import ITEM_KEY
 from ._fake_server import FakeServer, script_request, scripted_stream, serving
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, json_response
 from ._script import ErrorReply, Script, ScriptExhaustedError, ScriptLike, StreamReply, as_script
-from .wire.openai_responses import DecodedRequest, RequestRejected, decode_request
+from ._wire.openai_responses import DecodedRequest, RequestRejected, decode_request
 
 if TYPE_CHECKING:
     from .._models import JSONValue, StreamEvent, Usage

@@ -81,8 +81,8 @@ Reply = ModelResponse | ErrorReply | StreamReply
 
 
 class ScriptRequest(Record):
-    """What the scripted model was asked: the :class:`~kova.ChatRequest` and whether it was
-    streamed. ``messages``, ``tools`` and ``config`` read through to the request."""
+    """What the scripted model was asked: the :class:`~kova.providers.ChatRequest` and whether
+    it was streamed. ``messages``, ``tools`` and ``config`` read through to the request."""
 
     request: ChatRequest
     stream: bool

@@ -51,13 +51,13 @@ class ScriptedProvider:
 
     Replies map to behaviour as a real provider would show it:
 
-    * a :class:`~kova.ModelResponse` is returned, or streamed as the events
+    * a :class:`~kova.providers.ModelResponse` is returned, or streamed as the events
       :func:`~kova.testing.stream_events` derives from it;
     * an :class:`~kova.testing.ErrorReply` raises ``ProviderError.from_status(...)`` (so a 429
       is a :class:`~kova.RateLimited` carrying ``retry_after``); for a stream, on entering;
     * a :class:`~kova.testing.StreamReply` streams its events; with ``cut_after=n`` the
       stream raises :class:`~kova.StreamError` after ``n`` events (a non-streaming call with a
-      cut raises :class:`~kova.KovaConnectionError`). An :class:`~kova.ErrorEvent` in the
+      cut raises :class:`~kova.KovaConnectionError`). An :class:`~kova.providers.ErrorEvent` in the
       events raises :class:`~kova.StreamError` where it occurs.
 
     Streams arrive in batches of ``batch_size`` events, like events decoded from one network

@@ -13,7 +13,6 @@ from ._errors import InvalidToolArguments as InvalidToolArguments
 from ._errors import ToolDefinitionError as ToolDefinitionError
 from ._errors import WebFetchError as WebFetchError
 from ._registry import ToolRegistry as ToolRegistry
-from ._schema import parse_docstring as parse_docstring
 from ._tool import Tool as Tool
 from ._tool import annotations_of as annotations_of
 from ._tool import definition as definition
@@ -73,7 +72,6 @@ __all__ = [
     "current_tool_context",
     "definition",
     "fetch_text",
-    "parse_docstring",
     "tool",
     "validate_arguments",
 ]

@@ -9,7 +9,7 @@ import trio
 
 from kova.actors import Actor, Call, UnknownMessage, open_runtime, supervisor_spec
 from kova.actors._subtree import ListChildren
-from kova.agent._tool_pool import GetDefinitions, ToolPoolActor
+from kova.agent._tool_pool import RunToolCalls, ToolPoolActor
 from kova.telemetry import open_metrics
 from kova.tools import ToolRegistry
 
@@ -40,8 +40,7 @@ async def test_a_call_names_its_reply_type_and_unknown_messages_fail_only_the_re
                 async with pool.stream(Strange()) as items:
                     await items.receive()
             # Every actor is still serving.
-            definitions: list[object] = await pool.call(GetDefinitions())
-            assert definitions == []
+            assert await pool.call(RunToolCalls(calls=())) == ()
             assert await subtree.call(ListChildren()) == ()
             assert (await metrics.snapshot()).llm_request_count == 0
 

@@ -7,23 +7,26 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import kova
+import kova.providers
 from kova import (
-    ModelResponse,
     SignedThinking,
-    StopEvent,
     StopReason,
     Text,
     TextDelta,
     Thinking,
     ThinkingDelta,
     ToolUse,
+    Usage,
+)
+from kova.agent._accumulate import ResponseAccumulator, merge_usage, parse_tool_arguments
+from kova.providers import (
+    ModelResponse,
+    StopEvent,
     ToolUseDelta,
     ToolUseEnd,
     ToolUseStart,
-    Usage,
     UsageEvent,
 )
-from kova.agent._accumulate import ResponseAccumulator, merge_usage, parse_tool_arguments
 from kova.testing import response_to_events
 
 
@@ -65,7 +68,7 @@ def test_stream_without_stop_is_an_error() -> None:
 def test_error_event_raises_stream_error() -> None:
     acc = ResponseAccumulator()
     with pytest.raises(kova.StreamError, match="overloaded_error: busy"):
-        acc.feed([kova.ErrorEvent(message="busy", error_type="overloaded_error")])
+        acc.feed([kova.providers.ErrorEvent(message="busy", error_type="overloaded_error")])
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import trio
 import trio.testing
 
 import kova
+import kova.providers
 from kova import (
     InferenceConfig,
     Message,
@@ -383,7 +384,7 @@ async def test_stream_text_arrives_before_the_turn_completes() -> None:
     release = trio.Event()
     seen_first_delta = trio.Event()
 
-    async def slow_model(request: ScriptRequest) -> kova.ModelResponse:
+    async def slow_model(request: ScriptRequest) -> kova.providers.ModelResponse:
         return reply_text("first chunk, then more")
 
     # A tool that waits for the consumer proves text reached it mid-turn.
@@ -471,11 +472,11 @@ async def test_structured_output_invalid_json_for_response_format() -> None:
     assert caught.value.raw_text == "{oops"
 
 
-async def test_run_with_config_overrides_only_what_it_sets() -> None:
+async def test_run_config_overrides_only_what_it_sets() -> None:
     provider = ScriptedProvider([reply_text("a")])
     base = InferenceConfig(model="base-model", max_tokens=100, temperature=0.1)
     async with AgentBuilder().provider(provider).inference_config(base).build() as agent:
-        await agent.run_with_config(HISTORY, InferenceConfig(temperature=0.9))
+        await agent.run(HISTORY, config=InferenceConfig(temperature=0.9))
     assert provider.requests[0].config == InferenceConfig(
         model="base-model", max_tokens=100, temperature=0.9
     )
@@ -507,7 +508,7 @@ class Probe:
 
 
 def hanging_provider(probe: Probe) -> FunctionProvider:
-    async def model(request: ScriptRequest) -> kova.ModelResponse:
+    async def model(request: ScriptRequest) -> kova.providers.ModelResponse:
         probe.started.set()
         try:
             await trio.sleep_forever()
@@ -541,7 +542,7 @@ async def test_cancel_token_during_provider_call(autojump_clock: trio.testing.Mo
                 token.cancel("user pressed stop")
 
             nursery.start_soon(cancel_later)
-            with pytest.raises(kova.Cancelled, match="user pressed stop"):
+            with pytest.raises(kova.TurnCancelled, match="user pressed stop"):
                 await agent.run(HISTORY, cancel=token)
             assert probe.cleaned_up
             assert trio.current_time() == 1.0
@@ -570,7 +571,7 @@ async def test_cancel_token_mid_tool(autojump_clock: trio.testing.MockClock) -> 
                 token.cancel()
 
             nursery.start_soon(cancel_later)
-            with pytest.raises(kova.Cancelled):
+            with pytest.raises(kova.TurnCancelled):
                 await agent.run(HISTORY, cancel=token)
         assert probe.cleaned_up
     assert len(provider.requests) == 1
@@ -583,7 +584,7 @@ async def test_cancel_mid_stream_leaves_no_messages(autojump_clock: trio.testing
     token = CancelToken()
     async with AgentBuilder().provider(provider).build() as agent:
         received: list[object] = []
-        with pytest.raises(kova.Cancelled):
+        with pytest.raises(kova.TurnCancelled):
             async with agent.stream(HISTORY, cancel=token) as events:
                 async for event in events:
                     received.append(event)
@@ -609,7 +610,7 @@ async def test_precancelled_token_sends_nothing() -> None:
     token.cancel()
     provider = ScriptedProvider([reply_text("no")])
     async with AgentBuilder().provider(provider).build() as agent:
-        with pytest.raises(kova.Cancelled):
+        with pytest.raises(kova.TurnCancelled):
             await agent.run(HISTORY, cancel=token)
     assert provider.requests == []
 

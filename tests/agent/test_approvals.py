@@ -15,6 +15,7 @@ import trio
 import trio.testing
 
 import kova
+import kova.providers
 from kova import Message, ResponseFormat, ToolAnnotations, ToolResult, ToolUse
 from kova.agent import (
     DEFER,
@@ -58,7 +59,7 @@ def _clear_runs() -> None:
     RUNS.clear()
 
 
-def script() -> list[kova.ModelResponse]:
+def script() -> list[kova.providers.ModelResponse]:
     return [
         reply_tool_calls(
             ("look", {"path": "/tmp"}),

@@ -148,15 +148,10 @@ BAD_HISTORIES: list[tuple[object, str]] = [
 
 
 async def _each_entry_point(agent: Agent, history: object, **options: Any) -> list[str]:
-    """Try the four entry points; return the TypeError messages (each must raise one)."""
+    """Try the entry points; return the TypeError messages (each must raise one)."""
     messages: list[str] = []
     entries: list[Callable[[], Any]] = [
         lambda: agent.run(history, **options),  # type: ignore[arg-type]
-        lambda: agent.run_with_config(
-            history,  # type: ignore[arg-type]
-            options.get("config", InferenceConfig()),
-            cancel=options.get("cancel"),
-        ),
         lambda: agent.run_structured(history, ResponseFormat(name="x", schema={}), **options),  # type: ignore[arg-type]
     ]
     for entry in entries:

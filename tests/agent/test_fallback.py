@@ -9,7 +9,6 @@ import trio
 import trio.testing
 
 from kova import (
-    ChatRequest,
     InvalidRequest,
     KovaConnectionError,
     ModelNotFound,
@@ -21,7 +20,7 @@ from kova import (
 )
 from kova.actors import open_runtime
 from kova.agent import AgentBuilder, RetryConfig, spawn_provider
-from kova.providers import FallbackProvider, Provider
+from kova.providers import ChatRequest, FallbackProvider, Provider
 from kova.providers.anthropic import AnthropicConfig, AnthropicProvider
 from kova.providers.openai import OpenAiCompatibleProvider, OpenAiConfig
 from kova.telemetry import ModelCallFallback, ModelCallFinished, TelemetryEvent

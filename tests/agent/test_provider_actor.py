@@ -11,25 +11,28 @@ import trio
 import trio.testing
 
 from kova import (
-    ChatRequest,
     InferenceConfig,
     InvalidRequest,
     KovaConnectionError,
     MailboxClosed,
     Message,
-    ModelInfo,
-    ModelResponse,
     ProviderOverloaded,
     RateLimited,
     StreamError,
-    StreamEvent,
     TextDelta,
     ToolDefinition,
 )
 from kova.actors import Backoff, UnknownMessage, open_runtime
 from kova.agent import RetryConfig
 from kova.agent._provider_ref import ProviderRef, spawn_provider
-from kova.providers import Provider, heuristic_count_tokens
+from kova.providers import (
+    ChatRequest,
+    ModelInfo,
+    ModelResponse,
+    Provider,
+    StreamEvent,
+    heuristic_count_tokens,
+)
 from kova.testing import (
     ErrorReply,
     FunctionProvider,
@@ -540,7 +543,7 @@ async def test_an_overload_event_before_any_content_is_retried_like_http_529(
 ) -> None:
     """One HTTP call answered 200 with an ``overloaded_error`` event first thing: the actor
     retries it exactly as it would retry HTTP 529, and the consumer sees only the answer."""
-    from kova import ErrorEvent
+    from kova.providers import ErrorEvent
     from kova.providers.anthropic import AnthropicConfig, AnthropicProvider
     from kova.testing import open_anthropic_server
 

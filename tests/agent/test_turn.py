@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from kova import (
     InferenceConfig,
     Message,
-    ModelResponse,
     StopReason,
     Text,
     ToolAnnotations,
@@ -40,6 +39,7 @@ from kova.errors import (
     SerializationError,
     UsageLimitExceeded,
 )
+from kova.providers import ModelResponse
 from kova.testing import reply_text, reply_tool_calls
 
 if TYPE_CHECKING:

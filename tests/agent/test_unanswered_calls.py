@@ -9,20 +9,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from kova import (
-    Message,
-    ModelResponse,
-    StopEvent,
-    StopReason,
-    Text,
-    TextDelta,
-    ToolResult,
-    ToolUse,
-    ToolUseDelta,
-    ToolUseStart,
-    Usage,
-)
+from kova import Message, StopReason, Text, TextDelta, ToolResult, ToolUse, Usage
 from kova.agent import AgentBuilder, TurnCompleted
+from kova.providers import ModelResponse, StopEvent, ToolUseDelta, ToolUseStart
 from kova.providers.anthropic import AnthropicConfig, AnthropicProvider
 from kova.providers.bedrock import BedrockConfig, BedrockProvider
 from kova.providers.gemini import GeminiConfig, GeminiProvider

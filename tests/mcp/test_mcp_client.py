@@ -231,7 +231,7 @@ async def test_mcp_tools_satisfy_the_tool_protocol():
 
 
 def test_prefix_rules_make_collisions_impossible():
-    from kova.mcp import check_prefix
+    from kova.mcp._tool import check_prefix
 
     for good in ("files", "my-server", "a_b", "x1"):
         assert check_prefix(good) == good

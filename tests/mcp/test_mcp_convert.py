@@ -5,6 +5,7 @@ from __future__ import annotations
 import mcp_types as mt
 
 import kova
+import kova.providers
 from kova.mcp import ElicitationRequest, ElicitationResponse
 from kova.mcp._convert import (
     elicitation_request,
@@ -68,7 +69,7 @@ def test_sampling_request_and_result():
         kova.Message.assistant([kova.Image(media_type="image/png", data="AAAA")]),
     ]
     assert config == kova.InferenceConfig(max_tokens=10, stop_sequences=("END",))
-    answer = kova.ModelResponse(
+    answer = kova.providers.ModelResponse(
         content=(kova.Text(text="ok"),), stop_reason=kova.StopReason.MAX_TOKENS
     )
     result = sampling_result(answer, model="m")

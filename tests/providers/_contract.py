@@ -9,8 +9,8 @@ from typing import Any
 
 import trio
 
-from kova import KovaError, StreamEvent, TextDelta, ThinkingDelta, ToolUseDelta
-from kova.providers import EventStream
+from kova import KovaError, TextDelta, ThinkingDelta
+from kova.providers import EventStream, StreamEvent, ToolUseDelta
 
 
 class Reads(AsyncIterator[bytes]):

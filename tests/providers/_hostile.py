@@ -24,7 +24,7 @@ from kova.testing import (
     open_openai_server,
 )
 from kova.testing._http_server import FakeResponse, FakeStream, RecordedRequest, serve_http
-from kova.testing.wire.bedrock import encode_message, event_message
+from kova.testing._wire.bedrock import encode_message, event_message
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable

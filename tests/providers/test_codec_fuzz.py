@@ -15,18 +15,9 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kova import (
-    ChatRequest,
-    KovaError,
-    Message,
-    Text,
-    Thinking,
-    ToolDefinition,
-    ToolResult,
-    ToolUse,
-)
+from kova import KovaError, Message, Text, Thinking, ToolDefinition, ToolResult, ToolUse
 from kova._json import MAX_JSON_DEPTH, dumps_bytes
-from kova.providers import HttpProvider
+from kova.providers import ChatRequest, HttpProvider
 from kova.providers.anthropic import AnthropicConfig
 from kova.providers.anthropic._codec import AnthropicCodec
 from kova.providers.bedrock import BedrockConfig

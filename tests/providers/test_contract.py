@@ -10,19 +10,14 @@ a TextDelta whose text is not a str.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kova import (
-    InvalidResponse,
-    ProviderError,
-    ProviderErrorClass,
-    StreamEvent,
-)
+from kova import InvalidResponse, ProviderError, ProviderErrorClass
 from kova.providers.anthropic import AnthropicConfig
 from kova.providers.anthropic._codec import AnthropicCodec
 from kova.providers.gemini import GeminiConfig
@@ -40,6 +35,9 @@ from .anthropic.test_anthropic_stream import WIRE_EXAMPLE as ANTHROPIC_STREAM
 from .openai.wire_samples import TOOL_CALL_STREAM as OPENAI_STREAM
 from .openai_responses.wire_samples import TEXT_STREAM as RESPONSES_TEXT_STREAM
 from .openai_responses.wire_samples import TOOL_CALL_STREAM as RESPONSES_STREAM
+
+if TYPE_CHECKING:
+    from kova.providers import StreamEvent
 
 
 def _openai_text(text: str) -> str:

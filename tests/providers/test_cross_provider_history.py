@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from kova import ChatRequest, InferenceConfig, Message, Text, ToolResult, ToolUse
+from kova import InferenceConfig, Message, Text, ToolResult, ToolUse
+from kova.providers import ChatRequest
 from kova.providers.anthropic import AnthropicConfig
 from kova.providers.anthropic._codec import AnthropicCodec
 from kova.providers.bedrock import BedrockConfig

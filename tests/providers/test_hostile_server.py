@@ -14,7 +14,6 @@ import pytest
 import trio
 
 from kova import (
-    ChatRequest,
     InvalidResponse,
     KovaError,
     KovaTimeoutError,
@@ -26,6 +25,7 @@ from kova import (
     ToolUse,
 )
 from kova.agent._accumulate import ResponseAccumulator
+from kova.providers import ChatRequest
 from kova.providers._http import MAX_ERROR_MESSAGE_CHARS
 from kova.testing import Script, StreamReply, reply_text
 from kova.testing._http_server import FakeResponse, FakeStream, RecordedRequest

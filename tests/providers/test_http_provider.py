@@ -12,13 +12,8 @@ import pytest
 import trio
 import trio.testing
 
-from kova import (
-    ChatRequest,
-    InvalidResponse,
-    KovaTimeoutError,
-    ProviderAuthError,
-    RateLimited,
-)
+from kova import InvalidResponse, KovaTimeoutError, ProviderAuthError, RateLimited
+from kova.providers import ChatRequest
 from kova.providers.anthropic import AnthropicConfig, AnthropicProvider
 from kova.providers.openai import OpenAiCompatibleProvider, OpenAiConfig
 

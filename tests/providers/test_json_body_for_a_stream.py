@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 import httpx2
 import pytest
 
-from kova import ChatRequest, InvalidResponse, JSONValue
+from kova import InvalidResponse, JSONValue
+from kova.providers import ChatRequest
 from kova.providers.anthropic import AnthropicConfig, AnthropicProvider
 from kova.providers.bedrock import BedrockConfig, BedrockProvider
 from kova.providers.gemini import GeminiConfig, GeminiProvider

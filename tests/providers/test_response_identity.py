@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from kova import ChatRequest, ModelResponse, StopEvent
 from kova.agent._accumulate import ResponseAccumulator
+from kova.providers import ChatRequest, ModelResponse, StopEvent
 from kova.providers.bedrock import BedrockConfig, BedrockProvider
 from kova.testing import Script, open_bedrock_server, reply_text
 

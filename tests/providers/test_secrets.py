@@ -24,8 +24,6 @@ from _pytest._code import ExceptionInfo
 from structlog.testing import capture_logs
 
 from kova import (
-    ChatRequest,
-    ErrorEvent,
     KovaConnectionError,
     KovaError,
     KovaTimeoutError,
@@ -34,6 +32,7 @@ from kova import (
     SecretHeaders,
 )
 from kova.agent import Agent, AgentBuilder, AgentConfig, RetryConfig
+from kova.providers import ChatRequest, ErrorEvent
 from kova.providers.anthropic import AnthropicConfig, AnthropicProvider
 from kova.providers.bedrock import BedrockConfig, BedrockProvider
 from kova.providers.gemini import GeminiConfig, GeminiProvider

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
-from kova import ChatRequest, StopEvent, TextDelta
+from kova import TextDelta
+from kova.providers import ChatRequest, StopEvent
 from kova.providers.anthropic import AnthropicConfig, AnthropicProvider
 from kova.providers.gemini import GeminiConfig, GeminiProvider
 from kova.providers.ollama import OllamaConfig, OllamaProvider

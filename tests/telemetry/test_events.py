@@ -170,7 +170,7 @@ async def test_cancelled_turn_finishes_every_started(
                 token.cancel()
 
             nursery.start_soon(cancel_later)
-            with pytest.raises(kova.Cancelled):
+            with pytest.raises(kova.TurnCancelled):
                 await agent.run(HISTORY, cancel=token)
     check_pairs(events)
     outcomes = {

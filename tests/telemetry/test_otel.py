@@ -278,7 +278,7 @@ async def test_cancelled_turn_ends_every_span_marked_cancelled(
                 token.cancel()
 
             nursery.start_soon(cancel_later)
-            with pytest.raises(kova.Cancelled):
+            with pytest.raises(kova.TurnCancelled):
                 await agent.run(HISTORY, cancel=token)
     spans = otel.spans()
     assert tree(spans) == ["invoke_agent kova", "  chat scripted", "  execute_tool nap"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from kova import ErrorEvent, StopEvent, StopReason, StreamEvent, TextDelta
+from kova import StopReason, TextDelta
+from kova.providers import ErrorEvent, StopEvent, StreamEvent
 from kova.testing import StreamReply, reply_text
 from kova.testing._fake_server import scripted_stream
 

@@ -7,21 +7,24 @@ import trio
 import trio.testing
 
 from kova import (
-    ChatRequest,
-    ErrorEvent,
     InferenceConfig,
     KovaConnectionError,
     Message,
-    ModelInfo,
     ProviderOverloaded,
     RateLimited,
-    StopEvent,
     StreamError,
     TextDelta,
     ToolDefinition,
-    UsageEvent,
 )
-from kova.providers import Provider, heuristic_count_tokens
+from kova.providers import (
+    ChatRequest,
+    ErrorEvent,
+    ModelInfo,
+    Provider,
+    StopEvent,
+    UsageEvent,
+    heuristic_count_tokens,
+)
 from kova.testing import (
     ErrorReply,
     FunctionProvider,

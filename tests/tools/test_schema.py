@@ -22,7 +22,8 @@ import attrs
 import pydantic
 import pytest
 
-from kova.tools import ToolDefinitionError, parse_docstring, tool
+from kova.tools import ToolDefinitionError, tool
+from kova.tools._schema import parse_docstring
 
 
 class Color(enum.Enum):

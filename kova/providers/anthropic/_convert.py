@@ -374,7 +374,7 @@ def _json_object(value: Mapping[str, object]) -> JSONObject:
 
 def decode_response(data: object) -> ModelResponse:
     """A non-streaming ``/v1/messages`` response body (parsed JSON) as a
-    :class:`~kova.ModelResponse`.
+    :class:`~kova.providers.ModelResponse`.
 
     Raises:
         InvalidResponse: the body is not a Messages API response.

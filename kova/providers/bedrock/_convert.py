@@ -480,7 +480,7 @@ def decode_content_block(block: object) -> ContentBlock | None:
 
 
 def decode_response(data: object) -> ModelResponse:
-    """A Converse response body (parsed JSON) as a :class:`~kova.ModelResponse`.
+    """A Converse response body (parsed JSON) as a :class:`~kova.providers.ModelResponse`.
 
     Raises:
         InvalidResponse: the body is not a Converse response.

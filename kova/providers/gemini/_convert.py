@@ -465,7 +465,7 @@ def blocked_reason(body: Mapping[str, object]) -> str | None:
 
 
 def decode_response(body: JSONValue) -> ModelResponse:
-    """A ``GenerateContentResponse`` as a :class:`~kova.ModelResponse`.
+    """A ``GenerateContentResponse`` as a :class:`~kova.providers.ModelResponse`.
 
     ``thought: true`` parts are the display ``thinking``; a signed one is also kept in the
     content, in its place, as a :class:`~kova.Thinking` carrying the signature in its

@@ -9,11 +9,11 @@ Each SSE event is one whole ``GenerateContentResponse`` whose parts are *new* co
   so the accumulated :class:`~kova.Text` carries it; one on a thought part ends that
   thought: a :class:`~kova.SignedThinking` with the thought's text (the pieces since the
   last other part) and the signature in its ``provider_metadata``, for history;
-* a ``functionCall`` part (it always arrives whole) → :class:`~kova.ToolUseStart` (id, name,
-  and the part's ``thoughtSignature`` as provider metadata), one :class:`~kova.ToolUseDelta`
-  with the arguments, :class:`~kova.ToolUseEnd`;
-* ``finishReason`` → :class:`~kova.StopEvent` (``STOP`` after calls is a tool use) with a
-  :class:`~kova.UsageEvent` of the chunk's ``usageMetadata`` (a running snapshot);
+* a ``functionCall`` part (it always arrives whole) → :class:`~kova.providers.ToolUseStart`
+  (id, name, and the part's ``thoughtSignature`` as provider metadata), one
+  :class:`~kova.providers.ToolUseDelta` with the arguments, :class:`~kova.providers.ToolUseEnd`;
+* ``finishReason`` → :class:`~kova.providers.StopEvent` (``STOP`` after calls is a tool use) with a
+  :class:`~kova.providers.UsageEvent` of the chunk's ``usageMetadata`` (a running snapshot);
 * a chunk with ``error`` sets :attr:`GeminiStreamDecoder.error` to the classified error.
 
 The stream has no terminator: it just ends. A body that ends before any ``finishReason``

@@ -1,19 +1,15 @@
 """Ollama's native API (``/api/chat``, NDJSON streaming) and Ollama embeddings."""
 
 from ._client import OllamaProvider as OllamaProvider
-from ._codec import OllamaCodec as OllamaCodec
 from ._config import OllamaConfig as OllamaConfig
 from ._config import OllamaEmbeddingConfig as OllamaEmbeddingConfig
 from ._config import OllamaThink as OllamaThink
 from ._embeddings import OllamaEmbeddingProvider as OllamaEmbeddingProvider
-from ._stream import OllamaStreamDecoder as OllamaStreamDecoder
 
 __all__ = [
-    "OllamaCodec",
     "OllamaConfig",
     "OllamaEmbeddingConfig",
     "OllamaEmbeddingProvider",
     "OllamaProvider",
-    "OllamaStreamDecoder",
     "OllamaThink",
 ]

@@ -301,7 +301,7 @@ def decode_response(body: JSONValue) -> ModelResponse:
 
 
 def decode_models(body: JSONValue) -> list[ModelInfo]:
-    """``GET /api/tags`` as :class:`~kova.ModelInfo` values.
+    """``GET /api/tags`` as :class:`~kova.providers.ModelInfo` values.
 
     Raises:
         InvalidResponse: no ``models`` list.

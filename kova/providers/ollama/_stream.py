@@ -4,10 +4,11 @@ Each line is a whole JSON object with *delta* ``message.thinking`` / ``message.c
 on its own line, whole tool calls (name and arguments object):
 
 * ``thinking`` → :class:`~kova.ThinkingDelta`; ``content`` → :class:`~kova.TextDelta`;
-* each ``tool_calls`` item → :class:`~kova.ToolUseStart` (kova's stable id, as Ollama sends
-  none), one :class:`~kova.ToolUseDelta` with the arguments, :class:`~kova.ToolUseEnd`;
-* the ``done: true`` line → :class:`~kova.StopEvent` (``stop`` after calls is a tool use)
-  and :class:`~kova.UsageEvent` (``prompt_eval_count``, ``eval_count``);
+* each ``tool_calls`` item → :class:`~kova.providers.ToolUseStart` (kova's stable id, as Ollama
+  sends none), one :class:`~kova.providers.ToolUseDelta` with the arguments,
+  :class:`~kova.providers.ToolUseEnd`;
+* the ``done: true`` line → :class:`~kova.providers.StopEvent` (``stop`` after calls is a tool use)
+  and :class:`~kova.providers.UsageEvent` (``prompt_eval_count``, ``eval_count``);
 * an ``{"error": "..."}`` line (the status stays 200) sets
   :attr:`OllamaStreamDecoder.error` to the classified error.
 

@@ -5,7 +5,6 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from ._client import OpenAiCompatibleProvider as OpenAiCompatibleProvider
 from ._config import OpenAiConfig as OpenAiConfig
-from ._stream import OpenAiStreamDecoder as OpenAiStreamDecoder
 
 if _TYPE_CHECKING:
     from ._embeddings import OpenAiEmbeddingConfig as OpenAiEmbeddingConfig
@@ -20,7 +19,6 @@ __all__ = [
     "OpenAiEmbeddingProvider",
     "OpenAiResponsesConfig",
     "OpenAiResponsesProvider",
-    "OpenAiStreamDecoder",
 ]
 
 

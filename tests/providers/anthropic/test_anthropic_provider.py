@@ -10,7 +10,6 @@ import attrs
 import pytest
 import trio
 
-from kova import ChatRequest
 from kova import _models as m
 from kova._errors import (
     InvalidRequest,
@@ -22,7 +21,7 @@ from kova._errors import (
     RateLimited,
     StreamError,
 )
-from kova.providers import Provider
+from kova.providers import ChatRequest, Provider
 from kova.providers.anthropic import AnthropicConfig, AnthropicProvider
 from kova.testing import (
     ErrorReply,

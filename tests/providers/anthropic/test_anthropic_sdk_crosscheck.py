@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import anthropic
 import pytest
 
-from kova import ChatRequest
 from kova import _models as m
+from kova.providers import ChatRequest
 from kova.providers.anthropic import ANTHROPIC_API_VERSION, AnthropicConfig, AnthropicProvider
 from kova.testing import Script, StreamReply, open_anthropic_server
 

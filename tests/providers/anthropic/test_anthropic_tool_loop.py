@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from kova import ChatRequest
 from kova import _models as m
+from kova.providers import ChatRequest
 from kova.providers.anthropic import AnthropicConfig, AnthropicProvider
 from kova.testing import Script, StreamReply, open_anthropic_server, reply_text
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from kova import ErrorEvent, Message, RateLimited, TextDelta
+from kova import Message, RateLimited, TextDelta
 from kova.agent import AgentBuilder, RetryConfig, TurnCompleted
+from kova.providers import ErrorEvent
 from kova.providers.bedrock import BedrockConfig, BedrockProvider
 from kova.testing import FakeBedrockServer, Reply, StreamReply, open_bedrock_server, reply_text
 

@@ -13,12 +13,10 @@ import pytest
 import trio
 
 from kova import (
-    ChatRequest,
     Image,
     InferenceConfig,
     InvalidResponse,
     Message,
-    ModelResponse,
     ProviderAuthError,
     ProviderErrorClass,
     RedactedThinking,
@@ -32,10 +30,11 @@ from kova import (
     ToolUse,
     Usage,
 )
+from kova.providers import ChatRequest, ModelResponse
 from kova.providers.bedrock import BedrockConfig, BedrockProvider
 from kova.testing import ErrorReply, FakeBedrockServer, Script, open_bedrock_server
 from kova.testing._http_server import FakeStream, RecordedRequest, serve_http
-from kova.testing.wire.bedrock import event_message
+from kova.testing._wire.bedrock import event_message
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -165,7 +164,8 @@ async def test_boto3_and_kova_read_the_same_stream() -> None:
 
 
 async def _collect_response(provider: BedrockProvider) -> dict[str, Any]:
-    from kova import SignedThinking, TextDelta, ThinkingDelta, ToolUseDelta, UsageEvent
+    from kova import SignedThinking, TextDelta, ThinkingDelta
+    from kova.providers import ToolUseDelta, UsageEvent
 
     result: dict[str, Any] = {"text": "", "thinking": "", "tool_input": "", "signed": []}
     async with provider.chat_completion_stream(ChatRequest.of("Weather?")) as stream:

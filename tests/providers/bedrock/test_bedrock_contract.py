@@ -7,22 +7,22 @@ helpers.)"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kova import (
-    InvalidResponse,
-    ProviderError,
-    ProviderErrorClass,
-    StreamEvent,
-)
+from kova import InvalidResponse, ProviderError, ProviderErrorClass
 from kova.providers.bedrock import BedrockConfig
 from kova.providers.bedrock._codec import BedrockCodec
-from kova.testing.wire.bedrock import encode_message, event_message, exception_message
+from kova.testing._wire.bedrock import encode_message, event_message, exception_message
 
 from .._contract import check_types, split
 from .._contract import run as run_stream
+
+if TYPE_CHECKING:
+    from kova.providers import StreamEvent
 
 CODEC = BedrockCodec(BedrockConfig(region="us-east-1", model_id="m"))
 

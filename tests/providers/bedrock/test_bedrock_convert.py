@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from kova import (
-    ChatRequest,
     Image,
     InferenceConfig,
     InvalidRequest,
@@ -25,6 +24,7 @@ from kova import (
     ToolUse,
     Usage,
 )
+from kova.providers import ChatRequest
 from kova.providers.bedrock import BedrockConfig
 from kova.providers.bedrock._codec import BedrockCodec
 from kova.providers.bedrock._convert import (

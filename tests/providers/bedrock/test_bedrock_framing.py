@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from kova import InvalidResponse
 from kova.providers.bedrock._framing import EventFrame, EventStreamFramer
-from kova.testing.wire.bedrock import encode_message, error_message, event_message
+from kova.testing._wire.bedrock import encode_message, error_message, event_message
 
 # shared/wire/bedrock.md: messageStop {"stopReason":"end_turn"}, CRC-verified with botocore.
 VECTOR = bytes.fromhex(

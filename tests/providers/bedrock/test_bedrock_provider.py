@@ -14,8 +14,6 @@ import trio
 import trio.testing
 
 from kova import (
-    ChatRequest,
-    ErrorEvent,
     InferenceConfig,
     InvalidRequest,
     InvalidResponse,
@@ -28,7 +26,6 @@ from kova import (
     RateLimited,
     ResponseFormat,
     SignedThinking,
-    StopEvent,
     StopReason,
     StreamError,
     TextDelta,
@@ -36,13 +33,18 @@ from kova import (
     ToolDefinition,
     ToolResult,
     ToolUse,
-    ToolUseDelta,
-    ToolUseStart,
     Usage,
-    UsageEvent,
 )
 from kova._models import ModelResponse, Text
-from kova.providers import Provider
+from kova.providers import (
+    ChatRequest,
+    ErrorEvent,
+    Provider,
+    StopEvent,
+    ToolUseDelta,
+    ToolUseStart,
+    UsageEvent,
+)
 from kova.providers.bedrock import BedrockConfig, BedrockProvider
 from kova.testing import (
     ErrorReply,
@@ -53,13 +55,13 @@ from kova.testing import (
     reply_text,
     reply_tool_calls,
 )
-from kova.testing.wire.bedrock import event_message
+from kova.testing._wire.bedrock import event_message
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
     from pathlib import Path
 
-    from kova import StreamEvent
+    from kova.providers import StreamEvent
 
 MODEL = "us.anthropic.claude-sonnet-4-20250514-v1:0"
 WEATHER = ToolDefinition(

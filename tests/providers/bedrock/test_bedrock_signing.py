@@ -12,7 +12,7 @@ import pytest
 from kova import ProviderAuthError, Secret
 from kova.providers.bedrock._auth import AwsCredentials, SigV4Auth, environment_credentials
 from kova.testing._http_server import RecordedRequest
-from kova.testing.wire.bedrock import verify_sigv4
+from kova.testing._wire.bedrock import verify_sigv4
 
 AKID = "AKIDEXAMPLE"
 SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"

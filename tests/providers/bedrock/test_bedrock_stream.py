@@ -17,21 +17,17 @@ from kova import (
     RateLimited,
     RedactedThinking,
     SignedThinking,
-    StopEvent,
     StopReason,
     StreamError,
     TextDelta,
     Thinking,
     ThinkingDelta,
-    ToolUseDelta,
-    ToolUseEnd,
-    ToolUseStart,
     Usage,
-    UsageEvent,
 )
+from kova.providers import StopEvent, ToolUseDelta, ToolUseEnd, ToolUseStart, UsageEvent
 from kova.providers.bedrock._framing import EventFrame, EventStreamFramer
 from kova.providers.bedrock._stream import BedrockStreamDecoder
-from kova.testing.wire.bedrock import error_message, event_message, exception_message
+from kova.testing._wire.bedrock import error_message, event_message, exception_message
 
 
 def _event(event_type: str, data: dict[str, object]) -> EventFrame:

@@ -7,7 +7,6 @@ import json
 import pytest
 
 from kova import (
-    ChatRequest,
     Image,
     InferenceConfig,
     InvalidResponse,
@@ -24,13 +23,14 @@ from kova import (
     Usage,
 )
 from kova.errors import InvalidRequest, ModelNotFound, ProviderOverloaded
+from kova.providers import ChatRequest
 from kova.providers.gemini import (
-    GeminiCodec,
     GeminiConfig,
     GeminiEmbeddingConfig,
     GeminiEmbeddingProvider,
     GeminiProvider,
 )
+from kova.providers.gemini._codec import GeminiCodec
 from kova.providers.gemini._convert import (
     FOREIGN_SIGNATURE,
     SYNTHETIC_ID_KEY,

@@ -8,11 +8,8 @@ import pytest
 import trio
 
 from kova import (
-    ChatRequest,
-    ErrorEvent,
     InferenceConfig,
     Message,
-    ModelResponse,
     ProviderAuthError,
     RateLimited,
     ResponseFormat,
@@ -24,12 +21,18 @@ from kova import (
     ThinkingDelta,
     ToolDefinition,
     ToolUse,
-    ToolUseStart,
     Usage,
 )
 from kova.agent import AgentBuilder, RetryConfig, TurnCompleted
 from kova.errors import ProviderOverloaded
-from kova.providers import EmbeddingProvider, Provider
+from kova.providers import (
+    ChatRequest,
+    EmbeddingProvider,
+    ErrorEvent,
+    ModelResponse,
+    Provider,
+    ToolUseStart,
+)
 from kova.providers.gemini import (
     GeminiConfig,
     GeminiEmbeddingConfig,

@@ -23,11 +23,9 @@ import pytest
 import trio
 
 from kova import (
-    ChatRequest,
     Image,
     InferenceConfig,
     Message,
-    ModelResponse,
     ResponseFormat,
     StopReason,
     Text,
@@ -37,11 +35,9 @@ from kova import (
     ToolDefinition,
     ToolResult,
     ToolUse,
-    ToolUseDelta,
-    ToolUseStart,
     Usage,
-    UsageEvent,
 )
+from kova.providers import ChatRequest, ModelResponse, ToolUseDelta, ToolUseStart, UsageEvent
 from kova.providers.gemini import GeminiConfig, GeminiProvider
 from kova.providers.gemini._convert import THOUGHT_SIGNATURE_KEY
 from kova.testing import Script, StreamReply, open_gemini_server, reply_text

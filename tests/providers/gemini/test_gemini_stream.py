@@ -13,21 +13,16 @@ from kova import (
     InvalidResponse,
     RateLimited,
     SignedThinking,
-    StopEvent,
     StopReason,
     StreamError,
     TextDelta,
     Thinking,
     ThinkingDelta,
-    ToolUseDelta,
-    ToolUseEnd,
-    ToolUseStart,
     Usage,
-    UsageEvent,
 )
-from kova.providers import SseFramer
-from kova.providers.gemini import GeminiStreamDecoder
+from kova.providers import SseFramer, StopEvent, ToolUseDelta, ToolUseEnd, ToolUseStart, UsageEvent
 from kova.providers.gemini._convert import THOUGHT_SIGNATURE_KEY
+from kova.providers.gemini._stream import GeminiStreamDecoder
 
 USAGE_1 = {"promptTokenCount": 57, "totalTokenCount": 57}
 USAGE_2 = {

@@ -10,14 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kova import (
-    ChatRequest,
     Image,
     InferenceConfig,
     InvalidResponse,
     Message,
     RateLimited,
     ResponseFormat,
-    StopEvent,
     StopReason,
     StreamError,
     Text,
@@ -27,25 +25,29 @@ from kova import (
     ToolDefinition,
     ToolResult,
     ToolUse,
+    Usage,
+)
+from kova.errors import InvalidRequest, ProviderError
+from kova.providers import (
+    ChatRequest,
+    NdjsonFramer,
+    StopEvent,
     ToolUseDelta,
     ToolUseEnd,
     ToolUseStart,
-    Usage,
     UsageEvent,
 )
-from kova.errors import InvalidRequest, ProviderError
-from kova.providers import NdjsonFramer
 from kova.providers.ollama import (
-    OllamaCodec,
     OllamaConfig,
     OllamaEmbeddingConfig,
     OllamaEmbeddingProvider,
     OllamaProvider,
-    OllamaStreamDecoder,
     OllamaThink,
 )
+from kova.providers.ollama._codec import OllamaCodec
 from kova.providers.ollama._config import parse_host
 from kova.providers.ollama._convert import call_id, decode_response, encode_request
+from kova.providers.ollama._stream import OllamaStreamDecoder
 
 WEATHER = ToolDefinition(
     name="get_weather",

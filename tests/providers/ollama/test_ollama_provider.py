@@ -5,12 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kova import (
-    ChatRequest,
-    ErrorEvent,
     InferenceConfig,
     Message,
-    ModelResponse,
-    StopEvent,
     StopReason,
     StreamError,
     Text,
@@ -18,13 +14,20 @@ from kova import (
     ThinkingDelta,
     ToolResult,
     ToolUse,
-    ToolUseStart,
     Usage,
-    UsageEvent,
 )
 from kova.agent import AgentBuilder
 from kova.errors import ModelNotFound, ProviderError, ProviderOverloaded, RateLimited
-from kova.providers import EmbeddingProvider, Provider
+from kova.providers import (
+    ChatRequest,
+    EmbeddingProvider,
+    ErrorEvent,
+    ModelResponse,
+    Provider,
+    StopEvent,
+    ToolUseStart,
+    UsageEvent,
+)
 from kova.providers.ollama import (
     OllamaConfig,
     OllamaEmbeddingConfig,

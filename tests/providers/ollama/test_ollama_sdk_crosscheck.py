@@ -15,11 +15,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from kova import (
-    ChatRequest,
     Image,
     InferenceConfig,
     Message,
-    ModelResponse,
     ResponseFormat,
     StopReason,
     Text,
@@ -28,11 +26,9 @@ from kova import (
     ToolDefinition,
     ToolResult,
     ToolUse,
-    ToolUseDelta,
-    ToolUseStart,
     Usage,
-    UsageEvent,
 )
+from kova.providers import ChatRequest, ModelResponse, ToolUseDelta, ToolUseStart, UsageEvent
 from kova.providers.ollama import OllamaConfig, OllamaProvider, OllamaThink
 from kova.testing import Script, StreamReply, open_ollama_server, reply_text
 

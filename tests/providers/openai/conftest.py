@@ -7,16 +7,13 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from kova import (
+from kova import StopReason, TextDelta, ThinkingDelta, Usage
+from kova.providers import (
     StopEvent,
-    StopReason,
     StreamEvent,
-    TextDelta,
-    ThinkingDelta,
     ToolUseDelta,
     ToolUseEnd,
     ToolUseStart,
-    Usage,
     UsageEvent,
 )
 from kova.providers.openai import OpenAiCompatibleProvider, OpenAiConfig

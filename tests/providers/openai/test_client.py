@@ -7,13 +7,10 @@ import pytest
 import trio
 
 from kova import (
-    ChatRequest,
     InferenceConfig,
     KovaError,
     KovaTimeoutError,
     Message,
-    ModelInfo,
-    ModelResponse,
     ProviderAuthError,
     ProviderErrorClass,
     ProviderOverloaded,
@@ -26,7 +23,7 @@ from kova import (
     ToolUse,
     Usage,
 )
-from kova.providers import Provider, heuristic_count_tokens
+from kova.providers import ChatRequest, ModelInfo, ModelResponse, Provider, heuristic_count_tokens
 from kova.providers.openai import OpenAiCompatibleProvider, OpenAiConfig
 from kova.testing import (
     ErrorReply,
@@ -171,7 +168,7 @@ async def test_a_stream_cut_mid_way_raises_stream_error_after_the_partial_text()
 
 
 async def test_an_error_event_mid_stream_raises_the_classified_error_after_content() -> None:
-    from kova import ErrorEvent
+    from kova.providers import ErrorEvent
 
     events = (TextDelta(text="par"), ErrorEvent(message="server melted", error_type="server_error"))
     script = Script([StreamReply(response=reply_text("unused"), events=events)])

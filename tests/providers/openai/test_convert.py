@@ -14,7 +14,6 @@ from kova import (
     InferenceConfig,
     InvalidResponse,
     Message,
-    ModelInfo,
     ProviderError,
     RedactedThinking,
     ResponseFormat,
@@ -26,6 +25,7 @@ from kova import (
     ToolUse,
     Usage,
 )
+from kova.providers import ModelInfo
 from kova.providers.openai import OpenAiConfig
 from kova.providers.openai._convert import (
     decode_models,
@@ -35,7 +35,7 @@ from kova.providers.openai._convert import (
     encode_request,
     finish_reason_to_stop,
 )
-from kova.testing.wire.openai import decode_request, stop_to_finish_reason
+from kova.testing._wire.openai import decode_request, stop_to_finish_reason
 
 from .wire_samples import NON_STREAM_RESPONSE
 

@@ -9,7 +9,8 @@ import struct
 import httpx2
 import trio
 
-from kova import ErrorEvent, TextDelta, Usage
+from kova import TextDelta, Usage
+from kova.providers import ErrorEvent
 from kova.testing import (
     ErrorReply,
     FakeOpenAiServer,

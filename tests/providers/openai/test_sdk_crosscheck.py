@@ -15,7 +15,6 @@ import openai
 import pytest
 
 from kova import (
-    ChatRequest,
     Image,
     InferenceConfig,
     Message,
@@ -27,6 +26,7 @@ from kova import (
     ToolUse,
     Usage,
 )
+from kova.providers import ChatRequest
 from kova.providers.openai import OpenAiEmbeddingConfig, OpenAiEmbeddingProvider
 from kova.testing import (
     ErrorReply,

@@ -11,20 +11,22 @@ from hypothesis import strategies as st
 from kova import (
     InvalidResponse,
     ProviderOverloaded,
-    StopEvent,
     StopReason,
     StreamError,
-    StreamEvent,
     TextDelta,
     ThinkingDelta,
+    Usage,
+)
+from kova.providers import (
+    SseFramer,
+    StopEvent,
+    StreamEvent,
     ToolUseDelta,
     ToolUseEnd,
     ToolUseStart,
-    Usage,
     UsageEvent,
 )
-from kova.providers import SseFramer
-from kova.providers.openai import OpenAiStreamDecoder as _Decoder
+from kova.providers.openai._stream import OpenAiStreamDecoder as _Decoder
 
 from .wire_samples import TOOL_CALL_STREAM, chunk
 

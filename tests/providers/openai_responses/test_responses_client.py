@@ -8,7 +8,6 @@ import attrs
 import pytest
 
 from kova import (
-    ChatRequest,
     Image,
     InferenceConfig,
     InvalidRequest,
@@ -26,7 +25,7 @@ from kova import (
     ToolUse,
     Usage,
 )
-from kova.providers import Provider
+from kova.providers import ChatRequest, Provider
 from kova.providers.openai import OpenAiResponsesConfig, OpenAiResponsesProvider
 from kova.testing import (
     ErrorReply,
@@ -420,7 +419,7 @@ async def test_http_errors_are_classified_with_retry_after() -> None:
 
 @pytest.mark.parametrize("shape", ["nested", "flat", "failed"])
 async def test_both_error_event_shapes_and_failed_are_classified(shape: Any) -> None:
-    from kova import ErrorEvent
+    from kova.providers import ErrorEvent
 
     events = (
         TextDelta(text="Par"),

@@ -14,8 +14,6 @@ import openai
 import pytest
 
 from kova import (
-    ChatRequest,
-    ErrorEvent,
     Image,
     InferenceConfig,
     Message,
@@ -27,6 +25,7 @@ from kova import (
     ToolResult,
     Usage,
 )
+from kova.providers import ChatRequest, ErrorEvent
 from kova.testing import (
     ErrorReply,
     FakeResponsesServer,
