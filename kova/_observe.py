@@ -8,14 +8,15 @@ it without an import cycle.
 **Cost when nobody listens.** A turn asks its hub for an emitter once; with no subscriber
 (and no process-wide one, such as OpenTelemetry attached with
 :func:`kova.telemetry.otel.instrument`) that is ``None``, and every emission site is a
-single ``if emitter is not None``. No event object is built, no clock is read, no hook is
-carried to an actor.
+single ``if emitter is not None``. No event object is built, no clock is read, nothing extra
+is carried to an actor.
 
 **Parent-child links.** Every event that starts something carries a fresh ``span_id`` and
 the ``parent_id`` of what it belongs to (a provider call and a tool call belong to their
 turn, an MCP request to the tool call it was made from). The ids cross the actor boundary in
-the request messages (a tool call's parent rides in ``RunToolCalls``, a retry notice's call
-id in the retry hook), never through trio's context, which is copied only when a task is
+the request messages (a tool call's parent rides in ``RunToolCalls``, the model call's span
+in the ``AttemptFailed`` report the provider actor answers with a retry), never through
+trio's context, which is copied only when a task is
 spawned. Inside a tool call's own task the current emitter and span are in a context
 variable (:func:`current_scope`), which is how an MCP request made by a tool finds its
 parent.
@@ -35,7 +36,7 @@ from ._log import get_logger
 from ._record import Record
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterator
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
     from types import TracebackType
 
     from ._models import ToolResult, ToolUse, Usage
@@ -56,6 +57,7 @@ __all__ = [
     "SupervisorGaveUp",
     "TelemetryEvent",
     "TelemetryHub",
+    "ToolExecutionStarted",
     "ToolFinished",
     "ToolStarted",
     "TurnEmitter",
@@ -211,6 +213,18 @@ class ToolStarted(Record):
     call: ToolUse
 
 
+class ToolExecutionStarted(Record):
+    """The tool itself begins to run: the call passed lookup, validation and approval and has
+    a slot of the pool (a lifecycle hook's ``on_tool_start``). Denied, deferred and invalid
+    calls never get one."""
+
+    turn_id: int
+    span_id: int
+    """The tool call (its :class:`ToolStarted`'s span)."""
+    time: float
+    call: ToolUse
+
+
 class ToolFinished(Record):
     """A tool call ended, whatever the outcome (also when cancelled)."""
 
@@ -288,6 +302,7 @@ TelemetryEvent: TypeAlias = (
     | ModelCallFallback
     | ModelCallFinished
     | ToolStarted
+    | ToolExecutionStarted
     | ToolFinished
     | McpRequestStarted
     | McpRequestFinished
@@ -308,12 +323,18 @@ class Subscriber(Protocol):
     a tool call's, the provider actor's, a supervisor's): it must be quick and must not
     block. An exception it raises is logged (``telemetry.subscriber.failed``) and changes
     nothing. To process events in a task of your own, use :meth:`TelemetryHub.stream`.
+
+    It may return an awaitable for the two events emitted where the tool call can wait,
+    :class:`ToolExecutionStarted` and :class:`ToolFinished` of a call that ran: the tool
+    pool awaits it in the call's task before going on (this is how an async lifecycle hook
+    is served, see :class:`~kova.agent.LifecycleSubscriber`). Anywhere else an awaitable is
+    closed unawaited and logged (``telemetry.subscriber.not_awaited``).
     """
 
-    def on_event(self, event: TelemetryEvent) -> None: ...
+    def on_event(self, event: TelemetryEvent) -> Awaitable[None] | None: ...
 
 
-Deliver: TypeAlias = "Callable[[TelemetryEvent], None]"
+Deliver: TypeAlias = "Callable[[TelemetryEvent], Awaitable[None] | None]"
 
 
 class Subscription:
@@ -471,11 +492,21 @@ class _ChannelSink:
 def _deliver_all(subscribers: tuple[Deliver, ...], event: TelemetryEvent) -> None:
     for deliver in subscribers:
         try:
-            deliver(event)
+            pending = deliver(event)
         except Exception as exc:  # a subscriber must never change the turn
             log.warning(
                 "telemetry.subscriber.failed", event_type=type(event).__name__, error=repr(exc)
             )
+        else:
+            if pending is not None:  # emitted where nothing may wait
+                _not_awaited(pending, event)
+
+
+def _not_awaited(pending: Awaitable[None], event: TelemetryEvent) -> None:
+    close = getattr(pending, "close", None)
+    if callable(close):
+        close()  # a coroutine: no "never awaited" warning, and its body never runs
+    log.warning("telemetry.subscriber.not_awaited", event_type=type(event).__name__)
 
 
 class TurnEmitter:
@@ -490,6 +521,23 @@ class TurnEmitter:
     def emit(self, event: TelemetryEvent) -> None:
         """Deliver ``event`` to every subscriber, in order."""
         _deliver_all(self._subscribers, event)
+
+    async def emit_and_wait(self, event: TelemetryEvent) -> None:
+        """Deliver ``event`` to every subscriber, in order, awaiting what each returns (the
+        tool pool's :class:`ToolExecutionStarted` and :class:`ToolFinished`, where the call
+        can wait). A failure of a subscriber is logged and changes nothing; a cancellation
+        propagates."""
+        for deliver in self._subscribers:
+            try:
+                pending = deliver(event)
+                if pending is not None:
+                    await pending
+            except Exception as exc:  # a subscriber must never change the turn
+                log.warning(
+                    "telemetry.subscriber.failed",
+                    event_type=type(event).__name__,
+                    error=repr(exc),
+                )
 
 
 # -- the scope of a tool call -----------------------------------------------------------------

@@ -22,13 +22,14 @@ from ._events import ToolCallDeferred as ToolCallDeferred
 from ._events import ToolCallFinished as ToolCallFinished
 from ._events import ToolCallStarted as ToolCallStarted
 from ._events import TurnCompleted as TurnCompleted
+from ._lifecycle import LifecycleHook as LifecycleHook
+from ._lifecycle import LifecycleSubscriber as LifecycleSubscriber
 from ._limits import UsageLimits as UsageLimits
 from ._provider_ref import ProviderRef as ProviderRef
 from ._provider_ref import spawn_provider as spawn_provider
 from ._retry import RetryConfig as RetryConfig
 from ._structured import StructuredStream as StructuredStream
 from ._tool_pool import ApprovalHandler as ApprovalHandler
-from ._tool_pool import LifecycleHook as LifecycleHook
 from ._turn import AwaitApproval as AwaitApproval
 from ._turn import CallModel as CallModel
 from ._turn import Finished as Finished
@@ -50,6 +51,7 @@ __all__ = [
     "Deferred",
     "Finished",
     "LifecycleHook",
+    "LifecycleSubscriber",
     "PendingApprovals",
     "PendingCall",
     "ProviderRef",

@@ -29,7 +29,7 @@ from .._errors import BuildError
 from .._groups import lone_exceptions
 from .._log import get_logger
 from .._models import InferenceConfig, Message, ResponseFormat, TextDelta, ThinkingDelta
-from .._observe import TelemetryEvent, TelemetryHub, TurnFinished, TurnStarted
+from .._observe import Deliver, TelemetryHub, TurnFinished, TurnStarted
 from ..tools._validate import load_validation
 from ._accumulate import ResponseAccumulator
 from ._cancel import guarded, stream_in_task
@@ -41,7 +41,7 @@ from ._tool_pool import RunToolCalls, ToolPoolActor
 from ._turn import AwaitApproval, CallModel, Finished, RunTools, Turn, new_turn_id
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+    from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
     from contextlib import AbstractAsyncContextManager
     from types import TracebackType
 
@@ -78,11 +78,16 @@ class Agent:
         self._model = config.inference.model or _default_model(config.provider)
         # The metrics collector is a subscriber of this agent's turns only (a shared hub
         # may serve other agents, with collectors of their own).
-        self._own_subscribers: tuple[Callable[[TelemetryEvent], None], ...] = ()
+        self._own_subscribers: tuple[Deliver, ...] = ()
         if config.metrics is not None:
             from ..telemetry import MetricsSubscriber
 
             self._own_subscribers = (MetricsSubscriber(config.metrics).on_event,)
+        if config.lifecycle is not None:  # so is a lifecycle hook, through its adapter
+            from ._lifecycle import LifecycleSubscriber
+
+            lifecycle = LifecycleSubscriber(config.lifecycle).on_event
+            self._own_subscribers = (*self._own_subscribers, lifecycle)
         self._pool: ActorRef | None = None
         # The pool itself, for non-streamed steps run in the turn's own task.
         self._tool_runner: ToolPoolActor | None = None
@@ -138,7 +143,7 @@ class Agent:
                 if config.runtime is not None:
                     stack.push_async_callback(provider_ref.stop)
             # Retries run in the provider actor, with this agent's policy; a turn that is
-            # observed carries a hook that reports each retry to its event stream.
+            # observed carries its event stream, where the actor reports each retry.
             self._provider = provider_ref.with_retry(config.retry)
 
             def tool_pool() -> ToolPoolActor:
@@ -146,7 +151,6 @@ class Agent:
                     registry=config.registry,
                     max_concurrent=config.max_concurrent_tools,
                     approval=config.approval,
-                    lifecycle=config.lifecycle,
                     defer=config.defer,
                 )
 

@@ -14,9 +14,10 @@ from .._observe import TelemetryHub
 from ..providers import Provider
 from ._agent import Agent
 from ._config import AgentConfig
+from ._lifecycle import LifecycleHook
 from ._limits import UsageLimits
 from ._retry import RetryConfig
-from ._tool_pool import ApprovalHandler, LifecycleHook
+from ._tool_pool import ApprovalHandler
 
 if TYPE_CHECKING:
     from typing import Self
@@ -282,7 +283,9 @@ class AgentBuilder:
 
     def lifecycle_hook(self, hook: LifecycleHook) -> Self:
         """Observe tool calls starting and ending (denied calls are skipped). The methods may
-        be sync or async; one that raises is logged (``tool.hook.failed``) and ignored."""
+        be sync or async; one that raises is logged (``tool.hook.failed``) and ignored. The
+        hook is a subscriber of the agent's turns (a :class:`~kova.agent.LifecycleSubscriber`
+        of its event stream)."""
         self._lifecycle = hook
         return self
 

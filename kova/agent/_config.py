@@ -15,8 +15,9 @@ if TYPE_CHECKING:
     from ..providers import Provider
     from ..telemetry import MetricsCollector
     from ..tools import ToolRegistry
+    from ._lifecycle import LifecycleHook
     from ._limits import UsageLimits
-    from ._tool_pool import ApprovalFunction, ApprovalHandler, DeferPredicate, LifecycleHook
+    from ._tool_pool import ApprovalFunction, ApprovalHandler, DeferPredicate
 
 __all__ = ["AgentConfig"]
 

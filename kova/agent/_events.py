@@ -58,7 +58,9 @@ class AgentResponse(Record):
 
 
 class ToolCallStarted(Record):
-    """A tool call is about to run (after approval)."""
+    """The tool pool took a tool call, before any check: lookup, argument validation and
+    approval come after it, so a call that is then denied, deferred or invalid has one too
+    (its :class:`ToolCallFinished` or :class:`ToolCallDeferred` says how it went)."""
 
     call: ToolUse
 

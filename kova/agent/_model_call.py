@@ -1,6 +1,8 @@
 """The telemetry of one provider call of a turn: :class:`ModelCall` emits its
-ModelCallStarted, ModelFirstToken, ModelCallRetrying, ModelCallFallback and ModelCallFinished
-events.
+ModelCallStarted, ModelFirstToken and ModelCallFinished events, and hands the turn's event
+stream and the call's span to the provider ref, so that the provider actor reports each retry
+it decides (ModelCallRetrying) and the ref each move to a fallback provider
+(ModelCallFallback) on the same stream.
 
 The agent loop builds one per call only when somebody listens to the turn's events; with
 nobody listening the loop calls the provider directly and builds no event at all.
@@ -14,20 +16,16 @@ import trio
 
 from .._errors import TurnCancelled
 from .._observe import (
-    ModelCallFallback,
     ModelCallFinished,
-    ModelCallRetrying,
     ModelCallStarted,
     ModelFirstToken,
     new_span_id,
 )
 
 if TYPE_CHECKING:
-    from .._errors import KovaError
     from .._models import ChatRequest, InferenceConfig, ModelResponse
     from .._observe import Outcome, TurnEmitter
-    from ._provider_messages import RetryHook
-    from ._provider_ref import FallbackHook, ProviderRef
+    from ._provider_ref import ProviderRef
 
 __all__ = ["ModelCall", "outcome_of"]
 
@@ -70,47 +68,9 @@ class ModelCall:
                 streamed=streamed,
             )
         )
-        return self._provider.observed(self._retry_hook(), on_fallback=self._fallback_hook())
-
-    def _retry_hook(self) -> RetryHook:
-        # Runs in the provider actor's task: it only reads the values it is given.
-        emit, turn_id, span_id = self._emitter.emit, self._emitter.turn_id, self.span_id
-
-        def on_retry(attempt: int, error: KovaError, wait: float) -> None:
-            error_class = getattr(error, "error_class", None)
-            emit(
-                ModelCallRetrying(
-                    turn_id=turn_id,
-                    span_id=span_id,
-                    time=trio.current_time(),
-                    attempt=attempt,
-                    error_type=type(error).__name__,
-                    error_class=None if error_class is None else str(error_class.value),
-                    wait=wait,
-                )
-            )
-
-        return on_retry
-
-    def _fallback_hook(self) -> FallbackHook:
-        # Runs in the caller's task, when a request moves on to a fallback provider.
-        emit, turn_id, span_id = self._emitter.emit, self._emitter.turn_id, self.span_id
-
-        def on_fallback(here: str, there: str, error: BaseException | None) -> None:
-            error_class = getattr(error, "error_class", None)
-            emit(
-                ModelCallFallback(
-                    turn_id=turn_id,
-                    span_id=span_id,
-                    time=trio.current_time(),
-                    from_provider=here,
-                    to_provider=there,
-                    error_type=None if error is None else type(error).__name__,
-                    error_class=None if error_class is None else str(error_class.value),
-                )
-            )
-
-        return on_fallback
+        # Retries (decided in the provider actor) and fallbacks (in this task) go to the
+        # same event stream, under this call's span.
+        return self._provider.observed(self._emitter, self.span_id)
 
     async def complete(self, chat: ChatRequest, *, streamed: bool) -> ModelResponse:
         provider = self.start(streamed=streamed)

@@ -14,7 +14,7 @@ pool) for the life of each incarnation, and the policy every request passes:
 3. **retries**: the actor decides, for each failed attempt reported to it
    (:class:`~._provider_messages.AttemptFailed`), whether and when the request is tried again
    (:class:`~kova.agent.RetryConfig`; the provider's ``retry_after`` wins over the backoff),
-   and runs the retry hook (the agent's ``ModelCallRetrying`` telemetry).
+   and puts a ``ModelCallRetrying`` on the turn's event stream when the request carries one.
 
 **One path.** The caller's task does the I/O, always: the actor publishes an
 :class:`~._provider_messages.Admission` (the provider it holds open, the cap, the gate) and
@@ -40,8 +40,11 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import trio
+
 from .._errors import ProviderError, RateLimited
 from .._log import get_logger
+from .._observe import ModelCallRetrying
 from ..actors import LATER, Actor, UnknownMessage
 from ._provider_messages import Admission, AttemptFailed, GetAdmission, RateLimitObserved
 
@@ -50,8 +53,8 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
     from .._errors import KovaError
+    from .._observe import TurnEmitter
     from ..providers import Provider
-    from ._provider_messages import RetryHook
     from ._retry import RetryConfig
 
 __all__ = ["ProviderActor"]
@@ -104,8 +107,8 @@ class ProviderActor(Actor):
         match message:
             case GetAdmission():
                 return self._admission
-            case AttemptFailed(error=error, tries=tries, retry=retry, on_retry=on_retry):
-                return self._after_failure(error, tries, retry, on_retry)
+            case AttemptFailed(error=error, tries=tries, retry=retry, telemetry=telemetry):
+                return self._after_failure(error, tries, retry, telemetry)
             case _:
                 return LATER
 
@@ -122,7 +125,11 @@ class ProviderActor(Actor):
     # -- policies -----------------------------------------------------------------------
 
     def _after_failure(
-        self, error: KovaError, tries: int, retry: RetryConfig, on_retry: RetryHook | None
+        self,
+        error: KovaError,
+        tries: int,
+        retry: RetryConfig,
+        telemetry: tuple[TurnEmitter, int] | None,
     ) -> float | None:
         """Record a failed attempt; the delay before the next one, or ``None``: give up."""
         if isinstance(error, RateLimited) and error.retry_after is not None:
@@ -138,11 +145,20 @@ class ProviderActor(Actor):
             error_class=error.error_class.value if isinstance(error, ProviderError) else None,
             error=str(error),
         )
-        if on_retry is not None:
-            try:
-                on_retry(tries + 1, error, delay)
-            except Exception as exc:  # an observer must not change the retry policy
-                log.warning("provider.retry_hook.failed", error=repr(exc))
+        if telemetry is not None:  # the turn's event stream (its subscribers never raise here)
+            emitter, span_id = telemetry
+            error_class = error.error_class.value if isinstance(error, ProviderError) else None
+            emitter.emit(
+                ModelCallRetrying(
+                    turn_id=emitter.turn_id,
+                    span_id=span_id,
+                    time=trio.current_time(),
+                    attempt=tries + 1,
+                    error_type=type(error).__name__,
+                    error_class=error_class,
+                    wait=delay,
+                )
+            )
         return delay
 
     def _pause(self, retry_after: float) -> None:

@@ -12,8 +12,7 @@ began (:class:`RateLimitObserved`). A stream's caller ends up with a :class:`Str
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -23,6 +22,7 @@ from ..actors import Call
 
 if TYPE_CHECKING:
     from .._models import StreamEvent
+    from .._observe import TurnEmitter
     from ..providers import EventBatches, Provider
     from ._retry import RetryConfig
 
@@ -31,16 +31,8 @@ __all__ = [
     "AttemptFailed",
     "GetAdmission",
     "RateLimitObserved",
-    "RetryHook",
     "StreamLease",
 ]
-
-RetryHook: TypeAlias = Callable[[int, KovaError, float], None]
-"""Called in the actor when the retry policy decides to try a request again, with the
-attempt that failed (1 for the first), its error and the wait before the next attempt. The
-agent's telemetry uses it to put ``ModelCallRetrying`` on the turn's event stream. Only
-values cross: the actor's gate and provider stay its own. It should not block or raise (an
-exception is logged and ignored); ``None`` (nobody listens) costs nothing."""
 
 
 class Admission:
@@ -154,7 +146,9 @@ class AttemptFailed(Record, Call["float | None"]):
     error: KovaError
     tries: int
     retry: RetryConfig
-    on_retry: RetryHook | None = None
+    telemetry: tuple[TurnEmitter, int] | None = None
+    """The turn's event stream and the model call's span id, when somebody listens: the
+    actor puts a ``ModelCallRetrying`` there when it decides to retry."""
 
 
 class RateLimitObserved(Record):

@@ -16,15 +16,15 @@ is closed; a stream only before its first content.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from contextlib import asynccontextmanager, nullcontext, suppress
-from typing import TYPE_CHECKING, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
 from .._errors import KovaError, MailboxClosed, ProviderError, RateLimited
 from .._log import get_logger
 from .._models import ChatRequest, InferenceConfig, ToolDefinition
+from .._observe import ModelCallFallback
 from .._record import Record, evolve, set_field
 from ..providers._base import count_tokens, list_models
 from ..providers._fallback import FallbackProvider, PrefixedBatches, first_content
@@ -34,26 +34,21 @@ from ._provider_messages import AttemptFailed, GetAdmission, RateLimitObserved, 
 from ._retry import RetryConfig
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable
+    from collections.abc import AsyncIterator, Awaitable, Callable
     from contextlib import AbstractAsyncContextManager
 
     from .._models import ModelInfo, ModelResponse
+    from .._observe import TurnEmitter
     from ..actors import ActorRef, RestartType, Runtime
     from ..providers import EventBatches, FallbackOn, Provider
-    from ._provider_messages import Admission, RetryHook
+    from ._provider_messages import Admission
 
-__all__ = ["FallbackHook", "ProviderRef", "spawn_provider"]
+__all__ = ["ProviderRef", "spawn_provider"]
 
 log = get_logger(__name__)
 
 _T = TypeVar("_T")
 _GET_ADMISSION = GetAdmission()
-
-FallbackHook: TypeAlias = Callable[[str, str, "BaseException | None"], None]
-"""Called in the caller's task when a request moves on to the next provider of a fallback:
-the provider it leaves, the one it goes to, and the error (``None``: the gate was closed).
-The agent's telemetry uses it for ``ModelCallFallback``. It should not raise (an exception
-is logged and ignored)."""
 
 
 class _Link:
@@ -101,10 +96,8 @@ class ProviderRef(Record):
     provider_name: str
     retry: RetryConfig
     """How this ref's requests are retried (an agent passes its own)."""
-    on_retry: RetryHook | None
-    """Called in the actor before each retry (see :data:`RetryHook`)."""
-    on_fallback: FallbackHook | None
-    """Called when a request moves on to a fallback provider (see :data:`FallbackHook`)."""
+    telemetry: tuple[TurnEmitter, int] | None
+    """The turn's event stream and the model call's span id (see :meth:`observed`)."""
     runtime: Runtime | None
     """Where the actor runs (used by :meth:`stop`)."""
     _links: tuple[_Link, ...]
@@ -116,8 +109,7 @@ class ProviderRef(Record):
         ref: ActorRef,
         provider_name: str,
         retry: RetryConfig | None = None,
-        on_retry: RetryHook | None = None,
-        on_fallback: FallbackHook | None = None,
+        telemetry: tuple[TurnEmitter, int] | None = None,
         runtime: Runtime | None = None,
         links: tuple[_Link, ...] | None = None,
         fallback_on: FallbackOn | None = None,
@@ -125,8 +117,7 @@ class ProviderRef(Record):
         set_field(self, "ref", ref)
         set_field(self, "provider_name", provider_name)
         set_field(self, "retry", RetryConfig() if retry is None else retry)
-        set_field(self, "on_retry", on_retry)
-        set_field(self, "on_fallback", on_fallback)
+        set_field(self, "telemetry", telemetry)
         set_field(self, "runtime", runtime)
         set_field(self, "_links", (_Link(ref, provider_name),) if links is None else links)
         set_field(self, "_fallback_on", fallback_on)
@@ -145,11 +136,11 @@ class ProviderRef(Record):
             raise TypeError(f"retry must be a kova.agent.RetryConfig, got {type(retry).__name__}")
         return evolve(self, retry=retry)
 
-    def observed(
-        self, on_retry: RetryHook | None, *, on_fallback: FallbackHook | None = None
-    ) -> ProviderRef:
-        """This ref with a retry hook and a fallback hook (same actors, same policy)."""
-        return evolve(self, on_retry=on_retry, on_fallback=on_fallback)
+    def observed(self, emitter: TurnEmitter, span_id: int) -> ProviderRef:
+        """This ref reporting to a turn's event stream (same actors, same policy): each retry
+        the actor decides becomes a ``ModelCallRetrying`` and each move to a fallback provider
+        a ``ModelCallFallback`` of the model call ``span_id``."""
+        return evolve(self, telemetry=(emitter, span_id))
 
     # -- calls --------------------------------------------------------------------------
 
@@ -226,7 +217,7 @@ class ProviderRef(Record):
         decides. Returns once the next attempt may start, or raises ``error``."""
         try:
             delay = await link.actor.call(
-                AttemptFailed(error=error, tries=tries, retry=self.retry, on_retry=self.on_retry)
+                AttemptFailed(error=error, tries=tries, retry=self.retry, telemetry=self.telemetry)
             )
         except MailboxClosed:
             delay = None  # stopped meanwhile: no next attempt, and the error is the answer
@@ -341,12 +332,20 @@ class ProviderRef(Record):
             error=None if error is None else f"{type(error).__name__}: {error}",
             error_class=error.error_class.value if isinstance(error, ProviderError) else None,
         )
-        hook = self.on_fallback
-        if hook is not None:
-            try:
-                hook(here, there, error)
-            except Exception as exc:  # an observer must not change where the request goes
-                log.warning("provider.fallback_hook.failed", error=repr(exc))
+        if self.telemetry is not None:
+            emitter, span_id = self.telemetry
+            error_class = getattr(error, "error_class", None)
+            emitter.emit(
+                ModelCallFallback(
+                    turn_id=emitter.turn_id,
+                    span_id=span_id,
+                    time=trio.current_time(),
+                    from_provider=here,
+                    to_provider=there,
+                    error_type=None if error is None else type(error).__name__,
+                    error_class=None if error_class is None else str(error_class.value),
+                )
+            )
         return index + 1
 
     async def stop(self) -> None:

@@ -1,8 +1,9 @@
 """The tool pool actor: runs one step's tool calls concurrently under a capacity limit.
 
-It owns the agent's :class:`~kova.tools.ToolRegistry` (nothing else looks tools up at run
-time) and applies, for every call in this order: lookup, argument parsing and schema
-validation, the approval handler, the lifecycle hook, and the tool itself. Every failure of
+It looks each call's tool up in the agent's :class:`~kova.tools.ToolRegistry` (shared, not
+owned: the turn reads the tool definitions from it, and an MCP connection registers its
+server's tools there) and applies, for every call in this order: lookup, argument parsing and schema
+validation, the approval handler, and the tool itself. Every failure of
 a *call* (unknown tool, arguments that are not JSON or fail the schema, a denial, a tool that
 raises or returns something malformed) becomes an in-band error :class:`~kova.ToolResult` the
 model can recover from; only a cancellation stops the step.
@@ -14,8 +15,13 @@ Calls the request names as ``approved`` (a person approved them on a resumed tur
 tool was approved for the rest of the turn) skip both.
 
 User code never crashes the pool: an approval handler that raises denies that call (the
-result says so), a lifecycle hook that raises is logged and changes nothing. Handlers and
-hooks may be sync or async; a sync one runs inline in the pool's task, so it must be quick.
+result says so). Handlers may be sync or async; a sync one runs inline in the pool's task, so
+it must be quick.
+
+An observed call (the turn has subscribers) is reported on the turn's event stream:
+``ToolStarted`` when the pool takes it, ``ToolExecutionStarted`` just before the tool runs and
+``ToolFinished`` when it ends, the last two awaited in the call's task (a lifecycle hook is a
+subscriber of them, see ``_lifecycle``).
 
 Streamed turns see every call bracketed: :class:`~kova.agent.ToolCallStarted` first, when the
 pool takes the call (before any check), then :class:`~kova.agent.ToolCallFinished` with its
@@ -44,7 +50,16 @@ from .._door import asyncio_hint
 from .._errors import ToolError
 from .._log import get_logger
 from .._models import ToolAnnotations, ToolResult, ToolUse
-from .._observe import ToolFinished, ToolOutcome, ToolStarted, TurnEmitter, new_span_id, tool_scope
+from .._observe import (
+    ToolExecutionStarted,
+    ToolFinished,
+    ToolOutcome,
+    ToolStarted,
+    TurnEmitter,
+    current_scope,
+    new_span_id,
+    tool_scope,
+)
 from .._record import Record, evolve
 from ..actors import LATER, Actor, Call, UnknownMessage
 from ..tools import FunctionTool, ToolContext, annotations_of
@@ -56,13 +71,11 @@ from ._input import block_problem
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 
-    from ..telemetry import MetricsCollector
     from ..tools import Tool, ToolRegistry
 
 __all__ = [
     "ApprovalHandler",
     "DeferPredicate",
-    "LifecycleHook",
     "RunToolCalls",
     "ToolPoolActor",
 ]
@@ -91,22 +104,6 @@ class ApprovalHandler(Protocol):
     """
 
     def approve(self, call: ToolUse) -> ApprovalResult | Awaitable[ApprovalResult]: ...
-
-
-@runtime_checkable
-class LifecycleHook(Protocol):
-    """Observes tool calls that run (denied calls are not seen).
-
-    Both methods may be async or plain functions. A hook that raises is logged
-    (``tool.hook.failed``) and changes nothing: the call and the turn go on as if it had
-    returned.
-    """
-
-    def on_tool_start(self, call: ToolUse) -> Awaitable[None] | None: ...
-
-    def on_tool_end(
-        self, call: ToolUse, result: ToolResult, *, duration: float, outcome: ToolOutcome
-    ) -> Awaitable[None] | None: ...
 
 
 ApprovalFunction: TypeAlias = (
@@ -279,8 +276,6 @@ class ToolPoolActor(Actor):
         registry: ToolRegistry,
         max_concurrent: int = 10,
         approval: ApprovalHandler | ApprovalFunction | None = None,
-        lifecycle: LifecycleHook | None = None,
-        metrics: MetricsCollector | None = None,
         defer: DeferPredicate | None = None,
     ) -> None:
         self.registry = registry
@@ -288,8 +283,6 @@ class ToolPoolActor(Actor):
         self.approval = approval
         self.defer = defer
         self._defer_with_annotations = defer is not None and _takes_annotations(defer)
-        self.lifecycle = lifecycle
-        self.metrics = metrics
         self._limiter = trio.CapacityLimiter(max_concurrent)
         self._approve_with_annotations = False
         if self.approval is not None:
@@ -414,8 +407,25 @@ class ToolPoolActor(Actor):
                 await on_event(ToolCallStarted(call=call))
             with tool_scope(emitter, span_id):
                 checked = await self._checked_call(call, pre_approved)
+            result = checked.result
+            answered = result if isinstance(result, ToolResult) else None
+            # Awaited: a subscriber may wait here (an async lifecycle hook's on_tool_end),
+            # before the result goes back.
+            await emitter.emit_and_wait(
+                ToolFinished(
+                    turn_id=turn_id,
+                    span_id=span_id,
+                    time=trio.current_time(),
+                    call=call,
+                    outcome=checked.outcome.value,
+                    approved=checked.approved,
+                    duration=checked.duration,
+                    error=answered.text if answered is not None and answered.is_error else None,
+                    result=answered,
+                )
+            )
             if on_event is not None:
-                await on_event(_finished(call, checked.result))
+                await on_event(_finished(call, result))
         finally:
             if checked is None:
                 emitter.emit(
@@ -429,29 +439,12 @@ class ToolPoolActor(Actor):
                         duration=None,
                     )
                 )
-            else:
-                result = checked.result
-                answered = result if isinstance(result, ToolResult) else None
-                emitter.emit(
-                    ToolFinished(
-                        turn_id=turn_id,
-                        span_id=span_id,
-                        time=trio.current_time(),
-                        call=call,
-                        outcome=checked.outcome.value,
-                        approved=checked.approved,
-                        duration=checked.duration,
-                        error=answered.text if answered is not None and answered.is_error else None,
-                        result=answered,
-                    )
-                )
         return checked.result
 
     async def _checked_call(self, call: ToolUse, pre_approved: bool = False) -> _Checked:
         tool = self.registry.get(call.name)
         problem = self._check(call, tool)
         if problem is not None:
-            self._record(None, ToolOutcome.ERROR)
             return _Checked(ToolResult.error(problem, tool_use_id=call.id), ToolOutcome.ERROR)
         assert tool is not None
         approved: bool | None = True
@@ -464,7 +457,6 @@ class ToolPoolActor(Actor):
         else:
             denial = None
         if denial is not None:
-            self._record(None, ToolOutcome.DENIED)
             log.info("tool.call.denied", tool=call.name, tool_use_id=call.id)
             return _Checked(
                 ToolResult.error(denial, tool_use_id=call.id), ToolOutcome.DENIED, approved
@@ -477,23 +469,22 @@ class ToolPoolActor(Actor):
         except trio.WouldBlock:
             await limiter.acquire()
         try:
-            if self.lifecycle is not None:
-                await self._hook("on_tool_start", self.lifecycle.on_tool_start, call)
+            scope = current_scope()  # set by _run_observed when the turn is observed
+            if scope is not None:
+                emitter, span_id = scope
+                await emitter.emit_and_wait(
+                    ToolExecutionStarted(
+                        turn_id=emitter.turn_id,
+                        span_id=span_id,
+                        time=trio.current_time(),
+                        call=call,
+                    )
+                )
             started = trio.current_time()
             result = await self._execute(tool, call)
             duration = trio.current_time() - started
             result = evolve(result, tool_use_id=call.id)
             outcome = ToolOutcome.ERROR if result.is_error else ToolOutcome.SUCCESS
-            self._record(duration * 1000.0, outcome)
-            if self.lifecycle is not None:
-                await self._hook(
-                    "on_tool_end",
-                    self.lifecycle.on_tool_end,
-                    call,
-                    result,
-                    duration=duration,
-                    outcome=outcome,
-                )
         finally:
             limiter.release()
         return _Checked(result, outcome, approved, duration)
@@ -537,21 +528,6 @@ class ToolPoolActor(Actor):
         if problem is not None:  # it would reach the provider in the next request
             return ToolResult.error(f"tool {call.name!r} returned a malformed result: {problem}")
         return result
-
-    async def _hook(
-        self, hook: str, function: Callable[..., object], *args: Any, **kw: Any
-    ) -> None:
-        """Run a lifecycle hook (sync or async); its failure is logged, never raised."""
-        try:
-            value = function(*args, **kw)
-            if inspect.isawaitable(value):
-                await value
-        except _CODE_EXITS as exc:
-            if not raised_by_code(exc):
-                raise
-            log.warning("tool.hook.failed", hook=hook, error=repr(exc))
-        except Exception as exc:  # user code must not crash the pool or change the turn
-            log.warning("tool.hook.failed", hook=hook, error=repr(exc))
 
     def _check(self, call: ToolUse, tool: Tool | None) -> str | None:
         """Why ``call`` cannot run, or None."""
@@ -612,10 +588,6 @@ class ToolPoolActor(Actor):
         if isinstance(decision, str) and decision:
             return f"tool call denied: {decision}"
         return "tool call denied by the approval handler"
-
-    def _record(self, duration_ms: float | None, outcome: ToolOutcome) -> None:
-        if self.metrics is not None:
-            self.metrics.record_tool_invocation(duration_ms, outcome)
 
 
 def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -15,7 +15,8 @@ goes to the first provider, and to the next one when it fails with an error ``on
 :class:`~kova.ModelNotFound`). A provider whose rate-limit gate is closed is skipped while a
 later one is open. A stream falls back only before its first content reached the consumer:
 an answer is never replayed from another model. ``ModelResponse.model`` says which model
-answered, and the turn's telemetry has a ``ModelCallFallback`` event per step.
+answered, and the turn's telemetry has a ``ModelCallFallback`` event each time a call moves
+on.
 
 Used directly (``async with provider.open():``), it walks the same order without actors:
 no retries, no gates.

@@ -21,6 +21,7 @@ from .._observe import Subscription as Subscription
 from .._observe import SupervisorGaveUp as SupervisorGaveUp
 from .._observe import TelemetryEvent as TelemetryEvent
 from .._observe import TelemetryHub as TelemetryHub
+from .._observe import ToolExecutionStarted as ToolExecutionStarted
 from .._observe import ToolFinished as ToolFinished
 from .._observe import ToolOutcome as ToolOutcome
 from .._observe import ToolStarted as ToolStarted
@@ -54,6 +55,7 @@ __all__ = [
     "TelemetryEvent",
     "TelemetryHandle",
     "TelemetryHub",
+    "ToolExecutionStarted",
     "ToolFinished",
     "ToolOutcome",
     "ToolStarted",

@@ -1,4 +1,5 @@
-"""The metrics actor and :class:`MetricsCollector`, the handle an agent records into.
+"""The metrics actor and :class:`MetricsCollector`, the handle records go into (an agent's
+through its :class:`~kova.telemetry.MetricsSubscriber`, a subscriber of its event stream).
 
 Recording must never slow an agent down, so every ``record_*`` method is a synchronous
 ``cast`` into the actor's bounded mailbox: it never waits. If the mailbox is full (the actor
@@ -112,7 +113,8 @@ class MetricsCollector:
 
     Create one with :func:`open_metrics` (standalone or on a runtime) or
     :meth:`MetricsCollector.spawn`, and give it to ``AgentBuilder.metrics(...)``; the agent
-    then records every LLM call and tool call into it.
+    then subscribes a :class:`~kova.telemetry.MetricsSubscriber` to its turns, which records
+    every LLM call and tool call into it.
 
     Use it from trio tasks of the thread that runs the actor (it keeps a plain drop counter,
     which needs no lock there: nothing in it awaits).

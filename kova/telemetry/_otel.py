@@ -27,6 +27,7 @@ from .._observe import (
     ModelFirstToken,
     SupervisorGaveUp,
     TelemetryEvent,
+    ToolExecutionStarted,
     ToolFinished,
     ToolStarted,
     TurnFinished,
@@ -169,6 +170,8 @@ class OtelSubscriber:
                 self._call_finished(event)
             case ToolStarted():
                 self._tool_started(event)
+            case ToolExecutionStarted():
+                pass  # inside the tool call's span, which ToolStarted opened
             case ToolFinished():
                 self._tool_finished(event)
             case McpRequestStarted():

@@ -18,6 +18,7 @@ from kova import (
     StreamError,
     TextDelta,
 )
+from kova._observe import TurnEmitter
 from kova.actors import open_runtime
 from kova.agent import AgentBuilder, RetryConfig, spawn_provider
 from kova.providers import ChatRequest, FallbackProvider, Provider
@@ -149,13 +150,14 @@ async def test_a_provider_whose_gate_is_closed_is_skipped_until_it_reopens(
     )
     fallbacks: list[tuple[str, str, str | None]] = []
 
-    def on_fallback(here: str, there: str, error: BaseException | None) -> None:
-        fallbacks.append((here, there, None if error is None else type(error).__name__))
+    def on_event(event: object) -> None:
+        if isinstance(event, ModelCallFallback):
+            fallbacks.append((event.from_provider, event.to_provider, event.error_type))
 
     async with open_runtime() as runtime:
         ref = await spawn_provider(runtime, provider)
         ref = ref.with_retry(RetryConfig(max_retry_after=10.0)).observed(
-            None, on_fallback=on_fallback
+            TurnEmitter(1, (on_event,)), 2
         )
         # a's 429 asks for 30 s, beyond the bound: a fails at once, b answers
         assert (await ref.chat_completion(ChatRequest.of("one"))).text == "b"

@@ -22,6 +22,7 @@ from kova import (
     TextDelta,
     ToolDefinition,
 )
+from kova._observe import ModelCallRetrying, TurnEmitter
 from kova.actors import Backoff, UnknownMessage, open_runtime
 from kova.agent import RetryConfig
 from kova.agent._provider_ref import ProviderRef, spawn_provider
@@ -596,14 +597,15 @@ async def test_a_malformed_request_fails_its_caller_and_never_the_shared_actor(
 
 
 def _recording_hooks(ref: ProviderRef, hooks: list[tuple[str, trio.lowlevel.Task]]) -> ProviderRef:
-    """``ref`` with two retries 0.5 s apart and a retry hook that records the task it ran
-    in."""
+    """``ref`` with two retries 0.5 s apart, observed by a subscriber that records the task
+    each ``ModelCallRetrying`` was delivered in."""
 
-    def on_retry(attempt: int, error: object, wait: float) -> None:
-        hooks.append(("retry", trio.lowlevel.current_task()))
+    def on_event(event: object) -> None:
+        if isinstance(event, ModelCallRetrying):
+            hooks.append(("retry", trio.lowlevel.current_task()))
 
     retry = RetryConfig(max_retries=2, initial_backoff=0.5)
-    return ref.with_retry(retry).observed(on_retry)
+    return ref.with_retry(retry).observed(TurnEmitter(1, (on_event,)), 2)
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["call", "stream"])
@@ -752,22 +754,36 @@ async def test_a_request_gives_up_when_its_retries_are_spent(
     assert sent_at == [0.0, 0.5, 1.5]  # two retries, backing off 0.5 then 1.0
 
 
-async def test_a_raising_retry_hook_changes_nothing(autojump_clock: trio.testing.MockClock):
+async def test_a_raising_subscriber_of_retries_changes_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     sent: list[float] = []
 
     def model(request: ScriptRequest) -> Reply:
         sent.append(trio.current_time())
         return ErrorReply(status_code=529) if len(sent) == 1 else reply_text("ok")
 
-    def on_retry(attempt: int, error: object, wait: float) -> None:
+    seen: list[ModelCallRetrying] = []
+
+    def on_event(event: object) -> None:
+        if isinstance(event, ModelCallRetrying):
+            seen.append(event)
         raise ValueError("observer bug")
 
     async with open_runtime() as runtime:
         ref = await spawn_provider(runtime, FunctionProvider(model))
-        observed = ref.with_retry(RetryConfig(initial_backoff=1.0)).observed(on_retry)
+        emitter = TurnEmitter(7, (on_event,))
+        observed = ref.with_retry(RetryConfig(initial_backoff=1.0)).observed(emitter, 8)
         assert (await observed.chat_completion(ChatRequest.of("hi"))).text == "ok"
         assert (await ref.chat_completion(ChatRequest.of("again"))).text == "ok"
     assert sent == [0.0, 1.0, 1.0]
+    (retrying,) = seen
+    assert (retrying.turn_id, retrying.span_id, retrying.attempt) == (7, 8, 1)
+    assert (retrying.error_type, retrying.error_class, retrying.wait) == (
+        "ProviderOverloaded",
+        "overloaded",
+        1.0,
+    )
 
 
 async def test_an_error_after_content_of_a_leased_stream_is_never_retried() -> None:

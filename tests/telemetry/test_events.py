@@ -6,13 +6,14 @@ from __future__ import annotations
 import contextlib
 
 import pytest
+import structlog
 import trio
 import trio.testing
 
 import kova
 from kova import Message, Usage
 from kova.actors import Actor, open_runtime
-from kova.agent import AgentBuilder, CancelToken, RetryConfig
+from kova.agent import AgentBuilder, CancelToken, LifecycleSubscriber, RetryConfig
 from kova.telemetry import (
     ActorRestarted,
     MetricsSubscriber,
@@ -23,7 +24,9 @@ from kova.telemetry import (
     SupervisorGaveUp,
     TelemetryEvent,
     TelemetryHub,
+    ToolExecutionStarted,
     ToolFinished,
+    ToolOutcome,
     ToolStarted,
     TurnFinished,
     TurnStarted,
@@ -358,3 +361,95 @@ async def test_agents_sharing_a_hub_keep_their_own_metrics() -> None:
         assert (await second_metrics.snapshot()).llm_request_count == 2
     agents = [event.agent for event in events if isinstance(event, TurnStarted)]
     assert agents == ["first", "second", "second"]
+
+
+async def test_an_async_lifecycle_hook_is_a_subscriber_the_tool_call_waits_for(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The hook's adapter hears ToolExecutionStarted and ToolFinished; the call awaits what
+    it returns, so the tool starts after on_tool_start and the turn returns after
+    on_tool_end. A denied call never executes: no event, no hook."""
+    seen: list[tuple[object, ...]] = []
+
+    class SlowHook:
+        async def on_tool_start(self, call: kova.ToolUse) -> None:
+            await trio.sleep(1)
+            seen.append(("start", call.id, trio.current_time()))
+
+        async def on_tool_end(
+            self, call: kova.ToolUse, result: kova.ToolResult, *, duration: float, outcome: object
+        ) -> None:
+            await trio.sleep(1)
+            seen.append(("end", call.id, trio.current_time(), duration, outcome, result.text))
+
+    provider = ScriptedProvider(
+        [reply_tool_calls(("nap", {"seconds": 2}), ("nap", {"seconds": 5})), reply_text("ok")]
+    )
+    events: list[TelemetryEvent] = []
+    async with (
+        AgentBuilder()
+        .provider(provider)
+        .tool(nap)
+        .approval_handler(lambda call: call.input["seconds"] == 2 or "no")
+        .lifecycle_hook(SlowHook())
+        .build() as agent
+    ):
+        agent.telemetry.subscribe(events.append)
+        await agent.run(HISTORY)
+        assert trio.current_time() == 4.0  # 1 s on_tool_start, 2 s nap, 1 s on_tool_end
+    assert seen == [
+        ("start", "call_1", 1.0),
+        ("end", "call_1", 4.0, 2.0, ToolOutcome.SUCCESS, "rested"),
+    ]
+    executing = [event for event in events if isinstance(event, ToolExecutionStarted)]
+    started = [event for event in events if isinstance(event, ToolStarted)]
+    assert [(event.call.id, event.time) for event in executing] == [("call_1", 0.0)]
+    assert executing[0].span_id == next(e.span_id for e in started if e.call.id == "call_1")
+    check_pairs(events)
+
+
+async def test_a_lifecycle_subscriber_serves_a_hook_from_a_shared_hub() -> None:
+    seen: list[str] = []
+
+    class Hook:
+        def on_tool_start(self, call: kova.ToolUse) -> None:
+            seen.append(f"start {call.name}")
+
+        def on_tool_end(self, call: kova.ToolUse, result: kova.ToolResult, **_: object) -> None:
+            seen.append(f"end {result.text}")
+
+    hub = TelemetryHub()
+    provider = ScriptedProvider([reply_tool_calls(("nap", {"seconds": 0})), reply_text("ok")])
+    with hub.subscribe(LifecycleSubscriber(Hook())):
+        async with AgentBuilder().provider(provider).tool(nap).telemetry(hub).build() as agent:
+            await agent.run(HISTORY)
+    assert seen == ["start nap", "end rested"]
+    with pytest.raises(TypeError, match="needs on_tool_start and on_tool_end"):
+        LifecycleSubscriber(object())  # type: ignore[arg-type]
+
+
+async def test_an_async_subscriber_is_awaited_only_where_the_call_can_wait() -> None:
+    ran: list[str] = []
+
+    async def on_event(event: TelemetryEvent) -> None:
+        ran.append(type(event).__name__)
+
+    provider = ScriptedProvider([reply_tool_calls(("nap", {"seconds": 0})), reply_text("ok")])
+    with structlog.testing.capture_logs() as logs:
+        async with AgentBuilder().provider(provider).tool(nap).build() as agent:
+            agent.telemetry.subscribe(on_event)
+            response = await agent.run(HISTORY)
+    assert response.text == "ok"
+    assert ran == ["ToolExecutionStarted", "ToolFinished"]
+    not_awaited = [
+        e["event_type"] for e in logs if e["event"] == "telemetry.subscriber.not_awaited"
+    ]
+    assert not_awaited == [
+        "TurnStarted",
+        "ModelCallStarted",
+        "ModelCallFinished",
+        "ToolStarted",
+        "ModelCallStarted",
+        "ModelCallFinished",
+        "TurnFinished",
+    ]

@@ -2,7 +2,8 @@
 
 No I/O and no clock: every function maps values to values, so wire fidelity is tested against
 the payloads in ``wire/gemini.md`` without a network. The stream decoder lives in
-:mod:`._stream`, the HTTP side in :mod:`._client`.
+:mod:`._stream`, the codec in :mod:`._codec` (the HTTP side is the shared
+:class:`~kova.providers.HttpProvider`).
 
 History rules:
 

@@ -2,7 +2,8 @@
 
 No I/O and no clock: every function here maps values to values, so wire fidelity is tested
 against the payloads in ``wire/openai.md`` without a network. The streaming decoder lives in
-:mod:`._stream`; the HTTP calls in :mod:`._client`.
+:mod:`._stream`, the codec in :mod:`._codec` (the HTTP side is the shared
+:class:`~kova.providers.HttpProvider`).
 """
 
 from __future__ import annotations
