@@ -37,13 +37,16 @@ The tree (the one copy of it; docs/errors.md says what to catch for what)::
     │   ├── ActorFailed               an actor crashed while serving your request (__cause__)
     │   ├── MailboxClosed             the actor is stopped
     │   └── UnknownMessage            an actor was sent a message it does not handle (kova.actors)
-    └── JournalError                  a turn journal cannot be used (kova.durable)
-        └── TurnClaimedError          another runner holds the turn
+    ├── JournalError                  a turn journal cannot be used (kova.durable)
+    │   └── TurnClaimedError          another runner holds the turn
+    ├── TurnFailedError               a turn run by Temporal failed (.error_type; kova.temporal)
+    └── PayloadTooLargeError          over Temporal's payload limit (kova.temporal)
 
-Every class in the tree is importable from this module except three that live with their
+Every class in the tree is importable from this module except those that live with their
 layer: ``UnknownMessage`` (``kova.actors``), ``JournalError`` and ``TurnClaimedError``
-(``kova.durable``). The tool layer's errors are also in ``kova.tools``, most others also in
-``kova`` itself.
+(``kova.durable``), ``TurnFailedError`` and ``PayloadTooLargeError`` (``kova.temporal``, which
+needs the ``temporal`` extra). The tool layer's errors are also in ``kova.tools``, most
+others also in ``kova`` itself.
 
 Retryability is data: :attr:`KovaError.is_retryable` is true for rate limits, overload,
 connection errors and timeouts. Every :class:`ProviderError` carries one

@@ -152,7 +152,7 @@ def _tree(text: str) -> list[tuple[str, str]]:
 
 
 def _every_kova_error() -> dict[str, type]:
-    for layer in ("kova.actors", "kova.durable", "kova.mcp", "kova.tools"):
+    for layer in ("kova.actors", "kova.durable", "kova.mcp", "kova.temporal", "kova.tools"):
         importlib.import_module(layer)  # for the error classes each defines
     found: dict[str, type] = {}
     pending: list[type] = [kova_errors.KovaError]

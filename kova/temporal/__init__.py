@@ -31,8 +31,8 @@ from ._worker import worker as worker
 from ._workflow import AgentWorkflow as AgentWorkflow
 
 __all__ = [
-    "PAYLOAD_LIMIT",
     "AgentWorkflow",
+    "PAYLOAD_LIMIT",
     "PayloadTooLargeError",
     "TurnEvent",
     "TurnFailedError",

@@ -353,10 +353,10 @@ async def _call_model(agent: Agent, turn: Turn, publish: _Publisher | None) -> s
     if step.count_tokens:
         return dumps({"tokens": await provider.count_tokens(step.request)})
     if publish is None:
-        response = await provider.complete_checked(step.request)
+        response = await provider._complete_checked(step.request)
     else:
         accumulator = ResponseAccumulator()
-        async with provider.stream_checked(step.request) as lease:
+        async with provider._stream_checked(step.request) as lease:
             batch: Sequence[StreamEvent] = lease.first
             rest = lease.rest.__anext__
             while True:

@@ -8,7 +8,8 @@ import attrs
 import httpx2
 import pytest
 
-from kova import ChatRequest, ProviderAuthError, ProviderError, Secret
+from kova import ProviderAuthError, ProviderError, Secret
+from kova.providers import ChatRequest
 from kova.providers._http import HttpTransport
 from kova.providers._settings import HttpSettings
 from kova.providers.anthropic import AnthropicConfig, AnthropicProvider
