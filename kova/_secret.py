@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Iterable, Iterator, Mapping
 from typing import NoReturn
 
-__all__ = ["MASK", "Secret", "SecretHeaders", "forget_locals", "mask_secrets"]
+__all__ = ["MASK", "Secret", "SecretHeaders", "forget_locals", "mask_exception", "mask_secrets"]
 
 MASK = "**********"
 """What a masked value shows."""
@@ -218,3 +218,43 @@ def forget_locals(error: BaseException) -> None:
         seen.add(id(current))
         traceback.clear_frames(current.__traceback__)
         current = current.__cause__ or current.__context__
+
+
+def mask_exception(error: BaseException, secrets: Iterable[Secret]) -> BaseException:
+    """``error`` (and each error it was raised from) with every one of ``secrets`` masked in
+    its arguments and its frames' local variables cleared (:func:`forget_locals`), returned
+    for ``raise ... from mask_exception(exc, secrets)``.
+
+    For a fault met on a server's bytes (a codec's stray ``KeyError`` or ``ValueError``) kept
+    as the cause of the kova error it became: its type and traceback still say where the
+    codec failed, but its text may quote the payload, and a server may have echoed a key
+    there. Also masked: the document a ``JSONDecodeError`` keeps and the bytes a
+    ``UnicodeError`` keeps (``doc``, ``object``), which a debugger or error tracker shows.
+    """
+    found = tuple(secrets)
+    forget_locals(error)
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while found and current is not None and id(current) not in seen:
+        seen.add(id(current))
+        current.args = tuple(_masked_value(arg, found) for arg in current.args)
+        for name in ("doc", "object"):
+            value = getattr(current, name, None)
+            if isinstance(value, str | bytes):
+                masked = _masked_value(value, found)
+                if masked is not value:
+                    setattr(current, name, masked)
+        current = current.__cause__ or current.__context__
+    return error
+
+
+def _masked_value(value: object, secrets: tuple[Secret, ...]) -> object:
+    """``value`` itself when no secret is in it; else its text with the secrets masked (bytes
+    as bytes)."""
+    if isinstance(value, bytes):
+        text = value.decode("latin-1")
+        masked = mask_secrets(text, secrets)
+        return value if masked == text else masked.encode("latin-1")
+    text = value if isinstance(value, str) else repr(value)
+    masked = mask_secrets(text, secrets)
+    return value if masked == text else masked

@@ -56,13 +56,14 @@ from __future__ import annotations
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 import httpx2
 import httpx2._decoders as httpx2_decoders
 import trio
 
 from .._errors import (
+    InvalidResponse,
     KovaConnectionError,
     KovaError,
     KovaTimeoutError,
@@ -73,9 +74,9 @@ from .._errors import (
 )
 from .._json import JsonNestingError, dumps_bytes, loads
 from .._record import Record
-from .._secret import MASK, SecretHeaders, mask_secrets
+from .._secret import MASK, SecretHeaders, forget_locals, mask_exception, mask_secrets
 from ._auth import secrets_of
-from ._classify import mask_error, provider_error
+from ._classify import ERROR_TYPES, mask_error, provider_error
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -84,6 +85,7 @@ if TYPE_CHECKING:
     from .._secret import Secret
 
 __all__ = [
+    "CODEC_FAULTS",
     "DEFAULT_LIMITS",
     "HTTPX_ERRORS",
     "MAX_ERROR_BODY_BYTES",
@@ -92,6 +94,7 @@ __all__ = [
     "ErrorDetailsHook",
     "HttpStream",
     "HttpTransport",
+    "codec_fault",
     "default_error_details",
     "map_errors",
     "translate_error",
@@ -106,6 +109,23 @@ DEFAULT_LIMITS = httpx2.Limits(max_connections=None, max_keepalive_connections=1
 (the provider actor's ``max_in_flight`` is the cap to set), 100 kept alive when idle. A pool
 cap queued requests out of sight: 10,000 concurrent agent streams held only 1,000
 connections (``bench/``, scenario g)."""
+
+T = TypeVar("T")
+
+CODEC_FAULTS = (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError)
+"""What a codec raises when a payload has a shape it did not expect (the safety net);
+``RecursionError``: a payload nested deeper than a recursive walk can follow."""
+
+
+def codec_fault(provider: str, what: str, exc: Exception) -> InvalidResponse:
+    """The kova error for a codec's stray ``exc`` on ``what`` (raise it ``from``
+    :func:`~kova._secret.mask_exception` of ``exc``: its text may quote the payload)."""
+    if isinstance(exc, RecursionError | JsonNestingError):
+        return InvalidResponse(f"{what} is nested too deeply ({exc})", provider=provider)
+    return InvalidResponse(
+        f"{what} has an unexpected shape ({type(exc).__name__}: {exc})", provider=provider
+    )
+
 
 MAX_ERROR_BODY_BYTES = 64 * 1024
 """How much of an error response's body is read: what it says is at its start."""
@@ -660,6 +680,88 @@ class HttpTransport:
             del content
             raise mask_error(error, self.secrets(headers)) from without_frames(exc)
         return parsed
+
+    async def request_decoded(
+        self,
+        method: str,
+        path: str,
+        decode: Callable[[JSONValue], T],
+        what: str,
+        *,
+        json_body: JSONValue | None = None,
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> T:
+        """:meth:`request_json`, then ``decode`` its body (``what`` names it in errors).
+
+        A body ``decode`` cannot read is :class:`~kova.InvalidResponse`, unless it is an
+        error the server reported with status 200 (a proxy does that): then it is that error,
+        classified by its type. A stray ``ValueError``, ``KeyError``, ... from ``decode``
+        becomes :class:`~kova.InvalidResponse` too. Every error leaves with the request's
+        credentials masked wherever the server echoed them, and with no locals in the frames
+        under this one (they hold the raw body): a traceback rendered with locals prints
+        nothing the server sent. This frame holds no body either: the answer is never bound
+        to a name here.
+
+        Raises:
+            The errors of :meth:`request_json`, and the two above.
+        """
+        secrets = self.secrets(headers)
+        try:
+            return self._decoded(
+                decode,
+                await self.request_json(
+                    method, path, json_body=json_body, params=params, headers=headers
+                ),
+                what,
+                secrets,
+            )
+        except KovaError as exc:
+            mask_error(exc, secrets)
+            forget_locals(exc)
+            raise
+
+    def _decoded(
+        self,
+        decode: Callable[[JSONValue], T],
+        body: JSONValue,
+        what: str,
+        secrets: tuple[Secret, ...],
+    ) -> T:
+        try:
+            return decode(body)
+        except CODEC_FAULTS as exc:
+            raise codec_fault(self.provider, what, exc) from mask_exception(exc, secrets)
+        except InvalidResponse:
+            reported = self.reported_error(body, None, secrets)
+            if reported is None:
+                raise
+        raise reported from None
+
+    def reported_error(
+        self, body: JSONValue, text: str | None, secrets: tuple[Secret, ...]
+    ) -> ProviderError | None:
+        """The error a JSON ``body`` sent with status 200 reports (``None`` when it reports
+        none), classified by its type as an error event inside a stream is; its message is
+        the body's, else ``text``, masked."""
+        try:
+            details = self._error_details(body)
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
+        if not (details.message or details.error_type or details.code):
+            return None
+        kinds = (details.code, details.error_type)
+        known = next((kind for kind in kinds if kind in ERROR_TYPES), None)
+        message = details.message or text or f"{details.error_type or details.code}"
+        return provider_error(
+            # Masked before it is cut: a cut could leave half a key unmatched.
+            cap_message(mask_secrets(message, secrets)),
+            provider=self.provider,
+            error_type=known or details.error_type or details.code,
+            error_class=details.error_class,
+            retry_after=details.retry_after,
+            secrets=secrets,
+        )
 
     def secrets(self, headers: Mapping[str, str] | None = None) -> tuple[Secret, ...]:
         """The credentials a request carries: the auth flow's, and the values of ``headers``

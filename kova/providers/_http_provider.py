@@ -34,16 +34,17 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 import trio
 
 from .._errors import InvalidResponse, KovaError, KovaTimeoutError, ProviderError
-from .._json import JsonNestingError, loads
+from .._json import loads
 from .._models import ModelInfo, UsageEvent
-from .._secret import forget_locals, mask_secrets
-from ._classify import ERROR_TYPES, mask_error, provider_error
+from .._secret import forget_locals, mask_exception
+from ._classify import mask_error
 from ._codec import heuristic_tokens
 from ._http import (
+    CODEC_FAULTS,
     DEFAULT_LIMITS,
     HTTPX_ERRORS,
     HttpTransport,
-    cap_message,
+    codec_fault,
     translate_error,
     without_frames,
 )
@@ -66,19 +67,7 @@ __all__ = ["EventStream", "HttpProvider"]
 FrameT = TypeVar("FrameT")
 T = TypeVar("T")
 
-_CODEC_FAULTS = (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError)
-"""What a codec raises when a payload has a shape it did not expect (the safety net);
-``RecursionError``: a payload nested deeper than a recursive walk can follow."""
-
 _MAX_MODEL_PAGES = 1000
-
-
-def _codec_fault(provider: str, what: str, exc: Exception) -> InvalidResponse:
-    if isinstance(exc, RecursionError | JsonNestingError):
-        return InvalidResponse(f"{what} is nested too deeply ({exc})", provider=provider)
-    return InvalidResponse(
-        f"{what} has an unexpected shape ({type(exc).__name__}: {exc})", provider=provider
-    )
 
 
 class EventStream(Generic[FrameT]):
@@ -172,12 +161,17 @@ class EventStream(Generic[FrameT]):
                 events = self._decoder.feed(frames) if frames else None
             except KovaError as exc:
                 self._ended = True
-                del data  # the raw read stays out of tracebacks rendered with locals
+                # The raw read stays out of tracebacks rendered with locals: this frame's
+                # and the decoder's (cleared by _mark).
+                del data
+                frames = []
                 raise self._mark(exc) from None
-            except _CODEC_FAULTS as exc:
+            except CODEC_FAULTS as exc:
                 self._ended = True
                 del data
-                raise self._mark(_codec_fault(self._provider, "a stream frame", exc)) from exc
+                frames = []
+                fault = codec_fault(self._provider, "a stream frame", exc)
+                raise self._mark(fault) from mask_exception(exc, self._secrets)
             if self._decoder.error is not None:
                 self._ended = True
                 # The error event's raw bytes (a key a server echoed) leave this frame before
@@ -205,8 +199,9 @@ class EventStream(Generic[FrameT]):
                 events.extend(self._decoder.finish())
         except KovaError as exc:
             raise self._mark(exc) from None
-        except _CODEC_FAULTS as exc:
-            raise self._mark(_codec_fault(self._provider, "the end of the stream", exc)) from exc
+        except CODEC_FAULTS as exc:
+            fault = codec_fault(self._provider, "the end of the stream", exc)
+            raise self._mark(fault) from mask_exception(exc, self._secrets)
         if self._decoder.error is not None:
             del frames
             return self._deliver_then_fail(events, self._decoder.error)
@@ -228,6 +223,9 @@ class EventStream(Generic[FrameT]):
             self._content = any(type(event) is not UsageEvent for event in events)
 
     def _mark(self, error: KovaError) -> KovaError:
+        """``error`` marked mid-stream, masked, and without the locals of the decoder's
+        frames it was raised in (they hold the frames read)."""
+        forget_locals(error)
         if isinstance(error, ProviderError):
             error.mid_stream = True
             if self._content:
@@ -318,35 +316,18 @@ class HttpProvider(Generic[FrameT]):
         """Hold the HTTP connection pool for the block (reference-counted)."""
         return self._http.open()
 
-    async def _send_json(self, wire: WireRequest) -> JSONValue:
-        return await self._http.request_json(
+    async def _exchange(self, wire: WireRequest, decode: Callable[[JSONValue], T], what: str) -> T:
+        """Send ``wire`` and decode its JSON answer with ``decode`` (see
+        :meth:`HttpTransport.request_decoded`: errors leave masked, without locals)."""
+        return await self._http.request_decoded(
             wire.method,
             wire.path,
+            decode,
+            what,
             json_body=wire.body,
             params=wire.query or None,
             headers=wire.headers or None,
         )
-
-    async def _exchange(self, wire: WireRequest, decode: Callable[[JSONValue], T], what: str) -> T:
-        """Send ``wire`` and decode its JSON answer with ``decode``.
-
-        An error leaves with the request's credentials masked wherever the server echoed
-        them, and with no locals in the frames under this one (they hold the raw bodies):
-        a traceback rendered with locals prints nothing the server sent. This frame holds
-        no body either: the answer is never bound to a name here.
-        """
-        try:
-            return self._decoded(decode, await self._send_json(wire), what)
-        except KovaError as exc:
-            mask_error(exc, self._http.secrets(wire.headers))
-            forget_locals(exc)
-            raise
-
-    def _decoded(self, decode: Callable[[JSONValue], T], body: JSONValue, what: str) -> T:
-        try:
-            return decode(body)
-        except _CODEC_FAULTS as exc:
-            raise _codec_fault(self.name, what, exc) from exc
 
     async def chat_completion(self, request: ChatRequest) -> ModelResponse:
         """One non-streaming call.
@@ -416,24 +397,12 @@ class HttpProvider(Generic[FrameT]):
                 parsed: JSONValue = loads(head)
             except ValueError:
                 parsed = None
-            details = self.codec.error_details(parsed) if parsed is not None else None
-            if details is not None and (details.message or details.error_type or details.code):
-                # A proxy or server that reports an error as a 200 JSON body: classified by
-                # its type, as an error event inside a stream is.
-                kinds = (details.code, details.error_type)
-                known = next((kind for kind in kinds if kind in ERROR_TYPES), None)
-                return provider_error(
-                    # Masked before it is cut: a cut could leave half a key unmatched.
-                    cap_message(
-                        mask_secrets(
-                            details.message or head.decode("utf-8", "replace")[:500], secrets
-                        )
-                    ),
-                    provider=self.name,
-                    error_type=known or details.error_type or details.code,
-                    error_class=details.error_class,
-                    retry_after=details.retry_after,
-                )
+            # A proxy or server that reports an error as a 200 JSON body: classified by its
+            # type, as an error event inside a stream is.
+            text = head.decode("utf-8", "replace")[:500]
+            reported = None if parsed is None else self._http.reported_error(parsed, text, secrets)
+            if reported is not None:
+                return reported
             return InvalidResponse(
                 f"expected a stream ({', '.join(self.codec.stream_content_types)}), got a JSON "
                 f"body: {head[:200]!r}",

@@ -24,6 +24,7 @@ from _pytest._code import ExceptionInfo
 from structlog.testing import capture_logs
 
 from kova import (
+    InvalidResponse,
     KovaConnectionError,
     KovaError,
     KovaTimeoutError,
@@ -31,15 +32,30 @@ from kova import (
     ProviderError,
     SecretHeaders,
 )
+from kova._secret import Secret
 from kova.agent import Agent, AgentBuilder, AgentConfig, RetryConfig
 from kova.providers import ChatRequest, ErrorEvent
+from kova.providers._auth import bearer_auth
+from kova.providers._http_provider import HttpProvider
 from kova.providers.anthropic import AnthropicConfig, AnthropicProvider
 from kova.providers.bedrock import BedrockConfig, BedrockProvider
-from kova.providers.gemini import GeminiConfig, GeminiProvider
-from kova.providers.ollama import OllamaConfig, OllamaProvider
+from kova.providers.gemini import (
+    GeminiConfig,
+    GeminiEmbeddingConfig,
+    GeminiEmbeddingProvider,
+    GeminiProvider,
+)
+from kova.providers.ollama import (
+    OllamaConfig,
+    OllamaEmbeddingConfig,
+    OllamaEmbeddingProvider,
+    OllamaProvider,
+)
 from kova.providers.openai import (
     OpenAiCompatibleProvider,
     OpenAiConfig,
+    OpenAiEmbeddingConfig,
+    OpenAiEmbeddingProvider,
     OpenAiResponsesConfig,
     OpenAiResponsesProvider,
 )
@@ -612,3 +628,221 @@ async def test_the_responses_provider_never_prints_a_credential(azure: bool) -> 
     for error in errors:
         assert isinstance(error, KovaConnectionError)
         assert_hidden(rendered(error) + repr(provider) + repr(config), credential)
+
+
+# --- embedding providers -------------------------------------------------------------------
+
+
+@attrs.frozen
+class Embedder:
+    """One embedding provider and credential kind, over a mock transport: how a 200 body
+    holds vectors on its wire, and how it reports an error."""
+
+    name: str
+    build: Callable[[str, httpx2.MockTransport], Any]
+    vectors: Callable[[str], Any]
+    """A 200 answer whose vectors hold ``text`` where a number belongs."""
+    error_body: Callable[[str], Any]
+    """The provider's JSON error body with ``text`` as its message."""
+
+
+def _openai_embedder(**config: Any) -> Callable[[str, httpx2.MockTransport], Any]:
+    def build(key: str, transport: httpx2.MockTransport) -> Any:
+        options = {"api_key": key, **config}
+        if config.get("extra_headers") == "key":
+            options = {"api_key": "", "extra_headers": {"x-gateway-key": key}}
+        return OpenAiEmbeddingProvider(
+            OpenAiEmbeddingConfig(base_url="https://x.test", **options), transport=transport
+        )
+
+    return build
+
+
+def _openai_error(text: str) -> Any:
+    return {"error": {"message": text, "type": "invalid_request_error", "code": "invalid_api_key"}}
+
+
+EMBEDDERS = [
+    Embedder(
+        "openai-bearer",
+        _openai_embedder(),
+        lambda text: {"data": [{"embedding": text, "index": 0}]},  # not base64 either
+        _openai_error,
+    ),
+    Embedder(
+        "openai-azure-api-key",
+        _openai_embedder(api_version="2024-10-21"),
+        lambda text: {"data": [{"embedding": [text], "index": 0}], "usage": {"x": text}},
+        _openai_error,
+    ),
+    Embedder(
+        "openai-extra-headers",
+        _openai_embedder(extra_headers="key"),
+        lambda text: {"data": [{"embedding": [0.5], "index": text}]},
+        _openai_error,
+    ),
+    Embedder(
+        "gemini-api-key",
+        lambda key, transport: GeminiEmbeddingProvider(
+            GeminiEmbeddingConfig(base_url="https://x.test", api_key=key), transport=transport
+        ),
+        lambda text: {"embeddings": [{"values": [text]}]},
+        lambda text: {"error": {"code": 400, "message": text, "status": "INVALID_ARGUMENT"}},
+    ),
+    Embedder(
+        "gemini-extra-headers",
+        lambda key, transport: GeminiEmbeddingProvider(
+            GeminiEmbeddingConfig(
+                base_url="https://x.test", api_key="k", extra_headers={"x-gateway-key": key}
+            ),
+            transport=transport,
+        ),
+        lambda text: {"embeddings": [{"values": [text]}]},
+        lambda text: {"error": {"code": 400, "message": text, "status": "INVALID_ARGUMENT"}},
+    ),
+    Embedder(
+        "ollama-bearer",
+        lambda key, transport: OllamaEmbeddingProvider(
+            OllamaEmbeddingConfig(model="m", base_url="https://x.test", api_key=key),
+            transport=transport,
+        ),
+        lambda text: {"embeddings": [[text]], "prompt_eval_count": 1},
+        lambda text: {"error": text},
+    ),
+    Embedder(
+        "ollama-extra-headers",
+        lambda key, transport: OllamaEmbeddingProvider(
+            OllamaEmbeddingConfig(
+                model="m", base_url="https://x.test", extra_headers={"x-gateway-key": key}
+            ),
+            transport=transport,
+        ),
+        lambda text: {"embeddings": [[text]], "prompt_eval_count": 1},
+        lambda text: {"error": text},
+    ),
+]
+
+
+async def _embed_failure(embedder: Embedder, key: str, status: int, body: Any) -> KovaError:
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        if isinstance(body, str):
+            return httpx2.Response(status, text=body)
+        return httpx2.Response(status, json=body)
+
+    provider = embedder.build(key, httpx2.MockTransport(handler))
+    assert key not in repr(provider)
+    async with provider.open():
+        return await _embed_attempt(provider)
+
+
+async def _embed_attempt(provider: Any) -> KovaError:
+    """As :func:`_attempt`: the traceback holds kova's frames and this one, not the test's."""
+    try:
+        await provider.embed(["hello"])
+    except KovaError as exc:
+        return exc
+    raise AssertionError("the embedding call did not fail")
+
+
+@pytest.mark.parametrize("embedder", EMBEDDERS, ids=[e.name for e in EMBEDDERS])
+@pytest.mark.parametrize(
+    "answer", ["vectors", "error-200", "error-401", "not-json"], ids=lambda answer: answer
+)
+async def test_an_embedding_provider_never_prints_a_credential_the_server_echoes(
+    embedder: Embedder, answer: str
+) -> None:
+    key = _key(embedder.name)
+    echoed = f"Incorrect API key provided: {key}"
+    status, body = {
+        "vectors": (200, embedder.vectors(key)),
+        "error-200": (200, embedder.error_body(echoed)),  # a proxy's error, sent as a 200
+        "error-401": (401, embedder.error_body(echoed)),
+        "not-json": (200, f"<html>{echoed}</html>"),
+    }[answer]
+    error = await _embed_failure(embedder, key, status, body)
+    assert isinstance(error, ProviderError)
+    credential = Credential(embedder.name, open_openai_server, lambda _url: None, (key,))  # type: ignore[arg-type,return-value]
+    assert_hidden(rendered(error, pytest_style=True), credential)
+    if answer == "vectors":
+        assert isinstance(error, InvalidResponse)
+    else:
+        # An error the server reported is that error, its message masked (a 200 one too:
+        # not "the response has no embeddings").
+        assert not isinstance(error, InvalidResponse) or answer == "not-json"
+        assert "Incorrect API key provided: **********" in str(error)
+
+
+# --- a codec fault (a bug in a codec, met on a server's bytes) --------------------------------
+
+
+class _FaultyDecoder:
+    """A stream decoder with a bug: it fails on the first frame, with the frame's text in its
+    error (``fault``) or only in its local variables (``invalid``, a kova error)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.error = None
+
+    def feed(self, frames: Any) -> list[Any]:
+        payload = " ".join(frame.data for frame in frames)
+        if self.kind == "fault":
+            raise KeyError(payload)
+        raise InvalidResponse("a frame kova cannot read", provider="openai")
+
+    def finish(self) -> list[Any]:
+        return []
+
+
+class _FaultyCodec:
+    """OpenAI's codec with a faulty decoder (streamed) and a faulty ``decode`` (not)."""
+
+    def __init__(self, kind: str) -> None:
+        provider = OpenAiCompatibleProvider(OpenAiConfig(model="m", api_key="k"))
+        self._inner = provider.codec
+        self.kind = kind
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def decode(self, body: Any) -> Any:
+        if self.kind == "fault":
+            raise ValueError(f"cannot read {body!r}")
+        raise InvalidResponse("a body kova cannot read", provider="openai")
+
+    def stream_decoder(self) -> _FaultyDecoder:
+        return _FaultyDecoder(self.kind)
+
+
+@pytest.mark.parametrize("kind", ["fault", "invalid"])
+@pytest.mark.parametrize("stream", [False, True], ids=["call", "stream"])
+async def test_a_codec_fault_on_an_echoed_credential_never_prints_it(
+    kind: str, stream: bool
+) -> None:
+    key = _key("codec-fault")
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        if stream:
+            return httpx2.Response(
+                200,
+                content=f'data: {{"echo": "{key}"}}\n\n'.encode(),
+                headers={"content-type": "text/event-stream"},
+            )
+        return httpx2.Response(200, json={"echo": key})
+
+    provider = HttpProvider(
+        _FaultyCodec(kind),  # type: ignore[arg-type]
+        base_url="https://x.test",
+        auth=bearer_auth(Secret(key)),
+        transport=httpx2.MockTransport(handler),
+    )
+    async with provider.open():
+        error = await _attempt(provider, stream=stream)
+    assert isinstance(error, InvalidResponse)
+    credential = Credential("codec", open_openai_server, lambda _url: provider, (key,))
+    assert_hidden(rendered(error, pytest_style=True), credential)
+    if kind == "fault":
+        # The fault stays the error's cause (where the codec failed), its text masked.
+        cause = error.__cause__
+        assert type(cause) is (KeyError if stream else ValueError)
+        assert "**********" in str(cause)
+        assert cause.__traceback__ is not None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ..._errors import InvalidResponse
@@ -136,10 +137,12 @@ class GeminiEmbeddingProvider:
 
     async def _send(self, batch: list[str]) -> tuple[list[list[float]], Usage | None]:
         model = self.config.model.removeprefix("models/")
-        data = await self._http.request_json(
+        vectors = await self._http.request_decoded(
             "POST",
             f"/{self.config.api_version}/models/{model}:batchEmbedContents",
+            partial(decode_batch_embeddings, count=len(batch)),
+            "the embeddings response",
             json_body=encode_batch_embeddings(batch, self.config),
             headers=self.config.extra_headers or None,
         )
-        return decode_batch_embeddings(data, len(batch)), None
+        return vectors, None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ..._errors import InvalidResponse
@@ -132,10 +133,11 @@ class OllamaEmbeddingProvider:
         return await embed_in_batches(texts, self.config.batch_size, self._send)
 
     async def _send(self, batch: list[str]) -> tuple[list[list[float]], Usage | None]:
-        data = await self._http.request_json(
+        return await self._http.request_decoded(
             "POST",
             "/api/embed",
+            partial(decode_embed, count=len(batch)),
+            "the embed response",
             json_body=encode_embed(batch, self.config),
             headers=self.config.extra_headers or None,
         )
-        return decode_embed(data, len(batch))

@@ -6,6 +6,7 @@ import array
 import base64
 import sys
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 import attrs
@@ -57,14 +58,21 @@ def _vector(value: JSONValue) -> list[float]:
     if isinstance(value, str):
         # encoding_format=base64: little-endian float32.
         floats = array.array("f")
-        floats.frombytes(base64.b64decode(value))
+        try:
+            floats.frombytes(base64.b64decode(value, validate=True))
+        except ValueError:  # binascii.Error is one; so is a length not a multiple of 4
+            raise ProviderError.invalid_response(
+                "an embedding is not base64 float32 values", provider=PROVIDER
+            ) from None
         if sys.byteorder != "little":  # pragma: no cover - big-endian hosts only
             floats.byteswap()
         return floats.tolist()
     if isinstance(value, Sequence):
-        return [float(x) for x in value if isinstance(x, int | float)]
+        vector = [float(x) for x in value if isinstance(x, int | float) and not isinstance(x, bool)]
+        if len(vector) == len(value):
+            return vector
     raise ProviderError.invalid_response(
-        "an embedding is neither a list nor base64", provider=PROVIDER
+        "an embedding is neither a list of numbers nor base64", provider=PROVIDER
     )
 
 
@@ -175,13 +183,18 @@ class OpenAiEmbeddingProvider:
         }
         if self.config.dimensions is not None:
             body["dimensions"] = self.config.dimensions
-        data = await self._http.request_json(
+        return await self._http.request_decoded(
             "POST",
             self._path,
+            partial(_decode_answer, count=len(batch)),
+            "the embeddings response",
             json_body=body,
             params=self.config.query_params() or None,
             headers=self.config.extra_headers or None,
         )
-        vectors = decode_embeddings(data, len(batch))
-        usage = decode_usage(data.get("usage")) if isinstance(data, Mapping) else None
-        return vectors, usage
+
+
+def _decode_answer(body: JSONValue, count: int) -> tuple[list[list[float]], Usage | None]:
+    vectors = decode_embeddings(body, count)
+    usage = decode_usage(body.get("usage")) if isinstance(body, Mapping) else None
+    return vectors, usage
