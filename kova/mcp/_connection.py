@@ -146,6 +146,11 @@ class McpConnection(Actor):
         self._known_tools: dict[str, ToolDefinition] = {}
         self._tools_epoch = 0
         self._random = random.Random()
+        self._given_up: str | None = None
+        """Why the reconnect policy gave up: no session will come on this incarnation."""
+        self._waiting = 0
+        """Requests waiting in :meth:`_live_session` for a session."""
+        self._none_waiting = trio.Event()
 
     # -- lifetime -----------------------------------------------------------------------
 
@@ -237,10 +242,15 @@ class McpConnection(Actor):
                         attempts=failures,
                         error=reason,
                     )
-                    raise ConnectionLost(
+                    given_up = (
                         f"MCP server {self._shared.name!r} still unavailable after "
                         f"{failures} reconnect attempts: {reason}"
-                    ) from exc
+                    )
+                    self._publish(
+                        "unavailable", since=outage_since, error=reason, attempts=failures
+                    )
+                    await self._answer_waiters(given_up)
+                    raise ConnectionLost(given_up) from exc
                 delay = policy.delay(failures, self._random)
                 log.info(
                     "mcp.reconnect.failed",
@@ -407,6 +417,25 @@ class McpConnection(Actor):
             attempts=state.attempts,
         )
 
+    async def _answer_waiters(self, given_up: str) -> None:
+        """Before the actor crashes for a policy that gave up: the requests waiting for a
+        session are answered (:class:`~kova.McpUnavailableError`, or "may have run" for a
+        call lost after it was sent) rather than failed by the crash as if they had run."""
+        self._given_up = given_up
+        if self._waiting:
+            self._none_waiting = trio.Event()
+            self._shared.wake()
+            await self._none_waiting.wait()
+
+    def _gave_up(self) -> McpUnavailableError:
+        state = self._shared.state
+        return McpUnavailableError(
+            server=self._shared.name,
+            since=state.since,
+            reason=self._given_up,
+            attempts=state.attempts,
+        )
+
     async def _live_session(self, avoid: Session | None, *, wait: bool = False) -> Session:
         """The live session (other than ``avoid``), waiting while one is being opened.
 
@@ -416,12 +445,15 @@ class McpConnection(Actor):
 
         Raises:
             McpUnavailableError: the server is unavailable (the actor is backing off) and
-                neither the host nor ``wait`` asked requests to wait.
+                neither the host nor ``wait`` asked requests to wait; or the reconnect
+                policy gave up (whatever was asked).
         """
         while True:
             session = self._session
             if session is not None and session is not avoid and session.usable:
                 return session
+            if self._given_up is not None:
+                raise self._gave_up()
             state = self._shared.state
             if (
                 state.status == "unavailable"
@@ -429,7 +461,13 @@ class McpConnection(Actor):
                 and not self._settings.wait_for_connection
             ):
                 raise self._unavailable()
-            await self._shared.changed.wait()
+            self._waiting += 1
+            try:
+                await self._shared.changed.wait()
+            finally:
+                self._waiting -= 1
+                if not self._waiting:
+                    self._none_waiting.set()
 
     async def _request(
         self, operation: Callable[[Client], Awaitable[_T]], *, replay: bool = True
@@ -473,7 +511,17 @@ class McpConnection(Actor):
         for attempt in (1, 2):
             # A call lost after it was sent waits for the next session to be sent again;
             # one that never reached the server fails fast like any new call.
-            session = await self._live_session(avoid, wait=progress.lost is not None)
+            try:
+                session = await self._live_session(avoid, wait=progress.lost is not None)
+            except McpUnavailableError:
+                if progress.lost is None:
+                    raise  # never sent
+                raise McpCallInterruptedError(
+                    server=self._shared.name,
+                    tool=name,
+                    reason=progress.lost,
+                    why="the reconnect policy gave up before a new session came up",
+                ) from None
             progress.in_flight = True
             try:
                 return await request_once(
@@ -559,7 +607,7 @@ class McpConnection(Actor):
         if definition is None:
             try:
                 await self._list_tools(wait=True)
-            except McpError as exc:
+            except (McpError, McpUnavailableError) as exc:
                 return f"its annotations could not be listed ({exc})"
             definition = self._known_tools.get(message.name)
             if definition is None:

@@ -90,12 +90,17 @@ class SharedState:
         self.tool_watchers: list[Callable[[tuple[ToolDefinition, ...]], None]] = []
         """Told the new tool list after a ``list_changed`` (the agents that use these tools)."""
 
+    def wake(self) -> None:
+        """Wake whoever waits on :attr:`changed` without a new state (the actor's own
+        requests, to look again at something the state does not show)."""
+        changed, self.changed = self.changed, trio.Event()
+        changed.set()
+
     def publish(self, state: McpConnectionState) -> None:
         if evolve(state, since=self.state.since) == self.state:
             return  # nothing a host would notice changed
         self.state = state
-        changed, self.changed = self.changed, trio.Event()
-        changed.set()
+        self.wake()
         if self.on_state_change is not None:
             try:
                 self.on_state_change(state)

@@ -334,3 +334,57 @@ def test_unavailable_error_names_the_server_and_since_when():
     )
     assert isinstance(error, kova.KovaConnectionError)
     assert error.is_retryable
+
+
+async def test_a_call_waiting_for_a_session_when_the_policy_gives_up_is_unavailable(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """It never reached a server: McpUnavailableError, not "may or may not have run"."""
+    events: list[str] = []
+    transport = FlakyTransport(build_server(events))
+    policy = ReconnectPolicy(initial=1.0, jitter=0, give_up_after=10)
+    errors: list[BaseException] = []
+    with trio.fail_after(GUARD), pytest.raises(kova.ActorFailed):
+        async with McpClient.connect(
+            transport, reconnect=policy, wait_for_connection=True
+        ) as client:
+            transport.down = True
+            transport.kill()
+            await trio.testing.wait_all_tasks_blocked()
+            assert client.state.status == "unavailable"
+            # Made while the actor backs off: it waits for the session that never comes.
+            with pytest.raises(kova.KovaError) as caught:
+                await client.tools_call_with_timeout("write_after", {"seconds": 0}, 60)
+            errors.append(caught.value)
+            await trio.sleep_forever()
+    assert type(errors[0]) is kova.McpUnavailableError, repr(errors[0])
+    assert "still unavailable after" in str(errors[0])
+    assert events == []  # nothing ran
+
+
+async def test_a_sent_call_waiting_to_be_replayed_when_the_policy_gives_up_may_have_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    events: list[str] = []
+    transport = FlakyTransport(build_server(events))
+    policy = ReconnectPolicy(initial=1.0, jitter=0, give_up_after=10)
+    errors: list[BaseException] = []
+    with trio.fail_after(GUARD), pytest.raises(kova.ActorFailed):
+        async with McpClient.connect(transport, reconnect=policy) as client:
+            await client.tools_list()  # 'wait' is read-only: a lost call is sent again
+            async with trio.open_nursery() as nursery:
+
+                async def call() -> None:
+                    with pytest.raises(kova.KovaError) as caught:
+                        await client.tools_call_with_timeout("wait", {"seconds": 5, "tag": "r"}, 60)
+                    errors.append(caught.value)
+
+                nursery.start_soon(call)
+                await trio.testing.wait_all_tasks_blocked()
+                assert events == ["started r"]
+                transport.down = True
+                transport.kill()
+            await trio.sleep_forever()
+    error = errors[0]
+    assert type(error) is kova.McpCallInterruptedError, repr(error)
+    assert "gave up" in str(error)
