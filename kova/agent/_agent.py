@@ -258,6 +258,8 @@ class Agent:
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         deps: object = None,
+        journal: SqliteJournal | None = None,
+        turn_id: str | None = None,
     ) -> AgentResponse:
         """Continue a turn that paused for approvals, with the decisions made on ``pending``.
 
@@ -270,6 +272,11 @@ class Agent:
             config: per-call overrides, as for :meth:`run`.
             cancel: a token that cancels the resumed part.
             deps: as for :meth:`run` (not stored with the paused turn: pass them again).
+            journal, turn_id: the journal a turn that ran with ``journal=`` paused in, and its
+                id: the resumed part is recorded there as it goes, and resuming again after a
+                crash (or ``run`` with this ``history`` and ``turn_id``) continues it without
+                running finished calls again. A paused turn the journal does not hold is
+                recorded from here on. See ``docs/durable.md``.
 
         Returns:
             What the resumed part produced: ``history + new_messages`` is the whole turn. The
@@ -288,6 +295,11 @@ class Agent:
         require_trio("agent.resume()")
         messages = coerce_history(history)
         check_call_options(config, cancel)
+        if journal is not None or turn_id is not None:
+            journaled = self._journaled(
+                messages, config, None, journal, turn_id, deps=deps, pending=pending
+            )
+            return await guarded(journaled, cancel)
         turn = self._resumed(messages, pending, config)
         return await guarded(self._turn(turn, config, deps=deps), cancel)
 
@@ -502,8 +514,9 @@ class Agent:
                 (``history`` as for :meth:`resume`); denied calls are bracketed too.
             limits: usage limits for this turn (not with ``resume``: a paused turn keeps its
                 own).
-            journal, turn_id: record the turn as :meth:`run` does (not with ``resume``). A
-                turn continued from the journal streams what it does from there on.
+            journal, turn_id: record the turn as :meth:`run` (with ``resume``, as
+                :meth:`resume`) does. A turn continued from the journal streams what it does
+                from there on.
 
         Raises:
             TypeError: on entering, ``history`` (or an option) has the wrong type.
@@ -516,10 +529,12 @@ class Agent:
         async with AsyncExitStack() as stack:
             journaled: Journaled | None = None
             if journal is not None or turn_id is not None:
-                if resume is not None:
-                    raise TypeError("resume cannot be given with journal (not yet supported)")
+                if resume is not None and limits is not None:
+                    raise TypeError(
+                        "limits cannot be given with resume: a paused turn keeps its own"
+                    )
                 turn, journaled = await stack.enter_async_context(
-                    self._open_journaled(messages, config, limits, journal, turn_id)
+                    self._open_journaled(messages, config, limits, journal, turn_id, resume)
                 )
             elif resume is None:
                 turn = self._start(messages, config, limits)
@@ -592,6 +607,7 @@ class Agent:
         limits: UsageLimits | None,
         journal: object,
         turn_id: object,
+        pending: PendingApprovals | None = None,
     ) -> AbstractAsyncContextManager[tuple[Turn, Journaled]]:
         """The journal's claim on the turn ``turn_id``, and the turn to drive. The journal
         drives this agent's own loop: kova.durable imports the agent, not the reverse."""
@@ -601,7 +617,7 @@ class Agent:
                 f"journal must be a kova.durable.SqliteJournal, got {type(journal).__name__}"
             )
         opened: AbstractAsyncContextManager[tuple[Turn, Journaled]] = open_turn(
-            self, history, overrides, limits, turn_id
+            self, history, overrides, limits, turn_id, pending
         )
         return opened
 
@@ -614,8 +630,10 @@ class Agent:
         turn_id: object,
         *,
         deps: object = None,
+        pending: PendingApprovals | None = None,
     ) -> AgentResponse:
-        async with self._open_journaled(history, overrides, limits, journal, turn_id) as opened:
+        opening = self._open_journaled(history, overrides, limits, journal, turn_id, pending)
+        async with opening as opened:
             turn, journaled = opened
             return await self._turn(turn, overrides, journaled, deps=deps)
 

@@ -21,19 +21,21 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from .._errors import KovaError
+from .._errors import ApprovalMismatchError, KovaError
 from .._json import dumps, escape_surrogates, loads
 from .._messages import block_from_dict, block_to_dict
 from .._models import Message, ToolResult
 from ..agent._events import ToolCallDeferred, ToolCallFinished
-from ..agent._turn import Turn
+from ..agent._turn import AwaitApproval, Turn
 from ._errors import JournalError
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping, Sequence
+    from typing import Any
 
     from .._models import InferenceConfig, ToolUse
     from ..agent._agent import Agent
+    from ..agent._approvals import PendingApprovals
     from ..agent._limits import UsageLimits
     from ..agent._turn import RunTools
     from ._journal import JournalClaim, JournalRecord, SqliteJournal
@@ -41,12 +43,16 @@ if TYPE_CHECKING:
 __all__ = ["Journaled", "not_known_to_have_run", "open_journaled_turn", "same_history"]
 
 
-def not_known_to_have_run(call: ToolUse) -> ToolResult:
+_NOT_ANNOTATED = "the tool is not annotated read-only or idempotent"
+_HOST_SAID = "the journal's rerun_interrupted says its calls may not run again"
+
+
+def not_known_to_have_run(call: ToolUse, why: str = _NOT_ANNOTATED) -> ToolResult:
     """The in-band answer for a call that was started before a crash and may not run again."""
     return ToolResult.error(
         f"the call to {call.name!r} was interrupted (the process running this turn stopped) "
-        "and may or may not have taken effect; it was not run again because the tool is not "
-        "annotated read-only or idempotent. Check its effect before calling it again.",
+        f"and may or may not have taken effect; it was not run again because {why}. Check "
+        "its effect before calling it again.",
         tool_use_id=call.id,
     )
 
@@ -73,16 +79,24 @@ class Journaled:
         """The step's calls already answered (recorded results, interrupted calls that may
         not run again), and the calls to run now, in the step's order."""
         annotations = {tool.name: tool.annotations for tool in turn.tools}
+        rerun = self._claim.journal.rerun_interrupted
         answered: dict[str, ToolResult] = {}
         to_run: list[ToolUse] = []
         for call in step.calls:
             recorded = self._results.get(call.id)
             if recorded is not None:
                 answered[call.id] = _result_from_json(recorded)
-            elif call.id in self._unfinished and not _may_run_again(annotations.get(call.name)):
-                answered[call.id] = not_known_to_have_run(call)
-            else:
-                to_run.append(call)
+                continue
+            if call.id in self._unfinished:
+                # The host's word for this tool, else its annotations.
+                said = rerun.get(call.name)
+                if said is False:
+                    answered[call.id] = not_known_to_have_run(call, _HOST_SAID)
+                    continue
+                if said is None and not _may_run_again(annotations.get(call.name)):
+                    answered[call.id] = not_known_to_have_run(call)
+                    continue
+            to_run.append(call)
         return answered, tuple(to_run)
 
     async def started(self, calls: Sequence[ToolUse]) -> None:
@@ -124,6 +138,25 @@ def same_history(turn: Turn, history: Sequence[Message]) -> bool:
     return recorded.get("history") == [message.to_dict() for message in history]
 
 
+def _waiting_for(turn: Turn) -> PendingApprovals | None:
+    """The calls ``turn`` waits for decisions on (``None``: it does not wait)."""
+    if turn.to_dict()["pending"] is None:
+        return None
+    step = turn.next_step()  # a paused turn answers without checking (or failing) anything
+    assert isinstance(step, AwaitApproval)
+    return step.pending
+
+
+def _paused_at(turn: Turn, history: Sequence[Message]) -> bool:
+    """Whether ``turn`` waits for decisions and ``history`` is its history plus what it
+    produced (what a caller passes to resume it)."""
+    if _waiting_for(turn) is None:
+        return False
+    recorded: Mapping[str, Any] = turn.to_dict()
+    produced = [*recorded["history"], *recorded["new_messages"]]
+    return produced == [message.to_dict() for message in history]
+
+
 @asynccontextmanager
 async def open_journaled_turn(
     agent: Agent,
@@ -132,23 +165,61 @@ async def open_journaled_turn(
     overrides: InferenceConfig | None,
     limits: UsageLimits | None,
     turn_id: object,
+    pending: PendingApprovals | None = None,
 ) -> AsyncIterator[tuple[Turn, Journaled]]:
     """The turn named ``turn_id`` in ``journal``, claimed for this runner while the block
-    runs: a new one recorded from ``history``, or the one recorded, to continue."""
+    runs: a new one recorded from ``history``, or the one recorded, to continue.
+
+    With ``pending`` (``agent.resume``): the journal's paused turn goes on with these
+    decisions, recorded as the resumed part (a turn whose history is ``history``, the paused
+    turn's plus what it produced, exactly as a resume without a journal), so that running
+    again after a crash continues that part; a turn the journal does not hold is resumed and
+    recorded from here on."""
     if not isinstance(turn_id, str) or not turn_id:
         raise TypeError("a journaled turn needs turn_id=, a non-empty str naming it")
     agent._running()  # not open: the agent's own error, before the journal is touched
     async with await journal.claim(turn_id) as claim:
         record = await journal.load(turn_id)
         journaled = Journaled(claim, record)
-        if record is None or record.snapshot is None:
+        recorded = None
+        if record is not None and record.snapshot is not None:
+            recorded = Turn.from_json(record.snapshot)
+        if recorded is not None and same_history(recorded, history):
+            # The turn, or the resumed part, recorded: it goes on from its last snapshot (or
+            # answers again). The decisions it was resumed with stand.
+            if pending is not None and _waiting_for(recorded) is not None:
+                raise ApprovalMismatchError(
+                    "the history does not end with the assistant message the pending calls "
+                    "came from: pass the paused turn's history plus its response.new_messages"
+                )
+            turn = recorded
+        elif pending is not None and (recorded is None or _paused_at(recorded, history)):
+            if recorded is not None:
+                waiting = _waiting_for(recorded)
+                assert waiting is not None
+                _check_decisions_fit(waiting, pending)
+            turn = agent._resumed(history, pending, overrides)
+            await journaled.saved(turn)
+        elif recorded is None:
             turn = agent._start(history, overrides, limits, turn_id)
             await journaled.saved(turn)
         else:
-            turn = Turn.from_json(record.snapshot)
-            if not same_history(turn, history):
-                raise JournalError(
-                    f"turn {turn_id!r} in the journal began from another history; "
-                    "a turn id names one turn"
-                )
+            raise JournalError(
+                f"turn {turn_id!r} in the journal began from another history; a turn id names "
+                "one turn (a resumed turn: pass the history given to resume)"
+                if pending is None
+                else f"turn {turn_id!r} in the journal is not paused at this history: resume "
+                "it with the paused turn's history plus its response.new_messages"
+            )
         yield turn, journaled
+
+
+def _check_decisions_fit(waiting: PendingApprovals, pending: PendingApprovals) -> None:
+    if (
+        pending.turn_id != waiting.turn_id
+        or pending.message != waiting.message
+        or pending.calls != waiting.calls
+    ):
+        raise ApprovalMismatchError(
+            "these decisions are for other pending calls than the ones the journaled turn waits for"
+        )

@@ -31,6 +31,7 @@ import socket
 import sqlite3
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, TypeVar
@@ -41,11 +42,12 @@ from .._record import Record
 from ._errors import JournalError, TurnClaimedError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable
     from contextlib import AbstractAsyncContextManager
 
     from .._models import InferenceConfig, Message
     from ..agent._agent import Agent
+    from ..agent._approvals import PendingApprovals
     from ..agent._limits import UsageLimits
     from ..agent._turn import Turn
     from ._driver import Journaled
@@ -104,6 +106,12 @@ class SqliteJournal:
         path: the database file.
         lease: seconds a claim lasts unless renewed.
         busy_timeout: seconds an operation waits for another process's write lock.
+        rerun_interrupted: tool name -> whether a call of that tool that was started and
+            never recorded as finished (its process died) may run again, overriding its
+            ``ToolAnnotations`` (by default a call runs again only if its tool is annotated
+            read-only or idempotent). ``True`` for a tool you know is safe to repeat (it
+            dedupes by ``ctx.idempotency_key``, say) whose annotations you do not control,
+            an MCP server's; ``False`` for one annotated so that you do not trust.
         clock: wall-clock seconds (tests pass their own).
     """
 
@@ -113,10 +121,13 @@ class SqliteJournal:
         *,
         lease: float = 60.0,
         busy_timeout: float = 30.0,
+        rerun_interrupted: Mapping[str, bool] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if not isinstance(path, str | os.PathLike):
             raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+        self.rerun_interrupted: Mapping[str, bool] = _rerun_map(rerun_interrupted)
+        """Tool name -> whether its interrupted calls may run again (the host's override)."""
         for name, value in (("lease", lease), ("busy_timeout", busy_timeout)):
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise TypeError(f"{name} must be a number of seconds, got {value!r}")
@@ -161,12 +172,13 @@ class SqliteJournal:
         overrides: InferenceConfig | None,
         limits: UsageLimits | None,
         turn_id: object,
+        pending: PendingApprovals | None = None,
     ) -> AbstractAsyncContextManager[tuple[Turn, Journaled]]:
-        """What ``agent.run`` / ``agent.stream`` with ``journal=self`` use (see
-        :mod:`kova.durable._driver`)."""
+        """What ``agent.run`` / ``agent.stream`` / ``agent.resume`` with ``journal=self`` use
+        (see :mod:`kova.durable._driver`)."""
         from ._driver import open_journaled_turn
 
-        return open_journaled_turn(agent, self, history, overrides, limits, turn_id)
+        return open_journaled_turn(agent, self, history, overrides, limits, turn_id, pending)
 
     # -- worker-thread side ------------------------------------------------------------------
 
@@ -455,6 +467,21 @@ def _died_on_this_machine(owner: str) -> bool:
     except ValueError:
         return False
     return _process_start(pid) != parts[2]
+
+
+def _rerun_map(value: object) -> Mapping[str, bool]:
+    if value is None:
+        return MappingProxyType({})
+    if not isinstance(value, Mapping):
+        raise TypeError(
+            f"rerun_interrupted must be a mapping of tool name to bool, got {type(value).__name__}"
+        )
+    for name, allowed in value.items():
+        if not isinstance(name, str) or not isinstance(allowed, bool):
+            raise TypeError(
+                f"rerun_interrupted maps tool names to True or False, got {name!r}: {allowed!r}"
+            )
+    return MappingProxyType(dict(value))
 
 
 def _check_id(value: object, name: str = "turn_id") -> None:
