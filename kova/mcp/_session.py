@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from .._errors import KovaConnectionError, KovaError, McpError
 from ._transports import (
     SessionWatch,
+    SseTransport,
     StdioTransport,
     StreamableHttpTransport,
     is_not_delivered,
@@ -236,7 +237,7 @@ async def open_client(
         transport = settings.transport
         opened = (
             transport.open(watch=watch)
-            if isinstance(transport, StreamableHttpTransport | StdioTransport)
+            if isinstance(transport, StreamableHttpTransport | StdioTransport | SseTransport)
             else transport.open()
         )
         async with opened as (read_stream, write_stream):

@@ -44,6 +44,7 @@ __all__ = [
     "MESSAGE_TOO_LARGE",
     "NOT_DELIVERED",
     "LineFramer",
+    "not_delivered_answer",
     "open_stdio",
 ]
 
@@ -140,11 +141,16 @@ def _parse(line: bytes) -> SessionMessage | Exception:
     return SessionMessage(message)
 
 
+def not_delivered_answer(request_id: int | str, reason: str) -> SessionMessage:
+    """kova's :data:`NOT_DELIVERED` answer to the request ``request_id``, for the session."""
+    error = mt.ErrorData(code=NOT_DELIVERED, message=reason, data={"kova": "not-delivered"})
+    return SessionMessage(mt.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+
+
 def _not_delivered(message: Any, reason: str) -> SessionMessage | None:
     if not isinstance(message, mt.JSONRPCRequest):
         return None
-    error = mt.ErrorData(code=NOT_DELIVERED, message=reason, data={"kova": "not-delivered"})
-    return SessionMessage(mt.JSONRPCError(jsonrpc="2.0", id=message.id, error=error))
+    return not_delivered_answer(message.id, reason)
 
 
 @asynccontextmanager

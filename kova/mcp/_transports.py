@@ -30,10 +30,10 @@ from mcp_types import JSONRPCNotification
 
 from .._record import Record, set_field
 from ._auth import MCP_SESSION_ID_HEADER, McpHttpAuth, TokenProvider
-from ._stdio import DEFAULT_MAX_MESSAGE_BYTES, NOT_DELIVERED, open_stdio
+from ._stdio import DEFAULT_MAX_MESSAGE_BYTES, NOT_DELIVERED, not_delivered_answer, open_stdio
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
     from pathlib import Path
 
     from mcp.server import Server
@@ -365,14 +365,166 @@ class SseTransport:
     timeout: float = attrs.field(default=30.0, kw_only=True)
     sse_read_timeout: float = attrs.field(default=300.0, kw_only=True)
 
-    def open(self) -> AbstractAsyncContextManager[Any]:
-        return sse_client(
-            self.url,
-            headers=dict(self.headers),
-            timeout=self.timeout,
-            sse_read_timeout=self.sse_read_timeout,
-            auth=McpHttpAuth(self.auth, inner=self.http_auth),
-        )
+    def open(self, *, watch: SessionWatch | None = None) -> AbstractAsyncContextManager[Any]:
+        """Open one connection. ``watch`` (the connection actor's) hears of a server that
+        cannot be reached or no longer knows the session, and of the event stream's end."""
+        return _open_sse(self, watch)
+
+
+SSE_END_GRACE = 1.0
+"""At most this many seconds the session's read stream stays open after the server ended the
+SSE stream, while the requests still being POSTed learn they were not delivered."""
+
+SSE_QUIET = 0.02
+"""Seconds without a new POST after which the message writer is taken to be drained."""
+
+
+class _SseWatchTransport(httpx2.AsyncBaseTransport):
+    """Sees the message POSTs of one SSE connection, below the ``mcp`` package.
+
+    Over SSE a POST only hands a message over (``202 Accepted``); the answer comes on the
+    event stream. A POST that could not connect (the server is down) or that the server
+    refused for an unknown session (it restarted) never reached a live session: the watch is
+    told, the request is answered in its place with :data:`NOT_DELIVERED` on the session's
+    read stream, and the package gets a ``202`` so that its writer goes on (it stops at the
+    first failed POST, and every later request would hang until the stream ended).
+    """
+
+    def __init__(
+        self,
+        inner: httpx2.AsyncBaseTransport,
+        watch: SessionWatch,
+        answer: Callable[[int | str, str], Awaitable[None]],
+    ) -> None:
+        self._inner = inner
+        self._watch = watch
+        self._answer = answer
+        self._posting = 0
+        self._posts = 0
+
+    async def drained(self) -> None:
+        """Return once no POST is under way and none started for :data:`SSE_QUIET` seconds:
+        the requests the session had handed over have all been sent, or answered "not
+        delivered"."""
+        while True:
+            posts = self._posts
+            await anyio.sleep(SSE_QUIET)
+            if not self._posting and posts == self._posts:
+                return
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if request.method != "POST":
+            return await self._inner.handle_async_request(request)
+        self._posting += 1
+        self._posts += 1
+        try:
+            return await self._post(request)
+        finally:
+            self._posting -= 1
+
+    async def _post(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            response = await self._inner.handle_async_request(request)
+        except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
+            # Nothing was sent: the connection was never made.
+            return await self._not_delivered(request, f"cannot reach the server: {exc!r}")
+        if response.status_code not in (400, 404):
+            return response
+        body = await response.aread()
+        await response.aclose()
+        if response.status_code == 404 or b"session" in body.lower():
+            reason = f"the server no longer knows this SSE session (HTTP {response.status_code})"
+            return await self._not_delivered(request, reason)
+        headers = [
+            (key, value)
+            for key, value in response.headers.multi_items()
+            if key.lower() not in ("content-length", "content-encoding", "transfer-encoding")
+        ]
+        return httpx2.Response(response.status_code, headers=headers, content=body, request=request)
+
+    async def _not_delivered(self, request: httpx2.Request, reason: str) -> httpx2.Response:
+        _session_gone(self._watch, reason)
+        request_id = _request_id(request)
+        if request_id is not None:
+            await self._answer(request_id, reason)
+        return httpx2.Response(202, request=request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _session_gone(watch: SessionWatch, reason: str) -> None:
+    if not watch.gone:
+        watch.gone = True
+        watch.on_gone(reason)
+
+
+@asynccontextmanager
+async def _open_sse(transport: SseTransport, watch: SessionWatch | None) -> AsyncIterator[Any]:
+    """The ``mcp`` package's ``sse_client``, with a :class:`_SseWatchTransport` under it and
+    a read stream of kova's own in front of the package's, which carries the package's
+    messages and kova's :data:`NOT_DELIVERED` answers.
+
+    When the server ends the event stream (it died), the session is marked gone rather than
+    ended at once: a request whose POST has not gone out yet still learns that it was not
+    delivered (its POST cannot connect), instead of being failed with the stream as if it
+    might have run."""
+    auth = McpHttpAuth(transport.auth, inner=transport.http_auth)
+    if watch is None:
+        async with sse_client(
+            transport.url,
+            headers=dict(transport.headers),
+            timeout=transport.timeout,
+            sse_read_timeout=transport.sse_read_timeout,
+            auth=auth,
+        ) as streams:
+            yield streams
+        return
+    send, receive = anyio.create_memory_object_stream[Any](0)
+
+    async def answer(request_id: int | str, reason: str) -> None:
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await send.send(not_delivered_answer(request_id, reason))
+
+    posts = _SseWatchTransport(httpx2.AsyncHTTPTransport(), watch, answer)
+
+    def client_factory(
+        headers: dict[str, str] | None = None,
+        timeout: httpx2.Timeout | None = None,
+        auth: httpx2.Auth | None = None,
+    ) -> httpx2.AsyncClient:
+        return httpx2.AsyncClient(headers=headers, timeout=timeout, auth=auth, transport=posts)
+
+    with send, receive:  # closed also when connecting fails
+        async with sse_client(
+            transport.url,
+            headers=dict(transport.headers),
+            timeout=transport.timeout,
+            sse_read_timeout=transport.sse_read_timeout,
+            auth=auth,
+            httpx_client_factory=client_factory,
+        ) as (read_stream, write_stream):
+
+            async def forward() -> None:
+                async with send:
+                    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        async for item in read_stream:
+                            await send.send(item)
+                        # No new request starts on this session; the ones handed over and not yet
+                        # POSTed are (their POST cannot connect: "not delivered"). Then the stream
+                        # ends as usual, failing what is still waiting for an answer.
+                        _session_gone(watch, "the server closed the SSE stream")
+                        with anyio.move_on_after(SSE_END_GRACE):
+                            await posts.drained()
+
+            async with anyio.create_task_group() as task_group:
+                task_group.start_soon(forward)
+                try:
+                    yield receive, write_stream
+                finally:
+                    task_group.cancel_scope.cancel()
+                    receive.close()
+                    send.close()
 
 
 class InProcessTransport(Record):
