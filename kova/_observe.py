@@ -106,6 +106,9 @@ class TurnStarted(Record):
     provider: str
     model: str | None
     streamed: bool
+    parent_id: int | None = None
+    """The tool call that runs this turn (an agent used as a tool, ``agent.as_tool()``),
+    when that call is observed; ``None`` for a turn the application started."""
 
 
 class TurnFinished(Record):

@@ -6,7 +6,7 @@ sequence, so the cost of crossing an actor boundary is paid per read, not per to
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, ClassVar, TypeAlias
 
 from ._record import Record, set_field
 
@@ -36,6 +36,10 @@ class TextDelta(Record):
     provider_metadata: JSONObject | None
     """Set on the piece that ends a text part the provider attached data to (Gemini's
     ``thoughtSignature``): the accumulated :class:`Text` carries it."""
+    path: ClassVar[tuple[str, ...]] = ()
+    """In ``agent.stream()``: the tool-call ids that led to this event (an agent used as a
+    tool, see ``docs/agents-as-tools.md``); empty for the streaming agent's own text. A
+    class attribute: only an inner agent's events are copies that carry one."""
 
     def __init__(self, *, text: str, provider_metadata: JSONObject | None = None) -> None:
         set_field(self, "text", text)
@@ -64,6 +68,8 @@ class ThinkingDelta(Record):
     """A piece of reasoning text (for display)."""
 
     text: str
+    path: ClassVar[tuple[str, ...]] = ()
+    """As :attr:`TextDelta.path`."""
 
     def __init__(self, *, text: str) -> None:
         set_field(self, "text", text)

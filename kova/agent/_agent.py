@@ -29,7 +29,7 @@ from .._errors import BuildError
 from .._groups import lone_exceptions
 from .._log import get_logger
 from .._models import InferenceConfig, Message, ResponseFormat, TextDelta, ThinkingDelta
-from .._observe import Deliver, TelemetryHub, TurnFinished, TurnStarted
+from .._observe import Deliver, TelemetryHub, TurnFinished, TurnStarted, current_scope
 from ..tools._validate import load_validation
 from ._accumulate import ResponseAccumulator
 from ._cancel import guarded, stream_in_task
@@ -37,11 +37,12 @@ from ._events import AgentEvent, AgentResponse, ToolCallFinished, ToolCallStarte
 from ._input import HistoryInput, check_call_options, coerce_history
 from ._limits import UsageLimits
 from ._model_call import ModelCall, outcome_of
-from ._tool_pool import RunToolCalls, ToolPoolActor
+from ._nesting import Nest, nested
+from ._tool_pool import Approver, RunToolCalls, ToolPoolActor
 from ._turn import AwaitApproval, CallModel, Finished, RunTools, Turn, new_turn_id
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
+    from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
     from contextlib import AbstractAsyncContextManager
     from types import TracebackType
 
@@ -49,9 +50,12 @@ if TYPE_CHECKING:
     from ..actors import ActorRef
     from ..durable import SqliteJournal
     from ..durable._driver import Journaled
-    from ._approvals import DeferredResult, PendingApprovals
+    from ..tools import ToolContext, ToolRegistry
+    from ._approvals import DeferredResult, InnerPause, PendingApprovals
+    from ._as_tool import AgentTool
     from ._cancel import CancelToken
     from ._config import AgentConfig
+    from ._nesting import CallSite
     from ._provider_ref import ProviderRef
     from ._structured import StructuredStream
 
@@ -91,6 +95,7 @@ class Agent:
         self._pool: ActorRef | None = None
         # The pool itself, for non-streamed steps run in the turn's own task.
         self._tool_runner: ToolPoolActor | None = None
+        self._approver = Approver(config.approval, config.defer)
         self._prefix: tuple[Message, ...] = (
             (Message.system(config.system_prompt),) if config.system_prompt else ()
         )
@@ -162,6 +167,11 @@ class Agent:
             if config.runtime is not None:
                 pool = self._pool
                 stack.push_async_callback(lambda: runtime.stop(pool))
+            # Agents given as tools (agent.as_tool()) open with this one and close before it
+            # stops; one already open is used as it is.
+            for inner in _inner_agents(config.registry):
+                if not inner.is_open:
+                    await stack.enter_async_context(inner)
         except BaseException:
             await stack.aclose()
             raise
@@ -180,6 +190,46 @@ class Agent:
             with lone_exceptions():  # pytest.raises(ProviderAuthError) around the block works
                 return await stack.__aexit__(exc_type, exc, traceback)
         return None
+
+    def as_tool(
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        *,
+        input: type[Any] = str,
+        history: Sequence[Message] | Callable[[ToolContext[Any]], Sequence[Message]] | None = None,
+    ) -> AgentTool:
+        """This agent as a tool another agent can call: each call runs one turn of this
+        agent with the model's input as the prompt, and its final text is the result.
+
+        Give the tool to the outer agent (``AgentBuilder().tool(researcher.as_tool())``);
+        the outer agent's ``async with`` opens and closes this one (one already open is used
+        as it is). Nest as deep as you like; see ``docs/agents-as-tools.md``. Within the outer
+        turn the inner one is part of it: its events reach ``agent.stream()`` with
+        ``event.path``, its tool calls ask the outer approval handler when this agent has
+        none (a deferred one pauses the outer turn), its usage is in the outer
+        ``response.usage`` and ``usage_by_agent`` and counts against the outer usage limits,
+        cancelling the outer turn cancels it, and its failure is an error result for the
+        outer model.
+
+        Args:
+            name: the tool's name (default: the agent's name, ``AgentBuilder.name``).
+            description: what the tool does, for the outer model (default: this agent's
+                system prompt).
+            input: ``str`` (the model passes one string, ``{"input": "..."}``, the prompt)
+                or a pydantic model class (the model passes its fields; the prompt is the
+                validated value's JSON).
+            history: messages the inner turn sees before the prompt (a few examples, say),
+                or a function of the call's :class:`~kova.tools.ToolContext` returning them
+                (``ctx.deps`` is the outer turn's ``deps``); by default only the prompt.
+
+        Raises:
+            BuildError: ``name`` is not a valid tool name.
+            TypeError: ``input``, ``description`` or ``history`` has the wrong type.
+        """
+        from ._as_tool import make_agent_tool
+
+        return make_agent_tool(self, name, description, input, history)
 
     @property
     def is_open(self) -> bool:
@@ -580,6 +630,7 @@ class Agent:
             max_iterations=config.max_iterations,
             context_budget=config.context_budget,
             turn_id=turn_id or new_turn_id(),
+            agent=config.name,
         )
 
     def _resumed(
@@ -590,7 +641,7 @@ class Agent:
     ) -> Turn:
         """The turn core of a paused turn, with ``pending``'s decisions (checked here)."""
         config = self._config
-        return Turn.resume(
+        turn = Turn.resume(
             history,
             pending,
             tools=config.registry.definitions(),
@@ -599,6 +650,8 @@ class Agent:
             max_iterations=config.max_iterations,
             context_budget=config.context_budget,
         )
+        turn._agent = config.name
+        return turn
 
     def _open_journaled(
         self,
@@ -655,6 +708,49 @@ class Agent:
             await steps.aclose()
         raise AssertionError("a turn ends with TurnCompleted or an error")  # pragma: no cover
 
+    async def _inner_turn(
+        self, history: tuple[Message, ...], site: CallSite | None, resume: InnerPause | None
+    ) -> AgentResponse:
+        """One turn of this agent run by an agent tool (``as_tool``) for the outer call
+        ``site`` (``None`` when the tool is called outside an agent): streamed into the outer
+        stream when that is streamed; a pause is left in the outer step's nest."""
+        from ..tools import current_tool_context
+
+        context = current_tool_context()
+        deps = context.deps if context is not None else None
+        if site is None:
+            return await self.run(history, deps=deps)
+        if resume is not None:
+            turn = self._resumed(history, resume.pending, None)
+        else:
+            turn = self._start(history, None, None)
+        emit = site.emit
+        steps = self._steps(turn, None, streamed=emit is not None, deps=deps, site=site)
+        # Each level adds its own call's id: a deeper agent's events arrive with theirs.
+        prefix = (site.call.id,)
+        try:
+            async for event in steps:
+                if type(event) is TurnCompleted:
+                    response = event.response
+                    break
+                assert emit is not None  # a turn that is not streamed yields its outcome only
+                await emit(nested(event, prefix))
+            else:  # pragma: no cover
+                raise AssertionError("a turn ends with TurnCompleted or an error")
+        finally:
+            await steps.aclose()
+        if response.pending is not None:
+            from ._approvals import InnerPause, call_fingerprint
+
+            call = site.call
+            site.nest.paused[call.id] = InnerPause(
+                agent=self._config.name,
+                history=(*history, *response.new_messages),
+                pending=response.pending,
+                fingerprint=call_fingerprint(call.name, call.input),
+            )
+        return response
+
     async def _steps(
         self,
         turn: Turn,
@@ -663,9 +759,12 @@ class Agent:
         streamed: bool,
         journaled: Journaled | None = None,
         deps: object = None,
+        site: CallSite | None = None,
     ) -> AsyncGenerator[AgentEvent, None]:
         """Drive ``turn`` (the turn core decides; this does the I/O), as the events it
-        produces (the last one TurnCompleted).
+        produces (the last one TurnCompleted). ``site``: the outer tool call this turn serves
+        (an agent used as a tool): its model calls, usage and tool calls count in every
+        enclosing turn too.
 
         An async generator, driven by whoever iterates it: :meth:`stream`'s consumer, or
         :meth:`_turn`. It holds no cancel scope or nursery across a ``yield`` (trio forbids
@@ -689,9 +788,16 @@ class Agent:
                     provider=provider.name,
                     model=model,
                     streamed=streamed,
+                    parent_id=_parent_span(site),
                 )
             )
         finished = False
+        # The turns enclosing this one (an agent used as a tool), innermost first.
+        outer = site.nest.turns if site is not None else ()
+        path = site.path if site is not None else ()
+        approver: Approver | None = self._approver
+        if not self._approver.active:
+            approver = site.nest.approver if site is not None else None
         try:
             if streamed:
                 # A resumed turn's denials were decided out of band: bracket them here.
@@ -705,6 +811,8 @@ class Agent:
                         turn.tokens_counted(await provider.count_tokens(chat))
                         step = turn.next_step()
                         continue
+                    for enclosing in outer:
+                        enclosing._inner_request()
                     call = (
                         None if emitter is None else ModelCall(emitter, provider, inference, model)
                     )
@@ -744,10 +852,14 @@ class Agent:
                         if call is not None:
                             call.finished(response)
                     turn.model_replied(response)
+                    for enclosing in outer:
+                        enclosing._inner_replied(config.name, response.usage)
                     if journaled is not None:
                         await journaled.saved(turn)
                 elif type(step) is RunTools:
                     calls = step.calls
+                    for enclosing in outer:
+                        enclosing._inner_tools(len(calls))
                     answered: dict[str, ToolResult] = {}
                     if journaled is not None:
                         # Recorded results are not run again; nor are interrupted calls
@@ -771,6 +883,12 @@ class Agent:
                             agent=config.name,
                             deps=deps,
                             caller=contextvars.copy_context(),
+                            nest=Nest(
+                                path=path,
+                                turns=(turn, *outer),
+                                approver=approver,
+                                streamed=streamed,
+                            ),
                         )
                         if streamed or journaled is not None:
                             async with pool.stream(request) as items:
@@ -778,7 +896,7 @@ class Agent:
                                     if isinstance(item, tuple):
                                         results = item
                                         continue
-                                    if journaled is not None:
+                                    if journaled is not None and not item.path:
                                         await journaled.observed(item)
                                     if streamed:
                                         yield item
@@ -880,3 +998,23 @@ def _default_model(provider: object) -> str | None:
 
 _VISIBLE = (TextDelta, ThinkingDelta)
 """The provider stream events a streamed turn passes on (the rest build the response)."""
+
+
+def _inner_agents(registry: ToolRegistry) -> list[Agent]:
+    """The agents given to this one as tools (``as_tool``), each once."""
+    from ._as_tool import AgentTool
+
+    agents: list[Agent] = []
+    for tool in registry:
+        if isinstance(tool, AgentTool) and all(tool.agent is not seen for seen in agents):
+            agents.append(tool.agent)
+    return agents
+
+
+def _parent_span(site: CallSite | None) -> int | None:
+    """The span of the observed tool call a nested turn runs in (``None`` for a turn the
+    application started)."""
+    if site is None:
+        return None
+    scope = current_scope()
+    return None if scope is None else scope[1]

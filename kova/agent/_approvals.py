@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFER",
     "ApprovalDecision",
+    "InnerPause",
     "Deferred",
     "PendingApprovals",
     "PendingCall",
@@ -127,6 +128,19 @@ class ApprovalDecision(Record):
     """Why it was denied; the model reads it."""
 
 
+class InnerPause(Record):
+    """An inner agent's paused turn (``agent.as_tool()``), kept in the outer turn's pending
+    state: the inner turn's history up to its pause and its own pending calls."""
+
+    agent: str
+    """The inner agent's name."""
+    history: tuple[Message, ...]
+    """The inner turn's history plus what it produced until it paused."""
+    pending: PendingApprovals
+    fingerprint: str
+    """:func:`call_fingerprint` of the outer call that ran the inner agent."""
+
+
 class PendingApprovals(Record):
     """Tool calls of a paused turn that wait for a decision (``response.pending``).
 
@@ -154,6 +168,10 @@ class PendingApprovals(Record):
     always: tuple[str, ...]
     """Tools approved for the rest of the turn."""
     limits: UsageLimits | None
+    inner_requests: int = 0
+    """Model calls the agents run by the turn's tools (``agent.as_tool()``) have made."""
+    inner_tool_calls: int = 0
+    """Tool calls those agents have started."""
 
     # -- decisions --------------------------------------------------------------------
 
@@ -267,6 +285,8 @@ class PendingApprovals(Record):
             "tool_calls": self.tool_calls,
             "always": list(self.always),
             "limits": None if self.limits is None else limits_to_json(self.limits),
+            "inner_requests": self.inner_requests,
+            "inner_tool_calls": self.inner_tool_calls,
         }
 
     def to_json(self) -> str:
@@ -323,6 +343,12 @@ class PendingApprovals(Record):
             tool_calls=field(document, "tool_calls", int),
             always=tuple(always),
             limits=None if limits is None else limits_from_json(limits),
+            inner_requests=(
+                field(document, "inner_requests", int) if "inner_requests" in document else 0
+            ),
+            inner_tool_calls=(
+                field(document, "inner_tool_calls", int) if "inner_tool_calls" in document else 0
+            ),
         )
         ids = {call.id for call in pending.calls}
         for call_id in decisions:

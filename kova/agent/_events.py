@@ -10,7 +10,8 @@ person's decision), and finally one :class:`TurnCompleted` carrying the whole
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeAlias
+from types import MappingProxyType
+from typing import TYPE_CHECKING, ClassVar, TypeAlias
 
 from .._models import (
     Message,
@@ -24,6 +25,8 @@ from .._models import (
 from .._record import Record
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ._approvals import PendingApprovals
 
 __all__ = [
@@ -45,8 +48,10 @@ class AgentResponse(Record):
     """Everything the turn produced, in order: persist this (``history.extend(...)``)."""
     stop_reason: StopReason
     usage: Usage
-    """Summed over every provider call of the turn."""
+    """Summed over every provider call of the turn, those of agents its tools ran
+    (``agent.as_tool()``) included (:attr:`usage_by_agent` splits it)."""
     llm_calls: int
+    """This agent's own model calls (an inner agent's are in its usage only)."""
     thinking: str | None = None
     """Reasoning text of the turn's calls, for display."""
     output_retries: int = 0
@@ -55,6 +60,9 @@ class AgentResponse(Record):
     """Tool calls waiting for a person's decision (deferred approvals), or ``None``. When
     set, the turn paused: ``new_messages`` end with the assistant message that made the
     calls; store them and ``pending.to_json()``, then ``agent.resume(history, pending)``."""
+    usage_by_agent: Mapping[str, Usage] = MappingProxyType({})
+    """``usage`` by agent name (``AgentBuilder.name``): this agent's own calls and those of
+    the agents its tools ran (``agent.as_tool()``), at every depth."""
 
 
 class ToolCallStarted(Record):
@@ -63,6 +71,9 @@ class ToolCallStarted(Record):
     (its :class:`ToolCallFinished` or :class:`ToolCallDeferred` says how it went)."""
 
     call: ToolUse
+    path: ClassVar[tuple[str, ...]] = ()
+    """The tool-call ids that led to this call (empty for the streaming agent's own; see
+    :attr:`kova.TextDelta.path`)."""
 
     @property
     def name(self) -> str:
@@ -74,6 +85,8 @@ class ToolCallFinished(Record):
 
     call: ToolUse
     result: ToolResult
+    path: ClassVar[tuple[str, ...]] = ()
+    """As :attr:`ToolCallStarted.path`."""
 
     @property
     def name(self) -> str:
@@ -85,6 +98,9 @@ class ToolCallDeferred(Record):
     it): the turn ends with ``response.pending`` once the step's other calls finished."""
 
     call: ToolUse
+    path: ClassVar[tuple[str, ...]] = ()
+    """The tool-call ids that led to this call (empty for the streaming agent's own; see
+    :attr:`kova.TextDelta.path`)."""
 
     @property
     def name(self) -> str:
@@ -92,9 +108,12 @@ class ToolCallDeferred(Record):
 
 
 class TurnCompleted(Record):
-    """The turn is complete."""
+    """The turn is complete (the streaming agent's own turn: an inner agent's turn ends with
+    the ToolCallFinished of the call that ran it)."""
 
     response: AgentResponse
+    path: ClassVar[tuple[str, ...]] = ()
+    """Always empty (see :attr:`kova.TextDelta.path`)."""
 
 
 AgentEvent: TypeAlias = (

@@ -67,14 +67,17 @@ from ..tools._context import serving_call
 from ._approvals import DEFER, Deferred, DeferredResult
 from ._events import ToolCallDeferred, ToolCallFinished, ToolCallStarted
 from ._input import block_problem
+from ._nesting import CallSite, serving_agent_call
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 
     from ..tools import Tool, ToolRegistry
+    from ._nesting import Nest
 
 __all__ = [
     "ApprovalHandler",
+    "Approver",
     "DeferPredicate",
     "RunToolCalls",
     "ToolPoolActor",
@@ -167,6 +170,8 @@ def _takes_annotations(approve: Callable[..., object]) -> bool:
     for parameter in parameters:
         if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
             return True
+        if parameter.name == "path":  # the keyword of _takes_path
+            continue
         if parameter.kind in (
             inspect.Parameter.POSITIONAL_ONLY,
             inspect.Parameter.POSITIONAL_OR_KEYWORD,
@@ -175,11 +180,115 @@ def _takes_annotations(approve: Callable[..., object]) -> bool:
     return positional >= 2
 
 
+def _takes_path(function: Callable[..., object]) -> bool:
+    """Whether an approval handler or defer predicate takes a ``path`` keyword (the tool-call
+    ids that led to a call an inner agent makes: ``agent.as_tool()``)."""
+    try:
+        parameter = inspect.signature(function).parameters.get("path")
+    except (TypeError, ValueError):
+        return False
+    return parameter is not None and parameter.kind in (
+        inspect.Parameter.KEYWORD_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    )
+
+
+class Approver:
+    """An agent's approval policy: its approval handler and defer predicate (either may be
+    ``None``), applied to one call at a time.
+
+    The tool pool asks its own; an agent used as a tool (``agent.as_tool()``) that has
+    neither asks the policy of the turn that runs it, with the call's ``path``.
+    """
+
+    __slots__ = (
+        "_approve",
+        "_approve_path",
+        "_approve_with_annotations",
+        "_defer_path",
+        "_defer_with_annotations",
+        "approval",
+        "defer",
+    )
+
+    def __init__(
+        self,
+        approval: ApprovalHandler | ApprovalFunction | None,
+        defer: DeferPredicate | None,
+    ) -> None:
+        self.approval = approval
+        self.defer = defer
+        self._defer_with_annotations = defer is not None and _takes_annotations(defer)
+        self._defer_path = defer is not None and _takes_path(defer)
+        self._approve: Callable[..., object] | None = None
+        self._approve_with_annotations = self._approve_path = False
+        if approval is not None:
+            approve = approval.approve if isinstance(approval, ApprovalHandler) else approval
+            self._approve = approve
+            self._approve_with_annotations = _takes_annotations(approve)
+            self._approve_path = _takes_path(approve)
+
+    @property
+    def active(self) -> bool:
+        """Whether there is a handler or a defer predicate at all."""
+        return self.approval is not None or self.defer is not None
+
+    async def decide(
+        self, call: ToolUse, tool: Tool, path: tuple[str, ...] = ()
+    ) -> str | Deferred | None:
+        """None when approved, DEFER when left to a person, else the denial message for the
+        model."""
+        defer: Any = self.defer
+        if defer is not None:
+            try:
+                args: tuple[object, ...] = (call,)
+                if self._defer_with_annotations:
+                    args = (call, annotations_of(tool) or ToolAnnotations())
+                picked: object = defer(*args, path=path) if self._defer_path else defer(*args)
+                if inspect.isawaitable(picked):
+                    picked = await picked
+            except Exception as exc:  # user code: deny in-band instead of crashing the pool
+                log.warning("tool.defer.failed", tool=call.name, error=repr(exc))
+                return f"tool call denied: the defer predicate raised {type(exc).__name__}: {exc}"
+            if picked:
+                return DEFER
+        approve = self._approve
+        if approve is None:
+            return None
+        try:
+            args = (call,)
+            if self._approve_with_annotations:
+                args = (call, annotations_of(tool) or ToolAnnotations())
+            decision: object = approve(*args, path=path) if self._approve_path else approve(*args)
+            if inspect.isawaitable(decision):
+                decision = await decision
+        except _CODE_EXITS as exc:
+            if not raised_by_code(exc):
+                raise
+            log.warning("tool.approval.failed", tool=call.name, error=repr(exc))
+            return f"tool call denied: the approval handler raised {_named(exc)}"
+        except Exception as exc:  # user code: deny in-band instead of crashing the pool
+            log.warning("tool.approval.failed", tool=call.name, error=repr(exc))
+            return f"tool call denied: the approval handler raised {type(exc).__name__}: {exc}"
+        if decision is True:
+            return None
+        if decision is DEFER:
+            return DEFER
+        if isinstance(decision, str) and decision:
+            return f"tool call denied: {decision}"
+        return "tool call denied by the approval handler"
+
+
 _REQUEST: contextvars.ContextVar[RunToolCalls | None] = contextvars.ContextVar(
     "kova_tool_request", default=None
 )
 """The request whose calls this task runs (set around them, read by each call for its
 ToolContext)."""
+
+_SINK: contextvars.ContextVar[Callable[[object], Awaitable[None]] | None] = contextvars.ContextVar(
+    "kova_tool_sink", default=None
+)
+"""Where a streamed request's events go (an agent tool's inner events too)."""
 
 
 class RunToolCalls(Record, Call[tuple[DeferredResult, ...]]):
@@ -202,6 +311,9 @@ class RunToolCalls(Record, Call[tuple[DeferredResult, ...]]):
     """The caller's ``deps`` (``ToolContext.deps``)."""
     caller: contextvars.Context | None = None
     """A copy of the caller's context: its variables hold their values in each tool call."""
+    nest: Nest | None = None
+    """What the calls' agent tools (``agent.as_tool()``) see of the turn, and the approval
+    policy that applies (the pool's own when ``None``)."""
 
 
 # Served as a stream (``ref.stream(RunToolCalls(...))``), the same message yields each
@@ -280,18 +392,8 @@ class ToolPoolActor(Actor):
     ) -> None:
         self.registry = registry
         self.max_concurrent = max_concurrent
-        self.approval = approval
-        self.defer = defer
-        self._defer_with_annotations = defer is not None and _takes_annotations(defer)
+        self.approver = Approver(approval, defer)
         self._limiter = trio.CapacityLimiter(max_concurrent)
-        self._approve_with_annotations = False
-        if self.approval is not None:
-            approve = (
-                self.approval.approve
-                if isinstance(self.approval, ApprovalHandler)
-                else self.approval
-            )
-            self._approve_with_annotations = _takes_annotations(approve)
 
     def handle_now(self, message: Any) -> Any:
         if type(message) is GetToolRunner:
@@ -327,9 +429,11 @@ class ToolPoolActor(Actor):
         self, message: RunToolCalls, on_event: Callable[[object], Awaitable[None]] | None
     ) -> tuple[DeferredResult, ...]:
         token = _REQUEST.set(message)
+        sink = _SINK.set(on_event)
         try:
             return await self._run_all(message.calls, on_event, message.telemetry, message.approved)
         finally:
+            _SINK.reset(sink)
             _REQUEST.reset(token)
 
     async def _run_all(
@@ -449,11 +553,18 @@ class ToolPoolActor(Actor):
         assert tool is not None
         approved: bool | None = True
         if not pre_approved:
-            denial = await self._approve(call, tool)
+            request = _REQUEST.get()
+            nest = request.nest if request is not None else None
+            approver = self.approver if nest is None else nest.approver
+            if approver is None or not approver.active:
+                denial = None
+                approved = None
+            else:
+                denial = await approver.decide(call, tool, () if nest is None else nest.path)
+                approved = denial is None
             if denial is DEFER:
                 log.info("tool.call.deferred", tool=call.name, tool_use_id=call.id)
                 return _Checked(DEFER, ToolOutcome.DEFERRED)
-            approved = None if self.approval is None and self.defer is None else denial is None
         else:
             denial = None
         if denial is not None:
@@ -482,6 +593,9 @@ class ToolPoolActor(Actor):
                 )
             started = trio.current_time()
             result = await self._execute(tool, call)
+            if result is None:  # an agent tool whose inner turn paused for approvals
+                log.info("tool.call.deferred", tool=call.name, tool_use_id=call.id)
+                return _Checked(DEFER, ToolOutcome.DEFERRED, approved)
             duration = trio.current_time() - started
             result = evolve(result, tool_use_id=call.id)
             outcome = ToolOutcome.ERROR if result.is_error else ToolOutcome.SUCCESS
@@ -489,7 +603,9 @@ class ToolPoolActor(Actor):
             limiter.release()
         return _Checked(result, outcome, approved, duration)
 
-    async def _execute(self, tool: Tool, call: ToolUse) -> ToolResult:
+    async def _execute(self, tool: Tool, call: ToolUse) -> ToolResult | None:
+        """The tool's result; ``None`` when the call is an agent tool (``agent.as_tool()``)
+        whose inner turn paused for approvals (its state is in the step's nest)."""
         request = _REQUEST.get()
         context = ToolContext(
             call_id=call.id,
@@ -497,8 +613,19 @@ class ToolPoolActor(Actor):
             agent=request.agent if request is not None else "",
             deps=request.deps if request is not None else None,
         )
+        nest = request.nest if request is not None else None
         with serving_call(context, request.caller if request is not None else None):
-            return await self._execute_in_context(tool, call)
+            if nest is None:
+                return await self._execute_in_context(tool, call)
+            emit = _SINK.get() if nest.streamed else None
+            token = serving_agent_call(CallSite(nest, call, emit))
+            try:
+                result = await self._execute_in_context(tool, call)
+            finally:
+                token.var.reset(token)
+            if call.id in nest.paused:
+                return None
+            return result
 
     async def _execute_in_context(self, tool: Tool, call: ToolUse) -> ToolResult:
         try:
@@ -544,50 +671,6 @@ class ToolPoolActor(Actor):
         except ToolError as exc:  # invalid arguments, or a tool whose schema is broken
             return str(exc)
         return None
-
-    async def _approve(self, call: ToolUse, tool: Tool) -> str | Deferred | None:
-        """None when approved, DEFER when left to a person, else the denial message for the
-        model."""
-        if self.defer is not None:
-            try:
-                if self._defer_with_annotations:
-                    picked: object = self.defer(call, annotations_of(tool) or ToolAnnotations())  # type: ignore[call-arg]
-                else:
-                    picked = self.defer(call)  # type: ignore[call-arg]
-                if inspect.isawaitable(picked):
-                    picked = await picked
-            except Exception as exc:  # user code: deny in-band instead of crashing the pool
-                log.warning("tool.defer.failed", tool=call.name, error=repr(exc))
-                return f"tool call denied: the defer predicate raised {type(exc).__name__}: {exc}"
-            if picked:
-                return DEFER
-        if self.approval is None:
-            return None
-        approve: Callable[..., object] = (
-            self.approval.approve if isinstance(self.approval, ApprovalHandler) else self.approval
-        )
-        try:
-            if self._approve_with_annotations:
-                decision: object = approve(call, annotations_of(tool) or ToolAnnotations())
-            else:
-                decision = approve(call)
-            if inspect.isawaitable(decision):
-                decision = await decision
-        except _CODE_EXITS as exc:
-            if not raised_by_code(exc):
-                raise
-            log.warning("tool.approval.failed", tool=call.name, error=repr(exc))
-            return f"tool call denied: the approval handler raised {_named(exc)}"
-        except Exception as exc:  # user code: deny in-band instead of crashing the pool
-            log.warning("tool.approval.failed", tool=call.name, error=repr(exc))
-            return f"tool call denied: the approval handler raised {type(exc).__name__}: {exc}"
-        if decision is True:
-            return None
-        if decision is DEFER:
-            return DEFER
-        if isinstance(decision, str) and decision:
-            return f"tool call denied: {decision}"
-        return "tool call denied by the approval handler"
 
 
 def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:

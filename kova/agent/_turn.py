@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Final, TypeAlias
 
 from .._errors import (
@@ -203,6 +204,7 @@ class Turn:
     (or :meth:`resume`, :meth:`from_json`); then loop on :meth:`next_step`."""
 
     __slots__ = (
+        "_agent",
         "_always",
         "_approved",
         "_base",
@@ -213,6 +215,9 @@ class Turn:
         "_denials",
         "_failed",
         "_history",
+        "_inner",
+        "_inner_requests",
+        "_inner_tool_calls",
         "_last_reply",
         "_last_stop",
         "_last_usage",
@@ -248,10 +253,12 @@ class Turn:
         context_budget: int | None,
         turn_id: str,
         prefix: tuple[Message, ...] | None = None,
+        agent: str = "",
     ) -> None:
         # Unchecked: the public ways in are start(), resume() and from_json(). ``prefix``:
         # the system message, prebuilt by a driver that runs many turns.
         self._turn_id = turn_id
+        self._agent = agent
         self._system_prompt = system_prompt
         if prefix is None:
             prefix = (Message.system(system_prompt),) if system_prompt else ()
@@ -268,6 +275,11 @@ class Turn:
         self._llm_calls = 0
         self._thinking: list[str] = []
         self._base: Usage | None = None  # a resumed turn's usage before this part
+        # What the agents this turn's tools ran (agent.as_tool) used: by agent name, and
+        # their model calls and tool calls (usage limits count them).
+        self._inner: dict[str, Usage] = {}
+        self._inner_requests = 0
+        self._inner_tool_calls = 0
         self._requests = 0
         self._tool_calls = 0
         self._always: set[str] = set()
@@ -413,6 +425,8 @@ class Turn:
         turn._base = pending.usage
         turn._requests = pending.requests
         turn._tool_calls = pending.tool_calls
+        turn._inner_requests = pending.inner_requests
+        turn._inner_tool_calls = pending.inner_tool_calls
         turn._always = set(pending.always)
         turn._last_reply = last
         turn._last_stop = StopReason.TOOL_USE
@@ -503,7 +517,7 @@ class Turn:
             raise MaxIterationsError(self._max_iterations)
         limits = self._limits
         if limits is not None:
-            limits.check_request(self._requests)
+            limits.check_request(self._requests + self._inner_requests)
         working, tools = self._working, self._tools
         budget = self._budget
         if budget is not None:
@@ -520,22 +534,82 @@ class Turn:
             # The results could never reach the model: nothing runs.
             raise MaxIterationsError(self._max_iterations)
         if self._limits is not None:
-            self._limits.check_tool_calls(self._tool_calls)
+            self._limits.check_tool_calls(self._tool_calls + self._inner_tool_calls)
         return RunTools(calls=self._running, approved=self._approved, turn_id=self._turn_id)
 
     def _answer(self, pending: PendingApprovals | None) -> AgentResponse:
         response = self._response
         if response is None or response.pending is not pending:
+            usage = self._usage
+            by_agent = {self._agent: usage}
+            for agent, used in self._inner.items():
+                usage = usage + used
+                by_agent[agent] = by_agent[agent] + used if agent in by_agent else used
             response = self._response = AgentResponse(
                 text="" if self._last_reply is None else self._last_reply.text,
                 new_messages=tuple(self._new),
                 stop_reason=self._last_stop,
-                usage=self._usage,
+                usage=usage,
                 llm_calls=self._llm_calls,
                 thinking="\n\n".join(self._thinking) or None,
                 pending=pending,
+                usage_by_agent=MappingProxyType(by_agent),
             )
         return response
+
+    # -- agents run by this turn's tools (agent.as_tool) ------------------------------
+
+    def _inner_request(self) -> None:
+        """A turn this turn's tools run (at any depth) is about to call its model: it counts
+        against this turn's ``requests`` limit.
+
+        Raises:
+            UsageLimitExceeded: the call would take this turn over ``requests`` (the turn
+                fails: its driver raises it when the step ends).
+            The error this turn failed with, if it failed.
+        """
+        self._inner_check()
+        if self._limits is not None:
+            try:
+                self._limits.check_request(self._requests + self._inner_requests)
+            except KovaError as exc:
+                self._fail(exc)
+                raise
+        self._inner_requests += 1
+
+    def _inner_replied(self, agent: str, usage: Usage | None) -> None:
+        """That inner call's reply, made by ``agent``: its usage is this turn's too.
+
+        Raises:
+            UsageLimitExceeded: this turn's tokens are now over a token limit (it fails).
+        """
+        if usage is None:
+            return
+        inner = self._inner
+        inner[agent] = inner[agent] + usage if agent in inner else usage
+        self._response = None
+        if self._limits is not None:
+            try:
+                self._limits.check_tokens(self._total)
+            except KovaError as exc:
+                self._fail(exc)
+                raise
+
+    def _inner_tools(self, count: int) -> None:
+        """An inner turn starts a step of ``count`` tool calls (``tool_calls`` limit)."""
+        self._inner_check()
+        if self._limits is not None:
+            try:
+                self._limits.check_tool_calls(self._tool_calls + self._inner_tool_calls + count)
+            except KovaError as exc:
+                self._fail(exc)
+                raise
+        self._inner_tool_calls += count
+
+    def _inner_check(self) -> None:
+        if self._phase == _FAILED:
+            assert self._failed is not None
+            raise self._failed
 
     # -- transitions ------------------------------------------------------------------
 
@@ -547,7 +621,10 @@ class Turn:
     def _total(self) -> Usage:
         """The whole turn's usage (limits count this)."""
         base = self._base
-        return self._usage if base is None else base + self._usage
+        usage = self._usage if base is None else base + self._usage
+        for used in self._inner.values():
+            usage = usage + used
+        return usage
 
     def _expect(self, phase: str, transition: str) -> None:
         if self._phase == _FAILED:
@@ -691,6 +768,8 @@ class Turn:
             tool_calls=self._tool_calls,
             always=tuple(sorted(self._always)),
             limits=self._limits,
+            inner_requests=self._inner_requests,
+            inner_tool_calls=self._inner_tool_calls,
         )
         self._phase = _APPROVAL
 
@@ -767,6 +846,7 @@ class Turn:
             "kova": "turn",
             "version": TURN_FORMAT,
             "turn_id": self._turn_id,
+            "agent": self._agent,
             "system_prompt": self._system_prompt,
             "history": [message.to_dict() for message in self._history],
             "new_messages": [message.to_dict() for message in self._new],
@@ -781,6 +861,9 @@ class Turn:
             "base_usage": None if self._base is None else usage_to_json(self._base),
             "requests": self._requests,
             "tool_calls": self._tool_calls,
+            "inner": {agent: usage_to_json(usage) for agent, usage in self._inner.items()},
+            "inner_requests": self._inner_requests,
+            "inner_tool_calls": self._inner_tool_calls,
             "always": sorted(self._always),
             "last_usage": None if self._last_usage is None else usage_to_json(self._last_usage),
             "last_text": None if self._last_reply is None else self._last_reply.text,
@@ -830,6 +913,7 @@ class Turn:
             max_iterations=field(document, "max_iterations", int),
             context_budget=budget,
             turn_id=field(document, "turn_id", str),
+            agent=field(document, "agent", str) if "agent" in document else "",
         )
         new = messages_from_json(document.get("new_messages"), "new_messages")
         turn._new = new
@@ -846,6 +930,12 @@ class Turn:
         turn._base = None if base is None else usage_from_json(base)
         turn._requests = field(document, "requests", int)
         turn._tool_calls = field(document, "tool_calls", int)
+        # Turns stored before agents could be tools have none of these.
+        inner = field(document, "inner", dict) if "inner" in document else {}
+        turn._inner = {agent: usage_from_json(usage) for agent, usage in inner.items()}
+        if "inner_requests" in document:
+            turn._inner_requests = field(document, "inner_requests", int)
+            turn._inner_tool_calls = field(document, "inner_tool_calls", int)
         last_usage = document.get("last_usage")
         turn._last_usage = None if last_usage is None else usage_from_json(last_usage)
         last_text = document.get("last_text")

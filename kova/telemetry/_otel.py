@@ -208,9 +208,12 @@ class OtelSubscriber:
         }
         if event.model is not None:
             attributes["gen_ai.request.model"] = event.model
-        # The turn runs in the caller's task: its current span (if any) is the parent.
+        # The turn runs in the caller's task: its current span (if any) is the parent; an
+        # agent run as a tool belongs to its tool call (in the tool pool's task).
+        parent = None if event.parent_id is None else self._child_context(event.parent_id)
         self._spans[event.turn_id] = self._tracer.start_span(
             f"invoke_agent {event.agent}",
+            context=parent,
             kind=SpanKind.INTERNAL,
             attributes=attributes,
             start_time=self._ns(event.turn_id, event.time),

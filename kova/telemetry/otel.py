@@ -15,7 +15,9 @@ from the MCP conventions)::
     ├── chat {model}              CLIENT    gen_ai.operation.name=chat (one per provider call;
     │                                       retries are span events named "retry")
     └── execute_tool {name}       INTERNAL  gen_ai.operation.name=execute_tool
-        └── tools/call {name}     CLIENT    mcp.method.name=tools/call
+        ├── tools/call {name}     CLIENT    mcp.method.name=tools/call
+        └── invoke_agent {inner}  INTERNAL  an agent used as a tool (agent.as_tool()):
+                                            its own tree, nested to any depth
 
 Parents are set explicitly from the events' ids (a tool call runs in the tool pool actor,
 whose task trio did not copy from the turn's); the turn's own parent is whatever span is

@@ -1,0 +1,173 @@
+"""An agent used as another agent's tool: :meth:`Agent.as_tool <kova.agent.Agent.as_tool>`.
+
+The tool runs one turn of its agent with the model's input as the prompt and answers with
+the turn's final text. It runs inside the outer turn's tool call, so everything the outer
+turn does holds for it by construction: cancelling the outer turn cancels it (and all it
+started), its events reach the outer stream with a path, its calls ask the outer approval
+policy when it has none of its own, its deferred calls pause the outer turn, and its usage
+counts in the outer turn's usage and limits. A failure of the inner turn is an error result
+for the outer model, never a failure of the outer turn (a cancellation stays one).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+import trio
+
+from .._errors import BuildError, KovaError
+from .._messages import Message, ToolResult
+from ..tools import ToolContext, current_tool_context
+from ._input import check_messages
+from ._nesting import outer_call
+
+if TYPE_CHECKING:
+    from .._messages import JSONObject
+    from ._agent import Agent
+
+__all__ = ["AgentTool", "make_agent_tool"]
+
+HistoryOption = Sequence[Message] | Callable[[ToolContext[Any]], Sequence[Message]] | None
+"""``as_tool(history=...)``: what the inner turn sees before the prompt."""
+
+_NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+
+
+class AgentTool:
+    """A :class:`~kova.tools.Tool` that runs one turn of an agent (see
+    :meth:`Agent.as_tool <kova.agent.Agent.as_tool>`)."""
+
+    __slots__ = ("_history", "_input", "agent", "description", "name", "parameters")
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        name: str,
+        description: str,
+        parameters: JSONObject,
+        input: type[Any],
+        history: HistoryOption,
+    ) -> None:
+        self.agent = agent
+        """The agent this tool runs."""
+        self.name = name
+        self.description = description
+        self.parameters = parameters
+        self._input = input
+        self._history = history
+
+    def __repr__(self) -> str:
+        return f"<AgentTool {self.name!r} running agent {self.agent.config.name!r}>"
+
+    def prompt(self, arguments: JSONObject) -> str:
+        """The inner turn's prompt for the model's ``arguments`` (already schema-checked)."""
+        if self._input is str:
+            value = arguments.get("input")
+            return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        model: Any = self._input
+        return str(model.model_validate(arguments).model_dump_json())
+
+    def _messages(self, prompt: str) -> tuple[Message, ...]:
+        history = self._history
+        if callable(history):
+            context = current_tool_context()
+            if context is None:  # run outside an agent: the context a tool gets there
+                context = ToolContext(call_id="", turn_id="", agent="", deps=None)
+            history = history(context)
+        before: tuple[Message, ...] = () if history is None else tuple(history)
+        check_messages(before)
+        return (*before, Message.user(prompt))
+
+    async def execute(self, arguments: JSONObject) -> ToolResult:
+        """Run one turn of the agent; its final text is the result (a failure of that turn
+        is an error result, a cancellation propagates)."""
+        agent = self.agent
+        site = outer_call()
+        try:
+            resume = site.nest.resumes.get(site.call.id) if site is not None else None
+            if resume is not None:
+                history: tuple[Message, ...] = resume.history
+            else:
+                history = self._messages(self.prompt(arguments))
+            if not agent.is_open:
+                raise BuildError(
+                    f"agent {agent.config.name!r} is not open: give it to the outer agent "
+                    "(AgentBuilder.tool) before its `async with`, or open it yourself"
+                )
+            response = await agent._inner_turn(history, site, resume)
+        except trio.Cancelled:
+            raise
+        except (KovaError, Exception) as exc:  # in-band: the outer model decides what next
+            detail = str(exc)
+            kind = type(exc).__name__
+            return ToolResult.error(
+                f"agent {self.name!r} failed: {kind}: {detail}"
+                if detail
+                else f"agent {self.name!r} failed: {kind}"
+            )
+        if response.pending is not None:
+            assert site is not None  # only a nested turn hands its pause on
+            return ToolResult(content="(waiting for approvals)")
+        return ToolResult(content=response.text)
+
+
+def make_agent_tool(
+    agent: Agent,
+    name: str | None,
+    description: str | None,
+    input: object,
+    history: object,
+) -> AgentTool:
+    """:meth:`Agent.as_tool`'s checks and schema."""
+    if name is None:
+        name = agent.config.name
+    if not isinstance(name, str) or not name or not set(name) <= _NAME_OK or len(name) > 64:
+        raise BuildError(
+            f"as_tool name must be 1 to 64 letters, digits, '_' or '-', got {name!r}"
+            + (" (the agent's name; pass name=...)" if name == agent.config.name else "")
+        )
+    if description is None:
+        description = agent.config.system_prompt or f"Ask the {name} agent."
+    if not isinstance(description, str):
+        raise TypeError(f"as_tool description must be a str, got {type(description).__name__}")
+    if input is str:
+        parameters: JSONObject = {
+            "type": "object",
+            "properties": {"input": {"type": "string", "description": "What to ask the agent."}},
+            "required": ["input"],
+            "additionalProperties": False,
+        }
+    else:
+        parameters = _model_schema(input)
+    if history is not None and not callable(history):
+        if not isinstance(history, Sequence) or isinstance(history, str | bytes):
+            raise TypeError(
+                "as_tool history must be a sequence of kova.Message, a function of the "
+                f"ToolContext returning one, or None; got {type(history).__name__}"
+            )
+        history = tuple(history)
+        check_messages(history)
+    return AgentTool(
+        agent,
+        name=name,
+        description=description,
+        parameters=parameters,
+        input=cast("type[Any]", input),
+        history=cast("HistoryOption", history),
+    )
+
+
+def _model_schema(model: object) -> JSONObject:
+    """The JSON schema of a pydantic model class, as a tool's parameters."""
+    # A pydantic model cannot exist unless pydantic was imported (it is not a dependency).
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is None or not isinstance(model, type) or not issubclass(model, pydantic.BaseModel):
+        shown = model.__name__ if isinstance(model, type) else type(model).__name__
+        raise TypeError(f"as_tool input must be str or a pydantic model class, got {shown}")
+    schema: dict[str, Any] = dict(cast("Any", model).model_json_schema())
+    schema.setdefault("type", "object")
+    return schema
