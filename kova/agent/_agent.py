@@ -872,6 +872,13 @@ class Agent:
                                     yield ToolCallStarted(call=use)
                                     yield ToolCallFinished(call=use, result=answered[use.id])
                     results: tuple[DeferredResult, ...] = ()
+                    nest = Nest(
+                        path=path,
+                        turns=(turn, *outer),
+                        approver=approver,
+                        streamed=streamed,
+                        resumes=dict(step.resumes) if step.resumes else None,
+                    )
                     if calls:
                         request = RunToolCalls(
                             calls=calls,
@@ -883,12 +890,7 @@ class Agent:
                             agent=config.name,
                             deps=deps,
                             caller=contextvars.copy_context(),
-                            nest=Nest(
-                                path=path,
-                                turns=(turn, *outer),
-                                approver=approver,
-                                streamed=streamed,
-                            ),
+                            nest=nest,
                         )
                         if streamed or journaled is not None:
                             async with pool.stream(request) as items:
@@ -908,6 +910,8 @@ class Agent:
                             results = await runner.run_in_caller(request)
                     if answered:
                         results = _merge_results(step.calls, answered, calls, results)
+                    for call_id, pause in nest.paused.items():
+                        turn._inner_paused(call_id, pause)
                     turn.tools_finished(results)
                     if journaled is not None:
                         await journaled.saved(turn)

@@ -21,6 +21,7 @@ import enum
 import hashlib
 import json
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
 from .._errors import ApprovalMismatchError, SerializationError
@@ -33,6 +34,7 @@ from ._state_json import (
     limits_from_json,
     limits_to_json,
     load_document,
+    messages_from_json,
     result_from_json,
     result_to_json,
     usage_from_json,
@@ -106,6 +108,9 @@ class PendingCall(Record):
     """The tool's hints (all ``None`` when it declares none, or is no longer offered)."""
     fingerprint: str
     """:func:`call_fingerprint` of ``name`` and ``arguments``."""
+    path: tuple[str, ...] = ()
+    """The tool-call ids that led to this call: empty for the paused agent's own calls, the
+    call that ran an inner agent (``agent.as_tool()``) for that agent's calls, and so on."""
 
     @classmethod
     def of(cls, call: ToolUse, annotations: ToolAnnotations | None) -> PendingCall:
@@ -140,6 +145,28 @@ class InnerPause(Record):
     fingerprint: str
     """:func:`call_fingerprint` of the outer call that ran the inner agent."""
 
+    def to_dict(self) -> dict[str, JSONValue]:
+        return {
+            "agent": self.agent,
+            "history": [message.to_dict() for message in self.history],
+            "pending": self.pending.to_dict(),
+            "fingerprint": self.fingerprint,
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> InnerPause:
+        if not isinstance(data, Mapping):
+            raise SerializationError("a paused inner turn must be a JSON object")
+        pending = data.get("pending")
+        if not isinstance(pending, Mapping):
+            raise SerializationError("a paused inner turn's 'pending' must be a JSON object")
+        return cls(
+            agent=field(data, "agent", str),
+            history=tuple(messages_from_json(data.get("history"), "history")),
+            pending=PendingApprovals.from_dict(pending),
+            fingerprint=field(data, "fingerprint", str),
+        )
+
 
 class PendingApprovals(Record):
     """Tool calls of a paused turn that wait for a decision (``response.pending``).
@@ -168,6 +195,10 @@ class PendingApprovals(Record):
     always: tuple[str, ...]
     """Tools approved for the rest of the turn."""
     limits: UsageLimits | None
+    inner: Mapping[str, InnerPause] = MappingProxyType({})
+    """The inner turns that paused (an agent used as a tool, ``agent.as_tool()``), by the id
+    of the call that ran each: their calls are in :attr:`calls` with a ``path``, and resuming
+    continues each inner turn inside this one."""
     inner_requests: int = 0
     """Model calls the agents run by the turn's tools (``agent.as_tool()``) have made."""
     inner_tool_calls: int = 0
@@ -175,55 +206,91 @@ class PendingApprovals(Record):
 
     # -- decisions --------------------------------------------------------------------
 
-    def _call(self, call_id: object) -> PendingCall:
-        if not isinstance(call_id, str):
-            raise TypeError(f"call_id must be a str, got {type(call_id).__name__}")
-        for call in self.calls:
-            if call.id == call_id:
-                return call
-        known = ", ".join(repr(call.id) for call in self.calls)
-        raise ApprovalMismatchError(f"no pending call has id {call_id!r} (pending: {known})")
+    def _call(self, call: object) -> PendingCall:
+        """The pending call ``call`` names: an id (unique among :attr:`calls`) or one of the
+        :class:`PendingCall` values of :attr:`calls` (which also names its path)."""
+        if isinstance(call, PendingCall):
+            for item in self.calls:
+                if item.id == call.id and item.path == call.path:
+                    return item
+            raise ApprovalMismatchError(
+                f"no pending call has id {call.id!r} and path {call.path!r}"
+            )
+        if not isinstance(call, str):
+            raise TypeError(f"call_id must be a str or a PendingCall, got {type(call).__name__}")
+        found = [item for item in self.calls if item.id == call]
+        if len(found) == 1:
+            return found[0]
+        if found:
+            raise ApprovalMismatchError(
+                f"{len(found)} pending calls have id {call!r} (made by different agents): pass "
+                "the PendingCall from pending.calls instead of its id"
+            )
+        known = ", ".join(repr(item.id) for item in self.calls)
+        raise ApprovalMismatchError(f"no pending call has id {call!r} (pending: {known})")
 
-    def approve(self, call_id: str, *, always: bool = False) -> PendingApprovals:
+    def approve(self, call_id: str | PendingCall, *, always: bool = False) -> PendingApprovals:
         """A copy with this call approved; ``always=True`` also approves its tool for the
-        rest of this turn (its other pending calls included).
+        rest of its turn (its other pending calls included).
+
+        ``call_id`` is the call's id, or the :class:`PendingCall` itself (needed when two
+        agents' calls share an id: an agent used as a tool numbers its calls on its own).
 
         Raises:
-            ApprovalMismatchError: no pending call has this id.
-            TypeError: ``call_id`` is not a str or ``always`` not a bool.
+            ApprovalMismatchError: no pending call has this id, or several do.
+            TypeError: ``call_id`` is neither or ``always`` not a bool.
         """
-        self._call(call_id)
+        item = self._call(call_id)
         if not isinstance(always, bool):
             raise TypeError(f"always must be a bool, got {type(always).__name__}")
-        return self._with(call_id, ApprovalDecision(approved=True, always=always))
+        return self._with(item, ApprovalDecision(approved=True, always=always))
 
-    def deny(self, call_id: str, reason: str | None = None) -> PendingApprovals:
+    def deny(self, call_id: str | PendingCall, reason: str | None = None) -> PendingApprovals:
         """A copy with this call denied; the model is told (with ``reason``, if given).
 
         Raises:
-            ApprovalMismatchError: no pending call has this id.
-            TypeError: ``call_id`` or ``reason`` is not a str.
+            ApprovalMismatchError: no pending call has this id, or several do.
+            TypeError: ``call_id`` is neither a str nor a PendingCall, or ``reason`` not a
+                str.
         """
-        self._call(call_id)
+        item = self._call(call_id)
         if reason is not None and not isinstance(reason, str):
             raise TypeError(f"reason must be a str or None, got {type(reason).__name__}")
-        return self._with(call_id, ApprovalDecision(approved=False, reason=reason or None))
+        return self._with(item, ApprovalDecision(approved=False, reason=reason or None))
 
-    def _with(self, call_id: str, decision: ApprovalDecision) -> PendingApprovals:
-        return evolve(self, decisions={**self.decisions, call_id: decision})
+    def _with(self, item: PendingCall, decision: ApprovalDecision) -> PendingApprovals:
+        if not item.path:
+            return evolve(self, decisions={**self.decisions, item.id: decision})
+        # An inner agent's call: the decision goes to that agent's own pending state.
+        head, rest = item.path[0], item.path[1:]
+        pause = self.inner[head]
+        inner_item = evolve(item, path=rest)
+        pending = pause.pending._with(pause.pending._call(inner_item), decision)
+        return evolve(self, inner={**self.inner, head: evolve(pause, pending=pending)})
 
     def decision(self, call: PendingCall) -> ApprovalDecision | None:
         """The decision that applies to ``call``: its own, else an ``always`` approval of its
         tool (made on this step or earlier in the turn), else ``None``."""
+        if call.path:
+            pause = self.inner.get(call.path[0])
+            if pause is None:
+                return None
+            return pause.pending.decision(evolve(call, path=call.path[1:]))
         own = self.decisions.get(call.id)
         if own is not None:
             return own
         if call.name in self.always or any(
-            decision.always and self._call(other).name == call.name
+            decision.always and self._own(other).name == call.name
             for other, decision in self.decisions.items()
         ):
             return ApprovalDecision(approved=True)
         return None
+
+    def _own(self, call_id: str) -> PendingCall:
+        for item in self.calls:
+            if item.id == call_id and not item.path:
+                return item
+        raise ApprovalMismatchError(f"a decision names {call_id!r}, which is not pending")
 
     @property
     def undecided(self) -> tuple[PendingCall, ...]:
@@ -232,21 +299,41 @@ class PendingApprovals(Record):
 
     def check(self) -> None:
         """Fail closed: every call decided, every decision for a pending call, and every
-        call's fingerprint that of its name and arguments.
+        call's fingerprint that of its name and arguments (an inner agent's too).
 
         Raises:
             ApprovalMismatchError: naming the first problem.
         """
-        ids = {call.id for call in self.calls}
         for call_id in self.decisions:
-            if call_id not in ids:
-                raise ApprovalMismatchError(f"a decision names {call_id!r}, which is not pending")
+            self._own(call_id)
         for call in self.calls:
             if call_fingerprint(call.name, call.arguments) != call.fingerprint:
                 raise ApprovalMismatchError(
                     f"pending call {call.id!r} ({call.name}) does not match its fingerprint: "
                     "its name or arguments were changed"
                 )
+            if call.path and call.path[0] not in self.inner:
+                raise ApprovalMismatchError(
+                    f"pending call {call.id!r} ({call.name}) names an inner turn that is not "
+                    "paused here"
+                )
+        for call_id, pause in self.inner.items():
+            inner_calls = tuple(
+                evolve(call, path=call.path[1:])
+                for call in self.calls
+                if call.path and call.path[0] == call_id
+            )
+            if inner_calls != pause.pending.calls:
+                raise ApprovalMismatchError(
+                    f"the calls of the inner turn run by {call_id!r} do not match its state"
+                )
+            last = pause.history[-1] if pause.history else None
+            if last is None or message_fingerprint(last) != pause.pending.message:
+                raise ApprovalMismatchError(
+                    f"the history of the inner turn run by {call_id!r} does not end with the "
+                    "assistant message its pending calls came from"
+                )
+            pause.pending.check()
         undecided = self.undecided
         if undecided:
             names = ", ".join(f"{call.id!r} ({call.name})" for call in undecided)
@@ -268,6 +355,7 @@ class PendingApprovals(Record):
                     "arguments": call.arguments,
                     "annotations": annotations_to_json(call.annotations),
                     "fingerprint": call.fingerprint,
+                    "path": list(call.path),
                 }
                 for call in self.calls
             ],
@@ -285,6 +373,7 @@ class PendingApprovals(Record):
             "tool_calls": self.tool_calls,
             "always": list(self.always),
             "limits": None if self.limits is None else limits_to_json(self.limits),
+            "inner": {call_id: pause.to_dict() for call_id, pause in self.inner.items()},
             "inner_requests": self.inner_requests,
             "inner_tool_calls": self.inner_tool_calls,
         }
@@ -307,6 +396,9 @@ class PendingApprovals(Record):
             if not isinstance(item, Mapping):
                 raise SerializationError("a pending call must be a JSON object")
             arguments = field(item, "arguments", dict)
+            path = field(item, "path", list) if "path" in item else []
+            if not all(isinstance(part, str) for part in path):
+                raise SerializationError("a pending call's 'path' must list call ids")
             calls.append(
                 PendingCall(
                     id=field(item, "id", str),
@@ -314,6 +406,7 @@ class PendingApprovals(Record):
                     arguments=arguments,
                     annotations=annotations_from_json(item.get("annotations")),
                     fingerprint=field(item, "fingerprint", str),
+                    path=tuple(path),
                 )
             )
         decisions: dict[str, ApprovalDecision] = {}
@@ -343,6 +436,14 @@ class PendingApprovals(Record):
             tool_calls=field(document, "tool_calls", int),
             always=tuple(always),
             limits=None if limits is None else limits_from_json(limits),
+            inner=MappingProxyType(
+                {
+                    call_id: InnerPause.from_dict(pause)
+                    for call_id, pause in (
+                        field(document, "inner", dict) if "inner" in document else {}
+                    ).items()
+                }
+            ),
             inner_requests=(
                 field(document, "inner_requests", int) if "inner_requests" in document else 0
             ),
@@ -350,7 +451,7 @@ class PendingApprovals(Record):
                 field(document, "inner_tool_calls", int) if "inner_tool_calls" in document else 0
             ),
         )
-        ids = {call.id for call in pending.calls}
+        ids = {call.id for call in pending.calls if not call.path}
         for call_id in decisions:
             if call_id not in ids:
                 raise ApprovalMismatchError(f"a decision names {call_id!r}, which is not pending")

@@ -55,6 +55,7 @@ from ..providers import heuristic_count_tokens
 from ._approvals import (
     DEFER,
     DeferredResult,
+    InnerPause,
     PendingApprovals,
     PendingCall,
     call_fingerprint,
@@ -119,6 +120,9 @@ class RunTools(Record):
     turn_id: str = ""
     """The turn's id: with a call's id, a key that names this call in this turn (for
     idempotent tools)."""
+    resumes: Mapping[str, InnerPause] = MappingProxyType({})
+    """Calls that ran an inner agent (``agent.as_tool()``) whose turn paused, by call id,
+    with that turn's decided state: running such a call again continues the inner turn."""
 
 
 class AwaitApproval(Record):
@@ -225,12 +229,14 @@ class Turn:
         "_llm_calls",
         "_max_iterations",
         "_new",
+        "_paused_inner",
         "_pending",
         "_phase",
         "_prefix",
         "_requests",
         "_response",
         "_results",
+        "_resumes",
         "_running",
         "_system_prompt",
         "_thinking",
@@ -294,6 +300,9 @@ class Turn:
         self._approved: frozenset[str] = frozenset()
         self._denials: tuple[tuple[ToolUse, ToolResult], ...] = ()
         self._pending: PendingApprovals | None = None
+        # Inner turns (agent.as_tool) of this step that paused, and those the step resumes.
+        self._paused_inner: dict[str, InnerPause] = {}
+        self._resumes: dict[str, InnerPause] = {}
         self._response: AgentResponse | None = None
         self._failed: KovaError | None = None
 
@@ -394,7 +403,17 @@ class Turn:
         calls = last.tool_uses
         by_id = {call.id: call for call in calls}
         covered: set[str] = set()
+        for call_id, pause in pending.inner.items():
+            call = by_id.get(call_id)
+            if call is None or call_fingerprint(call.name, call.input) != pause.fingerprint:
+                raise ApprovalMismatchError(
+                    f"the paused inner turn of call {call_id!r} does not belong to a call the "
+                    "assistant message made: its fingerprint differs"
+                )
+            covered.add(call_id)
         for item in pending.calls:
+            if item.path:
+                continue  # an inner agent's call: checked when its turn resumes
             call = by_id.get(item.id)
             if call is None or call_fingerprint(call.name, call.input) != item.fingerprint:
                 raise ApprovalMismatchError(
@@ -535,7 +554,13 @@ class Turn:
             raise MaxIterationsError(self._max_iterations)
         if self._limits is not None:
             self._limits.check_tool_calls(self._tool_calls + self._inner_tool_calls)
-        return RunTools(calls=self._running, approved=self._approved, turn_id=self._turn_id)
+        resumes = self._resumes
+        return RunTools(
+            calls=self._running,
+            approved=self._approved,
+            turn_id=self._turn_id,
+            resumes=MappingProxyType(dict(resumes)) if resumes else MappingProxyType({}),
+        )
 
     def _answer(self, pending: PendingApprovals | None) -> AgentResponse:
         response = self._response
@@ -605,6 +630,15 @@ class Turn:
                 self._fail(exc)
                 raise
         self._inner_tool_calls += count
+
+    def _inner_paused(self, call_id: str, pause: InnerPause) -> None:
+        """The inner turn run by call ``call_id`` of the current step paused for approvals
+        (its outcome in :meth:`tools_finished` is ``DEFER``): this turn pauses with it."""
+        if self._phase != _TOOLS:
+            self._expect(_TOOLS, "_inner_paused")
+        if call_id not in {call.id for call in self._running}:
+            raise ValueError(f"call {call_id!r} is not running in this step")
+        self._paused_inner[call_id] = pause
 
     def _inner_check(self) -> None:
         if self._phase == _FAILED:
@@ -757,9 +791,23 @@ class Turn:
             tool.name: tool.annotations for tool in self._tools
         }
         results = self._results
+        paused, self._paused_inner = self._paused_inner, {}
+        self._resumes = {}
+        waiting: list[PendingCall] = []
+        inner: dict[str, InnerPause] = {}
+        for call in deferred:
+            pause = paused.get(call.id)
+            if pause is None:
+                waiting.append(PendingCall.of(call, annotations.get(call.name)))
+            else:  # an inner agent's pause: its calls wait here, under this call's id
+                inner[call.id] = pause
+                waiting.extend(
+                    evolve(item, path=(call.id, *item.path)) for item in pause.pending.calls
+                )
         self._pending = PendingApprovals(
             turn_id=self._turn_id,
-            calls=tuple(PendingCall.of(call, annotations.get(call.name)) for call in deferred),
+            calls=tuple(waiting),
+            inner=MappingProxyType(inner),
             decisions={},
             message=message_fingerprint(self._working[-1]),
             results=tuple(results[call.id] for call in self._calls if call.id in results),
@@ -794,6 +842,8 @@ class Turn:
             pending.turn_id != own.turn_id
             or pending.message != own.message
             or pending.calls != own.calls
+            or {key: (pause.agent, pause.fingerprint) for key, pause in pending.inner.items()}
+            != {key: (pause.agent, pause.fingerprint) for key, pause in own.inner.items()}
         ):
             raise ApprovalMismatchError(
                 "these decisions are for other pending calls than the ones this turn waits for"
@@ -802,6 +852,8 @@ class Turn:
         approved: set[str] = set()
         denied: set[str] = set()
         for item in own.calls:
+            if item.path:
+                continue  # an inner agent's call: decided in its own turn, resumed below
             decision = pending.decision(item)
             assert decision is not None  # check() made sure
             if decision.approved:
@@ -814,6 +866,10 @@ class Turn:
         self._denials = tuple(
             (call, self._results[call.id]) for call in self._calls if call.id in denied
         )
+        # A call whose inner turn paused runs again: it continues that turn with its
+        # decisions (nothing asks for its approval twice).
+        self._resumes = dict(pending.inner)
+        approved.update(pending.inner)
         self._pending = None
         self._running = tuple(call for call in self._calls if call.id in approved)
         self._approved = frozenset(approved)
@@ -830,6 +886,8 @@ class Turn:
         self._calls = self._running = ()
         self._results = {}
         self._approved = frozenset()
+        self._resumes = {}
+        self._paused_inner = {}
         self._phase = _MODEL
 
     def _append_results(self, results: tuple[ToolResult, ...]) -> None:
@@ -879,6 +937,8 @@ class Turn:
                 for call, result in self._denials
             ],
             "pending": None if pending is None else pending.to_dict(),
+            "resumes": {key: pause.to_dict() for key, pause in self._resumes.items()},
+            "paused_inner": {key: pause.to_dict() for key, pause in self._paused_inner.items()},
             "failed": None if self._failed is None else str(self._failed),
         }
 
@@ -978,6 +1038,11 @@ class Turn:
             if not isinstance(pending, Mapping):
                 raise SerializationError("stored 'pending' must be a JSON object")
             turn._pending = PendingApprovals.from_dict(pending)
+        for key, attribute in (("resumes", "_resumes"), ("paused_inner", "_paused_inner")):
+            stored = field(document, key, dict) if key in document else {}
+            setattr(
+                turn, attribute, {call: InnerPause.from_dict(item) for call, item in stored.items()}
+            )
         if (phase == _APPROVAL) != (turn._pending is not None):
             raise SerializationError(
                 "a stored turn waits for decisions exactly when it has pending calls"

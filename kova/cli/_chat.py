@@ -225,6 +225,14 @@ def _count(number: int, noun: str) -> str:
     return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
+def _indented(text: str, indent: str, at_line_start: bool) -> str:
+    """``text`` with every line it starts indented (the first only ``at_line_start``)."""
+    if not indent or not text:
+        return text
+    shown = (indent if at_line_start else "") + text.replace("\n", "\n" + indent)
+    return shown.removesuffix(indent) if text.endswith("\n") else shown
+
+
 def _block(label: str, text: str) -> str:
     """``[label] text`` keeping the text's line breaks: later lines indented under the
     first, each cut at a width, at most a screenful of them."""
@@ -358,6 +366,7 @@ class _Chat:
         new_messages: tuple[Message, ...] | None = None
         at_line_start = True
         thinking = False  # in a run of thinking: on lines of its own, dimmed
+        text_path: tuple[str, ...] = ()  # whose text the current line holds
 
         def own_line() -> None:
             nonlocal at_line_start, thinking
@@ -369,27 +378,35 @@ class _Chat:
         config = None if self._model is None else InferenceConfig(model=self._model)
         async with self._agent.stream(working, config=config) as events:
             async for event in events:
+                # An inner agent's events (agent.as_tool()) are indented, a level per call.
+                path = event.path
+                indent = "    " * len(path)
                 match event:
                     case TextDelta(text=piece):
-                        if thinking:
+                        if thinking or path != text_path:
                             own_line()
-                        screen.write(piece)
+                        text_path = path
+                        screen.write(_indented(piece, indent, at_line_start))
                         at_line_start = piece.endswith("\n")
                     case ThinkingDelta(text=piece):
-                        if not thinking:
+                        if not thinking or path != text_path:
                             own_line()
                             thinking = True
+                            text_path = path
                             if not screen.color:  # dimmed otherwise
-                                screen.write("[thinking] ")
-                        screen.dim(piece)
+                                screen.write(indent + "[thinking] ")
+                                at_line_start = False
+                        screen.dim(_indented(piece, indent, at_line_start))
                         at_line_start = piece.endswith("\n")
                     case ToolCallStarted(call=call):
                         own_line()
                         arguments = json.dumps(dict(call.input), ensure_ascii=False)
-                        screen.write(f"[tool] {call.name} {_short(arguments)}\n")
+                        screen.write(f"{indent}[tool] {call.name} {_short(arguments)}\n")
                     case ToolCallFinished(result=result):
                         own_line()
-                        screen.write(_block("error" if result.is_error else "result", result.text))
+                        label = "error" if result.is_error else "result"
+                        block = _block(label, result.text)
+                        screen.write("".join(indent + line for line in block.splitlines(True)))
                     case TurnCompleted(response=response):
                         new_messages = response.new_messages
         own_line()

@@ -95,20 +95,31 @@ def _arguments(call: ToolUse) -> JSONValue:
     return dict(call.input)
 
 
-def tool_started(turn: int, call: ToolUse) -> dict[str, Any]:
+def _with_path(event: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+    """``event`` with ``path`` (an inner agent's event, ``agent.as_tool()``); nothing is
+    added for the streaming agent's own."""
+    if path:
+        event["path"] = list(path)
+    return event
+
+
+def tool_started(turn: int, call: ToolUse, path: tuple[str, ...] = ()) -> dict[str, Any]:
     """The ``tool_started`` event."""
-    return {
+    started = {
         "type": "tool_started",
         "turn": turn,
         "id": call.id,
         "tool": call.name,
         "arguments": _arguments(call),
     }
+    return _with_path(started, path)
 
 
-def tool_finished(turn: int, call: ToolUse, result: ToolResult) -> dict[str, Any]:
+def tool_finished(
+    turn: int, call: ToolUse, result: ToolResult, path: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """The ``tool_finished`` event (``is_error`` covers denials and failures)."""
-    return {
+    finished = {
         "type": "tool_finished",
         "turn": turn,
         "id": call.id,
@@ -116,12 +127,19 @@ def tool_finished(turn: int, call: ToolUse, result: ToolResult) -> dict[str, Any
         "result": result.text,
         "is_error": result.is_error,
     }
+    return _with_path(finished, path)
+
+
+def tool_deferred(turn: int, call: ToolUse, path: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The ``tool_deferred`` event: the call waits for a decision after the turn."""
+    deferred = {"type": "tool_deferred", "turn": turn, "id": call.id, "tool": call.name}
+    return _with_path(deferred, path)
 
 
 def delta(turn: int, event: TextDelta | ThinkingDelta) -> dict[str, Any]:
     """A ``text`` or ``thinking`` event."""
     kind = "text" if isinstance(event, TextDelta) else "thinking"
-    return {"type": kind, "turn": turn, "text": event.text}
+    return _with_path({"type": kind, "turn": turn, "text": event.text}, event.path)
 
 
 # -- page to server ------------------------------------------------------------------------

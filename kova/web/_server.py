@@ -29,7 +29,7 @@ from .._groups import lone_exceptions
 from .._log import get_logger
 from .._models import TextDelta, ThinkingDelta, ToolAnnotations
 from .._record import EMPTY, Record
-from ..agent import ToolCallFinished, ToolCallStarted, TurnCompleted
+from ..agent import ToolCallDeferred, ToolCallFinished, ToolCallStarted, TurnCompleted
 from . import _schema
 from ._approvals import Approvals
 from ._http import (
@@ -241,9 +241,11 @@ class EventServer:
                     turn.first_delta = trio.current_time()
                 self._emit(_schema.delta(turn.number, event))
             case ToolCallStarted(call=call):
-                self._emit(_schema.tool_started(turn.number, call))
+                self._emit(_schema.tool_started(turn.number, call, event.path))
             case ToolCallFinished(call=call, result=result):
-                self._emit(_schema.tool_finished(turn.number, call, result))
+                self._emit(_schema.tool_finished(turn.number, call, result, event.path))
+            case ToolCallDeferred(call=call):
+                self._emit(_schema.tool_deferred(turn.number, call, event.path))
             case TurnCompleted(response=response):
                 now = trio.current_time()
                 self._close_turn(

@@ -1,7 +1,8 @@
 """The turns an event server keeps, so that a page that (re)connects sees them again.
 
-Consecutive text (or thinking) deltas are kept as one list of pieces and joined only when
-replayed, so a turn of 20,000 deltas replays as a handful of events.
+Consecutive text (or thinking) deltas of one agent (one ``path``) are kept as one list of
+pieces and joined only when replayed, so a turn of 20,000 deltas replays as a handful of
+events.
 """
 
 from __future__ import annotations
@@ -14,12 +15,16 @@ __all__ = ["Turn", "TurnLog"]
 
 
 class _Merged:
-    __slots__ = ("kind", "pieces", "turn")
+    __slots__ = ("kind", "path", "pieces", "turn")
 
-    def __init__(self, *, kind: str, turn: int, pieces: list[str]) -> None:
+    def __init__(
+        self, *, kind: str, turn: int, pieces: list[str], path: list[str] | None = None
+    ) -> None:
         self.kind = kind
         self.turn = turn
         self.pieces = pieces
+        self.path = path
+        """An inner agent's deltas (``agent.as_tool()``): the path of tool-call ids."""
 
 
 class Turn:
@@ -64,10 +69,13 @@ class TurnLog:
         kind = event["type"]
         if kind in ("text", "thinking"):
             last = items[-1] if items else None
-            if isinstance(last, _Merged) and last.kind == kind:
+            path = event.get("path")
+            if isinstance(last, _Merged) and last.kind == kind and last.path == path:
                 last.pieces.append(event["text"])
             else:
-                items.append(_Merged(kind=kind, turn=event["turn"], pieces=[event["text"]]))
+                items.append(
+                    _Merged(kind=kind, turn=event["turn"], pieces=[event["text"]], path=path)
+                )
         else:
             items.append(event)
 
@@ -77,9 +85,10 @@ class TurnLog:
         for turn in self._turns:
             for item in turn.items:
                 if isinstance(item, _Merged):
-                    events.append(
-                        {"type": item.kind, "turn": item.turn, "text": "".join(item.pieces)}
-                    )
+                    joined = {"type": item.kind, "turn": item.turn, "text": "".join(item.pieces)}
+                    if item.path:
+                        joined["path"] = item.path
+                    events.append(joined)
                 else:
                     events.append(item)
         return events

@@ -10,7 +10,8 @@ import pydantic
 import pytest
 import trio
 
-from kova import Message, ToolResult, ToolUse, Usage
+from kova import Message, TextDelta, ToolResult, ToolUse, Usage
+from kova.agent import DEFER as DEFER_
 from kova.agent import (
     Agent,
     AgentBuilder,
@@ -457,3 +458,380 @@ async def test_an_inner_agent_with_its_own_handler_keeps_it(servers: Any) -> Non
     assert outer_asked == ["cleaner"]
     assert REMOVED == []
     assert response.text == "tool call denied: inner says no"
+
+
+# -- cancellation -------------------------------------------------------------------------
+
+
+def running_tasks() -> list[str]:
+    """The names of every task of this trio run but the fake servers' (the test's own, the
+    agents' actors, and whatever a turn started)."""
+    names: list[str] = []
+    pending = [trio.lowlevel.current_root_task()]
+    while pending:
+        task = pending.pop()
+        if "open_one" in task.name:  # a fake server (the servers fixture) and its connections
+            continue
+        names.append(task.name)
+        for nursery in task.child_nurseries:
+            pending.extend(nursery.child_tasks)
+    return sorted(names)
+
+
+def client_sockets(port: int) -> int:
+    """This process's open TCP connections to ``port`` (client side)."""
+    import psutil
+
+    return sum(
+        1
+        for connection in psutil.Process().net_connections(kind="tcp")
+        if connection.raddr and connection.raddr[1] == port
+    )
+
+
+@pytest.mark.parametrize("how", ["leave the stream", "cancel scope", "cancel token"])
+async def test_cancelling_the_outer_turn_mid_inner_stream_stops_everything(
+    servers: Any, how: str
+) -> None:
+    from kova.agent import CancelToken
+    from kova.errors import TurnCancelled
+    from kova.testing import StreamReply
+
+    held = StreamReply(
+        response=reply_text("an answer that never ends"), chunk_chars=8, hold_after=2
+    )
+    research = await servers(lambda request: held)
+    writing = await servers(
+        delegating(("researcher", {"input": "owls"}), ("researcher", {"input": "bats"}))
+    )
+    port = int(research.base_url.rsplit(":", 1)[1].split("/")[0])
+    researcher = build(research, "researcher")
+    writer = build(writing, "writer", researcher.as_tool())
+    async with writer:
+        before = running_tasks()
+        inner_text: list[str] = []
+        token = CancelToken()
+        with trio.move_on_after(5) as timeout:
+            if how == "leave the stream":
+                async with writer.stream("Write.") as events:
+                    async for event in events:
+                        if isinstance(event, TextDelta) and event.path:
+                            inner_text.append(event.text)
+                            if len(inner_text) == 4:  # both inner streams are held now
+                                break
+            elif how == "cancel scope":
+                with trio.CancelScope() as scope:
+                    async with writer.stream("Write.") as events:
+                        async for event in events:
+                            if isinstance(event, TextDelta) and event.path:
+                                inner_text.append(event.text)
+                                if len(inner_text) == 4:
+                                    scope.cancel()
+            else:
+                with pytest.raises(TurnCancelled):
+                    async with writer.stream("Write.", cancel=token) as events:
+                        async for event in events:
+                            if isinstance(event, TextDelta) and event.path:
+                                inner_text.append(event.text)
+                                if len(inner_text) == 4:
+                                    token.cancel()
+        assert not timeout.cancelled_caught
+        assert len(research.requests) == 2
+        assert sorted(inner_text) == ["an answe", "an answe", "r that n", "r that n"]
+        # Nothing the turn started is left: no task, no connection to the held model.
+        assert running_tasks() == before
+        assert client_sockets(port) == 0
+        assert researcher.is_open  # the agents themselves are still there
+        assert (await writer.run("Write.")).text  # and the writer still works
+
+
+# -- telemetry ----------------------------------------------------------------------------
+
+
+async def test_spans_nest_invoke_agent_inside_execute_tool(servers: Any) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from kova.telemetry import TelemetryHub
+    from kova.telemetry.otel import OtelSubscriber
+
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    hub = TelemetryHub()
+    hub.subscribe(OtelSubscriber(tracer_provider=tracer_provider))
+
+    research = await servers(researcher_script)
+    editing = await servers(delegating(("researcher", {"input": "owls"})))
+    writing = await servers(delegating(("editor", {"input": "draft"})))
+
+    def observed(server: FakeOpenAiServer, name: str, *tools: Any) -> Agent:
+        return (
+            AgentBuilder()
+            .provider(provider(server))
+            .name(name)
+            .tools(*tools)
+            .telemetry(hub)
+            .build()
+        )
+
+    researcher = observed(research, "researcher")
+    editor = observed(editing, "editor", researcher.as_tool())
+    writer = observed(writing, "writer", editor.as_tool())
+    async with writer:
+        await writer.run("Write.")
+    spans = exporter.get_finished_spans()
+    by_id = {span.context.span_id: span for span in spans}
+
+    def tree(span: Any, depth: int = 0) -> list[str]:
+        lines = ["  " * depth + span.name]
+        children = [
+            s for s in spans if s.parent is not None and s.parent.span_id == span.context.span_id
+        ]
+        for child in sorted(children, key=lambda s: s.start_time):
+            lines.extend(tree(child, depth + 1))
+        return lines
+
+    (root,) = [span for span in spans if span.parent is None or span.parent.span_id not in by_id]
+    assert tree(root) == [
+        "invoke_agent writer",
+        "  chat gpt-fake",
+        "  execute_tool editor",
+        "    invoke_agent editor",
+        "      chat gpt-fake",
+        "      execute_tool researcher",
+        "        invoke_agent researcher",
+        "          chat gpt-fake",
+        "      chat gpt-fake",
+        "  chat gpt-fake",
+    ]
+    assert len({span.context.trace_id for span in spans}) == 1
+
+
+# -- an inner deferral pauses the outer turn ----------------------------------------------
+
+
+def cleaner_script(request: ScriptRequest) -> Reply:
+    results = tool_results(request)
+    if not results:
+        return reply_tool_calls(("remove", {"path": "/tmp/a"}), usage=USAGE)
+    return reply_text("cleaner: " + results[0].text, usage=USAGE)
+
+
+async def paused_writer(servers: Any) -> tuple[Agent, Any, Any]:
+    cleaning = await servers(cleaner_script)
+    writing = await servers(delegating(("cleaner", {"input": "tidy"})))
+    return (pausing_agents(cleaning.base_url, writing.base_url), cleaning, writing)
+
+
+def pausing_agents(cleaning_url: str, writing_url: str) -> Agent:
+    """The writer, whose cleaner defers its destructive calls to a person."""
+
+    def at(url: str) -> OpenAiCompatibleProvider:
+        return OpenAiCompatibleProvider(OpenAiConfig(model="gpt-fake", api_key="k", base_url=url))
+
+    cleaner = (
+        AgentBuilder()
+        .provider(at(cleaning_url))
+        .name("cleaner")
+        .tool(remove)
+        .defer_approvals()
+        .build()
+    )
+    return AgentBuilder().provider(at(writing_url)).name("writer").tool(cleaner.as_tool()).build()
+
+
+async def test_an_inner_deferral_pauses_the_outer_turn_and_resume_continues_it(
+    servers: Any,
+) -> None:
+    REMOVED.clear()
+    writer, cleaning, writing = await paused_writer(servers)
+    history = [Message.user("Tidy up.")]
+    async with writer:
+        paused = await writer.run(history)
+        assert paused.pending is not None
+        (call,) = paused.pending.calls
+        assert (call.name, call.arguments, call.path) == ("remove", {"path": "/tmp/a"}, ("call_1",))
+        assert REMOVED == []
+        assert len(writing.requests) == 1  # the writer waits too
+        assert paused.usage_by_agent["cleaner"] == USAGE
+        decided = paused.pending.approve(call.id)
+        done = await writer.resume([*history, *paused.new_messages], decided)
+    assert REMOVED == ["/tmp/a"]
+    assert done.pending is None
+    assert done.text == "cleaner: removed /tmp/a"
+    assert len(cleaning.requests) == 2
+    assert dict(done.usage_by_agent) == {"writer": USAGE, "cleaner": USAGE}
+
+
+async def test_an_inner_deferral_streams_and_resumes_streamed(servers: Any) -> None:
+    REMOVED.clear()
+    writer, _cleaning, _writing = await paused_writer(servers)
+    history = [Message.user("Tidy up.")]
+    async with writer:
+        async with writer.stream(history) as events:
+            first = [event async for event in events]
+        paused = first[-1].response
+        assert [(type(e).__name__, e.path, e.call.name) for e in first if hasattr(e, "call")] == [
+            ("ToolCallStarted", (), "cleaner"),
+            ("ToolCallStarted", ("call_1",), "remove"),
+            ("ToolCallDeferred", ("call_1",), "remove"),
+            ("ToolCallDeferred", (), "cleaner"),
+        ]
+        decided = paused.pending.deny(paused.pending.calls[0], "keep it")
+        async with writer.stream([*history, *paused.new_messages], resume=decided) as events:
+            second = [describe(event) async for event in events]
+    assert [item for item in second if item[0] != "TextDelta"] == [
+        ("started", (), "cleaner"),
+        ("started", ("call_1",), "remove"),
+        ("finished", ("call_1",), "tool call denied: keep it"),
+        ("finished", (), "cleaner: tool call denied: keep it"),
+        ("completed", (), "cleaner: tool call denied: keep it"),
+    ]
+    assert REMOVED == []
+
+
+async def test_an_inner_deferral_resumes_from_json_in_another_process(
+    servers: Any, tmp_path: Any
+) -> None:
+    import sys
+    import textwrap
+
+    from kova import messages_to_json
+
+    REMOVED.clear()
+    writer, cleaning, writing = await paused_writer(servers)
+    history = [Message.user("Tidy up.")]
+    async with writer:
+        paused = await writer.run(history)
+    assert paused.pending is not None
+    (tmp_path / "history.json").write_text(messages_to_json([*history, *paused.new_messages]))
+    (tmp_path / "pending.json").write_text(paused.pending.approve("call_1").to_json())
+    code = textwrap.dedent(
+        f"""
+        import sys, trio
+        sys.path.insert(0, {str(__import__("pathlib").Path(__file__).parent)!r})
+        from kova import messages_from_json
+        from kova.agent import PendingApprovals
+        import test_as_tool as t
+
+        async def main():
+            folder = {str(tmp_path)!r}
+            history = messages_from_json(open(folder + "/history.json").read())
+            pending = PendingApprovals.from_json(open(folder + "/pending.json").read())
+            writer = t.pausing_agents({cleaning.base_url!r}, {writing.base_url!r})
+            async with writer:
+                done = await writer.resume(history, pending)
+            print(done.text)
+            print(t.REMOVED)
+
+        trio.run(main)
+        """
+    )
+    result = await trio.run_process(
+        [sys.executable, "-c", code], capture_stdout=True, capture_stderr=True, check=False
+    )
+    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    assert result.stdout.decode().splitlines() == ["cleaner: removed /tmp/a", "['/tmp/a']"]
+    assert REMOVED == []  # it ran in the other process
+    assert len(cleaning.requests) == 2
+
+
+async def test_a_resumed_inner_deferral_fails_closed(servers: Any) -> None:
+    import json
+
+    from kova.agent import PendingApprovals
+    from kova.errors import ApprovalMismatchError
+
+    REMOVED.clear()
+    writer, _cleaning, _writing = await paused_writer(servers)
+    history = [Message.user("Tidy up.")]
+    async with writer:
+        paused = await writer.run(history)
+        assert paused.pending is not None
+        whole = [*history, *paused.new_messages]
+        # Undecided: refused before anything runs.
+        with pytest.raises(ApprovalMismatchError, match="no decision for 'call_1' \\(remove\\)"):
+            await writer.resume(whole, paused.pending)
+        # The inner call's arguments changed in the stored JSON.
+        stored = json.loads(paused.pending.approve("call_1").to_json())
+        stored["inner"]["call_1"]["pending"]["calls"][0]["arguments"] = {"path": "/"}
+        stored["calls"][0]["arguments"] = {"path": "/"}
+        with pytest.raises(ApprovalMismatchError, match="fingerprint"):
+            await writer.resume(whole, PendingApprovals.from_json(json.dumps(stored)))
+        # The outer call that ran the inner agent changed.
+        stored = json.loads(paused.pending.approve("call_1").to_json())
+        stored["inner"]["call_1"]["fingerprint"] = "0" * 64
+        with pytest.raises(ApprovalMismatchError, match="inner turn of call 'call_1'"):
+            await writer.resume(whole, PendingApprovals.from_json(json.dumps(stored)))
+        # The inner history does not end with the inner calls' message.
+        stored = json.loads(paused.pending.approve("call_1").to_json())
+        stored["inner"]["call_1"]["history"] = stored["inner"]["call_1"]["history"][:1]
+        with pytest.raises(ApprovalMismatchError, match="history of the inner turn"):
+            await writer.resume(whole, PendingApprovals.from_json(json.dumps(stored)))
+    assert REMOVED == []
+
+
+async def test_ids_shared_by_two_agents_are_told_apart(servers: Any) -> None:
+    REMOVED.clear()
+    cleaning = await servers(cleaner_script)
+    writing = await servers(
+        delegating(("remove", {"path": "/outer"}), ("cleaner", {"input": "tidy"}))
+    )
+
+    def at(server: Any) -> OpenAiCompatibleProvider:
+        return provider(server)
+
+    cleaner = AgentBuilder().provider(at(cleaning)).name("cleaner").tool(remove).build()
+    writer = (
+        AgentBuilder()
+        .provider(at(writing))
+        .name("writer")
+        .tools(remove, cleaner.as_tool())
+        .approval_handler(lambda call, *, path: DEFER_ if call.name == "remove" else True)
+        .build()
+    )
+    history = [Message.user("Tidy up.")]
+    async with writer:
+        paused = await writer.run(history)
+        pending = paused.pending
+        assert pending is not None
+        assert [(c.id, c.path) for c in pending.calls] == [("call_1", ()), ("call_1", ("call_2",))]
+        from kova.errors import ApprovalMismatchError
+
+        with pytest.raises(ApprovalMismatchError, match="2 pending calls have id 'call_1'"):
+            pending.approve("call_1")
+        outer_call, inner_call = pending.calls
+        decided = pending.deny(outer_call, "not there").approve(inner_call)
+        done = await writer.resume([*history, *paused.new_messages], decided)
+    assert REMOVED == ["/tmp/a"]
+    assert done.text == "tool call denied: not there | cleaner: removed /tmp/a"
+
+
+# -- kova chat and the web view indent nested events --------------------------------------
+
+
+async def test_kova_chat_indents_an_inner_agents_events(servers: Any) -> None:
+    import io
+
+    from kova.cli._chat import ChatOptions, _Chat, _Screen
+
+    research = await servers(lambda request: reply_text("line one\nline two", usage=USAGE))
+    writing = await servers(delegating(("researcher", {"input": "owls"})))
+    researcher = build(research, "researcher")
+    writer = build(writing, "writer", researcher.as_tool())
+    out = io.StringIO()
+    send, receive = trio.open_memory_channel[Any](0)
+    async with writer, send, receive:
+        chat = _Chat(writer, receive, _Screen(out, color=False), ChatOptions(selected=None), [], [])
+        await chat._stream([Message.user("Write.")])
+    assert out.getvalue() == (
+        '[tool] researcher {"input": "owls"}\n'
+        "    line one\n"
+        "    line two\n"
+        "[result] line one\n"
+        "         line two\n"
+        "line one\n"
+        "line two\n"
+    )

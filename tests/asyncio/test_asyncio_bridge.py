@@ -773,3 +773,28 @@ def test_usage_limits_cross_through_stream_structured(loop: str) -> None:
     error, value = run_on(loop, main)
     _check_crossed(error, kova.errors.UsageLimitExceeded)
     assert value == Route(route="billing")
+
+
+def test_an_agent_used_as_a_tool_through_the_bridge(loop: str) -> None:
+    """agent.as_tool() under kova.asyncio: the bridge opens the inner agent with the outer
+    one, the stream carries the inner events with their path, and usage sums both."""
+
+    def writer_script() -> list[Any]:
+        return [reply_tool_calls(("researcher", {"input": "owls"})), reply_text("written")]
+
+    async def on_asyncio() -> tuple[list[object], kova.agent.AgentResponse, bool, bool]:
+        researcher = build([reply_text("owl facts")] * 2, name="researcher")
+        writer = build(writer_script() * 2, researcher.as_tool(), name="writer")
+        async with kova.asyncio.open_agent(writer) as bridged:
+            opened = researcher.is_open
+            events = [event async for event in bridged.stream("Write.")]
+            response = await bridged.run("Write.")
+        return events, response, opened, researcher.is_open
+
+    events, response, opened, still_open = run_on(loop, on_asyncio)
+    assert opened
+    assert not still_open
+    inner = [event for event in events if event.path]  # type: ignore[attr-defined]
+    assert "".join(e.text for e in inner if isinstance(e, TextDelta)) == "owl facts"
+    assert response.text == "written"
+    assert set(response.usage_by_agent) == {"writer", "researcher"}

@@ -259,3 +259,75 @@ async def test_demo_approval_waiting_countdown_and_telemetry(browser: Browser) -
             assert await tab.evaluate(f"{call}.querySelector('.state').textContent") == "error"
             assert tab.console == [], tab.console
         nursery.cancel_scope.cancel()
+
+
+async def test_an_inner_agents_events_are_nested_in_its_call(browser: Browser) -> None:
+    """An agent used as a tool (``agent.as_tool()``): its text and its own tool call show
+    inside the card of the call that ran it, indented, in the page and after a reload."""
+    inner_text = "Oslo is cold today."
+    researcher = (
+        AgentBuilder()
+        .name("researcher")
+        .provider(
+            ScriptedProvider(
+                [
+                    StreamReply(
+                        response=reply_tool_calls(("get_weather", {"city": "Oslo"})),
+                        chunk_chars=5,
+                    ),
+                    StreamReply(response=reply_text(inner_text), chunk_chars=4),
+                ]
+            )
+        )
+        .tool(get_weather)
+        .build()
+    )
+    writer = (
+        AgentBuilder()
+        .name("writer")
+        .provider(
+            ScriptedProvider(
+                [
+                    StreamReply(
+                        response=reply_tool_calls(("researcher", {"input": "Oslo"}), text=INTRO),
+                        chunk_chars=5,
+                    ),
+                    StreamReply(response=reply_text("Wear a coat."), chunk_chars=5),
+                ]
+            )
+        )
+        .tool(researcher.as_tool())
+        .build()
+    )
+    outer_card = f"{LAST_TURN}.querySelector('.tool[data-call=\"call_1\"]:not([data-path])')"
+    box = f"{outer_card}.querySelector('.nested[data-path=\"call_1\"]')"
+    async with open_event_server() as server, open_tab(browser, server.url) as tab:
+        await tab.wait_for("document.getElementById('status').textContent === 'live'")
+        async with writer, writer.stream([Message.user("Weather?")]) as events:
+            async for _ in server.relay(events, prompt="Weather?"):
+                pass
+        await tab.wait_for(f"{LAST_TURN}.querySelector('.meta.done')")
+        for _ in range(2):  # as streamed, then as replayed to a page that reloads
+            assert await tab.evaluate(f"{box}.querySelector('.assistant-text').textContent") == (
+                inner_text
+            )
+            inner_card = f"{box}.querySelector('.tool[data-path=\"call_1\"]')"
+            assert await tab.evaluate(f"{inner_card}.dataset.tool") == "get_weather"
+            assert await tab.evaluate(f"{inner_card}.querySelector('.result').textContent") == (
+                "-3°C and light snow in Oslo"
+            )
+            assert await tab.evaluate(f"{outer_card}.querySelector('.state').textContent") == (
+                "done"
+            )
+            # Indented: the box starts to the right of its card's content.
+            indent = await tab.evaluate(
+                f"{box}.getBoundingClientRect().left - {outer_card}.getBoundingClientRect().left"
+            )
+            assert indent > 10
+            # The outer agent's own text stays at the turn's level.
+            assert await tab.evaluate(
+                f"[...{LAST_TURN}.children].some((n) => n.textContent === 'Wear a coat.')"
+            )
+            await tab.send("Page.reload")
+            await tab.wait_for(f"{LAST_TURN} && {LAST_TURN}.querySelector('.meta.done')")
+        assert tab.console == [], tab.console

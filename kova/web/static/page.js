@@ -8,7 +8,8 @@
   const transcript = $("transcript"), statusEl = $("status"), form = $("chat"), prompt = $("prompt");
   const stopButton = $("stop"), telemetryToggle = $("show-telemetry");
   const turns = new Map();      // turn number -> {el, text node, thinking node}
-  const tools = new Map();      // call id -> card
+  const tools = new Map();      // turn, path and call id -> card
+  const nested = new Map();     // the call that ran an inner agent -> its box in that card
   const approvals = new Map();  // approval id -> {card, timer}
   let socket = null, retry = 500, noticeTimer = null, chat = false, running = null;
 
@@ -87,14 +88,37 @@
   // comes first.
   // Call ids repeat between turns (a scripted model, a provider that numbers its calls):
   // a card is found by turn and id.
-  function callKey(turn, id) { return (turn === null || turn === undefined ? "-" : turn) + ":" + id; }
-  function callCard(turn, turnEl, id, tool, args) {
-    const key = callKey(turn, id);
+  function callKey(turn, id, path) {
+    const where = path && path.length ? path.join("/") + "/" : "";
+    return (turn === null || turn === undefined ? "-" : turn) + ":" + where + id;
+  }
+  // Where an event goes: the turn, or (an inner agent's event, with a path) a box inside the
+  // card of the call that ran that agent, one level per id of the path.
+  function scopeOf(e) {
+    const turn = turnOf(e.turn);
+    const path = e.path || [];
+    if (!path.length) return turn;
+    const key = "nested:" + callKey(e.turn, path[path.length - 1], path.slice(0, -1));
+    let scope = nested.get(key);
+    if (!scope) {
+      const parent = scopeOf({ turn: e.turn, path: path.slice(0, -1) });
+      const card = callCard(e.turn, parent.el, path[path.length - 1], "agent", null, path.slice(0, -1));
+      const box = el("div", "nested");
+      box.dataset.path = path.join("/");
+      card.appendChild(box);
+      scope = { el: box, text: null, thinking: null };
+      nested.set(key, scope);
+    }
+    return scope;
+  }
+  function callCard(turn, turnEl, id, tool, args, path) {
+    const key = callKey(turn, id, path);
     let card = tools.get(key);
     if (card) return card;
     card = el("div", "card tool");
     card.dataset.call = id;
     card.dataset.tool = tool;
+    if (path && path.length) card.dataset.path = path.join("/");
     const title = el("div", "title");
     title.appendChild(el("span", "badge", "tool"));
     title.appendChild(el("span", "tool-name", tool));
@@ -111,16 +135,20 @@
     state.className = "state " + cls;
   }
   function toolStarted(e) {
-    const turn = turnOf(e.turn);
-    turn.text = null; turn.thinking = null;  // text after a tool call starts a new block
-    const card = callCard(e.turn, turn.el, e.id, e.tool, e.arguments);
+    const scope = scopeOf(e);
+    scope.text = null; scope.thinking = null;  // text after a tool call starts a new block
+    const card = callCard(e.turn, scope.el, e.id, e.tool, e.arguments, e.path);
     if (!card.classList.contains("waiting")) setState(card, "running", "state-running");
   }
   function toolFinished(e) {
-    const card = callCard(e.turn, turnOf(e.turn).el, e.id, e.tool, null);
+    const card = callCard(e.turn, scopeOf(e).el, e.id, e.tool, null, e.path);
     card.classList.remove("waiting");
     setState(card, e.is_error ? "error" : "done", e.is_error ? "state-error" : "state-ok");
     card.appendChild(el("pre", "result", e.result));
+  }
+  function toolDeferred(e) {
+    const card = callCard(e.turn, scopeOf(e).el, e.id, e.tool, null, e.path);
+    setState(card, "waiting for a decision", "state-waiting");
   }
   function approvalRequested(e) {
     const host = e.turn !== null && e.turn !== undefined ? turnOf(e.turn) : null;
@@ -186,7 +214,7 @@
 
   const handlers = {
     hello(e) {
-      transcript.textContent = ""; turns.clear(); tools.clear();
+      transcript.textContent = ""; turns.clear(); tools.clear(); nested.clear();
       approvals.forEach((entry) => clearInterval(entry.timer)); approvals.clear();
       chat = !!e.chat; form.hidden = !e.chat; turnRunning(null);
       if (e.limits && e.limits.max_chat_chars) prompt.maxLength = e.limits.max_chat_chars;
@@ -198,10 +226,11 @@
       const turn = turnOf(e.turn);
       if (e.prompt !== null && e.prompt !== undefined) turn.el.appendChild(el("div", "user", e.prompt));
     },
-    text(e) { appendText(turnOf(e.turn), e.text); },
-    thinking(e) { appendThinking(turnOf(e.turn), e.text); },
+    text(e) { appendText(scopeOf(e), e.text); },
+    thinking(e) { appendThinking(scopeOf(e), e.text); },
     tool_started: toolStarted,
     tool_finished: toolFinished,
+    tool_deferred: toolDeferred,
     approval_requested: approvalRequested,
     approval_decided: approvalDecided,
     turn_completed(e) {
