@@ -78,6 +78,7 @@ class Approvals:
         seconds: float,
         *,
         turn: int | None,
+        path: tuple[str, ...] = (),
     ) -> bool | str:
         """Ask the pages about ``call`` and wait: ``True``, or the denial reason."""
         pending = _Pending(
@@ -95,6 +96,8 @@ class Approvals:
             "timeout_s": seconds,
             "remaining_s": seconds,
         }
+        if path:  # an inner agent's call (agent.as_tool())
+            pending.event["path"] = list(path)
         self._emit(pending.event)
         try:
             with trio.move_on_at(pending.deadline):

@@ -337,11 +337,15 @@ class EventServer:
         return WebApproval(server=self, timeout=float(timeout), annotations=table)
 
     async def _ask(
-        self, call: ToolUse, annotations: ToolAnnotations | None, seconds: float
+        self,
+        call: ToolUse,
+        annotations: ToolAnnotations | None,
+        seconds: float,
+        path: tuple[str, ...] = (),
     ) -> bool | str:
         turn = self._current()
         number = turn.number if turn is not None and turn.open else None
-        return await self._approvals.ask(call, annotations, seconds, turn=number)
+        return await self._approvals.ask(call, annotations, seconds, turn=number, path=path)
 
     # -- turns and fan-out -----------------------------------------------------------------
 
@@ -577,9 +581,13 @@ class WebApproval:
         self.timeout = timeout
         self.annotations = annotations
 
-    async def approve(self, call: ToolUse) -> bool | str:
-        """Wait for a person's decision on ``call``: ``True``, or the denial reason."""
-        return await self.server._ask(call, self.annotations.get(call.name), self.timeout)
+    async def approve(self, call: ToolUse, *, path: tuple[str, ...] = ()) -> bool | str:
+        """Wait for a person's decision on ``call``: ``True``, or the denial reason.
+
+        ``path``: the tool-call ids that led to the call when an inner agent (an agent used
+        as a tool, ``agent.as_tool()``) makes it; the page shows it inside that call's card.
+        """
+        return await self.server._ask(call, self.annotations.get(call.name), self.timeout, path)
 
 
 def _positive(name: str, value: float) -> float:

@@ -331,3 +331,54 @@ async def test_an_inner_agents_events_are_nested_in_its_call(browser: Browser) -
             await tab.send("Page.reload")
             await tab.wait_for(f"{LAST_TURN} && {LAST_TURN}.querySelector('.meta.done')")
         assert tab.console == [], tab.console
+
+
+async def test_an_inner_agents_approval_is_asked_inside_its_call(browser: Browser) -> None:
+    """The page's approval handler on the outer agent also decides the inner agent's calls
+    (it has none of its own): that question shows inside the card of the call that ran it."""
+    researcher = (
+        AgentBuilder()
+        .name("researcher")
+        .provider(
+            ScriptedProvider(
+                [reply_tool_calls(("get_weather", {"city": "Oslo"})), reply_text("Cold.")]
+            )
+        )
+        .tool(get_weather)
+        .build()
+    )
+    box = f"{LAST_TURN}.querySelector('.nested[data-path=\"call_1\"]')"
+    async with open_event_server() as server, open_tab(browser, server.url) as tab:
+        await tab.wait_for("document.getElementById('status').textContent === 'live'")
+        writer = (
+            AgentBuilder()
+            .name("writer")
+            .provider(
+                ScriptedProvider(
+                    [reply_tool_calls(("researcher", {"input": "Oslo"})), reply_text("Coat.")]
+                )
+            )
+            .tool(researcher.as_tool())
+            .approval_handler(server.approval_handler(timeout=120))
+            .build()
+        )
+
+        async def turn() -> None:
+            async with writer, writer.stream([Message.user("Weather?")]) as events:
+                async for _ in server.relay(events, prompt="Weather?"):
+                    pass
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(turn)
+            outer = "document.querySelector('[data-approval]:not([data-path]) button.approve')"
+            await tab.wait_for(outer)
+            await tab.evaluate(f"{outer}.click()")
+            inner = f"({box} && {box}.querySelector('[data-approval][data-path=\"call_1\"]'))"
+            await tab.wait_for(f"{inner} && !{inner}.querySelector('button.approve').disabled")
+            assert await tab.evaluate(f"{inner}.dataset.tool") == "get_weather"
+            await tab.evaluate(f"{inner}.querySelector('button.approve').click()")
+            await tab.wait_for(f"{LAST_TURN}.querySelector('.meta.done')")
+        assert await tab.evaluate(f"{box}.querySelector('.result').textContent") == (
+            "-3°C and light snow in Oslo"
+        )
+        assert tab.console == [], tab.console

@@ -151,10 +151,10 @@
     setState(card, "waiting for a decision", "state-waiting");
   }
   function approvalRequested(e) {
-    const host = e.turn !== null && e.turn !== undefined ? turnOf(e.turn) : null;
+    const host = e.turn !== null && e.turn !== undefined ? scopeOf(e) : null;
     if (host) { host.text = null; host.thinking = null; }
     const card = callCard(e.turn, host ? host.el : transcript, e.call_id || "approval:" + e.id,
-      e.tool, e.arguments);
+      e.tool, e.arguments, e.path);
     card.classList.add("approval", "waiting");
     card.dataset.approval = e.id;
     if (e.call_id) card.dataset.callApproval = e.call_id;
