@@ -198,6 +198,7 @@ class Agent:
         *,
         input: type[Any] = str,
         history: Sequence[Message] | Callable[[ToolContext[Any]], Sequence[Message]] | None = None,
+        output: ResponseFormat | type[Any] | None = None,
     ) -> AgentTool:
         """This agent as a tool another agent can call: each call runs one turn of this
         agent with the model's input as the prompt, and its final text is the result.
@@ -222,6 +223,10 @@ class Agent:
             history: messages the inner turn sees before the prompt (a few examples, say),
                 or a function of the call's :class:`~kova.tools.ToolContext` returning them
                 (``ctx.deps`` is the outer turn's ``deps``); by default only the prompt.
+            output: answer with structured output instead of text: a type pydantic
+                validates or a :class:`~kova.ResponseFormat`, as for :meth:`run_structured`
+                (re-asked up to ``output_retries`` times); the result is the value's JSON
+                (``ToolResult.structured`` holds it as data).
 
         Raises:
             BuildError: ``name`` is not a valid tool name.
@@ -229,7 +234,7 @@ class Agent:
         """
         from ._as_tool import make_agent_tool
 
-        return make_agent_tool(self, name, description, input, history)
+        return make_agent_tool(self, name, description, input, history, output)
 
     @property
     def is_open(self) -> bool:
@@ -709,7 +714,11 @@ class Agent:
         raise AssertionError("a turn ends with TurnCompleted or an error")  # pragma: no cover
 
     async def _inner_turn(
-        self, history: tuple[Message, ...], site: CallSite | None, resume: InnerPause | None
+        self,
+        history: tuple[Message, ...],
+        site: CallSite | None,
+        resume: InnerPause | None,
+        overrides: InferenceConfig | None = None,
     ) -> AgentResponse:
         """One turn of this agent run by an agent tool (``as_tool``) for the outer call
         ``site`` (``None`` when the tool is called outside an agent): streamed into the outer
@@ -719,13 +728,13 @@ class Agent:
         context = current_tool_context()
         deps = context.deps if context is not None else None
         if site is None:
-            return await self.run(history, deps=deps)
+            return await self.run(history, config=overrides, deps=deps)
         if resume is not None:
-            turn = self._resumed(history, resume.pending, None)
+            turn = self._resumed(history, resume.pending, overrides)
         else:
-            turn = self._start(history, None, None)
+            turn = self._start(history, overrides, None)
         emit = site.emit
-        steps = self._steps(turn, None, streamed=emit is not None, deps=deps, site=site)
+        steps = self._steps(turn, overrides, streamed=emit is not None, deps=deps, site=site)
         # Each level adds its own call's id: a deeper agent's events arrive with theirs.
         prefix = (site.call.id,)
         try:

@@ -25,8 +25,13 @@ from ._input import check_messages
 from ._nesting import outer_call
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
     from .._messages import JSONObject
+    from .._requests import InferenceConfig
     from ._agent import Agent
+    from ._events import AgentResponse
+    from ._structured import _Output
 
 __all__ = ["AgentTool", "make_agent_tool"]
 
@@ -40,7 +45,7 @@ class AgentTool:
     """A :class:`~kova.tools.Tool` that runs one turn of an agent (see
     :meth:`Agent.as_tool <kova.agent.Agent.as_tool>`)."""
 
-    __slots__ = ("_history", "_input", "agent", "description", "name", "parameters")
+    __slots__ = ("_history", "_input", "_output", "agent", "description", "name", "parameters")
 
     def __init__(
         self,
@@ -51,6 +56,7 @@ class AgentTool:
         parameters: JSONObject,
         input: type[Any],
         history: HistoryOption,
+        output: tuple[object, _Output] | None = None,
     ) -> None:
         self.agent = agent
         """The agent this tool runs."""
@@ -59,6 +65,7 @@ class AgentTool:
         self.parameters = parameters
         self._input = input
         self._history = history
+        self._output = output
 
     def __repr__(self) -> str:
         return f"<AgentTool {self.name!r} running agent {self.agent.config.name!r}>"
@@ -98,10 +105,32 @@ class AgentTool:
                     f"agent {agent.config.name!r} is not open: give it to the outer agent "
                     "(AgentBuilder.tool) before its `async with`, or open it yourself"
                 )
-            response = await agent._inner_turn(history, site, resume)
+            if self._output is None:
+                response = await agent._inner_turn(history, site, resume)
+            elif resume is not None:  # the answer of a resumed structured turn
+                output = self._output[1]
+                response = await agent._inner_turn(history, site, resume)
+                if response.pending is None:
+                    value = output.validate(response.text)
+                    return _structured_result(output.to_json(value))
+            else:
+                from ._structured import run_structured_turn
+
+                def attempt(
+                    working: Sequence[Message], overrides: InferenceConfig
+                ) -> Awaitable[AgentResponse]:
+                    return agent._inner_turn(tuple(working), site, None, overrides)
+
+                raw, output = self._output
+                value, response = await run_structured_turn(
+                    attempt, history, raw, None, agent.config.output_retries
+                )
+                return _structured_result(output.to_json(value))
         except trio.Cancelled:
             raise
         except (KovaError, Exception) as exc:  # in-band: the outer model decides what next
+            if site is not None and site.call.id in site.nest.paused:
+                return ToolResult(content="(waiting for approvals)")  # a structured turn's pause
             detail = str(exc)
             kind = type(exc).__name__
             return ToolResult.error(
@@ -115,12 +144,18 @@ class AgentTool:
         return ToolResult(content=response.text)
 
 
+def _structured_result(value: Any) -> ToolResult:
+    """A structured answer as the tool's result: its JSON text, and the value itself."""
+    return ToolResult(content=json.dumps(value, ensure_ascii=False), structured=value)
+
+
 def make_agent_tool(
     agent: Agent,
     name: str | None,
     description: str | None,
     input: object,
     history: object,
+    output: object = None,
 ) -> AgentTool:
     """:meth:`Agent.as_tool`'s checks and schema."""
     if name is None:
@@ -158,7 +193,17 @@ def make_agent_tool(
         parameters=parameters,
         input=cast("type[Any]", input),
         history=cast("HistoryOption", history),
+        output=None if output is None else (output, _structured_output(output)),
     )
+
+
+def _structured_output(output: object) -> _Output:
+    from ._structured import _Output
+
+    try:
+        return _Output(output)
+    except TypeError as exc:
+        raise TypeError(str(exc).replace("run_structured's output", "as_tool output")) from None
 
 
 def _model_schema(model: object) -> JSONObject:

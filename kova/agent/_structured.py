@@ -146,6 +146,12 @@ class _Output:
             description=description.strip() or None if isinstance(description, str) else None,
         )
 
+    def to_json(self, value: Any) -> Any:
+        """A validated value as plain JSON (for a tool result)."""
+        if self._adapter is None:
+            return value
+        return self._adapter.dump_python(value, mode="json")
+
     def validate(self, text: str) -> Any:
         """The value the answer ``text`` holds, validated.
 

@@ -835,3 +835,58 @@ async def test_kova_chat_indents_an_inner_agents_events(servers: Any) -> None:
         "line one\n"
         "line two\n"
     )
+
+
+# -- structured output --------------------------------------------------------------------
+
+
+async def test_structured_output_is_the_result_re_asked_while_invalid(servers: Any) -> None:
+    class Facts(pydantic.BaseModel):
+        topic: str
+        facts: list[str]
+
+    answers = iter(['{"topic": "owls"}', '{"topic": "owls", "facts": ["they hoot"]}'])
+    formats: list[object] = []
+
+    def inner(request: ScriptRequest) -> Reply:
+        formats.append(request.config.response_format)
+        return reply_text(next(answers), usage=USAGE)
+
+    research = await servers(inner)
+    seen: list[list[ToolResult]] = []
+
+    def outer(request: ScriptRequest) -> Reply:
+        results = tool_results(request)
+        if not results:
+            return reply_tool_calls(("researcher", {"input": "owls"}), usage=USAGE)
+        seen.append(results)
+        return reply_text("done", usage=USAGE)
+
+    writing = await servers(outer)
+    researcher = build(research, "researcher")
+    writer = build(writing, "writer", researcher.as_tool(output=Facts))
+    async with writer:
+        response = await writer.run("Write.")
+    ((sent,),) = seen  # what the writer's model read: the JSON text
+    assert sent.text == '{"topic": "owls", "facts": ["they hoot"]}'
+    (result,) = [b for b in response.new_messages[1].content if isinstance(b, ToolResult)]
+    assert not result.is_error
+    assert result.structured == {"topic": "owls", "facts": ["they hoot"]}  # for the host
+    assert len(formats) == 2  # one re-ask after the invalid answer
+    assert all(getattr(f, "name", None) == "Facts" for f in formats)
+    assert response.usage_by_agent["researcher"] == USAGE + USAGE
+
+
+async def test_structured_output_that_stays_invalid_is_an_error_result(servers: Any) -> None:
+    class Facts(pydantic.BaseModel):
+        facts: list[str]
+
+    research = await servers(lambda request: reply_text("not json", usage=USAGE))
+    writing = await servers(delegating(("researcher", {"input": "owls"})))
+    researcher = build(research, "researcher")
+    writer = build(writing, "writer", researcher.as_tool(output=Facts))
+    async with writer:
+        response = await writer.run("Write.")
+    assert response.text.startswith("agent 'researcher' failed: StructuredOutputError")
+    with pytest.raises(TypeError, match="as_tool output"):
+        researcher.as_tool(output=3)  # type: ignore[arg-type]
