@@ -38,7 +38,7 @@ from .._record import Record
 from ._errors import CliError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from ..agent import Agent
     from ..tools import Tool
@@ -144,10 +144,21 @@ class _Screen:
     def __init__(self, out: TextIO, *, color: bool) -> None:
         self._out = out
         self._color = color
+        self._at_line_start = True
+        self.prompt: str | None = None
+        """The prompt on screen while waiting for the user's line (``None`` otherwise)."""
 
     def write(self, text: str) -> None:
-        self._out.write(text)
-        self._out.flush()
+        if text:
+            self._out.write(text)
+            self._out.flush()
+            self._at_line_start = text.endswith("\n")
+
+    def notice(self, label: str, text: str) -> None:
+        """``[label] text`` on lines of its own, whatever was being written (a prompt on
+        screen is shown again under it)."""
+        start = "" if self._at_line_start else "\n"
+        self.write(start + _block(label, text) + (self.prompt or ""))
 
     @property
     def color(self) -> bool:
@@ -277,7 +288,11 @@ class _Chat:
         screen = self._screen
         while True:
             screen.write("you> ")
-            item = await self._next_item()
+            screen.prompt = "you> "
+            try:
+                item = await self._next_item()
+            finally:
+                screen.prompt = None
             if isinstance(item, _Interrupt):
                 screen.write("\n(Ctrl-C cancels a running turn; /exit or Ctrl-D quits)\n")
                 continue
@@ -476,7 +491,15 @@ async def run_chat(
         offered: list[str] = []
         for number, command in enumerate(options.mcp_commands, start=1):
             tools.extend(
-                await _connect_mcp(stack, command, number, options.mcp_filter, used, offered)
+                await _connect_mcp(
+                    stack,
+                    command,
+                    number,
+                    options.mcp_filter,
+                    used,
+                    offered,
+                    lambda message: screen.notice("mcp", message),
+                )
             )
         if options.mcp_commands:
             options.mcp_filter.check_used(used, offered)
@@ -512,10 +535,11 @@ async def _connect_mcp(
     keep: McpFilter,
     used: set[str],
     offered: list[str],
+    on_lost: Callable[[str], object],
 ) -> list[Tool]:
     """Start one ``--mcp`` server (``"CMD ARGS"`` or ``"PREFIX=CMD ARGS"``) and list the tools
     ``keep`` lets through (``used`` collects the patterns that matched, ``offered`` every
-    tool the server has)."""
+    tool the server has). ``on_lost`` is told when the server ends mid-chat."""
     from ..mcp import mcp_tools
     from ..mcp._tool import check_prefix
     from ._mcp import connect_stdio
@@ -528,7 +552,7 @@ async def _connect_mcp(
     argv = shlex.split(command)
     if not argv:
         raise ValueError(f"--mcp needs a command, got {command!r}")
-    client = await stack.enter_async_context(connect_stdio(argv, name=prefix))
+    client = await stack.enter_async_context(connect_stdio(argv, name=prefix, on_lost=on_lost))
     found = await mcp_tools(client, prefix)
     offered.extend(tool.name for tool in found)
     return [tool for tool in found if keep.keeps((tool.remote_name, tool.name), used)]

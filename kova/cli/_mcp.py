@@ -4,6 +4,7 @@ command, with the last lines the server wrote to its stderr."""
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import shutil
 import sys
@@ -16,9 +17,9 @@ from .._groups import lone_exceptions
 from ._errors import CliError
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator, Callable, Sequence
 
-    from ..mcp import McpClient
+    from ..mcp import McpClient, McpConnectionState
 
 __all__ = ["connect_stdio"]
 
@@ -37,53 +38,94 @@ stdout, and the transport stops the whole process group, so the watcher changes 
 else."""
 
 
-def _ending(log: TextIO) -> tuple[str | None, list[str]]:
-    """The exit status the watcher wrote (``None`` if it wrote none) and the last lines of
-    the server's own stderr."""
+def _ending(log: TextIO, start: int = 0) -> tuple[int | None, list[str], int]:
+    """What one run of the server left in ``log`` from position ``start``: the exit status
+    the watcher wrote (``None`` if it wrote none), the last lines of the server's own
+    stderr, and the position after that run's status (where the next run's lines begin)."""
     log.flush()
-    log.seek(0)
-    lines = [line.rstrip() for line in log.read().splitlines() if line.strip()]
-    status = None
-    if lines and lines[-1].startswith(_STATUS_MARK):
-        status = lines.pop().removeprefix(_STATUS_MARK).rstrip("]")
-    return status, lines[-_TAIL_LINES:]
+    log.seek(start)
+    lines: list[str] = []
+    status: int | None = None
+    while line := log.readline():
+        if line.startswith(_STATUS_MARK):
+            with contextlib.suppress(ValueError):
+                status = int(line.removeprefix(_STATUS_MARK).strip().rstrip("]"))
+            break
+        if line.strip():
+            lines.append(line.rstrip())
+    return status, lines[-_TAIL_LINES:], log.tell()
+
+
+def _with_tail(message: str, said: list[str]) -> str:
+    if said:
+        message += "; the end of its stderr:\n  " + "\n  ".join(said)
+    return message
 
 
 @asynccontextmanager
 async def connect_stdio(
-    argv: Sequence[str], *, name: str | None = None
+    argv: Sequence[str],
+    *,
+    name: str | None = None,
+    on_lost: Callable[[str], object] | None = None,
 ) -> AsyncIterator[McpClient]:
     """An MCP client over stdio for ``argv``, its stderr kept in a temporary file.
+
+    ``on_lost`` is told, in one message, when the server ends after it answered: the
+    command, its exit status and the last lines of its stderr. The client's connection
+    starts it again meanwhile (its calls in flight are answered with errors the model
+    reads).
 
     Raises:
         CliError: the command does not exist, or the server closed the connection before
             the handshake finished (the message quotes the end of its stderr).
     """
     from ..mcp import McpClient, StdioTransport
+    from ..mcp._stdio import describe_exit
 
     program = argv[0]
+    command = shlex.join(argv)
     if shutil.which(program) is None:
-        raise CliError(f"MCP server command not found: {program} (in `{shlex.join(argv)}`)")
-    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as log:
+        raise CliError(f"MCP server command not found: {program} (in `{command}`)")
+    # Append mode: the server shares this file's offset, and reading the tail must not
+    # move where it writes.
+    with tempfile.TemporaryFile("a+", encoding="utf-8", errors="replace") as log:
         transport = StdioTransport(sys.executable, args=["-c", _WATCHER, *argv], stderr=log)
+        run_start = 0  # where the running server's stderr begins in the file
+        up = False
+
+        def changed(state: McpConnectionState) -> None:
+            nonlocal run_start, up
+            if state.status == "connected":
+                up = True
+                return
+            if not up or state.error is None:
+                return
+            # The session was lost: the watcher has exited (its stdout, which the server
+            # shares, has ended), so that run's status and stderr are in the file.
+            up = False
+            status, said, run_start = _ending(log, run_start)
+            ended = "closed its output" if status is None else describe_exit(status)
+            who = f"the MCP server `{command}`" + (f" ({name})" if name else "")
+            if on_lost is not None:
+                on_lost(_with_tail(f"{who} {ended}; starting it again", said))
+
         entered = False
         try:
             with lone_exceptions():
-                async with McpClient.connect(transport, name=name) as client:
+                async with McpClient.connect(
+                    transport, name=name, on_state_change=changed
+                ) as client:
                     entered = True
                     yield client
         except KovaError as exc:
             if entered:
                 raise
-            status, said = _ending(log)
-            command = shlex.join(argv)
+            status, said, _ = _ending(log)
             if status is not None:
-                message = f"the MCP server `{command}` exited with status {status}"
-                message += " before it answered"
+                message = f"the MCP server `{command}` {describe_exit(status)} before it answered"
             elif "Connection closed" in str(exc):  # its stdout closed
                 message = f"the MCP server `{command}` closed its output before it answered"
             else:
                 message = f"the MCP server `{command}` did not start: {exc}"
-            if said:
-                message += "; the end of its stderr:\n  " + "\n  ".join(said)
-            raise CliError(message) from exc
+            raise CliError(_with_tail(message, said)) from exc

@@ -328,7 +328,9 @@ class McpConnection(Actor):
                 log.info("mcp.connection.closed", connection=self._shared.name)
 
     def _report_lost(self, session: Session) -> None:
-        log.warning(
+        # info, not warning: the actor reconnects by itself and the requests it touched
+        # fail with errors that say so; giving up is the error the host must act on.
+        log.info(
             "mcp.connection.lost",
             connection=self._shared.name,
             session=session.number,

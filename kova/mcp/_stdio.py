@@ -24,6 +24,7 @@ own ``stdio_client`` uses them.
 from __future__ import annotations
 
 import re
+import signal
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,7 @@ __all__ = [
     "MESSAGE_TOO_LARGE",
     "NOT_DELIVERED",
     "LineFramer",
+    "describe_exit",
     "not_delivered_answer",
     "open_stdio",
 ]
@@ -66,6 +68,9 @@ layer answers such a request itself, with this code and ``data={"kova": "not-del
 """
 
 _READ_SIZE = 65536
+_EXIT_WAIT = 1.0
+"""Seconds to wait, once the child's stdout has ended, for its exit status (it has almost
+always exited by then: the pipe closes when its last thread does)."""
 _HEAD = 512  # bytes of an oversized message read for its id
 _ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
 
@@ -141,6 +146,18 @@ def _parse(line: bytes) -> SessionMessage | Exception:
     return SessionMessage(message)
 
 
+def describe_exit(status: int) -> str:
+    """``"exited with status 3"``, or for a negative status (the process was killed by that
+    signal) ``"was killed by signal 9 (SIGKILL)"``."""
+    if status >= 0:
+        return f"exited with status {status}"
+    try:
+        name = f" ({signal.Signals(-status).name})"
+    except ValueError:
+        name = ""
+    return f"was killed by signal {-status}{name}"
+
+
 def not_delivered_answer(request_id: int | str, reason: str) -> SessionMessage:
     """kova's :data:`NOT_DELIVERED` answer to the request ``request_id``, for the session."""
     error = mt.ErrorData(code=NOT_DELIVERED, message=reason, data={"kova": "not-delivered"})
@@ -197,6 +214,13 @@ async def open_stdio(
                 # The child closed stdout (it exited), or we are shutting down.
                 if watch is not None and watch.dead_since is None:
                     watch.dead_since = trio.current_time()
+                    # Say how it ended (its exit status, not the mcp package's "Connection
+                    # closed") before the session sees the end of the stream and fails the
+                    # requests in flight with that reason.
+                    with trio.move_on_after(_EXIT_WAIT):
+                        await process.wait()
+                    if process.returncode is not None:
+                        watch.on_gone(f"the MCP server process {describe_exit(process.returncode)}")
 
     async def write_stdin() -> None:
         broken: str | None = None

@@ -3,7 +3,9 @@ pseudo-terminal (pexpect), a real provider, and kova's fake servers on loopback.
 
 from __future__ import annotations
 
+import io
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -53,6 +55,10 @@ def _model(request: ScriptRequest) -> Any:
         return reply_text(f"I see {len(request.messages)} messages; users said {users}.")
     if said == "add please":
         return reply_tool_calls(("mcp__add", {"a": 2, "b": 3}))
+    if said == "crash please":
+        return reply_tool_calls(("mcp__exit_now", {"said": "out of memory at step 3"}))
+    if said == "pid please":
+        return reply_tool_calls(("mcp__pid", {}))
     if said == "think":
         return StreamReply(
             response=with_thinking(reply_text("The answer is 4."), "Two and two.\nMakes four."),
@@ -202,6 +208,56 @@ async def test_chat_asks_before_an_mcp_tool_runs(tmp_path: Path) -> None:
         await terminal.expect("you> ")
         await terminal.send("/exit")
         assert await terminal.exit_status() == 0
+
+
+@pytest.mark.usefixtures("_guard")
+async def test_chat_goes_on_when_an_mcp_server_dies(tmp_path: Path) -> None:
+    history = tmp_path / "history.json"
+    async with open_openai_server(_model) as server:
+        args = _chat_args("openai", server.base_url, history)
+        server_command = f"{sys.executable} {MCP_SERVER} stdio"
+        terminal = Terminal([*args, "--yes", "--mcp", server_command])
+        transcript = io.StringIO()
+        terminal.child.logfile_read = transcript
+        await terminal.expect("you> ")
+
+        # The server dies inside a call: one line naming it, how it ended and what it said
+        # last; the call is answered in-band and the model goes on.
+        await terminal.send("crash please")
+        await terminal.expect(
+            f"[mcp] the MCP server `{server_command}` (mcp) exited with status 3; starting it"
+            " again; the end of its stderr:"
+        )
+        await terminal.expect("out of memory at step 3")
+        await terminal.expect("[error] MCP tool 'exit_now' failed: the connection to MCP server")
+        await terminal.expect("(the MCP server process exited with status 3)")
+        await terminal.expect("The sum is ")  # the model's answer to the error
+        await terminal.expect("you> ")
+
+        # Killed between turns: the line appears at once and the prompt comes back under it.
+        await terminal.send("pid please")
+        await terminal.expect("[result] ")
+        await trio.to_thread.run_sync(terminal.child.expect, r"(\d+)\r?\n")
+        pid = int(terminal.child.match.group(1))
+        await terminal.expect("you> ")
+        os.kill(pid, signal.SIGKILL)
+        await terminal.expect(
+            f"[mcp] the MCP server `{server_command}` (mcp) was killed by signal 9 (SIGKILL);"
+            " starting it again"
+        )
+        await terminal.expect("you> ")
+
+        # The restarted server answers the next call.
+        await terminal.send("add please")
+        await terminal.expect("[result] 5")
+        await terminal.expect("The sum is 5.")
+        await terminal.expect("you> ")
+        await terminal.send("/exit")
+        assert await terminal.exit_status() == 0
+        shown = transcript.getvalue()
+        # One line a death, and no log lines around it.
+        assert shown.count("[mcp] ") == 2
+        assert "mcp.connection" not in shown
 
 
 def _kova(*args: str) -> subprocess.CompletedProcess[str]:

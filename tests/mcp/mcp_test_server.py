@@ -180,8 +180,12 @@ def build_server(events: list[str] | None = None) -> MCPServer:
         return "unreachable"
 
     @server.tool()
-    async def exit_now() -> str:
-        """Exit the server process mid-call."""
+    async def exit_now(said: str = "") -> str:
+        """Exit the server process mid-call (with status 3), first writing ``said`` to
+        stderr."""
+        if said:
+            sys.stderr.write(said + "\n")
+            sys.stderr.flush()
         os._exit(3)
 
     @server.tool()
