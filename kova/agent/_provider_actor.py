@@ -137,7 +137,9 @@ class ProviderActor(Actor):
         if not retry.should_retry(tries, error):
             return None
         delay = retry.delay(tries, error)
-        log.warning(
+        # info: retrying is the policy working (ModelCallRetrying carries it too); the
+        # error the host must act on is the one raised when the retries run out.
+        log.info(
             "provider.request.retrying",
             provider=self._provider.name,
             attempt=tries + 1,

@@ -637,14 +637,19 @@ class ToolPoolActor(Actor):
         except _CODE_EXITS as exc:  # sys.exit() in a tool (argparse does) ends only the call
             if not raised_by_code(exc):
                 raise  # a real Ctrl-C: it cancels the turn, as it always has
-            log.warning("tool.call.failed", tool=call.name, error=repr(exc))
+            log.info("tool.call.failed", tool=call.name, error=repr(exc))
             return ToolResult.error(f"tool {call.name!r} raised {_named(exc)}")
         except Exception as exc:  # a tool's failure goes to the model in-band, by design
-            # An asyncio library used from a trio tool: the log line and the model both
-            # get the way out (kova.asyncio, runs_on="asyncio").
+            # Logged at info: the model reads the failure and the turn's events carry it
+            # (ToolCallFinished), so a raising tool is not news for the user's terminal. An
+            # asyncio library used from a trio tool is a wiring mistake the host must fix:
+            # a warning, and the log line and the model both get the way out (kova.asyncio,
+            # runs_on="asyncio").
             hint = asyncio_hint(exc)
-            extra = {} if hint is None else {"hint": hint}
-            log.warning("tool.call.failed", tool=call.name, error=repr(exc), **extra)
+            if hint is None:
+                log.info("tool.call.failed", tool=call.name, error=repr(exc))
+            else:
+                log.warning("tool.call.failed", tool=call.name, error=repr(exc), hint=hint)
             suffix = "" if hint is None else f" ({hint})"
             return ToolResult.error(f"tool {call.name!r} failed: {exc}{suffix}")
         if not isinstance(result, ToolResult):  # a Tool written without type checking

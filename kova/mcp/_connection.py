@@ -639,7 +639,8 @@ class McpConnection(Actor):
         try:
             tools = await self._list_tools()
         except KovaError as exc:
-            log.warning("mcp.tools.refresh_failed", connection=self._shared.name, error=repr(exc))
+            # The agents keep the list they had; the next reconnect lists the tools again.
+            log.info("mcp.tools.refresh_failed", connection=self._shared.name, error=repr(exc))
             return
         for watcher in tuple(self._shared.tool_watchers):
             try:

@@ -672,9 +672,11 @@ async def test_retry_is_logged_with_structlog(autojump_clock: trio.testing.MockC
     async with AgentBuilder().provider(provider).build() as agent:
         with structlog.testing.capture_logs() as logs:
             await agent.run(HISTORY)
-    assert [entry["event"] for entry in logs if entry["log_level"] == "warning"] == [
+    # At info: a retry is the policy working, nothing the user must act on.
+    assert [entry["event"] for entry in logs if entry["log_level"] == "info"] == [
         "provider.request.retrying"
     ]
+    assert [entry for entry in logs if entry["log_level"] in ("warning", "error")] == []
 
 
 async def test_agent_records_metrics(autojump_clock: trio.testing.MockClock) -> None:

@@ -146,6 +146,7 @@ async def test_a_tool_that_needed_an_asyncio_loop_gets_the_hint_in_band_and_in_t
     failed = [entry for entry in logs if entry["event"] == "tool.call.failed"]
     assert len(failed) == 1
     assert "kova.asyncio" in failed[0]["hint"]
+    assert failed[0]["log_level"] == "warning"  # a wiring mistake the host must fix
 
 
 async def test_other_tool_failures_get_no_hint() -> None:
@@ -162,6 +163,7 @@ async def test_other_tool_failures_get_no_hint() -> None:
     assert response.new_messages[1].content[0].text == "tool 'broken' failed: something else"
     failed = [entry for entry in logs if entry["event"] == "tool.call.failed"]
     assert "hint" not in failed[0]
+    assert failed[0]["log_level"] == "info"  # the model has it in-band
 
 
 def test_on_asyncio_outside_the_bridge_says_what_to_do() -> None:
