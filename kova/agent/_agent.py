@@ -38,7 +38,7 @@ from ._input import HistoryInput, check_call_options, coerce_history
 from ._limits import UsageLimits
 from ._model_call import ModelCall, outcome_of
 from ._nesting import Nest, nested
-from ._tool_pool import Approver, RunToolCalls, ToolPoolActor
+from ._tool_pool import Approver, GetToolRunner, RunToolCalls, ToolPoolActor, ToolRunner
 from ._turn import AwaitApproval, CallModel, Finished, RunTools, Turn, new_turn_id
 
 if TYPE_CHECKING:
@@ -93,8 +93,8 @@ class Agent:
             lifecycle = LifecycleSubscriber(config.lifecycle).on_event
             self._own_subscribers = (*self._own_subscribers, lifecycle)
         self._pool: ActorRef | None = None
-        # The pool itself, for non-streamed steps run in the turn's own task.
-        self._tool_runner: ToolPoolActor | None = None
+        # The pool's current runner, for non-streamed steps run in the turn's own task.
+        self._tool_runner: ToolRunner | None = None
         self._approver = Approver(config.approval, config.defer)
         self._prefix: tuple[Message, ...] = (
             (Message.system(config.system_prompt),) if config.system_prompt else ()
@@ -130,7 +130,6 @@ class Agent:
             raise BuildError("this agent is already open; build another for a second block")
         from ..actors import open_runtime
         from ._provider_ref import ProviderRef, spawn_provider
-        from ._tool_pool import GetToolRunner
 
         config = self._config
         stack = AsyncExitStack()
@@ -915,7 +914,9 @@ class Agent:
                             # No actor round trip: the turn's task runs the step (as it
                             # sends its model calls), on the pool's policy.
                             runner = self._tool_runner
-                            assert runner is not None
+                            if runner is None or runner.closed:  # the pool restarted
+                                runner = await pool.call(GetToolRunner())
+                                self._tool_runner = runner
                             results = await runner.run_in_caller(request)
                     if answered:
                         results = _merge_results(step.calls, answered, calls, results)

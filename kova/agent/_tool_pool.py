@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextvars
 import inspect
 import os
+from contextlib import asynccontextmanager
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -70,7 +71,8 @@ from ._input import block_problem
 from ._nesting import CallSite, serving_agent_call
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Sequence
+    from contextlib import AbstractAsyncContextManager
 
     from ..tools import Tool, ToolRegistry
     from ._nesting import Nest
@@ -79,8 +81,10 @@ __all__ = [
     "ApprovalHandler",
     "Approver",
     "DeferPredicate",
+    "GetToolRunner",
     "RunToolCalls",
     "ToolPoolActor",
+    "ToolRunner",
 ]
 
 log = get_logger(__name__)
@@ -339,9 +343,10 @@ class _Checked:
         self.duration = duration
 
 
-class GetToolRunner(Record, Call["ToolPoolActor"]):
-    """Reply with the pool, whose :meth:`ToolPoolActor.run_in_caller` the agent calls for
-    its non-streamed steps (answered at once, from the mailbox loop)."""
+class GetToolRunner(Record, Call["ToolRunner"]):
+    """Reply with the :class:`ToolRunner` the pool's current incarnation published (answered
+    at once, from the mailbox loop). The agent runs its non-streamed steps on it and asks
+    again once it is :attr:`~ToolRunner.closed`."""
 
 
 class _InContext(Generic[_T]):
@@ -378,7 +383,13 @@ class _InContext(Generic[_T]):
 
 
 class ToolPoolActor(Actor):
-    """Runs tool calls. See the module docstring for the order of checks."""
+    """Runs tool calls. See the module docstring for the order of checks.
+
+    Each incarnation publishes a :class:`ToolRunner` (its registry, approval policy and
+    capacity limiter) and serves its messages on it; a restart publishes a new one and
+    closes the old, so a caller holding a runner learns from :attr:`ToolRunner.closed` to
+    ask again (:class:`GetToolRunner`), as a provider's callers do with its admission.
+    """
 
     concurrent: ClassVar[bool] = True
 
@@ -392,28 +403,71 @@ class ToolPoolActor(Actor):
     ) -> None:
         self.registry = registry
         self.max_concurrent = max_concurrent
-        self.approver = Approver(approval, defer)
-        self._limiter = trio.CapacityLimiter(max_concurrent)
+        self._approval = approval
+        self._defer = defer
+        self._runner: ToolRunner | None = None
+
+    def resources(self) -> AbstractAsyncContextManager[None]:
+        return self._publish()
+
+    @asynccontextmanager
+    async def _publish(self) -> AsyncIterator[None]:
+        runner = ToolRunner(
+            self.registry, Approver(self._approval, self._defer), self.max_concurrent
+        )
+        self._runner = runner
+        try:
+            yield
+        finally:
+            # Steps already running in their callers' tasks finish on it; the next step of
+            # any caller asks for the next incarnation's runner.
+            runner.closed = True
+
+    @property
+    def runner(self) -> ToolRunner:
+        """The runner this incarnation published."""
+        runner = self._runner
+        assert runner is not None, "the tool pool is not running"
+        return runner
 
     def handle_now(self, message: Any) -> Any:
         if type(message) is GetToolRunner:
-            return self
+            return self.runner
         return LATER
 
     async def handle_call(self, message: Any) -> Any:
         match message:
             case RunToolCalls(on_event=on_event):
-                return await self._run_step(message, on_event)
+                return await self.runner.run_step(message, on_event)
             case _:
                 raise UnknownMessage(self.name, message)
 
     async def handle_stream(self, message: Any, send: trio.MemorySendChannel[Any]) -> None:
         match message:
             case RunToolCalls():
-                results = await self._run_step(message, send.send)
+                results = await self.runner.run_step(message, send.send)
                 await send.send(results)
             case _:
                 raise UnknownMessage(self.name, message, kind="stream")
+
+
+class ToolRunner:
+    """One incarnation of the tool pool as its callers reach it: the registry, the
+    approval policy and the capacity limiter every step of that incarnation runs under,
+    streamed (served by the actor) or not (:meth:`run_in_caller`, in the caller's task).
+
+    The actor creates it when it starts and sets :attr:`closed` when it stops or crashes;
+    nothing else writes it.
+    """
+
+    __slots__ = ("_limiter", "approver", "closed", "registry")
+
+    def __init__(self, registry: ToolRegistry, approver: Approver, max_concurrent: int) -> None:
+        self.registry = registry
+        self.approver = approver
+        self._limiter = trio.CapacityLimiter(max_concurrent)
+        self.closed = False
+        """The incarnation that published it has ended: ask the pool for the current one."""
 
     async def run_in_caller(self, message: RunToolCalls) -> tuple[DeferredResult, ...]:
         """Run the step ``message`` in the calling task, with no actor round trip (the
@@ -423,9 +477,9 @@ class ToolPoolActor(Actor):
         variable a tool sets does not outlive its call, as when the pool's own task runs it.
         """
         context = message.caller if message.caller is not None else contextvars.copy_context()
-        return await _InContext(self._run_step(message, message.on_event), context)
+        return await _InContext(self.run_step(message, message.on_event), context)
 
-    async def _run_step(
+    async def run_step(
         self, message: RunToolCalls, on_event: Callable[[object], Awaitable[None]] | None
     ) -> tuple[DeferredResult, ...]:
         token = _REQUEST.set(message)
