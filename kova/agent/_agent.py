@@ -77,6 +77,8 @@ class Agent:
     def __init__(self, config: AgentConfig) -> None:
         self._config = config
         self._stack: AsyncExitStack | None = None
+        self._tool_owner: str | None = None
+        """The outer agent that opened this one as its tool (``agent.as_tool()``)."""
         self._provider: ProviderRef | None = None
         self._telemetry = config.telemetry if config.telemetry is not None else TelemetryHub()
         self._model = config.inference.model or _default_model(config.provider)
@@ -129,8 +131,10 @@ class Agent:
         if self._stack is not None:
             raise BuildError("this agent is already open; build another for a second block")
         from ..actors import open_runtime
+        from ._as_tool import check_agent_names, open_as_tool
         from ._provider_ref import ProviderRef, spawn_provider
 
+        check_agent_names(self)
         config = self._config
         stack = AsyncExitStack()
         await stack.__aenter__()
@@ -167,10 +171,9 @@ class Agent:
                 pool = self._pool
                 stack.push_async_callback(lambda: runtime.stop(pool))
             # Agents given as tools (agent.as_tool()) open with this one and close before it
-            # stops; one already open is used as it is.
+            # stops; one the host opened is used as it is (see open_as_tool).
             for inner in _inner_agents(config.registry):
-                if not inner.is_open:
-                    await stack.enter_async_context(inner)
+                await stack.enter_async_context(open_as_tool(inner, self))
         except BaseException:
             await stack.aclose()
             raise

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 import trio
@@ -25,7 +26,7 @@ from ._input import check_messages
 from ._nesting import outer_call
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable
+    from collections.abc import AsyncIterator, Awaitable
 
     from .._messages import JSONObject
     from .._requests import InferenceConfig
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from ._events import AgentResponse
     from ._structured import _Output
 
-__all__ = ["AgentTool", "make_agent_tool"]
+__all__ = ["AgentTool", "check_agent_names", "make_agent_tool", "open_as_tool"]
 
 HistoryOption = Sequence[Message] | Callable[[ToolContext[Any]], Sequence[Message]] | None
 """``as_tool(history=...)``: what the inner turn sees before the prompt."""
@@ -107,12 +108,6 @@ class AgentTool:
                 )
             if self._output is None:
                 response = await agent._inner_turn(history, site, resume)
-            elif resume is not None:  # the answer of a resumed structured turn
-                output = self._output[1]
-                response = await agent._inner_turn(history, site, resume)
-                if response.pending is None:
-                    value = output.validate(response.text)
-                    return _structured_result(output.to_json(value))
             else:
                 from ._structured import run_structured_turn
 
@@ -122,10 +117,15 @@ class AgentTool:
                     return agent._inner_turn(tuple(working), site, None, overrides)
 
                 raw, output = self._output
-                value, response = await run_structured_turn(
-                    attempt, history, raw, None, agent.config.output_retries
-                )
-                return _structured_result(output.to_json(value))
+                first = None
+                if resume is not None:  # the resumed turn's answer is the first attempt
+                    first = response = await agent._inner_turn(history, site, resume)
+                if first is None or first.pending is None:
+                    # Validated, and re-asked while invalid, as run_structured does.
+                    value, response = await run_structured_turn(
+                        attempt, history, raw, None, agent.config.output_retries, first
+                    )
+                    return _structured_result(output.to_json(value))
         except trio.Cancelled:
             raise
         except (KovaError, Exception) as exc:  # in-band: the outer model decides what next
@@ -142,6 +142,67 @@ class AgentTool:
             assert site is not None  # only a nested turn hands its pause on
             return ToolResult(content="(waiting for approvals)")
         return ToolResult(content=response.text)
+
+
+def _agent_tools(agent: Agent) -> list[AgentTool]:
+    return [tool for tool in agent.config.registry if isinstance(tool, AgentTool)]
+
+
+def check_agent_names(outer: Agent) -> None:
+    """Refuse a tree of agents (``outer`` and the agents given to it as tools, at any depth)
+    in which two different agents share a name: ``usage_by_agent`` keys usage by name, and
+    two agents left with the default name would be counted as one.
+
+    Raises:
+        BuildError: naming both agents and where they are in the tree.
+    """
+    seen: dict[str, tuple[Agent, str]] = {}
+
+    def visit(agent: Agent, where: str) -> None:
+        name = agent.config.name
+        found = seen.get(name)
+        if found is not None:
+            if found[0] is agent:
+                return  # one agent used twice (two tools, two levels): one entry
+            raise BuildError(
+                f"two agents in agent {outer.config.name!r}'s tree are named {name!r}: "
+                f"{found[1]} and {where}. usage_by_agent counts usage by agent name, so give "
+                "each its own name (AgentBuilder.name)"
+            )
+        seen[name] = (agent, where)
+        for tool in _agent_tools(agent):
+            visit(tool.agent, f"the agent behind tool {tool.name!r} of {name!r}")
+
+    visit(outer, "the outer agent")
+
+
+@asynccontextmanager
+async def open_as_tool(inner: Agent, outer: Agent) -> AsyncIterator[None]:
+    """Hold ``inner`` (given to ``outer`` as a tool) open for ``outer``'s block.
+
+    An agent the host opened is used as it is and left open. Otherwise ``outer`` opens it
+    and closes it when its own block ends: an open agent owns tasks (its runtime, its
+    actors) in the block that opened it, so it cannot outlive that block for a second outer
+    agent. A second outer agent that finds it held open by the first is refused with a
+    :class:`BuildError` saying to open it around both.
+    """
+    owner = inner._tool_owner
+    if owner is not None:
+        raise BuildError(
+            f"agent {inner.config.name!r} (a tool of agent {outer.config.name!r}) is held open "
+            f"by agent {owner!r}, which opened it and closes it when its block ends; to give "
+            f"one agent to several agents, open it yourself around them: "
+            f"`async with {inner.config.name}, ...:` (an open agent is used as it is)"
+        )
+    if inner.is_open:
+        yield
+        return
+    inner._tool_owner = outer.config.name  # before opening: a concurrent outer sees it
+    try:
+        async with inner:
+            yield
+    finally:
+        inner._tool_owner = None
 
 
 def _structured_result(value: Any) -> ToolResult:

@@ -308,6 +308,7 @@ async def run_structured_turn(
     output: object,
     config: InferenceConfig | None,
     retries: int,
+    first: AgentResponse | None = None,
 ) -> tuple[Any, AgentResponse]:
     """Run a turn constrained to ``output`` and validate its answer; while the answer is
     invalid and ``retries`` remain, re-ask with the problem as a user message.
@@ -319,6 +320,8 @@ async def run_structured_turn(
             pydantic validates.
         config: the caller's per-call overrides.
         retries: how many times to re-ask after an invalid answer.
+        first: the first attempt's response when it has already run (a turn resumed after
+            its approvals: ``messages`` is then the history it resumed from).
 
     Returns:
         ``(value, response)``; ``response`` covers every attempt (``output_retries`` counts
@@ -331,10 +334,14 @@ async def run_structured_turn(
     spec = _Output(output)
     overrides = InferenceConfig(response_format=spec.response_format).merged(config)
     attempts = _Attempts(messages, spec, retries)
+    response = first
     while True:
-        valid, value = attempts.check(await run(attempts.working, overrides))
+        if response is None:
+            response = await run(attempts.working, overrides)
+        valid, value = attempts.check(response)
         if valid:
             return value, attempts.combined()
+        response = None
 
 
 class StructuredStream(Generic[T]):

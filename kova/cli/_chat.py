@@ -123,6 +123,8 @@ class _Ask(Record):
 
     call: ToolUse
     reply: trio.MemorySendChannel[bool]
+    path: tuple[str, ...] = ()
+    """The tool calls that led to it (an inner agent's call, ``agent.as_tool()``)."""
 
 
 ConsoleItem = str | None | _Interrupt | _Ask
@@ -208,11 +210,11 @@ def _is_read_only(tool: Tool) -> bool:
 def _approval(
     asks: trio.MemorySendChannel[ConsoleItem], read_only: frozenset[str], *, approve_all: bool
 ) -> object:
-    async def approve(call: ToolUse) -> bool | str:
+    async def approve(call: ToolUse, *, path: tuple[str, ...] = ()) -> bool | str:
         if approve_all or call.name in read_only:
             return True
         reply_send, reply_receive = trio.open_memory_channel[bool](1)
-        await asks.send(_Ask(call=call, reply=reply_send))
+        await asks.send(_Ask(call=call, reply=reply_send, path=path))
         async with reply_receive:
             allowed = await reply_receive.receive()
         return True if allowed else "the user denied this tool call"
@@ -455,7 +457,8 @@ class _Chat:
 
     def _show_ask(self, ask: _Ask) -> None:
         arguments = _short(json.dumps(dict(ask.call.input), ensure_ascii=False))
-        self._screen.write(f"\nallow {ask.call.name} {arguments}? [y/N] ")
+        indent = "    " * len(ask.path)  # as the inner agent's events are
+        self._screen.write(f"\n{indent}allow {ask.call.name} {arguments}? [y/N] ")
 
 
 async def run_chat(

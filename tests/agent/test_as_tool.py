@@ -890,3 +890,117 @@ async def test_structured_output_that_stays_invalid_is_an_error_result(servers: 
     assert response.text.startswith("agent 'researcher' failed: StructuredOutputError")
     with pytest.raises(TypeError, match="as_tool output"):
         researcher.as_tool(output=3)  # type: ignore[arg-type]
+
+
+async def test_a_resumed_structured_inner_turn_is_re_asked_while_invalid(servers: Any) -> None:
+    class Tidied(pydantic.BaseModel):
+        removed: list[str]
+
+    def cleaner(request: ScriptRequest) -> Reply:
+        if tool_results(request):  # after the approved call: an answer that is not JSON
+            return reply_text("all tidy!", usage=USAGE)
+        if last_user_text(request) != "tidy":  # the re-ask names the problem
+            return reply_text('{"removed": ["/tmp/a"]}', usage=USAGE)
+        return reply_tool_calls(("remove", {"path": "/tmp/a"}), usage=USAGE)
+
+    REMOVED.clear()
+    cleaning = await servers(cleaner)
+    writing = await servers(delegating(("cleaner", {"input": "tidy"})))
+    builder = AgentBuilder().provider(provider(cleaning)).name("cleaner").tool(remove)
+    inner = builder.defer_approvals().build()
+    writer = build(writing, "writer", inner.as_tool(output=Tidied))
+    history = [Message.user("Tidy up.")]
+    async with writer:
+        paused = await writer.run(history)
+        assert paused.pending is not None
+        decided = paused.pending.approve(paused.pending.calls[0])
+        done = await writer.resume([*history, *paused.new_messages], decided)
+    assert REMOVED == ["/tmp/a"]
+    # The resumed answer was invalid: the cleaner was asked again, as run_structured does,
+    # and its valid answer is the result.
+    assert len(cleaning.requests) == 3
+    assert b"all tidy!" in cleaning.requests[2].body
+    assert done.text == '{"removed": ["/tmp/a"]}'
+    assert done.usage_by_agent["cleaner"] == USAGE + USAGE  # the resumed part: answer, re-ask
+
+
+# -- one owner for an agent given as a tool; one name per agent in a tree -----------------
+
+
+async def test_an_agent_held_open_by_one_outer_agent_is_refused_to_a_second(
+    servers: Any,
+) -> None:
+    research = await servers(researcher_script)
+    researcher = build(research, "researcher")
+    writer = build(await servers(delegating(("researcher", {"input": "owls"}))), "writer",
+                   researcher.as_tool())  # fmt: skip
+    editor = build(await servers(delegating(("researcher", {"input": "moths"}))), "editor",
+                   researcher.as_tool())  # fmt: skip
+    async with writer:
+        # The writer opened the researcher: it owns its tasks and closes it with its block,
+        # so the editor cannot count on it.
+        with pytest.raises(BuildError, match=r"held open by agent 'writer'.*open it yourself"):
+            async with editor:
+                pass
+        assert not editor.is_open
+        assert (await writer.run("Write.")).text == "facts about owls"  # unharmed
+    assert not researcher.is_open
+    # Opened by the host around both, it serves both and outlives each.
+    async with researcher:
+        async with writer, editor:
+            assert (await writer.run("Write.")).text == "facts about owls"
+            assert (await editor.run("Edit.")).text == "facts about moths"
+        assert researcher.is_open
+    # One at a time, each outer agent opens and closes it in turn.
+    async with writer:
+        assert (await writer.run("Write.")).text == "facts about owls"
+    async with editor:
+        assert (await editor.run("Edit.")).text == "facts about moths"
+
+
+async def test_two_agents_of_one_tree_with_one_name_are_refused(servers: Any) -> None:
+    research = await servers(researcher_script)
+    writing = await servers(delegating(("researcher", {"input": "owls"})))
+    unnamed = AgentBuilder().provider(provider(research)).build()  # the default name
+    outer = AgentBuilder().provider(provider(writing)).tool(unnamed.as_tool("researcher")).build()
+    with pytest.raises(BuildError, match=r"two agents in agent 'kova''s tree are named 'kova'"):
+        async with outer:
+            pass
+    assert not unnamed.is_open
+    # One agent given twice (two tools) is one entry, not a clash.
+    researcher = build(research, "researcher")
+    twice = build(writing, "writer", researcher.as_tool(), researcher.as_tool("again"))
+    async with twice:
+        response = await twice.run("Write.")
+    assert set(response.usage_by_agent) == {"writer", "researcher"}
+
+
+async def test_kova_chat_indents_an_inner_agents_approval_question(servers: Any) -> None:
+    import io
+
+    from kova.cli._chat import ChatOptions, _approval, _Chat, _Screen
+
+    REMOVED.clear()
+    cleaning = await servers(cleaner_script)
+    writing = await servers(delegating(("cleaner", {"input": "tidy"})))
+    cleaner = build(cleaning, "cleaner", remove)  # no handler of its own: asks the writer's
+    send, receive = trio.open_memory_channel[Any](0)
+    writer = build(
+        writing, "writer", cleaner.as_tool(), approval=_approval(send, frozenset({"cleaner"}),
+                                                                 approve_all=False)
+    )  # fmt: skip
+    out = io.StringIO()
+    screen = _Screen(out, color=False)
+    async with writer, send, receive, trio.open_nursery() as nursery:
+        chat = _Chat(writer, receive, screen, ChatOptions(selected=None), [], [])
+        nursery.start_soon(chat._turn, "Tidy up.")
+        while "? [y/N] " not in out.getvalue():  # noqa: ASYNC110 - a screen has no event
+            await trio.sleep(0.01)
+        await send.send("y")
+    assert REMOVED == ["/tmp/a"]
+    shown = out.getvalue()
+    # The question and the inner call's line come from two tasks (the console's and the
+    # stream's), in either order: each is indented a level under the writer's call.
+    assert shown.startswith('[tool] cleaner {"input": "tidy"}\n')
+    assert '\n    allow remove {"path": "/tmp/a"}? [y/N] ' in shown
+    assert '    [tool] remove {"path": "/tmp/a"}\n' in shown
