@@ -77,6 +77,7 @@ from .._record import Record
 from .._secret import MASK, SecretHeaders, forget_locals, mask_exception, mask_secrets
 from ._auth import secrets_of
 from ._classify import ERROR_TYPES, mask_error, provider_error
+from ._pool import pooled_transport
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -108,7 +109,8 @@ DEFAULT_LIMITS = httpx2.Limits(max_connections=None, max_keepalive_connections=1
 """The connection pool of clients kova creates: as many connections as requests in flight
 (the provider actor's ``max_in_flight`` is the cap to set), 100 kept alive when idle. A pool
 cap queued requests out of sight: 10,000 concurrent agent streams held only 1,000
-connections (``bench/``, scenario g)."""
+connections (``bench/``, scenario g). The pool is :class:`kova.providers._pool.ConnectionPool`,
+whose bookkeeping per request does not grow with the requests in flight."""
 
 T = TypeVar("T")
 
@@ -487,9 +489,8 @@ class HttpTransport:
         timeout: read (and write/pool) timeout in seconds.
         connect_timeout: connect timeout; defaults to ``timeout``.
         headers: sent with every request (do not put secrets in logs; kova never logs them).
-        limits: the connection pool of the client kova creates; by default 1000 connections,
-            100 kept alive, as the official OpenAI and Anthropic SDKs allow (httpx2's own
-            default of 100 would queue an agent fleet's concurrent streams).
+        limits: the connection pool of the client kova creates; by default
+            :data:`DEFAULT_LIMITS` (a connection per request in flight, 100 kept alive).
         client: a caller-owned client to use instead of creating one; kova never closes it.
         transport: an httpx2 transport for the client kova creates (``httpx2.MockTransport``
             in tests).
@@ -585,7 +586,7 @@ class HttpTransport:
         return httpx2.AsyncClient(
             timeout=httpx2.Timeout(self.timeout, connect=connect),
             limits=self.limits,
-            transport=self._transport,
+            transport=self._transport or pooled_transport(self.limits),
             headers=dict(self.headers),
         )
 
