@@ -77,7 +77,6 @@ from .._record import Record
 from .._secret import MASK, SecretHeaders, forget_locals, mask_exception, mask_secrets
 from ._auth import secrets_of
 from ._classify import ERROR_TYPES, mask_error, provider_error
-from ._pool import pooled_transport
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -582,6 +581,9 @@ class HttpTransport:
                         await client.aclose()
 
     def _make_client(self) -> httpx2.AsyncClient:
+        # httpcore2 loads with the first client, as it does under httpx2's own transport.
+        from ._pool import pooled_transport
+
         connect = self.connect_timeout if self.connect_timeout is not None else self.timeout
         return httpx2.AsyncClient(
             timeout=httpx2.Timeout(self.timeout, connect=connect),
