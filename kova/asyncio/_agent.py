@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .._models import InferenceConfig, ResponseFormat
     from ..agent import AgentResponse, CancelToken, PendingApprovals, UsageLimits
     from ..agent._input import HistoryInput
+    from ..durable import SqliteJournal
 
 __all__ = ["AgentEventStream", "AsyncioAgent", "StructuredValueStream", "open_agent"]
 
@@ -147,16 +148,37 @@ class AsyncioAgent:
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         limits: UsageLimits | None = None,
+        journal: SqliteJournal | None = None,
+        turn_id: str | None = None,
+        deps: object = None,
     ) -> AgentResponse:
         """One turn over ``history``: :meth:`kova.agent.Agent.run`, from asyncio.
 
+        Args:
+            journal, turn_id: record the turn in a :class:`~kova.durable.SqliteJournal`
+                under ``turn_id``, as :meth:`kova.agent.Agent.run` does: running again with
+                the same ``turn_id`` after a crash goes on where the turn stopped (the
+                journal's SQLite work runs in worker threads, off the asyncio loop too).
+            deps: what the turn's tools receive as ``ctx.deps``.
+
         Raises:
             The agent's own errors (``ProviderError``, ``MaxIterationsError``, ...,
-            ``TypeError`` for bad input), as themselves.
+            ``TypeError`` for bad input, ``TurnClaimedError`` / ``JournalError`` from the
+            journal), as themselves.
             TurnCancelled: ``cancel`` was cancelled, or the agent was closed meanwhile.
-            CancelledError: this task was cancelled; the turn has stopped.
+            CancelledError: this task was cancelled; the turn has stopped (a journaled
+            turn keeps what it recorded, and the next run goes on from there).
         """
-        turn = partial(self._agent.run, history, config=config, cancel=cancel, limits=limits)
+        turn = partial(
+            self._agent.run,
+            history,
+            config=config,
+            cancel=cancel,
+            limits=limits,
+            journal=journal,
+            turn_id=turn_id,
+            deps=deps,
+        )
         return await self._runtime.spawn(self._nursery(), turn).wait()
 
     async def resume(
@@ -166,16 +188,35 @@ class AsyncioAgent:
         *,
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
+        journal: SqliteJournal | None = None,
+        turn_id: str | None = None,
+        deps: object = None,
     ) -> AgentResponse:
         """Continue a turn that paused for approvals: :meth:`kova.agent.Agent.resume`, from
         asyncio (``history`` is the paused turn's history plus its ``new_messages``;
         ``pending`` its decided ``response.pending``, in this process or another).
 
+        Args:
+            journal, turn_id: the journal a turn run with ``journal=`` paused in, and its
+                id: the resumed part is recorded there, and resuming again after a crash
+                goes on without running finished calls again (see ``docs/durable.md``).
+            deps: what the turn's tools receive as ``ctx.deps``.
+
         Raises:
             ApprovalMismatchError: ``pending`` does not fit ``history``; before anything runs.
+            JournalError: ``turn_id`` holds another conversation; before anything runs.
             The errors of :meth:`run`, as themselves.
         """
-        turn = partial(self._agent.resume, history, pending, config=config, cancel=cancel)
+        turn = partial(
+            self._agent.resume,
+            history,
+            pending,
+            config=config,
+            cancel=cancel,
+            journal=journal,
+            turn_id=turn_id,
+            deps=deps,
+        )
         return await self._runtime.spawn(self._nursery(), turn).wait()
 
     @overload
@@ -188,6 +229,7 @@ class AsyncioAgent:
         cancel: CancelToken | None = None,
         output_retries: int | None = None,
         limits: UsageLimits | None = None,
+        deps: object = None,
     ) -> tuple[OutputT, AgentResponse]: ...
 
     @overload
@@ -200,6 +242,7 @@ class AsyncioAgent:
         cancel: CancelToken | None = None,
         output_retries: int | None = None,
         limits: UsageLimits | None = None,
+        deps: object = None,
     ) -> tuple[Any, AgentResponse]: ...
 
     async def run_structured(
@@ -211,9 +254,10 @@ class AsyncioAgent:
         cancel: CancelToken | None = None,
         output_retries: int | None = None,
         limits: UsageLimits | None = None,
+        deps: object = None,
     ) -> tuple[Any, AgentResponse]:
         """:meth:`kova.agent.Agent.run_structured`, from asyncio (errors as :meth:`run`,
-        plus ``StructuredOutputError``)."""
+        plus ``StructuredOutputError``; ``deps`` as for :meth:`run`)."""
         turn = partial(
             self._agent.run_structured,
             history,
@@ -222,6 +266,7 @@ class AsyncioAgent:
             cancel=cancel,
             output_retries=output_retries,
             limits=limits,
+            deps=deps,
         )
         return await self._runtime.spawn(self._nursery(), turn).wait()
 
@@ -234,6 +279,9 @@ class AsyncioAgent:
         buffer: int = 16,
         resume: PendingApprovals | None = None,
         limits: UsageLimits | None = None,
+        journal: SqliteJournal | None = None,
+        turn_id: str | None = None,
+        deps: object = None,
     ) -> AgentEventStream:
         """Stream one turn: ``async for event in bridged.stream(history):``.
 
@@ -247,6 +295,10 @@ class AsyncioAgent:
             buffer: events the turn may run ahead of the consumer before it waits.
             resume: a decided ``response.pending``: stream the rest of that paused turn.
             limits: usage limits for this turn (not with ``resume``).
+            journal, turn_id: record the turn as :meth:`run` (with ``resume``, as
+                :meth:`resume`) does; a turn continued from the journal streams what it
+                does from there on.
+            deps: what the turn's tools receive as ``ctx.deps``.
 
         Raises:
             TypeError: ``history`` or an option has the wrong type (raised here).
@@ -263,6 +315,9 @@ class AsyncioAgent:
             buffer=buffer,
             resume=resume,
             limits=limits,
+            journal=journal,
+            turn_id=turn_id,
+            deps=deps,
         )
         return AgentEventStream(self, opener, buffer)
 
@@ -276,6 +331,7 @@ class AsyncioAgent:
         output_retries: int | None = None,
         buffer: int = 16,
         limits: UsageLimits | None = None,
+        deps: object = None,
     ) -> StructuredValueStream:
         """:meth:`kova.agent.Agent.stream_structured`, from asyncio:
         ``async for value in bridged.stream_structured(history, Model):``.
@@ -303,6 +359,7 @@ class AsyncioAgent:
             cancel=cancel,
             output_retries=output_retries,
             limits=limits,
+            deps=deps,
         )
         return StructuredValueStream(self, opener, buffer)
 
