@@ -45,7 +45,7 @@ from ..agent._approvals import DEFER
 from ..agent._events import ToolCallFinished, ToolCallStarted
 from ..agent._input import check_messages
 from ..agent._retry import RetryConfig
-from ..agent._state_json import field, messages_from_json, result_to_json
+from ..agent._state_json import field, messages_from_json, result_to_json, tool_to_json
 from ..agent._tool_pool import RunToolCalls
 from ..agent._turn import CallModel, Turn
 from ..durable._driver import not_known_to_have_run
@@ -344,14 +344,28 @@ def _start(agent: Agent, text: str) -> str:
 
 
 async def _call_model(agent: Agent, turn: Turn, publish: _Publisher | None) -> str:
-    """One model call of ``turn`` (trio side), as the reply's JSON."""
+    """One model call of ``turn`` (trio side), as the reply's JSON.
+
+    The call offers the tools the worker's agent has now, read for every model call as an
+    in-process turn does (an MCP server's ``tools/list_changed`` reaches the model on its
+    next step). When they differ from the turn's, the reply carries them (``"tools"``): the
+    workflow offers them from then on, and a replay reads the same ones from its history.
+    """
+    offered = tuple(agent.config.registry.definitions())
+    # Compared as JSON: a ToolDefinition's equality leaves its annotations out.
+    listed = [tool_to_json(tool) for tool in offered]
+    changed = listed != [tool_to_json(tool) for tool in turn.tools]
+    if changed:
+        turn._offer(offered)
     step = turn.next_step()
     if not isinstance(step, CallModel):
         raise AgentLoopError(f"a model activity for a turn that is not calling the model: {step}")
     provider, _pool = agent._running()
     provider = provider.with_retry(_NO_RETRY)
+    reply: dict[str, Any] = {"tools": listed} if changed else {}
     if step.count_tokens:
-        return dumps({"tokens": await provider.count_tokens(step.request)})
+        reply["tokens"] = await provider.count_tokens(step.request)
+        return dumps(reply)
     if publish is None:
         response = await provider._complete_checked(step.request)
     else:
@@ -371,7 +385,8 @@ async def _call_model(agent: Agent, turn: Turn, publish: _Publisher | None) -> s
                 except StopAsyncIteration:
                     break
         response = accumulator.finish()
-    return dumps({"response": response_to_json(response)})
+    reply["response"] = response_to_json(response)
+    return dumps(reply)
 
 
 async def _call_tool(

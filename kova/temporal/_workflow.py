@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -23,10 +23,10 @@ from temporalio.exceptions import ApplicationError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from .._errors import ApprovalMismatchError, KovaError
+    from .._errors import ApprovalMismatchError, KovaError, SerializationError
     from .._json import dumps
     from ..agent._approvals import DEFER, DeferredResult, PendingApprovals
-    from ..agent._state_json import field
+    from ..agent._state_json import field, tool_from_json
     from ..agent._turn import AwaitApproval, CallModel, Finished, RunTools, Turn
     from ._payloads import (
         call_to_json,
@@ -39,6 +39,9 @@ with workflow.unsafe.imports_passed_through():
         tool_activity,
         write_json,
     )
+
+if TYPE_CHECKING:
+    from .._models import ToolDefinition
 
 __all__ = ["AgentWorkflow"]
 
@@ -129,6 +132,12 @@ class AgentWorkflow:
                         ),
                         "a model reply",
                     )
+                    tools = reply.get("tools")
+                    if tools is not None:
+                        # The worker's agent offered other tools than the turn's (an MCP
+                        # server's list changed): from this call on, as in-process. Read
+                        # from the activity's result, so a replay offers the same.
+                        turn.set_tools(_tools_from_json(tools))
                     if step.count_tokens:
                         turn.tokens_counted(field(reply, "tokens", int))
                     else:
@@ -240,6 +249,12 @@ class AgentWorkflow:
     @workflow.query(name=EVENTS_QUERY)
     def _events_out(self, after: int) -> str:
         return dumps({"events": self._events[after:], "finished": self._finished})
+
+
+def _tools_from_json(data: object) -> list[ToolDefinition]:
+    if not isinstance(data, list):
+        raise SerializationError("a model reply's tools must be a list")
+    return [tool_from_json(item) for item in data]
 
 
 def _retry_policy(data: object) -> RetryPolicy:

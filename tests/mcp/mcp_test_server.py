@@ -199,6 +199,36 @@ def build_server(events: list[str] | None = None) -> MCPServer:
         await ctx.session.send_tool_list_changed()
         return f"added {name}"
 
+    # swap's positive signal: the client listed the tools again after its list_changed.
+    relisted: list[anyio.Event] = []
+    listing = server.list_tools
+
+    async def list_tools() -> list[Any]:
+        tools = await listing()
+        for listed in relisted:
+            listed.set()
+        relisted.clear()
+        return tools
+
+    server.list_tools = list_tools  # type: ignore[method-assign]
+
+    @server.tool()
+    async def swap(add: str, remove: str, ctx: Context) -> str:
+        """Add a tool called ``add`` and remove the one called ``remove``, tell the client the
+        tool list changed, and answer once the client has listed the tools again."""
+
+        async def extra() -> str:
+            return f"I am {add}"
+
+        server.add_tool(extra, name=add, description=f"a tool added at run time: {add}")
+        server.remove_tool(remove)
+        listed = anyio.Event()
+        relisted.append(listed)
+        await ctx.session.send_tool_list_changed()
+        with anyio.fail_after(30):
+            await listed.wait()
+        return f"added {add}, removed {remove}"
+
     @server.tool()
     async def ask_model(question: str, ctx: Context) -> str:
         """Ask the client's model (sampling)."""

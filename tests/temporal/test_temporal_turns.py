@@ -21,6 +21,7 @@ from temporalio.client import Client
 import kova
 import kova.temporal
 from kova import Message
+from kova.agent import Turn
 from kova.mcp import StdioTransport
 from kova.testing import ErrorReply, ScriptRequest, StreamReply, reply_text, reply_tool_calls
 from kova.tools import ToolContext, tool
@@ -308,6 +309,63 @@ def test_mcp_tools_are_called_through_the_workers_one_connection(temporal_addres
     pid, echoed = texts.pop().split(" | ")
     assert int(pid) != os.getpid()
     assert echoed == "hello"
+
+
+def test_a_changed_mcp_tool_list_reaches_the_model_on_its_next_step(
+    temporal_address: str,
+) -> None:
+    """The tools are read for every model call, as in-process: the server's swap tool adds
+    srv__fresh and removes srv__echo mid-turn (tools/list_changed), the next model call is
+    offered the new list, and a call of the removed tool is answered in-band. The tools the
+    workflow offered are in its history: replaying it gives the same turn."""
+    from temporalio.worker import Replayer
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+    offered: list[set[str]] = []
+
+    def script(request: ScriptRequest) -> Any:
+        offered.append({tool.name for tool in request.tools})
+        if len(offered) == 1:
+            return reply_tool_calls(("srv__swap", {"add": "fresh", "remove": "echo"}))
+        if len(offered) == 2:
+            return reply_tool_calls(("srv__fresh", {}), ("srv__echo", {"text": "gone?"}))
+        return reply_text(" | ".join(block.text for block in request.messages[-1].content))
+
+    with fake_openai(script) as base_url:
+        transport = StdioTransport(sys.executable, args=[str(MCP_SERVER), "stdio"])
+
+        async def main() -> Any:
+            client = await Client.connect(temporal_address)
+            queue = unique("mcp-changed")
+            worker = kova.temporal.worker(
+                client, task_queue=queue, agents={"a": builder(base_url)}, mcp={"srv": transport}
+            )
+            async with worker:
+                handle = await kova.temporal.start_turn(
+                    client, agent="a", history="swap", task_queue=queue, id=unique("turn")
+                )
+                response = await kova.temporal.response(handle)
+                finished = Turn.from_json(await handle.result())
+            runner = SandboxedWorkflowRunner(
+                restrictions=SandboxRestrictions.default.with_passthrough_modules("kova")
+            )
+            replayer = Replayer(workflows=[kova.temporal.AgentWorkflow], workflow_runner=runner)
+            await replayer.replay_workflow(await handle.fetch_history())
+            return response, finished
+
+        response, finished = run(main)
+    first, second, third = offered
+    # The workflow's turn took the worker's list too (what a pause or the next call uses).
+    assert {tool.name for tool in finished.tools} == third
+    assert {"srv__swap", "srv__echo"} <= first
+    assert "srv__fresh" not in first
+    assert "srv__fresh" in second  # the very next model call, within the same turn
+    assert "srv__echo" not in second
+    assert third == second
+    fresh, echo = response.text.split(" | ")
+    assert fresh == "I am fresh"
+    assert "srv__echo" in echo  # the removed tool: answered in-band, not run
+    assert response.llm_calls == 3
 
 
 def test_a_limit_the_turn_core_enforces_fails_the_turn(temporal_address: str) -> None:
