@@ -773,6 +773,44 @@ async def test_a_resumed_inner_deferral_fails_closed(servers: Any) -> None:
     assert REMOVED == []
 
 
+async def test_a_journaled_outer_turn_whose_inner_agent_defers(servers: Any, tmp_path: Any) -> None:
+    """The journal with an agent used as a tool that defers: the journaled outer turn pauses
+    with the inner call, running it again answers with the recorded pause (nothing sent),
+    agent.resume(..., journal=, turn_id=) continues the inner turn, and once it finished the
+    journal answers both resume and run with the recorded response."""
+    from kova.durable import SqliteJournal
+    from kova.errors import ApprovalMismatchError
+
+    REMOVED.clear()
+    writer, cleaning, writing = await paused_writer(servers)
+    journal = SqliteJournal(tmp_path / "turns.db")
+    history = [Message.user("Tidy up.")]
+    async with writer:
+        paused = await writer.run(history, journal=journal, turn_id="t")
+        assert paused.pending is not None
+        (call,) = paused.pending.calls
+        assert (call.name, call.path) == ("remove", ("call_1",))
+        again = await writer.run(history, journal=journal, turn_id="t")
+        assert again.pending == paused.pending  # the recorded pause, inner state included
+        assert (len(writing.requests), len(cleaning.requests)) == (1, 1)  # nothing sent again
+        whole = [*history, *paused.new_messages]
+        with pytest.raises(ApprovalMismatchError):  # undecided: before anything runs
+            await writer.resume(whole, paused.pending, journal=journal, turn_id="t")
+        decided = paused.pending.approve(call.id)
+        done = await writer.resume(whole, decided, journal=journal, turn_id="t")
+        assert done.pending is None
+        assert done.text == "cleaner: removed /tmp/a"
+        assert dict(done.usage_by_agent) == {"writer": USAGE, "cleaner": USAGE}
+        # Finished: the recorded response, nothing run or sent.
+        assert await writer.resume(whole, decided, journal=journal, turn_id="t") == done
+        assert await writer.run(whole, journal=journal, turn_id="t") == done
+    assert REMOVED == ["/tmp/a"]
+    assert (len(writing.requests), len(cleaning.requests)) == (2, 2)
+    record = await journal.load("t")
+    assert record is not None
+    assert set(record.results) == {"call_1"}  # the outer call that ran the inner agent
+
+
 async def test_ids_shared_by_two_agents_are_told_apart(servers: Any) -> None:
     REMOVED.clear()
     cleaning = await servers(cleaner_script)

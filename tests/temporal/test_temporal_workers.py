@@ -50,6 +50,18 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
+async def _marked_started(handle: Any) -> dict[str, int]:
+    """The turn's pending tool activities whose "started" heartbeat the server holds, by
+    tool, with their attempt (an attempt over 1 means one was retried before the kill)."""
+    description = await handle.describe()
+    marked: dict[str, int] = {}
+    for pending in description.raw_description.pending_activities:
+        details = [payload.data for payload in pending.heartbeat_details.payloads]
+        if b'"kova: tool call started"' in details:
+            marked[pending.activity_type.name.rsplit(".", 1)[-1]] = pending.attempt
+    return marked
+
+
 def test_a_worker_killed_mid_tool_and_a_second_worker_completes_the_turn(
     temporal_address: str, tmp_path: Path
 ) -> None:
@@ -80,15 +92,24 @@ def test_a_worker_killed_mid_tool_and_a_second_worker_completes_the_turn(
                     history="Do the monthly work",
                     task_queue=queue,
                     id=unique("turn"),
-                    heartbeat_timeout=1,
+                    # Long enough that a loaded machine's late heartbeat does not time the
+                    # calls out (and retry them) before the kill; the second worker takes
+                    # over this long after it.
+                    heartbeat_timeout=2,
                 )
-                deadline = time.monotonic() + 30
-                while sorted(line.split()[0] for line in _lines(started)) != [
-                    "note",
-                    "pay",
-                    "report",
-                ]:
-                    assert time.monotonic() < deadline, _lines(started)
+                # Kill once the server holds the "started" heartbeat of report and pay (the
+                # mark a retried attempt reads) and their tools have begun, not after a time:
+                # a kill in between would rightly count as not having started them.
+                deadline = time.monotonic() + 60
+                while True:
+                    marked = await _marked_started(handle)
+                    begun = sorted(line.split()[0] for line in _lines(started))
+                    if marked == {"report": 1, "pay": 1} and begun == ["note", "pay", "report"]:
+                        break
+                    assert all(attempt == 1 for attempt in marked.values()), (
+                        f"a call was retried before the kill (a heartbeat over 2 s late): {marked}"
+                    )
+                    assert time.monotonic() < deadline, (marked, begun)
                     await asyncio.sleep(0.05)
                 os.kill(first.pid, signal.SIGKILL)  # mid-tool: report and pay are running
                 first.wait()
