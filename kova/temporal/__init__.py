@@ -7,7 +7,9 @@ On the worker side, :func:`worker` returns a Temporal worker that runs
 :class:`AgentWorkflow` and the activities of the agents it holds; on the client side,
 :func:`run_turn` runs a turn and returns its :class:`~kova.agent.AgentResponse`, and
 :func:`start_turn` returns the workflow's handle, for a turn that may wait for approvals
-(:func:`pending`, :func:`decide`, :func:`response`) or whose live :func:`events` are read.
+(:func:`pending`, :func:`decide`, :func:`response`) or whose live :func:`events` are read;
+:func:`run_structured` (or ``start_turn(..., output=)`` and :func:`structured_output`) is
+``Agent.run_structured`` as one workflow.
 """
 
 # ruff: noqa: E402 (the extra is checked before the imports that need it)
@@ -21,8 +23,10 @@ from ._client import decide as decide
 from ._client import events as events
 from ._client import pending as pending
 from ._client import response as response
+from ._client import run_structured as run_structured
 from ._client import run_turn as run_turn
 from ._client import start_turn as start_turn
+from ._client import structured_output as structured_output
 from ._payloads import PAYLOAD_LIMIT as PAYLOAD_LIMIT
 from ._payloads import PayloadTooLargeError as PayloadTooLargeError
 from ._payloads import model_activity as model_activity
@@ -41,8 +45,10 @@ __all__ = [
     "model_activity",
     "pending",
     "response",
+    "run_structured",
     "run_turn",
     "start_turn",
+    "structured_output",
     "tool_activity",
     "worker",
 ]

@@ -10,11 +10,20 @@ from typing import TYPE_CHECKING, Any
 from temporalio.client import WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError, CancelledError, FailureError
 
-from .._errors import ApprovalMismatchError, KovaError, TurnCancelled
-from .._messages import ToolResult, ToolUse, block_from_dict
+from .._errors import (
+    ApprovalMismatchError,
+    KovaError,
+    SerializationError,
+    StructuredOutputError,
+    TurnCancelled,
+)
+from .._messages import Message, ToolResult, ToolUse, block_from_dict
+from .._models import InferenceConfig
 from .._record import Record
 from ..agent._approvals import PendingApprovals
 from ..agent._input import coerce_history
+from ..agent._state_json import config_to_json
+from ..agent._structured import _combined, _InvalidAnswer, _Output, check_output_retries
 from ..agent._turn import AwaitApproval, Finished, Turn
 from ._payloads import read_json, write_json
 from ._workflow import EVENTS_QUERY, AgentWorkflow
@@ -24,6 +33,7 @@ if TYPE_CHECKING:
 
     from temporalio.client import Client
 
+    from .._models import ResponseFormat
     from ..agent import AgentResponse
     from ..agent._input import HistoryInput
 
@@ -34,8 +44,10 @@ __all__ = [
     "events",
     "pending",
     "response",
+    "run_structured",
     "run_turn",
     "start_turn",
+    "structured_output",
 ]
 
 
@@ -90,6 +102,8 @@ async def start_turn(
     model_timeout: timedelta | float = timedelta(minutes=10),
     tool_timeout: timedelta | float = timedelta(minutes=30),
     heartbeat_timeout: timedelta | float = timedelta(seconds=30),
+    output: ResponseFormat | object = None,
+    output_retries: int | None = None,
 ) -> WorkflowHandle[AgentWorkflow, str]:
     """Start one turn of ``agent`` as an :class:`AgentWorkflow`; returns its handle (for a
     turn that may wait for approvals: :func:`pending`, :func:`decide`, :func:`response`).
@@ -110,9 +124,16 @@ async def start_turn(
         tool_timeout: the longest one tool call may take.
         heartbeat_timeout: an activity not heard from for this long is retried elsewhere
             (a worker that died); it is also how soon a cancellation reaches it.
+        output: make it a structured turn (as :meth:`kova.agent.Agent.run_structured`): a
+            type pydantic validates or a :class:`~kova.ResponseFormat`. The model is asked
+            for that JSON schema; the workflow checks each answer against the schema and
+            re-asks with the problem while it is invalid, up to ``output_retries`` times
+            (default: the worker's agent's). Read the value with :func:`structured_output`.
+        output_retries: re-asks after an invalid answer (only with ``output``).
 
     Raises:
-        TypeError: ``history`` or ``agent`` of the wrong type.
+        TypeError: ``history``, ``agent`` or ``output`` of the wrong type.
+        ValueError: ``output_retries`` below 0.
         PayloadTooLargeError: the history is over Temporal's payload limit.
     """
     if not isinstance(agent, str) or not agent:
@@ -120,9 +141,20 @@ async def start_turn(
     if not isinstance(id, str) or not id:
         raise TypeError(f"id must be a non-empty str (the workflow id), got {id!r}")
     messages = coerce_history(history)
+    structured: dict[str, Any] | None = None
+    if output is not None:
+        check_output_retries(output_retries)
+        format_ = _Output(output).response_format
+        structured = {
+            "config": config_to_json(InferenceConfig(response_format=format_)),
+            "retries": output_retries,
+        }
+    elif output_retries is not None:
+        raise TypeError("output_retries is for a structured turn: give output= too")
     request = write_json(
         {
             "kova": "temporal-turn",
+            "output": structured,
             "agent": agent,
             "history": [message.to_dict() for message in messages],
             "events": bool(events),
@@ -166,13 +198,102 @@ async def response(handle: WorkflowHandle[Any, Any]) -> AgentResponse:
         TurnFailedError: the turn failed.
         TurnCancelled: the workflow was cancelled.
     """
+    responses, _ = await _outcome(handle)
+    return responses
+
+
+async def _outcome(handle: WorkflowHandle[Any, Any]) -> tuple[AgentResponse, list[AgentResponse]]:
+    """The turn's response (a structured turn's attempts combined) and each attempt's."""
     try:
         text = await handle.result()
     except WorkflowFailureError as exc:
         raise _kova_error(exc) from exc
+    data = read_json(text, "the finished turn")
+    if data.get("kova") != "structured-turn":
+        return _response_of(text), []
+    turns = data.get("turns")
+    notes = data.get("feedback")
+    if not isinstance(turns, list) or not turns or not isinstance(notes, list):
+        raise SerializationError("a structured turn's result has no turns or feedback")
+    attempts = [_response_of(turn) for turn in turns]
+    feedback = [Message.from_dict(note) for note in notes]
+    return _combined(attempts, feedback), attempts
+
+
+def _response_of(text: object) -> AgentResponse:
+    if not isinstance(text, str):
+        raise SerializationError("a finished turn must be Turn JSON")
     step = Turn.from_json(text).next_step()
     assert isinstance(step, Finished | AwaitApproval)
     return step.response
+
+
+async def structured_output(
+    handle: WorkflowHandle[Any, Any], output: ResponseFormat | object
+) -> tuple[Any, AgentResponse]:
+    """Wait for the structured turn of ``handle`` (started with ``output=``) to end; its
+    ``(value, response)`` as :meth:`kova.agent.Agent.run_structured` returns them: the last
+    answer validated into ``output`` (with pydantic, for a type; a ResponseFormat's answer
+    is the parsed JSON, checked against its schema), ``response`` every attempt's messages
+    and usage, ``response.output_retries`` the re-asks.
+
+    Raises:
+        StructuredOutputError: the last answer is still invalid (``attempts`` holds every
+            raw answer, ``response`` the whole turn), or the turn ended paused for
+            approvals (``error.response.pending`` is set).
+        TypeError: ``output`` is neither a ResponseFormat nor a type pydantic validates.
+        TurnFailedError: the turn failed. TurnCancelled: the workflow was cancelled.
+    """
+    spec = _Output(output)
+    response, attempts = await _outcome(handle)
+    raw = tuple(attempt.text for attempt in attempts) or (response.text,)
+    if response.pending is not None:
+        raise StructuredOutputError(
+            "the turn paused for approvals before its answer (error.response.pending): "
+            "decide them (kova.temporal.decide) before its approval_timeout",
+            raw_text=response.text,
+            response=response,
+            attempts=raw,
+        )
+    try:
+        value = spec.validate(response.text)
+    except _InvalidAnswer as invalid:
+        raise StructuredOutputError(
+            invalid.problem, raw_text=response.text, response=response, attempts=raw
+        ) from invalid.cause
+    return value, response
+
+
+async def run_structured(
+    client: Client,
+    *,
+    agent: str,
+    history: HistoryInput,
+    output: ResponseFormat | object,
+    task_queue: str,
+    id: str,
+    output_retries: int | None = None,
+    **options: Any,
+) -> tuple[Any, AgentResponse]:
+    """:meth:`kova.agent.Agent.run_structured` on Temporal: one workflow runs the turn and
+    its re-asks; returns ``(value, response)`` (see :func:`structured_output`; the other
+    arguments as :func:`start_turn`).
+
+    Raises:
+        StructuredOutputError: the answer is still invalid after every output retry.
+        TurnFailedError: the turn failed. TurnCancelled: the workflow was cancelled.
+    """
+    handle = await start_turn(
+        client,
+        agent=agent,
+        history=history,
+        task_queue=task_queue,
+        id=id,
+        output=output,
+        output_retries=output_retries,
+        **options,
+    )
+    return await structured_output(handle, output)
 
 
 def _kova_error(exc: WorkflowFailureError) -> KovaError:

@@ -34,18 +34,27 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from .._errors import AgentLoopError, KovaError
+from .._errors import AgentLoopError, KovaError, ProviderError
 from .._guest import AsyncioRuntime, ensure_runtime
 from .._json import dumps
 from .._messages import block_to_dict
 from .._models import TextDelta, ThinkingDelta, ToolResult
+from .._observe import ModelCallRetrying
 from ..agent import Agent, AgentBuilder
 from ..agent._accumulate import ResponseAccumulator
 from ..agent._approvals import DEFER
 from ..agent._events import ToolCallFinished, ToolCallStarted
 from ..agent._input import check_messages
+from ..agent._model_call import ModelCall
 from ..agent._retry import RetryConfig
-from ..agent._state_json import field, messages_from_json, result_to_json, tool_to_json
+from ..agent._state_json import (
+    config_from_json,
+    field,
+    messages_from_json,
+    result_to_json,
+    tool_to_json,
+)
+from ..agent._structured import _InvalidAnswer, _Output
 from ..agent._tool_pool import RunToolCalls
 from ..agent._turn import CallModel, Turn
 from ..durable._driver import not_known_to_have_run
@@ -277,7 +286,10 @@ class _Host:
         publish = _Publisher() if request.get("events") else None
         runtime = self._runtime
         assert runtime is not None
-        reply = await _heartbeating(runtime.run(_call_model, agent, turn, publish), publish)
+        attempt = activity.info().attempt
+        reply = await _heartbeating(
+            runtime.run(_call_model, agent, turn, publish, attempt), publish
+        )
         return check_size(reply, "a model reply")
 
     async def _tool(self, agent: Agent, text: str) -> str:
@@ -328,11 +340,15 @@ def _start(agent: Agent, text: str) -> str:
     request = read_json(text, "a turn's start")
     history = tuple(messages_from_json(request.get("history"), "history"))
     check_messages(history)
-    turn = agent._start(history, None, None, field(request, "turn_id", str))
+    config = request.get("config")
+    # A structured turn's response format (the rest of the config is the worker's).
+    overrides = None if config is None else config_from_json(config)
+    turn = agent._start(history, overrides, None, field(request, "turn_id", str))
     retry = agent.config.retry
     return dumps(
         {
             "turn": turn.to_json(),
+            "output_retries": agent.config.output_retries,
             "retry": {
                 "max_retries": retry.max_retries,
                 "initial_backoff": retry.initial_backoff,
@@ -343,13 +359,20 @@ def _start(agent: Agent, text: str) -> str:
     )
 
 
-async def _call_model(agent: Agent, turn: Turn, publish: _Publisher | None) -> str:
+async def _call_model(
+    agent: Agent, turn: Turn, publish: _Publisher | None, attempt: int = 1
+) -> str:
     """One model call of ``turn`` (trio side), as the reply's JSON.
 
     The call offers the tools the worker's agent has now, read for every model call as an
     in-process turn does (an MCP server's ``tools/list_changed`` reaches the model on its
     next step). When they differ from the turn's, the reply carries them (``"tools"``): the
     workflow offers them from then on, and a replay reads the same ones from its history.
+
+    The agent's telemetry subscribers see the call as in-process (ModelCallStarted,
+    ModelFirstToken, ModelCallFinished with the usage); this ``attempt`` failing with an
+    error Temporal retries is a ModelCallRetrying (with the wait Temporal's retry policy
+    gives it), then a ModelCallFinished with the error: each attempt is a call of its own.
     """
     offered = tuple(agent.config.registry.definitions())
     # Compared as JSON: a ToolDefinition's equality leaves its annotations out.
@@ -366,26 +389,64 @@ async def _call_model(agent: Agent, turn: Turn, publish: _Publisher | None) -> s
     if step.count_tokens:
         reply["tokens"] = await provider.count_tokens(step.request)
         return dumps(reply)
-    if publish is None:
-        response = await provider._complete_checked(step.request)
-    else:
-        accumulator = ResponseAccumulator()
-        async with provider._stream_checked(step.request) as lease:
-            batch: Sequence[StreamEvent] = lease.first
-            rest = lease.rest.__anext__
-            while True:
-                accumulator.feed(batch)
-                for event in batch:
-                    if isinstance(event, TextDelta):
-                        publish.add("text", text=event.text)
-                    elif isinstance(event, ThinkingDelta):
-                        publish.add("thinking", text=event.text)
-                try:
-                    batch = await rest()
-                except StopAsyncIteration:
-                    break
-        response = accumulator.finish()
+    emitter = agent._telemetry.emitter(agent._own_subscribers)
+    call: ModelCall | None = None
+    if emitter is not None:
+        inference = agent._inference(None)
+        call = ModelCall(emitter, provider, inference, inference.model or agent._model)
+        provider = call.start(streamed=publish is not None)
+    try:
+        if publish is None:
+            response = await provider._complete_checked(step.request)
+        else:
+            accumulator = ResponseAccumulator()
+            async with provider._stream_checked(step.request) as lease:
+                batch: Sequence[StreamEvent] = lease.first
+                rest = lease.rest.__anext__
+                while True:
+                    if call is not None and call.first and batch:
+                        call.first_token()
+                    accumulator.feed(batch)
+                    for event in batch:
+                        if isinstance(event, TextDelta):
+                            publish.add("text", text=event.text)
+                        elif isinstance(event, ThinkingDelta):
+                            publish.add("thinking", text=event.text)
+                    try:
+                        batch = await rest()
+                    except StopAsyncIteration:
+                        break
+            response = accumulator.finish()
+    except BaseException as exc:
+        if call is not None and emitter is not None:
+            wait = _next_attempt(exc, agent, attempt) if isinstance(exc, KovaError) else None
+            if wait is not None:
+                emitter.emit(
+                    ModelCallRetrying(
+                        turn_id=emitter.turn_id,
+                        span_id=call.span_id,
+                        time=trio.current_time(),
+                        attempt=attempt,
+                        error_type=type(exc).__name__,
+                        error_class=(
+                            exc.error_class.value if isinstance(exc, ProviderError) else None
+                        ),
+                        wait=wait,
+                    )
+                )
+            call.failed(exc)
+        raise
+    if call is not None:
+        call.finished(response)
     reply["response"] = response_to_json(response)
+    response_format = step.request.config.response_format
+    if response_format is not None and not response.tool_uses:
+        # A structured turn's answer, checked against its schema here (not in workflow
+        # code: the check is recorded with the reply, so a replay re-asks the same).
+        try:
+            _Output(response_format).validate(response.text)
+        except _InvalidAnswer as invalid:
+            reply["invalid"] = invalid.problem
     return dumps(reply)
 
 
@@ -397,10 +458,13 @@ async def _call_tool(
     deps: object,
     publish: _Publisher | None,
 ) -> DeferredResult:
-    """One tool call through the agent's tool pool (trio side)."""
+    """One tool call through the agent's tool pool (trio side), observed by the agent's
+    telemetry subscribers (and lifecycle hooks) as in-process."""
     _provider, pool = agent._running()
+    emitter = agent._telemetry.emitter(agent._own_subscribers)
     request = RunToolCalls(
         calls=(call,),
+        telemetry=None if emitter is None else (emitter, emitter.turn_id),
         approved=frozenset((call.id,)) if approved else frozenset(),
         turn_id=turn_id,
         agent=agent.config.name,
@@ -486,10 +550,9 @@ class _Publisher:
             await self._handle.signal(EVENTS_SIGNAL, dumps({"events": items}))
 
 
-def _as_failure(exc: KovaError, agent: Agent) -> ApplicationError:
-    """kova's error taxonomy as Temporal's: retryable errors are retried by Temporal, after
-    the ``Retry-After`` the provider sent when it sent one; the rest fail the activity, and
-    with it the turn."""
+def _retry_decision(exc: KovaError, agent: Agent) -> tuple[bool, timedelta | None]:
+    """Whether Temporal may retry after ``exc``, and after the ``Retry-After`` the provider
+    sent, if it sent one."""
     retry_after = getattr(exc, "retry_after", None)
     retryable = exc.is_retryable
     delay = None
@@ -498,6 +561,29 @@ def _as_failure(exc: KovaError, agent: Agent) -> ApplicationError:
             retryable = False  # longer than the agent waits: fail now, as in-process
         else:
             delay = timedelta(seconds=retry_after)
+    return retryable, delay
+
+
+def _next_attempt(exc: KovaError, agent: Agent, attempt: int) -> float | None:
+    """Seconds until Temporal runs a model call's next attempt after attempt ``attempt``
+    failed with ``exc``, or ``None`` when it will not: the retry policy AgentWorkflow gives
+    model calls (the agent's :class:`~kova.agent.RetryConfig`, see ``_retry_policy``)."""
+    retryable, delay = _retry_decision(exc, agent)
+    retry = agent.config.retry
+    if not retryable or attempt > retry.max_retries:
+        return None
+    if delay is not None:
+        return delay.total_seconds()
+    initial = max(retry.initial_backoff, 0.001)
+    backoff = initial * max(retry.multiplier, 1.0) ** (attempt - 1)
+    return float(min(backoff, max(retry.max_backoff, initial)))
+
+
+def _as_failure(exc: KovaError, agent: Agent) -> ApplicationError:
+    """kova's error taxonomy as Temporal's: retryable errors are retried by Temporal, after
+    the ``Retry-After`` the provider sent when it sent one; the rest fail the activity, and
+    with it the turn."""
+    retryable, delay = _retry_decision(exc, agent)
     return ApplicationError(
         str(exc),
         type=type(exc).__name__,

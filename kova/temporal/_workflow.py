@@ -14,6 +14,7 @@ library and kova's pure modules (passed through, see ``_worker``), never trio or
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +27,13 @@ with workflow.unsafe.imports_passed_through():
     from .._errors import ApprovalMismatchError, KovaError, SerializationError
     from .._json import dumps
     from ..agent._approvals import DEFER, DeferredResult, PendingApprovals
-    from ..agent._state_json import field, tool_from_json
+    from ..agent._state_json import (
+        config_from_json,
+        field,
+        messages_from_json,
+        tool_from_json,
+    )
+    from ..agent._structured import _feedback
     from ..agent._turn import AwaitApproval, CallModel, Finished, RunTools, Turn
     from ._payloads import (
         call_to_json,
@@ -41,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
 if TYPE_CHECKING:
+    from .._messages import Message
     from .._models import ToolDefinition
 
 __all__ = ["AgentWorkflow"]
@@ -87,105 +95,89 @@ class AgentWorkflow:
         try:
             spec = read_json(request, "the turn's request")
             agent = field(spec, "agent", str)
-            events = bool(spec.get("events", False))
-            heartbeat = _seconds(spec, "heartbeat_timeout")
-            started = read_json(
-                # A local activity: it reads the worker's configuration and does no I/O,
-                # so it runs in this worker without a round trip through the server.
-                await workflow.execute_local_activity(
-                    start_activity(agent),
-                    write_json(
-                        {"history": spec.get("history"), "turn_id": workflow.info().workflow_id},
-                        "the turn's history",
-                    ),
-                    start_to_close_timeout=timedelta(seconds=60),
-                    retry_policy=RetryPolicy(maximum_attempts=5),
-                ),
-                "the started turn",
-            )
-            turn = Turn.from_json(field(started, "turn", str))
-            model_retry = _retry_policy(started.get("retry"))
-            model_options: dict[str, Any] = {
-                "start_to_close_timeout": _seconds(spec, "model_timeout"),
-                "heartbeat_timeout": heartbeat,
-                "retry_policy": model_retry,
-                "cancellation_type": ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-            }
-            tool_options: dict[str, Any] = {
-                "start_to_close_timeout": _seconds(spec, "tool_timeout"),
-                "heartbeat_timeout": heartbeat,
-                "retry_policy": RetryPolicy(maximum_attempts=10),
-                "cancellation_type": ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-            }
-            approval_timeout = _seconds(spec, "approval_timeout")
-            while True:
-                step = turn.next_step()
-                if isinstance(step, CallModel):
-                    reply = read_json(
-                        await workflow.execute_activity(
-                            model_activity(agent),
-                            check_size(
-                                dumps({"turn": turn.to_json(), "events": events}),
-                                "a model request",
-                            ),
-                            **model_options,
-                        ),
-                        "a model reply",
-                    )
-                    tools = reply.get("tools")
-                    if tools is not None:
-                        # The worker's agent offered other tools than the turn's (an MCP
-                        # server's list changed): from this call on, as in-process. Read
-                        # from the activity's result, so a replay offers the same.
-                        turn.set_tools(_tools_from_json(tools))
-                    if step.count_tokens:
-                        turn.tokens_counted(field(reply, "tokens", int))
-                    else:
-                        turn.model_replied(response_from_json(field(reply, "response", dict)))
-                elif isinstance(step, RunTools):
-                    approved = step.approved
-                    outcomes = await asyncio.gather(
-                        *(
-                            workflow.execute_activity(
-                                tool_activity(agent, call.name),
-                                write_json(
-                                    {
-                                        "call": call_to_json(call),
-                                        "approved": call.id in approved,
-                                        "turn_id": step.turn_id,
-                                        "events": events,
-                                    },
-                                    "a tool call",
-                                ),
-                                **tool_options,
-                            )
-                            for call in step.calls
-                        )
-                    )
-                    results: list[DeferredResult] = []
-                    for outcome in outcomes:
-                        data = read_json(outcome, "a tool result")
-                        if data.get("defer"):
-                            results.append(DEFER)
-                        else:
-                            results.append(result_from_json(data.get("result")))
-                    turn.tools_finished(results)
-                elif isinstance(step, AwaitApproval):
-                    self._waiting, self._decided = step.pending, None
-                    try:
-                        await workflow.wait_condition(
-                            lambda: self._decided is not None, timeout=approval_timeout
-                        )
-                    except TimeoutError:
-                        # Nobody decided in time: the turn ends paused, its pending set
-                        # (resume it later with agent.resume, or start a new turn).
-                        return self._finish(turn)
-                    turn.decided(self._take_decisions())
-                else:
-                    assert isinstance(step, Finished)
-                    return self._finish(turn)
+            output = spec.get("output")
+            turn_id = workflow.info().workflow_id
+            turn, started = await self._start(agent, spec.get("history"), turn_id, output)
+            driver = _Driver(self, agent, spec, started)
+            if output is None:
+                return self._finish(await driver.drive(turn))
+            history = spec.get("history")
+            return await self._structured(agent, history, driver, turn, started, output)
         except KovaError as exc:
             raise _failure(exc) from None
+
+    async def _start(
+        self, agent: str, history: object, turn_id: str, output: object
+    ) -> tuple[Turn, Mapping[str, Any]]:
+        """The worker's turn core for ``history`` (a local activity: it reads the worker's
+        configuration and does no I/O, so it runs in this worker without a round trip
+        through the server)."""
+        request: dict[str, Any] = {"history": history, "turn_id": turn_id}
+        if isinstance(output, Mapping):
+            request["config"] = output.get("config")
+        started = read_json(
+            await workflow.execute_local_activity(
+                start_activity(agent),
+                write_json(request, "the turn's history"),
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=RetryPolicy(maximum_attempts=5),
+            ),
+            "the started turn",
+        )
+        return Turn.from_json(field(started, "turn", str)), started
+
+    async def _structured(
+        self,
+        agent: str,
+        history: object,
+        driver: _Driver,
+        turn: Turn,
+        started: Mapping[str, Any],
+        output: object,
+    ) -> str:
+        """A structured turn (``run_structured``): each attempt a turn with the response
+        format, its answer checked against the format's schema, re-asked with the problem
+        while it is invalid and output retries remain, as in-process. The result holds every
+        attempt's turn and the re-asks; the client validates the last answer into its type."""
+        if not isinstance(output, Mapping):
+            raise SerializationError("a structured turn's output must be a JSON object")
+        config = config_from_json(output.get("config"))
+        if config.response_format is None:
+            raise SerializationError("a structured turn's config has no response_format")
+        retries = output.get("retries")
+        if retries is None:
+            retries = field(started, "output_retries", int)
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise SerializationError(f"output retries must be an int >= 0, got {retries!r}")
+        working = messages_from_json(history, "history")
+        turns: list[str] = []
+        feedback: list[Message] = []
+        while True:
+            turn = await driver.drive(turn)
+            turns.append(turn.to_json())
+            step = turn.next_step()
+            # The model activity checked the final answer against the schema (the
+            # problem is in its recorded result): a paused turn has none yet.
+            problem = driver.problem if isinstance(step, Finished) else None
+            if problem is None or len(turns) > retries:
+                self._finished = True
+                return check_size(
+                    dumps(
+                        {
+                            "kova": "structured-turn",
+                            "turns": turns,
+                            "feedback": [note.to_dict() for note in feedback],
+                        }
+                    ),
+                    "the finished turn",
+                )
+            note = _feedback(problem)
+            feedback.append(note)
+            assert isinstance(step, Finished)
+            working = [*working, *step.response.new_messages, note]
+            retry_id = f"{workflow.info().workflow_id}#retry-{len(turns)}"
+            history = [message.to_dict() for message in working]
+            turn, _ = await self._start(agent, history, retry_id, output)
 
     def _take_decisions(self) -> PendingApprovals:
         decided = self._decided
@@ -249,6 +241,110 @@ class AgentWorkflow:
     @workflow.query(name=EVENTS_QUERY)
     def _events_out(self, after: int) -> str:
         return dumps({"events": self._events[after:], "finished": self._finished})
+
+
+class _Driver:
+    """Drives one turn to its end in workflow code: each model call and tool call an
+    activity, a step with calls left to a person a durable wait for ``decide``."""
+
+    def __init__(
+        self,
+        workflow_: AgentWorkflow,
+        agent: str,
+        spec: Mapping[str, Any],
+        started: Mapping[str, Any],
+    ) -> None:
+        self._workflow = workflow_
+        self._agent = agent
+        self._events = bool(spec.get("events", False))
+        heartbeat = _seconds(spec, "heartbeat_timeout")
+        self._model_options: dict[str, Any] = {
+            "start_to_close_timeout": _seconds(spec, "model_timeout"),
+            "heartbeat_timeout": heartbeat,
+            "retry_policy": _retry_policy(started.get("retry")),
+            "cancellation_type": ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        }
+        self._tool_options: dict[str, Any] = {
+            "start_to_close_timeout": _seconds(spec, "tool_timeout"),
+            "heartbeat_timeout": heartbeat,
+            "retry_policy": RetryPolicy(maximum_attempts=10),
+            "cancellation_type": ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        }
+        self._approval_timeout = _seconds(spec, "approval_timeout")
+        self.problem: str | None = None
+        """What the last model reply's answer got wrong for a structured turn's schema
+        (checked in the model activity), or ``None``."""
+
+    async def drive(self, turn: Turn) -> Turn:
+        """``turn`` once it has finished, or paused past the approval timeout."""
+        agent, events, owner = self._agent, self._events, self._workflow
+        while True:
+            step = turn.next_step()
+            if isinstance(step, CallModel):
+                reply = read_json(
+                    await workflow.execute_activity(
+                        model_activity(agent),
+                        check_size(
+                            dumps({"turn": turn.to_json(), "events": events}), "a model request"
+                        ),
+                        **self._model_options,
+                    ),
+                    "a model reply",
+                )
+                tools = reply.get("tools")
+                if tools is not None:
+                    # The worker's agent offered other tools than the turn's (an MCP
+                    # server's list changed): from this call on, as in-process. Read from
+                    # the activity's result, so a replay offers the same.
+                    turn.set_tools(_tools_from_json(tools))
+                if step.count_tokens:
+                    turn.tokens_counted(field(reply, "tokens", int))
+                else:
+                    turn.model_replied(response_from_json(field(reply, "response", dict)))
+                    invalid = reply.get("invalid")
+                    self.problem = invalid if isinstance(invalid, str) else None
+            elif isinstance(step, RunTools):
+                approved = step.approved
+                outcomes = await asyncio.gather(
+                    *(
+                        workflow.execute_activity(
+                            tool_activity(agent, call.name),
+                            write_json(
+                                {
+                                    "call": call_to_json(call),
+                                    "approved": call.id in approved,
+                                    "turn_id": step.turn_id,
+                                    "events": events,
+                                },
+                                "a tool call",
+                            ),
+                            **self._tool_options,
+                        )
+                        for call in step.calls
+                    )
+                )
+                results: list[DeferredResult] = []
+                for outcome in outcomes:
+                    data = read_json(outcome, "a tool result")
+                    if data.get("defer"):
+                        results.append(DEFER)
+                    else:
+                        results.append(result_from_json(data.get("result")))
+                turn.tools_finished(results)
+            elif isinstance(step, AwaitApproval):
+                owner._waiting, owner._decided = step.pending, None
+                try:
+                    await workflow.wait_condition(
+                        lambda: owner._decided is not None, timeout=self._approval_timeout
+                    )
+                except TimeoutError:
+                    # Nobody decided in time: the turn ends paused, its pending set
+                    # (resume it later with agent.resume, or start a new turn).
+                    return turn
+                turn.decided(owner._take_decisions())
+            else:
+                assert isinstance(step, Finished)
+                return turn
 
 
 def _tools_from_json(data: object) -> list[ToolDefinition]:

@@ -7,18 +7,21 @@ code, and kova runs inside the worker through kova.asyncio."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import pytest
 import trio
 from temporal_helpers import builder, fake_openai, run, unique
 from temporalio.client import Client
 
 import kova
+import kova.errors
 import kova.temporal
 from kova import Message
 from kova.agent import Turn
@@ -151,6 +154,187 @@ def test_a_429_is_retried_by_temporal_after_its_retry_after(temporal_address: st
     ]
     assert max(attributes.attempt for attributes in started) == 2
     assert started[-1].last_failure.application_failure_info.type == "RateLimited"
+
+
+def test_the_workers_agent_telemetry_sees_a_temporal_turn(temporal_address: str) -> None:
+    """What an in-process turn emits reaches the worker's agent's telemetry subscribers:
+    each model activity's call (started, first token, finished with its usage), the 429 that
+    Temporal retries (ModelCallRetrying with the Retry-After, then the failed attempt's
+    ModelCallFinished), each tool call's events; OpenTelemetry on the worker gets the spans
+    and the token metrics."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from kova.telemetry import (
+        ModelCallFinished,
+        ModelCallRetrying,
+        ModelCallStarted,
+        ModelFirstToken,
+        ToolExecutionStarted,
+        ToolFinished,
+        ToolStarted,
+    )
+    from kova.telemetry.otel import OtelSubscriber
+
+    requests = 0
+
+    def script(request: ScriptRequest) -> Any:
+        nonlocal requests
+        requests += 1
+        if requests == 1:
+            return ErrorReply(status_code=429, message="slow down", retry_after=0.2)
+        if request.messages[-1].role.value == "tool":
+            return reply_text(request.messages[-1].content[0].text)
+        return reply_tool_calls(("weather", {"city": "Oslo"}))
+
+    @tool
+    async def weather(city: str) -> str:
+        """The weather in a city."""
+        return f"sunny in {city}"
+
+    events: list[Any] = []
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reader = InMemoryMetricReader()
+    otel = OtelSubscriber(
+        tracer_provider=tracer_provider, meter_provider=MeterProvider(metric_readers=[reader])
+    )
+    with fake_openai(script) as base_url:
+        agent = builder(base_url, weather).build()
+        agent.telemetry.subscribe(events.append)
+        agent.telemetry.subscribe(otel)
+
+        async def body(client: Client, queue: str) -> Any:
+            handle = await kova.temporal.start_turn(
+                client, agent="a", history="hi", task_queue=queue, id=unique("turn"), events=True
+            )
+            return await kova.temporal.response(handle)
+
+        response = _serve_turn(temporal_address, base_url, {"a": agent}, body)
+    assert response.text == "sunny in Oslo"
+    kinds = [type(event).__name__ for event in events]
+    assert kinds == [
+        "ModelCallStarted",
+        "ModelCallRetrying",
+        "ModelCallFinished",  # the attempt Temporal retried
+        "ModelCallStarted",
+        "ModelFirstToken",
+        "ModelCallFinished",
+        "ToolStarted",
+        "ToolExecutionStarted",
+        "ToolFinished",
+        "ModelCallStarted",
+        "ModelFirstToken",
+        "ModelCallFinished",
+    ], kinds
+    retrying = next(event for event in events if isinstance(event, ModelCallRetrying))
+    assert (retrying.attempt, retrying.wait, retrying.error_type) == (1, 0.2, "RateLimited")
+    assert retrying.error_class == "rate_limited"
+    finished = [event for event in events if isinstance(event, ModelCallFinished)]
+    assert [event.outcome for event in finished] == ["error", "ok", "ok"]
+    assert finished[0].error_type == "RateLimited"
+    assert all(event.usage is not None and event.usage.input_tokens for event in finished[1:])
+    starts = [event for event in events if isinstance(event, ModelCallStarted)]
+    assert [event.span_id for event in starts] == [event.span_id for event in finished]
+    assert all(event.streamed for event in starts)
+    assert len([event for event in events if isinstance(event, ModelFirstToken)]) == 2
+    tool_finished = next(event for event in events if isinstance(event, ToolFinished))
+    assert tool_finished.outcome == "success"
+    assert tool_finished.result is not None
+    assert tool_finished.result.text == "sunny in Oslo"
+    tool_ids = {
+        event.span_id for event in events if isinstance(event, ToolStarted | ToolExecutionStarted)
+    }
+    assert tool_ids == {tool_finished.span_id}
+    spans = sorted(span.name for span in exporter.get_finished_spans())
+    assert spans == ["chat gpt-fake"] * 3 + ["execute_tool weather"]
+    data = reader.get_metrics_data()
+    assert data is not None
+    names = {
+        metric.name
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+    }
+    assert {"gen_ai.client.token.usage", "gen_ai.client.operation.duration"} <= names
+
+
+class Route(pydantic.BaseModel):
+    route: str
+    priority: int
+
+
+def test_run_structured_as_one_workflow_re_asks_while_invalid(temporal_address: str) -> None:
+    """kova.temporal.run_structured: the model is asked for the type's schema, an invalid
+    answer is re-asked in the workflow with the problem (as Agent.run_structured does), and
+    the value comes back validated with pydantic; out of retries, StructuredOutputError
+    carries every attempt, as in-process."""
+    seen: list[ScriptRequest] = []
+
+    def script(request: ScriptRequest) -> Any:
+        seen.append(request)
+        if request.messages[0].content[0].text.startswith("never"):
+            return reply_text('{"route": "billing"}')  # priority missing, every time
+        if len(seen) == 1:
+            return reply_tool_calls(("lookup", {"ticket": "T-1"}))
+        if len(seen) == 2:
+            return reply_text('{"route": "billing", "priority": "high"}')
+        return reply_text(json.dumps({"route": "billing", "priority": 2}))
+
+    @tool
+    async def lookup(ticket: str) -> str:
+        """Look a ticket up."""
+        return f"{ticket}: invoice wrong"
+
+    with fake_openai(script) as base_url:
+
+        async def body(client: Client, queue: str) -> Any:
+            value, response = await kova.temporal.run_structured(
+                client,
+                agent="a",
+                history="route T-1",
+                output=Route,
+                task_queue=queue,
+                id=unique("turn"),
+            )
+            with pytest.raises(kova.errors.StructuredOutputError) as caught:
+                await kova.temporal.run_structured(
+                    client,
+                    agent="a",
+                    history="never valid",
+                    output=Route,
+                    output_retries=1,
+                    task_queue=queue,
+                    id=unique("turn"),
+                )
+            with pytest.raises(TypeError, match="output"):
+                await kova.temporal.run_structured(
+                    client, agent="a", history="x", output=42, task_queue=queue, id="x"
+                )
+            return value, response, caught.value
+
+        agents = {"a": builder(base_url, lookup).output_retries(2)}
+        value, response, error = _serve_turn(temporal_address, base_url, agents, body)
+    assert value == Route(route="billing", priority=2)
+    assert response.output_retries == 1
+    assert response.llm_calls == 3
+    roles = [message.role.value for message in response.new_messages]
+    assert roles == ["assistant", "tool", "assistant", "user", "assistant"]
+    feedback = response.new_messages[3].content[0].text
+    assert "priority" in feedback  # the problem, told to the model
+    asked = seen[0].config.response_format
+    assert asked is not None
+    assert all(request.config.response_format == asked for request in seen)
+    assert asked.name == "Route"
+    assert set(asked.schema["required"]) == {"route", "priority"}  # type: ignore[arg-type]
+    # Out of retries (1): two answers, both in the error with the whole turn.
+    assert error.attempts == ('{"route": "billing"}', '{"route": "billing"}')
+    assert error.response.output_retries == 1
+    assert len(seen) == 5
 
 
 def test_a_non_retryable_error_fails_the_turn_at_once(temporal_address: str) -> None:
