@@ -203,6 +203,10 @@ class ModelCallFinished(Record):
     (:attr:`kova.providers.ModelResponse.model`)."""
     response_id: str | None = None
     """The provider's id of the answer (:attr:`kova.providers.ModelResponse.id`)."""
+    retried: bool = False
+    """``True`` when this call was one attempt, failed, that will be made again as a call of
+    its own (a model activity Temporal retries, see ``kova.temporal``): its
+    :class:`ModelCallRetrying` came first and counts the failure."""
 
 
 class ToolStarted(Record):

@@ -110,7 +110,7 @@ class ModelCall:
             )
         )
 
-    def failed(self, exc: BaseException) -> None:
+    def failed(self, exc: BaseException, *, retried: bool = False) -> None:
         now = trio.current_time()
         outcome, error_type = outcome_of(exc)
         self._emitter.emit(
@@ -121,6 +121,7 @@ class ModelCall:
                 outcome=outcome,
                 latency=now - self._started,
                 error_type=error_type,
+                retried=retried,
             )
         )
 

@@ -39,7 +39,7 @@ class MetricsSubscriber:
         match event:
             case ModelCallFinished(outcome="ok", latency=latency, usage=usage):
                 self._collector.record_llm_request(latency * 1000.0, usage)
-            case ModelCallFinished(outcome="error") | ModelCallRetrying():
+            case ModelCallFinished(outcome="error", retried=False) | ModelCallRetrying():
                 self._collector.record_llm_error()
             case ModelCallFallback(error_type=str()):  # the provider before it failed
                 self._collector.record_llm_error()

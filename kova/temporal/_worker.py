@@ -420,7 +420,9 @@ async def _call_model(
     except BaseException as exc:
         if call is not None and emitter is not None:
             wait = _next_attempt(exc, agent, attempt) if isinstance(exc, KovaError) else None
-            if wait is not None:
+            if wait is None:
+                call.failed(exc)
+            else:
                 emitter.emit(
                     ModelCallRetrying(
                         turn_id=emitter.turn_id,
@@ -434,7 +436,7 @@ async def _call_model(
                         wait=wait,
                     )
                 )
-            call.failed(exc)
+                call.failed(exc, retried=True)
         raise
     if call is not None:
         call.finished(response)

@@ -169,6 +169,7 @@ def test_the_workers_agent_telemetry_sees_a_temporal_turn(temporal_address: str)
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     from kova.telemetry import (
+        MetricsSubscriber,
         ModelCallFinished,
         ModelCallRetrying,
         ModelCallStarted,
@@ -195,6 +196,22 @@ def test_the_workers_agent_telemetry_sees_a_temporal_turn(temporal_address: str)
         """The weather in a city."""
         return f"sunny in {city}"
 
+    class Counts:
+        """What a MetricsCollector is told (MetricsSubscriber's calls)."""
+
+        def __init__(self) -> None:
+            self.requests = self.errors = self.tools = 0
+
+        def record_llm_request(self, latency_ms: float, usage: Any = None) -> None:
+            self.requests += 1
+
+        def record_llm_error(self) -> None:
+            self.errors += 1
+
+        def record_tool_invocation(self, duration_ms: Any, outcome: Any) -> None:
+            self.tools += 1
+
+    counts = Counts()
     events: list[Any] = []
     exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider()
@@ -207,6 +224,7 @@ def test_the_workers_agent_telemetry_sees_a_temporal_turn(temporal_address: str)
         agent = builder(base_url, weather).build()
         agent.telemetry.subscribe(events.append)
         agent.telemetry.subscribe(otel)
+        agent.telemetry.subscribe(MetricsSubscriber(counts))  # type: ignore[arg-type]
 
         async def body(client: Client, queue: str) -> Any:
             handle = await kova.temporal.start_turn(
@@ -237,6 +255,9 @@ def test_the_workers_agent_telemetry_sees_a_temporal_turn(temporal_address: str)
     finished = [event for event in events if isinstance(event, ModelCallFinished)]
     assert [event.outcome for event in finished] == ["error", "ok", "ok"]
     assert finished[0].error_type == "RateLimited"
+    assert [event.retried for event in finished] == [True, False, False]
+    # A MetricsCollector on the worker: the failed attempt counted once, as in-process.
+    assert (counts.requests, counts.errors, counts.tools) == (2, 1, 1)
     assert all(event.usage is not None and event.usage.input_tokens for event in finished[1:])
     starts = [event for event in events if isinstance(event, ModelCallStarted)]
     assert [event.span_id for event in starts] == [event.span_id for event in finished]
