@@ -16,8 +16,12 @@ hold data.
    repeating every field. These are the provider configs (``HttpSettings`` and its
    subclasses), ``ToolPolicy``/``WebPolicy``, the MCP transports and ``TelemetryConfig``;
    each is imported only with its provider or feature, never by ``import kova.agent``.
-3. Anything with mutable state -- an actor, a fake server, a session, an accumulator -- is a
-   plain class with ``__slots__`` and its own ``__init__``: neither attrs nor a record.
+3. Anything with mutable state -- an actor, a fake server, a session, an accumulator, a
+   histogram -- is a plain class with ``__slots__`` and its own ``__init__``: neither attrs
+   nor a record.
+
+``tests/test_value_rule.py`` pins the rule: an attrs class outside the configurations it
+lists fails it.
 
 Measured (``bench/values.py``): defining a record costs a few percent of an attrs class
 (attrs writes, compiles and re-slots each class at import), and constructing one with a

@@ -6,11 +6,10 @@ import re
 from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, TypeAlias
 
-import attrs
-
 from .._errors import KovaTimeoutError, McpError, McpUnavailableError
 from .._log import get_logger
 from .._models import ToolAnnotations, ToolDefinition, ToolResult
+from .._record import Record, set_field
 
 if TYPE_CHECKING:
     from .._models import JSONObject
@@ -49,23 +48,44 @@ def check_prefix(prefix: str) -> str:
     return prefix
 
 
-@attrs.frozen(kw_only=True)
-class McpTool:
+class McpTool(Record, repr_exclude=("client",)):
     """One tool of an MCP server, callable like any native kova tool.
 
     ``name`` is ``{prefix}__{remote_name}``; ``execute`` calls ``remote_name`` on the server
-    through the :class:`McpClient`.
+    through the :class:`McpClient`. A frozen value; ``parameters`` defaults to a fresh
+    schema of an object with no properties.
     """
 
-    client: McpClient = attrs.field(repr=False)
+    client: McpClient
     prefix: str
     remote_name: str
-    description: str = ""
-    parameters: JSONObject = attrs.field(factory=lambda: {"type": "object", "properties": {}})
-    annotations: ToolAnnotations | None = None
+    description: str
+    parameters: JSONObject
+    annotations: ToolAnnotations | None
     """The server's hints (read-only, destructive, idempotent, open-world), for the host."""
-    output_schema: JSONObject | None = None
+    output_schema: JSONObject | None
     """The JSON Schema of the tool's structured result, when the server declares one."""
+
+    def __init__(
+        self,
+        *,
+        client: McpClient,
+        prefix: str,
+        remote_name: str,
+        description: str = "",
+        parameters: JSONObject | None = None,
+        annotations: ToolAnnotations | None = None,
+        output_schema: JSONObject | None = None,
+    ) -> None:
+        set_field(self, "client", client)
+        set_field(self, "prefix", prefix)
+        set_field(self, "remote_name", remote_name)
+        set_field(self, "description", description)
+        if parameters is None:
+            parameters = {"type": "object", "properties": {}}
+        set_field(self, "parameters", parameters)
+        set_field(self, "annotations", annotations)
+        set_field(self, "output_schema", output_schema)
 
     @property
     def name(self) -> str:

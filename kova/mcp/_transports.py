@@ -90,6 +90,9 @@ class StdioTransport:
     cancelled) its stdin is closed, it gets a short grace period to exit, and then the
     whole process tree is terminated and reaped.
 
+    An attrs class by kova's rule for configurations whose fields convert what the caller
+    passes (``args`` into a tuple of ``str``, ``env`` into a ``dict``; see :mod:`kova._record`).
+
     Args:
         command: the executable, e.g. ``"npx"`` or ``sys.executable``.
         args: its arguments.
@@ -133,6 +136,9 @@ class StreamableHttpTransport:
     reads JSON or SSE responses. kova adds bearer authentication (see
     :class:`TokenProvider`) and treats a ``404`` for a known session as the server ending
     the session: the connection actor restarts and initializes a new one.
+
+    An attrs class by kova's rule for configurations whose fields convert what the caller
+    passes (``headers`` into a ``dict`` of ``str``; see :mod:`kova._record`).
 
     Args:
         url: the MCP endpoint, e.g. ``"https://mcp.example.com/mcp"``.
@@ -348,6 +354,9 @@ async def _streamable_http_streams(
 class SseTransport:
     """The legacy HTTP+SSE transport (MCP 2024-11-05): a GET event stream for server
     messages and POSTs to the endpoint the server announces on it.
+
+    An attrs class by kova's rule for configurations whose fields convert what the caller
+    passes (``headers`` into a ``dict`` of ``str``; see :mod:`kova._record`).
 
     Args:
         url: the SSE endpoint, e.g. ``"http://localhost:8080/sse"``.

@@ -87,7 +87,13 @@ class HttpOptions(TransportOptions):
 
 @attrs.frozen(kw_only=True)
 class HttpSettings:
-    """The HTTP settings and the key every provider config has (see the module docstring)."""
+    """The HTTP settings and the key every provider config has (see the module docstring).
+
+    An attrs class, as are the provider configs built on it, by kova's rule for
+    configurations whose fields convert what the caller passes (a ``str`` key into a
+    :class:`~kova.Secret`, a mapping into :class:`~kova.SecretHeaders`; see
+    :mod:`kova._record`).
+    """
 
     key_variables: ClassVar[tuple[str, ...]] = ()
     """Environment variables read, in order, when no ``api_key`` is given."""

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import attrs
 import trio
 
 from .._errors import MailboxClosed
-from .._record import evolve
+from .._record import Record, evolve, set_field
 from ..actors import Actor, Call, UnknownMessage
 from ._metrics import DEFAULT_BOUNDS_MS, Metrics, MetricsSnapshot, ToolOutcome
 
@@ -36,34 +35,40 @@ DEFAULT_METRICS_MAILBOX_SIZE = 256
 only a burst far beyond any agent's rate (or a stopped actor) fills it."""
 
 
-def _not_nan(_instance: object, attribute: attrs.Attribute[Any], value: float | None) -> None:
+def _not_nan(name: str, value: float | None) -> None:
     if value is not None and math.isnan(value):
-        raise ValueError(f"{attribute.name} must not be NaN")
+        raise ValueError(f"{name} must not be NaN")
 
 
-@attrs.frozen(kw_only=True)
-class LlmRequestRecorded:
+class LlmRequestRecorded(Record):
     """A provider call returned (cast)."""
 
-    latency_ms: float = attrs.field(validator=_not_nan)
-    usage: Usage | None = None
+    latency_ms: float
+    usage: Usage | None
+
+    def __init__(self, *, latency_ms: float, usage: Usage | None = None) -> None:
+        _not_nan("latency_ms", latency_ms)
+        set_field(self, "latency_ms", latency_ms)
+        set_field(self, "usage", usage)
 
 
-@attrs.frozen(kw_only=True)
-class LlmErrorRecorded:
+class LlmErrorRecorded(Record):
     """A provider call failed (cast)."""
 
 
-@attrs.frozen(kw_only=True)
-class ToolInvocationRecorded:
+class ToolInvocationRecorded(Record):
     """A tool call ended (cast). ``duration_ms`` is ``None`` for a denied call."""
 
-    duration_ms: float | None = attrs.field(validator=_not_nan)
-    outcome: ToolOutcome = attrs.field(converter=ToolOutcome)
+    duration_ms: float | None
+    outcome: ToolOutcome
+
+    def __init__(self, *, duration_ms: float | None, outcome: ToolOutcome | str) -> None:
+        _not_nan("duration_ms", duration_ms)
+        set_field(self, "duration_ms", duration_ms)
+        set_field(self, "outcome", ToolOutcome(outcome))
 
 
-@attrs.frozen(kw_only=True)
-class GetSnapshot(Call["MetricsSnapshot"]):
+class GetSnapshot(Record, Call["MetricsSnapshot"]):
     """Ask for a :class:`MetricsSnapshot` (call)."""
 
 

@@ -21,6 +21,7 @@ import attrs
 import structlog
 
 from .._errors import BuildError
+from .._record import EMPTY, Record
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -62,22 +63,26 @@ def _check_rate(_instance: object, _attribute: object, value: float) -> None:
         raise BuildError(f"sampling_rate must be between 0 and 1, got {value!r}")
 
 
-def _check_endpoint(_instance: object, _attribute: object, value: str) -> None:
-    if not value.startswith(("http://", "https://")):
-        raise BuildError(f"the OTLP endpoint must be an http(s) URL, got {value!r}")
+class ExporterConfig(Record):
+    """Where traces and metrics go. Make one with :meth:`otlp`.
 
+    A frozen value (a :class:`~kova._record.Record`): it converts nothing, it only checks
+    ``endpoint``.
+    """
 
-@attrs.frozen(kw_only=True)
-class ExporterConfig:
-    """Where traces and metrics go. Make one with :meth:`otlp`."""
-
-    endpoint: str = attrs.field(validator=_check_endpoint)
+    endpoint: str
     """The collector's base URL, e.g. ``http://localhost:4318`` (HTTP: ``/v1/traces`` and
     ``/v1/metrics`` are added)."""
     protocol: OtlpProtocol = OtlpProtocol.GRPC
-    headers: Mapping[str, str] = attrs.field(factory=dict)
+    headers: Mapping[str, str] = EMPTY
     """Extra request headers (an API key for a hosted collector)."""
     kind: Literal["otlp"] = "otlp"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.endpoint, str) or not self.endpoint.startswith(
+            ("http://", "https://")
+        ):
+            raise BuildError(f"the OTLP endpoint must be an http(s) URL, got {self.endpoint!r}")
 
     @classmethod
     def otlp(
@@ -102,7 +107,11 @@ class ExporterConfig:
 @attrs.frozen(kw_only=True)
 class TelemetryConfig:
     """Logs, traces and metrics for an application. Build it with :meth:`builder` (the
-    seed's fluent form) or directly; :meth:`init` installs it."""
+    seed's fluent form) or directly; :meth:`init` installs it.
+
+    An attrs class by kova's rule for configurations whose fields convert what the caller
+    passes (``log_level="debug"`` becomes ``logging.DEBUG``; see :mod:`kova._record`).
+    """
 
     log_level: int = attrs.field(default=logging.INFO, converter=_level)
     """The lowest level logged (a :mod:`logging` number or ``"debug"``... ``"critical"``)."""

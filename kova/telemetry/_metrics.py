@@ -24,8 +24,6 @@ import itertools
 import math
 from typing import TYPE_CHECKING
 
-import attrs
-
 from .._models import Usage
 from .._observe import ToolOutcome
 from .._record import Record
@@ -78,42 +76,63 @@ class HistogramSummary(Record):
     p99: float | None = None
 
 
-def _to_bounds(values: Iterable[float]) -> tuple[float, ...]:
-    return tuple(float(value) for value in values)
-
-
-def _check_bounds(
-    _instance: object, _attribute: attrs.Attribute[tuple[float, ...]], value: tuple[float, ...]
-) -> None:
-    if not value:
-        raise ValueError("a histogram needs at least one bucket bound")
-    if value[0] <= 0 or any(low >= high for low, high in itertools.pairwise(value)):
-        raise ValueError("histogram bounds must be positive and strictly increasing")
-
-
-@attrs.define
 class Histogram:
     """Counts of values in fixed buckets, with count, sum, min and max.
 
     Bucket ``i`` holds values in ``(bounds[i - 1], bounds[i]]`` (the first from 0), and one
     more bucket holds everything above the last bound. Negative values count as 0.
 
+    Mutable state with one owner (a plain slotted class). Two histograms are equal when they
+    have the same bounds and have recorded the same counts and extremes.
+
     Args:
         bounds: the buckets' upper bounds, positive and strictly increasing.
+
+    Raises:
+        ValueError: ``bounds`` is empty, not positive or not strictly increasing.
     """
 
-    bounds: tuple[float, ...] = attrs.field(
-        default=DEFAULT_BOUNDS_MS, converter=_to_bounds, validator=_check_bounds
-    )
-    _counts: list[int] = attrs.field(init=False)
-    count: int = attrs.field(init=False, default=0)
-    """How many values were recorded."""
-    sum: float = attrs.field(init=False, default=0.0)
-    min: float = attrs.field(init=False, default=math.inf)
-    max: float = attrs.field(init=False, default=-math.inf)
+    __slots__ = ("_counts", "bounds", "count", "max", "min", "sum")
 
-    def __attrs_post_init__(self) -> None:
-        self._counts = [0] * (len(self.bounds) + 1)
+    bounds: tuple[float, ...]
+    """The buckets' upper bounds (the overflow bucket has none)."""
+    count: int
+    """How many values were recorded."""
+    sum: float
+    min: float
+    """The smallest value recorded (``inf`` while empty)."""
+    max: float
+    """The largest value recorded (``-inf`` while empty)."""
+
+    def __init__(self, bounds: Iterable[float] = DEFAULT_BOUNDS_MS) -> None:
+        checked = tuple(float(value) for value in bounds)
+        if not checked:
+            raise ValueError("a histogram needs at least one bucket bound")
+        if checked[0] <= 0 or any(low >= high for low, high in itertools.pairwise(checked)):
+            raise ValueError("histogram bounds must be positive and strictly increasing")
+        self.bounds = checked
+        self._counts = [0] * (len(checked) + 1)
+        self.count = 0
+        self.sum = 0.0
+        self.min = math.inf
+        self.max = -math.inf
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.bounds, self._counts, self.count, self.sum, self.min, self.max)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, Histogram)
+        return self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable: equal histograms may differ later
+
+    def __repr__(self) -> str:
+        return (
+            f"Histogram(count={self.count}, sum={self.sum!r}, min={self.min!r}, "
+            f"max={self.max!r}, buckets={len(self._counts)})"
+        )
 
     @property
     def bucket_count(self) -> int:

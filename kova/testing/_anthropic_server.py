@@ -37,8 +37,6 @@ import json
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-import attrs
-
 from .._models import (
     ChatRequest,
     ErrorEvent,
@@ -261,7 +259,6 @@ def _model_json(model: ModelInfo) -> dict[str, JSONValue]:
     }
 
 
-@attrs.define
 class FakeAnthropicServer(FakeServer):
     """A fake Anthropic API: :meth:`serve` it in a nursery and point a client at the URL.
 
@@ -274,11 +271,21 @@ class FakeAnthropicServer(FakeServer):
             Bearer``); others get a 401 ``authentication_error``.
     """
 
-    script: Script = attrs.field(converter=as_script)
-    models: Sequence[ModelInfo] = DEFAULT_ANTHROPIC_MODELS
-    count_tokens: Callable[[list[Message], list[ToolDefinition]], int] | None = None
-    api_key: str | None = None
-    _ids: Iterator[int] = attrs.field(factory=lambda: itertools.count(1), init=False)
+    __slots__ = ("_ids", "api_key", "count_tokens", "models", "script")
+
+    def __init__(
+        self,
+        script: ScriptLike,
+        models: Sequence[ModelInfo] = DEFAULT_ANTHROPIC_MODELS,
+        count_tokens: Callable[[list[Message], list[ToolDefinition]], int] | None = None,
+        api_key: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.script: Script = as_script(script)
+        self.models = models
+        self.count_tokens = count_tokens
+        self.api_key = api_key
+        self._ids: Iterator[int] = itertools.count(1)
 
     def messages_requests(self) -> list[RecordedRequest]:
         """The ``POST /v1/messages`` requests received."""

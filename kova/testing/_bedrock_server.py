@@ -38,8 +38,6 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from .._models import (
     ErrorEvent,
     Message,
@@ -264,7 +262,6 @@ def _profile(model: ModelInfo, region: str) -> dict[str, JSONValue]:
     }
 
 
-@attrs.define
 class FakeBedrockServer(FakeServer):
     """A fake Bedrock: :meth:`serve` it in a nursery and point a client at the URL.
 
@@ -287,18 +284,45 @@ class FakeBedrockServer(FakeServer):
             all); others get a ``ValidationException``.
     """
 
-    script: Script = attrs.field(converter=as_script)
-    region: str = "us-east-1"
-    access_keys: Mapping[str, str] = attrs.field(
-        factory=lambda: {FAKE_ACCESS_KEY_ID: FAKE_SECRET_ACCESS_KEY}
+    __slots__ = (
+        "access_keys",
+        "api_key",
+        "count_tokens",
+        "count_tokens_models",
+        "models",
+        "profiles",
+        "region",
+        "script",
+        "session_tokens",
+        "structured_output_models",
     )
-    session_tokens: Mapping[str, str] = attrs.field(factory=dict)
-    api_key: str | None = None
-    models: Sequence[ModelInfo] = DEFAULT_BEDROCK_MODELS
-    profiles: Sequence[ModelInfo] = DEFAULT_BEDROCK_PROFILES
-    count_tokens: Callable[[list[Message], list[ToolDefinition]], int] | None = None
-    count_tokens_models: Collection[str] | None = None
-    structured_output_models: Collection[str] | None = None
+
+    def __init__(
+        self,
+        script: ScriptLike,
+        region: str = "us-east-1",
+        access_keys: Mapping[str, str] | None = None,
+        session_tokens: Mapping[str, str] | None = None,
+        api_key: str | None = None,
+        models: Sequence[ModelInfo] = DEFAULT_BEDROCK_MODELS,
+        profiles: Sequence[ModelInfo] = DEFAULT_BEDROCK_PROFILES,
+        count_tokens: Callable[[list[Message], list[ToolDefinition]], int] | None = None,
+        count_tokens_models: Collection[str] | None = None,
+        structured_output_models: Collection[str] | None = None,
+    ) -> None:
+        super().__init__()
+        self.script: Script = as_script(script)
+        self.region = region
+        self.access_keys: Mapping[str, str] = (
+            {FAKE_ACCESS_KEY_ID: FAKE_SECRET_ACCESS_KEY} if access_keys is None else access_keys
+        )
+        self.session_tokens: Mapping[str, str] = {} if session_tokens is None else session_tokens
+        self.api_key = api_key
+        self.models = models
+        self.profiles = profiles
+        self.count_tokens = count_tokens
+        self.count_tokens_models = count_tokens_models
+        self.structured_output_models = structured_output_models
 
     @property
     def credentials(self) -> dict[str, Any]:

@@ -14,7 +14,6 @@ from contextlib import asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-import attrs
 import trio
 
 from .._groups import lone_exceptions
@@ -38,15 +37,27 @@ __all__ = [
 ]
 
 
-@attrs.define
 class FakeServer:
     """The base of the fake servers: :meth:`serve` records every request in
-    :attr:`requests`, then answers it with the server's own ``_route``."""
+    :attr:`requests`, then answers it with the server's own ``_route``.
 
-    requests: list[RecordedRequest] = attrs.field(factory=list, init=False)
+    A fake server is mutable state (what it received, the ids it handed out): a plain
+    slotted class, each subclass with its own ``__init__`` that calls this one."""
+
+    __slots__ = ("base_url", "requests")
+
+    requests: list[RecordedRequest]
     """Every request received, in arrival order."""
-    base_url: str = attrs.field(default="", init=False)
-    """``http://127.0.0.1:<port>`` once serving."""
+    base_url: str
+    """``http://127.0.0.1:<port>`` once serving (``""`` before)."""
+
+    def __init__(self) -> None:
+        self.requests = []
+        self.base_url = ""
+
+    def __repr__(self) -> str:
+        where = self.base_url or "not serving"
+        return f"{type(self).__name__}({where}, {len(self.requests)} requests)"
 
     async def serve(
         self,

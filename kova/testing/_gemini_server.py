@@ -42,8 +42,6 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, assert_never
 
-import attrs
-
 from .._json import dumps_bytes
 from .._models import (
     ErrorEvent,
@@ -84,7 +82,6 @@ if TYPE_CHECKING:
 __all__ = ["FakeGeminiServer", "open_gemini_server"]
 
 
-@attrs.define
 class FakeGeminiServer(FakeServer):
     """A scripted Gemini API server. :meth:`serve` it in a nursery (or use
     :func:`open_gemini_server`) and point a Gemini client at :attr:`base_url`.
@@ -97,12 +94,23 @@ class FakeGeminiServer(FakeServer):
         embedding_dimensions: vector size when a request sets no ``outputDimensionality``.
     """
 
-    script: Script = attrs.field(converter=as_script)
-    models: Sequence[str] = ("gemini-fake", "gemini-embedding-fake")
-    page_size: int = 50
-    api_key: str | None = None
-    embedding_dimensions: int = 8
-    _answers: int = attrs.field(default=0, init=False)
+    __slots__ = ("_answers", "api_key", "embedding_dimensions", "models", "page_size", "script")
+
+    def __init__(
+        self,
+        script: ScriptLike,
+        models: Sequence[str] = ("gemini-fake", "gemini-embedding-fake"),
+        page_size: int = 50,
+        api_key: str | None = None,
+        embedding_dimensions: int = 8,
+    ) -> None:
+        super().__init__()
+        self.script: Script = as_script(script)
+        self.models = models
+        self.page_size = page_size
+        self.api_key = api_key
+        self.embedding_dimensions = embedding_dimensions
+        self._answers = 0
 
     def _next_id(self) -> str:
         # Each answer has its own responseId, as the API's do.

@@ -33,8 +33,6 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, assert_never
 
-import attrs
-
 from .._json import dumps_bytes
 from .._models import (
     ErrorEvent,
@@ -64,7 +62,6 @@ if TYPE_CHECKING:
 __all__ = ["FakeOllamaServer", "open_ollama_server"]
 
 
-@attrs.define
 class FakeOllamaServer(FakeServer):
     """A scripted Ollama server. :meth:`serve` it in a nursery (or use
     :func:`open_ollama_server`) and point an Ollama client at :attr:`base_url`.
@@ -75,10 +72,19 @@ class FakeOllamaServer(FakeServer):
         embedding_dimensions: vector size when a request sets no ``dimensions``.
     """
 
-    script: Script = attrs.field(converter=as_script)
-    models: Sequence[str] = ("llama3.2:latest", "nomic-embed-text:latest")
-    embedding_dimensions: int = 8
-    _answers: int = attrs.field(default=0, init=False)
+    __slots__ = ("_answers", "embedding_dimensions", "models", "script")
+
+    def __init__(
+        self,
+        script: ScriptLike,
+        models: Sequence[str] = ("llama3.2:latest", "nomic-embed-text:latest"),
+        embedding_dimensions: int = 8,
+    ) -> None:
+        super().__init__()
+        self.script: Script = as_script(script)
+        self.models = models
+        self.embedding_dimensions = embedding_dimensions
+        self._answers = 0
 
     def _created_at(self) -> str:
         # Each answer has its own timestamp (the server's are nanosecond ones).

@@ -45,8 +45,6 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, assert_never
 
-import attrs
-
 from .._json import dumps_bytes
 from .._models import (
     ErrorEvent,
@@ -97,7 +95,6 @@ def _error_type(status: int) -> tuple[str, str | None]:
     return "invalid_request_error", None
 
 
-@attrs.define
 class FakeOpenAiServer(FakeServer):
     """A scripted OpenAI-compatible HTTP server. :meth:`serve` it in a nursery (or use
     :func:`open_openai_server`) and point any OpenAI client at :attr:`base_url` (the
@@ -113,13 +110,33 @@ class FakeOpenAiServer(FakeServer):
             ``index``; this checks that they do).
     """
 
-    script: Script = attrs.field(converter=as_script)
-    model: str = "gpt-fake"
-    models: Sequence[str] = ("gpt-fake", "text-embedding-fake")
-    embedding_dimensions: int = 8
-    embedding_input_limit: int = 2048
-    reverse_embeddings: bool = False
-    _completions: int = attrs.field(default=0, init=False)
+    __slots__ = (
+        "_completions",
+        "embedding_dimensions",
+        "embedding_input_limit",
+        "model",
+        "models",
+        "reverse_embeddings",
+        "script",
+    )
+
+    def __init__(
+        self,
+        script: ScriptLike,
+        model: str = "gpt-fake",
+        models: Sequence[str] = ("gpt-fake", "text-embedding-fake"),
+        embedding_dimensions: int = 8,
+        embedding_input_limit: int = 2048,
+        reverse_embeddings: bool = False,
+    ) -> None:
+        super().__init__()
+        self.script: Script = as_script(script)
+        self.model = model
+        self.models = models
+        self.embedding_dimensions = embedding_dimensions
+        self.embedding_input_limit = embedding_input_limit
+        self.reverse_embeddings = reverse_embeddings
+        self._completions = 0
 
     def chat_requests(self) -> list[RecordedRequest]:
         """The chat completion requests received, in order."""

@@ -44,8 +44,6 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Literal, assert_never
 
-import attrs
-
 from .._models import (
     ErrorEvent,
     ModelResponse,
@@ -269,7 +267,6 @@ def output_items(response: ModelResponse, items: _Items) -> list[JSONValue]:
     return output
 
 
-@attrs.define
 class FakeResponsesServer(FakeServer):
     """A scripted OpenAI Responses API server. :meth:`serve` it in a nursery (or use
     :func:`open_responses_server`) and point any Responses client at :attr:`base_url` (the
@@ -287,14 +284,33 @@ class FakeResponsesServer(FakeServer):
             alias with its dated snapshot (``gpt-5.4`` -> ``gpt-5.4-2026-03-05``).
     """
 
-    script: Script = attrs.field(converter=as_script)
-    model: str = "gpt-fake"
-    models: Sequence[str] = ("gpt-fake",)
-    stream_error_shape: Literal["nested", "flat", "failed"] = "nested"
-    snapshot_suffix: str = ""
-    _responses: int = attrs.field(default=0, init=False)
-    _followers: dict[str, str] = attrs.field(factory=dict, init=False)
-    """reasoning item id -> the id of the item that followed it (across all responses)."""
+    __slots__ = (
+        "_followers",
+        "_responses",
+        "model",
+        "models",
+        "script",
+        "snapshot_suffix",
+        "stream_error_shape",
+    )
+
+    def __init__(
+        self,
+        script: ScriptLike,
+        model: str = "gpt-fake",
+        models: Sequence[str] = ("gpt-fake",),
+        stream_error_shape: Literal["nested", "flat", "failed"] = "nested",
+        snapshot_suffix: str = "",
+    ) -> None:
+        super().__init__()
+        self.script: Script = as_script(script)
+        self.model = model
+        self.models = models
+        self.stream_error_shape = stream_error_shape
+        self.snapshot_suffix = snapshot_suffix
+        self._responses = 0
+        self._followers: dict[str, str] = {}
+        """reasoning item id -> the id of the item that followed it (across all responses)."""
 
     def responses_requests(self) -> list[RecordedRequest]:
         """The ``POST …/responses`` requests received, in order."""

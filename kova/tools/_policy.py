@@ -143,6 +143,9 @@ class WebPolicy:
 
     The defaults are the safe ones: HTTPS only, no private or internal addresses, a few MB
     and 30 seconds at most.
+
+    An attrs class by kova's rule for configurations whose fields convert what the caller
+    passes (URL rules into tuples, a ``timedelta`` into seconds; see :mod:`kova._record`).
     """
 
     allow_private_hosts: bool = attrs.field(default=False, validator=_bool)
@@ -182,6 +185,10 @@ class ToolPolicy:
 
     ``workspace_root`` is required, so being unconfined is always a decision written down:
     pass ``None`` or use :meth:`unconfined`.
+
+    An attrs class by kova's rule for configurations whose fields convert what the caller
+    passes (a ``str`` into an absolute :class:`~pathlib.Path`, lists into tuples; see
+    :mod:`kova._record`).
     """
 
     workspace_root: Path | None = attrs.field(converter=_root)

@@ -230,6 +230,26 @@ async def test_mcp_tools_satisfy_the_tool_protocol():
     assert all(isinstance(tool, Tool) for tool in tools)
 
 
+def test_an_mcp_tool_is_a_frozen_value():
+    import attrs
+
+    from kova.mcp import McpTool
+
+    client = object()
+    tool = McpTool(client=client, prefix="srv", remote_name="add")  # type: ignore[arg-type]
+    other = McpTool(client=client, prefix="srv", remote_name="add")  # type: ignore[arg-type]
+    assert tool.parameters == {"type": "object", "properties": {}}
+    assert tool.parameters is not other.parameters  # each tool its own default schema
+    assert tool == other
+    assert repr(tool) == (
+        "McpTool(prefix='srv', remote_name='add', description='', "
+        "parameters={'type': 'object', 'properties': {}}, annotations=None, output_schema=None)"
+    )  # the client is not shown
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        tool.prefix = "other"  # type: ignore[misc]
+    assert attrs.evolve(tool, remote_name="sub").name == "srv__sub"
+
+
 def test_prefix_rules_make_collisions_impossible():
     from kova.mcp._tool import check_prefix
 

@@ -121,6 +121,18 @@ def test_bad_bounds_are_rejected(bounds: tuple[float, ...]) -> None:
         Histogram(bounds)
 
 
+def test_a_histogram_is_state_compared_by_what_it_recorded() -> None:
+    assert filled([5.0, 15.0]) == filled([15.0, 5.0])  # order does not matter
+    assert filled([5.0]) != filled([6.0])  # same bucket, different sum and extremes
+    assert filled([5.0]) != filled([5.0], bounds=(10.0,))
+    assert Histogram([1, 2]).bounds == (1.0, 2.0)  # any iterable of numbers, kept as floats
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(Histogram())  # mutable: equal now is not equal later
+    assert repr(filled([5.0, 15.0])) == (
+        "Histogram(count=2, sum=20.0, min=5.0, max=15.0, buckets=11)"
+    )
+
+
 def test_nan_is_rejected() -> None:
     with pytest.raises(ValueError, match="NaN"):
         Histogram().record(math.nan)

@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import attrs
+import httpx2
 import pytest
+import trio
 
 from kova import StopReason, TextDelta
 from kova.providers import ErrorEvent, StopEvent, StreamEvent
-from kova.testing import StreamReply, reply_text
-from kova.testing._fake_server import scripted_stream
+from kova.testing import (
+    FakeAnthropicServer,
+    FakeBedrockServer,
+    FakeGeminiServer,
+    FakeOllamaServer,
+    FakeOpenAiServer,
+    FakeResponsesServer,
+    Script,
+    StreamReply,
+    reply_text,
+)
+from kova.testing._bedrock_server import FAKE_ACCESS_KEY_ID, FAKE_SECRET_ACCESS_KEY
+from kova.testing._fake_server import FakeServer, scripted_stream
 
 EVENTS: tuple[StreamEvent, ...] = (
     TextDelta(text="a"),
@@ -70,3 +83,43 @@ def test_a_scripted_stream_is_cut_held_or_ended_as_the_reply_says(case: Case) ->
     stream = scripted_stream(reply, Letters(), headers={}, hold=case.hold)
     assert list(stream.chunks) == case.chunks  # type: ignore[arg-type]
     assert (stream.cut, stream.hold) == (case.cut, case.held)
+
+
+@pytest.mark.parametrize(
+    "server_type",
+    [
+        FakeAnthropicServer,
+        FakeBedrockServer,
+        FakeGeminiServer,
+        FakeOllamaServer,
+        FakeOpenAiServer,
+        FakeResponsesServer,
+    ],
+)
+async def test_a_fake_server_is_state_it_records_and_shows_briefly(
+    server_type: type[FakeServer],
+) -> None:
+    # The script goes first, by position or keyword, and becomes a Script.
+    server = server_type([reply_text("hi")])  # type: ignore[call-arg]
+    assert isinstance(server.script, Script)  # type: ignore[attr-defined]
+    assert repr(server) == f"{server_type.__name__}(not serving, 0 requests)"
+    async with trio.open_nursery() as nursery:
+        url = await nursery.start(server.serve)
+        async with httpx2.AsyncClient() as client:
+            await client.get(f"{url}/nowhere")
+        assert repr(server) == f"{server_type.__name__}({url}, 1 requests)"
+        nursery.cancel_scope.cancel()
+    assert server.requests[0].path == "/nowhere"
+    with pytest.raises(AttributeError):
+        server.surprise = 1  # type: ignore[attr-defined]  # slotted: a typo fails loudly
+
+
+def test_fake_servers_keep_their_keywords_and_defaults() -> None:
+    bedrock = FakeBedrockServer(script=[], region="eu-west-1")
+    assert bedrock.region == "eu-west-1"
+    assert bedrock.access_keys == {FAKE_ACCESS_KEY_ID: FAKE_SECRET_ACCESS_KEY}
+    assert bedrock.access_keys is not FakeBedrockServer([]).access_keys
+    assert FakeBedrockServer([]).session_tokens == {}
+    openai = FakeOpenAiServer([], "gpt-x", reverse_embeddings=True)
+    assert (openai.model, openai.reverse_embeddings) == ("gpt-x", True)
+    assert openai.embedding_input_limit == 2048
