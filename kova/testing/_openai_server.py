@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 import struct
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -62,7 +61,14 @@ from ..providers.openai._convert import encode_arguments
 from ._fake_server import FakeServer, script_request, scripted_stream, serving
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, fake_vector, json_response
 from ._script import ErrorReply, Script, ScriptExhaustedError, ScriptLike, StreamReply, as_script
-from ._wire.openai import decode_request, stop_to_finish_reason
+from ._wire.openai import (
+    SSE_HEADERS,
+    decode_request,
+    error_code,
+    error_response,
+    model_list,
+    stop_to_finish_reason,
+)
 
 if TYPE_CHECKING:
     from .._models import JSONValue, StreamEvent, Usage
@@ -70,7 +76,6 @@ if TYPE_CHECKING:
 __all__ = ["FakeOpenAiServer", "open_openai_server"]
 
 _CREATED = 1_700_000_000
-_SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
 
 
 def _usage_json(usage: Usage) -> dict[str, JSONValue]:
@@ -81,18 +86,6 @@ def _usage_json(usage: Usage) -> dict[str, JSONValue]:
         "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens},
         "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
     }
-
-
-def _error_type(status: int) -> tuple[str, str | None]:
-    if status == 401:
-        return "invalid_request_error", "invalid_api_key"
-    if status == 404:
-        return "invalid_request_error", "model_not_found"
-    if status == 429:
-        return "requests", "rate_limit_exceeded"
-    if status >= 500:
-        return "server_error", None
-    return "invalid_request_error", None
 
 
 class FakeOpenAiServer(FakeServer):
@@ -147,11 +140,7 @@ class FakeOpenAiServer(FakeServer):
         if request.method == "POST" and path.endswith("/chat/completions"):
             return await self._chat(request)
         if request.method == "GET" and path.endswith("/models"):
-            data: list[JSONValue] = [
-                {"id": model, "object": "model", "created": _CREATED, "owned_by": "kova-testing"}
-                for model in self.models
-            ]
-            return _json(200, {"object": "list", "data": data})
+            return model_list(self.models, created=_CREATED)
         if request.method == "POST" and path.endswith("/embeddings"):
             return self._embeddings(request)
         return _error(404, f"no route for {request.method} {request.path}")
@@ -181,10 +170,7 @@ class FakeOpenAiServer(FakeServer):
         return scripted_stream(
             reply,
             _ChunkEncoder(completion_id, model, include_usage=decoded.include_usage),
-            headers={
-                "content-type": "text/event-stream; charset=utf-8",
-                "cache-control": "no-cache",
-            },
+            headers=SSE_HEADERS,
             hold=True,
         )
 
@@ -246,23 +232,10 @@ def _json(status: int, body: JSONValue, headers: Mapping[str, str] | None = None
 def _error(
     status: int, message: str, *, error_type: str | None = None, retry_after: float | None = None
 ) -> FakeResponse:
-    default_type, code = _error_type(status)
-    headers: dict[str, str] = {}
-    if retry_after is not None:
-        if float(retry_after).is_integer():
-            headers["retry-after"] = str(int(retry_after))
-        else:
-            headers["retry-after-ms"] = str(round(retry_after * 1000))
-            headers["retry-after"] = str(math.ceil(retry_after))
-    body: JSONValue = {
-        "error": {
-            "message": message,
-            "type": error_type or default_type,
-            "param": None,
-            "code": code,
-        }
-    }
-    return _json(status, body, headers)
+    # Chat Completions' code is the status's, whatever the type.
+    return error_response(
+        status, message, error_type=error_type, code=error_code(status), retry_after=retry_after
+    )
 
 
 def _completion_json(response: ModelResponse, completion_id: str, model: str) -> JSONValue:

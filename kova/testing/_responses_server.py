@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Literal, assert_never
@@ -68,6 +67,7 @@ from ..providers.openai._responses_convert import ITEM_KEY
 from ._fake_server import FakeServer, script_request, scripted_stream, serving
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, json_response
 from ._script import ErrorReply, Script, ScriptExhaustedError, ScriptLike, StreamReply, as_script
+from ._wire.openai import SSE_HEADERS, error_code, error_response, model_list
 from ._wire.openai_responses import DecodedRequest, RequestRejected, decode_request
 
 if TYPE_CHECKING:
@@ -85,7 +85,6 @@ _ERROR_CATEGORIES = {
     "model_not_found": "invalid_request_error",
 }
 """The codes an ``ErrorEvent.error_type`` may name, and the ``type`` OpenAI sends them with."""
-_SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
 _BLOB_PREFIX = "gAAAAkova"
 
 
@@ -125,18 +124,6 @@ def _status(stop_reason: StopReason) -> tuple[str, JSONValue]:
             return "completed", None
 
 
-def _error_fields(status: int) -> tuple[str, str | None]:
-    if status == 401:
-        return "invalid_request_error", "invalid_api_key"
-    if status == 404:
-        return "invalid_request_error", "model_not_found"
-    if status == 429:
-        return "requests", "rate_limit_exceeded"
-    if status >= 500:
-        return "server_error", "server_error"
-    return "invalid_request_error", None
-
-
 def _error(
     status: int,
     message: str,
@@ -145,23 +132,13 @@ def _error(
     code: str | None = None,
     retry_after: float | None = None,
 ) -> FakeResponse:
-    default_type, default_code = _error_fields(status)
-    headers: dict[str, str] = {}
-    if retry_after is not None:
-        if float(retry_after).is_integer():
-            headers["retry-after"] = str(int(retry_after))
-        else:
-            headers["retry-after-ms"] = str(round(retry_after * 1000))
-            headers["retry-after"] = str(math.ceil(retry_after))
-    body: JSONValue = {
-        "error": {
-            "message": message,
-            "type": error_type or default_type,
-            "param": None,
-            "code": code if code is not None else (error_type or default_code),
-        }
-    }
-    return json_response(body, status=status, headers=headers)
+    # The Responses API's code: the one given, else the type, else the status's
+    # (``server_error`` for a 5xx).
+    if code is None:
+        code = error_type or error_code(status) or ("server_error" if status >= 500 else None)
+    return error_response(
+        status, message, error_type=error_type, code=code, retry_after=retry_after
+    )
 
 
 class _Items:
@@ -327,11 +304,7 @@ class FakeResponsesServer(FakeServer):
         if request.method == "POST" and path.endswith("/responses"):
             return await self._create(request)
         if request.method == "GET" and path.endswith("/models"):
-            data: list[JSONValue] = [
-                {"id": model, "object": "model", "created": _CREATED, "owned_by": "kova-testing"}
-                for model in self.models
-            ]
-            return json_response({"object": "list", "data": data})
+            return model_list(self.models, created=_CREATED)
         return _error(404, f"no route for {request.method} {request.path}")
 
     def _decode(self, request: RecordedRequest) -> DecodedRequest | FakeResponse:
@@ -415,7 +388,7 @@ class FakeResponsesServer(FakeServer):
         return scripted_stream(
             reply,
             _EventEncoder(shell, items, self.stream_error_shape),
-            headers=_SSE_HEADERS,
+            headers=SSE_HEADERS,
             hold=True,
         )
 

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ARGUMENTS_KEY",
     "PROVIDER",
+    "arguments_text",
     "decode_models",
     "decode_response",
     "decode_usage",
@@ -48,8 +49,10 @@ __all__ = [
     "encode_messages",
     "encode_request",
     "finish_reason_to_stop",
+    "image_url",
     "parse_arguments",
     "reasoning_of",
+    "usage_of",
 ]
 
 PROVIDER = "openai"
@@ -120,9 +123,13 @@ def encode_arguments(tool_use: ToolUse) -> str:
     return _compact(tool_use.input)
 
 
+def image_url(image: Image) -> str:
+    """An image as the URL both OpenAI APIs take: its own URL, or a base64 ``data:`` URL."""
+    return image.url if image.url is not None else f"data:{image.media_type};base64,{image.data}"
+
+
 def _image_part(image: Image) -> dict[str, JSONValue]:
-    url = image.url if image.url is not None else f"data:{image.media_type};base64,{image.data}"
-    return {"type": "image_url", "image_url": {"url": url}}
+    return {"type": "image_url", "image_url": {"url": image_url(image)}}
 
 
 def _user_content(blocks: Sequence[Text | Image]) -> JSONValue:
@@ -276,26 +283,51 @@ def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def decode_usage(usage: JSONValue) -> Usage | None:
-    """``usage`` with cached prompt tokens and reasoning tokens; ``None`` if absent."""
+def usage_of(usage: object, keys: tuple[str, str, str, str]) -> Usage | None:
+    """An OpenAI ``usage`` object with cached input tokens and reasoning tokens; ``None`` if
+    absent. Both APIs send the same shape under other names: ``keys`` are the input count,
+    the output count and their two details objects (:func:`decode_usage`'s, the Responses
+    API's ``input_tokens``, ``output_tokens``, ...)."""
     if not isinstance(usage, Mapping):
         return None
-    prompt = _int(usage.get("prompt_tokens"))
-    completion = _int(usage.get("completion_tokens"))
+    input_key, output_key, input_details_key, output_details_key = keys
+    inputs = _int(usage.get(input_key))
+    outputs = _int(usage.get(output_key))
     total = usage.get("total_tokens")
-    prompt_details = usage.get("prompt_tokens_details")
-    completion_details = usage.get("completion_tokens_details")
+    input_details = usage.get(input_details_key)
+    output_details = usage.get(output_details_key)
     return Usage(
-        input_tokens=prompt,
-        output_tokens=completion,
-        total_tokens=_int(total) if isinstance(total, int) else prompt + completion,
-        cache_read_tokens=_int(prompt_details.get("cached_tokens"))
-        if isinstance(prompt_details, Mapping)
+        input_tokens=inputs,
+        output_tokens=outputs,
+        total_tokens=_int(total) if isinstance(total, int) else inputs + outputs,
+        cache_read_tokens=_int(input_details.get("cached_tokens"))
+        if isinstance(input_details, Mapping)
         else 0,
-        reasoning_tokens=_int(completion_details.get("reasoning_tokens"))
-        if isinstance(completion_details, Mapping)
+        reasoning_tokens=_int(output_details.get("reasoning_tokens"))
+        if isinstance(output_details, Mapping)
         else 0,
     )
+
+
+_USAGE_KEYS = (
+    "prompt_tokens",
+    "completion_tokens",
+    "prompt_tokens_details",
+    "completion_tokens_details",
+)
+
+
+def decode_usage(usage: JSONValue) -> Usage | None:
+    """``usage`` with cached prompt tokens and reasoning tokens; ``None`` if absent."""
+    return usage_of(usage, _USAGE_KEYS)
+
+
+def arguments_text(arguments: object) -> str:
+    """A call's ``arguments`` as text: the string itself, an object (a few compatible servers
+    send one) as JSON, anything else empty."""
+    if isinstance(arguments, Mapping):
+        return json.dumps(arguments)
+    return arguments if isinstance(arguments, str) else ""
 
 
 def parse_arguments(arguments: str) -> tuple[JSONObject, str | None]:
@@ -368,10 +400,7 @@ def decode_response(body: JSONValue, *, keep_reasoning: bool = False) -> ModelRe
             function = call.get("function")
             if not isinstance(function, Mapping):
                 continue
-            raw_value = function.get("arguments")
-            if isinstance(raw_value, Mapping):  # a few servers send an object, not a string
-                raw_value = json.dumps(raw_value)
-            text_value = raw_value if isinstance(raw_value, str) else ""
+            text_value = arguments_text(function.get("arguments"))
             parsed, raw = parse_arguments(text_value)
             call_id = call.get("id")
             content.append(

@@ -41,7 +41,14 @@ from ..._models import (
 )
 from .._classify import ERROR_TYPES, provider_error
 from .._codec import optional_str
-from ._convert import canonical_arguments, encode_arguments, parse_arguments
+from ._convert import (
+    arguments_text,
+    canonical_arguments,
+    encode_arguments,
+    image_url,
+    parse_arguments,
+    usage_of,
+)
 
 if TYPE_CHECKING:
     from ._responses_config import OpenAiResponsesConfig
@@ -136,8 +143,7 @@ def encode_tools(tools: Sequence[ToolDefinition], *, strict: bool | None = None)
 
 
 def _image_part(image: Image) -> dict[str, JSONValue]:
-    url = image.url if image.url is not None else f"data:{image.media_type};base64,{image.data}"
-    return {"type": "input_image", "image_url": url, "detail": "auto"}
+    return {"type": "input_image", "image_url": image_url(image), "detail": "auto"}
 
 
 def _input_parts(blocks: Sequence[Text | Image]) -> list[JSONValue]:
@@ -376,30 +382,12 @@ def encode_count_request(
 # Responses
 
 
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+_USAGE_KEYS = ("input_tokens", "output_tokens", "input_tokens_details", "output_tokens_details")
 
 
 def decode_usage(usage: object) -> Usage | None:
     """``usage`` with cached input tokens and reasoning tokens; ``None`` if absent."""
-    if not isinstance(usage, Mapping):
-        return None
-    input_tokens = _int(usage.get("input_tokens"))
-    output_tokens = _int(usage.get("output_tokens"))
-    total = usage.get("total_tokens")
-    input_details = usage.get("input_tokens_details")
-    output_details = usage.get("output_tokens_details")
-    return Usage(
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        total_tokens=_int(total) if isinstance(total, int) else input_tokens + output_tokens,
-        cache_read_tokens=_int(input_details.get("cached_tokens"))
-        if isinstance(input_details, Mapping)
-        else 0,
-        reasoning_tokens=_int(output_details.get("reasoning_tokens"))
-        if isinstance(output_details, Mapping)
-        else 0,
-    )
+    return usage_of(usage, _USAGE_KEYS)
 
 
 def stop_reason_of(
@@ -549,10 +537,7 @@ def function_call(
     item: Mapping[str, JSONValue], reasoning: list[JSONValue], origin: Origin
 ) -> ToolUse:
     """A ``function_call`` output item as a :class:`ToolUse` (``id`` is its ``call_id``)."""
-    arguments = item.get("arguments")
-    if isinstance(arguments, Mapping):  # a few compatible servers send an object
-        arguments = json.dumps(arguments)
-    raw_text = arguments if isinstance(arguments, str) else ""
+    raw_text = arguments_text(item.get("arguments"))
     parsed, raw = parse_arguments(raw_text)
     call_id = _str_field(item, "call_id", "function_call")
     name = _str_field(item, "name", "function_call")

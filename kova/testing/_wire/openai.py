@@ -1,12 +1,15 @@
 """The server side of the OpenAI Chat Completions wire format, for kova's fake server:
-reading a request body back into kova values, and the ``finish_reason`` of a stop reason.
+reading a request body back into kova values, and the ``finish_reason`` of a stop reason;
+and what both OpenAI fakes (Chat Completions and Responses) answer alike: error bodies with
+their ``retry-after`` headers, the model list and the SSE headers.
 
 Test scaffolding, kept out of the production codec (which holds only what a client needs).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from typing import assert_never
 
 from ..._models import (
@@ -26,8 +29,75 @@ from ..._models import (
 )
 from ..._record import Record
 from ...providers.openai._convert import canonical_arguments, parse_arguments, reasoning_of
+from .._http_server import FakeResponse, json_response
 
-__all__ = ["DecodedRequest", "decode_request", "stop_to_finish_reason"]
+__all__ = [
+    "SSE_HEADERS",
+    "DecodedRequest",
+    "decode_request",
+    "error_code",
+    "error_response",
+    "model_list",
+    "stop_to_finish_reason",
+]
+
+SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
+"""The headers of an OpenAI event stream (both APIs)."""
+
+
+def error_code(status: int) -> str | None:
+    """The ``code`` OpenAI sends with an error status, where it names one."""
+    if status == 401:
+        return "invalid_api_key"
+    if status == 404:
+        return "model_not_found"
+    if status == 429:
+        return "rate_limit_exceeded"
+    return None
+
+
+def _error_type(status: int) -> str:
+    if status == 429:
+        return "requests"
+    return "server_error" if status >= 500 else "invalid_request_error"
+
+
+def error_response(
+    status: int,
+    message: str,
+    *,
+    error_type: str | None = None,
+    code: str | None = None,
+    retry_after: float | None = None,
+) -> FakeResponse:
+    """An OpenAI error: ``{"error": {"message", "type", "param": null, "code"}}`` (``type`` by
+    default the status's), with ``retry-after`` (whole seconds, rounded up) and, for a
+    fraction, ``retry-after-ms``, as OpenAI sends them."""
+    headers: dict[str, str] = {}
+    if retry_after is not None:
+        if float(retry_after).is_integer():
+            headers["retry-after"] = str(int(retry_after))
+        else:
+            headers["retry-after-ms"] = str(round(retry_after * 1000))
+            headers["retry-after"] = str(math.ceil(retry_after))
+    body: JSONValue = {
+        "error": {
+            "message": message,
+            "type": error_type or _error_type(status),
+            "param": None,
+            "code": code,
+        }
+    }
+    return json_response(body, status=status, headers=headers)
+
+
+def model_list(models: Iterable[str], *, created: int) -> FakeResponse:
+    """``GET …/models``: the ids, each owned by ``kova-testing``."""
+    data: list[JSONValue] = [
+        {"id": model, "object": "model", "created": created, "owned_by": "kova-testing"}
+        for model in models
+    ]
+    return json_response({"object": "list", "data": data})
 
 
 class DecodedRequest(Record):
