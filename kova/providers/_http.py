@@ -56,7 +56,7 @@ from __future__ import annotations
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import httpx2
 import httpx2._decoders as httpx2_decoders
@@ -351,23 +351,6 @@ class _Chunks(AsyncIterator[bytes]):
             raise error from without_frames(exc)
 
 
-class _NoDeadline:
-    """Stands in for ``trio.move_on_after`` when there is no deadline: no cancel scope to
-    enter and leave on every call (stateless, so one is shared)."""
-
-    __slots__ = ()
-    cancelled_caught: Final = False
-
-    def __enter__(self) -> _NoDeadline:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        return None
-
-
-_NO_DEADLINE: Final = _NoDeadline()
-
-
 class HttpStream:
     """A streaming response whose status was OK. Get it from :meth:`HttpTransport.stream`,
     which closes it when its block ends."""
@@ -647,11 +630,23 @@ class HttpTransport:
         """
         client = self._require_client()
         request = self._build(method, path, json_body=json_body, params=params, headers=headers)
+        # One cancel scope bounds both the time to the response head (``timeout``, see
+        # _send_for_head) and the whole exchange (``total_timeout``): its deadline is the
+        # nearer of the two until the head arrives, then the total's. (A cancel scope costs
+        # about three times what moving its deadline does.)
+        first = self.timeout + 0.001 if self.timeout is not None else math.inf
         total = self.total_timeout
+        limit = total if total is not None else math.inf
         error: ProviderError | None = None
-        deadline = _NO_DEADLINE if total is None else trio.move_on_after(total)
-        with deadline as scope:
-            response = await self._send_for_head(client, request)
+        response: httpx2.Response | None = None
+        start = trio.current_time()
+        with trio.CancelScope(deadline=start + min(first, limit)) as scope:
+            try:
+                response = await client.send(request, stream=True, auth=self.auth)
+            except HTTPX_ERRORS as exc:
+                raise translate_error(exc, self.provider) from without_frames(exc)
+            if first < limit:
+                scope.deadline = start + limit
             if response.status_code >= 400:
                 # Read and classified in a call of its own, so the raw body is in no frame
                 # of the traceback.
@@ -665,8 +660,13 @@ class HttpTransport:
         if error is not None:
             raise error
         if scope.cancelled_caught:
+            if response is None and first < limit:
+                raise KovaTimeoutError(
+                    f"{self.provider}: no response head within {first - 0.001:g}s (timeout)",
+                    timeout=first - 0.001,
+                )
             raise KovaTimeoutError(
-                f"{self.provider}: no complete response within {total:g}s (total_timeout)",
+                f"{self.provider}: no complete response within {limit:g}s (total_timeout)",
                 timeout=total,
             )
         try:
@@ -676,6 +676,7 @@ class HttpTransport:
                 "the response body is JSON nested too deeply to read", provider=self.provider
             ) from None
         except ValueError as exc:
+            assert response is not None  # the body was read
             error = ProviderError.invalid_response(
                 f"expected a JSON body, got {self._describe_body(response, content)}",
                 provider=self.provider,
