@@ -214,8 +214,8 @@ class Message(Record, HasContent):
     content: tuple[ContentBlock, ...]
 
     def __init__(self, *, role: Role | str, content: Iterable[ContentBlock]) -> None:
-        set_field(self, "role", Role(role))
-        set_field(self, "content", tuple(content))
+        set_field(self, "role", role if role.__class__ is Role else Role(role))
+        set_field(self, "content", content if content.__class__ is tuple else tuple(content))
 
     @classmethod
     def user(cls, content: str | Iterable[ContentBlock]) -> Self:

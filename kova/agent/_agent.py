@@ -305,6 +305,8 @@ class Agent:
                 self._journaled(messages, config, limits, journal, turn_id, deps=deps), cancel
             )
         turn = self._start(messages, config, limits)
+        if cancel is None:  # one coroutine frame fewer for every await of the turn
+            return await self._turn(turn, config, deps=deps)
         return await guarded(self._turn(turn, config, deps=deps), cancel)
 
     async def resume(

@@ -159,6 +159,11 @@ class ProviderRef(Record):
         """:meth:`chat_completion` for a request already known to be well formed (the agent
         checks a turn's history once, at its boundary, and builds the rest itself). Internal
         to kova."""
+        links = self._links
+        if len(links) == 1:  # no fallbacks: one coroutine frame fewer for every await
+            return await self._attempts(
+                links[0], lambda provider: provider.chat_completion(request)
+            )
         return await self._call(lambda provider: provider.chat_completion(request))
 
     async def count_tokens(self, request: ChatRequest) -> int:

@@ -56,6 +56,7 @@ from __future__ import annotations
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, contextmanager
+from types import MappingProxyType
 from typing import TYPE_CHECKING, TypeVar
 
 import httpx2
@@ -351,6 +352,9 @@ class _Chunks(AsyncIterator[bytes]):
             raise error from without_frames(exc)
 
 
+_JSON_HEADERS: Mapping[str, str] = MappingProxyType({"content-type": "application/json"})
+
+
 class HttpStream:
     """A streaming response whose status was OK. Get it from :meth:`HttpTransport.stream`,
     which closes it when its block ends."""
@@ -600,13 +604,16 @@ class HttpTransport:
     ) -> httpx2.Request:
         client = self._require_client()
         content = None
-        request_headers = dict(headers or {})
+        request_headers: Mapping[str, str] | None = headers
         if json_body is not None:
             # Compact separators: the same bytes the official SDKs send, and fewer of them.
             # A lone surrogate (half an emoji the provider itself sent as "\ud83d") goes back
             # as the same JSON escape: UTF-8 cannot carry it.
             content = dumps_bytes(json_body)
-            request_headers.setdefault("content-type", "application/json")
+            if not headers:
+                request_headers = _JSON_HEADERS
+            elif "content-type" not in headers:
+                request_headers = {**headers, "content-type": "application/json"}
         return client.build_request(
             method, self.url(path), content=content, params=params, headers=request_headers
         )
@@ -710,7 +717,6 @@ class HttpTransport:
         Raises:
             The errors of :meth:`request_json`, and the two above.
         """
-        secrets = self.secrets(headers)
         try:
             return self._decoded(
                 decode,
@@ -718,10 +724,10 @@ class HttpTransport:
                     method, path, json_body=json_body, params=params, headers=headers
                 ),
                 what,
-                secrets,
+                headers,
             )
         except KovaError as exc:
-            mask_error(exc, secrets)
+            mask_error(exc, self.secrets(headers))
             forget_locals(exc)
             raise
 
@@ -730,14 +736,15 @@ class HttpTransport:
         decode: Callable[[JSONValue], T],
         body: JSONValue,
         what: str,
-        secrets: tuple[Secret, ...],
+        headers: Mapping[str, str] | None,
     ) -> T:
         try:
             return decode(body)
         except CODEC_FAULTS as exc:
+            secrets = self.secrets(headers)
             raise codec_fault(self.provider, what, exc) from mask_exception(exc, secrets)
         except InvalidResponse:
-            reported = self.reported_error(body, None, secrets)
+            reported = self.reported_error(body, None, self.secrets(headers))
             if reported is None:
                 raise
         raise reported from None

@@ -339,7 +339,16 @@ class HttpProvider(Generic[FrameT]):
                 not complete within ``total_timeout``.
         """
         wire = self.codec.encode(request, stream=False)
-        return await self._exchange(wire, self.codec.decode, "the response")
+        # _exchange, inlined: one coroutine frame fewer for every await of the call.
+        return await self._http.request_decoded(
+            wire.method,
+            wire.path,
+            self.codec.decode,
+            "the response",
+            json_body=wire.body,
+            params=wire.query or None,
+            headers=wire.headers or None,
+        )
 
     @asynccontextmanager
     async def _stream(self, request: ChatRequest) -> AsyncIterator[EventBatches]:

@@ -9,7 +9,6 @@ request types (``MessageCreateParams``, ``OutputConfigParam``, ``ThinkingConfigP
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, assert_never
 
 from ..._errors import InvalidResponse
@@ -37,6 +36,8 @@ from ..._secret import SecretHeaders
 from .._codec import optional_str
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from ._config import AnthropicConfig
 
 __all__ = [
@@ -317,7 +318,7 @@ def decode_usage(usage: Mapping[str, object]) -> Usage:
     cache_creation = _int(usage, "cache_creation_input_tokens")
     output = _int(usage, "output_tokens")
     details = usage.get("output_tokens_details")
-    reasoning = _int(details, "thinking_tokens") if isinstance(details, Mapping) else 0
+    reasoning = _int(details, "thinking_tokens") if isinstance(details, dict) else 0
     return Usage(
         input_tokens=uncached + cache_read + cache_creation,
         output_tokens=output,
@@ -337,7 +338,7 @@ def _str_field(data: Mapping[str, object], key: str, where: str) -> str:
 def decode_content_block(block: object) -> ContentBlock | None:
     """One response content block; ``None`` for block types kova does not model (server tool
     blocks, future types), which are skipped."""
-    if not isinstance(block, Mapping):
+    if not isinstance(block, dict):
         raise _invalid(f"a content block must be a JSON object, got {block!r}")
     match block.get("type"):
         case "text":
@@ -354,7 +355,7 @@ def decode_content_block(block: object) -> ContentBlock | None:
             arguments = block.get("input")
             if arguments is None:
                 arguments = {}
-            if not isinstance(arguments, Mapping):
+            if not isinstance(arguments, dict):
                 raise _invalid(f"tool_use input must be a JSON object, got {arguments!r}")
             try:
                 return ToolUse(
@@ -379,7 +380,7 @@ def decode_response(data: object) -> ModelResponse:
     Raises:
         InvalidResponse: the body is not a Messages API response.
     """
-    if not isinstance(data, Mapping) or not isinstance(data.get("content"), list):
+    if not isinstance(data, dict) or not isinstance(data.get("content"), list):
         raise _invalid("the response is not a Messages API message (no content list)")
     content: list[ContentBlock] = []
     thinking: list[str] = []
@@ -398,7 +399,7 @@ def decode_response(data: object) -> ModelResponse:
     return ModelResponse(
         content=tuple(content),
         stop_reason=decode_stop_reason(stop if isinstance(stop, str) else None),
-        usage=decode_usage(usage) if isinstance(usage, Mapping) else None,
+        usage=decode_usage(usage) if isinstance(usage, dict) else None,
         thinking="".join(thinking) or None,
         model=optional_str(data.get("model")),
         id=optional_str(data.get("id")),
@@ -407,7 +408,7 @@ def decode_response(data: object) -> ModelResponse:
 
 def decode_count_tokens(data: object) -> int:
     """The ``input_tokens`` of a ``/v1/messages/count_tokens`` response."""
-    if isinstance(data, Mapping):
+    if isinstance(data, dict):
         tokens = data.get("input_tokens")
         if isinstance(tokens, int) and not isinstance(tokens, bool):
             return tokens
@@ -428,11 +429,11 @@ def _timestamp(value: object) -> int | None:
 def decode_model_page(data: object) -> tuple[list[ModelInfo], str | None]:
     """One page of ``GET /v1/models``: the models and the ``after_id`` of the next page
     (``None`` on the last page)."""
-    if not isinstance(data, Mapping) or not isinstance(data.get("data"), list):
+    if not isinstance(data, dict) or not isinstance(data.get("data"), list):
         raise _invalid("the models list has no data array")
     models: list[ModelInfo] = []
     for item in data["data"]:
-        if not isinstance(item, Mapping):
+        if not isinstance(item, dict):
             raise _invalid(f"a model entry must be a JSON object, got {item!r}")
         display_name = item.get("display_name")
         models.append(

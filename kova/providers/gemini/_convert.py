@@ -27,7 +27,6 @@ import hashlib
 import json
 import mimetypes
 import re
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, assert_never
 
 from ..._errors import InvalidResponse, ProviderErrorClass
@@ -53,6 +52,8 @@ from .._http import ErrorDetails
 from ._schema import sanitize_schema
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from ..._errors import ProviderError
     from ..._models import ChatRequest, ContentBlock
     from ._config import GeminiConfig
@@ -347,7 +348,7 @@ def decode_usage(metadata: object) -> Usage | None:
     """``usageMetadata``: output counts thoughts (``candidatesTokenCount`` excludes them),
     ``reasoning_tokens`` is ``thoughtsTokenCount``, cached prompt tokens are
     ``cachedContentTokenCount``."""
-    if not isinstance(metadata, Mapping):
+    if not isinstance(metadata, dict):
         return None
     prompt = _int(metadata.get("promptTokenCount")) + _int(metadata.get("toolUsePromptTokenCount"))
     thoughts = _int(metadata.get("thoughtsTokenCount"))
@@ -385,7 +386,7 @@ def tool_use_of(part: Mapping[str, object], position: int, *, salt: str = "") ->
         InvalidResponse: the call has no name or its ``args`` are not an object.
     """
     call = part.get("functionCall")
-    if not isinstance(call, Mapping):
+    if not isinstance(call, dict):
         raise InvalidResponse("a functionCall is not an object", provider=PROVIDER)
     name = call.get("name")
     if not isinstance(name, str) or not name:
@@ -393,7 +394,7 @@ def tool_use_of(part: Mapping[str, object], position: int, *, salt: str = "") ->
     args = call.get("args", {})
     if args is None:
         args = {}
-    if not isinstance(args, Mapping):
+    if not isinstance(args, dict):
         raise InvalidResponse(
             f"functionCall.args should be an object, got {type(args).__name__}", provider=PROVIDER
         )
@@ -431,7 +432,7 @@ def _candidate(body: Mapping[str, object]) -> Mapping[str, object] | None:
     if not candidates:
         return None
     first = candidates[0]
-    if not isinstance(first, Mapping):
+    if not isinstance(first, dict):
         raise InvalidResponse("a candidate is not a JSON object", provider=PROVIDER)
     return first
 
@@ -445,12 +446,12 @@ def parts_of(candidate: Mapping[str, object]) -> list[Mapping[str, object]]:
     content = candidate.get("content")
     if content is None:
         return []
-    if not isinstance(content, Mapping):
+    if not isinstance(content, dict):
         raise InvalidResponse("candidate.content is not an object", provider=PROVIDER)
     parts = content.get("parts")
     if parts is None:
         return []
-    if not isinstance(parts, list) or not all(isinstance(part, Mapping) for part in parts):
+    if not isinstance(parts, list) or not all(isinstance(part, dict) for part in parts):
         raise InvalidResponse("content.parts should be an array of objects", provider=PROVIDER)
     return parts
 
@@ -458,7 +459,7 @@ def parts_of(candidate: Mapping[str, object]) -> list[Mapping[str, object]]:
 def blocked_reason(body: Mapping[str, object]) -> str | None:
     """``promptFeedback.blockReason`` when the prompt itself was blocked."""
     feedback = body.get("promptFeedback")
-    if isinstance(feedback, Mapping):
+    if isinstance(feedback, dict):
         reason = feedback.get("blockReason")
         if isinstance(reason, str) and reason:
             return reason
@@ -480,7 +481,7 @@ def decode_response(body: JSONValue) -> ModelResponse:
     """
     if isinstance(body, list) and len(body) == 1:
         body = body[0]  # the stream endpoint without alt=sse wraps in an array
-    if not isinstance(body, Mapping):
+    if not isinstance(body, dict):
         raise InvalidResponse("the response is not a JSON object", provider=PROVIDER)
     if body.get("error") is not None:
         raise stream_error(body["error"], mid_stream=False)
@@ -550,7 +551,7 @@ def decode_count_tokens(body: JSONValue) -> int:
     Raises:
         InvalidResponse: no integer ``totalTokens``.
     """
-    total = body.get("totalTokens") if isinstance(body, Mapping) else None
+    total = body.get("totalTokens") if isinstance(body, dict) else None
     if not isinstance(total, int) or isinstance(total, bool):
         raise InvalidResponse("the token count has no totalTokens", provider=PROVIDER)
     return total
@@ -562,14 +563,14 @@ def decode_model_page(body: JSONValue) -> tuple[list[ModelInfo], str | None]:
     Raises:
         InvalidResponse: the body is not an object or ``models`` is not a list.
     """
-    if not isinstance(body, Mapping):
+    if not isinstance(body, dict):
         raise InvalidResponse("the model list is not a JSON object", provider=PROVIDER)
     items = body.get("models", [])
     if not isinstance(items, list):
         raise InvalidResponse("the model list's models is not an array", provider=PROVIDER)
     models: list[ModelInfo] = []
     for item in items:
-        if not isinstance(item, Mapping):
+        if not isinstance(item, dict):
             continue
         name = item.get("name")
         if not isinstance(name, str) or not name:
@@ -604,9 +605,9 @@ def parse_retry_delay(value: object) -> float | None:
 def _error_object(body: JSONValue) -> Mapping[str, JSONValue] | None:
     if isinstance(body, list) and body:
         body = body[0]
-    if isinstance(body, Mapping):
+    if isinstance(body, dict):
         error = body.get("error")
-        if isinstance(error, Mapping):
+        if isinstance(error, dict):
             return error
     return None
 
@@ -618,7 +619,7 @@ def _details(error: Mapping[str, JSONValue], kind: str) -> list[Mapping[str, JSO
     return [
         detail
         for detail in details
-        if isinstance(detail, Mapping) and str(detail.get("@type", "")).endswith(kind)
+        if isinstance(detail, dict) and str(detail.get("@type", "")).endswith(kind)
     ]
 
 
@@ -642,7 +643,7 @@ def error_details(body: JSONValue) -> ErrorDetails:
     ``RetryInfo.retryDelay`` the retry-after. Never raises."""
     error = _error_object(body)
     if error is None:
-        if isinstance(body, Mapping) and isinstance(body.get("error"), str):
+        if isinstance(body, dict) and isinstance(body.get("error"), str):
             return ErrorDetails(message=str(body["error"]))
         return ErrorDetails()
     message = error.get("message")
@@ -660,10 +661,10 @@ def error_details(body: JSONValue) -> ErrorDetails:
 def stream_error(error: object, *, mid_stream: bool = True) -> ProviderError:
     """An ``error`` object (inside a stream, or a 200 body), classified like the same error
     as an HTTP status."""
-    details = error_details({"error": error}) if isinstance(error, Mapping) else None
+    details = error_details({"error": error}) if isinstance(error, dict) else None
     if details is None:
         return provider_error(str(error), provider=PROVIDER, mid_stream=mid_stream)
-    status_code = error.get("code") if isinstance(error, Mapping) else None
+    status_code = error.get("code") if isinstance(error, dict) else None
     return provider_error(
         details.message or json.dumps(error),
         provider=PROVIDER,

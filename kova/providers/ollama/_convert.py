@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, assert_never
 
 from ..._errors import InvalidResponse, ProviderErrorClass
@@ -38,6 +37,8 @@ from .._classify import provider_error
 from .._codec import function_tools, inline_image, optional_str
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from ..._models import ChatRequest
     from ._config import OllamaConfig
 
@@ -221,8 +222,8 @@ def tool_use_of(call: object, position: int, *, salt: str = "") -> ToolUse:
     Raises:
         InvalidResponse: no function name, or ``arguments`` that are not an object.
     """
-    function = call.get("function") if isinstance(call, Mapping) else None
-    if not isinstance(function, Mapping):
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict):
         raise InvalidResponse("a tool call has no function object", provider=PROVIDER)
     name = function.get("name")
     if not isinstance(name, str) or not name:
@@ -235,7 +236,7 @@ def tool_use_of(call: object, position: int, *, salt: str = "") -> ToolUse:
             arguments = json.loads(arguments) if arguments.strip() else {}
         except ValueError:
             arguments = None
-    if not isinstance(arguments, Mapping):
+    if not isinstance(arguments, dict):
         raise InvalidResponse("a tool call's arguments should be a JSON object", provider=PROVIDER)
     parsed = dict(arguments)
     return ToolUse(id=call_id(name, parsed, position, salt), name=name, input=parsed)
@@ -244,7 +245,7 @@ def tool_use_of(call: object, position: int, *, salt: str = "") -> ToolUse:
 def _message_parts(
     message: object,
 ) -> tuple[str, str, list[object]]:
-    if not isinstance(message, Mapping):
+    if not isinstance(message, dict):
         raise InvalidResponse("the response has no message object", provider=PROVIDER)
     content = message.get("content")
     thinking = message.get("thinking")
@@ -274,7 +275,7 @@ def decode_response(body: JSONValue) -> ModelResponse:
         ProviderError: an ``error`` body (classified), or a malformed one
             (:class:`~kova.InvalidResponse`).
     """
-    if not isinstance(body, Mapping):
+    if not isinstance(body, dict):
         raise InvalidResponse("the response is not a JSON object", provider=PROVIDER)
     error = error_of(body)
     if error is not None:
@@ -306,12 +307,12 @@ def decode_models(body: JSONValue) -> list[ModelInfo]:
     Raises:
         InvalidResponse: no ``models`` list.
     """
-    models = body.get("models") if isinstance(body, Mapping) else None
+    models = body.get("models") if isinstance(body, dict) else None
     if not isinstance(models, list):
         raise InvalidResponse("the model list has no models array", provider=PROVIDER)
     found: list[ModelInfo] = []
     for item in models:
-        if not isinstance(item, Mapping):
+        if not isinstance(item, dict):
             continue
         name = item.get("name") or item.get("model")
         if isinstance(name, str) and name:

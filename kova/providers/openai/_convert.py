@@ -9,7 +9,6 @@ against the payloads in ``wire/openai.md`` without a network. The streaming deco
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, assert_never
 
 from ..._errors import ProviderError
@@ -35,6 +34,8 @@ from .._classify import provider_error
 from .._codec import function_tools, optional_str
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from ._config import OpenAiConfig
 
 __all__ = [
@@ -288,7 +289,7 @@ def usage_of(usage: object, keys: tuple[str, str, str, str]) -> Usage | None:
     absent. Both APIs send the same shape under other names: ``keys`` are the input count,
     the output count and their two details objects (:func:`decode_usage`'s, the Responses
     API's ``input_tokens``, ``output_tokens``, ...)."""
-    if not isinstance(usage, Mapping):
+    if not isinstance(usage, dict):
         return None
     input_key, output_key, input_details_key, output_details_key = keys
     inputs = _int(usage.get(input_key))
@@ -301,10 +302,10 @@ def usage_of(usage: object, keys: tuple[str, str, str, str]) -> Usage | None:
         output_tokens=outputs,
         total_tokens=_int(total) if isinstance(total, int) else inputs + outputs,
         cache_read_tokens=_int(input_details.get("cached_tokens"))
-        if isinstance(input_details, Mapping)
+        if isinstance(input_details, dict)
         else 0,
         reasoning_tokens=_int(output_details.get("reasoning_tokens"))
-        if isinstance(output_details, Mapping)
+        if isinstance(output_details, dict)
         else 0,
     )
 
@@ -325,7 +326,7 @@ def decode_usage(usage: JSONValue) -> Usage | None:
 def arguments_text(arguments: object) -> str:
     """A call's ``arguments`` as text: the string itself, an object (a few compatible servers
     send one) as JSON, anything else empty."""
-    if isinstance(arguments, Mapping):
+    if isinstance(arguments, dict):
         return json.dumps(arguments)
     return arguments if isinstance(arguments, str) else ""
 
@@ -346,7 +347,7 @@ def parse_arguments(arguments: str) -> tuple[JSONObject, str | None]:
 
 def _error_message(body: Mapping[str, JSONValue]) -> tuple[str, str | None]:
     error = body.get("error")
-    if isinstance(error, Mapping):
+    if isinstance(error, dict):
         message = error.get("message")
         error_type = error.get("type") or error.get("code")
         return (
@@ -373,17 +374,17 @@ def decode_response(body: JSONValue, *, keep_reasoning: bool = False) -> ModelRe
         ProviderError: the body is an ``error`` object, or has no usable choice
             (:class:`~kova.InvalidResponse`).
     """
-    if not isinstance(body, Mapping):
+    if not isinstance(body, dict):
         raise ProviderError.invalid_response("the response is not a JSON object", provider=PROVIDER)
     if body.get("error") is not None:
         error_message, error_type = _error_message(body)
         raise provider_error(error_message, provider=PROVIDER, error_type=error_type)
     choices = body.get("choices")
-    if not isinstance(choices, Sequence) or not choices or not isinstance(choices[0], Mapping):
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise ProviderError.invalid_response("the response has no choices", provider=PROVIDER)
     choice = choices[0]
     message = choice.get("message")
-    if not isinstance(message, Mapping):
+    if not isinstance(message, dict):
         raise ProviderError.invalid_response("the choice has no message", provider=PROVIDER)
     content: list[Text | ToolUse] = []
     text = message.get("content")
@@ -393,12 +394,12 @@ def decode_response(body: JSONValue, *, keep_reasoning: bool = False) -> ModelRe
     elif isinstance(refusal, str) and refusal:
         content.append(Text(text=refusal))
     calls = message.get("tool_calls")
-    if isinstance(calls, Sequence):
+    if isinstance(calls, list):
         for number, call in enumerate(calls):
-            if not isinstance(call, Mapping):
+            if not isinstance(call, dict):
                 continue
             function = call.get("function")
-            if not isinstance(function, Mapping):
+            if not isinstance(function, dict):
                 continue
             text_value = arguments_text(function.get("arguments"))
             parsed, raw = parse_arguments(text_value)
@@ -439,12 +440,12 @@ def decode_models(body: JSONValue) -> list[ModelInfo]:
     Raises:
         InvalidResponse: the body has no ``data`` list.
     """
-    data = body.get("data") if isinstance(body, Mapping) else None
-    if not isinstance(data, Sequence):
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list):
         raise ProviderError.invalid_response("the model list has no data", provider=PROVIDER)
     models: list[ModelInfo] = []
     for item in data:
-        if not isinstance(item, Mapping) or not isinstance(item.get("id"), str):
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
             continue
         created = item.get("created")
         owned_by = item.get("owned_by")
