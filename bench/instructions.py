@@ -1,11 +1,12 @@
 """Instructions per call or per agent turn, counted by valgrind: deterministic on a noisy
 machine, where wall and CPU ratios are not.
 
-    .venv/bin/python bench/instructions.py [--apis openai,ollama] [--scenarios be]
+    .venv/bin/python bench/instructions.py [--apis openai,ollama] [--scenarios bcde]
         [--clients floor,agent] [--small 40] [--large 160] [--tree PATH]
 
 For each client it runs ``bench/worker.py`` under ``valgrind --tool=callgrind`` twice, with
-``small`` and ``large`` calls (b) or turns (e) against the mock server, and divides the
+``small`` and ``large`` calls (b) or turns (e), stream chunks (c, per event) or concurrent
+streams (d, per stream) against the mock server, and divides the
 difference of the two instruction counts by the difference of the sizes: imports, warm-up
 and start-up cancel out. ``--tree`` runs another checkout's ``kova`` (a "before" commit)
 with this bench. Prints a markdown table with each client's ratio to the floor.
@@ -32,6 +33,9 @@ CLIENTS = {
     "agent": "kova_client:KovaAgent",
 }
 _COLLECTED = re.compile(r"Collected : (\d+)")
+# Per event (c: one stream of 1,000 then 4,000 chunks) and per stream (d: 100 then 400
+# concurrent streams of 20 chunks); b and e take --small and --large calls or turns.
+_SIZES = {"c": (1000, 4000), "d": (100, 400)}
 
 
 def count(spec: dict[str, object], tree: str | None) -> int:
@@ -77,9 +81,12 @@ def main() -> None:
                 per: dict[str, float] = {}
                 for name in args.clients.split(","):
                     counts = []
-                    for n in (args.small, args.large):
-                        size = {"answer": 20, "calls": n, "turns": n}
-                        warmup = {**WARMUP, "calls": 3, "turns": 3}
+                    sizes = _SIZES.get(scenario, (args.small, args.large))
+                    for n in sizes:
+                        size = {"answer": 20, "calls": n, "turns": n, "chunks": n, "streams": n}
+                        if scenario == "d":
+                            size["chunks"] = 20
+                        warmup = {**WARMUP, "calls": 3, "turns": 3, "streams": 3}
                         server.prepare(api, prepare_bodies(scenario, size, warmup))
                         spec = {
                             "client": CLIENTS[name],
@@ -91,7 +98,7 @@ def main() -> None:
                             "size": {**WARMUP, **size},
                         }
                         counts.append(count(spec, args.tree))
-                    per[name] = (counts[1] - counts[0]) / (args.large - args.small)
+                    per[name] = (counts[1] - counts[0]) / (sizes[1] - sizes[0])
                     ratio = per[name] / per["floor"] if "floor" in per else float("nan")
                     print(
                         f"| {api} | {scenario} | {name} | {per[name] / 1000:,.1f}k | {ratio:.3f} |",

@@ -825,7 +825,8 @@ TARGETS = [
     ("d/{api}", "provider: concurrent streams, wall (d), {api}", "<=", 1.3, KOVA),
     ("d_rss/{api}", "provider: concurrent streams, peak RSS (d), {api}", "<=", 1.2, KOVA),
     ("a", "agent: import of a whole agent program vs `import httpx2, trio`", "<=", 1.1, KOVA_AGENT),
-    ("b/{api}", "agent: `Agent.run` calls/s (b), {api}", ">=", 0.85, KOVA_AGENT),
+    # The provider actor issue (24) asks 0.9x of Agent.run and 0.85x of the tool turn.
+    ("b/{api}", "agent: `Agent.run` calls/s (b), {api}", ">=", 0.9, KOVA_AGENT),
     ("c/{api}", "agent: `Agent.stream` events/s (c), {api}", ">=", 0.9, KOVA_AGENT),
     (
         "c_cpu/{api}",
@@ -847,7 +848,7 @@ TARGETS = [
         "e/{api}",
         "agent: turn with one tool round trip vs hand-written loop (e), {api}",
         ">=",
-        0.8,
+        0.85,
         KOVA_AGENT,
     ),
     ("g/{api}", "agent: 10,000 concurrent `Agent.stream`, wall (g), {api}", "<=", 1.2, KOVA_AGENT),
