@@ -207,11 +207,14 @@ def _is_read_only(tool: Tool) -> bool:
     return isinstance(annotations, ToolAnnotations) and annotations.is_read_only
 
 
-def _approval(
-    asks: trio.MemorySendChannel[ConsoleItem], read_only: frozenset[str], *, approve_all: bool
-) -> object:
-    async def approve(call: ToolUse, *, path: tuple[str, ...] = ()) -> bool | str:
-        if approve_all or call.name in read_only:
+def _approval(asks: trio.MemorySendChannel[ConsoleItem], *, approve_all: bool) -> object:
+    # By the called tool's own annotations (the pool passes them), not by name: an inner
+    # agent's call (agent.as_tool()) is to a tool of that agent, whose name may be one of
+    # the chat's read-only tools, or a read-only tool the chat does not know.
+    async def approve(
+        call: ToolUse, annotations: ToolAnnotations, *, path: tuple[str, ...] = ()
+    ) -> bool | str:
+        if approve_all or annotations.is_read_only:
             return True
         reply_send, reply_receive = trio.open_memory_channel[bool](1)
         await asks.send(_Ask(call=call, reply=reply_send, path=path))
@@ -507,10 +510,9 @@ async def run_chat(
         if options.mcp_commands:
             options.mcp_filter.check_used(used, offered)
         send, receive = trio.open_memory_channel[ConsoleItem](0)
-        read_only = frozenset(tool.name for tool in tools if _is_read_only(tool))
         builder = AgentBuilder().provider(selected.provider).tools(*tools)
         builder.approval_handler(
-            _approval(send.clone(), read_only, approve_all=options.approve_all)  # type: ignore[arg-type]
+            _approval(send.clone(), approve_all=options.approve_all)  # type: ignore[arg-type]
         )
         if options.system_prompt:
             builder.system_prompt(options.system_prompt)

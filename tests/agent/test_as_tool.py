@@ -10,7 +10,7 @@ import pydantic
 import pytest
 import trio
 
-from kova import Message, TextDelta, ToolResult, ToolUse, Usage
+from kova import Message, TextDelta, ToolAnnotations, ToolResult, ToolUse, Usage
 from kova.agent import DEFER as DEFER_
 from kova.agent import (
     Agent,
@@ -1018,27 +1018,35 @@ async def test_kova_chat_indents_an_inner_agents_approval_question(servers: Any)
 
     from kova.cli._chat import ChatOptions, _approval, _Chat, _Screen
 
+    @tool(name="remove", annotations=ToolAnnotations(read_only=True))
+    def look() -> str:  # the chat's own tool: read-only, and named like the cleaner's
+        """Nothing to remove."""
+        return "nothing"
+
     REMOVED.clear()
     cleaning = await servers(cleaner_script)
     writing = await servers(delegating(("cleaner", {"input": "tidy"})))
-    cleaner = build(cleaning, "cleaner", remove)  # no handler of its own: asks the writer's
+    cleaner = build(cleaning, "cleaner", remove)  # asks the writer's handler
     send, receive = trio.open_memory_channel[Any](0)
-    writer = build(
-        writing, "writer", cleaner.as_tool(), approval=_approval(send, frozenset({"cleaner"}),
-                                                                 approve_all=False)
-    )  # fmt: skip
+    approve = _approval(send, approve_all=False)
+    writer = build(writing, "writer", cleaner.as_tool(), look, approval=approve)
     out = io.StringIO()
     screen = _Screen(out, color=False)
     async with writer, send, receive, trio.open_nursery() as nursery:
         chat = _Chat(writer, receive, screen, ChatOptions(selected=None), [], [])
         nursery.start_soon(chat._turn, "Tidy up.")
-        while "? [y/N] " not in out.getvalue():  # noqa: ASYNC110 - a screen has no event
-            await trio.sleep(0.01)
-        await send.send("y")
+        # The call to the cleaner, then the cleaner's own (destructive) remove: each asks,
+        # though the chat has a read-only tool of that name.
+        with trio.fail_after(30):
+            for asked in (1, 2):
+                while out.getvalue().count("? [y/N] ") < asked:  # noqa: ASYNC110 - no event
+                    await trio.sleep(0.01)
+                await send.send("y")
     assert REMOVED == ["/tmp/a"]
     shown = out.getvalue()
     # The question and the inner call's line come from two tasks (the console's and the
     # stream's), in either order: each is indented a level under the writer's call.
     assert shown.startswith('[tool] cleaner {"input": "tidy"}\n')
+    assert '\nallow cleaner {"input": "tidy"}? [y/N] ' in shown
     assert '\n    allow remove {"path": "/tmp/a"}? [y/N] ' in shown
     assert '    [tool] remove {"path": "/tmp/a"}\n' in shown
