@@ -186,6 +186,10 @@ ContentBlock: TypeAlias = Text | Image | ToolUse | ToolResult | Thinking | Redac
 def _to_blocks(content: str | Iterable[ContentBlock]) -> tuple[ContentBlock, ...]:
     if isinstance(content, str):
         return (Text(text=content),)
+    if not isinstance(content, Iterable):
+        raise TypeError(
+            f"message content must be a str or content blocks, got {type(content).__name__}"
+        )
     return tuple(content)
 
 

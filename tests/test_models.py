@@ -248,3 +248,10 @@ def test_the_decoders_text_delta_is_the_same_value_as_the_class_call() -> None:
     assert pickle.loads(pickle.dumps(built)) == called == copy.copy(built)
     with pytest.raises(AttributeError):
         built.text = "x"  # type: ignore[misc]
+
+
+def test_message_content_of_the_wrong_type_says_what_it_takes() -> None:
+    # Before: "TypeError: 'int' object is not iterable", from tuple(5).
+    for build in (Message.user, Message.assistant):
+        with pytest.raises(TypeError, match="message content must be a str or content blocks"):
+            build(5)  # type: ignore[arg-type]

@@ -125,6 +125,12 @@ class AgentBuilder:
     def tool_registry(self, registry: ToolRegistry) -> Self:
         """Use this registry; tools added with :meth:`tool` are registered into it at build
         time. The agent sees tools registered into it (or any clone of it) later, too."""
+        from ..tools import ToolRegistry
+
+        if not isinstance(registry, ToolRegistry):
+            raise BuildError(
+                f"tool_registry needs a kova.tools.ToolRegistry, got {type(registry).__name__}"
+            )
         self._registry = registry
         return self
 
@@ -198,6 +204,13 @@ class AgentBuilder:
 
     def metrics(self, collector: MetricsCollector) -> Self:
         """Record LLM latency, tokens and errors and tool outcomes into ``collector``."""
+        from ..telemetry import MetricsCollector
+
+        if not isinstance(collector, MetricsCollector):
+            raise BuildError(
+                "metrics needs a kova.telemetry.MetricsCollector (from open_metrics()), got "
+                f"{type(collector).__name__}"
+            )
         self._metrics = collector
         return self
 
@@ -294,6 +307,13 @@ class AgentBuilder:
     def runtime(self, runtime: Runtime) -> Self:
         """Run the agent's actors on an application-wide runtime (``kova.open_runtime()``)
         instead of its own."""
+        from ..actors import Runtime
+
+        if not isinstance(runtime, Runtime):
+            raise BuildError(
+                "runtime needs a kova.actors.Runtime (from kova.open_runtime()), got "
+                f"{type(runtime).__name__}"
+            )
         self._runtime = runtime
         return self
 

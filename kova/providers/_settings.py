@@ -27,7 +27,7 @@ import attrs
 
 from .._errors import ProviderError
 from .._secret import Secret, SecretHeaders
-from ._checks import check_int, check_number, header_map
+from ._checks import check_header_text, check_int, check_number, header_map
 
 if TYPE_CHECKING:
     from .._errors import ProviderAuthError
@@ -67,7 +67,10 @@ server behind an OpenAI-compatible URL while ``OPENAI_API_KEY`` holds a real key
 def _key(value: str | Secret | None) -> Secret | None:
     if isinstance(value, str) and not value:
         return _NO_KEY
-    return Secret.of(value)
+    key = Secret.of(value)
+    if key is not None:
+        check_header_text("api_key", key.reveal())
+    return key
 
 
 class TransportOptions(TypedDict):
@@ -129,6 +132,7 @@ class HttpSettings:
             for variable in self.key_variables:
                 found = Secret.of(os.environ.get(variable))
                 if found is not None:
+                    check_header_text(f"the {variable} environment variable", found.reveal())
                     object.__setattr__(self, "api_key", found)
                     break
 

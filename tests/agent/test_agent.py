@@ -628,12 +628,17 @@ async def test_precancelled_token_sends_nothing() -> None:
         (lambda b: b.provider(ScriptedProvider([])).tool(add).tool(add), "two tools are named"),
         (lambda b: b.provider(object()), "Provider protocol"),
         (lambda b: b.provider(ScriptedProvider([])).tool(object()), "is not a tool"),
+        # Before, these three were taken as given and failed on the first call (a TypeError
+        # from iterating the registry, an AttributeError from spawning on the runtime) or
+        # never (a metrics subscriber failing on every event, logged).
+        (lambda b: b.provider(ScriptedProvider([])).tool_registry([add]), "ToolRegistry, got"),
+        (lambda b: b.provider(ScriptedProvider([])).metrics(object()), "MetricsCollector"),
+        (lambda b: b.provider(ScriptedProvider([])).runtime(5), "kova.actors.Runtime"),
     ],
 )
 def test_build_errors(configure: object, match: str) -> None:
-    builder = configure(AgentBuilder())  # type: ignore[operator]
-    with pytest.raises(kova.BuildError, match=match):
-        builder.build()
+    with pytest.raises(kova.BuildError, match=match):  # from the option's call or build()
+        configure(AgentBuilder()).build()  # type: ignore[operator]
 
 
 def test_tool_registry_composes_with_tool() -> None:

@@ -166,3 +166,74 @@ async def test_the_shared_transport_reads_no_provider_header() -> None:
             await bedrock.request_json("GET", "/x")
     assert unread.value.error_type is None
     assert read.value.error_type == "ThrottlingException"
+
+
+# A value of the wrong type fails where the config is built, naming the field: before, these
+# were accepted and failed (or were sent as given) on every call: an AttributeError from the
+# codec (`chat_completions_path=None`, `base_url=5`), a UnicodeEncodeError or a retried
+# "connection failed" from a key with a newline or a lone surrogate, a TypeError from json for
+# a non-JSON option, or a request the server rejected (`model=3`, `temperature="hot"`).
+WRONG_VALUES: list[tuple[type[HttpSettings], dict[str, Any], type[Exception], str]] = [
+    (OpenAiConfig, {"model": 3}, TypeError, "model must be a string"),
+    (OpenAiConfig, {"model": ""}, ValueError, "model must not be empty"),
+    (OpenAiConfig, {"base_url": 5}, TypeError, "base_url must be a string"),
+    (OpenAiConfig, {"base_url": "ftp://x"}, ValueError, "base_url must be an http"),
+    (OpenAiConfig, {"temperature": "hot"}, TypeError, "temperature must be a number"),
+    (OpenAiConfig, {"max_tokens": True}, TypeError, "max_tokens must be an int"),
+    (OpenAiConfig, {"max_tokens": 0}, ValueError, "max_tokens must be at least 1"),
+    (OpenAiConfig, {"max_tokens_field": "tokens"}, ValueError, "max_tokens_field"),
+    (OpenAiConfig, {"chat_completions_path": None}, TypeError, "chat_completions_path"),
+    (OpenAiConfig, {"models_path": "v1/models"}, ValueError, "starting with '/'"),
+    (OpenAiConfig, {"reasoning_effort": 3}, TypeError, "reasoning_effort must be a string"),
+    (OpenAiConfig, {"api_version": ""}, ValueError, "api_version must not be empty"),
+    (OpenAiConfig, {"echo_reasoning": "yes"}, TypeError, "echo_reasoning must be True or"),
+    (OpenAiResponsesConfig, {"temperature": "hot"}, TypeError, "temperature must be a"),
+    (OpenAiResponsesConfig, {"store": None}, TypeError, "store must be True or False"),
+    (OpenAiResponsesConfig, {"azure": "yes"}, TypeError, "azure must be a bool"),
+    (OpenAiResponsesConfig, {"max_output_tokens": 8}, ValueError, "at least 16"),
+    (OpenAiResponsesConfig, {"responses_path": 1}, TypeError, "responses_path"),
+    (AnthropicConfig, {"model": 3}, TypeError, "model must be a string"),
+    (AnthropicConfig, {"base_url": "api.anthropic.com"}, ValueError, "base_url must be an"),
+    (AnthropicConfig, {"cache": "no"}, TypeError, "cache must be True or False"),
+    (AnthropicConfig, {"adaptive_thinking": 0}, TypeError, "adaptive_thinking must be"),
+    (AnthropicConfig, {"max_tokens": "1000"}, TypeError, "max_tokens must be an int"),
+    (OllamaConfig, {"extra_options": {"seed": object()}}, TypeError, "JSON values only"),
+    (BedrockConfig, {"additional_model_request_fields": 5}, TypeError, "must be a mapping"),
+    (BedrockConfig, {"additional_model_request_fields": {"a": {1, 2}}}, TypeError, "JSON"),
+    (BedrockConfig, {"endpoint_url": 5}, ValueError, "endpoint_url must be an http"),
+    (BedrockConfig, {"profile": 5}, TypeError, "profile must be a string"),
+    (BedrockConfig, {"cache_prompt": "yes"}, TypeError, "cache_prompt must be True"),
+]
+
+
+@pytest.mark.parametrize(
+    ("config_type", "values", "error", "message"),
+    WRONG_VALUES,
+    ids=[f"{case[0].__name__}-{next(iter(case[1]))}" for case in WRONG_VALUES],
+)
+def test_a_wrong_value_fails_where_the_config_is_built(
+    config_type: type[HttpSettings], values: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    required: dict[str, Any] = (
+        {"region": "us-east-1", "model_id": "m"} if config_type is BedrockConfig else {"model": "m"}
+    )
+    with pytest.raises(error, match=message):
+        config_type(**{**required, **values})
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda config: type(config).__name__)
+def test_a_key_an_http_header_cannot_carry_fails_without_showing_it(config: HttpSettings) -> None:
+    for key in ("sk-secret-value\n", "sk-secret\ud83d-value", "sk-secret\x00value"):
+        with pytest.raises(ValueError, match=r"api_key holds .* HTTP header") as caught:
+            attrs.evolve(config, api_key=key)
+        assert "secret" not in str(caught.value)
+    with pytest.raises(ValueError, match=r"extra_headers\['x-key'\] holds"):
+        attrs.evolve(config, extra_headers={"x-key": "v\r\nx-injected: 1"})
+
+
+def test_a_key_variable_an_http_header_cannot_carry_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-pasted-with-its-newline\n")
+    with pytest.raises(ValueError, match="the OPENAI_API_KEY environment variable holds '\\\\n'"):
+        OpenAiConfig(model="m")

@@ -6,6 +6,7 @@ from typing import Literal, TypeAlias
 
 import attrs
 
+from .._checks import check_flag, check_http_url, check_int, check_non_empty_str
 from .._settings import HttpSettings, optional_seconds_field, seconds_field
 
 __all__ = [
@@ -52,11 +53,6 @@ def _check_budget(_instance: object, _attribute: object, value: int | None) -> N
         raise ValueError(f"thinking_budget must be at least 1024 tokens, got {value}")
 
 
-def _non_empty(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
-    if not value:
-        raise ValueError(f"{attribute.name} must not be empty")
-
-
 @attrs.frozen(kw_only=True)
 class AnthropicConfig(HttpSettings):
     """How to reach Anthropic's Messages API and what every request asks for.
@@ -65,24 +61,26 @@ class AnthropicConfig(HttpSettings):
     come from :class:`~kova.InferenceConfig` and take precedence over these defaults.
     """
 
-    model: str = attrs.field(validator=_non_empty)
+    model: str = attrs.field(validator=check_non_empty_str)
     """Model id, e.g. ``claude-opus-4-8``."""
-    base_url: str = DEFAULT_BASE_URL
+    base_url: str = attrs.field(default=DEFAULT_BASE_URL, validator=check_http_url)
     timeout: float = seconds_field(600.0)
     """Seconds to wait for the server (connect is capped at 5 s): the read timeout, the time to
     a stream's response head and the idle timeout between stream events. Long on purpose: a
     non-streaming answer with thinking can take minutes before its first byte."""
     total_timeout: float | None = optional_seconds_field(900.0)
     """Deadline for a whole non-streaming request (headers and body)."""
-    api_version: str = attrs.field(default=ANTHROPIC_API_VERSION, validator=_non_empty)
+    api_version: str = attrs.field(default=ANTHROPIC_API_VERSION, validator=check_non_empty_str)
     """The ``anthropic-version`` header. Pin an older one (e.g. ``2023-06-01``) and kova
     authenticates the way that version expects (``x-api-key``)."""
-    max_tokens: int = attrs.field(default=DEFAULT_MAX_TOKENS, validator=attrs.validators.gt(0))
+    max_tokens: int = attrs.field(
+        default=DEFAULT_MAX_TOKENS, validator=[check_int, attrs.validators.gt(0)]
+    )
     """Upper bound on generated tokens, thinking included (see :data:`DEFAULT_MAX_TOKENS`)."""
-    adaptive_thinking: bool = True
+    adaptive_thinking: bool = attrs.field(default=True, validator=check_flag)
     """Send ``thinking: {"type": "adaptive"}`` (the model decides how much to think). When
     false (and no ``thinking_budget`` is set) no ``thinking`` field is sent (thinking off)."""
-    thinking_budget: int | None = attrs.field(default=None, validator=_check_budget)
+    thinking_budget: int | None = attrs.field(default=None, validator=[check_int, _check_budget])
     """Manual extended thinking for models without adaptive thinking (before the 4.6
     generation): sends ``{"type": "enabled", "budget_tokens": n}`` instead of adaptive.
     At least 1024 and below ``max_tokens``."""
@@ -92,7 +90,7 @@ class AnthropicConfig(HttpSettings):
     )
     """``thinking.display``: ``"omitted"`` returns signed blocks without their text (faster
     first text); ``None`` leaves the model's default."""
-    cache: bool = True
+    cache: bool = attrs.field(default=True, validator=check_flag)
     """Send a top-level ``cache_control: {"type": "ephemeral"}``: the API marks the last
     cacheable block, so the stable prefix (tools, system prompt, earlier turns) is cached."""
     effort: Effort | None = attrs.field(default=None, validator=_check_effort)

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import attrs
 
 from ..._secret import Secret, SecretHeaders
-from .._checks import header_map
+from .._checks import (
+    at_least,
+    check_flag,
+    check_json_object,
+    check_optional_str,
+    header_map,
+)
 from .._settings import HttpSettings, seconds_field
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from ..._models import JSONObject
 
 __all__ = ["DEFAULT_TIMEOUT", "BedrockConfig"]
@@ -39,6 +44,10 @@ def _headers(value: Mapping[str, str]) -> SecretHeaders:
 def _fields(value: Mapping[str, object] | None) -> JSONObject | None:
     if value is None:
         return None
+    if not isinstance(value, Mapping):
+        raise TypeError(
+            f"additional_model_request_fields must be a mapping, got {type(value).__name__}"
+        )
     if not isinstance(value, dict):
         value = dict(value)
     return value  # type: ignore[return-value]  # JSON by contract, sent as given
@@ -54,7 +63,9 @@ def _positive_or_none(
 def _url_or_none(
     _instance: object, attribute: attrs.Attribute[str | None], value: str | None
 ) -> None:
-    if value is not None and not value.startswith(("http://", "https://")):
+    if value is not None and (
+        not isinstance(value, str) or not value.startswith(("http://", "https://"))
+    ):
         raise ValueError(f"{attribute.name} must be an http(s) URL, got {value!r}")
 
 
@@ -78,7 +89,7 @@ class BedrockConfig(HttpSettings):
     model_id: str = attrs.field(validator=_non_empty)
     """A base model id (``anthropic.claude-3-5-haiku-20241022-v1:0``), a cross-region inference
     profile (``us.``/``eu.``/``apac.``/``global.`` prefix) or an ARN."""
-    profile: str | None = None
+    profile: str | None = attrs.field(default=None, validator=check_optional_str)
     """A named profile of the shared AWS config/credentials files."""
     access_key_id: Secret | None = attrs.field(default=None, converter=_secret)
     """Explicit access key id (a ``str`` is wrapped in a masked :class:`~kova.Secret`)."""
@@ -95,22 +106,22 @@ class BedrockConfig(HttpSettings):
     control_endpoint_url: str | None = attrs.field(default=None, validator=_url_or_none)
     """Replaces ``https://bedrock.{region}.amazonaws.com``, the control plane that lists
     models."""
-    max_tokens: int | None = attrs.field(default=None, validator=_positive_or_none)
+    max_tokens: int | None = attrs.field(default=None, validator=at_least(1))
     """``inferenceConfig.maxTokens`` when the call sets none (``None``: the model's default)."""
     additional_model_request_fields: JSONObject | None = attrs.field(
-        default=None, converter=_fields
+        default=None, converter=_fields, validator=check_json_object
     )
     """Sent as ``additionalModelRequestFields``: model-specific knobs in the model's own field
     names, e.g. ``{"thinking": {"type": "enabled", "budget_tokens": 4096}}`` for Claude's
     extended thinking or ``{"top_k": 50}``."""
-    cache_prompt: bool = False
+    cache_prompt: bool = attrs.field(default=False, validator=check_flag)
     """Prompt caching: a ``cachePoint`` after the system prompt, after the tools and at the end
     of the conversation, so the stable prefix is cached (models with prompt caching, such as
     Claude and Nova; others answer with a ``ValidationException``)."""
-    json_tool_results: bool = False
+    json_tool_results: bool = attrs.field(default=False, validator=check_flag)
     """Send a tool result whose text is a JSON object as a ``{"json": ...}`` content block
     (models that take structured tool results) instead of ``{"text": ...}``."""
-    exact_token_count: bool = True
+    exact_token_count: bool = attrs.field(default=True, validator=check_flag)
     """:meth:`~BedrockProvider.count_tokens` asks the CountTokens API (falls back to the
     heuristic for models it does not support); false: always the offline heuristic."""
     extra_headers: SecretHeaders = attrs.field(factory=SecretHeaders, converter=_headers)

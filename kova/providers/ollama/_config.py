@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from .._checks import check_http_url, check_non_empty_str, options_map
+from .._checks import check_bool, check_http_url, check_int, check_non_empty_str, options_map
 from .._settings import HttpSettings, optional_seconds_field, seconds_field
 
 if TYPE_CHECKING:
@@ -154,10 +154,10 @@ class OllamaEmbeddingConfig(HttpSettings):
         default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
     )
     """Shorten vectors to this size (models that support it); ``None``: native size."""
-    truncate: bool | None = None
+    truncate: bool | None = attrs.field(default=None, validator=check_bool)
     """``truncate``: ``False`` makes an over-long input an error instead of cutting it."""
     keep_alive: str | float | None = attrs.field(default=None, validator=_keep_alive)
-    batch_size: int = attrs.field(default=256, validator=attrs.validators.gt(0))
+    batch_size: int = attrs.field(default=256, validator=[check_int, attrs.validators.gt(0)])
     """Texts per request (Ollama sets no hard limit; this bounds one request's size)."""
     timeout: float = seconds_field(120.0)
 

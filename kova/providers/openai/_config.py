@@ -7,6 +7,15 @@ from typing import TYPE_CHECKING, Literal
 import attrs
 
 from .._auth import bearer_auth, header_auth
+from .._checks import (
+    at_least,
+    check_flag,
+    check_http_url,
+    check_non_empty_str,
+    check_number,
+    check_optional_str,
+    check_path,
+)
 from .._settings import HttpSettings, seconds_field
 
 if TYPE_CHECKING:
@@ -50,32 +59,33 @@ class OpenAiConfig(HttpSettings):
         )
     """
 
-    model: str
+    model: str = attrs.field(validator=check_non_empty_str)
     """Default model; ``InferenceConfig.model`` overrides it per call."""
-    base_url: str = DEFAULT_BASE_URL
+    base_url: str = attrs.field(default=DEFAULT_BASE_URL, validator=check_http_url)
     """Scheme and host (and optional prefix); the paths below are appended. A base URL that
     already ends in ``/v1`` (as the official SDK's does) is fine: the paths' own ``/v1`` is
     then not repeated."""
     timeout: float = seconds_field(30.0)
     """Read timeout in seconds (also write and pool), the time to a stream's response head,
     and the idle timeout between stream events."""
-    max_tokens: int | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
-    )
+    max_tokens: int | None = attrs.field(default=None, validator=at_least(1))
     """Output limit used when ``InferenceConfig.max_tokens`` is unset."""
-    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
+    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = attrs.field(
+        default="max_completion_tokens",
+        validator=attrs.validators.in_(("max_completion_tokens", "max_tokens")),
+    )
     """The request field carrying the limit: OpenAI deprecated ``max_tokens`` (reasoning models
     reject it); some older compatible servers only know ``max_tokens``."""
-    temperature: float | None = None
+    temperature: float | None = attrs.field(default=None, validator=check_number)
     """Temperature used when ``InferenceConfig.temperature`` is unset."""
-    chat_completions_path: str = "/v1/chat/completions"
-    models_path: str = "/v1/models"
-    api_version: str | None = None
+    chat_completions_path: str = attrs.field(default="/v1/chat/completions", validator=check_path)
+    models_path: str = attrs.field(default="/v1/models", validator=check_path)
+    api_version: str | None = attrs.field(default=None, validator=check_optional_str)
     """Azure's ``api-version`` query parameter. When set, the key goes in the ``api-key``
     header instead of ``Authorization: Bearer``."""
-    reasoning_effort: str | None = None
+    reasoning_effort: str | None = attrs.field(default=None, validator=check_optional_str)
     """``reasoning_effort`` for reasoning models (``"low"``, ``"medium"``, ``"high"``, ...)."""
-    echo_reasoning: bool = False
+    echo_reasoning: bool = attrs.field(default=False, validator=check_flag)
     """Keep ``reasoning_content`` in history and send it back. DeepSeek's thinking mode
     requires the assistant turn's ``reasoning_content`` to be echoed during a tool loop; with
     this on, the reasoning arrives as a :class:`~kova.Thinking` block in the response content

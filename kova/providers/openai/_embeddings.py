@@ -12,6 +12,14 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ..._errors import ProviderError
+from .._checks import (
+    at_least,
+    check_http_url,
+    check_int,
+    check_non_empty_str,
+    check_optional_str,
+    check_path,
+)
 from .._embedding import Embeddings, embed_in_batches
 from .._http import HttpTransport
 from .._settings import HttpSettings, seconds_field
@@ -33,17 +41,15 @@ __all__ = ["OpenAiEmbeddingConfig", "OpenAiEmbeddingProvider", "decode_embedding
 class OpenAiEmbeddingConfig(HttpSettings):
     """How to reach an OpenAI-compatible ``/v1/embeddings`` endpoint."""
 
-    model: str = "text-embedding-3-small"
-    base_url: str = DEFAULT_BASE_URL
-    dimensions: int | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
-    )
+    model: str = attrs.field(default="text-embedding-3-small", validator=check_non_empty_str)
+    base_url: str = attrs.field(default=DEFAULT_BASE_URL, validator=check_http_url)
+    dimensions: int | None = attrs.field(default=None, validator=at_least(1))
     """Ask the model to shorten vectors to this size (``text-embedding-3-*`` support it)."""
-    embeddings_path: str = "/v1/embeddings"
-    api_version: str | None = None
+    embeddings_path: str = attrs.field(default="/v1/embeddings", validator=check_path)
+    api_version: str | None = attrs.field(default=None, validator=check_optional_str)
     """Azure ``api-version`` (switches auth to the ``api-key`` header)."""
     timeout: float = seconds_field(30.0)
-    batch_size: int = attrs.field(default=2048, validator=attrs.validators.gt(0))
+    batch_size: int = attrs.field(default=2048, validator=[check_int, attrs.validators.gt(0)])
     """Inputs per request; OpenAI accepts at most 2048."""
 
     key_variables = ("OPENAI_API_KEY",)

@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from .._checks import at_least, check_bool, check_flag, check_number, check_path
 from .._settings import HttpSettings
 from ._config import DEFAULT_BASE_URL
 
@@ -58,12 +59,10 @@ class OpenAiResponsesConfig(HttpSettings):
     base_url: str = attrs.field(default=DEFAULT_BASE_URL, validator=_http_url)
     """Scheme and host (and optional prefix); the paths below are appended. A base URL ending
     in ``/v1`` (as the official SDK's does) is fine: the paths' ``/v1`` is not repeated."""
-    max_output_tokens: int | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.ge(16))
-    )
+    max_output_tokens: int | None = attrs.field(default=None, validator=at_least(16))
     """``max_output_tokens`` (visible plus reasoning tokens, at least 16) used when
     ``InferenceConfig.max_tokens`` is unset."""
-    temperature: float | None = None
+    temperature: float | None = attrs.field(default=None, validator=check_number)
     """Temperature used when ``InferenceConfig.temperature`` is unset. Many reasoning models
     take none: it is only sent when set."""
     reasoning_effort: str | None = attrs.field(default=None, validator=_optional_str)
@@ -72,25 +71,25 @@ class OpenAiResponsesConfig(HttpSettings):
     reasoning_summary: str | None = attrs.field(default=None, validator=_optional_str)
     """``reasoning.summary`` (``"auto"``, ``"concise"``, ``"detailed"``): the model's summary
     of its reasoning, streamed as :class:`~kova.ThinkingDelta` and kept as ``thinking``."""
-    store: bool = False
+    store: bool = attrs.field(default=False, validator=check_flag)
     """``store``: ``False`` (the default) keeps nothing on OpenAI's side; the reasoning items
     are then round-tripped encrypted (``include: ["reasoning.encrypted_content"]``)."""
-    strict_tools: bool | None = None
+    strict_tools: bool | None = attrs.field(default=None, validator=check_bool)
     """``strict`` on function tools: ``None`` (default) sends ``true`` for a schema that is
     already strict (every object closed with ``additionalProperties: false`` and all its
     properties required) and ``false`` otherwise, so optional parameters stay optional;
     ``True`` / ``False`` force it."""
-    parallel_tool_calls: bool | None = None
+    parallel_tool_calls: bool | None = attrs.field(default=None, validator=check_bool)
     """``parallel_tool_calls`` (the API's default is ``true``); sent only when set."""
     prompt_cache_key: str | None = attrs.field(default=None, validator=_optional_str)
     """Routes requests that share a prefix to the same prompt cache."""
-    responses_path: str = "/v1/responses"
-    input_tokens_path: str = "/v1/responses/input_tokens"
-    models_path: str = "/v1/models"
+    responses_path: str = attrs.field(default="/v1/responses", validator=check_path)
+    input_tokens_path: str = attrs.field(default="/v1/responses/input_tokens", validator=check_path)
+    models_path: str = attrs.field(default="/v1/models", validator=check_path)
     api_version: str | None = attrs.field(default=None, validator=_optional_str)
     """Azure's dated ``api-version`` query parameter (``"2025-04-01-preview"``); Azure's v1
     API needs none."""
-    azure: bool | None = None
+    azure: bool | None = attrs.field(default=None, validator=check_bool)
     """Send the key in Azure's ``api-key`` header instead of ``Authorization: Bearer``.
     ``None``: when ``api_version`` is set or the host is an Azure OpenAI one."""
 
