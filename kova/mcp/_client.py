@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +22,7 @@ from .._errors import (
     McpUnavailableError,
 )
 from .._groups import raise_lone
+from .._json import check_depth
 from .._log import get_logger
 from ..actors import Runtime, Supervisor, open_supervisor
 from ._connection import McpConnection
@@ -44,7 +48,7 @@ from ._transports import InProcessTransport, SseTransport, StdioTransport, Strea
 from ._types import McpConnectionState, McpRoot, ReconnectPolicy
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+    from collections.abc import AsyncIterator, Callable, Iterable
 
     from .._models import JSONObject, ToolDefinition, ToolResult
     from ..actors import Actor, ActorRef
@@ -446,7 +450,9 @@ class McpClient:
         ``notifications/cancelled``, and the HTTP request is closed) before this returns.
         """
         result: ToolResult = await self._call(
-            CallTool(name=name, arguments=arguments or {}, progress=progress, replay=replay)
+            CallTool(
+                name=name, arguments=_arguments(name, arguments), progress=progress, replay=replay
+            )
         )
         return result
 
@@ -461,7 +467,9 @@ class McpClient:
     ) -> ToolResult:
         """:meth:`tools_call` with its own timeout (seconds) instead of the default."""
         result: ToolResult = await self._call(
-            CallTool(name=name, arguments=arguments or {}, progress=progress, replay=replay),
+            CallTool(
+                name=name, arguments=_arguments(name, arguments), progress=progress, replay=replay
+            ),
             time_limit=timeout,
         )
         return result
@@ -480,6 +488,7 @@ class McpClient:
 
     async def resources_read(self, uri: str) -> tuple[McpResourceContents, ...]:
         """Read one resource; a resource may have several contents."""
+        _check_text("the resource URI", uri)
         result: tuple[McpResourceContents, ...] = await self._call(ReadResource(uri=uri))
         return result
 
@@ -487,6 +496,7 @@ class McpClient:
         """Ask the server to tell us when ``uri`` changes (``resources/subscribe``); each
         change reaches ``on_resource_updated``. Subscriptions are renewed on every new
         session."""
+        _check_text("the resource URI", uri)
         await self._call(Subscribe(uri=uri, subscribe=True))
 
     async def resources_unsubscribe(self, uri: str) -> None:
@@ -503,7 +513,7 @@ class McpClient:
     ) -> McpPromptResult:
         """Render a prompt template into kova messages."""
         result: McpPromptResult = await self._call(
-            GetPrompt(name=name, arguments=dict(arguments or {}))
+            GetPrompt(name=name, arguments=_prompt_arguments(name, arguments))
         )
         return result
 
@@ -545,3 +555,62 @@ class McpClient:
         """
         await self._call(Reconnect())
         log.info("mcp.client.reconnected", connection=self.name)
+
+
+def _arguments(name: str, arguments: Mapping[str, Any] | None) -> JSONObject:
+    """A call's arguments, checked before anything is sent: a JSON object that JSON can
+    carry, nested at most :data:`~kova._json.MAX_JSON_DEPTH` deep. The session serializes a
+    request in the connection actor's task, so before, a value it could not write (10,000
+    levels deep, an ``object()``) crashed the actor and failed every call in flight."""
+    _check_text("the name", name)
+    if arguments is None:
+        return {}
+    if not isinstance(arguments, Mapping):
+        raise TypeError(
+            f"the arguments for {name!r} must be a JSON object (a dict), got "
+            f"{type(arguments).__name__}"
+        )
+    check_depth(arguments, f"the arguments object for {name!r}")
+    try:
+        text = json.dumps(arguments, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"the arguments for {name!r} must hold JSON values only: {exc}") from None
+    if not text.isascii() and _SURROGATE.search(text):
+        # A lone surrogate (half an emoji a model streamed) cannot be encoded as UTF-8: the
+        # mcp package's HTTP writers fail on it, ending the connection, and a server that
+        # reads JSON with pydantic refuses its escape. It is sent as U+FFFD.
+        replaced: JSONObject = json.loads(_SURROGATE.sub("\ufffd", text))
+        return replaced
+    return arguments
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_text(what: str, value: object) -> None:
+    """A name or URI the caller gives: a non-empty ``str`` that UTF-8 can carry."""
+    if not isinstance(value, str) or not value:
+        raise TypeError(f"{what} must be a non-empty str, got {value!r}")
+    if not value.isascii() and _SURROGATE.search(value):
+        raise ValueError(f"{what} {value!r} holds a lone surrogate, which UTF-8 cannot carry")
+
+
+def _prompt_arguments(name: str, arguments: Mapping[str, str] | None) -> dict[str, str]:
+    """A prompt's arguments, checked before anything is sent: MCP's are strings."""
+    _check_text("the name", name)
+    if arguments is None:
+        return {}
+    if not isinstance(arguments, Mapping):
+        raise TypeError(
+            f"the arguments for prompt {name!r} must be a mapping of str to str, got "
+            f"{type(arguments).__name__}"
+        )
+    for key, value in arguments.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError(
+                f"the arguments for prompt {name!r} must map str to str, got {key!r}: "
+                f"{type(value).__name__}"
+            )
+        if _SURROGATE.search(value):
+            raise ValueError(f"the argument {key!r} of prompt {name!r} holds a lone surrogate")
+    return dict(arguments)

@@ -34,6 +34,8 @@ import trio
 from mcp.client import stdio as mcp_stdio  # private helpers below: the package's own spawn/stop
 from mcp.shared.message import SessionMessage
 
+from .._json import dumps, loads, utf8_safe
+
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from typing import TextIO
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "MESSAGE_TOO_LARGE",
+    "MESSAGE_UNREADABLE",
     "NOT_DELIVERED",
     "LineFramer",
     "describe_exit",
@@ -56,6 +59,10 @@ DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 MESSAGE_TOO_LARGE = -32051
 """JSON-RPC code of the error kova puts in place of a server's answer that exceeded the
 stdio message limit."""
+
+MESSAGE_UNREADABLE = -32052
+"""JSON-RPC code of the error kova puts in place of a server's answer it cannot read (nested
+too deeply, not JSON, not a JSON-RPC message)."""
 
 NOT_DELIVERED = -32050
 """JSON-RPC code of the error kova puts in place of a response when a request never reached
@@ -121,29 +128,67 @@ class LineFramer:
             f"the MCP server sent a stdio message over kova's limit of {self.limit} bytes "
             "(StdioTransport(max_message_bytes=...)); it was discarded"
         )
-        found = _ID.search(head)
-        if found is None or b'"method"' in head:
-            # Not an answer to one of our requests (or its id is not where the package puts
-            # it): nobody waits for it by id; the session reports it as unreadable.
-            return ValueError(message)
-        raw = found.group(1)
-        request_id: int | str = (
-            int(raw) if raw[:1] != b'"' else raw[1:-1].decode("utf-8", "replace")
-        )
-        error = mt.JSONRPCError(
-            jsonrpc="2.0",
-            id=request_id,
-            error=mt.ErrorData(code=MESSAGE_TOO_LARGE, message=message),
-        )
-        return SessionMessage(error)
+        return _answer_in_place(head, MESSAGE_TOO_LARGE, message)
+
+
+def _answer_in_place(head: bytes, code: int, message: str) -> SessionMessage | Exception:
+    """An error answering the request whose response began with ``head`` and could not be
+    used, so that request fails now instead of waiting for its timeout; or, when ``head``
+    is not an answer to one of our requests (or its id is not where servers put it, first),
+    the error as a value: nobody waits for it by id, and the session reports it as
+    unreadable."""
+    found = _ID.search(head)
+    if found is None or b'"method"' in head:
+        return ValueError(message)
+    raw = found.group(1)
+    request_id: int | str = int(raw) if raw[:1] != b'"' else raw[1:-1].decode("utf-8", "replace")
+    error = mt.JSONRPCError(
+        jsonrpc="2.0", id=request_id, error=mt.ErrorData(code=code, message=message)
+    )
+    return SessionMessage(error)
 
 
 def _parse(line: bytes) -> SessionMessage | Exception:
     try:
         message = mt.jsonrpc_message_adapter.validate_json(line, by_name=False)
     except ValueError as exc:
-        return exc  # the session sees it as an unreadable message (the package does the same)
+        return _unreadable(line, exc)
     return SessionMessage(message)
+
+
+def _unreadable(line: bytes, error: ValueError) -> SessionMessage | Exception:
+    """A line the package's JSON reader refused. Two cases:
+
+    * JSON that Python reads: a lone surrogate (``"\\ud83d"``, half an emoji a tool cut in
+      two), which pydantic's reader refuses and Python's keeps, so the text reaches the model
+      exactly as the server sent it, as a provider's does (:mod:`kova._json`);
+    * anything else (nesting too deep for any reader, a message that is not JSON-RPC): the
+      request it answers fails at once with :data:`MESSAGE_UNREADABLE` saying why. Before, the
+      line was dropped and the request waited for its whole timeout.
+    """
+    try:
+        value = loads(line)
+    except ValueError as exc:  # not JSON, or nested too deeply (JsonNestingError)
+        reason = str(exc)
+    else:
+        try:
+            return SessionMessage(mt.jsonrpc_message_adapter.validate_python(value, by_name=False))
+        except ValueError:
+            reason = str(error).splitlines()[0]
+    message = f"the MCP server sent a message kova cannot read ({reason[:200]}); it was discarded"
+    return _answer_in_place(line[:_HEAD], MESSAGE_UNREADABLE, message)
+
+
+def _line(message: Any) -> bytes:
+    """``message`` as one line of JSON. pydantic's writer refuses a lone surrogate (half an
+    emoji a model streamed into a tool's arguments) with an error that would end the writer
+    and the connection; such a message is written by :mod:`kova._json` instead, the
+    surrogate as its ``\\uXXXX`` escape, as kova sends it to a provider."""
+    try:
+        data = message.model_dump_json(by_alias=True, exclude_unset=True)
+    except ValueError:  # pydantic_core.PydanticSerializationError
+        data = dumps(message.model_dump(by_alias=True, exclude_unset=True, mode="json"))
+    return utf8_safe(data).encode() + b"\n"
 
 
 def describe_exit(status: int) -> str:
@@ -228,9 +273,9 @@ async def open_stdio(
             async for session_message in from_session:
                 message = session_message.message
                 if broken is None:
-                    data = message.model_dump_json(by_alias=True, exclude_unset=True)
+                    data = _line(message)
                     try:
-                        await stdin.send(data.encode() + b"\n")
+                        await stdin.send(data)
                         continue
                     except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
                         broken = f"the MCP server's stdin is closed (the process ended): {exc!r}"

@@ -22,7 +22,12 @@ from mcp_types import JSONRPCError, JSONRPCResponse
 
 import kova
 from kova.mcp import McpClient, StdioTransport
-from kova.mcp._stdio import DEFAULT_MAX_MESSAGE_BYTES, MESSAGE_TOO_LARGE, LineFramer
+from kova.mcp._stdio import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    MESSAGE_TOO_LARGE,
+    MESSAGE_UNREADABLE,
+    LineFramer,
+)
 
 GUARD = 60
 
@@ -143,3 +148,88 @@ async def test_calls_made_after_the_child_died_are_sent_to_the_new_one() -> None
                     nursery.start_soon(call, str(number))
             assert sorted(results) == sorted(f"wrote {n}" for n in range(8))
             assert int((await client.tools_call("pid")).text) != pid
+
+
+# --- what a server or a caller can send (the audit of issue 24's session) ----------------------
+
+HOSTILE = SERVER.with_name("hostile_stdio_server.py")
+
+
+def test_a_line_nested_too_deeply_fails_the_request_it_answers() -> None:
+    framer = LineFramer(DEFAULT_MAX_MESSAGE_BYTES)
+    deep = "[" * 10_000 + "]" * 10_000
+    (item,) = framer.feed(b'{"jsonrpc":"2.0","id":4,"result":{"a":%s}}\n' % deep.encode())
+    assert isinstance(item, SessionMessage)
+    assert isinstance(item.message, JSONRPCError)
+    assert item.message.id == 4
+    assert item.message.error.code == MESSAGE_UNREADABLE
+    assert "nested too deeply" in item.message.error.message
+    # A line that answers nobody stays an unreadable message, as before.
+    (item,) = framer.feed(b'{"jsonrpc":"2.0","method":"x","params":%s}\n' % deep.encode())
+    assert isinstance(item, ValueError)
+
+
+def test_a_lone_surrogate_escape_is_read_as_python_reads_it() -> None:
+    framer = LineFramer(DEFAULT_MAX_MESSAGE_BYTES)
+    (item,) = framer.feed(_line(5, "half \ud83d"))  # json.dumps writes the \ud83d escape
+    assert isinstance(item, SessionMessage)
+    assert isinstance(item.message, JSONRPCResponse)
+    assert item.message.result["content"][0]["text"] == "half \ud83d"
+
+
+async def test_a_server_answer_kova_cannot_read_fails_that_call_at_once() -> None:
+    # Before: the line was dropped and the call waited for its whole request timeout (the
+    # agent's turn with it); a lone surrogate, which Python reads, was dropped the same way.
+    transport = StdioTransport(sys.executable, args=[str(HOSTILE)])
+    async with McpClient.connect(transport, request_timeout=GUARD) as client:
+        with trio.fail_after(GUARD / 2):
+            with pytest.raises(kova.McpError, match="nested too deeply") as caught:
+                await client.tools_call("deep", {})
+            assert caught.value.code == MESSAGE_UNREADABLE
+            with pytest.raises(kova.McpError, match="cannot read"):
+                await client.tools_call("envelope", {})
+            result = await client.tools_call("surrogate", {})
+            assert result.text == "half \ud83d"
+            assert not result.is_error
+            assert json.loads((await client.tools_call("echo", {"a": 1})).text) == {"a": 1}
+
+
+async def test_arguments_json_cannot_carry_fail_in_the_caller_and_the_connection_stays() -> None:
+    # Before: the session serialized them in the connection actor's task, and a value it could
+    # not write crashed the actor (every call in flight failed as interrupted); a lone
+    # surrogate ended the writer and with it the connection.
+    deep: object = 1
+    for _ in range(10_000):
+        deep = [deep]
+    transport = StdioTransport(sys.executable, args=[str(HOSTILE)])
+    async with McpClient.connect(transport, request_timeout=GUARD) as client:
+        with trio.fail_after(GUARD / 2):
+            with pytest.raises(ValueError, match="nested more than 128 levels deep"):
+                await client.tools_call("echo", {"a": deep})  # type: ignore[dict-item]
+            with pytest.raises(TypeError, match="JSON values only"):
+                await client.tools_call("echo", {"a": object()})  # type: ignore[dict-item]
+            with pytest.raises(TypeError, match="must be a JSON object"):
+                await client.tools_call("echo", [1])  # type: ignore[arg-type]
+            with pytest.raises(ValueError, match="lone surrogate"):
+                await client.resources_read("file:///\ud800")
+            # Half an emoji a model streamed into the arguments goes out as U+FFFD.
+            echoed = await client.tools_call("echo", {"text": "half \ud83d", "ok": "é"})
+            assert json.loads(echoed.text) == {"text": "half \ufffd", "ok": "é"}
+            assert client.state.status == "connected"
+            assert client.state.session == 1  # never reconnected: no actor crash
+
+
+def test_a_message_with_a_lone_surrogate_is_written_with_its_escape() -> None:
+    # What the client answers a server with can hold model text (a sampling result): pydantic's
+    # writer refuses a lone surrogate, and the failure ended the writer and the connection.
+    from kova.mcp._stdio import _line
+
+    answer = JSONRPCResponse(jsonrpc="2.0", id=3, result={"content": {"text": "half \ud83d é"}})
+    line = _line(answer)
+    assert line.endswith(b"\n")
+    assert json.loads(line) == {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "result": {"content": {"text": "half \ud83d é"}},
+    }
+    assert b"\\ud83d" in line

@@ -80,6 +80,10 @@ async def test_streamable_http_tools(fixture, request):
             assert failed.is_error
             with pytest.raises(kova.McpError):
                 await client.tools_call("protocol_error")
+            # Half an emoji in the arguments goes out as U+FFFD (before: the package's HTTP
+            # writer failed on it and the connection was lost, the call "may have run").
+            assert (await client.tools_call("echo", {"text": "half \ud83d"})).text == "half \ufffd"
+            assert client.state.session == 1
 
 
 async def test_legacy_sse_transport(sse_server):
