@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from .._errors import MailboxClosed
+from .._models import Usage
 from .._record import Record, evolve, set_field
 from ..actors import Actor, Call, UnknownMessage
 from ._metrics import DEFAULT_BOUNDS_MS, Metrics, MetricsSnapshot, ToolOutcome
@@ -25,7 +26,6 @@ from ._metrics import DEFAULT_BOUNDS_MS, Metrics, MetricsSnapshot, ToolOutcome
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
 
-    from .._models import Usage
     from ..actors import ActorRef, Runtime
 
 __all__ = ["MetricsCollector", "open_metrics"]
@@ -35,9 +35,17 @@ DEFAULT_METRICS_MAILBOX_SIZE = 256
 only a burst far beyond any agent's rate (or a stopped actor) fills it."""
 
 
-def _not_nan(name: str, value: float | None) -> None:
-    if value is not None and math.isnan(value):
+def _milliseconds(name: str, value: float | None) -> None:
+    """A record's time, checked in the caller's task: a value the actor cannot add up (a
+    ``str``, NaN, a negative time) would otherwise crash it, and a restart loses every count."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number of milliseconds, got {value!r}")
+    if math.isnan(value):
         raise ValueError(f"{name} must not be NaN")
+    if value < 0:
+        raise ValueError(f"{name} must not be negative, got {value!r}")
 
 
 class LlmRequestRecorded(Record):
@@ -47,7 +55,14 @@ class LlmRequestRecorded(Record):
     usage: Usage | None
 
     def __init__(self, *, latency_ms: float, usage: Usage | None = None) -> None:
-        _not_nan("latency_ms", latency_ms)
+        if latency_ms is None:
+            raise TypeError("latency_ms must be a number of milliseconds, got None")
+        _milliseconds("latency_ms", latency_ms)
+        if usage is not None and not isinstance(usage, Usage):
+            raise TypeError(
+                "usage must be a kova.Usage (record_llm_request(latency_ms, "
+                f"Usage(input_tokens=..., output_tokens=...))), got {type(usage).__name__}"
+            )
         set_field(self, "latency_ms", latency_ms)
         set_field(self, "usage", usage)
 
@@ -63,7 +78,7 @@ class ToolInvocationRecorded(Record):
     outcome: ToolOutcome
 
     def __init__(self, *, duration_ms: float | None, outcome: ToolOutcome | str) -> None:
-        _not_nan("duration_ms", duration_ms)
+        _milliseconds("duration_ms", duration_ms)
         set_field(self, "duration_ms", duration_ms)
         set_field(self, "outcome", ToolOutcome(outcome))
 
@@ -172,7 +187,8 @@ class MetricsCollector:
         """Count one provider call that returned. Never waits.
 
         Raises:
-            ValueError: ``latency_ms`` is NaN.
+            TypeError: ``latency_ms`` is not a number, or ``usage`` not a :class:`~kova.Usage`.
+            ValueError: ``latency_ms`` is NaN or negative.
         """
         self._cast(LlmRequestRecorded(latency_ms=latency_ms, usage=usage))
 
@@ -191,7 +207,8 @@ class MetricsCollector:
                 ``True``/``False`` for success/error (the seed's signature).
 
         Raises:
-            ValueError: ``duration_ms`` is NaN, or ``outcome`` is not an outcome.
+            TypeError: ``duration_ms`` is not a number (or ``None``).
+            ValueError: ``duration_ms`` is NaN or negative, or ``outcome`` is not an outcome.
         """
         if isinstance(outcome, bool):
             outcome = ToolOutcome.SUCCESS if outcome else ToolOutcome.ERROR

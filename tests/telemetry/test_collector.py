@@ -138,3 +138,22 @@ async def test_outcome_may_be_given_by_value() -> None:
         with pytest.raises(ValueError, match="'maybe' is not a valid ToolOutcome"):
             collector.record_tool_invocation(1.0, "maybe")
         assert (await collector.snapshot()).tool_denied_count == 1
+
+
+async def test_a_record_the_actor_cannot_add_up_is_refused_at_the_call_site() -> None:
+    # Before: record_llm_request(150.0, 5) (the seed's token count where kova takes a Usage)
+    # was cast as given, crashed the metrics actor when it added it up, and the restart lost
+    # every count recorded so far.
+    async with open_metrics() as metrics:
+        metrics.record_llm_request(10.0, Usage(input_tokens=3, output_tokens=4))
+        with pytest.raises(TypeError, match=r"usage must be a kova\.Usage"):
+            metrics.record_llm_request(150.0, 5)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="latency_ms must be a number"):
+            metrics.record_llm_request("fast")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="latency_ms must not be negative"):
+            metrics.record_llm_request(-1.0)
+        with pytest.raises(TypeError, match="duration_ms must be a number"):
+            metrics.record_tool_invocation("slow", "success")  # type: ignore[arg-type]
+        snapshot = await metrics.snapshot()
+    assert snapshot.llm_request_count == 1
+    assert snapshot.total_tokens == 7
