@@ -29,7 +29,7 @@ from .._models import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Sequence
 
 __all__ = ["ResponseAccumulator", "parse_tool_arguments"]
 
@@ -101,18 +101,29 @@ class ResponseAccumulator:
     Content keeps the order it streamed in: signed thinking, text and tool calls interleave
     exactly as the provider sent them (Anthropic requires thinking blocks to precede the tool
     calls they led to when they are echoed back).
+
+    ``first``, when given, is called once, before the first non-empty batch is folded in: a
+    model step's first-token bookkeeping (:meth:`ModelCall.first_token
+    <kova.agent._model_call.ModelCall.first_token>`). The agent's streamed model step and the
+    Temporal worker's both read their lease batch by batch and hand each batch here, so the
+    per-batch work is written once and costs no call beyond :meth:`feed` itself.
     """
 
-    __slots__ = ("_items", "_stop", "_thinking", "_tools", "_usage")
+    __slots__ = ("_first", "_items", "_stop", "_thinking", "_tools", "_usage")
 
-    def __init__(self) -> None:
+    def __init__(self, first: Callable[[], object] | None = None) -> None:
+        self._first = first
         self._items: list[list[str] | ContentBlock | _PendingTool] = []
         self._tools: dict[int, _PendingTool] = {}
         self._thinking: list[str] = []
         self._stop: StopEvent | None = None
         self._usage: Usage | None = None
 
-    def feed(self, events: Iterable[StreamEvent]) -> None:
+    def feed(self, events: Sequence[StreamEvent]) -> None:
+        """Fold one batch (one network read's events) in."""
+        if self._first is not None and events:
+            first, self._first = self._first, None
+            first()
         items = self._items
         for event in events:
             if type(event) is TextDelta and event.provider_metadata is None:

@@ -838,7 +838,9 @@ class Agent:
                             response = await call.complete(chat, streamed=False)
                     else:
                         # Retries (before any content) happen in the provider actor.
-                        accumulator = ResponseAccumulator()
+                        accumulator = ResponseAccumulator(
+                            None if call is None else call.first_token
+                        )
                         leased = provider if call is None else call.start(streamed=True)
                         try:
                             async with leased._stream_checked(chat) as lease:
@@ -847,9 +849,7 @@ class Agent:
                                 batch: Sequence[StreamEvent] = lease.first
                                 rest = lease.rest.__anext__
                                 while True:
-                                    if call is not None and call.first and batch:
-                                        call.first_token()
-                                    accumulator.feed(batch)
+                                    accumulator.feed(batch)  # and the first token's event
                                     for event in batch:
                                         if isinstance(event, _VISIBLE):
                                             yield event

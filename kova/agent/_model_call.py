@@ -33,7 +33,7 @@ __all__ = ["ModelCall", "outcome_of"]
 class ModelCall:
     """One observed provider call: its span id, start time and events."""
 
-    __slots__ = ("_emitter", "_inference", "_model", "_provider", "_started", "first", "span_id")
+    __slots__ = ("_emitter", "_inference", "_model", "_provider", "_started", "span_id")
 
     def __init__(
         self,
@@ -47,7 +47,6 @@ class ModelCall:
         self._inference = inference
         self._model = model
         self._started = 0.0
-        self.first = True
         self.span_id = new_span_id()
 
     def start(self, *, streamed: bool) -> ProviderRef:
@@ -83,7 +82,7 @@ class ModelCall:
         return response
 
     def first_token(self) -> None:
-        self.first = False
+        """Emit ModelFirstToken (a streamed call's accumulator calls it once)."""
         now = trio.current_time()
         self._emitter.emit(
             ModelFirstToken(

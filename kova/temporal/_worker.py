@@ -399,14 +399,13 @@ async def _call_model(
         if publish is None:
             response = await provider._complete_checked(step.request)
         else:
-            accumulator = ResponseAccumulator()
+            accumulator = ResponseAccumulator(None if call is None else call.first_token)
             async with provider._stream_checked(step.request) as lease:
+                # As Agent._steps reads a lease: the first batch, then the response's own.
                 batch: Sequence[StreamEvent] = lease.first
                 rest = lease.rest.__anext__
                 while True:
-                    if call is not None and call.first and batch:
-                        call.first_token()
-                    accumulator.feed(batch)
+                    accumulator.feed(batch)  # and the first token's event
                     for event in batch:
                         if isinstance(event, TextDelta):
                             publish.add("text", text=event.text)

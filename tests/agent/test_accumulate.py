@@ -58,6 +58,21 @@ def test_interleaved_blocks_keep_their_order() -> None:
     )
 
 
+def test_first_is_called_once_before_the_first_non_empty_batch() -> None:
+    # The streamed model step's first-token bookkeeping (Agent.stream and the Temporal
+    # worker both hand each batch to feed): an empty first batch (a lease whose head carried
+    # no event) is no first token; the first that holds one is, before it is folded in.
+    seen: list[int] = []
+    acc = ResponseAccumulator(lambda: seen.append(len(acc._items)))
+    acc.feed([])
+    assert seen == []
+    acc.feed([TextDelta(text="a")])
+    assert seen == [0]
+    acc.feed([TextDelta(text="b"), StopEvent(stop_reason=StopReason.END_TURN)])
+    assert seen == [0]
+    assert acc.finish().content == (Text(text="ab"),)
+
+
 def test_stream_without_stop_is_an_error() -> None:
     acc = ResponseAccumulator()
     acc.feed([TextDelta(text="partial")])
