@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -493,7 +493,12 @@ async def _call_tool(
 
 async def _heartbeating(work: Any, publish: _Publisher | None, *details: Any) -> Any:
     """Await ``work`` (an activity's trio job) while heartbeating (so that a cancelled
-    workflow reaches it) and, with ``publish``, sending its live events."""
+    workflow reaches it) and, with ``publish``, sending its live events.
+
+    The events go out every ``_FLUSH_EVERY`` and once more when the work ends, in order and
+    each once: the sender is told to stop, never cancelled, since a batch it has taken is
+    on its way (a signal to the workflow) and cutting that short would lose the batch.
+    """
     info = activity.info()
     timeout = info.heartbeat_timeout
     interval = timeout.total_seconds() / 3 if timeout else 10.0
@@ -503,23 +508,31 @@ async def _heartbeating(work: Any, publish: _Publisher | None, *details: Any) ->
             activity.heartbeat(*details)
             await asyncio.sleep(interval)
 
-    async def flush() -> None:
-        assert publish is not None
-        while True:
-            await asyncio.sleep(_FLUSH_EVERY)
-            await publish.flush()
+    stop = asyncio.Event()
 
-    helpers = [asyncio.create_task(beat())]
-    if publish is not None:
-        helpers.append(asyncio.create_task(flush()))
+    async def send() -> None:
+        assert publish is not None
+        while not stop.is_set():
+            with suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), _FLUSH_EVERY)
+            await publish.flush()
+        await publish.flush()  # what was added while the last batch was on its way
+
+    beating = asyncio.create_task(beat())
+    sending = None if publish is None else asyncio.create_task(send())
     try:
         result = await work
-    finally:
-        for helper in helpers:
-            helper.cancel()
-        await asyncio.gather(*helpers, return_exceptions=True)
-    if publish is not None:
-        await publish.flush()
+    except BaseException:
+        beating.cancel()
+        stop.set()
+        # The attempt failed: its events still go out, but no error of theirs hides its own.
+        await asyncio.gather(beating, *([sending] if sending else []), return_exceptions=True)
+        raise
+    beating.cancel()
+    await asyncio.gather(beating, return_exceptions=True)
+    if sending is not None:
+        stop.set()
+        await sending
     return result
 
 

@@ -34,6 +34,7 @@ def test_a_turn_with_parallel_tools_completes(temporal_address: str) -> None:
     running = 0
     most = 0
     keys: list[str] = []
+    all_started = trio.Event()  # the tools run in the worker's one trio run
 
     @tool
     async def weather(city: str, ctx: ToolContext) -> str:
@@ -42,7 +43,13 @@ def test_a_turn_with_parallel_tools_completes(temporal_address: str) -> None:
         running += 1
         most = max(most, running)
         keys.append(ctx.idempotency_key)
-        await trio.sleep(0.2)
+        # Each call waits until all three have started, however late the worker gets each
+        # activity: the three can only all be running if the workflow runs them at once
+        # (one after another, the first would wait here in vain and most stays 1).
+        if most == 3:
+            all_started.set()
+        with trio.move_on_after(20):
+            await all_started.wait()
         running -= 1
         return f"sunny in {city}"
 
@@ -82,7 +89,7 @@ def test_a_turn_with_parallel_tools_completes(temporal_address: str) -> None:
         "tool",
         "assistant",
     ]
-    assert most == 3  # the three calls ran at once
+    assert most == 3  # the three calls ran at once (whatever the order they started in)
     assert len(set(keys)) == 3
     tool_events = [event for event in events if event.kind.startswith("tool_")]
     assert sorted((event.kind, event.call.input["city"]) for event in tool_events) == [
