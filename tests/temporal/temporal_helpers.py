@@ -37,12 +37,36 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@contextmanager
-def dev_server() -> Iterator[str]:
-    """``temporal server start-dev`` on loopback (in memory, no UI); yields its address.
-    Stopped by its pid at the end."""
-    port, ui_port = free_port(), free_port()
-    process = subprocess.Popen(
+# Run in a fresh interpreter between fork and the real program: ask Linux to send SIGTERM
+# when the parent dies (PR_SET_PDEATHSIG, kept across execve), check the parent did not die
+# before that took effect, then exec the program in the same process (same pid).
+_TIE = """\
+import ctypes, os, signal, sys
+if sys.platform.startswith("linux"):
+    PR_SET_PDEATHSIG = 1
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM) != 0:
+        sys.exit("prctl(PR_SET_PDEATHSIG) failed: errno %d" % ctypes.get_errno())
+    if os.getppid() != int(sys.argv[1]):
+        sys.exit("the parent ended before the child was tied to it")
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
+def tied_popen(args: list[str], **options: Any) -> subprocess.Popen[Any]:
+    """``subprocess.Popen(args, **options)`` whose process gets SIGTERM when this process
+    ends, however it ends (pytest SIGKILLed too): a server or worker a test starts never
+    outlives the run. On Linux, by ``prctl(PR_SET_PDEATHSIG)`` in a small exec shim (not a
+    ``preexec_fn``, which is unsafe with the threads the tests run). The "parent" is the
+    thread that starts it: start it from a thread that lives as long as the process should.
+    """
+    shim = [sys.executable, "-c", _TIE, str(os.getpid())]
+    return subprocess.Popen([*shim, *args], **options)
+
+
+def start_dev_server(port: int) -> subprocess.Popen[bytes]:
+    """``temporal server start-dev`` on loopback port ``port`` (in memory, no UI), tied to
+    this process's life (:func:`tied_popen`)."""
+    return tied_popen(
         [
             str(TEMPORAL),
             "server",
@@ -53,7 +77,7 @@ def dev_server() -> Iterator[str]:
             "--port",
             str(port),
             "--ui-port",
-            str(ui_port),
+            str(free_port()),
             "--log-level",
             "error",
         ],
@@ -61,6 +85,14 @@ def dev_server() -> Iterator[str]:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+
+
+@contextmanager
+def dev_server() -> Iterator[str]:
+    """``temporal server start-dev`` on loopback (in memory, no UI); yields its address.
+    Stopped by its pid at the end, and by the kernel if pytest dies first."""
+    port = free_port()
+    process = start_dev_server(port)
     try:
         deadline = time.monotonic() + 60
         while True:

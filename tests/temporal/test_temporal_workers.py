@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from temporal_helpers import fake_openai, run, unique
+from temporal_helpers import fake_openai, run, tied_popen, unique
 from temporalio.client import Client
 
 import kova.temporal
@@ -27,7 +27,7 @@ HERE = Path(__file__).parent
 def _worker(
     address: str, queue: str, url: str, effects: Path, slow: float
 ) -> subprocess.Popen[str]:
-    process = subprocess.Popen(
+    process = tied_popen(
         [
             sys.executable,
             str(HERE / "worker_process.py"),
