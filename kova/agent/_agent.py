@@ -33,6 +33,7 @@ from .._observe import Deliver, TelemetryHub, TurnFinished, TurnStarted, current
 from ..tools._validate import load_validation
 from ._accumulate import ResponseAccumulator
 from ._cancel import guarded, stream_in_task
+from ._config import DEFAULT_NAME
 from ._events import AgentEvent, AgentResponse, ToolCallFinished, ToolCallStarted, TurnCompleted
 from ._input import HistoryInput, check_call_options, coerce_history
 from ._limits import UsageLimits
@@ -216,7 +217,9 @@ class Agent:
         outer model.
 
         Args:
-            name: the tool's name (default: the agent's name, ``AgentBuilder.name``).
+            name: the tool's name (default: the agent's name, ``AgentBuilder.name``, or
+                ``"agent"`` for an agent left unnamed, which then counts in the outer
+                ``usage_by_agent`` under the tool's name).
             description: what the tool does, for the outer model (default: this agent's
                 system prompt).
             input: ``str`` (the model passes one string, ``{"input": "..."}``, the prompt)
@@ -807,6 +810,10 @@ class Agent:
         finished = False
         # The turns enclosing this one (an agent used as a tool), innermost first.
         outer = site.nest.turns if site is not None else ()
+        # This agent's key in their usage_by_agent: its name, or its tool's if left unnamed.
+        usage_key = config.name
+        if site is not None and usage_key == DEFAULT_NAME:
+            usage_key = site.call.name
         path = site.path if site is not None else ()
         approver: Approver | None = self._approver
         if not self._approver.active:
@@ -866,7 +873,7 @@ class Agent:
                             call.finished(response)
                     turn.model_replied(response)
                     for enclosing in outer:
-                        enclosing._inner_replied(config.name, response.usage)
+                        enclosing._inner_replied(usage_key, response.usage)
                     if journaled is not None:
                         await journaled.saved(turn)
                 elif type(step) is RunTools:

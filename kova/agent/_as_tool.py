@@ -22,6 +22,7 @@ import trio
 from .._errors import BuildError, KovaError
 from .._messages import Message, ToolResult
 from ..tools import ToolContext, current_tool_context
+from ._config import DEFAULT_NAME
 from ._input import check_messages
 from ._nesting import outer_call
 
@@ -34,10 +35,20 @@ if TYPE_CHECKING:
     from ._events import AgentResponse
     from ._structured import _Output
 
-__all__ = ["AgentTool", "check_agent_names", "make_agent_tool", "open_as_tool"]
+__all__ = [
+    "UNNAMED_TOOL",
+    "AgentTool",
+    "check_agent_names",
+    "make_agent_tool",
+    "open_as_tool",
+    "usage_key",
+]
 
 HistoryOption = Sequence[Message] | Callable[[ToolContext[Any]], Sequence[Message]] | None
 """``as_tool(history=...)``: what the inner turn sees before the prompt."""
+
+UNNAMED_TOOL = "agent"
+"""``as_tool()``'s name for an agent left with the default name."""
 
 _NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
@@ -148,32 +159,55 @@ def _agent_tools(agent: Agent) -> list[AgentTool]:
     return [tool for tool in agent.config.registry if isinstance(tool, AgentTool)]
 
 
+def usage_key(agent: Agent, tool: AgentTool | None) -> str:
+    """``agent``'s key in ``usage_by_agent`` when run by ``tool`` (``None``: the outer
+    agent): its name, or the tool's name if it was left with the default name."""
+    name = agent.config.name
+    return tool.name if tool is not None and name == DEFAULT_NAME else name
+
+
 def check_agent_names(outer: Agent) -> None:
     """Refuse a tree of agents (``outer`` and the agents given to it as tools, at any depth)
-    in which two different agents share a name: ``usage_by_agent`` keys usage by name, and
-    two agents left with the default name would be counted as one.
+    in which two different agents would be counted under one key of ``usage_by_agent``:
+    their name, or for one left with the default name, the name of the tool it is given as
+    (:func:`usage_key`). One agent under several keys (one unnamed agent given as two
+    tools) is counted under each; one key for one agent (a named agent given twice, as two
+    tools or at two levels) is one entry.
 
     Raises:
         BuildError: naming both agents and where they are in the tree.
     """
     seen: dict[str, tuple[Agent, str]] = {}
+    expanded: set[int] = set()
 
-    def visit(agent: Agent, where: str) -> None:
-        name = agent.config.name
-        found = seen.get(name)
-        if found is not None:
-            if found[0] is agent:
-                return  # one agent used twice (two tools, two levels): one entry
+    def visit(agent: Agent, tool: AgentTool | None, where: str) -> None:
+        key = usage_key(agent, tool)
+        found = seen.get(key)
+        if found is None:
+            seen[key] = (agent, where)
+        elif found[0] is not agent:
+            both = f"{found[1]} and {where}"
+            if found[0].config.name == agent.config.name == key != DEFAULT_NAME:
+                raise BuildError(
+                    f"two agents in agent {outer.config.name!r}'s tree are named {key!r}: "
+                    f"{both}. usage_by_agent counts usage by agent name, so give each its "
+                    "own name (AgentBuilder.name)"
+                )
             raise BuildError(
-                f"two agents in agent {outer.config.name!r}'s tree are named {name!r}: "
-                f"{found[1]} and {where}. usage_by_agent counts usage by agent name, so give "
-                "each its own name (AgentBuilder.name)"
+                f"two agents in agent {outer.config.name!r}'s tree would both count as "
+                f"{key!r} in usage_by_agent: {both}. An agent left with the default name "
+                f"{DEFAULT_NAME!r} counts under the name of the tool it is given as: give the "
+                "agents names (AgentBuilder.name) or the tools other names (as_tool(name=...))"
             )
-        seen[name] = (agent, where)
-        for tool in _agent_tools(agent):
-            visit(tool.agent, f"the agent behind tool {tool.name!r} of {name!r}")
+        if id(agent) in expanded:
+            return
+        expanded.add(id(agent))
+        name = agent.config.name
+        for inner in _agent_tools(agent):
+            unnamed = " (unnamed)" if inner.agent.config.name == DEFAULT_NAME else ""
+            visit(inner.agent, inner, f"the agent{unnamed} behind tool {inner.name!r} of {name!r}")
 
-    visit(outer, "the outer agent")
+    visit(outer, None, "the outer agent")
 
 
 @asynccontextmanager
@@ -220,14 +254,17 @@ def make_agent_tool(
 ) -> AgentTool:
     """:meth:`Agent.as_tool`'s checks and schema."""
     if name is None:
-        name = agent.config.name
+        # An agent left unnamed is "agent" to the model (and in usage_by_agent), not "kova".
+        name = UNNAMED_TOOL if agent.config.name == DEFAULT_NAME else agent.config.name
     if not isinstance(name, str) or not name or not set(name) <= _NAME_OK or len(name) > 64:
         raise BuildError(
             f"as_tool name must be 1 to 64 letters, digits, '_' or '-', got {name!r}"
             + (" (the agent's name; pass name=...)" if name == agent.config.name else "")
         )
     if description is None:
-        description = agent.config.system_prompt or f"Ask the {name} agent."
+        description = agent.config.system_prompt or (
+            "Ask another agent." if name == UNNAMED_TOOL else f"Ask the {name} agent."
+        )
     if not isinstance(description, str):
         raise TypeError(f"as_tool description must be a str, got {type(description).__name__}")
     if input is str:

@@ -13,7 +13,7 @@ from .._models import InferenceConfig
 from .._observe import TelemetryHub
 from ..providers import Provider
 from ._agent import Agent
-from ._config import AgentConfig
+from ._config import DEFAULT_NAME, AgentConfig
 from ._lifecycle import LifecycleHook
 from ._limits import UsageLimits
 from ._retry import RetryConfig
@@ -83,7 +83,7 @@ class AgentBuilder:
             tuple[McpClient, str, list[McpTool], ToolFilter | None, ToolFilter | None]
         ] = []
         self._telemetry: TelemetryHub | None = None
-        self._name = "kova"
+        self._name = DEFAULT_NAME
         self._usage_limits: UsageLimits | None = None
         self._defer: DeferPredicate | None = None
 
@@ -223,7 +223,9 @@ class AgentBuilder:
         return self
 
     def name(self, name: str) -> Self:
-        """The agent's name in telemetry (``invoke_agent {name}``; default ``kova``)."""
+        """The agent's name in telemetry (``invoke_agent {name}``; default ``kova``) and in
+        ``usage_by_agent``; unique among the agents of a tree (``as_tool``). An agent left
+        with the default name counts there under the name of the tool it is given as."""
         if not isinstance(name, str) or not name:
             raise BuildError(f"the agent's name must be a non-empty string, got {name!r}")
         self._name = name

@@ -19,7 +19,11 @@ if TYPE_CHECKING:
     from ._limits import UsageLimits
     from ._tool_pool import ApprovalFunction, ApprovalHandler, DeferPredicate
 
-__all__ = ["AgentConfig"]
+__all__ = ["DEFAULT_NAME", "AgentConfig"]
+
+DEFAULT_NAME = "kova"
+"""The name of an agent not given one (``AgentBuilder.name``). Used as another agent's tool
+(``as_tool``), such an agent counts in ``usage_by_agent`` under the tool's name."""
 
 
 def _positive(name: str, value: int) -> int:
@@ -86,7 +90,7 @@ class AgentConfig(Record):
         provider_max_in_flight: int | None = None,
         output_retries: int = 1,
         telemetry: TelemetryHub | None = None,
-        name: str = "kova",
+        name: str = DEFAULT_NAME,
         usage_limits: UsageLimits | None = None,
         defer: DeferPredicate | None = None,
     ) -> None:

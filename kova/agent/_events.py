@@ -62,7 +62,8 @@ class AgentResponse(Record):
     calls; store them and ``pending.to_json()``, then ``agent.resume(history, pending)``."""
     usage_by_agent: Mapping[str, Usage] = MappingProxyType({})
     """``usage`` by agent name (``AgentBuilder.name``): this agent's own calls and those of
-    the agents its tools ran (``agent.as_tool()``), at every depth."""
+    the agents its tools ran (``agent.as_tool()``), at every depth; an inner agent left with
+    the default name counts under the name of the tool that ran it."""
 
 
 class ToolCallStarted(Record):

@@ -962,7 +962,7 @@ async def test_a_resumed_structured_inner_turn_is_re_asked_while_invalid(servers
     assert done.usage_by_agent["cleaner"] == USAGE + USAGE  # the resumed part: answer, re-ask
 
 
-# -- one owner for an agent given as a tool; one name per agent in a tree -----------------
+# -- one owner for an agent given as a tool; one usage_by_agent key per agent in a tree -----
 
 
 async def test_an_agent_held_open_by_one_outer_agent_is_refused_to_a_second(
@@ -996,12 +996,111 @@ async def test_an_agent_held_open_by_one_outer_agent_is_refused_to_a_second(
         assert (await editor.run("Edit.")).text == "facts about moths"
 
 
-async def test_two_agents_of_one_tree_with_one_name_are_refused(servers: Any) -> None:
+def answering(text: str, usage: Usage) -> Callable[[ScriptRequest], Reply]:
+    """A model that answers ``text`` with ``usage`` (to tell agents' usage apart)."""
+    return lambda request: reply_text(text, usage=usage)
+
+
+async def test_agents_left_unnamed_count_under_their_tool_names(servers: Any) -> None:
+    # The first-day program: nobody named anything.
+    inner_usage = Usage(input_tokens=1, output_tokens=2)
+    checker_usage = Usage(input_tokens=3, output_tokens=4)
+    inner = AgentBuilder().provider(provider(await servers(answering("owls", inner_usage))))
+    checker = AgentBuilder().provider(provider(await servers(answering("ok", checker_usage))))
+    writing = await servers(delegating(("agent", {"input": "owls?"}), ("checker", {"input": "?"})))
+    outer = (
+        AgentBuilder()
+        .provider(provider(writing))
+        .tool(inner.build().as_tool())  # default tool name: "agent"
+        .tool(checker.build().as_tool("checker"))
+        .build()
+    )
+    async with outer:
+        response = await outer.run("Write.")
+        streamed = outer.stream("Write.")
+        async with streamed as events:
+            async for event in events:
+                if isinstance(event, TurnCompleted):
+                    assert event.response.usage_by_agent == response.usage_by_agent
+    assert response.text == "owls | ok"
+    offered = [tool["function"] for tool in writing.requests[0].json()["tools"]]  # type: ignore[index]
+    assert [tool["name"] for tool in offered] == ["agent", "checker"]
+    assert offered[0]["description"] == "Ask another agent."
+    # Each agent's own usage, keyed: the outer one by its name, the inner ones by their tool's.
+    assert dict(response.usage_by_agent) == {
+        "kova": USAGE + USAGE,
+        "agent": inner_usage,
+        "checker": checker_usage,
+    }
+    assert response.usage == USAGE + USAGE + inner_usage + checker_usage
+
+
+async def test_one_unnamed_agent_given_as_two_tools_counts_under_each(servers: Any) -> None:
+    inner_usage = Usage(input_tokens=1, output_tokens=2)
+    inner = AgentBuilder().provider(provider(await servers(answering("x", inner_usage)))).build()
+    writing = await servers(
+        delegating(("short", {"input": "a"}), ("long", {"input": "b"}), ("long", {"input": "c"}))
+    )
+    outer = build(writing, "writer", inner.as_tool("short"), inner.as_tool("long"))
+    async with outer:
+        response = await outer.run("Write.")
+    assert dict(response.usage_by_agent) == {
+        "writer": USAGE + USAGE,
+        "short": inner_usage,
+        "long": inner_usage + inner_usage,
+    }
+
+
+async def test_three_unnamed_levels_need_a_tool_name_to_tell_two_apart(servers: Any) -> None:
+    research = await servers(answering("facts", Usage(input_tokens=1, output_tokens=1)))
+    editing = await servers(delegating(("agent", {"input": "facts?"})))
+    writing = await servers(delegating(("editor", {"input": "edit"})))
+    researcher = AgentBuilder().provider(provider(research)).build()
+    editor = AgentBuilder().provider(provider(editing)).tool(researcher.as_tool()).build()
+    # Both inner agents would be "agent": refused, saying how to tell them apart.
+    clash = AgentBuilder().provider(provider(writing)).tool(editor.as_tool()).build()
+    with pytest.raises(BuildError) as refused:
+        async with clash:
+            pass
+    assert str(refused.value) == (
+        "two agents in agent 'kova''s tree would both count as 'agent' in usage_by_agent: "
+        "the agent (unnamed) behind tool 'agent' of 'kova' and the agent (unnamed) behind "
+        "tool 'agent' of 'kova'. An agent left with the default name 'kova' counts under "
+        "the name of the tool it is given as: give the agents names (AgentBuilder.name) or "
+        "the tools other names (as_tool(name=...))"
+    )
+    assert not editor.is_open
+    assert not researcher.is_open
+    writer = AgentBuilder().provider(provider(writing)).tool(editor.as_tool("editor")).build()
+    async with writer:
+        response = await writer.run("Write.")
+    assert dict(response.usage_by_agent) == {
+        "kova": USAGE + USAGE,
+        "editor": USAGE + USAGE,
+        "agent": Usage(input_tokens=1, output_tokens=1),
+    }
+
+
+async def test_two_agents_given_one_name_are_refused(servers: Any) -> None:
     research = await servers(researcher_script)
     writing = await servers(delegating(("researcher", {"input": "owls"})))
-    unnamed = AgentBuilder().provider(provider(research)).build()  # the default name
-    outer = AgentBuilder().provider(provider(writing)).tool(unnamed.as_tool("researcher")).build()
-    with pytest.raises(BuildError, match=r"two agents in agent 'kova''s tree are named 'kova'"):
+    # Named alike by the user: usage_by_agent could not tell them apart.
+    first, second = build(research, "researcher"), build(research, "researcher")
+    outer = build(writing, "writer", first.as_tool("a"), second.as_tool("b"))
+    with pytest.raises(BuildError) as refused:
+        async with outer:
+            pass
+    assert str(refused.value) == (
+        "two agents in agent 'writer''s tree are named 'researcher': the agent behind tool "
+        "'a' of 'writer' and the agent behind tool 'b' of 'writer'. usage_by_agent counts "
+        "usage by agent name, so give each its own name (AgentBuilder.name)"
+    )
+    assert not first.is_open
+    assert not second.is_open
+    # An unnamed agent given as a tool named like the (unnamed) outer agent: the same clash.
+    unnamed = AgentBuilder().provider(provider(research)).build()
+    outer = AgentBuilder().provider(provider(writing)).tool(unnamed.as_tool("kova")).build()
+    with pytest.raises(BuildError, match=r"would both count as 'kova'.*the outer agent and"):
         async with outer:
             pass
     assert not unnamed.is_open
