@@ -439,16 +439,18 @@ class McpConnection(Actor):
         )
 
     async def _live_session(self, avoid: Session | None, *, wait: bool = False) -> Session:
-        """The live session (other than ``avoid``), waiting while one is being opened.
+        """The live session (other than ``avoid``), waiting while one is being opened
+        (the first connection, or the first attempt after a session was lost).
 
         With ``wait`` (a request that was lost after it was sent, to be sent again), it
         also waits while the server is unavailable: failing fast would report "nothing was
         sent" for a request the server may have run.
 
         Raises:
-            McpUnavailableError: the server is unavailable (the actor is backing off) and
-                neither the host nor ``wait`` asked requests to wait; or the reconnect
-                policy gave up (whatever was asked).
+            McpUnavailableError: the server is unavailable (the actor is backing off, or
+                trying again after a failed attempt) and neither the host nor ``wait``
+                asked requests to wait; or the reconnect policy gave up (whatever was
+                asked).
         """
         while True:
             session = self._session
@@ -457,11 +459,12 @@ class McpConnection(Actor):
             if self._given_up is not None:
                 raise self._gave_up()
             state = self._shared.state
-            if (
-                state.status == "unavailable"
-                and not wait
-                and not self._settings.wait_for_connection
-            ):
+            # Known down: backing off, or trying again after a failed attempt (a call does
+            # not wait on that probe). The first attempt after a loss is waited for.
+            down = state.status == "unavailable" or (
+                state.status == "connecting" and state.attempts > 0
+            )
+            if down and not wait and not self._settings.wait_for_connection:
                 raise self._unavailable()
             self._waiting += 1
             try:

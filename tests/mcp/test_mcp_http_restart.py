@@ -3,9 +3,13 @@
 session with 404) and ``@modelcontextprotocol/server-everything`` (answers 400 "No valid
 session ID provided").
 
-Real processes, real time, so the timings are bounded rather than exact: the policy's
-backoff is capped at 0.25 s here, and the tests check that calls fail fast while the
-server is down and work again within a second of it being back.
+Real processes, real time: how long a process takes to start, or a connection attempt to be
+refused, depends on the machine's load, so these tests assert what the client does rather
+than how long the I/O took. Calls fail fast while the server is down (no I/O: the actor
+knows it is down, even while it is trying again); once the server is back, the actor's next
+attempt succeeds on its own, with no call to ``reconnect()``, and the calls work again. The
+backoff's exact schedule (a server that is back is found within ``maximum``) is pinned on
+the fake clock in test_mcp_recovery.py.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from mcp_fixtures import SERVER
 from npm_env import EVERYTHING, PIN_LOOPBACK, require_npm_packages, system_node
 
 import kova
-from kova.mcp import McpClient, ReconnectPolicy, StreamableHttpTransport
+from kova.mcp import McpClient, McpConnectionState, ReconnectPolicy, StreamableHttpTransport
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -105,6 +109,25 @@ def server(request: pytest.FixtureRequest) -> Server:
     return Server(start=_start_test_server)
 
 
+Changes = list[tuple[float, McpConnectionState]]
+
+
+def _recording() -> tuple[Changes, Callable[[McpConnectionState], None]]:
+    changes: Changes = []
+    return changes, lambda state: changes.append((trio.current_time(), state))
+
+
+def _assert_next_attempt_succeeds(changes: Changes, back: float) -> None:
+    """The server was listening again at ``back``: the first attempt the actor started after
+    that succeeded (an attempt under way at ``back`` may have failed: it began before)."""
+    statuses = [state.status for time, state in changes if time >= back]
+    if "connecting" in statuses:
+        statuses = statuses[statuses.index("connecting") :]
+    assert statuses[:1] in (["connecting"], ["connected"]), statuses
+    assert "connected" in statuses
+    assert "unavailable" not in statuses[: statuses.index("connected")], statuses
+
+
 def _echo(server: Server) -> tuple[str, dict[str, str], str]:
     if server.start is _start_everything:
         return "echo", {"message": "hi"}, "Echo: hi"
@@ -114,10 +137,11 @@ def _echo(server: Server) -> tuple[str, dict[str, str], str]:
 async def test_server_restarted_while_idle_is_recovered_without_reconnect(server):
     tool, arguments, expected = _echo(server)
     await server.up()
+    changes, record = _recording()
     try:
         with trio.fail_after(GUARD):
             async with McpClient.connect(
-                StreamableHttpTransport(server.url), reconnect=FAST
+                StreamableHttpTransport(server.url), reconnect=FAST, on_state_change=record
             ) as client:
                 assert (await client.tools_call(tool, arguments)).text == expected
                 await server.kill()
@@ -126,13 +150,11 @@ async def test_server_restarted_while_idle_is_recovered_without_reconnect(server
                 start = trio.current_time()
                 with pytest.raises(kova.McpUnavailableError, match="is unavailable since"):
                     await client.tools_call(tool, arguments)
-                assert trio.current_time() - start < 0.5  # failed fast
+                assert trio.current_time() - start < 0.5  # failed fast: no I/O waited for
                 await server.up()
                 back = trio.current_time()
                 state = await client.wait_for_state("connected")
-                # The backoff is capped at 0.25 s, then initialize runs; up to 1.1 s was
-                # measured on a heavily loaded machine.
-                assert trio.current_time() - back < 1.5
+                _assert_next_attempt_succeeds(changes, back)
                 assert state.session == 2
                 assert (await client.tools_call(tool, arguments)).text == expected
     finally:
@@ -144,13 +166,13 @@ async def test_server_restarted_under_calls_is_recovered_without_reconnect(serve
     tool, arguments, expected = _echo(server)
     await server.up()
     outcomes: list[str] = []
+    changes, record = _recording()
     try:
         with trio.fail_after(GUARD):
             async with McpClient.connect(
-                StreamableHttpTransport(server.url), reconnect=FAST
+                StreamableHttpTransport(server.url), reconnect=FAST, on_state_change=record
             ) as client:
                 back = trio.Event()
-                recovered_after: list[float] = []
 
                 async def keep_calling() -> None:
                     while True:
@@ -164,7 +186,6 @@ async def test_server_restarted_under_calls_is_recovered_without_reconnect(serve
                             assert result.text == expected
                             outcomes.append("ok")
                             if back.is_set():
-                                recovered_after.append(trio.current_time() - back_at[0])
                                 return
                         await trio.sleep(0.02)
 
@@ -180,12 +201,14 @@ async def test_server_restarted_under_calls_is_recovered_without_reconnect(serve
                     start = trio.current_time()
                     with pytest.raises(kova.McpUnavailableError):
                         await client.tools_call(tool, arguments)
-                    assert trio.current_time() - start < 0.5
+                    assert trio.current_time() - start < 0.5  # no I/O waited for
                     await trio.sleep(1.5)
                     await server.up()
                     back_at.append(trio.current_time())
                     back.set()
-                assert recovered_after[0] < 1.5
+                # The calls recovered with the session the actor opened by itself.
+                _assert_next_attempt_succeeds(changes, back_at[0])
+                assert client.state.session == 2
     finally:
         if server.process is not None:
             await server.kill()

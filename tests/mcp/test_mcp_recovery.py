@@ -40,6 +40,8 @@ class FlakyTransport:
     server: Any
     down: bool = False
     opened: int = 0
+    refused_after: float = 0.0
+    """How long an attempt takes to be refused while down (a slow network, a loaded host)."""
     _kill: trio.Event = attrs.field(factory=trio.Event)
 
     def kill(self) -> None:
@@ -52,7 +54,7 @@ class FlakyTransport:
     @asynccontextmanager
     async def _open(self) -> AsyncIterator[Any]:
         if self.down:
-            await trio.lowlevel.checkpoint()
+            await trio.sleep(self.refused_after)
             raise ConnectionRefusedError("connection refused (the test server is down)")
         self.opened += 1
         kill = self._kill = trio.Event()
@@ -119,6 +121,28 @@ async def test_a_one_minute_outage_does_not_end_the_block(autojump_clock):
         "closed",
     ]
     assert "actor.restarted" not in [entry["event"] for entry in logs]
+
+
+async def test_a_call_while_the_actor_tries_again_fails_at_once(autojump_clock):
+    # Each attempt takes 5 s to be refused. The first attempt after the loss is waited for
+    # (the server may be back at once); once one has failed the server is known to be down,
+    # and a call made while the actor tries again does not wait on that attempt.
+    transport = FlakyTransport(build_server(), refused_after=5.0)
+    with trio.fail_after(GUARD):
+        async with McpClient.connect(transport, reconnect=NO_JITTER) as client:
+            transport.down = True
+            transport.kill()
+            await client.wait_for_state("connecting")
+            start = trio.current_time()
+            with pytest.raises(kova.McpUnavailableError, match="is unavailable since"):
+                await client.tools_call("echo", {"text": "first attempt"})
+            assert trio.current_time() - start == 5  # waited for the first attempt
+            await trio.sleep(1.5)  # the 1 s backoff after it: the second attempt is under way
+            assert (client.state.status, client.state.attempts) == ("connecting", 1)
+            start = trio.current_time()
+            with pytest.raises(kova.McpUnavailableError, match="is unavailable since"):
+                await client.tools_call("echo", {"text": "retry"})
+            assert trio.current_time() == start
 
 
 async def test_calls_can_wait_for_the_server_instead(autojump_clock):
