@@ -63,6 +63,22 @@ def tied_popen(args: list[str], **options: Any) -> subprocess.Popen[Any]:
     return subprocess.Popen([*shim, *args], **options)
 
 
+def tied_executable(program: Path, folder: Path) -> Path:
+    """An executable in ``folder`` that runs ``program`` (with its arguments) tied to this
+    process's life as :func:`tied_popen` does: for a server a library starts for us, such as
+    the time-skipping test server ``WorkflowEnvironment.start_time_skipping`` runs from
+    ``test_server_existing_path``. (Its parent is a thread of the Temporal SDK's runtime,
+    which lives as long as the process.)"""
+    shim = folder / "tie.py"
+    shim.write_text(_TIE)
+    wrapper = folder / program.name
+    wrapper.write_text(
+        f'#!/bin/sh\nexec "{sys.executable}" "{shim}" "{os.getpid()}" "{program}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return wrapper
+
+
 def start_dev_server(port: int) -> subprocess.Popen[bytes]:
     """``temporal server start-dev`` on loopback port ``port`` (in memory, no UI), tied to
     this process's life (:func:`tied_popen`)."""

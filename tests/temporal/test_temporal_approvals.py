@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from temporal_helpers import TEST_SERVER, builder, fake_openai, run, unique
+from temporal_helpers import builder, fake_openai, run, unique
 from temporalio.testing import WorkflowEnvironment
 
 import kova
@@ -62,7 +62,7 @@ async def _waiting(handle: Any) -> kova.agent.PendingApprovals:
             return pending
 
 
-def test_an_approval_waits_days_then_the_turn_resumes() -> None:
+def test_an_approval_waits_days_then_the_turn_resumes(test_server: str) -> None:
     DELETED.clear()
 
     async def body(env: WorkflowEnvironment, handle: Any) -> Any:
@@ -77,7 +77,7 @@ def test_an_approval_waits_days_then_the_turn_resumes() -> None:
 
     async def main() -> Any:
         async with await WorkflowEnvironment.start_time_skipping(
-            test_server_existing_path=str(TEST_SERVER)
+            test_server_existing_path=test_server
         ) as env:
             with fake_openai(script) as base_url:
                 return await _start(env, base_url, body)
@@ -89,7 +89,9 @@ def test_an_approval_waits_days_then_the_turn_resumes() -> None:
     assert response.pending is None
 
 
-def test_an_approval_nobody_decides_ends_the_turn_paused_after_its_timeout() -> None:
+def test_an_approval_nobody_decides_ends_the_turn_paused_after_its_timeout(
+    test_server: str,
+) -> None:
     DELETED.clear()
 
     async def body(env: WorkflowEnvironment, handle: Any) -> Any:
@@ -98,7 +100,7 @@ def test_an_approval_nobody_decides_ends_the_turn_paused_after_its_timeout() -> 
 
     async def main() -> Any:
         async with await WorkflowEnvironment.start_time_skipping(
-            test_server_existing_path=str(TEST_SERVER)
+            test_server_existing_path=test_server
         ) as env:
             with fake_openai(script) as base_url:
                 return await _start(env, base_url, body)

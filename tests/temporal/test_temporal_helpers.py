@@ -1,9 +1,12 @@
 """The suite's own processes cannot outlive it: a Temporal dev server started the way the
-session fixture starts it dies with the process that started it, even when that process is
-SIGKILLed (as a killed pytest is) and has no chance to stop it."""
+session fixture starts it, and the time-skipping test server started through the tied
+executable the approval tests give the Temporal SDK, die with the process that started
+them, even when that process is SIGKILLed (as a killed pytest is) and has no chance to stop
+them."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -11,54 +14,79 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 HERE = Path(__file__).parent
 
-# A stand-in for pytest: starts a dev server as the fixture does, says its pid, then waits.
-STARTER = """\
+# Stand-ins for pytest: each starts a server as the suite does, says READY, then waits.
+STARTERS = {
+    "temporal": """\
 import sys, time
 sys.path.insert(0, sys.argv[1])
 from temporal_helpers import free_port, start_dev_server
 server = start_dev_server(free_port())
-print(server.pid, flush=True)
+print("READY", flush=True)
 time.sleep(120)
-"""
+""",
+    "temporal-test-server": """\
+import asyncio, pathlib, sys
+sys.path.insert(0, sys.argv[1])
+from temporal_helpers import TEST_SERVER, tied_executable
+from temporalio.testing import WorkflowEnvironment
+
+async def main():
+    path = tied_executable(TEST_SERVER, pathlib.Path(sys.argv[2]))
+    env = await WorkflowEnvironment.start_time_skipping(test_server_existing_path=str(path))
+    print("READY", flush=True)
+    await asyncio.sleep(120)
+
+asyncio.run(main())
+""",
+}
 
 
 def _alive(pid: int) -> bool:
     """The process exists and is not a zombie waiting for its new parent to reap it."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def _program(pid: int) -> str:
-    return os.path.basename(Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode())
+def _server_of(starter: int, program: str) -> int:
+    """The pid of ``program`` among ``starter``'s children, once the exec shim has run it in
+    place (the shim is a Python process for a moment)."""
+    deadline = time.monotonic() + 10
+    while True:
+        for child in psutil.Process(starter).children():
+            with contextlib.suppress(psutil.Error, IndexError):
+                if os.path.basename(child.cmdline()[0]) == program:
+                    return child.pid
+        assert time.monotonic() < deadline, f"{program} is not a child of the starter"
+        time.sleep(0.02)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
-def test_a_dev_server_dies_with_the_sigkilled_process_that_started_it() -> None:
+@pytest.mark.parametrize("program", sorted(STARTERS))
+def test_a_server_dies_with_the_sigkilled_process_that_started_it(
+    program: str, tmp_path: Path
+) -> None:
     starter = subprocess.Popen(
-        [sys.executable, "-c", STARTER, str(HERE)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", STARTERS[program], str(HERE), str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     server = 0
     try:
         assert starter.stdout is not None
-        server = int(starter.stdout.readline())
-        # The shim exec'd the server in place: that pid is the Temporal CLI itself.
-        deadline = time.monotonic() + 10
-        while _program(server) != "temporal":
-            assert time.monotonic() < deadline, "the shim did not exec the server"
-            time.sleep(0.02)
-        assert _alive(server)
+        assert starter.stdout.readline().strip() == "READY"
+        server = _server_of(starter.pid, program)
         starter.send_signal(signal.SIGKILL)  # no finally, no atexit: as a killed pytest
         starter.wait()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 15
         while _alive(server):
-            assert time.monotonic() < deadline, "the dev server outlived its parent"
+            assert time.monotonic() < deadline, f"{program} outlived its parent"
             time.sleep(0.02)
     finally:
         if starter.poll() is None:
