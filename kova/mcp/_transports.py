@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
+from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol, TextIO, runtime_checkable
 
@@ -33,7 +35,7 @@ from ._auth import MCP_SESSION_ID_HEADER, McpHttpAuth, TokenProvider
 from ._stdio import DEFAULT_MAX_MESSAGE_BYTES, NOT_DELIVERED, not_delivered_answer, open_stdio
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable
     from pathlib import Path
 
     from mcp.server import Server
@@ -69,8 +71,58 @@ def _str_tuple(value: object) -> tuple[str, ...]:
     return tuple(str(item) for item in value)  # type: ignore[attr-defined]
 
 
+def _str_dict(what: str, value: object) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{what} must be a mapping of str to str, got {type(value).__name__}")
+    for key, item in value.items():
+        if not isinstance(key, str) or not isinstance(item, str):
+            # Neither is shown: a header or variable value may be a secret.
+            raise TypeError(
+                f"{what} must map str to str, got {type(key).__name__}: {type(item).__name__}"
+            )
+    return dict(value)
+
+
 def _str_mapping(value: Mapping[str, str] | None) -> Mapping[str, str] | None:
-    return None if value is None else dict(value)
+    return None if value is None else _str_dict("env", value)
+
+
+def _check_command(_instance: object, _attribute: Any, value: Any) -> None:
+    if not isinstance(value, str) or not value:
+        raise TypeError(f"command must be a non-empty str (the executable), got {value!r}")
+
+
+def _check_cwd(_instance: object, _attribute: Any, value: Any) -> None:
+    if value is not None and not isinstance(value, str | os.PathLike):
+        raise TypeError(f"cwd must be a path (str or os.PathLike) or None, got {value!r}")
+
+
+def _check_url(_instance: object, _attribute: Any, value: Any) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"url must be a str, got {type(value).__name__}")
+    scheme, _, rest = value.partition("://")
+    if scheme.lower() not in ("http", "https") or not rest.strip("/"):
+        raise ValueError(f"url must be an http(s) URL, got {value!r}")
+
+
+def _check_auth(_instance: object, _attribute: Any, value: Any) -> None:
+    if value is not None and not isinstance(value, TokenProvider):
+        raise TypeError(
+            "auth must be a TokenProvider (async token() and refresh() methods), got "
+            f"{type(value).__name__}; pass an httpx2.Auth as http_auth="
+        )
+
+
+def _check_http_auth(_instance: object, _attribute: Any, value: Any) -> None:
+    if value is not None and not isinstance(value, httpx2.Auth):
+        raise TypeError(f"http_auth must be an httpx2.Auth, got {type(value).__name__}")
+
+
+def _check_seconds(_instance: object, attribute: attrs.Attribute[float], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{attribute.name} must be a number of seconds, got {value!r}")
+    if not value > 0:
+        raise ValueError(f"{attribute.name} must be positive, got {value!r}")
 
 
 def _positive_int(instance: object, attribute: attrs.Attribute[int], value: object) -> None:
@@ -79,7 +131,13 @@ def _positive_int(instance: object, attribute: attrs.Attribute[int], value: obje
 
 
 def _headers(value: Mapping[str, str] | None) -> Mapping[str, str]:
-    return {} if value is None else dict(value)
+    if value is None:
+        return {}
+    headers = _str_dict("headers", value)
+    for name, header in headers.items():
+        if any(character in header for character in "\r\n\x00"):
+            raise ValueError(f"headers[{name!r}] holds a line break, which a header cannot carry")
+    return headers
 
 
 @attrs.frozen
@@ -112,10 +170,10 @@ class StdioTransport:
     the respawned server instead of being reported as "may or may not have run".
     """
 
-    command: str
+    command: str = attrs.field(validator=_check_command)
     args: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple, kw_only=True)
     env: Mapping[str, str] | None = attrs.field(default=None, converter=_str_mapping, kw_only=True)
-    cwd: str | Path | None = attrs.field(default=None, kw_only=True)
+    cwd: str | Path | None = attrs.field(default=None, kw_only=True, validator=_check_cwd)
     stderr: TextIO | None = attrs.field(default=None, kw_only=True, eq=False)
     max_message_bytes: int = attrs.field(
         default=DEFAULT_MAX_MESSAGE_BYTES, kw_only=True, validator=_positive_int
@@ -150,12 +208,14 @@ class StreamableHttpTransport:
         sse_read_timeout: how long an open SSE stream may stay silent, in seconds.
     """
 
-    url: str
+    url: str = attrs.field(validator=_check_url)
     headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, kw_only=True)
-    auth: TokenProvider | None = attrs.field(default=None, kw_only=True)
-    http_auth: httpx2.Auth | None = attrs.field(default=None, kw_only=True)
-    timeout: float = attrs.field(default=30.0, kw_only=True)
-    sse_read_timeout: float = attrs.field(default=300.0, kw_only=True)
+    auth: TokenProvider | None = attrs.field(default=None, kw_only=True, validator=_check_auth)
+    http_auth: httpx2.Auth | None = attrs.field(
+        default=None, kw_only=True, validator=_check_http_auth
+    )
+    timeout: float = attrs.field(default=30.0, kw_only=True, validator=_check_seconds)
+    sse_read_timeout: float = attrs.field(default=300.0, kw_only=True, validator=_check_seconds)
 
     def open(self, *, watch: SessionWatch | None = None) -> AbstractAsyncContextManager[Any]:
         """Open one connection. ``watch`` (the connection actor's) hears of a session the
@@ -367,12 +427,14 @@ class SseTransport:
         sse_read_timeout: how long the event stream may stay silent, in seconds.
     """
 
-    url: str
+    url: str = attrs.field(validator=_check_url)
     headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, kw_only=True)
-    auth: TokenProvider | None = attrs.field(default=None, kw_only=True)
-    http_auth: httpx2.Auth | None = attrs.field(default=None, kw_only=True)
-    timeout: float = attrs.field(default=30.0, kw_only=True)
-    sse_read_timeout: float = attrs.field(default=300.0, kw_only=True)
+    auth: TokenProvider | None = attrs.field(default=None, kw_only=True, validator=_check_auth)
+    http_auth: httpx2.Auth | None = attrs.field(
+        default=None, kw_only=True, validator=_check_http_auth
+    )
+    timeout: float = attrs.field(default=30.0, kw_only=True, validator=_check_seconds)
+    sse_read_timeout: float = attrs.field(default=300.0, kw_only=True, validator=_check_seconds)
 
     def open(self, *, watch: SessionWatch | None = None) -> AbstractAsyncContextManager[Any]:
         """Open one connection. ``watch`` (the connection actor's) hears of a server that

@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 import logging
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -24,7 +25,6 @@ from .._errors import BuildError
 from .._record import EMPTY, Record
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
     from typing import Self
 
 __all__ = [
@@ -59,8 +59,32 @@ def _level(value: int | str) -> int:
 
 
 def _check_rate(_instance: object, _attribute: object, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BuildError(f"sampling_rate must be a number between 0 and 1, got {value!r}")
     if not 0.0 <= value <= 1.0:
         raise BuildError(f"sampling_rate must be between 0 and 1, got {value!r}")
+
+
+def _check_exporter(_instance: object, _attribute: object, value: Any) -> None:
+    if value is not None and not isinstance(value, ExporterConfig):
+        raise BuildError(
+            f"exporter must be an ExporterConfig (ExporterConfig.otlp(...)), got {value!r}"
+        )
+
+
+def _check_service_name(_instance: object, _attribute: object, value: object) -> None:
+    if not isinstance(value, str) or not value:
+        raise BuildError(f"service_name must be a non-empty str, got {value!r}")
+
+
+def _check_flag(_instance: object, attribute: attrs.Attribute[bool], value: object) -> None:
+    if not isinstance(value, bool):
+        raise BuildError(f"{attribute.name} must be True or False, got {value!r}")
+
+
+def _check_interval(_instance: object, _attribute: object, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise BuildError(f"metric_interval must be a positive number of seconds, got {value!r}")
 
 
 class ExporterConfig(Record):
@@ -83,6 +107,10 @@ class ExporterConfig(Record):
             ("http://", "https://")
         ):
             raise BuildError(f"the OTLP endpoint must be an http(s) URL, got {self.endpoint!r}")
+        if not isinstance(self.headers, Mapping) or not all(
+            isinstance(name, str) and isinstance(value, str) for name, value in self.headers.items()
+        ):
+            raise BuildError("the OTLP headers must map str to str")
 
     @classmethod
     def otlp(
@@ -101,7 +129,11 @@ class ExporterConfig(Record):
             chosen = OtlpProtocol(protocol)
         except ValueError:
             raise BuildError(f"protocol must be 'grpc' or 'http', got {protocol!r}") from None
-        return cls(endpoint=endpoint.rstrip("/"), protocol=chosen, headers=dict(headers or {}))
+        if isinstance(endpoint, str):
+            endpoint = endpoint.rstrip("/")
+        if headers is not None and not isinstance(headers, Mapping):
+            raise BuildError(f"the OTLP headers must map str to str, got {headers!r}")
+        return cls(endpoint=endpoint, protocol=chosen, headers=dict(headers or {}))
 
 
 @attrs.frozen(kw_only=True)
@@ -115,15 +147,15 @@ class TelemetryConfig:
 
     log_level: int = attrs.field(default=logging.INFO, converter=_level)
     """The lowest level logged (a :mod:`logging` number or ``"debug"``... ``"critical"``)."""
-    exporter: ExporterConfig | None = None
+    exporter: ExporterConfig | None = attrs.field(default=None, validator=_check_exporter)
     """Where traces and metrics go; ``None``: logs only."""
     sampling_rate: float = attrs.field(default=1.0, validator=_check_rate)
     """The fraction of traces kept (parent-based: a turn follows its caller's decision)."""
-    service_name: str = "kova"
+    service_name: str = attrs.field(default="kova", validator=_check_service_name)
     """``service.name`` of the exported resource."""
-    json_logs: bool = False
+    json_logs: bool = attrs.field(default=False, validator=_check_flag)
     """Render log lines as JSON instead of for a console."""
-    metric_interval: float = 60.0
+    metric_interval: float = attrs.field(default=60.0, validator=_check_interval)
     """Seconds between metric exports."""
 
     @classmethod

@@ -191,3 +191,28 @@ async def test_connect_retries_once_then_reports_connection_error():
         async with McpClient.connect(transport):
             raise AssertionError("connected to nothing")
     assert trio.current_time() - start >= 0.5  # the one retry, 500 ms later
+
+
+@pytest.mark.parametrize(
+    ("build", "error", "match"),
+    [
+        (lambda: StdioTransport(5), TypeError, "command must be a non-empty str"),
+        (lambda: StdioTransport("npx", env={"A": 1}), TypeError, "env must map str to str"),
+        (lambda: StdioTransport("npx", cwd=5), TypeError, "cwd must be a path"),
+        (lambda: StreamableHttpTransport(5), TypeError, "url must be a str"),
+        (lambda: StreamableHttpTransport("ftp://x/mcp"), ValueError, "url must be an http"),
+        (lambda: SseTransport("localhost:8080/sse"), ValueError, "url must be an http"),
+        (lambda: StreamableHttpTransport("http://x", headers={"a": 1}), TypeError, "headers"),
+        (lambda: StreamableHttpTransport("http://x", headers={"a": "b\nc"}), ValueError, "break"),
+        (lambda: StreamableHttpTransport("http://x", auth="token"), TypeError, "TokenProvider"),
+        (lambda: SseTransport("http://x", http_auth=5), TypeError, "httpx2.Auth"),
+        (lambda: StreamableHttpTransport("http://x", timeout="30"), TypeError, "number of seconds"),
+        (lambda: SseTransport("http://x", sse_read_timeout=0), ValueError, "must be positive"),
+    ],
+)
+def test_a_transport_value_of_the_wrong_type_fails_where_it_is_built(build, error, match):
+    # Before, each was accepted and failed at connect() as "cannot connect to the MCP server"
+    # wrapping a TypeError or AttributeError from deep inside the package (or, for a str
+    # auth, "'str' object has no attribute 'token'").
+    with pytest.raises(error, match=match):
+        build()

@@ -174,3 +174,23 @@ def test_init_without_exporter_installs_structlog_and_shutdown_restores(
     assert len(lines) == 1
     assert '"event": "shown"' in lines[0]
     assert '"answer": 42' in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("build", "match"),
+    [
+        (lambda: TelemetryConfig(service_name=5), "service_name must be a non-empty str"),
+        (lambda: TelemetryConfig(json_logs="yes"), "json_logs must be True or False"),
+        (lambda: TelemetryConfig(metric_interval="60"), "metric_interval must be a positive"),
+        (lambda: TelemetryConfig(metric_interval=0), "metric_interval must be a positive"),
+        (lambda: TelemetryConfig(sampling_rate="0.5"), "sampling_rate must be a number"),
+        (lambda: TelemetryConfig(exporter="http://localhost:4318"), "exporter must be an"),
+        (lambda: ExporterConfig.otlp(4318), "endpoint must be an http"),
+        (lambda: ExporterConfig.otlp("http://x", headers={"key": 1}), "headers must map"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_a_build_error_naming_it(build, match):
+    # Before: accepted, then an AttributeError from init() ('int' has no attribute 'rstrip'
+    # for otlp(4318)) or a wrong setting silently used ("yes" as a true json_logs).
+    with pytest.raises(kova.BuildError, match=match):
+        build()
