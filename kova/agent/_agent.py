@@ -676,6 +676,10 @@ class Agent:
     ) -> AbstractAsyncContextManager[tuple[Turn, Journaled]]:
         """The journal's claim on the turn ``turn_id``, and the turn to drive. The journal
         drives this agent's own loop: kova.durable imports the agent, not the reverse."""
+        if journal is None:
+            raise TypeError(
+                "turn_id= names a turn in a journal: pass journal= (a kova.durable.SqliteJournal)"
+            )
         open_turn = getattr(journal, "open_turn", None)
         if open_turn is None:
             raise TypeError(

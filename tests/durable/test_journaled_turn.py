@@ -207,6 +207,10 @@ async def test_a_turn_id_names_one_turn(tmp_path: Path) -> None:
             await agent.run(HISTORY, journal=journal)
         with pytest.raises(TypeError, match="SqliteJournal"):
             await agent.run(HISTORY, journal="turns.db", turn_id="t")  # type: ignore[arg-type]
+        # A turn_id without a journal says so (before: "journal must be a
+        # kova.durable.SqliteJournal, got NoneType", for a journal nobody passed).
+        with pytest.raises(TypeError, match=r"turn_id= names a turn in a journal: pass journal="):
+            await agent.run(HISTORY, turn_id="t")
 
 
 async def test_a_cancelled_journaled_turn_produces_nothing_and_goes_on_later(
