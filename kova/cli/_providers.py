@@ -178,7 +178,7 @@ def select_provider(
         )
     if chosen is None:
         names = ", ".join(PROVIDERS)
-        keys = ", ".join(c.key_env for c in PROVIDERS.values() if c.key_env)
+        keys = ", ".join(dict.fromkeys(c.key_env for c in PROVIDERS.values() if c.key_env))
         raise ProviderSelectionError(
             f"no provider chosen: pass --provider ({names}) or set one of {keys}"
         )
@@ -203,5 +203,9 @@ def select_provider(
     try:
         provider = choice.build(model, base_url, api_key or None)
     except (TypeError, ValueError) as exc:  # the provider's config refused a flag's value
-        raise ProviderSelectionError(f"{chosen}: {exc}") from exc
+        message = str(exc)
+        if api_key and choice.key_env and message.startswith("api_key "):
+            # The key came from the environment: name the variable to fix.
+            message = f"the {choice.key_env} environment variable{message[len('api_key') :]}"
+        raise ProviderSelectionError(f"{chosen}: {message}") from exc
     return SelectedProvider(name=chosen, model=model, provider=provider)

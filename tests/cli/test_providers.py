@@ -49,8 +49,17 @@ def test_no_usable_provider_says_what_to_do(name: str | None, message: str) -> N
         select_provider(name, None, None, environ={})
 
 
-@pytest.mark.parametrize("name", ["gemini", "bedrock"])
+@pytest.mark.parametrize("name", ["gemini", "bedrock", "openai", "anthropic"])
 def test_a_config_the_provider_refuses_is_a_selection_error(name: str) -> None:
     # A base URL without a scheme: the user sees one line, not a traceback.
     with pytest.raises(ProviderSelectionError, match=f"{name}: .*must be an http"):
         select_provider(name, None, "localhost:8080", environ={"GEMINI_API_KEY": "k"})
+
+
+@pytest.mark.parametrize("name", ["openai", "anthropic"])
+def test_a_key_variable_a_header_cannot_carry_is_named(name: str) -> None:
+    variable = PROVIDERS[name].key_env
+    assert variable is not None
+    with pytest.raises(ProviderSelectionError, match=f"{name}: the {variable} environment") as e:
+        select_provider(name, None, None, environ={variable: "sk-pasted-with-a-newline\n"})
+    assert "pasted" not in str(e.value)

@@ -17,7 +17,9 @@ def test_serve_without_a_provider_says_how_to_choose_one(
         if choice.key_env:
             monkeypatch.delenv(choice.key_env, raising=False)
     assert main(["serve"]) == 2
-    assert "no provider chosen: pass --provider" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no provider chosen: pass --provider" in err
+    assert err.count("OPENAI_API_KEY") == 1  # openai and openai-responses share it
 
 
 def test_serve_help_names_its_flags(capsys: pytest.CaptureFixture[str]) -> None:
