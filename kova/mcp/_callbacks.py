@@ -8,11 +8,11 @@ the client shares (the roots), so they need no message to the actor.
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING
 
 import mcp_types as mt
 
-from .._errors import KovaError
 from .._log import get_logger
 from .._models import ChatRequest
 from .._record import Record, evolve
@@ -20,11 +20,13 @@ from . import _convert
 from ._types import McpLogMessage
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mcp.client.context import ClientRequestContext
 
     from ._state import ConnectionSettings, SharedState
 
-__all__ = ["ServerCallbacks"]
+__all__ = ["HOST_CODE_FAULTS", "ServerCallbacks", "call_host"]
 
 log = get_logger(__name__)
 
@@ -39,6 +41,28 @@ _LOG_LEVELS = {
     "emergency": "error",
 }
 """MCP's syslog levels as kova's logging levels (the event keeps the server's own level)."""
+
+HOST_CODE_FAULTS = (Exception, SystemExit, GeneratorExit)
+r"""What a host's callback may raise without taking the connection (or, for ``SystemExit``,
+the whole program) down with it: ``sys.exit()`` in a handler ends that one callback. A
+``KeyboardInterrupt`` (Ctrl-C) and trio's ``Cancelled`` go on as themselves."""
+
+
+async def call_host(
+    what: str, connection: str, function: Callable[..., object], *args: object
+) -> bool:
+    """Call the host's ``function(*args)`` (sync, or async and awaited) from the connection's
+    own tasks. What it raises is logged as ``mcp.callback.failed`` and goes no further: the
+    session that called it, and every call in flight on it, carry on. Returns whether it
+    returned normally."""
+    try:
+        result = function(*args)
+        if inspect.isawaitable(result):
+            await result
+    except HOST_CODE_FAULTS as exc:
+        log.warning("mcp.callback.failed", connection=connection, callback=what, error=repr(exc))
+        return False
+    return True
 
 
 class ServerCallbacks(Record):
@@ -60,7 +84,8 @@ class ServerCallbacks(Record):
         )
         handler = self.settings.on_log
         if handler is not None:
-            await handler(McpLogMessage(level=params.level, logger=params.logger, data=params.data))
+            message = McpLogMessage(level=params.level, logger=params.logger, data=params.data)
+            await call_host("on_log", self.shared.name, handler, message)
 
     async def list_roots(self, context: ClientRequestContext) -> mt.ListRootsResult:
         """``roots/list``: the roots the host set last."""
@@ -83,7 +108,7 @@ class ServerCallbacks(Record):
                 response = await provider.chat_completion(
                     ChatRequest(messages=messages, config=config)
                 )
-        except KovaError as exc:
+        except HOST_CODE_FAULTS as exc:  # a KovaError, or a fault of the host's provider
             # The server asked; it gets a JSON-RPC error back and the connection carries on.
             log.warning("mcp.sampling.failed", provider=provider.name, error=repr(exc))
             return mt.ErrorData(code=mt.INTERNAL_ERROR, message=f"sampling failed: {exc}")
@@ -98,5 +123,15 @@ class ServerCallbacks(Record):
         handler = self.settings.elicitation
         assert handler is not None
         request = _convert.elicitation_request(params)
-        response = await handler(request)
+        try:
+            response = await handler(request)
+        except HOST_CODE_FAULTS as exc:
+            # The server asked; it gets a JSON-RPC error back and the connection carries on.
+            log.warning(
+                "mcp.callback.failed",
+                connection=self.shared.name,
+                callback="elicitation",
+                error=repr(exc),
+            )
+            return mt.ErrorData(code=mt.INTERNAL_ERROR, message=f"elicitation failed: {exc!r}")
         return _convert.elicitation_result(response, request)

@@ -51,7 +51,7 @@ from .._errors import (
 from .._log import get_logger
 from ..actors import Actor, UnknownMessage
 from . import _operations as operations
-from ._callbacks import ServerCallbacks
+from ._callbacks import HOST_CODE_FAULTS, ServerCallbacks, call_host
 from ._messages import (
     CallTool,
     GetPrompt,
@@ -359,7 +359,8 @@ class McpConnection(Actor):
             case mt.ResourceUpdatedNotification(params=params):
                 handler = self._settings.on_resource_updated
                 if handler is not None:
-                    await handler(str(params.uri))
+                    name = self._shared.name
+                    await call_host("on_resource_updated", name, handler, str(params.uri))
             case mt.ResourceListChangedNotification() | mt.PromptListChangedNotification():
                 log.debug("mcp.list_changed", kind=message.method)
             case _:
@@ -531,7 +532,9 @@ class McpConnection(Actor):
             try:
                 return await request_once(
                     session,
-                    lambda c: operations.call_tool(c, name, message.arguments, message.progress),
+                    lambda c: operations.call_tool(
+                        c, name, message.arguments, message.progress, self._shared.name
+                    ),
                 )
             except SessionLost as lost:
                 progress.in_flight = False
@@ -648,7 +651,7 @@ class McpConnection(Actor):
         for watcher in tuple(self._shared.tool_watchers):
             try:
                 watcher(tools)
-            except Exception as exc:  # a listener must not take the connection down
+            except HOST_CODE_FAULTS as exc:  # a listener must not take the connection down
                 log.warning("mcp.tools.listener_failed", error=repr(exc))
 
     async def _reconnect(self) -> None:

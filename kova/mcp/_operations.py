@@ -9,6 +9,7 @@ import mcp_types as mt
 
 from .._log import get_logger
 from . import _convert
+from ._callbacks import call_host
 from ._types import McpProgress, McpServerInfo
 
 if TYPE_CHECKING:
@@ -117,14 +118,19 @@ async def list_tools(client: Client) -> tuple[ToolDefinition, ...]:
 
 
 async def call_tool(
-    client: Client, name: str, arguments: JSONObject, handler: ProgressHandler | None
+    client: Client,
+    name: str,
+    arguments: JSONObject,
+    handler: ProgressHandler | None,
+    connection: str = "",
 ) -> ToolResult:
     on_progress: ProgressFnT | None = None
     if handler is not None:
         report = handler
 
         async def forward(progress: float, total: float | None, message: str | None) -> None:
-            await report(McpProgress(progress=progress, total=total, message=message))
+            update = McpProgress(progress=progress, total=total, message=message)
+            await call_host(f"progress of {name!r}", connection, report, update)
 
         on_progress = forward
     result = await client.call_tool(name, dict(arguments), progress_callback=on_progress)

@@ -10,6 +10,7 @@ import trio
 
 from .._log import get_logger
 from .._record import Record, evolve
+from ._callbacks import HOST_CODE_FAULTS
 from ._types import McpConnectionState, ReconnectPolicy
 
 if TYPE_CHECKING:
@@ -104,5 +105,5 @@ class SharedState:
         if self.on_state_change is not None:
             try:
                 self.on_state_change(state)
-            except Exception as exc:  # a host callback must not take the connection down
+            except HOST_CODE_FAULTS as exc:  # a host callback must not take the connection down
                 log.warning("mcp.state_callback.failed", connection=self.name, error=repr(exc))

@@ -74,3 +74,51 @@ async def test_elicitation_is_off_unless_a_handler_is_given():
     async with McpClient.connect(InProcessTransport(build_server())) as client:
         with pytest.raises(kova.McpError, match="Elicitation not supported"):
             await client.tools_call("ask_user")
+
+
+async def test_host_callbacks_that_raise_are_logged_and_change_nothing():
+    # Before: a raising on_log, on_resource_updated or progress handler propagated into the
+    # session (an on_log that called sys.exit() ended the whole program with its status), a
+    # raising elicitation handler or sampling provider likewise, and the state and tool-list
+    # callbacks contained Exception only, not SystemExit.
+    import structlog
+
+    def raises(*_args: object) -> None:
+        raise RuntimeError("host bug")
+
+    async def exits(*_args: object) -> None:
+        raise SystemExit(4)
+
+    def exits_now(*_args: object) -> None:  # the state and tool-list callbacks are sync
+        raise SystemExit(6)
+
+    async def bad_elicitation(request: ElicitationRequest) -> ElicitationResponse:
+        raise SystemExit(5)
+
+    provider = ScriptedProvider([])  # exhausted: raises ScriptExhaustedError, not a KovaError
+    with structlog.testing.capture_logs() as logs:
+        async with McpClient.connect(
+            InProcessTransport(build_server()),
+            on_log=exits,
+            on_resource_updated=raises,
+            on_state_change=exits_now,
+            elicitation=bad_elicitation,
+            sampling=provider,
+        ) as client:
+            client.add_tools_listener(exits_now)
+            counted = await client.tools_call("count_up", {"steps": 2}, progress=raises)
+            assert counted.text == "counted 2"
+            assert (await client.tools_call("say", {"text": "hi"})).text == "said"
+            await client.resources_subscribe("kova://greeting")
+            assert (await client.tools_call("touch", {"uri": "kova://greeting"})).text == "touched"
+            assert (await client.tools_call("grow", {"name": "extra"})).text.startswith("added")
+            with pytest.raises(kova.McpError, match="elicitation failed"):
+                await client.tools_call("ask_user")
+            with pytest.raises(kova.McpError, match="sampling failed"):
+                await client.tools_call("ask_model", {"question": "?"})
+            assert (await client.tools_call("echo", {"text": "fine"})).text == "fine"
+            assert client.state.session == 1
+    failed = {entry.get("callback") for entry in logs if entry["event"] == "mcp.callback.failed"}
+    assert {"on_log", "on_resource_updated", "progress of 'count_up'", "elicitation"} <= failed
+    events = {entry["event"] for entry in logs}
+    assert {"mcp.state_callback.failed", "mcp.tools.listener_failed"} <= events
