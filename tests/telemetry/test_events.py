@@ -453,3 +453,30 @@ async def test_an_async_subscriber_is_awaited_only_where_the_call_can_wait() -> 
         "ModelCallFinished",
         "TurnFinished",
     ]
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_subscriber_that_calls_sys_exit_changes_nothing(streamed: bool) -> None:
+    # Before: a subscriber's SystemExit (sys.exit() in an observer) went through the turn
+    # into the caller, and out of the program; Exception alone was contained.
+    seen: list[str] = []
+
+    def exits(event: object) -> None:
+        seen.append(type(event).__name__)
+        raise SystemExit(3)
+
+    provider = ScriptedProvider([reply_text("one"), reply_text("two")])
+    with structlog.testing.capture_logs() as logs:
+        async with AgentBuilder().provider(provider).build() as agent:
+            agent.telemetry.subscribe(exits)
+            for expected in ("one", "two"):
+                if streamed:
+                    async with agent.stream("hi") as events:
+                        texts = [e.text async for e in events if hasattr(e, "text")]
+                    assert "".join(texts) == expected
+                else:
+                    assert (await agent.run("hi")).text == expected
+    assert seen.count("TurnFinished") == 2
+    failed = [entry for entry in logs if entry["event"] == "telemetry.subscriber.failed"]
+    assert failed
+    assert all(entry["error"] == "SystemExit(3)" for entry in failed)
