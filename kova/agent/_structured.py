@@ -89,6 +89,11 @@ class _InvalidAnswer(Exception):
         super().__init__(problem)
 
 
+_LONE_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+"""A JSON escape of a surrogate (paired or not: the fallback that reads it is exact either
+way)."""
+
+
 def _loads(text: str) -> Any:
     try:
         return loads(text)
@@ -178,8 +183,8 @@ class _Output:
                         f'the answer must be an object {{"{_WRAPPER_KEY}": ...}} holding the value',
                         ValueError(text[:100]),
                     )
-                return self._adapter.validate_json(json.dumps(outer[_WRAPPER_KEY]))
-            return self._adapter.validate_json(text)
+                return self._validate_json(json.dumps(outer[_WRAPPER_KEY]))
+            return self._validate_json(text)
         except ValidationError as exc:
             details = "; ".join(
                 f"{'.'.join(str(part) for part in error['loc']) or '(root)'}: {error['msg']}"
@@ -190,6 +195,19 @@ class _Output:
                 f"{exc.error_count()} error(s): {details}",
                 exc,
             ) from exc
+
+    def _validate_json(self, text: str) -> Any:
+        """pydantic's JSON validation of ``text``. pydantic's JSON reader refuses a lone
+        surrogate escape (``"\\ud83d"``, half an emoji), which Python's ``json`` reads and kova
+        keeps everywhere else (:mod:`kova._json`): an answer holding one is read with
+        ``json`` and validated as Python data instead of being re-asked as "not JSON"."""
+        assert self._adapter is not None
+        try:
+            return self._adapter.validate_json(text)
+        except ValueError:
+            if _LONE_SURROGATE_ESCAPE.search(text) is None:
+                raise
+            return self._adapter.validate_python(_loads(text))
 
     def partial(self, text: str) -> Any:
         """The best-effort value of the JSON prefix ``text`` (``None``: nothing yet)."""

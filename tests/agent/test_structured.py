@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 from hypothesis import given
@@ -314,3 +314,21 @@ def test_every_prefix_of_json_parses_and_the_whole_is_exact(value: object) -> No
     for cut in range(len(text)):
         parse_partial_json(text[:cut])  # never raises
     assert parse_partial_json(text) == json.loads(text)
+
+
+@pytest.mark.parametrize("wrapped", [False, True])
+async def test_an_answer_holding_a_lone_surrogate_escape_validates(wrapped: bool) -> None:
+    # Half an emoji in the model's JSON (the escape \ud83d alone): pydantic's JSON reader
+    # refused it, so the answer was re-asked and failed as "Invalid JSON: unexpected end of
+    # hex escape"; kova reads it with json, as it reads such text everywhere else.
+    answer = '{"result": ["half \\ud83d"]}' if wrapped else '{"name": "half \\ud83d"}'
+    output: Any = list[str] if wrapped else _Named
+    provider = ScriptedProvider([reply_text(answer)])
+    async with AgentBuilder().provider(provider).output_retries(0).build() as agent:
+        value, response = await agent.run_structured("hi", output)
+    assert value == (["half \ud83d"] if wrapped else _Named(name="half \ud83d"))
+    assert response.output_retries == 0
+
+
+class _Named(BaseModel):
+    name: str
