@@ -94,6 +94,10 @@ async def stream_in_task(
 ) -> AsyncIterator[AsyncIterator[AgentEvent]]:
     """A streamed turn (``steps()``, the agent loop's events) in a producer task, so that
     ``cancel`` can cancel it from outside; up to ``buffer`` events wait for the consumer."""
+    if isinstance(buffer, bool) or not isinstance(buffer, int):
+        raise TypeError(f"buffer must be an int (events held for the consumer), got {buffer!r}")
+    if buffer < 0:
+        raise ValueError(f"buffer must be at least 0, got {buffer}")
     send, receive = trio.open_memory_channel[AgentEvent | KovaError](buffer)
 
     async def pump() -> None:

@@ -762,3 +762,20 @@ async def test_agents_sharing_a_provider_wait_out_a_rate_limit_together(
     # The second agent's request, due at t=1, waits for the pause the first one's 429 set.
     assert sent[0] == ("first", 0.0)
     assert sorted(sent[1:]) == [("first", 5.0), ("second", 5.0)]
+
+
+@pytest.mark.parametrize(
+    ("buffer", "error"), [("16", TypeError), (2.5, TypeError), (-1, ValueError)]
+)
+async def test_a_stream_buffer_of_the_wrong_type_names_the_argument(
+    buffer: object, error: type[Exception]
+) -> None:
+    # Before: trio's "max_buffer_size must be an integer or math.inf", naming no argument of
+    # kova's.
+    provider = ScriptedProvider([reply_text("x")])
+    async with AgentBuilder().provider(provider).build() as agent:
+        with pytest.raises(error, match="buffer must be"):
+            async with agent.stream(HISTORY, cancel=CancelToken(), buffer=buffer) as events:  # type: ignore[arg-type]
+                async for _event in events:
+                    pass
+        assert provider.requests == []
