@@ -496,17 +496,18 @@ class _ChannelSink:
             self.dropped += 1
 
 
-SUBSCRIBER_FAULTS = (Exception, SystemExit, GeneratorExit)
-"""What a subscriber may raise without changing the turn: ``sys.exit()`` in a subscriber
-(or a lifecycle hook, which is one) ends that delivery only, not the turn or the program.
-Ctrl-C and trio's ``Cancelled`` go on as themselves."""
+HOST_CODE_FAULTS = (Exception, SystemExit, GeneratorExit)
+"""What code the host gives kova to call back (a telemetry subscriber, a lifecycle hook, which
+is one, an MCP client's callbacks) may raise without changing anything but that call:
+``sys.exit()`` in such a function ends that call only, not the turn, the connection or the
+program. Ctrl-C and trio's ``Cancelled`` go on as themselves."""
 
 
 def _deliver_all(subscribers: tuple[Deliver, ...], event: TelemetryEvent) -> None:
     for deliver in subscribers:
         try:
             pending = deliver(event)
-        except SUBSCRIBER_FAULTS as exc:  # a subscriber must never change the turn
+        except HOST_CODE_FAULTS as exc:  # a subscriber must never change the turn
             log.warning(
                 "telemetry.subscriber.failed", event_type=type(event).__name__, error=repr(exc)
             )
@@ -545,7 +546,7 @@ class TurnEmitter:
                 pending = deliver(event)
                 if pending is not None:
                     await pending
-            except SUBSCRIBER_FAULTS as exc:  # a subscriber must never change the turn
+            except HOST_CODE_FAULTS as exc:  # a subscriber must never change the turn
                 log.warning(
                     "telemetry.subscriber.failed",
                     event_type=type(event).__name__,

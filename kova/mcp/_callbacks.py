@@ -15,6 +15,7 @@ import mcp_types as mt
 
 from .._log import get_logger
 from .._models import ChatRequest
+from .._observe import HOST_CODE_FAULTS
 from .._record import Record, evolve
 from . import _convert
 from ._types import McpLogMessage
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
     from ._state import ConnectionSettings, SharedState
 
-__all__ = ["HOST_CODE_FAULTS", "ServerCallbacks", "call_host"]
+__all__ = ["ServerCallbacks", "call_host"]
 
 log = get_logger(__name__)
 
@@ -41,11 +42,6 @@ _LOG_LEVELS = {
     "emergency": "error",
 }
 """MCP's syslog levels as kova's logging levels (the event keeps the server's own level)."""
-
-HOST_CODE_FAULTS = (Exception, SystemExit, GeneratorExit)
-r"""What a host's callback may raise without taking the connection (or, for ``SystemExit``,
-the whole program) down with it: ``sys.exit()`` in a handler ends that one callback. A
-``KeyboardInterrupt`` (Ctrl-C) and trio's ``Cancelled`` go on as themselves."""
 
 
 async def call_host(

@@ -49,9 +49,10 @@ from .._errors import (
     McpUnavailableError,
 )
 from .._log import get_logger
+from .._observe import HOST_CODE_FAULTS
 from ..actors import Actor, UnknownMessage
 from . import _operations as operations
-from ._callbacks import HOST_CODE_FAULTS, ServerCallbacks, call_host
+from ._callbacks import ServerCallbacks, call_host
 from ._messages import (
     CallTool,
     GetPrompt,

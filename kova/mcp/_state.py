@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import trio
 
 from .._log import get_logger
+from .._observe import HOST_CODE_FAULTS
 from .._record import Record, evolve
-from ._callbacks import HOST_CODE_FAULTS
 from ._types import McpConnectionState, ReconnectPolicy
 
 if TYPE_CHECKING:
