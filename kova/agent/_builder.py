@@ -6,6 +6,7 @@ received it) as :class:`~kova.BuildError`, never later at run time.
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING
 
 from .._errors import BuildError
@@ -20,6 +21,7 @@ from ._retry import RetryConfig
 from ._tool_pool import ApprovalHandler
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Self
 
     from ..actors import Runtime
@@ -42,6 +44,29 @@ def _count(option: str, value: object, *, optional: bool = False) -> None:
 def _instance(option: str, value: object, kind: type, spelled: str) -> None:
     if not isinstance(value, kind):
         raise BuildError(f"{option} needs a {spelled}, got {type(value).__name__}")
+
+
+def _check_takes_a_call(what: str, function: Callable[..., object]) -> None:
+    """Raise ``BuildError`` unless ``function`` can be called as kova calls it: with the call,
+    or the call and the tool's annotations (and ``path=`` when it names that keyword). Before
+    this check, ``approval_handler(lambda: True)`` built, and every call was then denied
+    in-band with a ``TypeError`` about positional arguments."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # a builtin or C callable: nothing to check
+        return
+    keywords = {"path": ()} if "path" in signature.parameters else {}
+    for arguments in ((None,), (None, None)):
+        try:
+            signature.bind(*arguments, **keywords)
+        except TypeError:
+            continue
+        return
+    raise BuildError(
+        f"the {what} must take the tool call, or the call and the tool's annotations "
+        f"(f(call) or f(call, annotations)); {getattr(function, '__qualname__', function)!r} "
+        f"takes {signature}"
+    )
 
 
 class AgentBuilder:
@@ -355,6 +380,11 @@ class AgentBuilder:
             )
         if self._defer is not None and not callable(self._defer):
             raise BuildError(f"the defer predicate must be callable, got {self._defer!r}")
+        if approval is not None:
+            approve: Callable[..., object] = getattr(approval, "approve", approval)  # type: ignore[arg-type]
+            _check_takes_a_call("approval handler", approve)
+        if self._defer is not None:
+            _check_takes_a_call("defer predicate", self._defer)
         if self._lifecycle is not None and not isinstance(self._lifecycle, LifecycleHook):
             raise BuildError("the lifecycle hook needs on_tool_start and on_tool_end methods")
         seen: set[str] = set()

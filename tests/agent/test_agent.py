@@ -779,3 +779,18 @@ async def test_a_stream_buffer_of_the_wrong_type_names_the_argument(
                 async for _event in events:
                     pass
         assert provider.requests == []
+
+
+@pytest.mark.parametrize(
+    "configure",
+    [
+        lambda b: b.approval_handler(lambda: True),
+        lambda b: b.approval_handler(lambda call, annotations, extra: True),
+        lambda b: b.defer_approvals(lambda: True),
+    ],
+)
+def test_a_handler_that_cannot_take_the_call_is_a_build_error(configure: object) -> None:
+    # Before: it built, and every tool call was then denied in-band with "the approval
+    # handler raised TypeError: <lambda>() takes 0 positional arguments but 1 was given".
+    with pytest.raises(kova.BuildError, match=r"must take the tool call.*takes \("):
+        configure(AgentBuilder().provider(ScriptedProvider([]))).build()  # type: ignore[operator]
