@@ -303,11 +303,29 @@ class AsyncioRuntime:
             raise
         if task.cancelled():
             raise RuntimeError("the asyncio task was cancelled by something other than kova")
-        return task.result()
+        try:
+            return task.result()
+        except _Exited as exited:
+            raise exited.error from None
+
+
+class _Exited(Exception):
+    """A ``SystemExit`` or ``GeneratorExit`` the host's coroutine raised, carried as an
+    ``Exception``: asyncio re-raises those two out of the event loop when a task raises them
+    (ending ``asyncio.run``, and the application), where kova contains them as it does on
+    trio (``sys.exit()`` in an approval handler or a tool ends that call, in-band).
+    :meth:`AsyncioRuntime.run_on_host` raises the original again on the trio side."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(repr(error))
+        self.error = error
 
 
 async def _as_coroutine(function: Callable[[], Awaitable[T]]) -> T:
-    return await function()
+    try:
+        return await function()
+    except (SystemExit, GeneratorExit) as exc:
+        raise _Exited(exc) from None
 
 
 async def _drive(job: Job[T], function: Callable[..., Awaitable[T]], args: tuple[Any, ...]) -> None:

@@ -645,6 +645,42 @@ def test_an_asyncio_tool_error_goes_to_the_model_in_band(loop: str) -> None:
     assert "the database is down" in result.text
 
 
+def test_sys_exit_in_asyncio_code_ends_that_call_only(loop: str) -> None:
+    # Before: an asyncio task that raises SystemExit has asyncio re-raise it out of the event
+    # loop, so sys.exit() in an on_asyncio approval handler or a runs_on="asyncio" tool ended
+    # asyncio.run (and the program) instead of that one call, as it does on trio.
+    @tool(runs_on="asyncio")
+    async def quits() -> str:
+        """Quit."""
+        await asyncio.sleep(0)
+        raise SystemExit(8)
+
+    async def refuses(call: ToolUse) -> bool:
+        if call.name == "add":
+            raise SystemExit(7)
+        return True
+
+    agent = (
+        AgentBuilder()
+        .provider(
+            ScriptedProvider(
+                [reply_tool_calls(("add", {"a": 1, "b": 2}), ("quits", {})), reply_text("ok")]
+            )
+        )
+        .tools(add, quits)
+        .approval_handler(kova.asyncio.on_asyncio(refuses))
+        .build()
+    )
+
+    async def main() -> kova.agent.AgentResponse:
+        async with kova.asyncio.open_agent(agent) as bridged:
+            return await bridged.run("go")
+
+    denied, quit_ = run_on(loop, main).new_messages[1].content
+    assert denied.text == "tool call denied: the approval handler raised SystemExit: 7"
+    assert quit_.text == "tool 'quits' raised SystemExit: 8"
+
+
 def test_an_asyncio_approval_handler_waits_for_another_task(loop: str) -> None:
     waiting: dict[str, asyncio.Future[bool]] = {}
     asked = asyncio.Event()
