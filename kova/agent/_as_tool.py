@@ -180,8 +180,14 @@ def check_agent_names(outer: Agent) -> None:
     seen: dict[str, tuple[Agent, str]] = {}
     expanded: set[int] = set()
 
-    def visit(agent: Agent, tool: AgentTool | None, where: str) -> None:
-        key = usage_key(agent, tool)
+    def visit(agent: Agent, tools: tuple[AgentTool, ...]) -> None:
+        key = usage_key(agent, tools[-1] if tools else None)
+        if not tools:
+            where = "the outer agent"
+        else:
+            unnamed = " (unnamed)" if agent.config.name == DEFAULT_NAME else ""
+            path = " > ".join(repr(tool.name) for tool in tools)
+            where = f"the agent{unnamed} behind tool {path}"
         found = seen.get(key)
         if found is None:
             seen[key] = (agent, where)
@@ -202,12 +208,10 @@ def check_agent_names(outer: Agent) -> None:
         if id(agent) in expanded:
             return
         expanded.add(id(agent))
-        name = agent.config.name
-        for inner in _agent_tools(agent):
-            unnamed = " (unnamed)" if inner.agent.config.name == DEFAULT_NAME else ""
-            visit(inner.agent, inner, f"the agent{unnamed} behind tool {inner.name!r} of {name!r}")
+        for tool in _agent_tools(agent):
+            visit(tool.agent, (*tools, tool))
 
-    visit(outer, None, "the outer agent")
+    visit(outer, ())
 
 
 @asynccontextmanager

@@ -1064,10 +1064,10 @@ async def test_three_unnamed_levels_need_a_tool_name_to_tell_two_apart(servers: 
             pass
     assert str(refused.value) == (
         "two agents in agent 'kova''s tree would both count as 'agent' in usage_by_agent: "
-        "the agent (unnamed) behind tool 'agent' of 'kova' and the agent (unnamed) behind "
-        "tool 'agent' of 'kova'. An agent left with the default name 'kova' counts under "
-        "the name of the tool it is given as: give the agents names (AgentBuilder.name) or "
-        "the tools other names (as_tool(name=...))"
+        "the agent (unnamed) behind tool 'agent' and the agent (unnamed) behind tool "
+        "'agent' > 'agent'. An agent left with the default name 'kova' counts under the "
+        "name of the tool it is given as: give the agents names (AgentBuilder.name) or the "
+        "tools other names (as_tool(name=...))"
     )
     assert not editor.is_open
     assert not researcher.is_open
@@ -1092,8 +1092,8 @@ async def test_two_agents_given_one_name_are_refused(servers: Any) -> None:
             pass
     assert str(refused.value) == (
         "two agents in agent 'writer''s tree are named 'researcher': the agent behind tool "
-        "'a' of 'writer' and the agent behind tool 'b' of 'writer'. usage_by_agent counts "
-        "usage by agent name, so give each its own name (AgentBuilder.name)"
+        "'a' and the agent behind tool 'b'. usage_by_agent counts usage by agent name, so "
+        "give each its own name (AgentBuilder.name)"
     )
     assert not first.is_open
     assert not second.is_open
