@@ -72,6 +72,18 @@ class ToolAnnotations(Record):
     title: str | None = None
     """A human-readable title for UIs."""
 
+    def __post_init__(self) -> None:
+        # A hint approval policies read: "no" as a truthy string would read as read-only to
+        # a handler that tests `annotations.read_only`, so only a bool or None is a hint.
+        for name in ("read_only", "destructive", "idempotent", "open_world"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, bool):
+                raise TypeError(
+                    f"ToolAnnotations.{name} must be True, False or None, got {value!r}"
+                )
+        if self.title is not None and not isinstance(self.title, str):
+            raise TypeError(f"ToolAnnotations.title must be a str or None, got {self.title!r}")
+
     @property
     def is_read_only(self) -> bool:
         """True only when the tool says it is read-only."""

@@ -255,3 +255,18 @@ def test_message_content_of_the_wrong_type_says_what_it_takes() -> None:
     for build in (Message.user, Message.assistant):
         with pytest.raises(TypeError, match="message content must be a str or content blocks"):
             build(5)  # type: ignore[arg-type]
+
+
+def test_tool_annotations_are_bools_or_none() -> None:
+    # Before: ToolAnnotations(read_only="no") was kept as given, and an approval handler
+    # testing `annotations.read_only` (as docs/asyncio.md's does) read the truthy string
+    # as read-only and approved the call.
+    from kova import ToolAnnotations
+
+    with pytest.raises(TypeError, match="read_only must be True, False or None, got 'no'"):
+        ToolAnnotations(read_only="no")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="destructive must be"):
+        ToolAnnotations(destructive=1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="title must be a str"):
+        ToolAnnotations(title=5)  # type: ignore[arg-type]
+    assert ToolAnnotations(read_only=True, title="t").is_read_only

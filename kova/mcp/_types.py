@@ -66,6 +66,13 @@ class ReconnectPolicy(Record):
     max_attempts: int | None = None
 
     def __post_init__(self) -> None:
+        for name in ("initial", "factor", "maximum", "jitter", "give_up_after", "max_attempts"):
+            value = getattr(self, name)
+            if (value is None and name in ("give_up_after", "max_attempts")) or (
+                not isinstance(value, bool) and isinstance(value, int | float)
+            ):
+                continue
+            raise TypeError(f"ReconnectPolicy.{name} must be a number, got {value!r}")
         for name in ("initial", "factor", "maximum", "jitter"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")

@@ -216,3 +216,14 @@ def test_a_transport_value_of_the_wrong_type_fails_where_it_is_built(build, erro
     # auth, "'str' object has no attribute 'token'").
     with pytest.raises(error, match=match):
         build()
+
+
+def test_a_reconnect_policy_of_the_wrong_type_names_the_field():
+    # Before: "'<' not supported between instances of 'str' and 'int'".
+    from kova.mcp import ReconnectPolicy
+
+    with pytest.raises(TypeError, match=r"ReconnectPolicy\.initial must be a number, got '1'"):
+        ReconnectPolicy(initial="1")
+    with pytest.raises(TypeError, match="max_attempts must be a number"):
+        ReconnectPolicy(max_attempts=True)
+    assert ReconnectPolicy(give_up_after=60).give_up_after == 60
