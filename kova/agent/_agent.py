@@ -18,7 +18,7 @@ one observed provider call come from ``_model_call``; running a turn under a
 from __future__ import annotations
 
 import contextvars
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -32,13 +32,14 @@ from .._models import InferenceConfig, Message, ResponseFormat, TextDelta, Think
 from .._observe import Deliver, TelemetryHub, TurnFinished, TurnStarted, current_scope
 from ..tools._validate import load_validation
 from ._accumulate import ResponseAccumulator
-from ._cancel import guarded, stream_in_task
+from ._cancel import guarded
 from ._config import DEFAULT_NAME
 from ._events import AgentEvent, AgentResponse, ToolCallFinished, ToolCallStarted, TurnCompleted
 from ._input import HistoryInput, check_call_options, coerce_history
 from ._limits import UsageLimits
 from ._model_call import ModelCall, outcome_of
 from ._nesting import Nest, nested
+from ._streaming import TurnStream
 from ._tool_pool import Approver, GetToolRunner, RunToolCalls, ToolPoolActor, ToolRunner
 from ._turn import AwaitApproval, CallModel, Finished, RunTools, Turn, new_turn_id
 
@@ -542,8 +543,7 @@ class Agent:
         )
         return run_sync(self, turn, what="run_structured_sync")
 
-    @asynccontextmanager
-    async def stream(
+    def stream(
         self,
         history: HistoryInput,
         *,
@@ -555,7 +555,7 @@ class Agent:
         journal: SqliteJournal | None = None,
         turn_id: str | None = None,
         deps: object = None,
-    ) -> AsyncIterator[AsyncIterator[AgentEvent]]:
+    ) -> AbstractAsyncContextManager[AsyncIterator[AgentEvent]]:
         """Stream one turn: ``async with agent.stream(history) as events: async for e in events``.
 
         Text and thinking arrive as the provider streams them; every tool call is bracketed
@@ -584,38 +584,9 @@ class Agent:
             TypeError: on entering, ``history`` (or an option) has the wrong type.
             ApprovalMismatchError: on entering, ``resume`` does not fit ``history``.
         """
-        require_trio("agent.stream()")
-        messages = coerce_history(history)
-        check_call_options(config, cancel)
-        self._running()
-        async with AsyncExitStack() as stack:
-            journaled: Journaled | None = None
-            if journal is not None or turn_id is not None:
-                if resume is not None and limits is not None:
-                    raise TypeError(
-                        "limits cannot be given with resume: a paused turn keeps its own"
-                    )
-                turn, journaled = await stack.enter_async_context(
-                    self._open_journaled(messages, config, limits, journal, turn_id, resume)
-                )
-            elif resume is None:
-                turn = self._start(messages, config, limits)
-            elif limits is not None:
-                raise TypeError("limits cannot be given with resume: a paused turn keeps its own")
-            else:
-                turn = self._resumed(messages, resume, config)
-            if cancel is None:
-                events = self._steps(turn, config, streamed=True, journaled=journaled, deps=deps)
-                try:
-                    yield events
-                finally:
-                    await events.aclose()
-                return
-            steps = partial(
-                self._steps, turn, config, streamed=True, journaled=journaled, deps=deps
-            )
-            async with stream_in_task(steps, cancel, buffer) as in_task:
-                yield in_task
+        return TurnStream(
+            self, history, config, cancel, buffer, resume, limits, journal, turn_id, deps
+        )
 
     # -- the driver -----------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from ._retry import RetryConfig
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
     from contextlib import AbstractAsyncContextManager
+    from types import TracebackType
 
     from .._models import ModelInfo, ModelResponse
     from .._observe import TurnEmitter
@@ -246,68 +247,11 @@ class ProviderRef(Record):
         async with self._stream_checked(_checked(request)) as lease:
             yield PrefixedBatches(lease.first, lease.rest)
 
-    @asynccontextmanager
-    async def _stream_checked(self, request: ChatRequest) -> AsyncIterator[StreamLease]:
+    def _stream_checked(self, request: ChatRequest) -> AbstractAsyncContextManager[StreamLease]:
         """:meth:`chat_completion_stream` for a request already known to be well formed (see
         :meth:`_complete_checked`), as the lease itself: its first batch, then the rest of the
         response, read directly. Internal to kova."""
-        links = self._links
-        if len(links) == 1:
-            async with self._stream_on(links[0], request) as lease:
-                yield lease
-            return
-        last = len(links) - 1
-        index = self._skip_gated(0)
-        while True:
-            content = False
-            try:
-                async with self._stream_on(links[index], request) as lease:
-                    content = True
-                    yield lease
-                    return
-            except Exception as exc:
-                if content or index == last or not self._falls_back(exc):
-                    raise  # after content: never another provider (no replay)
-                index = self._skip_gated(self._fell_back(index, exc))
-
-    @asynccontextmanager
-    async def _stream_on(self, link: _Link, request: ChatRequest) -> AsyncIterator[StreamLease]:
-        """The retry loop of streams, on one provider: an attempt is retried only until its
-        first content; the in-flight slot is held until the consumer leaves."""
-        retry = self.retry
-        tries = 0
-        while True:
-            admission = link.admission
-            if admission is None or admission.closed:
-                admission = await link.refresh()
-            token = await admission.enter(retry)
-            content = False
-            try:
-                async with admission.provider.chat_completion_stream(request) as batches:
-                    try:
-                        first = await first_content(batches)
-                    except KovaError as exc:
-                        error = exc  # before any content: the policy decides
-                    else:
-                        content = True
-                        yield StreamLease(first=first, rest=batches)
-                        return
-            except KovaError as exc:
-                if content:
-                    # The consumer's, or the stream's after its content: never retried. A
-                    # rate limit still closes the gate, so the other callers back off.
-                    if isinstance(exc, RateLimited) and exc.retry_after is not None:
-                        _report_rate_limit(link, min(exc.retry_after, retry.max_retry_after))
-                    raise
-                error = exc  # the request failed on opening (an HTTP status)
-            except Exception as exc:
-                if not content:
-                    _provider_bug(admission, exc)
-                raise
-            finally:
-                admission.leave(token)
-            await self._after_failure(link, error, tries)
-            tries += 1
+        return _LeasedStream(self, request)
 
     # -- fallbacks ----------------------------------------------------------------------
 
@@ -359,6 +303,102 @@ class ProviderRef(Record):
         if self.runtime is not None:
             for link in self._links:
                 await self.runtime.stop(link.actor)
+
+
+class _LeasedStream:
+    """:meth:`ProviderRef._stream_checked`'s context manager: entering runs the retry loop of
+    streams (an attempt is retried only until its first content, along the fallbacks when
+    there are some); the in-flight slot is held until the consumer leaves. A plain class
+    rather than an ``asynccontextmanager`` generator: thousands of streams may wait for their
+    response heads at once, and each generator would hold its frame for the whole stream."""
+
+    __slots__ = ("_admission", "_link", "_opened", "_ref", "_request", "_token")
+
+    def __init__(self, ref: ProviderRef, request: ChatRequest) -> None:
+        self._ref = ref
+        self._request = request
+        self._opened: AbstractAsyncContextManager[EventBatches] | None = None
+        self._admission: Admission | None = None
+        self._link: _Link | None = None
+        self._token: object = None
+
+    async def __aenter__(self) -> StreamLease:
+        ref = self._ref
+        links = ref._links
+        if len(links) == 1:
+            return await self._attempts(links[0])
+        last = len(links) - 1
+        index = ref._skip_gated(0)
+        while True:
+            try:
+                return await self._attempts(links[index])
+            except Exception as exc:
+                if index == last or not ref._falls_back(exc):
+                    raise
+                index = ref._skip_gated(ref._fell_back(index, exc))
+
+    async def _attempts(self, link: _Link) -> StreamLease:
+        """The retry loop of streams, on one provider: returns once an attempt's first
+        content arrived, holding its slot and its response."""
+        ref = self._ref
+        retry = ref.retry
+        tries = 0
+        while True:
+            admission = link.admission
+            if admission is None or admission.closed:
+                admission = await link.refresh()
+            token = await admission.enter(retry)
+            held = False
+            try:
+                opened = admission.provider.chat_completion_stream(self._request)
+                batches = await opened.__aenter__()
+                try:
+                    first = await first_content(batches)
+                except KovaError as exc:
+                    error = exc  # before any content: the policy decides
+                    await opened.__aexit__(None, None, None)
+                except BaseException as exc:
+                    await opened.__aexit__(type(exc), exc, exc.__traceback__)
+                    raise
+                else:
+                    held = True
+                    self._opened, self._admission, self._token = opened, admission, token
+                    self._link = link
+                    return StreamLease(first=first, rest=batches)
+            except KovaError as exc:
+                error = exc  # the request failed on opening (an HTTP status)
+            except Exception as exc:
+                _provider_bug(admission, exc)
+                raise
+            finally:
+                if not held:
+                    admission.leave(token)
+            await ref._after_failure(link, error, tries)
+            tries += 1
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        opened, admission, link = self._opened, self._admission, self._link
+        assert opened is not None, "entered"
+        assert admission is not None
+        assert link is not None
+        self._opened = None
+        error = exc
+        try:
+            await opened.__aexit__(exc_type, exc, traceback)
+        except BaseException as raised:
+            error = raised
+            raise
+        finally:
+            # The consumer's, or the stream's after its content: never retried. A rate
+            # limit still closes the gate, so the other callers back off.
+            if isinstance(error, RateLimited) and error.retry_after is not None:
+                _report_rate_limit(link, min(error.retry_after, self._ref.retry.max_retry_after))
+            admission.leave(self._token)
 
 
 def _report_rate_limit(link: _Link, retry_after: float) -> None:

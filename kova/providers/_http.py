@@ -81,6 +81,7 @@ from ._classify import ERROR_TYPES, mask_error, provider_error
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from contextlib import AbstractAsyncContextManager
 
     from .._models import JSONValue
     from .._secret import Secret
@@ -466,6 +467,70 @@ class HttpStream:
                     pass  # the expected end of a closed connection
 
 
+_StreamArgs = tuple[
+    str, str, "JSONValue | None", "Mapping[str, str] | None", "Mapping[str, str] | None"
+]
+
+
+class _Streaming:
+    """:meth:`HttpTransport.stream`'s context manager: a plain class rather than an
+    ``asynccontextmanager`` generator. Thousands of streams wait for their response heads
+    at once, and each would hold a generator, its frame and the wrapper's ``__dict__`` for
+    the whole stream; this holds the stream. The request is built on entering and not kept."""
+
+    __slots__ = ("_args", "_stream", "_transport")
+
+    def __init__(
+        self,
+        transport: HttpTransport,
+        method: str,
+        path: str,
+        json_body: JSONValue | None,
+        params: Mapping[str, str] | None,
+        headers: Mapping[str, str] | None,
+    ) -> None:
+        self._transport = transport
+        self._args: _StreamArgs | None = (method, path, json_body, params, headers)
+        self._stream: HttpStream | None = None
+
+    async def __aenter__(self) -> HttpStream:
+        transport = self._transport
+        assert self._args is not None, "an HttpTransport.stream() is entered once"
+        method, path, json_body, params, headers = self._args
+        self._args = None
+        client = transport._require_client()
+        request = transport._build(
+            method, path, json_body=json_body, params=params, headers=headers
+        )
+        del json_body
+        response = await transport._send_for_head(client, request)
+        del request
+        try:
+            if response.status_code >= 400:
+                # Read and classified in a call of its own, so the raw body is in no frame
+                # of the traceback.
+                raise await transport._error_of(response, transport.secrets(headers))
+        except BaseException:
+            await _close_response(response)
+            raise
+        self._stream = stream = HttpStream(response=response, provider=transport.provider)
+        return stream
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        stream = self._stream
+        assert stream is not None
+        self._stream = None
+        try:
+            await stream.aclose()
+        finally:
+            await _close_response(stream.response)
+
+
+async def _close_response(response: httpx2.Response) -> None:
+    with trio.CancelScope(shield=True), trio.move_on_after(5):
+        await response.aclose()
+
+
 class HttpTransport:
     """Owns the ``httpx2.AsyncClient`` of one provider instance while it is open.
 
@@ -787,8 +852,7 @@ class HttpTransport:
         content_type = response.headers.get("content-type") or "no content type"
         return f"{content_type}: {content[:200]!r}"
 
-    @asynccontextmanager
-    async def stream(
+    def stream(
         self,
         method: str,
         path: str,
@@ -796,29 +860,14 @@ class HttpTransport:
         json_body: JSONValue | None = None,
         params: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
-    ) -> AsyncIterator[HttpStream]:
+    ) -> AbstractAsyncContextManager[HttpStream]:
         """Send a request and yield its streaming body once the status is known to be OK.
 
         Errors before the body starts raise when the block is entered (as
         :meth:`request_json`); errors while reading raise from the :class:`HttpStream`
         iterators. Leaving the block closes the response (and its connection, if unread).
         """
-        client = self._require_client()
-        request = self._build(method, path, json_body=json_body, params=params, headers=headers)
-        response = await self._send_for_head(client, request)
-        try:
-            if response.status_code >= 400:
-                # Read and classified in a call of its own, so the raw body is in no frame
-                # of the traceback.
-                raise await self._error_of(response, self.secrets(headers))
-            stream = HttpStream(response=response, provider=self.provider)
-            try:
-                yield stream
-            finally:
-                await stream.aclose()
-        finally:
-            with trio.CancelScope(shield=True), trio.move_on_after(5):
-                await response.aclose()
+        return _Streaming(self, method, path, json_body, params, headers)
 
     async def _error_of(
         self, response: httpx2.Response, secrets: tuple[Secret, ...]

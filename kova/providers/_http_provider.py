@@ -28,7 +28,6 @@ What it does around the codec, the same for every provider:
 from __future__ import annotations
 
 import math
-from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 import trio
@@ -52,6 +51,7 @@ from ._http import (
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
     from contextlib import AbstractAsyncContextManager
+    from types import TracebackType
 
     import httpx2
 
@@ -350,28 +350,6 @@ class HttpProvider(Generic[FrameT]):
             headers=wire.headers or None,
         )
 
-    @asynccontextmanager
-    async def _stream(self, request: ChatRequest) -> AsyncIterator[EventBatches]:
-        wire = self.codec.encode(request, stream=True)
-        async with self._http.stream(
-            wire.method,
-            wire.path,
-            json_body=wire.body,
-            params=wire.query or None,
-            headers=wire.headers or None,
-        ) as http_stream:
-            secrets = self._http.secrets(wire.headers)
-            await self._check_content_type(http_stream, secrets)
-            yield EventStream(
-                http_stream.raw_chunks(),
-                self.codec.framer(),
-                self.codec.stream_decoder(),
-                provider=self.name,
-                idle_timeout=self._http.timeout,
-                total_timeout=self._stream_timeout,
-                secrets=secrets,
-            )
-
     def chat_completion_stream(
         self, request: ChatRequest
     ) -> AbstractAsyncContextManager[EventBatches]:
@@ -383,7 +361,7 @@ class HttpProvider(Generic[FrameT]):
         :class:`~kova.KovaTimeoutError` when no event arrives within the idle timeout.
         Leaving the block early closes the response.
         """
-        return self._stream(request)
+        return _OpenedStream(self, request)
 
     async def _check_content_type(
         self, http_stream: HttpStream, secrets: tuple[Secret, ...]
@@ -458,3 +436,62 @@ class HttpProvider(Generic[FrameT]):
                 raise KovaError(f"{self.name}: the model list's pages loop at {cursor!r}")
             seen.add(cursor)
         raise KovaError(f"{self.name}: the model list has more than {_MAX_MODEL_PAGES} pages")
+
+
+class _OpenedStream(Generic[FrameT]):
+    """:meth:`HttpProvider.chat_completion_stream`'s context manager: the request sent, its
+    content type checked, then the :class:`EventStream` of its body. A plain class rather
+    than an ``asynccontextmanager`` generator: thousands of streams wait for their heads at
+    once, and a generator would keep its frame (the encoded request and its JSON body among
+    its locals) for the whole stream."""
+
+    __slots__ = ("_opened", "_provider", "_request")
+
+    def __init__(self, provider: HttpProvider[FrameT], request: ChatRequest) -> None:
+        self._provider = provider
+        self._request: ChatRequest | None = request
+        self._opened: AbstractAsyncContextManager[HttpStream] | None = None
+
+    async def __aenter__(self) -> EventStream[FrameT]:
+        provider = self._provider
+        request = self._request
+        assert request is not None, "a chat_completion_stream() is entered once"
+        self._request = None
+        wire = provider.codec.encode(request, stream=True)
+        http = provider._http
+        secrets = http.secrets(wire.headers)
+        opened = http.stream(
+            wire.method,
+            wire.path,
+            json_body=wire.body,
+            params=wire.query or None,
+            headers=wire.headers or None,
+        )
+        del wire
+        http_stream = await opened.__aenter__()
+        try:
+            await provider._check_content_type(http_stream, secrets)
+        except BaseException as exc:
+            await opened.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        self._opened = opened
+        return EventStream(
+            http_stream.raw_chunks(),
+            provider.codec.framer(),
+            provider.codec.stream_decoder(),
+            provider=provider.name,
+            idle_timeout=http.timeout,
+            total_timeout=provider._stream_timeout,
+            secrets=secrets,
+        )
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        opened = self._opened
+        assert opened is not None
+        self._opened = None
+        await opened.__aexit__(exc_type, exc, traceback)

@@ -836,6 +836,59 @@ async def test_a_stream_is_never_retried_after_its_content_even_on_a_retryable_e
     assert provider.opened == 1
 
 
+class _RateLimitedAfterContent(ScriptedProvider):
+    """A provider whose first stream sends content, then a rate limit with a server delay;
+    every later request is answered."""
+
+    streams = 0
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__([reply_text("ok")] * 4)
+        self.retry_after = retry_after
+        self.calls: list[float] = []
+
+    @asynccontextmanager
+    async def chat_completion_stream(
+        self, request: ChatRequest
+    ) -> AsyncIterator[AsyncIterator[Sequence[StreamEvent]]]:
+        self.streams += 1
+        retry_after = self.retry_after
+
+        async def batches() -> AsyncIterator[Sequence[StreamEvent]]:
+            yield [TextDelta(text="partial")]
+            raise RateLimited("slow down", retry_after=retry_after, mid_stream=True)
+
+        yield batches()
+
+    async def chat_completion(self, request: ChatRequest) -> ModelResponse:
+        self.calls.append(trio.current_time())
+        return await super().chat_completion(request)
+
+
+@pytest.mark.parametrize(("retry_after", "reopens"), [(5.0, 5.0), (3600.0, 60.0)])
+async def test_a_stream_rate_limited_after_its_content_closes_the_gate_for_the_others(
+    autojump_clock: trio.testing.MockClock, retry_after: float, reopens: float
+):
+    """Never retried (content reached the consumer), yet the others back off: the gate
+    closes for the server's delay, at most max_retry_after."""
+    provider = _RateLimitedAfterContent(retry_after)
+    async with open_runtime() as runtime:
+        ref = await spawn_provider(runtime, provider)
+        received: list[StreamEvent] = []
+        with pytest.raises(RateLimited):
+            async with ref.chat_completion_stream(ChatRequest.of("hi")) as batches:
+                async for batch in batches:
+                    received.extend(batch)
+        assert received == [TextDelta(text="partial")]
+        assert provider.streams == 1
+        await trio.testing.wait_all_tasks_blocked()  # the actor read what the stream reported
+        with pytest.raises(RateLimited) as refused:
+            await ref.with_retry(RetryConfig.disabled()).chat_completion(ChatRequest.of("a"))
+        assert refused.value.retry_after == reopens
+        assert (await ref.chat_completion(ChatRequest.of("b"))).text == "ok"
+    assert provider.calls == [reopens]
+
+
 async def test_an_orderly_stop_waits_for_a_leased_stream_to_close(
     autojump_clock: trio.testing.MockClock,
 ):

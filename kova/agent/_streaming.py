@@ -1,0 +1,143 @@
+"""What ``agent.stream(...)`` returns: the context manager of one streamed turn.
+
+A plain class rather than an ``asynccontextmanager`` generator: a program may hold thousands
+of streamed turns at once (each waiting for its model's answer), and a generator would keep
+its frame, the wrapper's ``__dict__`` and an exit stack for the whole turn. A turn with
+neither a journal nor a cancel token, the common case, holds only the agent loop's own
+generator; the others keep an exit stack for what they entered.
+"""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from functools import partial
+from typing import TYPE_CHECKING
+
+from .._door import require_trio
+from ._cancel import stream_in_task
+from ._input import check_call_options, coerce_history
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncGenerator, AsyncIterator
+    from types import TracebackType
+
+    from .._models import InferenceConfig, Message
+    from ..durable import SqliteJournal
+    from ._agent import Agent
+    from ._approvals import PendingApprovals
+    from ._cancel import CancelToken
+    from ._events import AgentEvent
+    from ._input import HistoryInput
+    from ._limits import UsageLimits
+    from ._turn import Turn
+
+__all__ = ["TurnStream"]
+
+
+class TurnStream:
+    """``async with agent.stream(history, ...) as events``: see :meth:`Agent.stream`. The
+    arguments are checked on entering."""
+
+    __slots__ = (
+        "_agent",
+        "_buffer",
+        "_cancel",
+        "_config",
+        "_deps",
+        "_events",
+        "_history",
+        "_journal",
+        "_limits",
+        "_resume",
+        "_stack",
+        "_turn_id",
+    )
+
+    def __init__(
+        self,
+        agent: Agent,
+        history: HistoryInput,
+        config: InferenceConfig | None,
+        cancel: CancelToken | None,
+        buffer: int,
+        resume: PendingApprovals | None,
+        limits: UsageLimits | None,
+        journal: SqliteJournal | None,
+        turn_id: str | None,
+        deps: object,
+    ) -> None:
+        self._agent = agent
+        self._history = history
+        self._config = config
+        self._cancel = cancel
+        self._buffer = buffer
+        self._resume = resume
+        self._limits = limits
+        self._journal = journal
+        self._turn_id = turn_id
+        self._deps = deps
+        self._events: AsyncGenerator[AgentEvent, None] | None = None
+        self._stack: AsyncExitStack | None = None
+
+    async def __aenter__(self) -> AsyncIterator[AgentEvent]:
+        require_trio("agent.stream()")
+        agent = self._agent
+        messages = coerce_history(self._history)
+        config, cancel = self._config, self._cancel
+        check_call_options(config, cancel)
+        agent._running()
+        journaled = None
+        journal, turn_id = self._journal, self._turn_id
+        if journal is None and turn_id is None:
+            turn = self._unjournaled(messages)
+            if cancel is None:
+                # The common case: the agent loop's generator, pulled by the consumer.
+                events = agent._steps(turn, config, streamed=True, deps=self._deps)
+                self._events = events
+                return events
+        async with AsyncExitStack() as stack:
+            if journal is not None or turn_id is not None:
+                if self._resume is not None and self._limits is not None:
+                    raise TypeError(
+                        "limits cannot be given with resume: a paused turn keeps its own"
+                    )
+                opened = agent._open_journaled(
+                    messages, config, self._limits, journal, turn_id, self._resume
+                )
+                turn, journaled = await stack.enter_async_context(opened)
+            steps = partial(
+                agent._steps, turn, config, streamed=True, journaled=journaled, deps=self._deps
+            )
+            entered: AsyncIterator[AgentEvent]
+            if cancel is None:
+                generator = steps()
+                stack.push_async_callback(generator.aclose)
+                entered = generator
+            else:
+                entered = await stack.enter_async_context(
+                    stream_in_task(steps, cancel, self._buffer)
+                )
+            self._stack = stack.pop_all()
+        return entered
+
+    def _unjournaled(self, messages: tuple[Message, ...]) -> Turn:
+        agent = self._agent
+        if self._resume is None:
+            return agent._start(messages, self._config, self._limits)
+        if self._limits is not None:
+            raise TypeError("limits cannot be given with resume: a paused turn keeps its own")
+        return agent._resumed(messages, self._resume, self._config)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        events, stack = self._events, self._stack
+        self._events = self._stack = None
+        if events is not None:
+            await events.aclose()
+            return False
+        assert stack is not None, "entered"
+        return bool(await stack.__aexit__(exc_type, exc, traceback))
