@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING, ClassVar
 
 from ..._errors import ProviderErrorClass
@@ -16,10 +17,16 @@ from ._convert import PROVIDER, decode_models, decode_response, encode_request
 from ._stream import OpenAiStreamDecoder
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ..._models import ChatRequest, JSONValue, ModelResponse
+    from ..._secret import SecretHeaders
     from ._config import OpenAiConfig
 
-__all__ = ["OpenAiCodec", "openai_error_details"]
+STREAM_ACCEPT: Mapping[str, str] = MappingProxyType({"accept": "text/event-stream"})
+"""The header a streamed request adds to the config's."""
+
+__all__ = ["STREAM_ACCEPT", "OpenAiCodec", "openai_error_details"]
 
 
 def openai_error_details(body: JSONValue) -> ErrorDetails:
@@ -31,29 +38,32 @@ def openai_error_details(body: JSONValue) -> ErrorDetails:
     return details
 
 
-class OpenAiCodec(Record, CodecBase[SseEvent]):
+class OpenAiCodec(
+    Record, CodecBase[SseEvent], eq_exclude=("stream_headers",), repr_exclude=("stream_headers",)
+):
     """Chat Completions over SSE, for OpenAI and compatible servers."""
 
     config: OpenAiConfig
+    stream_headers: SecretHeaders
+    """The headers of a streamed call: the config's and ``accept``, worked out once (the
+    config is frozen) rather than per stream."""
     name: ClassVar[str] = PROVIDER
     framer: ClassVar[type[SseFramer]] = SseFramer
     stream_content_types: ClassVar[tuple[str, ...]] = ("text/event-stream",)
 
     def __init__(self, config: OpenAiConfig) -> None:
         set_field(self, "config", config)
+        set_field(self, "stream_headers", config.extra_headers.merged(STREAM_ACCEPT))
 
     def encode(self, request: ChatRequest, *, stream: bool) -> WireRequest:
         config = self.config
         body = encode_request(
             request.messages, request.tools, request.config, config, stream=stream
         )
-        headers = config.extra_headers
-        if stream:
-            headers = headers.merged({"accept": "text/event-stream"})
         return WireRequest(
             path=endpoint_path(config.base_url, config.chat_completions_path),
             query=config.query_params(),
-            headers=headers,
+            headers=self.stream_headers if stream else config.extra_headers,
             body=body,
         )
 

@@ -10,7 +10,7 @@ from .._codec import CodecBase, ModelPage, WireRequest
 from .._framing import SseFramer
 from .._http_provider import HttpProvider
 from .._sse import SseEvent
-from ._codec import openai_error_details
+from ._codec import STREAM_ACCEPT, openai_error_details
 from ._config import endpoint_path
 from ._convert import decode_models
 from ._responses_convert import (
@@ -26,32 +26,35 @@ if TYPE_CHECKING:
     import httpx2
 
     from ..._models import ChatRequest, JSONValue, ModelResponse
+    from ..._secret import SecretHeaders
     from .._http import ErrorDetails
     from ._responses_config import OpenAiResponsesConfig
 
 __all__ = ["OpenAiResponsesCodec", "OpenAiResponsesProvider"]
 
 
-class OpenAiResponsesCodec(Record, CodecBase[SseEvent]):
+class OpenAiResponsesCodec(
+    Record, CodecBase[SseEvent], eq_exclude=("stream_headers",), repr_exclude=("stream_headers",)
+):
     """The Responses API (``POST /v1/responses``) over SSE."""
 
     config: OpenAiResponsesConfig
+    stream_headers: SecretHeaders
+    """The headers of a streamed call, worked out once (the config is frozen)."""
     name: ClassVar[str] = PROVIDER
     framer: ClassVar[type[SseFramer]] = SseFramer
     stream_content_types: ClassVar[tuple[str, ...]] = ("text/event-stream",)
 
     def __init__(self, config: OpenAiResponsesConfig) -> None:
         set_field(self, "config", config)
+        set_field(self, "stream_headers", config.extra_headers.merged(STREAM_ACCEPT))
 
     def _post(self, path: str, body: JSONValue, *, stream: bool = False) -> WireRequest:
         config = self.config
-        headers = config.extra_headers
-        if stream:
-            headers = headers.merged({"accept": "text/event-stream"})
         return WireRequest(
             path=endpoint_path(config.base_url, path),
             query=config.query_params(),
-            headers=headers,
+            headers=self.stream_headers if stream else config.extra_headers,
             body=body,
         )
 
