@@ -95,6 +95,9 @@ _APPROVAL = "approval"
 _DONE = "done"
 _FAILED = "failed"
 
+_NO_NAMES: frozenset[str] = frozenset()
+"""Shared by every turn that has none (an empty frozenset is not a singleton: 216 bytes)."""
+
 _TRUNCATED = (StopKind.MAX_TOKENS, StopKind.STOP_SEQUENCE)
 """Stops that can cut a tool call short: such calls are answered, never run."""
 
@@ -288,7 +291,7 @@ class Turn:
         self._inner_tool_calls = 0
         self._requests = 0
         self._tool_calls = 0
-        self._always: set[str] = set()
+        self._always: frozenset[str] = _NO_NAMES  # tools a person approved for good
         self._last_usage: Usage | None = None
         self._last_reply: HasContent | None = None
         self._last_stop = StopReason.END_TURN
@@ -297,7 +300,7 @@ class Turn:
         self._calls: tuple[ToolUse, ...] = ()
         self._results: dict[str, ToolResult] = {}
         self._running: tuple[ToolUse, ...] = ()
-        self._approved: frozenset[str] = frozenset()
+        self._approved: frozenset[str] = _NO_NAMES
         self._denials: tuple[tuple[ToolUse, ToolResult], ...] = ()
         self._pending: PendingApprovals | None = None
         # Inner turns (agent.as_tool) of this step that paused, and those the step resumes.
@@ -446,7 +449,7 @@ class Turn:
         turn._tool_calls = pending.tool_calls
         turn._inner_requests = pending.inner_requests
         turn._inner_tool_calls = pending.inner_tool_calls
-        turn._always = set(pending.always)
+        turn._always = frozenset(pending.always)
         turn._last_reply = last
         turn._last_stop = StopReason.TOOL_USE
         turn._calls = calls
@@ -739,9 +742,7 @@ class Turn:
             self._tool_calls += len(calls)
             always = self._always
             self._approved = (
-                frozenset(call.id for call in calls if call.name in always)
-                if always
-                else frozenset()
+                frozenset(call.id for call in calls if call.name in always) if always else _NO_NAMES
             )
             self._phase = _TOOLS
 
@@ -859,7 +860,7 @@ class Turn:
             if decision.approved:
                 approved.add(item.id)
                 if decision.always:
-                    self._always.add(item.name)
+                    self._always = self._always | {item.name}
             else:
                 denied.add(item.id)
                 self._results[item.id] = _denied(item.id, decision.reason)
@@ -885,7 +886,7 @@ class Turn:
         self._append_results(tuple(results[call.id] for call in self._calls))
         self._calls = self._running = ()
         self._results = {}
-        self._approved = frozenset()
+        self._approved = _NO_NAMES
         self._resumes = {}
         self._paused_inner = {}
         self._phase = _MODEL
@@ -985,7 +986,7 @@ class Turn:
         if not all(isinstance(item, str) for item in [*thinking, *always]):
             raise SerializationError("stored 'thinking' and 'always' must hold strings")
         turn._thinking = thinking
-        turn._always = set(always)
+        turn._always = frozenset(always)
         base = document.get("base_usage")
         turn._base = None if base is None else usage_from_json(base)
         turn._requests = field(document, "requests", int)
