@@ -13,6 +13,7 @@ moment, so nothing that prints a config, a provider or a request shows them.
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
 import httpx2
@@ -21,6 +22,7 @@ from .._secret import Secret
 
 if TYPE_CHECKING:
     from collections.abc import Generator
+    from types import TracebackType
 
 __all__ = ["HeaderAuth", "bearer_auth", "header_auth", "secrets_of"]
 
@@ -41,8 +43,46 @@ class HeaderAuth(httpx2.Auth):
         request.headers[self.header] = self.prefix + self.secret.reveal()
         yield request
 
+    def async_auth_flow(
+        self, request: httpx2.Request
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        """The same flow without an async generator per request (one is alive, and tracked
+        by trio, while every request waits for its response head)."""
+        request.headers[self.header] = self.prefix + self.secret.reveal()
+        return _OneRequest(request)
+
     def __repr__(self) -> str:
         return f"HeaderAuth({self.header!r}, {self.secret!r})"
+
+
+class _OneRequest(AsyncGenerator[httpx2.Request, httpx2.Response]):
+    """An auth flow that sends one request and takes no answer back."""
+
+    __slots__ = ("_request",)
+
+    def __init__(self, request: httpx2.Request) -> None:
+        self._request: httpx2.Request | None = request
+
+    async def asend(self, value: httpx2.Response | None) -> httpx2.Request:
+        request = self._request
+        if request is None:
+            raise StopAsyncIteration
+        self._request = None
+        return request
+
+    async def athrow(
+        self,
+        typ: type[BaseException] | BaseException,
+        val: object = None,
+        tb: TracebackType | None = None,
+        /,
+    ) -> httpx2.Request:
+        self._request = None
+        if isinstance(typ, BaseException):
+            raise typ
+        if isinstance(val, BaseException):
+            raise val
+        raise typ
 
 
 def bearer_auth(secret: Secret) -> HeaderAuth:

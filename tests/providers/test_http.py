@@ -24,6 +24,8 @@ from kova import (
     RateLimited,
     StreamError,
 )
+from kova._secret import Secret
+from kova.providers._auth import bearer_auth, header_auth
 from kova.providers._http import ErrorDetails, HttpTransport, default_error_details
 
 if TYPE_CHECKING:
@@ -309,3 +311,38 @@ async def test_a_stream_that_stalls_mid_body_hits_the_read_timeout(autojump_cloc
         assert trio.current_time() - start == pytest.approx(5.0)
         assert received == [b"data: hello\n\n"]
         nursery.cancel_scope.cancel()
+
+
+async def test_a_header_auth_flow_sets_its_header_on_the_one_request_it_sends() -> None:
+    """Its async flow (no generator per request) sends the request once, with the header,
+    and takes no answer back: a 401 is the caller's to classify, never a second request."""
+    seen: list[str | None] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request.headers.get("authorization"))
+        return httpx2.Response(401, json={"error": {"message": "bad key"}})
+
+    transport = HttpTransport(
+        provider="test",
+        base_url="http://api.test/",
+        transport=httpx2.MockTransport(handler),
+        auth=bearer_auth(Secret("sk-1")),
+    )
+    async with transport.open():
+        with pytest.raises(ProviderAuthError):
+            await transport.request_json("POST", "/v1/x", json_body={})
+        with pytest.raises(ProviderAuthError):
+            async with transport.stream("POST", "/v1/x", json_body={}):
+                pytest.fail("entered a stream answered 401")
+    assert seen == ["Bearer sk-1", "Bearer sk-1"]
+
+    flow = bearer_auth(Secret("sk-2")).async_auth_flow(httpx2.Request("GET", "http://a.test"))
+    request = await flow.__anext__()
+    assert request.headers["authorization"] == "Bearer sk-2"
+    with pytest.raises(StopAsyncIteration):
+        await flow.asend(httpx2.Response(200))
+    await flow.aclose()  # closing a finished or an unstarted flow is quiet
+    unstarted = header_auth("x-api-key", Secret("k")).async_auth_flow(httpx2.Request("GET", "/"))
+    await unstarted.aclose()
+    with pytest.raises(StopAsyncIteration):
+        await unstarted.__anext__()
