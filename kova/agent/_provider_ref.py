@@ -17,7 +17,7 @@ is closed; a stream only before its first content.
 from __future__ import annotations
 
 from contextlib import asynccontextmanager, nullcontext, suppress
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
@@ -34,7 +34,7 @@ from ._provider_messages import AttemptFailed, GetAdmission, RateLimitObserved, 
 from ._retry import RetryConfig
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
     from contextlib import AbstractAsyncContextManager
     from types import TracebackType
 
@@ -322,11 +322,16 @@ class _LeasedStream:
         self._link: _Link | None = None
         self._token: object = None
 
-    async def __aenter__(self) -> StreamLease:
+    def __aenter__(self) -> Coroutine[Any, Any, StreamLease]:
+        links = self._ref._links
+        if len(links) == 1:  # no fallbacks: the retry loop itself, no frame of its own
+            return self._attempts(links[0])
+        return self._along(links)
+
+    async def _along(self, links: tuple[_Link, ...]) -> StreamLease:
+        """The retry loop on each provider in turn, while they fail before any content with
+        an error the fallback's ``on`` matches (a provider whose gate is closed skipped)."""
         ref = self._ref
-        links = ref._links
-        if len(links) == 1:
-            return await self._attempts(links[0])
         last = len(links) - 1
         index = ref._skip_gated(0)
         while True:
