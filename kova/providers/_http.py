@@ -527,6 +527,8 @@ class _Streaming:
 
 
 async def _close_response(response: httpx2.Response) -> None:
+    if response.is_closed:  # a body read to its end: httpx2 closed it (no scopes to set up)
+        return
     with trio.CancelScope(shield=True), trio.move_on_after(5):
         await response.aclose()
 
