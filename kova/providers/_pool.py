@@ -285,12 +285,32 @@ class _PoolStream:
             await self._pool._close_connections(closing)
 
 
+# What ConnectionPool takes from httpcore2's pool besides its public surface: the settings the
+# base class keeps (read by ``create_connection`` and by the planning) and its closing helper.
+# They are private, so a release may rename them; pooled_transport checks they are there.
+_BUILT_ON = (
+    "_ssl_context",
+    "_max_connections",
+    "_max_keepalive_connections",
+    "_keepalive_expiry",
+    "_close_connections",
+    "create_connection",
+)
+
+
 def pooled_transport(limits: httpx2.Limits) -> httpx2.AsyncHTTPTransport:
     """httpx2's transport as ``httpx2.AsyncClient`` would make it for ``limits``, on a
-    :class:`ConnectionPool`."""
+    :class:`ConnectionPool`.
+
+    If this httpcore2 does not have what the pool is built on (:data:`_BUILT_ON`, private
+    names a release may change) the transport keeps httpcore2's own pool: correct, and slower
+    only with thousands of requests in flight. ``tests/providers/test_pool.py`` fails on such a
+    release, so it is noticed before users are."""
     transport = httpx2.AsyncHTTPTransport(limits=limits)
-    stock = transport._pool
-    if type(stock) is httpcore2.AsyncConnectionPool:
+    stock = getattr(transport, "_pool", None)
+    if type(stock) is httpcore2.AsyncConnectionPool and all(
+        hasattr(stock, name) for name in _BUILT_ON
+    ):
         transport._pool = ConnectionPool(
             ssl_context=stock._ssl_context,
             max_connections=limits.max_connections,

@@ -322,3 +322,25 @@ async def test_pool_errors_match_the_stock_pools() -> None:
             await pool.handle_async_request(httpcore2.Request("GET", url))
     await pool.aclose()
     assert pool.connections == []
+
+
+def test_this_httpcore2_has_what_the_pool_is_built_on() -> None:
+    # A release that renames the private names ConnectionPool relies on fails here (the
+    # transport would quietly keep the stock pool, quadratic with thousands of requests).
+    transport = pooled_transport(httpx2.Limits(max_connections=10))
+    assert type(transport._pool) is ConnectionPool  # type: ignore[attr-defined]
+
+
+async def test_without_what_the_pool_is_built_on_the_stock_pool_serves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import kova.providers._pool as pool_module
+
+    monkeypatch.setattr(pool_module, "_BUILT_ON", (*pool_module._BUILT_ON, "_renamed_away"))
+    transport = pooled_transport(httpx2.Limits(max_connections=10))
+    assert type(transport._pool) is httpcore2.AsyncConnectionPool  # type: ignore[attr-defined]
+    async with trio.open_nursery() as nursery:
+        _, base_url = await open_server(nursery)
+        async with httpx2.AsyncClient(transport=transport, timeout=30.0) as client:
+            await get_ok(client, base_url + "/")
+        nursery.cancel_scope.cancel()
