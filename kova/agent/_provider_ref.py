@@ -156,16 +156,15 @@ class ProviderRef(Record):
         """
         return await self._complete_checked(_checked(request))
 
-    async def _complete_checked(self, request: ChatRequest) -> ModelResponse:
+    def _complete_checked(self, request: ChatRequest) -> Coroutine[Any, Any, ModelResponse]:
         """:meth:`chat_completion` for a request already known to be well formed (the agent
         checks a turn's history once, at its boundary, and builds the rest itself). Internal
-        to kova."""
+        to kova. A plain method returning the coroutine that does the work: no coroutine
+        frame of its own for every await of the call."""
         links = self._links
-        if len(links) == 1:  # no fallbacks: one coroutine frame fewer for every await
-            return await self._attempts(
-                links[0], lambda provider: provider.chat_completion(request)
-            )
-        return await self._call(lambda provider: provider.chat_completion(request))
+        if len(links) == 1:  # no fallbacks: the retry loop itself
+            return self._attempts(links[0], lambda provider: provider.chat_completion(request))
+        return self._call(lambda provider: provider.chat_completion(request))
 
     async def count_tokens(self, request: ChatRequest) -> int:
         """See :meth:`kova.providers.Provider.count_tokens` (through the gate, retried). A

@@ -7,11 +7,12 @@ is sent, instead of the API's 401 after a round trip.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._http_provider import FrameT, HttpProvider
 
 if TYPE_CHECKING:
+    from collections.abc import Coroutine
     from contextlib import AbstractAsyncContextManager
 
     from .._models import ChatRequest, ModelInfo, ModelResponse
@@ -30,11 +31,14 @@ class KeyedHttpProvider(HttpProvider[FrameT]):
         if self.config.api_key is None:
             raise self.config.missing_key_error(self.name)
 
-    async def chat_completion(self, request: ChatRequest) -> ModelResponse:
+    def chat_completion(self, request: ChatRequest) -> Coroutine[Any, Any, ModelResponse]:
         """One call (see :meth:`HttpProvider.chat_completion`); without a key,
-        :class:`~kova.ProviderAuthError` before anything is sent."""
+        :class:`~kova.ProviderAuthError` before anything is sent.
+
+        A plain method returning the call's coroutine (the key is checked when it is
+        called): no coroutine frame of its own for every await of the call."""
         self._require_key()
-        return await super().chat_completion(request)
+        return super().chat_completion(request)
 
     def chat_completion_stream(
         self, request: ChatRequest

@@ -21,6 +21,7 @@ from ._stream import AnthropicStreamDecoder
 
 if TYPE_CHECKING:
     from ..._models import ChatRequest, JSONValue, ModelResponse
+    from ..._secret import SecretHeaders
     from ._config import AnthropicConfig
 
 __all__ = ["AnthropicCodec"]
@@ -28,21 +29,26 @@ __all__ = ["AnthropicCodec"]
 _MODELS_PAGE_SIZE = 1000  # the API's maximum; most accounts fit in one page
 
 
-class AnthropicCodec(Record, CodecBase[SseEvent]):
+class AnthropicCodec(
+    Record, CodecBase[SseEvent], eq_exclude=("headers",), repr_exclude=("headers",)
+):
     """Messages API over SSE; exact token counts via ``/v1/messages/count_tokens``."""
 
     config: AnthropicConfig
+    headers: tuple[SecretHeaders, SecretHeaders]
+    """The headers of a call and of a streamed call: the config's, worked out once (the
+    config is frozen) instead of per request."""
     name: ClassVar[str] = PROVIDER
     framer: ClassVar[type[SseFramer]] = SseFramer
     stream_content_types: ClassVar[tuple[str, ...]] = ("text/event-stream",)
 
     def __init__(self, config: AnthropicConfig) -> None:
         set_field(self, "config", config)
+        headers = request_headers(config)
+        set_field(self, "headers", (headers, headers.merged({"accept": "text/event-stream"})))
 
     def encode(self, request: ChatRequest, *, stream: bool) -> WireRequest:
-        headers = request_headers(self.config)
-        if stream:
-            headers = headers.merged({"accept": "text/event-stream"})
+        headers = self.headers[stream]
         body = encode_request(
             request.messages, request.tools, request.config, self.config, stream=stream
         )
