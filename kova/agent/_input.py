@@ -48,10 +48,12 @@ def coerce_history(history: object) -> tuple[Message, ...]:
         TypeError: ``history`` is none of the accepted forms, or one of its messages (or
             blocks) has the wrong type; the message names the index and the type found.
     """
-    if isinstance(history, str):
+    if isinstance(history, tuple | list):  # the usual forms, without the ABC check (~10x dearer)
+        messages: tuple[Message, ...] = tuple(history)
+    elif isinstance(history, str):
         return (Message.user(history),)
-    if isinstance(history, Message):
-        messages: tuple[Message, ...] = (history,)
+    elif isinstance(history, Message):
+        messages = (history,)
     elif isinstance(history, Sequence) and not isinstance(history, bytes | bytearray):
         messages = tuple(history)
     else:

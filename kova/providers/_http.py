@@ -56,8 +56,7 @@ from __future__ import annotations
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from types import MappingProxyType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 import httpx2
 import httpx2._decoders as httpx2_decoders
@@ -353,7 +352,10 @@ class _Chunks(AsyncIterator[bytes]):
             raise error from without_frames(exc)
 
 
-_JSON_HEADERS: Mapping[str, str] = MappingProxyType({"content-type": "application/json"})
+# A dict, never changed: httpx2 copies it into each request's Headers, and checks it is a
+# Mapping first; a MappingProxyType (registered with the ABC directly) is never cached there
+# and costs a Python-level __subclasshook__ call on every request.
+_JSON_HEADERS: Final[Mapping[str, str]] = {"content-type": "application/json"}
 
 
 class HttpStream:

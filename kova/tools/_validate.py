@@ -294,7 +294,8 @@ _TYPES: dict[str, _Check] = {
     "boolean": lambda value: isinstance(value, bool),
     "null": lambda value: value is None,
     "array": lambda value: isinstance(value, list | tuple),
-    "object": lambda value: isinstance(value, Mapping),
+    # A decoded JSON object is a dict: answered without the Mapping ABC check (~6x dearer).
+    "object": lambda value: type(value) is dict or isinstance(value, Mapping),
 }
 
 
@@ -377,7 +378,7 @@ def _object_check(schema: Mapping[str, object], depth: int) -> list[_Check] | No
     needed = tuple(required)
 
     def object_check(value: object) -> bool:
-        if not isinstance(value, Mapping):
+        if type(value) is not dict and not isinstance(value, Mapping):
             return True  # these keywords apply to objects only
         for name in needed:
             if name not in value:
