@@ -62,7 +62,7 @@ from ._approvals import (
     message_fingerprint,
 )
 from ._events import AgentResponse
-from ._input import check_messages
+from ._input import coerce_history
 from ._limits import UsageLimits
 from ._state_json import (
     config_from_json,
@@ -194,12 +194,6 @@ def _tool_definitions(tools: object) -> tuple[ToolDefinition, ...]:
     return tuple(tools)
 
 
-def _history(history: object) -> tuple[Message, ...]:
-    if not _sequence(history):
-        raise TypeError(f"history must be a sequence of kova.Message, got {type(history).__name__}")
-    messages = tuple(history)
-    check_messages(messages)
-    return messages
 
 
 def _options(
@@ -323,7 +317,7 @@ class Turn:
     @classmethod
     def start(
         cls,
-        history: Sequence[Message],
+        history: str | Message | Sequence[Message],
         *,
         tools: Sequence[ToolDefinition],
         config: InferenceConfig,
@@ -336,6 +330,9 @@ class Turn:
         """A new turn over ``history`` (the caller's; never modified).
 
         Args:
+            history: the conversation so far, as :meth:`Agent.run <kova.agent.Agent.run>`
+                takes it: a ``str`` is one user message, a :class:`~kova.Message` a
+                one-message history.
             tools: the tool definitions offered to the model (:meth:`set_tools` changes them
                 between model calls).
             config: the inference config sent with every model call.
@@ -351,7 +348,7 @@ class Turn:
             TypeError: an argument of the wrong type, naming it.
             ValueError: ``max_iterations`` or ``context_budget`` below 1.
         """
-        messages = _history(history)
+        messages = coerce_history(history)
         definitions = _tool_definitions(tools)
         _options(config, system_prompt, limits, max_iterations, context_budget)
         if turn_id is not None and not isinstance(turn_id, str):
@@ -395,7 +392,7 @@ class Turn:
                 pending calls came from, a decision names an unknown call, a call's name or
                 arguments differ from its fingerprint, or a call has no decision.
         """
-        messages = _history(history)
+        messages = coerce_history(history)
         if not isinstance(pending, PendingApprovals):
             raise TypeError(
                 f"pending must be a kova.agent.PendingApprovals, got {type(pending).__name__}"

@@ -195,9 +195,18 @@ def test_transitions_out_of_turn_are_refused() -> None:
         turn.model_replied(reply_text("again"))
 
 
+def test_start_takes_history_as_agent_run_does() -> None:
+    for history in ("Weather in Oslo?", Message.user("Weather in Oslo?")):
+        step = Turn.start(history, tools=(), config=CONFIG).next_step()
+        assert isinstance(step, CallModel)
+        assert step.request.messages == (Message.user("Weather in Oslo?"),)
+
+
 def test_start_checks_its_arguments() -> None:
     with pytest.raises(TypeError, match=r"history\[0\]"):
         Turn.start(["hi"], tools=(), config=CONFIG)  # type: ignore[list-item]
+    with pytest.raises(TypeError, match=r"history must be a str, a kova\.Message or a sequence"):
+        Turn.start(5, tools=(), config=CONFIG)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="config"):
         Turn.start(HISTORY, tools=(), config={})  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_iterations"):
