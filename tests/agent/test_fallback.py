@@ -200,6 +200,26 @@ async def test_a_stream_never_falls_back_after_its_content() -> None:
     assert [name for name, _ in log] == ["a"]
 
 
+async def test_used_directly_a_stream_never_falls_back_after_its_content() -> None:
+    """The same rule without actors: the first content is out, so the failure after it is
+    the stream's, whatever ``on`` says."""
+    log: list[tuple[str, float]] = []
+    cut = StreamReply(response=reply_text("partial answer"), chunk_chars=2, cut_after=3)
+    provider = FallbackProvider(
+        _answering("a", log, lambda n: cut),
+        _answering("b", log, lambda n: reply_text("never")),
+        on=lambda error: True,
+    )
+    got: list[str] = []
+    async with provider.open():
+        with pytest.raises(StreamError):
+            async with provider.chat_completion_stream(ChatRequest.of("hi")) as batches:
+                async for batch in batches:
+                    got.extend(e.text for e in batch if isinstance(e, TextDelta))
+    assert "".join(got) == "partia"  # three chunks of two characters, then the cut
+    assert [name for name, _ in log] == ["a"]
+
+
 async def test_used_directly_it_walks_the_same_order_without_actors() -> None:
     log: list[tuple[str, float]] = []
     provider = FallbackProvider(
