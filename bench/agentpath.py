@@ -9,6 +9,11 @@ Starts the mock server and, in one trio run, interleaves rounds of:
   without tools;
 - (e) ``calls`` agent turns with one tool round trip: the floor's hand-written loop and
   ``Agent.run`` on an agent with one ``@tool``.
+- (b) ``Agent.run`` on an *instant* provider (no I/O: it returns one fixed answer), alone,
+  and after each floor call: the agent's own work per call, and what it costs beside real
+  I/O. The second row minus the floor is usually about three times the first: the agent's
+  code, run between HTTP calls, evicts what the HTTP path kept warm in the CPU's caches and
+  branch predictors, a cost instruction counts (``bench/instructions.py``) do not show.
 
 Every client is open for the whole run and the rounds alternate between them, so machine
 noise hits them alike. Prints the median client CPU and wall per call (us) and the ratio to
@@ -37,7 +42,41 @@ from clients.floor import Httpx2Trio  # noqa: E402
 from clients.kova_client import Kova, KovaActor, KovaAgent  # noqa: E402
 from run import MockServer, _pin_client, prepare_bodies  # noqa: E402
 
+from kova import InferenceConfig, Message, StopReason, Text, Usage  # noqa: E402
+from kova.agent import AgentBuilder  # noqa: E402
+from kova.providers import ModelResponse  # noqa: E402
+
 ANSWER = 20
+
+
+class _Instant:
+    """A provider with no I/O: every call returns the same short answer at once."""
+
+    name = "instant"
+
+    def __init__(self) -> None:
+        self._answer = ModelResponse(
+            content=(Text(text="sunny"),),
+            stop_reason=StopReason.END_TURN,
+            usage=Usage(input_tokens=10, output_tokens=5),
+        )
+
+    def open(self) -> _Nothing:
+        return _Nothing()
+
+    async def chat_completion(self, request: object) -> ModelResponse:
+        return self._answer
+
+    def chat_completion_stream(self, request: object) -> Any:
+        raise NotImplementedError("the instant provider answers calls only")
+
+
+class _Nothing:
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        return None
 
 
 async def _round(fn: Any, n: int) -> tuple[float, float]:
@@ -93,12 +132,22 @@ async def _bench(base_url: str, api: str, n: int, rounds: int, profile: bool) ->
     direct = Kova(base_url, api)
     actor = KovaActor(base_url, api)
     agent = KovaAgent(base_url, api)
-    async with floor, direct, actor, agent:
+    instant = AgentBuilder().provider(_Instant()).build()
+    history = [Message.user("What is the weather in Paris?")]
+    instant_config = InferenceConfig(model=call_model, max_tokens=1024)
+    async with floor, direct, actor, agent, instant:
+
+        async def floor_then_instant() -> None:
+            await floor.call(call_model)
+            await instant.run(history, config=instant_config)
+
         rows: dict[str, Any] = {
             "b floor": lambda: floor.call(call_model),
             "b kova provider": lambda: direct.call(call_model),
             "b provider actor": lambda: actor.call(call_model),
             "b Agent.run": lambda: agent.call(call_model),
+            "b Agent.run, instant provider": lambda: instant.run(history, config=instant_config),
+            "b floor, then Agent.run on an instant provider": floor_then_instant,
             "e floor loop": lambda: floor.turn(turn_model),
             "e same loop on kova provider": lambda: _hand_loop(direct.provider, turn_model),
             "e Agent.run + tool": lambda: agent.turn(turn_model),
