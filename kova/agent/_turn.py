@@ -194,8 +194,6 @@ def _tool_definitions(tools: object) -> tuple[ToolDefinition, ...]:
     return tuple(tools)
 
 
-
-
 def _options(
     config: object, system_prompt: object, limits: object, max_iterations: object, budget: object
 ) -> None:
