@@ -66,10 +66,14 @@ class TurnEvent(Record):
     """A live event of a turn run by Temporal (see :func:`events`).
 
     ``kind`` is ``"text"`` or ``"thinking"`` (``text`` holds the pieces that arrived
-    together), ``"tool_started"`` (``call``) or ``"tool_finished"`` (``call``, ``result``).
+    together), ``"tool_started"`` (``call``), ``"tool_finished"`` (``call``, ``result``) or
+    ``"tool_deferred"`` (``call``: left to a person, see :func:`pending`).
     ``attempt`` is the activity's attempt (1, then 2 after a retry: a retried model call
     streams its answer again from the start, so a consumer drops what an earlier attempt of
     the same ``activity`` showed); ``activity`` is the activity's id within the workflow.
+    ``path`` is empty for the turn's own events; an agent given to the worker's agent as a
+    tool (``agent.as_tool()``) streams its turn's events inside that call's activity, each
+    with the tool-call ids that led to it, as ``event.path`` of an in-process stream.
     """
 
     kind: str
@@ -78,6 +82,7 @@ class TurnEvent(Record):
     text: str = ""
     call: ToolUse | None = None
     result: ToolResult | None = None
+    path: tuple[str, ...] = ()
 
 
 def _seconds(value: timedelta | float | None, name: str) -> float | None:
@@ -370,6 +375,7 @@ def _event(item: Any) -> TurnEvent:
     result = item.get("result")
     parsed_call = None if call is None else block_from_dict(call)
     parsed_result = None if result is None else block_from_dict(result)
+    path = item.get("path")
     return TurnEvent(
         kind=str(item.get("kind")),
         attempt=int(item.get("attempt", 1)),
@@ -377,4 +383,5 @@ def _event(item: Any) -> TurnEvent:
         text=str(item.get("text", "")),
         call=parsed_call if isinstance(parsed_call, ToolUse) else None,
         result=parsed_result if isinstance(parsed_result, ToolResult) else None,
+        path=tuple(str(step) for step in path) if isinstance(path, list) else (),
     )

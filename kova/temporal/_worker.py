@@ -34,7 +34,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from .._errors import AgentLoopError, KovaError, ProviderError
+from .._errors import AgentLoopError, KovaError, ProviderError, SerializationError
 from .._guest import AsyncioRuntime, ensure_runtime
 from .._json import dumps
 from .._messages import block_to_dict
@@ -42,10 +42,12 @@ from .._models import TextDelta, ThinkingDelta, ToolResult
 from .._observe import ModelCallRetrying
 from ..agent import Agent, AgentBuilder
 from ..agent._accumulate import ResponseAccumulator
-from ..agent._approvals import DEFER
-from ..agent._events import ToolCallFinished, ToolCallStarted
+from ..agent._approvals import DEFER, InnerPause
+from ..agent._as_tool import AgentTool
+from ..agent._events import ToolCallDeferred, ToolCallFinished, ToolCallStarted
 from ..agent._input import check_messages
 from ..agent._model_call import ModelCall
+from ..agent._nesting import Nest
 from ..agent._retry import RetryConfig
 from ..agent._state_json import (
     config_from_json,
@@ -58,6 +60,7 @@ from ..agent._structured import _InvalidAnswer, _Output
 from ..agent._tool_pool import RunToolCalls
 from ..agent._turn import CallModel, Turn
 from ..durable._driver import not_known_to_have_run
+from ._inner import OuterTurn
 from ._payloads import (
     call_from_json,
     check_size,
@@ -306,6 +309,8 @@ class _Host:
             # twice. The model is told so, in-band.
             return dumps({"result": result_to_json(not_known_to_have_run(call))})
         publish = _Publisher() if request.get("events") else None
+        turn_id = field(request, "turn_id", str)
+        nest = _nest_for(agent, call, request, turn_id, publish is not None)
         runtime = self._runtime
         assert runtime is not None
         activity.heartbeat(_STARTED)
@@ -315,17 +320,29 @@ class _Host:
                 agent,
                 call,
                 bool(request.get("approved")),
-                field(request, "turn_id", str),
+                turn_id,
                 self._deps,
                 publish,
+                nest,
             ),
             publish,
             _STARTED,
         )
+        reply: dict[str, Any] = {}
+        if nest is not None:
+            outer = nest.turns[0]
+            assert isinstance(outer, OuterTurn)
+            if outer.counted:
+                reply["inner"] = outer.counted
+            paused = nest.paused.get(call.id)
+            if paused is not None:
+                reply["paused"] = paused.to_dict()
         if result is DEFER:
-            return dumps({"defer": True})
+            reply["defer"] = True
+            return check_size(dumps(reply), "a tool result")
         assert isinstance(result, ToolResult)
-        return check_size(dumps({"result": result_to_json(result)}), "a tool result")
+        reply["result"] = result_to_json(result)
+        return check_size(dumps(reply), "a tool result")
 
 
 def _may_run_again(agent: Agent, call: ToolUse) -> bool:
@@ -334,6 +351,29 @@ def _may_run_again(agent: Agent, call: ToolUse) -> bool:
             notes = tool.annotations
             return bool(notes is not None and (notes.read_only or notes.idempotent))
     return False
+
+
+def _nest_for(
+    agent: Agent, call: ToolUse, request: Mapping[str, Any], turn_id: str, streamed: bool
+) -> Nest | None:
+    """For a call of an agent tool (``agent.as_tool()``): what its inner turn sees of the
+    outer turn, as in-process (see ``_inner``): the outer usage limits and figures, the
+    outer approval policy, the paused inner turn the call continues; ``None`` for any other
+    tool."""
+    if not isinstance(agent.config.registry.get(call.name), AgentTool):
+        return None
+    figures = request.get("outer")
+    if figures is not None and not isinstance(figures, Mapping):
+        raise SerializationError("a tool call's outer figures must be a JSON object")
+    resume = request.get("resume")
+    approver = agent._approver
+    return Nest(
+        path=(),
+        turns=(OuterTurn(figures, turn_id),),
+        approver=approver if approver.active else None,
+        streamed=streamed,
+        resumes=None if resume is None else {call.id: InnerPause.from_dict(resume)},
+    )
 
 
 def _start(agent: Agent, text: str) -> str:
@@ -408,9 +448,9 @@ async def _call_model(
                     accumulator.feed(batch)  # and the first token's event
                     for event in batch:
                         if isinstance(event, TextDelta):
-                            publish.add("text", text=event.text)
+                            publish.add("text", (), text=event.text)
                         elif isinstance(event, ThinkingDelta):
-                            publish.add("thinking", text=event.text)
+                            publish.add("thinking", (), text=event.text)
                     try:
                         batch = await rest()
                     except StopAsyncIteration:
@@ -458,9 +498,12 @@ async def _call_tool(
     turn_id: str,
     deps: object,
     publish: _Publisher | None,
+    nest: Nest | None = None,
 ) -> DeferredResult:
     """One tool call through the agent's tool pool (trio side), observed by the agent's
-    telemetry subscribers (and lifecycle hooks) as in-process."""
+    telemetry subscribers (and lifecycle hooks) as in-process. ``nest``: for an agent tool,
+    what its inner turn sees of the outer turn; the inner turn's events are published with
+    their ``path``, as an in-process stream nests them."""
     _provider, pool = agent._running()
     emitter = agent._telemetry.emitter(agent._own_subscribers)
     request = RunToolCalls(
@@ -471,6 +514,7 @@ async def _call_tool(
         agent=agent.config.name,
         deps=deps,
         caller=contextvars.copy_context(),
+        nest=nest,
     )
     if publish is None:
         results: tuple[DeferredResult, ...] = await pool.call(request)
@@ -480,14 +524,23 @@ async def _call_tool(
         async for item in items:
             if isinstance(item, tuple):
                 results = item
+                continue
+            path = item.path  # an inner agent's events have the outer call's id first
+            if isinstance(item, TextDelta):
+                publish.add("text", path, text=item.text)
+            elif isinstance(item, ThinkingDelta):
+                publish.add("thinking", path, text=item.text)
             elif isinstance(item, ToolCallStarted):
-                publish.add("tool_started", call=block_to_dict(item.call))
+                publish.add("tool_started", path, call=block_to_dict(item.call))
             elif isinstance(item, ToolCallFinished):
                 publish.add(
                     "tool_finished",
+                    path,
                     call=block_to_dict(item.call),
                     result=result_to_json(item.result),
                 )
+            elif isinstance(item, ToolCallDeferred):
+                publish.add("tool_deferred", path, call=block_to_dict(item.call))
     return results[0]
 
 
@@ -551,12 +604,18 @@ class _Publisher:
         self._activity = info.activity_id
         self._items: list[dict[str, Any]] = []
 
-    def add(self, kind: str, **data: Any) -> None:
+    def add(self, kind: str, path: tuple[str, ...], **data: Any) -> None:
+        """One event; ``path`` is an inner agent's (``()`` for the turn's own)."""
         items = self._items
-        if kind in ("text", "thinking") and items and items[-1]["kind"] == kind:
-            items[-1]["text"] += data["text"]  # one event per flush for a run of deltas
-            return
-        items.append({"kind": kind, "attempt": self._attempt, "activity": self._activity, **data})
+        if kind in ("text", "thinking") and items:
+            last = items[-1]
+            if last["kind"] == kind and last.get("path", ()) == path:
+                last["text"] += data["text"]  # one event per flush for a run of deltas
+                return
+        item = {"kind": kind, "attempt": self._attempt, "activity": self._activity, **data}
+        if path:
+            item["path"] = path
+        items.append(item)
 
     async def flush(self) -> None:
         items, self._items = self._items, []

@@ -26,7 +26,7 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from .._errors import ApprovalMismatchError, KovaError, SerializationError
     from .._json import dumps
-    from ..agent._approvals import DEFER, DeferredResult, PendingApprovals
+    from ..agent._approvals import DEFER, DeferredResult, InnerPause, PendingApprovals
     from ..agent._state_json import (
         config_from_json,
         field,
@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from ..agent._structured import _feedback
     from ..agent._turn import AwaitApproval, CallModel, Finished, RunTools, Turn
+    from ._inner import count_inner, outer_figures
     from ._payloads import (
         call_to_json,
         check_size,
@@ -48,7 +49,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
 if TYPE_CHECKING:
-    from .._messages import Message
+    from .._messages import JSONValue, Message, ToolUse
     from .._models import ToolDefinition
 
 __all__ = ["AgentWorkflow"]
@@ -105,6 +106,9 @@ class AgentWorkflow:
             return await self._structured(agent, history, driver, turn, started, output)
         except KovaError as exc:
             raise _failure(exc) from None
+        finally:
+            # A failed or cancelled turn has finished too: its live events end there.
+            self._finished = True
 
     async def _start(
         self, agent: str, history: object, turn_id: str, output: object
@@ -305,17 +309,14 @@ class _Driver:
                     self.problem = invalid if isinstance(invalid, str) else None
             elif isinstance(step, RunTools):
                 approved = step.approved
+                # What an agent tool's inner turn checks the outer usage limits against.
+                figures = outer_figures(turn)
                 outcomes = await asyncio.gather(
                     *(
                         workflow.execute_activity(
                             tool_activity(agent, call.name),
                             write_json(
-                                {
-                                    "call": call_to_json(call),
-                                    "approved": call.id in approved,
-                                    "turn_id": step.turn_id,
-                                    "events": events,
-                                },
+                                _tool_request(call, call.id in approved, step, events, figures),
                                 "a tool call",
                             ),
                             **self._tool_options,
@@ -324,8 +325,16 @@ class _Driver:
                     )
                 )
                 results: list[DeferredResult] = []
-                for outcome in outcomes:
+                for call, outcome in zip(step.calls, outcomes, strict=True):
                     data = read_json(outcome, "a tool result")
+                    inner = data.get("inner")
+                    if inner is not None:
+                        # An agent tool's inner turns count in this turn, as in-process
+                        # (and may take it over a usage limit: then the turn fails).
+                        count_inner(turn, inner)
+                    paused = data.get("paused")
+                    if paused is not None:  # its inner turn waits for approvals
+                        turn._inner_paused(call.id, InnerPause.from_dict(paused))
                     if data.get("defer"):
                         results.append(DEFER)
                     else:
@@ -345,6 +354,30 @@ class _Driver:
             else:
                 assert isinstance(step, Finished)
                 return turn
+
+
+def _tool_request(
+    call: ToolUse,
+    approved: bool,
+    step: RunTools,
+    events: bool,
+    figures: dict[str, JSONValue] | None,
+) -> dict[str, JSONValue]:
+    """A tool activity's argument: the call and, for a call of an agent tool, what its inner
+    turn needs of this turn (its usage limits' figures, the paused inner turn it continues).
+    """
+    request: dict[str, JSONValue] = {
+        "call": call_to_json(call),
+        "approved": approved,
+        "turn_id": step.turn_id,
+        "events": events,
+    }
+    if figures is not None:
+        request["outer"] = figures
+    resume = step.resumes.get(call.id)
+    if resume is not None:
+        request["resume"] = resume.to_dict()
+    return request
 
 
 def _tools_from_json(data: object) -> list[ToolDefinition]:
