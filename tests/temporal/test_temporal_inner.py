@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from kova.agent import Agent
 
 WRITER = "You write short stories."
+EDITOR = "You edit facts."
 RESEARCHER = "You find facts."
 
 LOOKED_UP: list[str] = []
@@ -56,6 +57,10 @@ def script(request: ScriptRequest) -> Any:
         if answered:
             return reply_text(f"Fact: {last.content[0].text}.", usage=used(200, 30))
         return reply_tool_calls(("lookup", {"topic": "owls"}), usage=used(100, 20))
+    if system == EDITOR:  # between the writer and the researcher, in the two-level tree
+        if answered:
+            return reply_text(f"Edited {last.content[0].text}", usage=used(60, 6))
+        return reply_tool_calls(("researcher", {"input": "owls"}), usage=used(50, 5))
     if answered:
         return reply_text(f"Story. {last.content[0].text}", usage=used(40, 9))
     inner = request.tools[0].name
@@ -64,11 +69,18 @@ def script(request: ScriptRequest) -> Any:
 
 def agents(base_url: str, inner_name: str | None, **limits: Any) -> Agent:
     """The writer, with the researcher as its one tool (named, or left unnamed: then it
-    counts as its tool's name, "agent")."""
+    counts as its tool's name, "agent"); with ``inner_name="editor"``, the editor, which
+    has the researcher as its tool."""
     researcher = builder(base_url, lookup).system_prompt(RESEARCHER)
-    if inner_name is not None:
-        researcher.name(inner_name)
-    writer = builder(base_url, researcher.build().as_tool()).name("writer").system_prompt(WRITER)
+    if inner_name == "editor":
+        researcher.name("researcher")
+        inner = builder(base_url, researcher.build().as_tool()).system_prompt(EDITOR)
+        inner.name("editor")
+    else:
+        inner = researcher
+        if inner_name is not None:
+            inner.name(inner_name)
+    writer = builder(base_url, inner.build().as_tool()).name("writer").system_prompt(WRITER)
     if limits:
         writer.usage_limits(**limits)
     return writer.build()
@@ -274,3 +286,57 @@ def test_an_inner_agents_deferred_call_waits_in_the_temporal_turn(temporal_addre
     }
     deferred = [(event.kind, event.path) for event in events if event.kind == "tool_deferred"]
     assert deferred == [("tool_deferred", (outer_call.id,)), ("tool_deferred", ())]
+
+
+@pytest.mark.parametrize(
+    ("limits", "fails"),
+    [
+        ({}, False),
+        # writer, editor, researcher, researcher: the editor's second call is the fifth
+        ({"requests": 4}, True),
+        # the writer's call, the editor's, the researcher's lookup: the third is refused
+        ({"tool_calls": 2}, True),
+    ],
+)
+def test_two_levels_of_inner_agents_count_in_the_temporal_turn_as_in_process(
+    temporal_address: str, limits: dict[str, int], fails: bool
+) -> None:
+    """writer > editor > researcher: the researcher's turn counts in the editor's and in the
+    Temporal turn (through the tool activity's stand-in for it), its events nest two deep."""
+    with fake_openai(script) as base_url:
+        ASKED.clear()
+        expected = in_process(base_url, "editor", **limits)
+        asked = list(ASKED)
+        ASKED.clear()
+        outcome, events, _telemetry, failure = on_temporal(
+            temporal_address, base_url, "editor", **limits
+        )
+    assert failure is None
+    assert asked == ASKED
+    if fails:
+        assert isinstance(expected, kova.errors.UsageLimitExceeded)
+        assert outcome.error_type == "UsageLimitExceeded"
+        assert str(expected) in str(outcome)
+        return
+    assert outcome.text == expected.text == "Story. Edited Fact: owls hunt at night."
+    assert (
+        outcome.usage_by_agent
+        == expected.usage_by_agent
+        == {
+            "writer": used(11, 3) + used(40, 9),
+            "editor": used(50, 5) + used(60, 6),
+            "researcher": used(100, 20) + used(200, 30),
+        }
+    )
+    assert outcome.usage == expected.usage
+    paths = {event.path for event in events}
+    editor_call = next(event.call for event in events if event.kind == "tool_started")
+    deeper = {path for path in paths if len(path) == 2}
+    assert len(deeper) == 1
+    assert paths == {(), (editor_call.id,), *deeper}
+    assert next(iter(deeper))[0] == editor_call.id
+    lookups = [event.kind for event in events if event.call and event.call.name == "lookup"]
+    assert lookups == ["tool_started", "tool_finished"]
+    assert all(
+        event.path in deeper for event in events if event.call and event.call.name == "lookup"
+    )
