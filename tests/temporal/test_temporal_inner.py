@@ -340,3 +340,94 @@ def test_two_levels_of_inner_agents_count_in_the_temporal_turn_as_in_process(
     assert all(
         event.path in deeper for event in events if event.call and event.call.name == "lookup"
     )
+
+
+def test_a_structured_inner_agents_re_asks_count_in_the_temporal_turn(
+    temporal_address: str,
+) -> None:
+    """``as_tool(output=...)``: the inner answer is validated and re-asked while invalid
+    inside the tool activity; every attempt's usage counts in the Temporal turn."""
+    import pydantic
+
+    class Route(pydantic.BaseModel):
+        route: str
+
+    router_prompt = "You route."
+
+    def routed(request: ScriptRequest) -> Any:
+        last = request.messages[-1]
+        if request.messages[0].text == router_prompt:
+            if len(request.messages) == 2:  # the first attempt: not the schema's JSON
+                return reply_text("owls, I think", usage=used(7, 1))
+            return reply_text('{"route": "owls"}', usage=used(9, 2))
+        if last.role.value == "tool":
+            return reply_text(f"Routed: {last.content[0].text}", usage=used(5, 5))
+        return reply_tool_calls(("router", {"input": "owls"}), usage=used(3, 3))
+
+    def writer(base_url: str) -> Agent:
+        router = builder(base_url).name("router").system_prompt(router_prompt).build()
+        return builder(base_url, router.as_tool(output=Route)).name("writer").build()
+
+    with fake_openai(routed) as base_url:
+
+        async def in_process() -> Any:
+            async with writer(base_url) as agent:
+                return await agent.run("Route this.")
+
+        expected = trio.run(in_process)
+
+        async def main() -> Any:
+            client = await Client.connect(temporal_address)
+            queue = unique("inner-structured")
+            async with kova.temporal.worker(
+                client, task_queue=queue, agents={"writer": writer(base_url)}
+            ):
+                return await kova.temporal.run_turn(
+                    client, agent="writer", history="Route this.", task_queue=queue, id=unique("t")
+                )
+
+        response = run(main)
+    assert response.text == expected.text == 'Routed: {"route": "owls"}'
+    assert (
+        response.usage_by_agent
+        == expected.usage_by_agent
+        == {
+            "writer": used(3, 3) + used(5, 5),
+            "router": used(7, 1) + used(9, 2),
+        }
+    )
+    assert response.usage == expected.usage
+
+
+def test_the_stand_in_counts_what_the_outer_turn_would_and_the_workflow_reads_it_strictly() -> None:
+    """No server: an OuterTurn built from a turn's figures refuses what the turn itself would
+    refuse, and its record, counted in the turn, fails the turn the same way; the workflow
+    reads a record strictly."""
+    from kova import InferenceConfig
+    from kova.agent import Turn, UsageLimits
+    from kova.agent._state_json import usage_to_json
+    from kova.errors import SerializationError, UsageLimitExceeded
+    from kova.temporal._inner import OuterTurn, count_inner, outer_figures
+
+    turn = Turn.start("hi", tools=(), config=InferenceConfig(), limits=UsageLimits(requests=3))
+    stand_in = OuterTurn(outer_figures(turn), turn.turn_id)
+    stand_in._inner_request()
+    stand_in._inner_replied("inner", used(4, 2))
+    stand_in._inner_tools(2)
+    stand_in._inner_request()
+    stand_in._inner_request()
+    with pytest.raises(UsageLimitExceeded):  # the fourth request
+        stand_in._inner_request()
+    assert stand_in.counted[-1] == ["request"]  # written down before it was refused
+    with pytest.raises(UsageLimitExceeded):
+        count_inner(turn, stand_in.counted)
+    with pytest.raises(UsageLimitExceeded):  # the turn has failed
+        turn.next_step()
+
+    turn = Turn.start("hi", tools=(), config=InferenceConfig())
+    assert outer_figures(turn) is None  # no limits: nothing to check against
+    count_inner(turn, [["request"], ["replied", "inner", usage_to_json(used(4, 2))]])
+    assert turn._inner == {"inner": used(4, 2)}
+    for bad in ("x", [["request", 1]], [["tools", True]], [["replied", 3, {}]], [[]]):
+        with pytest.raises(SerializationError):
+            count_inner(turn, bad)
