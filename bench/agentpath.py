@@ -126,70 +126,87 @@ async def _hand_loop(provider: Any, model: str) -> None:
 
 
 async def _bench(base_url: str, api: str, n: int, rounds: int, profile: bool) -> None:
-    call_model = f"bench-n{ANSWER}"
     turn_model = f"bench-tool-n{ANSWER}"
     floor = Httpx2Trio(base_url, api)
     direct = Kova(base_url, api)
     actor = KovaActor(base_url, api)
     agent = KovaAgent(base_url, api)
     instant = AgentBuilder().provider(_Instant()).build()
+    async with floor, direct, actor, agent:
+        # The tool agent opens lazily (its runtime enters the bench client's stack) on the
+        # first tool turn: before the instant agent's runtime, so they close in order.
+        await agent.turn(turn_model)
+        async with instant:
+            await _rows(floor, direct, actor, agent, instant, api, n, rounds, profile)
+
+
+async def _rows(
+    floor: Any,
+    direct: Any,
+    actor: Any,
+    agent: Any,
+    instant: Any,
+    api: str,
+    n: int,
+    rounds: int,
+    profile: bool,
+) -> None:
+    call_model = f"bench-n{ANSWER}"
+    turn_model = f"bench-tool-n{ANSWER}"
     history = [Message.user("What is the weather in Paris?")]
     instant_config = InferenceConfig(model=call_model, max_tokens=1024)
-    async with floor, direct, actor, agent, instant:
 
-        async def floor_then_instant() -> None:
-            await floor.call(call_model)
-            await instant.run(history, config=instant_config)
+    async def floor_then_instant() -> None:
+        await floor.call(call_model)
+        await instant.run(history, config=instant_config)
 
-        rows: dict[str, Any] = {
-            "b floor": lambda: floor.call(call_model),
-            "b kova provider": lambda: direct.call(call_model),
-            "b provider actor": lambda: actor.call(call_model),
-            "b Agent.run": lambda: agent.call(call_model),
-            "b Agent.run, instant provider": lambda: instant.run(history, config=instant_config),
-            "b floor, then Agent.run on an instant provider": floor_then_instant,
-            "e floor loop": lambda: floor.turn(turn_model),
-            "e same loop on kova provider": lambda: _hand_loop(direct.provider, turn_model),
-            "e Agent.run + tool": lambda: agent.turn(turn_model),
-        }
-        only = os.environ.get("ROWS")
-        if only:
-            rows = {k: v for k, v in rows.items() if k[0] in only or k == "b floor"}
-            if "e" in only:
-                rows["e floor loop"] = lambda: floor.turn(turn_model)
-        for fn in rows.values():  # warm-up (imports, connections, caches)
-            for _ in range(5):
-                await fn()
-        if profile:
-            for label in os.environ.get("PROFILE_ROWS", "b Agent.run,e Agent.run + tool").split(
-                ","
-            ):
-                profiler = cProfile.Profile(time.process_time)
-                profiler.enable()
-                await _round(rows[label], n)
-                profiler.disable()
-                print(f"== {label}: {n} calls, top by own time")
-                stats = pstats.Stats(profiler)
-                if os.environ.get("PROFILE_DUMP"):
-                    stats.dump_stats(os.environ["PROFILE_DUMP"] + label.replace(" ", "_"))
-                stats.sort_stats(os.environ.get("PROFILE_SORT", "tottime")).print_stats(
-                    int(os.environ.get("PROFILE_TOP", "25"))
-                )
-            return
-        cpu: dict[str, list[float]] = {k: [] for k in rows}
-        wall: dict[str, list[float]] = {k: [] for k in rows}
-        ratio_cpu: dict[str, list[float]] = {k: [] for k in rows}
-        ratio_wall: dict[str, list[float]] = {k: [] for k in rows}
-        for _ in range(rounds):
-            here: dict[str, tuple[float, float]] = {}
-            for label, fn in rows.items():
-                here[label] = await _round(fn, n)
-                cpu[label].append(here[label][0])
-                wall[label].append(here[label][1])
-            for label in rows:
-                base = here["b floor" if label.startswith("b") else "e floor loop"]
-                ratio_cpu[label].append(here[label][0] / base[0])
-                ratio_wall[label].append(here[label][1] / base[1])
+    rows: dict[str, Any] = {
+        "b floor": lambda: floor.call(call_model),
+        "b kova provider": lambda: direct.call(call_model),
+        "b provider actor": lambda: actor.call(call_model),
+        "b Agent.run": lambda: agent.call(call_model),
+        "b Agent.run, instant provider": lambda: instant.run(history, config=instant_config),
+        "b floor, then Agent.run on an instant provider": floor_then_instant,
+        "e floor loop": lambda: floor.turn(turn_model),
+        "e same loop on kova provider": lambda: _hand_loop(direct.provider, turn_model),
+        "e Agent.run + tool": lambda: agent.turn(turn_model),
+    }
+    only = os.environ.get("ROWS")
+    if only:
+        rows = {k: v for k, v in rows.items() if k[0] in only or k == "b floor"}
+        if "e" in only:
+            rows["e floor loop"] = lambda: floor.turn(turn_model)
+    for fn in rows.values():  # warm-up (imports, connections, caches)
+        for _ in range(5):
+            await fn()
+    if profile:
+        for label in os.environ.get("PROFILE_ROWS", "b Agent.run,e Agent.run + tool").split(","):
+            profiler = cProfile.Profile(time.process_time)
+            profiler.enable()
+            await _round(rows[label], n)
+            profiler.disable()
+            print(f"== {label}: {n} calls, top by own time")
+            stats = pstats.Stats(profiler)
+            if os.environ.get("PROFILE_DUMP"):
+                stats.dump_stats(os.environ["PROFILE_DUMP"] + label.replace(" ", "_"))
+            stats.sort_stats(os.environ.get("PROFILE_SORT", "tottime")).print_stats(
+                int(os.environ.get("PROFILE_TOP", "25"))
+            )
+        return
+    cpu: dict[str, list[float]] = {k: [] for k in rows}
+    wall: dict[str, list[float]] = {k: [] for k in rows}
+    ratio_cpu: dict[str, list[float]] = {k: [] for k in rows}
+    ratio_wall: dict[str, list[float]] = {k: [] for k in rows}
+    for _ in range(rounds):
+        here: dict[str, tuple[float, float]] = {}
+        for label, fn in rows.items():
+            here[label] = await _round(fn, n)
+            cpu[label].append(here[label][0])
+            wall[label].append(here[label][1])
+        for label in rows:
+            base = here["b floor" if label.startswith("b") else "e floor loop"]
+            ratio_cpu[label].append(here[label][0] / base[0])
+            ratio_wall[label].append(here[label][1] / base[1])
     print(f"{api} format, {n} calls a round, median of {rounds} interleaved rounds")
     print("| row | CPU us/call | min | wall us/call | min | CPU x floor | calls/s x floor |")
     print("|---|---:|---:|---:|---:|---:|---:|")
