@@ -1,0 +1,154 @@
+"""HttpTransport builds kova's own client's requests without ``client.build_request`` (which
+parses the same URL again for every request): the request must be the one build_request
+would make, byte for byte, and a caller-owned client's requests still go through
+build_request, with everything that client adds."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import httpx2
+import pytest
+
+from kova._json import dumps_bytes
+from kova.providers._http import _MAX_CACHED_URLS, HttpTransport
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+_JSON = {"content-type": "application/json"}
+
+
+def _ok(request: httpx2.Request) -> httpx2.Response:
+    return httpx2.Response(200, json={})
+
+
+def _expected(
+    client: httpx2.AsyncClient,
+    transport: HttpTransport,
+    method: str,
+    path: str,
+    body: Any,
+    params: Mapping[str, str] | None,
+    headers: Mapping[str, str] | None,
+) -> httpx2.Request:
+    content = None if body is None else dumps_bytes(body)
+    if body is not None:
+        headers = {**(headers or {}), **({} if headers and "content-type" in headers else _JSON)}
+    return client.build_request(
+        method, transport.url(path), content=content, params=params, headers=headers
+    )
+
+
+def _same(built: httpx2.Request, expected: httpx2.Request) -> None:
+    assert built.method == expected.method
+    assert str(built.url) == str(expected.url)
+    assert built.headers.raw == expected.headers.raw
+    assert built.content == expected.content
+    assert built.extensions == expected.extensions
+
+
+CASES = [
+    ("POST", "/v1/messages", {"model": "m", "messages": [{"role": "user"}]}, None, None),
+    ("POST", "v1/chat/completions", {"a": "é ☃"}, None, {"x-extra": "1"}),
+    ("POST", "/v1/x", {"a": 1}, {"api-version": "2024-10-21"}, {"Content-Type": "text/json"}),
+    ("POST", "/models/m:streamGenerateContent", {}, {"alt": "sse", "key": "k"}, None),
+    ("GET", "/v1/models", None, None, None),
+    ("GET", "/v1/models", None, {"limit": "5"}, {"accept": "application/json"}),
+    ("POST", "http://elsewhere.test:8080/abs/path?q=1", {"b": [1, 2]}, None, None),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "params", "headers"), CASES)
+async def test_kova_s_own_client_builds_what_build_request_would(
+    method: str,
+    path: str,
+    body: Any,
+    params: Mapping[str, str] | None,
+    headers: Mapping[str, str] | None,
+) -> None:
+    transport = HttpTransport(
+        provider="test",
+        base_url="http://api.test:1234/base/",
+        transport=httpx2.MockTransport(_ok),
+        headers={"x-api-key": "sk-test", "anthropic-version": "2023-06-01"},
+        timeout=12.5,
+        connect_timeout=3.0,
+    )
+    async with transport.open():
+        client = transport._client
+        assert client is not None
+        for _ in range(2):  # the second time from the cached URL
+            built = transport._build(method, path, json_body=body, params=params, headers=headers)
+            _same(built, _expected(client, transport, method, path, body, params, headers))
+        # A cookie the server set goes back as build_request would send it.
+        client.cookies.set("__cf_bm", "abc", domain=built.url.host)
+        built = transport._build(method, path, json_body=body, params=params, headers=headers)
+        assert built.headers["cookie"] == "__cf_bm=abc"
+        _same(built, _expected(client, transport, method, path, body, params, headers))
+
+
+async def test_a_server_s_cookie_is_sent_back_on_the_next_request() -> None:
+    seen: list[str | None] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request.headers.get("cookie"))
+        return httpx2.Response(200, json={}, headers={"set-cookie": "session=s1; Path=/"})
+
+    transport = HttpTransport(
+        provider="test", base_url="http://api.test/", transport=httpx2.MockTransport(handler)
+    )
+    async with transport.open():
+        await transport.request_json("POST", "/v1/x", json_body={})
+        await transport.request_json("POST", "/v1/x", json_body={})
+    assert seen == [None, "session=s1"]
+
+
+async def test_a_caller_owned_client_s_requests_carry_what_that_client_adds() -> None:
+    seen: list[httpx2.Request] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return httpx2.Response(200, json={})
+
+    client = httpx2.AsyncClient(
+        transport=httpx2.MockTransport(handler),
+        headers={"x-gateway": "g1"},
+        params={"tenant": "t1"},
+        timeout=7.0,
+    )
+    transport = HttpTransport(provider="test", base_url="http://api.test/", client=client)
+    async with client, transport.open():
+        await transport.request_json("POST", "/v1/x", json_body={}, params={"v": "2"})
+    (request,) = seen
+    assert request.headers["x-gateway"] == "g1"
+    assert request.url.params["tenant"] == "t1"
+    assert request.url.params["v"] == "2"
+    assert request.extensions["timeout"]["read"] == 7.0
+
+
+async def test_the_url_cache_is_bounded() -> None:
+    transport = HttpTransport(
+        provider="test", base_url="http://api.test/", transport=httpx2.MockTransport(_ok)
+    )
+    async with transport.open():
+        for i in range(_MAX_CACHED_URLS + 10):
+            request = transport._build(
+                "GET", f"/models/m{i}", json_body=None, params=None, headers=None
+            )
+            assert request.url.path == f"/models/m{i}"
+        assert len(transport._urls) <= _MAX_CACHED_URLS
+
+
+async def test_a_bad_url_fails_as_build_request_does() -> None:
+    transport = HttpTransport(
+        provider="test", base_url="http://api.test/", transport=httpx2.MockTransport(_ok)
+    )
+    async with transport.open():
+        client = transport._client
+        assert client is not None
+        with pytest.raises(httpx2.InvalidURL) as ours:
+            transport._build("GET", "http://[::1/x", json_body=None, params=None, headers=None)
+        with pytest.raises(httpx2.InvalidURL) as theirs:
+            client.build_request("GET", "http://[::1/x")
+        assert str(ours.value) == str(theirs.value)
