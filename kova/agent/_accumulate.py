@@ -1,6 +1,7 @@
 """Folding a provider's event stream back into one :class:`~kova.providers.ModelResponse`.
 
-Per-event work here is one ``match`` and a list append: it runs for every streamed token.
+Per-event work here is a type check and a list append (a ``match`` for the rarer events), and
+every 32 text deltas one join: it runs for every streamed token.
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ def parse_tool_arguments(raw: str) -> tuple[JSONObject, str | None]:
     if not isinstance(value, dict):
         return {}, raw
     return value, None
+
+
+_JOIN_EVERY = 32
+"""Text deltas kept apart in a streamed response before they are joined into one str."""
 
 
 class _PendingTool:
@@ -109,13 +114,26 @@ class ResponseAccumulator:
     per-batch work is written once and costs no call beyond :meth:`feed` itself.
     """
 
-    __slots__ = ("_first", "_items", "_stop", "_thinking", "_tools", "_usage")
+    __slots__ = (
+        "_first",
+        "_items",
+        "_pieces",
+        "_stop",
+        "_thinking",
+        "_thoughts",
+        "_tools",
+        "_usage",
+    )
 
     def __init__(self, first: Callable[[], object] | None = None) -> None:
         self._first = first
         self._items: list[list[str] | ContentBlock | _PendingTool] = []
         self._tools: dict[int, _PendingTool] = {}
         self._thinking: list[str] = []
+        self._pieces = 0
+        """Deltas appended to the last text run since it was last joined."""
+        self._thoughts = 0
+        """Thinking deltas appended since the thinking was last joined."""
         self._stop: StopEvent | None = None
         self._usage: Usage | None = None
 
@@ -128,10 +146,20 @@ class ResponseAccumulator:
         for event in events:
             if type(event) is TextDelta and event.provider_metadata is None:
                 # Most events of a stream: skip the match.
-                if items and type(items[-1]) is list:
-                    items[-1].append(event.text)
+                if items and type(run := items[-1]) is list:
+                    run.append(event.text)
+                    pieces = self._pieces + 1
+                    if pieces == _JOIN_EVERY:
+                        # A delta is a few characters in a 50-byte str and a list slot:
+                        # every _JOIN_EVERY become one str (a long answer of short deltas
+                        # held in about a ninth of the memory; the text is never joined
+                        # again as a whole before finish).
+                        run[-_JOIN_EVERY:] = ("".join(run[-_JOIN_EVERY:]),)
+                        pieces = 0
+                    self._pieces = pieces
                 else:
                     items.append([event.text])
+                    self._pieces = 1
                 continue
             match event:
                 case TextDelta(text=text, provider_metadata=None):
@@ -148,7 +176,12 @@ class ResponseAccumulator:
                         text = "".join(run) + text
                     items.append(Text(text=text, provider_metadata=metadata))
                 case ThinkingDelta(text=text):
-                    self._thinking.append(text)
+                    thinking = self._thinking
+                    thinking.append(text)
+                    self._thoughts += 1
+                    if self._thoughts == _JOIN_EVERY:
+                        thinking[-_JOIN_EVERY:] = ("".join(thinking[-_JOIN_EVERY:]),)
+                        self._thoughts = 0
                 case ToolUseDelta(index=index, partial_json=fragment):
                     pending = self._tools.get(index)
                     if pending is None:

@@ -18,7 +18,12 @@ from kova import (
     ToolUse,
     Usage,
 )
-from kova.agent._accumulate import ResponseAccumulator, merge_usage, parse_tool_arguments
+from kova.agent._accumulate import (
+    _JOIN_EVERY,
+    ResponseAccumulator,
+    merge_usage,
+    parse_tool_arguments,
+)
 from kova.providers import (
     ModelResponse,
     StopEvent,
@@ -177,3 +182,56 @@ def test_signed_text_blocks_survive_a_stream_round_trip(
     acc = ResponseAccumulator()
     acc.feed(response_to_events(original, chunk_chars=chunk))
     assert acc.finish().content == tuple(expected)
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.text(max_size=3).map(lambda t: TextDelta(text=t)),
+            st.text(max_size=3).map(lambda t: ThinkingDelta(text=t)),
+            st.just(None),  # a tool call between two text runs
+        ),
+        max_size=400,
+    ),
+    st.integers(min_value=1, max_value=7),
+)
+def test_long_runs_of_deltas_fold_into_the_same_text_in_bounded_pieces(
+    deltas: list[TextDelta | ThinkingDelta | None], batch: int
+) -> None:
+    events: list[kova.providers.StreamEvent] = []
+    expected: list[str] = [""]
+    thought = ""
+    for i, delta in enumerate(deltas):
+        if delta is None:
+            events += [ToolUseStart(index=i, id=f"t{i}", name="f"), ToolUseEnd(index=i)]
+            expected.append("")
+        else:
+            events.append(delta)
+            if type(delta) is TextDelta:
+                expected[-1] += delta.text
+            else:
+                thought += delta.text
+    events.append(StopEvent(stop_reason=StopReason.END_TURN))
+    acc = ResponseAccumulator()
+    for start in range(0, len(events), batch):
+        acc.feed(events[start : start + batch])
+        # No run of text keeps more than _JOIN_EVERY deltas apart, plus one str per
+        # _JOIN_EVERY joined.
+        for item in acc._items:
+            if isinstance(item, list):
+                assert len(item) < _JOIN_EVERY + len(deltas) // _JOIN_EVERY + 1
+    response = acc.finish()
+    texts = [block.text for block in response.content if isinstance(block, Text)]
+    assert texts == [text for text in expected if text]
+    assert response.thinking == (thought or None)
+
+
+def test_a_long_answer_is_held_in_a_few_strings() -> None:
+    acc = ResponseAccumulator()
+    for i in range(10_000):
+        acc.feed([TextDelta(text=f"t{i} ")])
+    (run,) = acc._items
+    assert isinstance(run, list)
+    assert len(run) <= 10_000 // _JOIN_EVERY + _JOIN_EVERY
+    acc.feed([StopEvent(stop_reason=StopReason.END_TURN)])
+    assert acc.finish().text == "".join(f"t{i} " for i in range(10_000))
