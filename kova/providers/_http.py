@@ -54,6 +54,7 @@ on both paths (a stream's and a non-streamed call's, the latter also inside ``to
 from __future__ import annotations
 
 import math
+import urllib.request
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Final, TypeVar
@@ -535,6 +536,13 @@ async def _close_response(response: httpx2.Response) -> None:
         await response.aclose()
 
 
+def _environment_proxies() -> bool:
+    """Whether the environment names an HTTP proxy, as httpx2 reads it (``urllib``'s
+    ``getproxies``: ``http``, ``https`` and ``all``)."""
+    proxies = urllib.request.getproxies()
+    return any(proxies.get(scheme) for scheme in ("http", "https", "all"))
+
+
 _MAX_CACHED_URLS: Final = 256
 """Parsed request URLs a transport keeps (one per path: a few per provider, more for
 Gemini, whose paths name the model)."""
@@ -653,10 +661,16 @@ class HttpTransport:
         connect = self.connect_timeout if self.connect_timeout is not None else self.timeout
         timeout = httpx2.Timeout(self.timeout, connect=connect)
         self._extensions = {"timeout": timeout.as_dict()}
+        transport = self._transport
+        if transport is None and not _environment_proxies():
+            transport = pooled_transport(self.limits)
+        # With a proxy in the environment (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY), httpx2 makes
+        # its own transports, the proxy's and (for NO_PROXY hosts) the direct one: a client
+        # given a transport ignores the environment, as the official SDKs' clients do not.
         return httpx2.AsyncClient(
             timeout=timeout,
             limits=self.limits,
-            transport=self._transport or pooled_transport(self.limits),
+            transport=transport,
             headers=dict(self.headers),
         )
 

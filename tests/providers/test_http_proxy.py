@@ -1,0 +1,97 @@
+"""A proxy named in the environment (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY) is used as
+httpx2 and the official SDKs use it. kova's clients are made with a transport of kova's own
+(its connection pool), and httpx2 ignores the environment for a client given a transport: with
+a proxy in the environment kova leaves the transports to httpx2."""
+
+from __future__ import annotations
+
+import httpx2
+import pytest
+import trio
+
+from kova.providers._http import HttpTransport
+from kova.providers._pool import ConnectionPool
+
+_PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in _PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+
+
+async def _one_http_server(nursery: trio.Nursery, request_lines: list[str]) -> int:
+    """A server on loopback answering each request with ``{}``; the request lines it read go
+    to ``request_lines``. Returns its port."""
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+
+    async def serve(stream: trio.SocketStream) -> None:
+        async with stream:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = await stream.receive_some()
+                if not chunk:
+                    return
+                data += chunk
+            head, _, body = data.partition(b"\r\n\r\n")
+            lines = head.decode().split("\r\n")
+            request_lines.append(lines[0])
+            length = next(
+                (
+                    int(line.split(":")[1])
+                    for line in lines
+                    if line.lower().startswith("content-length")
+                ),
+                0,
+            )
+            while len(body) < length:
+                body += await stream.receive_some()
+            await stream.send_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                b"content-length: 2\r\nconnection: close\r\n\r\n{}"
+            )
+
+    nursery.start_soon(trio.serve_listeners, serve, listeners)
+    port: int = listeners[0].socket.getsockname()[1]
+    return port
+
+
+async def test_a_proxy_in_the_environment_carries_the_requests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[str] = []
+    async with trio.open_nursery() as nursery:
+        port = await _one_http_server(nursery, seen)
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+        transport = HttpTransport(provider="test", base_url="http://api.kova-proxy.invalid/")
+        async with transport.open():
+            assert await transport.request_json("POST", "/v1/x", json_body={"a": 1}) == {}
+        nursery.cancel_scope.cancel()
+    # The proxy got the request in absolute form: the client sent it there.
+    assert seen == ["POST http://api.kova-proxy.invalid/v1/x HTTP/1.1"]
+
+
+async def test_no_proxy_hosts_are_reached_directly(monkeypatch: pytest.MonkeyPatch) -> None:
+    through_proxy: list[str] = []
+    direct: list[str] = []
+    async with trio.open_nursery() as nursery:
+        proxy_port = await _one_http_server(nursery, through_proxy)
+        port = await _one_http_server(nursery, direct)
+        monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{proxy_port}")
+        monkeypatch.setenv("no_proxy", "127.0.0.1")
+        transport = HttpTransport(provider="test", base_url=f"http://127.0.0.1:{port}/")
+        async with transport.open():
+            assert await transport.request_json("POST", "/v1/x", json_body={}) == {}
+        nursery.cancel_scope.cancel()
+    assert through_proxy == []
+    assert direct == ["POST /v1/x HTTP/1.1"]
+
+
+async def test_without_a_proxy_kova_s_own_pool_serves() -> None:
+    transport = HttpTransport(provider="test", base_url="http://127.0.0.1:9/")
+    async with transport.open():
+        client = transport._require_client()
+        assert isinstance(client._transport, httpx2.AsyncHTTPTransport)
+        assert isinstance(client._transport._pool, ConnectionPool)
