@@ -14,6 +14,14 @@ from typing import Any
 
 import pytest
 
+# A proxy in the environment (a CI machine reaching its package registries through one) would
+# carry the tests' requests to their loopback servers, as it carries a user's (kova's clients
+# follow HTTP(S)_PROXY / ALL_PROXY / NO_PROXY as httpx2 does): the suite runs without one, and
+# so do the processes it starts. tests/providers/test_http_proxy.py sets its own.
+for _name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+    os.environ.pop(_name, None)
+    os.environ.pop(_name.upper(), None)
+
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
 

@@ -536,6 +536,10 @@ async def _close_response(response: httpx2.Response) -> None:
         await response.aclose()
 
 
+_LOOPBACK: Final = ("all://localhost", "all://127.0.0.1", "all://[::1]")
+"""The hosts a proxy in the environment never carries requests to."""
+
+
 def _environment_proxies() -> bool:
     """Whether the environment names an HTTP proxy, as httpx2 reads it (``urllib``'s
     ``getproxies``: ``http``, ``https`` and ``all``)."""
@@ -662,15 +666,22 @@ class HttpTransport:
         timeout = httpx2.Timeout(self.timeout, connect=connect)
         self._extensions = {"timeout": timeout.as_dict()}
         transport = self._transport
-        if transport is None and not _environment_proxies():
-            transport = pooled_transport(self.limits)
-        # With a proxy in the environment (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY), httpx2 makes
-        # its own transports, the proxy's and (for NO_PROXY hosts) the direct one: a client
-        # given a transport ignores the environment, as the official SDKs' clients do not.
+        mounts: dict[str, httpx2.AsyncBaseTransport] | None = None
+        if transport is None:
+            pooled = pooled_transport(self.limits)
+            if _environment_proxies():
+                # httpx2 reads a proxy from the environment (HTTP_PROXY, HTTPS_PROXY,
+                # ALL_PROXY, NO_PROXY) only for a client it makes the transports of: it makes
+                # the proxy's and the direct one. A server on this machine (Ollama, a local
+                # gateway, kova's demo) is reached directly all the same, on kova's pool.
+                mounts = dict.fromkeys(_LOOPBACK, pooled)
+            else:
+                transport = pooled
         return httpx2.AsyncClient(
             timeout=timeout,
             limits=self.limits,
             transport=transport,
+            mounts=mounts,
             headers=dict(self.headers),
         )
 

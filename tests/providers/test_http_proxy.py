@@ -1,7 +1,8 @@
 """A proxy named in the environment (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY) is used as
 httpx2 and the official SDKs use it. kova's clients are made with a transport of kova's own
 (its connection pool), and httpx2 ignores the environment for a client given a transport: with
-a proxy in the environment kova leaves the transports to httpx2."""
+a proxy in the environment kova leaves the transports to httpx2, except for servers on this
+machine (loopback), which are reached directly on kova's pool."""
 
 from __future__ import annotations
 
@@ -95,3 +96,29 @@ async def test_without_a_proxy_kova_s_own_pool_serves() -> None:
         client = transport._require_client()
         assert isinstance(client._transport, httpx2.AsyncHTTPTransport)
         assert isinstance(client._transport._pool, ConnectionPool)
+
+
+async def test_a_server_on_this_machine_is_reached_directly_past_the_proxy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    through_proxy: list[str] = []
+    direct: list[str] = []
+    async with trio.open_nursery() as nursery:
+        proxy_port = await _one_http_server(nursery, through_proxy)
+        port = await _one_http_server(nursery, direct)
+        # No NO_PROXY: a machine whose proxy is only meant for the outside (a CI runner
+        # reaching its package registries) still runs Ollama or kova's demo locally.
+        monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy_port}")
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy_port}")
+        for host in ("127.0.0.1", "localhost"):
+            transport = HttpTransport(provider="test", base_url=f"http://{host}:{port}/")
+            async with transport.open():
+                assert await transport.request_json("POST", "/v1/x", json_body={}) == {}
+                client = transport._require_client()
+            assert client.is_closed
+        remote = HttpTransport(provider="test", base_url="http://api.kova-proxy.invalid/")
+        async with remote.open():
+            assert await remote.request_json("GET", "/v1/models") == {}
+        nursery.cancel_scope.cancel()
+    assert direct == ["POST /v1/x HTTP/1.1"] * 2
+    assert through_proxy == ["GET http://api.kova-proxy.invalid/v1/models HTTP/1.1"]
