@@ -22,6 +22,16 @@ for _name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
     os.environ.pop(_name, None)
     os.environ.pop(_name.upper(), None)
 
+# A process started in the background by a non-interactive shell (`cmd &`, `nohup`) begins
+# with SIGINT and SIGQUIT ignored, and every process it starts inherits that: the tests of
+# real Ctrl-C (in-process and in the subprocesses they start) would fail for how the suite
+# was launched. Ignored is reset to Python's defaults here; a handler set by Python is reset
+# to the default action in the subprocesses, as in an interactive shell.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGQUIT) is signal.SIG_IGN:
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
 
