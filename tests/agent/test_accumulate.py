@@ -235,3 +235,12 @@ def test_a_long_answer_is_held_in_a_few_strings() -> None:
     assert len(run) <= 10_000 // _JOIN_EVERY + _JOIN_EVERY
     acc.feed([StopEvent(stop_reason=StopReason.END_TURN)])
     assert acc.finish().text == "".join(f"t{i} " for i in range(10_000))
+
+
+def test_a_long_thought_is_held_in_a_few_strings() -> None:
+    acc = ResponseAccumulator()
+    for i in range(10_000):
+        acc.feed([ThinkingDelta(text=f"h{i} ")])
+    assert len(acc._thinking) <= 10_000 // _JOIN_EVERY + _JOIN_EVERY
+    acc.feed([TextDelta(text="ok"), StopEvent(stop_reason=StopReason.END_TURN)])
+    assert acc.finish().thinking == "".join(f"h{i} " for i in range(10_000))
