@@ -23,10 +23,12 @@ def _no_proxy_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name.upper(), raising=False)
 
 
-async def _one_http_server(nursery: trio.Nursery, request_lines: list[str]) -> int:
-    """A server on loopback answering each request with ``{}``; the request lines it read go
-    to ``request_lines``. Returns its port."""
-    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+async def _one_http_server(
+    nursery: trio.Nursery, request_lines: list[str], host: str = "127.0.0.1"
+) -> int:
+    """A server on ``host`` (a loopback address) answering each request with ``{}``; the
+    request lines it read go to ``request_lines``. Returns its port."""
+    listeners = await trio.open_tcp_listeners(0, host=host)
 
     async def serve(stream: trio.SocketStream) -> None:
         async with stream:
@@ -59,6 +61,15 @@ async def _one_http_server(nursery: trio.Nursery, request_lines: list[str]) -> i
     return port
 
 
+async def _call(base_url: str, method: str = "POST") -> None:
+    """One request to ``{base_url}/v1/x`` through a transport of its own, closed after."""
+    transport = HttpTransport(provider="test", base_url=base_url)
+    async with transport.open():
+        assert await transport.request_json(method, "/v1/x", json_body={}) == {}
+        client = transport._require_client()
+    assert client.is_closed
+
+
 async def test_a_proxy_in_the_environment_carries_the_requests(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -66,27 +77,26 @@ async def test_a_proxy_in_the_environment_carries_the_requests(
     async with trio.open_nursery() as nursery:
         port = await _one_http_server(nursery, seen)
         monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
-        transport = HttpTransport(provider="test", base_url="http://api.kova-proxy.invalid/")
-        async with transport.open():
-            assert await transport.request_json("POST", "/v1/x", json_body={"a": 1}) == {}
+        await _call("http://api.kova-proxy.invalid/")
         nursery.cancel_scope.cancel()
     # The proxy got the request in absolute form: the client sent it there.
     assert seen == ["POST http://api.kova-proxy.invalid/v1/x HTTP/1.1"]
 
 
 async def test_no_proxy_hosts_are_reached_directly(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 127.0.0.2: loopback, so the tests may reach it, but not one of the names kova always
+    # reaches directly, so only NO_PROXY keeps it from the proxy.
     through_proxy: list[str] = []
     direct: list[str] = []
     async with trio.open_nursery() as nursery:
         proxy_port = await _one_http_server(nursery, through_proxy)
-        port = await _one_http_server(nursery, direct)
+        port = await _one_http_server(nursery, direct, host="127.0.0.2")
         monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{proxy_port}")
-        monkeypatch.setenv("no_proxy", "127.0.0.1")
-        transport = HttpTransport(provider="test", base_url=f"http://127.0.0.1:{port}/")
-        async with transport.open():
-            assert await transport.request_json("POST", "/v1/x", json_body={}) == {}
+        await _call(f"http://127.0.0.2:{port}/", "GET")
+        monkeypatch.setenv("no_proxy", "127.0.0.2")
+        await _call(f"http://127.0.0.2:{port}/")
         nursery.cancel_scope.cancel()
-    assert through_proxy == []
+    assert through_proxy == [f"GET http://127.0.0.2:{port}/v1/x HTTP/1.1"]
     assert direct == ["POST /v1/x HTTP/1.1"]
 
 
@@ -111,14 +121,8 @@ async def test_a_server_on_this_machine_is_reached_directly_past_the_proxy(
         monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy_port}")
         monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy_port}")
         for host in ("127.0.0.1", "localhost"):
-            transport = HttpTransport(provider="test", base_url=f"http://{host}:{port}/")
-            async with transport.open():
-                assert await transport.request_json("POST", "/v1/x", json_body={}) == {}
-                client = transport._require_client()
-            assert client.is_closed
-        remote = HttpTransport(provider="test", base_url="http://api.kova-proxy.invalid/")
-        async with remote.open():
-            assert await remote.request_json("GET", "/v1/models") == {}
+            await _call(f"http://{host}:{port}/")
+        await _call("http://api.kova-proxy.invalid/", "GET")
         nursery.cancel_scope.cancel()
     assert direct == ["POST /v1/x HTTP/1.1"] * 2
-    assert through_proxy == ["GET http://api.kova-proxy.invalid/v1/models HTTP/1.1"]
+    assert through_proxy == ["GET http://api.kova-proxy.invalid/v1/x HTTP/1.1"]
