@@ -64,6 +64,7 @@ import httpx2._decoders as httpx2_decoders
 import trio
 
 from .._errors import (
+    InvalidRequest,
     InvalidResponse,
     KovaConnectionError,
     KovaError,
@@ -720,10 +721,6 @@ class HttpTransport:
                 request_headers = _JSON_HEADERS
             elif "content-type" not in headers:
                 request_headers = {**headers, "content-type": "application/json"}
-        if client is self._injected_client:
-            return client.build_request(
-                method, self.url(path), content=content, params=params, headers=request_headers
-            )
         # kova's own client has no base URL, query parameters or event hooks, and a timeout
         # fixed when it was made: the request build_request would make, without parsing the
         # same URL again for every request (build_request costs ~60 us a call, this ~25).
@@ -731,10 +728,22 @@ class HttpTransport:
         urls = self._urls
         url = urls.get(path)
         if url is None:
-            url = httpx2.URL(self.url(path))
+            try:
+                url = httpx2.URL(self.url(path))
+            except (httpx2.InvalidURL, UnicodeError) as exc:
+                # A path the caller's values made (a Gemini or Bedrock model name with half
+                # an emoji in it): that request's error, not the provider's.
+                raise InvalidRequest(
+                    f"the request path {path!r} is not a valid URL: {exc}",
+                    provider=self.provider,
+                ) from None
             if len(urls) >= _MAX_CACHED_URLS:
                 urls.clear()
             urls[path] = url
+        if client is self._injected_client:
+            return client.build_request(
+                method, url, content=content, params=params, headers=request_headers
+            )
         merged = client.headers.copy()
         if request_headers:
             merged.update(request_headers)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import httpx2
 import pytest
 
+from kova import InvalidRequest
 from kova._json import dumps_bytes
 from kova.providers._http import _MAX_CACHED_URLS, HttpTransport
 
@@ -140,15 +141,27 @@ async def test_the_url_cache_is_bounded() -> None:
         assert len(transport._urls) <= _MAX_CACHED_URLS
 
 
-async def test_a_bad_url_fails_as_build_request_does() -> None:
-    transport = HttpTransport(
-        provider="test", base_url="http://api.test/", transport=httpx2.MockTransport(_ok)
+@pytest.mark.parametrize("injected", [False, True])
+@pytest.mark.parametrize("path", ["http://[::1/x", "/v1beta/models/gemini-\ud83d:generateContent"])
+async def test_a_path_that_is_no_url_fails_that_request_only(path: str, injected: bool) -> None:
+    # httpx2 refuses it as build_request would (InvalidURL, or UnicodeEncodeError for half an
+    # emoji a caller's model name carried): kova says so as the request's error, and the
+    # transport serves the next request.
+    mock = httpx2.MockTransport(_ok)
+    transport = (
+        HttpTransport(
+            provider="test", base_url="http://api.test/", client=httpx2.AsyncClient(transport=mock)
+        )
+        if injected
+        else HttpTransport(provider="test", base_url="http://api.test/", transport=mock)
     )
     async with transport.open():
         client = transport._client
         assert client is not None
-        with pytest.raises(httpx2.InvalidURL) as ours:
-            transport._build("GET", "http://[::1/x", json_body=None, params=None, headers=None)
-        with pytest.raises(httpx2.InvalidURL) as theirs:
-            client.build_request("GET", "http://[::1/x")
-        assert str(ours.value) == str(theirs.value)
+        with pytest.raises((httpx2.InvalidURL, UnicodeError)) as theirs:
+            client.build_request("GET", path)
+        with pytest.raises(InvalidRequest) as ours:
+            await transport.request_json("GET", path)
+        assert str(theirs.value) in str(ours.value)
+        assert repr(path) in str(ours.value)
+        assert await transport.request_json("GET", "/v1/models") == {}
