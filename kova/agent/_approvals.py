@@ -81,9 +81,12 @@ DeferredResult: TypeAlias = "ToolResult | Literal[Deferred.DEFER]"
 
 
 def _canonical(value: JSONValue) -> bytes:
+    # A model's text (a call id, an argument) may hold lone surrogates, which UTF-8 refuses:
+    # "surrogatepass" writes them as bytes no valid text produces, so every other value keeps
+    # its fingerprint and distinct values keep distinct ones.
     return json.dumps(
         value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True
-    ).encode()
+    ).encode("utf-8", "surrogatepass")
 
 
 def call_fingerprint(name: str, arguments: JSONObject) -> str:

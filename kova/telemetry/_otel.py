@@ -16,6 +16,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from .._json import escape_surrogates
 from .._observe import (
     ActorRestarted,
     McpRequestFinished,
@@ -138,7 +139,7 @@ class OtelSubscriber:
                         {"gen_ai.response.time_to_first_chunk": latency},
                         timestamp=self._ns(turn_id, event.time),
                     )
-                self._first_chunk.record(latency, self._call_attributes(turn_id))
+                self._first_chunk.record(latency, _clean(self._call_attributes(turn_id)))
             case ModelCallRetrying():
                 span = self._spans.get(event.span_id)
                 if span is not None:
@@ -150,7 +151,7 @@ class OtelSubscriber:
                     if event.error_class is not None:
                         attributes["kova.error_class"] = event.error_class
                     span.add_event(
-                        "retry", attributes, timestamp=self._ns(event.turn_id, event.time)
+                        "retry", _clean(attributes), timestamp=self._ns(event.turn_id, event.time)
                     )
             case ModelCallFallback():
                 span = self._spans.get(event.span_id)
@@ -164,7 +165,7 @@ class OtelSubscriber:
                     if event.error_class is not None:
                         fallback["kova.error_class"] = event.error_class
                     span.add_event(
-                        "fallback", fallback, timestamp=self._ns(event.turn_id, event.time)
+                        "fallback", _clean(fallback), timestamp=self._ns(event.turn_id, event.time)
                     )
             case ModelCallFinished():
                 self._call_finished(event)
@@ -181,9 +182,9 @@ class OtelSubscriber:
                 if span is not None:
                     _end(span, event.outcome, event.error_type, self._ns(event.turn_id, event.time))
             case ActorRestarted(supervisor=supervisor, actor=actor):
-                self._restarts.add(1, {"kova.supervisor": supervisor, "kova.actor": actor})
+                self._restarts.add(1, _clean({"kova.supervisor": supervisor, "kova.actor": actor}))
             case SupervisorGaveUp(supervisor=supervisor, actor=actor):
-                self._trips.add(1, {"kova.supervisor": supervisor, "kova.actor": actor})
+                self._trips.add(1, _clean({"kova.supervisor": supervisor, "kova.actor": actor}))
             case _:
                 assert_never(event)
 
@@ -212,10 +213,10 @@ class OtelSubscriber:
         # agent run as a tool belongs to its tool call (in the tool pool's task).
         parent = None if event.parent_id is None else self._child_context(event.parent_id)
         self._spans[event.turn_id] = self._tracer.start_span(
-            f"invoke_agent {event.agent}",
+            _text(f"invoke_agent {event.agent}"),
             context=parent,
             kind=SpanKind.INTERNAL,
-            attributes=attributes,
+            attributes=_clean(attributes),
             start_time=self._ns(event.turn_id, event.time),
         )
 
@@ -250,10 +251,10 @@ class OtelSubscriber:
         if event.temperature is not None:
             attributes["gen_ai.request.temperature"] = event.temperature
         self._spans[event.span_id] = self._tracer.start_span(
-            f"chat {event.model}" if event.model else "chat",
+            _text(f"chat {event.model}") if event.model else "chat",
             context=self._child_context(event.parent_id),
             kind=SpanKind.CLIENT,
-            attributes=attributes,
+            attributes=_clean(attributes),
             start_time=self._ns(event.turn_id, event.time),
         )
 
@@ -264,22 +265,22 @@ class OtelSubscriber:
             attributes["gen_ai.response.model"] = event.response_model
         if event.outcome != "ok":
             attributes["error.type"] = event.error_type or event.outcome
-        self._duration.record(event.latency, attributes)
+        self._duration.record(event.latency, _clean(attributes))
         if event.usage is not None:
             self._tokens.record(
-                event.usage.input_tokens, {**attributes, "gen_ai.token.type": "input"}
+                event.usage.input_tokens, _clean({**attributes, "gen_ai.token.type": "input"})
             )
             self._tokens.record(
-                event.usage.output_tokens, {**attributes, "gen_ai.token.type": "output"}
+                event.usage.output_tokens, _clean({**attributes, "gen_ai.token.type": "output"})
             )
         if span is None:
             return
         if event.stop_reason is not None:
-            span.set_attribute("gen_ai.response.finish_reasons", (event.stop_reason,))
+            span.set_attribute("gen_ai.response.finish_reasons", (_text(event.stop_reason),))
         if event.response_model is not None:
-            span.set_attribute("gen_ai.response.model", event.response_model)
+            span.set_attribute("gen_ai.response.model", _text(event.response_model))
         if event.response_id is not None:
-            span.set_attribute("gen_ai.response.id", event.response_id)
+            span.set_attribute("gen_ai.response.id", _text(event.response_id))
         if event.usage is not None:
             span.set_attribute("gen_ai.usage.input_tokens", event.usage.input_tokens)
             span.set_attribute("gen_ai.usage.output_tokens", event.usage.output_tokens)
@@ -298,10 +299,10 @@ class OtelSubscriber:
 
             attributes["gen_ai.tool.call.arguments"] = json.dumps(call.input)
         self._spans[event.span_id] = self._tracer.start_span(
-            f"execute_tool {call.name}",
+            _text(f"execute_tool {call.name}"),
             context=self._child_context(event.parent_id),
             kind=SpanKind.INTERNAL,
-            attributes=attributes,
+            attributes=_clean(attributes),
             start_time=self._ns(event.turn_id, event.time),
         )
 
@@ -313,7 +314,7 @@ class OtelSubscriber:
         if event.approved is not None:
             span.set_attribute("kova.tool.approved", event.approved)
         if self._capture and event.error is not None:
-            span.set_attribute("gen_ai.tool.call.result", event.error)
+            span.set_attribute("gen_ai.tool.call.result", _text(event.error))
         end = self._ns(event.turn_id, event.time)
         match event.outcome:
             case "success" | "deferred":
@@ -340,12 +341,33 @@ class OtelSubscriber:
                 attributes["mcp.resource.uri"] = event.target
         name = event.method if event.target is None else f"{event.method} {event.target}"
         self._spans[event.span_id] = self._tracer.start_span(
-            name,
+            _text(name),
             context=self._child_context(event.parent_id),
             kind=SpanKind.CLIENT,
-            attributes=attributes,
+            attributes=_clean(attributes),
             start_time=self._ns(event.turn_id, event.time),
         )
+
+
+def _text(value: str) -> str:
+    """``value`` as text an exporter can encode: a lone surrogate (a model's tool-call id or
+    tool name, a server's model name) as its ``\\uXXXX`` escape. OTLP writes strings as
+    UTF-8, and one unencodable string fails the export of the whole batch of spans."""
+    if value.isascii():
+        return value
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return escape_surrogates(value)
+    return value
+
+
+def _clean(attributes: dict[str, Any]) -> dict[str, Any]:
+    """``attributes`` with every string value made encodable (see :func:`_text`)."""
+    for key, value in attributes.items():
+        if isinstance(value, str):
+            attributes[key] = _text(value)
+    return attributes
 
 
 def _offset() -> int:
@@ -359,8 +381,9 @@ def _end(span: Span, outcome: str, error_type: str | None, end: int) -> None:
         span.set_attribute("error.type", "cancelled")
         span.set_status(Status(StatusCode.ERROR, "cancelled"))
     elif outcome != "ok":
-        span.set_attribute("error.type", error_type or "error")
-        span.set_status(Status(StatusCode.ERROR, error_type))
+        shown = None if error_type is None else _text(error_type)
+        span.set_attribute("error.type", shown or "error")
+        span.set_status(Status(StatusCode.ERROR, shown))
     span.end(end_time=end)
 
 

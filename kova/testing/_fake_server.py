@@ -18,6 +18,7 @@ import trio
 
 from .._groups import lone_exceptions
 from .._models import ChatRequest, ErrorEvent, ToolUse, ToolUseDelta, ToolUseEnd, ToolUseStart
+from .._record import set_field
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, serve_http
 from ._script import ScriptRequest, StreamReply, stream_events
 
@@ -194,10 +195,13 @@ class WholeToolCalls:
                     self._calls[index][1].append(piece)
             case ToolUseEnd(index=index):
                 start, pieces = self._calls.pop(index)
-                return ToolUse(
-                    id=start.id,
+                call = ToolUse(
+                    id="scripted",
                     name=start.name,
                     input=json.loads("".join(pieces) or "{}"),
                     provider_metadata=start.provider_metadata,
                 )
+                # The id as scripted, even one kova would refuse (a hostile server's "").
+                set_field(call, "id", start.id)
+                return call
         return None

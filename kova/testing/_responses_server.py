@@ -43,6 +43,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Literal, assert_never
 
+from .._json import utf8_safe
 from .._models import (
     ErrorEvent,
     ModelResponse,
@@ -445,7 +446,8 @@ class _EventEncoder:
     def _event(self, kind: str, **fields: JSONValue) -> bytes:
         data: dict[str, JSONValue] = {"type": kind, "sequence_number": self._sequence, **fields}
         self._sequence += 1
-        text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+        # A lone surrogate (a model's text, a hostile call id) goes as its JSON escape.
+        text = utf8_safe(json.dumps(data, separators=(",", ":"), ensure_ascii=False))
         return f"event: {kind}\ndata: {text}\n\n".encode()
 
     def start(self) -> bytes:

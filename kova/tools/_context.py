@@ -89,7 +89,11 @@ class ToolContext(Generic[DepsT]):
 
 
 def _key(turn_id: str, call_id: str) -> str:
-    digest = hashlib.sha256(f"kova-tool-call\x00{turn_id}\x00{call_id}".encode())
+    # The call id is the model's text: it may hold lone surrogates, which UTF-8 refuses.
+    # "surrogatepass" encodes them as their three-byte forms, which no valid UTF-8 text
+    # produces: every other id keeps its key, and distinct ids still get distinct keys.
+    text = f"kova-tool-call\x00{turn_id}\x00{call_id}"
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass"))
     return digest.hexdigest()[:32]
 
 

@@ -435,3 +435,33 @@ async def test_approve_deny_and_always_on_one_step() -> None:
     answered = results(second.new_messages[0])
     assert answered["call_2"].text == "tool call denied: not b"
     assert [m.role for m in second.new_messages] == ["tool", "assistant", "tool", "assistant"]
+
+
+async def test_a_deferred_call_with_lone_surrogates_pauses_and_resumes() -> None:
+    """A model's call id and arguments may hold lone surrogates (UTF-8 refuses them): the
+    pause's fingerprints are still made, the pending state round-trips as JSON, and the
+    resumed turn runs the call."""
+
+    @tool
+    async def shout(word: str) -> str:
+        """Shout.
+
+        Args:
+            word: the word.
+        """
+        return word.upper()
+
+    call = ToolUse(id="call_\ud800", name="shout", input={"word": "a\udc80"})
+    provider = ScriptedProvider([reply_tool_calls(call), reply_text("Done.")])
+    agent = AgentBuilder().provider(provider).tool(shout).defer_approvals().build()
+    async with agent:
+        first = await agent.run(HISTORY)
+        pending = first.pending
+        assert pending is not None
+        assert [c.id for c in pending.calls] == ["call_\ud800"]
+        stored = PendingApprovals.from_json(pending.approve("call_\ud800").to_json())
+        second = await agent.resume([*HISTORY, *first.new_messages], stored)
+    assert second.text == "Done."
+    (result,) = second.new_messages[0].content
+    assert isinstance(result, ToolResult)
+    assert (result.tool_use_id, result.content) == ("call_\ud800", "A\udc80")

@@ -373,3 +373,50 @@ async def test_instrument_attaches_to_every_hub_until_uninstrumented() -> None:
         await agent.run(HISTORY)
         assert len(otel.spans()) == 2  # detached: the third turn recorded nothing
         assert not agent.telemetry.listening
+
+
+async def test_spans_with_a_models_lone_surrogates_still_export_as_otlp(
+    otel: Otel, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A model's tool-call id or tool name may hold a lone surrogate; OTLP writes strings as
+    UTF-8, and one unencodable string fails the export of the whole batch of spans."""
+    from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from kova import ToolUse
+
+    otel.subscriber = OtelSubscriber(
+        tracer_provider=otel.tracer_provider,
+        meter_provider=otel.meter_provider,
+        capture_content=True,
+    )
+    calls = (
+        ToolUse(id="call_\ud800", name="nap", input={"seconds": 0}),
+        ToolUse(id="\udfff", name="missing\udc80", input={}),
+    )
+    provider = ScriptedProvider(
+        [reply_tool_calls(*calls), ErrorReply(status_code=400, error_type="bad\ud800")]
+    )
+    async with AgentBuilder().provider(provider).tool(nap).build() as agent:
+        agent.telemetry.subscribe(otel.subscriber)
+        with pytest.raises(kova.ProviderError):
+            await agent.run(HISTORY)
+    spans = otel.spans()
+    names = sorted(span.name for span in spans)
+    assert names == [
+        "chat scripted",
+        "chat scripted",
+        "execute_tool missing\\udc80",
+        "execute_tool nap",
+        "invoke_agent kova",
+    ]
+    ids = sorted(
+        str(span.attributes["gen_ai.tool.call.id"])
+        for span in spans
+        if span.attributes is not None and "gen_ai.tool.call.id" in span.attributes
+    )
+    assert ids == ["\\udfff", "call_\\ud800"]
+    assert encode_spans(spans).SerializeToString()  # the whole batch exports
+    data = otel.reader.get_metrics_data()
+    assert data is not None
+    assert encode_metrics(data).SerializeToString()

@@ -178,3 +178,26 @@ async def test_the_idempotency_key_is_stable_when_a_paused_call_runs_again() -> 
     assert first == second
     assert first[1] == paused.pending.turn_id
     assert first[3] == idempotency_key(paused.pending.turn_id, "call_1")
+
+
+def test_any_call_id_has_an_idempotency_key_and_valid_ids_keep_theirs() -> None:
+    """A model's call id may hold lone surrogates (which UTF-8 refuses): it still gets a key,
+    distinct from every other id's, and a valid id's key is what it always was."""
+    import hashlib
+
+    ids = [
+        "call_1",
+        "\ud800",
+        "\udfff",
+        "a\ud800b",
+        "a\udc00b",
+        "\ud83d\ude00",
+        "😀",
+        "",
+        "x" * 10_240,
+    ]
+    keys = [idempotency_key("turn", call_id) for call_id in ids]
+    assert len(set(keys)) == len(ids)
+    assert all(len(key) == 32 for key in keys)
+    expected = hashlib.sha256(b"kova-tool-call\x00turn\x00call_1").hexdigest()[:32]
+    assert keys[0] == expected
