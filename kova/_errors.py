@@ -41,6 +41,9 @@ __all__ = [
     "ProviderOverloaded",
     "RateLimited",
     "SerializationError",
+    "SessionBusyError",
+    "SessionConflictError",
+    "SessionError",
     "StreamError",
     "StructuredOutputError",
     "ToolError",
@@ -497,6 +500,37 @@ class TurnCancelled(KovaError):
 
 class SerializationError(KovaError, ValueError):
     """Stored data (history, JSON) could not be read."""
+
+
+class SessionError(KovaError):
+    """A session store cannot be used (its file or database, its schema version), or a
+    session cannot do what was asked (a turn on a session that waits for decisions)."""
+
+
+class SessionBusyError(SessionError):
+    """Another turn is running on this session (``store.session(id, wait=False)``); nothing
+    was run or appended."""
+
+    def __init__(self, session_id: str, message: str | None = None) -> None:
+        self.session_id = session_id
+        super().__init__(
+            message or f"session {session_id!r} is busy: another turn is running on it (wait=False)"
+        )
+
+
+class SessionConflictError(SessionBusyError):
+    """The session changed after this turn loaded it (another process appended, rewound or
+    cleared it), so the turn's messages were not appended: two writers never both append
+    after the same message."""
+
+    def __init__(self, session_id: str, expected: int, found: int) -> None:
+        self.expected = expected
+        self.found = found
+        super().__init__(
+            session_id,
+            f"session {session_id!r} changed while this turn ran (version {expected} was "
+            f"loaded, the store holds {found}): nothing was appended",
+        )
 
 
 class KovaIOError(KovaError, OSError):

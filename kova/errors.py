@@ -32,6 +32,9 @@ The tree (the one copy of it; docs/errors.md says what to catch for what)::
     ├── StructuredOutputError         the answer did not validate, after every output retry
     ├── TurnCancelled                 a CancelToken cancelled the turn (trio.Cancelled stays itself)
     ├── SerializationError            stored data (history JSON) could not be read (a ValueError)
+    ├── SessionError                  a session store cannot be used, or a session cannot do that
+    │   └── SessionBusyError          another turn is running on the session (kova.sessions)
+    │       └── SessionConflictError  the session changed while the turn ran: nothing appended
     ├── KovaIOError                   a local I/O failure (also a builtin OSError)
     ├── ActorError
     │   ├── ActorFailed               an actor crashed while serving your request (__cause__)
@@ -83,6 +86,9 @@ from ._errors import ProviderErrorClass as ProviderErrorClass
 from ._errors import ProviderOverloaded as ProviderOverloaded
 from ._errors import RateLimited as RateLimited
 from ._errors import SerializationError as SerializationError
+from ._errors import SessionBusyError as SessionBusyError
+from ._errors import SessionConflictError as SessionConflictError
+from ._errors import SessionError as SessionError
 from ._errors import StreamError as StreamError
 from ._errors import StructuredOutputError as StructuredOutputError
 from ._errors import ToolError as ToolError
@@ -122,6 +128,9 @@ __all__ = [
     "ProviderOverloaded",
     "RateLimited",
     "SerializationError",
+    "SessionBusyError",
+    "SessionConflictError",
+    "SessionError",
     "StreamError",
     "StructuredOutputError",
     "ToolDefinitionError",

@@ -35,6 +35,7 @@ from ._script import stream_events as stream_events
 from ._script import with_thinking as with_thinking
 from ._scripted import FunctionProvider as FunctionProvider
 from ._scripted import ScriptedProvider as ScriptedProvider
+from ._sessions import check_session_store as check_session_store
 from ._test_provider import TestProvider as TestProvider
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "StreamReply",
     "TestProvider",
     "as_script",
+    "check_session_store",
     "no_network",
     "open_anthropic_server",
     "open_bedrock_server",

@@ -1,0 +1,184 @@
+"""Streamed turns on a session: ``agent.stream(prompt, session=...)`` and
+``agent.stream_structured(prompt, output, session=...)``.
+
+The session's gate is held from entering the block to leaving it; the turn's messages are
+appended when it completes, before its last event (TurnCompleted, or the validated value) is
+handed to the consumer, so a consumer that has seen it can rely on the session holding the
+turn. A turn left early, cancelled or failed appends nothing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..agent._events import TurnCompleted
+from ..agent._structured import StructuredStream
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Sequence
+    from contextlib import AbstractAsyncContextManager
+    from types import TracebackType
+
+    from .._messages import Message
+    from ..agent._approvals import PendingApprovals
+    from ..agent._events import AgentEvent, AgentResponse
+    from ._store import Session, SessionState, _Gate
+
+__all__ = ["SessionStream", "SessionStructuredStream"]
+
+
+class SessionStream:
+    """``async with agent.stream(prompt, session=session) as events``."""
+
+    __slots__ = ("_events", "_gate", "_inner", "_open", "_prompt", "_resume", "_session", "_state")
+
+    def __init__(
+        self,
+        session: Session,
+        prompt: Sequence[Message],
+        open_stream: Callable[
+            [tuple[Message, ...], PendingApprovals | None],
+            AbstractAsyncContextManager[AsyncIterator[AgentEvent]],
+        ],
+        resume: PendingApprovals | None,
+    ) -> None:
+        self._session = session
+        self._prompt = tuple(prompt)
+        self._open = open_stream
+        self._resume = resume
+        self._gate: _Gate | None = None
+        self._inner: AbstractAsyncContextManager[AsyncIterator[AgentEvent]] | None = None
+        self._events: AsyncIterator[AgentEvent] | None = None
+        self._state: SessionState | None = None
+
+    async def __aenter__(self) -> AsyncIterator[AgentEvent]:
+        session = self._session
+        gate = session._gate()
+        await gate.__aenter__()
+        try:
+            decided = None
+            if self._resume is None:
+                state = await session._read_free("run a turn")
+                history = (*state.messages, *self._prompt)
+            else:
+                state, decided = await session._paused(self._resume)
+                history = state.messages
+            inner = self._open(history, decided)
+            self._events = await inner.__aenter__()
+        except BaseException:
+            await gate.__aexit__(None, None, None)
+            raise
+        self._gate, self._inner, self._state = gate, inner, state
+        return self
+
+    def __aiter__(self) -> SessionStream:
+        return self
+
+    async def __anext__(self) -> AgentEvent:
+        assert self._events is not None, "entered"
+        assert self._state is not None, "entered"
+        event = await self._events.__anext__()
+        if type(event) is TurnCompleted:
+            await self._session._commit(
+                self._state, self._prompt, event.response, same_turn=self._resume is not None
+            )
+        return event
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        inner, gate = self._inner, self._gate
+        self._inner = self._gate = self._events = None
+        assert inner is not None, "entered"
+        assert gate is not None, "entered"
+        try:
+            return bool(await inner.__aexit__(exc_type, exc, traceback))
+        finally:
+            await gate.__aexit__(None, None, None)
+
+
+class _Values(StructuredStream[Any]):
+    """The values of a structured stream on a session: the turn is appended before the
+    validated value is handed on."""
+
+    def __init__(
+        self,
+        inner: StructuredStream[Any],
+        session: Session,
+        state: SessionState,
+        prompt: tuple[Message, ...],
+    ) -> None:
+        self._inner = inner
+        self._session = session
+        self._state = state
+        self._prompt = prompt
+
+    @property
+    def done(self) -> bool:
+        return self._inner.done
+
+    @property
+    def value(self) -> Any:
+        return self._inner.value
+
+    @property
+    def response(self) -> AgentResponse:
+        return self._inner.response
+
+    async def __anext__(self) -> Any:
+        value = await self._inner.__anext__()
+        if self._inner.done:
+            await self._session._commit(self._state, self._prompt, self._inner.response)
+        return value
+
+
+class SessionStructuredStream:
+    """``async with agent.stream_structured(prompt, output, session=session) as values``."""
+
+    __slots__ = ("_gate", "_inner", "_open", "_prompt", "_session")
+
+    def __init__(
+        self,
+        session: Session,
+        prompt: Sequence[Message],
+        open_stream: Callable[
+            [tuple[Message, ...]], AbstractAsyncContextManager[StructuredStream[Any]]
+        ],
+    ) -> None:
+        self._session = session
+        self._prompt = tuple(prompt)
+        self._open = open_stream
+        self._gate: _Gate | None = None
+        self._inner: AbstractAsyncContextManager[StructuredStream[Any]] | None = None
+
+    async def __aenter__(self) -> StructuredStream[Any]:
+        session = self._session
+        gate = session._gate()
+        await gate.__aenter__()
+        try:
+            state = await session._read_free("run a turn")
+            inner = self._open((*state.messages, *self._prompt))
+            values = await inner.__aenter__()
+        except BaseException:
+            await gate.__aexit__(None, None, None)
+            raise
+        self._gate, self._inner = gate, inner
+        return _Values(values, session, state, self._prompt)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        inner, gate = self._inner, self._gate
+        self._inner = self._gate = None
+        assert inner is not None, "entered"
+        assert gate is not None, "entered"
+        try:
+            return bool(await inner.__aexit__(exc_type, exc, traceback))
+        finally:
+            await gate.__aexit__(None, None, None)
