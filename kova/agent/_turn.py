@@ -61,6 +61,7 @@ from ._approvals import (
     call_fingerprint,
     message_fingerprint,
 )
+from ._call_ids import call_ids_of, unique_call_ids
 from ._events import AgentResponse
 from ._input import coerce_history
 from ._limits import UsageLimits
@@ -217,6 +218,7 @@ class Turn:
         "_approved",
         "_base",
         "_budget",
+        "_call_ids",
         "_calls",
         "_config",
         "_counted",
@@ -299,6 +301,7 @@ class Turn:
         self._phase = _MODEL
         self._counted = False
         self._calls: tuple[ToolUse, ...] = ()
+        self._call_ids: set[str] | None = None  # the turn's call ids (built when needed)
         self._results: dict[str, ToolResult] = {}
         self._running: tuple[ToolUse, ...] = ()
         self._approved: frozenset[str] = _NO_NAMES
@@ -710,6 +713,13 @@ class Turn:
             raise TypeError(
                 f"response must be a kova.providers.ModelResponse, got {type(response).__name__}"
             )
+        calls = response.tool_uses
+        if calls:
+            # Ids unique within the turn, whatever the provider sent (see _call_ids).
+            if self._call_ids is None:
+                self._call_ids = call_ids_of(self._working)
+            response = unique_call_ids(response, self._call_ids)
+            calls = response.tool_uses
         self._requests += 1
         self._llm_calls += 1
         self._counted = False
@@ -731,7 +741,6 @@ class Turn:
             except KovaError as exc:
                 self._fail(exc)
                 raise
-        calls = response.tool_uses
         if not calls:
             self._phase = _DONE
         elif stop.kind in _TRUNCATED:
@@ -788,8 +797,11 @@ class Turn:
             self._pause(deferred)
         elif len(stored) == len(self._calls):
             self._end_step()
-        else:  # pragma: no cover - every call is a result, a denial or deferred
-            raise AssertionError("a tool step ended with calls unanswered")
+        else:
+            # Unreachable while call ids are unique in the turn (model_replied makes them
+            # so); a turn restored from a document that repeats one fails clearly.
+            missing = ", ".join(repr(call.id) for call in self._calls if call.id not in stored)
+            raise AgentLoopError(f"the tool step's calls {missing} have no result")
 
     def _pause(self, deferred: list[ToolUse]) -> None:
         annotations: dict[str, ToolAnnotations | None] = {

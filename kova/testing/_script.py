@@ -132,6 +132,7 @@ class Script:
             self._function = None
             self._replies = _replies_from(replies)
         self._cursor = 0
+        self._numbered = _Numbering()
         self.requests: list[ScriptRequest] = []
 
     @property
@@ -146,7 +147,7 @@ class Script:
             reply = self._function(request)
             if inspect.isawaitable(reply):
                 reply = await reply
-            return reply
+            return self._numbered.reply(reply)
         if self._cursor >= len(self._replies):
             raise ScriptExhaustedError(
                 f"the script has {len(self._replies)} replies but request "
@@ -154,7 +155,57 @@ class Script:
             )
         reply = self._replies[self._cursor]
         self._cursor += 1
+        return self._numbered.reply(reply)
+
+
+class _Numbering:
+    """Numbers the ``call_N`` ids of a script's replies on across its replies: a reply whose
+    call repeats a ``call_N`` id the script already handed out gets the next free number (the
+    second ``reply_tool_calls`` of a script serves ``call_3`` where it says ``call_1``, after
+    a first that served ``call_1`` and ``call_2``), as a real model keeps its ids unique. Other
+    ids are served as written, repeated or not (to test what a provider repeating ids does)."""
+
+    __slots__ = ("_last", "_served")
+
+    def __init__(self) -> None:
+        self._served: set[str] = set()
+        self._last = 0
+
+    def reply(self, reply: Reply) -> Reply:
+        if isinstance(reply, StreamReply):
+            if reply.events is not None:
+                return reply
+            response = self._response(reply.response)
+            return reply if response is reply.response else evolve(reply, response=response)
+        if isinstance(reply, ModelResponse):
+            return self._response(reply)
         return reply
+
+    def _response(self, response: ModelResponse) -> ModelResponse:
+        if not response.tool_uses:
+            return response
+        content = []
+        changed = False
+        for block in response.content:
+            if isinstance(block, ToolUse) and _numbered(block.id) is not None:
+                number = _numbered(block.id)
+                assert number is not None
+                if block.id in self._served:
+                    number = self._last + 1
+                    block = evolve(block, id=f"call_{number}")
+                    changed = True
+                self._served.add(block.id)
+                self._last = max(self._last, number)
+            content.append(block)
+        return evolve(response, content=tuple(content)) if changed else response
+
+
+def _numbered(call_id: str) -> int | None:
+    """N for an id ``call_N`` (what reply_tool_calls makes), else ``None``."""
+    prefix, _, digits = call_id.partition("_")
+    if prefix != "call" or not digits.isdigit() or not digits.isascii():
+        return None
+    return int(digits)
 
 
 ScriptLike = Script | Iterable[Reply] | ScriptFunction
@@ -234,7 +285,10 @@ def reply_tool_calls(
 ) -> ModelResponse:
     """An answer asking for tool calls: ``reply_tool_calls(("get_weather", {"city": "Oslo"}))``.
 
-    Calls given as ``(name, arguments)`` get ids ``call_1``, ``call_2``, ...
+    Calls given as ``(name, arguments)`` get ids ``call_1``, ``call_2``, ... A script numbers
+    them on across its replies: when a script (or a scripted provider, or a fake server) has
+    already handed out ``call_1`` and ``call_2``, its next reply's ``call_1`` is served as
+    ``call_3``, so every call a script makes has its own id, as a model's do.
 
     Args:
         calls: ``(name, arguments)`` pairs or ready :class:`~kova.ToolUse` blocks.

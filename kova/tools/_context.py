@@ -37,7 +37,8 @@ class ToolContext(Generic[DepsT]):
     """The call a tool is serving (read-only).
 
     Attributes:
-        call_id: the model's id of this call (``ToolUse.id``).
+        call_id: the id of this call in its turn (``ToolUse.id``: the provider's, unless the
+            turn had seen it already, see ``docs/tools.md``).
         turn_id: the id of the turn the call belongs to (the same across a paused turn's
             resume, in this process or another).
         agent: the agent's name (``AgentBuilder.name``).

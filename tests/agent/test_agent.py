@@ -105,7 +105,8 @@ async def test_multi_step_tool_loop_appends_in_order() -> None:
     roles = [m.role for m in response.new_messages]
     assert roles == ["assistant", "tool", "assistant", "tool", "assistant"]
     assert tool_results(response.new_messages[1]) == [ToolResult(content="3", tool_use_id="call_1")]
-    assert tool_results(response.new_messages[3]) == [ToolResult(content="7", tool_use_id="call_1")]
+    # The script numbers its calls on: the second reply's call is call_2.
+    assert tool_results(response.new_messages[3]) == [ToolResult(content="7", tool_use_id="call_2")]
     # The second request saw the first tool round trip.
     assert provider.requests[1].messages[-2:] == response.new_messages[:2]
     assert response.usage.input_tokens == 30

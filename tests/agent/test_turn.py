@@ -404,7 +404,8 @@ def test_always_approves_the_tool_for_the_rest_of_the_turn() -> None:
     assert [call.id for call in run_tools(turn).calls] == ["call_2", "call_3"]
     turn.tools_finished(ran(run_tools(turn).calls))
     turn.model_replied(reply_tool_calls(("write", {"path": "d"}), ("read", {})))
-    assert run_tools(turn).approved == frozenset({"call_1"})  # the write: no asking again
+    # The write (its id made unique in the turn): no asking again.
+    assert run_tools(turn).approved == frozenset({"call_1_2"})
 
 
 def test_denying_everything_goes_straight_back_to_the_model() -> None:
