@@ -168,7 +168,7 @@ async def test_hostile_tool_call_ids_never_stop_a_shared_runtime(
         if repeats and rng.random() < 0.25:
             ids.append(ids[0])  # two calls share an id
         cases[f"case {number}"] = ids
-    outcomes: dict[str, int] = {"result": 0, "kova error": 0, "repeated id defect": 0}
+    outcomes: dict[str, int] = {"result": 0, "kova error": 0}
     bystander_turns = 0
     with structlog.testing.capture_logs() as logs:
         async with AsyncExitStack() as stack:
@@ -193,7 +193,6 @@ async def test_hostile_tool_call_ids_never_stop_a_shared_runtime(
                     await trio.sleep(0.01)
 
             async def hostile_turn(agent: Agent, prompt: str, streamed: bool) -> None:
-                ids = cases[prompt]
                 try:
                     if streamed:
                         async with agent.stream([Message.user(prompt)]) as events:
@@ -203,12 +202,6 @@ async def test_hostile_tool_call_ids_never_stop_a_shared_runtime(
                         await agent.run(prompt)
                 except KovaError:
                     outcomes["kova error"] += 1
-                except AssertionError as exc:
-                    # TODO(#43 item 2): two calls sharing an id end the turn with this raw
-                    # error until turn-unique ids land; then this branch goes.
-                    if len(set(ids)) == len(ids) or "unanswered" not in str(exc):
-                        raise
-                    outcomes["repeated id defect"] += 1
                 else:
                     outcomes["result"] += 1
 
@@ -229,5 +222,3 @@ async def test_hostile_tool_call_ids_never_stop_a_shared_runtime(
     assert bystander_turns == 15 * len(FORMATS)
     assert sum(outcomes.values()) == len(cases) * len(FORMATS)
     assert outcomes["result"] > len(cases)  # most hostile ids are served
-    if outcomes["repeated id defect"]:
-        pytest.xfail(f"issue 43 item 2 (repeated ids): {outcomes}")
