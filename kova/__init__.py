@@ -36,7 +36,10 @@ from ._errors import ToolError as ToolError
 from ._errors import ToolExecutionError as ToolExecutionError
 from ._errors import ToolNotFoundError as ToolNotFoundError
 from ._errors import TurnCancelled as TurnCancelled
+from ._models import Audio as Audio
 from ._models import ContentBlock as ContentBlock
+from ._models import Document as Document
+from ._models import File as File
 from ._models import Image as Image
 from ._models import InferenceConfig as InferenceConfig
 from ._models import JSONObject as JSONObject
@@ -135,10 +138,13 @@ __all__ = [
     "AgentBuilder",
     "AgentLoopError",
     "AgentResponse",
+    "Audio",
     "BuildError",
     "CancelToken",
     "ContentBlock",
     "ContextBudgetExceededError",
+    "Document",
+    "File",
     "Image",
     "InferenceConfig",
     "InvalidRequest",

@@ -8,6 +8,8 @@ that runs on another provider.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeAlias, assert_never
@@ -20,7 +22,12 @@ if TYPE_CHECKING:
     from typing import Self
 
 __all__ = [
+    "AUDIO_FORMATS",
+    "DOCUMENT_MEDIA_TYPES",
+    "Audio",
     "ContentBlock",
+    "Document",
+    "File",
     "Image",
     "JSONObject",
     "JSONValue",
@@ -95,6 +102,211 @@ class Image(Record):
             raise ValueError("Image needs exactly one of data (base64) or url")
         if self.data is not None and not self.media_type:
             raise ValueError("Image with inline data needs a media_type such as 'image/png'")
+
+
+DOCUMENT_MEDIA_TYPES: frozenset[str] = frozenset(
+    {
+        "application/pdf",
+        "text/plain",
+        "text/csv",
+        "text/html",
+        "text/markdown",
+        "application/msword",
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        "application/vnd.ms-excel",
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    }
+)
+"""The media types a :class:`Document` may have: PDF and plain text everywhere documents go,
+the rest where a provider takes them (the table in ``docs/agent.md``)."""
+
+AUDIO_FORMATS: Mapping[str, str] = {
+    "wav": "audio/wav",
+    "mp3": "audio/mpeg",
+    "flac": "audio/flac",
+    "aac": "audio/aac",
+    "ogg": "audio/ogg",
+    "aiff": "audio/aiff",
+    "m4a": "audio/mp4",
+    "webm": "audio/webm",
+    "opus": "audio/opus",
+    "pcm16": "audio/pcm",
+}
+"""An :class:`Audio` block's ``format`` and the media type it stands for."""
+
+
+def _base64_data(kind: str, data: object) -> str | None:
+    """``data`` as base64 text: ``bytes`` are encoded, a ``str`` is taken as base64 already."""
+    if data is None:
+        return None
+    if isinstance(data, bytes | bytearray | memoryview):
+        if not data:
+            raise ValueError(f"{kind}.data must not be empty")
+        return base64.b64encode(data).decode("ascii")
+    if not isinstance(data, str):
+        raise TypeError(f"{kind}.data must be bytes or base64 str, got {type(data).__name__}")
+    if not data:
+        raise ValueError(f"{kind}.data must not be empty")
+    return data
+
+
+def _one_source(kind: str, **sources: object) -> None:
+    given = [name for name, value in sources.items() if value is not None]
+    if len(given) != 1:
+        names = ", ".join(sources)
+        found = ", ".join(given) or "none"
+        raise ValueError(f"{kind} needs exactly one of {names} (got {found})")
+    for name, value in sources.items():
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ValueError(f"{kind}.{name} must be a non-empty str")
+
+
+def base64_size(data: str) -> int:
+    """How many bytes base64 ``data`` decodes to (without decoding it)."""
+    padding = len(data) - len(data.rstrip("="))
+    return len(data) * 3 // 4 - padding
+
+
+def decode_base64(data: str, what: str) -> bytes:
+    """The bytes of base64 ``data``; ``ValueError`` naming ``what`` if it is not base64."""
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError(f"{what} is not valid base64: {exc}") from exc
+
+
+class Document(Record):
+    """A document for the model to read: a PDF or a text file, given by its bytes (``data``),
+    a ``url`` the provider fetches, or the ``file_id`` of a file uploaded to the provider.
+
+    ``Document(data=pdf_bytes)`` takes the raw bytes (stored as base64, like :class:`Image`),
+    or base64 text; :meth:`from_text` makes a plain-text document from a ``str``. Exactly one
+    of ``data``, ``url`` and ``file_id`` is set. Which providers take which form is the table
+    in ``docs/agent.md`` ("Documents, audio and files"); a form a provider cannot take fails
+    with :class:`~kova.InvalidRequest` before anything is sent.
+    """
+
+    data: str | None
+    """The document's bytes, base64-encoded (no ``data:`` prefix)."""
+    url: str | None
+    """A URL the provider fetches itself."""
+    file_id: str | None
+    """The id (or URI) of a file already uploaded to the provider's file store."""
+    media_type: str
+    """One of :data:`DOCUMENT_MEDIA_TYPES`; ``application/pdf`` by default."""
+    title: str | None
+    """A title shown to the model (and used as the file name where the wire wants one)."""
+    citations: bool
+    """Ask the provider to cite passages of this document (Anthropic, Bedrock)."""
+
+    def __init__(
+        self,
+        data: bytes | str | None = None,
+        url: str | None = None,
+        file_id: str | None = None,
+        media_type: str = "application/pdf",
+        title: str | None = None,
+        citations: bool = False,
+    ) -> None:
+        encoded = _base64_data("Document", data)
+        _one_source("Document", data=encoded, url=url, file_id=file_id)
+        if media_type not in DOCUMENT_MEDIA_TYPES:
+            raise ValueError(
+                f"Document.media_type {media_type!r} is not a document type kova sends; "
+                f"use one of {sorted(DOCUMENT_MEDIA_TYPES)}"
+            )
+        if title is not None and (not isinstance(title, str) or not title):
+            raise ValueError("Document.title must be a non-empty str or None")
+        if not isinstance(citations, bool):
+            raise TypeError(f"Document.citations must be a bool, got {type(citations).__name__}")
+        set_field(self, "data", encoded)
+        set_field(self, "url", url)
+        set_field(self, "file_id", file_id)
+        set_field(self, "media_type", media_type)
+        set_field(self, "title", title)
+        set_field(self, "citations", citations)
+
+    @classmethod
+    def from_text(
+        cls,
+        text: str,
+        *,
+        media_type: str = "text/plain",
+        title: str | None = None,
+        citations: bool = False,
+    ) -> Self:
+        """A text document (``text/plain`` by default) from a ``str``."""
+        if not media_type.startswith("text/"):
+            raise ValueError(f"Document.from_text needs a text/* media type, not {media_type!r}")
+        return cls(
+            data=text.encode("utf-8", "surrogatepass"),
+            media_type=media_type,
+            title=title,
+            citations=citations,
+        )
+
+    @property
+    def size(self) -> int | None:
+        """The size in bytes of inline ``data`` (``None`` for a URL or file id)."""
+        return None if self.data is None else base64_size(self.data)
+
+
+class Audio(Record):
+    """A sound recording for the model to hear: its bytes (``data``) or a ``url``, in one of
+    the :data:`AUDIO_FORMATS` (``wav`` by default). Providers that speak answer with these
+    blocks too."""
+
+    data: str | None
+    """The audio's bytes, base64-encoded (no ``data:`` prefix)."""
+    url: str | None
+    """A URL the provider fetches itself."""
+    format: str
+    """``wav``, ``mp3``, ``flac``, ... (a key of :data:`AUDIO_FORMATS`)."""
+
+    def __init__(
+        self,
+        data: bytes | str | None = None,
+        url: str | None = None,
+        format: str = "wav",  # the public name the issue fixes
+    ) -> None:
+        encoded = _base64_data("Audio", data)
+        _one_source("Audio", data=encoded, url=url)
+        if format not in AUDIO_FORMATS:
+            raise ValueError(f"Audio.format {format!r} is not one of {sorted(AUDIO_FORMATS)}")
+        set_field(self, "data", encoded)
+        set_field(self, "url", url)
+        set_field(self, "format", format)
+
+    @property
+    def media_type(self) -> str:
+        """The MIME type of :attr:`format` (``audio/wav`` ...)."""
+        return AUDIO_FORMATS[self.format]
+
+    @property
+    def size(self) -> int | None:
+        """The size in bytes of inline ``data`` (``None`` for a URL)."""
+        return None if self.data is None else base64_size(self.data)
+
+
+class File(Record):
+    """A file already uploaded to the provider (OpenAI's ``file-...`` ids, Anthropic's Files
+    API, a Gemini file URI), referred to by its ``file_id``. ``media_type`` says what it is
+    where the wire needs it (Gemini always; Anthropic to choose an image or document block)."""
+
+    file_id: str
+    media_type: str | None
+
+    def __init__(self, file_id: str, media_type: str | None = None) -> None:
+        if not isinstance(file_id, str) or not file_id:
+            raise ValueError("File.file_id must be a non-empty str")
+        if media_type is not None and (
+            not isinstance(media_type, str) or media_type.count("/") != 1
+        ):
+            raise ValueError(
+                f"File.media_type must be a MIME type such as 'application/pdf', got {media_type!r}"
+            )
+        set_field(self, "file_id", file_id)
+        set_field(self, "media_type", media_type)
 
 
 class ToolUse(Record):
@@ -180,7 +392,12 @@ class RedactedThinking(Record):
     data: str
 
 
-ContentBlock: TypeAlias = Text | Image | ToolUse | ToolResult | Thinking | RedactedThinking
+ContentBlock: TypeAlias = (
+    Text | Image | Document | Audio | File | ToolUse | ToolResult | Thinking | RedactedThinking
+)
+
+MEDIA_BLOCKS = (Image, Document, Audio, File)
+"""The blocks that carry media rather than text or a tool exchange."""
 
 
 def _to_blocks(content: str | Iterable[ContentBlock]) -> tuple[ContentBlock, ...]:
@@ -271,6 +488,20 @@ def block_to_dict(block: ContentBlock) -> dict[str, JSONValue]:
             return {"type": "text", "text": text, "provider_metadata": metadata}
         case Image(media_type=media_type, data=data, url=url):
             return {"type": "image", "media_type": media_type, "data": data, "url": url}
+        case Document():
+            return {
+                "type": "document",
+                "media_type": block.media_type,
+                "data": block.data,
+                "url": block.url,
+                "file_id": block.file_id,
+                "title": block.title,
+                "citations": block.citations,
+            }
+        case Audio(data=data, url=url, format=audio_format):
+            return {"type": "audio", "format": audio_format, "data": data, "url": url}
+        case File(file_id=file_id, media_type=media_type):
+            return {"type": "file", "file_id": file_id, "media_type": media_type}
         case ToolUse(id=id_, name=name, input=input_, provider_metadata=metadata):
             stored_use: dict[str, JSONValue] = {
                 "type": "tool_use",
@@ -364,6 +595,26 @@ def block_from_dict(data: object) -> ContentBlock:
                     data=_opt_str(data, "data"),
                     url=_opt_str(data, "url"),
                 )
+            case "document":
+                citations = data.get("citations", False)
+                if not isinstance(citations, bool):
+                    raise _serialization_error("block field 'citations' must be a boolean")
+                return Document(
+                    data=_opt_str(data, "data"),
+                    url=_opt_str(data, "url"),
+                    file_id=_opt_str(data, "file_id"),
+                    media_type=_opt_str(data, "media_type") or "application/pdf",
+                    title=_opt_str(data, "title"),
+                    citations=citations,
+                )
+            case "audio":
+                return Audio(
+                    data=_opt_str(data, "data"),
+                    url=_opt_str(data, "url"),
+                    format=_opt_str(data, "format") or "wav",
+                )
+            case "file":
+                return File(_str(data, "file_id"), media_type=_opt_str(data, "media_type"))
             case "tool_use":
                 metadata = data.get("provider_metadata")
                 return ToolUse(

@@ -14,7 +14,16 @@ yields).
 """
 
 from ._messages import (
+    Audio as Audio,
+)
+from ._messages import (
     ContentBlock as ContentBlock,
+)
+from ._messages import (
+    Document as Document,
+)
+from ._messages import (
+    File as File,
 )
 from ._messages import (
     Image as Image,
@@ -134,6 +143,9 @@ __all__ = [
     "JSONValue",
     "ContentBlock",
     "ErrorEvent",
+    "Audio",
+    "Document",
+    "File",
     "Image",
     "InferenceConfig",
     "Message",

@@ -15,6 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from .._models import (
+    Audio,
+    Document,
+    File,
     Image,
     InferenceConfig,
     Message,
@@ -142,6 +145,8 @@ def block_problem(block: object) -> str | None:
         case Image(media_type=media_type, data=data, url=url):
             if not (_optional_str(media_type) and _optional_str(data) and _optional_str(url)):
                 return "Image fields must be str or None"
+        case Document() | Audio() | File():
+            pass  # checked in full when made; their fields cannot be changed afterwards
         case Thinking(text=text, signature=signature):
             if not _is(text, str) or not _optional_str(signature):
                 return "Thinking.text must be a str and its signature a str or None"
@@ -150,7 +155,8 @@ def block_problem(block: object) -> str | None:
                 return f"RedactedThinking.data must be a str, got {type(data).__name__}"
         case _:
             return (
-                "a content block must be Text, Image, ToolUse, ToolResult, Thinking or "
+                "a content block must be Text, Image, Document, Audio, File, ToolUse, "
+                "ToolResult, Thinking or "
                 f"RedactedThinking, got {type(block).__name__}"
             )
     return None

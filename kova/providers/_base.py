@@ -19,7 +19,10 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .._models import (
+    Audio,
     ChatRequest,
+    Document,
+    File,
     Image,
     Message,
     ModelInfo,
@@ -126,6 +129,8 @@ async def list_models(provider: object) -> list[ModelInfo]:
 _CHARS_PER_TOKEN = 4
 _MESSAGE_OVERHEAD = 4
 _IMAGE_TOKENS = 1_600  # a typical image costs ~1.5k tokens on the major providers
+_DOCUMENT_TOKENS = 3_000  # about a page of PDF read as text plus its page image
+_AUDIO_TOKENS = 1_000  # about half a minute of speech
 
 
 def _block_chars(block: object) -> tuple[int, int]:
@@ -135,6 +140,15 @@ def _block_chars(block: object) -> tuple[int, int]:
             return len(text), 0
         case Image():
             return 0, _IMAGE_TOKENS
+        case Document(data=data):
+            # A page of PDF costs ~1.5-3k tokens; base64 of a page is ~50-100 kB, so one
+            # token per 32 bytes of base64 stays on the safe side without parsing the file.
+            return 0, _DOCUMENT_TOKENS if data is None else max(_DOCUMENT_TOKENS, len(data) // 32)
+        case Audio(data=data):
+            # ~32 tokens a second of speech; 16 kB/s of wav is ~21 kB/s of base64.
+            return 0, _AUDIO_TOKENS if data is None else max(_AUDIO_TOKENS, len(data) // 640)
+        case File():
+            return 0, _DOCUMENT_TOKENS
         case ToolUse(name=name, input=arguments):
             return len(name) + len(repr(arguments)), 0
         case ToolResult(content=content):

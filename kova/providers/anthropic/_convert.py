@@ -13,7 +13,10 @@ from typing import TYPE_CHECKING, assert_never
 
 from ..._errors import InvalidResponse
 from ..._models import (
+    Audio,
     ContentBlock,
+    Document,
+    File,
     Image,
     InferenceConfig,
     JSONObject,
@@ -34,6 +37,7 @@ from ..._models import (
 )
 from ..._secret import SecretHeaders
 from .._codec import optional_str
+from .._media import MB, check_inline_total, document_text, media_blocks, refuse
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -99,6 +103,51 @@ def _image(image: Image) -> dict[str, JSONValue]:
     }
 
 
+MAX_REQUEST_BYTES = 32 * MB
+"""The Messages API's request size limit (inline documents count toward it)."""
+
+
+def _document(document: Document) -> dict[str, JSONValue]:
+    """A ``document`` block as the SDK's ``DocumentBlockParam``: a PDF as base64, by URL or by
+    file id; text as a plain-text source (the API's text source is ``text/plain``; CSV,
+    Markdown and HTML are text too)."""
+    source: dict[str, JSONValue]
+    is_text = document.media_type.startswith("text/")
+    if document.file_id is not None:
+        source = {"type": "file", "file_id": document.file_id}
+    elif is_text:
+        if document.data is None:
+            raise refuse(PROVIDER, document, "a text document goes by data or file_id, not url")
+        source = {
+            "type": "text",
+            "media_type": "text/plain",
+            "data": document_text(PROVIDER, document),
+        }
+    elif document.media_type != "application/pdf":
+        raise refuse(
+            PROVIDER,
+            document,
+            "Anthropic reads PDF and text documents (convert it, or upload it for a "
+            "code-execution tool)",
+        )
+    elif document.url is not None:
+        source = {"type": "url", "url": document.url}
+    else:
+        source = {"type": "base64", "media_type": "application/pdf", "data": document.data}
+    block: dict[str, JSONValue] = {"type": "document", "source": source}
+    if document.title is not None:
+        block["title"] = document.title
+    if document.citations:
+        block["citations"] = {"enabled": True}
+    return block
+
+
+def _file(file: File) -> dict[str, JSONValue]:
+    """A hosted file: an ``image`` block for an image type, else a ``document`` block."""
+    kind = "image" if (file.media_type or "").startswith("image/") else "document"
+    return {"type": kind, "source": {"type": "file", "file_id": file.file_id}}
+
+
 def _tool_result(result: ToolResult) -> dict[str, JSONValue]:
     block: dict[str, JSONValue] = {"type": "tool_result", "tool_use_id": result.tool_use_id}
     if isinstance(result.content, str):
@@ -126,6 +175,14 @@ def _block(block: ContentBlock, role: Role) -> dict[str, JSONValue] | None:
             return {"type": "text", "text": text} if text else None
         case Image():
             return _image(block)
+        case Document():
+            return _document(block)
+        case File():
+            return _file(block)
+        case Audio():
+            if role is Role.ASSISTANT:
+                return None  # the model's own spoken answer elsewhere (see kova.providers._media)
+            raise refuse(PROVIDER, block, "the Messages API takes no audio input")
         case ToolUse(id=id_, name=name, input=arguments):
             return {"type": "tool_use", "id": id_, "name": name, "input": arguments}
         case ToolResult():
@@ -154,6 +211,7 @@ def encode_messages(
     merged so roles alternate, with ``tool_result`` blocks first in a user turn as the API
     requires. Messages left without content are omitted.
     """
+    check_inline_total(PROVIDER, media_blocks(messages), MAX_REQUEST_BYTES, "per request")
     system_parts: list[str] = []
     turns: list[tuple[str, list[dict[str, JSONValue]]]] = []
     for message in messages:

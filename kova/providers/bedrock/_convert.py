@@ -16,8 +16,12 @@ from urllib.parse import quote
 
 from ..._errors import InvalidRequest, InvalidResponse
 from ..._json import depth_exceeds, loads
+from ..._messages import AUDIO_FORMATS
 from ..._models import (
+    Audio,
     ContentBlock,
+    Document,
+    File,
     Image,
     InferenceConfig,
     JSONObject,
@@ -37,6 +41,7 @@ from ..._models import (
     Usage,
 )
 from .._http import ErrorDetails
+from .._media import MB, check_size, refuse
 
 if TYPE_CHECKING:
     from ._config import BedrockConfig
@@ -152,6 +157,118 @@ def _media(image: Image, documents: _Documents) -> dict[str, JSONValue]:
     return {"image": {"format": _image_format(image), "source": {"bytes": image.data}}}
 
 
+MAX_DOCUMENT_BYTES = 4_718_592
+"""Converse's limit on one document (4.5 MB)."""
+MAX_DOCUMENTS = 5
+"""Converse takes at most five documents in a request."""
+MAX_AUDIO_BYTES = 25 * MB
+"""Converse's limit on inline audio (larger recordings go by ``s3://``)."""
+
+_AUDIO_FORMATS = {
+    # kova's Audio.format -> Converse's AudioFormat (botocore's enum); aiff has no counterpart.
+    "wav": "wav",
+    "mp3": "mp3",
+    "flac": "flac",
+    "aac": "aac",
+    "ogg": "ogg",
+    "m4a": "m4a",
+    "webm": "webm",
+    "opus": "opus",
+    "pcm16": "pcm",
+}
+_VIDEO_FORMATS = {
+    "video/x-matroska": "mkv",
+    "video/quicktime": "mov",
+    "video/mp4": "mp4",
+    "video/webm": "webm",
+    "video/x-flv": "flv",
+    "video/mpeg": "mpeg",
+    "video/x-ms-wmv": "wmv",
+    "video/3gpp": "three_gp",
+}
+
+
+def _document_name(title: str | None, documents: _Documents) -> str:
+    """A document's ``name``: its title with what Converse rejects in a name (anything but
+    letters, digits, single spaces, hyphens, parentheses and square brackets) made a hyphen,
+    or ``document-N``."""
+    if title:
+        cleaned = "".join(c if c.isalnum() or c in " -()[]" else "-" for c in title)
+        cleaned = " ".join(cleaned.split())
+        if cleaned:
+            documents.count += 1
+            return cleaned
+    return documents.next_name()
+
+
+def _s3(block: Document | Audio | File, uri: str | None, what: str) -> JSONValue:
+    if uri is not None and uri.startswith("s3://"):
+        return {"s3Location": {"uri": uri}}
+    raise refuse(
+        PROVIDER, block, f"Converse takes {what} inline (data) or from s3://, not {uri!r:.100}"
+    )
+
+
+def _document(document: Document, documents: _Documents) -> dict[str, JSONValue]:
+    document_format = _DOCUMENT_FORMATS[document.media_type]  # every Document type has one
+    if document.data is not None:
+        check_size(PROVIDER, document, MAX_DOCUMENT_BYTES, "per document")
+        source: JSONValue = {"bytes": document.data}
+    else:
+        source = _s3(document, document.url or document.file_id, "documents")
+    block: dict[str, JSONValue] = {
+        "format": document_format,
+        "name": _document_name(document.title, documents),
+        "source": source,
+    }
+    if document.citations:
+        block["citations"] = {"enabled": True}
+    if documents.count > MAX_DOCUMENTS:
+        raise refuse(
+            PROVIDER, document, f"Converse takes at most {MAX_DOCUMENTS} documents a request"
+        )
+    return {"document": block}
+
+
+def _audio(audio: Audio) -> dict[str, JSONValue]:
+    audio_format = _AUDIO_FORMATS.get(audio.format)
+    if audio_format is None:
+        raise refuse(PROVIDER, audio, f"Converse takes audio as one of {sorted(_AUDIO_FORMATS)}")
+    if audio.data is not None:
+        check_size(PROVIDER, audio, MAX_AUDIO_BYTES, "per inline recording")
+        source: JSONValue = {"bytes": audio.data}
+    else:
+        source = _s3(audio, audio.url, "audio")
+    return {"audio": {"format": audio_format, "source": source}}
+
+
+def _file(file: File, documents: _Documents) -> dict[str, JSONValue]:
+    """A file in S3 (``s3://`` id) as the block its media type calls for."""
+    source = _s3(file, file.file_id, "files")
+    media_type = (file.media_type or "").lower()
+    if media_type in _IMAGE_FORMATS:
+        return {"image": {"format": _IMAGE_FORMATS[media_type], "source": source}}
+    if media_type in _VIDEO_FORMATS:
+        return {"video": {"format": _VIDEO_FORMATS[media_type], "source": source}}
+    if media_type.startswith("audio/"):
+        name = next((k for k, v in AUDIO_FORMATS.items() if v == media_type), None)
+        if name in _AUDIO_FORMATS:
+            return {"audio": {"format": _AUDIO_FORMATS[name], "source": source}}
+    if media_type in _DOCUMENT_FORMATS:
+        block: dict[str, JSONValue] = {
+            "format": _DOCUMENT_FORMATS[media_type],
+            "name": documents.next_name(),
+            "source": source,
+        }
+        return {"document": block}
+    raise refuse(
+        PROVIDER,
+        file,
+        "Converse needs the media type of an s3:// file to pick the block "
+        "(an image, document, audio or video type it takes)",
+    )
+
+
 def _image_format(image: Image) -> str:
     media_type = (image.media_type or "").lower()
     if not media_type and image.url is not None:
@@ -203,6 +320,14 @@ def _block(
             return {"text": text} if text else None  # Bedrock rejects empty text blocks
         case Image():
             return _media(block, documents)
+        case Document():
+            return _document(block, documents)
+        case Audio():
+            if role is Role.ASSISTANT:
+                return None  # the model's own spoken answer (see kova.providers._media)
+            return _audio(block)
+        case File():
+            return _file(block, documents)
         case ToolUse(id=id_, name=name, input=arguments):
             return {"toolUse": {"toolUseId": id_, "name": name, "input": arguments}}
         case ToolResult():

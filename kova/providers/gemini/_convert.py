@@ -31,6 +31,9 @@ from typing import TYPE_CHECKING, assert_never
 
 from ..._errors import InvalidResponse, ProviderErrorClass
 from ..._models import (
+    Audio,
+    Document,
+    File,
     Image,
     JSONValue,
     Message,
@@ -49,6 +52,7 @@ from ..._models import (
 from .._classify import provider_error
 from .._codec import inline_image, optional_str
 from .._http import ErrorDetails
+from .._media import MB, check_inline_total, check_size, media_blocks, refuse
 from ._schema import sanitize_schema
 
 if TYPE_CHECKING:
@@ -141,6 +145,53 @@ def _image_part(image: Image) -> dict[str, JSONValue]:
     return {"fileData": file_data}
 
 
+MAX_INLINE_BYTES = 100 * MB
+"""The Gemini API's limit on inline data in one request (larger files go by the Files API
+or a URL)."""
+MAX_PDF_BYTES = 50 * MB
+"""The Gemini API's limit on one PDF."""
+
+_AUDIO_TYPES: Mapping[str, str] = {
+    # The formats Gemini documents for audio understanding, by their documented MIME types.
+    "wav": "audio/wav",
+    "mp3": "audio/mp3",
+    "aiff": "audio/aiff",
+    "aac": "audio/aac",
+    "ogg": "audio/ogg",
+    "flac": "audio/flac",
+}
+
+
+def _media_part(media_type: str | None, data: str | None, uri: str | None) -> dict[str, JSONValue]:
+    """``inlineData`` for bytes, ``fileData`` for a URI: what ``Part.from_bytes`` and
+    ``Part.from_uri`` send."""
+    if data is not None:
+        return {"inlineData": {"mimeType": media_type, "data": data}}
+    file_data: dict[str, JSONValue] = {"fileUri": uri}
+    if media_type:
+        file_data = {"mimeType": media_type, "fileUri": uri}
+    return {"fileData": file_data}
+
+
+def _document_part(document: Document) -> dict[str, JSONValue]:
+    if document.media_type != "application/pdf" and not document.media_type.startswith("text/"):
+        raise refuse(
+            PROVIDER, document, "Gemini reads PDF and text documents (convert it to PDF first)"
+        )
+    if document.media_type == "application/pdf":
+        check_size(PROVIDER, document, MAX_PDF_BYTES, "per PDF")
+    return _media_part(document.media_type, document.data, document.url or document.file_id)
+
+
+def _audio_part(audio: Audio) -> dict[str, JSONValue]:
+    media_type = _AUDIO_TYPES.get(audio.format)
+    if media_type is None:
+        raise refuse(
+            PROVIDER, audio, f"Gemini takes audio as one of {sorted(_AUDIO_TYPES)}, convert it"
+        )
+    return _media_part(media_type, audio.data, audio.url)
+
+
 def _function_call_part(block: ToolUse) -> dict[str, JSONValue]:
     metadata = block.provider_metadata or {}
     call: dict[str, JSONValue] = {}
@@ -192,6 +243,12 @@ def _parts(
                     parts.append({"text": text})
             case Image():
                 parts.append(_image_part(block))
+            case Document():
+                parts.append(_document_part(block))
+            case Audio():
+                parts.append(_audio_part(block))
+            case File(file_id=file_id, media_type=media_type):
+                parts.append(_media_part(media_type, None, file_id))
             case ToolUse():
                 calls[block.id] = block
                 parts.append(_function_call_part(block))
@@ -247,6 +304,9 @@ def encode_contents(
     With ``sign_foreign_calls`` (Gemini 3), a step of the current turn whose calls carry no
     Gemini signature gets :data:`FOREIGN_SIGNATURE` on its first call.
     """
+    check_inline_total(
+        PROVIDER, media_blocks(messages), MAX_INLINE_BYTES, "of inline data per request"
+    )
     system: list[JSONValue] = []
     contents: list[dict[str, JSONValue]] = []
     calls: dict[str, ToolUse] = {}

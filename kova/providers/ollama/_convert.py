@@ -19,6 +19,9 @@ from typing import TYPE_CHECKING, assert_never
 
 from ..._errors import InvalidResponse, ProviderErrorClass
 from ..._models import (
+    Audio,
+    Document,
+    File,
     Image,
     JSONValue,
     Message,
@@ -35,6 +38,7 @@ from ..._models import (
 )
 from .._classify import provider_error
 from .._codec import function_tools, inline_image, optional_str
+from .._media import refuse
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -75,6 +79,13 @@ def done_reason_to_stop(reason: str | None, *, has_tool_calls: bool) -> StopReas
 def _images(blocks: Sequence[object]) -> list[JSONValue]:
     images: list[JSONValue] = []
     for block in blocks:
+        if isinstance(block, Document | Audio | File):
+            raise refuse(
+                PROVIDER,
+                block,
+                "Ollama's chat API takes text and images only (send a document's text as a "
+                "Text block)",
+            )
         if isinstance(block, Image):
             inline = inline_image(block)
             if inline is None:
@@ -139,8 +150,10 @@ def encode_messages(messages: Sequence[Message]) -> list[dict[str, JSONValue]]:
                         names[block.id] = block.name
                         calls.append({"function": {"name": block.name, "arguments": block.input}})
                     elif not isinstance(block, Text | Thinking | RedactedThinking | ToolResult):
-                        if isinstance(block, Image):
-                            continue
+                        if isinstance(block, Image | Audio):
+                            continue  # the model's own media (see kova.providers._media)
+                        if isinstance(block, Document | File):
+                            raise refuse(PROVIDER, block, "Ollama takes no documents or files")
                         assert_never(block)
                 if calls or message.text:
                     assistant = _message("assistant", message.text)

@@ -9,10 +9,14 @@ against the payloads in ``wire/openai.md`` without a network. The streaming deco
 from __future__ import annotations
 
 import json
+import mimetypes
 from typing import TYPE_CHECKING, assert_never
 
 from ..._errors import ProviderError
 from ..._models import (
+    Audio,
+    Document,
+    File,
     Image,
     InferenceConfig,
     JSONObject,
@@ -32,6 +36,7 @@ from ..._models import (
 )
 from .._classify import provider_error
 from .._codec import function_tools, optional_str
+from .._media import MB, check_inline_total, media_blocks, refuse
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -133,17 +138,78 @@ def _image_part(image: Image) -> dict[str, JSONValue]:
     return {"type": "image_url", "image_url": {"url": image_url(image)}}
 
 
-def _user_content(blocks: Sequence[Text | Image]) -> JSONValue:
+MAX_FILE_BYTES = 50 * MB
+"""OpenAI's limit on the files (and audio) inline in one request; larger ones go through the
+Files API (``File("file-...")``)."""
+
+AUDIO_INPUT_FORMATS = frozenset({"wav", "mp3"})
+"""The ``input_audio`` formats the API takes."""
+
+
+def file_data(document: Document) -> str:
+    """An inline document as the ``data:`` URL both OpenAI APIs take in ``file_data``."""
+    return f"data:{document.media_type};base64,{document.data}"
+
+
+def filename(document: Document) -> str:
+    """The ``filename`` sent with inline data (the API wants one): the title, with the media
+    type's extension when it has none, else ``document`` and the extension."""
+    extension = mimetypes.guess_extension(document.media_type) or ""
+    if document.media_type == "text/markdown":
+        extension = ".md"  # not in every platform's mimetypes table
+    name = document.title or "document"
+    if extension and not name.lower().endswith(extension):
+        name += extension
+    return name
+
+
+def _file_part(block: Document | File, provider: str) -> dict[str, JSONValue]:
+    """A ``file`` content part (the SDK's ``File``/``FileFile``)."""
+    if isinstance(block, File):
+        return {"type": "file", "file": {"file_id": block.file_id}}
+    if block.file_id is not None:
+        return {"type": "file", "file": {"file_id": block.file_id}}
+    if block.data is None:
+        raise refuse(
+            provider,
+            block,
+            "Chat Completions takes files as data or a file id, not a URL (download it, or "
+            "use the Responses API, whose input_file takes file_url)",
+        )
+    return {"type": "file", "file": {"filename": filename(block), "file_data": file_data(block)}}
+
+
+def _audio_part(audio: Audio, provider: str) -> dict[str, JSONValue]:
+    if audio.data is None:
+        raise refuse(provider, audio, "input_audio takes base64 data, not a URL")
+    if audio.format not in AUDIO_INPUT_FORMATS:
+        raise refuse(
+            provider, audio, f"input_audio takes {sorted(AUDIO_INPUT_FORMATS)}, convert it"
+        )
+    return {"type": "input_audio", "input_audio": {"data": audio.data, "format": audio.format}}
+
+
+UserBlock = Text | Image | Document | Audio | File
+
+
+def _user_content(blocks: Sequence[UserBlock], provider: str) -> JSONValue:
     # One text block is a plain string; several blocks are separate content parts (never
     # concatenated: "Here is the file:" and "print(1)" stay two parts, as the SDK sends them).
     if len(blocks) == 1 and isinstance(blocks[0], Text):
         return blocks[0].text
     parts: list[JSONValue] = []
     for block in blocks:
-        if isinstance(block, Text):
-            parts.append({"type": "text", "text": block.text})
-        else:
-            parts.append(_image_part(block))
+        match block:
+            case Text():
+                parts.append({"type": "text", "text": block.text})
+            case Image():
+                parts.append(_image_part(block))
+            case Document() | File():
+                parts.append(_file_part(block, provider))
+            case Audio():
+                parts.append(_audio_part(block, provider))
+            case _:
+                assert_never(block)
     return parts
 
 
@@ -197,7 +263,7 @@ def _assistant_message(message: Message, *, echo_reasoning: bool) -> dict[str, J
 
 
 def encode_messages(
-    messages: Sequence[Message], *, echo_reasoning: bool = False
+    messages: Sequence[Message], *, echo_reasoning: bool = False, provider: str = PROVIDER
 ) -> list[dict[str, JSONValue]]:
     """kova history as Chat Completions ``messages``.
 
@@ -206,6 +272,7 @@ def encode_messages(
     ``reasoning_content`` (DeepSeek thinking mode). Tool results, whatever message holds
     them, become one ``tool`` message each, in order.
     """
+    check_inline_total(provider, media_blocks(messages), MAX_FILE_BYTES, "per request")
     encoded: list[dict[str, JSONValue]] = []
     for message in messages:
         results = [block for block in message.content if isinstance(block, ToolResult)]
@@ -215,9 +282,9 @@ def encode_messages(
             case Role.SYSTEM:
                 encoded.append({"role": "system", "content": message.text})
             case Role.USER:
-                parts = [b for b in message.content if isinstance(b, Text | Image)]
+                parts = [b for b in message.content if isinstance(b, UserBlock)]
                 if parts:
-                    encoded.append({"role": "user", "content": _user_content(parts)})
+                    encoded.append({"role": "user", "content": _user_content(parts, provider)})
             case Role.ASSISTANT:
                 assistant = _assistant_message(message, echo_reasoning=echo_reasoning)
                 if assistant is not None:

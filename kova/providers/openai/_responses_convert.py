@@ -24,6 +24,9 @@ from typing import TYPE_CHECKING, assert_never
 
 from ..._errors import InvalidRequest, ProviderError
 from ..._models import (
+    Audio,
+    Document,
+    File,
     Image,
     InferenceConfig,
     JSONObject,
@@ -41,10 +44,15 @@ from ..._models import (
 )
 from .._classify import ERROR_TYPES, provider_error
 from .._codec import optional_str
+from .._media import check_inline_total, media_blocks, refuse
 from ._convert import (
+    MAX_FILE_BYTES,
+    UserBlock,
     arguments_text,
     canonical_arguments,
     encode_arguments,
+    file_data,
+    filename,
     image_url,
     parse_arguments,
     usage_of,
@@ -146,13 +154,40 @@ def _image_part(image: Image) -> dict[str, JSONValue]:
     return {"type": "input_image", "image_url": image_url(image), "detail": "auto"}
 
 
-def _input_parts(blocks: Sequence[Text | Image]) -> list[JSONValue]:
-    return [
-        {"type": "input_text", "text": block.text}
-        if isinstance(block, Text)
-        else _image_part(block)
-        for block in blocks
-    ]
+def _file_part(block: Document | File) -> dict[str, JSONValue]:
+    """An ``input_file`` part (the SDK's ``ResponseInputFileParam``); a hosted image goes
+    as an ``input_image`` by ``file_id``."""
+    if isinstance(block, File):
+        if (block.media_type or "").startswith("image/"):
+            return {"type": "input_image", "file_id": block.file_id, "detail": "auto"}
+        return {"type": "input_file", "file_id": block.file_id}
+    if block.file_id is not None:
+        return {"type": "input_file", "file_id": block.file_id}
+    if block.url is not None:
+        return {"type": "input_file", "file_url": block.url}
+    return {"type": "input_file", "filename": filename(block), "file_data": file_data(block)}
+
+
+def _input_parts(blocks: Sequence[UserBlock]) -> list[JSONValue]:
+    parts: list[JSONValue] = []
+    for block in blocks:
+        match block:
+            case Text():
+                parts.append({"type": "input_text", "text": block.text})
+            case Image():
+                parts.append(_image_part(block))
+            case Document() | File():
+                parts.append(_file_part(block))
+            case Audio():
+                raise refuse(
+                    PROVIDER,
+                    block,
+                    "the Responses API takes no audio in messages (use OpenAiProvider, Chat "
+                    "Completions, with an audio model)",
+                )
+            case _:
+                assert_never(block)
+    return parts
 
 
 def _tool_output(result: ToolResult) -> dict[str, JSONValue]:
@@ -254,6 +289,7 @@ def encode_input(
 ) -> tuple[str | None, list[JSONValue]]:
     """``(instructions, input)``: the leading system messages become ``instructions``, the
     rest of the history ``input`` items (tool results as ``function_call_output``)."""
+    check_inline_total(PROVIDER, media_blocks(messages), MAX_FILE_BYTES, "per request")
     start = 0
     system: list[str] = []
     while start < len(messages) and messages[start].role is Role.SYSTEM:
@@ -268,7 +304,7 @@ def encode_input(
             case Role.SYSTEM:
                 items.append({"type": "message", "role": "system", "content": message.text})
             case Role.USER:
-                parts = [b for b in message.content if isinstance(b, Text | Image)]
+                parts = [b for b in message.content if isinstance(b, UserBlock)]
                 if parts:
                     items.append(
                         {"type": "message", "role": "user", "content": _input_parts(parts)}

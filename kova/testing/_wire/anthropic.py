@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..._models import (
+    ContentBlock,
+    Document,
+    File,
     Image,
     InferenceConfig,
     JSONValue,
@@ -66,8 +69,37 @@ def usage_json(usage: Usage | None) -> dict[str, JSONValue]:
     return wire
 
 
-def _image_from_wire(block: Mapping[str, object]) -> Image:
+def _document_from_wire(block: Mapping[str, object]) -> Document | File:
     source = block.get("source")
+    if not isinstance(source, Mapping):
+        raise ValueError(f"document block without a source: {block!r}")
+    title = block.get("title")
+    citations = block.get("citations")
+    name = title if isinstance(title, str) else None
+    cite = isinstance(citations, Mapping) and citations.get("enabled") is True
+    match source.get("type"):
+        case "base64":
+            return Document(
+                data=str(source.get("data")),
+                media_type=str(source.get("media_type")),
+                title=name,
+                citations=cite,
+            )
+        case "url":
+            return Document(url=str(source.get("url")), title=name, citations=cite)
+        case "text":
+            return Document.from_text(str(source.get("data")), title=name, citations=cite)
+        case "file" if title is None and citations is None:
+            return File(str(source.get("file_id")))
+        case "file":
+            return Document(file_id=str(source.get("file_id")), title=name, citations=cite)
+    raise ValueError(f"document source of an unknown type: {source!r}")
+
+
+def _image_from_wire(block: Mapping[str, object]) -> Image | File:
+    source = block.get("source")
+    if isinstance(source, Mapping) and source.get("type") == "file":
+        return File(str(source.get("file_id")), media_type="image/*")
     if isinstance(source, Mapping) and source.get("type") == "url":
         return Image(url=str(source.get("url")))
     if isinstance(source, Mapping):
@@ -84,7 +116,9 @@ def _parts_from_wire(content: object) -> str | tuple[Text | Image, ...]:
             if isinstance(item, Mapping) and item.get("type") == "text":
                 parts.append(Text(text=str(item.get("text", ""))))
             elif isinstance(item, Mapping) and item.get("type") == "image":
-                parts.append(_image_from_wire(item))
+                image = _image_from_wire(item)
+                if isinstance(image, Image):
+                    parts.append(image)
     return tuple(parts)
 
 
@@ -106,7 +140,7 @@ def messages_from_wire(body: Mapping[str, object]) -> list[Message]:
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
         results: list[ToolResult] = []
-        blocks: list[Text | Image | ToolUse | Thinking | RedactedThinking] = []
+        blocks: list[ContentBlock] = []
         for block in content if isinstance(content, list) else []:
             if not isinstance(block, Mapping):
                 continue
@@ -115,6 +149,8 @@ def messages_from_wire(body: Mapping[str, object]) -> list[Message]:
                 blocks.append(Text(text=str(block.get("text", ""))))
             elif kind == "image":
                 blocks.append(_image_from_wire(block))
+            elif kind == "document":
+                blocks.append(_document_from_wire(block))
             elif kind == "tool_use":
                 arguments = block.get("input")
                 blocks.append(

@@ -21,7 +21,10 @@ from zlib import crc32
 
 from ..._json import dumps_bytes
 from ..._models import (
+    Audio,
     ContentBlock,
+    Document,
+    File,
     Image,
     InferenceConfig,
     JSONValue,
@@ -167,6 +170,50 @@ def _media(kind: str, block: Mapping[str, object]) -> Image:
     return Image(media_type=_FORMAT_TYPES.get(fmt, fmt), data=data)
 
 
+def _document(block: Mapping[str, object]) -> Document | File:
+    source = block.get("source")
+    fmt = str(block.get("format", ""))
+    media_type = _FORMAT_TYPES.get(fmt)
+    if media_type is None or not media_type.count("/") or not isinstance(source, Mapping):
+        raise ValueError(f"document block of format {fmt!r} or without a source: {block!r}")
+    name = block.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError("a document block needs a name")
+    citations = block.get("citations")
+    cite = isinstance(citations, Mapping) and citations.get("enabled") is True
+    title = None if re.fullmatch(r"document-\d+", name) else name
+    location = source.get("s3Location")
+    if isinstance(location, Mapping):
+        return Document(
+            file_id=str(location.get("uri")), media_type=media_type, title=title, citations=cite
+        )
+    data = source.get("bytes")
+    if not isinstance(data, str):
+        raise ValueError(f"document block without bytes: {block!r}")
+    base64.b64decode(data, validate=True)
+    return Document(data=data, media_type=media_type, title=title, citations=cite)
+
+
+def _audio_or_video(kind: str, block: Mapping[str, object]) -> Audio | File:
+    source = block.get("source")
+    fmt = str(block.get("format", ""))
+    if not isinstance(source, Mapping):
+        raise ValueError(f"{kind} block without a source: {block!r}")
+    location = source.get("s3Location")
+    if kind == "video":
+        if not isinstance(location, Mapping):
+            raise ValueError("the fake server takes video from s3:// only")
+        return File(str(location.get("uri")), media_type=f"video/{fmt}")
+    audio_format = "pcm16" if fmt == "pcm" else fmt
+    if isinstance(location, Mapping):
+        return Audio(url=str(location.get("uri")), format=audio_format)
+    data = source.get("bytes")
+    if not isinstance(data, str):
+        raise ValueError(f"audio block without bytes: {block!r}")
+    base64.b64decode(data, validate=True)
+    return Audio(data=data, format=audio_format)
+
+
 def _result_content(content: object) -> str | tuple[Text | Image, ...]:
     parts: list[Text | Image] = []
     for item in content if isinstance(content, list) else []:
@@ -195,8 +242,12 @@ def _block(block: Mapping[str, object]) -> ContentBlock | None:
         return Text(text=value)
     if not isinstance(value, Mapping):
         raise ValueError(f"{kind} must be an object")
-    if kind in ("image", "document"):
+    if kind == "image":
         return _media(kind, value)
+    if kind == "document":
+        return _document(value)
+    if kind in ("audio", "video"):
+        return _audio_or_video(kind, value)
     if kind == "toolUse":
         arguments = value.get("input")
         return ToolUse(

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..._models import (
+    Audio,
+    Document,
     Image,
     InferenceConfig,
     JSONValue,
@@ -26,6 +28,7 @@ from ..._models import (
 )
 from ..._record import Record
 from ...providers.gemini._convert import SYNTHETIC_ID_KEY, THOUGHT_SIGNATURE_KEY, call_id
+from ._media import media_block
 
 __all__ = [
     "DecodedRequest",
@@ -49,15 +52,15 @@ class DecodedRequest(Record):
     config: InferenceConfig
 
 
-def _image(part: Mapping[str, JSONValue]) -> Image | None:
+def _image(part: Mapping[str, JSONValue]) -> Image | Document | Audio | None:
     inline = part.get("inlineData")
     if isinstance(inline, Mapping):
-        return Image(media_type=str(inline.get("mimeType") or ""), data=str(inline.get("data")))
+        return media_block(str(inline.get("mimeType") or ""), data=str(inline.get("data")))
     file_data = part.get("fileData")
     if isinstance(file_data, Mapping):
         mime = file_data.get("mimeType")
-        return Image(
-            url=str(file_data.get("fileUri")), media_type=mime if isinstance(mime, str) else None
+        return media_block(
+            mime if isinstance(mime, str) else None, url=str(file_data.get("fileUri"))
         )
     return None
 
@@ -117,7 +120,7 @@ def _decode_content(content: Mapping[str, JSONValue], calls: dict[str, str]) -> 
     if role not in ("user", None):
         raise ValueError(f"unknown content role {role!r}")
     results: list[ToolResult] = []
-    user: list[Text | Image] = []
+    user: list[Text | Image | Document | Audio] = []
     for part in parts:
         if not isinstance(part, Mapping):
             continue

@@ -13,6 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import assert_never
 
 from ..._models import (
+    Audio,
+    Document,
+    File,
     Image,
     InferenceConfig,
     JSONValue,
@@ -129,10 +132,34 @@ def _image_from_url(url: str) -> Image:
     return Image(url=url)
 
 
-def _user_blocks(content: JSONValue) -> list[Text | Image]:
+def file_block(part: Mapping[str, JSONValue]) -> Document | File:
+    """A ``file`` / ``input_file`` part (``part`` holds ``file_data``, ``file_id``,
+    ``file_url``, ``filename``)."""
+    data = part.get("file_data")
+    name = part.get("filename")
+    title = name if isinstance(name, str) and name else None
+    if isinstance(data, str):
+        if not data.startswith("data:") or ";base64," not in data:
+            raise ValueError("file_data must be a base64 data: URL")
+        header, _, payload = data.partition(";base64,")
+        if title is None:
+            raise ValueError("file_data needs a filename")
+        if title.startswith("document."):
+            title = None
+        return Document(data=payload, media_type=header[len("data:") :], title=title)
+    url = part.get("file_url")
+    if isinstance(url, str):
+        return Document(url=url)
+    file_id = part.get("file_id")
+    if isinstance(file_id, str):
+        return File(file_id)
+    raise ValueError(f"a file part without file_data, file_url or file_id: {sorted(part)}")
+
+
+def _user_blocks(content: JSONValue) -> list[Text | Image | Document | Audio | File]:
     if isinstance(content, str):
         return [Text(text=content)]
-    blocks: list[Text | Image] = []
+    blocks: list[Text | Image | Document | Audio | File] = []
     if isinstance(content, Sequence):
         for part in content:
             if not isinstance(part, Mapping):
@@ -144,6 +171,16 @@ def _user_blocks(content: JSONValue) -> list[Text | Image]:
                 url = image_url.get("url") if isinstance(image_url, Mapping) else image_url
                 if isinstance(url, str):
                     blocks.append(_image_from_url(url))
+            elif part.get("type") == "file":
+                file = part.get("file")
+                if not isinstance(file, Mapping):
+                    raise ValueError("a file part needs a file object")
+                blocks.append(file_block(file))
+            elif part.get("type") == "input_audio":
+                audio = part.get("input_audio")
+                if not isinstance(audio, Mapping) or audio.get("format") not in ("wav", "mp3"):
+                    raise ValueError("input_audio needs data and a format of wav or mp3")
+                blocks.append(Audio(data=str(audio.get("data")), format=str(audio["format"])))
     return blocks
 
 

@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..._models import (
+    ContentBlock,
+    Document,
+    File,
     Image,
     InferenceConfig,
     JSONValue,
@@ -26,6 +29,7 @@ from ..._models import (
 from ..._record import Record
 from ...providers.openai._convert import parse_arguments
 from ...providers.openai._responses_convert import summary_text
+from .openai import file_block
 
 __all__ = ["DecodedRequest", "RequestRejected", "decode_request"]
 
@@ -57,10 +61,10 @@ def _image(url: str) -> Image:
     return Image(url=url)
 
 
-def _parts(content: JSONValue, *, role: str) -> list[Text | Image]:
+def _parts(content: JSONValue, *, role: str) -> list[Text | Image | Document | File]:
     if isinstance(content, str):
         return [Text(text=content)]
-    blocks: list[Text | Image] = []
+    blocks: list[Text | Image | Document | File] = []
     if not isinstance(content, Sequence):
         raise RequestRejected(f"Invalid type for 'input[].content': {type(content).__name__}")
     for part in content:
@@ -80,6 +84,13 @@ def _parts(content: JSONValue, *, role: str) -> list[Text | Image]:
             url = part.get("image_url")
             if isinstance(url, str):
                 blocks.append(_image(url))
+            elif isinstance(part.get("file_id"), str):
+                blocks.append(File(str(part["file_id"]), media_type="image/*"))
+        elif kind == "input_file":
+            try:
+                blocks.append(file_block(part))
+            except ValueError as exc:
+                raise RequestRejected(str(exc)) from exc
     return blocks
 
 
@@ -87,7 +98,7 @@ def _output(value: JSONValue) -> str | tuple[Text | Image, ...]:
     if isinstance(value, str):
         return value
     if isinstance(value, Sequence):
-        return tuple(_parts(value, role="tool"))
+        return tuple(part for part in _parts(value, role="tool") if isinstance(part, Text | Image))
     raise RequestRejected("Invalid type for 'output': expected a string or a list of parts")
 
 
@@ -98,9 +109,7 @@ class _History:
     def __init__(self) -> None:
         self.messages: list[Message] = []
 
-    def add(
-        self, role: Role, blocks: Sequence[Text | Image | ToolUse | Thinking | ToolResult]
-    ) -> None:
+    def add(self, role: Role, blocks: Sequence[ContentBlock]) -> None:
         last = self.messages[-1] if self.messages else None
         if last is not None and last.role is role and role in (Role.ASSISTANT, Role.TOOL):
             self.messages[-1] = Message(role=role, content=(*last.content, *blocks))

@@ -1,0 +1,315 @@
+"""Documents, audio and files on every provider (kova.providers._media and each encoder).
+
+* The table in ``docs/agent.md`` ("Documents, audio and files") is the contract: every cell
+  "yes" encodes, every "no" is ``InvalidRequest`` naming the provider and the block, raised
+  by the pure codec, so before anything is sent.
+* Size limits fail with the limit in the message, just over it; just under it encodes.
+* A tool loop with a PDF in the history runs through each provider and its fake server, which
+  decodes the document on every request of the loop.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from kova import (
+    Audio,
+    Document,
+    File,
+    InferenceConfig,
+    InvalidRequest,
+    Message,
+    StopReason,
+    Text,
+    ToolResult,
+    ToolUse,
+)
+from kova.agent import AgentBuilder, TurnCompleted
+from kova.providers import ChatRequest, ModelResponse
+from kova.providers.anthropic import AnthropicConfig, AnthropicProvider
+from kova.providers.anthropic._codec import AnthropicCodec
+from kova.providers.bedrock import BedrockConfig, BedrockProvider
+from kova.providers.bedrock._codec import BedrockCodec
+from kova.providers.gemini import GeminiConfig, GeminiProvider
+from kova.providers.gemini._codec import GeminiCodec
+from kova.providers.ollama import OllamaConfig, OllamaProvider
+from kova.providers.ollama._codec import OllamaCodec
+from kova.providers.openai import (
+    OpenAiCompatibleProvider,
+    OpenAiConfig,
+    OpenAiResponsesConfig,
+    OpenAiResponsesProvider,
+)
+from kova.providers.openai._codec import OpenAiCodec
+from kova.providers.openai._responses import OpenAiResponsesCodec
+from kova.testing import (
+    Script,
+    open_anthropic_server,
+    open_bedrock_server,
+    open_gemini_server,
+    open_ollama_server,
+    open_openai_server,
+    open_responses_server,
+    reply_text,
+)
+from kova.tools import tool
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import AbstractAsyncContextManager
+
+    from kova.providers import Provider
+
+CODECS: dict[str, Any] = {
+    "anthropic": AnthropicCodec(AnthropicConfig(model="m", api_key="k")),
+    "openai": OpenAiCodec(OpenAiConfig(model="m", api_key="k")),
+    "openai-responses": OpenAiResponsesCodec(OpenAiResponsesConfig(model="m", api_key="k")),
+    "gemini": GeminiCodec(GeminiConfig(model="m", api_key="k")),
+    "bedrock": BedrockCodec(BedrockConfig(region="us-east-1", model_id="m")),
+    "ollama": OllamaCodec(OllamaConfig(model="m", base_url="http://x")),
+}
+PDF_BYTES = b"%PDF-1.7\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"
+NAMESPACE: dict[str, object] = {
+    "Audio": Audio,
+    "Document": Document,
+    "File": File,
+    "PDF": PDF_BYTES,
+    "WAV": b"RIFF\x24\x00\x00\x00WAVEfmt ",
+    "DOCX": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+}
+DOCS = Path(__file__).parents[2] / "docs" / "agent.md"
+
+
+def docs_table() -> list[tuple[str, str, bool]]:
+    """``(block expression, provider, takes it)`` for every cell of the docs' table."""
+    text = DOCS.read_text(encoding="utf-8")
+    section = text.split("## Documents, audio and files", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    header = [cell.strip() for cell in rows[0].strip("|").split("|")]
+    assert header[1:] == sorted(CODECS, key=list(CODECS).index)
+    cells = []
+    for row in rows[1:]:
+        values = [cell.strip() for cell in row.strip("|").split("|")]
+        expression = values[0].strip("`")
+        for provider, value in zip(header[1:], values[1:], strict=True):
+            assert value in ("yes", "no"), (expression, provider, value)
+            cells.append((expression, provider, value == "yes"))
+    return cells
+
+
+TABLE = docs_table()
+
+
+def encode(provider: str, *blocks: object) -> dict[str, Any]:
+    request = ChatRequest(
+        messages=[Message.user([Text(text="read this"), *blocks])],  # type: ignore[list-item]
+        config=InferenceConfig(max_tokens=64),
+    )
+    body: dict[str, Any] = CODECS[provider].encode(request, stream=False).body
+    return body
+
+
+def test_the_docs_table_covers_every_provider_and_block_kind() -> None:
+    assert len(TABLE) >= 6 * 10
+    expressions = {expression for expression, _, _ in TABLE}
+    for kind in ("Document(", "Document.from_text(", "Audio(", "File("):
+        assert any(e.startswith(kind) for e in expressions), kind
+
+
+@pytest.mark.parametrize(
+    ("expression", "provider", "takes"), TABLE, ids=[f"{p}-{e}" for e, p, _ in TABLE]
+)
+def test_the_docs_table_is_what_each_provider_does(
+    expression: str, provider: str, takes: bool
+) -> None:
+    block = eval(expression, NAMESPACE)  # the docs' own expressions, on purpose
+    if takes:
+        body = json.dumps(encode(provider, block))
+        # The block went on the wire: its data, URL or id is in the body.
+        evidence = getattr(block, "data", None) or getattr(block, "url", None) or block.file_id
+        if isinstance(block, Document) and block.media_type.startswith("text/") and block.data:
+            evidence = block.data if provider != "anthropic" else "notes"
+        assert evidence in body
+    else:
+        with pytest.raises(InvalidRequest) as caught:
+            encode(provider, block)
+        assert caught.value.provider == provider
+        assert str(caught.value).startswith(f"{provider}: cannot take {type(block).__name__} (")
+
+
+def base64_of_size(size: int) -> str:
+    """Base64 text that decodes to ``size`` bytes (not built from real bytes: cheap)."""
+    assert size % 3 == 0
+    return "A" * (size // 3 * 4)
+
+
+LIMITS = [
+    # provider, limit in bytes, block of a given size, what the message names
+    ("anthropic", 32 * 2**20, lambda n: Document(data=base64_of_size(n)), "32.0 MB per request"),
+    ("openai", 50 * 2**20, lambda n: Audio(data=base64_of_size(n)), "50.0 MB per request"),
+    (
+        "openai-responses",
+        50 * 2**20,
+        lambda n: Document(data=base64_of_size(n)),
+        "50.0 MB per request",
+    ),
+    ("gemini", 50 * 2**20, lambda n: Document(data=base64_of_size(n)), "50.0 MB per PDF"),
+    ("bedrock", 4_718_592, lambda n: Document(data=base64_of_size(n)), "4.5 MB per document"),
+    ("bedrock", 25 * 2**20, lambda n: Audio(data=base64_of_size(n)), "25.0 MB per inline"),
+]
+
+
+@pytest.mark.parametrize(
+    ("provider", "limit", "make", "named"), LIMITS, ids=[f"{c[0]}-{c[3]}" for c in LIMITS]
+)
+def test_a_block_over_the_size_limit_fails_before_sending_with_the_limit(
+    provider: str, limit: int, make: Callable[[int], object], named: str
+) -> None:
+    under = limit - limit % 3
+    encode(provider, make(under))
+    with pytest.raises(InvalidRequest, match=re.escape(named)) as caught:
+        encode(provider, make(under + 3))
+    assert caught.value.provider == provider
+
+
+def test_the_total_counts_every_inline_block_of_the_request() -> None:
+    half = base64_of_size(17 * 2**20 - (17 * 2**20) % 3)
+    encode("anthropic", Document(data=half))
+    with pytest.raises(InvalidRequest, match=r"34\.0 MB of inline documents"):
+        encode("anthropic", Document(data=half), Document(data=half))
+
+
+def test_bedrock_takes_five_documents_at_most() -> None:
+    documents = [Document(data=PDF_BYTES) for _ in range(5)]
+    names = [
+        part["document"]["name"]
+        for part in encode("bedrock", *documents)["messages"][0]["content"]
+        if "document" in part
+    ]
+    assert names == [f"document-{n}" for n in range(1, 6)]
+    with pytest.raises(InvalidRequest, match="at most 5 documents"):
+        encode("bedrock", *documents, Document(data=PDF_BYTES))
+
+
+def test_bedrock_document_names_keep_only_what_converse_accepts() -> None:
+    body = encode("bedrock", Document(data=PDF_BYTES, title="Q3 report  (final).v2 / EU"))
+    assert body["messages"][0]["content"][1]["document"]["name"] == "Q3 report (final)-v2 - EU"
+
+
+@pytest.mark.parametrize("provider", sorted(CODECS))
+def test_audio_a_model_answered_with_is_left_out_of_an_assistant_turn_where_it_has_no_place(
+    provider: str,
+) -> None:
+    history = [
+        Message.user("Say hi"),
+        Message.assistant([Audio(data=b"RIFFdata"), Text(text="Hi!")]),
+        Message.user("Again"),
+    ]
+    request = ChatRequest(messages=history, config=InferenceConfig(max_tokens=8))
+    body = json.dumps(CODECS[provider].encode(request, stream=False).body)
+    assert "Hi!" in body
+    # Gemini's model turns take inline data; the others have no place for it there.
+    assert (base64.b64encode(b"RIFFdata").decode() in body) is (provider == "gemini")
+
+
+# -- a tool loop with a PDF in the history, on each provider and its fake server -----------
+
+PDF = Document(data=PDF_BYTES, title="Invoice 7")
+
+
+@tool
+def invoice_total(number: int) -> str:
+    """The booked total of an invoice."""
+    return f"invoice {number}: 1,240.00 EUR"
+
+
+FAKES: dict[
+    str,
+    tuple[Callable[[Script], AbstractAsyncContextManager[Any]], Callable[[Any], Provider]],
+] = {
+    "anthropic": (
+        open_anthropic_server,
+        lambda s: AnthropicProvider(AnthropicConfig(model="m", base_url=s.base_url, api_key="k")),
+    ),
+    "openai": (
+        open_openai_server,
+        lambda s: OpenAiCompatibleProvider(
+            OpenAiConfig(model="m", base_url=s.base_url, api_key="k")
+        ),
+    ),
+    "openai-responses": (
+        open_responses_server,
+        lambda s: OpenAiResponsesProvider(
+            OpenAiResponsesConfig(model="gpt-fake", base_url=s.base_url, api_key="k")
+        ),
+    ),
+    "gemini": (
+        open_gemini_server,
+        lambda s: GeminiProvider(GeminiConfig(model="m", base_url=s.base_url, api_key="k")),
+    ),
+    "bedrock": (
+        open_bedrock_server,
+        lambda s: BedrockProvider(
+            BedrockConfig(
+                region="us-east-1",
+                model_id="anthropic.claude-3-5-haiku-20241022-v1:0",
+                endpoint_url=s.base_url,
+                **s.credentials,
+            )
+        ),
+    ),
+    "ollama": (
+        open_ollama_server,
+        lambda s: OllamaProvider(OllamaConfig(model="m", base_url=s.base_url)),
+    ),
+}
+CALL = ToolUse(id="call_1", name="invoice_total", input={"number": 7})
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])
+@pytest.mark.parametrize("name", sorted(FAKES))
+async def test_a_tool_loop_with_a_pdf_in_the_history_runs_on_each_provider(
+    name: str, stream: bool
+) -> None:
+    open_server, build = FAKES[name]
+    script = Script(
+        [
+            ModelResponse(content=(CALL,), stop_reason=StopReason.TOOL_USE),
+            reply_text("The invoice says 1,240.00 EUR, and so do the books."),
+        ]
+    )
+    history = [Message.user([Text(text="Does invoice 7 match our books?"), PDF])]
+    async with open_server(script) as server:
+        async with AgentBuilder().provider(build(server)).tool(invoice_total).build() as agent:
+            if name == "ollama":
+                with pytest.raises(InvalidRequest, match="ollama: cannot take Document"):
+                    await agent.run(history)
+                assert server.requests == []  # refused before sending
+                return
+            if stream:
+                async with agent.stream(history) as events:
+                    received = [event async for event in events]
+                assert isinstance(received[-1], TurnCompleted)
+                response = received[-1].response
+            else:
+                response = await agent.run(history)
+    assert response.text == "The invoice says 1,240.00 EUR, and so do the books."
+    assert len(script.requests) == 2
+    for seen in script.requests:
+        documents = [
+            block
+            for message in seen.request.messages
+            for block in message.content
+            if isinstance(block, Document)
+        ]
+        assert [d.data for d in documents] == [PDF.data], name
+        assert documents[0].media_type == "application/pdf"
+    last = script.requests[1].request.messages
+    results = [b for m in last for b in m.content if isinstance(b, ToolResult)]
+    assert results[0].text == "invoice 7: 1,240.00 EUR"
