@@ -71,6 +71,7 @@ class FunctionTool(Generic[P, R]):
         abandon_on_cancel: bool = False,
         annotations: ToolAnnotations | None = None,
         runs_on: RunsOn = "trio",
+        defer: bool = False,
     ) -> None:
         where = f"@tool {getattr(function, '__qualname__', function)!r}"
         if inspect.isasyncgenfunction(function) or inspect.isgeneratorfunction(function):
@@ -88,6 +89,8 @@ class FunctionTool(Generic[P, R]):
                 f"{where}: annotations must be a kova.ToolAnnotations, "
                 f"not {type(annotations).__name__}"
             )
+        if not isinstance(defer, bool):
+            raise ToolDefinitionError(f"{where}: defer must be a bool, not {defer!r}")
         is_async = inspect.iscoroutinefunction(function) or (
             # a callable instance whose __call__ is async
             not inspect.isroutine(function) and inspect.iscoroutinefunction(type(function).__call__)
@@ -112,6 +115,7 @@ class FunctionTool(Generic[P, R]):
         self._runs_on: RunsOn = runs_on
         self._abandon_on_cancel = abandon_on_cancel
         self._annotations = annotations
+        self._defer = defer
         self._validator = ArgumentValidator(parameters)
         functools.update_wrapper(self, function)
 
@@ -124,6 +128,12 @@ class FunctionTool(Generic[P, R]):
     def description(self) -> str:
         """The docstring's text before its first section, unless ``description=`` set it."""
         return self._description
+
+    @property
+    def defer(self) -> bool:
+        """Whether the model is offered this tool only once it finds it with
+        ``search_tools`` (``@tool(defer=True)``; docs/tools.md, "Many tools")."""
+        return self._defer
 
     @property
     def parameters(self) -> JSONObject:
@@ -283,6 +293,7 @@ def tool(
     abandon_on_cancel: bool = False,
     annotations: ToolAnnotations | None = None,
     runs_on: RunsOn = "trio",
+    defer: bool = False,
 ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
 
 
@@ -295,6 +306,7 @@ def tool(
     abandon_on_cancel: bool = False,
     annotations: ToolAnnotations | None = None,
     runs_on: RunsOn = "trio",
+    defer: bool = False,
 ) -> FunctionTool[P, R] | Callable[[Callable[P, R]], FunctionTool[P, R]]:
     """Make a function a tool, its schema built from its signature and docstring.
 
@@ -332,6 +344,9 @@ def tool(
             cancelling the turn cancels it there. An agent with such a tool and no asyncio
             loop to run it on raises :class:`~kova.BuildError` when opened. Default
             ``"trio"``.
+        defer: don't send this tool's definition to the model up front: the model finds
+            it with the ``search_tools`` tool and it is offered from then on in the turn
+            (docs/tools.md, "Many tools"). For agents with many tools.
 
     Raises:
         ToolDefinitionError: at decoration time, when a parameter is ``self``, ``cls``,
@@ -350,6 +365,7 @@ def tool(
             abandon_on_cancel=abandon_on_cancel,
             annotations=annotations,
             runs_on=runs_on,
+            defer=defer,
         )
 
     if function is _NO_FUNCTION:

@@ -8,7 +8,7 @@ from .._errors import ToolNotFoundError
 from .._requests import check_schema
 from ._decorator import FunctionTool
 from ._errors import DuplicateToolError, ToolDefinitionError
-from ._tool import Tool, definition
+from ._tool import Tool, definition, is_deferred
 from ._validate import ArgumentValidator
 
 if TYPE_CHECKING:
@@ -20,10 +20,11 @@ __all__ = ["ToolRegistry"]
 
 
 class _Entry:
-    __slots__ = ("_definition", "tool", "validator")
+    __slots__ = ("_definition", "deferred", "tool", "validator")
 
-    def __init__(self, tool: Tool) -> None:
+    def __init__(self, tool: Tool, deferred: bool) -> None:
         self.tool = tool
+        self.deferred = deferred
         # Compiled on the first validation, recompiled if the tool's schema object changes.
         self.validator: ArgumentValidator | None = None
         self._definition: ToolDefinition | None = None
@@ -88,8 +89,8 @@ class ToolRegistry:
         Raises:
             DuplicateToolError: a tool of that name is already registered.
             ToolDefinitionError: ``tool`` does not implement the :class:`Tool` protocol, its
-                name is empty, or its parameters are not a JSON object JSON can carry
-                (nested at most 128 levels deep).
+                name is empty, its parameters are not a JSON object JSON can carry
+                (nested at most 128 levels deep), or its ``defer`` is not a bool.
         """
         if not isinstance(tool, Tool):
             raise ToolDefinitionError(
@@ -101,11 +102,12 @@ class ToolRegistry:
             raise ToolDefinitionError(f"tool {tool!r} has an empty name")
         try:
             check_schema(tool.parameters, f"tool {name!r}: parameters")
+            deferred = is_deferred(tool)
         except (TypeError, ValueError) as exc:
             raise ToolDefinitionError(str(exc)) from None
         if name in self._store.entries:
             raise DuplicateToolError(name)
-        self._store.entries[name] = _Entry(tool=tool)
+        self._store.entries[name] = _Entry(tool=tool, deferred=deferred)
 
     def unregister(self, name: str) -> Tool | None:
         """Remove and return the tool called ``name`` (``None`` if there is none)."""
@@ -121,9 +123,23 @@ class ToolRegistry:
         """The names of all tools, in registration order."""
         return list(self._store.entries)
 
-    def definitions(self) -> list[ToolDefinition]:
-        """What the provider sends to the model, one per tool, in registration order."""
-        return [entry.definition() for entry in self._store.entries.values()]
+    def definitions(self, *, deferred: bool | None = None) -> list[ToolDefinition]:
+        """What the provider sends to the model, one per tool, in registration order.
+
+        Args:
+            deferred: ``None`` for every tool; ``False`` for the tools offered up front;
+                ``True`` for the deferred ones (``@tool(defer=True)``), which the model
+                finds with ``search_tools``.
+        """
+        entries = self._store.entries.values()
+        if deferred is None:
+            return [entry.definition() for entry in entries]
+        return [entry.definition() for entry in entries if entry.deferred is deferred]
+
+    @property
+    def has_deferred(self) -> bool:
+        """Whether any tool is deferred (the agent then offers ``search_tools``)."""
+        return any(entry.deferred for entry in self._store.entries.values())
 
     def validate_arguments(self, name: str, arguments: object) -> None:
         """Check ``arguments`` against the schema of the tool called ``name``.

@@ -9,7 +9,7 @@ from .._models import ToolAnnotations, ToolDefinition
 if TYPE_CHECKING:
     from .._models import JSONObject, ToolResult
 
-__all__ = ["Tool", "annotations_of", "definition"]
+__all__ = ["Tool", "annotations_of", "definition", "is_deferred"]
 
 
 @runtime_checkable
@@ -25,6 +25,10 @@ class Tool(Protocol):
     stamps the id of the call being answered. A failure the model should see (a missing file,
     a refused request) is best returned as ``ToolResult.error(...)``; an exception raised by
     ``execute`` also reaches the model in-band as an error result, with the exception's text.
+
+    A tool may also have a ``defer`` attribute, ``True`` for a tool the model finds with
+    ``search_tools`` instead of being sent its definition up front (read with
+    :func:`is_deferred`; docs/tools.md, "Many tools").
 
     A tool may also have an ``annotations`` attribute, a :class:`~kova.ToolAnnotations` (or
     ``None``): hints such as "read-only" that approval handlers and UIs read. It is optional,
@@ -90,3 +94,16 @@ def definition(tool: Tool) -> ToolDefinition:
         parameters=tool.parameters,
         annotations=annotations_of(tool),
     )
+
+
+def is_deferred(tool: Tool) -> bool:
+    """Whether ``tool`` is deferred: offered only once ``search_tools`` finds it.
+
+    Raises:
+        TypeError: the tool's ``defer`` attribute is not a bool (a programming error,
+            reported where the tool is registered).
+    """
+    defer = getattr(tool, "defer", False)
+    if isinstance(defer, bool):
+        return defer
+    raise TypeError(f"tool {tool.name!r}: defer must be a bool, not {type(defer).__name__}")
