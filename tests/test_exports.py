@@ -140,6 +140,8 @@ PUBLIC: dict[str, tuple[str, ...]] = {
         "ToolCallDeferred",
         "ToolCallFinished",
         "ToolCallStarted",
+        "ToolsAdded",
+        "ToolsFound",
         "Turn",
         "TurnCompleted",
         "UsageLimits",

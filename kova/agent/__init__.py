@@ -21,6 +21,8 @@ from ._events import AgentResponse as AgentResponse
 from ._events import ToolCallDeferred as ToolCallDeferred
 from ._events import ToolCallFinished as ToolCallFinished
 from ._events import ToolCallStarted as ToolCallStarted
+from ._events import ToolsAdded as ToolsAdded
+from ._events import ToolsFound as ToolsFound
 from ._events import TurnCompleted as TurnCompleted
 from ._lifecycle import LifecycleHook as LifecycleHook
 from ._lifecycle import LifecycleSubscriber as LifecycleSubscriber
@@ -63,6 +65,8 @@ __all__ = [
     "ToolCallDeferred",
     "ToolCallFinished",
     "ToolCallStarted",
+    "ToolsAdded",
+    "ToolsFound",
     "Turn",
     "TurnCompleted",
     "UsageLimits",

@@ -603,10 +603,12 @@ class Agent:
             limits = config.usage_limits
         else:
             check_limits(limits)
-        return Turn(
+        registry = config.registry
+        deferred = registry.has_deferred
+        turn = Turn(
             history,
             prefix=self._prefix,
-            tools=tuple(config.registry.definitions()),
+            tools=tuple(registry.definitions(deferred=False if deferred else None)),
             config=self._inference(overrides),
             system_prompt=config.system_prompt,
             limits=limits,
@@ -615,6 +617,13 @@ class Agent:
             turn_id=turn_id or new_turn_id(),
             agent=config.name,
         )
+        if deferred:
+            turn.set_tools(
+                turn.tools,
+                deferred=registry.definitions(deferred=True),
+                search_limit=config.tool_search_limit,
+            )
+        return turn
 
     def _resumed(
         self,
@@ -849,6 +858,10 @@ class Agent:
                     turn.model_replied(response)
                     for enclosing in outer:
                         enclosing._inner_replied(usage_key, response.usage)
+                    # search_tools calls the core answered itself.
+                    for answered_event in turn.take_events():
+                        if streamed:
+                            yield answered_event
                     if journaled is not None:
                         await journaled.saved(turn)
                 elif type(step) is RunTools:
@@ -915,7 +928,13 @@ class Agent:
                     # Read for every model call: a tool server's list_changed reaches the
                     # model on its very next step. (The registry never awaits: this is the
                     # same read the pool would do, without an actor round trip.)
-                    turn._offer(registry.definitions())
+                    if registry.has_deferred:
+                        turn._offer(
+                            registry.definitions(deferred=False),
+                            registry.definitions(deferred=True),
+                        )
+                    else:
+                        turn._offer(registry.definitions())
                 else:
                     assert isinstance(step, Finished | AwaitApproval)
                     last = turn.last_usage

@@ -19,6 +19,7 @@ from ._lifecycle import LifecycleHook
 from ._limits import UsageLimits
 from ._retry import RetryConfig
 from ._tool_pool import ApprovalHandler
+from ._tool_search import SEARCH_TOOLS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -105,12 +106,13 @@ class AgentBuilder:
         self._max_in_flight: int | None = None
         self._output_retries = 1
         self._mcp_bindings: list[
-            tuple[McpClient, str, list[McpTool], ToolFilter | None, ToolFilter | None]
+            tuple[McpClient, str, list[McpTool], ToolFilter | None, ToolFilter | None, bool]
         ] = []
         self._telemetry: TelemetryHub | None = None
         self._name = DEFAULT_NAME
         self._usage_limits: UsageLimits | None = None
         self._defer: DeferPredicate | None = None
+        self._tool_search_limit = 5
 
     def provider(self, provider: Provider, *, max_in_flight: int | None = None) -> Self:
         """The model provider (required): a provider, or a ``ProviderRef`` already running on
@@ -166,6 +168,7 @@ class AgentBuilder:
         *,
         include: ToolFilter | None = None,
         exclude: ToolFilter | None = None,
+        defer: bool = False,
     ) -> Self:
         """Discover an MCP server's tools now and add them under ``prefix`` (so names from
         several servers never collide). At run time they behave like native tools, and the
@@ -177,6 +180,8 @@ class AgentBuilder:
             include: only these tools: the server's names, or a predicate over the
                 :class:`~kova.ToolDefinition` (annotations included).
             exclude: not these tools, e.g. ``exclude=["get-env"]``.
+            defer: don't send the server's tools to the model up front: it finds them
+                with ``search_tools`` (docs/tools.md, "Many tools").
 
         Raises:
             BuildError: not an McpClient, an invalid prefix, or a name in
@@ -188,13 +193,38 @@ class AgentBuilder:
 
         if not isinstance(client, McpClient):
             raise BuildError(f"mcp_client() needs a kova.mcp.McpClient, got {client!r}")
+        if not isinstance(defer, bool):
+            raise BuildError(f"mcp_client({prefix!r}): defer must be a bool, got {defer!r}")
         try:
             check_prefix(prefix)
-            tools = await mcp_tools(client, prefix, include=include, exclude=exclude)
+            tools = await mcp_tools(client, prefix, include=include, exclude=exclude, defer=defer)
         except ValueError as exc:
             raise BuildError(f"mcp_client({prefix!r}): {exc}") from exc
         self._tools.extend(tools)
-        self._mcp_bindings.append((client, prefix, tools, include, exclude))
+        self._mcp_bindings.append((client, prefix, tools, include, exclude, defer))
+        return self
+
+    def tool_search(self, *, provider_native: bool = False, limit: int = 5) -> Self:
+        """Tune ``search_tools``, the tool the model finds deferred tools with (any deferred
+        tool turns it on: ``@tool(defer=True)``, ``mcp_client(..., defer=True)``).
+
+        Args:
+            provider_native: use the provider's own tool search (Anthropic's tool search
+                tool, OpenAI Responses' tool search) instead of kova's. Not supported yet:
+                ``True`` raises.
+            limit: how many tools one search loads when the model does not say (1-50).
+
+        Raises:
+            BuildError: ``limit`` out of range, or ``provider_native=True``.
+        """
+        if provider_native is not False:
+            raise BuildError(
+                "tool_search(provider_native=True) is not supported yet: kova searches the "
+                "deferred tools itself (search_tools); leave provider_native off"
+            )
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 50:
+            raise BuildError(f"tool_search(limit=...) must be an int from 1 to 50, got {limit!r}")
+        self._tool_search_limit = limit
         return self
 
     def context_budget(self, max_prompt_tokens: int) -> Self:
@@ -400,8 +430,21 @@ class AgentBuilder:
         if self._mcp_bindings:
             from ..mcp._tool import bind_tools
 
-            for client, prefix, tools, include, exclude in self._mcp_bindings:
-                bind_tools(client, prefix, registry, tools, include=include, exclude=exclude)
+            for client, prefix, tools, include, exclude, defer in self._mcp_bindings:
+                bind_tools(
+                    client,
+                    prefix,
+                    registry,
+                    tools,
+                    include=include,
+                    exclude=exclude,
+                    defer=defer,
+                )
+        if registry.has_deferred and SEARCH_TOOLS in registry:
+            raise BuildError(
+                f"a tool is named {SEARCH_TOOLS!r}, the name of the tool the model finds "
+                "deferred tools with: rename it"
+            )
         return Agent(
             AgentConfig(
                 provider=self._provider,
@@ -422,5 +465,6 @@ class AgentBuilder:
                 name=self._name,
                 usage_limits=self._usage_limits,
                 defer=self._defer,
+                tool_search_limit=self._tool_search_limit,
             )
         )

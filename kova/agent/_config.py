@@ -71,6 +71,9 @@ class AgentConfig(Record):
     """Usage limits of every turn (``run(..., limits=...)`` replaces them for one)."""
     defer: DeferPredicate | None
     """Picks the tool calls whose approval is deferred to a person (``defer_approvals``)."""
+    tool_search_limit: int
+    """How many deferred tools one ``search_tools`` call loads when the model does not say
+    (``AgentBuilder.tool_search``; docs/tools.md, "Many tools")."""
 
     def __init__(
         self,
@@ -93,6 +96,7 @@ class AgentConfig(Record):
         name: str = DEFAULT_NAME,
         usage_limits: UsageLimits | None = None,
         defer: DeferPredicate | None = None,
+        tool_search_limit: int = 5,
     ) -> None:
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise BuildError(f"system_prompt must be a str, got {type(system_prompt).__name__}")
@@ -122,3 +126,4 @@ class AgentConfig(Record):
         set_field(self, "name", name)
         set_field(self, "usage_limits", usage_limits)
         set_field(self, "defer", defer)
+        set_field(self, "tool_search_limit", _positive("tool_search_limit", tool_search_limit))

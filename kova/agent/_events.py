@@ -4,7 +4,8 @@
 :class:`~kova.ThinkingDelta` as the provider streams them (the same classes the providers
 emit, passed through untouched), :class:`ToolCallStarted` / :class:`ToolCallFinished` around
 each tool call (:class:`ToolCallStarted` / :class:`ToolCallDeferred` for a call left to a
-person's decision), and finally one :class:`TurnCompleted` carrying the whole
+person's decision; a ``search_tools`` call brackets :class:`ToolsFound` and
+:class:`ToolsAdded`), and finally one :class:`TurnCompleted` carrying the whole
 :class:`AgentResponse`.
 """
 
@@ -35,6 +36,8 @@ __all__ = [
     "ToolCallDeferred",
     "ToolCallFinished",
     "ToolCallStarted",
+    "ToolsAdded",
+    "ToolsFound",
     "TurnCompleted",
 ]
 
@@ -117,11 +120,34 @@ class TurnCompleted(Record):
     """Always empty (see :attr:`kova.TextDelta.path`)."""
 
 
+class ToolsFound(Record):
+    """The model searched the deferred tools (``search_tools``): what it asked and what it
+    found, best first (tools already offered are not found again)."""
+
+    query: str
+    names: tuple[str, ...]
+    call_id: str = ""
+    """The id of the ``search_tools`` call that searched."""
+    path: ClassVar[tuple[str, ...]] = ()
+    """As :attr:`kova.agent.ToolCallStarted.path` (empty for the streaming agent's own)."""
+
+
+class ToolsAdded(Record):
+    """Deferred tools the model found are offered from its next call on, for the rest of the
+    turn."""
+
+    names: tuple[str, ...]
+    path: ClassVar[tuple[str, ...]] = ()
+    """As :attr:`kova.agent.ToolCallStarted.path`."""
+
+
 AgentEvent: TypeAlias = (
     TextDelta
     | ThinkingDelta
     | ToolCallStarted
     | ToolCallFinished
     | ToolCallDeferred
+    | ToolsFound
+    | ToolsAdded
     | TurnCompleted
 )

@@ -15,47 +15,19 @@ and Temporal workflows (the search is deterministic). Nothing here does I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import ClassVar
 
 from .._messages import ToolResult, ToolUse
-from .._record import Record
 from .._requests import ToolAnnotations, ToolDefinition
 from .._tool_index import ToolIndex
+from ._events import ToolsFound
 
-__all__ = [
-    "SEARCH_TOOLS",
-    "ToolSearch",
-    "ToolsAdded",
-    "ToolsFound",
-    "search_tools_definition",
-]
+__all__ = ["SEARCH_TOOLS", "ToolSearch", "search_tools_definition"]
 
 SEARCH_TOOLS = "search_tools"
 """The name of the search tool the model sees."""
 
 _MAX_LIMIT = 50
 """The most tools one search returns, whatever the model asks for."""
-
-
-class ToolsFound(Record):
-    """The model searched the deferred tools (``search_tools``): what it asked and what it
-    found, best first (tools already offered are not found again)."""
-
-    query: str
-    names: tuple[str, ...]
-    call_id: str = ""
-    """The id of the ``search_tools`` call that searched."""
-    path: ClassVar[tuple[str, ...]] = ()
-    """As :attr:`kova.agent.ToolCallStarted.path` (empty for the streaming agent's own)."""
-
-
-class ToolsAdded(Record):
-    """Deferred tools the model found are offered from its next call on, for the rest of the
-    turn."""
-
-    names: tuple[str, ...]
-    path: ClassVar[tuple[str, ...]] = ()
-    """As :attr:`kova.agent.ToolCallStarted.path`."""
 
 
 def search_tools_definition(limit: int) -> ToolDefinition:

@@ -62,7 +62,7 @@ from ._approvals import (
     message_fingerprint,
 )
 from ._call_ids import call_ids_of, unique_call_ids
-from ._events import AgentResponse
+from ._events import AgentResponse, ToolCallFinished, ToolCallStarted, ToolsAdded, ToolsFound
 from ._input import coerce_history
 from ._limits import UsageLimits
 from ._state_json import (
@@ -81,11 +81,25 @@ from ._state_json import (
     usage_from_json,
     usage_to_json,
 )
+from ._tool_search import SEARCH_TOOLS, ToolSearch, search_tools_definition
 
 if TYPE_CHECKING:
     from .._messages import JSONValue
 
-__all__ = ["AwaitApproval", "CallModel", "Finished", "RunTools", "Step", "Turn", "new_turn_id"]
+CoreEvent: TypeAlias = ToolCallStarted | ToolsFound | ToolsAdded | ToolCallFinished
+"""What the core itself did that a driver reports (:meth:`Turn.take_events`): today the
+``search_tools`` calls it answers."""
+
+__all__ = [
+    "AwaitApproval",
+    "CallModel",
+    "CoreEvent",
+    "Finished",
+    "RunTools",
+    "Step",
+    "Turn",
+    "new_turn_id",
+]
 
 TURN_FORMAT: Final = 1
 """The version of :meth:`Turn.to_json`'s document."""
@@ -223,6 +237,7 @@ class Turn:
         "_config",
         "_counted",
         "_denials",
+        "_events",
         "_failed",
         "_history",
         "_inner",
@@ -244,6 +259,7 @@ class Turn:
         "_results",
         "_resumes",
         "_running",
+        "_search",
         "_system_prompt",
         "_thinking",
         "_tool_calls",
@@ -312,6 +328,9 @@ class Turn:
         self._resumes: dict[str, InnerPause] = {}
         self._response: AgentResponse | None = None
         self._failed: KovaError | None = None
+        # Deferred tools and what the model found of them (search_tools), if any.
+        self._search: ToolSearch | None = None
+        self._events: list[CoreEvent] = []
 
     # -- building one -----------------------------------------------------------------
 
@@ -327,6 +346,8 @@ class Turn:
         max_iterations: int = 10,
         context_budget: int | None = None,
         turn_id: str | None = None,
+        deferred: Sequence[ToolDefinition] = (),
+        search_limit: int = 5,
     ) -> Turn:
         """A new turn over ``history`` (the caller's; never modified).
 
@@ -344,6 +365,10 @@ class Turn:
                 tokens (the offline heuristic).
             turn_id: the turn's id (default: a random one). A deterministic driver (a
                 workflow engine) passes its own.
+            deferred: tools the model is not sent up front: it gets ``search_tools``
+                instead, which this turn answers itself, and the tools it finds are offered
+                from its next call on (docs/tools.md, "Many tools").
+            search_limit: how many tools one search loads when the model does not say.
 
         Raises:
             TypeError: an argument of the wrong type, naming it.
@@ -354,7 +379,9 @@ class Turn:
         _options(config, system_prompt, limits, max_iterations, context_budget)
         if turn_id is not None and not isinstance(turn_id, str):
             raise TypeError(f"turn_id must be a str, got {type(turn_id).__name__}")
-        return cls(
+        hidden = _tool_definitions(deferred)
+        _positive_int("search_limit", search_limit)
+        turn = cls(
             messages,
             tools=definitions,
             config=config,
@@ -364,6 +391,9 @@ class Turn:
             context_budget=context_budget,
             turn_id=turn_id or new_turn_id(),
         )
+        if hidden:
+            turn.set_tools(definitions, deferred=hidden, search_limit=search_limit)
+        return turn
 
     @classmethod
     def resume(
@@ -494,23 +524,81 @@ class Turn:
 
     @property
     def tools(self) -> tuple[ToolDefinition, ...]:
-        """The tool definitions the next model call offers."""
-        return self._tools
+        """The tool definitions the next model call offers: those offered up front, then
+        ``search_tools`` and the deferred tools found so far, when there are deferred tools."""
+        search = self._search
+        if search is None:
+            return self._tools
+        return (*self._tools, search_tools_definition(search.limit), *search.offered())
 
-    def set_tools(self, tools: Sequence[ToolDefinition]) -> None:
+    @property
+    def found_tools(self) -> tuple[str, ...]:
+        """The deferred tools the model found with ``search_tools`` in this turn, in order."""
+        return () if self._search is None else self._search.found
+
+    def set_tools(
+        self,
+        tools: Sequence[ToolDefinition],
+        *,
+        deferred: Sequence[ToolDefinition] | None = None,
+        search_limit: int | None = None,
+    ) -> None:
         """Offer these tool definitions from the next model call on (a tool server's list
         changed). A removed tool is no longer offered; a call the model still makes to it is
-        answered in-band by whoever runs the tools."""
+        answered in-band by whoever runs the tools.
+
+        Args:
+            tools: the tools offered up front.
+            deferred: the deferred tools (``None``: unchanged). Those already found stay
+                offered while they exist.
+            search_limit: how many tools one search loads (``None``: unchanged; default 5).
+        """
         self._tools = _tool_definitions(tools)
+        if search_limit is not None:
+            _positive_int("search_limit", search_limit)
+        if deferred is not None:
+            self._defer(_tool_definitions(deferred), search_limit)
+        elif search_limit is not None and self._search is not None:
+            self._search = ToolSearch(
+                self._search.deferred, limit=search_limit, found=self._search.found
+            )
+
+    def _defer(self, deferred: tuple[ToolDefinition, ...], search_limit: int | None) -> None:
+        search = self._search
+        if search is None:
+            if deferred:
+                self._search = ToolSearch(deferred, limit=search_limit or 5)
+        elif search_limit is not None and search_limit != search.limit:
+            self._search = ToolSearch(deferred, limit=search_limit, found=search.found)
+        else:
+            search.replace(deferred)
+
+    def take_events(self) -> tuple[CoreEvent, ...]:
+        """What the core did itself since the last call, for the driver to report (in
+        order): a ``search_tools`` call is a :class:`~kova.agent.ToolCallStarted`, a
+        :class:`ToolsFound`, a :class:`ToolsAdded` when it loaded tools, and a
+        :class:`~kova.agent.ToolCallFinished`. A driver that reports no events may ignore
+        it; the list is cleared by each call."""
+        events = self._events
+        if not events:
+            return ()
+        self._events = []
+        return tuple(events)
 
     def decided_denials(self) -> tuple[tuple[ToolUse, ToolResult], ...]:
         """The calls of the current step a person denied, with the results that answer them
         (for a driver that reports each call: they never reach the tools)."""
         return self._denials
 
-    def _offer(self, tools: Sequence[ToolDefinition]) -> None:
+    def _offer(
+        self,
+        tools: Sequence[ToolDefinition],
+        deferred: Sequence[ToolDefinition] | None = None,
+    ) -> None:
         """:meth:`set_tools` without the checks (the agent's registry gives definitions)."""
         self._tools = tuple(tools)
+        if deferred is not None:
+            self._defer(tuple(deferred), None)
 
     # -- what next --------------------------------------------------------------------
 
@@ -547,7 +635,7 @@ class Turn:
         limits = self._limits
         if limits is not None:
             limits.check_request(self._requests + self._inner_requests)
-        working, tools = self._working, self._tools
+        working, tools = self._working, self.tools
         budget = self._budget
         if budget is not None:
             estimate = heuristic_count_tokens(working, tools)
@@ -758,6 +846,31 @@ class Turn:
                 frozenset(call.id for call in calls if call.name in always) if always else _NO_NAMES
             )
             self._phase = _TOOLS
+            if self._search is not None:
+                self._answer_searches()
+
+    def _answer_searches(self) -> None:
+        """Answer this step's ``search_tools`` calls here (the search is pure); the other
+        calls run as usual. Found tools are offered from the next model call on."""
+        search = self._search
+        assert search is not None
+        running = []
+        for call in self._calls:
+            if call.name != SEARCH_TOOLS:
+                running.append(call)
+                continue
+            result, found = search.answer(call)
+            self._results[call.id] = result
+            self._events.append(ToolCallStarted(call=call))
+            if found is not None:
+                self._events.append(found)
+                if found.names:
+                    self._events.append(ToolsAdded(names=found.names))
+            self._events.append(ToolCallFinished(call=call, result=result))
+        if len(running) != len(self._calls):
+            self._running = tuple(running)
+            if not running:
+                self._end_step()
 
     def tools_finished(self, results: Sequence[DeferredResult]) -> None:
         """The outcomes of the last :class:`RunTools`, one per call in its order: a
@@ -805,7 +918,7 @@ class Turn:
 
     def _pause(self, deferred: list[ToolUse]) -> None:
         annotations: dict[str, ToolAnnotations | None] = {
-            tool.name: tool.annotations for tool in self._tools
+            tool.name: tool.annotations for tool in self.tools
         }
         results = self._results
         paused, self._paused_inner = self._paused_inner, {}
@@ -926,6 +1039,13 @@ class Turn:
             "history": [message.to_dict() for message in self._history],
             "new_messages": [message.to_dict() for message in self._new],
             "tools": [tool_to_json(tool) for tool in self._tools],
+            "deferred": None
+            if self._search is None
+            else {
+                "tools": [tool_to_json(tool) for tool in self._search.deferred],
+                "found": list(self._search.found),
+                "limit": self._search.limit,
+            },
             "config": config_to_json(self._config),
             "limits": None if self._limits is None else limits_to_json(self._limits),
             "max_iterations": self._max_iterations,
@@ -992,6 +1112,21 @@ class Turn:
             turn_id=field(document, "turn_id", str),
             agent=field(document, "agent", str) if "agent" in document else "",
         )
+        deferred = document.get("deferred")
+        if deferred is not None:
+            if not isinstance(deferred, Mapping):
+                raise SerializationError("stored 'deferred' must be a JSON object or null")
+            found = field(deferred, "found", list)
+            if not all(isinstance(name, str) for name in found):
+                raise SerializationError("stored 'deferred.found' must hold tool names")
+            limit = field(deferred, "limit", int)
+            if limit < 1:
+                raise SerializationError("stored 'deferred.limit' must be a positive integer")
+            turn._search = ToolSearch(
+                [tool_from_json(item) for item in field(deferred, "tools", list)],
+                limit=limit,
+                found=found,
+            )
         new = messages_from_json(document.get("new_messages"), "new_messages")
         turn._new = new
         turn._working.extend(new)

@@ -65,6 +65,9 @@ class McpTool(Record, repr_exclude=("client",)):
     """The server's hints (read-only, destructive, idempotent, open-world), for the host."""
     output_schema: JSONObject | None
     """The JSON Schema of the tool's structured result, when the server declares one."""
+    defer: bool
+    """Found by the model with ``search_tools`` rather than sent up front
+    (``AgentBuilder.mcp_client(..., defer=True)``)."""
 
     def __init__(
         self,
@@ -76,7 +79,10 @@ class McpTool(Record, repr_exclude=("client",)):
         parameters: JSONObject | None = None,
         annotations: ToolAnnotations | None = None,
         output_schema: JSONObject | None = None,
+        defer: bool = False,
     ) -> None:
+        if not isinstance(defer, bool):
+            raise TypeError(f"defer must be a bool, got {type(defer).__name__}")
         set_field(self, "client", client)
         set_field(self, "prefix", prefix)
         set_field(self, "remote_name", remote_name)
@@ -86,6 +92,7 @@ class McpTool(Record, repr_exclude=("client",)):
         set_field(self, "parameters", parameters)
         set_field(self, "annotations", annotations)
         set_field(self, "output_schema", output_schema)
+        set_field(self, "defer", defer)
 
     @property
     def name(self) -> str:
@@ -143,7 +150,9 @@ def _selected(
     ]
 
 
-def _wrap(client: McpClient, prefix: str, definition: ToolDefinition) -> McpTool:
+def _wrap(
+    client: McpClient, prefix: str, definition: ToolDefinition, defer: bool = False
+) -> McpTool:
     return McpTool(
         client=client,
         prefix=prefix,
@@ -152,6 +161,7 @@ def _wrap(client: McpClient, prefix: str, definition: ToolDefinition) -> McpTool
         parameters=definition.parameters,
         annotations=definition.annotations,
         output_schema=definition.output_schema,
+        defer=defer,
     )
 
 
@@ -161,6 +171,7 @@ async def mcp_tools(
     *,
     include: ToolFilter | None = None,
     exclude: ToolFilter | None = None,
+    defer: bool = False,
 ) -> list[McpTool]:
     """Discover the server's tools and wrap each as an :class:`McpTool` named
     ``{prefix}__{tool}``.
@@ -170,6 +181,8 @@ async def mcp_tools(
         prefix: the server's prefix (see :func:`check_prefix`); give each server its own.
         include: only these tools (names, or a predicate over the definition).
         exclude: not these tools (names, or a predicate), e.g. ``exclude=["get-env"]``.
+        defer: make every tool deferred (:attr:`McpTool.defer`): the model finds them with
+            ``search_tools`` instead of being sent them all up front.
 
     Raises:
         ValueError: an invalid prefix, or ``include``/``exclude`` names a tool the server
@@ -178,7 +191,7 @@ async def mcp_tools(
     """
     check_prefix(prefix)
     definitions = _selected(await client.tools_list(), include, exclude, strict=True)
-    return [_wrap(client, prefix, definition) for definition in definitions]
+    return [_wrap(client, prefix, definition, defer) for definition in definitions]
 
 
 def bind_tools(
@@ -189,6 +202,7 @@ def bind_tools(
     *,
     include: ToolFilter | None = None,
     exclude: ToolFilter | None = None,
+    defer: bool = False,
 ) -> Callable[[], None]:
     """Keep ``registry`` in step with the server's tools under ``prefix``.
 
@@ -203,7 +217,7 @@ def bind_tools(
         wanted = {
             tool.name: tool
             for tool in (
-                _wrap(client, prefix, definition)
+                _wrap(client, prefix, definition, defer)
                 for definition in _selected(definitions, include, exclude, strict=False)
             )
         }

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kova import ToolDefinition, ToolUse
-from kova.agent._tool_search import SEARCH_TOOLS, ToolSearch, ToolsFound, search_tools_definition
+from kova.agent import ToolsFound
+from kova.agent._tool_search import SEARCH_TOOLS, ToolSearch, search_tools_definition
 from kova.tools import ToolRegistry, tool
 
 
@@ -104,3 +105,195 @@ def test_deferred_tools_are_kept_apart_in_the_registry():
     assert [d.name for d in registry.definitions(deferred=False)] == ["everyday"]
     assert [d.name for d in registry.definitions(deferred=True)] == ["rarely_used"]
     assert not ToolRegistry([everyday]).has_deferred
+
+
+# --- through the agent: every driver gets the core's answer ---------------------------------
+
+
+from kova import ToolResult  # noqa: E402
+from kova.agent import (  # noqa: E402
+    AgentBuilder,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolsAdded,
+    Turn,
+    TurnCompleted,
+)
+from kova.agent._turn import CallModel, RunTools  # noqa: E402
+from kova.errors import BuildError  # noqa: E402
+from kova.testing import ScriptedProvider, reply_text, reply_tool_calls  # noqa: E402
+
+SENT: list[str] = []
+
+
+@tool
+def weather(city: str) -> str:
+    """Current weather for a city."""
+    return f"sunny in {city}"
+
+
+@tool(defer=True)
+def send_email(to: str, body: str) -> str:
+    """Send an email message to someone."""
+    SENT.append(to)
+    return "sent"
+
+
+@tool(defer=True)
+def create_event(title: str) -> str:
+    """Create a calendar event."""
+    return "created"
+
+
+@tool(defer=True)
+def delete_event(title: str) -> str:
+    """Delete a calendar event."""
+    return "deleted"
+
+
+def _script() -> ScriptedProvider:
+    return ScriptedProvider(
+        [
+            reply_tool_calls(("search_tools", {"query": "email someone", "limit": 1})),
+            reply_tool_calls(("send_email", {"to": "ada@example.com", "body": "hi"})),
+            reply_text("done"),
+        ]
+    )
+
+
+async def test_deferred_tools_are_offered_once_found_and_run():
+    SENT.clear()
+    provider = _script()
+    agent = (
+        AgentBuilder()
+        .provider(provider)
+        .tools(weather, send_email, create_event, delete_event)
+        .build()
+    )
+    async with agent:
+        response = await agent.run("mail ada")
+    offered = [[tool.name for tool in request.tools] for request in provider.requests]
+    assert offered == [
+        ["weather", "search_tools"],
+        ["weather", "search_tools", "send_email"],
+        ["weather", "search_tools", "send_email"],
+    ]
+    assert SENT == ["ada@example.com"]
+    assert response.text == "done"
+    search_result = response.new_messages[1].content[0]
+    assert isinstance(search_result, ToolResult)
+    assert "send_email" in search_result.text
+    assert not search_result.is_error
+
+
+async def test_a_streamed_turn_reports_the_search():
+    provider = _script()
+    agent = AgentBuilder().provider(provider).tools(weather, send_email, create_event).build()
+    async with agent, agent.stream("mail ada") as events:
+        kinds = [
+            (type(event).__name__, getattr(event, "name", None))
+            async for event in events
+            if not isinstance(event, TurnCompleted)
+        ]
+    assert kinds[:4] == [
+        ("ToolCallStarted", "search_tools"),
+        ("ToolsFound", None),
+        ("ToolsAdded", None),
+        ("ToolCallFinished", "search_tools"),
+    ]
+    assert ("ToolCallFinished", "send_email") in kinds
+
+
+async def test_an_agent_without_deferred_tools_offers_no_search():
+    provider = ScriptedProvider([reply_text("hi")])
+    async with AgentBuilder().provider(provider).tools(weather).build() as agent:
+        await agent.run("hi")
+    assert [tool.name for tool in provider.requests[0].tools] == ["weather"]
+
+
+def test_a_tool_named_search_tools_beside_deferred_tools_is_refused():
+    @tool(name="search_tools")
+    def mine(query: str) -> str:
+        """Search."""
+        return query
+
+    with pytest.raises(BuildError, match="'search_tools'"):
+        AgentBuilder().provider(ScriptedProvider([])).tools(mine, send_email).build()
+
+
+@pytest.mark.parametrize("limit", [0, 51, True])
+def test_tool_search_limit_is_checked(limit):
+    with pytest.raises(BuildError, match="limit"):
+        AgentBuilder().tool_search(limit=limit)
+
+
+def test_provider_native_search_is_refused_until_supported():
+    with pytest.raises(BuildError, match="not supported yet"):
+        AgentBuilder().tool_search(provider_native=True)
+
+
+def _turn() -> Turn:
+    return Turn.start(
+        "mail ada",
+        tools=[weather_definition()],
+        config=kova.InferenceConfig(),
+        deferred=[ToolDefinition(name="send_email", description="Send an email message.")],
+    )
+
+
+def weather_definition() -> ToolDefinition:
+    return ToolDefinition(name="weather", description="Current weather for a city.")
+
+
+import kova  # noqa: E402
+from kova.providers import ModelResponse  # noqa: E402
+
+
+def test_the_core_answers_search_calls_and_runs_the_rest():
+    turn = _turn()
+    step = turn.next_step()
+    assert isinstance(step, CallModel)
+    assert [tool.name for tool in step.request.tools] == ["weather", "search_tools"]
+    reply = reply_tool_calls(
+        ("search_tools", {"query": "send email"}), ("weather", {"city": "Oslo"})
+    )
+    turn.model_replied(reply)
+    events = turn.take_events()
+    assert [type(event) for event in events] == [
+        ToolCallStarted,
+        ToolsFound,
+        ToolsAdded,
+        ToolCallFinished,
+    ]
+    assert turn.take_events() == ()
+    step = turn.next_step()
+    assert isinstance(step, RunTools)
+    assert [call.name for call in step.calls] == ["weather"]
+    turn.tools_finished([ToolResult(content="sunny")])
+    step = turn.next_step()
+    assert isinstance(step, CallModel)
+    assert [tool.name for tool in step.request.tools] == ["weather", "search_tools", "send_email"]
+    # both calls answered, in call order
+    answers = step.request.messages[-1].content
+    assert [block.tool_use_id for block in answers] == [call.id for call in reply.tool_uses]
+
+
+def test_a_step_of_only_searches_goes_straight_back_to_the_model():
+    turn = _turn()
+    turn.next_step()
+    turn.model_replied(reply_tool_calls(("search_tools", {"query": "email"})))
+    assert isinstance(turn.next_step(), CallModel)
+    assert turn.found_tools == ("send_email",)
+
+
+def test_what_was_found_survives_json():
+    turn = _turn()
+    turn.next_step()
+    turn.model_replied(reply_tool_calls(("search_tools", {"query": "email"})))
+    restored = Turn.from_json(turn.to_json())
+    assert restored == turn
+    assert restored.found_tools == ("send_email",)
+    step = restored.next_step()
+    assert isinstance(step, CallModel)
+    assert [tool.name for tool in step.request.tools] == ["weather", "search_tools", "send_email"]
+    assert isinstance(reply_text("x"), ModelResponse)

@@ -243,7 +243,8 @@ def test_an_mcp_tool_is_a_frozen_value():
     assert tool == other
     assert repr(tool) == (
         "McpTool(prefix='srv', remote_name='add', description='', "
-        "parameters={'type': 'object', 'properties': {}}, annotations=None, output_schema=None)"
+        "parameters={'type': 'object', 'properties': {}}, annotations=None, output_schema=None, "
+        "defer=False)"
     )  # the client is not shown
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         tool.prefix = "other"  # type: ignore[misc]
