@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from ..actors import ActorRef
     from ..durable import SqliteJournal
     from ..durable._driver import Journaled
+    from ..sessions import Session
     from ..tools import ToolContext, ToolRegistry
     from ._approvals import DeferredResult, InnerPause, PendingApprovals
     from ._as_tool import AgentTool
@@ -264,6 +265,7 @@ class Agent:
         journal: SqliteJournal | None = None,
         turn_id: str | None = None,
         deps: object = None,
+        session: Session | None = None,
     ) -> AgentResponse:
         """One turn over ``history``.
 
@@ -282,6 +284,11 @@ class Agent:
             deps: any object the turn's tools receive as ``ctx.deps`` (a ``@tool``
                 parameter annotated :class:`~kova.tools.ToolContext`): the current user, a
                 database session.
+            session: a :class:`~kova.sessions.Session`: the turn runs over its history
+                followed by ``history`` (the new prompt), and ``history`` plus the turn's
+                ``new_messages`` are appended to it when the turn completes (nothing when it
+                fails or is cancelled; a paused turn's pending state too). See
+                ``docs/sessions.md``.
 
         Returns:
             The turn's outcome; persist ``response.new_messages``. With deferred approvals
@@ -304,6 +311,12 @@ class Agent:
         require_trio("agent.run()")
         messages = coerce_history(history)
         check_call_options(config, cancel)
+        if session is not None:  # kova.sessions loads before and appends after
+            again = partial(
+                self.run, config=config, cancel=cancel, limits=limits, journal=journal,
+                turn_id=turn_id, deps=deps,
+            )  # fmt: skip
+            return await _session(session).run_turn(messages, again)  # type: ignore[no-any-return]
         if journal is not None or turn_id is not None:
             return await guarded(
                 self._journaled(messages, config, limits, journal, turn_id, deps=deps), cancel
@@ -315,14 +328,15 @@ class Agent:
 
     async def resume(
         self,
-        history: HistoryInput,
-        pending: PendingApprovals,
+        history: HistoryInput | None = None,
+        pending: PendingApprovals | None = None,
         *,
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         deps: object = None,
         journal: SqliteJournal | None = None,
         turn_id: str | None = None,
+        session: Session | None = None,
     ) -> AgentResponse:
         """Continue a turn that paused for approvals, with the decisions made on ``pending``.
 
@@ -340,6 +354,11 @@ class Agent:
                 crash (or ``run`` with this ``history`` and ``turn_id``) continues it without
                 running finished calls again. A paused turn the journal does not hold is
                 recorded from here on. See ``docs/durable.md``.
+            session: the :class:`~kova.sessions.Session` the turn paused in: its history and
+                pending calls come from there (``agent.resume(pending, session=session)``
+                with ``pending = await session.pending()`` decided, or ``pending`` left out
+                to resume with the stored decisions), and what the resumed part adds joins
+                that turn in it when it completes.
 
         Returns:
             What the resumed part produced: ``history + new_messages`` is the whole turn. The
@@ -356,7 +375,16 @@ class Agent:
             ``pending`` can be resumed again.
         """
         require_trio("agent.resume()")
+        if session is not None:  # kova.sessions holds the history and the pending state
+            check_call_options(config, cancel)
+            again = partial(
+                self.resume, config=config, cancel=cancel, deps=deps, journal=journal,
+                turn_id=turn_id,
+            )  # fmt: skip
+            return await _session(session).resume_turn(history, pending, again)
         messages = coerce_history(history)
+        if pending is None:
+            raise TypeError("agent.resume() needs the paused turn's pending (response.pending)")
         check_call_options(config, cancel)
         if journal is not None or turn_id is not None:
             journaled = self._journaled(
@@ -367,7 +395,11 @@ class Agent:
         return await guarded(self._turn(turn, config, deps=deps), cancel)
 
     def run_sync(
-        self, history: HistoryInput, *, config: InferenceConfig | None = None
+        self,
+        history: HistoryInput,
+        *,
+        config: InferenceConfig | None = None,
+        session: Session | None = None,
     ) -> AgentResponse:
         """:meth:`run` from plain synchronous code: ``agent.run_sync("Hello").text``.
 
@@ -378,7 +410,8 @@ class Agent:
         """
         from ._sync import run_sync
 
-        return run_sync(self, partial(Agent.run, history=history, config=config), what="run_sync")
+        turn = partial(Agent.run, history=history, config=config, session=session)
+        return run_sync(self, turn, what="run_sync")
 
     @overload
     async def run_structured(
@@ -391,6 +424,7 @@ class Agent:
         output_retries: int | None = None,
         limits: UsageLimits | None = None,
         deps: object = None,
+        session: Session | None = None,
     ) -> tuple[OutputT, AgentResponse]: ...
 
     @overload
@@ -404,6 +438,7 @@ class Agent:
         output_retries: int | None = None,
         limits: UsageLimits | None = None,
         deps: object = None,
+        session: Session | None = None,
     ) -> tuple[Any, AgentResponse]: ...
 
     async def run_structured(
@@ -416,6 +451,7 @@ class Agent:
         output_retries: int | None = None,
         limits: UsageLimits | None = None,
         deps: object = None,
+        session: Session | None = None,
     ) -> tuple[Any, AgentResponse]:
         """A turn whose final answer is constrained to a JSON schema, validated.
 
@@ -431,6 +467,8 @@ class Agent:
             output_retries: re-asks after an invalid answer (default: the agent's
                 ``output_retries``, 1 unless the builder set it).
             limits: usage limits for each attempt (as for :meth:`run`).
+            session: as for :meth:`run`: every attempt's messages are appended when the
+                value validates.
 
         Returns:
             ``(value, response)``; ``response.output_retries`` counts the re-asks.
@@ -448,6 +486,12 @@ class Agent:
         require_trio("agent.run_structured()")
         messages, retries = self._structured_options(history, config, cancel, output_retries)
         check_limits(limits)
+        if session is not None:  # kova.sessions loads before and appends after
+            again = partial(
+                self.run_structured, output=output, config=config, cancel=cancel,
+                output_retries=output_retries, limits=limits, deps=deps,
+            )  # fmt: skip
+            return await _session(session).run_turn(messages, again, structured=True)  # type: ignore[no-any-return]
 
         def run(working: Sequence[Message], overrides: InferenceConfig) -> Awaitable[AgentResponse]:
             return self.run(working, config=overrides, cancel=cancel, limits=limits, deps=deps)
@@ -465,6 +509,7 @@ class Agent:
         output_retries: int | None = None,
         limits: UsageLimits | None = None,
         deps: object = None,
+        session: Session | None = None,
     ) -> AbstractAsyncContextManager[StructuredStream[OutputT]]: ...
 
     @overload
@@ -478,6 +523,7 @@ class Agent:
         output_retries: int | None = None,
         limits: UsageLimits | None = None,
         deps: object = None,
+        session: Session | None = None,
     ) -> AbstractAsyncContextManager[StructuredStream[Any]]: ...
 
     def stream_structured(
@@ -490,6 +536,7 @@ class Agent:
         output_retries: int | None = None,
         limits: UsageLimits | None = None,
         deps: object = None,
+        session: Session | None = None,
     ) -> AbstractAsyncContextManager[StructuredStream[Any]]:
         """:meth:`run_structured`, streamed: ``async with agent.stream_structured(history,
         Model) as values: async for value in values``.
@@ -498,13 +545,20 @@ class Agent:
         last one the validated value; afterwards ``values.value`` and ``values.response``
         hold the outcome (see :class:`~kova.agent.StructuredStream`). Errors are raised from
         the iteration (``UsageLimitExceeded`` too: ``limits`` apply to each attempt, as for
-        :meth:`run_structured`); leaving the block early cancels the turn.
+        :meth:`run_structured`); leaving the block early cancels the turn. With ``session``
+        (as for :meth:`run`) the turn is appended before the validated value is handed on.
         """
         from ._structured import stream_structured_turn
 
         messages, retries = self._structured_options(history, config, cancel, output_retries)
         check_limits(limits)
         self._running()
+        if session is not None:  # kova.sessions loads before and appends after
+            again = partial(
+                self.stream_structured, output=output, config=config, cancel=cancel,
+                output_retries=output_retries, limits=limits, deps=deps,
+            )  # fmt: skip
+            return _session(session).stream_structured_turn(messages, again)
         stream = partial(self.stream, limits=limits, deps=deps)
         return stream_structured_turn(stream, messages, output, config, retries, cancel)
 
@@ -530,6 +584,7 @@ class Agent:
         *,
         config: InferenceConfig | None = None,
         output_retries: int | None = None,
+        session: Session | None = None,
     ) -> tuple[Any, AgentResponse]:
         """:meth:`run_structured` from plain synchronous code, as :meth:`run_sync` runs it."""
         from ._sync import run_sync
@@ -540,12 +595,13 @@ class Agent:
             output=output,
             config=config,
             output_retries=output_retries,
+            session=session,
         )
         return run_sync(self, turn, what="run_structured_sync")
 
     def stream(
         self,
-        history: HistoryInput,
+        history: HistoryInput | None = None,
         *,
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
@@ -555,6 +611,7 @@ class Agent:
         journal: SqliteJournal | None = None,
         turn_id: str | None = None,
         deps: object = None,
+        session: Session | None = None,
     ) -> AbstractAsyncContextManager[AsyncIterator[AgentEvent]]:
         """Stream one turn: ``async with agent.stream(history) as events: async for e in events``.
 
@@ -579,13 +636,22 @@ class Agent:
             journal, turn_id: record the turn as :meth:`run` (with ``resume``, as
                 :meth:`resume`) does. A turn continued from the journal streams what it does
                 from there on.
+            session: as for :meth:`run` (with ``resume``, as :meth:`resume`; ``history``
+                left out): the turn is appended before its TurnCompleted is handed on.
 
         Raises:
             TypeError: on entering, ``history`` (or an option) has the wrong type.
             ApprovalMismatchError: on entering, ``resume`` does not fit ``history``.
         """
+        if session is not None:  # kova.sessions loads before and appends after
+            again = partial(
+                _stream_again, self, config=config, cancel=cancel, buffer=buffer,
+                limits=limits, journal=journal, turn_id=turn_id, deps=deps,
+            )  # fmt: skip
+            return _session(session).stream_turn(history, again, resume)
+        given: Any = history  # None (without a session) is refused on entering, named
         return TurnStream(
-            self, history, config, cancel, buffer, resume, limits, journal, turn_id, deps
+            self, given, config, cancel, buffer, resume, limits, journal, turn_id, deps
         )
 
     # -- the driver -----------------------------------------------------------------------
@@ -1038,3 +1104,18 @@ def _parent_span(site: CallSite | None) -> int | None:
         return None
     scope = current_scope()
     return None if scope is None else scope[1]
+
+
+def _session(session: object) -> Session:
+    """``session`` if it is a :class:`kova.sessions.Session` (kova.sessions builds on the
+    agent, so the agent takes it by what it does)."""
+    if not callable(getattr(session, "run_turn", None)):
+        raise TypeError(f"session must be a kova.sessions.Session, got {type(session).__name__}")
+    return session  # type: ignore[return-value]
+
+
+def _stream_again(
+    agent: Agent, history: tuple[Message, ...], resume: PendingApprovals | None, **options: Any
+) -> AbstractAsyncContextManager[AsyncIterator[AgentEvent]]:
+    """``agent.stream`` over a session's history (what a streamed session turn opens)."""
+    return agent.stream(history, resume=resume, **options)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..agent import AgentResponse, CancelToken, PendingApprovals, UsageLimits
     from ..agent._input import HistoryInput
     from ..durable import SqliteJournal
+    from ..sessions import Session
 
 __all__ = ["AgentEventStream", "AsyncioAgent", "StructuredValueStream", "open_agent"]
 
@@ -151,6 +152,7 @@ class AsyncioAgent:
         journal: SqliteJournal | None = None,
         turn_id: str | None = None,
         deps: object = None,
+        session: Session | None = None,
     ) -> AgentResponse:
         """One turn over ``history``: :meth:`kova.agent.Agent.run`, from asyncio.
 
@@ -160,6 +162,8 @@ class AsyncioAgent:
                 the same ``turn_id`` after a crash goes on where the turn stopped (the
                 journal's SQLite work runs in worker threads, off the asyncio loop too).
             deps: what the turn's tools receive as ``ctx.deps``.
+            session: a :class:`~kova.sessions.Session`, as for :meth:`kova.agent.Agent.run`
+                (its store's work runs in worker threads, off the asyncio loop too).
 
         Raises:
             The agent's own errors (``ProviderError``, ``MaxIterationsError``, ...,
@@ -178,19 +182,21 @@ class AsyncioAgent:
             journal=journal,
             turn_id=turn_id,
             deps=deps,
+            session=session,
         )
         return await self._runtime.spawn(self._nursery(), turn).wait()
 
     async def resume(
         self,
-        history: HistoryInput,
-        pending: PendingApprovals,
+        history: HistoryInput | None = None,
+        pending: PendingApprovals | None = None,
         *,
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         journal: SqliteJournal | None = None,
         turn_id: str | None = None,
         deps: object = None,
+        session: Session | None = None,
     ) -> AgentResponse:
         """Continue a turn that paused for approvals: :meth:`kova.agent.Agent.resume`, from
         asyncio (``history`` is the paused turn's history plus its ``new_messages``;
@@ -201,6 +207,8 @@ class AsyncioAgent:
                 id: the resumed part is recorded there, and resuming again after a crash
                 goes on without running finished calls again (see ``docs/durable.md``).
             deps: what the turn's tools receive as ``ctx.deps``.
+            session: the session the turn paused in (``bridged.resume(pending,
+                session=session)``), as for :meth:`kova.agent.Agent.resume`.
 
         Raises:
             ApprovalMismatchError: ``pending`` does not fit ``history``; before anything runs.
@@ -216,6 +224,7 @@ class AsyncioAgent:
             journal=journal,
             turn_id=turn_id,
             deps=deps,
+            session=session,
         )
         return await self._runtime.spawn(self._nursery(), turn).wait()
 
@@ -230,6 +239,7 @@ class AsyncioAgent:
         output_retries: int | None = None,
         limits: UsageLimits | None = None,
         deps: object = None,
+        session: Session | None = None,
     ) -> tuple[OutputT, AgentResponse]: ...
 
     @overload
@@ -243,6 +253,7 @@ class AsyncioAgent:
         output_retries: int | None = None,
         limits: UsageLimits | None = None,
         deps: object = None,
+        session: Session | None = None,
     ) -> tuple[Any, AgentResponse]: ...
 
     async def run_structured(
@@ -255,9 +266,10 @@ class AsyncioAgent:
         output_retries: int | None = None,
         limits: UsageLimits | None = None,
         deps: object = None,
+        session: Session | None = None,
     ) -> tuple[Any, AgentResponse]:
         """:meth:`kova.agent.Agent.run_structured`, from asyncio (errors as :meth:`run`,
-        plus ``StructuredOutputError``; ``deps`` as for :meth:`run`)."""
+        plus ``StructuredOutputError``; ``deps`` and ``session`` as for :meth:`run`)."""
         turn = partial(
             self._agent.run_structured,
             history,
@@ -267,12 +279,13 @@ class AsyncioAgent:
             output_retries=output_retries,
             limits=limits,
             deps=deps,
+            session=session,
         )
         return await self._runtime.spawn(self._nursery(), turn).wait()
 
     def stream(
         self,
-        history: HistoryInput,
+        history: HistoryInput | None = None,
         *,
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
@@ -282,6 +295,7 @@ class AsyncioAgent:
         journal: SqliteJournal | None = None,
         turn_id: str | None = None,
         deps: object = None,
+        session: Session | None = None,
     ) -> AgentEventStream:
         """Stream one turn: ``async for event in bridged.stream(history):``.
 
@@ -299,11 +313,13 @@ class AsyncioAgent:
                 :meth:`resume`) does; a turn continued from the journal streams what it
                 does from there on.
             deps: what the turn's tools receive as ``ctx.deps``.
+            session: as for :meth:`kova.agent.Agent.stream` (with ``resume``, ``history``
+                left out).
 
         Raises:
             TypeError: ``history`` or an option has the wrong type (raised here).
         """
-        messages = coerce_history(history)
+        messages = None if history is None and session is not None else coerce_history(history)
         check_call_options(config, cancel)
         _check_buffer(buffer)
         self._nursery()
@@ -318,6 +334,7 @@ class AsyncioAgent:
             journal=journal,
             turn_id=turn_id,
             deps=deps,
+            session=session,
         )
         return AgentEventStream(self, opener, buffer)
 
@@ -332,6 +349,7 @@ class AsyncioAgent:
         buffer: int = 16,
         limits: UsageLimits | None = None,
         deps: object = None,
+        session: Session | None = None,
     ) -> StructuredValueStream:
         """:meth:`kova.agent.Agent.stream_structured`, from asyncio:
         ``async for value in bridged.stream_structured(history, Model):``.
@@ -343,6 +361,7 @@ class AsyncioAgent:
 
         Args:
             limits: usage limits for each attempt (as for :meth:`run_structured`).
+            session: as for :meth:`run`.
 
         Raises:
             TypeError: ``history`` or an option has the wrong type (raised here).
@@ -360,6 +379,7 @@ class AsyncioAgent:
             output_retries=output_retries,
             limits=limits,
             deps=deps,
+            session=session,
         )
         return StructuredValueStream(self, opener, buffer)
 

@@ -369,11 +369,14 @@ class Session:
 
     async def resume_turn(
         self,
+        history: object,
         pending: PendingApprovals | None,
         resume: Callable[[tuple[Message, ...], PendingApprovals], Awaitable[AgentResponse]],
     ) -> AgentResponse:
         """What ``agent.resume(pending, session=...)`` does: the paused turn stored here goes
-        on with ``pending``'s decisions; what it adds joins the same turn."""
+        on with ``pending``'s decisions (the stored ones if ``None``); what it adds joins the
+        same turn."""
+        pending = _pending_argument(history, pending)
         async with self._gate():
             state, decided = await self._paused(pending)
             response = await resume(state.messages, decided)
@@ -382,7 +385,7 @@ class Session:
 
     def stream_turn(
         self,
-        prompt: Sequence[Message],
+        prompt: object,
         open_stream: Callable[
             [tuple[Message, ...], PendingApprovals | None],
             AbstractAsyncContextManager[AsyncIterator[AgentEvent]],
@@ -390,7 +393,8 @@ class Session:
         resume: PendingApprovals | None = None,
     ) -> AbstractAsyncContextManager[AsyncIterator[AgentEvent]]:
         """What ``agent.stream(prompt, session=...)`` returns: the turn's events, its
-        messages appended before its TurnCompleted is handed on."""
+        messages appended before its TurnCompleted is handed on. With ``resume`` the paused
+        turn stored here goes on (no prompt)."""
         from ._turns import SessionStream
 
         return SessionStream(self, prompt, open_stream, resume)
@@ -483,6 +487,22 @@ def _append(state: SessionState, added: tuple[Message, ...]) -> SessionWrite:
         messages=added,
         turn=(state.turns[-1] if state.turns else 0) + 1,
         title=_title(added) if state.title is None else None,
+    )
+
+
+def _pending_argument(history: object, pending: object) -> Any:
+    """The decisions of ``agent.resume(..., session=...)``: ``pending``, or a
+    ``PendingApprovals`` given in the history's place (``agent.resume(pending,
+    session=session)``)."""
+    from ..agent._approvals import PendingApprovals
+
+    if history is None:
+        return pending
+    if isinstance(history, PendingApprovals) and pending is None:
+        return history
+    raise TypeError(
+        "with session=, a resumed turn's history comes from the session: pass only the "
+        "decided pending (agent.resume(pending, session=session))"
     )
 
 

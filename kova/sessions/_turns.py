@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..agent._events import TurnCompleted
+from ..agent._input import coerce_history
 from ..agent._structured import StructuredStream
 
 if TYPE_CHECKING:
@@ -30,12 +31,22 @@ __all__ = ["SessionStream", "SessionStructuredStream"]
 class SessionStream:
     """``async with agent.stream(prompt, session=session) as events``."""
 
-    __slots__ = ("_events", "_gate", "_inner", "_open", "_prompt", "_resume", "_session", "_state")
+    __slots__ = (
+        "_events",
+        "_gate",
+        "_given",
+        "_inner",
+        "_open",
+        "_prompt",
+        "_resume",
+        "_session",
+        "_state",
+    )
 
     def __init__(
         self,
         session: Session,
-        prompt: Sequence[Message],
+        prompt: object,
         open_stream: Callable[
             [tuple[Message, ...], PendingApprovals | None],
             AbstractAsyncContextManager[AsyncIterator[AgentEvent]],
@@ -43,7 +54,8 @@ class SessionStream:
         resume: PendingApprovals | None,
     ) -> None:
         self._session = session
-        self._prompt = tuple(prompt)
+        self._given = prompt
+        self._prompt: tuple[Message, ...] = ()
         self._open = open_stream
         self._resume = resume
         self._gate: _Gate | None = None
@@ -53,6 +65,14 @@ class SessionStream:
 
     async def __aenter__(self) -> AsyncIterator[AgentEvent]:
         session = self._session
+        if self._resume is None:
+            if self._given is None:
+                raise TypeError("agent.stream() needs the prompt (the history after the session's)")
+            self._prompt = coerce_history(self._given)
+        elif self._given is not None:
+            raise TypeError(
+                "with session= and resume=, the history comes from the session: leave it out"
+            )
         gate = session._gate()
         await gate.__aenter__()
         try:
