@@ -17,6 +17,7 @@ EXTRAS = MappingProxyType(
         "web": (),  # nothing left to install: the HTML converter is kova's own
         "otel": ("opentelemetry",),
         "temporal": ("temporalio",),
+        "serve": ("starlette", "hypercorn"),
     }
 )
 """Each extra of ``kova-sdk`` and the top-level modules it provides."""

@@ -367,6 +367,7 @@ PUBLIC: dict[str, tuple[str, ...]] = {
         "observe_mailboxes",
         "uninstrument",
     ),
+    "kova.serve": ("app",),
     "kova.temporal": (
         "AgentWorkflow",
         "PAYLOAD_LIMIT",

@@ -59,8 +59,10 @@ except ImportError as exc:
         ("import kova.web", ("trio_websocket",), "kova.web", "ws"),
         ("import kova.telemetry.otel", ("opentelemetry",), "kova.telemetry.otel", "otel"),
         ("import kova.temporal", ("temporalio",), "kova.temporal", "temporal"),
+        ("import kova.serve", ("starlette",), "kova.serve", "serve"),
+        ("import kova.serve", ("hypercorn",), "kova.serve", "serve"),
     ],
-    ids=["mcp", "mcp_types", "bedrock", "web", "otel", "temporal"],
+    ids=["mcp", "mcp_types", "bedrock", "web", "otel", "temporal", "serve", "serve-hypercorn"],
 )
 def test_importing_a_part_without_its_extra_names_the_extra(
     statement: str, modules: tuple[str, ...], feature: str, extra: str, hook: bool

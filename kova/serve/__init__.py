@@ -1,0 +1,13 @@
+"""Agents served to standard clients (the ``serve`` extra): ``kova.serve.app(agent)`` is an
+ASGI application with OpenAI-compatible routes; ``kova serve`` runs it on Hypercorn's trio
+worker. See ``docs/serve.md``.
+"""
+
+# ruff: noqa: E402 (the extra is checked before the imports that need it)
+from .._extras import require_extra as _require_extra
+
+_require_extra("serve", "kova.serve")
+
+from ._app import app as app
+
+__all__ = ["app"]

@@ -1,0 +1,205 @@
+"""The served app: :func:`app` builds one Starlette application for one or more agents.
+
+Every protocol lives in a module of its own (``_openai``, ...) that adds its routes; this
+module holds what they share: the agents by name, the limits, the lifespan that opens the
+agents, and the check of every request's credentials.
+"""
+
+from __future__ import annotations
+
+import inspect
+import secrets
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from .._log import get_logger
+from ._http import json_body
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+
+    from starlette.applications import Starlette
+    from starlette.requests import HTTPConnection
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from ..agent import Agent
+
+__all__ = ["Served", "app"]
+
+log = get_logger(__name__)
+
+
+class Served:
+    """What the routes share: the agents by name and the limits. Read-only once built."""
+
+    __slots__ = ("agents", "max_body_bytes", "max_prompt_chars")
+
+    def __init__(
+        self, agents: Mapping[str, Agent], *, max_body_bytes: int, max_prompt_chars: int
+    ) -> None:
+        self.agents = agents
+        self.max_body_bytes = max_body_bytes
+        self.max_prompt_chars = max_prompt_chars
+
+
+def _agent_names(agents: tuple[Agent, ...]) -> dict[str, Agent]:
+    from ..agent import Agent
+
+    if not agents:
+        raise ValueError("kova.serve.app() needs at least one agent")
+    named: dict[str, Agent] = {}
+    for agent in agents:
+        if not isinstance(agent, Agent):
+            raise TypeError(f"kova.serve.app() takes agents, not {type(agent).__name__}")
+        name = agent.config.name
+        if name in named:
+            raise ValueError(
+                f"two agents are named {name!r}: give each its own (AgentBuilder().name(...)); "
+                "the name is the model clients ask for"
+            )
+        named[name] = agent
+    return named
+
+
+def app(
+    *agents: Agent,
+    token: str | None = None,
+    authorize: Callable[[HTTPConnection], bool | Awaitable[bool]] | None = None,
+    max_body_bytes: int = 1024 * 1024,
+    max_prompt_chars: int = 200_000,
+) -> Starlette:
+    """An ASGI application serving ``agents`` to standard clients (the ``serve`` extra).
+
+    Routes: ``POST /v1/chat/completions``, ``POST /v1/responses`` and ``GET /v1/models``
+    (OpenAI-compatible; the model name is the agent's name, ``AgentBuilder.name``).
+
+    Serve it with Hypercorn's trio worker (``kova serve`` does), or mount it into your own
+    Starlette/FastAPI app served on trio. The app's lifespan opens the agents not open yet
+    and closes them after; mounted, open them in your app's own lifespan
+    (``async with agent:``).
+
+    Args:
+        agents: the agents to serve, each under its own name.
+        token: a secret every request must present as ``Authorization: Bearer <token>``.
+        authorize: a check of every request (a Starlette ``HTTPConnection``), returning
+            (or awaiting to) ``True`` to let it through; with ``token`` both must pass.
+            With neither, every client is let in: only for loopback and trusted networks.
+        max_body_bytes: the largest request body taken; a larger one gets HTTP 413.
+        max_prompt_chars: the most text one request's messages may hold in all.
+
+    Raises:
+        ValueError: no agents, two agents with one name, a token under 16 characters,
+            or a limit that is not a positive integer.
+        TypeError: something other than an :class:`~kova.agent.Agent` was given.
+    """
+    from starlette.applications import Starlette
+
+    from . import _openai
+
+    named = _agent_names(agents)
+    if token is not None and (not isinstance(token, str) or len(token) < 16):
+        raise ValueError("token must be a string of at least 16 characters")
+    if authorize is not None and not callable(authorize):
+        raise TypeError(f"authorize must be callable, not {type(authorize).__name__}")
+    for name, value in (("max_body_bytes", max_body_bytes), ("max_prompt_chars", max_prompt_chars)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, not {value!r}")
+    served = Served(named, max_body_bytes=max_body_bytes, max_prompt_chars=max_prompt_chars)
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            for agent in named.values():
+                if not agent.is_open:
+                    await stack.enter_async_context(agent)
+            yield
+
+    routes = [*_openai.routes(served)]
+    starlette = Starlette(routes=routes, lifespan=lifespan)
+    starlette.add_middleware(_Guard, token=token, authorize=authorize)
+    starlette.state.kova_served = served
+    return starlette
+
+
+PUBLIC_PATHS = frozenset({"/.well-known/agent-card.json"})
+"""Paths any client may read (the A2A agent card says how to authenticate)."""
+
+
+def refusal(path: str, status: int, message: str) -> tuple[bytes, bytes]:
+    """The body and content type of a refusal in the shape the route's protocol uses."""
+    if path.startswith("/v1/"):
+        code = "invalid_api_key" if status == 401 else "forbidden"
+        body: dict[str, Any] = {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": None,
+                "code": code,
+            }
+        }
+    elif path.startswith(("/mcp", "/a2a")):
+        body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": message}}
+    else:
+        body = {"error": message}
+    return json_body(body), b"application/json"
+
+
+class _Guard:
+    """Checks every HTTP request's credentials before any route sees it."""
+
+    __slots__ = ("_app", "_authorize", "_token")
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        token: str | None,
+        authorize: Callable[[HTTPConnection], bool | Awaitable[bool]] | None,
+    ) -> None:
+        self._app = app
+        self._token = token
+        self._authorize = authorize
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or scope["path"] in PUBLIC_PATHS:
+            await self._app(scope, receive, send)
+            return
+        problem = await self._check(scope)
+        if problem is None:
+            await self._app(scope, receive, send)
+            return
+        status, message = problem
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008, "reason": message})
+            return
+        body, media_type = refusal(scope["path"], status, message)
+        headers = [
+            (b"content-type", media_type),
+            (b"content-length", str(len(body)).encode()),
+            (b"www-authenticate", b"Bearer"),
+        ]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def _check(self, scope: Scope) -> tuple[int, str] | None:
+        from starlette.requests import HTTPConnection
+
+        connection = HTTPConnection(scope)
+        if self._token is not None:
+            given = connection.headers.get("authorization", "")
+            scheme, _, credential = given.partition(" ")
+            if scheme.lower() != "bearer" or not secrets.compare_digest(
+                credential.strip().encode(), self._token.encode()
+            ):
+                return 401, "missing or wrong bearer token (Authorization: Bearer <token>)"
+        if self._authorize is not None:
+            try:
+                verdict = self._authorize(connection)
+                if inspect.isawaitable(verdict):
+                    verdict = await verdict
+            except Exception as exc:  # the host's check failed: refuse, and serve on
+                log.warning("serve.authorize.failed", error=repr(exc))
+                return 403, "the request was not authorized"
+            if verdict is not True:
+                return 403, "the request was not authorized"
+        return None

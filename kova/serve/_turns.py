@@ -1,0 +1,112 @@
+"""What every protocol does with a turn: check the served agent and the prompt, run the turn
+(streamed or not) so that a client going away cancels it, and say what failed in words a
+client can show.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from .._errors import (
+    AgentLoopError,
+    KovaError,
+    ModelNotFound,
+    ProviderAuthError,
+    ProviderError,
+    RateLimited,
+)
+from ._http import BadRequest, json_body
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from starlette.types import Receive, Scope, Send
+
+    from ..agent import Agent
+    from ._app import Served
+
+__all__ = ["PausedTurn", "Watched", "failure", "find_agent"]
+
+
+class PausedTurn(KovaError):
+    """A turn paused for a person's approval on a route that has no way to ask for it."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the turn paused for a person's approval, which this route cannot ask for "
+            "(AG-UI at /agui can)"
+        )
+
+
+def find_agent(served: Served, name: Any, *, what: str = "model") -> Agent:
+    """The served agent called ``name``.
+
+    Raises:
+        BadRequest: 400 when ``name`` is not a string, 404 when no agent has that name.
+    """
+    if not isinstance(name, str) or not name:
+        raise BadRequest(400, f"{what} must be a non-empty string naming a served agent")
+    agent = served.agents.get(name)
+    if agent is None:
+        known = ", ".join(sorted(served.agents))
+        raise BadRequest(
+            404,
+            f"no agent named {name[:200]!r} is served here (served: {known})",
+            code="model_not_found",
+        )
+    if not agent.is_open:
+        raise BadRequest(503, f"the agent {name!r} is not open", code="unavailable")
+    return agent
+
+
+def failure(exc: BaseException) -> tuple[int, str, str]:
+    """A failed turn as (HTTP status, error code, message) for the client."""
+    message = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, PausedTurn):
+        return 409, "approval_required", str(exc)
+    if isinstance(exc, RateLimited):
+        return 429, "rate_limit_exceeded", message
+    if isinstance(exc, (ProviderAuthError, ModelNotFound)):
+        # The server's own provider credentials or model: not the client's fault.
+        return 502, "upstream_error", message
+    if isinstance(exc, ProviderError):
+        return 502, "upstream_error", message
+    if isinstance(exc, AgentLoopError):
+        return 500, "agent_error", message
+    return 500, "server_error", message
+
+
+class Watched:
+    """An ASGI response computed by ``compute`` while the connection is watched: a client
+    that goes away before the answer is ready cancels ``compute`` (and its turn)."""
+
+    __slots__ = ("_compute", "disconnected")
+
+    def __init__(self, compute: Callable[[], Awaitable[tuple[int, Any]]]) -> None:
+        self._compute = compute
+        self.disconnected = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        results: list[tuple[int, Any]] = []
+        async with trio.open_nursery() as nursery:
+
+            async def watch() -> None:
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        self.disconnected = True
+                        nursery.cancel_scope.cancel(reason="the client went away")
+                        return
+
+            nursery.start_soon(watch)
+            results.append(await self._compute())
+            nursery.cancel_scope.cancel()
+        if not results:
+            return  # the client went away
+        status, value = results[0]
+        body = json_body(value)
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})

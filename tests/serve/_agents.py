@@ -1,0 +1,82 @@
+"""Agents for the serve tests: the real OpenAI-compatible provider against kova's fake
+server on loopback, so that what the provider's connection does is seen on the wire."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import psutil
+import trio
+
+from kova import ToolResult
+from kova.agent import AgentBuilder
+from kova.providers.openai import OpenAiCompatibleProvider, OpenAiConfig
+from kova.testing import StreamReply, open_openai_server, reply_text, reply_tool_calls
+from kova.tools import tool
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from kova.agent import Agent
+    from kova.testing import FakeOpenAiServer, ScriptRequest
+
+TOKEN = "serve-test-token-0123456789"
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Current weather for a city.
+
+    Args:
+        city: the city name.
+    """
+    return {"Oslo": "-3°C, snow"}.get(city, "unknown")
+
+
+async def model(request: ScriptRequest) -> Any:
+    """The fake model: ``weather`` calls get_weather then answers with its result; ``hold``
+    streams two pieces and stalls with the connection open; ``slow`` never answers;
+    anything else is echoed."""
+    last = request.messages[-1]
+    results = [b for b in last.content if isinstance(b, ToolResult)]
+    if results:
+        return reply_text(f"It is {results[0].text} in Oslo.")
+    prompt = last.text
+    if prompt == "weather":
+        return reply_tool_calls(("get_weather", {"city": "Oslo"}))
+    if prompt == "slow":
+        await trio.sleep_forever()
+    if prompt == "hold":
+        return StreamReply(response=reply_text("a partial answer that stalls"), hold_after=2)
+    return StreamReply(response=reply_text(f"You said: {prompt}"), chunk_chars=4)
+
+
+@asynccontextmanager
+async def open_agent(name: str = "helper") -> AsyncIterator[tuple[Agent, FakeOpenAiServer]]:
+    async with open_openai_server(model) as fake:
+        provider = OpenAiCompatibleProvider(
+            OpenAiConfig(base_url=fake.base_url, model="m", api_key="k")
+        )
+        agent = AgentBuilder().provider(provider).name(name).tool(get_weather).build()
+        yield agent, fake
+
+
+def open_connections(base_url: str) -> int:
+    """Connections to the server at ``base_url`` this process holds open (the clients' side):
+    a provider connection left behind by a cancelled turn shows here. A socket closed by its
+    owner leaves the process's table at once (TIME_WAIT belongs to the kernel)."""
+    port = int(base_url.rsplit(":", 1)[1])
+    return sum(
+        1 for c in psutil.Process().net_connections(kind="tcp") if c.raddr and c.raddr.port == port
+    )
+
+
+async def released_within(base_url: str, seconds: float) -> float | None:
+    """How long until no connection to ``base_url`` is open (None: not within ``seconds``)."""
+    start = trio.current_time()
+    while trio.current_time() - start < seconds:
+        if open_connections(base_url) == 0:
+            return trio.current_time() - start
+        await trio.sleep(0.002)
+    return None
