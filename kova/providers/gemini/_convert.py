@@ -130,10 +130,13 @@ def finish_reason_to_stop(reason: str | None, *, has_tool_calls: bool) -> StopRe
 # Requests
 
 
+_URLSAFE = str.maketrans("+/", "-_")
+
+
 def _image_part(image: Image) -> dict[str, JSONValue]:
     inline = inline_image(image)
     if inline is not None:
-        return {"inlineData": {"mimeType": inline[0], "data": inline[1]}}
+        return {"inlineData": {"mimeType": inline[0], "data": inline[1].translate(_URLSAFE)}}
     # As google-genai's Part.from_uri: a type not given is guessed from the URL's extension
     # (the API wants one, except for a Files API URI, whose upload has its own).
     media_type = image.media_type
@@ -164,9 +167,10 @@ _AUDIO_TYPES: Mapping[str, str] = {
 
 def _media_part(media_type: str | None, data: str | None, uri: str | None) -> dict[str, JSONValue]:
     """``inlineData`` for bytes, ``fileData`` for a URI: what ``Part.from_bytes`` and
-    ``Part.from_uri`` send."""
+    ``Part.from_uri`` send. google-genai writes bytes as URL-safe base64 (pydantic's bytes
+    serializer); the API's JSON reads both alphabets, and kova sends what the SDK sends."""
     if data is not None:
-        return {"inlineData": {"mimeType": media_type, "data": data}}
+        return {"inlineData": {"mimeType": media_type, "data": data.translate(_URLSAFE)}}
     file_data: dict[str, JSONValue] = {"fileUri": uri}
     if media_type:
         file_data = {"mimeType": media_type, "fileUri": uri}

@@ -52,10 +52,15 @@ class DecodedRequest(Record):
     config: InferenceConfig
 
 
+_STANDARD = str.maketrans("-_", "+/")
+
+
 def _image(part: Mapping[str, JSONValue]) -> Image | Document | Audio | None:
     inline = part.get("inlineData")
     if isinstance(inline, Mapping):
-        return media_block(str(inline.get("mimeType") or ""), data=str(inline.get("data")))
+        # google-genai (and kova) write URL-safe base64; kova's blocks hold the standard one.
+        data = str(inline.get("data")).translate(_STANDARD)
+        return media_block(str(inline.get("mimeType") or ""), data=data)
     file_data = part.get("fileData")
     if isinstance(file_data, Mapping):
         mime = file_data.get("mimeType")

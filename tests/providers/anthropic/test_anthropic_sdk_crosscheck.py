@@ -395,3 +395,83 @@ async def test_thinking_off_is_omitted_as_the_sdk_omits_it() -> None:
     assert "thinking" not in sdk_create.json()
     assert kova_create.json() == sdk_create.json()
     assert kova_count.json() == sdk_count.json()
+
+
+PDF64 = "JVBERi0xLjcKMSAwIG9iaiA8PD4+IGVuZG9iagp0cmFpbGVyIDw8Pj4KJSVFT0YK"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+async def test_documents_and_files_go_as_the_sdks_document_blocks(stream: bool) -> None:
+    history = [
+        m.Message.user(
+            [
+                m.Text(text="What does the contract say about invoice 7?"),
+                m.Document(data=PDF64, title="Invoice 7", citations=True),
+                m.Document(url="https://example.com/contract.pdf"),
+                m.Document.from_text("Payment within 30 days.", title="Terms", citations=True),
+                m.Document(file_id="file_011CNha8iCJcU1wXNR6q4V8w"),
+                m.File("file_022"),
+                m.File("file_033", media_type="image/png"),
+            ]
+        )
+    ]
+    sdk_messages: list[Any] = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "What does the contract say about invoice 7?"},
+                {
+                    "type": "document",
+                    "source": {"type": "base64", "media_type": "application/pdf", "data": PDF64},
+                    "title": "Invoice 7",
+                    "citations": {"enabled": True},
+                },
+                {
+                    "type": "document",
+                    "source": {"type": "url", "url": "https://example.com/contract.pdf"},
+                },
+                {
+                    "type": "document",
+                    "source": {
+                        "type": "text",
+                        "media_type": "text/plain",
+                        "data": "Payment within 30 days.",
+                    },
+                    "title": "Terms",
+                    "citations": {"enabled": True},
+                },
+                {
+                    "type": "document",
+                    "source": {"type": "file", "file_id": "file_011CNha8iCJcU1wXNR6q4V8w"},
+                },
+                {"type": "document", "source": {"type": "file", "file_id": "file_022"}},
+                {"type": "image", "source": {"type": "file", "file_id": "file_033"}},
+            ],
+        }
+    ]
+    ok = m.ModelResponse(content=(m.Text(text="ok"),), stop_reason=m.StopReason.END_TURN)
+    async with open_anthropic_server(Script([ok, ok]), api_key=KEY) as server:
+        provider = kova_provider(server)
+        request = ChatRequest(messages=history, config=m.InferenceConfig(max_tokens=512))
+        async with provider.open():
+            if stream:
+                async with provider.chat_completion_stream(request) as s:
+                    async for _ in s:
+                        pass
+            else:
+                await provider.chat_completion(request)
+        async with sdk_client(server) as client:
+            arguments: dict[str, Any] = {
+                "model": MODEL,
+                "max_tokens": 512,
+                "messages": sdk_messages,
+                "thinking": {"type": "adaptive"},
+                "cache_control": {"type": "ephemeral"},
+            }
+            if stream:
+                async with client.messages.stream(**arguments) as sdk_stream:
+                    await sdk_stream.get_final_message()
+            else:
+                await client.messages.create(**arguments)
+    kova_request, sdk_request = server.messages_requests()
+    assert kova_request.json() == sdk_request.json()

@@ -13,6 +13,9 @@ import pytest
 import trio
 
 from kova import (
+    Audio,
+    Document,
+    File,
     Image,
     InferenceConfig,
     InvalidResponse,
@@ -463,3 +466,108 @@ async def test_invalid_credentials_with_403_are_auth_invalid_as_boto3_names_them
     assert answer["Error"]["Code"] == caught.value.error_type == error_type
     assert answer["ResponseMetadata"]["HTTPStatusCode"] == caught.value.status_code == 403
     assert caught.value.error_class is ProviderErrorClass.AUTH_INVALID
+
+
+PDF = b"%PDF-1.7\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"
+WAV = b"RIFF\x24\x00\x00\x00WAVEfmt "
+DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+MEDIA = [
+    Message.user(
+        [
+            Text(text="What do these say?"),
+            Document(data=PDF, title="Invoice 7", citations=True),
+            Document.from_text("plain notes"),
+            Document(url="s3://bucket/contract.docx", media_type=DOCX),
+            Audio(data=WAV),
+            Audio(url="s3://bucket/call.mp3", format="mp3"),
+            File("s3://bucket/clip.mp4", media_type="video/mp4"),
+            File("s3://bucket/chart.png", media_type="image/png"),
+        ]
+    )
+]
+BOTO3_MEDIA: dict[str, Any] = {
+    "modelId": MODEL,
+    "messages": [
+        {
+            "role": "user",
+            "content": [
+                {"text": "What do these say?"},
+                {
+                    "document": {
+                        "format": "pdf",
+                        "name": "Invoice 7",
+                        "source": {"bytes": PDF},
+                        "citations": {"enabled": True},
+                    }
+                },
+                {
+                    "document": {
+                        "format": "txt",
+                        "name": "document-2",
+                        "source": {"bytes": b"plain notes"},
+                    }
+                },
+                {
+                    "document": {
+                        "format": "docx",
+                        "name": "document-3",
+                        "source": {"s3Location": {"uri": "s3://bucket/contract.docx"}},
+                    }
+                },
+                {"audio": {"format": "wav", "source": {"bytes": WAV}}},
+                {
+                    "audio": {
+                        "format": "mp3",
+                        "source": {"s3Location": {"uri": "s3://bucket/call.mp3"}},
+                    }
+                },
+                {
+                    "video": {
+                        "format": "mp4",
+                        "source": {"s3Location": {"uri": "s3://bucket/clip.mp4"}},
+                    }
+                },
+                {
+                    "image": {
+                        "format": "png",
+                        "source": {"s3Location": {"uri": "s3://bucket/chart.png"}},
+                    }
+                },
+            ],
+        }
+    ],
+    "inferenceConfig": {"maxTokens": 256},
+}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_documents_audio_and_files_go_as_boto3_sends_them(stream: bool) -> None:
+    replies = [ModelResponse(content=(Text(text="ok"),), stop_reason=StopReason.END_TURN)] * 2
+    async with open_bedrock_server(Script(replies)) as server:
+        client = _boto3_client(server)
+
+        def call_boto3() -> None:
+            if stream:
+                list(client.converse_stream(**BOTO3_MEDIA)["stream"])
+            else:
+                client.converse(**BOTO3_MEDIA)
+
+        await _in_thread(call_boto3)
+        provider = BedrockProvider(
+            BedrockConfig(
+                region="us-east-1",
+                model_id=MODEL,
+                endpoint_url=server.base_url,
+                **server.credentials,
+            )
+        )
+        request = ChatRequest.of(MEDIA, config=InferenceConfig(max_tokens=256))
+        async with provider.open():
+            if stream:
+                async with provider.chat_completion_stream(request) as batches:
+                    async for _ in batches:
+                        pass
+            else:
+                await provider.chat_completion(request)
+    boto3_request, kova_request = server.converse_requests()
+    assert kova_request.json() == boto3_request.json()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
 import re
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -23,6 +24,9 @@ import pytest
 import trio
 
 from kova import (
+    Audio,
+    Document,
+    File,
     Image,
     InferenceConfig,
     Message,
@@ -313,7 +317,53 @@ def _image_url_case() -> Case:
     )
 
 
+PDF = b"%PDF-1.7\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"
+WAV = b"RIFF\x24\x00\x00\x00WAVEfmt "
+
+
+def _media_case() -> Case:
+    # Documents, audio and files, inline and by URI, as Part.from_bytes / Part.from_uri.
+    pdf_url = "https://example.com/report.pdf"
+    file_uri = "https://generativelanguage.googleapis.com/v1beta/files/abc123"
+    return (
+        ChatRequest.of(
+            [
+                Message.user(
+                    [
+                        Text(text="Compare these."),
+                        Document(data=PDF, title="Report"),
+                        Document.from_text("plain notes"),
+                        Document(url=pdf_url),
+                        Audio(data=WAV),
+                        Audio(url="gs://bucket/call.mp3", format="mp3"),
+                        File(file_uri, media_type="video/mp4"),
+                        File(file_uri),
+                    ]
+                )
+            ]
+        ),
+        GeminiConfig(model="gemini-fake", api_key="k"),
+        [
+            types.Content(
+                role="user",
+                parts=[
+                    types.Part(text="Compare these."),
+                    types.Part.from_bytes(data=PDF, mime_type="application/pdf"),
+                    types.Part.from_bytes(data=b"plain notes", mime_type="text/plain"),
+                    types.Part.from_uri(file_uri=pdf_url, mime_type="application/pdf"),
+                    types.Part.from_bytes(data=WAV, mime_type="audio/wav"),
+                    types.Part.from_uri(file_uri="gs://bucket/call.mp3", mime_type="audio/mp3"),
+                    types.Part.from_uri(file_uri=file_uri, mime_type="video/mp4"),
+                    types.Part(file_data=types.FileData(file_uri=file_uri)),
+                ],
+            )
+        ],
+        types.GenerateContentConfig(),
+    )
+
+
 CASES: dict[str, Callable[[], Case]] = {
+    "media": _media_case,
     "text": _text_case,
     "sampling": _sampling_case,
     "tools": _tools_case,
@@ -359,7 +409,7 @@ async def test_request_bodies_equal_the_sdks(case: str, stream: bool) -> None:
     assert kova_request.path == sdk_request.path
     assert kova_request.query == sdk_request.query
     kova_body, sdk_body = normalized(kova_request.json()), normalized(sdk_request.json())
-    assert kova_body == sdk_body, (kova_body, sdk_body)
+    assert kova_body == sdk_body, json.dumps([kova_body, sdk_body])
     assert kova_request.headers["x-goog-api-key"] == "k"
 
 

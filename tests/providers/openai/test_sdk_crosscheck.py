@@ -7,6 +7,7 @@ The SDK (3.x, on httpx2 and anyio) runs natively under trio.
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -15,6 +16,9 @@ import openai
 import pytest
 
 from kova import (
+    Audio,
+    Document,
+    File,
     Image,
     InferenceConfig,
     Message,
@@ -431,3 +435,64 @@ async def test_embeddings_report_usage_as_the_sdk_reads_it() -> None:
             )
     assert vectors.usage is not None
     assert vectors.usage.input_tokens == result.usage.prompt_tokens > 0
+
+
+PDF = b"%PDF-1.7\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"
+PDF64 = base64.b64encode(PDF).decode()
+WAV64 = base64.b64encode(b"RIFF\x24\x00\x00\x00WAVEfmt ").decode()
+
+
+async def test_files_and_audio_go_as_the_sdk_documents_them() -> None:
+    """``file`` parts (inline as a data URL with a filename, or by id) and ``input_audio``,
+    as the SDK's ``File`` / ``FileFile`` and ``ChatCompletionContentPartInputAudioParam``."""
+    history = [
+        Message.user(
+            [
+                Text(text="Summarize the invoice and the call."),
+                Document(data=PDF, title="Invoice 7"),
+                Document.from_text("plain notes"),
+                Document(file_id="file-abc"),
+                File("file-def"),
+                Audio(data=WAV64),
+                Audio(data=WAV64, format="mp3"),
+            ]
+        )
+    ]
+    sdk_messages: list[Any] = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Summarize the invoice and the call."},
+                {
+                    "type": "file",
+                    "file": {
+                        "filename": "Invoice 7.pdf",
+                        "file_data": f"data:application/pdf;base64,{PDF64}",
+                    },
+                },
+                {
+                    "type": "file",
+                    "file": {
+                        "filename": "document.txt",
+                        "file_data": "data:text/plain;base64,cGxhaW4gbm90ZXM=",
+                    },
+                },
+                {"type": "file", "file": {"file_id": "file-abc"}},
+                {"type": "file", "file": {"file_id": "file-def"}},
+                {"type": "input_audio", "input_audio": {"data": WAV64, "format": "wav"}},
+                {"type": "input_audio", "input_audio": {"data": WAV64, "format": "mp3"}},
+            ],
+        }
+    ]
+    async with open_openai_server(Script([reply_text("ok"), reply_text("ok")])) as server:
+        provider = provider_for(server)
+        async with provider.open():
+            await provider.chat_completion(
+                ChatRequest(messages=history, config=InferenceConfig(model="gpt-4o-audio"))
+            )
+        async with sdk_client(server) as client:
+            await client.chat.completions.create(model="gpt-4o-audio", messages=sdk_messages)
+    kova_body, sdk_body = (request.json() for request in server.requests)
+    assert isinstance(kova_body, dict)
+    assert isinstance(sdk_body, dict)
+    assert kova_body["messages"] == sdk_body["messages"]

@@ -14,6 +14,8 @@ import openai
 import pytest
 
 from kova import (
+    Document,
+    File,
     Image,
     InferenceConfig,
     Message,
@@ -432,3 +434,51 @@ async def test_the_official_sdk_raises_on_the_nested_error_event_kova_classifies
                     pass
     assert isinstance(info.value.body, dict)
     assert info.value.body["code"] == "rate_limit_exceeded"
+
+
+PDF64 = "JVBERi0xLjcKMSAwIG9iaiA8PD4+IGVuZG9iagp0cmFpbGVyIDw8Pj4KJSVFT0YK"
+
+
+@sdk_stream_warnings
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+async def test_documents_and_files_go_as_input_file_parts(stream: bool) -> None:
+    history = [
+        Message.user(
+            [
+                Text(text="Compare them."),
+                Document(data=PDF64, title="Invoice 7"),
+                Document(url="https://example.com/letter.pdf"),
+                Document(file_id="file-abc"),
+                File("file-def"),
+                File("file-img", media_type="image/png"),
+            ]
+        )
+    ]
+    sdk_params: dict[str, Any] = {
+        "model": "gpt-5.4",
+        "input": [
+            {"type": "message", "role": "user", "content": [
+                {"type": "input_text", "text": "Compare them."},
+                {"type": "input_file", "filename": "Invoice 7.pdf",
+                 "file_data": f"data:application/pdf;base64,{PDF64}"},
+                {"type": "input_file", "file_url": "https://example.com/letter.pdf"},
+                {"type": "input_file", "file_id": "file-abc"},
+                {"type": "input_file", "file_id": "file-def"},
+                {"type": "input_image", "file_id": "file-img", "detail": "auto"},
+            ]},
+        ],
+        "reasoning": {"effort": "low", "summary": "auto"},
+        "max_output_tokens": 64,
+        **STATELESS,
+    }  # fmt: skip
+    reply = reply_text("ok")
+    async with open_responses_server([reply, reply]) as server:
+        request = ChatRequest(
+            messages=history, config=InferenceConfig(model="gpt-5.4", max_tokens=64)
+        )
+        await _kova_send(server, request, stream=stream)
+        async with sdk_client(server) as client:
+            await _sdk_send(client, sdk_params, stream=stream)
+    kova_request, sdk_request = server.requests
+    assert_same_body(kova_request.json(), sdk_request.json())
+    assert server.script.requests[0].messages == server.script.requests[1].messages
