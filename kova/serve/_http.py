@@ -33,6 +33,11 @@ class BadRequest(Exception):
         self.code = code
 
 
+_DRAIN_BYTES = 8 * 1024 * 1024
+"""How much of a refused body is read and dropped before answering 413: a client still
+sending when the connection closes would get a reset instead of the answer."""
+
+
 async def read_json(request: Request, *, limit: int) -> Any:
     """The request's body as JSON (``Any``: untrusted client data, checked by the caller).
 
@@ -40,27 +45,37 @@ async def read_json(request: Request, *, limit: int) -> Any:
         BadRequest: 413 for a body over ``limit`` bytes (told by its ``content-length`` or
             counted as it arrives), 400 for a body that is not JSON.
     """
+    too_large = BadRequest(
+        413, f"the request body is over the {limit}-byte limit", code="body_too_large"
+    )
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.isdigit():
             raise BadRequest(400, "the content-length header is not a number")
         if int(declared) > limit:
-            raise BadRequest(
-                413, f"the request body is over the {limit}-byte limit", code="body_too_large"
-            )
+            if int(declared) <= limit + _DRAIN_BYTES:
+                await _drain(request, limit + _DRAIN_BYTES)
+            raise too_large
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > limit:
-            raise BadRequest(
-                413, f"the request body is over the {limit}-byte limit", code="body_too_large"
-            )
+            await _drain(request, limit + _DRAIN_BYTES - len(body))
+            raise too_large
     if not body:
         raise BadRequest(400, "the request has no body: send a JSON object")
     try:
         return json.loads(body)
     except (ValueError, RecursionError) as exc:
         raise BadRequest(400, f"the request body is not valid JSON: {exc}") from None
+
+
+async def _drain(request: Request, budget: int) -> None:
+    """Read and drop up to ``budget`` more bytes of the body (then stop reading)."""
+    async for chunk in request.stream():
+        budget -= len(chunk)
+        if budget < 0:
+            return
 
 
 def json_body(value: Any) -> bytes:

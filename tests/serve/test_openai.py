@@ -310,3 +310,20 @@ async def test_a_client_leaving_a_non_streamed_request_frees_the_turn() -> None:
             await stream.aclose()
             assert await released_within(fake.base_url, 1.0) is not None
     assert len(fake.chat_requests()) == 20
+
+
+async def test_a_chunked_body_over_the_limit_is_counted_and_refused() -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b'{"model": "helper", "messages": [{"role": "user", "content": "'
+        for _ in range(100):
+            yield b"x" * 1024
+
+    async with (
+        open_agent() as (agent, fake),
+        serving(kova.serve.app(agent, token=TOKEN, max_body_bytes=16 * 1024)) as url,
+        httpx2.AsyncClient(headers={"authorization": f"Bearer {TOKEN}"}) as client,
+    ):
+        reply = await client.post(url + "/v1/chat/completions", content=chunks())
+    assert reply.status_code == 413
+    assert reply.json()["error"]["code"] == "body_too_large"
+    assert fake.chat_requests() == []
