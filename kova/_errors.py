@@ -15,12 +15,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import datetime
     from collections.abc import Callable
+    from decimal import Decimal
 
 __all__ = [
     "ActorError",
     "ActorFailed",
     "AgentLoopError",
     "ApprovalMismatchError",
+    "BudgetExceeded",
     "BuildError",
     "ContextBudgetExceededError",
     "InvalidRequest",
@@ -439,15 +441,19 @@ class UsageLimitExceeded(AgentLoopError):
     """A turn reached one of its :class:`~kova.agent.UsageLimits`. Like every failed turn it
     produced no messages."""
 
-    def __init__(self, limit: str, value: int, figure: int, *, sent: bool) -> None:
+    def __init__(
+        self, limit: str, value: int | Decimal, figure: int | Decimal, *, sent: bool
+    ) -> None:
         self.limit = limit
-        """Which limit: ``requests``, ``tool_calls``, ``input_tokens``, ``output_tokens`` or
-        ``total_tokens``."""
+        """Which limit: ``requests``, ``tool_calls``, ``input_tokens``, ``output_tokens``,
+        ``total_tokens`` or ``cost`` (then ``value`` and ``figure`` are ``Decimal`` USD)."""
         self.value = value
         """The limit's value."""
         self.figure = figure
         """The turn's figure that went over it."""
-        if not sent and limit == "requests":
+        if limit == "cost":
+            what = f"the turn has spent ${figure}"
+        elif not sent and limit == "requests":
             what = f"model call {figure} was not sent"
         elif not sent and limit == "tool_calls":
             what = f"the tool step that would make {figure} tool calls was not started"
@@ -456,6 +462,26 @@ class UsageLimitExceeded(AgentLoopError):
         else:
             what = f"the turn has used {figure} {limit.replace('_', ' ')}"
         super().__init__(f"usage limit {limit}={value} exceeded: {what}")
+
+
+class BudgetExceeded(AgentLoopError):
+    """A model call's worst case did not fit in what a shared :class:`~kova.agent.Budget` had
+    left: the call was not sent (the turn fails and, like every failed turn, produces no
+    messages)."""
+
+    def __init__(self, budget: object, needed: Decimal, left: Decimal) -> None:
+        self.budget = budget
+        """The :class:`~kova.agent.Budget` that refused the call."""
+        self.needed = needed
+        """What the call could cost at most (USD): its counted input at the dearest input
+        price plus ``max_tokens`` at the dearest output price."""
+        self.left = left
+        """What the budget had left (USD) when it refused: its amount less what was spent
+        (in its window) and what other calls in flight hold."""
+        super().__init__(
+            f"budget exceeded: the model call could cost up to ${needed} and {budget!r} has "
+            f"${left} left; it was not sent"
+        )
 
 
 class ApprovalMismatchError(KovaError):

@@ -4,6 +4,7 @@ models a provider offers."""
 from __future__ import annotations
 
 import enum
+from decimal import Decimal
 from typing import TYPE_CHECKING, ClassVar
 
 from ._messages import ContentBlock, HasContent
@@ -51,8 +52,8 @@ StopReason.MAX_TOKENS = StopReason(kind=StopKind.MAX_TOKENS)
 StopReason.STOP_SEQUENCE = StopReason(kind=StopKind.STOP_SEQUENCE)
 
 
-class Usage(Record):
-    """Token counts of one call, or summed over several with ``+``."""
+class Usage(Record, eq_exclude=("cost",)):
+    """Token counts of one call, or summed over several with ``+``, and what they cost."""
 
     input_tokens: int
     """Prompt tokens, including any served from or written to the cache."""
@@ -65,6 +66,15 @@ class Usage(Record):
     """Prompt tokens written to the provider's prompt cache."""
     reasoning_tokens: int
     """Output tokens spent on reasoning, where the provider reports them."""
+    input_audio_tokens: int
+    """Prompt tokens that were audio, where the provider reports them."""
+    output_audio_tokens: int
+    """Output tokens that were audio, where the provider reports them."""
+    cost: Decimal | None
+    """What the calls cost, in USD (see docs/cost.md); ``None`` when a call's model has no
+    known price. Set by the agent from its prices, not by providers. A sum has a cost only
+    if every part with tokens has one. Not part of equality: two usages with the same
+    counts are equal whatever they were priced at."""
 
     def __init__(
         self,
@@ -75,6 +85,9 @@ class Usage(Record):
         cache_read_tokens: int = 0,
         cache_creation_tokens: int = 0,
         reasoning_tokens: int = 0,
+        input_audio_tokens: int = 0,
+        output_audio_tokens: int = 0,
+        cost: Decimal | None = None,
     ) -> None:
         set_field(self, "input_tokens", input_tokens)
         set_field(self, "output_tokens", output_tokens)
@@ -86,10 +99,26 @@ class Usage(Record):
         set_field(self, "cache_read_tokens", cache_read_tokens)
         set_field(self, "cache_creation_tokens", cache_creation_tokens)
         set_field(self, "reasoning_tokens", reasoning_tokens)
+        set_field(self, "input_audio_tokens", input_audio_tokens)
+        set_field(self, "output_audio_tokens", output_audio_tokens)
+        if cost is not None and type(cost) is not Decimal:
+            raise TypeError(f"Usage.cost must be a decimal.Decimal or None, got {cost!r}")
+        set_field(self, "cost", cost)
 
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
+        cost = self.cost
+        other_cost = other.cost
+        if cost is None:
+            # Nothing with no tokens costs nothing (the empty usage a sum starts from).
+            if self.total_tokens or self.input_tokens or self.output_tokens:
+                other_cost = None
+            cost = other_cost
+        elif other_cost is not None:
+            cost = cost + other_cost
+        elif other.total_tokens or other.input_tokens or other.output_tokens:
+            cost = None
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
@@ -97,6 +126,9 @@ class Usage(Record):
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_creation_tokens=self.cache_creation_tokens + other.cache_creation_tokens,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            input_audio_tokens=self.input_audio_tokens + other.input_audio_tokens,
+            output_audio_tokens=self.output_audio_tokens + other.output_audio_tokens,
+            cost=cost,
         )
 
 

@@ -27,7 +27,8 @@ The tree (the one copy of it; docs/errors.md says what to catch for what)::
     ├── AgentLoopError
     │   ├── MaxIterationsError        still calling tools after max_iterations
     │   ├── ContextBudgetExceededError
-    │   └── UsageLimitExceeded        a UsageLimits cap was reached (.limit, .value, .figure)
+    │   ├── UsageLimitExceeded        a UsageLimits cap was reached (.limit, .value, .figure)
+    │   └── BudgetExceeded            a shared Budget cannot hold a call (.budget .needed .left)
     ├── ApprovalMismatchError         a resume's history or decisions do not fit the paused turn
     ├── StructuredOutputError         the answer did not validate, after every output retry
     ├── TurnCancelled                 a CancelToken cancelled the turn (trio.Cancelled stays itself)
@@ -66,6 +67,7 @@ from ._errors import ActorError as ActorError
 from ._errors import ActorFailed as ActorFailed
 from ._errors import AgentLoopError as AgentLoopError
 from ._errors import ApprovalMismatchError as ApprovalMismatchError
+from ._errors import BudgetExceeded as BudgetExceeded
 from ._errors import BuildError as BuildError
 from ._errors import ContextBudgetExceededError as ContextBudgetExceededError
 from ._errors import InvalidRequest as InvalidRequest
@@ -106,6 +108,7 @@ __all__ = [
     "ActorFailed",
     "AgentLoopError",
     "ApprovalMismatchError",
+    "BudgetExceeded",
     "BuildError",
     "ContextBudgetExceededError",
     "DuplicateToolError",

@@ -90,7 +90,8 @@ def test_repr_names_every_field_in_order() -> None:
     assert repr(Text(text="hi")) == "Text(text='hi', provider_metadata=None)"
     assert repr(Usage(input_tokens=1, output_tokens=2)) == (
         "Usage(input_tokens=1, output_tokens=2, total_tokens=3, cache_read_tokens=0, "
-        "cache_creation_tokens=0, reasoning_tokens=0)"
+        "cache_creation_tokens=0, reasoning_tokens=0, input_audio_tokens=0, "
+        "output_audio_tokens=0, cost=None)"
     )
 
 

@@ -1,5 +1,6 @@
 """The agent: AgentBuilder, Agent, streamed events, retries, cancellation, and the turn core
-(Turn and its steps) with deferred approvals and usage limits.
+(Turn and its steps) with deferred approvals and usage limits, and what calls cost (Prices,
+Budget).
 
 Every event class ``agent.stream()`` yields is importable from here (``TextDelta`` and
 ``ThinkingDelta`` are the provider's own classes, also in :mod:`kova`).
@@ -13,9 +14,11 @@ from ._approvals import ApprovalDecision as ApprovalDecision
 from ._approvals import Deferred as Deferred
 from ._approvals import PendingApprovals as PendingApprovals
 from ._approvals import PendingCall as PendingCall
+from ._budget import Budget as Budget
 from ._builder import AgentBuilder as AgentBuilder
 from ._cancel import CancelToken as CancelToken
 from ._config import AgentConfig as AgentConfig
+from ._cost import Prices as Prices
 from ._events import AgentEvent as AgentEvent
 from ._events import AgentResponse as AgentResponse
 from ._events import ToolCallDeferred as ToolCallDeferred
@@ -47,6 +50,7 @@ __all__ = [
     "ApprovalDecision",
     "ApprovalHandler",
     "AwaitApproval",
+    "Budget",
     "CallModel",
     "CancelToken",
     "DEFER",
@@ -56,6 +60,7 @@ __all__ = [
     "LifecycleSubscriber",
     "PendingApprovals",
     "PendingCall",
+    "Prices",
     "ProviderRef",
     "RetryConfig",
     "RunTools",

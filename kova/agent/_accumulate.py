@@ -97,6 +97,8 @@ def merge_usage(current: Usage | None, update: Usage) -> Usage:
         cache_read_tokens=max(current.cache_read_tokens, update.cache_read_tokens),
         cache_creation_tokens=max(current.cache_creation_tokens, update.cache_creation_tokens),
         reasoning_tokens=max(current.reasoning_tokens, update.reasoning_tokens),
+        input_audio_tokens=max(current.input_audio_tokens, update.input_audio_tokens),
+        output_audio_tokens=max(current.output_audio_tokens, update.output_audio_tokens),
     )
 
 

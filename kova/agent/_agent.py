@@ -32,8 +32,10 @@ from .._models import InferenceConfig, Message, ResponseFormat, TextDelta, Think
 from .._observe import Deliver, TelemetryHub, TurnFinished, TurnStarted, current_scope
 from ..tools._validate import load_validation
 from ._accumulate import ResponseAccumulator
+from ._budget import Meter
 from ._cancel import guarded
 from ._config import DEFAULT_NAME
+from ._cost import Pricer, load_sheet
 from ._events import AgentEvent, AgentResponse, ToolCallFinished, ToolCallStarted, TurnCompleted
 from ._input import HistoryInput, check_call_options, coerce_history
 from ._limits import UsageLimits
@@ -46,6 +48,7 @@ from ._turn import AwaitApproval, CallModel, Finished, RunTools, Turn, new_turn_
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
     from contextlib import AbstractAsyncContextManager
+    from decimal import Decimal
     from types import TracebackType
 
     from .._models import StreamEvent, ToolResult, ToolUse
@@ -85,6 +88,8 @@ class Agent:
         self._provider: ProviderRef | None = None
         self._telemetry = config.telemetry if config.telemetry is not None else TelemetryHub()
         self._model = config.inference.model or _default_model(config.provider)
+        # Prices each model call (and reserves it against the budget, with one).
+        self._meter = Meter(Pricer(config.prices, config.provider), config.budget, config.provider)
         # The metrics collector is a subscriber of this agent's turns only (a shared hub
         # may serve other agents, with collectors of their own).
         self._own_subscribers: tuple[Deliver, ...] = ()
@@ -170,6 +175,8 @@ class Agent:
             if len(config.registry):
                 # The first tool call would otherwise import jsonschema on the event loop.
                 await trio.to_thread.run_sync(load_validation, abandon_on_cancel=True)
+            if self._meter.pricer.needs_sheet():  # likewise the price sheet (~150 ms)
+                await trio.to_thread.run_sync(load_sheet, abandon_on_cancel=True)
             if config.runtime is not None:
                 pool = self._pool
                 stack.push_async_callback(lambda: runtime.stop(pool))
@@ -858,6 +865,8 @@ class Agent:
                 )
             )
         finished = False
+        meter = self._meter
+        held: Decimal | None = None  # a call's reservation against the budget
         # The turns enclosing this one (an agent used as a tool), innermost first.
         outer = site.nest.turns if site is not None else ()
         # This agent's key in their usage_by_agent: its name, or its tool's if left unnamed.
@@ -883,14 +892,17 @@ class Agent:
                         continue
                     for enclosing in outer:
                         enclosing._inner_request()
+                    held = meter.reserve(chat, model)  # BudgetExceeded: nothing is sent
                     call = (
-                        None if emitter is None else ModelCall(emitter, provider, inference, model)
+                        None
+                        if emitter is None
+                        else ModelCall(emitter, provider, inference, model, meter.pricer)
                     )
                     if not streamed:
                         if call is None:
                             # The history was checked at the boundary and every message added
                             # since is kova's own: no second check of the whole history per call.
-                            response = await provider._complete_checked(chat)
+                            response = meter.priced(await provider._complete_checked(chat), model)
                         else:
                             response = await call.complete(chat, streamed=False)
                     else:
@@ -914,13 +926,16 @@ class Agent:
                                         batch = await rest()
                                     except StopAsyncIteration:
                                         break
-                                response = accumulator.finish()
+                                response = meter.priced(accumulator.finish(), model)
                         except BaseException as exc:
                             if call is not None:
                                 call.failed(exc)
                             raise
                         if call is not None:
                             call.finished(response)
+                    if held is not None:
+                        meter.settle(held, response)
+                        held = None
                     turn.model_replied(response)
                     for enclosing in outer:
                         enclosing._inner_replied(usage_key, response.usage)
@@ -1021,6 +1036,8 @@ class Agent:
                     return
                 step = turn.next_step()
         except BaseException as exc:
+            if held is not None:
+                meter.release(held, exc)
             if emitter is not None and not finished:
                 outcome, error_type = outcome_of(exc)
                 emitter.emit(

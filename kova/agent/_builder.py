@@ -23,12 +23,15 @@ from ._tool_search import SEARCH_TOOLS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from decimal import Decimal
     from typing import Self
 
     from ..actors import Runtime
     from ..mcp import McpClient, McpTool, ToolFilter
     from ..telemetry import MetricsCollector
     from ..tools import Tool, ToolRegistry
+    from ._budget import Budget
+    from ._cost import Prices
     from ._tool_pool import ApprovalFunction, DeferPredicate
 
 __all__ = ["AgentBuilder"]
@@ -113,6 +116,8 @@ class AgentBuilder:
         self._usage_limits: UsageLimits | None = None
         self._defer: DeferPredicate | None = None
         self._tool_search_limit = 5
+        self._prices: Prices | None = None
+        self._budget: Budget | None = None
 
     def provider(self, provider: Provider, *, max_in_flight: int | None = None) -> Self:
         """The model provider (required): a provider, or a ``ProviderRef`` already running on
@@ -321,6 +326,7 @@ class AgentBuilder:
         output_tokens: int | None = None,
         total_tokens: int | None = None,
         count_tokens_before_request: bool = False,
+        cost: Decimal | None = None,
     ) -> Self:
         """Usage limits for every turn: a :class:`UsageLimits`, or its fields as keywords
         (``.usage_limits(requests=5, total_tokens=20_000)``). ``run(..., limits=...)``
@@ -335,6 +341,7 @@ class AgentBuilder:
                     output_tokens=output_tokens,
                     total_tokens=total_tokens,
                     count_tokens_before_request=count_tokens_before_request,
+                    cost=cost,
                 )
             except (TypeError, ValueError) as exc:
                 raise BuildError(str(exc)) from exc
@@ -343,12 +350,31 @@ class AgentBuilder:
         elif (
             any(
                 value is not None
-                for value in (requests, tool_calls, input_tokens, output_tokens, total_tokens)
+                for value in (requests, tool_calls, input_tokens, output_tokens, total_tokens, cost)
             )
             or count_tokens_before_request
         ):
             raise BuildError("usage_limits takes a UsageLimits or keywords, not both")
         self._usage_limits = limits
+        return self
+
+    def prices(self, prices: Prices) -> Self:
+        """Prices of the caller's own models and gateways (a :class:`~kova.agent.Prices`),
+        used before the ``genai-prices`` sheet to price every model call (docs/cost.md)."""
+        from ._cost import Prices
+
+        _instance("prices", prices, Prices, "kova.agent.Prices")
+        self._prices = prices
+        return self
+
+    def budget(self, budget: Budget) -> Self:
+        """A :class:`~kova.agent.Budget` in money, shared with any other agents given it:
+        each model call reserves its worst case first and is refused
+        (:class:`~kova.errors.BudgetExceeded`) if that does not fit (docs/cost.md)."""
+        from ._budget import Budget
+
+        _instance("budget", budget, Budget, "kova.agent.Budget")
+        self._budget = budget
         return self
 
     def lifecycle_hook(self, hook: LifecycleHook) -> Self:
@@ -466,5 +492,7 @@ class AgentBuilder:
                 usage_limits=self._usage_limits,
                 defer=self._defer,
                 tool_search_limit=self._tool_search_limit,
+                prices=self._prices,
+                budget=self._budget,
             )
         )

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from ..providers import Provider
     from ..telemetry import MetricsCollector
     from ..tools import ToolRegistry
+    from ._budget import Budget
+    from ._cost import Prices
     from ._lifecycle import LifecycleHook
     from ._limits import UsageLimits
     from ._tool_pool import ApprovalFunction, ApprovalHandler, DeferPredicate
@@ -74,6 +76,10 @@ class AgentConfig(Record):
     tool_search_limit: int
     """How many deferred tools one ``search_tools`` call loads when the model does not say
     (``AgentBuilder.tool_search``; docs/tools.md, "Many tools")."""
+    prices: Prices | None
+    """The caller's own prices, before the ``genai-prices`` sheet (docs/cost.md)."""
+    budget: Budget | None
+    """A budget in money the agent's model calls reserve and spend (shared with others)."""
 
     def __init__(
         self,
@@ -97,6 +103,8 @@ class AgentConfig(Record):
         usage_limits: UsageLimits | None = None,
         defer: DeferPredicate | None = None,
         tool_search_limit: int = 5,
+        prices: Prices | None = None,
+        budget: Budget | None = None,
     ) -> None:
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise BuildError(f"system_prompt must be a str, got {type(system_prompt).__name__}")
@@ -127,3 +135,13 @@ class AgentConfig(Record):
         set_field(self, "usage_limits", usage_limits)
         set_field(self, "defer", defer)
         set_field(self, "tool_search_limit", _positive("tool_search_limit", tool_search_limit))
+        if prices is not None or budget is not None:
+            from ._budget import Budget
+            from ._cost import Prices
+
+            if prices is not None and not isinstance(prices, Prices):
+                raise BuildError(f"prices must be a kova.agent.Prices, got {type(prices).__name__}")
+            if budget is not None and not isinstance(budget, Budget):
+                raise BuildError(f"budget must be a kova.agent.Budget, got {type(budget).__name__}")
+        set_field(self, "prices", prices)
+        set_field(self, "budget", budget)

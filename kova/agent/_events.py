@@ -27,6 +27,7 @@ from .._record import Record
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from decimal import Decimal
 
     from ._approvals import PendingApprovals
 
@@ -67,6 +68,13 @@ class AgentResponse(Record):
     """``usage`` by agent name (``AgentBuilder.name``): this agent's own calls and those of
     the agents its tools ran (``agent.as_tool()``), at every depth; an inner agent left with
     the default name counts under the name of the tool that ran it."""
+
+    @property
+    def cost(self) -> Decimal | None:
+        """What the turn cost in USD (``usage.cost``): every model call of it, those of agents
+        its tools ran included; ``None`` if a call's model has no known price (docs/cost.md).
+        """
+        return self.usage.cost
 
 
 class ToolCallStarted(Record):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING
 
 from .._errors import UsageLimitExceeded
-from .._record import Record
+from .._record import Record, set_field
 
 if TYPE_CHECKING:
     from .._responses import Usage
@@ -20,7 +22,7 @@ class UsageLimits(Record):
 
     A model call or a tool step that would go over ``requests`` or ``tool_calls`` is not
     started; a response that takes the turn's summed tokens over ``input_tokens``,
-    ``output_tokens`` or ``total_tokens`` ends it. Either raises
+    ``output_tokens`` or ``total_tokens``, or its cost over ``cost``, ends it. Either raises
     :class:`~kova.errors.UsageLimitExceeded`, and the turn produces no messages. A figure
     exactly at its limit is allowed.
 
@@ -38,6 +40,10 @@ class UsageLimits(Record):
     """Output tokens summed over the turn's model calls."""
     total_tokens: int | None = None
     """Total tokens summed over the turn's model calls."""
+    cost: Decimal | None = None
+    """USD summed over the turn's model calls (those of agents its tools run included), as
+    priced by the agent (docs/cost.md); a turn whose cost is unknown is not stopped by it.
+    Given as a ``Decimal``, ``int``, numeric ``str`` or ``float``; stored as a ``Decimal``."""
     count_tokens_before_request: bool = False
     """With ``input_tokens`` set, count each request's input tokens before sending it (the
     provider's exact counter where it has one: Anthropic, Gemini, Bedrock; the offline
@@ -52,6 +58,21 @@ class UsageLimits(Record):
                 raise TypeError(f"UsageLimits.{name} must be an int or None, got {value!r}")
             if value < 0:
                 raise ValueError(f"UsageLimits.{name} must be at least 0, got {value}")
+        cost: object = self.cost
+        if cost is not None:
+            if isinstance(cost, bool) or not isinstance(cost, Decimal | int | str | float):
+                raise TypeError(f"UsageLimits.cost must be a number of USD or None, got {cost!r}")
+            if isinstance(cost, float):
+                if not math.isfinite(cost):
+                    raise ValueError(f"UsageLimits.cost must be finite, got {cost!r}")
+                cost = repr(cost)
+            try:
+                cost = Decimal(cost)
+            except InvalidOperation:
+                raise ValueError(f"UsageLimits.cost must be a number, got {cost!r}") from None
+            if not cost.is_finite() or cost < 0:
+                raise ValueError(f"UsageLimits.cost must be at least 0, got {cost}")
+            set_field(self, "cost", cost)
         if not isinstance(self.count_tokens_before_request, bool):
             raise TypeError(
                 "UsageLimits.count_tokens_before_request must be a bool, got "
@@ -90,3 +111,6 @@ class UsageLimits(Record):
             figure = getattr(usage, name)
             if limit is not None and figure > limit:
                 raise UsageLimitExceeded(name, limit, figure, sent=True)
+        cost = self.cost
+        if cost is not None and usage.cost is not None and usage.cost > cost:
+            raise UsageLimitExceeded("cost", cost, usage.cost, sent=True)

@@ -25,6 +25,7 @@ from .._observe import (
 if TYPE_CHECKING:
     from .._models import ChatRequest, InferenceConfig, ModelResponse
     from .._observe import Outcome, TurnEmitter
+    from ._cost import Pricer
     from ._provider_ref import ProviderRef
 
 __all__ = ["ModelCall", "outcome_of"]
@@ -33,7 +34,15 @@ __all__ = ["ModelCall", "outcome_of"]
 class ModelCall:
     """One observed provider call: its span id, start time and events."""
 
-    __slots__ = ("_emitter", "_inference", "_model", "_provider", "_started", "span_id")
+    __slots__ = (
+        "_emitter",
+        "_inference",
+        "_model",
+        "_pricer",
+        "_provider",
+        "_started",
+        "span_id",
+    )
 
     def __init__(
         self,
@@ -41,7 +50,9 @@ class ModelCall:
         provider: ProviderRef,
         inference: InferenceConfig,
         model: str | None,
+        pricer: Pricer | None = None,
     ) -> None:
+        self._pricer = pricer
         self._emitter = emitter
         self._provider = provider
         self._inference = inference
@@ -78,6 +89,8 @@ class ModelCall:
         except BaseException as exc:
             self.failed(exc)
             raise
+        if self._pricer is not None:  # the event carries the call's cost
+            response = self._pricer.priced(response, self._model)
         self.finished(response)
         return response
 

@@ -13,6 +13,8 @@ from .._requests import InferenceConfig, ResponseFormat, ToolAnnotations, ToolDe
 from .._responses import StopKind, StopReason, Usage
 
 if TYPE_CHECKING:
+    from decimal import Decimal
+
     from .._messages import JSONValue
     from ._limits import UsageLimits
 
@@ -85,14 +87,38 @@ def load_document(data: object, kind: str, version: int, what: str) -> Mapping[s
     return data
 
 
+_USAGE_COUNTS = tuple(name for name in Usage.__record_fields__ if name != "cost")
+_AUDIO = ("input_audio_tokens", "output_audio_tokens")
+"""Counts added with costs: a usage stored before them has none (0)."""
+
+
 def usage_to_json(usage: Usage) -> dict[str, JSONValue]:
-    return {name: getattr(usage, name) for name in usage.__record_fields__}
+    data: dict[str, JSONValue] = {name: getattr(usage, name) for name in _USAGE_COUNTS}
+    cost = usage.cost
+    if cost is not None:
+        data["cost"] = str(cost)  # exact: a float would round it
+    return data
 
 
 def usage_from_json(data: object) -> Usage:
     if not isinstance(data, Mapping):
         raise SerializationError("stored usage must be a JSON object")
-    return Usage(**{name: field(data, name, int) for name in Usage.__record_fields__})
+    counts = {
+        name: 0 if name in _AUDIO and name not in data else field(data, name, int)
+        for name in _USAGE_COUNTS
+    }
+    cost = _optional(data, "cost", str)
+    if cost is None:
+        return Usage(**counts)  # type: ignore[arg-type]  # every field but cost is an int
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        value = Decimal(cost)
+    except InvalidOperation:
+        raise SerializationError(f"stored usage cost must be a decimal, got {cost!r:.60}") from None
+    if not value.is_finite() or value < 0:
+        raise SerializationError(f"stored usage cost must be at least 0, got {cost!r:.60}")
+    return Usage(**counts, cost=value)
 
 
 def annotations_to_json(annotations: ToolAnnotations) -> dict[str, JSONValue]:
@@ -193,7 +219,12 @@ def config_from_json(data: object) -> InferenceConfig:
 
 
 def limits_to_json(limits: UsageLimits) -> dict[str, JSONValue]:
-    return {name: getattr(limits, name) for name in limits.__record_fields__}
+    data: dict[str, JSONValue] = {
+        name: getattr(limits, name) for name in limits.__record_fields__ if name != "cost"
+    }
+    if limits.cost is not None:
+        data["cost"] = str(limits.cost)  # exact
+    return data
 
 
 def limits_from_json(data: object) -> UsageLimits:
@@ -209,9 +240,21 @@ def limits_from_json(data: object) -> UsageLimits:
             output_tokens=_optional(data, "output_tokens", int),
             total_tokens=_optional(data, "total_tokens", int),
             count_tokens_before_request=field(data, "count_tokens_before_request", bool),
+            cost=_decimal_or_none(_optional(data, "cost", str)),
         )
-    except ValueError as exc:
+    except (TypeError, ValueError) as exc:
         raise SerializationError(f"invalid stored usage limits: {exc}") from exc
+
+
+def _decimal_or_none(text: str | None) -> Decimal | None:
+    from decimal import Decimal, InvalidOperation
+
+    if text is None:
+        return None
+    try:
+        return Decimal(text)
+    except InvalidOperation:
+        raise SerializationError(f"a stored cost must be a decimal, got {text!r:.60}") from None
 
 
 def result_to_json(result: ToolResult) -> dict[str, JSONValue]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from .._models import Usage
@@ -214,6 +215,10 @@ class MetricsSnapshot(Record):
     cache_read_tokens: int = 0
     cache_creation_tokens: int = 0
     reasoning_tokens: int = 0
+    cost: Decimal = Decimal(0)
+    """USD of the provider calls that had a known price (docs/cost.md)."""
+    unpriced_llm_request_count: int = 0
+    """Provider calls that reported tokens but had no known price (not in ``cost``)."""
     tool_success_count: int = 0
     tool_error_count: int = 0
     tool_denied_count: int = 0
@@ -239,11 +244,13 @@ class Metrics:
     """
 
     __slots__ = (
+        "_cost",
         "_llm_errors",
         "_llm_latency",
         "_llm_requests",
         "_tool_duration",
         "_tools",
+        "_unpriced",
         "_usage",
     )
 
@@ -258,6 +265,8 @@ class Metrics:
         self._llm_requests = 0
         self._llm_errors = 0
         self._usage = Usage()
+        self._cost = Decimal(0)
+        self._unpriced = 0
         self._tools: dict[ToolOutcome, int] = dict.fromkeys(ToolOutcome, 0)
 
     def record_llm_request(self, latency_ms: float, usage: Usage | None = None) -> None:
@@ -270,6 +279,11 @@ class Metrics:
         self._llm_requests += 1
         if usage is not None:
             self._usage = self._usage + usage
+            cost = usage.cost
+            if cost is not None:
+                self._cost += cost
+            elif usage.total_tokens or usage.input_tokens or usage.output_tokens:
+                self._unpriced += 1
 
     def record_llm_error(self) -> None:
         """One provider call that failed."""
@@ -301,6 +315,8 @@ class Metrics:
             cache_read_tokens=usage.cache_read_tokens,
             cache_creation_tokens=usage.cache_creation_tokens,
             reasoning_tokens=usage.reasoning_tokens,
+            cost=self._cost,
+            unpriced_llm_request_count=self._unpriced,
             tool_success_count=self._tools[ToolOutcome.SUCCESS],
             tool_error_count=self._tools[ToolOutcome.ERROR],
             tool_denied_count=self._tools[ToolOutcome.DENIED],

@@ -229,6 +229,8 @@ class OtelSubscriber:
         if event.usage is not None:
             span.set_attribute("gen_ai.usage.input_tokens", event.usage.input_tokens)
             span.set_attribute("gen_ai.usage.output_tokens", event.usage.output_tokens)
+            if event.usage.cost is not None:  # the GenAI conventions have no cost attribute
+                span.set_attribute("kova.cost", float(event.usage.cost))
         span.set_attribute("kova.llm_calls", event.llm_calls)
         _end(span, event.outcome, event.error_type, end)
 
@@ -284,6 +286,8 @@ class OtelSubscriber:
         if event.usage is not None:
             span.set_attribute("gen_ai.usage.input_tokens", event.usage.input_tokens)
             span.set_attribute("gen_ai.usage.output_tokens", event.usage.output_tokens)
+            if event.usage.cost is not None:  # USD, as float: OTel has no decimal type
+                span.set_attribute("kova.cost", float(event.usage.cost))
         _end(span, event.outcome, event.error_type, self._ns(event.turn_id, event.time))
 
     def _tool_started(self, event: ToolStarted) -> None:

@@ -165,6 +165,7 @@ def test_metrics_counts_requests_tokens_errors_and_tools() -> None:
         total_tokens=165,
         cache_read_tokens=8,
         reasoning_tokens=2,
+        unpriced_llm_request_count=2,  # none had a cost (tests/agent/test_cost.py prices)
         tool_success_count=2,
         tool_error_count=1,
         tool_denied_count=1,

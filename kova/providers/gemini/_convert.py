@@ -411,7 +411,7 @@ def _int(value: object) -> int:
 def decode_usage(metadata: object) -> Usage | None:
     """``usageMetadata``: output counts thoughts (``candidatesTokenCount`` excludes them),
     ``reasoning_tokens`` is ``thoughtsTokenCount``, cached prompt tokens are
-    ``cachedContentTokenCount``."""
+    ``cachedContentTokenCount``, audio tokens the ``AUDIO`` entries of the details."""
     if not isinstance(metadata, dict):
         return None
     prompt = _int(metadata.get("promptTokenCount")) + _int(metadata.get("toolUsePromptTokenCount"))
@@ -424,6 +424,19 @@ def decode_usage(metadata: object) -> Usage | None:
         total_tokens=_int(total) if isinstance(total, int) else prompt + output,
         cache_read_tokens=_int(metadata.get("cachedContentTokenCount")),
         reasoning_tokens=thoughts,
+        input_audio_tokens=_audio(metadata.get("promptTokensDetails")),
+        output_audio_tokens=_audio(metadata.get("candidatesTokensDetails")),
+    )
+
+
+def _audio(details: object) -> int:
+    """The ``AUDIO`` entry of a ``ModalityTokenCount`` list (0 without one)."""
+    if not isinstance(details, list):
+        return 0
+    return sum(
+        _int(item.get("tokenCount"))
+        for item in details
+        if isinstance(item, dict) and item.get("modality") == "AUDIO"
     )
 
 

@@ -374,6 +374,12 @@ def usage_of(usage: object, keys: tuple[str, str, str, str]) -> Usage | None:
         reasoning_tokens=_int(output_details.get("reasoning_tokens"))
         if isinstance(output_details, dict)
         else 0,
+        input_audio_tokens=_int(input_details.get("audio_tokens"))
+        if isinstance(input_details, dict)
+        else 0,
+        output_audio_tokens=_int(output_details.get("audio_tokens"))
+        if isinstance(output_details, dict)
+        else 0,
     )
 
 

@@ -1,0 +1,235 @@
+"""A budget in money shared by any number of agents: :class:`Budget`, and the :class:`Meter`
+an agent prices and reserves its model calls with.
+
+A budget is a capacity limiter measured in USD. Before each model call the agent reserves
+the call's worst case (its counted input tokens at the dearest input price plus
+``max_tokens`` at the dearest output price); a call whose worst case does not fit in what is
+left is refused before it is sent (:class:`~kova.errors.BudgetExceeded`). When the answer
+arrives the reservation is settled: the call's real cost is spent and the rest of its
+reservation freed. So the calls in flight can never together spend more than the budget had
+left when they started, however many agents and tasks share it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from datetime import timedelta
+from decimal import Decimal
+from typing import TYPE_CHECKING, Final
+
+import trio
+
+from .._errors import BudgetExceeded, BuildError, ProviderError
+from ..providers import heuristic_count_tokens
+
+if TYPE_CHECKING:
+    from .._models import ChatRequest, ModelResponse
+    from ._cost import Pricer
+
+__all__ = ["Budget", "Meter"]
+
+_ZERO: Final = Decimal(0)
+
+
+def _amount(value: object) -> Decimal:
+    if isinstance(value, bool):
+        raise BuildError(f"Budget amount must be a number of USD, got {value!r}")
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise BuildError(f"Budget amount must be finite, got {value!r}")
+        value = Decimal(repr(value))
+    elif isinstance(value, int | str):
+        try:
+            value = Decimal(value)
+        except ArithmeticError:
+            raise BuildError(f"Budget amount must be a number of USD, got {value!r}") from None
+    if not isinstance(value, Decimal):
+        raise BuildError(
+            f"Budget amount must be a Decimal, int, float or numeric str (USD), got "
+            f"{type(value).__name__}"
+        )
+    if not value.is_finite() or value < 0:
+        raise BuildError(f"Budget amount must be at least 0, got {value}")
+    return value
+
+
+class Budget:
+    """``amount`` USD that any number of agents may spend together, given to each with
+    ``AgentBuilder().budget(budget)``.
+
+    Args:
+        amount: USD (``Decimal``, ``int``, numeric ``str``, or ``float`` read by its
+            shortest repr).
+        window: ``None``: the amount is for the budget's whole life. A duration (seconds or
+            a ``datetime.timedelta``): the amount is per rolling window, so a call's cost
+            stops counting ``window`` after it was settled (on trio's clock).
+
+    Before each model call an agent reserves the call's worst case and refuses the call
+    (:class:`~kova.errors.BudgetExceeded`, nothing sent) if it does not fit in :attr:`left`;
+    after the answer it spends the real cost and frees the rest. A call that fails with a
+    provider's error answer frees its reservation (nothing was billed); one cut short after
+    it was sent (cancelled, timed out, a broken stream) spends its whole reservation, since
+    the provider may have billed up to it.
+
+    A shared object the trio way: its state changes only between checkpoints (every method
+    is synchronous), so the agents of one trio run share it without a lock. It belongs to
+    the first trio run that uses it; another run (another thread's ``trio.run``) is refused.
+    """
+
+    __slots__ = ("_amount", "_reserved", "_run", "_spends", "_spent", "_window")
+
+    def __init__(self, amount: Decimal | int | str | float, *, window: object = None) -> None:
+        self._amount = _amount(amount)
+        if window is not None:
+            if isinstance(window, timedelta):
+                window = window.total_seconds()
+            if isinstance(window, bool) or not isinstance(window, int | float):
+                raise BuildError(
+                    f"Budget window must be seconds or a datetime.timedelta, got {window!r}"
+                )
+            if not math.isfinite(window) or window <= 0:
+                raise BuildError(f"Budget window must be a positive duration, got {window!r}")
+            window = float(window)
+        self._window: float | None = window
+        self._spent = _ZERO
+        self._reserved = _ZERO
+        # (settled at, cost) of each call, for a window.
+        self._spends: deque[tuple[float, Decimal]] = deque()
+        self._run: object = None
+
+    def __repr__(self) -> str:
+        per = "" if self._window is None else f", window={self._window:g}"
+        return f"Budget({self._amount}{per})"
+
+    @property
+    def amount(self) -> Decimal:
+        """The budget, in USD (per window, with one)."""
+        return self._amount
+
+    @property
+    def window(self) -> float | None:
+        """The rolling window in seconds, or ``None``."""
+        return self._window
+
+    @property
+    def spent(self) -> Decimal:
+        """USD spent by the calls settled so far (within the window, with one)."""
+        self._expire()
+        return self._spent
+
+    @property
+    def reserved(self) -> Decimal:
+        """USD held by calls in flight (their worst cases, until they settle)."""
+        return self._reserved
+
+    @property
+    def left(self) -> Decimal:
+        """USD a new call may still reserve: ``amount - spent - reserved`` (may be below 0
+        once a call cost more than its worst case, e.g. with an undercounted prompt)."""
+        self._expire()
+        return self._amount - self._spent - self._reserved
+
+    def _expire(self) -> None:
+        window = self._window
+        if window is None or not self._spends:
+            return
+        try:
+            now = trio.current_time()
+        except RuntimeError:  # read outside a trio run: as of the last read inside one
+            return
+        spends = self._spends
+        while spends and spends[0][0] <= now - window:
+            self._spent -= spends.popleft()[1]
+
+    def _check_run(self) -> None:
+        run = trio.lowlevel.current_trio_token()
+        if self._run is None:
+            self._run = run
+        elif self._run is not run:
+            raise BuildError(
+                f"{self!r} is used by another trio run; a budget is shared by the agents of "
+                "one trio run (one per thread)"
+            )
+
+    def _reserve(self, needed: Decimal) -> None:
+        """Hold ``needed`` for a call, or refuse it."""
+        self._check_run()
+        left = self.left
+        if needed > left:
+            raise BudgetExceeded(self, needed, left)
+        self._reserved += needed
+
+    def _settle(self, held: Decimal, cost: Decimal) -> None:
+        """A call that held ``held`` cost ``cost``: spend it, free the reservation."""
+        self._reserved -= held
+        if cost:
+            self._spent += cost
+            if self._window is not None:
+                self._spends.append((trio.current_time(), cost))
+
+
+class Meter:
+    """An agent's pricing and budget for its model calls (plain state, synchronous)."""
+
+    __slots__ = ("_max_tokens", "budget", "pricer")
+
+    def __init__(self, pricer: Pricer, budget: Budget | None, provider: object) -> None:
+        self.pricer = pricer
+        self.budget = budget
+        self._max_tokens = _default_max_tokens(provider)
+
+    def reserve(self, request: ChatRequest, model: str | None) -> Decimal | None:
+        """Reserve the worst case of sending ``request`` (``None`` without a budget).
+
+        Raises:
+            BudgetExceeded: it does not fit; the call must not be sent.
+            BuildError: the call cannot be bounded: its model has no known price, or no
+                ``max_tokens`` is set.
+        """
+        budget = self.budget
+        if budget is None:
+            return None
+        sheet = self.pricer.sheet(model)
+        if sheet is None:
+            raise BuildError(
+                f"{budget!r} cannot hold a call to model {model!r}: it has no known price "
+                "(give it one with AgentBuilder().prices(kova.agent.Prices({...})))"
+            )
+        max_tokens = request.config.max_tokens or self._max_tokens
+        if max_tokens is None:
+            raise BuildError(
+                f"{budget!r} cannot bound a call without max_tokens: set "
+                "InferenceConfig(max_tokens=...) on the agent or the call"
+            )
+        prompt = heuristic_count_tokens(request.messages, request.tools)
+        needed = sheet.worst(prompt, max_tokens)
+        budget._reserve(needed)
+        return needed
+
+    def priced(self, response: ModelResponse, model: str | None) -> ModelResponse:
+        """``response`` with its cost (see :meth:`Pricer.priced`)."""
+        return self.pricer.priced(response, model)
+
+    def settle(self, held: Decimal, response: ModelResponse) -> None:
+        """The call that reserved ``held`` answered ``response`` (priced): spend its cost
+        (its reservation if its cost is unknown: it reported no usage)."""
+        assert self.budget is not None
+        usage = response.usage
+        cost = usage.cost if usage is not None else None
+        self.budget._settle(held, held if cost is None else cost)
+
+    def release(self, held: Decimal, exc: BaseException) -> None:
+        """The call that reserved ``held`` failed with ``exc``: an error answer from the
+        provider was not billed (free it); anything else may have been (spend it)."""
+        assert self.budget is not None
+        self.budget._settle(held, _ZERO if isinstance(exc, ProviderError) else held)
+
+
+def _default_max_tokens(provider: object) -> int | None:
+    """The ``max_tokens`` a provider sends when the request sets none, if it says."""
+    for owner in (provider, getattr(provider, "codec", None), getattr(provider, "config", None)):
+        value = getattr(owner, "max_tokens", None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
