@@ -22,6 +22,7 @@ from kova import (
     Audio,
     Document,
     File,
+    Image,
     InferenceConfig,
     InvalidRequest,
     Message,
@@ -315,3 +316,73 @@ async def test_a_tool_loop_with_a_pdf_in_the_history_runs_on_each_provider(
     last = script.requests[1].request.messages
     results = [b for m in last for b in m.content if isinstance(b, ToolResult)]
     assert results[0].text == "invoice 7: 1,240.00 EUR"
+
+
+# -- answers that carry media ----------------------------------------------------------------
+
+PNG64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
+PCM = bytes(range(256)) * 4
+
+
+async def test_gemini_answers_with_pictures_and_speech_come_back_as_blocks() -> None:
+    answer = ModelResponse(
+        content=(
+            Text(text="Here is the chart, and the summary read aloud."),
+            Image(media_type="image/png", data=PNG64),
+            Audio(data=PCM, format="pcm16"),
+        ),
+        stop_reason=StopReason.END_TURN,
+    )
+    script = Script([answer, reply_text("You're welcome.")])
+    open_server, build = FAKES["gemini"]
+    async with open_server(script) as server:
+        async with AgentBuilder().provider(build(server)).build() as agent:
+            first = await agent.run("Chart the numbers and read me the summary.")
+            history = [
+                Message.user("Chart the numbers and read me the summary."),
+                *first.new_messages,
+                Message.user("Thanks!"),
+            ]
+            await agent.run(history)
+    assert first.new_messages[-1].content == answer.content
+    # The pictures and speech go back to Gemini in the model's turn, as they came.
+    body = server.requests[1].json()
+    model_parts = next(c["parts"] for c in body["contents"] if c["role"] == "model")
+    assert model_parts[1] == {"inlineData": {"mimeType": "image/png", "data": PNG64}}
+    assert model_parts[2]["inlineData"]["mimeType"] == "audio/L16;codec=pcm;rate=24000"
+    assert base64.urlsafe_b64decode(model_parts[2]["inlineData"]["data"]) == PCM
+
+
+@pytest.mark.parametrize(
+    ("inline", "expected"),
+    [
+        (
+            {"mimeType": "image/jpeg", "data": "_9j_4AAQ"},
+            Image(media_type="image/jpeg", data="/9j/4AAQ"),
+        ),
+        ({"mimeType": "audio/wav", "data": "UklGRg=="}, Audio(data="UklGRg==", format="wav")),
+        ({"mimeType": "audio/mpeg", "data": "SUQz"}, Audio(data="SUQz", format="mp3")),
+        (
+            {"mimeType": "audio/L16;codec=pcm;rate=24000", "data": "AAAB"},
+            Audio(data="AAAB", format="pcm16"),
+        ),
+    ],
+)
+def test_gemini_inline_data_in_an_answer_is_read_as_its_block(
+    inline: dict[str, str], expected: object
+) -> None:
+    from kova.providers.gemini._convert import answer_media
+
+    assert answer_media(inline) == expected
+
+
+@pytest.mark.parametrize(
+    "inline",
+    [{"mimeType": "application/zip", "data": "UEs="}, {"mimeType": "image/png"}, "nope"],
+)
+def test_gemini_inline_data_kova_has_no_block_for_is_an_invalid_response(inline: object) -> None:
+    from kova import InvalidResponse
+    from kova.providers.gemini._convert import answer_media
+
+    with pytest.raises(InvalidResponse, match=r"inlineData|no block for"):
+        answer_media(inline)

@@ -30,6 +30,7 @@ import re
 from typing import TYPE_CHECKING, assert_never
 
 from ..._errors import InvalidResponse, ProviderErrorClass
+from ..._messages import AUDIO_FORMATS
 from ..._models import (
     Audio,
     Document,
@@ -163,6 +164,9 @@ _AUDIO_TYPES: Mapping[str, str] = {
     "ogg": "audio/ogg",
     "flac": "audio/flac",
 }
+_PCM = "audio/L16;codec=pcm;rate=24000"
+"""What Gemini's speech models answer with: 16-bit PCM at 24 kHz (an ``Audio`` of format
+``pcm16``)."""
 
 
 def _media_part(media_type: str | None, data: str | None, uri: str | None) -> dict[str, JSONValue]:
@@ -187,9 +191,13 @@ def _document_part(document: Document) -> dict[str, JSONValue]:
     return _media_part(document.media_type, document.data, document.url or document.file_id)
 
 
-def _audio_part(audio: Audio) -> dict[str, JSONValue]:
+def _audio_part(audio: Audio, *, model: bool = False) -> dict[str, JSONValue] | None:
     media_type = _AUDIO_TYPES.get(audio.format)
+    if media_type is None and model and audio.format == "pcm16":
+        media_type = _PCM  # a speech model's own answer, sent back as it came
     if media_type is None:
+        if model:
+            return None  # the model's own output in a form Gemini takes no more (_media.py)
         raise refuse(
             PROVIDER, audio, f"Gemini takes audio as one of {sorted(_AUDIO_TYPES)}, convert it"
         )
@@ -233,7 +241,7 @@ def _function_response_parts(
 
 
 def _parts(
-    content: Sequence[ContentBlock], calls: dict[str, ToolUse]
+    content: Sequence[ContentBlock], calls: dict[str, ToolUse], *, model: bool = False
 ) -> list[dict[str, JSONValue]]:
     results: list[dict[str, JSONValue]] = []
     parts: list[dict[str, JSONValue]] = []
@@ -250,7 +258,8 @@ def _parts(
             case Document():
                 parts.append(_document_part(block))
             case Audio():
-                parts.append(_audio_part(block))
+                if (audio := _audio_part(block, model=model)) is not None:
+                    parts.append(audio)
             case File(file_id=file_id, media_type=media_type):
                 parts.append(_media_part(media_type, None, file_id))
             case ToolUse():
@@ -320,7 +329,7 @@ def encode_contents(
             system.extend({"text": b.text} for b in message.content if isinstance(b, Text))
             continue
         role = "model" if message.role is Role.ASSISTANT else "user"
-        parts = _parts(message.content, calls)
+        parts = _parts(message.content, calls, model=role == "model")
         if not parts:
             continue
         if role == "model" and index >= turn_start:
@@ -543,6 +552,37 @@ def blocked_reason(body: Mapping[str, object]) -> str | None:
     return None
 
 
+_STANDARD = str.maketrans("-_", "+/")
+
+
+def answer_media(inline: object) -> Image | Audio:
+    """An ``inlineData`` part of an answer (an image model's picture, a speech model's audio)
+    as an :class:`~kova.Image` or :class:`~kova.Audio` block.
+
+    Raises:
+        InvalidResponse: not an object with a string ``mimeType`` and ``data``, or a media
+            type kova has no block for.
+    """
+    if not isinstance(inline, dict):
+        raise InvalidResponse("inlineData is not an object", provider=PROVIDER)
+    media_type, data = inline.get("mimeType"), inline.get("data")
+    if not isinstance(media_type, str) or not isinstance(data, str) or not data:
+        raise InvalidResponse("inlineData needs a mimeType and data", provider=PROVIDER)
+    data = data.translate(_STANDARD)  # kova's blocks hold standard base64
+    base = media_type.split(";", 1)[0].strip().lower()
+    if base.startswith("image/"):
+        return Image(media_type=base, data=data)
+    if base in ("audio/l16", "audio/pcm"):
+        return Audio(data=data, format="pcm16")
+    for name, audio_type in (*_AUDIO_TYPES.items(), *AUDIO_FORMATS.items()):
+        if base == audio_type:
+            return Audio(data=data, format=name)
+    raise InvalidResponse(
+        f"the answer holds inline data of type {media_type!r}, which kova has no block for",
+        provider=PROVIDER,
+    )
+
+
 def decode_response(body: JSONValue) -> ModelResponse:
     """A ``GenerateContentResponse`` as a :class:`~kova.providers.ModelResponse`.
 
@@ -573,7 +613,7 @@ def decode_response(body: JSONValue) -> ModelResponse:
             model=optional_str(body.get("modelVersion")),
             id=optional_str(body.get("responseId")),
         )
-    content: list[Text | ToolUse | Thinking] = []
+    content: list[Text | ToolUse | Thinking | Image | Audio] = []
     thinking: list[str] = []
     text: list[str] = []
     calls = 0
@@ -598,6 +638,11 @@ def decode_response(body: JSONValue) -> ModelResponse:
                 text.clear()
             content.append(tool_use_of(part, calls, salt=salt))
             calls += 1
+        elif "inlineData" in part:
+            if text:
+                content.append(Text(text="".join(text)))
+                text.clear()
+            content.append(answer_media(part["inlineData"]))
         elif (metadata := signature_metadata(part)) is not None and value is not None:
             # A signed text part ends its text block, which keeps the signature.
             text.append(value)

@@ -337,6 +337,14 @@ def response_json(
             parts.append(function_call_part(block))
         elif isinstance(block, Thinking):
             parts.append(thought_part(block.text, block.provider_metadata))
+        elif isinstance(block, Image) and block.data is not None:
+            parts.append({"inlineData": {"mimeType": block.media_type, "data": block.data}})
+        elif isinstance(block, Audio) and block.data is not None:
+            # A speech model answers in raw 16-bit PCM, with its rate in the type.
+            media_type = "audio/L16;codec=pcm;rate=24000"
+            if block.format != "pcm16":
+                media_type = block.media_type
+            parts.append({"inlineData": {"mimeType": media_type, "data": block.data}})
     body: dict[str, JSONValue] = {
         "candidates": [
             {
