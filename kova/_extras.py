@@ -18,6 +18,7 @@ EXTRAS = MappingProxyType(
         "otel": ("opentelemetry",),
         "temporal": ("temporalio",),
         "serve": ("starlette", "hypercorn"),
+        "postgres": ("psycopg", "psycopg_pool"),
     }
 )
 """Each extra of ``kova-sdk`` and the top-level modules it provides."""

@@ -320,6 +320,7 @@ PUBLIC: dict[str, tuple[str, ...]] = {
         "OpenAiResponsesProvider",
     ),
     "kova.sessions": (
+        "PostgresSessionStore",
         "Session",
         "SessionInfo",
         "SessionState",

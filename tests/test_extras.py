@@ -61,8 +61,31 @@ except ImportError as exc:
         ("import kova.temporal", ("temporalio",), "kova.temporal", "temporal"),
         ("import kova.serve", ("starlette",), "kova.serve", "serve"),
         ("import kova.serve", ("hypercorn",), "kova.serve", "serve"),
+        (
+            "from kova.sessions import PostgresSessionStore",
+            ("psycopg", "psycopg_pool"),
+            "kova.sessions.PostgresSessionStore",
+            "postgres",
+        ),
+        (
+            "from kova.sessions import PostgresSessionStore",
+            ("psycopg_pool",),
+            "kova.sessions.PostgresSessionStore",
+            "postgres",
+        ),
     ],
-    ids=["mcp", "mcp_types", "bedrock", "web", "otel", "temporal", "serve", "serve-hypercorn"],
+    ids=[
+        "mcp",
+        "mcp_types",
+        "bedrock",
+        "web",
+        "otel",
+        "temporal",
+        "serve",
+        "serve-hypercorn",
+        "postgres",
+        "psycopg_pool",
+    ],
 )
 def test_importing_a_part_without_its_extra_names_the_extra(
     statement: str, modules: tuple[str, ...], feature: str, extra: str, hook: bool

@@ -534,7 +534,8 @@ def _title(messages: Iterable[Message]) -> str | None:
             ).split()
             if text:
                 # A lone surrogate (half an emoji) cannot be stored as UTF-8 outside JSON.
-                title = " ".join(text).encode("utf-8", "replace").decode("utf-8")
+                # PostgreSQL's text holds no NUL character.
+                title = " ".join(text).replace("\x00", "").encode("utf-8", "replace").decode()
                 if len(title) > TITLE_LENGTH:
                     title = title[: TITLE_LENGTH - 1] + "\N{HORIZONTAL ELLIPSIS}"
                 return title

@@ -22,7 +22,7 @@ from kova.errors import (
     SessionError,
     StructuredOutputError,
 )
-from kova.sessions import SqliteSessionStore
+from kova.sessions import PostgresSessionStore, SessionStore, SqliteSessionStore
 from kova.testing import ErrorReply, FunctionProvider, ScriptRequest, reply_text, reply_tool_calls
 from kova.tools import tool
 
@@ -64,13 +64,19 @@ def build(model: Any, *tools: Any, defer: bool = False) -> Agent:
     return builder.build()
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteSessionStore]:
-    async with SqliteSessionStore(tmp_path / "sessions.db") as opened:
+@pytest.fixture(params=["sqlite", "postgres"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SessionStore]:
+    """Each test on both stores kova ships."""
+    opened: SessionStore
+    if request.param == "sqlite":
+        opened = SqliteSessionStore(tmp_path / "sessions.db")
+    else:
+        opened = PostgresSessionStore(request.getfixturevalue("postgres_db"))
+    async with opened:
         yield opened
 
 
-async def test_run_continues_the_session_and_appends_each_turn(store: SqliteSessionStore) -> None:
+async def test_run_continues_the_session_and_appends_each_turn(store: SessionStore) -> None:
     model = Model()
     session = store.session("chat")
     async with build(model) as agent:
@@ -95,7 +101,7 @@ async def test_run_continues_the_session_and_appends_each_turn(store: SqliteSess
     assert (info.input_tokens, info.output_tokens) == (20, 10)
 
 
-async def test_a_failed_or_cancelled_turn_appends_nothing(store: SqliteSessionStore) -> None:
+async def test_a_failed_or_cancelled_turn_appends_nothing(store: SessionStore) -> None:
     model = Model()
     session = store.session("chat")
     async with build(model) as agent:
@@ -119,7 +125,7 @@ async def test_a_failed_or_cancelled_turn_appends_nothing(store: SqliteSessionSt
 
 
 async def test_stream_appends_before_turn_completed_is_handed_on(
-    store: SqliteSessionStore,
+    store: SessionStore,
 ) -> None:
     model = Model()
     session = store.session("chat")
@@ -149,7 +155,7 @@ class City(BaseModel):
     name: str
 
 
-async def test_structured_turns_append_every_attempt(store: SqliteSessionStore) -> None:
+async def test_structured_turns_append_every_attempt(store: SessionStore) -> None:
     answers = iter(["not json", '{"name": "Oslo"}', '{"name": "Bergen"}'])
 
     def model(request: ScriptRequest) -> Any:
@@ -183,7 +189,7 @@ def book(room: str) -> str:
 
 
 async def test_a_paused_turn_is_kept_and_resumed_from_the_session(
-    store: SqliteSessionStore,
+    store: SessionStore,
 ) -> None:
     def model(request: ScriptRequest) -> Any:
         last = request.messages[-1]
@@ -215,7 +221,7 @@ async def test_a_paused_turn_is_kept_and_resumed_from_the_session(
     assert await session.load() == []
 
 
-async def test_a_paused_turn_streams_on_from_the_session(store: SqliteSessionStore) -> None:
+async def test_a_paused_turn_streams_on_from_the_session(store: SessionStore) -> None:
     def model(request: ScriptRequest) -> Any:
         if isinstance(request.messages[-1].content[0], ToolResult):
             return reply_text("ok")
@@ -233,7 +239,7 @@ async def test_a_paused_turn_streams_on_from_the_session(store: SqliteSessionSto
     assert await session.pending() is None
 
 
-async def test_two_turns_on_one_session_never_interleave(store: SqliteSessionStore) -> None:
+async def test_two_turns_on_one_session_never_interleave(store: SessionStore) -> None:
     model = Model()
     model.gate = trio.Event()
     session = store.session("busy")
@@ -297,7 +303,7 @@ async def test_run_sync_and_the_asyncio_bridge_take_a_session(tmp_path: Path) ->
     await store.aclose()
 
 
-async def test_a_session_argument_of_another_type_is_refused(store: SqliteSessionStore) -> None:
+async def test_a_session_argument_of_another_type_is_refused(store: SessionStore) -> None:
     async with build(Model()) as agent:
         with pytest.raises(TypeError, match=r"session must be a kova\.sessions\.Session"):
             await agent.run("hi", session="chat")  # type: ignore[arg-type]
