@@ -110,6 +110,13 @@ GONE_GRACE = 0.5
 """Seconds a session the server no longer has stays open for the requests already in flight
 on it to get their answers from kova's HTTP layer."""
 
+ECHO_WINDOW = 1.0
+"""Seconds after a refresh that found no change during which ``notifications/tools/
+list_changed`` starts no listing of its own; it doubles with each such refresh in a row."""
+
+ECHO_WINDOW_MAX = 60.0
+"""The longest quiet window, in seconds."""
+
 
 class _CallProgress:
     """How far one tool call got, for the error its time limit reports."""
@@ -146,6 +153,18 @@ class McpConnection(Actor):
         self._tools: tuple[ToolDefinition, ...] | None = None
         self._known_tools: dict[str, ToolDefinition] = {}
         self._tools_epoch = 0
+        self._refreshing = False
+        """A refresh after ``list_changed`` is running (at most one at a time)."""
+        self._refresh_pending = False
+        """A ``list_changed`` came while it ran: one more refresh follows (at most one)."""
+        self._quiet_until = -math.inf
+        """Until when (trio's clock) the notifications wait: the last listing found nothing
+        new (see :meth:`_refresh_coalesced`)."""
+        self._quiet = ECHO_WINDOW
+        self._refresh_deferred = False
+        """A refresh waits for the quiet window to end."""
+        self._told_tools: tuple[ToolDefinition, ...] | None = None
+        """The tools the watchers were last told."""
         self._random = random.Random()
         self._given_up: str | None = None
         """Why the reconnect policy gave up: no session will come on this incarnation."""
@@ -356,7 +375,15 @@ class McpConnection(Actor):
                 self._tools_epoch += 1
                 log.debug("mcp.tools.invalidated", reason="list_changed")
                 if self._shared.tool_watchers and self._nursery is not None:
-                    self._nursery.start_soon(self._refresh_tools)
+                    if self._refreshing:
+                        self._refresh_pending = True
+                    elif trio.current_time() < self._quiet_until:
+                        if not self._refresh_deferred:
+                            self._refresh_deferred = True
+                            self._nursery.start_soon(self._refresh_later)
+                    else:
+                        self._refreshing = True
+                        self._nursery.start_soon(self._refresh_coalesced)
             case mt.ResourceUpdatedNotification(params=params):
                 handler = self._settings.on_resource_updated
                 if handler is not None:
@@ -636,24 +663,66 @@ class McpConnection(Actor):
             await self._live_session(None, wait=True)
         tools = await self._request(operations.list_tools)
         self._known_tools = {tool.name: tool for tool in tools}
+        if self._told_tools is None:
+            self._told_tools = tools  # what the first listener was built from
         if epoch == self._tools_epoch:
             # Only cache a listing that no list_changed notification overtook.
             self._tools = tools
         return tools
 
-    async def _refresh_tools(self) -> None:
-        """List the tools again and tell the watchers (after ``list_changed``)."""
+    async def _refresh_coalesced(self) -> None:
+        """Refresh after ``list_changed``: one at a time, and the notifications that come
+        while one runs cost one more at most, only if it found a change (a server may say
+        "changed" in answer to our listing itself). A listing that found nothing new starts
+        a quiet window (:data:`ECHO_WINDOW` seconds, doubling with each such listing in a
+        row up to :data:`ECHO_WINDOW_MAX`): the notifications in it cost one listing when
+        it ends. So 20,000 notifications cost a handful of listings and a few tasks, and the
+        tools cache is cleared by each all the same (``tools_list()`` lists afresh)."""
+        try:
+            while True:
+                self._refresh_pending = False
+                changed = await self._refresh_tools()
+                if changed:
+                    self._quiet = ECHO_WINDOW
+                else:
+                    self._quiet_until = trio.current_time() + self._quiet
+                    self._quiet = min(self._quiet * 2, ECHO_WINDOW_MAX)
+                if not (changed and self._refresh_pending):
+                    return
+        finally:
+            self._refreshing = False
+            self._refresh_pending = False
+
+    async def _refresh_later(self) -> None:
+        """The one refresh for the notifications of a quiet window, when it ends."""
+        try:
+            await trio.sleep_until(self._quiet_until)
+        finally:
+            self._refresh_deferred = False
+        if self._refreshing:
+            self._refresh_pending = True
+            return
+        self._refreshing = True
+        await self._refresh_coalesced()
+
+    async def _refresh_tools(self) -> bool:
+        """List the tools again and tell the watchers if they changed (after
+        ``list_changed``); whether they did."""
         try:
             tools = await self._list_tools()
         except KovaError as exc:
             # The agents keep the list they had; the next reconnect lists the tools again.
             log.info("mcp.tools.refresh_failed", connection=self._shared.name, error=repr(exc))
-            return
+            return False
+        if tools == self._told_tools:
+            return False
+        self._told_tools = tools
         for watcher in tuple(self._shared.tool_watchers):
             try:
                 watcher(tools)
             except HOST_CODE_FAULTS as exc:  # a listener must not take the connection down
                 log.warning("mcp.tools.listener_failed", error=repr(exc))
+        return True
 
     async def _reconnect(self) -> None:
         """Retire the session (or cut a backoff short) and wait for the next one."""

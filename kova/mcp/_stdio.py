@@ -23,7 +23,6 @@ own ``stdio_client`` uses them.
 
 from __future__ import annotations
 
-import re
 import signal
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -34,7 +33,17 @@ import trio
 from mcp.client import stdio as mcp_stdio  # private helpers below: the package's own spawn/stop
 from mcp.shared.message import SessionMessage
 
-from .._json import dumps, loads, utf8_safe
+from .._json import dumps, utf8_safe
+from ._wire import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    HEAD,
+    MESSAGE_TOO_LARGE,
+    MESSAGE_UNREADABLE,
+    NOT_DELIVERED,
+    answer_in_place,
+    read_message,
+    too_large_text,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -49,37 +58,15 @@ __all__ = [
     "NOT_DELIVERED",
     "LineFramer",
     "describe_exit",
+    "message_line",
     "not_delivered_answer",
     "open_stdio",
 ]
-
-DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-"""The default size limit of one stdio message (one line of JSON), in bytes."""
-
-MESSAGE_TOO_LARGE = -32051
-"""JSON-RPC code of the error kova puts in place of a server's answer that exceeded the
-stdio message limit."""
-
-MESSAGE_UNREADABLE = -32052
-"""JSON-RPC code of the error kova puts in place of a server's answer it cannot read (nested
-too deeply, not JSON, not a JSON-RPC message)."""
-
-NOT_DELIVERED = -32050
-"""JSON-RPC code of the error kova puts in place of a response when a request never reached
-a live session (the server was unreachable, or no longer knew the session id).
-
-The ``mcp`` package turns every HTTP failure of a POST into one of a handful of errors that
-cannot tell "the server never saw it" from "the server may have run it". The connection
-actor must tell them apart (a request that never ran may always be sent again), so the HTTP
-layer answers such a request itself, with this code and ``data={"kova": "not-delivered"}``.
-"""
 
 _READ_SIZE = 65536
 _EXIT_WAIT = 1.0
 """Seconds to wait, once the child's stdout has ended, for its exit status (it has almost
 always exited by then: the pipe closes when its last thread does)."""
-_HEAD = 512  # bytes of an oversized message read for its id
-_ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
 
 
 class LineFramer:
@@ -110,76 +97,25 @@ class LineFramer:
             if self._skipping:
                 self._skipping = False  # the tail of a message already reported
             elif len(line) > self.limit:
-                out.append(self._too_large(line[:_HEAD]))
+                out.append(self._too_large(line[:HEAD]))
             elif line.strip():
-                out.append(_parse(line))
+                out.append(read_message(line))
         del buffer[:start]
         self._scanned = len(buffer)
         if len(buffer) > self.limit:
             if not self._skipping:
-                out.append(self._too_large(bytes(buffer[:_HEAD])))
+                out.append(self._too_large(bytes(buffer[:HEAD])))
             self._skipping = True
             buffer.clear()
             self._scanned = 0
         return out
 
     def _too_large(self, head: bytes) -> SessionMessage | Exception:
-        message = (
-            f"the MCP server sent a stdio message over kova's limit of {self.limit} bytes "
-            "(StdioTransport(max_message_bytes=...)); it was discarded"
-        )
-        return _answer_in_place(head, MESSAGE_TOO_LARGE, message)
+        message = too_large_text(self.limit, "StdioTransport")
+        return answer_in_place(head, MESSAGE_TOO_LARGE, message)
 
 
-def _answer_in_place(head: bytes, code: int, message: str) -> SessionMessage | Exception:
-    """An error answering the request whose response began with ``head`` and could not be
-    used, so that request fails now instead of waiting for its timeout; or, when ``head``
-    is not an answer to one of our requests (or its id is not where servers put it, first),
-    the error as a value: nobody waits for it by id, and the session reports it as
-    unreadable."""
-    found = _ID.search(head)
-    if found is None or b'"method"' in head:
-        return ValueError(message)
-    raw = found.group(1)
-    request_id: int | str = int(raw) if raw[:1] != b'"' else raw[1:-1].decode("utf-8", "replace")
-    error = mt.JSONRPCError(
-        jsonrpc="2.0", id=request_id, error=mt.ErrorData(code=code, message=message)
-    )
-    return SessionMessage(error)
-
-
-def _parse(line: bytes) -> SessionMessage | Exception:
-    try:
-        message = mt.jsonrpc_message_adapter.validate_json(line, by_name=False)
-    except ValueError as exc:
-        return _unreadable(line, exc)
-    return SessionMessage(message)
-
-
-def _unreadable(line: bytes, error: ValueError) -> SessionMessage | Exception:
-    """A line the package's JSON reader refused. Two cases:
-
-    * JSON that Python reads: a lone surrogate (``"\\ud83d"``, half an emoji a tool cut in
-      two), which pydantic's reader refuses and Python's keeps, so the text reaches the model
-      exactly as the server sent it, as a provider's does (:mod:`kova._json`);
-    * anything else (nesting too deep for any reader, a message that is not JSON-RPC): the
-      request it answers fails at once with :data:`MESSAGE_UNREADABLE` saying why. Before, the
-      line was dropped and the request waited for its whole timeout.
-    """
-    try:
-        value = loads(line)
-    except ValueError as exc:  # not JSON, or nested too deeply (JsonNestingError)
-        reason = str(exc)
-    else:
-        try:
-            return SessionMessage(mt.jsonrpc_message_adapter.validate_python(value, by_name=False))
-        except ValueError:
-            reason = str(error).splitlines()[0]
-    message = f"the MCP server sent a message kova cannot read ({reason[:200]}); it was discarded"
-    return _answer_in_place(line[:_HEAD], MESSAGE_UNREADABLE, message)
-
-
-def _line(message: Any) -> bytes:
+def message_line(message: Any) -> bytes:
     """``message`` as one line of JSON. pydantic's writer refuses a lone surrogate (half an
     emoji a model streamed into a tool's arguments) with an error that would end the writer
     and the connection; such a message is written by :mod:`kova._json` instead, the
@@ -189,6 +125,9 @@ def _line(message: Any) -> bytes:
     except ValueError:  # pydantic_core.PydanticSerializationError
         data = dumps(message.model_dump(by_alias=True, exclude_unset=True, mode="json"))
     return utf8_safe(data).encode() + b"\n"
+
+
+_line = message_line
 
 
 def describe_exit(status: int) -> str:
@@ -273,7 +212,7 @@ async def open_stdio(
             async for session_message in from_session:
                 message = session_message.message
                 if broken is None:
-                    data = _line(message)
+                    data = message_line(message)
                     try:
                         await stdin.send(data)
                         continue

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import sys
 from collections.abc import Mapping
@@ -23,16 +24,31 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO, runtime_checkable
 import anyio
 import attrs
 import httpx2
-from mcp.client.sse import sse_client
+from httpx2 import ServerSentEvent
 from mcp.client.streamable_http import StreamableHTTPTransport
 from mcp.shared._compat import resync_tracer  # private: used as the package's own client does
 from mcp.shared._context_streams import create_context_streams  # private, likewise
 from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
-from mcp_types import JSONRPCNotification
+from mcp.shared.message import SessionMessage
+from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCResponse, RequestId
 
 from .._record import Record, set_field
 from ._auth import MCP_SESSION_ID_HEADER, McpHttpAuth, TokenProvider
-from ._stdio import DEFAULT_MAX_MESSAGE_BYTES, NOT_DELIVERED, not_delivered_answer, open_stdio
+from ._legacy_sse import sse_streams
+from ._stdio import message_line, not_delivered_answer, open_stdio
+from ._wire import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    HEAD,
+    MESSAGE_TOO_LARGE,
+    NOT_DELIVERED,
+    SseFramer,
+    TooLarge,
+    answer_in_place,
+    read_message,
+    too_large_text,
+)
+
+logger = logging.getLogger("mcp.client.streamable_http")  # the package's: hosts configure it
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -206,6 +222,10 @@ class StreamableHttpTransport:
             ``mcp`` package's ``OAuthClientProvider`` for a full OAuth flow.
         timeout: connect, write and pool timeout in seconds.
         sse_read_timeout: how long an open SSE stream may stay silent, in seconds.
+        max_message_bytes: the largest message kova reads from the server (one event, or
+            one JSON body), 16 MiB by default, as over stdio. A larger answer is discarded as
+            it arrives and the request it answers fails with :class:`~kova.McpError` naming
+            this limit (code -32051); the session goes on.
     """
 
     url: str = attrs.field(validator=_check_url)
@@ -216,6 +236,9 @@ class StreamableHttpTransport:
     )
     timeout: float = attrs.field(default=30.0, kw_only=True, validator=_check_seconds)
     sse_read_timeout: float = attrs.field(default=300.0, kw_only=True, validator=_check_seconds)
+    max_message_bytes: int = attrs.field(
+        default=DEFAULT_MAX_MESSAGE_BYTES, kw_only=True, validator=_positive_int
+    )
 
     def open(self, *, watch: SessionWatch | None = None) -> AbstractAsyncContextManager[Any]:
         """Open one connection. ``watch`` (the connection actor's) hears of a session the
@@ -341,6 +364,92 @@ class _AbortingHttpTransport(StreamableHTTPTransport):
     (TODO(#15): drop this subclass once the package aborts it on every protocol version).
     """
 
+    def __init__(self, url: str, limit: int) -> None:
+        # The package's reader still frames the GET stream (server requests and
+        # notifications); answers to POSTs are read by kova below.
+        super().__init__(url, max_sse_event_size=limit + HEAD)
+        self.limit = limit
+
+    async def _handle_sse_event(
+        self,
+        sse: ServerSentEvent,
+        read_stream_writer: Any,
+        original_request_id: RequestId | None = None,
+        resumption_callback: Callable[[str], Awaitable[None]] | None = None,
+    ) -> bool:
+        """One event, read by kova's rule (:func:`~kova.mcp._wire.read_message`): an answer
+        kova cannot read fails the request it answers at once, as over stdio, instead of the
+        package's -32700 on a POST and a dropped message on the GET stream."""
+        if sse.event != "message":
+            return False
+        if not sse.data:
+            if sse.id and resumption_callback is not None:
+                await resumption_callback(sse.id)  # a priming event, for resumption
+            return False
+        item = read_message(sse.data, original_request_id)
+        await read_stream_writer.send(item)
+        if not isinstance(item, SessionMessage):
+            return False
+        message = item.message
+        if original_request_id is not None and isinstance(message, JSONRPCResponse | JSONRPCError):
+            message.id = original_request_id
+        if sse.id and resumption_callback is not None:
+            await resumption_callback(sse.id)
+        return isinstance(message, JSONRPCResponse | JSONRPCError)
+
+    async def _handle_sse_response(self, response: httpx2.Response, ctx: Any) -> None:
+        """A POST answered with an event stream, framed by kova up to :attr:`limit`: a larger
+        answer fails its request with :data:`MESSAGE_TOO_LARGE` (the package's reader stopped
+        at 1 MiB with an error that looked like a lost connection, so kova replayed it)."""
+        request_id = ctx.session_message.message.id
+        callback = ctx.metadata.on_resumption_token_update if ctx.metadata else None
+        framer = SseFramer(self.limit)
+        last_event_id: str | None = None
+        retry_ms: int | None = None
+        try:
+            async for chunk in response.aiter_bytes():
+                for event in framer.feed(chunk):
+                    if isinstance(event, TooLarge):
+                        text = too_large_text(self.limit, "StreamableHttpTransport")
+                        answer = answer_in_place(event.head, MESSAGE_TOO_LARGE, text, request_id)
+                        await ctx.read_stream_writer.send(answer)
+                        if isinstance(answer, SessionMessage):
+                            await response.aclose()
+                            return
+                        continue
+                    if event.id:
+                        last_event_id = event.id
+                    if event.retry is not None:
+                        retry_ms = event.retry
+                    if await self._handle_sse_event(
+                        event, ctx.read_stream_writer, request_id, callback
+                    ):
+                        await response.aclose()
+                        return
+        except Exception:  # the stream broke: resumed below if it can be, as the package does
+            logger.debug("SSE stream ended", exc_info=True)
+        if last_event_id is not None:
+            await self._handle_reconnection(ctx, last_event_id, retry_ms)
+        else:
+            await self._resolve_abandoned_request(
+                ctx.read_stream_writer, request_id, "SSE stream ended without a response"
+            )
+
+    async def _handle_json_response(
+        self, response: httpx2.Response, read_stream_writer: Any, *, request_id: RequestId
+    ) -> None:
+        """A JSON answer, read up to :attr:`limit` bytes by kova's rule, like every other."""
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > self.limit:
+                await response.aclose()
+                text = too_large_text(self.limit, "StreamableHttpTransport")
+                answer = answer_in_place(bytes(body[:HEAD]), MESSAGE_TOO_LARGE, text, request_id)
+                await read_stream_writer.send(answer)
+                return
+        await read_stream_writer.send(read_message(bytes(body), request_id))
+
     def _consume_modern_cancellation(self, session_message: Any) -> bool:
         message = session_message.message
         consumed = super()._consume_modern_cancellation(session_message)
@@ -367,17 +476,22 @@ async def _open_streamable_http(
         auth=McpHttpAuth(transport.auth, inner=transport.http_auth),
         transport=inner,
     )
-    async with client, _streamable_http_streams(transport.url, client, watch) as streams:
+    async with (
+        client,
+        _streamable_http_streams(
+            transport.url, client, watch, transport.max_message_bytes
+        ) as streams,
+    ):
         yield streams
 
 
 @asynccontextmanager
 async def _streamable_http_streams(
-    url: str, client: httpx2.AsyncClient, watch: SessionWatch | None
+    url: str, client: httpx2.AsyncClient, watch: SessionWatch | None, limit: int
 ) -> AsyncIterator[Any]:
     """``mcp.client.streamable_http.streamable_http_client`` with kova's transport class
     (see :class:`_AbortingHttpTransport`), and no ``DELETE`` for a session already gone."""
-    transport = _AbortingHttpTransport(url)
+    transport = _AbortingHttpTransport(url, limit)
     read_writer, read_stream = create_context_streams[Any](0)
     write_stream, write_reader = create_context_streams[Any](0)
     async with (
@@ -425,6 +539,10 @@ class SseTransport:
         http_auth: instead of ``auth``, any ``httpx2.Auth`` the host wants to run.
         timeout: timeout of the POSTs in seconds.
         sse_read_timeout: how long the event stream may stay silent, in seconds.
+        max_message_bytes: the largest message (one event) kova reads from the server,
+            16 MiB by default, as over stdio. A larger answer is discarded as it arrives and
+            the request it answers fails with :class:`~kova.McpError` naming this limit
+            (code -32051); the session goes on.
     """
 
     url: str = attrs.field(validator=_check_url)
@@ -435,6 +553,9 @@ class SseTransport:
     )
     timeout: float = attrs.field(default=30.0, kw_only=True, validator=_check_seconds)
     sse_read_timeout: float = attrs.field(default=300.0, kw_only=True, validator=_check_seconds)
+    max_message_bytes: int = attrs.field(
+        default=DEFAULT_MAX_MESSAGE_BYTES, kw_only=True, validator=_positive_int
+    )
 
     def open(self, *, watch: SessionWatch | None = None) -> AbstractAsyncContextManager[Any]:
         """Open one connection. ``watch`` (the connection actor's) hears of a server that
@@ -532,70 +653,60 @@ def _session_gone(watch: SessionWatch, reason: str) -> None:
 
 @asynccontextmanager
 async def _open_sse(transport: SseTransport, watch: SessionWatch | None) -> AsyncIterator[Any]:
-    """The ``mcp`` package's ``sse_client``, with a :class:`_SseWatchTransport` under it and
-    a read stream of kova's own in front of the package's, which carries the package's
+    """The event stream and the message POSTs (kova's reader, :mod:`kova.mcp._legacy_sse`),
+    with a :class:`_SseWatchTransport` under them and one read stream carrying the server's
     messages and kova's :data:`NOT_DELIVERED` answers.
 
     When the server ends the event stream (it died), the session is marked gone rather than
     ended at once: a request whose POST has not gone out yet still learns that it was not
     delivered (its POST cannot connect), instead of being failed with the stream as if it
     might have run."""
-    auth = McpHttpAuth(transport.auth, inner=transport.http_auth)
-    if watch is None:
-        async with sse_client(
-            transport.url,
-            headers=dict(transport.headers),
-            timeout=transport.timeout,
-            sse_read_timeout=transport.sse_read_timeout,
-            auth=auth,
-        ) as streams:
-            yield streams
-        return
     send, receive = anyio.create_memory_object_stream[Any](0)
 
     async def answer(request_id: int | str, reason: str) -> None:
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             await send.send(not_delivered_answer(request_id, reason))
 
-    posts = _SseWatchTransport(httpx2.AsyncHTTPTransport(), watch, answer)
+    inner: httpx2.AsyncBaseTransport = httpx2.AsyncHTTPTransport()
+    posts = None if watch is None else _SseWatchTransport(inner, watch, answer)
 
-    def client_factory(
-        headers: dict[str, str] | None = None,
-        timeout: httpx2.Timeout | None = None,
-        auth: httpx2.Auth | None = None,
-    ) -> httpx2.AsyncClient:
-        return httpx2.AsyncClient(headers=headers, timeout=timeout, auth=auth, transport=posts)
+    async def on_end() -> None:
+        if watch is None or posts is None:
+            return
+        # No new request starts on this session; the ones handed over and not yet POSTed
+        # are (their POST cannot connect: "not delivered"). Then the stream ends as usual,
+        # failing what is still waiting for an answer.
+        _session_gone(watch, "the server closed the SSE stream")
+        with anyio.move_on_after(SSE_END_GRACE):
+            await posts.drained()
 
+    client = httpx2.AsyncClient(
+        headers=dict(transport.headers),
+        timeout=httpx2.Timeout(transport.timeout, read=transport.sse_read_timeout),
+        auth=McpHttpAuth(transport.auth, inner=transport.http_auth),
+        transport=posts if posts is not None else inner,
+    )
     with send, receive:  # closed also when connecting fails
-        async with sse_client(
-            transport.url,
-            headers=dict(transport.headers),
-            timeout=transport.timeout,
-            sse_read_timeout=transport.sse_read_timeout,
-            auth=auth,
-            httpx_client_factory=client_factory,
-        ) as (read_stream, write_stream):
+        async with (
+            client,
+            sse_streams(
+                client,
+                transport.url,
+                limit=transport.max_message_bytes,
+                send=send,
+                on_end=on_end,
+                encode=_post_body,
+            ) as write_stream,
+        ):
+            try:
+                yield receive, write_stream
+            finally:
+                receive.close()
+    await resync_tracer()
 
-            async def forward() -> None:
-                async with send:
-                    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                        async for item in read_stream:
-                            await send.send(item)
-                        # No new request starts on this session; the ones handed over and not yet
-                        # POSTed are (their POST cannot connect: "not delivered"). Then the stream
-                        # ends as usual, failing what is still waiting for an answer.
-                        _session_gone(watch, "the server closed the SSE stream")
-                        with anyio.move_on_after(SSE_END_GRACE):
-                            await posts.drained()
 
-            async with anyio.create_task_group() as task_group:
-                task_group.start_soon(forward)
-                try:
-                    yield receive, write_stream
-                finally:
-                    task_group.cancel_scope.cancel()
-                    receive.close()
-                    send.close()
+def _post_body(message: Any) -> bytes:
+    return message_line(message)[:-1]
 
 
 class InProcessTransport(Record):

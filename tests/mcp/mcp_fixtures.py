@@ -13,6 +13,7 @@ from pathlib import Path
 import attrs
 
 SERVER = Path(__file__).with_name("mcp_test_server.py")
+HOSTILE = Path(__file__).with_name("hostile_server.py")
 
 
 @attrs.frozen
@@ -25,9 +26,9 @@ class RunningServer:
         return self.process.pid
 
 
-def start_server(mode: str, *options: str) -> RunningServer:
+def start_server(mode: str, *options: str, script: Path = SERVER) -> RunningServer:
     process = subprocess.Popen(
-        [sys.executable, str(SERVER), mode, *options],
+        [sys.executable, str(script), mode, *options],
         stdout=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
     )

@@ -203,12 +203,38 @@ def build_server(events: list[str] | None = None) -> MCPServer:
     relisted: list[anyio.Event] = []
     listing = server.list_tools
 
+    listings = [0]  # how many times the tools were listed
+    chatty: list[Any] = []  # sessions told "changed" after every listing (see chatter)
+
     async def list_tools() -> list[Any]:
         tools = await listing()
+        listings[0] += 1
         for listed in relisted:
             listed.set()
         relisted.clear()
+        for session in chatty:
+            await session.send_tool_list_changed()
         return tools
+
+    @server.tool()
+    async def listed() -> int:
+        """How many times the tools were listed."""
+        return listings[0]
+
+    @server.tool()
+    async def flood(count: int, ctx: Context) -> str:
+        """Send ``notifications/tools/list_changed`` ``count`` times."""
+        for _ in range(count):
+            await ctx.session.send_tool_list_changed()
+        return f"sent {count}"
+
+    @server.tool()
+    async def chatter(ctx: Context) -> str:
+        """From now on, say "changed" to this session with every listing (a server that
+        takes its own listing for a change), and once now."""
+        chatty.append(ctx.session)
+        await ctx.session.send_tool_list_changed()
+        return "chatty"
 
     server.list_tools = list_tools  # type: ignore[method-assign]
 

@@ -1,0 +1,143 @@
+"""The legacy HTTP+SSE transport's streams (MCP 2024-11-05), read by kova.
+
+The ``mcp`` package's ``sse_client`` reads the event stream with httpx2's reader, whose 1 MiB
+event limit ends the whole stream: one large tool result (server-everything's 1.6 MB
+``gzip-file-as-resource``) ended the session, kova reported "the server closed the SSE
+stream" and replayed the call into the same failure. Here the events are framed by
+:class:`~kova.mcp._wire.SseFramer` under the transport's ``max_message_bytes`` and every
+message is read by :func:`~kova.mcp._wire.read_message`, as over stdio: a larger answer fails
+only its own call (with the limit in the error), and the session goes on.
+
+The protocol is the package's: GET the event stream, wait for the ``endpoint`` event, POST
+each client message to that endpoint (in the sending task's context, one at a time), with the
+package's rule for redirects (only within the endpoint's origin).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin, urlparse
+
+import anyio
+import httpx2
+from mcp.shared._context_streams import create_context_streams  # private: as the package's own
+from mcp.shared._httpx_utils import request_within_origin, stream_within_origin
+
+from ._wire import (
+    MESSAGE_TOO_LARGE,
+    SseFramer,
+    TooLarge,
+    answer_in_place,
+    read_message,
+    too_large_text,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
+
+    from anyio.abc import TaskStatus
+    from mcp.shared.message import SessionMessage
+
+__all__ = ["sse_streams"]
+
+log = logging.getLogger("mcp.client.sse")  # the package's logger: hosts configure it already
+
+
+@asynccontextmanager
+async def sse_streams(
+    client: httpx2.AsyncClient,
+    url: str,
+    *,
+    limit: int,
+    send: Any,
+    on_end: Callable[[], Awaitable[None]],
+    encode: Callable[[Any], bytes],
+) -> AsyncIterator[Any]:
+    """Open the event stream at ``url`` and yield the session's write stream; what the server
+    sends goes to ``send`` (a memory stream the caller reads, which it also uses for answers
+    of its own). ``on_end`` runs when the server ends the stream, before ``send`` closes.
+    ``encode`` turns a client message into the JSON body of its POST."""
+    headers = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
+    async with stream_within_origin(client, "GET", url, headers=headers) as response:
+        response.raise_for_status()
+        content_type = response.headers.get("content-type", "").partition(";")[0]
+        if content_type.strip().lower() != "text/event-stream":
+            raise httpx2.SSEError(
+                f"Expected response with content type 'text/event-stream', got {content_type!r}."
+            )
+        write_stream, write_reader = create_context_streams[Any](0)
+
+        async def read_events(task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
+            framer = SseFramer(limit)
+            started = False
+            async with send:
+                with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    try:
+                        async for chunk in response.aiter_bytes():
+                            for event in framer.feed(chunk):
+                                if isinstance(event, TooLarge):
+                                    message = too_large_text(limit, "SseTransport")
+                                    await send.send(
+                                        answer_in_place(event.head, MESSAGE_TOO_LARGE, message)
+                                    )
+                                elif event.event == "endpoint" and not started:
+                                    endpoint = urljoin(url, event.data)
+                                    if _origin(endpoint) != _origin(url):
+                                        raise ValueError(
+                                            "the SSE endpoint's origin does not match the "
+                                            f"connection's: {endpoint}"
+                                        )
+                                    started = True
+                                    task_status.started(endpoint)
+                                elif event.event == "message" and event.data:
+                                    await send.send(read_message(event.data))
+                    except httpx2.TransportError as exc:
+                        if not started:
+                            raise
+                        # As the package's reader did: an application that configured
+                        # logging sees it (kova's NullHandler keeps the default quiet).
+                        log.warning("the SSE stream broke: %r", exc)
+                    if not started:
+                        raise httpx2.RemoteProtocolError(
+                            "the SSE stream ended before the server named its message endpoint"
+                        )
+                    await on_end()
+
+        async def post(endpoint: str, session_message: SessionMessage) -> None:
+            response = await request_within_origin(
+                client,
+                "POST",
+                endpoint,
+                content=encode(session_message.message),
+                headers={"content-type": "application/json"},
+            )
+            response.raise_for_status()
+
+        async def write_messages(endpoint: str) -> None:
+            try:
+                async with write_reader, write_stream:
+                    async for session_message in write_reader:
+                        context = write_reader.last_context
+                        if context is None:
+                            await post(endpoint, session_message)
+                            continue
+                        async with anyio.create_task_group() as task_group:
+                            context.run(task_group.start_soon, post, endpoint, session_message)
+            except Exception:  # as the package's writer: the session sees no more answers
+                log.exception("Error in post_writer")
+
+        async with write_stream, write_reader, anyio.create_task_group() as task_group:
+            endpoint = await task_group.start(read_events)
+            task_group.start_soon(write_messages, endpoint)
+            try:
+                yield write_stream
+            finally:
+                task_group.cancel_scope.cancel()
+
+
+def _origin(url: str) -> tuple[str, str]:
+    parsed = urlparse(url)
+    return parsed.scheme, parsed.netloc

@@ -1,0 +1,259 @@
+"""How kova reads a server's messages, the same on every transport.
+
+Each transport frames messages its own way (stdio: one line each; legacy SSE and Streamable
+HTTP: server-sent events, or one JSON body), and each frame goes through :func:`read_message`
+here, under one size limit (:data:`DEFAULT_MAX_MESSAGE_BYTES`, per transport
+``max_message_bytes``). So a hostile answer has one outcome whatever carried it:
+
+* over the limit: discarded as it arrives (memory stays bounded) and the request it answers
+  fails at once with :data:`MESSAGE_TOO_LARGE` naming the limit; the session goes on;
+* not UTF-8: each invalid byte sequence reads as U+FFFD, as the SSE standard decodes a stream;
+* a lone surrogate escape (``"\\ud83d"``, half an emoji a tool cut in two): read as Python's
+  ``json`` reads it, so the text reaches the model exactly as the server sent it;
+* anything else unreadable (nested too deeply for any JSON reader, not JSON, not a JSON-RPC
+  message): the request it answers fails at once with :data:`MESSAGE_UNREADABLE` saying why.
+
+:class:`SseFramer` reads server-sent events from bytes in linear time under the limit; the
+``mcp`` package's reader (httpx2's) stops the whole stream at its 1 MiB event limit, which
+over legacy SSE ended the session and over Streamable HTTP looked like a lost connection.
+"""
+
+from __future__ import annotations
+
+import re
+
+import mcp_types as mt
+from httpx2 import ServerSentEvent
+from mcp.shared.message import SessionMessage
+
+from .._json import loads
+
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "MESSAGE_TOO_LARGE",
+    "MESSAGE_UNREADABLE",
+    "NOT_DELIVERED",
+    "SseFramer",
+    "TooLarge",
+    "answer_in_place",
+    "read_message",
+    "too_large_text",
+]
+
+DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+"""The default size limit of one message from the server, in bytes, on every transport."""
+
+MESSAGE_TOO_LARGE = -32051
+"""JSON-RPC code of the error kova puts in place of a server's answer that exceeded the
+message size limit."""
+
+MESSAGE_UNREADABLE = -32052
+"""JSON-RPC code of the error kova puts in place of a server's answer it cannot read (nested
+too deeply, not JSON, not a JSON-RPC message)."""
+
+NOT_DELIVERED = -32050
+"""JSON-RPC code of the error kova puts in place of a response when a request never reached
+a live session (the server was unreachable, or no longer knew the session id).
+
+The ``mcp`` package turns every HTTP failure of a POST into one of a handful of errors that
+cannot tell "the server never saw it" from "the server may have run it". The connection
+actor must tell them apart (a request that never ran may always be sent again), so the HTTP
+layer answers such a request itself, with this code and ``data={"kova": "not-delivered"}``.
+"""
+
+HEAD = 512
+"""Bytes of an oversized or unreadable message kept to find the id of the request it answers."""
+
+_ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+
+
+def too_large_text(limit: int, setting: str) -> str:
+    """The error message for a message over ``limit`` (``setting`` names where to raise it)."""
+    return (
+        f"the MCP server sent a message over kova's limit of {limit} bytes "
+        f"({setting}(max_message_bytes=...)); it was discarded"
+    )
+
+
+def answer_in_place(
+    head: bytes, code: int, message: str, request_id: int | str | None = None
+) -> SessionMessage | Exception:
+    """An error answering the request whose response began with ``head`` and could not be
+    used, so that request fails now instead of waiting for its timeout. ``request_id`` is the
+    request's id when the transport knows it (a Streamable HTTP POST's own answer). Otherwise
+    the id is read from ``head``; when ``head`` is not an answer to one of our requests (or
+    its id is not where servers put it, first), the error is returned as a value: nobody
+    waits for it by id, and the session reports it as unreadable."""
+    if b'"method"' in head:
+        return ValueError(message)
+    if request_id is None:
+        found = _ID.search(head)
+        if found is None:
+            return ValueError(message)
+        raw = found.group(1)
+        request_id = int(raw) if raw[:1] != b'"' else raw[1:-1].decode("utf-8", "replace")
+    error = mt.JSONRPCError(
+        jsonrpc="2.0", id=request_id, error=mt.ErrorData(code=code, message=message)
+    )
+    return SessionMessage(error)
+
+
+def read_message(
+    data: bytes | str, request_id: int | str | None = None
+) -> SessionMessage | Exception:
+    """One message from the server, by the rules in this module's docstring."""
+    try:
+        return SessionMessage(mt.jsonrpc_message_adapter.validate_json(data, by_name=False))
+    except ValueError as exc:
+        return _unreadable(data, exc, request_id)
+
+
+def _unreadable(
+    data: bytes | str, error: ValueError, request_id: int | str | None
+) -> SessionMessage | Exception:
+    """A message pydantic's JSON reader refused: invalid UTF-8 (read again with U+FFFD in
+    place of each bad sequence), a lone surrogate (pydantic refuses it, Python's reader keeps
+    it), or something kova cannot read at all."""
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    try:
+        value = loads(text)
+    except ValueError as exc:  # not JSON, or nested too deeply (JsonNestingError)
+        reason = str(exc)
+    else:
+        try:
+            return SessionMessage(mt.jsonrpc_message_adapter.validate_python(value, by_name=False))
+        except ValueError:
+            reason = str(error).splitlines()[0]
+    message = f"the MCP server sent a message kova cannot read ({reason[:200]}); it was discarded"
+    head = data[:HEAD] if isinstance(data, bytes) else text[:HEAD].encode("utf-8", "replace")
+    return answer_in_place(head, MESSAGE_UNREADABLE, message, request_id)
+
+
+class TooLarge:
+    """An event whose data went over the limit: discarded, ``head`` its first bytes."""
+
+    __slots__ = ("head",)
+
+    def __init__(self, head: bytes) -> None:
+        self.head = head
+
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+
+class SseFramer:
+    """Server-sent events from a byte stream in linear time, each at most ``limit`` bytes of
+    data; a longer event is dropped as it arrives and reported as :class:`TooLarge` (once),
+    and the events after it are read as usual. Data is decoded as UTF-8 with U+FFFD for
+    invalid bytes, as the SSE standard says."""
+
+    __slots__ = (
+        "_buffer",
+        "_data",
+        "_event",
+        "_head",
+        "_id",
+        "_pending",
+        "_retry",
+        "_size",
+        "_skip_line",
+        "_too_large",
+        "limit",
+    )
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._buffer = bytearray()
+        self._skip_line = False  # inside an over-long line: drop up to its end
+        self._event = ""
+        self._data: list[bytes] = []
+        self._size = 0
+        self._id = ""
+        self._retry: int | None = None
+        self._pending = False
+        self._too_large = False
+        self._head = b""
+
+    def feed(self, chunk: bytes) -> list[ServerSentEvent | TooLarge]:
+        """The events completed by ``chunk``."""
+        out: list[ServerSentEvent | TooLarge] = []
+        buffer = self._buffer
+        scan = len(buffer)
+        buffer += chunk
+        start = 0
+        # A CR at the very end may be the first half of a CRLF: wait for the next chunk.
+        for match in _LINE_END.finditer(buffer, max(0, scan - 1)):
+            if match.end() == len(buffer) and match.group() == b"\r":
+                break
+            line = bytes(buffer[start : match.start()])
+            start = match.end()
+            if self._skip_line:
+                self._skip_line = False
+                continue
+            event = self._line(line)
+            if event is not None:
+                out.append(event)
+        del buffer[:start]
+        if len(buffer) > self.limit + 16:  # a line longer than any event may be
+            self._overflow(bytes(buffer[:HEAD]))
+            buffer.clear()
+            self._skip_line = True
+        return out
+
+    def _overflow(self, head: bytes) -> None:
+        if not self._too_large:
+            self._too_large = True
+            data_head = head.partition(b":")[2].lstrip(b" ") if head.startswith(b"data") else b""
+            self._head = (b"".join(self._data) + data_head)[:HEAD]
+        self._data = []
+        self._size = 0
+        self._pending = True
+
+    def _line(self, line: bytes) -> ServerSentEvent | TooLarge | None:
+        if not line:
+            return self._dispatch()
+        if line[:1] == b":":
+            return None
+        field, _, value = line.partition(b":")
+        if value[:1] == b" ":
+            value = value[1:]
+        if field == b"data":
+            self._pending = True
+            if self._too_large:
+                return None
+            self._size += len(value) + 1
+            if self._size > self.limit:
+                self._overflow(b"data:" + value[:HEAD])
+            else:
+                self._data.append(value)
+        elif field == b"event":
+            self._event = value.decode("utf-8", "replace")
+            self._pending = True
+        elif field == b"id":
+            if b"\0" not in value:
+                self._id = value.decode("utf-8", "replace")
+                self._pending = True
+        elif field == b"retry" and value.isdigit():
+            self._retry = int(value)
+            self._pending = True
+        return None
+
+    def _dispatch(self) -> ServerSentEvent | TooLarge | None:
+        if not self._pending:
+            return None
+        event: ServerSentEvent | TooLarge
+        if self._too_large:
+            event = TooLarge(self._head)
+        else:
+            data = b"\n".join(self._data).decode("utf-8", "replace")
+            event = ServerSentEvent(
+                event=self._event or "message", data=data, id=self._id, retry=self._retry
+            )
+        self._event = ""
+        self._data = []
+        self._size = 0
+        self._retry = None
+        self._pending = False
+        self._too_large = False
+        self._head = b""
+        return event
