@@ -18,9 +18,16 @@ from ._budget import Budget as Budget
 from ._builder import AgentBuilder as AgentBuilder
 from ._cancel import CancelToken as CancelToken
 from ._config import AgentConfig as AgentConfig
+from ._context import ClearToolResults as ClearToolResults
+from ._context import Compact as Compact
+from ._context import Compaction as Compaction
+from ._context import ContextPolicy as ContextPolicy
+from ._context import SlidingWindow as SlidingWindow
+from ._context import Summarize as Summarize
 from ._cost import Prices as Prices
 from ._events import AgentEvent as AgentEvent
 from ._events import AgentResponse as AgentResponse
+from ._events import ContextCompacted as ContextCompacted
 from ._events import ToolCallDeferred as ToolCallDeferred
 from ._events import ToolCallFinished as ToolCallFinished
 from ._events import ToolCallStarted as ToolCallStarted
@@ -53,6 +60,11 @@ __all__ = [
     "Budget",
     "CallModel",
     "CancelToken",
+    "ClearToolResults",
+    "Compact",
+    "Compaction",
+    "ContextCompacted",
+    "ContextPolicy",
     "DEFER",
     "Deferred",
     "Finished",
@@ -64,7 +76,9 @@ __all__ = [
     "ProviderRef",
     "RetryConfig",
     "RunTools",
+    "SlidingWindow",
     "StructuredStream",
+    "Summarize",
     "TextDelta",
     "ThinkingDelta",
     "ToolCallDeferred",

@@ -35,6 +35,7 @@ from ._accumulate import ResponseAccumulator
 from ._budget import Meter
 from ._cancel import guarded
 from ._config import DEFAULT_NAME
+from ._context import Compact
 from ._cost import Pricer, load_sheet
 from ._events import AgentEvent, AgentResponse, ToolCallFinished, ToolCallStarted, TurnCompleted
 from ._input import HistoryInput, check_call_options, coerce_history
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
     from ._as_tool import AgentTool
     from ._cancel import CancelToken
     from ._config import AgentConfig
+    from ._context import ContextPolicy
     from ._nesting import CallSite
     from ._provider_ref import ProviderRef
     from ._structured import StructuredStream
@@ -273,6 +275,7 @@ class Agent:
         turn_id: str | None = None,
         deps: object = None,
         session: Session | None = None,
+        context: ContextPolicy | None = None,
     ) -> AgentResponse:
         """One turn over ``history``.
 
@@ -296,6 +299,8 @@ class Agent:
                 ``new_messages`` are appended to it when the turn completes (nothing when it
                 fails or is cancelled; a paused turn's pending state too). See
                 ``docs/sessions.md``.
+            context: a :class:`~kova.agent.ContextPolicy` for this turn, replacing the
+                agent's (``AgentBuilder.context``; docs/context.md).
 
         Returns:
             The turn's outcome; persist ``response.new_messages``. With deferred approvals
@@ -321,14 +326,14 @@ class Agent:
         if session is not None:  # kova.sessions loads before and appends after
             again = partial(
                 self.run, config=config, cancel=cancel, limits=limits, journal=journal,
-                turn_id=turn_id, deps=deps,
+                turn_id=turn_id, deps=deps, context=context,
             )  # fmt: skip
             return await _session(session).run_turn(messages, again)  # type: ignore[no-any-return]
         if journal is not None or turn_id is not None:
             return await guarded(
                 self._journaled(messages, config, limits, journal, turn_id, deps=deps), cancel
             )
-        turn = self._start(messages, config, limits)
+        turn = self._start(messages, config, limits, context=context)
         if cancel is None:  # one coroutine frame fewer for every await of the turn
             return await self._turn(turn, config, deps=deps)
         return await guarded(self._turn(turn, config, deps=deps), cancel)
@@ -344,6 +349,7 @@ class Agent:
         journal: SqliteJournal | None = None,
         turn_id: str | None = None,
         session: Session | None = None,
+        context: ContextPolicy | None = None,
     ) -> AgentResponse:
         """Continue a turn that paused for approvals, with the decisions made on ``pending``.
 
@@ -366,6 +372,7 @@ class Agent:
                 with ``pending = await session.pending()`` decided, or ``pending`` left out
                 to resume with the stored decisions), and what the resumed part adds joins
                 that turn in it when it completes.
+            context: a context policy for the resumed part, as for :meth:`run`.
 
         Returns:
             What the resumed part produced: ``history + new_messages`` is the whole turn. The
@@ -386,7 +393,7 @@ class Agent:
             check_call_options(config, cancel)
             again = partial(
                 self.resume, config=config, cancel=cancel, deps=deps, journal=journal,
-                turn_id=turn_id,
+                turn_id=turn_id, context=context,
             )  # fmt: skip
             return await _session(session).resume_turn(history, pending, again)
         messages = coerce_history(history)
@@ -398,7 +405,7 @@ class Agent:
                 messages, config, None, journal, turn_id, deps=deps, pending=pending
             )
             return await guarded(journaled, cancel)
-        turn = self._resumed(messages, pending, config)
+        turn = self._resumed(messages, pending, config, context)
         return await guarded(self._turn(turn, config, deps=deps), cancel)
 
     def run_sync(
@@ -432,6 +439,7 @@ class Agent:
         limits: UsageLimits | None = None,
         deps: object = None,
         session: Session | None = None,
+        context: ContextPolicy | None = None,
     ) -> tuple[OutputT, AgentResponse]: ...
 
     @overload
@@ -446,6 +454,7 @@ class Agent:
         limits: UsageLimits | None = None,
         deps: object = None,
         session: Session | None = None,
+        context: ContextPolicy | None = None,
     ) -> tuple[Any, AgentResponse]: ...
 
     async def run_structured(
@@ -459,6 +468,7 @@ class Agent:
         limits: UsageLimits | None = None,
         deps: object = None,
         session: Session | None = None,
+        context: ContextPolicy | None = None,
     ) -> tuple[Any, AgentResponse]:
         """A turn whose final answer is constrained to a JSON schema, validated.
 
@@ -476,6 +486,7 @@ class Agent:
             limits: usage limits for each attempt (as for :meth:`run`).
             session: as for :meth:`run`: every attempt's messages are appended when the
                 value validates.
+            context: a context policy for each attempt (as for :meth:`run`).
 
         Returns:
             ``(value, response)``; ``response.output_retries`` counts the re-asks.
@@ -496,12 +507,14 @@ class Agent:
         if session is not None:  # kova.sessions loads before and appends after
             again = partial(
                 self.run_structured, output=output, config=config, cancel=cancel,
-                output_retries=output_retries, limits=limits, deps=deps,
+                output_retries=output_retries, limits=limits, deps=deps, context=context,
             )  # fmt: skip
             return await _session(session).run_turn(messages, again, structured=True)  # type: ignore[no-any-return]
 
         def run(working: Sequence[Message], overrides: InferenceConfig) -> Awaitable[AgentResponse]:
-            return self.run(working, config=overrides, cancel=cancel, limits=limits, deps=deps)
+            return self.run(
+                working, config=overrides, cancel=cancel, limits=limits, deps=deps, context=context
+            )
 
         return await run_structured_turn(run, messages, output, config, retries)
 
@@ -517,6 +530,7 @@ class Agent:
         limits: UsageLimits | None = None,
         deps: object = None,
         session: Session | None = None,
+        context: ContextPolicy | None = None,
     ) -> AbstractAsyncContextManager[StructuredStream[OutputT]]: ...
 
     @overload
@@ -531,6 +545,7 @@ class Agent:
         limits: UsageLimits | None = None,
         deps: object = None,
         session: Session | None = None,
+        context: ContextPolicy | None = None,
     ) -> AbstractAsyncContextManager[StructuredStream[Any]]: ...
 
     def stream_structured(
@@ -544,6 +559,7 @@ class Agent:
         limits: UsageLimits | None = None,
         deps: object = None,
         session: Session | None = None,
+        context: ContextPolicy | None = None,
     ) -> AbstractAsyncContextManager[StructuredStream[Any]]:
         """:meth:`run_structured`, streamed: ``async with agent.stream_structured(history,
         Model) as values: async for value in values``.
@@ -563,10 +579,10 @@ class Agent:
         if session is not None:  # kova.sessions loads before and appends after
             again = partial(
                 self.stream_structured, output=output, config=config, cancel=cancel,
-                output_retries=output_retries, limits=limits, deps=deps,
+                output_retries=output_retries, limits=limits, deps=deps, context=context,
             )  # fmt: skip
             return _session(session).stream_structured_turn(messages, again)
-        stream = partial(self.stream, limits=limits, deps=deps)
+        stream = partial(self.stream, limits=limits, deps=deps, context=context)
         return stream_structured_turn(stream, messages, output, config, retries, cancel)
 
     def _structured_options(
@@ -619,6 +635,7 @@ class Agent:
         turn_id: str | None = None,
         deps: object = None,
         session: Session | None = None,
+        context: ContextPolicy | None = None,
     ) -> AbstractAsyncContextManager[AsyncIterator[AgentEvent]]:
         """Stream one turn: ``async with agent.stream(history) as events: async for e in events``.
 
@@ -645,6 +662,8 @@ class Agent:
                 from there on.
             session: as for :meth:`run` (with ``resume``, as :meth:`resume`; ``history``
                 left out): the turn is appended before its TurnCompleted is handed on.
+            context: a context policy for this turn, as for :meth:`run`; compactions are
+                :class:`~kova.agent.ContextCompacted` events.
 
         Raises:
             TypeError: on entering, ``history`` (or an option) has the wrong type.
@@ -653,12 +672,12 @@ class Agent:
         if session is not None:  # kova.sessions loads before and appends after
             again = partial(
                 _stream_again, self, config=config, cancel=cancel, buffer=buffer,
-                limits=limits, journal=journal, turn_id=turn_id, deps=deps,
+                limits=limits, journal=journal, turn_id=turn_id, deps=deps, context=context,
             )  # fmt: skip
             return _session(session).stream_turn(history, again, resume)
         given: Any = history  # None (without a session) is refused on entering, named
         return TurnStream(
-            self, given, config, cancel, buffer, resume, limits, journal, turn_id, deps
+            self, given, config, cancel, buffer, resume, limits, journal, turn_id, deps, context
         )
 
     # -- the driver -----------------------------------------------------------------------
@@ -669,8 +688,10 @@ class Agent:
         overrides: InferenceConfig | None,
         limits: UsageLimits | None,
         turn_id: str | None = None,
+        context: ContextPolicy | None = None,
     ) -> Turn:
-        """A new turn core for ``history`` (already checked)."""
+        """A new turn core for ``history`` (already checked); ``context`` replaces the
+        agent's context policy for this turn."""
         config = self._config
         if limits is None:
             limits = config.usage_limits
@@ -696,13 +717,24 @@ class Agent:
                 deferred=registry.definitions(deferred=True),
                 search_limit=config.tool_search_limit,
             )
+        self._use_context(turn, context, overrides)
         return turn
+
+    def _use_context(
+        self, turn: Turn, context: ContextPolicy | None, overrides: InferenceConfig | None
+    ) -> None:
+        """Give ``turn`` the call's context policy, else the agent's."""
+        policy = context if context is not None else self._config.context
+        if policy is not None:
+            model = (overrides.model if overrides is not None else None) or self._model
+            turn.set_context(policy, model=model)
 
     def _resumed(
         self,
         history: tuple[Message, ...],
         pending: PendingApprovals,
         overrides: InferenceConfig | None,
+        context: ContextPolicy | None = None,
     ) -> Turn:
         """The turn core of a paused turn, with ``pending``'s decisions (checked here)."""
         config = self._config
@@ -716,6 +748,7 @@ class Agent:
             context_budget=config.context_budget,
         )
         turn._agent = config.name
+        self._use_context(turn, context, overrides)
         return turn
 
     def _open_journaled(
@@ -884,7 +917,21 @@ class Agent:
                     yield decided
             step = turn.next_step()
             while True:
-                if type(step) is CallModel:
+                for core_event in turn.take_events():  # what the core did by itself
+                    if streamed:
+                        yield core_event
+                if type(step) is Compact:
+                    # A summary of older messages, asked for by the context policy.
+                    summarizer = step.provider
+                    if summarizer is None:
+                        summary = await provider._complete_checked(step.request)
+                    else:
+                        async with summarizer.open():
+                            summary = await summarizer.chat_completion(step.request)
+                    turn.compacted(summary)
+                    if journaled is not None:
+                        await journaled.saved(turn)
+                elif type(step) is CallModel:
                     chat = step.request
                     if step.count_tokens:
                         turn.tokens_counted(await provider.count_tokens(chat))
@@ -939,10 +986,6 @@ class Agent:
                     turn.model_replied(response)
                     for enclosing in outer:
                         enclosing._inner_replied(usage_key, response.usage)
-                    # search_tools calls the core answered itself.
-                    for answered_event in turn.take_events():
-                        if streamed:
-                            yield answered_event
                     if journaled is not None:
                         await journaled.saved(turn)
                 elif type(step) is RunTools:

@@ -15,6 +15,7 @@ from .._observe import TelemetryHub
 from ..providers import Provider
 from ._agent import Agent
 from ._config import DEFAULT_NAME, AgentConfig
+from ._context import ContextPolicy
 from ._lifecycle import LifecycleHook
 from ._limits import UsageLimits
 from ._retry import RetryConfig
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from ..telemetry import MetricsCollector
     from ..tools import Tool, ToolRegistry
     from ._budget import Budget
+    from ._context import ContextStrategy
     from ._cost import Prices
     from ._tool_pool import ApprovalFunction, DeferPredicate
 
@@ -118,6 +120,7 @@ class AgentBuilder:
         self._tool_search_limit = 5
         self._prices: Prices | None = None
         self._budget: Budget | None = None
+        self._context: ContextPolicy | None = None
 
     def provider(self, provider: Provider, *, max_in_flight: int | None = None) -> Self:
         """The model provider (required): a provider, or a ``ProviderRef`` already running on
@@ -207,6 +210,25 @@ class AgentBuilder:
             raise BuildError(f"mcp_client({prefix!r}): {exc}") from exc
         self._tools.extend(tools)
         self._mcp_bindings.append((client, prefix, tools, include, exclude, defer))
+        return self
+
+    def context(
+        self, *strategies: ContextStrategy, window: int | None = None, reserve: int | None = None
+    ) -> Self:
+        """What a turn does when its next request would overflow the model's context window:
+        ``strategies`` (:class:`~kova.agent.ClearToolResults`,
+        :class:`~kova.agent.SlidingWindow`, :class:`~kova.agent.Summarize`) are tried in
+        order until it fits (docs/context.md). Builds a :class:`~kova.agent.ContextPolicy`.
+
+        Args:
+            window: the model's context size in tokens (known models are looked up).
+            reserve: tokens kept for the answer (default: ``max_tokens``, else a tenth of
+                the window).
+
+        Raises:
+            BuildError: a strategy of another type, or a bad window or reserve.
+        """
+        self._context = ContextPolicy(*strategies, window=window, reserve=reserve)
         return self
 
     def tool_search(self, *, provider_native: bool = False, limit: int = 5) -> Self:
@@ -494,5 +516,6 @@ class AgentBuilder:
                 tool_search_limit=self._tool_search_limit,
                 prices=self._prices,
                 budget=self._budget,
+                context=self._context,
             )
         )

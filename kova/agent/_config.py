@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from .._errors import BuildError
 from .._models import InferenceConfig
 from .._record import Record, set_field
+from ._context import ContextPolicy
 from ._retry import RetryConfig
 
 if TYPE_CHECKING:
@@ -80,6 +81,9 @@ class AgentConfig(Record):
     """The caller's own prices, before the ``genai-prices`` sheet (docs/cost.md)."""
     budget: Budget | None
     """A budget in money the agent's model calls reserve and spend (shared with others)."""
+    context: ContextPolicy | None
+    """What a turn does when a request would overflow the model's context window
+    (``AgentBuilder.context``; docs/context.md)."""
 
     def __init__(
         self,
@@ -105,6 +109,7 @@ class AgentConfig(Record):
         tool_search_limit: int = 5,
         prices: Prices | None = None,
         budget: Budget | None = None,
+        context: ContextPolicy | None = None,
     ) -> None:
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise BuildError(f"system_prompt must be a str, got {type(system_prompt).__name__}")
@@ -145,3 +150,8 @@ class AgentConfig(Record):
                 raise BuildError(f"budget must be a kova.agent.Budget, got {type(budget).__name__}")
         set_field(self, "prices", prices)
         set_field(self, "budget", budget)
+        if context is not None and not isinstance(context, ContextPolicy):
+            raise BuildError(
+                f"context must be a kova.agent.ContextPolicy, got {type(context).__name__}"
+            )
+        set_field(self, "context", context)

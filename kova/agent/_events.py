@@ -30,10 +30,12 @@ if TYPE_CHECKING:
     from decimal import Decimal
 
     from ._approvals import PendingApprovals
+    from ._context import Compaction
 
 __all__ = [
     "AgentEvent",
     "AgentResponse",
+    "ContextCompacted",
     "ToolCallDeferred",
     "ToolCallFinished",
     "ToolCallStarted",
@@ -68,6 +70,9 @@ class AgentResponse(Record):
     """``usage`` by agent name (``AgentBuilder.name``): this agent's own calls and those of
     the agents its tools ran (``agent.as_tool()``), at every depth; an inner agent left with
     the default name counts under the name of the tool that ran it."""
+    compaction: Compaction | None = None
+    """What the context policy compacted in this turn (``AgentBuilder.context``), with the
+    compacted history the next turn should start from; ``None`` if nothing was."""
 
     @property
     def cost(self) -> Decimal | None:
@@ -149,6 +154,17 @@ class ToolsAdded(Record):
     """As :attr:`kova.agent.ToolCallStarted.path`."""
 
 
+class ContextCompacted(Record):
+    """The turn compacted its context before a model call (in ``agent.stream``)."""
+
+    strategy: str
+    tokens_before: int
+    tokens_after: int
+    removed: int
+    path: ClassVar[tuple[str, ...]] = ()
+    """As :attr:`kova.agent.ToolCallStarted.path`."""
+
+
 AgentEvent: TypeAlias = (
     TextDelta
     | ThinkingDelta
@@ -157,5 +173,6 @@ AgentEvent: TypeAlias = (
     | ToolCallDeferred
     | ToolsFound
     | ToolsAdded
+    | ContextCompacted
     | TurnCompleted
 )

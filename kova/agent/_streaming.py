@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ._agent import Agent
     from ._approvals import PendingApprovals
     from ._cancel import CancelToken
+    from ._context import ContextPolicy
     from ._events import AgentEvent
     from ._input import HistoryInput
     from ._limits import UsageLimits
@@ -43,6 +44,7 @@ class TurnStream:
         "_buffer",
         "_cancel",
         "_config",
+        "_context",
         "_deps",
         "_events",
         "_history",
@@ -65,8 +67,10 @@ class TurnStream:
         journal: SqliteJournal | None,
         turn_id: str | None,
         deps: object,
+        context: ContextPolicy | None = None,
     ) -> None:
         self._agent = agent
+        self._context = context
         self._history = history
         self._config = config
         self._cancel = cancel
@@ -123,10 +127,10 @@ class TurnStream:
     def _unjournaled(self, messages: tuple[Message, ...]) -> Turn:
         agent = self._agent
         if self._resume is None:
-            return agent._start(messages, self._config, self._limits)
+            return agent._start(messages, self._config, self._limits, context=self._context)
         if self._limits is not None:
             raise TypeError("limits cannot be given with resume: a paused turn keeps its own")
-        return agent._resumed(messages, self._resume, self._config)
+        return agent._resumed(messages, self._resume, self._config, self._context)
 
     async def __aexit__(
         self,

@@ -62,6 +62,7 @@ from ._approvals import (
     message_fingerprint,
 )
 from ._call_ids import call_ids_of, unique_call_ids
+from ._context import Compact, Compaction, Compactor, ContextCompacted, ContextPolicy
 from ._events import AgentResponse, ToolCallFinished, ToolCallStarted, ToolsAdded, ToolsFound
 from ._input import coerce_history
 from ._limits import UsageLimits
@@ -86,9 +87,11 @@ from ._tool_search import SEARCH_TOOLS, ToolSearch, search_tools_definition
 if TYPE_CHECKING:
     from .._messages import JSONValue
 
-CoreEvent: TypeAlias = ToolCallStarted | ToolsFound | ToolsAdded | ToolCallFinished
-"""What the core itself did that a driver reports (:meth:`Turn.take_events`): today the
-``search_tools`` calls it answers."""
+CoreEvent: TypeAlias = (
+    ToolCallStarted | ToolsFound | ToolsAdded | ToolCallFinished | ContextCompacted
+)
+"""What the core itself did that a driver reports (:meth:`Turn.take_events`): the
+``search_tools`` calls it answers, and compactions of its context."""
 
 __all__ = [
     "AwaitApproval",
@@ -158,7 +161,7 @@ class Finished(Record):
     response: AgentResponse
 
 
-Step: TypeAlias = CallModel | RunTools | AwaitApproval | Finished
+Step: TypeAlias = CallModel | Compact | RunTools | AwaitApproval | Finished
 """What :meth:`Turn.next_step` returns."""
 
 
@@ -234,6 +237,7 @@ class Turn:
         "_budget",
         "_call_ids",
         "_calls",
+        "_compactor",
         "_config",
         "_counted",
         "_denials",
@@ -331,6 +335,8 @@ class Turn:
         # Deferred tools and what the model found of them (search_tools), if any.
         self._search: ToolSearch | None = None
         self._events: list[CoreEvent] = []
+        # The context policy at work (ContextPolicy), if any.
+        self._compactor: Compactor | None = None
 
     # -- building one -----------------------------------------------------------------
 
@@ -348,6 +354,8 @@ class Turn:
         turn_id: str | None = None,
         deferred: Sequence[ToolDefinition] = (),
         search_limit: int = 5,
+        context: ContextPolicy | None = None,
+        model: str | None = None,
     ) -> Turn:
         """A new turn over ``history`` (the caller's; never modified).
 
@@ -369,6 +377,10 @@ class Turn:
                 instead, which this turn answers itself, and the tools it finds are offered
                 from its next call on (docs/tools.md, "Many tools").
             search_limit: how many tools one search loads when the model does not say.
+            context: what to do when a request would overflow the model's context window
+                (docs/context.md); without one, such a request fails as today.
+            model: the model's name, to look up its window when ``context`` gives none
+                (default: ``config.model``).
 
         Raises:
             TypeError: an argument of the wrong type, naming it.
@@ -393,6 +405,8 @@ class Turn:
         )
         if hidden:
             turn.set_tools(definitions, deferred=hidden, search_limit=search_limit)
+        if context is not None:
+            turn.set_context(context, model=model)
         return turn
 
     @classmethod
@@ -573,6 +587,62 @@ class Turn:
         else:
             search.replace(deferred)
 
+    def set_context(self, context: ContextPolicy | None, *, model: str | None = None) -> None:
+        """Use this context policy from the next model call on (``None``: none).
+
+        Raises:
+            TypeError: not a ContextPolicy.
+            BuildError: the policy gives no window and the model is not one kova knows.
+        """
+        if context is None:
+            self._compactor = None
+            return
+        if not isinstance(context, ContextPolicy):
+            raise TypeError(
+                f"context must be a kova.agent.ContextPolicy, got {type(context).__name__}"
+            )
+        config = self._config
+        limit = context.limit(model or config.model, config.max_tokens)
+        previous = self._compactor
+        compactor = Compactor(context, limit)
+        if previous is not None:
+            compactor.restore(previous.to_dict() | {"limit": limit})
+        self._compactor = compactor
+
+    @property
+    def compaction(self) -> Compaction | None:
+        """What the context policy compacted in this turn, with the compacted history the
+        next turn should start from; ``None`` if nothing was."""
+        compactor = self._compactor
+        if compactor is None:
+            return None
+        return compactor.compaction(self._working[len(self._prefix) :])
+
+    def compacted(self, response: ModelResponse) -> None:
+        """The summarizer's answer to the last :class:`~kova.agent.Compact` step: it
+        replaces the older messages it sums up.
+
+        Raises:
+            TypeError: ``response`` is not a ModelResponse.
+        """
+        compactor = self._compactor
+        if self._phase != _MODEL or compactor is None or not compactor.pending:
+            self._expect(_MODEL, "compacted")
+        if not isinstance(response, ModelResponse):
+            raise TypeError(
+                f"response must be a kova.providers.ModelResponse, got {type(response).__name__}"
+            )
+        assert compactor is not None
+        usage = response.usage
+        if usage is not None:
+            self._usage = self._usage + usage
+        self._llm_calls += 1
+        working, event = compactor.summarized(
+            self._working, len(self._prefix), response.text, self.tools, self._requests
+        )
+        self._working = working
+        self._events.append(event)
+
     def take_events(self) -> tuple[CoreEvent, ...]:
         """What the core did itself since the last call, for the driver to report (in
         order): a ``search_tools`` call is a :class:`~kova.agent.ToolCallStarted`, a
@@ -629,12 +699,22 @@ class Turn:
             return AwaitApproval(pending=pending, response=self._answer(pending))
         return Finished(response=self._answer(None))
 
-    def _call_model(self) -> CallModel:
+    def _call_model(self) -> CallModel | Compact:
         if self._requests >= self._max_iterations + 1:
             raise MaxIterationsError(self._max_iterations)
         limits = self._limits
         if limits is not None:
             limits.check_request(self._requests + self._inner_requests)
+        compactor = self._compactor
+        if compactor is not None:
+            fitted = compactor.fit(
+                self._working, len(self._prefix), self.tools, self._config, self._requests
+            )
+            self._working = list(fitted.messages)
+            if fitted.event is not None:
+                self._events.append(fitted.event)
+            if fitted.compact is not None:
+                return fitted.compact
         working, tools = self._working, self.tools
         budget = self._budget
         if budget is not None:
@@ -677,6 +757,7 @@ class Turn:
                 thinking="\n\n".join(self._thinking) or None,
                 pending=pending,
                 usage_by_agent=MappingProxyType(by_agent),
+                compaction=self.compaction,
             )
         return response
 
@@ -816,6 +897,8 @@ class Turn:
         if usage is not None:
             self._usage = self._usage + usage
             self._last_usage = usage
+            if self._compactor is not None:
+                self._compactor.observed(usage.input_tokens)
         if response.thinking:
             self._thinking.append(response.thinking)
         self._last_reply = response
@@ -1039,6 +1122,7 @@ class Turn:
             "history": [message.to_dict() for message in self._history],
             "new_messages": [message.to_dict() for message in self._new],
             "tools": [tool_to_json(tool) for tool in self._tools],
+            "context": None if self._compactor is None else self._compactor.to_dict(),
             "deferred": None
             if self._search is None
             else {
@@ -1112,6 +1196,14 @@ class Turn:
             turn_id=field(document, "turn_id", str),
             agent=field(document, "agent", str) if "agent" in document else "",
         )
+        context = document.get("context")
+        if context is not None:
+            if not isinstance(context, Mapping):
+                raise SerializationError("stored 'context' must be a JSON object or null")
+            # The policy comes from the agent (Turn.set_context); the state is the turn's.
+            compactor = Compactor(ContextPolicy(), field(context, "limit", int))
+            compactor.restore(context)
+            turn._compactor = compactor
         deferred = document.get("deferred")
         if deferred is not None:
             if not isinstance(deferred, Mapping):

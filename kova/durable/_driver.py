@@ -193,6 +193,8 @@ async def open_journaled_turn(
                     "came from: pass the paused turn's history plus its response.new_messages"
                 )
             turn = recorded
+            # The context policy is the agent's (the turn recorded only what it did).
+            agent._use_context(turn, None, overrides)
         elif pending is not None and (recorded is None or _paused_at(recorded, history)):
             if recorded is not None:
                 waiting = _waiting_for(recorded)

@@ -384,6 +384,7 @@ def _start(agent: Agent, text: str) -> str:
     # A structured turn's response format (the rest of the config is the worker's).
     overrides = None if config is None else config_from_json(config)
     turn = agent._start(history, overrides, None, field(request, "turn_id", str))
+    turn.set_context(None)  # context policies do not run in workflows yet (docs/context.md)
     retry = agent.config.retry
     return dumps(
         {
