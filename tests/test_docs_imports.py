@@ -20,6 +20,7 @@ PACKAGES = [
     "kova.errors",
     "kova.mcp",
     "kova.providers",
+    "kova.sessions",
     "kova.telemetry",
     "kova.testing",
     "kova.tools",
