@@ -27,6 +27,7 @@ from .._errors import KovaError, SerializationError
 from .._models import (
     InferenceConfig,
     Message,
+    Text,
     TextDelta,
     ThinkingDelta,
     ToolAnnotations,
@@ -40,6 +41,7 @@ from ._errors import CliError
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from .._models import ContentBlock
     from ..agent import Agent
     from ..tools import Tool
     from ._providers import SelectedProvider
@@ -48,6 +50,7 @@ __all__ = ["ChatOptions", "builtin_tools_for_chat", "run_chat"]
 
 _HELP = (
     "commands: /tools lists the tools, /model shows the model (/model NAME switches it), "
+    "/attach PATH sends a file (PDF, text, image, audio) with your next message, "
     "/clear forgets the conversation, /exit (or Ctrl-D) quits, /help shows this"
 )
 _RESULT_CHARS = 300
@@ -283,6 +286,8 @@ class _Chat:
         self._tools = tools
         self._model: str | None = None
         """The model ``/model NAME`` chose (``None``: the one kova chat started with)."""
+        self._attachments: list[ContentBlock] = []
+        """Files ``/attach`` read, sent with the next message (kept until a turn succeeds)."""
 
     async def _next_item(self) -> ConsoleItem:
         if self._pending:
@@ -326,6 +331,9 @@ class _Chat:
             if text == "/model" or text.startswith("/model "):
                 self._switch_model(text.removeprefix("/model").strip())
                 continue
+            if text == "/attach" or text.startswith("/attach "):
+                await self._attach(text.removeprefix("/attach").strip())
+                continue
             if text.startswith("/"):
                 screen.write(f"unknown command {text.split()[0]}; {_HELP}\n")
                 continue
@@ -351,13 +359,31 @@ class _Chat:
         current = self._model or selected.model
         self._screen.write(f"model: {selected.name} / {current}\n")
 
+    async def _attach(self, path: str) -> None:
+        from ._attach import AttachError, attachment, describe_attachment
+
+        if not path:
+            names = ", ".join(describe_attachment(block) for block in self._attachments)
+            self._screen.write(f"(attached: {names or 'nothing'}; /attach PATH adds a file)\n")
+            return
+        try:
+            block = await attachment(path)
+        except AttachError as exc:
+            self._screen.write(f"error: {exc}\n")
+            return
+        self._attachments.append(block)
+        self._screen.write(
+            f"(attached {describe_attachment(block)}: sent with your next message)\n"
+        )
+
     def _persist(self) -> None:
         if self._options.history_path is not None:
             _save(self._options.history_path, self._history)
 
     async def _turn(self, text: str) -> None:
         screen = self._screen
-        working = [*self._history, Message.user(text)]
+        user = Message.user([*self._attachments, Text(text=text)] if self._attachments else text)
+        working = [*self._history, user]
         new_messages: tuple[Message, ...] | None = None
         failed = False
         with trio.CancelScope() as turn_scope:
@@ -377,6 +403,7 @@ class _Chat:
             screen.write("\n[turn cancelled: nothing was added to the conversation]\n")
             return
         self._history[:] = [*working, *new_messages]
+        self._attachments.clear()
         self._persist()
 
     async def _stream(self, working: list[Message]) -> tuple[Message, ...] | None:

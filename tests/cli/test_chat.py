@@ -3,6 +3,7 @@ pseudo-terminal (pexpect), a real provider, and kova's fake servers on loopback.
 
 from __future__ import annotations
 
+import base64
 import io
 import os
 import signal
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
-from kova import ToolResult, messages_from_json
+from kova import Document, ToolResult, messages_from_json
 from kova.testing import (
     ScriptRequest,
     StreamReply,
@@ -426,3 +427,41 @@ async def test_chat_mcp_include_and_exclude_choose_the_tools(tmp_path: Path) -> 
     assert result.stderr.startswith(
         "kova: --mcp-include 'ad' matches no MCP tool (the servers offer: mcp__echo, mcp__add,"
     )
+
+
+@pytest.mark.usefixtures("_guard")
+async def test_chat_attach_sends_a_file_with_the_next_message(tmp_path: Path) -> None:
+    invoice = tmp_path / "invoice.pdf"
+    invoice.write_bytes(b"%PDF-1.7\n" + b"x" * 3000 + b"\n%%EOF\n")
+    (tmp_path / "blob.bin").write_bytes(b"\0\1\2\3")
+    async with open_anthropic_server(_model) as server:
+        terminal = Terminal(_chat_args("anthropic", server.base_url, tmp_path / "h.json"))
+        await terminal.expect("you> ")
+        await terminal.send(f"/attach {tmp_path / 'missing.pdf'}")
+        await terminal.expect("error: cannot read")
+        await terminal.expect("you> ")
+        await terminal.send(f"/attach {tmp_path / 'blob.bin'}")
+        await terminal.expect("/attach sends PDF, text, image and audio files")
+        await terminal.expect("you> ")
+        await terminal.send(f"/attach {invoice}")
+        await terminal.expect("(attached invoice.pdf (application/pdf, 3 kB)")
+        await terminal.expect("you> ")
+        await terminal.send("hi")
+        await terminal.expect("Hello from the fake model.")
+        await terminal.expect("you> ")
+        await terminal.send("hi")  # the file went with the first message only
+        await terminal.expect("Hello from the fake model.")
+        await terminal.expect("you> ")
+        await terminal.send("/exit")
+        assert await terminal.exit_status() == 0
+    first, second = (request.json() for request in server.messages_requests())
+    assert isinstance(first, dict)
+    assert isinstance(second, dict)
+    document = first["messages"][0]["content"][0]
+    assert document["type"] == "document"
+    assert document["title"] == "invoice.pdf"
+    assert base64.b64decode(document["source"]["data"]) == invoice.read_bytes()
+    assert [b["type"] for b in second["messages"][-1]["content"]] == ["text"]
+    # The history file keeps the document with the message it went with.
+    saved = messages_from_json((tmp_path / "h.json").read_text())
+    assert isinstance(saved[0].content[0], Document)

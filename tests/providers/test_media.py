@@ -320,7 +320,10 @@ async def test_a_tool_loop_with_a_pdf_in_the_history_runs_on_each_provider(
 
 # -- answers that carry media ----------------------------------------------------------------
 
-PNG64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
+PNG64 = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4"
+    "nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
+)
 PCM = bytes(range(256)) * 4
 
 
