@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from contextlib import asynccontextmanager
@@ -275,6 +276,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--yes", action="store_true", help="run every tool call without asking on the page"
     )
+    serve.add_argument(
+        "--token",
+        default=os.environ.get("KOVA_SERVE_TOKEN"),
+        help="the secret of the page and of the API (Authorization: Bearer TOKEN; at least 16 "
+        "characters; default $KOVA_SERVE_TOKEN, else a random one, printed in the page's URL)",
+    )
     commands.add_parser("version", help="print kova's version")
     return parser
 
@@ -389,6 +396,7 @@ def _serve(args: argparse.Namespace) -> int:
     status = 0
     try:
         require_extra("ws", "kova serve")
+        require_extra("serve", "kova serve")
         if args.demo:
             trio.run(_serve_demo, args)
         else:
@@ -423,6 +431,7 @@ async def _serve_provider(args: argparse.Namespace) -> None:
         system_prompt=args.system,
         tools=builtin_tools_for_chat(Path.cwd()),
         approve_all=args.yes,
+        token=args.token,
     )
 
 
@@ -439,6 +448,7 @@ async def _serve_demo(args: argparse.Namespace) -> None:
             system_prompt=args.system or "You are a helpful weather assistant.",
             tools=[get_weather],
             approve_all=args.yes,
+            token=args.token,
         )
 
 

@@ -1,15 +1,21 @@
-"""``kova serve``: a chat agent behind the web view (:mod:`kova.web`).
+"""``kova serve``: a chat agent behind the web view (:mod:`kova.web`) and the standard
+doors of :func:`kova.serve.app`, on one port served by Hypercorn's trio worker.
 
 A person chats in the browser, watches text and tool calls stream, and approves or denies
 each tool call from the page. Prompts are taken one turn at a time, in order; the
-conversation lives in this process for as long as it runs.
+conversation lives in this process for as long as it runs. Programs reach the same agent
+through the app's routes (OpenAI-compatible ``/v1``) with the same token as a bearer token;
+their tool calls wait for approval on the page too.
 """
 
 from __future__ import annotations
 
 import errno
+import secrets
+import socket
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -35,27 +41,40 @@ async def serve_chat(
     tools: Sequence[Tool] = (),
     approve_all: bool = False,
     approval_timeout: float = 300.0,
+    token: str | None = None,
     out: Callable[[str], None] = print,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve a chat agent on the web view until cancelled.
+    """Serve a chat agent on the web view and :func:`kova.serve.app`'s routes until cancelled.
 
     Reports the page's URL (token included) through ``out`` and ``task_status.started``.
     Every tool call waits for approval on the page unless ``approve_all``. A turn that fails,
     or that a person stops with the page's Stop button, is shown so on the page and leaves
-    the conversation as it was.
+    the conversation as it was. ``token``: the page's and the API's secret (a random one
+    when ``None``).
 
     Raises:
-        CliError: the address cannot be listened on (a busy port, say).
+        CliError: the address cannot be listened on (a busy port, say), or the token is
+            shorter than 16 characters.
     """
-    from ..agent import AgentBuilder, TurnCompleted
-    from ..web import open_event_server
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
 
+    from ..agent import AgentBuilder, TurnCompleted
+    from ..serve import app
+    from ..web._server import close_pages, open_hosted_event_server
+
+    if token is None:
+        token = secrets.token_urlsafe(24)
+    elif len(token) < 16:
+        raise CliError("--token must be at least 16 characters")
+    listener = _listen(host, port)
+    bound_host, bound_port = listener.getsockname()[:2]
+    descriptor = listener.detach()  # Hypercorn's now: it serves and closes it
     async with AsyncExitStack() as stack:
-        try:
-            server = await stack.enter_async_context(open_event_server(host, port, chat=True))
-        except OSError as exc:
-            raise CliError(_cannot_listen(host, port, exc)) from exc
+        server = await stack.enter_async_context(
+            open_hosted_event_server(bound_host, bound_port, token=token, chat=True)
+        )
         builder = AgentBuilder().provider(provider)
         if tools:
             builder = builder.tools(*tools)
@@ -66,25 +85,49 @@ async def serve_chat(
             builder = builder.approval_handler(handler)
         history: list[Message] = []
         # Retries, usage, errors and timing from the agent's telemetry reach the pages too.
-        async with builder.build() as agent:
-            with agent.telemetry.subscribe(server):
-                out(f"kova serve: open {server.url}")
-                out("(the token in that address is the only key to this page; Ctrl-C stops)")
-                task_status.started(server.url)
-                async for prompt in server.prompts:
-                    asked = [*history, Message.user(prompt)]
-                    try:
-                        # The page's Stop button cancels this scope: the turn adds nothing.
-                        with server.stoppable() as stop:
-                            async with agent.stream(asked) as events:
-                                async for event in server.relay(events, prompt=prompt):
-                                    if isinstance(event, TurnCompleted):
-                                        history = [*asked, *event.response.new_messages]
-                    except KovaError as exc:  # shown on the page by relay; the chat goes on
-                        out(f"kova serve: the turn failed: {exc}")
-                    else:
-                        if stop.cancelled_caught:
-                            out("kova serve: the turn was stopped from the page")
+        agent = await stack.enter_async_context(builder.build())
+        stack.enter_context(agent.telemetry.subscribe(server))
+        config = Config()
+        config.bind = [f"fd://{descriptor}"]
+        config.accesslog = None
+        config.errorlog = None
+        config.graceful_timeout = 1.0
+        served: Any = app(agent, token=token, web=server)  # Hypercorn types its own ASGI
+        nursery = await stack.enter_async_context(trio.open_nursery())
+        stopped = trio.Event()
+        await nursery.start(partial(serve, served, config, shutdown_trigger=stopped.wait))
+        stack.callback(stopped.set)
+        stack.callback(close_pages, server)  # first: the pages end, then Hypercorn stops
+        out(f"kova serve: open {server.url}")
+        out("(the token in that address is the only key to this page; Ctrl-C stops)")
+        out(
+            f"kova serve: OpenAI-compatible API at http://{server._netloc}/v1, model "
+            f"{agent.config.name!r}, with the header Authorization: Bearer <that token>"
+        )
+        task_status.started(server.url)
+        async for prompt in server.prompts:
+            asked = [*history, Message.user(prompt)]
+            try:
+                # The page's Stop button cancels this scope: the turn adds nothing.
+                with server.stoppable() as stop:
+                    async with agent.stream(asked) as events:
+                        async for event in server.relay(events, prompt=prompt):
+                            if isinstance(event, TurnCompleted):
+                                history = [*asked, *event.response.new_messages]
+            except KovaError as exc:  # shown on the page by relay; the chat goes on
+                out(f"kova serve: the turn failed: {exc}")
+            else:
+                if stop.cancelled_caught:
+                    out("kova serve: the turn was stopped from the page")
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (Hypercorn serves it by its descriptor)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family, backlog=1024)
+    except OSError as exc:
+        raise CliError(_cannot_listen(host, port, exc)) from exc
 
 
 def _cannot_listen(host: str, port: int, exc: OSError) -> str:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
     from ..agent import Agent
+    from ..web import EventServer
 
 __all__ = ["Served", "app"]
 
@@ -67,6 +68,7 @@ def app(
     authorize: Callable[[HTTPConnection], bool | Awaitable[bool]] | None = None,
     max_body_bytes: int = 1024 * 1024,
     max_prompt_chars: int = 200_000,
+    web: EventServer | None = None,
 ) -> Starlette:
     """An ASGI application serving ``agents`` to standard clients (the ``serve`` extra).
 
@@ -86,6 +88,9 @@ def app(
             With neither, every client is let in: only for loopback and trusted networks.
         max_body_bytes: the largest request body taken; a larger one gets HTTP 413.
         max_prompt_chars: the most text one request's messages may hold in all.
+        web: kova's web view to serve at ``/`` (its page and WebSocket, which check the
+            event server's own token, host and origin): ``kova serve`` passes the one it
+            opened with ``kova.web``'s hosted event server.
 
     Raises:
         ValueError: no agents, two agents with one name, a token under 16 characters,
@@ -115,8 +120,15 @@ def app(
             yield
 
     routes = [*_openai.routes(served)]
+    public = PUBLIC_PATHS
+    if web is not None:
+        from ..web._asgi import PATHS
+        from ..web._asgi import routes as web_routes
+
+        routes.extend(web_routes(web))
+        public = public | PATHS
     starlette = Starlette(routes=routes, lifespan=lifespan)
-    starlette.add_middleware(_Guard, token=token, authorize=authorize)
+    starlette.add_middleware(_Guard, token=token, authorize=authorize, public=public)
     starlette.state.kova_served = served
     return starlette
 
@@ -147,7 +159,7 @@ def refusal(path: str, status: int, message: str) -> tuple[bytes, bytes]:
 class _Guard:
     """Checks every HTTP request's credentials before any route sees it."""
 
-    __slots__ = ("_app", "_authorize", "_token")
+    __slots__ = ("_app", "_authorize", "_public", "_token")
 
     def __init__(
         self,
@@ -155,13 +167,15 @@ class _Guard:
         *,
         token: str | None,
         authorize: Callable[[HTTPConnection], bool | Awaitable[bool]] | None,
+        public: frozenset[str],
     ) -> None:
         self._app = app
         self._token = token
         self._authorize = authorize
+        self._public = public
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or scope["path"] in PUBLIC_PATHS:
+        if scope["type"] not in ("http", "websocket") or scope["path"] in self._public:
             await self._app(scope, receive, send)
             return
         problem = await self._check(scope)

@@ -638,6 +638,57 @@ async def open_event_server(
         ValueError: an option out of range.
         OSError: the address cannot be bound.
     """
+    server = _make_server(
+        token=token,
+        authorize=authorize,
+        allowed_origins=allowed_origins,
+        chat=chat,
+        page_buffer=page_buffer,
+        flush_interval=flush_interval,
+        max_message_bytes=max_message_bytes,
+        max_chat_chars=max_chat_chars,
+        max_pages=max_pages,
+        keep_turns=keep_turns,
+        disconnect_grace=disconnect_grace,
+    )
+    with lone_exceptions():  # a lone exception leaves the block as itself
+        async with trio.open_nursery() as nursery:
+            listeners = await nursery.start(
+                partial(trio.serve_tcp, server._handle, port, host=host)
+            )
+            address = listeners[0].socket.getsockname()
+            server._host, server._port = address[0], address[1]
+            log.info("web.server.started", host=server._host, port=server._port)
+            try:
+                yield server
+            finally:
+                close_pages(server)
+                nursery.cancel_scope.cancel(reason="event server closed")
+
+
+def close_pages(server: EventServer) -> None:
+    """Close ``server`` to new pages, deny what waits for approval, end every page."""
+    server._closed = True
+    server._approvals.deny_all("the web view closed", by="closed")
+    for page in list(server._pages.values()):
+        page.scope.cancel()
+
+
+def _make_server(
+    *,
+    token: str | None,
+    authorize: Callable[[WebRequest], bool] | None,
+    allowed_origins: Iterable[str],
+    chat: bool,
+    page_buffer: int,
+    flush_interval: float,
+    max_message_bytes: int,
+    max_chat_chars: int,
+    max_pages: int,
+    keep_turns: int,
+    disconnect_grace: float,
+) -> EventServer:
+    """A checked, ready :class:`EventServer` that listens nowhere yet."""
     if token is not None and (not isinstance(token, str) or len(token) < 16):
         raise ValueError("token must be a string of at least 16 characters")
     for name, count in (
@@ -665,19 +716,41 @@ async def open_event_server(
     server._static = load_static()
     if chat:
         server._prompt_send, server._prompt_receive = trio.open_memory_channel[str](8)
-    with lone_exceptions():  # a lone exception leaves the block as itself
-        async with trio.open_nursery() as nursery:
-            listeners = await nursery.start(
-                partial(trio.serve_tcp, server._handle, port, host=host)
-            )
-            address = listeners[0].socket.getsockname()
-            server._host, server._port = address[0], address[1]
-            log.info("web.server.started", host=server._host, port=server._port)
-            try:
-                yield server
-            finally:
-                server._closed = True
-                server._approvals.deny_all("the web view closed", by="closed")
-                for page in list(server._pages.values()):
-                    page.scope.cancel()
-                nursery.cancel_scope.cancel(reason="event server closed")
+    return server
+
+
+@asynccontextmanager
+async def open_hosted_event_server(
+    host: str,
+    port: int,
+    *,
+    token: str | None = None,
+    chat: bool = False,
+    **options: Any,
+) -> AsyncIterator[EventServer]:
+    """An event server whose page and WebSocket another HTTP server serves (``kova serve``
+    mounts them on :func:`kova.serve.app` with :func:`kova.web._asgi.routes`).
+
+    ``host`` and ``port``: where that server listens (the host and origin checks compare
+    requests with them). Options as :func:`open_event_server`'s.
+    """
+    defaults: dict[str, Any] = {
+        "authorize": None,
+        "allowed_origins": (),
+        "page_buffer": 4096,
+        "flush_interval": 0.05,
+        "max_message_bytes": 64 * 1024,
+        "max_chat_chars": 32_000,
+        "max_pages": 64,
+        "keep_turns": 20,
+        "disconnect_grace": 10.0,
+    }
+    unknown = set(options) - set(defaults)
+    if unknown:
+        raise TypeError(f"unknown options: {', '.join(sorted(unknown))}")
+    server = _make_server(token=token, chat=chat, **{**defaults, **options})
+    server._host, server._port = host, port
+    try:
+        yield server
+    finally:
+        close_pages(server)
