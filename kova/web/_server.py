@@ -27,7 +27,17 @@ import trio
 
 from .._groups import lone_exceptions
 from .._log import get_logger
-from .._models import TextDelta, ThinkingDelta, ToolAnnotations
+from .._models import (
+    Audio,
+    ContentBlock,
+    Document,
+    File,
+    Image,
+    Message,
+    TextDelta,
+    ThinkingDelta,
+    ToolAnnotations,
+)
 from .._record import EMPTY, Record
 from ..agent import ToolCallDeferred, ToolCallFinished, ToolCallStarted, TurnCompleted
 from . import _schema
@@ -59,6 +69,20 @@ if TYPE_CHECKING:
 __all__ = ["EventServer", "WebApproval", "WebRequest", "open_event_server"]
 
 log = get_logger(__name__)
+
+
+def attachment_label(block: ContentBlock) -> str | None:
+    """How the page names a media block of a prompt (``None`` for text and the rest)."""
+    match block:
+        case Document(title=title, media_type=media_type):
+            return f"{title} ({media_type})" if title else f"document ({media_type})"
+        case Image(media_type=media_type):
+            return f"image ({media_type or 'by URL'})"
+        case Audio(format=audio_format):
+            return f"audio ({audio_format})"
+        case File(file_id=file_id):
+            return f"file {file_id}"
+    return None
 
 
 class WebRequest(Record):
@@ -213,8 +237,10 @@ class EventServer:
             raise RuntimeError("open the event server with chat=True to receive prompts")
         return self._prompt_receive
 
-    def begin_turn(self, prompt: str | None = None) -> int:
-        """Start a turn on every page (``prompt``: the user's message, shown above it).
+    def begin_turn(self, prompt: str | Message | None = None) -> int:
+        """Start a turn on every page (``prompt``: the user's message, shown above it; a
+        :class:`~kova.Message` shows its text and names its documents, images, audio and
+        files as attachments).
 
         A turn still open is closed first. Returns the turn's number.
         """
@@ -222,7 +248,13 @@ class EventServer:
         if current is not None and current.open:
             self._close_turn(current, {"type": "turn_failed", "error": "superseded"})
         number = self._log.begin(trio.current_time()).number
-        self._emit({"type": "turn_started", "turn": number, "prompt": prompt})
+        event: dict[str, Any] = {"type": "turn_started", "turn": number, "prompt": prompt}
+        if isinstance(prompt, Message):
+            event["prompt"] = prompt.text
+            event["attachments"] = [
+                label for block in prompt.content if (label := attachment_label(block))
+            ]
+        self._emit(event)
         return number
 
     def publish(self, event: AgentEvent) -> None:
@@ -288,7 +320,7 @@ class EventServer:
         self._close_turn(turn, {"type": "turn_failed", "error": message})
 
     async def relay(
-        self, events: AsyncIterator[AgentEvent], *, prompt: str | None = None
+        self, events: AsyncIterator[AgentEvent], *, prompt: str | Message | None = None
     ) -> AsyncIterator[AgentEvent]:
         """Publish a streamed turn while passing its events on.
 

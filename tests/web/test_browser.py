@@ -382,3 +382,29 @@ async def test_an_inner_agents_approval_is_asked_inside_its_call(browser: Browse
             "-3°C and light snow in Oslo"
         )
         assert tab.console == [], tab.console
+
+
+async def test_a_prompts_attachments_show_under_it_in_chromium(browser: Browser) -> None:
+    from kova import Document, Image, Text
+
+    prompt = Message.user(
+        [
+            Text(text="Does the invoice match?"),
+            Document(data=b"%PDF-1.7", title="invoice.pdf"),
+            Image(url="https://example.com/receipt.png"),
+        ]
+    )
+    async with open_event_server() as server, open_tab(browser, server.url) as tab:
+        await tab.wait_for("document.getElementById('status').textContent === 'live'")
+        agent = AgentBuilder().provider(ScriptedProvider([reply_text("It does.")])).build()
+        async with agent, agent.stream([prompt]) as events:
+            async for _ in server.relay(events, prompt=prompt):
+                pass
+        await tab.wait_for(f"{LAST_TURN}.querySelector('.meta.done')")
+        chips = await tab.evaluate(
+            f"Array.from({LAST_TURN}.querySelectorAll('.user .attachment'))"
+            ".map((n) => n.textContent).join('|')"
+        )
+        user = await tab.evaluate(f"{LAST_TURN}.querySelector('.user').innerText")
+    assert chips == "invoice.pdf (application/pdf)|image (by URL)"
+    assert "Does the invoice match?" in user

@@ -522,3 +522,39 @@ async def test_stop_from_the_page_cancels_the_stoppable_turn() -> None:
         with server.stoppable(), pytest.raises(RuntimeError, match="one at a time"):
             with server.stoppable():
                 pass
+
+
+async def test_a_prompt_message_shows_its_attachments_on_the_page() -> None:
+    from kova import Audio, Document, File, Image, Text
+
+    prompt = Message.user(
+        [
+            Text(text="What does the invoice say?"),
+            Document(data=b"%PDF-1.7", title="invoice.pdf"),
+            Document.from_text("notes"),
+            Image(url="https://example.com/cat.png"),
+            Audio(data=b"RIFF"),
+            File("file-abc"),
+        ]
+    )
+    provider = ScriptedProvider([reply_text("It says 1,240.00 EUR.")])
+    async with open_event_server() as server, open_page(server) as page:
+        async with (
+            AgentBuilder().provider(provider).build() as agent,
+            agent.stream([prompt]) as events,
+        ):
+            async for _ in server.relay(events, prompt=prompt):
+                pass
+        await page.wait_for("turn_completed")
+        async with open_page(server) as later:  # a page that connects later gets it replayed
+            replayed = [e for e in later.events[0]["replay"] if e["type"] == "turn_started"]
+    started = page.of_type("turn_started")[0]
+    assert started["prompt"] == "What does the invoice say?"
+    assert started["attachments"] == [
+        "invoice.pdf (application/pdf)",
+        "document (text/plain)",
+        "image (by URL)",
+        "audio (wav)",
+        "file file-abc",
+    ]
+    assert replayed == [started]

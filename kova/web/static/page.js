@@ -224,7 +224,10 @@
     turn_started(e) {
       turnRunning(e.turn);
       const turn = turnOf(e.turn);
-      if (e.prompt !== null && e.prompt !== undefined) turn.el.appendChild(el("div", "user", e.prompt));
+      if (e.prompt !== null && e.prompt !== undefined) {
+        const user = turn.el.appendChild(el("div", "user", e.prompt));
+        (e.attachments || []).forEach((name) => { user.appendChild(el("span", "attachment", name)); });
+      }
     },
     text(e) { appendText(scopeOf(e), e.text); },
     thinking(e) { appendThinking(scopeOf(e), e.text); },
