@@ -8,6 +8,7 @@ gives the value, at the one place it goes on the wire (an ``httpx2.Auth`` flow).
 
 from __future__ import annotations
 
+import json
 import re
 import traceback
 from collections.abc import Iterable, Iterator, Mapping
@@ -190,17 +191,67 @@ class SecretHeaders(Mapping[str, str]):
         raise TypeError("SecretHeaders cannot be pickled")
 
 
+FRAGMENT = 8
+"""The shortest run of a secret's characters that is masked on its own: a server's text
+that kova cut (a 200-character preview of a body, an unreadable stream line) may end or
+start in the middle of a key, leaving part of it that no longer matches the whole."""
+
+
 def mask_secrets(text: str, secrets: Iterable[Secret]) -> str:
     """``text`` with every occurrence of a secret's value masked, in any letter case (servers
     sometimes echo the key they were sent in an error, and some decoders capitalize an error
-    type: Bedrock's ``throttlingException`` is ``ThrottlingException``)."""
-    folded = text.casefold()
+    type: Bedrock's ``throttlingException`` is ``ThrottlingException``), and every run of
+    :data:`FRAGMENT` or more consecutive characters of one (a key cut in half by a preview
+    made before the text reached the code that knows the keys)."""
     for secret in secrets:
         value = secret.reveal()
-        if len(value) >= 4 and value.casefold() in folded:
-            text = re.sub(re.escape(value), MASK, text, flags=re.IGNORECASE)
-            folded = text.casefold()
+        if len(value) < 4:
+            continue
+        if len(value) <= FRAGMENT:
+            if value.casefold() in text.casefold():
+                text = re.sub(re.escape(value), MASK, text, flags=re.IGNORECASE)
+            continue
+        text = _mask_fragments(text, value)
     return text
+
+
+def _mask_fragments(text: str, value: str) -> str:
+    """``text`` with every run of at least :data:`FRAGMENT` characters of ``value`` (any
+    letter case) masked, each maximal run by one mask."""
+    folded = value.casefold()
+    if len(folded) != len(value):  # casefold changed the length (ß): whole matches only
+        return re.sub(re.escape(value), MASK, text, flags=re.IGNORECASE)
+    lowered = text.casefold()
+    if len(lowered) != len(text):  # keep positions: lower() or, failing that, the text
+        lowered = text.lower() if len(text.lower()) == len(text) else text
+    # Every run of FRAGMENT or more characters of the value starts with one of its pieces
+    # of FRAGMENT characters: find each (str.find, in C), then extend it as far as it goes.
+    spans: list[tuple[int, int]] = []
+    size = len(lowered)
+    for offset in range(len(folded) - FRAGMENT + 1):
+        piece = folded[offset : offset + FRAGMENT]
+        position = lowered.find(piece)
+        while position != -1:
+            end = position + FRAGMENT
+            while end < size and offset + end - position < len(folded):
+                if lowered[end] != folded[offset + end - position]:
+                    break
+                end += 1
+            spans.append((position, end))
+            position = lowered.find(piece, position + 1)
+    if not spans:
+        return text
+    spans.sort()
+    parts: list[str] = []
+    previous = 0
+    for start, end in spans:
+        if start < previous:  # inside the run just masked: extend it
+            previous = max(previous, end)
+            continue
+        parts += [text[previous:start], MASK]
+        previous = end
+    parts.append(text[previous:])
+    return "".join(parts)
 
 
 def forget_locals(error: BaseException) -> None:
@@ -211,13 +262,31 @@ def forget_locals(error: BaseException) -> None:
     ``dict_tracebacks``) prints each frame's variables; the frames under a provider call hold
     the raw request headers and response bodies a server may have echoed a key into. Frames
     still running (the caller's) are left alone (:func:`traceback.clear_frames` skips them).
+    The whole document a decoding error keeps (``JSONDecodeError.doc``,
+    ``UnicodeDecodeError.object``: a server's body) is dropped too.
     """
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         traceback.clear_frames(current.__traceback__)
+        _forget_document(current)
         current = current.__cause__ or current.__context__
+
+
+def _forget_document(error: BaseException) -> None:
+    """Drop the whole text a decoding error keeps: ``JSONDecodeError.doc`` (the document)
+    and ``UnicodeError.object`` (the bytes or text), which a debugger or error tracker shows.
+    Its message keeps what failed where (``line 1 column 2 (char 1)``, the byte offset)."""
+    if isinstance(error, json.JSONDecodeError):
+        error.doc = ""
+    elif isinstance(error, UnicodeError):
+        # The object is in args too (``repr`` shows those); the message keeps the offsets.
+        blank: bytes | str = b"" if isinstance(error, UnicodeDecodeError) else ""
+        if isinstance(error, UnicodeDecodeError | UnicodeEncodeError | UnicodeTranslateError):
+            error.object = blank
+            if len(error.args) == 5:  # (encoding, object, start, end, reason)
+                error.args = (error.args[0], blank, *error.args[2:])
 
 
 def mask_exception(error: BaseException, secrets: Iterable[Secret]) -> BaseException:
@@ -228,22 +297,16 @@ def mask_exception(error: BaseException, secrets: Iterable[Secret]) -> BaseExcep
     For a fault met on a server's bytes (a codec's stray ``KeyError`` or ``ValueError``) kept
     as the cause of the kova error it became: its type and traceback still say where the
     codec failed, but its text may quote the payload, and a server may have echoed a key
-    there. Also masked: the document a ``JSONDecodeError`` keeps and the bytes a
-    ``UnicodeError`` keeps (``doc``, ``object``), which a debugger or error tracker shows.
+    there. The document a ``JSONDecodeError`` keeps and the bytes a ``UnicodeError`` keeps
+    (``doc``, ``object``), which a debugger or error tracker shows, are dropped.
     """
     found = tuple(secrets)
-    forget_locals(error)
+    forget_locals(error)  # the documents a decoding error keeps go too
     seen: set[int] = set()
     current: BaseException | None = error
     while found and current is not None and id(current) not in seen:
         seen.add(id(current))
         current.args = tuple(_masked_value(arg, found) for arg in current.args)
-        for name in ("doc", "object"):
-            value = getattr(current, name, None)
-            if isinstance(value, str | bytes):
-                masked = _masked_value(value, found)
-                if masked is not value:
-                    setattr(current, name, masked)
         current = current.__cause__ or current.__context__
     return error
 

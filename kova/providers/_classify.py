@@ -149,8 +149,23 @@ def provider_error(
 def mask_error(error: ErrorT, secrets: Iterable[Secret]) -> ErrorT:
     """``error`` with every one of ``secrets`` masked in each text it carries (message, error
     type or code, ``str``): a server or proxy may echo the credential it was sent in any of
-    them. Classify first (the class is read from the unmasked type), then mask."""
+    them. Classify first (the class is read from the unmasked type), then mask. Every text
+    is made printable too (see :func:`_printable`)."""
     found = tuple(secrets)
     if found:
-        error._redact(lambda text: mask_secrets(text, found))
+        error._redact(lambda text: _printable(mask_secrets(text, found)))
+    else:
+        error._redact(_printable)
     return error
+
+
+def _printable(text: str) -> str:
+    """``text`` as it can be printed: a lone surrogate a server sent (a JSON escape of half
+    an emoji) as ``\\udXXX``, so ``print(error)`` to a UTF-8 stream never raises."""
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode()
+    return text

@@ -53,9 +53,10 @@ on both paths (a stream's and a non-streamed call's, the latter also inside ``to
 
 from __future__ import annotations
 
+import json
 import math
 import urllib.request
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Final, TypeVar
 
@@ -98,6 +99,9 @@ __all__ = [
     "HttpStream",
     "HttpTransport",
     "codec_fault",
+    "decode_reason",
+    "masked_text",
+    "preview",
     "default_error_details",
     "map_errors",
     "translate_error",
@@ -144,6 +148,37 @@ def cap_message(text: str) -> str:
         return text
     rest = len(text) - MAX_ERROR_MESSAGE_CHARS
     return f"{text[:MAX_ERROR_MESSAGE_CHARS]}... ({rest} more characters)"
+
+
+def preview(data: bytes | str, secrets: Iterable[Secret], limit: int = 200) -> str:
+    """The ``repr`` of the first ``limit`` characters of a server's ``data`` (bytes as bytes),
+    every one of ``secrets`` masked before the cut: a cut made first could leave half a key
+    that no longer matches it."""
+    found = tuple(secrets)
+    if isinstance(data, bytes):
+        head = data[: limit + 4096]
+        text = head.decode("latin-1")
+        masked = mask_secrets(text, found) if found else text
+        return repr(masked.encode("latin-1")[:limit] if masked is not text else head[:limit])
+    masked = mask_secrets(data[: limit + 4096], found) if found else data
+    return repr(masked[:limit])
+
+
+def masked_text(text: str, secrets: Iterable[Secret], limit: int) -> str:
+    """``text`` masked (see :func:`preview`), then cut to ``limit`` characters."""
+    found = tuple(secrets)
+    return (mask_secrets(text, found) if found else text)[:limit]
+
+
+def decode_reason(exc: Exception) -> str:
+    """Why a body was no JSON, without the body: a ``JSONDecodeError`` keeps the whole
+    document (``doc``) and a ``UnicodeDecodeError`` the whole bytes (``object``), which an
+    error tracker shows, so neither stays as a cause."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg}: line {exc.lineno} column {exc.colno} (char {exc.pos})"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8: {exc.reason} at byte {exc.start}"
+    return type(exc).__name__
 
 
 class ErrorDetails(Record):
@@ -823,12 +858,17 @@ class HttpTransport:
             ) from None
         except ValueError as exc:
             assert response is not None  # the body was read
+            secrets = self.secrets(headers)
             error = ProviderError.invalid_response(
-                f"expected a JSON body, got {self._describe_body(response, content)}",
+                f"expected a JSON body ({decode_reason(exc)}), got "
+                f"{self._describe_body(response, content, secrets)}",
                 provider=self.provider,
             )
             del content
-            raise mask_error(error, self.secrets(headers)) from without_frames(exc)
+            # Not from exc, and exc (the context) without the whole body it holds
+            # (JSONDecodeError.doc, UnicodeDecodeError.object).
+            forget_locals(exc)
+            raise mask_error(error, secrets) from None
         return parsed
 
     async def request_decoded(
@@ -922,9 +962,11 @@ class HttpTransport:
         return found
 
     @staticmethod
-    def _describe_body(response: httpx2.Response, content: bytes) -> str:
+    def _describe_body(
+        response: httpx2.Response, content: bytes, secrets: tuple[Secret, ...]
+    ) -> str:
         content_type = response.headers.get("content-type") or "no content type"
-        return f"{content_type}: {content[:200]!r}"
+        return f"{masked_text(content_type, secrets, 200)}: {preview(content, secrets)}"
 
     def stream(
         self,
@@ -1000,10 +1042,11 @@ class HttpTransport:
         message = details.message
         if not message:
             text = body.decode("utf-8", "replace").strip()
-            message = text[:500] if text else f"HTTP {status_code}"
+            # Masked before it is cut, as everything below: a cut could leave half a key.
+            message = masked_text(text, found, 500) if text else f"HTTP {status_code}"
         error_type = details.error_type or details.code
         if error_type is not None:
-            error_type = error_type[:200]
+            error_type = masked_text(error_type, found, 200)
         if error_type is None and self._header_error_type is not None:
             error_type = self._header_error_type(headers)
         return provider_error(

@@ -44,6 +44,8 @@ from ._http import (
     HTTPX_ERRORS,
     HttpTransport,
     codec_fault,
+    masked_text,
+    preview,
     translate_error,
     without_frames,
 )
@@ -386,18 +388,20 @@ class HttpProvider(Generic[FrameT]):
                 parsed = None
             # A proxy or server that reports an error as a 200 JSON body: classified by its
             # type, as an error event inside a stream is.
-            text = head.decode("utf-8", "replace")[:500]
+            # Masked before it is cut, as the previews below: a cut could leave half a key.
+            text = masked_text(head.decode("utf-8", "replace"), secrets, 500)
             reported = None if parsed is None else self._http.reported_error(parsed, text, secrets)
             if reported is not None:
                 return reported
             return InvalidResponse(
                 f"expected a stream ({', '.join(self.codec.stream_content_types)}), got a JSON "
-                f"body: {head[:200]!r}",
+                f"body: {preview(head, secrets)}",
                 provider=self.name,
             )
         return InvalidResponse(
             f"expected a stream ({', '.join(self.codec.stream_content_types)}), got "
-            f"{media_type or 'no content type'}: {head[:200]!r}",
+            f"{masked_text(media_type, secrets, 200) or 'no content type'}: "
+            f"{preview(head, secrets)}",
             provider=self.name,
         )
 

@@ -91,11 +91,12 @@ _FORMAT_TYPES = {
 
 def encode_message(headers: Mapping[str, str], payload: bytes) -> bytes:
     """One event-stream message with string headers (type 7, the only type Bedrock sends),
-    in the given order, with both CRCs."""
+    in the given order, with both CRCs. A lone surrogate in a value goes as its three bytes
+    (what a hostile server can send: not UTF-8)."""
     header_bytes = bytearray()
     for name, value in headers.items():
         raw_name = name.encode()
-        raw_value = value.encode()
+        raw_value = value.encode("utf-8", "surrogatepass")
         header_bytes += struct.pack(">B", len(raw_name)) + raw_name
         header_bytes += struct.pack(">BH", 7, len(raw_value)) + raw_value
     total = 16 + len(header_bytes) + len(payload)
