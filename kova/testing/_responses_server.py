@@ -87,6 +87,8 @@ _ERROR_CATEGORIES = {
 }
 """The codes an ``ErrorEvent.error_type`` may name, and the ``type`` OpenAI sends them with."""
 _BLOB_PREFIX = "gAAAAkova"
+REFUSE_ENCRYPTED_REASONING = ("gpt-4o", "gpt-4.1-mini", "gpt-5-chat-latest")
+"""Models seen refusing ``reasoning.encrypted_content`` live (pydantic-ai #2865, #3326, #2915)."""
 
 
 def _blob(item_id: str, summary: str) -> str:
@@ -260,6 +262,10 @@ class FakeResponsesServer(FakeServer):
             (a ``response.failed`` event).
         snapshot_suffix: appended to the requested model in responses, as OpenAI answers an
             alias with its dated snapshot (``gpt-5.4`` -> ``gpt-5.4-2026-03-05``).
+        refuse_encrypted_reasoning: models that answer a request asking for
+            ``include: ["reasoning.encrypted_content"]`` with OpenAI's 400 "Encrypted content
+            is not supported with this model." (non-reasoning models do, live). By default
+            the ones seen doing it: ``gpt-4o``, ``gpt-4.1-mini``, ``gpt-5-chat-latest``.
     """
 
     __slots__ = (
@@ -267,6 +273,7 @@ class FakeResponsesServer(FakeServer):
         "_responses",
         "model",
         "models",
+        "refuse_encrypted_reasoning",
         "script",
         "snapshot_suffix",
         "stream_error_shape",
@@ -279,8 +286,10 @@ class FakeResponsesServer(FakeServer):
         models: Sequence[str] = ("gpt-fake",),
         stream_error_shape: Literal["nested", "flat", "failed"] = "nested",
         snapshot_suffix: str = "",
+        refuse_encrypted_reasoning: Sequence[str] = REFUSE_ENCRYPTED_REASONING,
     ) -> None:
         super().__init__()
+        self.refuse_encrypted_reasoning = tuple(refuse_encrypted_reasoning)
         self.script: Script = as_script(script)
         self.model = model
         self.models = models
@@ -310,13 +319,24 @@ class FakeResponsesServer(FakeServer):
 
     def _decode(self, request: RecordedRequest) -> DecodedRequest | FakeResponse:
         try:
-            decoded = decode_request(request.json())
+            body = request.json()
+            decoded = decode_request(body)
             self._check_reasoning(decoded.items)
+            self._check_include(body, decoded.config.model or self.model)
         except RequestRejected as exc:
             return _error(exc.status, str(exc), code=exc.code)
         except ValueError as exc:
             return _error(400, f"invalid request body: {exc}")
         return decoded
+
+    def _check_include(self, body: JSONValue, model: str) -> None:
+        include = body.get("include") if isinstance(body, Mapping) else None
+        if (
+            isinstance(include, list)
+            and "reasoning.encrypted_content" in include
+            and model in self.refuse_encrypted_reasoning
+        ):
+            raise RequestRejected("Encrypted content is not supported with this model.")
 
     def _check_reasoning(self, items: Sequence[Mapping[str, JSONValue]]) -> None:
         ids = {item.get("id") for item in items if isinstance(item.get("id"), str)}
@@ -684,6 +704,7 @@ async def open_responses_server(
     models: Sequence[str] = ("gpt-fake",),
     stream_error_shape: Literal["nested", "flat", "failed"] = "nested",
     snapshot_suffix: str = "",
+    refuse_encrypted_reasoning: Sequence[str] = REFUSE_ENCRYPTED_REASONING,
 ) -> AsyncIterator[FakeResponsesServer]:
     """A :class:`FakeResponsesServer` serving for the duration of the block (arguments as its
     own); cancelled when the block leaves."""
@@ -693,6 +714,7 @@ async def open_responses_server(
         models=models,
         stream_error_shape=stream_error_shape,
         snapshot_suffix=snapshot_suffix,
+        refuse_encrypted_reasoning=refuse_encrypted_reasoning,
     )
     async with serving(server, host=host, port=port, name="OpenAI Responses"):
         yield server

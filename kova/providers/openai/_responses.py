@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from ..._errors import ProviderError
+from ..._log import get_logger
 from ..._record import Record, set_field
 from .._auth import bearer_auth, header_auth
 from .._codec import CodecBase, ModelPage, WireRequest
@@ -19,28 +21,42 @@ from ._responses_convert import (
     decode_response,
     encode_count_request,
     encode_request,
+    wants_encrypted_reasoning,
 )
+from ._responses_models import is_encrypted_refusal
 from ._responses_stream import ResponsesStreamDecoder
 
 if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+    from types import TracebackType
+
     import httpx2
 
     from ..._models import ChatRequest, JSONValue, ModelResponse
     from ..._secret import SecretHeaders
+    from .._base import EventBatches
     from .._http import ErrorDetails
     from ._responses_config import OpenAiResponsesConfig
 
 __all__ = ["OpenAiResponsesCodec", "OpenAiResponsesProvider"]
 
+log = get_logger(__name__)
+
 
 class OpenAiResponsesCodec(
-    Record, CodecBase[SseEvent], eq_exclude=("stream_headers",), repr_exclude=("stream_headers",)
+    Record,
+    CodecBase[SseEvent],
+    eq_exclude=("stream_headers", "refused"),
+    repr_exclude=("stream_headers", "refused"),
 ):
     """The Responses API (``POST /v1/responses``) over SSE."""
 
     config: OpenAiResponsesConfig
     stream_headers: SecretHeaders
     """The headers of a streamed call, worked out once (the config is frozen)."""
+    refused: set[str]
+    """The models that refused ``include: ["reasoning.encrypted_content"]`` (a 400): asked
+    no more. Changed only between checkpoints, by the provider that owns this codec."""
     name: ClassVar[str] = PROVIDER
     framer: ClassVar[type[SseFramer]] = SseFramer
     stream_content_types: ClassVar[tuple[str, ...]] = ("text/event-stream",)
@@ -48,6 +64,7 @@ class OpenAiResponsesCodec(
     def __init__(self, config: OpenAiResponsesConfig) -> None:
         set_field(self, "config", config)
         set_field(self, "stream_headers", config.extra_headers.merged(STREAM_ACCEPT))
+        set_field(self, "refused", set())
 
     def _post(self, path: str, body: JSONValue, *, stream: bool = False) -> WireRequest:
         config = self.config
@@ -60,7 +77,12 @@ class OpenAiResponsesCodec(
 
     def encode(self, request: ChatRequest, *, stream: bool) -> WireRequest:
         body = encode_request(
-            request.messages, request.tools, request.config, self.config, stream=stream
+            request.messages,
+            request.tools,
+            request.config,
+            self.config,
+            stream=stream,
+            refused=self.refused,
         )
         return self._post(self.config.responses_path, body, stream=stream)
 
@@ -141,6 +163,76 @@ class OpenAiResponsesProvider(HttpProvider[SseEvent]):
 
     def __repr__(self) -> str:
         return f"OpenAiResponsesProvider({self.config!r})"
+
+    def _refused_encrypted(self, request: ChatRequest, error: ProviderError) -> bool:
+        """Whether ``error`` is the API refusing ``reasoning.encrypted_content`` for a model
+        kova asked it of by its own choice (not forced by ``encrypted_reasoning=True``): the
+        model is remembered, and the caller sends the request once more without it."""
+        config = self.config
+        model = request.config.model or config.model
+        codec: OpenAiResponsesCodec = self.codec  # type: ignore[assignment]
+        if (
+            config.encrypted_reasoning is not None
+            or not wants_encrypted_reasoning(config, model, codec.refused)
+            or not is_encrypted_refusal(error.status_code, error.message)
+        ):
+            return False
+        codec.refused.add(model)
+        log.info("openai_responses.encrypted_reasoning_refused", model=model)
+        return True
+
+    async def chat_completion(self, request: ChatRequest) -> ModelResponse:
+        """One non-streaming call (see :meth:`HttpProvider.chat_completion`); sent once
+        more without ``reasoning.encrypted_content`` if the model refuses it."""
+        try:
+            return await super().chat_completion(request)
+        except ProviderError as exc:
+            if not self._refused_encrypted(request, exc):
+                raise
+        return await super().chat_completion(request)
+
+    def chat_completion_stream(
+        self, request: ChatRequest
+    ) -> AbstractAsyncContextManager[EventBatches]:
+        """One streaming call (see :meth:`HttpProvider.chat_completion_stream`); opened
+        once more without ``reasoning.encrypted_content`` if the model refuses it."""
+        return _RefusalRetryingStream(self, request)
+
+
+class _RefusalRetryingStream:
+    """:meth:`OpenAiResponsesProvider.chat_completion_stream`: the refusal is an error
+    status, raised on entering, before any event, so the stream is simply opened again."""
+
+    __slots__ = ("_opened", "_provider", "_request")
+
+    def __init__(self, provider: OpenAiResponsesProvider, request: ChatRequest) -> None:
+        self._provider = provider
+        self._request = request
+        self._opened: AbstractAsyncContextManager[EventBatches] | None = None
+
+    async def __aenter__(self) -> EventBatches:
+        provider, request = self._provider, self._request
+        opened = HttpProvider.chat_completion_stream(provider, request)
+        try:
+            batches = await opened.__aenter__()
+        except ProviderError as exc:
+            if not provider._refused_encrypted(request, exc):
+                raise
+            opened = HttpProvider.chat_completion_stream(provider, request)
+            batches = await opened.__aenter__()
+        self._opened = opened
+        return batches
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        opened = self._opened
+        assert opened is not None
+        self._opened = None
+        return await opened.__aexit__(exc_type, exc, traceback)
 
 
 if TYPE_CHECKING:

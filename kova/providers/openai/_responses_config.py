@@ -72,8 +72,17 @@ class OpenAiResponsesConfig(HttpSettings):
     """``reasoning.summary`` (``"auto"``, ``"concise"``, ``"detailed"``): the model's summary
     of its reasoning, streamed as :class:`~kova.ThinkingDelta` and kept as ``thinking``."""
     store: bool = attrs.field(default=False, validator=check_flag)
-    """``store``: ``False`` (the default) keeps nothing on OpenAI's side; the reasoning items
-    are then round-tripped encrypted (``include: ["reasoning.encrypted_content"]``)."""
+    """``store``: ``False`` (the default) keeps nothing on OpenAI's side; a reasoning model's
+    reasoning items are then round-tripped encrypted (``include:
+    ["reasoning.encrypted_content"]``, see ``encrypted_reasoning``)."""
+    encrypted_reasoning: bool | None = attrs.field(default=None, validator=check_bool)
+    """Ask for ``include: ["reasoning.encrypted_content"]`` (only with ``store: false``).
+    ``None`` (default): for the models that reason, by kova's table of known models
+    (``o1``/``o3``/``o4-mini``, ``gpt-5`` and its ``-mini``/``-nano``/``-pro``/``-codex``,
+    ``gpt-oss``), not for those that do not (``gpt-4o``, ``gpt-4.1``, ``gpt-5-chat-latest``,
+    ...), which refuse it with a 400; a model the table does not know is asked, and if the
+    API refuses, the request is sent again without it once and the provider remembers that
+    for the model. ``True`` / ``False`` force it."""
     strict_tools: bool | None = attrs.field(default=None, validator=check_bool)
     """``strict`` on function tools: ``None`` (default) sends ``true`` for a schema that is
     already strict (every object closed with ``additionalProperties: false`` and all its

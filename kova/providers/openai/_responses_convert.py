@@ -19,7 +19,8 @@ their outputs). The summary text is the response's ``thinking``.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, assert_never
 
 from ..._errors import InvalidRequest, ProviderError
@@ -57,6 +58,7 @@ from ._convert import (
     parse_arguments,
     usage_of,
 )
+from ._responses_models import reasons
 
 if TYPE_CHECKING:
     from ._responses_config import OpenAiResponsesConfig
@@ -73,6 +75,7 @@ __all__ = [
     "is_strict_schema",
     "item_metadata",
     "stop_reason_of",
+    "wants_encrypted_reasoning",
 ]
 
 PROVIDER = "openai-responses"
@@ -199,13 +202,21 @@ def _tool_output(result: ToolResult) -> dict[str, JSONValue]:
     return {"type": "function_call_output", "call_id": result.tool_use_id, "output": output}
 
 
+_SNAPSHOT = re.compile(r"-\d{4}-\d{2}-\d{2}")
+
+
 def _same_model(stored: JSONValue, target: str, *, azure: bool) -> bool:
-    """Whether reasoning made by ``stored`` may go to ``target``. OpenAI answers with the
-    dated snapshot of an alias (``gpt-5.4`` -> ``gpt-5.4-2026-03-05``); Azure's ``model``
-    is a deployment name that says nothing about the model, so there only the endpoint counts."""
+    """Whether reasoning made by ``stored`` (the model id the API answered with) may go to
+    ``target``: the same id, or an alias and its dated snapshot (OpenAI answers ``gpt-5.4``
+    with ``gpt-5.4-2026-03-05``). Another model of a family is another model: gpt-5-mini's
+    reasoning does not go to gpt-5, nor o3-mini's to o3. Azure's ``model`` is a deployment
+    name that says nothing about the model, so there only the endpoint counts."""
     if azure or not isinstance(stored, str):
         return True
-    return stored == target or stored.startswith(target + "-") or target.startswith(stored + "-")
+    if stored == target:
+        return True
+    shorter, longer = sorted((stored, target), key=len)
+    return longer.startswith(shorter) and _SNAPSHOT.fullmatch(longer[len(shorter) :]) is not None
 
 
 class _Replay:
@@ -369,10 +380,13 @@ def encode_request(
     config: OpenAiResponsesConfig,
     *,
     stream: bool,
+    refused: Collection[str] = (),
 ) -> dict[str, JSONValue]:
     """The JSON body of one ``POST /v1/responses``.
 
     ``inference`` wins over ``config`` for ``model``, ``max_tokens`` and ``temperature``.
+    ``refused``: the models that refused ``reasoning.encrypted_content`` (see
+    :func:`wants_encrypted_reasoning`).
 
     Raises:
         InvalidRequest: stop sequences were asked for (the Responses API has none).
@@ -397,11 +411,28 @@ def encode_request(
     if config.prompt_cache_key is not None:
         body["prompt_cache_key"] = config.prompt_cache_key
     body["store"] = config.store
-    if not config.store:
+    if wants_encrypted_reasoning(config, inference.model or config.model, refused):
         body["include"] = ["reasoning.encrypted_content"]
     if stream:
         body["stream"] = True
     return body
+
+
+def wants_encrypted_reasoning(
+    config: OpenAiResponsesConfig, model: str, refused: Collection[str] = ()
+) -> bool:
+    """Whether a request to ``model`` asks for ``reasoning.encrypted_content``: only without
+    ``store``; then as ``config.encrypted_reasoning`` says, else not for a model that
+    refused it before (``refused``), nor for one that does not reason by
+    :func:`~kova.providers.openai._responses_models.reasons` (a model it does not know is
+    asked)."""
+    if config.store:
+        return False
+    if config.encrypted_reasoning is not None:
+        return config.encrypted_reasoning
+    if model in refused:
+        return False
+    return reasons(model) is not False
 
 
 def encode_count_request(
