@@ -25,7 +25,9 @@ from kova import (
     Image,
     InferenceConfig,
     InvalidRequest,
+    JSONValue,
     Message,
+    ResponseFormat,
     StopReason,
     Text,
     ToolResult,
@@ -389,3 +391,54 @@ def test_gemini_inline_data_kova_has_no_block_for_is_an_invalid_response(inline:
 
     with pytest.raises(InvalidResponse, match=r"inlineData|no block for"):
         answer_media(inline)
+
+
+def test_bedrock_cited_answer_text_is_kept_as_text() -> None:
+    from kova.providers.bedrock._convert import decode_response
+
+    body = {
+        "output": {
+            "message": {
+                "role": "assistant",
+                "content": [
+                    {"text": "Per the invoice, "},
+                    {
+                        "citationsContent": {
+                            "content": [{"text": "the total is 1,240.00 EUR."}],
+                            "citations": [
+                                {
+                                    "title": "Invoice 7",
+                                    "sourceContent": [{"text": "Total: 1,240.00 EUR"}],
+                                    "location": {"documentPage": {"documentIndex": 0, "start": 1}},
+                                }
+                            ],
+                        }
+                    },
+                ],
+            }
+        },
+        "stopReason": "end_turn",
+        "usage": {"inputTokens": 10, "outputTokens": 8, "totalTokens": 18},
+    }
+    response = decode_response(body)
+    assert response.text == "Per the invoice, the total is 1,240.00 EUR."
+
+
+@pytest.mark.parametrize("name", sorted(set(FAKES) - {"ollama"}))
+async def test_structured_output_with_a_pdf_in_the_history(name: str) -> None:
+    open_server, build = FAKES[name]
+    script = Script([reply_text('{"total": "1,240.00 EUR", "paid": false}')])
+    history = [Message.user([Text(text="Read the invoice."), PDF])]
+    schema: dict[str, JSONValue] = {
+        "type": "object",
+        "properties": {"total": {"type": "string"}, "paid": {"type": "boolean"}},
+        "required": ["total", "paid"],
+        "additionalProperties": False,
+    }
+    async with open_server(script) as server:
+        async with AgentBuilder().provider(build(server)).build() as agent:
+            value, _ = await agent.run_structured(history, ResponseFormat.named("invoice", schema))
+    assert value == {"total": "1,240.00 EUR", "paid": False}
+    seen = script.requests[0].request
+    assert seen.config.response_format is not None
+    assert any(isinstance(b, Document) for m in seen.messages for b in m.content)

@@ -562,8 +562,8 @@ def _json_object(value: Mapping[str, object]) -> JSONObject:
 
 
 def decode_content_block(block: object) -> ContentBlock | None:
-    """One response content block; ``None`` for kinds kova does not model (citations,
-    server tool results, future kinds), which are skipped."""
+    """One response content block; ``None`` for kinds kova does not model (server tool
+    results, future kinds), which are skipped. Cited text (``citationsContent``) is text."""
     if not isinstance(block, Mapping):
         raise _invalid(f"a content block must be a JSON object, got {block!r}")
     if "text" in block:
@@ -601,6 +601,19 @@ def decode_content_block(block: object) -> ContentBlock | None:
                 data=_str_field(reasoning, "redactedContent", "reasoningContent")
             )
         raise _invalid(f"reasoningContent without reasoningText or redactedContent: {block!r}")
+    cited = block.get("citationsContent")
+    if cited is not None:
+        # With citations on (Document(citations=True)) the answer's text comes in these
+        # blocks, beside the passages it cites: the text is the answer, kept as text.
+        if not isinstance(cited, Mapping):
+            raise _invalid(f"citationsContent must be a JSON object: {block!r}")
+        content = cited.get("content")
+        texts = [
+            _str_field(part, "text", "citationsContent")
+            for part in (content if isinstance(content, list) else ())
+            if isinstance(part, Mapping) and "text" in part
+        ]
+        return Text(text="".join(texts)) if texts else None
     return None
 
 
