@@ -171,6 +171,8 @@ PUBLIC: dict[str, tuple[str, ...]] = {
         "JournalClaim",
         "JournalError",
         "JournalRecord",
+        "PostgresJournal",
+        "PostgresJournalClaim",
         "SqliteJournal",
         "TurnClaimedError",
     ),

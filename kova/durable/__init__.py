@@ -1,8 +1,12 @@
 """Durable turns: a turn that survives its process.
 
-:class:`SqliteJournal` is the embedded default, one SQLite file on one machine (see
+:class:`SqliteJournal` is the embedded default, one SQLite file on one machine;
+:class:`PostgresJournal` (the ``postgres`` extra) is shared by many machines (see
 ``docs/durable.md``).
 """
+
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
 from ._errors import JournalError as JournalError
 from ._errors import TurnClaimedError as TurnClaimedError
@@ -10,4 +14,24 @@ from ._journal import JournalClaim as JournalClaim
 from ._journal import JournalRecord as JournalRecord
 from ._journal import SqliteJournal as SqliteJournal
 
-__all__ = ["JournalClaim", "JournalError", "JournalRecord", "SqliteJournal", "TurnClaimedError"]
+if _TYPE_CHECKING:
+    from ._postgres import PostgresJournal as PostgresJournal
+    from ._postgres import PostgresJournalClaim as PostgresJournalClaim
+
+__all__ = [
+    "JournalClaim",
+    "JournalError",
+    "JournalRecord",
+    "PostgresJournal",
+    "PostgresJournalClaim",
+    "SqliteJournal",
+    "TurnClaimedError",
+]
+
+
+def __getattr__(name: str) -> _Any:
+    if name in ("PostgresJournal", "PostgresJournalClaim"):  # psycopg only when asked for
+        from . import _postgres
+
+        return getattr(_postgres, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

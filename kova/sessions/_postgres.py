@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     import psycopg
     from psycopg_pool import ConnectionPool
 
+    from ..durable._postgres import PostgresJournal
+
 __all__ = ["PostgresSessionStore"]
 
 _require_extra("postgres", "kova.sessions.PostgresSessionStore")
@@ -151,6 +153,13 @@ class PostgresSessionStore(SessionStore):
     async def aclose(self) -> None:
         if self._own and not self.pool.closed:
             await trio.to_thread.run_sync(self.pool.close)
+
+    def journal(self, **options: Any) -> PostgresJournal:
+        """A :class:`~kova.durable.PostgresJournal` on this store's pool (``options`` as for
+        it): sessions and journaled turns in one database."""
+        from ..durable._postgres import PostgresJournal
+
+        return PostgresJournal(pool=self.pool, **options)
 
     # -- the store protocol ----------------------------------------------------------------
 

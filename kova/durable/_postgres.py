@@ -1,0 +1,477 @@
+"""The turn journal in PostgreSQL: a turn that survives its machine (the ``postgres`` extra).
+
+The same journal as :class:`~kova.durable.SqliteJournal` (the same records, the same driver:
+``agent.run(history, journal=journal, turn_id=...)``), in a database that many machines
+share, so a turn whose process or machine died goes on in another one from PostgreSQL alone.
+
+**Lease-only ownership.** A claim is a lease on the turn's row (default 60 s, renewed with
+every write and by :meth:`PostgresJournalClaim.renew`); another runner may take the turn only
+once the lease has run out. Unlike the SQLite journal there is no "that process is gone"
+shortcut: a process id means nothing on another machine. Lease times come from the database
+server's clock (``clock_timestamp()``), the one clock every runner shares. Every write locks
+the turn's row and checks the claim in the same transaction, so a runner whose lease was
+taken over cannot write any more (:class:`~kova.durable.TurnClaimedError`).
+
+As for :class:`~kova.sessions.PostgresSessionStore`, psycopg's blocking API runs in worker
+threads (its async API is asyncio's), one short transaction per operation, never abandoned
+half-done; the two can share one pool (``store.journal()``) and one database.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import trio
+
+from .._errors import ApprovalMismatchError
+from .._extras import require_extra as _require_extra
+from ._errors import JournalError, TurnClaimedError
+from ._journal import JournalRecord, _check_id, _check_text, _rerun_map
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from contextlib import AbstractAsyncContextManager
+
+    import psycopg
+    from psycopg_pool import ConnectionPool
+
+    from .._models import InferenceConfig, Message
+    from ..agent._agent import Agent
+    from ..agent._approvals import PendingApprovals
+    from ..agent._limits import UsageLimits
+    from ..agent._turn import Turn
+    from ._driver import Journaled
+
+__all__ = ["PostgresJournal", "PostgresJournalClaim"]
+
+_require_extra("postgres", "kova.durable.PostgresJournal")
+
+_T = TypeVar("_T")
+
+SCHEMA_VERSION = 1
+
+_LOCK_KEY = 0x6B6F76615F6A6F75  # "kova_jou": the advisory lock taken to make the tables
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS kova_journal_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS kova_turns (
+        turn_id TEXT PRIMARY KEY,
+        owner TEXT,
+        lease_until DOUBLE PRECISION NOT NULL DEFAULT 0,
+        snapshot TEXT,
+        response TEXT,
+        updated DOUBLE PRECISION NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS kova_tool_calls (
+        turn_id TEXT NOT NULL,
+        call_id TEXT NOT NULL,
+        started DOUBLE PRECISION NOT NULL,
+        result TEXT,
+        PRIMARY KEY (turn_id, call_id)
+    )""",
+    """CREATE TABLE IF NOT EXISTS kova_decisions (
+        nonce TEXT PRIMARY KEY,
+        turn_id TEXT NOT NULL,
+        used DOUBLE PRECISION NOT NULL
+    )""",
+)
+
+_NOW = "EXTRACT(EPOCH FROM clock_timestamp())::float8"
+
+
+def _owner() -> str:
+    """This runner's owner id: the machine, the process and a nonce (for people reading the
+    table: ownership is the lease alone)."""
+    return f"{socket.gethostname()}|{os.getpid()}|{uuid.uuid4().hex[:12]}"
+
+
+class PostgresJournal:
+    """A turn journal in PostgreSQL: ``PostgresJournal("postgresql://app@db/turns")``.
+
+    Use it as :class:`~kova.durable.SqliteJournal` is used (``agent.run(..., journal=journal,
+    turn_id=...)``); ``async with`` closes its own pool at the end (it works without one).
+
+    Args:
+        dsn: a libpq connection string or URI; the journal opens a pool of its own.
+        pool: a ``psycopg_pool.ConnectionPool`` to use instead (left open).
+        lease: seconds a claim lasts unless renewed (a crashed runner's turn can be taken
+            over once it runs out).
+        rerun_interrupted: as for :class:`~kova.durable.SqliteJournal`.
+        max_size: the size of the journal's own pool.
+        timeout: seconds an operation waits for a connection.
+    """
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        pool: ConnectionPool[Any] | None = None,
+        lease: float = 60.0,
+        rerun_interrupted: Mapping[str, bool] | None = None,
+        max_size: int = 4,
+        timeout: float = 30.0,
+    ) -> None:
+        import psycopg_pool
+
+        if (dsn is None) == (pool is None):
+            raise TypeError("PostgresJournal takes a dsn or a pool= (one of them)")
+        if dsn is not None and not isinstance(dsn, str):
+            raise TypeError(f"dsn must be a str, got {type(dsn).__name__}")
+        if pool is not None and not isinstance(pool, psycopg_pool.ConnectionPool):
+            raise TypeError(
+                f"pool must be a psycopg_pool.ConnectionPool, got {type(pool).__name__}"
+            )
+        for name, value in (("lease", lease), ("timeout", timeout)):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TypeError(f"{name} must be a number of seconds, got {value!r}")
+            if not 0 < value < float("inf"):
+                raise ValueError(f"{name} must be a positive, finite number of seconds")
+        if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
+            raise ValueError(f"max_size must be a positive int, got {max_size!r}")
+        self.rerun_interrupted: Mapping[str, bool] = _rerun_map(rerun_interrupted)
+        """Tool name -> whether its interrupted calls may run again (the host's override)."""
+        self.lease = float(lease)
+        self._own = pool is None
+        if pool is None:
+            assert dsn is not None
+            pool = psycopg_pool.ConnectionPool(
+                dsn, min_size=1, max_size=max_size, open=False, timeout=float(timeout)
+            )
+        self.pool: ConnectionPool[Any] = pool
+        self._timeout = float(timeout)
+        self._limiter: trio.CapacityLimiter | None = None
+        self._ready = False
+
+    def __repr__(self) -> str:
+        return f"PostgresJournal(pool={self.pool.name!r})"
+
+    async def __aenter__(self) -> PostgresJournal:
+        try:
+            await self._run(_nothing)
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await self.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the journal's own pool (idempotent; a pool given to it is left open)."""
+        if self._own and not self.pool.closed:
+            await trio.to_thread.run_sync(self.pool.close)
+
+    # -- the journal's operations (as SqliteJournal's) ---------------------------------------
+
+    async def claim(self, turn_id: str, *, owner: str | None = None) -> PostgresJournalClaim:
+        """Take ``turn_id`` for this runner (creating its record) for :attr:`lease` seconds.
+
+        Raises:
+            TurnClaimedError: another owner's lease on it is live.
+        """
+        _check_id(turn_id)
+        me = owner or _owner()
+        until = await self._run(self._claim, turn_id, me)
+        return PostgresJournalClaim(self, turn_id, me, until)
+
+    async def load(self, turn_id: str) -> JournalRecord | None:
+        """What is recorded of ``turn_id`` (``None``: nothing)."""
+        _check_id(turn_id)
+        return await self._run(self._load, turn_id)
+
+    async def forget(self, turn_id: str) -> None:
+        """Delete everything recorded of ``turn_id`` (idempotent)."""
+        _check_id(turn_id)
+        await self._run(self._forget, turn_id)
+
+    def open_turn(
+        self,
+        agent: Agent,
+        history: tuple[Message, ...],
+        overrides: InferenceConfig | None,
+        limits: UsageLimits | None,
+        turn_id: object,
+        pending: PendingApprovals | None = None,
+    ) -> AbstractAsyncContextManager[tuple[Turn, Journaled]]:
+        """What ``agent.run`` / ``agent.stream`` / ``agent.resume`` with ``journal=self`` use."""
+        from ._driver import open_journaled_turn
+
+        return open_journaled_turn(
+            agent,
+            self,  # type: ignore[arg-type]  # the driver uses only the journal's protocol
+            history,
+            overrides,
+            limits,
+            turn_id,
+            pending,
+        )
+
+    # -- worker-thread side ------------------------------------------------------------------
+
+    async def _run(self, function: Callable[..., _T], *args: object) -> _T:
+        limiter = self._limiter
+        if limiter is None:
+            limiter = self._limiter = trio.CapacityLimiter(self.pool.max_size)
+        return await trio.to_thread.run_sync(self._in_thread, function, args, limiter=limiter)
+
+    def _in_thread(self, function: Callable[..., _T], args: tuple[object, ...]) -> _T:
+        import psycopg
+        import psycopg_pool
+
+        try:
+            if self._own and self.pool.closed:
+                self.pool.open(wait=True, timeout=self._timeout)
+            with self.pool.connection() as connection:
+                if not self._ready:
+                    self._prepare(connection)
+                with connection.transaction():
+                    return function(connection, *args)
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+            raise JournalError(f"journal {self!r}: {exc}") from None
+
+    def _prepare(self, connection: psycopg.Connection[Any]) -> None:
+        with connection.transaction():
+            connection.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+            for statement in _SCHEMA:
+                connection.execute(statement)
+            row = connection.execute(
+                "SELECT value FROM kova_journal_meta WHERE key = 'schema'"
+            ).fetchone()
+            if row is None:
+                connection.execute(
+                    "INSERT INTO kova_journal_meta (key, value) VALUES ('schema', %s)",
+                    (str(SCHEMA_VERSION),),
+                )
+            elif int(row[0]) > SCHEMA_VERSION:
+                raise JournalError(
+                    f"journal {self!r}: the database was written by a newer kova "
+                    f"(schema {row[0]}, this kova reads {SCHEMA_VERSION})"
+                )
+        self._ready = True
+
+    def _locked(
+        self, connection: psycopg.Connection[Any], turn_id: str
+    ) -> tuple[str | None, float, float] | None:
+        """The turn's owner and lease, locked for this transaction, and the server's now."""
+        row = connection.execute(
+            f"SELECT owner, lease_until, {_NOW} FROM kova_turns WHERE turn_id = %s FOR UPDATE",
+            (turn_id,),
+        ).fetchone()
+        return None if row is None else (row[0], float(row[1]), float(row[2]))
+
+    def _claim(self, connection: psycopg.Connection[Any], turn_id: str, owner: str) -> float:
+        row = self._locked(connection, turn_id)
+        if row is None:
+            created = connection.execute(
+                f"INSERT INTO kova_turns (turn_id, owner, lease_until, updated) "
+                f"VALUES (%s, %s, {_NOW} + %s, {_NOW}) ON CONFLICT (turn_id) DO NOTHING "
+                "RETURNING lease_until",
+                (turn_id, owner, self.lease),
+            ).fetchone()
+            if created is not None:
+                return float(created[0])
+            row = self._locked(connection, turn_id)  # made meanwhile: claim it as it is
+            assert row is not None
+        holder, lease_until, now = row
+        if holder is not None and holder != owner and lease_until > now:
+            raise TurnClaimedError(turn_id, _local_time(lease_until, now))
+        until = now + self.lease
+        connection.execute(
+            "UPDATE kova_turns SET owner = %s, lease_until = %s, updated = %s WHERE turn_id = %s",
+            (owner, until, now, turn_id),
+        )
+        return until
+
+    def _check_owner(self, connection: psycopg.Connection[Any], turn_id: str, owner: str) -> float:
+        row = self._locked(connection, turn_id)
+        if row is None or row[0] != owner:
+            raise TurnClaimedError(turn_id)
+        # Still ours (nobody took it, even if the lease ran out): the write renews it.
+        now = row[2]
+        connection.execute(
+            "UPDATE kova_turns SET lease_until = %s, updated = %s WHERE turn_id = %s",
+            (now + self.lease, now, turn_id),
+        )
+        return now
+
+    def _write(
+        self,
+        connection: psycopg.Connection[Any],
+        turn_id: str,
+        owner: str,
+        statement: str,
+        parameters: tuple[object, ...],
+    ) -> None:
+        self._check_owner(connection, turn_id, owner)
+        connection.execute(statement, parameters)
+
+    def _started(
+        self, connection: psycopg.Connection[Any], turn_id: str, owner: str, call_ids: list[str]
+    ) -> None:
+        now = self._check_owner(connection, turn_id, owner)
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO kova_tool_calls (turn_id, call_id, started) VALUES (%s, %s, %s) "
+                "ON CONFLICT (turn_id, call_id) DO NOTHING",
+                [(turn_id, call_id, now) for call_id in call_ids],
+            )
+
+    def _renew(self, connection: psycopg.Connection[Any], turn_id: str, owner: str) -> float:
+        return self._check_owner(connection, turn_id, owner) + self.lease
+
+    def _use_decisions(
+        self, connection: psycopg.Connection[Any], turn_id: str, owner: str, nonce: str
+    ) -> None:
+        now = self._check_owner(connection, turn_id, owner)
+        connection.execute(
+            "INSERT INTO kova_decisions (nonce, turn_id, used) VALUES (%s, %s, %s) "
+            "ON CONFLICT (nonce) DO NOTHING",
+            (nonce, turn_id, now),
+        )
+        row = connection.execute(
+            "SELECT turn_id FROM kova_decisions WHERE nonce = %s", (nonce,)
+        ).fetchone()
+        if row is not None and row[0] != turn_id:
+            raise ApprovalMismatchError(
+                f"these decisions were already used: turn {row[0]!r} of this journal was "
+                "resumed with them (a decided pause runs once; resume that turn id to go on "
+                "with it)"
+            )
+
+    def _release(self, connection: psycopg.Connection[Any], turn_id: str, owner: str) -> None:
+        connection.execute(
+            "UPDATE kova_turns SET owner = NULL, lease_until = 0 WHERE turn_id = %s AND owner = %s",
+            (turn_id, owner),
+        )
+
+    def _load(self, connection: psycopg.Connection[Any], turn_id: str) -> JournalRecord | None:
+        row = connection.execute(
+            "SELECT snapshot, response FROM kova_turns WHERE turn_id = %s", (turn_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        calls = connection.execute(
+            "SELECT call_id, result FROM kova_tool_calls WHERE turn_id = %s", (turn_id,)
+        ).fetchall()
+        return JournalRecord(
+            turn_id=turn_id,
+            snapshot=row[0],
+            response=row[1],
+            results=MappingProxyType(
+                {call_id: result for call_id, result in calls if result is not None}
+            ),
+            unfinished=frozenset(call_id for call_id, result in calls if result is None),
+        )
+
+    def _forget(self, connection: psycopg.Connection[Any], turn_id: str) -> None:
+        connection.execute("DELETE FROM kova_tool_calls WHERE turn_id = %s", (turn_id,))
+        connection.execute("DELETE FROM kova_decisions WHERE turn_id = %s", (turn_id,))
+        connection.execute("DELETE FROM kova_turns WHERE turn_id = %s", (turn_id,))
+
+
+class PostgresJournalClaim:
+    """One runner's hold on one turn in a :class:`PostgresJournal` (as
+    :class:`~kova.durable.JournalClaim` is in a SQLite one)."""
+
+    __slots__ = ("journal", "lease_until", "owner", "turn_id")
+
+    def __init__(self, journal: PostgresJournal, turn_id: str, owner: str, until: float) -> None:
+        self.journal = journal
+        self.turn_id = turn_id
+        self.owner = owner
+        self.lease_until = until
+        """When the lease runs out, by the database server's clock."""
+
+    def __repr__(self) -> str:
+        return f"PostgresJournalClaim(turn_id={self.turn_id!r}, owner={self.owner!r})"
+
+    async def __aenter__(self) -> PostgresJournalClaim:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        with trio.CancelScope(shield=True):
+            await self.release()
+
+    async def renew(self) -> None:
+        """Extend the lease by the journal's lease from now."""
+        journal = self.journal
+        self.lease_until = await journal._run(journal._renew, self.turn_id, self.owner)
+
+    async def save_snapshot(self, snapshot: str) -> None:
+        """Record the turn core's state after a transition."""
+        await self._write("UPDATE kova_turns SET snapshot = %s WHERE turn_id = %s", snapshot)
+
+    async def tool_started(self, *call_ids: str) -> None:
+        """Record that tool calls are about to run (before they run; one commit for all)."""
+        for call_id in call_ids:
+            _check_id(call_id, "call_id")
+        journal = self.journal
+        await journal._run(journal._started, self.turn_id, self.owner, list(call_ids))
+
+    async def tool_finished(self, call_id: str, result: str) -> None:
+        """Record a tool call's result (after it ran)."""
+        _check_id(call_id, "call_id")
+        _check_text(result, "result")
+        journal = self.journal
+        await journal._run(
+            journal._write,
+            self.turn_id,
+            self.owner,
+            f"INSERT INTO kova_tool_calls (turn_id, call_id, started, result) "
+            f"VALUES (%s, %s, {_NOW}, %s) "
+            "ON CONFLICT (turn_id, call_id) DO UPDATE SET result = EXCLUDED.result",
+            (self.turn_id, call_id, result),
+        )
+
+    async def tool_deferred(self, call_id: str) -> None:
+        """Undo :meth:`tool_started` for a call that did not run (left to a person)."""
+        _check_id(call_id, "call_id")
+        journal = self.journal
+        await journal._run(
+            journal._write,
+            self.turn_id,
+            self.owner,
+            "DELETE FROM kova_tool_calls WHERE turn_id = %s AND call_id = %s AND result IS NULL",
+            (self.turn_id, call_id),
+        )
+
+    async def use_decisions(self, nonce: str) -> None:
+        """Record that a paused turn's decisions (their nonce) resume this turn.
+
+        Raises:
+            ApprovalMismatchError: they already resumed another turn id of this journal.
+        """
+        _check_id(nonce, "nonce")
+        journal = self.journal
+        await journal._run(journal._use_decisions, self.turn_id, self.owner, nonce)
+
+    async def finish(self, response: str) -> None:
+        """Record the finished turn's response."""
+        await self._write("UPDATE kova_turns SET response = %s WHERE turn_id = %s", response)
+
+    async def release(self) -> None:
+        """Give the turn up (idempotent; a claim taken over is left as it is)."""
+        await self.journal._run(self.journal._release, self.turn_id, self.owner)
+
+    async def _write(self, statement: str, text: str) -> None:
+        _check_text(text, "the record")
+        journal = self.journal
+        await journal._run(
+            journal._write, self.turn_id, self.owner, statement, (text, self.turn_id)
+        )
+
+
+def _local_time(server_time: float, server_now: float) -> float:
+    """A server-clock time as this machine's ``time.time()`` (what TurnClaimedError shows)."""
+    import time
+
+    return time.time() + (server_time - server_now)
+
+
+def _nothing(connection: object) -> None:
+    return None

@@ -1,0 +1,153 @@
+"""PostgresJournal: lease-only ownership, and a journaled turn on a session killed on one
+"machine" (a process with its own owner id) that goes on in another from PostgreSQL alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import trio
+
+from kova import Message
+from kova.durable import PostgresJournal, TurnClaimedError
+from kova.sessions import PostgresSessionStore
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def test_a_claim_is_a_lease_other_owners_wait_for(postgres_db: str) -> None:
+    async with PostgresJournal(postgres_db, lease=0.5) as journal:
+        claim = await journal.claim("t", owner="machine-a")
+        with pytest.raises(TurnClaimedError, match="being run by another runner"):
+            await journal.claim("t", owner="machine-b")
+        await claim.save_snapshot('{"a": 1}')
+        await trio.sleep(0.6)  # the lease runs out (the server's clock)
+        taken = await journal.claim("t", owner="machine-b")
+        with pytest.raises(TurnClaimedError, match="no longer claimed"):
+            await claim.save_snapshot('{"a": 2}')
+        await taken.tool_started("c1", "c2")
+        await taken.tool_finished("c1", '{"ok": true}')
+        record = await journal.load("t")
+        assert record is not None
+        assert record.snapshot == '{"a": 1}'
+        assert dict(record.results) == {"c1": '{"ok": true}'}
+        assert record.unfinished == frozenset({"c2"})
+        await taken.release()
+        again = await journal.claim("t", owner="machine-c")  # released: free at once
+        await again.finish('{"done": true}')
+        assert (await journal.load("t")).response == '{"done": true}'  # type: ignore[union-attr]
+        await journal.forget("t")
+        assert await journal.load("t") is None
+
+
+PROGRAM = textwrap.dedent(
+    """
+    import json, os, signal, sys, time, psycopg, trio
+    from kova import ToolAnnotations, ToolResult
+    from kova.agent import AgentBuilder
+    from kova.sessions import PostgresSessionStore
+    from kova.testing import FunctionProvider, reply_text, reply_tool_calls
+    from kova.tools import tool
+
+    dsn, counts, crash = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+
+    def count(name):
+        data = json.loads(open(counts).read()) if os.path.exists(counts) else {}
+        data[name] = data.get(name, 0) + 1
+        open(counts, "w").write(json.dumps(data))
+
+    @tool
+    async def charge(customer: str) -> str:
+        \"\"\"Charge the customer (not idempotent).\"\"\"
+        count("charge")
+        return f"charged {customer}"
+
+    @tool(annotations=ToolAnnotations(read_only=True))
+    async def report(month: str) -> str:
+        \"\"\"The month's report (read-only).\"\"\"
+        count("report")
+        if crash:  # die once charge's result is committed: the machine lost power
+            while True:
+                with psycopg.connect(dsn) as db:
+                    row = db.execute(
+                        "SELECT result FROM kova_tool_calls WHERE call_id = 'call_1'"
+                    ).fetchone()
+                if row and row[0]:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                await trio.sleep(0.02)
+        return f"{month}: 12 orders"
+
+    def model(request):
+        results = [b for m in request.messages for b in m.content if isinstance(b, ToolResult)]
+        if not results:
+            return reply_tool_calls(("charge", {"customer": "ACME"}), ("report", {"month": "May"}))
+        return reply_text("; ".join(r.text for r in results))
+
+    async def main():
+        async with PostgresSessionStore(dsn) as store:
+            journal = store.journal(lease=float(sys.argv[4]))
+            builder = AgentBuilder().provider(FunctionProvider(model)).tools(charge, report)
+            async with builder.build() as agent:
+                response = await agent.run(
+                    "Charge ACME, then May's report.",
+                    session=store.session("acme"),
+                    journal=journal,
+                    turn_id="acme-may",
+                )
+        print(json.dumps(response.text))
+
+    trio.run(main)
+    """
+)
+
+
+def _machine(dsn: str, counts: Path, *, crash: bool, lease: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", PROGRAM, dsn, str(counts), "1" if crash else "0", str(lease)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+async def test_a_turn_killed_on_one_machine_goes_on_in_another(
+    postgres_db: str, tmp_path: Path
+) -> None:
+    counts = tmp_path / "counts.json"
+    crashed = await trio.to_thread.run_sync(
+        lambda: _machine(postgres_db, counts, crash=True, lease=3.0)
+    )
+    assert crashed.returncode == -9, crashed.stderr[-2000:]
+    died = time.monotonic()
+    assert json.loads(counts.read_text()) == {"charge": 1, "report": 1}
+
+    async with PostgresSessionStore(postgres_db) as store:
+        assert await store.session("acme").load() == []  # nothing appended by the dead turn
+        journal = store.journal()
+        # Lease-only: the dead runner's lease holds the turn until it runs out, even on
+        # this machine (no process-id shortcut across machines).
+        if time.monotonic() - died < 2.0:
+            with pytest.raises(TurnClaimedError):
+                await journal.claim("acme-may", owner="machine-b-probe")
+
+    await trio.sleep(max(0.0, 3.2 - (time.monotonic() - died)))
+    resumed = await trio.to_thread.run_sync(
+        lambda: _machine(postgres_db, counts, crash=False, lease=3.0)
+    )
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert json.loads(resumed.stdout) == "charged ACME; May: 12 orders"
+    # The charge recorded before the crash was not run again; the read-only report was.
+    assert json.loads(counts.read_text()) == {"charge": 1, "report": 2}
+    async with PostgresSessionStore(postgres_db) as store:
+        history = await store.session("acme").load()
+    assert history[0] == Message.user("Charge ACME, then May's report.")
+    assert history[-1] == Message.assistant("charged ACME; May: 12 orders")
+    assert len(history) == 4  # prompt, the calls, their results, the answer: once
