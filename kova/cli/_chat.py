@@ -40,6 +40,7 @@ from ._errors import CliError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from decimal import Decimal
 
     from .._models import ContentBlock
     from ..agent import Agent
@@ -240,6 +241,11 @@ def _short(text: str) -> str:
     return text if len(text) <= _RESULT_CHARS else text[:_RESULT_CHARS] + "..."
 
 
+def _money(amount: Decimal) -> str:
+    """USD exactly as priced, without trailing zeros or an exponent (``0.0000045``)."""
+    return format(amount.normalize(), "f")
+
+
 def _count(number: int, noun: str) -> str:
     return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
@@ -288,6 +294,8 @@ class _Chat:
         """The model ``/model NAME`` chose (``None``: the one kova chat started with)."""
         self._attachments: list[ContentBlock] = []
         """Files ``/attach`` read, sent with the next message (kept until a turn succeeds)."""
+        self._session_cost: Decimal | None = None
+        """What the session's priced turns cost (docs/cost.md); ``None`` before any."""
 
     async def _next_item(self) -> ConsoleItem:
         if self._pending:
@@ -411,6 +419,7 @@ class _Chat:
 
         screen = self._screen
         new_messages: tuple[Message, ...] | None = None
+        cost: Decimal | None = None
         at_line_start = True
         thinking = False  # in a run of thinking: on lines of its own, dimmed
         text_path: tuple[str, ...] = ()  # whose text the current line holds
@@ -456,7 +465,11 @@ class _Chat:
                         screen.write("".join(indent + line for line in block.splitlines(True)))
                     case TurnCompleted(response=response):
                         new_messages = response.new_messages
+                        cost = response.cost
         own_line()
+        if new_messages is not None and cost is not None:
+            total = self._session_cost = cost + (self._session_cost or 0)
+            screen.dim(f"[cost: ${_money(cost)} this turn, ${_money(total)} this session]\n")
         return new_messages
 
     async def _console_during_turn(self, turn_scope: trio.CancelScope) -> None:

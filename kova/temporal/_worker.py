@@ -432,9 +432,14 @@ async def _call_model(
         return dumps(reply)
     emitter = agent._telemetry.emitter(agent._own_subscribers)
     call: ModelCall | None = None
+    inference = agent._inference(None)
+    model = step.request.config.model or inference.model or agent._model
+    # The call's cost rides in the reply's usage: the workflow (and a replay of it) reads the
+    # recorded figure and never prices anything itself.
+    meter = agent._meter
+    held = meter.reserve(step.request, model)  # BudgetExceeded: nothing is sent
     if emitter is not None:
-        inference = agent._inference(None)
-        call = ModelCall(emitter, provider, inference, inference.model or agent._model)
+        call = ModelCall(emitter, provider, inference, model)
         provider = call.start(streamed=publish is not None)
     try:
         if publish is None:
@@ -457,7 +462,10 @@ async def _call_model(
                     except StopAsyncIteration:
                         break
             response = accumulator.finish()
+        response = meter.priced(response, model)
     except BaseException as exc:
+        if held is not None:
+            meter.release(held, exc)
         if call is not None and emitter is not None:
             wait = _next_attempt(exc, agent, attempt) if isinstance(exc, KovaError) else None
             if wait is None:
@@ -478,6 +486,8 @@ async def _call_model(
                 )
                 call.failed(exc, retried=True)
         raise
+    if held is not None:
+        meter.settle(held, response)
     if call is not None:
         call.finished(response)
     reply["response"] = response_to_json(response)

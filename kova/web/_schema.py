@@ -68,12 +68,15 @@ def frame(encoded: list[str]) -> str:
 
 
 def usage_json(usage: Usage) -> dict[str, Any]:
-    """The usage fields a page shows."""
-    return {
+    """The usage fields a page shows (``cost``: exact USD as a string, when priced)."""
+    shown: dict[str, Any] = {
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
         "total_tokens": usage.total_tokens,
     }
+    if usage.cost is not None:
+        shown["cost"] = format(usage.cost.normalize(), "f")
+    return shown
 
 
 def annotations_json(annotations: ToolAnnotations | None) -> dict[str, Any] | None:
@@ -264,6 +267,8 @@ def telemetry_json(event: TelemetryEvent) -> dict[str, Any] | None:
         case ModelCallFinished():
             usage = None if event.usage is None else usage_json(event.usage)
             tokens = "" if usage is None else f", {usage['total_tokens']} tokens"
+            if usage is not None and "cost" in usage:
+                tokens += f", ${usage['cost']}"
             error = f" ({event.error_type})" if event.error_type else ""
             return {
                 "type": "telemetry",

@@ -7,10 +7,12 @@ from __future__ import annotations
 import warnings
 from decimal import Decimal
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import pytest
+import trio
 
-from kova import Usage
+from kova import InferenceConfig, Usage
 from kova._observe import ModelCallFinished
 from kova.agent import AgentBuilder, Prices, UsageLimits
 from kova.agent._cost import Pricer
@@ -31,6 +33,9 @@ from kova.testing import (
     reply_tool_calls,
 )
 from kova.tools import tool
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 genai_prices = pytest.importorskip("genai_prices")
 
@@ -437,3 +442,59 @@ async def test_spans_and_the_metrics_collector_carry_the_cost() -> None:
     }
     assert costs["chat scripted"] == float(CALL)
     assert costs["invoke_agent kova"] == float(CALL * 2)
+
+
+# -- journaled turns -----------------------------------------------------------------------
+
+
+async def test_a_journaled_turn_counts_each_calls_cost_once_across_a_restart(
+    tmp_path: Path,
+) -> None:
+    from kova import Message, ToolAnnotations
+    from kova.agent import Budget
+    from kova.durable import SqliteJournal
+
+    journal = SqliteJournal(tmp_path / "j.db")
+    runs: list[str] = []
+
+    @tool(annotations=ToolAnnotations(read_only=True))
+    async def read(name: str) -> str:
+        """Read something slowly."""
+        runs.append(name)
+        if len(runs) == 1:
+            await trio.sleep_forever()
+        return f"{name} read"
+
+    first = Usage(input_tokens=100, output_tokens=10)
+    second = Usage(input_tokens=200, output_tokens=20)
+    replies = [
+        reply_tool_calls(("read", {"name": "x"}), usage=first),
+        reply_text("ok", usage=second),
+    ]
+    model_calls: list[object] = []
+
+    def model(request: object) -> object:
+        model_calls.append(request)
+        return replies[len(model_calls) - 1]
+
+    budget = Budget(1)
+    history = [Message.user("read x")]
+
+    def agent() -> AgentBuilder:
+        provider = ScriptedProvider(model)
+        return AgentBuilder().provider(provider).prices(PRICES).tool(read).budget(budget)
+
+    builder = agent().inference_config(InferenceConfig(max_tokens=50))
+    async with builder.build() as running:  # the first call is recorded, then it stops
+        with trio.move_on_after(1):
+            await running.run(history, journal=journal, turn_id="t")
+    async with agent().inference_config(InferenceConfig(max_tokens=50)).build() as running:
+        response = await running.run(history, journal=journal, turn_id="t")
+        again = await running.run(history, journal=journal, turn_id="t")  # from the journal
+    expected = Decimal(100 + 10 * 2 + 200 + 20 * 2) / 1_000_000
+    assert len(model_calls) == 2  # the recorded call was not sent again
+    assert response.cost == expected
+    assert response.usage_by_agent["kova"].cost == expected
+    assert again.cost == expected
+    assert budget.spent == expected  # each call spent once; the answered turn spent nothing
+    assert budget.reserved == 0

@@ -465,3 +465,20 @@ async def test_chat_attach_sends_a_file_with_the_next_message(tmp_path: Path) ->
     # The history file keeps the document with the message it went with.
     saved = messages_from_json((tmp_path / "h.json").read_text())
     assert isinstance(saved[0].content[0], Document)
+
+
+async def test_chat_shows_the_cost_of_each_turn_and_of_the_session(tmp_path: Path) -> None:
+    pytest.importorskip("genai_prices")
+    async with open_openai_server(_model) as server:
+        args = _chat_args("openai", server.base_url, tmp_path / "h.json")
+        args[args.index("gpt-fake")] = "gpt-4o-mini"  # priced by the sheet: $0.15 / $0.60
+        terminal = Terminal(args)
+        await terminal.expect("you> ")
+        await terminal.send("hi")  # reply_text: 10 tokens in, 5 out
+        await terminal.expect("[cost: $0.0000045 this turn, $0.0000045 this session]")
+        await terminal.expect("you> ")
+        await terminal.send("hi")
+        await terminal.expect("[cost: $0.0000045 this turn, $0.000009 this session]")
+        await terminal.expect("you> ")
+        await terminal.send("/exit")
+        assert await terminal.exit_status() == 0

@@ -558,3 +558,19 @@ async def test_a_prompt_message_shows_its_attachments_on_the_page() -> None:
         "file file-abc",
     ]
     assert replayed == [started]
+
+
+async def test_a_priced_turn_shows_its_cost_on_the_page() -> None:
+    from kova.agent import Prices
+
+    provider = ScriptedProvider([reply_text("Hello")])
+    builder = (
+        AgentBuilder().provider(provider).prices(Prices({"scripted": {"input": 1, "output": 2}}))
+    )
+    async with open_event_server() as server, open_page(server) as page:
+        async with builder.build() as agent, agent.stream([Message.user("hi")]) as events:
+            async for _ in server.relay(events, prompt="hi"):
+                pass
+        done = await page.wait_for("turn_completed")
+    # 10 tokens in at $1 and 5 out at $2 per million: exact, as a string.
+    assert done["usage"]["cost"] == "0.00002"

@@ -241,6 +241,7 @@
       const parts = [u.input_tokens + " in / " + u.output_tokens + " out tokens",
         e.llm_calls + (e.llm_calls === 1 ? " model call" : " model calls"),
         e.duration_s.toFixed(2) + " s"];
+      if (u.cost !== undefined) parts.push("$" + u.cost);
       if (e.first_delta_s !== null && e.first_delta_s !== undefined) parts.push("first text after " + e.first_delta_s.toFixed(2) + " s");
       turnOf(e.turn).el.appendChild(el("div", "meta done", parts.join(" · ")));
       if (running === e.turn) turnRunning(null);
