@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, assert_never
 
 from .._json import dumps_bytes
 from .._models import (
+    Audio,
     ErrorEvent,
     ModelResponse,
     SignedThinking,
@@ -246,6 +247,16 @@ def _completion_json(response: ModelResponse, completion_id: str, model: str) ->
     }
     if response.thinking:
         message["reasoning_content"] = response.thinking
+    speech = [block for block in response.content if isinstance(block, Audio)]
+    if speech and speech[0].data is not None:
+        # A spoken answer: the text is the transcript, and content is null.
+        message["content"] = None
+        message["audio"] = {
+            "id": f"audio_{completion_id}",
+            "data": speech[0].data,
+            "expires_at": _CREATED + 3600,
+            "transcript": response.text,
+        }
     calls = response.tool_uses
     if calls:
         message["tool_calls"] = [

@@ -442,3 +442,24 @@ async def test_structured_output_with_a_pdf_in_the_history(name: str) -> None:
     seen = script.requests[0].request
     assert seen.config.response_format is not None
     assert any(isinstance(b, Document) for m in seen.messages for b in m.content)
+
+
+def test_a_streamed_spoken_openai_answer_streams_its_transcript_as_text() -> None:
+    from kova import TextDelta
+
+    from ._contract import run
+
+    chunks = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "audio": {"id": "audio_1"}}}]},
+        {
+            "choices": [
+                {"index": 0, "delta": {"audio": {"transcript": "The total ", "data": "AAA="}}}
+            ]
+        },
+        {"choices": [{"index": 0, "delta": {"audio": {"transcript": "is 1,240."}}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    body = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks) + "data: [DONE]\n\n"
+    events, error = run(CODECS["openai"], [body.encode()])
+    assert error is None
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["The total ", "is 1,240."]

@@ -68,7 +68,9 @@ class OpenAiCodec(
         )
 
     def decode(self, body: JSONValue) -> ModelResponse:
-        return decode_response(body, keep_reasoning=self.config.echo_reasoning)
+        return decode_response(
+            body, keep_reasoning=self.config.echo_reasoning, audio_format=self.config.audio_format
+        )
 
     def stream_decoder(self) -> OpenAiStreamDecoder:
         return OpenAiStreamDecoder(keep_reasoning=self.config.echo_reasoning)

@@ -92,6 +92,16 @@ class OpenAiConfig(HttpSettings):
     (and as ``SignedThinking`` at the end of a stream) and goes back as ``reasoning_content``
     on that assistant message. Off (the default), reasoning is display text only."""
 
+    audio_voice: str | None = attrs.field(default=None, validator=check_optional_str)
+    """Ask for spoken answers in this voice (``"alloy"``, ``"coral"``, ...; an audio model
+    such as ``gpt-4o-audio-preview``): sends ``modalities: ["text", "audio"]`` and
+    ``audio: {voice, format}``. The answer's speech comes back as an :class:`~kova.Audio`
+    block after its transcript's text (a streamed answer carries the transcript only)."""
+    audio_format: Literal["wav", "mp3", "flac", "opus", "pcm16"] = attrs.field(
+        default="wav", validator=attrs.validators.in_(("wav", "mp3", "flac", "opus", "pcm16"))
+    )
+    """The format of spoken answers (with :attr:`audio_voice`)."""
+
     key_variables = ("OPENAI_API_KEY",)
     provider_label = "OpenAI"
 

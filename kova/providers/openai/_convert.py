@@ -335,6 +335,9 @@ def encode_request(
         body[config.max_tokens_field] = max_tokens
     if config.reasoning_effort is not None:
         body["reasoning_effort"] = config.reasoning_effort
+    if config.audio_voice is not None:
+        body["modalities"] = ["text", "audio"]
+        body["audio"] = {"voice": config.audio_voice, "format": config.audio_format}
     if inference.response_format is not None:
         body["response_format"] = _response_format(inference.response_format)
     if stream:
@@ -437,7 +440,25 @@ def reasoning_of(source: Mapping[str, JSONValue]) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def decode_response(body: JSONValue, *, keep_reasoning: bool = False) -> ModelResponse:
+def _spoken(message: Mapping[str, object], audio_format: str) -> list[Text | Audio]:
+    """A spoken answer's ``audio`` (``{id, data, transcript, expires_at}``): the transcript as
+    text (the message's ``content`` is empty then), the speech as an :class:`~kova.Audio`."""
+    audio = message.get("audio")
+    if not isinstance(audio, dict):
+        return []
+    blocks: list[Text | Audio] = []
+    transcript = audio.get("transcript")
+    if isinstance(transcript, str) and transcript and not message.get("content"):
+        blocks.append(Text(text=transcript))
+    data = audio.get("data")
+    if isinstance(data, str) and data:
+        blocks.append(Audio(data=data, format=audio_format))
+    return blocks
+
+
+def decode_response(
+    body: JSONValue, *, keep_reasoning: bool = False, audio_format: str = "wav"
+) -> ModelResponse:
     """A non-streaming ``chat.completion`` as a :class:`ModelResponse`.
 
     The reasoning text is ``thinking``; with ``keep_reasoning`` it is also the first content
@@ -459,13 +480,14 @@ def decode_response(body: JSONValue, *, keep_reasoning: bool = False) -> ModelRe
     message = choice.get("message")
     if not isinstance(message, dict):
         raise ProviderError.invalid_response("the choice has no message", provider=PROVIDER)
-    content: list[Text | ToolUse] = []
+    content: list[Text | ToolUse | Audio] = []
     text = message.get("content")
     refusal = message.get("refusal")
     if isinstance(text, str) and text:
         content.append(Text(text=text))
     elif isinstance(refusal, str) and refusal:
         content.append(Text(text=refusal))
+    content.extend(_spoken(message, audio_format))
     calls = message.get("tool_calls")
     if isinstance(calls, list):
         for number, call in enumerate(calls):
@@ -494,7 +516,7 @@ def decode_response(body: JSONValue, *, keep_reasoning: bool = False) -> ModelRe
     if not (isinstance(text, str) and text) and isinstance(refusal, str) and refusal:
         stop = StopReason.unknown("refusal")
     reasoning = reasoning_of(message)
-    blocks: tuple[Text | ToolUse | Thinking, ...] = tuple(content)
+    blocks: tuple[Text | ToolUse | Thinking | Audio, ...] = tuple(content)
     if keep_reasoning and reasoning:
         blocks = (Thinking(text=reasoning), *blocks)
     return ModelResponse(

@@ -183,6 +183,14 @@ class OpenAiStreamDecoder:
         if refusal and isinstance(refusal, str):
             self._refused = True
             out.append(TextDelta(text=refusal))
+        audio = delta.get("audio")
+        if audio and isinstance(audio, dict):
+            # A spoken answer streams its transcript here (content stays empty); the speech
+            # itself (audio.data) has no stream event yet and is not kept.
+            transcript = audio.get("transcript")
+            if transcript and isinstance(transcript, str):
+                self._saw_text = True
+                out.append(TextDelta(text=transcript))
 
     def _tool_calls(self, calls: list[Mapping[str, object]], out: list[StreamEvent]) -> None:
         for call in calls:

@@ -30,8 +30,13 @@ from kova import (
     ToolUse,
     Usage,
 )
-from kova.providers import ChatRequest
-from kova.providers.openai import OpenAiEmbeddingConfig, OpenAiEmbeddingProvider
+from kova.providers import ChatRequest, ModelResponse
+from kova.providers.openai import (
+    OpenAiCompatibleProvider,
+    OpenAiConfig,
+    OpenAiEmbeddingConfig,
+    OpenAiEmbeddingProvider,
+)
 from kova.testing import (
     ErrorReply,
     FakeOpenAiServer,
@@ -496,3 +501,37 @@ async def test_files_and_audio_go_as_the_sdk_documents_them() -> None:
     assert isinstance(kova_body, dict)
     assert isinstance(sdk_body, dict)
     assert kova_body["messages"] == sdk_body["messages"]
+
+
+async def test_spoken_answers_are_asked_for_and_read_as_the_sdk_does() -> None:
+    """``audio_voice`` sends ``modalities`` and ``audio`` as the SDK does, and the answer's
+    ``message.audio`` is the transcript's text and an Audio block (the SDK reads the same)."""
+    spoken = ModelResponse(
+        content=(Text(text="The total is 1,240 euros."), Audio(data=WAV64)),
+        stop_reason=StopReason.END_TURN,
+    )
+    async with open_openai_server(Script([spoken, spoken])) as server:
+        provider = OpenAiCompatibleProvider(
+            OpenAiConfig(
+                model="gpt-4o-audio-preview",
+                base_url=server.base_url,
+                api_key="sk-test",
+                audio_voice="alloy",
+                audio_format="wav",
+            )
+        )
+        async with provider.open():
+            answer = await provider.chat_completion(ChatRequest.of("What is the total?"))
+        async with sdk_client(server) as client:
+            completion = await client.chat.completions.create(
+                model="gpt-4o-audio-preview",
+                modalities=["text", "audio"],
+                audio={"voice": "alloy", "format": "wav"},
+                messages=[{"role": "user", "content": "What is the total?"}],
+            )
+    kova_body, sdk_body = (request.json() for request in server.requests)
+    assert kova_body == sdk_body
+    assert answer.content == spoken.content
+    sdk_audio = completion.choices[0].message.audio
+    assert sdk_audio is not None
+    assert (sdk_audio.transcript, sdk_audio.data) == ("The total is 1,240 euros.", WAV64)
