@@ -68,12 +68,14 @@ def app(
     authorize: Callable[[HTTPConnection], bool | Awaitable[bool]] | None = None,
     max_body_bytes: int = 1024 * 1024,
     max_prompt_chars: int = 200_000,
+    max_paused_runs: int = 1024,
     web: EventServer | None = None,
 ) -> Starlette:
     """An ASGI application serving ``agents`` to standard clients (the ``serve`` extra).
 
     Routes: ``POST /v1/chat/completions``, ``POST /v1/responses`` and ``GET /v1/models``
-    (OpenAI-compatible; the model name is the agent's name, ``AgentBuilder.name``).
+    (OpenAI-compatible; the model name is the agent's name, ``AgentBuilder.name``);
+    ``POST /agui`` and ``/agui/{name}`` (AG-UI: a run in, its events back as SSE).
 
     Serve it with Hypercorn's trio worker (``kova serve`` does), or mount it into your own
     Starlette/FastAPI app served on trio. The app's lifespan opens the agents not open yet
@@ -88,6 +90,8 @@ def app(
             With neither, every client is let in: only for loopback and trusted networks.
         max_body_bytes: the largest request body taken; a larger one gets HTTP 413.
         max_prompt_chars: the most text one request's messages may hold in all.
+        max_paused_runs: AG-UI runs paused for approval kept for their resume (the oldest
+            is forgotten first).
         web: kova's web view to serve at ``/`` (its page and WebSocket, which check the
             event server's own token, host and origin): ``kova serve`` passes the one it
             opened with ``kova.web``'s hosted event server.
@@ -99,14 +103,18 @@ def app(
     """
     from starlette.applications import Starlette
 
-    from . import _openai
+    from . import _agui, _openai
 
     named = _agent_names(agents)
     if token is not None and (not isinstance(token, str) or len(token) < 16):
         raise ValueError("token must be a string of at least 16 characters")
     if authorize is not None and not callable(authorize):
         raise TypeError(f"authorize must be callable, not {type(authorize).__name__}")
-    for name, value in (("max_body_bytes", max_body_bytes), ("max_prompt_chars", max_prompt_chars)):
+    for name, value in (
+        ("max_body_bytes", max_body_bytes),
+        ("max_prompt_chars", max_prompt_chars),
+        ("max_paused_runs", max_paused_runs),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, not {value!r}")
     served = Served(named, max_body_bytes=max_body_bytes, max_prompt_chars=max_prompt_chars)
@@ -119,7 +127,8 @@ def app(
                     await stack.enter_async_context(agent)
             yield
 
-    routes = [*_openai.routes(served)]
+    paused = _agui.Paused(max_paused_runs)
+    routes = [*_openai.routes(served), *_agui.routes(served, paused)]
     public = PUBLIC_PATHS
     if web is not None:
         from ..web._asgi import PATHS
@@ -148,6 +157,10 @@ def refusal(path: str, status: int, message: str) -> tuple[bytes, bytes]:
                 "param": None,
                 "code": code,
             }
+        }
+    elif path.startswith("/agui"):
+        body = {
+            "error": {"message": message, "code": "unauthorized" if status == 401 else "forbidden"}
         }
     elif path.startswith(("/mcp", "/a2a")):
         body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": message}}

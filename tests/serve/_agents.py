@@ -53,13 +53,19 @@ async def model(request: ScriptRequest) -> Any:
 
 
 @asynccontextmanager
-async def open_agent(name: str = "helper") -> AsyncIterator[tuple[Agent, FakeOpenAiServer]]:
+async def open_agent(
+    name: str = "helper", *, defer: bool = False
+) -> AsyncIterator[tuple[Agent, FakeOpenAiServer]]:
+    """An agent with get_weather on the fake model; ``defer``: its calls wait for a person
+    (``defer_approvals``)."""
     async with open_openai_server(model) as fake:
         provider = OpenAiCompatibleProvider(
             OpenAiConfig(base_url=fake.base_url, model="m", api_key="k")
         )
-        agent = AgentBuilder().provider(provider).name(name).tool(get_weather).build()
-        yield agent, fake
+        builder = AgentBuilder().provider(provider).name(name).tool(get_weather)
+        if defer:
+            builder = builder.defer_approvals()
+        yield builder.build(), fake
 
 
 def open_connections(base_url: str) -> int:

@@ -249,18 +249,26 @@ async def test_fuzzed_bodies_never_stop_the_server() -> None:
     assert statuses.get(400, 0) > 100
 
 
-@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/responses"])
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/responses", "/agui"])
 async def test_a_client_leaving_mid_stream_frees_the_turn_and_its_provider_connection(
     path: str,
 ) -> None:
     """200 trials: each client reads the first streamed text and goes away while the model
     stalls; the fake model server's connection is closed every time, typically within
     100 ms (the test's own polling of the socket table included)."""
-    body = (
-        {"model": "helper", "messages": [{"role": "user", "content": "hold"}], "stream": True}
-        if path.endswith("completions")
-        else {"model": "helper", "input": "hold", "stream": True}
-    )
+    body = {
+        "/v1/chat/completions": {
+            "model": "helper",
+            "messages": [{"role": "user", "content": "hold"}],
+            "stream": True,
+        },
+        "/v1/responses": {"model": "helper", "input": "hold", "stream": True},
+        "/agui": {
+            "threadId": "t",
+            "runId": "r",
+            "messages": [{"id": "1", "role": "user", "content": "hold"}],
+        },
+    }[path]
     leaks = over = 0
     times: list[float] = []
     async with open_agent() as (agent, fake), serving(kova.serve.app(agent, token=TOKEN)) as url:
