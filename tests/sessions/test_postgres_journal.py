@@ -107,7 +107,9 @@ PROGRAM = textwrap.dedent(
 )
 
 
-def _machine(dsn: str, counts: Path, *, crash: bool, lease: float) -> subprocess.CompletedProcess[str]:
+def _machine(
+    dsn: str, counts: Path, *, crash: bool, lease: float
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", PROGRAM, dsn, str(counts), "1" if crash else "0", str(lease)],
         capture_output=True,
