@@ -409,6 +409,7 @@ PUBLIC: dict[str, tuple[str, ...]] = {
         "FakeResponsesServer",
         "FunctionProvider",
         "RealNetworkRequestError",
+        "RecordedRequest",
         "Reply",
         "Script",
         "ScriptExhaustedError",

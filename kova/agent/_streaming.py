@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from contextlib import AsyncExitStack
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from .._door import require_trio
 from ._cancel import stream_in_task
 from ._input import check_call_options, coerce_history
+from ._needs_async_with import refuse_async_for
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator
@@ -82,6 +83,9 @@ class TurnStream:
         self._deps = deps
         self._events: AsyncGenerator[AgentEvent, None] | None = None
         self._stack: AsyncExitStack | None = None
+
+    def __aiter__(self) -> NoReturn:
+        refuse_async_for(self, "agent.stream(...)", "events")
 
     async def __aenter__(self) -> AsyncIterator[AgentEvent]:
         require_trio("agent.stream()")

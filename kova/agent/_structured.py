@@ -127,6 +127,13 @@ class _Output:
             self._adapter = TypeAdapter(cast("Any", output))
             raw: dict[str, Any] = self._adapter.json_schema()
         except PydanticUserError as exc:  # no schema for it, or a form pydantic refuses
+            if exc.code == "typed-dict-version":
+                # One line, not pydantic's chained traceback: the fix is an import.
+                raise TypeError(
+                    f"run_structured's output {output!r} uses typing.TypedDict, which pydantic "
+                    "cannot read before Python 3.12: use typing_extensions.TypedDict "
+                    "(from typing_extensions import TypedDict)"
+                ) from None
             raise TypeError(
                 f"run_structured's output must be a kova.ResponseFormat or a type pydantic "
                 f"can validate, got {output!r}: {exc}"

@@ -9,10 +9,11 @@ turn. A turn left early, cancelled or failed appends nothing.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..agent._events import TurnCompleted
 from ..agent._input import coerce_history
+from ..agent._needs_async_with import refuse_async_for
 from ..agent._structured import StructuredStream
 
 if TYPE_CHECKING:
@@ -92,6 +93,8 @@ class SessionStream:
         return self
 
     def __aiter__(self) -> SessionStream:
+        if self._events is None:  # not entered: async for without async with
+            refuse_async_for(self, "agent.stream(..., session=...)", "events")
         return self
 
     async def __anext__(self) -> AgentEvent:
@@ -173,6 +176,9 @@ class SessionStructuredStream:
         self._open = open_stream
         self._gate: _Gate | None = None
         self._inner: AbstractAsyncContextManager[StructuredStream[Any]] | None = None
+
+    def __aiter__(self) -> NoReturn:
+        refuse_async_for(self, "agent.stream_structured(..., session=...)", "values")
 
     async def __aenter__(self) -> StructuredStream[Any]:
         session = self._session

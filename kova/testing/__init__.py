@@ -11,6 +11,7 @@ from ._bedrock_server import FakeBedrockServer as FakeBedrockServer
 from ._bedrock_server import open_bedrock_server as open_bedrock_server
 from ._gemini_server import FakeGeminiServer as FakeGeminiServer
 from ._gemini_server import open_gemini_server as open_gemini_server
+from ._http_server import RecordedRequest as RecordedRequest
 from ._no_network import RealNetworkRequestError as RealNetworkRequestError
 from ._no_network import no_network as no_network
 from ._ollama_server import FakeOllamaServer as FakeOllamaServer
@@ -48,6 +49,7 @@ __all__ = [
     "FakeResponsesServer",
     "FunctionProvider",
     "RealNetworkRequestError",
+    "RecordedRequest",
     "Reply",
     "Script",
     "ScriptExhaustedError",

@@ -58,7 +58,7 @@ from .._models import (
     UsageEvent,
 )
 from ..providers._base import heuristic_count_tokens
-from ._fake_server import FakeServer, scripted_stream, serving
+from ._fake_server import FakeServer, keep_decoded, scripted_stream, serving
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, json_response
 from ._script import ErrorReply, ScriptLike, ScriptRequest, StreamReply, as_script, stream_events
 from ._wire.anthropic import (
@@ -342,6 +342,7 @@ class FakeAnthropicServer(FakeServer):
             )
         except (ValueError, TypeError) as exc:  # a malformed request is the client's fault
             return _error(400, f"invalid request: {exc}")
+        keep_decoded(request, script_request)
         reply = await self.script.next_reply(script_request)
         if isinstance(reply, ErrorReply):
             headers = {}

@@ -375,7 +375,7 @@ class FakeBedrockServer(FakeServer):
             return _error(400, "content-type must be application/json")
         try:
             decoded = decode_request(request.json(), model=model_id)
-            asked = script_request(decoded, stream=stream)
+            asked = script_request(decoded, stream=stream, recorded=request)
         except (ValueError, TypeError) as exc:  # a malformed request is the client's fault
             return _error(400, f"Malformed input request: {exc}")
         if (

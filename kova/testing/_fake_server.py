@@ -32,6 +32,7 @@ __all__ = [
     "FakeServer",
     "StreamEncoder",
     "WholeToolCalls",
+    "keep_decoded",
     "script_request",
     "scripted_stream",
     "serving",
@@ -112,12 +113,23 @@ class DecodedChat(Protocol):
     def config(self) -> InferenceConfig: ...
 
 
-def script_request(decoded: DecodedChat, *, stream: bool) -> ScriptRequest:
-    """What the script is asked for a decoded chat request."""
-    return ScriptRequest(
+def script_request(
+    decoded: DecodedChat, *, stream: bool, recorded: RecordedRequest | None = None
+) -> ScriptRequest:
+    """What the script is asked for a decoded chat request; kept on ``recorded`` (the
+    request as received) as its :attr:`~RecordedRequest.decoded`."""
+    asked = ScriptRequest(
         request=ChatRequest(messages=decoded.messages, tools=decoded.tools, config=decoded.config),
         stream=stream,
     )
+    if recorded is not None:
+        keep_decoded(recorded, asked)
+    return asked
+
+
+def keep_decoded(recorded: RecordedRequest, asked: ScriptRequest) -> None:
+    """Keep ``asked`` as ``recorded``'s decoded chat request."""
+    set_field(recorded, "decoded", asked)
 
 
 class StreamEncoder(Protocol):

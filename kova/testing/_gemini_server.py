@@ -150,7 +150,9 @@ class FakeGeminiServer(FakeServer):
         if stream and request.query.get("alt") != "sse":
             return _error(400, "the fake server streams only with alt=sse")
         try:
-            reply = await self.script.next_reply(script_request(decoded, stream=stream))
+            reply = await self.script.next_reply(
+                script_request(decoded, stream=stream, recorded=request)
+            )
         except ScriptExhaustedError as exc:
             return _error(500, str(exc))
         if isinstance(reply, ErrorReply):

@@ -32,7 +32,8 @@ from .._json import dumps_bytes
 from .._record import EMPTY, Record
 
 if TYPE_CHECKING:
-    from .._models import JSONValue
+    from .._models import InferenceConfig, JSONValue, Message, ToolDefinition
+    from ._script import ScriptRequest
 
 __all__ = [
     "FakeResponse",
@@ -49,7 +50,16 @@ _RECEIVE_SIZE = 65536
 
 
 class RecordedRequest(Record):
-    """One request as the fake server received it."""
+    """One request as the fake server received it: what ``server.requests`` and each fake's
+    ``chat_requests()`` (``responses_requests()``, ``messages_requests()``,
+    ``converse_requests()``) hold.
+
+    A chat request the server read (not one it refused) is also decoded into kova values,
+    :attr:`decoded` (a :class:`~kova.testing.ScriptRequest`, what the script was asked), and
+    :attr:`messages`, :attr:`tools`, :attr:`config` and :attr:`stream` read through to it, so
+    an assertion reads the same for a fake server as for a
+    :class:`~kova.testing.ScriptedProvider` (``provider.requests[1].messages[-1]``).
+    """
 
     method: str
     path: str
@@ -62,6 +72,37 @@ class RecordedRequest(Record):
     connection: int = 0
     """Which TCP connection carried the request (1, 2, ... in accept order): requests that
     share a number reused a kept-alive connection."""
+    decoded: ScriptRequest | None = None
+    """The chat request in kova values, set when the server decoded it (``None`` for other
+    routes and for requests it refused)."""
+
+    def _chat(self) -> ScriptRequest:
+        if self.decoded is None:
+            raise ValueError(
+                f"{self.method} {self.path} is not a chat request the fake server decoded (a "
+                "request it refused, or another route): read .json() or .body instead"
+            )
+        return self.decoded
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The decoded request's messages (see :attr:`decoded`)."""
+        return tuple(self._chat().messages)
+
+    @property
+    def tools(self) -> tuple[ToolDefinition, ...]:
+        """The decoded request's tools."""
+        return tuple(self._chat().tools)
+
+    @property
+    def config(self) -> InferenceConfig:
+        """The decoded request's inference settings (model, max tokens, ...)."""
+        return self._chat().config
+
+    @property
+    def stream(self) -> bool:
+        """Whether the decoded request asked for a stream."""
+        return self._chat().stream
 
     def json(self) -> JSONValue:
         """The body parsed as JSON (``None`` for an empty body)."""

@@ -124,7 +124,9 @@ class FakeOllamaServer(FakeServer):
         except ValueError as exc:
             return _json(400, {"error": str(exc)})
         try:
-            reply = await self.script.next_reply(script_request(decoded, stream=decoded.stream))
+            reply = await self.script.next_reply(
+                script_request(decoded, stream=decoded.stream, recorded=request)
+            )
         except ScriptExhaustedError as exc:
             return _json(500, {"error": str(exc)})
         if isinstance(reply, ErrorReply):

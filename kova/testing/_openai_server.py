@@ -153,7 +153,9 @@ class FakeOpenAiServer(FakeServer):
             return _error(400, f"invalid request body: {exc}")
         model = decoded.config.model or self.model
         try:
-            reply = await self.script.next_reply(script_request(decoded, stream=decoded.stream))
+            reply = await self.script.next_reply(
+                script_request(decoded, stream=decoded.stream, recorded=request)
+            )
         except ScriptExhaustedError as exc:
             return _error(500, str(exc), error_type="script_exhausted")
         self._completions += 1

@@ -379,7 +379,9 @@ class FakeResponsesServer(FakeServer):
         assert isinstance(body, Mapping)
         model = (decoded.config.model or self.model) + self.snapshot_suffix
         try:
-            reply = await self.script.next_reply(script_request(decoded, stream=decoded.stream))
+            reply = await self.script.next_reply(
+                script_request(decoded, stream=decoded.stream, recorded=request)
+            )
         except ScriptExhaustedError as exc:
             return _error(500, str(exc), error_type="script_exhausted")
         self._responses += 1
