@@ -69,8 +69,10 @@ def _embedded() -> None:
 
 
 @contextmanager
-def postgres_server(folder: Path) -> Iterator[str]:
-    """A PostgreSQL server with its data in ``folder``; yields a DSN (Unix socket, trust)."""
+def postgres_server(folder: Path, *, durable: bool = False) -> Iterator[str]:
+    """A PostgreSQL server with its data in ``folder``; yields a DSN (Unix socket, trust).
+    ``durable``: PostgreSQL's default fsync (the benchmark); the tests kill clients, never
+    the server, and run without it."""
     import psycopg
 
     _embedded()
@@ -111,8 +113,7 @@ def postgres_server(folder: Path) -> Iterator[str]:
             "",
             "-c",
             "max_connections=200",
-            "-c",
-            "fsync=off",  # the server is never killed here; its clients are
+            *([] if durable else ["-c", "fsync=off"]),
         ],
         stdout=subprocess.DEVNULL,
         stderr=log,
