@@ -30,16 +30,15 @@ import sys
 from collections.abc import Mapping
 from decimal import Decimal
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from .._errors import BuildError
-from .._record import Record, evolve, set_field
-
-if TYPE_CHECKING:
-    from .._responses import ModelResponse, Usage
+from .._record import Record, set_field
+from .._responses import ModelResponse, Usage
 
 __all__ = ["Prices", "Pricer", "price_of"]
 
+_COUNTS: Final = tuple(name for name in Usage.__record_fields__ if name != "cost")
 _MILLION: Final = Decimal(1_000_000)
 _THOUSAND: Final = Decimal(1_000)
 _ZERO: Final = Decimal(0)
@@ -211,6 +210,8 @@ class _Sheet:
         "cache_read",
         "cache_write",
         "cached_audio",
+        "dearest_in",
+        "dearest_out",
         "input",
         "input_audio",
         "output",
@@ -233,6 +234,10 @@ class _Sheet:
         # Cached audio has a price of its own, and kova's counts do not say how many of the
         # cached tokens were audio: a call with both has no cost (genai-prices refuses it too).
         self.cached_audio = cached_audio
+        self.dearest_in = _dearest(
+            (self.input, self.cache_read, self.cache_write, self.input_audio)
+        )
+        self.dearest_out = _dearest((self.output, self.reasoning, self.output_audio))
 
     def cost(self, usage: Usage) -> Decimal | None:
         """What ``usage`` costs; ``None`` if its counts contradict each other (more cached
@@ -274,32 +279,32 @@ class _Sheet:
             return None
         request = self.request
         if request is not None:
-            total += request / _THOUSAND
-        return total
+            total += request * _THOUSAND  # per thousand calls, in micro-USD
+        return total / _MILLION
 
     def worst(self, prompt: int, max_tokens: int) -> Decimal:
         """The most a call of ``prompt`` input tokens and at most ``max_tokens`` output
         tokens can cost: every input token at the dearest input-side price, every output
         token at the dearest output-side price."""
-        dearest_in = _dearest((self.input, self.cache_read, self.cache_write, self.input_audio))
-        dearest_out = _dearest((self.output, self.reasoning, self.output_audio))
-        total = _times(dearest_in, prompt, prompt) + _times(dearest_out, max_tokens, prompt)
+        total = _times(self.dearest_in, prompt, prompt) + _times(
+            self.dearest_out, max_tokens, prompt
+        )
         if self.request is not None:
-            total += self.request / _THOUSAND
-        return total
+            total += self.request * _THOUSAND
+        return total / _MILLION
 
 
 def _times(price: Price, count: int, prompt: int) -> Decimal:
-    """``count`` tokens at ``price`` (per million; its tier picked by ``prompt``)."""
-    if type(price) is not Decimal:
-        assert isinstance(price, tuple)
-        base, tiers = price
-        price = base
-        for start, tier_price in reversed(tiers):
-            if prompt > start:
-                price = tier_price
-                break
-    return price * count / _MILLION
+    """``count`` tokens at ``price`` per million (its tier picked by ``prompt``), in
+    micro-USD: a call's sum is divided by a million once (exact either way)."""
+    if type(price) is Decimal:
+        return price * count
+    assert isinstance(price, tuple)
+    base, tiers = price
+    for start, tier_price in reversed(tiers):
+        if prompt > start:
+            return tier_price * count
+    return base * count
 
 
 def _dearest(prices: tuple[Price | None, ...]) -> Decimal:
@@ -494,7 +499,19 @@ class Pricer:
         cost = sheet.cost(usage)
         if cost is None:
             return response
-        return evolve(response, usage=evolve(usage, cost=cost))
+        # Built directly: a generic evolve of both costs several times the pricing itself.
+        priced = Usage.__new__(Usage)
+        for name in _COUNTS:
+            set_field(priced, name, getattr(usage, name))
+        set_field(priced, "cost", cost)
+        return ModelResponse(
+            content=response.content,
+            stop_reason=response.stop_reason,
+            usage=priced,
+            thinking=response.thinking,
+            model=response.model,
+            id=response.id,
+        )
 
 
 _DEFAULT: Final = Prices()

@@ -1,0 +1,152 @@
+"""What the cost bookkeeping costs: ``Agent.run`` with and without it, alternating.
+
+    .venv/bin/python bench/cost.py [--calls 300] [--rounds 9] [--api openai]
+
+Starts the mock server and, in one trio run, interleaves rounds of ``calls`` sequential
+``Agent.run`` calls (scenario b: one non-streamed call, no tools) on four agents over the
+same provider:
+
+- **none**: the agent's meter replaced by one that does nothing (no pricing, no budget):
+  the agent without any cost bookkeeping, the baseline;
+- **unpriced**: a default agent; the mock server's model (``bench-n20``) is not in the
+  ``genai-prices`` sheet, so every call looks its model up (a cached miss) and has no cost;
+- **priced**: ``AgentBuilder().prices(Prices({"bench-*": ...}))``: every call is priced;
+- **budget**: priced, and every call reserves its worst case against a ``Budget`` (the
+  prompt counted offline) and settles it.
+
+The same four on an *instant* provider (no I/O) show the bookkeeping's absolute cost per
+call, without the HTTP path's noise. Prints the median CPU and wall per call (us) and each
+row's ratio to ``none`` in the same round; the issue's target is under 2% of ``Agent.run``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import sys
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import trio  # noqa: E402
+from agentpath import ANSWER, _Instant, _round  # noqa: E402
+from clients.kova_client import make_provider  # noqa: E402
+from run import MockServer, _pin_client, prepare_bodies  # noqa: E402
+
+from kova import InferenceConfig, Message  # noqa: E402
+from kova.agent import AgentBuilder, Budget, Prices  # noqa: E402
+
+PRICES = Prices({"bench-*": {"input": "0.15", "output": "0.60", "cache_read": "0.075"}})
+
+
+class _NoPricer:
+    def needs_sheet(self) -> bool:
+        return False
+
+
+class _NoMeter:
+    """A meter that does nothing: the agent as it was before costs."""
+
+    pricer = _NoPricer()
+
+    def reserve(self, request: object, model: object) -> None:
+        return None
+
+    def priced(self, response: Any, model: object) -> Any:
+        return response
+
+
+def _agents(provider_factory: Any) -> dict[str, Any]:
+    none = AgentBuilder().provider(provider_factory()).build()
+    none._meter = _NoMeter()  # type: ignore[assignment]
+    return {
+        "none": none,
+        "unpriced": AgentBuilder().provider(provider_factory()).build(),
+        "priced": AgentBuilder().provider(provider_factory()).prices(PRICES).build(),
+        "budget": AgentBuilder()
+        .provider(provider_factory())
+        .prices(PRICES)
+        .budget(Budget(10**9))
+        .build(),
+    }
+
+
+async def _bench(base_url: str, api: str, n: int, rounds: int) -> None:
+    model = f"bench-n{ANSWER}"
+    config = InferenceConfig(model=model, max_tokens=1024)
+    history = [Message.user("What is the weather in Paris?")]
+    http = _agents(lambda: make_provider(base_url, api))
+    instant = _agents(_Instant)
+    rows: dict[str, Any] = {}
+    for group, agents in (("Agent.run", http), ("Agent.run, instant provider", instant)):
+        for label, agent in agents.items():
+            rows[f"{group}: {label}"] = (agent, group)
+    async with trio.open_nursery() as nursery:
+        ready: list[Any] = []
+        done = trio.Event()
+
+        async def hold(agent: Any) -> None:
+            async with agent:
+                ready.append(agent)
+                await done.wait()
+
+        for agent, _ in rows.values():
+            nursery.start_soon(hold, agent)
+        while len(ready) < len(rows):
+            await trio.sleep(0.01)
+        calls = {
+            label: (lambda agent=agent: agent.run(history, config=config))
+            for label, (agent, _) in rows.items()
+        }
+        for fn in calls.values():  # warm-up: imports, connections, the price lookups
+            for _ in range(10):
+                await fn()
+        cpu: dict[str, list[float]] = {k: [] for k in rows}
+        wall: dict[str, list[float]] = {k: [] for k in rows}
+        ratio_cpu: dict[str, list[float]] = {k: [] for k in rows}
+        ratio_wall: dict[str, list[float]] = {k: [] for k in rows}
+        for index in range(rounds):
+            order = list(calls.items())
+            if index % 2:  # alternate the order, so drift hits every row alike
+                order.reverse()
+            here = {label: await _round(fn, n) for label, fn in order}
+            for label, (_agent, group) in rows.items():
+                base = here[f"{group}: none"]
+                cpu[label].append(here[label][0])
+                wall[label].append(here[label][1])
+                ratio_cpu[label].append(here[label][0] / base[0])
+                ratio_wall[label].append(here[label][1] / base[1])
+        done.set()
+    med = statistics.median
+    print(f"{api} format, {n} calls a round, median of {rounds} alternating rounds")
+    print("| row | CPU us/call | wall us/call | CPU x none | wall x none |")
+    print("|---|---:|---:|---:|---:|")
+    for label in rows:
+        print(
+            f"| {label} | {med(cpu[label]):.1f} | {med(wall[label]):.1f} | "
+            f"{med(ratio_cpu[label]):.4f} | {med(ratio_wall[label]):.4f} |"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--api", default="openai")
+    args = parser.parse_args()
+    logging.disable(logging.CRITICAL)
+    server = MockServer()
+    _pin_client()
+    try:
+        size = {"answer": ANSWER, "calls": args.calls, "turns": args.calls}
+        server.prepare(args.api, prepare_bodies("b", size, size))
+        trio.run(_bench, server.base_url, args.api, args.calls, args.rounds)
+    finally:
+        server.close()
+
+
+if __name__ == "__main__":
+    main()
