@@ -2,8 +2,8 @@
 
 1. A request starts a turn. Deleting files needs a person, so the agent defers those calls:
    the read-only call runs, then the turn ends with ``response.pending``. The process stores
-   the history and ``pending.to_json()`` (here in files; a database row in a web backend) and
-   exits.
+   the history and ``pending.to_json()`` (signed with the agent's approval key; here in
+   files, a database row in a web backend) and exits.
 2. Later, a person decides on a web page: approve one deletion, deny the other. Only the
    stored JSON is needed for that.
 3. Another process resumes the turn from what was stored: the call that already ran is not
@@ -15,6 +15,7 @@ The model is scripted (kova.testing), so this runs offline: python docs/examples
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from kova import Message, ToolAnnotations, messages_from_json, messages_to_json
+from kova import Message, Secret, ToolAnnotations, messages_from_json, messages_to_json
 from kova.agent import Agent, AgentBuilder, PendingApprovals
 from kova.testing import ScriptedProvider, reply_text, reply_tool_calls
 from kova.tools import tool
@@ -58,13 +59,20 @@ SCRIPT = [
 ]
 
 
+# Both processes sign and check the stored decisions with the same key (in production: a
+# secret from your secret store, or the KOVA_APPROVAL_KEY environment variable).
+KEY = Secret(os.environ.get("EXAMPLE_APPROVAL_KEY", "an example key, never use it for real"))
+
+
 def agent(replies: list[ModelResponse]) -> Agent:
     # defer_approvals(): every tool not annotated read-only waits for a person.
+    # approval_key(): the pending JSON is signed, so a changed one is refused on resume.
     return (
         AgentBuilder()
         .provider(ScriptedProvider(replies))
         .tools(list_files, delete_file)
         .defer_approvals()
+        .approval_key(KEY)
         .build()
     )
 

@@ -42,6 +42,7 @@ from ._input import HistoryInput, check_call_options, coerce_history
 from ._limits import UsageLimits
 from ._model_call import ModelCall, outcome_of
 from ._nesting import Nest, nested
+from ._signing import Decisions, Signer
 from ._streaming import TurnStream
 from ._tool_pool import Approver, GetToolRunner, RunToolCalls, ToolPoolActor, ToolRunner
 from ._turn import AwaitApproval, CallModel, Finished, RunTools, Turn, new_turn_id
@@ -108,6 +109,9 @@ class Agent:
         # The pool's current runner, for non-streamed steps run in the turn's own task.
         self._tool_runner: ToolRunner | None = None
         self._approver = Approver(config.approval, config.defer)
+        # Signs the pending approvals of its paused turns; each decided pause runs once.
+        self._signer = Signer(config.approval_keys)
+        self._decisions = Decisions()
         self._prefix: tuple[Message, ...] = (
             (Message.system(config.system_prompt),) if config.system_prompt else ()
         )
@@ -350,6 +354,7 @@ class Agent:
         turn_id: str | None = None,
         session: Session | None = None,
         context: ContextPolicy | None = None,
+        limits: UsageLimits | None = None,
     ) -> AgentResponse:
         """Continue a turn that paused for approvals, with the decisions made on ``pending``.
 
@@ -373,6 +378,9 @@ class Agent:
                 to resume with the stored decisions), and what the resumed part adds joins
                 that turn in it when it completes.
             context: a context policy for the resumed part, as for :meth:`run`.
+            limits: usage limits for the whole turn (replacing the agent's
+                ``AgentBuilder.usage_limits``, which apply otherwise; never the stored
+                value's).
 
         Returns:
             What the resumed part produced: ``history + new_messages`` is the whole turn. The
@@ -382,9 +390,12 @@ class Agent:
 
         Raises:
             TypeError: ``history``, ``pending`` or an option has the wrong type.
-            ApprovalMismatchError: the history does not end with the assistant message the
-                calls came from, a decision names an unknown call, a call's fingerprint
-                differs, or a call is undecided. Raised before anything runs.
+            ApprovalMismatchError: ``pending`` is not what this agent signed (changed at any
+                level, signed with another key, or unsigned), its decisions were used already
+                (a decided pause runs once: in this agent, or across processes with a
+                journal), the history does not end with the assistant message the calls came
+                from, a decision names an unknown call, or a call is undecided. Raised before
+                anything runs.
             The errors of :meth:`run`. A cancelled or failed resume produces no messages, and
             ``pending`` can be resumed again.
         """
@@ -393,20 +404,28 @@ class Agent:
             check_call_options(config, cancel)
             again = partial(
                 self.resume, config=config, cancel=cancel, deps=deps, journal=journal,
-                turn_id=turn_id, context=context,
+                turn_id=turn_id, context=context, limits=limits,
             )  # fmt: skip
             return await _session(session).resume_turn(history, pending, again)
         messages = coerce_history(history)
         if pending is None:
             raise TypeError("agent.resume() needs the paused turn's pending (response.pending)")
         check_call_options(config, cancel)
+        self._signer.verify_pending(pending)
         if journal is not None or turn_id is not None:
+            # Once across processes: the journal records the decisions' nonce.
             journaled = self._journaled(
-                messages, config, None, journal, turn_id, deps=deps, pending=pending
+                messages, config, limits, journal, turn_id, deps=deps, pending=pending
             )
             return await guarded(journaled, cancel)
-        turn = self._resumed(messages, pending, config, context)
-        return await guarded(self._turn(turn, config, deps=deps), cancel)
+        self._decisions.take(pending.nonce)
+        try:
+            turn = self._resumed(messages, pending, config, context, limits)
+            return await guarded(self._turn(turn, config, deps=deps), cancel)
+        except BaseException:
+            # Failed or cancelled: nothing was produced, the decisions may be used again.
+            self._decisions.give_back(pending.nonce)
+            raise
 
     def run_sync(
         self,
@@ -735,15 +754,22 @@ class Agent:
         pending: PendingApprovals,
         overrides: InferenceConfig | None,
         context: ContextPolicy | None = None,
+        limits: UsageLimits | None = None,
     ) -> Turn:
-        """The turn core of a paused turn, with ``pending``'s decisions (checked here)."""
+        """The turn core of a paused turn, with ``pending``'s decisions (checked here), under
+        ``limits`` (default: the agent's)."""
         config = self._config
+        if limits is None:
+            limits = config.usage_limits
+        else:
+            check_limits(limits)
         turn = Turn.resume(
             history,
             pending,
             tools=config.registry.definitions(),
             config=self._inference(overrides),
             system_prompt=config.system_prompt,
+            limits=limits,
             max_iterations=config.max_iterations,
             context_budget=config.context_budget,
         )
@@ -1075,7 +1101,7 @@ class Agent:
                                 llm_calls=turn.llm_calls,
                             )
                         )
-                    yield TurnCompleted(response=step.response)
+                    yield TurnCompleted(response=self._signer.sealed(step.response))
                     return
                 step = turn.next_step()
         except BaseException as exc:

@@ -25,11 +25,14 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
 from .._errors import ApprovalMismatchError, SerializationError
+from .._json import depth_exceeds, loads
 from .._record import Record, evolve
 from .._requests import ToolAnnotations
+from ._seal import KEYED, approval_keys, seal, unsigned_message, verify
 from ._state_json import (
     annotations_from_json,
     annotations_to_json,
+    count,
     field,
     limits_from_json,
     limits_to_json,
@@ -42,10 +45,12 @@ from ._state_json import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Self
 
     from .._messages import JSONObject, JSONValue, Message, ToolResult, ToolUse
     from .._responses import Usage
+    from .._secret import Secret
     from ._limits import UsageLimits
 
 __all__ = [
@@ -56,11 +61,18 @@ __all__ = [
     "PendingApprovals",
     "PendingCall",
     "call_fingerprint",
+    "check_counters",
     "message_fingerprint",
+    "pending_document",
+    "read_document",
 ]
 
-PENDING_FORMAT: Final = 1
-"""The version of :meth:`PendingApprovals.to_json`'s document."""
+PENDING_FORMAT: Final = 2
+"""The version of :meth:`PendingApprovals.to_json`'s document (2: signed, with a nonce)."""
+
+MAX_DOCUMENT_DEPTH: Final = 512
+"""The deepest nesting a stored pending value or turn may have (a tool's arguments may be
+128 deep, inside messages, inside inner agents' turns): deeper is a SerializationError."""
 
 
 class Deferred(enum.Enum):
@@ -206,6 +218,12 @@ class PendingApprovals(Record):
     """Model calls the agents run by the turn's tools (``agent.as_tool()``) have made."""
     inner_tool_calls: int = 0
     """Tool calls those agents have started."""
+    nonce: str = ""
+    """Names this pause (derived from everything signed): a decided value resumes once."""
+    signature: str = ""
+    """The agent's signature over everything but the decisions (see ``docs/approvals.md``):
+    ``hmac-sha256:...`` under its approval key, ``local:...`` without one (this process
+    only), empty for a turn core's own value that no agent sealed."""
 
     # -- decisions --------------------------------------------------------------------
 
@@ -342,6 +360,31 @@ class PendingApprovals(Record):
             names = ", ".join(f"{call.id!r} ({call.name})" for call in undecided)
             raise ApprovalMismatchError(f"no decision for {names}: approve or deny every call")
 
+    # -- signing ----------------------------------------------------------------------
+
+    def sign(self, key: Secret | Sequence[Secret]) -> PendingApprovals:
+        """A copy with a nonce and a signature under ``key`` (the first, given a list): what
+        an agent with ``approval_key`` does to ``response.pending``. For a driver of
+        :class:`~kova.agent.Turn` of your own; then :meth:`to_json` can store it.
+
+        Raises:
+            BuildError: ``key`` is not a :class:`kova.Secret` (of 16 characters or more).
+        """
+        bare = evolve(self, nonce="", signature="")
+        nonce, signature = seal(bare.to_dict(), approval_keys(key))
+        return evolve(bare, nonce=nonce, signature=signature)
+
+    def verify(self, key: Secret | Sequence[Secret]) -> None:
+        """Check that this value is exactly what ``key`` (any of a list) signed, decisions
+        aside: what ``agent.resume`` does before anything runs.
+
+        Raises:
+            ApprovalMismatchError: changed at any level, signed with another key, or not
+                signed.
+        """
+        check_counters(self)
+        verify(self.to_dict(), approval_keys(key))
+
     # -- JSON -------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, JSONValue]:
@@ -379,11 +422,22 @@ class PendingApprovals(Record):
             "inner": {call_id: pause.to_dict() for call_id, pause in self.inner.items()},
             "inner_requests": self.inner_requests,
             "inner_tool_calls": self.inner_tool_calls,
+            "nonce": self.nonce,
+            "signature": self.signature,
         }
 
     def to_json(self) -> str:
-        """This value as JSON text, for storing until the decision comes."""
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        """This value as JSON text, for storing until the decision comes; signed, so that
+        ``agent.resume`` refuses it changed (see ``docs/approvals.md``).
+
+        Raises:
+            SerializationError: the agent that paused had no approval key (set one with
+                ``AgentBuilder().approval_key(...)`` or ``KOVA_APPROVAL_KEY``): such a value
+                resumes only in the process that made it.
+        """
+        if not self.signature.startswith(KEYED):
+            raise SerializationError(unsigned_message())
+        return pending_document(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> Self:
@@ -435,8 +489,8 @@ class PendingApprovals(Record):
             message=field(document, "message", str),
             results=tuple(result_from_json(item) for item in field(document, "results", list)),
             usage=usage_from_json(document.get("usage")),
-            requests=field(document, "requests", int),
-            tool_calls=field(document, "tool_calls", int),
+            requests=count(document, "requests"),
+            tool_calls=count(document, "tool_calls"),
             always=tuple(always),
             limits=None if limits is None else limits_from_json(limits),
             inner=MappingProxyType(
@@ -447,12 +501,10 @@ class PendingApprovals(Record):
                     ).items()
                 }
             ),
-            inner_requests=(
-                field(document, "inner_requests", int) if "inner_requests" in document else 0
-            ),
-            inner_tool_calls=(
-                field(document, "inner_tool_calls", int) if "inner_tool_calls" in document else 0
-            ),
+            inner_requests=count(document, "inner_requests"),
+            inner_tool_calls=count(document, "inner_tool_calls"),
+            nonce=field(document, "nonce", str),
+            signature=field(document, "signature", str),
         )
         ids = {call.id for call in pending.calls if not call.path}
         for call_id in decisions:
@@ -473,10 +525,48 @@ class PendingApprovals(Record):
             raise TypeError(
                 f"PendingApprovals.from_json takes JSON text, not {type(data).__name__}"
             )
-        try:
-            parsed = json.loads(data)
-        except ValueError as exc:
-            raise SerializationError(f"pending approvals are not JSON: {exc}") from exc
+        parsed = read_document(data, "pending approvals")
         if not isinstance(parsed, Mapping):
             raise SerializationError("stored pending approvals must be a JSON object")
         return cls.from_dict(parsed)
+
+
+def check_counters(pending: PendingApprovals) -> None:
+    """Raises :class:`ApprovalMismatchError` unless every counter of ``pending`` (and of its
+    inner turns) is a non-negative int."""
+    for name in ("requests", "tool_calls", "inner_requests", "inner_tool_calls"):
+        value = getattr(pending, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ApprovalMismatchError(
+                f"pending approvals' {name} must be a non-negative int, got {value!r:.40}"
+            )
+    for name in pending.usage.__record_fields__:
+        used = getattr(pending.usage, name)
+        if used is None or (not isinstance(used, bool) and isinstance(used, int) and used >= 0):
+            continue
+        if name == "cost" and used >= 0:  # a Decimal
+            continue
+        raise ApprovalMismatchError(f"pending approvals' usage {name} holds {used!r:.40}")
+    for pause in pending.inner.values():
+        check_counters(pause.pending)
+
+
+def pending_document(pending: PendingApprovals) -> str:
+    """``pending`` as JSON text whether signed or not: for a store kova trusts (a journal, a
+    Temporal workflow's own state, a session store), never for handing out."""
+    return json.dumps(pending.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+
+def read_document(data: str | bytes | bytearray, what: str) -> object:
+    """Stored JSON text parsed, nested at most :data:`MAX_DOCUMENT_DEPTH` deep.
+
+    Raises:
+        SerializationError: not JSON, or nested deeper (never a RecursionError).
+    """
+    try:
+        parsed = loads(data)
+    except ValueError as exc:
+        raise SerializationError(f"{what} are not JSON: {exc}") from None
+    if depth_exceeds(parsed, MAX_DOCUMENT_DEPTH):
+        raise SerializationError(f"{what} are nested more than {MAX_DOCUMENT_DEPTH} levels deep")
+    return parsed

@@ -23,10 +23,11 @@ from ._tool_pool import ApprovalHandler
 from ._tool_search import SEARCH_TOOLS
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
     from decimal import Decimal
     from typing import Self
 
+    from .._secret import Secret
     from ..actors import Runtime
     from ..mcp import McpClient, McpTool, ToolFilter
     from ..telemetry import MetricsCollector
@@ -116,6 +117,7 @@ class AgentBuilder:
         self._telemetry: TelemetryHub | None = None
         self._name = DEFAULT_NAME
         self._usage_limits: UsageLimits | None = None
+        self._approval_keys: tuple[Secret, ...] = ()
         self._defer: DeferPredicate | None = None
         self._tool_search_limit = 5
         self._prices: Prices | None = None
@@ -338,6 +340,25 @@ class AgentBuilder:
         self._defer = defer_unless_read_only if predicate is None else predicate
         return self
 
+    def approval_key(self, key: Secret | Sequence[Secret]) -> Self:
+        """The key that signs this agent's pending approvals (``response.pending``), so that
+        ``pending.to_json()`` can leave the process and ``agent.resume`` refuses it changed
+        (``ApprovalMismatchError``). A list of keys rotates them: the first signs, every one
+        verifies. Without one, the agent reads ``KOVA_APPROVAL_KEY``; without that, a
+        pending value resumes only in the process that made it. See ``docs/approvals.md``.
+
+        Args:
+            key: a :class:`kova.Secret` of at least 16 characters (32 random bytes,
+                hex-encoded, say), or a list of them.
+
+        Raises:
+            BuildError: not Secrets, an empty list, or a key too short.
+        """
+        from ._seal import approval_keys
+
+        self._approval_keys = approval_keys(key)
+        return self
+
     def usage_limits(
         self,
         limits: UsageLimits | None = None,
@@ -517,5 +538,6 @@ class AgentBuilder:
                 prices=self._prices,
                 budget=self._budget,
                 context=self._context,
+                approval_keys=self._approval_keys,
             )
         )

@@ -9,9 +9,11 @@ from .._models import InferenceConfig
 from .._record import Record, set_field
 from ._context import ContextPolicy
 from ._retry import RetryConfig
+from ._seal import approval_keys as approval_key_tuple
 
 if TYPE_CHECKING:
     from .._observe import TelemetryHub
+    from .._secret import Secret
     from ..actors import Runtime
     from ..providers import Provider
     from ..telemetry import MetricsCollector
@@ -84,6 +86,9 @@ class AgentConfig(Record):
     context: ContextPolicy | None
     """What a turn does when a request would overflow the model's context window
     (``AgentBuilder.context``; docs/context.md)."""
+    approval_keys: tuple[Secret, ...]
+    """The keys that sign a paused turn's pending approvals (the first signs, every one
+    verifies; ``approval_key``). None: ``KOVA_APPROVAL_KEY``, else this process only."""
 
     def __init__(
         self,
@@ -110,6 +115,7 @@ class AgentConfig(Record):
         prices: Prices | None = None,
         budget: Budget | None = None,
         context: ContextPolicy | None = None,
+        approval_keys: tuple[Secret, ...] = (),
     ) -> None:
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise BuildError(f"system_prompt must be a str, got {type(system_prompt).__name__}")
@@ -155,3 +161,4 @@ class AgentConfig(Record):
                 f"context must be a kova.agent.ContextPolicy, got {type(context).__name__}"
             )
         set_field(self, "context", context)
+        set_field(self, "approval_keys", approval_keys and approval_key_tuple(approval_keys))

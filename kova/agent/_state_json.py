@@ -23,6 +23,7 @@ __all__ = [
     "annotations_to_json",
     "config_from_json",
     "config_to_json",
+    "count",
     "field",
     "limits_from_json",
     "limits_to_json",
@@ -55,6 +56,16 @@ def field(data: Mapping[str, object], key: str, kind: type[T]) -> T:
         raise SerializationError(
             f"stored field {key!r} must be {_NAMES.get(kind, kind.__name__)}, got {value!r:.60}"
         )
+    return value
+
+
+def count(data: Mapping[str, object], key: str) -> int:
+    """``data[key]``, a counter: a non-negative integer (0 when absent)."""
+    if key not in data:
+        return 0
+    value = field(data, key, int)
+    if value < 0:
+        raise SerializationError(f"stored field {key!r} must be 0 or more, got {value}")
     return value
 
 
@@ -104,7 +115,7 @@ def usage_from_json(data: object) -> Usage:
     if not isinstance(data, Mapping):
         raise SerializationError("stored usage must be a JSON object")
     counts = {
-        name: 0 if name in _AUDIO and name not in data else field(data, name, int)
+        name: 0 if name in _AUDIO and name not in data else _count(data, name)
         for name in _USAGE_COUNTS
     }
     cost = _optional(data, "cost", str)
@@ -119,6 +130,13 @@ def usage_from_json(data: object) -> Usage:
     if not value.is_finite() or value < 0:
         raise SerializationError(f"stored usage cost must be at least 0, got {cost!r:.60}")
     return Usage(**counts, cost=value)
+
+
+def _count(data: Mapping[str, object], key: str) -> int:
+    value = field(data, key, int)
+    if value < 0:
+        raise SerializationError(f"stored field {key!r} must be 0 or more, got {value}")
+    return value
 
 
 def annotations_to_json(annotations: ToolAnnotations) -> dict[str, JSONValue]:

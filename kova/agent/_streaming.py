@@ -53,6 +53,7 @@ class TurnStream:
         "_limits",
         "_resume",
         "_stack",
+        "_taken",
         "_turn_id",
     )
 
@@ -83,17 +84,27 @@ class TurnStream:
         self._deps = deps
         self._events: AsyncGenerator[AgentEvent, None] | None = None
         self._stack: AsyncExitStack | None = None
+        self._taken: str | None = None
 
     def __aiter__(self) -> NoReturn:
         refuse_async_for(self, "agent.stream(...)", "events")
 
     async def __aenter__(self) -> AsyncIterator[AgentEvent]:
+        try:
+            return await self._enter()
+        except BaseException:
+            self._give_back()
+            raise
+
+    async def _enter(self) -> AsyncIterator[AgentEvent]:
         require_trio("agent.stream()")
         agent = self._agent
         messages = coerce_history(self._history)
         config, cancel = self._config, self._cancel
         check_call_options(config, cancel)
         agent._running()
+        if self._resume is not None:
+            agent._signer.verify_pending(self._resume)
         journaled = None
         journal, turn_id = self._journal, self._turn_id
         if journal is None and turn_id is None:
@@ -105,10 +116,6 @@ class TurnStream:
                 return events
         async with AsyncExitStack() as stack:
             if journal is not None or turn_id is not None:
-                if self._resume is not None and self._limits is not None:
-                    raise TypeError(
-                        "limits cannot be given with resume: a paused turn keeps its own"
-                    )
                 opened = agent._open_journaled(
                     messages, config, self._limits, journal, turn_id, self._resume
                 )
@@ -132,9 +139,20 @@ class TurnStream:
         agent = self._agent
         if self._resume is None:
             return agent._start(messages, self._config, self._limits, context=self._context)
-        if self._limits is not None:
-            raise TypeError("limits cannot be given with resume: a paused turn keeps its own")
-        return agent._resumed(messages, self._resume, self._config, self._context)
+        # Once per agent: the decisions are taken here and given back if the stream fails.
+        nonce = self._resume.nonce
+        agent._decisions.take(nonce)
+        self._taken = nonce
+        try:
+            return agent._resumed(messages, self._resume, self._config, self._context, self._limits)
+        except BaseException:
+            self._give_back()
+            raise
+
+    def _give_back(self) -> None:
+        nonce, self._taken = self._taken, None
+        if nonce is not None:
+            self._agent._decisions.give_back(nonce)
 
     async def __aexit__(
         self,
@@ -142,6 +160,8 @@ class TurnStream:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> bool:
+        if exc_type is not None:
+            self._give_back()
         events, stack = self._events, self._stack
         self._events = self._stack = None
         if events is not None:

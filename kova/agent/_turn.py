@@ -59,7 +59,9 @@ from ._approvals import (
     PendingApprovals,
     PendingCall,
     call_fingerprint,
+    check_counters,
     message_fingerprint,
+    read_document,
 )
 from ._call_ids import call_ids_of, unique_call_ids
 from ._context import Compact, Compaction, Compactor, ContextCompacted, ContextPolicy
@@ -69,6 +71,7 @@ from ._limits import UsageLimits
 from ._state_json import (
     config_from_json,
     config_to_json,
+    count,
     field,
     limits_from_json,
     limits_to_json,
@@ -104,8 +107,8 @@ __all__ = [
     "new_turn_id",
 ]
 
-TURN_FORMAT: Final = 1
-"""The version of :meth:`Turn.to_json`'s document."""
+TURN_FORMAT: Final = 2
+"""The version of :meth:`Turn.to_json`'s document (2: its pending part is signed)."""
 
 _MODEL = "model"
 _TOOLS = "tools"
@@ -418,6 +421,7 @@ class Turn:
         tools: Sequence[ToolDefinition],
         config: InferenceConfig,
         system_prompt: str | None = None,
+        limits: UsageLimits | None = None,
         max_iterations: int = 10,
         context_budget: int | None = None,
     ) -> Turn:
@@ -429,7 +433,8 @@ class Turn:
         runs the approved calls (the results of calls that already ran are kept, never run
         again), then the loop continues. Its ``new_messages`` are what the resumed part
         produces, and its usage and model calls those of this part (the limits count the
-        whole turn).
+        whole turn). ``limits`` and ``max_iterations`` are the driver's (an agent passes its
+        own): a stored value's limits are never taken on trust.
 
         Raises:
             TypeError: ``history`` or ``pending`` has the wrong type.
@@ -443,7 +448,8 @@ class Turn:
                 f"pending must be a kova.agent.PendingApprovals, got {type(pending).__name__}"
             )
         definitions = _tool_definitions(tools)
-        _options(config, system_prompt, None, max_iterations, context_budget)
+        _options(config, system_prompt, limits, max_iterations, context_budget)
+        check_counters(pending)
         last = messages[-1] if messages else None
         if (
             last is None
@@ -490,7 +496,7 @@ class Turn:
             tools=definitions,
             config=config,
             system_prompt=system_prompt,
-            limits=pending.limits,
+            limits=limits,
             max_iterations=max_iterations,
             context_budget=context_budget,
             turn_id=pending.turn_id,
@@ -1223,7 +1229,7 @@ class Turn:
         turn._new = new
         turn._working.extend(new)
         turn._usage = usage_from_json(document.get("usage"))
-        turn._llm_calls = field(document, "llm_calls", int)
+        turn._llm_calls = count(document, "llm_calls")
         thinking = field(document, "thinking", list)
         always = field(document, "always", list)
         if not all(isinstance(item, str) for item in [*thinking, *always]):
@@ -1232,14 +1238,13 @@ class Turn:
         turn._always = frozenset(always)
         base = document.get("base_usage")
         turn._base = None if base is None else usage_from_json(base)
-        turn._requests = field(document, "requests", int)
-        turn._tool_calls = field(document, "tool_calls", int)
+        turn._requests = count(document, "requests")
+        turn._tool_calls = count(document, "tool_calls")
         # Turns stored before agents could be tools have none of these.
         inner = field(document, "inner", dict) if "inner" in document else {}
         turn._inner = {agent: usage_from_json(usage) for agent, usage in inner.items()}
-        if "inner_requests" in document:
-            turn._inner_requests = field(document, "inner_requests", int)
-            turn._inner_tool_calls = field(document, "inner_tool_calls", int)
+        turn._inner_requests = count(document, "inner_requests")
+        turn._inner_tool_calls = count(document, "inner_tool_calls")
         last_usage = document.get("last_usage")
         turn._last_usage = None if last_usage is None else usage_from_json(last_usage)
         last_text = document.get("last_text")
@@ -1304,10 +1309,7 @@ class Turn:
         """
         if not isinstance(data, str | bytes | bytearray):
             raise TypeError(f"Turn.from_json takes JSON text, not {type(data).__name__}")
-        try:
-            parsed = json.loads(data)
-        except ValueError as exc:
-            raise SerializationError(f"a stored turn is not JSON: {exc}") from exc
+        parsed = read_document(data, "stored turn")
         if not isinstance(parsed, Mapping):
             raise SerializationError("a stored turn must be a JSON object")
         return cls.from_dict(parsed)

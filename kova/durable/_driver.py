@@ -179,6 +179,9 @@ async def open_journaled_turn(
         raise TypeError("a journaled turn needs turn_id=, a non-empty str naming it")
     agent._running()  # not open: the agent's own error, before the journal is touched
     async with await journal.claim(turn_id) as claim:
+        if pending is not None:
+            # Decisions are used once across processes: their nonce is this turn's now.
+            await claim.use_decisions(pending.nonce)
         record = await journal.load(turn_id)
         journaled = Journaled(claim, record)
         recorded = None
@@ -200,7 +203,7 @@ async def open_journaled_turn(
                 waiting = _waiting_for(recorded)
                 assert waiting is not None
                 _check_decisions_fit(waiting, pending)
-            turn = agent._resumed(history, pending, overrides)
+            turn = agent._resumed(history, pending, overrides, limits=limits)
             await journaled.saved(turn)
         elif recorded is None:
             turn = agent._start(history, overrides, limits, turn_id)

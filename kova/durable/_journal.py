@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
+from .._errors import ApprovalMismatchError
 from .._record import Record
 from ._errors import JournalError, TurnClaimedError
 
@@ -70,6 +71,11 @@ CREATE TABLE IF NOT EXISTS kova_turns (
     snapshot TEXT,
     response TEXT,
     updated REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS kova_decisions (
+    nonce TEXT PRIMARY KEY,
+    turn_id TEXT NOT NULL,
+    used REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS kova_tool_calls (
     turn_id TEXT NOT NULL,
@@ -303,6 +309,26 @@ class SqliteJournal:
             )
         return until
 
+    def _use_decisions(
+        self, connection: sqlite3.Connection, turn_id: str, owner: str, nonce: str
+    ) -> None:
+        with _transaction(connection):
+            self._check_owner(connection, turn_id, owner)
+            row = connection.execute(
+                "SELECT turn_id FROM kova_decisions WHERE nonce = ?", (nonce,)
+            ).fetchone()
+            if row is None:
+                connection.execute(
+                    "INSERT INTO kova_decisions (nonce, turn_id, used) VALUES (?, ?, ?)",
+                    (nonce, turn_id, self._clock()),
+                )
+            elif row[0] != turn_id:
+                raise ApprovalMismatchError(
+                    f"these decisions were already used: turn {row[0]!r} of this journal was "
+                    "resumed with them (a decided pause runs once; resume that turn id to go "
+                    "on with it)"
+                )
+
     def _release(self, connection: sqlite3.Connection, turn_id: str, owner: str) -> None:
         with _transaction(connection):
             connection.execute(
@@ -406,6 +432,16 @@ class JournalClaim:
             "DELETE FROM kova_tool_calls WHERE turn_id = ? AND call_id = ? AND result IS NULL",
             (self.turn_id, call_id),
         )
+
+    async def use_decisions(self, nonce: str) -> None:
+        """Record that a paused turn's decisions (their nonce) resume this turn.
+
+        Raises:
+            ApprovalMismatchError: they already resumed another turn id of this journal
+                (resuming the same turn id again goes on with it).
+        """
+        _check_id(nonce, "nonce")
+        await self.journal._run(self.journal._use_decisions, self.turn_id, self.owner, nonce)
 
     async def finish(self, response: str) -> None:
         """Record the finished turn's response."""

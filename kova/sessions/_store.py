@@ -440,6 +440,8 @@ class Session:
         *,
         same_turn: bool = False,
     ) -> None:
+        from ..agent._approvals import pending_document
+
         added = (*prompt, *response.new_messages)
         turn = (state.turns[-1] if state.turns else 0) + (0 if same_turn else 1)
         pending = response.pending
@@ -450,7 +452,7 @@ class Session:
                 keep=len(state.messages),
                 messages=added,
                 turn=turn,
-                pending=None if pending is None else pending.to_json(),
+                pending=None if pending is None else pending_document(pending),
                 input_tokens=response.usage.input_tokens,
                 output_tokens=response.usage.output_tokens,
                 title=_title(added) if state.title is None else None,

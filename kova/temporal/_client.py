@@ -20,7 +20,7 @@ from .._errors import (
 from .._messages import Message, ToolResult, ToolUse, block_from_dict
 from .._models import InferenceConfig
 from .._record import Record
-from ..agent._approvals import PendingApprovals
+from ..agent._approvals import PendingApprovals, pending_document
 from ..agent._input import coerce_history
 from ..agent._state_json import config_to_json
 from ..agent._structured import _combined, _InvalidAnswer, _Output, check_output_retries
@@ -343,7 +343,7 @@ async def decide(handle: WorkflowHandle[Any, Any], decided: PendingApprovals) ->
             f"decide() takes a kova.agent.PendingApprovals, got {type(decided).__name__}"
         )
     try:
-        await handle.execute_update("decide", decided.to_json())
+        await handle.execute_update("decide", pending_document(decided))
     except WorkflowUpdateFailedError as exc:
         cause = exc.cause
         message = cause.message if isinstance(cause, FailureError) else str(exc)

@@ -26,7 +26,13 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from .._errors import ApprovalMismatchError, KovaError, SerializationError
     from .._json import dumps
-    from ..agent._approvals import DEFER, DeferredResult, InnerPause, PendingApprovals
+    from ..agent._approvals import (
+        DEFER,
+        DeferredResult,
+        InnerPause,
+        PendingApprovals,
+        pending_document,
+    )
     from ..agent._state_json import (
         config_from_json,
         field,
@@ -229,7 +235,7 @@ class AgentWorkflow:
     def pending(self) -> str | None:
         """The PendingApprovals JSON the turn waits on, or None."""
         waiting = self._waiting
-        return None if waiting is None or self._decided is not None else waiting.to_json()
+        return None if waiting is None or self._decided is not None else pending_document(waiting)
 
     # -- live events ------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 HISTORY = (Message.user("tidy up"),)
+KEY = kova.Secret("a test key, 32 characters long..")
 RUNS: list[str] = []
 
 
@@ -158,7 +159,14 @@ async def test_defer_predicate_with_annotations_and_handler_for_the_rest() -> No
 
 async def test_every_fail_closed_case_runs_nothing() -> None:
     provider = ScriptedProvider(script())
-    agent = AgentBuilder().provider(provider).tools(look, remove).defer_approvals().build()
+    agent = (
+        AgentBuilder()
+        .provider(provider)
+        .tools(look, remove)
+        .defer_approvals()
+        .approval_key(KEY)
+        .build()
+    )
     async with agent:
         first = await agent.run(HISTORY)
         pending = first.pending
@@ -175,7 +183,7 @@ async def test_every_fail_closed_case_runs_nothing() -> None:
             await agent.resume(history, pending.approve("call_2"))
         stored = json.loads(decided.to_json())
         stored["calls"][0]["arguments"] = {"path": "/"}
-        with pytest.raises(ApprovalMismatchError, match="fingerprint"):
+        with pytest.raises(ApprovalMismatchError, match="signature"):
             await agent.resume(history, PendingApprovals.from_json(json.dumps(stored)))
         with pytest.raises(TypeError, match="PendingApprovals"):
             await agent.resume(history, decided.to_json())  # type: ignore[arg-type]
@@ -258,24 +266,31 @@ async def test_streamed_pause_and_resume() -> None:
     assert RUNS == ["look /tmp", "remove /tmp/b"]
 
 
-async def test_limits_cannot_be_given_with_resume() -> None:
-    agent = AgentBuilder().provider(ScriptedProvider(script())).build()
-    async with agent:
-        pending = PendingApprovals(
-            turn_id="t",
-            calls=(),
-            decisions={},
-            message="",
-            results=(),
-            usage=kova.Usage(),
-            requests=1,
-            tool_calls=0,
-            always=(),
-            limits=None,
-        )
-        with pytest.raises(TypeError, match="limits"):
-            async with agent.stream(HISTORY, resume=pending, limits=kova.agent.UsageLimits()):
-                pass  # pragma: no cover
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_resume_runs_under_the_agents_or_the_calls_limits(streamed: bool) -> None:
+    """The limits a resumed turn runs under are the agent's (or the call's), never the
+    stored value's: the paused turn had none, the resume's limit counts the whole turn."""
+    provider = ScriptedProvider([*script()[:1], reply_tool_calls(("look", {"path": "/c"}))])
+    builder = AgentBuilder().provider(provider).tools(look, remove).defer_approvals()
+    async with builder.build() as agent:
+        first = await agent.run(HISTORY)
+    assert first.pending is not None
+    assert first.pending.limits is None
+    history = [*HISTORY, *first.new_messages]
+    decided = first.pending.approve("call_2").approve("call_3")
+    limits = kova.agent.UsageLimits(requests=1)  # the paused part made the one request
+    async with builder.usage_limits(limits).build() as limited:
+        with pytest.raises(kova.errors.UsageLimitExceeded, match="requests=1"):
+            if streamed:
+                async with limited.stream(history, resume=decided) as events:
+                    async for _ in events:
+                        pass
+            else:
+                await limited.resume(history, decided)
+    async with builder.usage_limits(None).build() as agent:
+        with pytest.raises(kova.errors.UsageLimitExceeded, match="requests=1"):
+            await agent.resume(history, decided, limits=limits)
+    assert len(provider.requests) == 1
 
 
 # --- a resume in another process --------------------------------------------------------------
@@ -346,7 +361,8 @@ PROGRAM = textwrap.dedent(
 def test_a_turn_paused_in_one_process_is_resumed_in_another(tmp_path: Path) -> None:
     program = tmp_path / "agent.py"
     program.write_text(PROGRAM)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    # The two processes share the approval key (the environment's: no code change).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "KOVA_APPROVAL_KEY": "k" * 32}
 
     def run(step: str) -> str:
         done = subprocess.run(
@@ -453,7 +469,9 @@ async def test_a_deferred_call_with_lone_surrogates_pauses_and_resumes() -> None
 
     call = ToolUse(id="call_\ud800", name="shout", input={"word": "a\udc80"})
     provider = ScriptedProvider([reply_tool_calls(call), reply_text("Done.")])
-    agent = AgentBuilder().provider(provider).tool(shout).defer_approvals().build()
+    agent = (
+        AgentBuilder().provider(provider).tool(shout).defer_approvals().approval_key(KEY).build()
+    )
     async with agent:
         first = await agent.run(HISTORY)
         pending = first.pending

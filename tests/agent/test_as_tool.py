@@ -10,7 +10,7 @@ import pydantic
 import pytest
 import trio
 
-from kova import Message, TextDelta, ToolAnnotations, ToolResult, ToolUse, Usage
+from kova import Message, Secret, TextDelta, ToolAnnotations, ToolResult, ToolUse, Usage
 from kova.agent import DEFER as DEFER_
 from kova.agent import (
     Agent,
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from kova.testing import FakeOpenAiServer, Reply
 
 USAGE = Usage(input_tokens=10, output_tokens=5)
+KEY = Secret("a test key, 32 characters long..")
 
 
 def provider(server: FakeOpenAiServer) -> OpenAiCompatibleProvider:
@@ -639,7 +640,14 @@ def pausing_agents(cleaning_url: str, writing_url: str) -> Agent:
         .defer_approvals()
         .build()
     )
-    return AgentBuilder().provider(at(writing_url)).name("writer").tool(cleaner.as_tool()).build()
+    return (
+        AgentBuilder()
+        .provider(at(writing_url))
+        .name("writer")
+        .tool(cleaner.as_tool())
+        .approval_key(KEY)
+        .build()
+    )
 
 
 async def test_an_inner_deferral_pauses_the_outer_turn_and_resume_continues_it(
@@ -754,22 +762,35 @@ async def test_a_resumed_inner_deferral_fails_closed(servers: Any) -> None:
         # Undecided: refused before anything runs.
         with pytest.raises(ApprovalMismatchError, match="no decision for 'call_1' \\(remove\\)"):
             await writer.resume(whole, paused.pending)
-        # The inner call's arguments changed in the stored JSON.
-        stored = json.loads(paused.pending.approve("call_1").to_json())
-        stored["inner"]["call_1"]["pending"]["calls"][0]["arguments"] = {"path": "/"}
-        stored["calls"][0]["arguments"] = {"path": "/"}
-        with pytest.raises(ApprovalMismatchError, match="fingerprint"):
-            await writer.resume(whole, PendingApprovals.from_json(json.dumps(stored)))
-        # The outer call that ran the inner agent changed.
-        stored = json.loads(paused.pending.approve("call_1").to_json())
-        stored["inner"]["call_1"]["fingerprint"] = "0" * 64
-        with pytest.raises(ApprovalMismatchError, match="inner turn of call 'call_1'"):
-            await writer.resume(whole, PendingApprovals.from_json(json.dumps(stored)))
-        # The inner history does not end with the inner calls' message.
-        stored = json.loads(paused.pending.approve("call_1").to_json())
-        stored["inner"]["call_1"]["history"] = stored["inner"]["call_1"]["history"][:1]
-        with pytest.raises(ApprovalMismatchError, match="history of the inner turn"):
-            await writer.resume(whole, PendingApprovals.from_json(json.dumps(stored)))
+
+        # Each change is refused by the signature; and, were it signed again with the key,
+        # by the structural check behind it.
+        def changed(edit: Callable[[dict[str, Any]], None]) -> tuple[Any, Any]:
+            stored = json.loads(paused.pending.approve("call_1").to_json())  # type: ignore[union-attr]
+            edit(stored)
+            forged = PendingApprovals.from_json(json.dumps(stored))
+            return forged, forged.sign(KEY)
+
+        def arguments(stored: dict[str, Any]) -> None:
+            stored["inner"]["call_1"]["pending"]["calls"][0]["arguments"] = {"path": "/"}
+            stored["calls"][0]["arguments"] = {"path": "/"}
+
+        def outer_call(stored: dict[str, Any]) -> None:
+            stored["inner"]["call_1"]["fingerprint"] = "0" * 64
+
+        def inner_history(stored: dict[str, Any]) -> None:
+            stored["inner"]["call_1"]["history"] = stored["inner"]["call_1"]["history"][:1]
+
+        for edit, message in [
+            (arguments, "fingerprint"),
+            (outer_call, "inner turn of call 'call_1'"),
+            (inner_history, "history of the inner turn"),
+        ]:
+            forged, resigned = changed(edit)
+            with pytest.raises(ApprovalMismatchError, match="signature"):
+                await writer.resume(whole, forged)
+            with pytest.raises(ApprovalMismatchError, match=message):
+                await writer.resume(whole, resigned)
     assert REMOVED == []
 
 

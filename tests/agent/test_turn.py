@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from kova import (
     InferenceConfig,
     Message,
+    Secret,
     StopReason,
     Text,
     ToolAnnotations,
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 
 HISTORY = (Message.user("hello"),)
 CONFIG = InferenceConfig(model="m", max_tokens=100)
+KEY = Secret("a test key, 32 characters long..")
 TOOLS = (
     ToolDefinition(name="read", annotations=ToolAnnotations(read_only=True)),
     ToolDefinition(name="write", annotations=ToolAnnotations(destructive=True)),
@@ -438,15 +440,17 @@ def test_decisions_fail_closed() -> None:
 # --- resuming from the stored value -----------------------------------------------------------
 
 
-def resumed(pending: PendingApprovals, history: Sequence[Message]) -> Turn:
-    return Turn.resume(history, pending, tools=TOOLS, config=CONFIG)
+def resumed(
+    pending: PendingApprovals, history: Sequence[Message], limits: UsageLimits | None = None
+) -> Turn:
+    return Turn.resume(history, pending, tools=TOOLS, config=CONFIG, limits=limits)
 
 
 def test_resume_continues_from_the_stored_pending_state() -> None:
     turn = start(limits=UsageLimits(requests=3))
     pending = paused(turn)
     paused_messages = await_approval(turn).response.new_messages
-    stored = pending.approve("call_2").deny("call_3", "no").to_json()
+    stored = pending.approve("call_2").deny("call_3", "no").sign(KEY).to_json()
     again = resumed(PendingApprovals.from_json(stored), [*HISTORY, *paused_messages])
     step = run_tools(again)
     assert [call.id for call in step.calls] == ["call_2"]
@@ -471,7 +475,8 @@ def test_resume_keeps_counting_the_whole_turn_for_limits() -> None:
     turn = start(limits=UsageLimits(requests=2))
     pending = paused(turn)
     history = [*HISTORY, *await_approval(turn).response.new_messages]
-    again = resumed(pending.approve("call_2").approve("call_3"), history)
+    # The driver gives the limits (an agent its own): the stored value's are not trusted.
+    again = resumed(pending.approve("call_2").approve("call_3"), history, UsageLimits(requests=2))
     again.tools_finished(ran(run_tools(again).calls))
     again.model_replied(reply_tool_calls(("read", {})))  # the turn's second call
     again.tools_finished(ran(run_tools(again).calls))
@@ -497,15 +502,15 @@ def test_resume_fails_closed() -> None:
     with pytest.raises(ApprovalMismatchError, match="no decision"):
         resumed(pending.approve("call_2"), history)
     with pytest.raises(TypeError, match="PendingApprovals"):
-        resumed(decided.to_json(), history)  # type: ignore[arg-type]
+        resumed(decided.sign(KEY).to_json(), history)  # type: ignore[arg-type]
     # A stored value whose call was changed: the fingerprint no longer matches.
-    data = json.loads(decided.to_json())
+    data = json.loads(decided.sign(KEY).to_json())
     data["calls"][1]["arguments"] = {"path": "/etc/passwd"}
     with pytest.raises(ApprovalMismatchError, match="fingerprint"):
         resumed(PendingApprovals.from_json(json.dumps(data)), history)
     # ... or whose fingerprint was recomputed for the changed call: not the message's call.
     tampered = PendingApprovals.from_json(json.dumps(data))
-    forged = json.loads(decided.to_json())
+    forged = json.loads(decided.sign(KEY).to_json())
     forged["calls"][1] = {
         **forged["calls"][1],
         "arguments": {"path": "/etc/passwd"},
@@ -517,14 +522,14 @@ def test_resume_fails_closed() -> None:
     with pytest.raises(ApprovalMismatchError, match="not the call the assistant message made"):
         resumed(PendingApprovals.from_json(json.dumps(forged)), history)
     # A decision for an unknown call in stored JSON.
-    data = json.loads(decided.to_json())
+    data = json.loads(decided.sign(KEY).to_json())
     data["decisions"]["call_9"] = {"approved": True, "always": False, "reason": None}
     with pytest.raises(ApprovalMismatchError, match="call_9"):
         PendingApprovals.from_json(json.dumps(data))
 
 
 def test_pending_json_is_versioned() -> None:
-    pending = paused(start())
+    pending = paused(start()).sign(KEY)
     assert PendingApprovals.from_json(pending.to_json()) == pending
     data = json.loads(pending.to_json())
     data["version"] = 0
@@ -568,10 +573,10 @@ def test_a_turn_round_trips_at_every_step() -> None:
 def test_a_turn_from_another_format_version_is_refused() -> None:
     data = json.loads(start().to_json())
     data["version"] = 0
-    with pytest.raises(SerializationError, match=r"older format \(version 0\).*version 1 only"):
+    with pytest.raises(SerializationError, match=r"older format \(version 0\).*version 2 only"):
         Turn.from_json(json.dumps(data))
-    data["version"] = 2
-    with pytest.raises(SerializationError, match="version 2"):
+    data["version"] = 3
+    with pytest.raises(SerializationError, match="version 3"):
         Turn.from_json(json.dumps(data))
     with pytest.raises(SerializationError, match="not a stored kova turn"):
         Turn.from_json("{}")
@@ -661,7 +666,8 @@ def test_random_turns_round_trip_through_json(data: st.DataObject) -> None:
                         pending = pending.approve(call.id, always=data.draw(st.booleans()))
                     else:
                         pending = pending.deny(call.id, data.draw(st.none() | st.text(max_size=5)))
-                assert PendingApprovals.from_json(pending.to_json()) == pending
+                signed = pending.sign(KEY)
+                assert PendingApprovals.from_json(signed.to_json()) == signed
                 turn.decided(pending)
             case Finished(response=response):
                 history = [*HISTORY, *response.new_messages]

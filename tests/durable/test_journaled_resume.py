@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 PROGRAM = textwrap.dedent(
     """
     import json, os, signal, sys, trio
-    from kova import Message, ToolAnnotations, ToolResult, messages_from_json, messages_to_json
+    from kova import Message, Secret, ToolAnnotations, ToolResult
+    from kova import messages_from_json, messages_to_json
     from kova.agent import AgentBuilder, PendingApprovals
     from kova.durable import SqliteJournal
     from kova.testing import FunctionProvider, reply_text, reply_tool_calls
@@ -100,6 +101,7 @@ PROGRAM = textwrap.dedent(
     async def main():
         journal = SqliteJournal(journal_path, rerun_interrupted=rerun)
         builder = AgentBuilder().provider(FunctionProvider(model)).tools(weather, lookup, book)
+        builder = builder.approval_key(Secret("a test key, 32 characters long.."))
         async with builder.defer_approvals().build() as agent:
             if phase == "pause":
                 history = [Message.user("book the room and check the weather")]

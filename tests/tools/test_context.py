@@ -6,10 +6,12 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 
+import pytest
 import trio
 
-from kova import Message
+from kova import Message, Secret
 from kova.agent import AgentBuilder, PendingApprovals, TurnCompleted
+from kova.errors import ApprovalMismatchError
 from kova.testing import ScriptedProvider, reply_text, reply_tool_calls
 from kova.tools import ToolContext, current_tool_context, tool
 from kova.tools._context import idempotency_key
@@ -164,7 +166,8 @@ async def test_the_idempotency_key_is_stable_when_a_paused_call_runs_again() -> 
         [reply_tool_calls(("greet", {"greeting": "hi"})), reply_text("done"), reply_text("again")]
     )
     deps = Deps(user="erin")
-    builder = AgentBuilder().provider(provider).tool(greet).defer_approvals()
+    key = Secret("a test key, 32 characters long..")
+    builder = AgentBuilder().provider(provider).tool(greet).defer_approvals().approval_key(key)
     async with builder.build() as agent:
         history = [Message.user("hi")]
         paused = await agent.run(history, deps=deps)
@@ -173,7 +176,11 @@ async def test_the_idempotency_key_is_stable_when_a_paused_call_runs_again() -> 
         decided = PendingApprovals.from_json(paused.pending.to_json()).approve("call_1")
         resumed = [*history, *paused.new_messages]
         await agent.resume(resumed, decided, deps=deps)
-        await agent.resume(resumed, decided, deps=deps)
+        with pytest.raises(ApprovalMismatchError, match="already used"):
+            await agent.resume(resumed, decided, deps=deps)  # once per agent
+    # Another process (here: another agent object) runs it again after a crash.
+    async with builder.build() as again:
+        await again.resume(resumed, decided, deps=deps)
     first, second = deps.seen
     assert first == second
     assert first[1] == paused.pending.turn_id
