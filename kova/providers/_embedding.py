@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from .._errors import InvalidResponse
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable
@@ -11,7 +14,14 @@ if TYPE_CHECKING:
 
     from .._models import Usage
 
-__all__ = ["EmbeddingProvider", "Embeddings", "check_texts", "embed_in_batches"]
+__all__ = [
+    "EmbeddingProvider",
+    "Embeddings",
+    "check_texts",
+    "embed_in_batches",
+    "finite_vector",
+    "same_dimensions",
+]
 
 
 class Embeddings(list[list[float]]):
@@ -80,16 +90,70 @@ def check_texts(texts: Sequence[str]) -> list[str]:
     return checked
 
 
+def finite_vector(values: object, *, provider: str) -> list[float]:
+    """``values`` (a decoded JSON list, or a base64 answer's floats) as one embedding: a
+    non-empty list of finite floats.
+
+    Raises:
+        InvalidResponse: not a list of numbers, empty, a number too large for a float (JSON
+            has no limit: a 400-digit integer), or NaN or infinity (Python's JSON reader
+            takes ``NaN`` and ``1e999``; float32 bits can hold them).
+    """
+    if not isinstance(values, list):
+        raise InvalidResponse("an embedding is not a list of numbers", provider=provider)
+    if not values:
+        raise InvalidResponse("an embedding is empty", provider=provider)
+    if not all(type(x) is float for x in values):  # the usual answer: floats only
+        if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in values):
+            raise InvalidResponse("an embedding is not a list of numbers", provider=provider)
+        try:
+            values = [float(x) for x in values]
+        except OverflowError:
+            raise InvalidResponse(
+                "an embedding holds a number too large for a float", provider=provider
+            ) from None
+    vector: list[float] = values  # floats only, checked above
+    # One sum in C says the usual case; NaN and infinity survive it (a huge but finite sum
+    # overflowing is then told apart, value by value).
+    if not math.isfinite(sum(vector)) and not all(map(math.isfinite, vector)):
+        raise InvalidResponse(
+            "an embedding holds a value that is not a finite number (NaN or infinity)",
+            provider=provider,
+        )
+    return vector
+
+
+def same_dimensions(vectors: Sequence[list[float]], *, provider: str) -> None:
+    """Check that all ``vectors`` of one call have one length (a vector index is useless
+    with another).
+
+    Raises:
+        InvalidResponse: two vectors of different lengths.
+    """
+    if vectors:
+        size = len(vectors[0])
+        for position, vector in enumerate(vectors):
+            if len(vector) != size:
+                raise InvalidResponse(
+                    f"the embeddings have different dimensions ({size} for the first, "
+                    f"{len(vector)} for item {position})",
+                    provider=provider,
+                )
+
+
 async def embed_in_batches(
     texts: Sequence[str],
     batch_size: int,
     send: Callable[[list[str]], Awaitable[tuple[list[list[float]], Usage | None]]],
+    *,
+    provider: str = "",
 ) -> Embeddings:
     """``texts`` sent ``batch_size`` at a time, one request after another (``send`` makes
     one and returns its vectors and usage), reassembled in input order with the usage summed.
 
     Raises:
         TypeError: ``texts`` is a single string, not a sequence, or holds a non-string.
+        InvalidResponse: the batches' vectors have different dimensions.
     """
     texts = check_texts(texts)
     vectors: list[list[float]] = []
@@ -99,4 +163,5 @@ async def embed_in_batches(
         vectors.extend(batch_vectors)
         if batch_usage is not None:
             usage = batch_usage if usage is None else usage + batch_usage
+    same_dimensions(vectors, provider=provider)
     return Embeddings(vectors, usage=usage)

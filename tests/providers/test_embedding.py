@@ -56,3 +56,121 @@ async def test_bad_texts_are_a_type_error_before_any_request(
             empty = await embedder.embed([])
     assert server.requests == []
     assert list(empty) == []
+
+
+# --- what a server answers: vectors kova refuses (issue 43, item 4) -------------------------
+
+BASE = "https://x.test"
+
+
+def _openai_body(vectors: list[Any]) -> Any:
+    return {"data": [{"embedding": v, "index": i} for i, v in enumerate(vectors)]}
+
+
+RAW: dict[str, tuple[Callable[..., Any], Callable[[list[Any]], Any]]] = {
+    "openai": (
+        lambda transport, **options: OpenAiEmbeddingProvider(
+            OpenAiEmbeddingConfig(base_url=BASE, api_key="k", **options), transport=transport
+        ),
+        _openai_body,
+    ),
+    "azure": (
+        lambda transport, **options: OpenAiEmbeddingProvider(
+            OpenAiEmbeddingConfig(base_url=BASE, api_key="k", api_version="2024-10-21", **options),
+            transport=transport,
+        ),
+        _openai_body,
+    ),
+    "gemini": (
+        lambda transport, **options: GeminiEmbeddingProvider(
+            GeminiEmbeddingConfig(base_url=BASE, api_key="k", **options), transport=transport
+        ),
+        lambda vectors: {"embeddings": [{"values": v} for v in vectors]},
+    ),
+    "ollama": (
+        lambda transport, **options: OllamaEmbeddingProvider(
+            OllamaEmbeddingConfig(model="e", base_url=BASE, **options), transport=transport
+        ),
+        lambda vectors: {"embeddings": vectors},
+    ),
+}
+
+HUGE = int("9" * 400)
+
+
+@pytest.mark.parametrize(
+    ("vectors", "match"),
+    [
+        ([[0.5, HUGE]], "too large for a float"),
+        ([[0.5, float("nan")]], "not a finite number"),
+        ([[float("inf"), 0.5]], "not a finite number"),
+        ([[-float("inf")]], "not a finite number"),
+        ([[]], "is empty"),
+        ([[0.5, 0.25], [0.5]], "different dimensions"),
+        ([[0.5, True]], "not a list of numbers"),
+        ([[0.5, "1.5"]], "not a list of numbers"),
+    ],
+    ids=["400-digits", "nan", "inf", "minus-inf", "empty", "ragged", "bool", "string"],
+)
+@pytest.mark.parametrize("name", list(RAW))
+async def test_vectors_that_are_no_embedding_are_an_invalid_response(
+    name: str, vectors: list[Any], match: str
+) -> None:
+    import json
+
+    import httpx2
+
+    from kova import InvalidResponse
+
+    build, body = RAW[name]
+    # Python's JSON writer sends NaN, Infinity and 400-digit integers as they are.
+    content = json.dumps(body(vectors)).encode()
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, content=content, headers={"content-type": "application/json"})
+
+    embedder = build(httpx2.MockTransport(handler))
+    async with embedder.open():
+        with pytest.raises(InvalidResponse, match=match):
+            await embedder.embed(["a"] * len(vectors))
+
+
+@pytest.mark.parametrize("name", list(RAW))
+async def test_batches_of_different_dimensions_are_an_invalid_response(name: str) -> None:
+    import json
+
+    import httpx2
+
+    from kova import InvalidResponse
+
+    build, body = RAW[name]
+    sizes = iter([2, 3])
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        content = json.dumps(body([[0.5] * next(sizes)])).encode()
+        return httpx2.Response(200, content=content, headers={"content-type": "application/json"})
+
+    embedder = build(httpx2.MockTransport(handler), batch_size=1)
+    async with embedder.open():
+        with pytest.raises(InvalidResponse, match="different dimensions"):
+            await embedder.embed(["a", "b"])
+
+
+async def test_base64_float32_nan_is_an_invalid_response() -> None:
+    import array
+    import base64
+
+    import httpx2
+
+    from kova import InvalidResponse
+
+    encoded = base64.b64encode(array.array("f", [0.5, float("nan")]).tobytes()).decode()
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, json={"data": [{"embedding": encoded, "index": 0}]})
+
+    build, _ = RAW["openai"]
+    embedder = build(httpx2.MockTransport(handler))
+    async with embedder.open():
+        with pytest.raises(InvalidResponse, match="not a finite number"):
+            await embedder.embed(["a"])

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..._errors import InvalidResponse
 from .._auth import header_auth
-from .._embedding import Embeddings, check_texts, embed_in_batches
+from .._embedding import Embeddings, check_texts, embed_in_batches, finite_vector
 from .._http import HttpTransport
 from ._config import GeminiEmbeddingConfig
 from ._convert import PROVIDER, error_details
@@ -51,11 +51,7 @@ def decode_batch_embeddings(body: JSONValue, count: int) -> list[list[float]]:
     vectors: list[list[float]] = []
     for item in items:
         values = item.get("values") if isinstance(item, Mapping) else None
-        if not isinstance(values, list) or not all(
-            isinstance(x, int | float) and not isinstance(x, bool) for x in values
-        ):
-            raise InvalidResponse("an embedding has no numeric values", provider=PROVIDER)
-        vectors.append([float(x) for x in values])
+        vectors.append(finite_vector(values, provider=PROVIDER))
     return vectors
 
 
@@ -133,7 +129,7 @@ class GeminiEmbeddingProvider:
         texts = check_texts(texts)
         if self.config.api_key is None:
             raise self.config.missing_key_error(PROVIDER)
-        return await embed_in_batches(texts, self.config.batch_size, self._send)
+        return await embed_in_batches(texts, self.config.batch_size, self._send, provider=PROVIDER)
 
     async def _send(self, batch: list[str]) -> tuple[list[list[float]], Usage | None]:
         model = self.config.model.removeprefix("models/")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ..._errors import InvalidResponse
 from ..._models import Usage
 from .._auth import bearer_auth
-from .._embedding import Embeddings, embed_in_batches
+from .._embedding import Embeddings, embed_in_batches, finite_vector
 from .._http import HttpTransport
 from ._config import OllamaEmbeddingConfig
 from ._convert import PROVIDER
@@ -50,11 +50,7 @@ def decode_embed(body: JSONValue, count: int) -> tuple[list[list[float]], Usage 
         raise InvalidResponse(f"asked for {count} embeddings, got {len(items)}", provider=PROVIDER)
     vectors: list[list[float]] = []
     for item in items:
-        if not isinstance(item, list) or not all(
-            isinstance(x, int | float) and not isinstance(x, bool) for x in item
-        ):
-            raise InvalidResponse("an embedding is not a list of numbers", provider=PROVIDER)
-        vectors.append([float(x) for x in item])
+        vectors.append(finite_vector(item, provider=PROVIDER))
     assert isinstance(body, Mapping)
     tokens = body.get("prompt_eval_count")
     usage = (
@@ -130,7 +126,7 @@ class OllamaEmbeddingProvider:
             ProviderError: an error status or a malformed answer.
             KovaConnectionError, KovaTimeoutError: the transport failed.
         """
-        return await embed_in_batches(texts, self.config.batch_size, self._send)
+        return await embed_in_batches(texts, self.config.batch_size, self._send, provider=PROVIDER)
 
     async def _send(self, batch: list[str]) -> tuple[list[list[float]], Usage | None]:
         return await self._http.request_decoded(

@@ -20,7 +20,7 @@ from .._checks import (
     check_optional_str,
     check_path,
 )
-from .._embedding import Embeddings, embed_in_batches
+from .._embedding import Embeddings, embed_in_batches, finite_vector
 from .._http import HttpTransport
 from .._settings import HttpSettings, seconds_field
 from ._codec import openai_error_details
@@ -72,11 +72,9 @@ def _vector(value: JSONValue) -> list[float]:
             ) from None
         if sys.byteorder != "little":  # pragma: no cover - big-endian hosts only
             floats.byteswap()
-        return floats.tolist()
-    if isinstance(value, Sequence):
-        vector = [float(x) for x in value if isinstance(x, int | float) and not isinstance(x, bool)]
-        if len(vector) == len(value):
-            return vector
+        return finite_vector(floats.tolist(), provider=PROVIDER)
+    if isinstance(value, list):
+        return finite_vector(value, provider=PROVIDER)
     raise ProviderError.invalid_response(
         "an embedding is neither a list of numbers nor base64", provider=PROVIDER
     )
@@ -179,7 +177,7 @@ class OpenAiEmbeddingProvider:
 
         On cancellation the request in flight is abandoned; nothing is returned.
         """
-        return await embed_in_batches(texts, self.config.batch_size, self._send)
+        return await embed_in_batches(texts, self.config.batch_size, self._send, provider=PROVIDER)
 
     async def _send(self, batch: list[str]) -> tuple[list[list[float]], Usage | None]:
         body: dict[str, JSONValue] = {
