@@ -36,6 +36,7 @@ from .._models import (
     messages_to_json,
 )
 from .._record import Record
+from . import _chat_sessions
 from ._errors import CliError
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 
     from .._models import ContentBlock
     from ..agent import Agent
+    from ..sessions import Session
     from ..tools import Tool
     from ._providers import SelectedProvider
 
@@ -52,7 +54,8 @@ __all__ = ["ChatOptions", "builtin_tools_for_chat", "run_chat"]
 _HELP = (
     "commands: /tools lists the tools, /model shows the model (/model NAME switches it), "
     "/attach PATH sends a file (PDF, text, image, audio) with your next message, "
-    "/clear forgets the conversation, /exit (or Ctrl-D) quits, /help shows this"
+    "/clear forgets the conversation, /exit (or Ctrl-D) quits, /help shows this; "
+    + _chat_sessions.HELP
 )
 _RESULT_CHARS = 300
 """A line of a tool's arguments or result is cut here."""
@@ -116,6 +119,9 @@ class ChatOptions(Record):
     tools: tuple[Tool, ...] | None = None
     """The tools besides MCP's (``None``: the built-in tools confined to the current
     directory)."""
+    session: str | None = None
+    """``--session NAME``: the conversation is that session of :attr:`sessions_path`."""
+    sessions_path: Path | None = None
 
 
 class _Interrupt(Record):
@@ -296,6 +302,8 @@ class _Chat:
         """Files ``/attach`` read, sent with the next message (kept until a turn succeeds)."""
         self._session_cost: Decimal | None = None
         """What the session's priced turns cost (docs/cost.md); ``None`` before any."""
+        self._session: Session | None = None
+        """``--session``: the stored conversation turns run on (kova.sessions)."""
 
     async def _next_item(self) -> ConsoleItem:
         if self._pending:
@@ -328,6 +336,14 @@ class _Chat:
             if text == "/help":
                 screen.write(_HELP + "\n")
                 continue
+            if text.split()[0] in _chat_sessions.COMMANDS:
+                if self._session is not None:
+                    command = _chat_sessions.session_command
+                    self._session = await command(self._session, text, self._history, screen.write)
+                    continue
+                if text != "/clear":
+                    screen.write("(no session: start kova chat with --session NAME)\n")
+                    continue
             if text == "/clear":
                 self._history.clear()
                 self._persist()
@@ -432,7 +448,12 @@ class _Chat:
             thinking = False
 
         config = None if self._model is None else InferenceConfig(model=self._model)
-        async with self._agent.stream(working, config=config) as events:
+        opened = (
+            self._agent.stream(working, config=config)
+            if self._session is None  # --session: the turn is appended to it as it completes
+            else self._agent.stream(working[-1:], config=config, session=self._session)
+        )
+        async with opened as events:
             async for event in events:
                 # An inner agent's events (agent.as_tool()) are indented, a level per call.
                 path = event.path
@@ -516,6 +537,7 @@ async def run_chat(
 
     screen = _Screen(out or sys.stdout, color=options.color)
     history: list[Message] = []
+    session: Session | None = None
     path = options.history_path
     if path is not None and not path.parent.is_dir():
         screen.write(f"kova chat: no directory {path.parent} for the history file\n")
@@ -530,6 +552,15 @@ async def run_chat(
     if selected is None:
         raise ValueError("ChatOptions.selected is needed to run a chat")
     async with AsyncExitStack() as stack:
+        if options.session is not None:
+            from ..sessions import SqliteSessionStore
+
+            store_path = options.sessions_path or _chat_sessions.default_store_path()
+            store_path.parent.mkdir(parents=True, exist_ok=True)
+            store = await stack.enter_async_context(SqliteSessionStore(store_path))
+            session = store.session(options.session)
+            history = await session.load()
+            path = store_path
         tools: list[Tool] = list(
             builtin_tools_for_chat(Path.cwd()) if options.tools is None else options.tools
         )
@@ -560,6 +591,7 @@ async def run_chat(
         screen.write(
             f"kova chat: {selected.name} / {selected.model}"
             + (f", {_count(len(tools), 'tool')}" if tools else "")
+            + (f", session {session.id}" if session is not None else "")
             + (f", resumed {len(history)} messages from {path}" if history else "")
             + ". /help for commands.\n"
         )
@@ -568,7 +600,9 @@ async def run_chat(
             await nursery.start(_watch_interrupts, send.clone())
             send.close()
             async with receive:
-                await _Chat(agent, receive, screen, options, history, tools).loop()
+                chat = _Chat(agent, receive, screen, options, history, tools)
+                chat._session = session
+                await chat.loop()
             nursery.cancel_scope.cancel(reason="chat finished")
     return 0
 

@@ -218,6 +218,17 @@ def _parser() -> argparse.ArgumentParser:
     _add_provider_flags(chat)
     chat.add_argument("--history", type=Path, help="keep the conversation in this JSON file")
     chat.add_argument(
+        "--session",
+        metavar="NAME",
+        help="keep the conversation in this session (/sessions, /fork, /undo work on it)",
+    )
+    chat.add_argument(
+        "--sessions-db",
+        type=Path,
+        metavar="FILE",
+        help="the sessions' SQLite file (default: $KOVA_SESSIONS_DB, else ~/.kova/sessions.db)",
+    )
+    chat.add_argument(
         "--mcp",
         action="append",
         default=[],
@@ -338,9 +349,14 @@ def _chat(args: argparse.Namespace) -> int:
     if args.mcp:
         require_extra("mcp", "kova chat --mcp")
     color = not args.no_color and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    if args.session is not None and args.history is not None:
+        print("kova chat: give --history FILE or --session NAME, not both", file=sys.stderr)
+        return 2
     options = ChatOptions(
         selected=None if args.demo else select_provider(args.provider, args.model, args.base_url),
         history_path=args.history,
+        session=args.session,
+        sessions_path=args.sessions_db,
         mcp_commands=tuple(args.mcp),
         mcp_filter=McpFilter.parse(args.mcp_include, args.mcp_exclude),
         system_prompt=args.system,

@@ -48,6 +48,7 @@ __all__ = [
     "SessionStore",
     "SessionWrite",
     "check_session_id",
+    "check_session_id_text",
     "message_from_text",
     "message_to_text",
 ]
@@ -541,6 +542,15 @@ def _title(messages: Iterable[Message]) -> str | None:
                 if len(title) > TITLE_LENGTH:
                     title = title[: TITLE_LENGTH - 1] + "\N{HORIZONTAL ELLIPSIS}"
                 return title
+    return None
+
+
+def check_session_id_text(value: str) -> str | None:
+    """What is wrong with ``value`` as a session id, or ``None``."""
+    try:
+        check_session_id(value)
+    except (TypeError, ValueError) as exc:
+        return str(exc)
     return None
 
 
