@@ -147,6 +147,7 @@ PUBLIC: dict[str, tuple[str, ...]] = {
         "TextDelta",
         "ThinkingDelta",
         "ToolCallDeferred",
+        "ToolCallDelta",
         "ToolCallFinished",
         "ToolCallStarted",
         "ToolsAdded",

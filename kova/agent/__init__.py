@@ -29,6 +29,7 @@ from ._events import AgentEvent as AgentEvent
 from ._events import AgentResponse as AgentResponse
 from ._events import ContextCompacted as ContextCompacted
 from ._events import ToolCallDeferred as ToolCallDeferred
+from ._events import ToolCallDelta as ToolCallDelta
 from ._events import ToolCallFinished as ToolCallFinished
 from ._events import ToolCallStarted as ToolCallStarted
 from ._events import ToolsAdded as ToolsAdded
@@ -82,6 +83,7 @@ __all__ = [
     "TextDelta",
     "ThinkingDelta",
     "ToolCallDeferred",
+    "ToolCallDelta",
     "ToolCallFinished",
     "ToolCallStarted",
     "ToolsAdded",

@@ -44,6 +44,7 @@ from ._model_call import ModelCall, outcome_of
 from ._nesting import Nest, nested
 from ._signing import Decisions, Signer
 from ._streaming import TurnStream
+from ._tool_deltas import TOOL_STREAM, ToolArguments
 from ._tool_pool import Approver, GetToolRunner, RunToolCalls, ToolPoolActor, ToolRunner
 from ._turn import AwaitApproval, CallModel, Finished, RunTools, Turn, new_turn_id
 
@@ -990,11 +991,18 @@ class Agent:
                                 # read directly: no iterator in between, per network read.
                                 batch: Sequence[StreamEvent] = lease.first
                                 rest = lease.rest.__anext__
+                                arguments: ToolArguments | None = None
                                 while True:
                                     accumulator.feed(batch)  # and the first token's event
                                     for event in batch:
                                         if isinstance(event, _VISIBLE):
                                             yield event
+                                        elif isinstance(event, TOOL_STREAM):
+                                            if arguments is None:
+                                                arguments = ToolArguments()
+                                            delta = arguments.feed(event)
+                                            if delta is not None:
+                                                yield delta
                                     try:
                                         batch = await rest()
                                     except StopAsyncIteration:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from decimal import Decimal
 
+    from .._messages import JSONValue
     from ._approvals import PendingApprovals
     from ._context import Compaction
 
@@ -37,6 +38,7 @@ __all__ = [
     "AgentResponse",
     "ContextCompacted",
     "ToolCallDeferred",
+    "ToolCallDelta",
     "ToolCallFinished",
     "ToolCallStarted",
     "ToolsAdded",
@@ -95,6 +97,32 @@ class ToolCallStarted(Record):
     @property
     def name(self) -> str:
         return self.call.name
+
+
+class ToolCallDelta(Record):
+    """A tool call's arguments as the model writes them, in a streamed turn: one event per
+    piece the provider streamed (formats that send a call whole give one).
+
+    ``call_id`` is the id the provider gave the call (the id of its
+    :class:`ToolCallStarted`, unless the provider repeated an id within the turn and kova
+    renamed the later call); ``arguments_text`` is all the arguments' JSON text so far; the
+    last delta's text is the complete arguments.
+    """
+
+    call_id: str
+    name: str
+    arguments_text: str
+    path: ClassVar[tuple[str, ...]] = ()
+    """As :attr:`ToolCallStarted.path`."""
+
+    @property
+    def partial(self) -> JSONValue | None:
+        """The best-effort value of ``arguments_text`` (open strings, arrays and objects
+        closed where the text ends), or ``None`` before anything usable arrived. Parsed when
+        read."""
+        from ._structured import parse_partial_json
+
+        return parse_partial_json(self.arguments_text)
 
 
 class ToolCallFinished(Record):
@@ -169,6 +197,7 @@ AgentEvent: TypeAlias = (
     TextDelta
     | ThinkingDelta
     | ToolCallStarted
+    | ToolCallDelta
     | ToolCallFinished
     | ToolCallDeferred
     | ToolsFound

@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 from .._models import TextDelta, ThinkingDelta
 from .._record import Record, set_field
-from ._events import ToolCallDeferred, ToolCallFinished, ToolCallStarted
+from ._events import (
+    ContextCompacted,
+    ToolCallDeferred,
+    ToolCallDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolsAdded,
+    ToolsFound,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -100,7 +108,17 @@ def serving_agent_call(site: CallSite) -> contextvars.Token[CallSite | None]:
 
 # -- events with a path -------------------------------------------------------------------
 
-_NESTABLE = (TextDelta, ThinkingDelta, ToolCallStarted, ToolCallFinished, ToolCallDeferred)
+_NESTABLE = (
+    TextDelta,
+    ThinkingDelta,
+    ToolCallStarted,
+    ToolCallDelta,
+    ToolCallFinished,
+    ToolCallDeferred,
+    ToolsFound,
+    ToolsAdded,
+    ContextCompacted,
+)
 
 
 def _nested_class(base: type[Record]) -> type[Record]:

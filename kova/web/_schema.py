@@ -318,3 +318,18 @@ def telemetry_json(event: TelemetryEvent) -> dict[str, Any] | None:
             }
         case _:
             return None
+
+
+def tool_arguments(
+    turn: int, call_id: str, tool: str, text: str, path: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The ``tool_arguments`` event: a call's arguments so far, as the model writes them."""
+    return _with_path(
+        {"type": "tool_arguments", "turn": turn, "id": call_id, "tool": tool, "text": text}, path
+    )
+
+
+def note(turn: int, text: str, path: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The ``note`` event: something the turn did by itself (a tool search, a compaction),
+    shown dimmed."""
+    return _with_path({"type": "note", "turn": turn, "text": text}, path)

@@ -39,7 +39,16 @@ from .._models import (
     ToolAnnotations,
 )
 from .._record import EMPTY, Record
-from ..agent import ToolCallDeferred, ToolCallFinished, ToolCallStarted, TurnCompleted
+from ..agent import (
+    ContextCompacted,
+    ToolCallDeferred,
+    ToolCallDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolsAdded,
+    ToolsFound,
+    TurnCompleted,
+)
 from . import _schema
 from ._approvals import Approvals
 from ._http import (
@@ -278,6 +287,32 @@ class EventServer:
                 self._emit(_schema.tool_finished(turn.number, call, result, event.path))
             case ToolCallDeferred(call=call):
                 self._emit(_schema.tool_deferred(turn.number, call, event.path))
+            case ToolCallDelta():
+                # Live only: a reconnecting page gets the call's card (tool_started), not
+                # every piece of its arguments.
+                self._fan_out(
+                    _schema.encode(
+                        _schema.tool_arguments(
+                            turn.number, event.call_id, event.name, event.arguments_text, event.path
+                        )
+                    )
+                )
+            case ToolsFound(query=query, names=names):
+                found = ", ".join(names) if names else "nothing"
+                self._emit(
+                    _schema.note(turn.number, f"searched tools for {query!r}: {found}", event.path)
+                )
+            case ToolsAdded():
+                pass  # the ToolsFound note before it says which
+            case ContextCompacted():
+                self._emit(
+                    _schema.note(
+                        turn.number,
+                        f"context compacted ({event.strategy}): ~{event.tokens_before} -> "
+                        f"~{event.tokens_after} tokens, {event.removed} messages",
+                        event.path,
+                    )
+                )
             case TurnCompleted(response=response):
                 now = trio.current_time()
                 self._close_turn(

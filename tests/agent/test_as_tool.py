@@ -364,7 +364,11 @@ async def test_stream_carries_inner_events_with_their_path(servers: Any) -> None
         for path in {p for _, p, _ in seen}
     }
     assert text[("call_1", "call_1")] == "facts about owls"
-    structure = [item for item in seen if item[0] != "TextDelta"]
+    structure = [item for item in seen if item[0] not in ("TextDelta", "ToolCallDelta")]
+    # The calls' arguments stream before each call starts, at the caller's depth.
+    deltas = [item[1] for item in seen if item[0] == "ToolCallDelta"]
+    assert () in deltas
+    assert ("call_1",) in deltas
     assert structure == [
         ("started", (), "editor"),
         ("started", ("call_1",), "researcher"),

@@ -113,6 +113,7 @@ def test_deferred_tools_are_kept_apart_in_the_registry():
 from kova import ToolResult  # noqa: E402
 from kova.agent import (  # noqa: E402
     AgentBuilder,
+    ToolCallDelta,
     ToolCallFinished,
     ToolCallStarted,
     ToolsAdded,
@@ -193,7 +194,7 @@ async def test_a_streamed_turn_reports_the_search():
         kinds = [
             (type(event).__name__, getattr(event, "name", None))
             async for event in events
-            if not isinstance(event, TurnCompleted)
+            if not isinstance(event, TurnCompleted | ToolCallDelta)
         ]
     assert kinds[:4] == [
         ("ToolCallStarted", "search_tools"),
@@ -297,3 +298,25 @@ def test_what_was_found_survives_json():
     assert isinstance(step, CallModel)
     assert [tool.name for tool in step.request.tools] == ["weather", "search_tools", "send_email"]
     assert isinstance(reply_text("x"), ModelResponse)
+
+
+async def test_an_inner_agents_search_reaches_the_outer_stream_with_its_path():
+    inner_provider = ScriptedProvider(
+        [
+            reply_tool_calls(("search_tools", {"query": "send email"})),
+            reply_tool_calls(("send_email", {"to": "bo@example.com", "body": "hi"})),
+            reply_text("mailed"),
+        ]
+    )
+    inner = AgentBuilder().provider(inner_provider).name("mailer").tools(send_email).build()
+    outer_provider = ScriptedProvider(
+        [reply_tool_calls(("mailer", {"input": "mail bo"})), reply_text("done")]
+    )
+    outer = AgentBuilder().provider(outer_provider).tool(inner.as_tool()).build()
+    async with inner, outer, outer.stream("mail bo") as events:
+        seen = [event async for event in events]
+    found = [event for event in seen if type(event).__name__ == "ToolsFound"]
+    assert len(found) == 1
+    assert found[0].names == ("send_email",)
+    assert len(found[0].path) == 1  # under the outer call that ran the inner agent
+    assert seen[-1].response.text == "done"

@@ -134,7 +134,23 @@
     state.textContent = text;
     state.className = "state " + cls;
   }
+  // A call's arguments as the model writes them: one line that fills in, replaced by the
+  // call's card when the call starts.
+  const writing = new Map();
+  function toolArguments(e) {
+    const scope = scopeOf(e);
+    const key = callKey(e.turn, e.id, e.path || []);
+    let line = writing.get(key);
+    if (!line) {
+      line = el("div", "meta arguments", "");
+      writing.set(key, line);
+      scope.el.appendChild(line);
+    }
+    line.textContent = e.tool + " " + e.text;
+  }
   function toolStarted(e) {
+    const line = writing.get(callKey(e.turn, e.id, e.path || []));
+    if (line) { line.remove(); writing.delete(callKey(e.turn, e.id, e.path || [])); }
     const scope = scopeOf(e);
     scope.text = null; scope.thinking = null;  // text after a tool call starts a new block
     const card = callCard(e.turn, scope.el, e.id, e.tool, e.arguments, e.path);
@@ -231,8 +247,10 @@
     },
     text(e) { appendText(scopeOf(e), e.text); },
     thinking(e) { appendThinking(scopeOf(e), e.text); },
+    tool_arguments: toolArguments,
     tool_started: toolStarted,
     tool_finished: toolFinished,
+    note(e) { scopeOf(e).el.appendChild(el("div", "meta note", e.text)); },
     tool_deferred: toolDeferred,
     approval_requested: approvalRequested,
     approval_decided: approvalDecided,
