@@ -3,11 +3,13 @@ all six wire formats, whatever the chunking, end with exactly the final argument
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from typing import Any
 
 import pytest
+from test_hostile_call_ids import FORMATS, Format
 
 from kova import StopReason, ToolUse
 from kova._stream_events import StopEvent, ToolUseDelta, ToolUseEnd, ToolUseStart
@@ -15,8 +17,6 @@ from kova.agent import AgentBuilder, ToolCallDelta, ToolCallStarted, TurnComplet
 from kova.providers import ModelResponse
 from kova.testing import StreamReply, reply_text
 from kova.tools import tool
-
-from test_hostile_call_ids import FORMATS, Format
 
 
 @tool
@@ -78,7 +78,7 @@ async def test_the_deltas_add_up_to_the_final_arguments(fmt: Format, seed: int) 
     assert json.loads(final.arguments_text) == dict(call.input)
     assert final.partial == dict(call.input)
     # Each delta's text extends the one before it.
-    for before, after in zip(deltas, deltas[1:], strict=False):
+    for before, after in itertools.pairwise(deltas):
         assert after.arguments_text.startswith(before.arguments_text)
         assert len(after.arguments_text) > len(before.arguments_text)
 
