@@ -381,7 +381,7 @@ PUBLIC: dict[str, tuple[str, ...]] = {
         "observe_mailboxes",
         "uninstrument",
     ),
-    "kova.serve": ("app",),
+    "kova.serve": ("app", "serve_mcp_stdio"),
     "kova.temporal": (
         "AgentWorkflow",
         "PAYLOAD_LIMIT",

@@ -5,6 +5,7 @@
   ``--mcp``, history kept in ``--history FILE``.
 - ``kova models``: the models a provider offers.
 - ``kova mcp tools -- CMD ARGS...``: the tools an MCP server (over stdio) offers.
+- ``kova mcp serve``: an agent as an MCP tool over stdio, for an MCP client to launch.
 - ``kova demo`` runs a real agent (real provider, real HTTP, real tool loop) against kova's
   fake OpenAI-compatible server on loopback, with a clearly labelled scripted model: no API
   key and no network needed.
@@ -269,6 +270,20 @@ def _parser() -> argparse.ArgumentParser:
         "tools", help="list an MCP server's tools: kova mcp tools -- CMD"
     )
     tools.add_argument("server", nargs=argparse.REMAINDER, help="the server command after --")
+    mcp_serve = mcp_commands.add_parser(
+        "serve",
+        help="serve an agent as an MCP tool over stdio (for an MCP client to launch)",
+        description="Serve a chat agent as one MCP tool over stdin/stdout: a prompt in, the "
+        "agent's answer out, with progress notifications; the client's cancel stops the turn.",
+    )
+    _add_provider_flags(mcp_serve)
+    mcp_serve.add_argument(
+        "--demo",
+        action="store_true",
+        help="the scripted demo model on a local fake server (no API key, no network)",
+    )
+    mcp_serve.add_argument("--system", help="a system prompt")
+    mcp_serve.add_argument("--name", default="kova", help="the tool's name (default kova)")
     commands.add_parser("demo", help="run a real agent against a local scripted model")
     serve = commands.add_parser(
         "serve",
@@ -326,6 +341,10 @@ def _main(argv: Sequence[str] | None) -> int:
             status = _chat(args)
         elif args.command == "models":
             status = trio.run(_models, args)
+        elif args.mcp_command == "serve":
+            require_extra("mcp", "kova mcp serve")
+            require_extra("serve", "kova mcp serve")
+            trio.run(_mcp_serve, args)
         else:
             server = [part for part in args.server if part != "--"]
             if not server:
@@ -392,6 +411,27 @@ async def _models(args: argparse.Namespace) -> int:
     for model in sorted(models, key=lambda info: info.id):
         print(model.id if not model.display_name else f"{model.id}\t{model.display_name}")
     return 0
+
+
+async def _mcp_serve(args: argparse.Namespace) -> None:
+    """``kova mcp serve``: one agent (no tools; ``--demo``: the weather model and its tool)
+    as an MCP tool over stdio. Nothing but MCP goes to stdout."""
+    from ..agent import AgentBuilder
+    from ..serve import serve_mcp_stdio
+
+    if args.demo:
+        async with _open_demo() as (_server, provider, get_weather):
+            builder = AgentBuilder().provider(provider).name(args.name).tool(get_weather)
+            system = args.system or "You are a helpful weather assistant."
+            await serve_mcp_stdio(builder.system_prompt(system).build())
+        return
+    from ._providers import select_provider
+
+    selected = select_provider(args.provider, args.model, args.base_url)
+    builder = AgentBuilder().provider(selected.provider).name(args.name)
+    if args.system:
+        builder = builder.system_prompt(args.system)
+    await serve_mcp_stdio(builder.build())
 
 
 async def _mcp_tools(server: list[str]) -> int:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._log import get_logger
 from ._http import json_body
+from ._turns import agent_names
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -43,25 +44,6 @@ class Served:
         self.max_prompt_chars = max_prompt_chars
 
 
-def _agent_names(agents: tuple[Agent, ...]) -> dict[str, Agent]:
-    from ..agent import Agent
-
-    if not agents:
-        raise ValueError("kova.serve.app() needs at least one agent")
-    named: dict[str, Agent] = {}
-    for agent in agents:
-        if not isinstance(agent, Agent):
-            raise TypeError(f"kova.serve.app() takes agents, not {type(agent).__name__}")
-        name = agent.config.name
-        if name in named:
-            raise ValueError(
-                f"two agents are named {name!r}: give each its own (AgentBuilder().name(...)); "
-                "the name is the model clients ask for"
-            )
-        named[name] = agent
-    return named
-
-
 def app(
     *agents: Agent,
     token: str | None = None,
@@ -75,7 +57,8 @@ def app(
 
     Routes: ``POST /v1/chat/completions``, ``POST /v1/responses`` and ``GET /v1/models``
     (OpenAI-compatible; the model name is the agent's name, ``AgentBuilder.name``);
-    ``POST /agui`` and ``/agui/{name}`` (AG-UI: a run in, its events back as SSE).
+    ``POST /agui`` and ``/agui/{name}`` (AG-UI: a run in, its events back as SSE);
+    ``/mcp`` (MCP, Streamable HTTP: each agent a tool).
 
     Serve it with Hypercorn's trio worker (``kova serve`` does), or mount it into your own
     Starlette/FastAPI app served on trio. The app's lifespan opens the agents not open yet
@@ -103,9 +86,9 @@ def app(
     """
     from starlette.applications import Starlette
 
-    from . import _agui, _openai
+    from . import _agui, _mcp, _openai
 
-    named = _agent_names(agents)
+    named = agent_names(agents)
     if token is not None and (not isinstance(token, str) or len(token) < 16):
         raise ValueError("token must be a string of at least 16 characters")
     if authorize is not None and not callable(authorize):
@@ -119,16 +102,19 @@ def app(
             raise ValueError(f"{name} must be a positive integer, not {value!r}")
     served = Served(named, max_body_bytes=max_body_bytes, max_prompt_chars=max_prompt_chars)
 
+    mcp, mcp_sessions = _mcp.mounted(named, max_prompt_chars=max_prompt_chars)
+
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
             for agent in named.values():
                 if not agent.is_open:
                     await stack.enter_async_context(agent)
+            await stack.enter_async_context(mcp_sessions.run())
             yield
 
     paused = _agui.Paused(max_paused_runs)
-    routes = [*_openai.routes(served), *_agui.routes(served, paused)]
+    routes = [*_openai.routes(served), *_agui.routes(served, paused), mcp]
     public = PUBLIC_PATHS
     if web is not None:
         from ..web._asgi import PATHS

@@ -27,7 +27,32 @@ if TYPE_CHECKING:
     from ..agent import Agent
     from ._app import Served
 
-__all__ = ["PausedTurn", "Watched", "failure", "find_agent"]
+__all__ = ["PausedTurn", "Watched", "agent_names", "failure", "find_agent"]
+
+
+def agent_names(agents: tuple[Agent, ...]) -> dict[str, Agent]:
+    """The agents by name.
+
+    Raises:
+        ValueError: no agents, or two with one name.
+        TypeError: something other than an agent.
+    """
+    from ..agent import Agent
+
+    if not agents:
+        raise ValueError("kova.serve.app() needs at least one agent")
+    named: dict[str, Agent] = {}
+    for agent in agents:
+        if not isinstance(agent, Agent):
+            raise TypeError(f"kova.serve.app() takes agents, not {type(agent).__name__}")
+        name = agent.config.name
+        if name in named:
+            raise ValueError(
+                f"two agents are named {name!r}: give each its own (AgentBuilder().name(...)); "
+                "the name is the model clients ask for"
+            )
+        named[name] = agent
+    return named
 
 
 class PausedTurn(KovaError):
