@@ -44,6 +44,7 @@ from ._models import Image as Image
 from ._models import InferenceConfig as InferenceConfig
 from ._models import JSONObject as JSONObject
 from ._models import JSONValue as JSONValue
+from ._models import MediaOutput as MediaOutput
 from ._models import Message as Message
 from ._models import RedactedThinking as RedactedThinking
 from ._models import ResponseFormat as ResponseFormat
@@ -160,6 +161,7 @@ __all__ = [
     "McpCallInterruptedError",
     "McpError",
     "McpUnavailableError",
+    "MediaOutput",
     "Message",
     "ModelNotFound",
     "ProviderAuthError",

@@ -107,6 +107,9 @@ from ._stream_events import (
     ErrorEvent as ErrorEvent,
 )
 from ._stream_events import (
+    MediaOutput as MediaOutput,
+)
+from ._stream_events import (
     SignedThinking as SignedThinking,
 )
 from ._stream_events import (
@@ -154,6 +157,7 @@ __all__ = [
     "RedactedThinking",
     "ResponseFormat",
     "Role",
+    "MediaOutput",
     "SignedThinking",
     "StopEvent",
     "StopKind",

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, ClassVar, TypeAlias
 from ._record import Record, set_field
 
 if TYPE_CHECKING:
-    from ._messages import JSONObject, RedactedThinking, Thinking
+    from ._messages import Audio, Image, JSONObject, RedactedThinking, Thinking
     from ._responses import StopReason, Usage
 
 __all__ = [
     "ErrorEvent",
+    "MediaOutput",
     "SignedThinking",
     "StopEvent",
     "StreamEvent",
@@ -82,6 +83,13 @@ class SignedThinking(Record):
     block: Thinking | RedactedThinking
 
 
+class MediaOutput(Record):
+    """A picture or a recording the model answered with (Gemini's image and speech models,
+    OpenAI's spoken answers), complete: it goes into the answer's content in its place."""
+
+    block: Image | Audio
+
+
 class ToolUseStart(Record):
     """A tool call begins. ``index`` ties later deltas to it."""
 
@@ -136,6 +144,7 @@ StreamEvent: TypeAlias = (
     TextDelta
     | ThinkingDelta
     | SignedThinking
+    | MediaOutput
     | ToolUseStart
     | ToolUseDelta
     | ToolUseEnd

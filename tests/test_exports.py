@@ -48,6 +48,7 @@ PUBLIC: dict[str, tuple[str, ...]] = {
         "McpCallInterruptedError",
         "McpError",
         "McpUnavailableError",
+        "MediaOutput",
         "Message",
         "ModelNotFound",
         "ProviderAuthError",

@@ -14,6 +14,7 @@ from .._models import (
     ContentBlock,
     ErrorEvent,
     JSONObject,
+    MediaOutput,
     ModelResponse,
     SignedThinking,
     StopEvent,
@@ -198,7 +199,7 @@ class ResponseAccumulator:
                         pending = self._tools.get(index)
                         if pending is not None:
                             pending.metadata = {**(pending.metadata or {}), **metadata}
-                case SignedThinking(block=block):
+                case SignedThinking(block=block) | MediaOutput(block=block):
                     items.append(block)
                 case StopEvent():
                     self._stop = event

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, assert_never
 from .._json import dumps_bytes
 from .._models import (
     ErrorEvent,
+    MediaOutput,
     SignedThinking,
     StopEvent,
     TextDelta,
@@ -68,6 +69,7 @@ from ._script import ErrorReply, Script, ScriptExhaustedError, ScriptLike, Strea
 from ._wire.gemini import (
     decode_request,
     function_call_part,
+    media_part,
     response_json,
     status_name,
     stop_to_finish_reason,
@@ -330,6 +332,8 @@ class _ChunkEncoder:
                 return self._candidate([thought_part("", metadata)])
             case SignedThinking():
                 return b""
+            case MediaOutput(block=block):
+                return self._candidate([media_part(block)])
             case _:
                 assert_never(event)
 

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, assert_never
 from .._json import dumps_bytes
 from .._models import (
     ErrorEvent,
+    MediaOutput,
     SignedThinking,
     StopEvent,
     TextDelta,
@@ -215,7 +216,7 @@ class _LineEncoder:
                 return b""
             case ErrorEvent(message=message):
                 return _line({"error": message})
-            case SignedThinking():
+            case SignedThinking() | MediaOutput():
                 return b""
             case _:
                 assert_never(event)

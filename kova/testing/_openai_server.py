@@ -48,6 +48,7 @@ from .._json import dumps_bytes
 from .._models import (
     Audio,
     ErrorEvent,
+    MediaOutput,
     ModelResponse,
     SignedThinking,
     StopEvent,
@@ -358,6 +359,11 @@ class _ChunkEncoder:
                 }
                 return b"data: " + json.dumps(error, separators=(",", ":")).encode() + b"\n\n"
             case ToolUseEnd() | SignedThinking():
+                return b""
+            case MediaOutput(block=Audio(data=data)) if data is not None:
+                # A spoken answer streams its speech in audio.data pieces (here one).
+                return self._chunk({"audio": {"id": "audio_fake", "data": data}})
+            case MediaOutput():
                 return b""
             case _:
                 assert_never(event)

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Literal, assert_never
 from .._json import utf8_safe
 from .._models import (
     ErrorEvent,
+    MediaOutput,
     ModelResponse,
     RedactedThinking,
     SignedThinking,
@@ -655,6 +656,8 @@ class _EventEncoder:
                     }
                     return self._event("response.failed", response=failed)
                 return self._event("error", error=error)
+            case MediaOutput():
+                return b""  # the fake answers no generated images yet
             case _:
                 assert_never(event)
 

@@ -13,8 +13,11 @@ import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from .._models import (
+    Audio,
     ChatRequest,
+    Image,
     InferenceConfig,
+    MediaOutput,
     Message,
     ModelResponse,
     RedactedThinking,
@@ -352,6 +355,8 @@ def response_to_events(response: ModelResponse, *, chunk_chars: int = 8) -> list
                     events.append(SignedThinking(block=block))
             case RedactedThinking():
                 events.append(SignedThinking(block=block))
+            case Image() | Audio():
+                events.append(MediaOutput(block=block))
             case ToolUse(id=id_, name=name, input=arguments, provider_metadata=metadata):
                 events.append(
                     ToolUseStart(index=index, id=id_, name=name, provider_metadata=metadata)

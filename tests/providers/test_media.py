@@ -26,6 +26,7 @@ from kova import (
     InferenceConfig,
     InvalidRequest,
     JSONValue,
+    MediaOutput,
     Message,
     ResponseFormat,
     StopReason,
@@ -329,7 +330,8 @@ PNG64 = (
 PCM = bytes(range(256)) * 4
 
 
-async def test_gemini_answers_with_pictures_and_speech_come_back_as_blocks() -> None:
+@pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])
+async def test_gemini_answers_with_pictures_and_speech_come_back_as_blocks(stream: bool) -> None:
     answer = ModelResponse(
         content=(
             Text(text="Here is the chart, and the summary read aloud."),
@@ -342,7 +344,13 @@ async def test_gemini_answers_with_pictures_and_speech_come_back_as_blocks() -> 
     open_server, build = FAKES["gemini"]
     async with open_server(script) as server:
         async with AgentBuilder().provider(build(server)).build() as agent:
-            first = await agent.run("Chart the numbers and read me the summary.")
+            if stream:
+                async with agent.stream("Chart the numbers and read me the summary.") as events:
+                    received = [event async for event in events]
+                assert isinstance(received[-1], TurnCompleted)
+                first = received[-1].response
+            else:
+                first = await agent.run("Chart the numbers and read me the summary.")
             history = [
                 Message.user("Chart the numbers and read me the summary."),
                 *first.new_messages,
@@ -459,7 +467,41 @@ def test_a_streamed_spoken_openai_answer_streams_its_transcript_as_text() -> Non
         {"choices": [{"index": 0, "delta": {"audio": {"transcript": "is 1,240."}}}]},
         {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
     ]
+    chunks[2]["choices"][0]["delta"]["audio"]["data"] = "AQI="  # type: ignore[index]
     body = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks) + "data: [DONE]\n\n"
     events, error = run(CODECS["openai"], [body.encode()])
     assert error is None
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["The total ", "is 1,240."]
+    # Each chunk's audio.data is base64 of its own bytes: the speech is their bytes joined.
+    speech = [e.block for e in events if isinstance(e, MediaOutput)]
+    assert speech == [Audio(data=b"\0\0" + b"\1\2", format="wav")]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])
+async def test_an_openai_spoken_answer_comes_back_as_text_and_audio(stream: bool) -> None:
+    spoken = ModelResponse(
+        content=(Text(text="The total is 1,240 euros."), Audio(data=PCM, format="pcm16")),
+        stop_reason=StopReason.END_TURN,
+    )
+    async with open_openai_server(Script([spoken])) as server:
+        provider = OpenAiCompatibleProvider(
+            OpenAiConfig(
+                model="gpt-4o-audio-preview",
+                base_url=server.base_url,
+                api_key="k",
+                audio_voice="alloy",
+                audio_format="pcm16",
+            )
+        )
+        async with AgentBuilder().provider(provider).build() as agent:
+            if stream:
+                async with agent.stream("What is the total?") as events:
+                    received = [event async for event in events]
+                assert isinstance(received[-1], TurnCompleted)
+                response = received[-1].response
+            else:
+                response = await agent.run("What is the total?")
+    assert response.new_messages[-1].content == spoken.content
+    body = server.requests[0].json()
+    assert isinstance(body, dict)
+    assert body["audio"] == {"voice": "alloy", "format": "pcm16"}

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from ..._errors import InvalidResponse, KovaError, StreamError
 from ..._models import (
+    MediaOutput,
     SignedThinking,
     StopEvent,
     StopReason,
@@ -46,6 +47,7 @@ from .._codec import optional_str
 from .._json import parse_json
 from ._convert import (
     PROVIDER,
+    answer_media,
     blocked_reason,
     decode_usage,
     finish_reason_to_stop,
@@ -209,6 +211,8 @@ class GeminiStreamDecoder:
                     )
                 )
                 out.append(ToolUseEnd(index=index))
+            elif "inlineData" in part:
+                out.append(MediaOutput(block=answer_media(part["inlineData"])))
 
     def _stop(self, stop: StopReason, out: list[StreamEvent], chunk: Mapping[str, object]) -> None:
         """End the answer; ``chunk`` (the one that ended it) names its model and id."""

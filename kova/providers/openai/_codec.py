@@ -73,7 +73,9 @@ class OpenAiCodec(
         )
 
     def stream_decoder(self) -> OpenAiStreamDecoder:
-        return OpenAiStreamDecoder(keep_reasoning=self.config.echo_reasoning)
+        return OpenAiStreamDecoder(
+            keep_reasoning=self.config.echo_reasoning, audio_format=self.config.audio_format
+        )
 
     def error_details(self, body: JSONValue) -> ErrorDetails:
         return openai_error_details(body)

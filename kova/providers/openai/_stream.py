@@ -33,11 +33,14 @@ The hot path per chunk is one ``json.loads`` and a few dict lookups.
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import TYPE_CHECKING
 
 from ..._errors import InvalidResponse, KovaError, StreamError
 from ..._models import (
+    Audio,
+    MediaOutput,
     SignedThinking,
     StopEvent,
     StopReason,
@@ -69,6 +72,8 @@ class OpenAiStreamDecoder:
 
     __slots__ = (
         "_arguments",
+        "_audio",
+        "_audio_format",
         "_done",
         "_ids",
         "_last_index",
@@ -80,8 +85,11 @@ class OpenAiStreamDecoder:
         "error",
     )
 
-    def __init__(self, *, keep_reasoning: bool = False) -> None:
+    def __init__(self, *, keep_reasoning: bool = False, audio_format: str = "wav") -> None:
         self.error: KovaError | None = None
+        self._audio: list[bytes] = []
+        """A spoken answer's speech so far (each chunk's ``audio.data`` is base64 of its own)."""
+        self._audio_format = audio_format
         self._reasoning: list[str] | None = [] if keep_reasoning else None
         """With ``keep_reasoning``: reasoning text not yet emitted as a ``SignedThinking``."""
         self._open_calls: list[int] = []
@@ -191,6 +199,14 @@ class OpenAiStreamDecoder:
             if transcript and isinstance(transcript, str):
                 self._saw_text = True
                 out.append(TextDelta(text=transcript))
+            data = audio.get("data")
+            if data and isinstance(data, str):
+                try:
+                    self._audio.append(base64.b64decode(data, validate=True))
+                except ValueError as exc:
+                    raise InvalidResponse(
+                        f"a spoken answer's audio.data is not base64: {exc}", provider=PROVIDER
+                    ) from exc
 
     def _tool_calls(self, calls: list[Mapping[str, object]], out: list[StreamEvent]) -> None:
         for call in calls:
@@ -243,6 +259,10 @@ class OpenAiStreamDecoder:
         events: list[StreamEvent] = []
         if self._reasoning:
             self._flush_reasoning(events)
+        if self._audio:
+            speech = Audio(data=b"".join(self._audio), format=self._audio_format)
+            self._audio = []
+            events.append(MediaOutput(block=speech))
         for index in self._open_calls:
             raw = "".join(self._arguments.get(index, ()))
             metadata = canonical_arguments(raw)

@@ -320,6 +320,15 @@ def thought_part(text: str, metadata: Mapping[str, JSONValue] | None) -> dict[st
     return part
 
 
+def media_part(block: Image | Audio) -> dict[str, JSONValue]:
+    """An answer's picture or recording as an ``inlineData`` part; a speech model answers in
+    raw 16-bit PCM, with its rate in the type."""
+    media_type = block.media_type
+    if isinstance(block, Audio) and block.format == "pcm16":
+        media_type = "audio/L16;codec=pcm;rate=24000"
+    return {"inlineData": {"mimeType": media_type, "data": block.data}}
+
+
 def response_json(
     response: ModelResponse, model: str, *, response_id: str = "kova-fake"
 ) -> dict[str, JSONValue]:
@@ -337,14 +346,8 @@ def response_json(
             parts.append(function_call_part(block))
         elif isinstance(block, Thinking):
             parts.append(thought_part(block.text, block.provider_metadata))
-        elif isinstance(block, Image) and block.data is not None:
-            parts.append({"inlineData": {"mimeType": block.media_type, "data": block.data}})
-        elif isinstance(block, Audio) and block.data is not None:
-            # A speech model answers in raw 16-bit PCM, with its rate in the type.
-            media_type = "audio/L16;codec=pcm;rate=24000"
-            if block.format != "pcm16":
-                media_type = block.media_type
-            parts.append({"inlineData": {"mimeType": media_type, "data": block.data}})
+        elif isinstance(block, Image | Audio) and block.data is not None:
+            parts.append(media_part(block))
     body: dict[str, JSONValue] = {
         "candidates": [
             {
