@@ -505,3 +505,16 @@ async def test_an_openai_spoken_answer_comes_back_as_text_and_audio(stream: bool
     body = server.requests[0].json()
     assert isinstance(body, dict)
     assert body["audio"] == {"voice": "alloy", "format": "pcm16"}
+
+
+def test_a_picture_another_model_answered_with_stays_out_of_an_anthropic_assistant_turn() -> None:
+    history = [
+        Message.user("Draw a chart"),
+        Message.assistant([Text(text="Here it is."), Image(media_type="image/png", data=PNG64)]),
+        Message.user([Text(text="And this one?"), Image(media_type="image/png", data=PNG64)]),
+    ]
+    request = ChatRequest(messages=history, config=InferenceConfig(max_tokens=8))
+    body = CODECS["anthropic"].encode(request, stream=False).body
+    assistant, user = body["messages"][1], body["messages"][2]
+    assert assistant["content"] == [{"type": "text", "text": "Here it is."}]
+    assert [part["type"] for part in user["content"]] == ["text", "image"]

@@ -174,6 +174,10 @@ def _block(block: ContentBlock, role: Role) -> dict[str, JSONValue] | None:
             # The API rejects empty text blocks.
             return {"type": "text", "text": text} if text else None
         case Image():
+            if role is Role.ASSISTANT:
+                # A picture another provider's model answered with: the Messages API takes
+                # no images in assistant turns (see kova.providers._media).
+                return None
             return _image(block)
         case Document():
             return _document(block)
