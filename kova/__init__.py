@@ -11,6 +11,7 @@ from ._errors import ActorError as ActorError
 from ._errors import ActorFailed as ActorFailed
 from ._errors import AgentLoopError as AgentLoopError
 from ._errors import BuildError as BuildError
+from ._errors import ConfigError as ConfigError
 from ._errors import ContextBudgetExceededError as ContextBudgetExceededError
 from ._errors import InvalidRequest as InvalidRequest
 from ._errors import InvalidResponse as InvalidResponse
@@ -142,6 +143,7 @@ __all__ = [
     "Audio",
     "BuildError",
     "CancelToken",
+    "ConfigError",
     "ContentBlock",
     "ContextBudgetExceededError",
     "Document",

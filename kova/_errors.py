@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import enum
+import math
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ __all__ = [
     "ApprovalMismatchError",
     "BudgetExceeded",
     "BuildError",
+    "ConfigError",
     "ContextBudgetExceededError",
     "InvalidRequest",
     "InvalidResponse",
@@ -53,6 +55,7 @@ __all__ = [
     "ToolNotFoundError",
     "TurnCancelled",
     "UsageLimitExceeded",
+    "check_seconds",
     "classify_status",
     "error_for_class",
     "parse_retry_after",
@@ -79,6 +82,33 @@ class BuildError(KovaError):
     Raised where the mistake is made: by ``build()`` and the builder's methods for a bad value,
     and at run time for a misuse of the agent itself (running one that is not open, opening
     one twice)."""
+
+
+class ConfigError(BuildError, builtins.ValueError):
+    """A configuration value kova cannot use (a negative or non-finite duration, ...), raised
+    where the config is made; the message names the field. Also a builtin ``ValueError``."""
+
+
+def check_seconds(name: str, value: object, *, optional: bool = False, zero: bool = False) -> None:
+    """Check that ``value`` is a duration kova can wait: a finite number of seconds, positive
+    (or zero where ``zero``), or ``None`` where ``optional`` (no deadline). NaN made every
+    wait fail in trio with a raw ``ValueError``; infinity is what ``None`` says.
+
+    Raises:
+        ConfigError: naming ``name``, for a value that is negative, zero (unless ``zero``),
+            NaN or infinite.
+        TypeError: not a number (a ``bool`` is none).
+    """
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
+    if not math.isfinite(value):
+        instead = " (None means no deadline)" if optional else ""
+        raise ConfigError(f"{name} must be a finite number of seconds, got {value!r}{instead}")
+    if value < 0 or (value == 0 and not zero):
+        wanted = "must not be negative" if zero else "must be a positive number of seconds"
+        raise ConfigError(f"{name} {wanted}, got {value!r}")
 
 
 class ProviderErrorClass(enum.Enum):

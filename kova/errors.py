@@ -4,6 +4,7 @@ The tree (the one copy of it; docs/errors.md says what to catch for what)::
 
     KovaError
     ├── BuildError                    misconfigured, or used outside its lifecycle (not open yet)
+    │   └── ConfigError               a config value out of range, naming it (also a ValueError)
     ├── ProviderError                 the model provider answered with an error (.error_class)
     │   ├── ProviderAuthError         AUTH_INVALID (401), AUTH_FORBIDDEN (403), or no credentials
     │   ├── RateLimited               RATE_LIMITED (429); carries retry_after
@@ -69,6 +70,7 @@ from ._errors import AgentLoopError as AgentLoopError
 from ._errors import ApprovalMismatchError as ApprovalMismatchError
 from ._errors import BudgetExceeded as BudgetExceeded
 from ._errors import BuildError as BuildError
+from ._errors import ConfigError as ConfigError
 from ._errors import ContextBudgetExceededError as ContextBudgetExceededError
 from ._errors import InvalidRequest as InvalidRequest
 from ._errors import InvalidResponse as InvalidResponse
@@ -110,6 +112,7 @@ __all__ = [
     "ApprovalMismatchError",
     "BudgetExceeded",
     "BuildError",
+    "ConfigError",
     "ContextBudgetExceededError",
     "DuplicateToolError",
     "InvalidRequest",

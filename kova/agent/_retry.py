@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import random
 
-from .._errors import KovaError, ProviderError
+from .._errors import ConfigError, KovaError, ProviderError
 from .._record import Record
 
 __all__ = ["RetryConfig"]
@@ -51,11 +51,13 @@ class RetryConfig(Record):
                 raise TypeError(f"{name} must be a number of seconds, got {value!r}")
             # ``not >=`` also refuses NaN, which would make a delay (and a retry) never end.
             if not value >= 0:
-                raise ValueError(f"{name} must not be negative, got {value}")
+                raise ConfigError(f"RetryConfig.{name} must not be negative or NaN, got {value}")
             if name != "max_retry_after" and not math.isfinite(value):
-                raise ValueError(f"{name} must be finite, got {value}")
+                raise ConfigError(f"RetryConfig.{name} must be finite, got {value}")
         if self.jitter > 1:
-            raise ValueError(f"jitter is a fraction between 0 and 1, got {self.jitter}")
+            raise ConfigError(
+                f"RetryConfig.jitter is a fraction between 0 and 1, got {self.jitter}"
+            )
 
     @classmethod
     def disabled(cls) -> RetryConfig:

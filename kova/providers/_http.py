@@ -73,6 +73,7 @@ from .._errors import (
     ProviderError,
     ProviderErrorClass,
     StreamError,
+    check_seconds,
     parse_retry_after,
 )
 from .._json import JsonNestingError, dumps_bytes, loads
@@ -646,6 +647,12 @@ class HttpTransport:
     ) -> None:
         if client is not None and transport is not None:
             raise ValueError("pass either client= or transport=, not both")
+        for name, seconds in (
+            ("timeout", timeout),
+            ("connect_timeout", connect_timeout),
+            ("total_timeout", total_timeout),
+        ):
+            check_seconds(name, seconds, optional=True)
         self.provider = provider
         self.base_url = base_url
         self.timeout = timeout

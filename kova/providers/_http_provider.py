@@ -32,7 +32,13 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 import trio
 
-from .._errors import InvalidResponse, KovaError, KovaTimeoutError, ProviderError
+from .._errors import (
+    InvalidResponse,
+    KovaError,
+    KovaTimeoutError,
+    ProviderError,
+    check_seconds,
+)
 from .._json import loads
 from .._models import ModelInfo, UsageEvent
 from .._secret import forget_locals, mask_exception
@@ -284,6 +290,7 @@ class HttpProvider(Generic[FrameT]):
         client: httpx2.AsyncClient | None = None,
         transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
+        check_seconds("stream_timeout", stream_timeout, optional=True)
         self.codec = codec
         self._stream_timeout = stream_timeout
         self._http = HttpTransport(

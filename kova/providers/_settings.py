@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 import attrs
 
-from .._errors import ProviderError
+from .._errors import ProviderError, check_seconds
 from .._secret import Secret, SecretHeaders
-from ._checks import check_header_text, check_int, check_number, header_map
+from ._checks import check_header_text, check_int, header_map
 
 if TYPE_CHECKING:
     from .._errors import ProviderAuthError
@@ -48,15 +48,23 @@ def _positive(_instance: object, attribute: attrs.Attribute[Any], value: float |
         raise ValueError(f"{attribute.name} must be positive, got {value}")
 
 
+def _seconds(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    check_seconds(attribute.name, value)
+
+
+def _optional_seconds(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    check_seconds(attribute.name, value, optional=True)
+
+
 def seconds_field(default: float) -> Any:
-    """A required positive number of seconds, ``default`` unless given (typed ``Any``: the
-    attrs plugin takes the annotation of the field it is assigned to)."""
-    return attrs.field(default=default, validator=[check_number, _positive])
+    """A required positive, finite number of seconds, ``default`` unless given (typed
+    ``Any``: the attrs plugin takes the annotation of the field it is assigned to)."""
+    return attrs.field(default=default, validator=_seconds)
 
 
 def optional_seconds_field(default: float | None) -> Any:
-    """Positive seconds or ``None`` (no deadline), ``default`` unless given."""
-    return attrs.field(default=default, validator=[check_number, _positive])
+    """Positive, finite seconds or ``None`` (no deadline), ``default`` unless given."""
+    return attrs.field(default=default, validator=_optional_seconds)
 
 
 _NO_KEY = Secret("")

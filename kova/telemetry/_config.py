@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 import structlog
 
-from .._errors import BuildError
+from .._errors import BuildError, check_seconds
 from .._record import EMPTY, Record
 
 if TYPE_CHECKING:
@@ -83,8 +83,9 @@ def _check_flag(_instance: object, attribute: attrs.Attribute[bool], value: obje
 
 
 def _check_interval(_instance: object, _attribute: object, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise BuildError(f"metric_interval must be a positive number of seconds, got {value!r}")
+    check_seconds("metric_interval", value)
 
 
 class ExporterConfig(Record):

@@ -17,6 +17,8 @@ from typing import Literal
 
 import attrs
 
+from .._errors import ConfigError
+
 __all__ = ["ToolPolicy", "WebPolicy"]
 
 WebFormat = Literal["markdown", "text", "html"]
@@ -36,7 +38,7 @@ def _seconds(value: float | datetime.timedelta) -> float:
 def _positive(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
     # inf would mean "never", which a limit must not: say None-free finite seconds.
     if not (value > 0 and math.isfinite(value)):
-        raise ValueError(f"{attribute.name} must be a positive, finite number, got {value!r}")
+        raise ConfigError(f"{attribute.name} must be a positive, finite number, got {value!r}")
 
 
 def _check_int(attribute: attrs.Attribute[int], value: object) -> None:
