@@ -30,6 +30,7 @@ import trio
 from .._errors import SessionConflictError, SessionError
 from .._extras import require_extra as _require_extra
 from ._store import (
+    MessageCache,
     SessionInfo,
     SessionState,
     SessionStore,
@@ -137,6 +138,7 @@ class PostgresSessionStore(SessionStore):
         self._threads = pool.max_size
         self._limiter: trio.CapacityLimiter | None = None
         self._ready = False
+        self._cache = MessageCache()
 
     def __repr__(self) -> str:
         return f"PostgresSessionStore(pool={self.pool.name!r})"
@@ -227,21 +229,28 @@ class PostgresSessionStore(SessionStore):
             # One snapshot for both reads.
             connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             row = connection.execute(
-                "SELECT version, pending, title FROM kova_sessions WHERE id = %s", (session_id,)
+                "SELECT version, pending, title, created FROM kova_sessions WHERE id = %s",
+                (session_id,),
             ).fetchone()
             if row is None:
+                self._cache.drop(session_id)
                 return SessionState(version=0)
-            rows = connection.execute(
-                "SELECT turn, body FROM kova_session_messages WHERE session_id = %s ORDER BY seq",
-                (session_id,),
-            ).fetchall()
-        where = f"session {session_id!r}"
+            cached = self._cache.get(session_id, row[0], row[3])
+            if cached is None:
+                rows = connection.execute(
+                    "SELECT turn, body FROM kova_session_messages WHERE session_id = %s "
+                    "ORDER BY seq",
+                    (session_id,),
+                ).fetchall()
+        if cached is None:
+            where = f"session {session_id!r}"
+            cached = (
+                tuple(message_from_text(body, where) for _, body in rows),
+                tuple(turn for turn, _ in rows),
+            )
+            self._cache.put(session_id, row[0], row[3], *cached)
         return SessionState(
-            version=row[0],
-            messages=tuple(message_from_text(body, where) for _, body in rows),
-            turns=tuple(turn for turn, _ in rows),
-            pending=row[1],
-            title=row[2],
+            version=row[0], messages=cached[0], turns=cached[1], pending=row[1], title=row[2]
         )
 
     def _write(
@@ -254,9 +263,10 @@ class PostgresSessionStore(SessionStore):
         now = time.time()
         with connection.transaction():
             row = connection.execute(
-                "SELECT version, messages FROM kova_sessions WHERE id = %s FOR UPDATE",
+                "SELECT version, messages, created FROM kova_sessions WHERE id = %s FOR UPDATE",
                 (session_id,),
             ).fetchone()
+            created = now if row is None else row[2]
             if row is None:
                 if change.version != 0:
                     raise SessionConflictError(session_id, change.version, 0)
@@ -282,7 +292,7 @@ class PostgresSessionStore(SessionStore):
                     raise SessionConflictError(session_id, 0, 1)
                 version, keep = 0, 0
             else:
-                version, count = row
+                version, count, _ = row
                 if version != change.version:
                     raise SessionConflictError(session_id, change.version, version)
                 keep = change.keep
@@ -318,6 +328,7 @@ class PostgresSessionStore(SessionStore):
                             for index, body in enumerate(rows)
                         ],
                     )
+        self._cache.wrote(session_id, int(version), created, change)
         return int(version) + 1
 
     def _list(self, connection: psycopg.Connection[Any]) -> builtins.list[SessionInfo]:
@@ -340,6 +351,7 @@ class PostgresSessionStore(SessionStore):
         ]
 
     def _delete(self, connection: psycopg.Connection[Any], session_id: str) -> None:
+        self._cache.drop(session_id)
         with connection.transaction():
             connection.execute(
                 "DELETE FROM kova_session_messages WHERE session_id = %s", (session_id,)

@@ -31,6 +31,7 @@ import trio
 
 from .._errors import SessionConflictError, SessionError
 from ._store import (
+    MessageCache,
     SessionInfo,
     SessionState,
     SessionStore,
@@ -112,6 +113,7 @@ class SqliteSessionStore(SessionStore):
         self._lock = threading.Lock()
         self._ready = False
         self._closed = False
+        self._cache = MessageCache()
 
     def __repr__(self) -> str:
         return f"SqliteSessionStore({str(self.path)!r})"
@@ -234,21 +236,28 @@ class SqliteSessionStore(SessionStore):
     def _read(self, connection: sqlite3.Connection, session_id: str) -> SessionState:
         with _transaction(connection, write=False):
             row = connection.execute(
-                "SELECT version, pending, title FROM kova_sessions WHERE id = ?", (session_id,)
+                "SELECT version, pending, title, created FROM kova_sessions WHERE id = ?",
+                (session_id,),
             ).fetchone()
             if row is None:
+                self._cache.drop(session_id)
                 return SessionState(version=0)
-            rows = connection.execute(
-                "SELECT turn, body FROM kova_session_messages WHERE session_id = ? ORDER BY seq",
-                (session_id,),
-            ).fetchall()
-        where = f"session {session_id!r}"
+            cached = self._cache.get(session_id, row[0], row[3])
+            if cached is None:
+                rows = connection.execute(
+                    "SELECT turn, body FROM kova_session_messages WHERE session_id = ? "
+                    "ORDER BY seq",
+                    (session_id,),
+                ).fetchall()
+        if cached is None:
+            where = f"session {session_id!r}"
+            cached = (
+                tuple(message_from_text(body, where) for _, body in rows),
+                tuple(turn for turn, _ in rows),
+            )
+            self._cache.put(session_id, row[0], row[3], *cached)
         return SessionState(
-            version=row[0],
-            messages=tuple(message_from_text(body, where) for _, body in rows),
-            turns=tuple(turn for turn, _ in rows),
-            pending=row[1],
-            title=row[2],
+            version=row[0], messages=cached[0], turns=cached[1], pending=row[1], title=row[2]
         )
 
     def _write(
@@ -261,9 +270,10 @@ class SqliteSessionStore(SessionStore):
         now = time.time()
         with _transaction(connection):
             row = connection.execute(
-                "SELECT version, messages FROM kova_sessions WHERE id = ?", (session_id,)
+                "SELECT version, messages, created FROM kova_sessions WHERE id = ?",
+                (session_id,),
             ).fetchone()
-            version, count = (0, 0) if row is None else row
+            version, count, created = (0, 0, now) if row is None else row
             if version != change.version:
                 raise SessionConflictError(session_id, change.version, version)
             keep = change.keep
@@ -311,6 +321,7 @@ class SqliteSessionStore(SessionStore):
                         session_id,
                     ),
                 )
+        self._cache.wrote(session_id, version, created, change)
         return version + 1
 
     def _list(self, connection: sqlite3.Connection) -> builtins.list[SessionInfo]:
@@ -334,6 +345,7 @@ class SqliteSessionStore(SessionStore):
         ]
 
     def _delete(self, connection: sqlite3.Connection, session_id: str) -> None:
+        self._cache.drop(session_id)
         with _transaction(connection):
             connection.execute(
                 "DELETE FROM kova_session_messages WHERE session_id = ?", (session_id,)

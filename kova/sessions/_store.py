@@ -20,7 +20,9 @@ append; nothing half-written is ever stored.
 from __future__ import annotations
 
 import abc
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from ..agent._structured import StructuredStream
 
 __all__ = [
+    "MessageCache",
     "Session",
     "SessionInfo",
     "SessionState",
@@ -543,6 +546,89 @@ def _title(messages: Iterable[Message]) -> str | None:
                     title = title[: TITLE_LENGTH - 1] + "\N{HORIZONTAL ELLIPSIS}"
                 return title
     return None
+
+
+class MessageCache:
+    """The decoded messages of recently used sessions, by (session id, version, created):
+    a load whose session is unchanged since this store last read or wrote it reads one row
+    instead of every message (and decodes none). ``created`` tells a session deleted and
+    made again (its versions start over) from the one cached. Bounded by ``limit`` messages
+    in all, least recently used first out; safe from the store's worker threads."""
+
+    __slots__ = ("_entries", "_limit", "_lock", "_size")
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self._entries: OrderedDict[str, tuple[int, float, tuple[Message, ...], tuple[int, ...]]] = (
+            OrderedDict()
+        )
+        self._limit = limit
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(
+        self, session_id: str, version: int, created: float
+    ) -> tuple[tuple[Message, ...], tuple[int, ...]] | None:
+        with self._lock:
+            entry = self._entries.get(session_id)
+            if entry is None or entry[0] != version or entry[1] != created:
+                return None
+            self._entries.move_to_end(session_id)
+            return entry[2], entry[3]
+
+    def put(
+        self,
+        session_id: str,
+        version: int,
+        created: float,
+        messages: tuple[Message, ...],
+        turns: tuple[int, ...],
+    ) -> None:
+        with self._lock:
+            old = self._entries.pop(session_id, None)
+            if old is not None:
+                self._size -= len(old[2])
+            if len(messages) > self._limit:
+                return
+            self._entries[session_id] = (version, created, messages, turns)
+            self._size += len(messages)
+            while self._size > self._limit:
+                _, dropped = self._entries.popitem(last=False)
+                self._size -= len(dropped[2])
+
+    def wrote(
+        self,
+        session_id: str,
+        before: int,
+        created: float,
+        change: SessionWrite,
+    ) -> None:
+        """After ``change`` was committed over version ``before``: the cached messages (if
+        they were that version's) become the new version's."""
+        with self._lock:
+            entry = self._entries.get(session_id)
+        if before == 0:
+            base: tuple[tuple[Message, ...], tuple[int, ...]] | None = ((), ())
+        elif entry is not None and entry[0] == before and entry[1] == created:
+            base = entry[2], entry[3]
+        else:
+            base = None
+        if base is None:
+            self.drop(session_id)
+            return
+        keep = change.keep
+        self.put(
+            session_id,
+            before + 1,
+            created,
+            (*base[0][:keep], *change.messages),
+            (*base[1][:keep], *(change.turn,) * len(change.messages)),
+        )
+
+    def drop(self, session_id: str) -> None:
+        with self._lock:
+            old = self._entries.pop(session_id, None)
+            if old is not None:
+                self._size -= len(old[2])
 
 
 def check_session_id_text(value: str) -> str | None:

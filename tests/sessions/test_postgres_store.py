@@ -12,6 +12,8 @@ from kova.errors import SessionConflictError, SessionError
 from kova.sessions import PostgresSessionStore, SessionWrite
 from kova.testing import check_session_store
 
+from .test_sqlite_store import _never_stale
+
 
 async def test_the_suite_passes_on_the_postgres_store(postgres_db: str) -> None:
     await check_session_store(lambda: PostgresSessionStore(postgres_db))
@@ -65,3 +67,8 @@ def test_bad_arguments_are_refused() -> None:
         PostgresSessionStore(pool=object())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_size"):
         PostgresSessionStore("postgresql://x", max_size=0)
+
+
+async def test_a_store_never_serves_messages_another_changed(postgres_db: str) -> None:
+    async with PostgresSessionStore(postgres_db) as one, PostgresSessionStore(postgres_db) as two:
+        await _never_stale(one, two)

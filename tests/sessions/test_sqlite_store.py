@@ -10,7 +10,7 @@ import trio
 
 from kova import Message
 from kova.errors import SessionBusyError, SessionConflictError, SessionError
-from kova.sessions import SessionState, SessionWrite, SqliteSessionStore
+from kova.sessions import SessionState, SessionStore, SessionWrite, SqliteSessionStore
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -106,3 +106,37 @@ async def test_a_cancelled_write_still_commits_or_not_but_never_half(tmp_path: P
         loaded = await session.load()
         assert len(loaded) % 200 == 0
         assert all(loaded[i : i + 200] == turn for i in range(0, len(loaded), 200))
+
+
+async def test_a_store_never_serves_messages_another_changed(tmp_path: Path) -> None:
+    # Each store caches the decoded messages of the sessions it used, by version and
+    # creation time: another store's append, rewind, or delete-and-make-again (versions
+    # start over) is seen on the next load.
+    path = tmp_path / "s.db"
+    async with SqliteSessionStore(path) as one, SqliteSessionStore(path) as two:
+        await _never_stale(one, two)
+
+
+async def _never_stale(one: SessionStore, two: SessionStore) -> None:
+    await one.session("c").append([Message.user("x")])
+    assert await one.session("c").load() == [Message.user("x")]
+    await two.session("c").append([Message.user("y")])
+    assert await one.session("c").load() == [Message.user("x"), Message.user("y")]
+    await two.session("c").rewind()
+    assert await one.session("c").load() == [Message.user("x")]
+    await trio.sleep(0.01)
+    await two.session("c").delete()
+    await two.session("c").append([Message.user("z")])  # version 1 again
+    assert (await one.read("c")).version == 1
+    assert await one.session("c").load() == [Message.user("z")]
+    await one.session("c").append([Message.user("w")])
+    assert await two.session("c").load() == [Message.user("z"), Message.user("w")]
+    assert await one.session("c").load() == [Message.user("z"), Message.user("w")]
+    # The same version made again elsewhere: told apart by its creation time.
+    await one.session("d").append([Message.user("first d")])
+    assert await one.session("d").load() == [Message.user("first d")]
+    await trio.sleep(0.01)
+    await two.session("d").delete()
+    await two.session("d").append([Message.user("second d")])
+    assert (await one.read("d")).version == 1
+    assert await one.session("d").load() == [Message.user("second d")]
