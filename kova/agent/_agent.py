@@ -447,6 +447,27 @@ class Agent:
         turn = partial(Agent.run, history=history, config=config, session=session)
         return run_sync(self, turn, what="run_sync")
 
+    def resume_sync(
+        self,
+        history: HistoryInput | None = None,
+        pending: PendingApprovals | None = None,
+        *,
+        config: InferenceConfig | None = None,
+        deps: object = None,
+        session: Session | None = None,
+    ) -> AgentResponse:
+        """:meth:`resume` from plain synchronous code, as :meth:`run_sync` is :meth:`run`'s:
+        a script that ran ``response = agent.run_sync(...)``, saw ``response.pending`` and
+        had the calls decided goes on with ``agent.resume_sync(history, response.pending)``.
+        Raises what :meth:`resume` and :meth:`run_sync` raise."""
+        from ._sync import run_sync
+
+        turn = partial(
+            Agent.resume, history=history, pending=pending, config=config, deps=deps,
+            session=session,
+        )  # fmt: skip
+        return run_sync(self, turn, what="resume_sync")
+
     @overload
     async def run_structured(
         self,

@@ -159,12 +159,49 @@ class _Screen:
         self._at_line_start = True
         self.prompt: str | None = None
         """The prompt on screen while waiting for the user's line (``None`` otherwise)."""
+        self._question: str | None = None
+        """An approval question waiting for its answer: it stays the last thing on screen."""
+        self._question_shown = False
+        """The cursor is right after the question (the user types the answer there)."""
 
     def write(self, text: str) -> None:
-        if text:
-            self._out.write(text)
+        if not text:
+            return
+        out = self._out
+        if self._question_shown:
+            # Other output (another tool's result) goes on lines of its own above the
+            # question, which is then asked again below it: never "[y/N] [result] ...".
+            out.write("\n")
+            self._question_shown = False
+        out.write(text)
+        self._at_line_start = text.endswith("\n")
+        if self._question is not None and self._at_line_start:
+            out.write(self._question)
+            self._question_shown = True
+            self._at_line_start = False
+        out.flush()
+
+    def ask(self, question: str) -> None:
+        """Show ``question`` on a line of its own and keep it in view until :meth:`answered`."""
+        self.write("" if self._at_line_start else "\n")
+        self._question = question
+        self.write(question)
+        self._question_shown = True
+
+    def answered(self) -> None:
+        """The user answered the question (their Enter ended its line)."""
+        if self._question is not None:
+            self._question = None
+            self._question_shown = False
+            self._at_line_start = True
+
+    def clear(self) -> None:
+        """Clear the terminal (Ctrl-L), when it is one."""
+        isatty = getattr(self._out, "isatty", None)
+        if isatty is not None and isatty():
+            self._out.write("\x1b[H\x1b[2J")
             self._out.flush()
-            self._at_line_start = text.endswith("\n")
+            self._at_line_start = True
 
     def notice(self, label: str, text: str) -> None:
         """``[label] text`` on lines of its own, whatever was being written (a prompt on
@@ -328,7 +365,7 @@ class _Chat:
             if item is None:
                 screen.write("\n")
                 return
-            text = item.strip()
+            text = self._without_form_feeds(item).strip()
             if not text:
                 continue
             if text in ("/exit", "/quit"):
@@ -362,6 +399,14 @@ class _Chat:
                 screen.write(f"unknown command {text.split()[0]}; {_HELP}\n")
                 continue
             await self._turn(text)
+
+    def _without_form_feeds(self, line: str) -> str:
+        """A line without the Ctrl-L (form feed) characters a terminal without line editing
+        put in it; Ctrl-L clears the screen, as in a shell, and never reaches the model."""
+        if "\x0c" not in line:
+            return line
+        self._screen.clear()
+        return line.replace("\x0c", "")
 
     def _tool_list(self) -> str:
         if not self._tools:
@@ -424,7 +469,7 @@ class _Chat:
         if failed:
             return
         if turn_scope.cancelled_caught or new_messages is None:
-            screen.write("\n[turn cancelled: nothing was added to the conversation]\n")
+            screen.write("\n[turn stopped: nothing was added to the conversation]\n")
             return
         self._history[:] = [*working, *new_messages]
         self._attachments.clear()
@@ -502,6 +547,7 @@ class _Chat:
             if isinstance(item, _Interrupt):
                 for ask in waiting:
                     ask.reply.send_nowait(False)
+                self._screen.answered()
                 turn_scope.cancel(reason="Ctrl-C")
                 return
             if isinstance(item, _Ask):
@@ -511,6 +557,9 @@ class _Chat:
                 continue
             if waiting:
                 ask = waiting.pop(0)
+                self._screen.answered()
+                if item is not None:
+                    item = self._without_form_feeds(item)
                 ask.reply.send_nowait(item is not None and item.strip().lower() in ("y", "yes"))
                 if waiting:
                     self._show_ask(waiting[0])
@@ -522,7 +571,7 @@ class _Chat:
     def _show_ask(self, ask: _Ask) -> None:
         arguments = _short(json.dumps(dict(ask.call.input), ensure_ascii=False))
         indent = "    " * len(ask.path)  # as the inner agent's events are
-        self._screen.write(f"\n{indent}allow {ask.call.name} {arguments}? [y/N] ")
+        self._screen.ask(f"{indent}allow {ask.call.name} {arguments}? [y/N] ")
 
 
 async def run_chat(

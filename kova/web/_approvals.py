@@ -125,10 +125,11 @@ class Approvals:
             return
         outcome: bool | str = True
         if not approve:
+            # What the model reads after "tool call denied: " and the page after "denied: ".
             outcome = (
-                f"denied by a person on the web page: {reason}"
+                f"the person on the web page said: {reason}"
                 if reason
-                else ("denied by a person on the web page")
+                else "no reason given by the person on the web page"
             )
         self._decide(pending, outcome, by="page")
 

@@ -159,7 +159,7 @@ async def test_chat_streams_cancels_with_ctrl_c_saves_and_resumes(
         await terminal.send("stall")
         await terminal.expect("Partial answer t")
         terminal.interrupt()
-        await terminal.expect("[turn cancelled: nothing was added to the conversation]")
+        await terminal.expect("[turn stopped: nothing was added to the conversation]")
         await terminal.expect("you> ")
 
         await terminal.send("count")
@@ -482,3 +482,19 @@ async def test_chat_shows_the_cost_of_each_turn_and_of_the_session(tmp_path: Pat
         await terminal.expect("you> ")
         await terminal.send("/exit")
         assert await terminal.exit_status() == 0
+
+
+@pytest.mark.usefixtures("_guard")
+async def test_ctrl_l_clears_the_screen_and_never_reaches_the_model(tmp_path: Path) -> None:
+    """Issue 44, item 11: without line editing a terminal puts Ctrl-L (a form feed) into the
+    line; it was sent to the model ("\\x0chi"). It clears the screen instead."""
+    async with open_openai_server(_model) as server:
+        terminal = Terminal(_chat_args("openai", server.base_url, tmp_path / "h.json"))
+        await terminal.expect("you> ")
+        await terminal.send("\x0chi")
+        await terminal.expect("\x1b[H\x1b[2J")
+        await terminal.expect("Hello from the fake model.")
+        await terminal.expect("you> ")
+        await terminal.send("/exit")
+        assert await terminal.exit_status() == 0
+    assert [request.messages[-1].text for request in server.chat_requests()] == ["hi"]

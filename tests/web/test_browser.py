@@ -121,7 +121,8 @@ async def test_stream_approve_and_deny_in_chromium(browser: Browser) -> None:
             await tab.evaluate(f"{card}.querySelector('button.deny').click()")
             await tab.wait_for(f"{LAST_TURN}.querySelector('.meta.done')")
         shown = await tab.evaluate(f"{LAST_TURN}.innerText")
-        assert "denied by a person on the web page: not today" in shown
+        assert "denied: the person on the web page said: not today" in shown
+        assert "denied: denied" not in shown  # the reason is not prefixed twice
         assert "Fine, I will not look it up." in shown
         assert await tab.evaluate(f"{LAST_TURN}.querySelector('.tool .state').textContent") == (
             "error"

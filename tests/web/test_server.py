@@ -135,7 +135,7 @@ async def test_deny_from_the_page_reaches_the_model_in_band_with_the_reason() ->
         await page.wait_for("turn_completed")
     finished = page.of_type("tool_finished")[0]
     assert finished["is_error"] is True
-    assert finished["result"] == "tool call denied: denied by a person on the web page: not now"
+    assert finished["result"] == "tool call denied: the person on the web page said: not now"
     second = provider.requests[1].messages[-1]
     denial = next(block for block in second.content if isinstance(block, ToolResult))
     assert denial.is_error
