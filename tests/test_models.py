@@ -11,6 +11,9 @@ from hypothesis import strategies as st
 
 import kova
 from kova import (
+    Audio,
+    Document,
+    File,
     Image,
     InferenceConfig,
     Message,
@@ -25,6 +28,7 @@ from kova import (
     ToolUse,
     Usage,
 )
+from kova._messages import AUDIO_FORMATS, DOCUMENT_MEDIA_TYPES
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -73,7 +77,25 @@ thinkings = st.builds(
     provider_metadata=st.none() | json_objects,
 )
 redacted = st.builds(RedactedThinking, data=st.text(max_size=30))
-blocks = texts | images | tool_uses | tool_results | thinkings | redacted
+sources = st.text(min_size=1, max_size=20)
+documents = st.one_of(
+    st.builds(
+        Document,
+        data=sources | st.binary(min_size=1, max_size=20),
+        media_type=st.sampled_from(sorted(DOCUMENT_MEDIA_TYPES)),
+        title=st.none() | st.text(min_size=1, max_size=10),
+        citations=st.booleans(),
+    ),
+    st.builds(Document, url=sources, title=st.none() | st.text(min_size=1, max_size=10)),
+    st.builds(Document, file_id=sources, media_type=st.just("text/plain")),
+)
+audios = st.builds(Audio, data=sources, format=st.sampled_from(sorted(AUDIO_FORMATS))) | (
+    st.builds(Audio, url=sources)
+)
+files = st.builds(File, sources, media_type=st.none() | st.just("application/pdf"))
+blocks = (
+    texts | images | documents | audios | files | tool_uses | tool_results | thinkings | redacted
+)
 messages = st.builds(
     Message, role=st.sampled_from(list(Role)), content=st.lists(blocks, max_size=5)
 )

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kova import (
     Audio,
@@ -29,11 +31,13 @@ from kova import (
     MediaOutput,
     Message,
     ResponseFormat,
+    Role,
     StopReason,
     Text,
     ToolResult,
     ToolUse,
 )
+from kova._messages import AUDIO_FORMATS, DOCUMENT_MEDIA_TYPES
 from kova.agent import AgentBuilder, TurnCompleted
 from kova.providers import ChatRequest, ModelResponse
 from kova.providers.anthropic import AnthropicConfig, AnthropicProvider
@@ -518,3 +522,44 @@ def test_a_picture_another_model_answered_with_stays_out_of_an_anthropic_assista
     assistant, user = body["messages"][1], body["messages"][2]
     assert assistant["content"] == [{"type": "text", "text": "Here it is."}]
     assert [part["type"] for part in user["content"]] == ["text", "image"]
+
+
+_sources = st.text(min_size=1, max_size=12)
+_media = st.one_of(
+    st.builds(
+        Document,
+        data=_sources | st.binary(min_size=1, max_size=12),
+        media_type=st.sampled_from(sorted(DOCUMENT_MEDIA_TYPES)),
+        title=st.none() | st.text(min_size=1, max_size=8),
+        citations=st.booleans(),
+    ),
+    st.builds(Document, url=_sources, media_type=st.sampled_from(sorted(DOCUMENT_MEDIA_TYPES))),
+    st.builds(Document, file_id=_sources),
+    st.builds(Audio, data=_sources, format=st.sampled_from(sorted(AUDIO_FORMATS))),
+    st.builds(Audio, url=_sources, format=st.sampled_from(sorted(AUDIO_FORMATS))),
+    st.builds(File, _sources, media_type=st.none() | st.sampled_from(["image/png", "video/mp4"])),
+    st.builds(Image, media_type=st.just("image/png"), data=_sources),
+    st.builds(Image, url=_sources),
+)
+messages = st.builds(
+    Message,
+    role=st.sampled_from([Role.USER, Role.ASSISTANT]),
+    content=st.lists(_media | st.builds(Text, text=st.text(max_size=8)), min_size=1, max_size=4),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(history=st.lists(messages, min_size=1, max_size=4))
+def test_encoding_any_history_with_media_sends_or_raises_invalid_request(
+    history: list[Message],
+) -> None:
+    # Whatever blocks a history holds, in whatever role, every codec encodes it or refuses it
+    # with InvalidRequest naming itself: never another exception.
+    refused: dict[str, str | None] = {}
+    for name, codec in CODECS.items():
+        request = ChatRequest(messages=history, config=InferenceConfig(max_tokens=8))
+        try:
+            codec.encode(request, stream=False)
+        except InvalidRequest as exc:
+            refused[name] = exc.provider
+    assert all(provider == name for name, provider in refused.items()), refused
