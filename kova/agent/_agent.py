@@ -218,6 +218,7 @@ class Agent:
         input: type[Any] = str,
         history: Sequence[Message] | Callable[[ToolContext[Any]], Sequence[Message]] | None = None,
         output: ResponseFormat | type[Any] | None = None,
+        session: Session | None = None,
     ) -> AgentTool:
         """This agent as a tool another agent can call: each call runs one turn of this
         agent with the model's input as the prompt, and its final text is the result.
@@ -248,6 +249,10 @@ class Agent:
                 validates or a :class:`~kova.ResponseFormat`, as for :meth:`run_structured`
                 (re-asked up to ``output_retries`` times); the result is the value's JSON
                 (``ToolResult.structured`` holds it as data).
+            session: a :class:`~kova.sessions.Session` that keeps this agent's conversation
+                across calls: each call's turn runs over it and is appended when it
+                completes (a pause waits in it, and the outer resume continues it). Not with
+                ``history`` or ``output``.
 
         Raises:
             BuildError: ``name`` is not a valid tool name.
@@ -255,7 +260,7 @@ class Agent:
         """
         from ._as_tool import make_agent_tool
 
-        return make_agent_tool(self, name, description, input, history, output)
+        return make_agent_tool(self, name, description, input, history, output, session)
 
     @property
     def is_open(self) -> bool:

@@ -15,6 +15,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 import trio
@@ -32,7 +33,9 @@ if TYPE_CHECKING:
     from .._messages import JSONObject
     from .._requests import InferenceConfig
     from ._agent import Agent
+    from ._approvals import InnerPause
     from ._events import AgentResponse
+    from ._nesting import CallSite
     from ._structured import _Output
 
 __all__ = [
@@ -57,7 +60,16 @@ class AgentTool:
     """A :class:`~kova.tools.Tool` that runs one turn of an agent (see
     :meth:`Agent.as_tool <kova.agent.Agent.as_tool>`)."""
 
-    __slots__ = ("_history", "_input", "_output", "agent", "description", "name", "parameters")
+    __slots__ = (
+        "_history",
+        "_input",
+        "_output",
+        "_session",
+        "agent",
+        "description",
+        "name",
+        "parameters",
+    )
 
     def __init__(
         self,
@@ -69,6 +81,7 @@ class AgentTool:
         input: type[Any],
         history: HistoryOption,
         output: tuple[object, _Output] | None = None,
+        session: Any = None,
     ) -> None:
         self.agent = agent
         """The agent this tool runs."""
@@ -78,6 +91,8 @@ class AgentTool:
         self._input = input
         self._history = history
         self._output = output
+        self._session = session
+        """``as_tool(session=...)``: the inner agent's conversation, kept across calls."""
 
     def __repr__(self) -> str:
         return f"<AgentTool {self.name!r} running agent {self.agent.config.name!r}>"
@@ -117,7 +132,9 @@ class AgentTool:
                     f"agent {agent.config.name!r} is not open: give it to the outer agent "
                     "(AgentBuilder.tool) before its `async with`, or open it yourself"
                 )
-            if self._output is None:
+            if self._session is not None:  # kova.sessions loads before and appends after
+                response = await _in_session(self._session, agent, history, site, resume)
+            elif self._output is None:
                 response = await agent._inner_turn(history, site, resume)
             else:
                 from ._structured import run_structured_turn
@@ -243,6 +260,27 @@ async def open_as_tool(inner: Agent, outer: Agent) -> AsyncIterator[None]:
         inner._tool_owner = None
 
 
+async def _in_session(
+    session: Any,
+    agent: Agent,
+    history: tuple[Message, ...],
+    site: CallSite | None,
+    resume: InnerPause | None,
+) -> AgentResponse:
+    """One inner turn on the tool's session: the prompt after the session's history, or the
+    inner turn paused there resumed with the outer decisions."""
+    if resume is None:
+        run = partial(agent._inner_turn, site=site, resume=None)
+        response: AgentResponse = await session.run_turn(history[-1:], run)
+        return response
+
+    async def resumed(stored: tuple[Message, ...], pending: object) -> AgentResponse:
+        return await agent._inner_turn(stored, site, resume)
+
+    response = await session.resume_turn(None, resume.pending, resumed)
+    return response
+
+
 def _structured_result(value: Any) -> ToolResult:
     """A structured answer as the tool's result: its JSON text, and the value itself."""
     return ToolResult(content=json.dumps(value, ensure_ascii=False), structured=value)
@@ -255,6 +293,7 @@ def make_agent_tool(
     input: object,
     history: object,
     output: object = None,
+    session: object = None,
 ) -> AgentTool:
     """:meth:`Agent.as_tool`'s checks and schema."""
     if name is None:
@@ -288,8 +327,19 @@ def make_agent_tool(
             )
         history = tuple(history)
         check_messages(history)
+    if session is not None:
+        if not callable(getattr(session, "run_turn", None)):
+            raise TypeError(
+                f"as_tool session must be a kova.sessions.Session, got {type(session).__name__}"
+            )
+        if history is not None or output is not None:
+            raise TypeError(
+                "as_tool session= keeps the inner agent's conversation: not with history= "
+                "(the session is the history) or output="
+            )
     return AgentTool(
         agent,
+        session=session,
         name=name,
         description=description,
         parameters=parameters,
