@@ -32,7 +32,7 @@ from .._models import InferenceConfig, Message, ResponseFormat, TextDelta, Think
 from .._observe import Deliver, TelemetryHub, TurnFinished, TurnStarted, current_scope
 from ..tools._validate import load_validation
 from ._accumulate import ResponseAccumulator
-from ._budget import Meter
+from ._budget import Hold, Meter
 from ._cancel import guarded
 from ._config import DEFAULT_NAME
 from ._context import Compact
@@ -51,7 +51,6 @@ from ._turn import AwaitApproval, CallModel, Finished, RunTools, Turn, new_turn_
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
     from contextlib import AbstractAsyncContextManager
-    from decimal import Decimal
     from types import TracebackType
 
     from .._models import StreamEvent, ToolResult, ToolUse
@@ -952,7 +951,7 @@ class Agent:
             )
         finished = False
         meter = self._meter
-        held: Decimal | None = None  # a call's reservation against the budget
+        held: Hold | None = None  # a call's reservation against the budget
         # The turns enclosing this one (an agent used as a tool), innermost first.
         outer = site.nest.turns if site is not None else ()
         # This agent's key in their usage_by_agent: its name, or its tool's if left unnamed.
@@ -992,7 +991,8 @@ class Agent:
                         continue
                     for enclosing in outer:
                         enclosing._inner_request()
-                    held = meter.reserve(chat, model)  # BudgetExceeded: nothing is sent
+                    if meter.budget is not None:  # BudgetExceeded: nothing is sent
+                        held = await meter.reserve(chat, model)
                     call = (
                         None
                         if emitter is None
@@ -1041,7 +1041,7 @@ class Agent:
                         if call is not None:
                             call.finished(response)
                     if held is not None:
-                        meter.settle(held, response)
+                        await meter.settle(held, response)
                         held = None
                     turn.model_replied(response)
                     for enclosing in outer:
@@ -1140,7 +1140,7 @@ class Agent:
                 step = turn.next_step()
         except BaseException as exc:
             if held is not None:
-                meter.release(held, exc)
+                await meter.release(held, exc)
             if emitter is not None and not finished:
                 outcome, error_type = outcome_of(exc)
                 emitter.emit(

@@ -16,7 +16,7 @@ import math
 from collections import deque
 from datetime import timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 import trio
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .._models import ChatRequest, ModelResponse
     from ._cost import Pricer
 
-__all__ = ["Budget", "Meter"]
+__all__ = ["Budget", "Hold", "Ledger", "Meter"]
 
 _ZERO: Final = Decimal(0)
 
@@ -77,10 +77,12 @@ class Budget:
     the first trio run that uses it; another run (another thread's ``trio.run``) is refused.
     """
 
-    __slots__ = ("_amount", "_reserved", "_run", "_spends", "_spent", "_window")
+    __slots__ = ("_amount", "_ledger", "_reserved", "_run", "_spends", "_spent", "_window")
 
     def __init__(self, amount: Decimal | int | str | float, *, window: object = None) -> None:
         self._amount = _amount(amount)
+        self._ledger: Ledger | None = None
+        """Where a budget shared by processes keeps its figures (``store.budget(...)``)."""
         if window is not None:
             if isinstance(window, timedelta):
                 window = window.total_seconds()
@@ -100,7 +102,15 @@ class Budget:
 
     def __repr__(self) -> str:
         per = "" if self._window is None else f", window={self._window:g}"
-        return f"Budget({self._amount}{per})"
+        shared = "" if self._ledger is None else f", store={self._ledger.where}"
+        return f"Budget({self._amount}{per}{shared})"
+
+    @property
+    def shared(self) -> bool:
+        """Whether the budget is kept in a store, shared by every process using it
+        (``SqliteSessionStore.budget(...)``). Its :attr:`spent` and :attr:`reserved` are
+        then the store's as of this process's last reservation or settlement."""
+        return self._ledger is not None
 
     @property
     def amount(self) -> Decimal:
@@ -132,7 +142,7 @@ class Budget:
 
     def _expire(self) -> None:
         window = self._window
-        if window is None or not self._spends:
+        if window is None or not self._spends or self._ledger is not None:
             return
         try:
             now = trio.current_time()
@@ -160,6 +170,21 @@ class Budget:
             raise BudgetExceeded(self, needed, left)
         self._reserved += needed
 
+    async def _reserve_shared(self, needed: Decimal) -> int:
+        """Hold ``needed`` in the store (one transaction), or refuse; the hold's id."""
+        assert self._ledger is not None
+        self._check_run()
+        entry, spent, reserved = await self._ledger.reserve(self, needed)
+        self._spent, self._reserved = spent, reserved  # as the store had them
+        if entry is None:
+            raise BudgetExceeded(self, needed, self._amount - spent - reserved)
+        return entry
+
+    async def _settle_shared(self, entry: int, held: Decimal, cost: Decimal) -> None:
+        assert self._ledger is not None
+        with trio.CancelScope(shield=True):  # a settlement is never lost to a cancel
+            self._spent, self._reserved = await self._ledger.settle(self, entry, held, cost)
+
     def _settle(self, held: Decimal, cost: Decimal) -> None:
         """A call that held ``held`` cost ``cost``: spend it, free the reservation."""
         self._reserved -= held
@@ -167,6 +192,23 @@ class Budget:
             self._spent += cost
             if self._window is not None:
                 self._spends.append((trio.current_time(), cost))
+
+
+class Ledger(Protocol):
+    """Where a shared budget's figures live (a session store): each method is one atomic
+    step across every process using the budget."""
+
+    where: str
+
+    async def reserve(self, budget: Budget, needed: Decimal) -> tuple[int | None, Decimal, Decimal]:
+        """Hold ``needed`` if it fits: (the hold's id or ``None``, spent, reserved)."""
+        ...
+
+    async def settle(
+        self, budget: Budget, entry: int, held: Decimal, cost: Decimal
+    ) -> tuple[Decimal, Decimal]:
+        """Hold ``entry`` cost ``cost``: (spent, reserved) after it."""
+        ...
 
 
 class Meter:
@@ -179,8 +221,8 @@ class Meter:
         self.budget = budget
         self._max_tokens = _default_max_tokens(provider)
 
-    def reserve(self, request: ChatRequest, model: str | None) -> Decimal | None:
-        """Reserve the worst case of sending ``request`` (``None`` without a budget).
+    async def reserve(self, request: ChatRequest, model: str | None) -> Hold:
+        """Reserve the worst case of sending ``request`` (call with a budget only).
 
         Raises:
             BudgetExceeded: it does not fit; the call must not be sent.
@@ -188,8 +230,7 @@ class Meter:
                 ``max_tokens`` is set.
         """
         budget = self.budget
-        if budget is None:
-            return None
+        assert budget is not None
         sheet = self.pricer.sheet(model)
         if sheet is None:
             raise BuildError(
@@ -204,26 +245,51 @@ class Meter:
             )
         prompt = heuristic_count_tokens(request.messages, request.tools)
         needed = sheet.worst(prompt, max_tokens)
-        budget._reserve(needed)
-        return needed
+        if budget._ledger is not None:
+            with trio.CancelScope(shield=True):  # a hold made is always known
+                entry = await budget._reserve_shared(needed)
+            try:
+                await trio.lowlevel.checkpoint_if_cancelled()
+            except BaseException:  # cancelled meanwhile: nothing was sent
+                await budget._settle_shared(entry, needed, _ZERO)
+                raise
+            return Hold(needed, entry)
+        budget._reserve(needed)  # no checkpoint: reserved between two others' checkpoints
+        return Hold(needed, None)
 
     def priced(self, response: ModelResponse, model: str | None) -> ModelResponse:
         """``response`` with its cost (see :meth:`Pricer.priced`)."""
         return self.pricer.priced(response, model)
 
-    def settle(self, held: Decimal, response: ModelResponse) -> None:
+    async def settle(self, held: Hold, response: ModelResponse) -> None:
         """The call that reserved ``held`` answered ``response`` (priced): spend its cost
         (its reservation if its cost is unknown: it reported no usage)."""
-        assert self.budget is not None
         usage = response.usage
         cost = usage.cost if usage is not None else None
-        self.budget._settle(held, held if cost is None else cost)
+        await self._spend(held, held.amount if cost is None else cost)
 
-    def release(self, held: Decimal, exc: BaseException) -> None:
+    async def release(self, held: Hold, exc: BaseException) -> None:
         """The call that reserved ``held`` failed with ``exc``: an error answer from the
         provider was not billed (free it); anything else may have been (spend it)."""
-        assert self.budget is not None
-        self.budget._settle(held, _ZERO if isinstance(exc, ProviderError) else held)
+        await self._spend(held, _ZERO if isinstance(exc, ProviderError) else held.amount)
+
+    async def _spend(self, held: Hold, cost: Decimal) -> None:
+        budget = self.budget
+        assert budget is not None
+        if held.entry is None:
+            budget._settle(held.amount, cost)
+        else:
+            await budget._settle_shared(held.entry, held.amount, cost)
+
+
+class Hold:
+    """One call's reservation: its amount, and its row in a store for a shared budget."""
+
+    __slots__ = ("amount", "entry")
+
+    def __init__(self, amount: Decimal, entry: int | None) -> None:
+        self.amount = amount
+        self.entry = entry
 
 
 def _default_max_tokens(provider: object) -> int | None:

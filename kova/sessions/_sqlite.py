@@ -44,8 +44,10 @@ from ._store import (
 if TYPE_CHECKING:
     import builtins
     from collections.abc import Callable
+    from decimal import Decimal
     from typing import Any
 
+    from ..agent import Budget
     from ..durable import SqliteJournal
 
 __all__ = ["SqliteSessionStore"]
@@ -136,6 +138,19 @@ class SqliteSessionStore(SessionStore):
         from ..durable import SqliteJournal
 
         return SqliteJournal(self.path, **options)
+
+    def budget(
+        self,
+        amount: Decimal | int | str | float,
+        *,
+        window: object = None,
+        name: str = "default",
+    ) -> Budget:
+        """A :class:`~kova.agent.Budget` kept in this store's file under ``name``: shared by
+        every process that makes it from the same file and name (docs/cost.md)."""
+        from ._budget import shared_budget
+
+        return shared_budget(self, amount, window=window, name=name)
 
     # -- the store protocol ----------------------------------------------------------------
 

@@ -437,7 +437,9 @@ async def _call_model(
     # The call's cost rides in the reply's usage: the workflow (and a replay of it) reads the
     # recorded figure and never prices anything itself.
     meter = agent._meter
-    held = meter.reserve(step.request, model)  # BudgetExceeded: nothing is sent
+    held = None
+    if meter.budget is not None:  # BudgetExceeded: nothing is sent
+        held = await meter.reserve(step.request, model)
     if emitter is not None:
         call = ModelCall(emitter, provider, inference, model)
         provider = call.start(streamed=publish is not None)
@@ -465,7 +467,7 @@ async def _call_model(
         response = meter.priced(response, model)
     except BaseException as exc:
         if held is not None:
-            meter.release(held, exc)
+            await meter.release(held, exc)
         if call is not None and emitter is not None:
             wait = _next_attempt(exc, agent, attempt) if isinstance(exc, KovaError) else None
             if wait is None:
@@ -487,7 +489,7 @@ async def _call_model(
                 call.failed(exc, retried=True)
         raise
     if held is not None:
-        meter.settle(held, response)
+        await meter.settle(held, response)
     if call is not None:
         call.finished(response)
     reply["response"] = response_to_json(response)

@@ -498,3 +498,60 @@ async def test_a_journaled_turn_counts_each_calls_cost_once_across_a_restart(
     assert again.cost == expected
     assert budget.spent == expected  # each call spent once; the answered turn spent nothing
     assert budget.reserved == 0
+
+
+# -- more paths ----------------------------------------------------------------------------
+
+
+async def test_a_streamed_turn_is_priced_and_budgeted_like_a_run() -> None:
+    from kova.agent import Budget, TurnCompleted
+    from kova.testing import StreamReply
+
+    usage = Usage(input_tokens=1_000, output_tokens=40, cache_read_tokens=512)
+    budget = Budget(1)
+    events: list[ModelCallFinished] = []
+    stream = StreamReply(response=reply_text("streamed answer", usage=usage), chunk_chars=4)
+    async with open_openai_server([stream]) as server:
+        provider = OpenAiCompatibleProvider(
+            OpenAiConfig(base_url=server.base_url, model="gpt-4o-mini", api_key="k")
+        )
+        builder = AgentBuilder().provider(provider).budget(budget)
+        agent = builder.inference_config(InferenceConfig(max_tokens=100)).build()
+        async with agent:
+            with agent.telemetry.subscribe(
+                lambda event: events.append(event) if isinstance(event, ModelCallFinished) else None
+            ):
+                async with agent.stream("hi") as turn:
+                    completed = [event async for event in turn if isinstance(event, TurnCompleted)]
+    expected = _genai_cost(
+        "openai",
+        "gpt-4o-mini",
+        {"input_tokens": 1_000, "output_tokens": 40, "cache_read_tokens": 512},
+    )
+    assert completed[0].response.cost == expected
+    assert [event.usage.cost for event in events if event.usage is not None] == [expected]
+    assert (budget.spent, budget.reserved) == (expected, 0)
+
+
+async def test_each_agent_run_as_a_tool_has_its_cost_in_usage_by_agent() -> None:
+    inner = AgentBuilder().provider(_looping(1)).prices(PRICES).tool(lookup).name("helper")
+    outer_script = ScriptedProvider(
+        [reply_tool_calls(("helper", {"input": "look"})), reply_text("done")]
+    )
+    double = Prices({"scripted": {"input": 2, "output": 4}})
+    outer = AgentBuilder().provider(outer_script).prices(double).tool(inner.build().as_tool())
+    async with outer.name("boss").build() as agent:
+        response = await agent.run("go")
+    # Each agent prices its own calls with its own prices.
+    assert response.usage_by_agent["helper"].cost == CALL * 2
+    assert response.usage_by_agent["boss"].cost == CALL * 2 * 2
+    assert response.cost == CALL * 6
+
+
+def test_a_fallback_provider_is_priced_by_the_model_that_answered() -> None:
+    pricer = Pricer(None, SimpleNamespace(name="fallback(openai, anthropic)"))
+    counts = {"input_tokens": 2_000, "output_tokens": 100}
+    assert pricer.cost(Usage(**counts), "claude-sonnet-4-5") == _genai_cost(
+        "anthropic", "claude-sonnet-4-5", counts
+    )
+    assert pricer.cost(Usage(**counts), "gpt-4o") == _genai_cost("openai", "gpt-4o", counts)
