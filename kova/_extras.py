@@ -17,7 +17,7 @@ EXTRAS = MappingProxyType(
         "web": (),  # nothing left to install: the HTML converter is kova's own
         "otel": ("opentelemetry",),
         "temporal": ("temporalio",),
-        "serve": ("starlette", "hypercorn", "ag_ui"),
+        "serve": ("starlette", "hypercorn", "ag_ui", "a2a"),
         "postgres": ("psycopg", "psycopg_pool"),
     }
 )

@@ -385,6 +385,7 @@ PUBLIC: dict[str, tuple[str, ...]] = {
         "uninstrument",
     ),
     "kova.serve": ("app", "serve_mcp_stdio"),
+    "kova.a2a": ("RemoteAgent", "RemoteAgentError"),
     "kova.temporal": (
         "AgentWorkflow",
         "PAYLOAD_LIMIT",

@@ -58,7 +58,9 @@ def app(
     Routes: ``POST /v1/chat/completions``, ``POST /v1/responses`` and ``GET /v1/models``
     (OpenAI-compatible; the model name is the agent's name, ``AgentBuilder.name``);
     ``POST /agui`` and ``/agui/{name}`` (AG-UI: a run in, its events back as SSE);
-    ``/mcp`` (MCP, Streamable HTTP: each agent a tool).
+    ``/mcp`` (MCP, Streamable HTTP: each agent a tool); ``POST /a2a`` (A2A, JSON-RPC: the
+    first agent; ``/a2a/{name}`` each) with the agent card at
+    ``/.well-known/agent-card.json`` (``/a2a/{name}/.well-known/agent-card.json``).
 
     Serve it with Hypercorn's trio worker (``kova serve`` does), or mount it into your own
     Starlette/FastAPI app served on trio. The app's lifespan opens the agents not open yet
@@ -86,7 +88,7 @@ def app(
     """
     from starlette.applications import Starlette
 
-    from . import _agui, _mcp, _openai
+    from . import _a2a, _agui, _mcp, _openai
 
     named = agent_names(agents)
     if token is not None and (not isinstance(token, str) or len(token) < 16):
@@ -114,7 +116,12 @@ def app(
             yield
 
     paused = _agui.Paused(max_paused_runs)
-    routes = [*_openai.routes(served), *_agui.routes(served, paused), mcp]
+    routes = [
+        *_openai.routes(served),
+        *_agui.routes(served, paused),
+        mcp,
+        *_a2a.routes(served, secured=token is not None or authorize is not None),
+    ]
     public = PUBLIC_PATHS
     if web is not None:
         from ..web._asgi import PATHS
@@ -129,6 +136,7 @@ def app(
 
 
 PUBLIC_PATHS = frozenset({"/.well-known/agent-card.json"})
+_PUBLIC_SUFFIX = "/.well-known/agent-card.json"
 """Paths any client may read (the A2A agent card says how to authenticate)."""
 
 
@@ -174,7 +182,11 @@ class _Guard:
         self._public = public
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or scope["path"] in self._public:
+        if (
+            scope["type"] not in ("http", "websocket")
+            or scope["path"] in self._public
+            or (scope["path"].startswith("/a2a/") and scope["path"].endswith(_PUBLIC_SUFFIX))
+        ):
             await self._app(scope, receive, send)
             return
         problem = await self._check(scope)

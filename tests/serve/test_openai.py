@@ -249,7 +249,7 @@ async def test_fuzzed_bodies_never_stop_the_server() -> None:
     assert statuses.get(400, 0) > 100
 
 
-@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/responses", "/agui"])
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/responses", "/agui", "/a2a"])
 async def test_a_client_leaving_mid_stream_frees_the_turn_and_its_provider_connection(
     path: str,
 ) -> None:
@@ -267,6 +267,14 @@ async def test_a_client_leaving_mid_stream_frees_the_turn_and_its_provider_conne
             "threadId": "t",
             "runId": "r",
             "messages": [{"id": "1", "role": "user", "content": "hold"}],
+        },
+        "/a2a": {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendStreamingMessage",
+            "params": {
+                "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hold"}]}
+            },
         },
     }[path]
     leaks = over = 0
