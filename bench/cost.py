@@ -22,6 +22,7 @@ row's ratio to ``none`` in the same round; the issue's target is under 2% of ``A
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import statistics
@@ -51,9 +52,7 @@ class _NoMeter:
     """A meter that does nothing: the agent as it was before costs."""
 
     pricer = _NoPricer()
-
-    def reserve(self, request: object, model: object) -> None:
-        return None
+    budget = None
 
     def priced(self, response: Any, model: object) -> Any:
         return response
@@ -84,19 +83,9 @@ async def _bench(base_url: str, api: str, n: int, rounds: int) -> None:
     for group, agents in (("Agent.run", http), ("Agent.run, instant provider", instant)):
         for label, agent in agents.items():
             rows[f"{group}: {label}"] = (agent, group)
-    async with trio.open_nursery() as nursery:
-        ready: list[Any] = []
-        done = trio.Event()
-
-        async def hold(agent: Any) -> None:
-            async with agent:
-                ready.append(agent)
-                await done.wait()
-
+    async with contextlib.AsyncExitStack() as stack:
         for agent, _ in rows.values():
-            nursery.start_soon(hold, agent)
-        while len(ready) < len(rows):
-            await trio.sleep(0.01)
+            await stack.enter_async_context(agent)
         calls = {
             label: (lambda agent=agent: agent.run(history, config=config))
             for label, (agent, _) in rows.items()
@@ -119,7 +108,6 @@ async def _bench(base_url: str, api: str, n: int, rounds: int) -> None:
                 wall[label].append(here[label][1])
                 ratio_cpu[label].append(here[label][0] / base[0])
                 ratio_wall[label].append(here[label][1] / base[1])
-        done.set()
     med = statistics.median
     print(f"{api} format, {n} calls a round, median of {rounds} alternating rounds")
     print("| row | CPU us/call | wall us/call | CPU x none | wall x none |")
