@@ -290,7 +290,7 @@ class Session:
         if at is not None and not 0 <= at <= count:
             raise ValueError(f"at must be between 0 and {count} (the session's messages), got {at}")
         keep = count if at is None else at
-        branch = Session(self.store, f"{self.id}~{uuid.uuid4().hex[:12]}", wait=self.wait)
+        branch = Session(self.store, f"{self.id[:499]}~{uuid.uuid4().hex[:12]}", wait=self.wait)
         if keep or state.title:
             await self.store.write(
                 branch.id,

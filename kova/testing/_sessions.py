@@ -319,6 +319,10 @@ async def _check(store: SessionStore, run: str) -> None:
             await store.session(name).append((Message.user(f"#{index}"),))
         for index, name in enumerate(names):
             assert await store.session(name).load() == [Message.user(f"#{index}")], name
+        long_branch = await store.session("s" * 512).fork()
+        assert len(long_branch.id) <= 512, len(long_branch.id)
+        assert await long_branch.load() == [Message.user(f"#{len(names) - 1}")]
+        await store.delete(long_branch.id)
         await store.delete("s" * 512)
 
     with _Rule("a second turn on a session waits for the first (wait=True)"):
