@@ -8,9 +8,10 @@ pool) for the life of each incarnation, and the policy every request passes:
 2. **rate-limit gate**: after a rate limit carrying ``retry_after`` (an HTTP 429, Gemini's
    ``RetryInfo``, a rate-limit event inside a stream), no attempt of any kind starts until
    that time has passed, so the callers sharing a provider back off together instead of
-   stampeding. The gate closes for at most the failing request's
-   :attr:`~kova.agent.RetryConfig.max_retry_after`; a caller that would not wait that long
-   fails at once;
+   stampeding. One rate limit closes it for at most the failing request's
+   :attr:`~kova.agent.RetryConfig.max_unconfirmed_pause` (5 s), a second one within the
+   first one's delay for up to its :attr:`~kova.agent.RetryConfig.max_retry_after`; a caller
+   that would not wait that long fails at once;
 3. **retries**: the actor decides, for each failed attempt reported to it
    (:class:`~._provider_messages.AttemptFailed`), whether and when the request is tried again
    (:class:`~kova.agent.RetryConfig`; the provider's ``retry_after`` wins over the backoff),
@@ -117,8 +118,8 @@ class ProviderActor(Actor):
 
     async def handle_cast(self, message: Any) -> None:
         match message:
-            case RateLimitObserved(retry_after=retry_after):
-                self._pause(retry_after)
+            case RateLimitObserved(retry_after=retry_after, retry=retry):
+                self._pause(retry_after, retry)
             case _:
                 raise UnknownMessage(self.name, message, kind="cast")
 
@@ -133,7 +134,7 @@ class ProviderActor(Actor):
     ) -> float | None:
         """Record a failed attempt; the delay before the next one, or ``None``: give up."""
         if isinstance(error, RateLimited) and error.retry_after is not None:
-            self._pause(min(error.retry_after, retry.max_retry_after))
+            self._pause(error.retry_after, retry)
         if not retry.should_retry(tries, error):
             return None
         delay = retry.delay(tries, error)
@@ -163,12 +164,13 @@ class ProviderActor(Actor):
             )
         return delay
 
-    def _pause(self, retry_after: float) -> None:
+    def _pause(self, retry_after: float, retry: RetryConfig) -> None:
         admission = self._admission
-        if admission is not None and admission.pause(retry_after):
+        if admission is not None and admission.pause(retry_after, retry):
             log.info(
                 "provider.rate_limit.paused",
                 provider=self._provider.name,
                 actor=self.name,
                 retry_after=retry_after,
+                paused_for=admission.paused_until - trio.current_time(),
             )

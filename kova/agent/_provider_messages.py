@@ -57,7 +57,16 @@ class Admission:
     ask the actor for the next one); its orderly stop waits until every admitted attempt left.
     """
 
-    __slots__ = ("_drained", "_limiter", "closed", "in_flight", "name", "paused_until", "provider")
+    __slots__ = (
+        "_claimed_until",
+        "_drained",
+        "_limiter",
+        "closed",
+        "in_flight",
+        "name",
+        "paused_until",
+        "provider",
+    )
 
     def __init__(self, provider: Provider, max_in_flight: int | None) -> None:
         self.provider = provider
@@ -65,6 +74,9 @@ class Admission:
         self._limiter = trio.CapacityLimiter(max_in_flight) if max_in_flight else None
         self.paused_until = -math.inf
         """Trio time before which no attempt starts (``-inf``: never paused)."""
+        self._claimed_until = -math.inf
+        """Until when the rate limits seen asked to wait (each bounded by its caller's
+        ``max_retry_after``): another rate limit before then confirms them."""
         self.in_flight = 0
         self.closed = False
         self._drained: trio.Event | None = None
@@ -117,10 +129,24 @@ class Admission:
 
     # -- the actor's side ---------------------------------------------------------------
 
-    def pause(self, seconds: float) -> bool:
-        """Close the gate for ``seconds`` from now (never shortening a longer pause); whether
-        it moved."""
-        until = trio.current_time() + seconds
+    def pause(self, retry_after: float, retry: RetryConfig) -> bool:
+        """A rate limit asked to wait ``retry_after`` seconds: close the gate (never
+        shortening a longer pause); whether it moved.
+
+        One rate limit is not believed past ``retry.max_unconfirmed_pause``: a hostile or
+        mistaken server would otherwise hold every caller of the provider for
+        ``max_retry_after``. A second one while the first one's delay has not passed
+        confirms it: the gate closes for up to ``retry.max_retry_after``.
+        """
+        if not retry_after > 0:  # now, or NaN: nothing to close the gate for
+            return False
+        now = trio.current_time()
+        bound = retry.max_retry_after
+        confirmed = now < self._claimed_until
+        self._claimed_until = max(self._claimed_until, now + min(retry_after, bound))
+        if not confirmed:
+            bound = min(bound, retry.max_unconfirmed_pause)
+        until = now + min(retry_after, bound)
         if until <= self.paused_until:
             return False
         self.paused_until = until
@@ -153,9 +179,11 @@ class AttemptFailed(Record, Call["float | None"]):
 
 class RateLimitObserved(Record):
     """Cast: a stream was rate limited after its content began (never retried); close the
-    gate for ``retry_after`` seconds so the other callers back off."""
+    gate (:meth:`Admission.pause`) so the other callers back off."""
 
     retry_after: float
+    retry: RetryConfig
+    """The stream's retry policy, whose bounds the pause follows."""
 
 
 class StreamLease(Record):

@@ -401,15 +401,15 @@ class _LeasedStream:
             # The consumer's, or the stream's after its content: never retried. A rate
             # limit still closes the gate, so the other callers back off.
             if isinstance(error, RateLimited) and error.retry_after is not None:
-                _report_rate_limit(link, min(error.retry_after, self._ref.retry.max_retry_after))
+                _report_rate_limit(link, error.retry_after, self._ref.retry)
             admission.leave(self._token)
 
 
-def _report_rate_limit(link: _Link, retry_after: float) -> None:
+def _report_rate_limit(link: _Link, retry_after: float, retry: RetryConfig) -> None:
     # A full mailbox means the actor is busy, not gone: this request still raises its
     # RateLimited, and the next rate limit pauses the others.
     with suppress(trio.WouldBlock, MailboxClosed):
-        link.actor.cast(RateLimitObserved(retry_after=retry_after))
+        link.actor.cast(RateLimitObserved(retry_after=retry_after, retry=retry))
 
 
 def _provider_bug(admission: Admission, exc: Exception) -> None:

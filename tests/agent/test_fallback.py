@@ -156,9 +156,8 @@ async def test_a_provider_whose_gate_is_closed_is_skipped_until_it_reopens(
 
     async with open_runtime() as runtime:
         ref = await spawn_provider(runtime, provider)
-        ref = ref.with_retry(RetryConfig(max_retry_after=10.0)).observed(
-            TurnEmitter(1, (on_event,)), 2
-        )
+        believing = RetryConfig(max_retry_after=10.0, max_unconfirmed_pause=10.0)
+        ref = ref.with_retry(believing).observed(TurnEmitter(1, (on_event,)), 2)
         # a's 429 asks for 30 s, beyond the bound: a fails at once, b answers
         assert (await ref.chat_completion(ChatRequest.of("one"))).text == "b"
         await trio.sleep(5.0)

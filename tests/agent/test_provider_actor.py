@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -316,27 +317,28 @@ async def test_a_caller_whose_retries_are_off_fails_at_once_while_the_gate_is_cl
         with pytest.raises(RateLimited):
             await off.chat_completion(ChatRequest.of("first"))
         await trio.sleep(4.0)
+        # one rate limit closes the gate for max_unconfirmed_pause (5 s): 1 s left
         with pytest.raises(RateLimited) as refused:
             await off.chat_completion(ChatRequest.of("call"))
-        assert refused.value.retry_after == 6.0
+        assert refused.value.retry_after == 1.0
         with pytest.raises(RateLimited) as refused:
             async with off.chat_completion_stream(ChatRequest.of("stream")):
                 pytest.fail("entered a stream through a closed gate")
-        assert refused.value.retry_after == 6.0
+        assert refused.value.retry_after == 1.0
         with pytest.raises(RateLimited):
             await off.count_tokens(ChatRequest.of("count"))
         assert trio.current_time() == 4.0  # nobody waited
         # a caller that retries waits for the gate and goes out when it opens
         assert (await ref.chat_completion(ChatRequest.of("later"))).text == "ok"
-    assert sent_at == [0.0, 10.0]
+    assert sent_at == [0.0, 5.0]
 
 
-async def test_a_retry_after_beyond_the_bound_fails_at_once_and_closes_the_gate_for_the_bound(
+async def test_a_retry_after_beyond_the_bound_fails_at_once_and_holds_the_others_5_s(
     autojump_clock: trio.testing.MockClock,
 ):
     """``Retry-After: 3600`` is not waited for: the call fails at once carrying the server's
-    3600, and the gate closes for max_retry_after (60 by default), so the next call goes out
-    within the bound, not an hour later."""
+    3600, and the gate closes for max_unconfirmed_pause (5 s by default: one answer is not
+    believed for longer), so the next call goes out 5 s later, not a minute or an hour."""
     sent_at: list[float] = []
 
     def model(request: ScriptRequest) -> Reply:
@@ -352,7 +354,7 @@ async def test_a_retry_after_beyond_the_bound_fails_at_once_and_closes_the_gate_
         assert limited.value.retry_after == 3600.0
         assert trio.current_time() == 0.0
         assert (await ref.chat_completion(ChatRequest.of("second"))).text == "ok"
-    assert sent_at == [0.0, 60.0]
+    assert sent_at == [0.0, 5.0]
 
 
 async def test_a_caller_with_a_shorter_bound_than_the_gate_s_time_left_fails_at_once(
@@ -363,8 +365,9 @@ async def test_a_caller_with_a_shorter_bound_than_the_gate_s_time_left_fails_at_
 
     async with open_runtime() as runtime:
         ref = await spawn_provider(runtime, FunctionProvider(model))
+        believing = RetryConfig(max_retries=0, max_unconfirmed_pause=60.0)
         with pytest.raises(RateLimited):
-            await ref.with_retry(RetryConfig.disabled()).chat_completion(ChatRequest.of("a"))
+            await ref.with_retry(believing).chat_completion(ChatRequest.of("a"))
         with pytest.raises(RateLimited) as refused:
             await ref.with_retry(RetryConfig(max_retry_after=30.0)).chat_completion(
                 ChatRequest.of("b")
@@ -865,15 +868,21 @@ class _RateLimitedAfterContent(ScriptedProvider):
         return await super().chat_completion(request)
 
 
-@pytest.mark.parametrize(("retry_after", "reopens"), [(5.0, 5.0), (3600.0, 60.0)])
+@pytest.mark.parametrize(
+    ("retry_after", "believed", "reopens"),
+    [(4.0, 5.0, 4.0), (3600.0, 5.0, 5.0), (30.0, math.inf, 30.0), (3600.0, math.inf, 60.0)],
+)
 async def test_a_stream_rate_limited_after_its_content_closes_the_gate_for_the_others(
-    autojump_clock: trio.testing.MockClock, retry_after: float, reopens: float
+    autojump_clock: trio.testing.MockClock, retry_after: float, believed: float, reopens: float
 ):
     """Never retried (content reached the consumer), yet the others back off: the gate
-    closes for the server's delay, at most max_retry_after."""
+    closes for the server's delay, at most the stream's max_unconfirmed_pause (then at
+    most max_retry_after)."""
     provider = _RateLimitedAfterContent(retry_after)
     async with open_runtime() as runtime:
-        ref = await spawn_provider(runtime, provider)
+        ref = await spawn_provider(
+            runtime, provider, retry=RetryConfig(max_unconfirmed_pause=believed)
+        )
         received: list[StreamEvent] = []
         with pytest.raises(RateLimited):
             async with ref.chat_completion_stream(ChatRequest.of("hi")) as batches:
