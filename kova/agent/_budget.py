@@ -73,8 +73,9 @@ class Budget:
     the provider may have billed up to it.
 
     A shared object the trio way: its state changes only between checkpoints (every method
-    is synchronous), so the agents of one trio run share it without a lock. It belongs to
-    the first trio run that uses it; another run (another thread's ``trio.run``) is refused.
+    is synchronous), so the agents of one trio run share it without a lock. It serves one
+    trio run at a time: another run (``run_sync`` makes one per call) may take it over when
+    no call of the last one is in flight, and is refused while one is.
     """
 
     __slots__ = ("_amount", "_ledger", "_reserved", "_run", "_spends", "_spent", "_window")
@@ -145,6 +146,8 @@ class Budget:
         if window is None or not self._spends or self._ledger is not None:
             return
         try:
+            if trio.lowlevel.current_trio_token() is not self._run:
+                return  # the spends are timed on another run's clock (see _check_run)
             now = trio.current_time()
         except RuntimeError:  # read outside a trio run: as of the last read inside one
             return
@@ -153,14 +156,23 @@ class Budget:
             self._spent -= spends.popleft()[1]
 
     def _check_run(self) -> None:
+        """The budget serves one trio run at a time: another may take it over once no call
+        of the last one is in flight (``run_sync`` opens a run per call)."""
         run = trio.lowlevel.current_trio_token()
-        if self._run is None:
-            self._run = run
-        elif self._run is not run:
+        if run is self._run:
+            return
+        if self._run is not None and self._reserved:
             raise BuildError(
-                f"{self!r} is used by another trio run; a budget is shared by the agents of "
-                "one trio run (one per thread)"
+                f"{self!r} has calls in flight in another trio run: a budget serves one trio "
+                "run at a time (share one across threads or processes through a session "
+                "store: store.budget(...))"
             )
+        self._run = run
+        if self._spends:
+            # Timed on the last run's clock, which this run's does not continue: they count
+            # from now, a whole window more (never less than they should).
+            now = trio.current_time()
+            self._spends = deque((now, cost) for _, cost in self._spends)
 
     def _reserve(self, needed: Decimal) -> None:
         """Hold ``needed`` for a call, or refuse it."""
@@ -173,7 +185,6 @@ class Budget:
     async def _reserve_shared(self, needed: Decimal) -> int:
         """Hold ``needed`` in the store (one transaction), or refuse; the hold's id."""
         assert self._ledger is not None
-        self._check_run()
         entry, spent, reserved = await self._ledger.reserve(self, needed)
         self._spent, self._reserved = spent, reserved  # as the store had them
         if entry is None:

@@ -157,23 +157,46 @@ async def test_a_window_lets_spending_expire(autojump_clock: trio.testing.MockCl
         assert budget.spent == Decimal("0.0003")
 
 
-async def test_one_budget_belongs_to_one_trio_run() -> None:
+async def test_a_budget_serves_one_trio_run_at_a_time() -> None:
     budget = Budget(1)
-    builder = AgentBuilder().provider(ScriptedProvider([reply_text("a"), reply_text("b")]))
-    agent = (
-        builder.prices(PRICES)
-        .budget(budget)
-        .inference_config(InferenceConfig(max_tokens=5))
-        .build()
-    )
+    usage = Usage(input_tokens=10, output_tokens=5)
+    release = trio.Event()
 
-    async def once() -> None:
-        async with agent:
+    async def slow(request: ScriptRequest) -> object:
+        await release.wait()
+        return reply_text("slow", usage=usage)
+
+    def builder(model: object) -> AgentBuilder:
+        built = AgentBuilder().provider(ScriptedProvider(model)).prices(PRICES).budget(budget)  # type: ignore[arg-type]
+        return built.inference_config(InferenceConfig(max_tokens=5))
+
+    async def elsewhere() -> None:  # another thread's trio run
+        async with builder([reply_text("quick", usage=usage)]).build() as agent:
             await agent.run("hi")
 
-    await once()
-    with pytest.raises(BuildError, match="another trio run"):
-        await trio.to_thread.run_sync(trio.run, once)
+    async with builder(slow).build() as agent, trio.open_nursery() as nursery:
+        nursery.start_soon(agent.run, "wait")
+        await trio.testing.wait_all_tasks_blocked()
+        assert budget.reserved > 0
+        with pytest.raises(BuildError, match="calls in flight in another trio run"):
+            await trio.to_thread.run_sync(trio.run, elsewhere)
+        release.set()
+    assert budget.reserved == 0
+    # No call in flight: a run after this one (run_sync makes one per call) takes it over.
+    await trio.to_thread.run_sync(trio.run, elsewhere)
+    assert budget.spent == 2 * Decimal(10 + 5 * 2) / 1_000_000
+    assert budget.reserved == 0
+
+
+def test_run_sync_turns_share_a_budget_one_after_another() -> None:
+    budget = Budget(1)
+    usage = Usage(input_tokens=10, output_tokens=5)
+    provider = ScriptedProvider([reply_text("a", usage=usage), reply_text("b", usage=usage)])
+    builder = AgentBuilder().provider(provider).prices(PRICES).budget(budget)
+    agent = builder.inference_config(InferenceConfig(max_tokens=5)).build()
+    agent.run_sync("one")
+    agent.run_sync("two")
+    assert budget.spent == 2 * Decimal(10 + 5 * 2) / 1_000_000
 
 
 # -- many agents, one budget ----------------------------------------------------------------
