@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, runtime_checkabl
 
 import trio
 
+from ._errors import check_seconds
 from ._log import get_logger
 from ._record import Record
 
@@ -68,6 +69,11 @@ __all__ = [
 ]
 
 log = get_logger(__name__)
+
+AWAIT_TIMEOUT = 30.0
+"""How long a turn waits for an async subscriber by default, in seconds (see
+:meth:`TurnEmitter.emit_and_wait`)."""
+
 
 Outcome: TypeAlias = Literal["ok", "error", "cancelled"]
 """How a turn, provider call or MCP request ended."""
@@ -389,10 +395,21 @@ class TelemetryHub:
     present when it starts.
     """
 
-    __slots__ = ("_subscribers",)
+    __slots__ = ("_subscribers", "await_timeout")
 
-    def __init__(self) -> None:
+    def __init__(self, *, await_timeout: float = AWAIT_TIMEOUT) -> None:
+        """Args:
+        await_timeout: how long a turn waits, in seconds, for an async subscriber (an
+            async lifecycle hook) that returned an awaitable: past it the awaitable is
+            cancelled, the event is dropped for that subscriber (logged as
+            ``telemetry.subscriber.timed_out``) and the tool call goes on.
+
+        Raises:
+            ConfigError: ``await_timeout`` is not a positive, finite number of seconds.
+        """
+        check_seconds("await_timeout", await_timeout)
         self._subscribers: tuple[Deliver, ...] = ()
+        self.await_timeout = await_timeout
 
     @property
     def listening(self) -> bool:
@@ -454,7 +471,7 @@ class TelemetryHub:
             subscribers = subscribers + _process_subscribers
         if not subscribers:
             return None
-        return TurnEmitter(new_span_id(), subscribers)
+        return TurnEmitter(new_span_id(), subscribers, await_timeout=self.await_timeout)
 
     def emit(self, event: TelemetryEvent) -> None:
         """Deliver one event outside any turn (the supervisor's)."""
@@ -526,11 +543,18 @@ def _not_awaited(pending: Awaitable[None], event: TelemetryEvent) -> None:
 class TurnEmitter:
     """Delivers one turn's events to the subscribers present when it started."""
 
-    __slots__ = ("_subscribers", "turn_id")
+    __slots__ = ("_subscribers", "await_timeout", "turn_id")
 
-    def __init__(self, turn_id: int, subscribers: tuple[Deliver, ...]) -> None:
+    def __init__(
+        self,
+        turn_id: int,
+        subscribers: tuple[Deliver, ...],
+        *,
+        await_timeout: float = AWAIT_TIMEOUT,
+    ) -> None:
         self.turn_id = turn_id
         self._subscribers = subscribers
+        self.await_timeout = await_timeout
 
     def emit(self, event: TelemetryEvent) -> None:
         """Deliver ``event`` to every subscriber, in order."""
@@ -539,13 +563,22 @@ class TurnEmitter:
     async def emit_and_wait(self, event: TelemetryEvent) -> None:
         """Deliver ``event`` to every subscriber, in order, awaiting what each returns (the
         tool pool's :class:`ToolExecutionStarted` and :class:`ToolFinished`, where the call
-        can wait). A failure of a subscriber is logged and changes nothing; a cancellation
-        propagates."""
+        can wait). A failure of a subscriber is logged and changes nothing; one that has not
+        returned within :attr:`await_timeout` is cancelled and logged
+        (``telemetry.subscriber.timed_out``: the event is dropped for it), so a hook that
+        never returns cannot hang the turn; a cancellation of the caller propagates."""
         for deliver in self._subscribers:
             try:
                 pending = deliver(event)
                 if pending is not None:
-                    await pending
+                    with trio.move_on_after(self.await_timeout) as scope:
+                        await pending
+                    if scope.cancelled_caught:
+                        log.warning(
+                            "telemetry.subscriber.timed_out",
+                            event_type=type(event).__name__,
+                            timeout=self.await_timeout,
+                        )
             except HOST_CODE_FAULTS as exc:  # a subscriber must never change the turn
                 log.warning(
                     "telemetry.subscriber.failed",

@@ -480,3 +480,61 @@ async def test_a_subscriber_that_calls_sys_exit_changes_nothing(streamed: bool) 
     failed = [entry for entry in logs if entry["event"] == "telemetry.subscriber.failed"]
     assert failed
     assert all(entry["error"] == "SystemExit(3)" for entry in failed)
+
+
+class _Stuck:
+    """A lifecycle hook whose async methods never return (one of them, or both)."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    async def on_tool_start(self, call: kova.ToolUse) -> None:
+        if self.where in ("start", "both"):
+            await trio.sleep_forever()
+
+    async def on_tool_end(self, call: kova.ToolUse, result: kova.ToolResult, **_: object) -> None:
+        if self.where in ("end", "both"):
+            await trio.sleep_forever()
+
+
+@pytest.mark.parametrize(("where", "ends_at"), [("start", 32.0), ("end", 32.0), ("both", 62.0)])
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "stream"])
+async def test_a_lifecycle_hook_that_never_returns_is_given_up_after_its_deadline(
+    autojump_clock: trio.testing.MockClock, where: str, ends_at: float, streamed: bool
+) -> None:
+    """Issue 43 item 7: the turn hung forever. Each await of the hook is cancelled after the
+    hub's await_timeout (30 s by default), logged, and the call goes on with its result."""
+    provider = ScriptedProvider([reply_tool_calls(("nap", {"seconds": 2})), reply_text("ok")])
+    builder = AgentBuilder().provider(provider).tool(nap).lifecycle_hook(_Stuck(where))
+    with structlog.testing.capture_logs() as logs:
+        async with builder.build() as agent:
+            with trio.fail_after(1000):
+                if streamed:
+                    async with agent.stream(HISTORY) as events:
+                        last = [event async for event in events][-1]
+                    response = last.response  # type: ignore[attr-defined]
+                else:
+                    response = await agent.run(HISTORY)
+            assert trio.current_time() == ends_at
+    assert response.text == "ok"
+    (result,) = response.new_messages[1].content
+    assert result.content == "rested"
+    timed_out = [e["event_type"] for e in logs if e["event"] == "telemetry.subscriber.timed_out"]
+    expected = {"start": ["ToolExecutionStarted"], "end": ["ToolFinished"]}
+    assert timed_out == expected.get(where, ["ToolExecutionStarted", "ToolFinished"])
+
+
+async def test_an_async_subscriber_s_deadline_is_the_hub_s(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def stuck(event: TelemetryEvent) -> None:
+        await trio.sleep_forever()
+
+    hub = TelemetryHub(await_timeout=1.5)
+    hub.subscribe(stuck)
+    provider = ScriptedProvider([reply_tool_calls(("nap", {"seconds": 0})), reply_text("ok")])
+    async with AgentBuilder().provider(provider).tool(nap).telemetry(hub).build() as agent:
+        assert (await agent.run(HISTORY)).text == "ok"
+        assert trio.current_time() == 3.0  # ToolExecutionStarted and ToolFinished, 1.5 s each
+    with pytest.raises(kova.ConfigError, match="await_timeout"):
+        TelemetryHub(await_timeout=float("nan"))
