@@ -351,8 +351,10 @@ class ToolResult(Record):
     answers before the result enters history.
     """
 
-    content: str | tuple[Text | Image, ...] = ""
-    """The result text, or text and image parts."""
+    content: str | tuple[Text | Image | Document, ...] = ""
+    """The result text, or text, image and document parts (a tool that reads a PDF returns
+    it as a :class:`Document`; providers whose tool results take no documents send it in a
+    user message right after, as they do images, or refuse it)."""
     is_error: bool = False
     tool_use_id: str = ""
     structured: JSONValue | None = None
@@ -363,7 +365,7 @@ class ToolResult(Record):
 
     @property
     def text(self) -> str:
-        """The text of the result (image parts omitted)."""
+        """The text of the result (image and document parts omitted)."""
         if isinstance(self.content, str):
             return self.content
         return "".join(part.text for part in self.content if isinstance(part, Text))
@@ -628,15 +630,17 @@ def block_from_dict(data: object) -> ContentBlock:
                 )
             case "tool_result":
                 raw = data.get("content")
-                content: str | tuple[Text | Image, ...]
+                content: str | tuple[Text | Image | Document, ...]
                 if isinstance(raw, str):
                     content = raw
                 elif isinstance(raw, list):
                     parts = []
                     for item in raw:
                         part = block_from_dict(item)
-                        if not isinstance(part, Text | Image):
-                            raise _serialization_error("tool_result parts must be text or image")
+                        if not isinstance(part, Text | Image | Document):
+                            raise _serialization_error(
+                                "tool_result parts must be text, image or document"
+                            )
                         parts.append(part)
                     content = tuple(parts)
                 else:

@@ -134,12 +134,16 @@ def block_problem(block: object) -> str | None:
             if not _is(content, str):
                 if not _is(content, tuple):
                     return (
-                        "ToolResult.content must be a str or a tuple of Text and Image, "
+                        "ToolResult.content must be a str or a tuple of Text, Image and "
+                        "Document, "
                         f"got {type(content).__name__}"
                     )
                 for part in content:
-                    if not _is(part, (Text, Image)):
-                        return f"a ToolResult part must be Text or Image, got {type(part).__name__}"
+                    if not _is(part, (Text, Image, Document)):
+                        return (
+                            "a ToolResult part must be Text, Image or Document, "
+                            f"got {type(part).__name__}"
+                        )
                     if isinstance(part, Text) and not _is(part.text, str):
                         return f"Text.text must be a str, got {type(part.text).__name__}"
         case Image(media_type=media_type, data=data, url=url):

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any, assert_never
 
 import mcp_types as mt
 
+from .._messages import DOCUMENT_MEDIA_TYPES
 from .._models import (
+    Document,
     Image,
     InferenceConfig,
     Message,
@@ -79,16 +81,22 @@ def tool_definition(tool: mt.Tool) -> ToolDefinition:
     )
 
 
-def _embedded(resource: mt.TextResourceContents | mt.BlobResourceContents) -> Text | Image:
+def _embedded(
+    resource: mt.TextResourceContents | mt.BlobResourceContents,
+) -> Text | Image | Document:
     if isinstance(resource, mt.TextResourceContents):
         return Text(text=resource.text)
     mime_type = resource.mime_type or "application/octet-stream"
     if mime_type.startswith("image/"):
         return Image(media_type=mime_type, data=resource.blob)
+    if mime_type in DOCUMENT_MEDIA_TYPES and resource.blob:
+        # A PDF (or another document) the server returned: the model reads it as a document.
+        name = str(resource.uri).rstrip("/").rsplit("/", 1)[-1] or None
+        return Document(data=resource.blob, media_type=mime_type, title=name)
     return Text(text=f"[binary resource {resource.uri} ({mime_type}), not shown]")
 
 
-def content_part(block: mt.ContentBlock) -> Text | Image:
+def content_part(block: mt.ContentBlock) -> Text | Image | Document:
     """One MCP content block as a tool-result part."""
     match block:
         case mt.TextContent(text=text):
@@ -111,7 +119,7 @@ def tool_result(result: mt.CallToolResult) -> ToolResult:
     if not parts and result.structured_content is not None:
         # A server may answer with structured content only; the model reads it as JSON.
         parts = (Text(text=json.dumps(result.structured_content, ensure_ascii=False)),)
-    content: str | tuple[Text | Image, ...]
+    content: str | tuple[Text | Image | Document, ...]
     if all(isinstance(part, Text) for part in parts):
         content = "\n".join(part.text for part in parts if isinstance(part, Text))
     else:

@@ -103,6 +103,10 @@ def document_text(provider: str, document: Document) -> str:
 
 
 def media_blocks(messages: Iterable[object]) -> Iterable[object]:
-    """Every content block of ``messages``, for the totals."""
+    """Every content block of ``messages`` (a tool result's parts included), for the totals."""
     for message in messages:
-        yield from getattr(message, "content", ())
+        for block in getattr(message, "content", ()):
+            yield block
+            content = getattr(block, "content", None)
+            if isinstance(content, tuple):
+                yield from content

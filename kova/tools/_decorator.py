@@ -28,7 +28,7 @@ import trio
 
 from .._door import ASYNCIO_HOST, asyncio_tool_error
 from .._log import get_logger
-from .._models import Image, Text, ToolAnnotations, ToolResult
+from .._models import Document, Image, Text, ToolAnnotations, ToolResult
 from ._context import ToolContext, current_tool_context
 from ._errors import InvalidToolArguments, ToolDefinitionError
 from ._schema import ParameterSpec, build_parameters, parse_docstring
@@ -235,12 +235,12 @@ class FunctionTool(Generic[P, R]):
             return value
         if isinstance(value, str):
             return ToolResult(content=value)
-        if isinstance(value, Text | Image):
+        if isinstance(value, Text | Image | Document):
             return ToolResult(content=(value,))
         if (
             isinstance(value, list | tuple)
             and value
-            and all(isinstance(part, Text | Image) for part in value)
+            and all(isinstance(part, Text | Image | Document) for part in value)
         ):
             return ToolResult(content=tuple(value))
         try:

@@ -115,3 +115,21 @@ def test_url_elicitation_request():
     assert elicitation_request(params) == ElicitationRequest(
         message="log in", mode="url", url="https://example.com/login"
     )
+
+
+def test_an_embedded_pdf_becomes_a_document_named_by_its_uri():
+    result = mt.CallToolResult(
+        content=[
+            mt.TextContent(type="text", text="The invoice:"),
+            mt.EmbeddedResource(
+                type="resource",
+                resource=mt.BlobResourceContents(
+                    uri="file:///invoices/7.pdf", mime_type="application/pdf", blob="JVBERi0="
+                ),
+            ),
+        ]
+    )
+    assert tool_result(result).content == (
+        kova.Text(text="The invoice:"),
+        kova.Document(data="JVBERi0=", title="7.pdf"),
+    )

@@ -563,3 +563,108 @@ def test_encoding_any_history_with_media_sends_or_raises_invalid_request(
         except InvalidRequest as exc:
             refused[name] = exc.provider
     assert all(provider == name for name, provider in refused.items()), refused
+
+
+# -- a tool that returns a document ----------------------------------------------------------
+
+
+@tool
+def fetch_invoice(number: int) -> ToolResult:
+    """The scanned invoice."""
+    return ToolResult(
+        content=(Text(text=f"invoice {number}:"), Document(data=PDF_BYTES, title="Invoice 7"))
+    )
+
+
+FETCH = ToolUse(id="call_9", name="fetch_invoice", input={"number": 7})
+
+
+@pytest.mark.parametrize("name", sorted(FAKES))
+async def test_a_tool_that_returns_a_pdf_hands_it_to_the_model(name: str) -> None:
+    open_server, build = FAKES[name]
+    script = Script(
+        [
+            ModelResponse(content=(FETCH,), stop_reason=StopReason.TOOL_USE),
+            reply_text("The invoice totals 1,240.00 EUR."),
+        ]
+    )
+    async with open_server(script) as server:
+        agent_builder = AgentBuilder().provider(build(server)).tool(fetch_invoice)
+        async with agent_builder.build() as agent:
+            if name == "ollama":
+                with pytest.raises(InvalidRequest, match="ollama: cannot take Document"):
+                    await agent.run("What does invoice 7 total?")
+                assert len(server.requests) == 1  # the call went; the PDF was refused
+                return
+            response = await agent.run("What does invoice 7 total?")
+    assert response.text == "The invoice totals 1,240.00 EUR."
+    second = script.requests[1].request.messages
+    seen = [
+        part
+        for message in second
+        for block in message.content
+        for part in (block.content if isinstance(block, ToolResult) else (block,))
+        if isinstance(part, Document)
+    ]
+    assert [document.data for document in seen] == [Document(data=PDF_BYTES).data], name
+
+
+PDF_WIRE = base64.b64encode(PDF_BYTES).decode()
+TOOL_DOCUMENT: dict[str, Callable[[dict[str, Any]], object]] = {
+    # Where each wire puts a document a tool returned, as its SDK's types spell it.
+    "anthropic": lambda body: body["messages"][2]["content"][0]["content"][1],
+    "bedrock": lambda body: body["messages"][2]["content"][0]["toolResult"]["content"][1],
+    "openai": lambda body: body["messages"][3]["content"][0],
+    "openai-responses": lambda body: body["input"][2]["output"][1],
+    "gemini": lambda body: body["contents"][2]["parts"][1],
+}
+EXPECTED_TOOL_DOCUMENT: dict[str, object] = {
+    "anthropic": {
+        "type": "document",
+        "source": {"type": "base64", "media_type": "application/pdf", "data": PDF_WIRE},
+        "title": "Invoice 7",
+    },
+    "bedrock": {"document": {"format": "pdf", "name": "Invoice 7", "source": {"bytes": PDF_WIRE}}},
+    "openai": {
+        "type": "file",
+        "file": {
+            "filename": "Invoice 7.pdf",
+            "file_data": f"data:application/pdf;base64,{PDF_WIRE}",
+        },
+    },
+    "openai-responses": {
+        "type": "input_file",
+        "filename": "Invoice 7.pdf",
+        "file_data": f"data:application/pdf;base64,{PDF_WIRE}",
+    },
+    "gemini": {
+        "inlineData": {
+            "mimeType": "application/pdf",
+            "data": PDF_WIRE.translate(str.maketrans("+/", "-_")),
+        }
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(TOOL_DOCUMENT))
+def test_a_document_a_tool_returned_goes_where_the_wire_takes_it(name: str) -> None:
+    history = [
+        Message.user("What does invoice 7 total?"),
+        Message.assistant([FETCH]),
+        Message.tool_results(
+            [
+                ToolResult(
+                    tool_use_id=FETCH.id,
+                    content=(Text(text="invoice 7:"), Document(data=PDF_BYTES, title="Invoice 7")),
+                )
+            ]
+        ),
+    ]
+    body = encode_history(name, history)
+    assert TOOL_DOCUMENT[name](body) == EXPECTED_TOOL_DOCUMENT[name]
+
+
+def encode_history(provider: str, history: list[Message]) -> dict[str, Any]:
+    request = ChatRequest(messages=history, config=InferenceConfig(max_tokens=64))
+    body: dict[str, Any] = CODECS[provider].encode(request, stream=False).body
+    return body

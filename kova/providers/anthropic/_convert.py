@@ -158,6 +158,8 @@ def _tool_result(result: ToolResult) -> dict[str, JSONValue]:
         for part in result.content:
             if isinstance(part, Image):
                 parts.append(_image(part))
+            elif isinstance(part, Document):
+                parts.append(_document(part))
             elif part.text:
                 parts.append({"type": "text", "text": part.text})
         if parts:

@@ -291,6 +291,8 @@ def _tool_result(
         for part in result.content:
             if isinstance(part, Image):
                 content.append(_media(part, documents))
+            elif isinstance(part, Document):
+                content.append(_document(part, documents))
             elif part.text:
                 content.append({"text": part.text})
     block: dict[str, JSONValue] = {"toolUseId": result.tool_use_id, "content": content}

@@ -236,7 +236,11 @@ def _function_response_parts(
     response["response"] = {"error" if result.is_error else "output": result.text}
     parts: list[dict[str, JSONValue]] = [{"functionResponse": response}]
     if not isinstance(result.content, str):
-        parts.extend(_image_part(part) for part in result.content if isinstance(part, Image))
+        for part in result.content:
+            if isinstance(part, Image):
+                parts.append(_image_part(part))
+            elif isinstance(part, Document):
+                parts.append(_document_part(part))
     return parts
 
 

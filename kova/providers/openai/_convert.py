@@ -215,7 +215,8 @@ def _user_content(blocks: Sequence[UserBlock], provider: str) -> JSONValue:
 
 def _tool_messages(results: Sequence[ToolResult]) -> list[dict[str, JSONValue]]:
     """One ``tool`` message per result, in order. Chat Completions tool messages carry text
-    only, so images a tool returned follow in one ``user`` message after them."""
+    only, so images and documents a tool returned follow in one ``user`` message after
+    them."""
     messages: list[dict[str, JSONValue]] = []
     images: list[JSONValue] = []
     for result in results:
@@ -230,6 +231,8 @@ def _tool_messages(results: Sequence[ToolResult]) -> list[dict[str, JSONValue]]:
             for part in result.content:
                 if isinstance(part, Image):
                     images.append(_image_part(part))
+                elif isinstance(part, Document):
+                    images.append(_file_part(part, PROVIDER))
     if images:
         messages.append({"role": "user", "content": images})
     return messages

@@ -196,7 +196,7 @@ def _input_parts(blocks: Sequence[UserBlock]) -> list[JSONValue]:
 def _tool_output(result: ToolResult) -> dict[str, JSONValue]:
     output: JSONValue = result.text
     if not isinstance(result.content, str) and any(
-        isinstance(part, Image) for part in result.content
+        isinstance(part, Image | Document) for part in result.content
     ):
         output = _input_parts(result.content)
     return {"type": "function_call_output", "call_id": result.tool_use_id, "output": output}

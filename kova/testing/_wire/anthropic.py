@@ -107,10 +107,10 @@ def _image_from_wire(block: Mapping[str, object]) -> Image | File:
     raise ValueError(f"image block without a source: {block!r}")
 
 
-def _parts_from_wire(content: object) -> str | tuple[Text | Image, ...]:
+def _parts_from_wire(content: object) -> str | tuple[Text | Image | Document, ...]:
     if content is None or isinstance(content, str):
         return content or ""
-    parts: list[Text | Image] = []
+    parts: list[Text | Image | Document] = []
     if isinstance(content, list):
         for item in content:
             if isinstance(item, Mapping) and item.get("type") == "text":
@@ -119,6 +119,10 @@ def _parts_from_wire(content: object) -> str | tuple[Text | Image, ...]:
                 image = _image_from_wire(item)
                 if isinstance(image, Image):
                     parts.append(image)
+            elif isinstance(item, Mapping) and item.get("type") == "document":
+                document = _document_from_wire(item)
+                if isinstance(document, Document):
+                    parts.append(document)
     return tuple(parts)
 
 

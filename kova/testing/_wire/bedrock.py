@@ -215,8 +215,8 @@ def _audio_or_video(kind: str, block: Mapping[str, object]) -> Audio | File:
     return Audio(data=data, format=audio_format)
 
 
-def _result_content(content: object) -> str | tuple[Text | Image, ...]:
-    parts: list[Text | Image] = []
+def _result_content(content: object) -> str | tuple[Text | Image | Document, ...]:
+    parts: list[Text | Image | Document] = []
     for item in content if isinstance(content, list) else []:
         if not isinstance(item, Mapping):
             continue
@@ -227,7 +227,9 @@ def _result_content(content: object) -> str | tuple[Text | Image, ...]:
         elif "image" in item and isinstance(item["image"], Mapping):
             parts.append(_media("image", item["image"]))
         elif "document" in item and isinstance(item["document"], Mapping):
-            parts.append(_media("document", item["document"]))
+            document = _document(item["document"])
+            if isinstance(document, Document):
+                parts.append(document)
     if all(isinstance(part, Text) for part in parts):
         return "".join(part.text for part in parts if isinstance(part, Text))
     return tuple(parts)

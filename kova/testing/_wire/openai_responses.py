@@ -94,11 +94,12 @@ def _parts(content: JSONValue, *, role: str) -> list[Text | Image | Document | F
     return blocks
 
 
-def _output(value: JSONValue) -> str | tuple[Text | Image, ...]:
+def _output(value: JSONValue) -> str | tuple[Text | Image | Document, ...]:
     if isinstance(value, str):
         return value
     if isinstance(value, Sequence):
-        return tuple(part for part in _parts(value, role="tool") if isinstance(part, Text | Image))
+        parts = _parts(value, role="tool")
+        return tuple(part for part in parts if isinstance(part, Text | Image | Document))
     raise RequestRejected("Invalid type for 'output': expected a string or a list of parts")
 
 
