@@ -367,6 +367,38 @@ class _Decoded(AsyncIterator[bytes]):
         raise StopAsyncIteration
 
 
+def _unsupported_encoding(response: httpx2.Response) -> str | None:
+    """The first content-encoding of ``response`` that httpx2 cannot decode (``br`` and
+    ``zstd`` without their optional packages, a made-up one), or ``None``. kova asks for
+    what httpx2 decodes (its ``Accept-Encoding``); a server may send another anyway."""
+    header = response.headers.get("content-encoding")
+    if not header:
+        return None
+    for value in header.split(","):
+        name = value.strip().lower()
+        if name and name not in httpx2_decoders.SUPPORTED_DECODERS:
+            return name
+    return None
+
+
+class _Undecodable(AsyncIterator[bytes]):
+    """The body of a response in a content-encoding kova cannot decode: reading it fails
+    with the error a garbage gzip body fails with (an ``InvalidResponse`` once mapped)."""
+
+    __slots__ = ("_encoding", "_request")
+
+    def __init__(self, encoding: str, request: httpx2.Request) -> None:
+        self._encoding = encoding
+        self._request = request
+
+    async def __anext__(self) -> bytes:
+        supported = ", ".join(name for name in httpx2_decoders.SUPPORTED_DECODERS)
+        raise httpx2.DecodingError(
+            f"content-encoding {self._encoding[:40]!r} is not one kova can decode ({supported})",
+            request=self._request,
+        )
+
+
 class _Chunks(AsyncIterator[bytes]):
     """The body's byte chunks with errors mapped to kova errors.
 
@@ -417,6 +449,11 @@ class HttpStream:
         # exception passes, before the response is closed, and that leaves httpcore2's own
         # body iterator to the garbage collector (trio warns). Decoding outside the generator
         # keeps the raw iterator open until :meth:`aclose` finishes it the normal way.
+        unsupported = _unsupported_encoding(self.response)
+        if unsupported is not None:
+            # httpx2 passes a body it has no decoder for through as it came (compressed):
+            # read as text, garbage br or zstd was "a stream that ended early". Say what it is.
+            return _Undecodable(unsupported, self.response.request)
         if self.response.is_stream_consumed:
             # The body is already in memory (a transport such as httpx2.MockTransport that
             # answers with whole content): aiter_bytes serves it, decoded.

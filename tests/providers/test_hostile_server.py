@@ -236,6 +236,25 @@ async def test_garbage_gzip_is_an_invalid_response_naming_the_decoding(
     assert "could not be decoded" in str(error)
 
 
+@pytest.mark.parametrize("encoding", ["br", "zstd", "gzip, br", "x-made-up"])
+@pytest.mark.parametrize("stream", [False, True], ids=["call", "stream"])
+@pytest.mark.parametrize("wire", WIRES, ids=WIRE_IDS)
+async def test_a_body_in_an_encoding_kova_cannot_decode_is_an_invalid_response(
+    wire: Wire, stream: bool, encoding: str
+) -> None:
+    """Issue 43 item 7: httpx2 passes a body it has no decoder for through compressed, and a
+    streamed one was "an incomplete stream"; it is a decoding error naming the encoding."""
+    content_type = wire.stream_type if stream else "application/json"
+    headers = {"content-type": content_type, "content-encoding": encoding}
+    body = wire.raw_frame(b'{"garbage": "not compressed either"}') * 3
+    reply = FakeResponse(headers=headers, body=body)
+    async with raw_server(lambda _: reply) as (url, _):
+        error = await _fail(wire.build(url), stream=stream)
+    assert isinstance(error, InvalidResponse)
+    assert "could not be decoded" in str(error)
+    assert repr(encoding.split(",")[-1].strip()) in str(error)
+
+
 async def _trickle_headers(stream: trio.SocketStream) -> None:
     """A server that answers a request with a status line, then a header every 0.5 s."""
     with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
