@@ -56,7 +56,7 @@ def _populate_sqlite(path: Path, sessions: int, history: int) -> None:
     now = time.time()
     with db:
         db.executemany(
-            "INSERT INTO kova_sessions VALUES (?, 1, ?, ?, ?, ?, 0, 0, NULL)",
+            "INSERT INTO kova_sessions VALUES (?, 1, ?, ?, ?, ?, 0, 0, NULL, NULL, 0)",
             [(f"s{i}", now, now, "t", history) for i in range(sessions)],
         )
         db.executemany(
@@ -88,7 +88,7 @@ def _populate_postgres(dsn: str, sessions: int, history: int) -> None:
         cursor.execute("TRUNCATE kova_sessions, kova_session_messages")
         with cursor.copy("COPY kova_sessions FROM STDIN") as copy:
             for i in range(sessions):
-                copy.write_row((f"s{i}", 1, now, now, "t", history, 0, 0, None))
+                copy.write_row((f"s{i}", 1, now, now, "t", history, 0, 0, None, None, 0))
         with cursor.copy("COPY kova_session_messages FROM STDIN") as copy:
             for i in range(sessions):
                 for seq in range(history):
@@ -139,8 +139,10 @@ def _floor_sqlite(path: Path, order: list[str]) -> list[float]:
     for number, session_id in enumerate(order):
         start = time.perf_counter()
         db.execute("BEGIN")
-        version, _pending, _title = db.execute(
-            "SELECT version, pending, title FROM kova_sessions WHERE id = ?", (session_id,)
+        version, _pending, _title, _created, _view, _covers = db.execute(
+            "SELECT version, pending, title, created, view, view_covers FROM kova_sessions "
+            "WHERE id = ?",
+            (session_id,),
         ).fetchone()
         rows = db.execute(
             "SELECT turn, body FROM kova_session_messages WHERE session_id = ? ORDER BY seq",
@@ -153,8 +155,9 @@ def _floor_sqlite(path: Path, order: list[str]) -> list[float]:
             _body("assistant", f"answer {number} " + "z" * 200),
         ]
         db.execute("BEGIN IMMEDIATE")
-        current, count = db.execute(
-            "SELECT version, messages FROM kova_sessions WHERE id = ?", (session_id,)
+        current, count, _, _ = db.execute(
+            "SELECT version, messages, created, view_covers FROM kova_sessions WHERE id = ?",
+            (session_id,),
         ).fetchone()
         assert current == version
         assert count == len(history)
@@ -184,8 +187,9 @@ def _floor_postgres(dsn: str, order: list[str]) -> list[float]:
             start = time.perf_counter()
             with db.transaction():
                 db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                version, _pending, _title = db.execute(  # type: ignore[misc]
-                    "SELECT version, pending, title FROM kova_sessions WHERE id = %s",
+                version, _pending, _title, _created, _view, _covers = db.execute(  # type: ignore[misc]
+                    "SELECT version, pending, title, created, view, view_covers "
+                    "FROM kova_sessions WHERE id = %s",
                     (session_id,),
                 ).fetchone()
                 rows = db.execute(
@@ -199,8 +203,9 @@ def _floor_postgres(dsn: str, order: list[str]) -> list[float]:
                 _body("assistant", f"answer {number} " + "z" * 200),
             ]
             with db.transaction():
-                current, count = db.execute(  # type: ignore[misc]
-                    "SELECT version, messages FROM kova_sessions WHERE id = %s FOR UPDATE",
+                current, count, _, _ = db.execute(  # type: ignore[misc]
+                    "SELECT version, messages, created, view_covers FROM kova_sessions "
+                    "WHERE id = %s FOR UPDATE",
                     (session_id,),
                 ).fetchone()
                 assert current == version

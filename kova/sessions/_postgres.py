@@ -38,6 +38,8 @@ from ._store import (
     check_session_id,
     message_from_text,
     message_to_text,
+    view_from_text,
+    view_update,
 )
 
 if TYPE_CHECKING:
@@ -73,7 +75,9 @@ _SCHEMA = (
         messages INTEGER NOT NULL,
         input_tokens BIGINT NOT NULL,
         output_tokens BIGINT NOT NULL,
-        pending TEXT
+        pending TEXT,
+        view TEXT,
+        view_covers INTEGER NOT NULL DEFAULT 0
     )""",
     """CREATE TABLE IF NOT EXISTS kova_session_messages (
         session_id TEXT NOT NULL,
@@ -229,7 +233,8 @@ class PostgresSessionStore(SessionStore):
             # One snapshot for both reads.
             connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             row = connection.execute(
-                "SELECT version, pending, title, created FROM kova_sessions WHERE id = %s",
+                "SELECT version, pending, title, created, view, view_covers FROM kova_sessions "
+                "WHERE id = %s",
                 (session_id,),
             ).fetchone()
             if row is None:
@@ -250,7 +255,13 @@ class PostgresSessionStore(SessionStore):
             )
             self._cache.put(session_id, row[0], row[3], *cached)
         return SessionState(
-            version=row[0], messages=cached[0], turns=cached[1], pending=row[1], title=row[2]
+            version=row[0],
+            messages=cached[0],
+            turns=cached[1],
+            pending=row[1],
+            title=row[2],
+            view=view_from_text(row[4], f"session {session_id!r}"),
+            view_covers=row[5],
         )
 
     def _write(
@@ -263,10 +274,12 @@ class PostgresSessionStore(SessionStore):
         now = time.time()
         with connection.transaction():
             row = connection.execute(
-                "SELECT version, messages, created FROM kova_sessions WHERE id = %s FOR UPDATE",
+                "SELECT version, messages, created, view_covers FROM kova_sessions "
+                "WHERE id = %s FOR UPDATE",
                 (session_id,),
             ).fetchone()
             created = now if row is None else row[2]
+            replace, view, view_covers = view_update(change, 0 if row is None else row[3])
             if row is None:
                 if change.version != 0:
                     raise SessionConflictError(session_id, change.version, 0)
@@ -274,8 +287,8 @@ class PostgresSessionStore(SessionStore):
                     raise ValueError(f"keep must be between 0 and 0, got {change.keep}")
                 created = connection.execute(
                     "INSERT INTO kova_sessions (id, version, created, updated, title, messages, "
-                    "input_tokens, output_tokens, pending) "
-                    "VALUES (%s, 1, %s, %s, %s, %s, %s, %s, %s) "
+                    "input_tokens, output_tokens, pending, view, view_covers) "
+                    "VALUES (%s, 1, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
                     "ON CONFLICT (id) DO NOTHING RETURNING version",
                     (
                         session_id,
@@ -286,13 +299,15 @@ class PostgresSessionStore(SessionStore):
                         change.input_tokens,
                         change.output_tokens,
                         change.pending,
+                        view,
+                        view_covers,
                     ),
                 ).fetchone()
                 if created is None:  # another writer made it first
                     raise SessionConflictError(session_id, 0, 1)
                 version, keep = 0, 0
             else:
-                version, count, _ = row
+                version, count, _, _ = row
                 if version != change.version:
                     raise SessionConflictError(session_id, change.version, version)
                 keep = change.keep
@@ -307,7 +322,8 @@ class PostgresSessionStore(SessionStore):
                     "UPDATE kova_sessions SET version = version + 1, updated = %s, "
                     "title = COALESCE(%s, title), messages = %s, "
                     "input_tokens = input_tokens + %s, output_tokens = output_tokens + %s, "
-                    "pending = %s WHERE id = %s",
+                    "pending = %s, view = CASE WHEN %s THEN %s ELSE view END, "
+                    "view_covers = CASE WHEN %s THEN %s ELSE view_covers END WHERE id = %s",
                     (
                         now,
                         change.title,
@@ -315,6 +331,10 @@ class PostgresSessionStore(SessionStore):
                         change.input_tokens,
                         change.output_tokens,
                         change.pending,
+                        replace,
+                        view,
+                        replace,
+                        view_covers,
                         session_id,
                     ),
                 )

@@ -39,6 +39,8 @@ from ._store import (
     check_session_id,
     message_from_text,
     message_to_text,
+    view_from_text,
+    view_update,
 )
 
 if TYPE_CHECKING:
@@ -70,7 +72,9 @@ CREATE TABLE IF NOT EXISTS kova_sessions (
     messages INTEGER NOT NULL,
     input_tokens INTEGER NOT NULL,
     output_tokens INTEGER NOT NULL,
-    pending TEXT
+    pending TEXT,
+    view TEXT,
+    view_covers INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS kova_session_messages (
     session_id TEXT NOT NULL,
@@ -251,7 +255,8 @@ class SqliteSessionStore(SessionStore):
     def _read(self, connection: sqlite3.Connection, session_id: str) -> SessionState:
         with _transaction(connection, write=False):
             row = connection.execute(
-                "SELECT version, pending, title, created FROM kova_sessions WHERE id = ?",
+                "SELECT version, pending, title, created, view, view_covers FROM kova_sessions "
+                "WHERE id = ?",
                 (session_id,),
             ).fetchone()
             if row is None:
@@ -272,7 +277,13 @@ class SqliteSessionStore(SessionStore):
             )
             self._cache.put(session_id, row[0], row[3], *cached)
         return SessionState(
-            version=row[0], messages=cached[0], turns=cached[1], pending=row[1], title=row[2]
+            version=row[0],
+            messages=cached[0],
+            turns=cached[1],
+            pending=row[1],
+            title=row[2],
+            view=view_from_text(row[4], f"session {session_id!r}"),
+            view_covers=row[5],
         )
 
     def _write(
@@ -285,10 +296,10 @@ class SqliteSessionStore(SessionStore):
         now = time.time()
         with _transaction(connection):
             row = connection.execute(
-                "SELECT version, messages, created FROM kova_sessions WHERE id = ?",
+                "SELECT version, messages, created, view_covers FROM kova_sessions WHERE id = ?",
                 (session_id,),
             ).fetchone()
-            version, count, created = (0, 0, now) if row is None else row
+            version, count, created, covers = (0, 0, now, 0) if row is None else row
             if version != change.version:
                 raise SessionConflictError(session_id, change.version, version)
             keep = change.keep
@@ -305,10 +316,12 @@ class SqliteSessionStore(SessionStore):
                 [(session_id, keep + index, change.turn, body) for index, body in enumerate(rows)],
             )
             total = keep + len(rows)
+            replace, view, view_covers = view_update(change, covers)
             if row is None:
                 connection.execute(
                     "INSERT INTO kova_sessions (id, version, created, updated, title, messages, "
-                    "input_tokens, output_tokens, pending) VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?)",
+                    "input_tokens, output_tokens, pending, view, view_covers) "
+                    "VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         session_id,
                         now,
@@ -318,6 +331,8 @@ class SqliteSessionStore(SessionStore):
                         change.input_tokens,
                         change.output_tokens,
                         change.pending,
+                        view,
+                        view_covers,
                     ),
                 )
             else:
@@ -325,7 +340,8 @@ class SqliteSessionStore(SessionStore):
                     "UPDATE kova_sessions SET version = version + 1, updated = ?, "
                     "title = COALESCE(?, title), messages = ?, "
                     "input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
-                    "pending = ? WHERE id = ?",
+                    "pending = ?, view = CASE WHEN ? THEN ? ELSE view END, "
+                    "view_covers = CASE WHEN ? THEN ? ELSE view_covers END WHERE id = ?",
                     (
                         now,
                         change.title,
@@ -333,6 +349,10 @@ class SqliteSessionStore(SessionStore):
                         change.input_tokens,
                         change.output_tokens,
                         change.pending,
+                        replace,
+                        view,
+                        replace,
+                        view_covers,
                         session_id,
                     ),
                 )

@@ -54,6 +54,9 @@ __all__ = [
     "check_session_id_text",
     "message_from_text",
     "message_to_text",
+    "view_from_text",
+    "view_to_text",
+    "view_update",
 ]
 
 TITLE_LENGTH = 80
@@ -91,6 +94,11 @@ class SessionState(Record):
     pending: str | None = None
     """The pending state of its paused last turn (``PendingApprovals.to_json()``)."""
     title: str | None = None
+    view: tuple[Message, ...] | None = None
+    """The compacted history the model continues from (a context policy's
+    ``response.compaction.history``), standing for the first :attr:`view_covers` messages;
+    ``None``: the model sees every message."""
+    view_covers: int = 0
 
 
 class SessionWrite(Record):
@@ -111,6 +119,11 @@ class SessionWrite(Record):
     output_tokens: int = 0
     title: str | None = None
     """Set as the session's title when given; otherwise the title is kept."""
+    view: tuple[Message, ...] | None = None
+    """A new compacted view standing for the first ``view_covers`` messages. ``None``: the
+    stored view is kept, unless the write keeps fewer messages than it stands for (a rewind
+    into them): then it is dropped."""
+    view_covers: int = 0
 
 
 class SessionStore(abc.ABC):
@@ -162,8 +175,9 @@ class SessionStore(abc.ABC):
 
         All or nothing, durable when it returns: keep the first ``change.keep`` messages,
         add ``change.messages`` with turn number ``change.turn``, set the pending state, add
-        the token counts, set the title if given (else keep it), set ``updated`` (and
-        ``created`` for a new session).
+        the token counts, set the title if given (else keep it), set the compacted view if
+        given (else drop it when ``change.keep`` is below what it covers), set ``updated``
+        (and ``created`` for a new session).
 
         Raises:
             SessionConflictError: the store does not hold ``change.version``.
@@ -250,9 +264,12 @@ class Session:
     def __repr__(self) -> str:
         return f"Session({self.id!r})"
 
-    async def load(self) -> list[Message]:
-        """The messages of its finished turns, in order (a paused turn's too)."""
-        return list((await self.store.read(self.id)).messages)
+    async def load(self, *, compacted: bool = False) -> list[Message]:
+        """The messages of its finished turns, in order (a paused turn's too): all of them
+        (for audit), or with ``compacted=True`` what the model continues from: the view a
+        context policy last compacted them into, followed by the messages since."""
+        state = await self.store.read(self.id)
+        return list(_working(state) if compacted else state.messages)
 
     async def pending(self) -> PendingApprovals | None:
         """The calls its paused last turn waits for (decide them, then
@@ -361,7 +378,7 @@ class Session:
         async with self._gate():
             state = await self._read_free("run a turn")
             try:
-                result = await run((*state.messages, *prompt))
+                result = await run((*_working(state), *prompt))
             except StructuredOutputError as error:
                 # A structured turn that paused for approvals keeps its pause here.
                 response = error.response
@@ -383,7 +400,7 @@ class Session:
         pending = _pending_argument(history, pending)
         async with self._gate():
             state, decided = await self._paused(pending)
-            response = await resume(state.messages, decided)
+            response = await resume(_working(state), decided)
             await self._commit(state, (), response, same_turn=True)
             return response
 
@@ -448,6 +465,7 @@ class Session:
 
         added = (*prompt, *response.new_messages)
         turn = (state.turns[-1] if state.turns else 0) + (0 if same_turn else 1)
+        compaction = getattr(response, "compaction", None)  # a context policy's
         pending = response.pending
         await self.store.write(
             self.id,
@@ -460,8 +478,17 @@ class Session:
                 input_tokens=response.usage.input_tokens,
                 output_tokens=response.usage.output_tokens,
                 title=_title(added) if state.title is None else None,
+                view=None if compaction is None else tuple(compaction.history),
+                view_covers=0 if compaction is None else len(state.messages) + len(added),
             ),
         )
+
+
+def _working(state: SessionState) -> tuple[Message, ...]:
+    """What the model continues from: the compacted view and the messages after it."""
+    if state.view is None:
+        return state.messages
+    return (*state.view, *state.messages[state.view_covers :])
 
 
 class _Copy:
@@ -476,6 +503,7 @@ class _Copy:
     def write(self) -> SessionWrite:
         state, keep = self._state, self._keep
         whole = keep == len(state.messages)
+        view = state.view if state.view is not None and keep >= state.view_covers else None
         return SessionWrite(
             version=0,
             keep=0,
@@ -483,6 +511,8 @@ class _Copy:
             turn=0,
             pending=state.pending if whole else None,
             title=state.title,
+            view=view,
+            view_covers=state.view_covers if view is not None else 0,
         )
 
 
@@ -657,6 +687,34 @@ def check_session_id(value: object) -> None:
 def message_to_text(message: Message) -> str:
     """A message as the JSON text stores keep (``Message.to_dict``; UTF-8-safe)."""
     return dumps(message.to_dict())
+
+
+def view_update(change: SessionWrite, covers: int) -> tuple[bool, str | None, int]:
+    """What a write does to the stored compacted view (which stands for ``covers``
+    messages): (whether it is replaced, its new JSON text or ``None``, what it covers)."""
+    if change.view is not None:
+        return True, view_to_text(change.view), change.view_covers
+    if change.keep < covers:  # a rewind into what the view stands for: it no longer does
+        return True, None, 0
+    return False, None, 0
+
+
+def view_to_text(view: tuple[Message, ...] | None) -> str | None:
+    """A compacted view as the JSON text stores keep (``None`` stays ``None``)."""
+    return None if view is None else dumps([message.to_dict() for message in view])
+
+
+def view_from_text(text: str | None, where: str) -> tuple[Message, ...] | None:
+    """A stored compacted view back."""
+    if text is None:
+        return None
+    try:
+        data = loads(text)
+        if not isinstance(data, list):
+            raise ValueError("not a JSON array")
+        return tuple(Message.from_dict(item) for item in data)
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise SessionError(f"{where}: the stored compacted view cannot be read: {exc}") from None
 
 
 def message_from_text(text: str, where: str) -> Message:

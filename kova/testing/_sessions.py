@@ -226,6 +226,40 @@ async def _check(store: SessionStore, run: str) -> None:
         assert state.pending is None
         assert state.messages == first
 
+    with _Rule(
+        "a compacted view is stored with a write, kept by later appends, dropped by a rewind"
+    ):
+        viewed = store.session(sid("view"))
+        summary = (Message.user("[summary of the first turn]"),)
+        await viewed.append(first)
+        state = await store.read(viewed.id)
+        assert state.view is None, state.view
+        await store.write(
+            viewed.id,
+            SessionWrite(
+                version=state.version,
+                keep=len(first),
+                messages=second[:2],
+                turn=2,
+                view=summary,
+                view_covers=len(first) + 2,
+            ),
+        )
+        state = await store.read(viewed.id)
+        assert state.view == summary, state.view
+        assert state.view_covers == len(first) + 2, state.view_covers
+        assert await viewed.load(compacted=True) == list(summary)
+        await viewed.append(second[2:])
+        assert await viewed.load(compacted=True) == [*summary, *second[2:]]
+        assert len(await viewed.load()) == len(first) + len(second)  # the full history stays
+        await viewed.rewind()  # the turn after the view: the view stays
+        assert await viewed.load(compacted=True) == list(summary)
+        await viewed.rewind()  # back into what the view stands for: it goes
+        state = await store.read(viewed.id)
+        assert state.view is None, state.view
+        assert await viewed.load(compacted=True) == list(first)
+        await store.delete(viewed.id)
+
     with _Rule("list() has each session's message count, token totals, title and times"):
         state = await store.read(session.id)
         await store.write(

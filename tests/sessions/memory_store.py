@@ -20,6 +20,8 @@ class _Row:
         self.messages: list[tuple[int, Message]] = []
         self.input_tokens = self.output_tokens = 0
         self.pending: str | None = None
+        self.view: tuple[Message, ...] | None = None
+        self.view_covers = 0
 
 
 class MemorySessionStore(SessionStore):
@@ -39,6 +41,8 @@ class MemorySessionStore(SessionStore):
             turns=tuple(turn for turn, _ in row.messages),
             pending=row.pending,
             title=row.title,
+            view=row.view,
+            view_covers=row.view_covers,
         )
 
     async def write(self, session_id: str, change: SessionWrite) -> int:
@@ -65,6 +69,10 @@ class MemorySessionStore(SessionStore):
         row.pending = change.pending
         row.input_tokens += change.input_tokens
         row.output_tokens += change.output_tokens
+        if change.view is not None:
+            row.view, row.view_covers = change.view, change.view_covers
+        elif change.keep < row.view_covers:
+            row.view, row.view_covers = None, 0
 
     async def list(self) -> list[SessionInfo]:
         await trio.lowlevel.checkpoint()
@@ -167,5 +175,17 @@ def _fields(change: SessionWrite) -> dict[str, object]:
             "input_tokens",
             "output_tokens",
             "title",
+            "view",
+            "view_covers",
         )
     }
+
+
+class KeepsStaleView(MemorySessionStore):
+    """Broken: a rewind into the messages a compacted view stands for keeps the view."""
+
+    def apply(self, row: _Row, change: SessionWrite, now: float) -> None:
+        view, covers = row.view, row.view_covers
+        super().apply(row, change, now)
+        if change.view is None:
+            row.view, row.view_covers = view, covers

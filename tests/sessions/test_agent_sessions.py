@@ -310,3 +310,34 @@ async def test_a_session_argument_of_another_type_is_refused(store: SessionStore
         with pytest.raises(TypeError, match=r"needs the paused turn's pending"):
             await agent.resume("hi")
     assert await store.list() == []
+
+
+async def test_a_compacted_turn_keeps_the_full_history_and_the_view(
+    store: SessionStore,
+) -> None:
+    from kova.agent import SlidingWindow
+
+    model = Model()
+    session = store.session("long")
+    builder = (
+        AgentBuilder().provider(FunctionProvider(model)).retry_config(RetryConfig(max_retries=0))
+    )
+    builder.context(SlidingWindow(), window=400, reserve=50)
+    compacted = None
+    async with builder.build() as agent:
+        for number in range(12):
+            response = await agent.run(f"turn {number} " + "x" * 300, session=session)
+            if response.compaction is not None:
+                compacted = response
+                break
+        assert compacted is not None, "the window never overflowed"
+        view = await session.load(compacted=True)
+        assert view == list(compacted.compaction.history)  # type: ignore[union-attr]
+        full = await session.load()
+        assert len(full) == 2 * (number + 1)  # every message, for audit
+        assert len(view) < len(full)
+        await agent.run("after", session=session)
+    # The next turn started from the view, not from the whole history.
+    assert list(model.requests[-1][: len(view)]) == view
+    assert model.requests[-1][len(view)] == Message.user("after")
+    assert len(await session.load()) == len(full) + 2

@@ -17,6 +17,7 @@ from .memory_store import (
     CountsTokensOnce,
     DropsPending,
     ForgetsTurns,
+    KeepsStaleView,
     LosesSurrogates,
     MemorySessionStore,
     NoVersionCheck,
@@ -41,6 +42,7 @@ async def test_the_suite_passes_on_a_correct_memory_store() -> None:
         (DropsPending, "the pending state is stored with the write"),
         (LosesSurrogates, "append() stores a turn's messages exactly"),
         (CountsTokensOnce, "list() has each session's message count, token totals"),
+        (KeepsStaleView, "a compacted view is stored with a write, kept by later appends"),
     ],
 )
 async def test_the_suite_fails_on_a_broken_store(store: type, rule: str) -> None:
