@@ -178,7 +178,7 @@ async def open_journaled_turn(
     if not isinstance(turn_id, str) or not turn_id:
         raise TypeError("a journaled turn needs turn_id=, a non-empty str naming it")
     agent._running()  # not open: the agent's own error, before the journal is touched
-    async with await journal.claim(turn_id) as claim:
+    async with await journal.claim(turn_id) as claim, claim.kept_alive():
         if pending is not None:
             # Decisions are used once across processes: their nonce is this turn's now.
             await claim.use_decisions(pending.nonce)

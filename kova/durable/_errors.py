@@ -20,7 +20,11 @@ class TurnClaimedError(JournalError):
         self.turn_id = turn_id
         self.lease_until = lease_until
         if lease_until is None:
-            message = f"turn {turn_id!r} is no longer claimed by this runner (taken over)"
+            message = (
+                f"this runner lost its claim on turn {turn_id!r} (no longer claimed by it): "
+                "its lease ran out and another runner has taken the turn over, so this one "
+                "records nothing more (what it did since is not in the journal)"
+            )
         else:
             left = max(0.0, lease_until - time.time())
             message = f"turn {turn_id!r} is being run by another runner (lease for {left:.0f} s)"

@@ -17,11 +17,14 @@ survives the process being killed and the machine losing power.
 **One runner per turn.** :meth:`SqliteJournal.claim` gives the turn to one owner for a lease
 (default 60 s, renewed by :meth:`JournalClaim.renew`); a second process claiming the same turn
 while the lease is live gets :class:`TurnClaimedError`, so two processes never both run a
-step. A lease held by a process of this machine that no longer exists (it crashed) is free at
-once: the owner id names the process by pid and start time, which a later process reusing
-the pid does not share. Every write checks the claim in the same transaction, so an owner
-whose lease ran out and was taken over cannot write any more (:class:`TurnClaimedError`
-again). Lease times are wall-clock (``time.time``: the processes share no other clock).
+step, and the driver keeps the lease alive while a step runs (:meth:`JournalClaim.kept_alive`).
+A lease held by a process of this machine that no longer exists (it crashed) is free at once:
+the owner id names the machine's boot, the PID namespace and the process by pid and start
+time, which a later process reusing the pid does not share; where liveness cannot be known
+(another boot or PID namespace, another machine), the turn waits for the lease. Every write
+checks the claim in the same transaction, so an owner whose lease ran out and was taken over
+cannot write any more (:class:`TurnClaimedError` again). Lease times are wall-clock
+(``time.time``: the processes share no other clock).
 """
 
 from __future__ import annotations
@@ -387,6 +390,14 @@ class JournalClaim:
         with trio.CancelScope(shield=True):
             await self.release()
 
+    def kept_alive(self) -> AbstractAsyncContextManager[None]:
+        """``async with claim.kept_alive():`` renews the lease every third of it while the
+        block runs (a task beside it), so a step that outlasts the lease keeps its turn; a
+        claim found lost cancels the block, which raises :class:`TurnClaimedError`."""
+        from ._lease import keep_alive
+
+        return keep_alive(self, self.journal.lease)
+
     async def renew(self) -> None:
         """Extend the lease by the journal's :attr:`~SqliteJournal.lease` from now."""
         self.lease_until = await self.journal._run(self.journal._renew, self.turn_id, self.owner)
@@ -486,23 +497,64 @@ def _process_start(pid: int) -> str | None:
         return None
 
 
+def _boot_id() -> str:
+    """This boot of this machine (Linux), ``-`` where it cannot be read: a pid and a start
+    time mean something only within one boot."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as file:
+            return file.read().strip() or "-"
+    except OSError:
+        return "-"
+
+
+def _pid_namespace() -> str:
+    """This process's PID namespace (its inode, Linux), ``-`` where it cannot be read: a
+    pid means something only within its namespace (containers on one host share the host
+    name, often, and a boot, but not their pids)."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "-"
+
+
 def _process_owner() -> str:
-    """This runner's owner id: the machine, the process (pid and start), and a nonce."""
+    """This runner's owner id: the machine (host name, boot), the PID namespace, the process
+    (pid and start time), and a nonce."""
     pid = os.getpid()
-    return f"{socket.gethostname()}|{pid}|{_process_start(pid) or '-'}|{uuid.uuid4().hex[:12]}"
+    return "|".join(
+        (
+            socket.gethostname(),
+            _boot_id(),
+            _pid_namespace(),
+            str(pid),
+            _process_start(pid) or "-",
+            uuid.uuid4().hex[:12],
+        )
+    )
 
 
 def _died_on_this_machine(owner: str) -> bool:
-    """Whether ``owner`` was a process of this machine that is gone (its turn is free at
-    once, without waiting for its lease: a crashed runner's turn resumes on restart)."""
+    """Whether ``owner`` was a process of this boot of this machine, in this PID namespace,
+    that is gone (its turn is free at once, without waiting for its lease: a crashed runner's
+    turn resumes on restart). Where that cannot be known (another machine, boot or
+    namespace, an owner id of another form, nothing readable in /proc), ``False``: the turn
+    waits for the lease."""
     parts = owner.split("|")
-    if len(parts) != 4 or parts[0] != socket.gethostname() or parts[2] == "-":
+    if len(parts) != 6:
+        return False
+    host, boot, namespace, pid_text, start, _ = parts
+    if (
+        host != socket.gethostname()
+        or "-" in (boot, namespace, start)
+        or boot != _boot_id()
+        or namespace != _pid_namespace()
+    ):
         return False
     try:
-        pid = int(parts[1])
+        pid = int(pid_text)
     except ValueError:
         return False
-    return _process_start(pid) != parts[2]
+    return _process_start(pid) != start
 
 
 def _rerun_map(value: object) -> Mapping[str, bool]:

@@ -63,7 +63,7 @@ async def test_one_owner_at_a_time_and_a_late_owner_cannot_write(tmp_path: Path)
         await journal.claim("t", owner="b")
     clock.now += 2  # the lease ran out: b takes over
     second = await journal.claim("t", owner="b")
-    with pytest.raises(TurnClaimedError, match="taken over"):
+    with pytest.raises(TurnClaimedError, match="lost its claim"):
         await first.save_snapshot("{}")
     with pytest.raises(TurnClaimedError):
         await first.tool_finished("c", "{}")
@@ -178,15 +178,26 @@ async def test_a_live_process_keeps_its_turn_and_a_reused_pid_is_not_it(
     await journal.claim("mine")  # this process, alive
     with pytest.raises(TurnClaimedError):
         await journal.claim("mine")
+    from kova.durable._journal import _boot_id, _pid_namespace
+
+    def owner(host: str, boot: str, namespace: str, start: str) -> str:
+        return "|".join((host, boot, namespace, str(os.getpid()), start, "abc"))
+
+    here = (socket.gethostname(), _boot_id(), _pid_namespace())
     # The same pid with another start time: a process that is gone (its pid reused by us).
-    other = f"{socket.gethostname()}|{os.getpid()}|1|abc"
-    await journal.claim("reused", owner=other)
+    await journal.claim("reused", owner=owner(*here, "1"))
     await journal.claim("reused")
-    # Another machine's runner is never judged from here: only its lease counts.
-    remote = f"elsewhere|{os.getpid()}|1|abc"
-    await journal.claim("remote", owner=remote)
-    with pytest.raises(TurnClaimedError):
-        await journal.claim("remote")
+    # Where liveness cannot be known, only the lease counts: another machine, another boot,
+    # another PID namespace with the same host name (a container), an older owner id.
+    for name, other in [
+        ("remote", owner("elsewhere", *here[1:], "1")),
+        ("rebooted", owner(here[0], "another-boot", here[2], "1")),
+        ("container", owner(*here[:2], "4026531836999", "1")),
+        ("old form", f"{socket.gethostname()}|{os.getpid()}|1|abc"),
+    ]:
+        await journal.claim(name, owner=other)
+        with pytest.raises(TurnClaimedError):
+            await journal.claim(name)
 
 
 async def test_a_journal_from_a_newer_kova_is_refused(tmp_path: Path) -> None:
