@@ -214,7 +214,12 @@ def kill_trials(
             time.sleep(rng.uniform(0.0, 0.02))
             proc.send_signal(signal.SIGKILL)
         for proc in procs:
-            out, _ = proc.communicate()
+            # Read on through the same buffered stream that read "ready" (communicate()
+            # reads the pipe underneath it and would miss lines already buffered there).
+            out = proc.stdout.read()
+            proc.wait()
+            proc.stderr.close()
+            proc.stdout.close()
             kills += proc.returncode == -signal.SIGKILL
             _reported(out, reported)
     figures = check(store_kind, where, reported)

@@ -43,7 +43,9 @@ def test_writers_killed_at_random_points_lose_and_split_no_turn(
     assert result["killed"] == 8
     assert result["reported"] > 0
     assert (result["lost"], result["duplicated"], result["partial"]) == (0, 0, 0)
-    assert result["turns"] >= result["reported"]
+    # Appended but not reported: only a turn whose writer died between its commit and its
+    # report line (two turns run at once per writer, two writers per trial).
+    assert 0 <= result["turns"] - result["reported"] <= 2 * 2 * 4
 
 
 def test_a_fleet_of_processes_interleaves_no_turns(postgres_db: str) -> None:
