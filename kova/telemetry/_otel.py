@@ -69,8 +69,9 @@ class OtelSubscriber:
 
     Metrics: ``gen_ai.client.operation.duration`` (s), ``gen_ai.client.token.usage``
     ({token}, by ``gen_ai.token.type``), ``gen_ai.client.operation.time_to_first_chunk`` (s,
-    streamed calls), ``kova.actor.restarts`` and ``kova.supervisor.intensity_trips``
-    (counters). Mailbox depth is an observable gauge registered by :func:`observe_mailboxes`.
+    streamed calls), ``kova.client.cost`` (USD of the calls kova could price, docs/cost.md),
+    ``kova.actor.restarts`` and ``kova.supervisor.intensity_trips`` (counters). Mailbox
+    depth is an observable gauge registered by :func:`observe_mailboxes`.
     """
 
     def __init__(
@@ -110,6 +111,9 @@ class OtelSubscriber:
         )
         self._restarts = meter.create_counter(
             "kova.actor.restarts", unit="{restart}", description="Actor restarts."
+        )
+        self._cost = meter.create_counter(
+            "kova.client.cost", unit="USD", description="What priced model calls cost."
         )
         self._trips = meter.create_counter(
             "kova.supervisor.intensity_trips",
@@ -275,6 +279,8 @@ class OtelSubscriber:
             self._tokens.record(
                 event.usage.output_tokens, _clean({**attributes, "gen_ai.token.type": "output"})
             )
+            if event.usage.cost is not None:  # USD of the calls kova could price
+                self._cost.add(float(event.usage.cost), _clean(attributes))
         if span is None:
             return
         if event.stop_reason is not None:

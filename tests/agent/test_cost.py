@@ -412,6 +412,8 @@ def test_a_cost_limit_is_a_decimal_and_survives_json() -> None:
 
 async def test_spans_and_the_metrics_collector_carry_the_cost() -> None:
     pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -422,18 +424,35 @@ async def test_spans_and_the_metrics_collector_carry_the_cost() -> None:
     exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
     replies = [reply_tool_calls(("lookup", {"city": "x"})), reply_text("a"), reply_text("b")]
     async with open_metrics() as collector:
         provider = ScriptedProvider(replies, name="scripted")
         builder = AgentBuilder().provider(provider).prices(PRICES).tool(lookup)
         async with builder.metrics(collector).build() as agent:
-            with agent.telemetry.subscribe(OtelSubscriber(tracer_provider=tracer_provider)):
+            subscriber = OtelSubscriber(
+                tracer_provider=tracer_provider, meter_provider=meter_provider
+            )
+            with agent.telemetry.subscribe(subscriber):
                 await agent.run("go")
         unpriced = AgentBuilder().provider(ScriptedProvider([reply_text("c")]))
         async with unpriced.metrics(collector).build() as agent:
             await agent.run("go")
         snapshot = await collector.snapshot()
+    data = reader.get_metrics_data()
     tracer_provider.shutdown()
+    meter_provider.shutdown()
+    assert data is not None
+    points = [
+        point.value
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == "kova.client.cost"
+        for point in metric.data.data_points  # type: ignore[union-attr]
+    ]
+    assert sum(points) == pytest.approx(float(CALL * 2))
     assert snapshot.cost == CALL * 2
     assert snapshot.unpriced_llm_request_count == 1
     costs = {
