@@ -13,7 +13,7 @@ EXTRAS = MappingProxyType(
     {
         "mcp": ("mcp", "mcp_types"),
         "bedrock": ("botocore",),
-        "ws": ("trio_websocket",),
+        "ws": ("trio_websocket", "starlette", "hypercorn"),
         "web": (),  # nothing left to install: the HTML converter is kova's own
         "otel": ("opentelemetry",),
         "temporal": ("temporalio",),

@@ -19,6 +19,7 @@ import contextlib
 import itertools
 import math
 import secrets
+import socket
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -51,17 +52,7 @@ from ..agent import (
 )
 from . import _schema
 from ._approvals import Approvals
-from ._http import (
-    HeadError,
-    ReplayStream,
-    RequestHead,
-    host_allowed,
-    load_static,
-    origin_allowed,
-    read_head,
-    response,
-    static_response,
-)
+from ._http import MAX_HEAD_BYTES, RequestHead, host_allowed, load_static
 from ._page import CLOSE_NORMAL, CLOSE_TOO_SLOW, Page, close_page, serve_page
 from ._turns import Turn, TurnLog
 
@@ -545,60 +536,6 @@ class EventServer:
         given = head.query.get("token", [""])[0]
         return secrets.compare_digest(given.encode(), self._token.encode())
 
-    async def _handle(self, stream: trio.SocketStream) -> None:
-        try:
-            with trio.fail_after(10):
-                head, raw = await read_head(stream)
-        except (HeadError, trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError):
-            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-                await stream.send_all(response(400, b"bad request\n"))
-            await stream.aclose()
-            return
-        try:
-            if head.is_websocket and head.path == "/ws":
-                await self._serve_websocket(stream, head, raw)
-            else:
-                await self._serve_http(stream, head)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
-        finally:
-            await stream.aclose()
-
-    async def _serve_http(self, stream: trio.SocketStream, head: RequestHead) -> None:
-        if not self._host_allowed(head):
-            await stream.send_all(response(403, b"forbidden host\n"))
-            return
-        await stream.send_all(static_response(head, self._static))
-
-    async def _serve_websocket(
-        self, stream: trio.SocketStream, head: RequestHead, raw: bytes
-    ) -> None:
-        import trio_websocket
-
-        replay = ReplayStream(stream, raw)
-        async with trio.open_nursery() as nursery:
-            request = await trio_websocket.wrap_server_stream(
-                nursery,
-                replay,
-                message_queue_size=4,
-                max_message_size=self._max_message_bytes,
-            )
-            refusal: tuple[int, bytes] | None = None
-            if not self._host_allowed(head) or not origin_allowed(head, self._allowed_origins):
-                refusal = (403, b"origin not allowed\n")
-            elif not self._authorized(head):
-                refusal = (403, b"missing or wrong token\n")
-            elif len(self._pages) >= self._max_pages or self._closed:
-                refusal = (503, b"too many pages\n")
-            if refusal is not None:
-                await request.reject(refusal[0], body=refusal[1])
-                nursery.cancel_scope.cancel()
-                return
-            connection = await request.accept()
-            replay.connection = connection
-            await self._run_page(connection)
-            nursery.cancel_scope.cancel()
-
     async def _run_page(self, connection: trio_websocket.WebSocketConnection) -> None:
         send, receive = trio.open_memory_channel[str](self._page_buffer)
         page = Page(number=next(self._page_numbers), send=send, scope=trio.CancelScope())
@@ -718,18 +655,33 @@ async def open_event_server(
         keep_turns=keep_turns,
         disconnect_grace=disconnect_grace,
     )
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+    from starlette.applications import Starlette
+
+    from ._asgi import routes
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.create_server((host, port), family=family, backlog=1024)
+    server._host, server._port = listener.getsockname()[:2]
+    config = Config()
+    config.bind = [f"fd://{listener.detach()}"]  # Hypercorn's now: it serves and closes it
+    config.accesslog = None
+    config.errorlog = None
+    config.graceful_timeout = 1.0
+    config.h11_max_incomplete_size = MAX_HEAD_BYTES
+    config.websocket_max_message_size = max_message_bytes
+    app: Any = Starlette(routes=routes(server))  # Hypercorn types its own ASGI
+    stopped = trio.Event()
     with lone_exceptions():  # a lone exception leaves the block as itself
         async with trio.open_nursery() as nursery:
-            listeners = await nursery.start(
-                partial(trio.serve_tcp, server._handle, port, host=host)
-            )
-            address = listeners[0].socket.getsockname()
-            server._host, server._port = address[0], address[1]
+            await nursery.start(partial(serve, app, config, shutdown_trigger=stopped.wait))
             log.info("web.server.started", host=server._host, port=server._port)
             try:
                 yield server
             finally:
                 close_pages(server)
+                stopped.set()
                 nursery.cancel_scope.cancel(reason="event server closed")
 
 
