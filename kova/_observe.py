@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextvars
 import enum
+import math
 import random
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, runtime_checkable
@@ -520,11 +521,27 @@ is one, an MCP client's callbacks) may raise without changing anything but that 
 program. Ctrl-C and trio's ``Cancelled`` go on as themselves."""
 
 
+def stray_cancel(exc: BaseException) -> bool:
+    """Whether ``exc`` is a ``trio.Cancelled`` that no cancellation of this task explains:
+    code the host gave kova (a provider, a tool, a hook, a subscriber) raised one it kept
+    from elsewhere. Passed on, it looks like a cancellation to whoever catches it: an outer
+    scope being cancelled swallows it (the caller's error vanishes), and an actor's task
+    stops. A real cancellation keeps the task's effective deadline at ``-inf`` until the
+    cancelled scope catches it."""
+    return isinstance(exc, trio.Cancelled) and trio.current_effective_deadline() != -math.inf
+
+
 def _deliver_all(subscribers: tuple[Deliver, ...], event: TelemetryEvent) -> None:
     for deliver in subscribers:
         try:
             pending = deliver(event)
         except HOST_CODE_FAULTS as exc:  # a subscriber must never change the turn
+            log.warning(
+                "telemetry.subscriber.failed", event_type=type(event).__name__, error=repr(exc)
+            )
+        except trio.Cancelled as exc:
+            if not stray_cancel(exc):
+                raise
             log.warning(
                 "telemetry.subscriber.failed", event_type=type(event).__name__, error=repr(exc)
             )
@@ -580,6 +597,14 @@ class TurnEmitter:
                             timeout=self.await_timeout,
                         )
             except HOST_CODE_FAULTS as exc:  # a subscriber must never change the turn
+                log.warning(
+                    "telemetry.subscriber.failed",
+                    event_type=type(event).__name__,
+                    error=repr(exc),
+                )
+            except trio.Cancelled as exc:
+                if not stray_cancel(exc):
+                    raise
                 log.warning(
                     "telemetry.subscriber.failed",
                     event_type=type(event).__name__,

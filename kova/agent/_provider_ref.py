@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from .._errors import KovaError, MailboxClosed, ProviderError, RateLimited
+from .._errors import KovaError, MailboxClosed, ProviderError, ProviderErrorClass, RateLimited
 from .._log import get_logger
 from .._models import ChatRequest, InferenceConfig, ToolDefinition
-from .._observe import ModelCallFallback
+from .._observe import ModelCallFallback, stray_cancel
 from .._record import Record, evolve, set_field
 from ..providers._base import count_tokens, list_models
 from ..providers._fallback import FallbackProvider, PrefixedBatches, first_content
@@ -212,6 +212,9 @@ class ProviderRef(Record):
             except Exception as exc:
                 _provider_bug(admission, exc)
                 raise
+            except trio.Cancelled as exc:
+                _stray_cancel(admission, exc)
+                raise
             finally:
                 admission.leave(token)
             await self._after_failure(link, error, tries)
@@ -374,6 +377,9 @@ class _LeasedStream:
             except Exception as exc:
                 _provider_bug(admission, exc)
                 raise
+            except trio.Cancelled as exc:
+                _stray_cancel(admission, exc)
+                raise
             finally:
                 if not held:
                     admission.leave(token)
@@ -422,6 +428,22 @@ def _provider_bug(admission: Admission, exc: Exception) -> None:
     log.warning(
         "provider.request.failed", provider=admission.name, error=f"{type(exc).__name__}: {exc}"
     )
+
+
+def _stray_cancel(admission: Admission, exc: trio.Cancelled) -> None:
+    """Raise a provider's own ``trio.Cancelled`` (one nothing cancelling this task explains,
+    see :func:`~kova._observe.stray_cancel`) as the request's error; return for a real one.
+    Passed on, the caller's agent saw a cancellation it never asked for, which a cancelled
+    scope further out swallowed: the turn's error vanished."""
+    if not stray_cancel(exc):
+        return
+    log.warning("provider.request.failed", provider=admission.name, error=repr(exc))
+    raise ProviderError(
+        f"the provider raised trio.Cancelled while nothing cancelled the request "
+        f"(a provider bug: {exc!r})",
+        provider=admission.name,
+        error_class=ProviderErrorClass.OTHER,
+    ) from None
 
 
 def _checked(request: object) -> ChatRequest:

@@ -59,6 +59,7 @@ from .._observe import (
     TurnEmitter,
     current_scope,
     new_span_id,
+    stray_cancel,
     tool_scope,
 )
 from .._record import Record, evolve
@@ -706,6 +707,11 @@ class ToolRunner:
                 log.warning("tool.call.failed", tool=call.name, error=repr(exc), hint=hint)
             suffix = "" if hint is None else f" ({hint})"
             return ToolResult.error(f"tool {call.name!r} failed: {exc}{suffix}")
+        except trio.Cancelled as exc:  # a tool's own Cancelled (kept from elsewhere): a fault
+            if not stray_cancel(exc):
+                raise
+            log.warning("tool.call.failed", tool=call.name, error=repr(exc))
+            return ToolResult.error(f"tool {call.name!r} raised trio.Cancelled uncancelled")
         if not isinstance(result, ToolResult):  # a Tool written without type checking
             return ToolResult.error(  # type: ignore[unreachable]
                 f"tool {call.name!r} returned {type(result).__name__}, not a ToolResult"
