@@ -6,9 +6,11 @@ Plain values: the supervisor that runs children from them is in ``_supervisor``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Literal, TypeAlias, get_args
 
+from .._errors import ConfigError
 from .._record import Record
 from ._actor import Actor
 from ._mailbox import DEFAULT_MAILBOX_SIZE
@@ -38,8 +40,10 @@ _RESTART_TYPES: tuple[str, ...] = get_args(RestartType)
 
 
 def _non_negative(name: str, value: float) -> float:
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}")
+    # ``not >= 0`` refuses NaN too (a NaN delay or grace made trio raise a raw ValueError in
+    # the supervisor); infinity would be a restart or a stop that never comes.
+    if not (value >= 0 and math.isfinite(value)):
+        raise ConfigError(f"{name} must be a finite number >= 0, got {value}")
     return value
 
 
@@ -91,5 +95,8 @@ def check_supervisor_args(strategy: str, max_restarts: int, within: float) -> No
     """Raise ``ValueError`` for a strategy or a restart intensity a supervisor cannot use."""
     if strategy not in get_args(Strategy):
         raise ValueError(f"strategy must be one of {get_args(Strategy)}, got {strategy!r}")
-    if max_restarts < 0 or within <= 0:
-        raise ValueError("max_restarts must be >= 0 and within > 0")
+    if max_restarts < 0 or not (within > 0 and math.isfinite(within)):
+        raise ConfigError(
+            f"max_restarts must be >= 0 and within a positive, finite number of seconds, "
+            f"got {max_restarts!r} and {within!r}"
+        )

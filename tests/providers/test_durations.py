@@ -97,3 +97,15 @@ def test_the_http_provider_refuses_a_duration_it_cannot_wait(value: float) -> No
     for field in ("timeout", "connect_timeout", "total_timeout", "stream_timeout"):
         with pytest.raises(ConfigError, match=field):
             HttpProvider(codec, base_url="http://127.0.0.1:1", **{field: value})
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -1.0], ids=repr)
+def test_supervision_refuses_a_delay_it_cannot_wait(value: float) -> None:
+    from kova.actors import Backoff
+    from kova.actors._spec import check_supervisor_args
+
+    for field in ("initial", "factor", "maximum"):
+        with pytest.raises(ConfigError, match=field):
+            Backoff(**{field: value})
+    with pytest.raises(ConfigError, match="within"):
+        check_supervisor_args("one_for_one", 3, value)
