@@ -482,7 +482,11 @@ async def _turn(agent: Any, stream: bool) -> str:
         else:
             await agent.run("hi")
     except KovaError as exc:
-        return rendered(exc) + repr(events)
+        # What the web view shows of it (EventServer.fail_turn's turn_failed message).
+        page = {"type": "turn_failed", "error": f"{type(exc).__name__}: {exc}"}
+        from kova.web import _schema
+
+        return rendered(exc) + repr(events) + _schema.encode(page)
     raise AssertionError("the turn did not fail")
 
 
@@ -519,6 +523,13 @@ async def test_an_echoed_key_never_reaches_an_agents_logs_events_or_spans(kind: 
                         shown.append(await _turn(agent, answer.stream))
                         turns += 1
         shown += [repr(telemetry), repr(logs)]
+        # The web view's frames: its telemetry events, and a failed turn's message.
+        from kova.web import _schema
+
+        for event in telemetry:
+            frame = _schema.telemetry_json(event)  # type: ignore[arg-type]
+            if frame is not None:
+                shown.append(_schema.encode(frame))
     for span in exporter.get_finished_spans():
         shown += [span.name, repr(dict(span.attributes or {})), repr(span.status.description)]
         shown += [repr(dict(event.attributes or {})) for event in span.events]
