@@ -272,9 +272,10 @@ REPLIES = {
         "Bonjour, ça va? 🌍 " * 3,
         usage=Usage(input_tokens=30, output_tokens=9, cache_read_tokens=16, reasoning_tokens=4),
     ),
+    # Ids of their own: a script renumbers the call_N ids of a reply it serves again.
     "tool_calls": reply_tool_calls(
-        ("get_weather", {"city": "Paris"}),
-        ("get_time", {"zone": "Europe/Oslo", "24h": True}),
+        ToolUse(id="call_paris", name="get_weather", input={"city": "Paris"}),
+        ToolUse(id="call_oslo", name="get_time", input={"zone": "Europe/Oslo", "24h": True}),
         text="Checking both.",
     ),
     "thinking": attrs.evolve(reply_text("42"), thinking="Six times seven."),

@@ -25,6 +25,7 @@ from kova import (
     TextDelta,
     ToolDefinition,
     ToolResult,
+    ToolUse,
     Usage,
 )
 from kova.providers import ChatRequest, ErrorEvent
@@ -166,8 +167,8 @@ async def test_a_tool_round_trip_with_parallel_calls_and_reasoning(stream: bool)
     the same second request: the reasoning item unchanged, then the calls, then the outputs."""
     first = StreamReply(
         response=reply_tool_calls(
-            ("get_weather", {"city": "Paris"}),
-            ("get_weather", {"city": "Oslo"}),
+            ToolUse(id="call_paris", name="get_weather", input={"city": "Paris"}),
+            ToolUse(id="call_oslo", name="get_weather", input={"city": "Oslo"}),
             thinking="Need the weather for both.",
         )
     )
@@ -309,13 +310,15 @@ REPLIES = {
         "Bonjour, ça va? 🌍 " * 3,
         usage=Usage(input_tokens=30, output_tokens=9, cache_read_tokens=16, reasoning_tokens=4),
     ),
+    # Ids of their own: a script renumbers the call_N ids of a reply it serves again.
     "tool_calls": reply_tool_calls(
-        ("get_weather", {"city": "Paris"}),
-        ("get_time", {"zone": "Europe/Oslo", "24h": True}),
+        ToolUse(id="call_paris", name="get_weather", input={"city": "Paris"}),
+        ToolUse(id="call_oslo", name="get_time", input={"zone": "Europe/Oslo", "24h": True}),
         text="Checking both.",
     ),
     "reasoning": attrs.evolve(
-        reply_tool_calls(("get_weather", {"city": "Paris"})), thinking="Six times seven."
+        reply_tool_calls(ToolUse(id="call_paris", name="get_weather", input={"city": "Paris"})),
+        thinking="Six times seven.",
     ),
     "max_tokens": attrs.evolve(reply_text("cut sho"), stop_reason=StopReason.MAX_TOKENS),
     "structured": reply_text('{"answer":"42"}'),
