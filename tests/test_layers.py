@@ -160,3 +160,102 @@ def test_the_event_stream_imports_only_the_base_layer() -> None:
 
 def test_the_actor_runtime_imports_nothing_above_itself() -> None:
     assert _imports_of("kova.actors") <= BASE | {"kova._observe"}
+
+
+# -- private doors -------------------------------------------------------------------------
+
+OWNERS = {"Agent": "kova.agent._agent", "Turn": "kova.agent._turn"}
+"""Classes whose private names only their own module may use."""
+
+
+def _private_names(module: str, class_name: str) -> set[str]:
+    """The single-underscore names a class defines: its methods and slots, and the
+    attributes its methods set on ``self``."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.ClassDef) and node.name == class_name):
+            continue
+        for item in ast.walk(node):
+            if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                names.add(item.name)
+            elif isinstance(item, ast.Attribute) and isinstance(item.value, ast.Name):
+                if item.value.id == "self":
+                    names.add(item.attr)
+            elif isinstance(item, ast.Constant) and isinstance(item.value, str):
+                names.add(item.value)  # __slots__ entries
+    return {name for name in names if name.startswith("_") and not name.startswith("__")}
+
+
+PRIVATE = {owner: _private_names(module, owner) for owner, module in OWNERS.items()}
+
+
+def _private_uses(source: str) -> list[tuple[int, str]]:
+    """``x._name`` for a private name of Agent or Turn, on anything but ``self``/``cls``
+    (within their own modules the test does not look)."""
+    wanted = set().union(*PRIVATE.values())
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Attribute) or node.attr not in wanted:
+            continue
+        if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            continue
+        found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+def test_the_private_names_are_read() -> None:
+    assert {"_config", "_context"} <= PRIVATE["Agent"]
+    assert {"_limits", "_phase", "_fail"} <= PRIVATE["Turn"]
+
+
+def test_nothing_outside_agent_and_turn_uses_their_private_names() -> None:
+    """Drivers reach an agent through its driver context and a turn through its public
+    protocol (issue 41): no ``agent._x`` or ``turn._x`` outside their own modules (any
+    receiver but ``self``: ``self._agent._x`` counts too)."""
+    owners = set(OWNERS.values())
+    used = {
+        module: uses
+        for module, path in MODULES.items()
+        if module not in owners and (uses := _private_uses(path.read_text(encoding="utf-8")))
+    }
+    assert used == {}
+
+
+def test_a_private_door_is_found() -> None:
+    source = "def f(agent, turn, other):\n    agent._context\n    self._turn._limits\n    other.x\n"
+    assert [text for _, text in _private_uses(source)] == ["agent._context", "self._turn._limits"]
+
+
+# -- size of the loop ----------------------------------------------------------------------
+
+
+def _functions(module: str) -> dict[str, int]:
+    """Each function's length in lines: from its ``def`` to its last line, without its
+    docstring (prose, not code)."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    lengths: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            assert node.end_lineno is not None
+            size = node.end_lineno - node.lineno + 1
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                assert first.end_lineno is not None
+                size -= first.end_lineno - first.lineno + 1
+            lengths[f"{module}.{node.name}@{node.lineno}"] = size
+    return lengths
+
+
+def test_no_function_in_the_agent_package_is_over_100_lines() -> None:
+    lengths: dict[str, int] = {}
+    for module in MODULES:
+        if module.startswith("kova.agent."):
+            lengths.update(_functions(module))
+    assert len(lengths) > 100
+    assert {name: size for name, size in lengths.items() if size > 100} == {}
+
+
+def test_the_in_process_loop_fits_on_a_screen() -> None:
+    (size,) = [size for name, size in _functions("kova.agent._loop").items() if ".drive@" in name]
+    assert size <= 60

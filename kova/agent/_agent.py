@@ -17,7 +17,6 @@ one observed provider call come from ``_model_call``; running a turn under a
 
 from __future__ import annotations
 
-import contextvars
 from contextlib import AsyncExitStack
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -28,47 +27,37 @@ from .._door import check_asyncio_tools, require_trio
 from .._errors import BuildError
 from .._groups import lone_exceptions
 from .._log import get_logger
-from .._models import InferenceConfig, Message, ResponseFormat, TextDelta, ThinkingDelta
-from .._observe import Deliver, TelemetryHub, TurnFinished, TurnStarted, current_scope
+from .._models import InferenceConfig, Message, ResponseFormat
+from .._observe import Deliver, TelemetryHub
 from ..tools._validate import load_validation
-from ._accumulate import ResponseAccumulator
-from ._budget import Hold, Meter
+from ._budget import Meter
 from ._cancel import guarded
-from ._config import DEFAULT_NAME
-from ._context import Compact
 from ._cost import Pricer, load_sheet
-from ._events import AgentEvent, AgentResponse, ToolCallFinished, ToolCallStarted, TurnCompleted
+from ._driver_context import DriverContext, check_limits
 from ._input import HistoryInput, check_call_options, coerce_history
-from ._limits import UsageLimits
-from ._model_call import ModelCall, outcome_of
-from ._nesting import Nest, nested
+from ._loop import run_journaled, run_turn
 from ._signing import Decisions, Signer
 from ._streaming import TurnStream
-from ._tool_deltas import TOOL_STREAM, ToolArguments
-from ._tool_pool import Approver, GetToolRunner, RunToolCalls, ToolPoolActor, ToolRunner
-from ._turn import AwaitApproval, CallModel, Finished, RunTools, Turn, new_turn_id
+from ._tool_pool import Approver, GetToolRunner, ToolPoolActor
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
     from contextlib import AbstractAsyncContextManager
     from types import TracebackType
 
-    from .._models import StreamEvent, ToolResult, ToolUse
-    from ..actors import ActorRef
     from ..durable import SqliteJournal
-    from ..durable._driver import Journaled
     from ..sessions import Session
     from ..tools import ToolContext, ToolRegistry
-    from ._approvals import DeferredResult, InnerPause, PendingApprovals
+    from ._approvals import PendingApprovals
     from ._as_tool import AgentTool
     from ._cancel import CancelToken
     from ._config import AgentConfig
     from ._context import ContextPolicy
-    from ._nesting import CallSite
-    from ._provider_ref import ProviderRef
+    from ._events import AgentEvent, AgentResponse
+    from ._limits import UsageLimits
     from ._structured import StructuredStream
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "check_limits", "structured_options"]
 
 log = get_logger(__name__)
 
@@ -86,9 +75,10 @@ class Agent:
     def __init__(self, config: AgentConfig) -> None:
         self._config = config
         self._stack: AsyncExitStack | None = None
-        self._tool_owner: str | None = None
-        """The outer agent that opened this one as its tool (``agent.as_tool()``)."""
-        self._provider: ProviderRef | None = None
+        self.tool_owner: str | None = None
+        """The outer agent that opened this one as its tool (``agent.as_tool()``), while it
+        holds it open (kova's own bookkeeping)."""
+        self._context: DriverContext | None = None
         self._telemetry = config.telemetry if config.telemetry is not None else TelemetryHub()
         self._model = config.inference.model or _default_model(config.provider)
         # Prices each model call (and reserves it against the budget, with one).
@@ -105,10 +95,6 @@ class Agent:
 
             lifecycle = LifecycleSubscriber(config.lifecycle).on_event
             self._own_subscribers = (*self._own_subscribers, lifecycle)
-        self._pool: ActorRef | None = None
-        # The pool's current runner, for non-streamed steps run in the turn's own task.
-        self._tool_runner: ToolRunner | None = None
-        self._approver = Approver(config.approval, config.defer)
         # Signs the pending approvals of its paused turns; each decided pause runs once.
         self._signer = Signer(config.approval_keys)
         self._decisions = Decisions()
@@ -116,9 +102,6 @@ class Agent:
             (Message.system(config.system_prompt),) if config.system_prompt else ()
         )
         self._last_turn_input_tokens: int | None = None
-        # The last per-call overrides and the config they make: a caller passing the same
-        # InferenceConfig object turn after turn (the usual case) merges it once.
-        self._merged: tuple[InferenceConfig | None, InferenceConfig] = (None, config.inference)
 
     @property
     def config(self) -> AgentConfig:
@@ -135,7 +118,8 @@ class Agent:
         """Input tokens the provider reported for the last call of the latest finished turn
         (``None`` before any, or if the provider reports none). Useful to decide when to
         compact history."""
-        return self._last_turn_input_tokens
+        context = self._context
+        return self._last_turn_input_tokens if context is None else context.last_input_tokens
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -164,9 +148,6 @@ class Agent:
                 )
                 if config.runtime is not None:
                     stack.push_async_callback(provider_ref.stop)
-            # Retries run in the provider actor, with this agent's policy; a turn that is
-            # observed carries its event stream, where the actor reports each retry.
-            self._provider = provider_ref.with_retry(config.retry)
 
             def tool_pool() -> ToolPoolActor:
                 return ToolPoolActor(
@@ -176,15 +157,30 @@ class Agent:
                     defer=config.defer,
                 )
 
-            self._pool = await runtime.spawn(tool_pool)  # named tool_pool, tool_pool-2, ...
-            self._tool_runner = await self._pool.call(GetToolRunner())
+            pool = await runtime.spawn(tool_pool)  # named tool_pool, tool_pool-2, ...
+            context = DriverContext(
+                config,
+                # Retries run in the provider actor, with this agent's policy; a turn that
+                # is observed carries its event stream, where the actor reports each retry.
+                provider=provider_ref.with_retry(config.retry),
+                pool=pool,
+                runner=await pool.call(GetToolRunner()),
+                approver=Approver(config.approval, config.defer),
+                telemetry=self._telemetry,
+                subscribers=self._own_subscribers,
+                model=self._model,
+                prefix=self._prefix,
+                meter=self._meter,
+                signer=self._signer,
+                decisions=self._decisions,
+            )
+            context.last_input_tokens = self._last_turn_input_tokens
             if len(config.registry):
                 # The first tool call would otherwise import jsonschema on the event loop.
                 await trio.to_thread.run_sync(load_validation, abandon_on_cancel=True)
             if self._meter.pricer.needs_sheet():  # likewise the price sheet (~150 ms)
                 await trio.to_thread.run_sync(load_sheet, abandon_on_cancel=True)
             if config.runtime is not None:
-                pool = self._pool
                 stack.push_async_callback(lambda: runtime.stop(pool))
             # Agents given as tools (agent.as_tool()) open with this one and close before it
             # stops; one the host opened is used as it is (see open_as_tool).
@@ -194,6 +190,7 @@ class Agent:
             await stack.aclose()
             raise
         self._stack = stack
+        self._context = context
         return self
 
     async def __aexit__(
@@ -203,7 +200,9 @@ class Agent:
         traceback: TracebackType | None,
     ) -> bool | None:
         stack, self._stack = self._stack, None
-        self._provider = self._pool = self._tool_runner = None
+        context, self._context = self._context, None
+        if context is not None:
+            self._last_turn_input_tokens = context.last_input_tokens
         if stack is not None:
             with lone_exceptions():  # pytest.raises(ProviderAuthError) around the block works
                 return await stack.__aexit__(exc_type, exc, traceback)
@@ -266,10 +265,17 @@ class Agent:
         """Inside its ``async with`` block (or ``kova.asyncio.open_agent``)."""
         return self._stack is not None
 
-    def _running(self) -> tuple[ProviderRef, ActorRef]:
-        if self._provider is None or self._pool is None:
+    def driver_context(self) -> DriverContext:
+        """What kova's drivers of this agent's turns use (the journal, agents as tools,
+        the Temporal worker): see ``kova.agent._driver_context``. Not a stable API.
+
+        Raises:
+            BuildError: the agent is not open.
+        """
+        context = self._context
+        if context is None:
             raise BuildError("the agent is not open: use `async with builder.build() as agent:`")
-        return self._provider, self._pool
+        return context
 
     # -- public API -----------------------------------------------------------------------
 
@@ -339,13 +345,15 @@ class Agent:
             )  # fmt: skip
             return await _session(session).run_turn(messages, again)  # type: ignore[no-any-return]
         if journal is not None or turn_id is not None:
-            return await guarded(
-                self._journaled(messages, config, limits, journal, turn_id, deps=deps), cancel
-            )
-        turn = self._start(messages, config, limits, context=context)
+            driver = self.driver_context()
+            journaled = run_journaled(driver, messages, config, limits, journal, turn_id, deps=deps)
+            return await guarded(journaled, cancel)
+        check_limits(limits)
+        driver = self.driver_context()
+        turn = driver.start_turn(messages, config, limits, context=context)
         if cancel is None:  # one coroutine frame fewer for every await of the turn
-            return await self._turn(turn, config, deps=deps)
-        return await guarded(self._turn(turn, config, deps=deps), cancel)
+            return await run_turn(driver, turn, config, deps=deps)
+        return await guarded(run_turn(driver, turn, config, deps=deps), cancel)
 
     async def resume(
         self,
@@ -417,16 +425,17 @@ class Agent:
             raise TypeError("agent.resume() needs the paused turn's pending (response.pending)")
         check_call_options(config, cancel)
         self._signer.verify_pending(pending)
+        driver = self.driver_context()
         if journal is not None or turn_id is not None:
             # Once across processes: the journal records the decisions' nonce.
-            journaled = self._journaled(
-                messages, config, limits, journal, turn_id, deps=deps, pending=pending
+            journaled = run_journaled(
+                driver, messages, config, limits, journal, turn_id, deps=deps, pending=pending
             )
             return await guarded(journaled, cancel)
         self._decisions.take(pending.nonce)
         try:
-            turn = self._resumed(messages, pending, config, context, limits)
-            return await guarded(self._turn(turn, config, deps=deps), cancel)
+            turn = driver.resume_turn(messages, pending, config, context, limits)
+            return await guarded(run_turn(driver, turn, config, deps=deps), cancel)
         except BaseException:
             # Failed or cancelled: nothing was produced, the decisions may be used again.
             self._decisions.give_back(pending.nonce)
@@ -547,7 +556,7 @@ class Agent:
         from ._structured import run_structured_turn
 
         require_trio("agent.run_structured()")
-        messages, retries = self._structured_options(history, config, cancel, output_retries)
+        messages, retries = structured_options(self, history, config, cancel, output_retries)
         check_limits(limits)
         if session is not None:  # kova.sessions loads before and appends after
             again = partial(
@@ -618,9 +627,9 @@ class Agent:
         """
         from ._structured import stream_structured_turn
 
-        messages, retries = self._structured_options(history, config, cancel, output_retries)
+        messages, retries = structured_options(self, history, config, cancel, output_retries)
         check_limits(limits)
-        self._running()
+        self.driver_context()
         if session is not None:  # kova.sessions loads before and appends after
             again = partial(
                 self.stream_structured, output=output, config=config, cancel=cancel,
@@ -629,21 +638,6 @@ class Agent:
             return _session(session).stream_structured_turn(messages, again)
         stream = partial(self.stream, limits=limits, deps=deps, context=context)
         return stream_structured_turn(stream, messages, output, config, retries, cancel)
-
-    def _structured_options(
-        self,
-        history: HistoryInput,
-        config: InferenceConfig | None,
-        cancel: CancelToken | None,
-        output_retries: int | None,
-    ) -> tuple[tuple[Message, ...], int]:
-        from ._structured import check_output_retries
-
-        messages = coerce_history(history)
-        check_call_options(config, cancel)
-        check_output_retries(output_retries)
-        retries = self._config.output_retries if output_retries is None else output_retries
-        return messages, retries
 
     def run_structured_sync(
         self,
@@ -725,472 +719,22 @@ class Agent:
             self, given, config, cancel, buffer, resume, limits, journal, turn_id, deps, context
         )
 
-    # -- the driver -----------------------------------------------------------------------
 
-    def _start(
-        self,
-        history: tuple[Message, ...],
-        overrides: InferenceConfig | None,
-        limits: UsageLimits | None,
-        turn_id: str | None = None,
-        context: ContextPolicy | None = None,
-    ) -> Turn:
-        """A new turn core for ``history`` (already checked); ``context`` replaces the
-        agent's context policy for this turn."""
-        config = self._config
-        if limits is None:
-            limits = config.usage_limits
-        else:
-            check_limits(limits)
-        registry = config.registry
-        deferred = registry.has_deferred
-        turn = Turn(
-            history,
-            prefix=self._prefix,
-            tools=tuple(registry.definitions(deferred=False if deferred else None)),
-            config=self._inference(overrides),
-            system_prompt=config.system_prompt,
-            limits=limits,
-            max_iterations=config.max_iterations,
-            context_budget=config.context_budget,
-            turn_id=turn_id or new_turn_id(),
-            agent=config.name,
-        )
-        if deferred:
-            turn.set_tools(
-                turn.tools,
-                deferred=registry.definitions(deferred=True),
-                search_limit=config.tool_search_limit,
-            )
-        self._use_context(turn, context, overrides)
-        return turn
+def structured_options(
+    agent: Agent,
+    history: HistoryInput,
+    config: InferenceConfig | None,
+    cancel: CancelToken | None,
+    output_retries: int | None,
+) -> tuple[tuple[Message, ...], int]:
+    """A structured turn's arguments checked: its history, and the re-asks it allows."""
+    from ._structured import check_output_retries
 
-    def _use_context(
-        self, turn: Turn, context: ContextPolicy | None, overrides: InferenceConfig | None
-    ) -> None:
-        """Give ``turn`` the call's context policy, else the agent's."""
-        policy = context if context is not None else self._config.context
-        if policy is not None:
-            model = (overrides.model if overrides is not None else None) or self._model
-            turn.set_context(policy, model=model)
-
-    def _resumed(
-        self,
-        history: tuple[Message, ...],
-        pending: PendingApprovals,
-        overrides: InferenceConfig | None,
-        context: ContextPolicy | None = None,
-        limits: UsageLimits | None = None,
-    ) -> Turn:
-        """The turn core of a paused turn, with ``pending``'s decisions (checked here), under
-        ``limits`` (default: the agent's)."""
-        config = self._config
-        if limits is None:
-            limits = config.usage_limits
-        else:
-            check_limits(limits)
-        turn = Turn.resume(
-            history,
-            pending,
-            tools=config.registry.definitions(),
-            config=self._inference(overrides),
-            system_prompt=config.system_prompt,
-            limits=limits,
-            max_iterations=config.max_iterations,
-            context_budget=config.context_budget,
-        )
-        turn._agent = config.name
-        self._use_context(turn, context, overrides)
-        return turn
-
-    def _open_journaled(
-        self,
-        history: tuple[Message, ...],
-        overrides: InferenceConfig | None,
-        limits: UsageLimits | None,
-        journal: object,
-        turn_id: object,
-        pending: PendingApprovals | None = None,
-    ) -> AbstractAsyncContextManager[tuple[Turn, Journaled]]:
-        """The journal's claim on the turn ``turn_id``, and the turn to drive. The journal
-        drives this agent's own loop: kova.durable imports the agent, not the reverse."""
-        if journal is None:
-            raise TypeError(
-                "turn_id= names a turn in a journal: pass journal= (a kova.durable.SqliteJournal)"
-            )
-        open_turn = getattr(journal, "open_turn", None)
-        if open_turn is None:
-            raise TypeError(
-                f"journal must be a kova.durable.SqliteJournal, got {type(journal).__name__}"
-            )
-        opened: AbstractAsyncContextManager[tuple[Turn, Journaled]] = open_turn(
-            self, history, overrides, limits, turn_id, pending
-        )
-        return opened
-
-    async def _journaled(
-        self,
-        history: tuple[Message, ...],
-        overrides: InferenceConfig | None,
-        limits: UsageLimits | None,
-        journal: object,
-        turn_id: object,
-        *,
-        deps: object = None,
-        pending: PendingApprovals | None = None,
-    ) -> AgentResponse:
-        opening = self._open_journaled(history, overrides, limits, journal, turn_id, pending)
-        async with opening as opened:
-            turn, journaled = opened
-            return await self._turn(turn, overrides, journaled, deps=deps)
-
-    async def _turn(
-        self,
-        turn: Turn,
-        overrides: InferenceConfig | None,
-        journaled: Journaled | None = None,
-        *,
-        deps: object = None,
-    ) -> AgentResponse:
-        """One non-streamed turn: the loop of :meth:`_steps`, its one event the outcome."""
-        steps = self._steps(turn, overrides, streamed=False, journaled=journaled, deps=deps)
-        try:
-            async for event in steps:
-                if isinstance(event, TurnCompleted):
-                    return event.response
-        finally:
-            await steps.aclose()
-        raise AssertionError("a turn ends with TurnCompleted or an error")  # pragma: no cover
-
-    async def _inner_turn(
-        self,
-        history: tuple[Message, ...],
-        site: CallSite | None,
-        resume: InnerPause | None,
-        overrides: InferenceConfig | None = None,
-    ) -> AgentResponse:
-        """One turn of this agent run by an agent tool (``as_tool``) for the outer call
-        ``site`` (``None`` when the tool is called outside an agent): streamed into the outer
-        stream when that is streamed; a pause is left in the outer step's nest."""
-        from ..tools import current_tool_context
-
-        context = current_tool_context()
-        deps = context.deps if context is not None else None
-        if site is None:
-            return await self.run(history, config=overrides, deps=deps)
-        if resume is not None:
-            turn = self._resumed(history, resume.pending, overrides)
-        else:
-            turn = self._start(history, overrides, None)
-        emit = site.emit
-        steps = self._steps(turn, overrides, streamed=emit is not None, deps=deps, site=site)
-        # Each level adds its own call's id: a deeper agent's events arrive with theirs.
-        prefix = (site.call.id,)
-        try:
-            async for event in steps:
-                if type(event) is TurnCompleted:
-                    response = event.response
-                    break
-                assert emit is not None  # a turn that is not streamed yields its outcome only
-                await emit(nested(event, prefix))
-            else:  # pragma: no cover
-                raise AssertionError("a turn ends with TurnCompleted or an error")
-        finally:
-            await steps.aclose()
-        if response.pending is not None:
-            from ._approvals import InnerPause, call_fingerprint
-
-            call = site.call
-            site.nest.paused[call.id] = InnerPause(
-                agent=self._config.name,
-                history=(*history, *response.new_messages),
-                pending=response.pending,
-                fingerprint=call_fingerprint(call.name, call.input),
-            )
-        return response
-
-    async def _steps(
-        self,
-        turn: Turn,
-        overrides: InferenceConfig | None,
-        *,
-        streamed: bool,
-        journaled: Journaled | None = None,
-        deps: object = None,
-        site: CallSite | None = None,
-    ) -> AsyncGenerator[AgentEvent, None]:
-        """Drive ``turn`` (the turn core decides; this does the I/O), as the events it
-        produces (the last one TurnCompleted). ``site``: the outer tool call this turn serves
-        (an agent used as a tool): its model calls, usage and tool calls count in every
-        enclosing turn too.
-
-        An async generator, driven by whoever iterates it: :meth:`stream`'s consumer, or
-        :meth:`_turn`. It holds no cancel scope or nursery across a ``yield`` (trio forbids
-        that): the provider stream and the tool pool's event stream are plain context
-        managers read in the iterating task. Non-streamed (``streamed=False``), it yields
-        only the final TurnCompleted.
-        """
-        provider, pool = self._running()
-        config = self._config
-        registry = config.registry
-        # None when nobody listens: then no event is built at all.
-        emitter = self._telemetry.emitter(self._own_subscribers)
-        inference = self._inference(overrides)
-        model = inference.model or self._model
-        if emitter is not None:
-            emitter.emit(
-                TurnStarted(
-                    turn_id=emitter.turn_id,
-                    time=trio.current_time(),
-                    agent=config.name,
-                    provider=provider.name,
-                    model=model,
-                    streamed=streamed,
-                    parent_id=_parent_span(site),
-                )
-            )
-        finished = False
-        meter = self._meter
-        held: Hold | None = None  # a call's reservation against the budget
-        # The turns enclosing this one (an agent used as a tool), innermost first.
-        outer = site.nest.turns if site is not None else ()
-        # This agent's key in their usage_by_agent: its name, or its tool's if left unnamed.
-        usage_key = config.name
-        if site is not None and usage_key == DEFAULT_NAME:
-            usage_key = site.call.name
-        path = site.path if site is not None else ()
-        approver: Approver | None = self._approver
-        if not self._approver.active:
-            approver = site.nest.approver if site is not None else None
-        try:
-            if streamed:
-                # A resumed turn's denials were decided out of band: bracket them here.
-                for decided in _decided_events(turn):
-                    yield decided
-            step = turn.next_step()
-            while True:
-                for core_event in turn.take_events():  # what the core did by itself
-                    if streamed:
-                        yield core_event
-                if type(step) is Compact:
-                    # A summary of older messages, asked for by the context policy.
-                    summarizer = step.provider
-                    if summarizer is None:
-                        summary = await provider._complete_checked(step.request)
-                    else:
-                        async with summarizer.open():
-                            summary = await summarizer.chat_completion(step.request)
-                    turn.compacted(summary)
-                    if journaled is not None:
-                        await journaled.saved(turn)
-                elif type(step) is CallModel:
-                    chat = step.request
-                    if step.count_tokens:
-                        turn.tokens_counted(await provider.count_tokens(chat))
-                        step = turn.next_step()
-                        continue
-                    for enclosing in outer:
-                        enclosing._inner_request()
-                    if meter.budget is not None:  # BudgetExceeded: nothing is sent
-                        held = await meter.reserve(chat, model)
-                    call = (
-                        None
-                        if emitter is None
-                        else ModelCall(emitter, provider, inference, model, meter.pricer)
-                    )
-                    if not streamed:
-                        if call is None:
-                            # The history was checked at the boundary and every message added
-                            # since is kova's own: no second check of the whole history per call.
-                            response = meter.priced(await provider._complete_checked(chat), model)
-                        else:
-                            response = await call.complete(chat, streamed=False)
-                    else:
-                        # Retries (before any content) happen in the provider actor.
-                        accumulator = ResponseAccumulator(
-                            None if call is None else call.first_token
-                        )
-                        leased = provider if call is None else call.start(streamed=True)
-                        try:
-                            async with leased._stream_checked(chat) as lease:
-                                # The lease's first batch, then the response's own batches
-                                # read directly: no iterator in between, per network read.
-                                batch: Sequence[StreamEvent] = lease.first
-                                rest = lease.rest.__anext__
-                                arguments: ToolArguments | None = None
-                                while True:
-                                    accumulator.feed(batch)  # and the first token's event
-                                    for event in batch:
-                                        if isinstance(event, _VISIBLE):
-                                            yield event
-                                        elif isinstance(event, TOOL_STREAM):
-                                            if arguments is None:
-                                                arguments = ToolArguments()
-                                            delta = arguments.feed(event)
-                                            if delta is not None:
-                                                yield delta
-                                    try:
-                                        batch = await rest()
-                                    except StopAsyncIteration:
-                                        break
-                                response = meter.priced(accumulator.finish(), model)
-                        except BaseException as exc:
-                            if call is not None:
-                                call.failed(exc)
-                            raise
-                        if call is not None:
-                            call.finished(response)
-                    if held is not None:
-                        await meter.settle(held, response)
-                        held = None
-                    turn.model_replied(response)
-                    for enclosing in outer:
-                        enclosing._inner_replied(usage_key, response.usage)
-                    if journaled is not None:
-                        await journaled.saved(turn)
-                elif type(step) is RunTools:
-                    calls = step.calls
-                    for enclosing in outer:
-                        enclosing._inner_tools(len(calls))
-                    answered: dict[str, ToolResult] = {}
-                    if journaled is not None:
-                        # Recorded results are not run again; nor are interrupted calls
-                        # whose tools may not run twice. The rest is recorded as started.
-                        answered, calls = journaled.split(step, turn)
-                        await journaled.started(calls)
-                        if streamed:  # answered from the journal: still bracketed
-                            for use in step.calls:
-                                if use.id in answered:
-                                    yield ToolCallStarted(call=use)
-                                    yield ToolCallFinished(call=use, result=answered[use.id])
-                    results: tuple[DeferredResult, ...] = ()
-                    nest = Nest(
-                        path=path,
-                        turns=(turn, *outer),
-                        approver=approver,
-                        streamed=streamed,
-                        resumes=dict(step.resumes) if step.resumes else None,
-                    )
-                    if calls:
-                        request = RunToolCalls(
-                            calls=calls,
-                            telemetry=None if emitter is None else (emitter, emitter.turn_id),
-                            approved=step.approved,
-                            turn_id=step.turn_id,
-                            # What the tools' ToolContext carries, and this task's context
-                            # variables (the tools run in the pool's task).
-                            agent=config.name,
-                            deps=deps,
-                            caller=contextvars.copy_context(),
-                            nest=nest,
-                        )
-                        if streamed or journaled is not None:
-                            async with pool.stream(request) as items:
-                                async for item in items:
-                                    if isinstance(item, tuple):
-                                        results = item
-                                        continue
-                                    if journaled is not None and not item.path:
-                                        await journaled.observed(item)
-                                    if streamed:
-                                        yield item
-                        else:
-                            # No actor round trip: the turn's task runs the step (as it
-                            # sends its model calls), on the pool's policy.
-                            runner = self._tool_runner
-                            if runner is None or runner.closed:  # the pool restarted
-                                runner = await pool.call(GetToolRunner())
-                                self._tool_runner = runner
-                            results = await runner.run_in_caller(request)
-                    if answered:
-                        results = _merge_results(step.calls, answered, calls, results)
-                    for call_id, pause in nest.paused.items():
-                        turn._inner_paused(call_id, pause)
-                    turn.tools_finished(results)
-                    if journaled is not None:
-                        await journaled.saved(turn)
-                    # Read for every model call: a tool server's list_changed reaches the
-                    # model on its very next step. (The registry never awaits: this is the
-                    # same read the pool would do, without an actor round trip.)
-                    if registry.has_deferred:
-                        turn._offer(
-                            registry.definitions(deferred=False),
-                            registry.definitions(deferred=True),
-                        )
-                    else:
-                        turn._offer(registry.definitions())
-                else:
-                    assert isinstance(step, Finished | AwaitApproval)
-                    last = turn.last_usage
-                    if last is not None:
-                        self._last_turn_input_tokens = last.input_tokens
-                    if emitter is not None:
-                        finished = True
-                        emitter.emit(
-                            TurnFinished(
-                                turn_id=emitter.turn_id,
-                                time=trio.current_time(),
-                                outcome="ok",
-                                usage=turn.usage,
-                                llm_calls=turn.llm_calls,
-                            )
-                        )
-                    yield TurnCompleted(response=self._signer.sealed(step.response))
-                    return
-                step = turn.next_step()
-        except BaseException as exc:
-            if held is not None:
-                await meter.release(held, exc)
-            if emitter is not None and not finished:
-                outcome, error_type = outcome_of(exc)
-                emitter.emit(
-                    TurnFinished(
-                        turn_id=emitter.turn_id,
-                        time=trio.current_time(),
-                        outcome=outcome,
-                        error_type=error_type,
-                        usage=turn.usage,
-                        llm_calls=turn.llm_calls,
-                    )
-                )
-            raise
-
-    def _inference(self, overrides: InferenceConfig | None) -> InferenceConfig:
-        """The agent's inference config with ``overrides`` merged in (cached for the last
-        overrides object: configs are frozen)."""
-        last, merged = self._merged
-        if overrides is last:
-            return merged
-        merged = self._config.inference.merged(overrides)
-        self._merged = (overrides, merged)
-        return merged
-
-
-def _merge_results(
-    calls: tuple[ToolUse, ...],
-    answered: dict[str, ToolResult],
-    ran_calls: tuple[ToolUse, ...],
-    ran: tuple[DeferredResult, ...],
-) -> tuple[DeferredResult, ...]:
-    """A step's outcomes in its calls' order: the answers a journal had, and the rest run."""
-    by_id = dict(zip((call.id for call in ran_calls), ran, strict=True))
-    return tuple(answered[call.id] if call.id in answered else by_id[call.id] for call in calls)
-
-
-def _decided_events(turn: Turn) -> list[AgentEvent]:
-    """ToolCallStarted / ToolCallFinished for the calls a person denied on a resumed turn
-    (the approved ones are bracketed by the tool pool as they run)."""
-    events: list[AgentEvent] = []
-    for call, result in turn.decided_denials():
-        events.append(ToolCallStarted(call=call))
-        events.append(ToolCallFinished(call=call, result=result))
-    return events
-
-
-def check_limits(limits: object) -> None:
-    """Raises ``TypeError`` unless ``limits`` is a :class:`UsageLimits` or ``None``."""
-    if limits is not None and not isinstance(limits, UsageLimits):
-        raise TypeError(f"limits must be a kova.agent.UsageLimits, got {type(limits).__name__}")
+    messages = coerce_history(history)
+    check_call_options(config, cancel)
+    check_output_retries(output_retries)
+    retries = agent.config.output_retries if output_retries is None else output_retries
+    return messages, retries
 
 
 def _default_model(provider: object) -> str | None:
@@ -1202,10 +746,6 @@ def _default_model(provider: object) -> str | None:
     return None
 
 
-_VISIBLE = (TextDelta, ThinkingDelta)
-"""The provider stream events a streamed turn passes on (the rest build the response)."""
-
-
 def _inner_agents(registry: ToolRegistry) -> list[Agent]:
     """The agents given to this one as tools (``as_tool``), each once."""
     from ._as_tool import AgentTool
@@ -1215,15 +755,6 @@ def _inner_agents(registry: ToolRegistry) -> list[Agent]:
         if isinstance(tool, AgentTool) and all(tool.agent is not seen for seen in agents):
             agents.append(tool.agent)
     return agents
-
-
-def _parent_span(site: CallSite | None) -> int | None:
-    """The span of the observed tool call a nested turn runs in (``None`` for a turn the
-    application started)."""
-    if site is None:
-        return None
-    scope = current_scope()
-    return None if scope is None else scope[1]
 
 
 def _session(session: object) -> Session:

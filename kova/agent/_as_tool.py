@@ -23,9 +23,12 @@ import trio
 from .._errors import BuildError, KovaError
 from .._messages import Message, ToolResult
 from ..tools import ToolContext, current_tool_context
+from ._approvals import InnerPause, call_fingerprint
 from ._config import DEFAULT_NAME
+from ._events import TurnCompleted
 from ._input import check_messages
-from ._nesting import outer_call
+from ._loop import drive
+from ._nesting import nested, outer_call
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable
@@ -33,7 +36,6 @@ if TYPE_CHECKING:
     from .._messages import JSONObject
     from .._requests import InferenceConfig
     from ._agent import Agent
-    from ._approvals import InnerPause
     from ._events import AgentResponse
     from ._nesting import CallSite
     from ._structured import _Output
@@ -44,6 +46,7 @@ __all__ = [
     "check_agent_names",
     "make_agent_tool",
     "open_as_tool",
+    "run_inner_turn",
     "usage_key",
 ]
 
@@ -135,19 +138,19 @@ class AgentTool:
             if self._session is not None:  # kova.sessions loads before and appends after
                 response = await _in_session(self._session, agent, history, site, resume)
             elif self._output is None:
-                response = await agent._inner_turn(history, site, resume)
+                response = await run_inner_turn(agent, history, site, resume)
             else:
                 from ._structured import run_structured_turn
 
                 def attempt(
                     working: Sequence[Message], overrides: InferenceConfig
                 ) -> Awaitable[AgentResponse]:
-                    return agent._inner_turn(tuple(working), site, None, overrides)
+                    return run_inner_turn(agent, tuple(working), site, None, overrides)
 
                 raw, output = self._output
                 first = None
                 if resume is not None:  # the resumed turn's answer is the first attempt
-                    first = response = await agent._inner_turn(history, site, resume)
+                    first = response = await run_inner_turn(agent, history, site, resume)
                 if first is None or first.pending is None:
                     # Validated, and re-asked while invalid, as run_structured does.
                     value, response = await run_structured_turn(
@@ -170,6 +173,50 @@ class AgentTool:
             assert site is not None  # only a nested turn hands its pause on
             return ToolResult(content="(waiting for approvals)")
         return ToolResult(content=response.text)
+
+
+async def run_inner_turn(
+    agent: Agent,
+    history: tuple[Message, ...],
+    site: CallSite | None,
+    resume: InnerPause | None,
+    overrides: InferenceConfig | None = None,
+) -> AgentResponse:
+    """One turn of ``agent`` run by an agent tool for the outer call ``site`` (``None`` when
+    the tool is called outside an agent): streamed into the outer stream when that is
+    streamed; a pause is left in the outer step's nest."""
+    context = current_tool_context()
+    deps = context.deps if context is not None else None
+    if site is None:
+        return await agent.run(history, config=overrides, deps=deps)
+    driver = agent.driver_context()
+    if resume is not None:
+        turn = driver.resume_turn(history, resume.pending, overrides)
+    else:
+        turn = driver.start_turn(history, overrides, None)
+    emit = site.emit
+    steps = drive(driver, turn, overrides, streamed=emit is not None, deps=deps, site=site)
+    prefix = (site.call.id,)  # each level adds its own call's id: deeper events have theirs
+    try:
+        async for event in steps:
+            if type(event) is TurnCompleted:
+                response = event.response
+                break
+            assert emit is not None  # a turn that is not streamed yields its outcome only
+            await emit(nested(event, prefix))
+        else:  # pragma: no cover
+            raise AssertionError("a turn ends with TurnCompleted or an error")
+    finally:
+        await steps.aclose()
+    if response.pending is not None:
+        call = site.call
+        site.nest.paused[call.id] = InnerPause(
+            agent=agent.config.name,
+            history=(*history, *response.new_messages),
+            pending=response.pending,
+            fingerprint=call_fingerprint(call.name, call.input),
+        )
+    return response
 
 
 def _agent_tools(agent: Agent) -> list[AgentTool]:
@@ -241,7 +288,7 @@ async def open_as_tool(inner: Agent, outer: Agent) -> AsyncIterator[None]:
     agent. A second outer agent that finds it held open by the first is refused with a
     :class:`BuildError` saying to open it around both.
     """
-    owner = inner._tool_owner
+    owner = inner.tool_owner
     if owner is not None:
         raise BuildError(
             f"agent {inner.config.name!r} (a tool of agent {outer.config.name!r}) is held open "
@@ -252,12 +299,12 @@ async def open_as_tool(inner: Agent, outer: Agent) -> AsyncIterator[None]:
     if inner.is_open:
         yield
         return
-    inner._tool_owner = outer.config.name  # before opening: a concurrent outer sees it
+    inner.tool_owner = outer.config.name  # before opening: a concurrent outer sees it
     try:
         async with inner:
             yield
     finally:
-        inner._tool_owner = None
+        inner.tool_owner = None
 
 
 async def _in_session(
@@ -270,12 +317,12 @@ async def _in_session(
     """One inner turn on the tool's session: the prompt after the session's history, or the
     inner turn paused there resumed with the outer decisions."""
     if resume is None:
-        run = partial(agent._inner_turn, site=site, resume=None)
+        run = partial(run_inner_turn, agent, site=site, resume=None)
         response: AgentResponse = await session.run_turn(history[-1:], run)
         return response
 
     async def resumed(stored: tuple[Message, ...], pending: object) -> AgentResponse:
-        return await agent._inner_turn(stored, site, resume)
+        return await run_inner_turn(agent, stored, site, resume)
 
     response = await session.resume_turn(None, resume.pending, resumed)
     return response

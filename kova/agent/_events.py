@@ -120,7 +120,7 @@ class ToolCallDelta(Record):
         """The best-effort value of ``arguments_text`` (open strings, arrays and objects
         closed where the text ends), or ``None`` before anything usable arrived. Parsed when
         read."""
-        from ._structured import parse_partial_json
+        from ._partial_json import parse_partial_json
 
         return parse_partial_json(self.arguments_text)
 

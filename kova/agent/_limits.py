@@ -12,7 +12,7 @@ from .._record import Record, set_field
 if TYPE_CHECKING:
     from .._responses import Usage
 
-__all__ = ["UsageLimits"]
+__all__ = ["LimitFigures", "UsageLimits"]
 
 _COUNTS = ("requests", "tool_calls", "input_tokens", "output_tokens", "total_tokens")
 
@@ -114,3 +114,14 @@ class UsageLimits(Record):
         cost = self.cost
         if cost is not None and usage.cost is not None and usage.cost > cost:
             raise UsageLimitExceeded("cost", cost, usage.cost, sent=True)
+
+
+class LimitFigures(Record):
+    """What a turn's usage limits count so far (:meth:`Turn.limit_figures
+    <kova.agent.Turn.limit_figures>`): its model calls and tool calls, those of the turns its
+    tools ran included, and its whole usage."""
+
+    limits: UsageLimits
+    requests: int
+    tool_calls: int
+    usage: Usage

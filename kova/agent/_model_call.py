@@ -17,13 +17,14 @@ import trio
 from .._errors import TurnCancelled
 from .._observe import (
     ModelCallFinished,
+    ModelCallRetrying,
     ModelCallStarted,
     ModelFirstToken,
     new_span_id,
 )
 
 if TYPE_CHECKING:
-    from .._models import ChatRequest, InferenceConfig, ModelResponse
+    from .._models import InferenceConfig, ModelResponse
     from .._observe import Outcome, TurnEmitter
     from ._cost import Pricer
     from ._provider_ref import ProviderRef
@@ -82,18 +83,6 @@ class ModelCall:
         # same event stream, under this call's span.
         return self._provider.observed(self._emitter, self.span_id)
 
-    async def complete(self, chat: ChatRequest, *, streamed: bool) -> ModelResponse:
-        provider = self.start(streamed=streamed)
-        try:
-            response = await provider._complete_checked(chat)
-        except BaseException as exc:
-            self.failed(exc)
-            raise
-        if self._pricer is not None:  # the event carries the call's cost
-            response = self._pricer.priced(response, self._model)
-        self.finished(response)
-        return response
-
     def first_token(self) -> None:
         """Emit ModelFirstToken (a streamed call's accumulator calls it once)."""
         now = trio.current_time()
@@ -121,6 +110,24 @@ class ModelCall:
                 response_id=response.id,
             )
         )
+
+    def retrying(self, exc: BaseException, attempt: int, wait: float) -> None:
+        """Attempt ``attempt`` failed with ``exc`` and another one follows in ``wait``
+        seconds (decided outside the provider actor: Temporal's retry policy): a
+        ModelCallRetrying, then the call finished with ``retried``."""
+        error_class = getattr(exc, "error_class", None)
+        self._emitter.emit(
+            ModelCallRetrying(
+                turn_id=self._emitter.turn_id,
+                span_id=self.span_id,
+                time=trio.current_time(),
+                attempt=attempt,
+                error_type=type(exc).__name__,
+                error_class=None if error_class is None else error_class.value,
+                wait=wait,
+            )
+        )
+        self.failed(exc, retried=True)
 
     def failed(self, exc: BaseException, *, retried: bool = False) -> None:
         now = trio.current_time()

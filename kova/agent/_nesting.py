@@ -17,7 +17,7 @@ attribute (``()``), so the outer agent's own per-token events are built exactly 
 from __future__ import annotations
 
 import contextvars
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._models import TextDelta, ThinkingDelta
 from .._record import Record, set_field
@@ -34,12 +34,26 @@ from ._events import (
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from .._models import ToolUse
+    from .._models import ToolUse, Usage
     from ._approvals import InnerPause
     from ._tool_pool import Approver
-    from ._turn import Turn
 
-__all__ = ["CallSite", "Nest", "nested", "outer_call", "serving_agent_call"]
+__all__ = ["CallSite", "EnclosingTurn", "Nest", "nested", "outer_call", "serving_agent_call"]
+
+
+class EnclosingTurn(Protocol):
+    """A turn an inner turn (``agent.as_tool()``) counts in: a :class:`~kova.agent.Turn`, or
+    what stands in for one elsewhere (a Temporal tool activity's outer figures). Each may
+    raise the limit it would go over."""
+
+    def inner_request(self) -> None:
+        """An inner turn is about to call its model."""
+
+    def inner_replied(self, agent: str, usage: Usage | None) -> None:
+        """That call's reply, made by ``agent``, used ``usage``."""
+
+    def inner_tools(self, count: int) -> None:
+        """An inner turn starts a step of ``count`` tool calls."""
 
 
 class Nest:
@@ -51,7 +65,7 @@ class Nest:
         self,
         *,
         path: tuple[str, ...],
-        turns: tuple[Turn, ...],
+        turns: tuple[EnclosingTurn, ...],
         approver: Approver | None,
         streamed: bool,
         resumes: dict[str, InnerPause] | None = None,

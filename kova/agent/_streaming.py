@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, NoReturn
 from .._door import require_trio
 from ._cancel import stream_in_task
 from ._input import check_call_options, coerce_history
+from ._loop import drive, open_journaled
 from ._needs_async_with import refuse_async_for
+from ._steps import NO_OBSERVER
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator
@@ -28,9 +30,11 @@ if TYPE_CHECKING:
     from ._approvals import PendingApprovals
     from ._cancel import CancelToken
     from ._context import ContextPolicy
+    from ._driver_context import DriverContext
     from ._events import AgentEvent
     from ._input import HistoryInput
     from ._limits import UsageLimits
+    from ._signing import Decisions
     from ._turn import Turn
 
 __all__ = ["TurnStream"]
@@ -84,7 +88,7 @@ class TurnStream:
         self._deps = deps
         self._events: AsyncGenerator[AgentEvent, None] | None = None
         self._stack: AsyncExitStack | None = None
-        self._taken: str | None = None
+        self._taken: tuple[Decisions, str] | None = None
 
     def __aiter__(self) -> NoReturn:
         refuse_async_for(self, "agent.stream(...)", "events")
@@ -102,26 +106,26 @@ class TurnStream:
         messages = coerce_history(self._history)
         config, cancel = self._config, self._cancel
         check_call_options(config, cancel)
-        agent._running()
+        driver = agent.driver_context()
         if self._resume is not None:
-            agent._signer.verify_pending(self._resume)
-        journaled = None
+            driver.signer.verify_pending(self._resume)
+        observer = NO_OBSERVER
         journal, turn_id = self._journal, self._turn_id
         if journal is None and turn_id is None:
-            turn = self._unjournaled(messages)
+            turn = self._unjournaled(driver, messages)
             if cancel is None:
                 # The common case: the agent loop's generator, pulled by the consumer.
-                events = agent._steps(turn, config, streamed=True, deps=self._deps)
+                events = drive(driver, turn, config, streamed=True, deps=self._deps)
                 self._events = events
                 return events
         async with AsyncExitStack() as stack:
             if journal is not None or turn_id is not None:
-                opened = agent._open_journaled(
-                    messages, config, self._limits, journal, turn_id, self._resume
+                opened = open_journaled(
+                    driver, messages, config, self._limits, journal, turn_id, self._resume
                 )
-                turn, journaled = await stack.enter_async_context(opened)
+                turn, observer = await stack.enter_async_context(opened)
             steps = partial(
-                agent._steps, turn, config, streamed=True, journaled=journaled, deps=self._deps
+                drive, driver, turn, config, streamed=True, observer=observer, deps=self._deps
             )
             entered: AsyncIterator[AgentEvent]
             if cancel is None:
@@ -135,24 +139,26 @@ class TurnStream:
             self._stack = stack.pop_all()
         return entered
 
-    def _unjournaled(self, messages: tuple[Message, ...]) -> Turn:
-        agent = self._agent
+    def _unjournaled(self, driver: DriverContext, messages: tuple[Message, ...]) -> Turn:
         if self._resume is None:
-            return agent._start(messages, self._config, self._limits, context=self._context)
+            return driver.start_turn(messages, self._config, self._limits, context=self._context)
         # Once per agent: the decisions are taken here and given back if the stream fails.
         nonce = self._resume.nonce
-        agent._decisions.take(nonce)
-        self._taken = nonce
+        driver.decisions.take(nonce)
+        self._taken = (driver.decisions, nonce)
         try:
-            return agent._resumed(messages, self._resume, self._config, self._context, self._limits)
+            return driver.resume_turn(
+                messages, self._resume, self._config, self._context, self._limits
+            )
         except BaseException:
             self._give_back()
             raise
 
     def _give_back(self) -> None:
-        nonce, self._taken = self._taken, None
-        if nonce is not None:
-            self._agent._decisions.give_back(nonce)
+        taken, self._taken = self._taken, None
+        if taken is not None:
+            decisions, nonce = taken
+            decisions.give_back(nonce)
 
     async def __aexit__(
         self,

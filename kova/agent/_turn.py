@@ -67,7 +67,7 @@ from ._call_ids import call_ids_of, unique_call_ids
 from ._context import Compact, Compaction, Compactor, ContextCompacted, ContextPolicy
 from ._events import AgentResponse, ToolCallFinished, ToolCallStarted, ToolsAdded, ToolsFound
 from ._input import coerce_history
-from ._limits import UsageLimits
+from ._limits import LimitFigures, UsageLimits
 from ._state_json import (
     config_from_json,
     config_to_json,
@@ -289,9 +289,11 @@ class Turn:
         turn_id: str,
         prefix: tuple[Message, ...] | None = None,
         agent: str = "",
+        paused: PendingApprovals | None = None,
     ) -> None:
         # Unchecked: the public ways in are start(), resume() and from_json(). ``prefix``:
-        # the system message, prebuilt by a driver that runs many turns.
+        # the system message, prebuilt by a driver that runs many turns. ``paused``: the
+        # state of a paused turn whose history ends with the calls it waits for (resume()).
         self._turn_id = turn_id
         self._agent = agent
         self._system_prompt = system_prompt
@@ -340,6 +342,25 @@ class Turn:
         self._events: list[CoreEvent] = []
         # The context policy at work (ContextPolicy), if any.
         self._compactor: Compactor | None = None
+        if paused is not None:
+            self._restore_pause(paused)
+
+    def _restore_pause(self, pending: PendingApprovals) -> None:
+        """Stand where a paused turn stood: waiting for decisions on ``pending``'s calls,
+        with its counts and the results of the calls that ran."""
+        last = self._working[-1]
+        self._base = pending.usage
+        self._requests = pending.requests
+        self._tool_calls = pending.tool_calls
+        self._inner_requests = pending.inner_requests
+        self._inner_tool_calls = pending.inner_tool_calls
+        self._always = frozenset(pending.always)
+        self._last_reply = last
+        self._last_stop = StopReason.TOOL_USE
+        self._calls = last.tool_uses
+        self._results = {result.tool_use_id: result for result in pending.results}
+        self._phase = _APPROVAL
+        self._pending = evolve(pending, decisions={})
 
     # -- building one -----------------------------------------------------------------
 
@@ -424,6 +445,7 @@ class Turn:
         limits: UsageLimits | None = None,
         max_iterations: int = 10,
         context_budget: int | None = None,
+        agent: str = "",
     ) -> Turn:
         """Continue a paused turn with its decisions: ``history`` is the turn's history plus
         the paused part's ``new_messages`` (so it ends with the assistant message that made
@@ -434,7 +456,8 @@ class Turn:
         again), then the loop continues. Its ``new_messages`` are what the resumed part
         produces, and its usage and model calls those of this part (the limits count the
         whole turn). ``limits`` and ``max_iterations`` are the driver's (an agent passes its
-        own): a stored value's limits are never taken on trust.
+        own): a stored value's limits are never taken on trust. ``agent``: the name its own
+        usage is counted under in ``usage_by_agent`` (the agent driving it).
 
         Raises:
             TypeError: ``history`` or ``pending`` has the wrong type.
@@ -450,6 +473,8 @@ class Turn:
         definitions = _tool_definitions(tools)
         _options(config, system_prompt, limits, max_iterations, context_budget)
         check_counters(pending)
+        if not isinstance(agent, str):
+            raise TypeError(f"agent must be a str, got {type(agent).__name__}")
         last = messages[-1] if messages else None
         if (
             last is None
@@ -500,19 +525,9 @@ class Turn:
             max_iterations=max_iterations,
             context_budget=context_budget,
             turn_id=pending.turn_id,
+            agent=agent,
+            paused=pending,
         )
-        turn._base = pending.usage
-        turn._requests = pending.requests
-        turn._tool_calls = pending.tool_calls
-        turn._inner_requests = pending.inner_requests
-        turn._inner_tool_calls = pending.inner_tool_calls
-        turn._always = frozenset(pending.always)
-        turn._last_reply = last
-        turn._last_stop = StopReason.TOOL_USE
-        turn._calls = calls
-        turn._results = {result.tool_use_id: result for result in pending.results}
-        turn._phase = _APPROVAL
-        turn._pending = evolve(pending, decisions={})
         turn.decided(pending)
         return turn
 
@@ -661,20 +676,28 @@ class Turn:
         self._events = []
         return tuple(events)
 
+    @property
+    def limits(self) -> UsageLimits | None:
+        """The turn's usage limits."""
+        return self._limits
+
+    def limit_figures(self) -> LimitFigures | None:
+        """What the usage limits count so far, the turns this turn's tools ran included
+        (``None`` without limits): what an inner turn run elsewhere checks them against."""
+        limits = self._limits
+        if limits is None:
+            return None
+        return LimitFigures(
+            limits=limits,
+            requests=self._requests + self._inner_requests,
+            tool_calls=self._tool_calls + self._inner_tool_calls,
+            usage=self._total,
+        )
+
     def decided_denials(self) -> tuple[tuple[ToolUse, ToolResult], ...]:
         """The calls of the current step a person denied, with the results that answer them
         (for a driver that reports each call: they never reach the tools)."""
         return self._denials
-
-    def _offer(
-        self,
-        tools: Sequence[ToolDefinition],
-        deferred: Sequence[ToolDefinition] | None = None,
-    ) -> None:
-        """:meth:`set_tools` without the checks (the agent's registry gives definitions)."""
-        self._tools = tuple(tools)
-        if deferred is not None:
-            self._defer(tuple(deferred), None)
 
     # -- what next --------------------------------------------------------------------
 
@@ -769,7 +792,7 @@ class Turn:
 
     # -- agents run by this turn's tools (agent.as_tool) ------------------------------
 
-    def _inner_request(self) -> None:
+    def inner_request(self) -> None:
         """A turn this turn's tools run (at any depth) is about to call its model: it counts
         against this turn's ``requests`` limit.
 
@@ -787,7 +810,7 @@ class Turn:
                 raise
         self._inner_requests += 1
 
-    def _inner_replied(self, agent: str, usage: Usage | None) -> None:
+    def inner_replied(self, agent: str, usage: Usage | None) -> None:
         """That inner call's reply, made by ``agent``: its usage is this turn's too.
 
         Raises:
@@ -805,7 +828,7 @@ class Turn:
                 self._fail(exc)
                 raise
 
-    def _inner_tools(self, count: int) -> None:
+    def inner_tools(self, count: int) -> None:
         """An inner turn starts a step of ``count`` tool calls (``tool_calls`` limit)."""
         self._inner_check()
         if self._limits is not None:
@@ -816,11 +839,11 @@ class Turn:
                 raise
         self._inner_tool_calls += count
 
-    def _inner_paused(self, call_id: str, pause: InnerPause) -> None:
+    def inner_paused(self, call_id: str, pause: InnerPause) -> None:
         """The inner turn run by call ``call_id`` of the current step paused for approvals
         (its outcome in :meth:`tools_finished` is ``DEFER``): this turn pauses with it."""
         if self._phase != _TOOLS:
-            self._expect(_TOOLS, "_inner_paused")
+            self._expect(_TOOLS, "inner_paused")
         if call_id not in {call.id for call in self._running}:
             raise ValueError(f"call {call_id!r} is not running in this step")
         self._paused_inner[call_id] = pause
@@ -1256,7 +1279,17 @@ class Turn:
             raise SerializationError(f"unknown stored turn phase {phase!r}")
         turn._phase = phase
         turn._counted = field(document, "counted", bool)
-        last = turn._working[-1] if turn._working else None
+        turn._restore_step(document, phase)
+        if (phase == _APPROVAL) != (turn._pending is not None):
+            raise SerializationError(
+                "a stored turn waits for decisions exactly when it has pending calls"
+            )
+        return turn
+
+    def _restore_step(self, document: Mapping[str, Any], phase: str) -> None:
+        """The stored step's state (:meth:`from_dict`): its calls, results, decisions and
+        inner turns."""
+        last = self._working[-1] if self._working else None
         step_calls = {call.id: call for call in last.tool_uses} if last is not None else {}
         if phase in (_TOOLS, _APPROVAL) and (last is None or last.role is not Role.ASSISTANT):
             raise SerializationError("a stored turn in a tool step must end with its calls")
@@ -1267,10 +1300,10 @@ class Turn:
                 raise SerializationError(f"stored {key!r} names calls the step did not make")
             return tuple(step_calls[item] for item in ids)
 
-        turn._calls = calls("calls")
-        turn._running = calls("running")
+        self._calls = calls("calls")
+        self._running = calls("running")
         approved = field(document, "approved", list)
-        turn._approved = frozenset(item for item in approved if isinstance(item, str))
+        self._approved = frozenset(item for item in approved if isinstance(item, str))
         denials = []
         for item in field(document, "denials", list):
             if not isinstance(item, Mapping):
@@ -1279,24 +1312,19 @@ class Turn:
             if not isinstance(call, ToolUse):
                 raise SerializationError("a stored denial's call must be a tool_use")
             denials.append((call, result_from_json(item.get("result"))))
-        turn._denials = tuple(denials)
+        self._denials = tuple(denials)
         results = (result_from_json(item) for item in field(document, "results", list))
-        turn._results = {result.tool_use_id: result for result in results}
+        self._results = {result.tool_use_id: result for result in results}
         pending = document.get("pending")
         if pending is not None:
             if not isinstance(pending, Mapping):
                 raise SerializationError("stored 'pending' must be a JSON object")
-            turn._pending = PendingApprovals.from_dict(pending)
+            self._pending = PendingApprovals.from_dict(pending)
         for key, attribute in (("resumes", "_resumes"), ("paused_inner", "_paused_inner")):
             stored = field(document, key, dict) if key in document else {}
             setattr(
-                turn, attribute, {call: InnerPause.from_dict(item) for call, item in stored.items()}
+                self, attribute, {call: InnerPause.from_dict(item) for call, item in stored.items()}
             )
-        if (phase == _APPROVAL) != (turn._pending is not None):
-            raise SerializationError(
-                "a stored turn waits for decisions exactly when it has pending calls"
-            )
-        return turn
 
     @classmethod
     def from_json(cls, data: str | bytes) -> Turn:

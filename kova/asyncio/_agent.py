@@ -12,7 +12,7 @@ import trio
 
 from .._guest import AsyncioRuntime, Job, ensure_runtime, run_sync_in
 from ..agent import Agent, AgentEvent
-from ..agent._agent import check_limits
+from ..agent._agent import check_limits, structured_options
 from ..agent._input import check_call_options, coerce_history
 
 if TYPE_CHECKING:
@@ -366,7 +366,7 @@ class AsyncioAgent:
         Raises:
             TypeError: ``history`` or an option has the wrong type (raised here).
         """
-        messages, _ = self._agent._structured_options(history, config, cancel, output_retries)
+        messages, _ = structured_options(self._agent, history, config, cancel, output_retries)
         check_limits(limits)
         _check_buffer(buffer)
         self._nursery()

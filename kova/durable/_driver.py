@@ -1,8 +1,8 @@
 """A journaled turn: the agent's own driver, recording each step before it moves on.
 
 ``agent.run(history, journal=journal, turn_id="...")`` runs the same driver as every other
-turn (``Agent._steps`` over the turn core), with a :class:`Journaled` beside it that
-records, in the turn's :class:`~kova.durable.SqliteJournal` claim:
+turn (``kova.agent._loop.drive`` over the turn core), with a :class:`Journaled` observing
+its steps, which records, in the turn's :class:`~kova.durable.SqliteJournal` claim:
 
 - the turn core's JSON after every transition (a model's reply, a tool step's results);
 - each tool call as it is handed to the tool pool, and its result as it finishes.
@@ -26,6 +26,7 @@ from .._json import dumps, escape_surrogates, loads
 from .._messages import block_from_dict, block_to_dict
 from .._models import Message, ToolResult
 from ..agent._events import ToolCallDeferred, ToolCallFinished
+from ..agent._steps import StepObserver
 from ..agent._turn import AwaitApproval, Turn
 from ._errors import JournalError
 
@@ -34,8 +35,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .._models import InferenceConfig, ToolUse
-    from ..agent._agent import Agent
     from ..agent._approvals import PendingApprovals
+    from ..agent._driver_context import DriverContext
     from ..agent._limits import UsageLimits
     from ..agent._turn import RunTools
     from ._journal import JournalClaim, JournalRecord, SqliteJournal
@@ -57,10 +58,13 @@ def not_known_to_have_run(call: ToolUse, why: str = _NOT_ANNOTATED) -> ToolResul
     )
 
 
-class Journaled:
-    """What a journaled run records, and what it found recorded (one turn, one claim)."""
+class Journaled(StepObserver):
+    """What a journaled run records, and what it found recorded (one turn, one claim): an
+    observer of the turn's steps."""
 
     __slots__ = ("_claim", "_results", "_unfinished")
+
+    watches_calls = True
 
     def __init__(self, claim: JournalClaim, record: JournalRecord | None) -> None:
         self._claim = claim
@@ -73,7 +77,7 @@ class Journaled:
         # JSON escape: SQLite stores UTF-8, and the escape reads back as the same text.
         await self._claim.save_snapshot(escape_surrogates(turn.to_json()))
 
-    def split(
+    def answered(
         self, step: RunTools, turn: Turn
     ) -> tuple[dict[str, ToolResult], tuple[ToolUse, ...]]:
         """The step's calls already answered (recorded results, interrupted calls that may
@@ -104,7 +108,7 @@ class Journaled:
         if calls:
             await self._claim.tool_started(*(call.id for call in calls))
 
-    async def observed(self, event: object) -> None:
+    async def finished(self, event: ToolCallFinished | ToolCallDeferred) -> None:
         """Record what the tool pool reports of a call: its result as it finishes, or that it
         was left to a person (it did not run: no longer started)."""
         if isinstance(event, ToolCallFinished):
@@ -159,7 +163,7 @@ def _paused_at(turn: Turn, history: Sequence[Message]) -> bool:
 
 @asynccontextmanager
 async def open_journaled_turn(
-    agent: Agent,
+    context: DriverContext,
     journal: SqliteJournal,
     history: tuple[Message, ...],
     overrides: InferenceConfig | None,
@@ -177,7 +181,6 @@ async def open_journaled_turn(
     recorded from here on."""
     if not isinstance(turn_id, str) or not turn_id:
         raise TypeError("a journaled turn needs turn_id=, a non-empty str naming it")
-    agent._running()  # not open: the agent's own error, before the journal is touched
     async with await journal.claim(turn_id) as claim, claim.kept_alive():
         if pending is not None:
             # Decisions are used once across processes: their nonce is this turn's now.
@@ -197,16 +200,16 @@ async def open_journaled_turn(
                 )
             turn = recorded
             # The context policy is the agent's (the turn recorded only what it did).
-            agent._use_context(turn, None, overrides)
+            context.use_context(turn, None, overrides)
         elif pending is not None and (recorded is None or _paused_at(recorded, history)):
             if recorded is not None:
                 waiting = _waiting_for(recorded)
                 assert waiting is not None
                 _check_decisions_fit(waiting, pending)
-            turn = agent._resumed(history, pending, overrides, limits=limits)
+            turn = context.resume_turn(history, pending, overrides, limits=limits)
             await journaled.saved(turn)
         elif recorded is None:
-            turn = agent._start(history, overrides, limits, turn_id)
+            turn = context.start_turn(history, overrides, limits, turn_id)
             await journaled.saved(turn)
         else:
             raise JournalError(

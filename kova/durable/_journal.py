@@ -50,8 +50,8 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
     from .._models import InferenceConfig, Message
-    from ..agent._agent import Agent
     from ..agent._approvals import PendingApprovals
+    from ..agent._driver_context import DriverContext
     from ..agent._limits import UsageLimits
     from ..agent._turn import Turn
     from ._driver import Journaled
@@ -176,7 +176,7 @@ class SqliteJournal:
 
     def open_turn(
         self,
-        agent: Agent,
+        context: DriverContext,
         history: tuple[Message, ...],
         overrides: InferenceConfig | None,
         limits: UsageLimits | None,
@@ -187,7 +187,7 @@ class SqliteJournal:
         (see :mod:`kova.durable._driver`)."""
         from ._driver import open_journaled_turn
 
-        return open_journaled_turn(agent, self, history, overrides, limits, turn_id, pending)
+        return open_journaled_turn(context, self, history, overrides, limits, turn_id, pending)
 
     # -- worker-thread side ------------------------------------------------------------------
 

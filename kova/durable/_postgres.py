@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
     from .._models import InferenceConfig, Message
-    from ..agent._agent import Agent
     from ..agent._approvals import PendingApprovals
+    from ..agent._driver_context import DriverContext
     from ..agent._limits import UsageLimits
     from ..agent._turn import Turn
     from ._driver import Journaled
@@ -191,7 +191,7 @@ class PostgresJournal:
 
     def open_turn(
         self,
-        agent: Agent,
+        context: DriverContext,
         history: tuple[Message, ...],
         overrides: InferenceConfig | None,
         limits: UsageLimits | None,
@@ -202,7 +202,7 @@ class PostgresJournal:
         from ._driver import open_journaled_turn
 
         return open_journaled_turn(
-            agent,
+            context,
             self,  # type: ignore[arg-type]  # the driver uses only the journal's protocol
             history,
             overrides,

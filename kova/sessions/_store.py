@@ -32,6 +32,7 @@ from .._errors import SessionBusyError, SessionError
 from .._json import dumps, loads
 from .._messages import Message, Role, Text
 from .._record import Record
+from ._view import working_messages
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -269,7 +270,7 @@ class Session:
         (for audit), or with ``compacted=True`` what the model continues from: the view a
         context policy last compacted them into, followed by the messages since."""
         state = await self.store.read(self.id)
-        return list(_working(state) if compacted else state.messages)
+        return list(working_messages(state) if compacted else state.messages)
 
     async def pending(self) -> PendingApprovals | None:
         """The calls its paused last turn waits for (decide them, then
@@ -378,7 +379,7 @@ class Session:
         async with self._gate():
             state = await self._read_free("run a turn")
             try:
-                result = await run((*_working(state), *prompt))
+                result = await run((*working_messages(state), *prompt))
             except StructuredOutputError as error:
                 # A structured turn that paused for approvals keeps its pause here.
                 response = error.response
@@ -400,7 +401,7 @@ class Session:
         pending = _pending_argument(history, pending)
         async with self._gate():
             state, decided = await self._paused(pending)
-            response = await resume(_working(state), decided)
+            response = await resume(working_messages(state), decided)
             await self._commit(state, (), response, same_turn=True)
             return response
 
@@ -482,13 +483,6 @@ class Session:
                 view_covers=0 if compaction is None else len(state.messages) + len(added),
             ),
         )
-
-
-def _working(state: SessionState) -> tuple[Message, ...]:
-    """What the model continues from: the compacted view and the messages after it."""
-    if state.view is None:
-        return state.messages
-    return (*state.view, *state.messages[state.view_covers :])
 
 
 class _Copy:

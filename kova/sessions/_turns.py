@@ -15,7 +15,7 @@ from ..agent._events import TurnCompleted
 from ..agent._input import coerce_history
 from ..agent._needs_async_with import refuse_async_for
 from ..agent._structured import StructuredStream
-from ._store import _working
+from ._view import working_messages
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
@@ -81,10 +81,10 @@ class SessionStream:
             decided = None
             if self._resume is None:
                 state = await session._read_free("run a turn")
-                history = (*_working(state), *self._prompt)
+                history = (*working_messages(state), *self._prompt)
             else:
                 state, decided = await session._paused(self._resume)
-                history = _working(state)
+                history = working_messages(state)
             inner = self._open(history, decided)
             self._events = await inner.__aenter__()
         except BaseException:
@@ -187,7 +187,7 @@ class SessionStructuredStream:
         await gate.__aenter__()
         try:
             state = await session._read_free("run a turn")
-            inner = self._open((*_working(state), *self._prompt))
+            inner = self._open((*working_messages(state), *self._prompt))
             values = await inner.__aenter__()
         except BaseException:
             await gate.__aexit__(None, None, None)

@@ -2,11 +2,12 @@
 
 In-process, an inner turn counts in every enclosing turn as it runs: each of its model
 calls and tool steps is checked against the outer turn's usage limits, and its usage is
-added to the outer turn's ``usage`` and ``usage_by_agent`` (``Turn._inner_request``,
-``_inner_replied``, ``_inner_tools``). On Temporal the outer turn is in the workflow and the
-inner turn runs inside one tool activity, so the activity stands a copy of the outer turn's
-figures in for it (:class:`OuterTurn`, from :func:`outer_figures`: the limits, the model
-calls, tool calls and usage so far), which checks the limits as the outer turn would and
+added to the outer turn's ``usage`` and ``usage_by_agent`` (``Turn.inner_request``,
+``inner_replied``, ``inner_tools``). On Temporal the outer turn is in the workflow and the
+inner turn runs inside one tool activity, so the activity stands the outer turn's figures
+(:meth:`Turn.limit_figures <kova.agent.Turn.limit_figures>`, as JSON from
+:func:`outer_figures`: the limits, the model calls, tool calls and usage so far) in for it
+(:class:`OuterCounter`), which checks the limits as the outer turn would and
 writes down, in order, what the inner turn counted in it. That record comes back in the
 activity's result, and the workflow counts it in the real turn (:func:`count_inner`): the
 same calls, so the same checks, usage and keys as in-process, and the figures are in the
@@ -17,10 +18,12 @@ Pure: no trio, httpx or temporalio (the workflow sandbox passes it through).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from .._errors import SerializationError
-from .._models import InferenceConfig
+from .._errors import KovaError, SerializationError
+from .._record import evolve
+from ..agent._limits import LimitFigures
 from ..agent._state_json import (
     field,
     limits_from_json,
@@ -28,75 +31,98 @@ from ..agent._state_json import (
     usage_from_json,
     usage_to_json,
 )
-from ..agent._turn import Turn
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from .._messages import JSONValue
     from .._responses import Usage
+    from ..agent._turn import Turn
 
-__all__ = ["OuterTurn", "count_inner", "outer_figures"]
+__all__ = ["OuterCounter", "count_inner", "figures_from_json", "outer_figures"]
 
 
 def outer_figures(turn: Turn) -> dict[str, JSONValue] | None:
     """What an inner turn run by one of ``turn``'s tool calls checks the outer usage limits
-    against (``None`` when the turn has no limits: then nothing is checked)."""
-    limits = turn._limits
-    if limits is None:
+    against, as JSON (``None`` when the turn has no limits: then nothing is checked)."""
+    figures = turn.limit_figures()
+    if figures is None:
         return None
     return {
-        "limits": limits_to_json(limits),
-        "requests": turn._requests + turn._inner_requests,
-        "tool_calls": turn._tool_calls + turn._inner_tool_calls,
-        "usage": usage_to_json(turn._total),
+        "limits": limits_to_json(figures.limits),
+        "requests": figures.requests,
+        "tool_calls": figures.tool_calls,
+        "usage": usage_to_json(figures.usage),
     }
 
 
-class OuterTurn(Turn):
-    """The outer turn as a tool activity's inner turns see it: it checks the outer limits
-    against the figures it was given, and records what they count (:attr:`counted`)."""
+def figures_from_json(data: Mapping[str, Any] | None) -> LimitFigures | None:
+    """:func:`outer_figures`' JSON read back (strictly)."""
+    if data is None:
+        return None
+    return LimitFigures(
+        limits=limits_from_json(data.get("limits")),
+        requests=field(data, "requests", int),
+        tool_calls=field(data, "tool_calls", int),
+        usage=usage_from_json(data.get("usage")),
+    )
 
-    __slots__ = ("counted",)
 
-    def __init__(self, figures: Mapping[str, Any] | None, turn_id: str) -> None:
-        limits = None if figures is None else limits_from_json(figures.get("limits"))
-        super().__init__(
-            (),
-            tools=(),
-            config=InferenceConfig(),
-            system_prompt=None,
-            limits=limits,
-            max_iterations=0,
-            context_budget=None,
-            turn_id=turn_id,
-        )
-        if figures is not None:
-            self._requests = field(figures, "requests", int)
-            self._tool_calls = field(figures, "tool_calls", int)
-            self._usage = usage_from_json(figures.get("usage"))
+class OuterCounter:
+    """The outer turn as a tool activity's inner turns see it (an enclosing turn of their
+    nest): it checks the outer limits against the figures it was given, as the turn would,
+    and records what they count (:attr:`counted`). Once a check failed it stays failed."""
+
+    __slots__ = ("_failed", "_figures", "counted")
+
+    def __init__(self, figures: LimitFigures | None) -> None:
+        self._figures = figures
+        self._failed: KovaError | None = None
         self.counted: list[JSONValue] = []
         """What the inner turns counted, in order (:func:`count_inner` reads it)."""
 
     # Each is written down before it is checked: a call refused here is refused again when
     # the workflow counts it in the real turn (which fails the turn, as in-process).
 
-    def _inner_request(self) -> None:
+    def inner_request(self) -> None:
         self.counted.append(["request"])
-        super()._inner_request()
+        figures = self._check()
+        if figures is not None:
+            self._count(partial(figures.limits.check_request, figures.requests))
+            self._figures = evolve(figures, requests=figures.requests + 1)
 
-    def _inner_replied(self, agent: str, usage: Usage | None) -> None:
-        if usage is not None:
-            self.counted.append(["replied", agent, usage_to_json(usage)])
-        super()._inner_replied(agent, usage)
+    def inner_replied(self, agent: str, usage: Usage | None) -> None:
+        if usage is None:
+            return
+        self.counted.append(["replied", agent, usage_to_json(usage)])
+        figures = self._figures
+        if figures is not None:
+            figures = self._figures = evolve(figures, usage=figures.usage + usage)
+            self._count(partial(figures.limits.check_tokens, figures.usage))
 
-    def _inner_tools(self, count: int) -> None:
+    def inner_tools(self, count: int) -> None:
         self.counted.append(["tools", count])
-        super()._inner_tools(count)
+        figures = self._check()
+        if figures is not None:
+            tool_calls = figures.tool_calls + count
+            self._count(partial(figures.limits.check_tool_calls, tool_calls))
+            self._figures = evolve(figures, tool_calls=tool_calls)
+
+    def _check(self) -> LimitFigures | None:
+        if self._failed is not None:
+            raise self._failed
+        return self._figures
+
+    def _count(self, check: Callable[[], None]) -> None:
+        try:
+            check()
+        except KovaError as exc:
+            self._failed = exc
+            raise
 
 
 def count_inner(turn: Turn, counted: object) -> None:
-    """Count in ``turn`` what its tool call's inner turns counted (:attr:`OuterTurn.counted`
+    """Count in ``turn`` what its tool call's inner turns counted (:attr:`OuterCounter.counted`
     from the activity's result).
 
     Raises:
@@ -110,15 +136,15 @@ def count_inner(turn: Turn, counted: object) -> None:
             raise SerializationError("an inner turn's count must be a non-empty list")
         kind = item[0]
         if kind == "request" and len(item) == 1:
-            turn._inner_request()
+            turn.inner_request()
         elif kind == "replied" and len(item) == 3 and isinstance(item[1], str):
-            turn._inner_replied(item[1], usage_from_json(item[2]))
+            turn.inner_replied(item[1], usage_from_json(item[2]))
         elif (
             kind == "tools"
             and len(item) == 2
             and isinstance(item[1], int)
             and not isinstance(item[1], bool)
         ):
-            turn._inner_tools(item[1])
+            turn.inner_tools(item[1])
         else:
             raise SerializationError(f"unknown inner turn count {item!r}")

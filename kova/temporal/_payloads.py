@@ -10,14 +10,25 @@ through.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import hashlib
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from .._errors import KovaError, SerializationError
 from .._json import dumps, loads
 from .._messages import ToolResult, ToolUse, block_from_dict, block_to_dict
+from .._requests import ChatRequest, ToolDefinition
 from .._responses import ModelResponse
-from ..agent._state_json import field, stop_from_json, usage_from_json, usage_to_json
+from ..agent._state_json import (
+    config_from_json,
+    config_to_json,
+    field,
+    messages_from_json,
+    stop_from_json,
+    tool_to_json,
+    usage_from_json,
+    usage_to_json,
+)
 
 if TYPE_CHECKING:
     from .._messages import JSONValue
@@ -28,10 +39,13 @@ __all__ = [
     "check_size",
     "model_activity",
     "read_json",
+    "request_from_json",
+    "request_to_json",
     "response_from_json",
     "response_to_json",
     "start_activity",
     "tool_activity",
+    "tools_digest",
     "write_json",
 ]
 
@@ -157,3 +171,32 @@ def result_from_json(data: object) -> ToolResult:
     if not isinstance(block, ToolResult):
         raise SerializationError("a tool activity's result must be a tool_result block")
     return block
+
+
+def tools_digest(tools: Sequence[ToolDefinition]) -> str:
+    """A short fingerprint of the tool definitions a model call offers (their JSON): a
+    model activity compares its agent's tools with the turn's by it, so the list travels
+    only when it changed."""
+    text = dumps([tool_to_json(tool) for tool in tools])
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def request_to_json(request: ChatRequest, digest: str) -> dict[str, JSONValue]:
+    """A model call's request as the model activity gets it: the messages and inference
+    config, and the digest of the tools (the worker's agent has them)."""
+    return {
+        "messages": [message.to_dict() for message in request.messages],
+        "config": config_to_json(request.config),
+        "tools": digest,
+    }
+
+
+def request_from_json(
+    data: Mapping[str, Any], tools: Sequence[ToolDefinition]
+) -> tuple[ChatRequest, bool]:
+    """:func:`request_to_json`'s request with ``tools`` (the worker's agent's), and whether
+    they differ from the turn's."""
+    messages = tuple(messages_from_json(data.get("messages"), "messages"))
+    config = config_from_json(data.get("config"))
+    changed = tools_digest(tools) != field(data, "tools", str)
+    return ChatRequest(messages=messages, tools=tuple(tools), config=config), changed

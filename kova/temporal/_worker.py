@@ -21,10 +21,10 @@ everything the call started has stopped.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -34,19 +34,16 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from .._errors import AgentLoopError, KovaError, ProviderError, SerializationError
+from .._errors import KovaError, SerializationError
 from .._guest import AsyncioRuntime, ensure_runtime
 from .._json import dumps
 from .._messages import block_to_dict
 from .._models import TextDelta, ThinkingDelta, ToolResult
-from .._observe import ModelCallRetrying
 from ..agent import Agent, AgentBuilder
-from ..agent._accumulate import ResponseAccumulator
 from ..agent._approvals import DEFER, InnerPause
 from ..agent._as_tool import AgentTool
 from ..agent._events import ToolCallDeferred, ToolCallFinished, ToolCallStarted
 from ..agent._input import check_messages
-from ..agent._model_call import ModelCall
 from ..agent._nesting import Nest
 from ..agent._retry import RetryConfig
 from ..agent._state_json import (
@@ -56,15 +53,15 @@ from ..agent._state_json import (
     result_to_json,
     tool_to_json,
 )
+from ..agent._steps import ModelStep, ToolStep
 from ..agent._structured import _InvalidAnswer, _Output
-from ..agent._tool_pool import RunToolCalls
-from ..agent._turn import CallModel, Turn
 from ..durable._driver import not_known_to_have_run
-from ._inner import OuterTurn
+from ._inner import OuterCounter, figures_from_json
 from ._payloads import (
     call_from_json,
     check_size,
     read_json,
+    request_from_json,
     response_to_json,
 )
 from ._workflow import EVENTS_SIGNAL, AgentWorkflow
@@ -77,6 +74,7 @@ if TYPE_CHECKING:
     from .._messages import ToolUse
     from .._models import StreamEvent
     from ..agent._approvals import DeferredResult
+    from ..agent._model_call import ModelCall
 
 __all__ = ["worker"]
 
@@ -285,13 +283,12 @@ class _Host:
 
     async def _model(self, agent: Agent, text: str) -> str:
         request = read_json(text, "a model request")
-        turn = Turn.from_json(field(request, "turn", str))
         publish = _Publisher() if request.get("events") else None
         runtime = self._runtime
         assert runtime is not None
         attempt = activity.info().attempt
         reply = await _heartbeating(
-            runtime.run(_call_model, agent, turn, publish, attempt), publish
+            runtime.run(_call_model, agent, request, publish, attempt), publish
         )
         return check_size(reply, "a model reply")
 
@@ -331,7 +328,7 @@ class _Host:
         reply: dict[str, Any] = {}
         if nest is not None:
             outer = nest.turns[0]
-            assert isinstance(outer, OuterTurn)
+            assert isinstance(outer, OuterCounter)
             if outer.counted:
                 reply["inner"] = outer.counted
             paused = nest.paused.get(call.id)
@@ -366,10 +363,10 @@ def _nest_for(
     if figures is not None and not isinstance(figures, Mapping):
         raise SerializationError("a tool call's outer figures must be a JSON object")
     resume = request.get("resume")
-    approver = agent._approver
+    approver = agent.driver_context().approver
     return Nest(
         path=(),
-        turns=(OuterTurn(figures, turn_id),),
+        turns=(OuterCounter(figures_from_json(figures)),),
         approver=approver if approver.active else None,
         streamed=streamed,
         resumes=None if resume is None else {call.id: InnerPause.from_dict(resume)},
@@ -383,7 +380,8 @@ def _start(agent: Agent, text: str) -> str:
     config = request.get("config")
     # A structured turn's response format (the rest of the config is the worker's).
     overrides = None if config is None else config_from_json(config)
-    turn = agent._start(history, overrides, None, field(request, "turn_id", str))
+    driver = agent.driver_context()
+    turn = driver.start_turn(history, overrides, None, field(request, "turn_id", str))
     turn.set_context(None)  # context policies do not run in workflows yet (docs/context.md)
     retry = agent.config.retry
     return dumps(
@@ -401,99 +399,58 @@ def _start(agent: Agent, text: str) -> str:
 
 
 async def _call_model(
-    agent: Agent, turn: Turn, publish: _Publisher | None, attempt: int = 1
+    agent: Agent, request: Mapping[str, Any], publish: _Publisher | None, attempt: int = 1
 ) -> str:
-    """One model call of ``turn`` (trio side), as the reply's JSON.
+    """One model call of a turn (trio side), as the reply's JSON: the agent's model step,
+    streamed when the turn's events are wanted.
 
     The call offers the tools the worker's agent has now, read for every model call as an
     in-process turn does (an MCP server's ``tools/list_changed`` reaches the model on its
-    next step). When they differ from the turn's, the reply carries them (``"tools"``): the
-    workflow offers them from then on, and a replay reads the same ones from its history.
+    next step). When they differ from the turn's (the request carries their digest), the
+    reply carries them (``"tools"``): the workflow offers them from then on, and a replay
+    reads the same ones from its history.
 
     The agent's telemetry subscribers see the call as in-process (ModelCallStarted,
     ModelFirstToken, ModelCallFinished with the usage); this ``attempt`` failing with an
     error Temporal retries is a ModelCallRetrying (with the wait Temporal's retry policy
     gives it), then a ModelCallFinished with the error: each attempt is a call of its own.
     """
-    offered = tuple(agent.config.registry.definitions())
-    # Compared as JSON: a ToolDefinition's equality leaves its annotations out.
-    listed = [tool_to_json(tool) for tool in offered]
-    changed = listed != [tool_to_json(tool) for tool in turn.tools]
-    if changed:
-        turn._offer(offered)
-    step = turn.next_step()
-    if not isinstance(step, CallModel):
-        raise AgentLoopError(f"a model activity for a turn that is not calling the model: {step}")
-    provider, _pool = agent._running()
-    provider = provider.with_retry(_NO_RETRY)
-    reply: dict[str, Any] = {"tools": listed} if changed else {}
-    if step.count_tokens:
-        reply["tokens"] = await provider.count_tokens(step.request)
-        return dumps(reply)
-    emitter = agent._telemetry.emitter(agent._own_subscribers)
-    call: ModelCall | None = None
-    inference = agent._inference(None)
-    model = step.request.config.model or inference.model or agent._model
-    # The call's cost rides in the reply's usage: the workflow (and a replay of it) reads the
-    # recorded figure and never prices anything itself.
-    meter = agent._meter
-    held = None
-    if meter.budget is not None:  # BudgetExceeded: nothing is sent
-        held = await meter.reserve(step.request, model)
-    if emitter is not None:
-        call = ModelCall(emitter, provider, inference, model)
-        provider = call.start(streamed=publish is not None)
-    try:
-        if publish is None:
-            response = await provider._complete_checked(step.request)
+    context = agent.driver_context()
+    offered = context.config.registry.definitions()
+    chat, changed = request_from_json(request, offered)
+    reply: dict[str, Any] = {"tools": [tool_to_json(tool) for tool in offered]} if changed else {}
+
+    def failed(call: ModelCall, exc: BaseException) -> None:
+        wait = _next_attempt(exc, agent, attempt) if isinstance(exc, KovaError) else None
+        if wait is None:
+            call.failed(exc)
         else:
-            accumulator = ResponseAccumulator(None if call is None else call.first_token)
-            async with provider._stream_checked(step.request) as lease:
-                # As Agent._steps reads a lease: the first batch, then the response's own.
-                batch: Sequence[StreamEvent] = lease.first
-                rest = lease.rest.__anext__
-                while True:
-                    accumulator.feed(batch)  # and the first token's event
-                    for event in batch:
-                        if isinstance(event, TextDelta):
-                            publish.add("text", (), text=event.text)
-                        elif isinstance(event, ThinkingDelta):
-                            publish.add("thinking", (), text=event.text)
-                    try:
-                        batch = await rest()
-                    except StopAsyncIteration:
-                        break
-            response = accumulator.finish()
-        response = meter.priced(response, model)
-    except BaseException as exc:
-        if held is not None:
-            await meter.release(held, exc)
-        if call is not None and emitter is not None:
-            wait = _next_attempt(exc, agent, attempt) if isinstance(exc, KovaError) else None
-            if wait is None:
-                call.failed(exc)
-            else:
-                emitter.emit(
-                    ModelCallRetrying(
-                        turn_id=emitter.turn_id,
-                        span_id=call.span_id,
-                        time=trio.current_time(),
-                        attempt=attempt,
-                        error_type=type(exc).__name__,
-                        error_class=(
-                            exc.error_class.value if isinstance(exc, ProviderError) else None
-                        ),
-                        wait=wait,
-                    )
-                )
-                call.failed(exc, retried=True)
-        raise
-    if held is not None:
-        await meter.settle(held, response)
-    if call is not None:
-        call.finished(response)
+            call.retrying(exc, attempt, wait)
+
+    # Inside an activity the provider does not retry: Temporal does.
+    provider = context.provider.with_retry(_NO_RETRY)
+    # Priced (and reserved against the agent's budget) here: the cost rides in the reply's
+    # usage, so the workflow (and a replay of it) reads the recorded figure.
+    step = ModelStep(context, chat.config, context.emitter(), provider=provider, on_failure=failed)
+    if request.get("count_tokens"):
+        reply["tokens"] = await step.count_tokens(chat)
+        return dumps(reply)
+    if publish is None:
+        response = await step.complete(chat)
+    else:
+        async with step.stream(chat) as reads:
+            batch: Sequence[StreamEvent] | None = reads.first
+            while batch is not None:
+                for event in batch:
+                    if isinstance(event, TextDelta):
+                        publish.add("text", (), text=event.text)
+                    elif isinstance(event, ThinkingDelta):
+                        publish.add("thinking", (), text=event.text)
+                batch = await reads.next()
+        assert reads.response is not None
+        response = reads.response
     reply["response"] = response_to_json(response)
-    response_format = step.request.config.response_format
+    response_format = chat.config.response_format
     if response_format is not None and not response.tool_uses:
         # A structured turn's answer, checked against its schema here (not in workflow
         # code: the check is recorded with the reply, so a replay re-asks the same).
@@ -517,44 +474,30 @@ async def _call_tool(
     telemetry subscribers (and lifecycle hooks) as in-process. ``nest``: for an agent tool,
     what its inner turn sees of the outer turn; the inner turn's events are published with
     their ``path``, as an in-process stream nests them."""
-    _provider, pool = agent._running()
-    emitter = agent._telemetry.emitter(agent._own_subscribers)
-    request = RunToolCalls(
-        calls=(call,),
-        telemetry=None if emitter is None else (emitter, emitter.turn_id),
-        approved=frozenset((call.id,)) if approved else frozenset(),
-        turn_id=turn_id,
-        agent=agent.config.name,
-        deps=deps,
-        caller=contextvars.copy_context(),
-        nest=nest,
-    )
-    if publish is None:
-        results: tuple[DeferredResult, ...] = await pool.call(request)
-        return results[0]
-    results = ()
-    async with pool.stream(request) as items:
-        async for item in items:
-            if isinstance(item, tuple):
-                results = item
-                continue
-            path = item.path  # an inner agent's events have the outer call's id first
-            if isinstance(item, TextDelta):
-                publish.add("text", path, text=item.text)
-            elif isinstance(item, ThinkingDelta):
-                publish.add("thinking", path, text=item.text)
-            elif isinstance(item, ToolCallStarted):
-                publish.add("tool_started", path, call=block_to_dict(item.call))
-            elif isinstance(item, ToolCallFinished):
-                publish.add(
-                    "tool_finished",
-                    path,
-                    call=block_to_dict(item.call),
-                    result=result_to_json(item.result),
-                )
-            elif isinstance(item, ToolCallDeferred):
-                publish.add("tool_deferred", path, call=block_to_dict(item.call))
+    context = agent.driver_context()
+    tools = ToolStep(context, context.emitter(), streamed=publish is not None, deps=deps)
+    on_event = None if publish is None else partial(_publish_event, publish)
+    ids = frozenset((call.id,)) if approved else frozenset()
+    request = tools.request((call,), approved=ids, turn_id=turn_id, nest=nest, on_event=on_event)
+    results = await tools.execute(request)
     return results[0]
+
+
+async def _publish_event(publish: _Publisher, item: object) -> None:
+    """One event of a tool call (an inner agent's too, with its path) sent live."""
+    path: tuple[str, ...] = getattr(item, "path", ())
+    if isinstance(item, TextDelta):
+        publish.add("text", path, text=item.text)
+    elif isinstance(item, ThinkingDelta):
+        publish.add("thinking", path, text=item.text)
+    elif isinstance(item, ToolCallStarted):
+        publish.add("tool_started", path, call=block_to_dict(item.call))
+    elif isinstance(item, ToolCallFinished):
+        publish.add(
+            "tool_finished", path, call=block_to_dict(item.call), result=result_to_json(item.result)
+        )
+    elif isinstance(item, ToolCallDeferred):
+        publish.add("tool_deferred", path, call=block_to_dict(item.call))
 
 
 async def _heartbeating(work: Any, publish: _Publisher | None, *details: Any) -> Any:

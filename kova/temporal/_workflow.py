@@ -8,7 +8,8 @@ update. The turn core does no I/O, reads no clock and draws no random number, so
 workflow is deterministic by construction; the turn's id is the workflow id.
 
 This module runs inside Temporal's workflow sandbox: it imports only temporalio, the standard
-library and kova's pure modules (passed through, see ``_worker``), never trio or httpx.
+library and kova's pure modules (passed through, see ``_worker``), never trio or httpx2
+(``tests/test_layers.py`` checks it).
 """
 
 from __future__ import annotations
@@ -47,10 +48,12 @@ with workflow.unsafe.imports_passed_through():
         check_size,
         model_activity,
         read_json,
+        request_to_json,
         response_from_json,
         result_from_json,
         start_activity,
         tool_activity,
+        tools_digest,
         write_json,
     )
 
@@ -284,6 +287,15 @@ class _Driver:
         self.problem: str | None = None
         """What the last model reply's answer got wrong for a structured turn's schema
         (checked in the model activity), or ``None``."""
+        self._digests: tuple[tuple[ToolDefinition, ...], str] | None = None
+
+    def _digest(self, turn: Turn) -> str:
+        """The digest of the tools ``turn`` offers (kept while they are the same)."""
+        tools = turn.tools
+        cached = self._digests
+        if cached is None or cached[0] is not tools:
+            cached = self._digests = (tools, tools_digest(tools))
+        return cached[1]
 
     async def drive(self, turn: Turn) -> Turn:
         """``turn`` once it has finished, or paused past the approval timeout."""
@@ -291,12 +303,16 @@ class _Driver:
         while True:
             step = turn.next_step()
             if isinstance(step, CallModel):
+                # The request, not the turn: the worker's agent has the tools, so only
+                # their digest travels (the list comes back when the agent's changed).
+                request = request_to_json(step.request, self._digest(turn))
+                request["events"] = events
+                if step.count_tokens:
+                    request["count_tokens"] = True
                 reply = read_json(
                     await workflow.execute_activity(
                         model_activity(agent),
-                        check_size(
-                            dumps({"turn": turn.to_json(), "events": events}), "a model request"
-                        ),
+                        write_json(request, "a model request"),
                         **self._model_options,
                     ),
                     "a model reply",
@@ -340,7 +356,7 @@ class _Driver:
                         count_inner(turn, inner)
                     paused = data.get("paused")
                     if paused is not None:  # its inner turn waits for approvals
-                        turn._inner_paused(call.id, InnerPause.from_dict(paused))
+                        turn.inner_paused(call.id, InnerPause.from_dict(paused))
                     if data.get("defer"):
                         results.append(DEFER)
                     else:

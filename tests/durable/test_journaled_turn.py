@@ -269,6 +269,46 @@ async def test_a_journaled_stream_records_and_a_later_stream_goes_on(tmp_path: P
     assert seen[-1].response.text == "sorry"
 
 
+async def test_a_journaled_stream_records_each_call_as_it_finishes(tmp_path: Path) -> None:
+    """A streamed step records a call's result when the call ends, not when the step does:
+    cancelled while its other call still runs, the finished call's result is kept."""
+    from kova.agent import ToolCallFinished
+
+    journal = SqliteJournal(tmp_path / "j.db")
+    runs: list[str] = []
+
+    @tool
+    async def quick(name: str) -> str:
+        """Answer at once (not idempotent)."""
+        runs.append("quick")
+        return f"{name} done"
+
+    @tool(annotations=ToolAnnotations(read_only=True))
+    async def slow(name: str) -> str:
+        """Answer on the second try."""
+        runs.append("slow")
+        if runs.count("slow") == 1:
+            await trio.sleep_forever()
+        return f"{name} read"
+
+    provider = ScriptedProvider(
+        [reply_tool_calls(("quick", {"name": "a"}), ("slow", {"name": "b"})), reply_text("ok")]
+    )
+    async with AgentBuilder().provider(provider).tools(quick, slow).build() as agent:
+        with trio.move_on_after(1):
+            async with agent.stream(HISTORY, journal=journal, turn_id="s") as events:
+                async for _ in events:
+                    pass
+        record = await journal.load("s")
+        assert record is not None
+        assert record.unfinished == {"call_2"}
+        async with agent.stream(HISTORY, journal=journal, turn_id="s") as events:
+            seen = [event async for event in events]
+    assert sorted(runs) == ["quick", "slow", "slow"]  # the recorded call is not run again
+    results = {e.call.name: e.result.text for e in seen if isinstance(e, ToolCallFinished)}
+    assert results == {"quick": "a done", "slow": "b read"}
+
+
 async def test_a_lone_surrogate_is_journaled_and_read_back_intact(tmp_path: Path) -> None:
     journal = SqliteJournal(tmp_path / "j.db")
     history = [Message.user("half an emoji: \ud83d")]

@@ -400,34 +400,47 @@ def test_a_structured_inner_agents_re_asks_count_in_the_temporal_turn(
 
 
 def test_the_stand_in_counts_what_the_outer_turn_would_and_the_workflow_reads_it_strictly() -> None:
-    """No server: an OuterTurn built from a turn's figures refuses what the turn itself would
-    refuse, and its record, counted in the turn, fails the turn the same way; the workflow
-    reads a record strictly."""
+    """No server: an OuterCounter built from a turn's figures refuses what the turn itself
+    would refuse (and stays failed), and its record, counted in the turn, fails the turn the
+    same way; the workflow reads a record strictly."""
     from kova import InferenceConfig
-    from kova.agent import Turn, UsageLimits
+    from kova.agent import CallModel, Finished, Turn, UsageLimits
     from kova.agent._state_json import usage_to_json
     from kova.errors import SerializationError, UsageLimitExceeded
-    from kova.temporal._inner import OuterTurn, count_inner, outer_figures
+    from kova.temporal._inner import OuterCounter, count_inner, figures_from_json, outer_figures
 
-    turn = Turn.start("hi", tools=(), config=InferenceConfig(), limits=UsageLimits(requests=3))
-    stand_in = OuterTurn(outer_figures(turn), turn.turn_id)
-    stand_in._inner_request()
-    stand_in._inner_replied("inner", used(4, 2))
-    stand_in._inner_tools(2)
-    stand_in._inner_request()
-    stand_in._inner_request()
+    limits = UsageLimits(requests=3, total_tokens=100)
+    turn = Turn.start("hi", tools=(), config=InferenceConfig(), limits=limits)
+    stand_in = OuterCounter(figures_from_json(outer_figures(turn)))
+    stand_in.inner_request()
+    stand_in.inner_replied("inner", used(4, 2))
+    stand_in.inner_tools(2)
+    stand_in.inner_request()
+    stand_in.inner_request()
     with pytest.raises(UsageLimitExceeded):  # the fourth request
-        stand_in._inner_request()
+        stand_in.inner_request()
     assert stand_in.counted[-1] == ["request"]  # written down before it was refused
+    with pytest.raises(UsageLimitExceeded):  # it stays failed
+        stand_in.inner_tools(1)
     with pytest.raises(UsageLimitExceeded):
         count_inner(turn, stand_in.counted)
     with pytest.raises(UsageLimitExceeded):  # the turn has failed
         turn.next_step()
 
+    turn = Turn.start("hi", tools=(), config=InferenceConfig(), limits=limits)
+    stand_in = OuterCounter(figures_from_json(outer_figures(turn)))
+    with pytest.raises(UsageLimitExceeded):  # the tokens, as the turn counts them
+        stand_in.inner_replied("inner", used(60, 60))
+
     turn = Turn.start("hi", tools=(), config=InferenceConfig())
     assert outer_figures(turn) is None  # no limits: nothing to check against
     count_inner(turn, [["request"], ["replied", "inner", usage_to_json(used(4, 2))]])
-    assert turn._inner == {"inner": used(4, 2)}
+    step = turn.next_step()
+    assert isinstance(step, CallModel)
+    turn.model_replied(reply_text("done"))
+    finished = turn.next_step()
+    assert isinstance(finished, Finished)
+    assert finished.response.usage_by_agent["inner"] == used(4, 2)
     for bad in ("x", [["request", 1]], [["tools", True]], [["replied", 3, {}]], [[]]):
         with pytest.raises(SerializationError):
             count_inner(turn, bad)

@@ -1,0 +1,207 @@
+"""What every driver of an open agent's turns uses: :class:`DriverContext`.
+
+An agent builds one when its ``async with`` block starts and drops it when the block ends.
+The in-process loop, the journal, agents used as tools, the asyncio bridge and the Temporal
+worker all reach the agent through it (:func:`~kova.agent._agent.driver_context`), never
+through the agent's private names: the provider reference (with the agent's retry policy),
+the tool pool and its runner, the telemetry emitter of a new turn, the approval policy, the
+inference settings, and the turn cores it starts or resumes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._limits import UsageLimits
+from ._tool_pool import GetToolRunner
+from ._turn import Turn, new_turn_id
+
+if TYPE_CHECKING:
+    from .._models import InferenceConfig, Message
+    from .._observe import Deliver, TelemetryHub, TurnEmitter
+    from ..actors import ActorRef
+    from ._approvals import PendingApprovals
+    from ._budget import Meter
+    from ._config import AgentConfig
+    from ._context import ContextPolicy
+    from ._provider_ref import ProviderRef
+    from ._signing import Decisions, Signer
+    from ._tool_pool import Approver, ToolRunner
+
+__all__ = ["DriverContext", "check_limits"]
+
+
+def check_limits(limits: object) -> None:
+    """Raises ``TypeError`` unless ``limits`` is a :class:`UsageLimits` or ``None``."""
+    if limits is not None and not isinstance(limits, UsageLimits):
+        raise TypeError(f"limits must be a kova.agent.UsageLimits, got {type(limits).__name__}")
+
+
+class DriverContext:
+    """One open agent as its drivers see it (built once per ``async with agent``).
+
+    Its state changes only between checkpoints (the tool runner, replaced when the pool
+    restarts; the last turn's input tokens), so every task of the agent shares it.
+    """
+
+    __slots__ = (
+        "_merged",
+        "_runner",
+        "_subscribers",
+        "approver",
+        "config",
+        "decisions",
+        "last_input_tokens",
+        "meter",
+        "model",
+        "pool",
+        "prefix",
+        "provider",
+        "signer",
+        "telemetry",
+    )
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        *,
+        provider: ProviderRef,
+        pool: ActorRef,
+        runner: ToolRunner,
+        approver: Approver,
+        telemetry: TelemetryHub,
+        subscribers: tuple[Deliver, ...],
+        model: str | None,
+        prefix: tuple[Message, ...],
+        meter: Meter,
+        signer: Signer,
+        decisions: Decisions,
+    ) -> None:
+        self.config = config
+        self.provider = provider
+        """The agent's provider, with its retry policy."""
+        self.pool = pool
+        """The tool pool actor (it owns the pool's incarnation and publishes its runner)."""
+        self._runner = runner
+        self.approver = approver
+        """The agent's own approval policy (inactive when it has neither a handler nor a
+        defer predicate)."""
+        self.telemetry = telemetry
+        self._subscribers = subscribers
+        self.model = model
+        """The model the provider sends when the request names none (for telemetry)."""
+        self.prefix = prefix
+        """The system message every turn starts with (empty without a system prompt)."""
+        self.signer = signer
+        """Signs the pending approvals of the agent's paused turns, and checks them."""
+        self.decisions = decisions
+        """The decided pauses this agent has resumed (each runs once)."""
+        self.meter = meter
+        """Prices each model call, and reserves it against the agent's budget."""
+        self.last_input_tokens: int | None = None
+        """Input tokens of the last model call of the latest finished turn."""
+        # The last per-call overrides and the config they make: a caller passing the same
+        # InferenceConfig object turn after turn (the usual case) merges it once.
+        self._merged: tuple[InferenceConfig | None, InferenceConfig] = (None, config.inference)
+
+    @property
+    def name(self) -> str:
+        """The agent's name."""
+        return self.config.name
+
+    def emitter(self) -> TurnEmitter | None:
+        """The telemetry emitter of a new turn (``None`` when nobody listens)."""
+        return self.telemetry.emitter(self._subscribers)
+
+    def inference(self, overrides: InferenceConfig | None) -> InferenceConfig:
+        """The agent's inference config with ``overrides`` merged in (cached for the last
+        overrides object: configs are frozen)."""
+        last, merged = self._merged
+        if overrides is last:
+            return merged
+        merged = self.config.inference.merged(overrides)
+        self._merged = (overrides, merged)
+        return merged
+
+    async def tool_runner(self) -> ToolRunner:
+        """The tool pool's current runner (asked for again once its incarnation ended)."""
+        runner = self._runner
+        if runner.closed:  # the pool restarted
+            runner = self._runner = await self.pool.call(GetToolRunner())
+        return runner
+
+    def start_turn(
+        self,
+        history: tuple[Message, ...],
+        overrides: InferenceConfig | None,
+        limits: UsageLimits | None,
+        turn_id: str | None = None,
+        context: ContextPolicy | None = None,
+    ) -> Turn:
+        """A new turn core for ``history`` (already checked), with the agent's tools,
+        prompt, limits and context policy (``limits`` and ``context`` replace the agent's)."""
+        config = self.config
+        if limits is None:
+            limits = config.usage_limits
+        else:
+            check_limits(limits)
+        registry = config.registry
+        deferred = registry.has_deferred
+        turn = Turn(
+            history,
+            prefix=self.prefix,
+            tools=tuple(registry.definitions(deferred=False if deferred else None)),
+            config=self.inference(overrides),
+            system_prompt=config.system_prompt,
+            limits=limits,
+            max_iterations=config.max_iterations,
+            context_budget=config.context_budget,
+            turn_id=turn_id or new_turn_id(),
+            agent=config.name,
+        )
+        if deferred:
+            turn.set_tools(
+                turn.tools,
+                deferred=registry.definitions(deferred=True),
+                search_limit=config.tool_search_limit,
+            )
+        self.use_context(turn, context, overrides)
+        return turn
+
+    def resume_turn(
+        self,
+        history: tuple[Message, ...],
+        pending: PendingApprovals,
+        overrides: InferenceConfig | None,
+        context: ContextPolicy | None = None,
+        limits: UsageLimits | None = None,
+    ) -> Turn:
+        """The turn core of a paused turn, with ``pending``'s decisions (checked here), under
+        ``limits`` (default: the agent's)."""
+        config = self.config
+        if limits is None:
+            limits = config.usage_limits
+        else:
+            check_limits(limits)
+        turn = Turn.resume(
+            history,
+            pending,
+            tools=config.registry.definitions(),
+            config=self.inference(overrides),
+            system_prompt=config.system_prompt,
+            limits=limits,
+            max_iterations=config.max_iterations,
+            context_budget=config.context_budget,
+            agent=config.name,
+        )
+        self.use_context(turn, context, overrides)
+        return turn
+
+    def use_context(
+        self, turn: Turn, context: ContextPolicy | None, overrides: InferenceConfig | None
+    ) -> None:
+        """Give ``turn`` the call's context policy, else the agent's."""
+        policy = context if context is not None else self.config.context
+        if policy is not None:
+            model = (overrides.model if overrides is not None else None) or self.model
+            turn.set_context(policy, model=model)

@@ -1,0 +1,156 @@
+"""The in-process driver: one turn core driven on trio, as the events it produces.
+
+:func:`drive` only sequences what :meth:`Turn.next_step <kova.agent.Turn.next_step>` says,
+running the step objects (``_steps``) streamed or not; ``Agent.run``, ``Agent.stream``, a
+resumed turn, a journaled one (its journal observes the steps) and an agent used as a tool
+(``_as_tool``) all drive turns through it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._context import Compact
+from ._events import AgentEvent, TurnCompleted
+from ._steps import NO_OBSERVER, VISIBLE, ModelStep, StepObserver, ToolStep, TurnWatch
+from ._tool_deltas import TOOL_STREAM
+from ._turn import AwaitApproval, CallModel, Finished, RunTools
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncGenerator, Sequence
+    from contextlib import AbstractAsyncContextManager
+
+    from .._models import InferenceConfig, Message, StreamEvent
+    from ._approvals import PendingApprovals
+    from ._driver_context import DriverContext
+    from ._events import AgentResponse
+    from ._limits import UsageLimits
+    from ._nesting import CallSite
+    from ._turn import Turn
+
+__all__ = ["drive", "open_journaled", "run_turn"]
+
+
+async def drive(
+    context: DriverContext,
+    turn: Turn,
+    overrides: InferenceConfig | None,
+    *,
+    streamed: bool,
+    observer: StepObserver = NO_OBSERVER,
+    deps: object = None,
+    site: CallSite | None = None,
+) -> AsyncGenerator[AgentEvent, None]:
+    """Drive ``turn`` to its end, as the events it produces (the last one TurnCompleted;
+    not ``streamed``, only that one). ``site``: the outer tool call this turn serves (an
+    agent used as a tool). An async generator pulled by its consumer: nothing in it holds a
+    cancel scope or a nursery across a ``yield`` (trio forbids that)."""
+    emitter = context.emitter()  # None when nobody listens: then no event is built at all
+    inference = context.inference(overrides)
+    model = ModelStep(context, inference, emitter, site, observer=observer)
+    tools = ToolStep(context, emitter, site, streamed=streamed, deps=deps, observer=observer)
+    watch = TurnWatch(context, emitter, inference, streamed=streamed, site=site)
+    try:
+        step = turn.next_step()
+        while True:
+            if streamed:  # what the core did by itself (denials decided out of band, ...)
+                for done in tools.core_events(turn):
+                    yield done
+            if type(step) is Compact:  # a summary the context policy asked for
+                await model.compact(step, turn)
+            elif type(step) is CallModel:
+                if step.count_tokens:
+                    turn.tokens_counted(await model.count_tokens(step.request))
+                elif not streamed:
+                    await model.complete(step.request, turn)
+                else:
+                    async with model.stream(step.request, turn) as reads:
+                        batch: Sequence[StreamEvent] | None = reads.first
+                        while batch is not None:
+                            for delta in batch:
+                                if isinstance(delta, VISIBLE):
+                                    yield delta
+                                elif (  # a tool call's arguments so far
+                                    isinstance(delta, TOOL_STREAM)
+                                    and (progress := reads.tool_delta(delta)) is not None
+                                ):
+                                    yield progress
+                            batch = await reads.next()
+            elif type(step) is RunTools:
+                if not streamed:
+                    await tools.run(turn, step)
+                else:
+                    async with tools.open(turn, step) as events:
+                        async for event in events:
+                            yield event
+            else:  # Finished or AwaitApproval: the turn's outcome
+                watch.finished(turn)
+                assert isinstance(step, Finished | AwaitApproval)
+                yield TurnCompleted(response=context.signer.sealed(step.response))
+                return
+            step = turn.next_step()
+    except BaseException as exc:
+        watch.finished(turn, exc)
+        raise
+
+
+async def run_turn(
+    context: DriverContext,
+    turn: Turn,
+    overrides: InferenceConfig | None,
+    observer: StepObserver = NO_OBSERVER,
+    *,
+    deps: object = None,
+) -> AgentResponse:
+    """One non-streamed turn: the loop of :func:`drive`, its one event the outcome."""
+    steps = drive(context, turn, overrides, streamed=False, observer=observer, deps=deps)
+    try:
+        async for event in steps:
+            if isinstance(event, TurnCompleted):
+                return event.response
+    finally:
+        await steps.aclose()
+    raise AssertionError("a turn ends with TurnCompleted or an error")  # pragma: no cover
+
+
+def open_journaled(
+    context: DriverContext,
+    history: tuple[Message, ...],
+    overrides: InferenceConfig | None,
+    limits: UsageLimits | None,
+    journal: object,
+    turn_id: object,
+    pending: PendingApprovals | None = None,
+) -> AbstractAsyncContextManager[tuple[Turn, StepObserver]]:
+    """The journal's claim on the turn ``turn_id``, and the turn to drive with the journal
+    observing its steps (kova.durable imports the agent, not the reverse)."""
+    if journal is None:
+        raise TypeError(
+            "turn_id= names a turn in a journal: pass journal= (a kova.durable.SqliteJournal)"
+        )
+    open_turn = getattr(journal, "open_turn", None)
+    if open_turn is None:
+        raise TypeError(
+            f"journal must be a kova.durable.SqliteJournal, got {type(journal).__name__}"
+        )
+    opened: AbstractAsyncContextManager[tuple[Turn, StepObserver]] = open_turn(
+        context, history, overrides, limits, turn_id, pending
+    )
+    return opened
+
+
+async def run_journaled(
+    context: DriverContext,
+    history: tuple[Message, ...],
+    overrides: InferenceConfig | None,
+    limits: UsageLimits | None,
+    journal: object,
+    turn_id: object,
+    *,
+    deps: object = None,
+    pending: PendingApprovals | None = None,
+) -> AgentResponse:
+    """One non-streamed turn recorded in ``journal`` (see :func:`open_journaled`)."""
+    opening = open_journaled(context, history, overrides, limits, journal, turn_id, pending)
+    async with opening as (turn, journaled):
+        return await run_turn(context, turn, overrides, journaled, deps=deps)

@@ -1,0 +1,583 @@
+"""The steps every driver of a turn runs: :class:`ModelStep` and :class:`ToolStep`.
+
+A driver only sequences what the turn core says (:meth:`Turn.next_step
+<kova.agent.Turn.next_step>`); the work of one step lives here, once, with a streamed and a
+non-streamed entry each:
+
+- :class:`ModelStep`: one model call, complete (:meth:`~ModelStep.complete`) or streamed
+  (:meth:`~ModelStep.stream`, read by the consumer in its own frame: no task and no queue
+  per network read). It reports the call on the turn's event stream, counts it in the
+  turns enclosing this one (an agent used as a tool), accumulates a streamed response, and
+  gives the reply to the turn core.
+- :class:`ToolStep`: one step's tool calls (lookup, approval, run, events and nesting, in
+  the tool pool's runner), run (:meth:`~ToolStep.run`) or streamed
+  (:meth:`~ToolStep.open`), their outcomes given to the turn core.
+- :class:`StepObserver`: what a driver records beside the loop (the journal: each saved
+  turn, each call started and finished); it does nothing by default.
+
+The in-process loop (``_loop``), the journal, agents used as tools and the Temporal worker
+all run these objects; a new capability of a step is a change here, and every driver gets it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+import trio
+
+from .._models import TextDelta, ThinkingDelta
+from .._observe import TurnFinished, TurnStarted, current_scope
+from ._accumulate import ResponseAccumulator
+from ._config import DEFAULT_NAME
+from ._events import ToolCallDeferred, ToolCallFinished, ToolCallStarted
+from ._model_call import ModelCall, outcome_of
+from ._nesting import Nest
+from ._tool_deltas import ToolArguments
+from ._tool_pool import RunToolCalls
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+    from types import TracebackType
+
+    from .._models import (
+        ChatRequest,
+        InferenceConfig,
+        ModelResponse,
+        StreamEvent,
+        ToolResult,
+        ToolUse,
+    )
+    from .._observe import TurnEmitter
+    from ._approvals import DeferredResult, InnerPause
+    from ._budget import Hold
+    from ._context import Compact
+    from ._driver_context import DriverContext
+    from ._events import AgentEvent, ToolCallDelta
+    from ._nesting import CallSite, EnclosingTurn
+    from ._provider_ref import ProviderRef
+    from ._tool_pool import Approver
+    from ._turn import RunTools, Turn
+
+__all__ = ["NO_OBSERVER", "ModelStep", "ModelStream", "StepObserver", "ToolStep", "TurnWatch"]
+
+VISIBLE = (TextDelta, ThinkingDelta)
+"""The provider stream events a streamed turn passes on (the rest build the response)."""
+
+
+class StepObserver:
+    """Records a turn's steps beside the loop (the journal does). Does nothing by default.
+
+    ``watches_calls``: whether :meth:`finished` wants each call's outcome as it ends (then
+    a non-streamed step reports them too).
+    """
+
+    __slots__ = ()
+
+    watches_calls = False
+
+    async def saved(self, turn: Turn) -> None:
+        """The turn core after a transition (a model's reply, a tool step's results)."""
+
+    def answered(
+        self, step: RunTools, turn: Turn
+    ) -> tuple[dict[str, ToolResult], tuple[ToolUse, ...]]:
+        """The step's calls already answered without running, and the calls to run now."""
+        return {}, step.calls
+
+    async def started(self, calls: Sequence[ToolUse]) -> None:
+        """``calls`` are about to run."""
+
+    async def finished(self, event: ToolCallFinished | ToolCallDeferred) -> None:
+        """One of the turn's own calls ended (its result, or left to a person)."""
+
+
+NO_OBSERVER = StepObserver()
+
+
+def usage_key(context: DriverContext, site: CallSite | None) -> str:
+    """This agent's key in the enclosing turns' ``usage_by_agent``: its name, or its tool's
+    if it was left unnamed."""
+    name = context.name
+    if site is not None and name == DEFAULT_NAME:
+        return site.call.name
+    return name
+
+
+class ModelStep:
+    """A turn's model calls, made through the agent's provider (see the module docstring):
+    each counted in the enclosing turns, reserved against the agent's budget (if it has one)
+    and priced, observed, and its reply given to the turn core.
+
+    ``on_failure`` replaces reporting a failed call as finished (a Temporal activity reports
+    the retry its workflow will make); ``metered=False`` leaves pricing and the budget out.
+    """
+
+    __slots__ = (
+        "_context",
+        "_emitter",
+        "_inference",
+        "_key",
+        "_meter",
+        "_model",
+        "_observer",
+        "_on_failure",
+        "_outer",
+        "provider",
+    )
+
+    def __init__(
+        self,
+        context: DriverContext,
+        inference: InferenceConfig,
+        emitter: TurnEmitter | None,
+        site: CallSite | None = None,
+        *,
+        provider: ProviderRef | None = None,
+        on_failure: Callable[[ModelCall, BaseException], None] | None = None,
+        metered: bool = True,
+        observer: StepObserver = NO_OBSERVER,
+    ) -> None:
+        self._context = context
+        self._observer = observer
+        self._meter = context.meter if metered else None
+        self._model = inference.model or context.model
+        self._inference = inference
+        self._emitter = emitter
+        self._outer: tuple[EnclosingTurn, ...] = site.nest.turns if site is not None else ()
+        self._key = usage_key(context, site)
+        self.provider = context.provider if provider is None else provider
+        self._on_failure = on_failure
+
+    async def count_tokens(self, request: ChatRequest) -> int:
+        """The request's input tokens, as the provider counts them."""
+        return await self.provider.count_tokens(request)
+
+    async def compact(self, step: Compact, turn: Turn) -> None:
+        """A summary the turn's context policy asked for, from its summarizer (the agent's
+        own provider when it names none), given to ``turn``."""
+        summarizer = step.provider
+        if summarizer is None:
+            summary = await self.provider._complete_checked(step.request)
+        else:
+            async with summarizer.open():
+                summary = await summarizer.chat_completion(step.request)
+        turn.compacted(summary)
+        await self._observer.saved(turn)
+
+    async def _call(self, request: ChatRequest) -> tuple[ModelCall | None, Hold | None]:
+        """Counts the call in the enclosing turns and reserves it against the budget
+        (``BudgetExceeded``: nothing is sent); its telemetry, when somebody listens."""
+        for enclosing in self._outer:
+            enclosing.inner_request()
+        meter = self._meter
+        held = None
+        if meter is not None and meter.budget is not None:
+            held = await meter.reserve(request, self._model)
+        emitter = self._emitter
+        if emitter is None:
+            return None, held
+        return ModelCall(emitter, self.provider, self._inference, self._model), held
+
+    def priced(self, response: ModelResponse) -> ModelResponse:
+        meter = self._meter
+        return response if meter is None else meter.priced(response, self._model)
+
+    async def settled(self, held: Hold | None, response: ModelResponse) -> None:
+        if held is not None:
+            assert self._meter is not None
+            await self._meter.settle(held, response)
+
+    async def failed(
+        self, call: ModelCall | None, exc: BaseException, held: Hold | None = None
+    ) -> None:
+        if held is not None:
+            assert self._meter is not None
+            await self._meter.release(held, exc)
+        if call is not None:
+            if self._on_failure is None:
+                call.failed(exc)
+            else:
+                self._on_failure(call, exc)
+
+    async def replied(self, response: ModelResponse, turn: Turn | None) -> None:
+        """The reply goes to the turn core (then saved), and counts in the enclosing turns."""
+        if turn is not None:
+            turn.model_replied(response)
+        for enclosing in self._outer:
+            enclosing.inner_replied(self._key, response.usage)
+        if turn is not None:
+            await self._observer.saved(turn)
+
+    async def complete(self, request: ChatRequest, turn: Turn | None = None) -> ModelResponse:
+        """One model call, its whole response at once (given to ``turn``, if given)."""
+        call, held = await self._call(request)
+        try:
+            if call is None:
+                # The history was checked at the boundary and every message added since is
+                # kova's own: no second check of the whole history per call.
+                response = await self.provider._complete_checked(request)
+            else:
+                response = await call.start(streamed=False)._complete_checked(request)
+        except BaseException as exc:
+            await self.failed(call, exc, held)
+            raise
+        response = self.priced(response)
+        if call is not None:
+            call.finished(response)
+        await self.settled(held, response)
+        await self.replied(response, turn)
+        return response
+
+    def stream(self, request: ChatRequest, turn: Turn | None = None) -> ModelStream:
+        """One model call, streamed: ``async with step.stream(request) as reads:`` then
+        ``reads.first`` and ``await reads.next()`` until it returns ``None``. The response
+        goes to ``turn`` (if given) when the block ends."""
+        return ModelStream(self, request, turn)
+
+
+class ModelStream:
+    """One streamed model call (see :meth:`ModelStep.stream`): the provider's lease, read
+    batch by batch in the consumer's own frame, and the response accumulated as it goes.
+    Retries before any content happen in the provider actor."""
+
+    __slots__ = (
+        "_accumulator",
+        "_arguments",
+        "_call",
+        "_held",
+        "_lease",
+        "_request",
+        "_rest",
+        "_step",
+        "_turn",
+        "first",
+        "response",
+    )
+
+    def __init__(self, step: ModelStep, request: ChatRequest, turn: Turn | None) -> None:
+        self._step = step
+        self._request = request
+        self._turn = turn
+        self._call: ModelCall | None = None
+        self._held: Hold | None = None
+        self._arguments: ToolArguments | None = None
+        self._accumulator: ResponseAccumulator | None = None
+        self._rest: Callable[[], Awaitable[Sequence[StreamEvent]]] | None = None
+        self.first: Sequence[StreamEvent] = ()
+        """The first batch (already accumulated)."""
+        self.response: ModelResponse | None = None
+        """The whole response, once :meth:`next` returned ``None``."""
+
+    async def __aenter__(self) -> ModelStream:
+        step = self._step
+        call, self._held = await step._call(self._request)
+        self._call = call
+        self._accumulator = ResponseAccumulator(None if call is None else call.first_token)
+        provider = step.provider if call is None else call.start(streamed=True)
+        self._lease = provider._stream_checked(self._request)
+        try:
+            lease = await self._lease.__aenter__()
+            self._rest = lease.rest.__anext__
+            self.first = lease.first
+            self._accumulator.feed(lease.first)  # and the first token's event
+        except BaseException as exc:
+            if self._rest is not None:
+                await self._lease.__aexit__(type(exc), exc, exc.__traceback__)
+            await step.failed(call, exc, self._held)
+            raise
+        return self
+
+    def tool_delta(self, event: StreamEvent) -> ToolCallDelta | None:
+        """A tool call's arguments so far, from one of its stream events (``TOOL_STREAM``);
+        ``None`` when it adds nothing to show."""
+        arguments = self._arguments
+        if arguments is None:  # made only when a call streams: a plain answer pays nothing
+            arguments = self._arguments = ToolArguments()
+        return arguments.feed(event)
+
+    async def next(self) -> Sequence[StreamEvent] | None:
+        """The next network read's events (accumulated), or ``None`` at the end."""
+        assert self._rest is not None, "entered"
+        assert self._accumulator is not None
+        try:
+            batch = await self._rest()
+        except StopAsyncIteration:
+            self.response = self._step.priced(self._accumulator.finish())
+            return None
+        self._accumulator.feed(batch)
+        return batch
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        step, call = self._step, self._call
+        try:
+            await self._lease.__aexit__(exc_type, exc, traceback)
+        except BaseException as error:
+            await step.failed(call, error, self._held)
+            raise
+        if exc is not None:
+            await step.failed(call, exc, self._held)
+            return
+        response = self.response
+        assert response is not None, "a stream is read to its end before its block ends"
+        if call is not None:
+            call.finished(response)
+        await step.settled(self._held, response)
+        await step.replied(response, self._turn)
+
+
+class ToolStep:
+    """A turn's tool steps, run on the agent's tool pool (see the module docstring)."""
+
+    __slots__ = (
+        "_bracketed",
+        "_context",
+        "_deps",
+        "_emitter",
+        "_nest",
+        "_observer",
+        "_site",
+        "_streamed",
+    )
+
+    def __init__(
+        self,
+        context: DriverContext,
+        emitter: TurnEmitter | None,
+        site: CallSite | None = None,
+        *,
+        streamed: bool,
+        deps: object = None,
+        observer: StepObserver = NO_OBSERVER,
+    ) -> None:
+        self._context = context
+        self._emitter = emitter
+        self._site = site
+        self._streamed = streamed
+        self._deps = deps
+        self._observer = observer
+        self._bracketed = False
+        approver: Approver | None = context.approver
+        if not context.approver.active:  # an agent tool without a policy follows its caller's
+            approver = site.nest.approver if site is not None else None
+        path = site.path if site is not None else ()
+        outer = site.nest.turns if site is not None else ()
+        self._nest = (path, outer, approver)
+
+    def core_events(self, turn: Turn) -> list[AgentEvent]:
+        """What a streamed turn reports that no step ran: the calls a person denied on a
+        resumed turn (bracketed once), and what the core did by itself."""
+        events: list[AgentEvent] = []
+        for call, result in turn.decided_denials() if not self._bracketed else ():
+            events.append(ToolCallStarted(call=call))
+            events.append(ToolCallFinished(call=call, result=result))
+        self._bracketed = True
+        events.extend(turn.take_events())
+        return events
+
+    def nest(self, turn: EnclosingTurn | None, resumes: dict[str, InnerPause] | None) -> Nest:
+        """What the step's agent tools see of ``turn`` (``None``: a call run on its own)."""
+        path, outer, approver = self._nest
+        turns = outer if turn is None else (turn, *outer)
+        return Nest(
+            path=path, turns=turns, approver=approver, streamed=self._streamed, resumes=resumes
+        )
+
+    def request(
+        self,
+        calls: tuple[ToolUse, ...],
+        *,
+        approved: frozenset[str],
+        turn_id: str,
+        nest: Nest | None,
+        on_event: Callable[[object], Awaitable[None]] | None = None,
+    ) -> RunToolCalls:
+        """The calls as the tool pool's runner takes them."""
+        emitter = self._emitter
+        return RunToolCalls(
+            calls=calls,
+            on_event=on_event,
+            telemetry=None if emitter is None else (emitter, emitter.turn_id),
+            approved=approved,
+            turn_id=turn_id,
+            # What the tools' ToolContext carries, and this task's context variables.
+            agent=self._context.name,
+            deps=self._deps,
+            caller=contextvars.copy_context(),
+            nest=nest,
+        )
+
+    async def execute(self, request: RunToolCalls) -> tuple[DeferredResult, ...]:
+        """Run the calls in this task, on the pool's current runner (no actor round trip)."""
+        runner = await self._context.tool_runner()
+        return await runner.run_in_caller(request)
+
+    def _begin(self, turn: Turn, step: RunTools) -> tuple[dict[str, ToolResult], RunToolCalls]:
+        for enclosing in self._nest[1]:
+            enclosing.inner_tools(len(step.calls))
+        answered, calls = self._observer.answered(step, turn)
+        nest = self.nest(turn, dict(step.resumes) if step.resumes else None)
+        observer = self._observer
+        watch = observer.finished if observer.watches_calls and not self._streamed else None
+        on_event = None if watch is None else _own_outcomes(watch)
+        request = self.request(
+            calls, approved=step.approved, turn_id=step.turn_id, nest=nest, on_event=on_event
+        )
+        return answered, request
+
+    async def _end(
+        self,
+        turn: Turn,
+        step: RunTools,
+        answered: dict[str, ToolResult],
+        request: RunToolCalls,
+        results: tuple[DeferredResult, ...],
+    ) -> None:
+        if answered:
+            by_id = dict(zip((call.id for call in request.calls), results, strict=True))
+            results = tuple(
+                answered[call.id] if call.id in answered else by_id[call.id] for call in step.calls
+            )
+        assert request.nest is not None
+        for call_id, pause in request.nest.paused.items():
+            turn.inner_paused(call_id, pause)
+        turn.tools_finished(results)
+        await self._observer.saved(turn)
+        # Read for every model call: a tool server's list_changed reaches the model on its
+        # very next step (the registry never awaits).
+        registry = self._context.config.registry
+        if registry.has_deferred:
+            up_front = registry.definitions(deferred=False)
+            turn.set_tools(up_front, deferred=registry.definitions(deferred=True))
+        else:
+            turn.set_tools(registry.definitions())
+
+    async def run(self, turn: Turn, step: RunTools) -> None:
+        """Run the step's calls and give their outcomes to ``turn``."""
+        answered, request = self._begin(turn, step)
+        results: tuple[DeferredResult, ...] = ()
+        if request.calls:
+            await self._observer.started(request.calls)
+            results = await self.execute(request)
+        await self._end(turn, step, answered, request, results)
+
+    @asynccontextmanager
+    async def open(self, turn: Turn, step: RunTools) -> AsyncIterator[AsyncIterator[AgentEvent]]:
+        """The step streamed: ``async with step.open(turn, run) as events: async for ...``
+        (every call bracketed, an agent tool's events nested in its call); the outcomes
+        go to ``turn`` when the block ends."""
+        answered, request = self._begin(turn, step)
+        if request.calls:
+            await self._observer.started(request.calls)
+        results: list[tuple[DeferredResult, ...]] = [()]
+        events = self._events(step, answered, request, results)
+        try:
+            yield events
+        finally:
+            await events.aclose()
+        await self._end(turn, step, answered, request, results[0])
+
+    async def _events(
+        self,
+        step: RunTools,
+        answered: dict[str, ToolResult],
+        request: RunToolCalls,
+        results: list[tuple[DeferredResult, ...]],
+    ) -> AsyncGenerator[AgentEvent, None]:
+        for call in step.calls:  # answered from the journal: still bracketed
+            if call.id in answered:
+                yield ToolCallStarted(call=call)
+                yield ToolCallFinished(call=call, result=answered[call.id])
+        if not request.calls:
+            return
+        observer = self._observer
+        async with self._context.pool.stream(request) as items:
+            async for item in items:
+                if isinstance(item, tuple):
+                    results[0] = item
+                    continue
+                if (
+                    observer.watches_calls
+                    and not item.path
+                    and isinstance(item, ToolCallFinished | ToolCallDeferred)
+                ):
+                    await observer.finished(item)
+                yield item
+
+
+def _own_outcomes(
+    watch: Callable[[ToolCallFinished | ToolCallDeferred], Awaitable[None]],
+) -> Callable[[object], Awaitable[None]]:
+    async def on_event(event: object) -> None:
+        if isinstance(event, ToolCallFinished | ToolCallDeferred):
+            await watch(event)
+
+    return on_event
+
+
+class TurnWatch:
+    """A turn's own telemetry: TurnStarted, and TurnFinished with how it ended."""
+
+    __slots__ = ("_context", "_emitter", "_open")
+
+    def __init__(
+        self,
+        context: DriverContext,
+        emitter: TurnEmitter | None,
+        inference: InferenceConfig,
+        *,
+        streamed: bool,
+        site: CallSite | None,
+    ) -> None:
+        self._context = context
+        self._emitter = emitter
+        self._open = emitter is not None
+        if emitter is not None:
+            emitter.emit(
+                TurnStarted(
+                    turn_id=emitter.turn_id,
+                    time=trio.current_time(),
+                    agent=context.name,
+                    provider=context.provider.name,
+                    model=inference.model or context.model,
+                    streamed=streamed,
+                    parent_id=_parent_span(site),
+                )
+            )
+
+    def finished(self, turn: Turn, exc: BaseException | None = None) -> None:
+        """The turn ended: with ``exc``, or well (then its last input tokens are kept)."""
+        if exc is None:
+            last = turn.last_usage
+            if last is not None:
+                self._context.last_input_tokens = last.input_tokens
+        emitter = self._emitter
+        if emitter is None or not self._open:
+            return
+        self._open = False
+        outcome, error_type = ("ok", None) if exc is None else outcome_of(exc)
+        emitter.emit(
+            TurnFinished(
+                turn_id=emitter.turn_id,
+                time=trio.current_time(),
+                outcome=outcome,
+                error_type=error_type,
+                usage=turn.usage,
+                llm_calls=turn.llm_calls,
+            )
+        )
+
+
+def _parent_span(site: CallSite | None) -> int | None:
+    """The span of the observed tool call a nested turn runs in (``None`` for a turn the
+    application started)."""
+    if site is None:
+        return None
+    scope = current_scope()
+    return None if scope is None else scope[1]
