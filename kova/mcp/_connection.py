@@ -459,11 +459,13 @@ class McpConnection(Actor):
             await self._none_waiting.wait()
 
     def _gave_up(self) -> McpUnavailableError:
+        # The error names the server and the attempts itself: its reason is the last
+        # error only (it was the whole give-up sentence, which named them again).
         state = self._shared.state
         return McpUnavailableError(
             server=self._shared.name,
             since=state.since,
-            reason=self._given_up,
+            reason=f"{state.error or self._given_up}; the reconnect policy gave up",
             attempts=state.attempts,
         )
 
@@ -509,8 +511,9 @@ class McpConnection(Actor):
         """Run ``operation`` on the live session, once more on the next session if the first
         one was lost under it and ``replay`` allows (or it never reached the server)."""
         avoid: Session | None = None
+        wait = False
         for attempt in (1, 2):
-            session = await self._live_session(avoid, wait=avoid is not None)
+            session = await self._live_session(avoid, wait=wait)
             try:
                 return await request_once(session, operation)
             except SessionLost as lost:
@@ -520,6 +523,9 @@ class McpConnection(Actor):
                     ) from None
                 log.info("mcp.request.replayed", connection=self._shared.name, reason=lost.reason)
                 avoid = session
+                # A request the server may have run waits for the next session to be sent
+                # again; one that never reached it fails fast like any new call.
+                wait = lost.delivered
         raise AssertionError("unreachable")
 
     async def _call_tool(self, message: CallTool) -> ToolResult:
@@ -663,8 +669,6 @@ class McpConnection(Actor):
             await self._live_session(None, wait=True)
         tools = await self._request(operations.list_tools)
         self._known_tools = {tool.name: tool for tool in tools}
-        if self._told_tools is None:
-            self._told_tools = tools  # what the first listener was built from
         if epoch == self._tools_epoch:
             # Only cache a listing that no list_changed notification overtook.
             self._tools = tools

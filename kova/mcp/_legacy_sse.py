@@ -25,12 +25,15 @@ import anyio
 import httpx2
 from mcp.shared._context_streams import create_context_streams  # private: as the package's own
 from mcp.shared._httpx_utils import request_within_origin, stream_within_origin
+from mcp_types import JSONRPCRequest
 
 from ._wire import (
+    HTTP_REFUSED,
     MESSAGE_TOO_LARGE,
     SseFramer,
     TooLarge,
     answer_in_place,
+    http_refusal,
     read_message,
     too_large_text,
 )
@@ -81,7 +84,9 @@ async def sse_streams(
                                 if isinstance(event, TooLarge):
                                     message = too_large_text(limit, "SseTransport")
                                     await send.send(
-                                        answer_in_place(event.head, MESSAGE_TOO_LARGE, message)
+                                        answer_in_place(
+                                            event.head, MESSAGE_TOO_LARGE, message, tail=event.tail
+                                        )
                                     )
                                 elif event.event == "endpoint" and not started:
                                     endpoint = urljoin(url, event.data)
@@ -107,14 +112,25 @@ async def sse_streams(
                     await on_end()
 
         async def post(endpoint: str, session_message: SessionMessage) -> None:
+            message = session_message.message
             response = await request_within_origin(
                 client,
                 "POST",
                 endpoint,
-                content=encode(session_message.message),
+                content=encode(message),
                 headers={"content-type": "application/json"},
             )
-            response.raise_for_status()
+            if response.status_code < 400:
+                return
+            # Refused (a 401 the token refresh did not cure, a 5xx): that request fails
+            # naming the status, and the writer goes on (the package's stopped, and every
+            # later request waited for its timeout).
+            refusal = http_refusal(response.status_code, response.reason_phrase, response.content)
+            log.warning("the MCP server refused a message: %s", refusal)
+            request_id = getattr(message, "id", None)
+            if isinstance(message, JSONRPCRequest) and request_id is not None:
+                with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    await send.send(answer_in_place(b"", HTTP_REFUSED, refusal, request_id))
 
         async def write_messages(endpoint: str) -> None:
             try:

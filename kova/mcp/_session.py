@@ -278,8 +278,17 @@ async def open_client(
         logging_callback=callbacks.on_log,
         message_handler=message_handler,
     )
-    async with client:
-        yield client, lost, watch
+    entered = False
+    try:
+        async with client:
+            entered = True
+            yield client, lost, watch
+    except Exception as exc:
+        if entered or watch.exit_reason is None:
+            raise
+        # A stdio child that ended during the handshake: its exit status, not the mcp
+        # package's "Connection closed" (which also lost it when a respawn exited at once).
+        raise McpError(f"MCP initialize failed: {watch.exit_reason}") from exc
 
 
 async def request_once(session: Session, operation: Callable[[Client], Awaitable[_T]]) -> _T:

@@ -23,6 +23,7 @@ own ``stdio_client`` uses them.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ from mcp.client import stdio as mcp_stdio  # private helpers below: the package'
 from mcp.shared.message import SessionMessage
 
 from .._json import dumps, utf8_safe
+from ._stdin_ledger import StdinLedger, pipe_fd
 from ._wire import (
     DEFAULT_MAX_MESSAGE_BYTES,
     HEAD,
@@ -41,6 +43,7 @@ from ._wire import (
     MESSAGE_UNREADABLE,
     NOT_DELIVERED,
     answer_in_place,
+    has_answer_id,
     read_message,
     too_large_text,
 )
@@ -73,13 +76,15 @@ class LineFramer:
     """Newline-delimited JSON-RPC messages from the child's stdout, in linear time, each at
     most ``limit`` bytes."""
 
-    __slots__ = ("_buffer", "_scanned", "_skipping", "limit")
+    __slots__ = ("_buffer", "_head", "_scanned", "_skipping", "_tail", "limit")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self._buffer = bytearray()
         self._scanned = 0  # bytes of the buffer known to hold no newline
         self._skipping = False  # inside an oversized message: drop up to its newline
+        self._head: bytes | None = None  # an oversized message's head without its id
+        self._tail = b""  # the last bytes dropped of it
 
     def feed(self, chunk: bytes) -> list[SessionMessage | Exception]:
         """The messages (or parse errors, as values) completed by ``chunk``."""
@@ -95,24 +100,35 @@ class LineFramer:
             start = end + 1
             self._scanned = start
             if self._skipping:
-                self._skipping = False  # the tail of a message already reported
+                # The end of an oversized message: reported at its start if its head held
+                # the id; otherwise now, by the id at its end (TypeScript servers write the
+                # id last, so a large answer's head does not hold it).
+                self._skipping = False
+                if self._head is not None:
+                    out.append(self._too_large(self._head, (self._tail + line)[-HEAD:]))
+                    self._head = None
             elif len(line) > self.limit:
-                out.append(self._too_large(line[:HEAD]))
+                out.append(self._too_large(line[:HEAD], line[-HEAD:]))
             elif line.strip():
                 out.append(read_message(line))
         del buffer[:start]
         self._scanned = len(buffer)
         if len(buffer) > self.limit:
             if not self._skipping:
-                out.append(self._too_large(bytes(buffer[:HEAD])))
+                head = bytes(buffer[:HEAD])
+                if has_answer_id(head):
+                    out.append(self._too_large(head))
+                else:
+                    self._head = head
             self._skipping = True
+            self._tail = bytes(buffer[-HEAD:])
             buffer.clear()
             self._scanned = 0
         return out
 
-    def _too_large(self, head: bytes) -> SessionMessage | Exception:
+    def _too_large(self, head: bytes, tail: bytes = b"") -> SessionMessage | Exception:
         message = too_large_text(self.limit, "StdioTransport")
-        return answer_in_place(head, MESSAGE_TOO_LARGE, message)
+        return answer_in_place(head, MESSAGE_TOO_LARGE, message, tail=tail)
 
 
 def message_line(message: Any) -> bytes:
@@ -173,6 +189,7 @@ async def open_stdio(
     to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
     framer = LineFramer(transport.max_message_bytes)
+    ledger = StdinLedger(pipe_fd(stdin))
 
     async def read_stdout() -> None:
         delivering = True
@@ -204,7 +221,17 @@ async def open_stdio(
                     with trio.move_on_after(_EXIT_WAIT):
                         await process.wait()
                     if process.returncode is not None:
-                        watch.on_gone(f"the MCP server process {describe_exit(process.returncode)}")
+                        reason = f"the MCP server process {describe_exit(process.returncode)}"
+                        watch.exit_reason = reason
+                        watch.on_gone(reason)
+                        # What it left in its stdin it never read: not delivered.
+                        for request_id in ledger.never_read():
+                            with contextlib.suppress(
+                                anyio.ClosedResourceError, anyio.BrokenResourceError
+                            ):
+                                await to_session.send(
+                                    not_delivered_answer(request_id, f"{reason} before reading it")
+                                )
 
     async def write_stdin() -> None:
         broken: str | None = None
@@ -213,8 +240,11 @@ async def open_stdio(
                 message = session_message.message
                 if broken is None:
                     data = message_line(message)
+                    request_id = message.id if isinstance(message, mt.JSONRPCRequest) else None
+                    ledger.sending(len(data))
                     try:
                         await stdin.send(data)
+                        ledger.sent(len(data), request_id)
                         continue
                     except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
                         broken = f"the MCP server's stdin is closed (the process ended): {exc!r}"

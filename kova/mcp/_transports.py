@@ -39,11 +39,13 @@ from ._stdio import message_line, not_delivered_answer, open_stdio
 from ._wire import (
     DEFAULT_MAX_MESSAGE_BYTES,
     HEAD,
+    HTTP_REFUSED,
     MESSAGE_TOO_LARGE,
     NOT_DELIVERED,
     SseFramer,
     TooLarge,
     answer_in_place,
+    http_refusal,
     read_message,
     too_large_text,
 )
@@ -249,7 +251,7 @@ class StreamableHttpTransport:
 class SessionWatch:
     """Callbacks from kova's HTTP layer to the connection actor, for one connection."""
 
-    __slots__ = ("dead_since", "gone", "on_gone")
+    __slots__ = ("dead_since", "exit_reason", "gone", "on_gone")
 
     def __init__(self, *, on_gone: Callable[[str], None]) -> None:
         self.on_gone = on_gone
@@ -259,6 +261,9 @@ class SessionWatch:
         self.dead_since: float | None = None
         """stdio: when (trio's clock) the child was seen gone; a request started later never
         reached it."""
+        self.exit_reason: str | None = None
+        """stdio: how the child ended (``"the MCP server process exited with status 3"``),
+        also when it ended during ``initialize``, before the actor listens."""
 
 
 def is_not_delivered(code: int, data: object) -> bool:
@@ -351,6 +356,69 @@ class _SessionWatchTransport(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+_REWRITTEN_HEADERS = ("content-length", "content-encoding", "transfer-encoding", "content-type")
+
+
+_REWRITTEN_HEADERS = ("content-length", "content-encoding", "transfer-encoding", "content-type")
+
+
+def _is_jsonrpc_error(body: bytes) -> bool:
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and "jsonrpc" in value and "error" in value
+
+
+def _rebuilt(
+    response: httpx2.Response,
+    body: bytes,
+    request: httpx2.Request,
+    *,
+    content_type: str | None = None,
+) -> httpx2.Response:
+    """``response`` with ``body`` (already read), as a response that can be read again."""
+    headers = [
+        (key, value)
+        for key, value in response.headers.multi_items()
+        if key.lower() not in _REWRITTEN_HEADERS
+    ]
+    kept = content_type or response.headers.get("content-type")
+    if kept is not None:
+        headers.append(("content-type", kept))
+    return httpx2.Response(response.status_code, headers=headers, content=body, request=request)
+
+
+class _RefusalTransport(httpx2.AsyncBaseTransport):
+    """An HTTP error status (401, 403, 5xx) answering a POSTed request is given a JSON-RPC
+    error body naming the status (:data:`HTTP_REFUSED`), which the ``mcp`` package passes on
+    as the request's error; without it the package reported a bare -32603 "Server returned
+    an error response". A ``401`` keeps its status, so the token refresh still runs first.
+    A JSON-RPC error body of the server's own is left as it is."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner.handle_async_request(request)
+        if response.status_code < 400 or response.status_code in (400, 404):
+            return response  # 400/404 may name the session: _SessionWatchTransport's
+        request_id = _request_id(request)
+        if request_id is None:
+            return response
+        body = await response.aread()
+        await response.aclose()
+        if _is_jsonrpc_error(body):
+            return _rebuilt(response, body, request)
+        message = http_refusal(response.status_code, response.reason_phrase, body)
+        error = {"code": HTTP_REFUSED, "message": message}
+        answer = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
+        return _rebuilt(response, answer, request, content_type="application/json")
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 class _AbortingHttpTransport(StreamableHTTPTransport):
     """The ``mcp`` package's Streamable HTTP transport, aborting the POST of a cancelled request.
 
@@ -411,7 +479,9 @@ class _AbortingHttpTransport(StreamableHTTPTransport):
                 for event in framer.feed(chunk):
                     if isinstance(event, TooLarge):
                         text = too_large_text(self.limit, "StreamableHttpTransport")
-                        answer = answer_in_place(event.head, MESSAGE_TOO_LARGE, text, request_id)
+                        answer = answer_in_place(
+                            event.head, MESSAGE_TOO_LARGE, text, request_id, tail=event.tail
+                        )
                         await ctx.read_stream_writer.send(answer)
                         if isinstance(answer, SessionMessage):
                             await response.aclose()
@@ -467,7 +537,7 @@ class _AbortingHttpTransport(StreamableHTTPTransport):
 async def _open_streamable_http(
     transport: StreamableHttpTransport, watch: SessionWatch | None
 ) -> AsyncIterator[Any]:
-    inner: httpx2.AsyncBaseTransport = httpx2.AsyncHTTPTransport()
+    inner: httpx2.AsyncBaseTransport = _RefusalTransport(httpx2.AsyncHTTPTransport())
     if watch is not None:
         inner = _SessionWatchTransport(inner, watch)
     client = httpx2.AsyncClient(

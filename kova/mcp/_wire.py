@@ -30,12 +30,16 @@ from .._json import loads
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "HEAD",
+    "HTTP_REFUSED",
     "MESSAGE_TOO_LARGE",
     "MESSAGE_UNREADABLE",
     "NOT_DELIVERED",
     "SseFramer",
     "TooLarge",
     "answer_in_place",
+    "has_answer_id",
+    "http_refusal",
     "read_message",
     "too_large_text",
 ]
@@ -61,10 +65,33 @@ actor must tell them apart (a request that never ran may always be sent again), 
 layer answers such a request itself, with this code and ``data={"kova": "not-delivered"}``.
 """
 
+HTTP_REFUSED = -32053
+"""JSON-RPC code of the error kova puts in place of an HTTP error status answering a request
+(a ``401`` the token refresh did not cure, say), naming the status: the ``mcp`` package
+reported it as a bare -32603 "Server returned an error response"."""
+
+
+def http_refusal(status: int, phrase: str, body: bytes) -> str:
+    """The message for a request the server refused with HTTP ``status``."""
+    text = f"the MCP server answered HTTP {status} {phrase}".rstrip()
+    if status == 401:
+        text += (
+            ": it refused the credentials (a TokenProvider's token is refreshed once and "
+            "the request sent again before this is reported)"
+        )
+    elif status == 403:
+        text += ": the credentials are not allowed to do this"
+    detail = body[:200].decode("utf-8", "replace").strip()
+    return f"{text} ({detail})" if detail else text
+
+
 HEAD = 512
 """Bytes of an oversized or unreadable message kept to find the id of the request it answers."""
 
 _ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+_LAST_ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*}\s*$')
+"""The id as the last member of a message: TypeScript servers write ``{"result": ...,
+"jsonrpc": "2.0", "id": 3}``, so in a large answer it is in the tail, not the head."""
 
 
 def too_large_text(limit: int, setting: str) -> str:
@@ -75,19 +102,30 @@ def too_large_text(limit: int, setting: str) -> str:
     )
 
 
+def has_answer_id(head: bytes) -> bool:
+    """Whether ``head`` (a message's first bytes) shows the id of the request it answers."""
+    return b'"method"' not in head and _ID.search(head) is not None
+
+
 def answer_in_place(
-    head: bytes, code: int, message: str, request_id: int | str | None = None
+    head: bytes,
+    code: int,
+    message: str,
+    request_id: int | str | None = None,
+    *,
+    tail: bytes = b"",
 ) -> SessionMessage | Exception:
     """An error answering the request whose response began with ``head`` and could not be
     used, so that request fails now instead of waiting for its timeout. ``request_id`` is the
     request's id when the transport knows it (a Streamable HTTP POST's own answer). Otherwise
-    the id is read from ``head``; when ``head`` is not an answer to one of our requests (or
+    the id is read from ``head``, or from ``tail`` (the message's last bytes) where servers
+    that write it last put it; when ``head`` is not an answer to one of our requests (or
     its id is not where servers put it, first), the error is returned as a value: nobody
     waits for it by id, and the session reports it as unreadable."""
     if b'"method"' in head:
         return ValueError(message)
     if request_id is None:
-        found = _ID.search(head)
+        found = _ID.search(head) or _LAST_ID.search(tail)
         if found is None:
             return ValueError(message)
         raw = found.group(1)
@@ -126,16 +164,19 @@ def _unreadable(
             reason = str(error).splitlines()[0]
     message = f"the MCP server sent a message kova cannot read ({reason[:200]}); it was discarded"
     head = data[:HEAD] if isinstance(data, bytes) else text[:HEAD].encode("utf-8", "replace")
-    return answer_in_place(head, MESSAGE_UNREADABLE, message, request_id)
+    tail = data[-HEAD:] if isinstance(data, bytes) else text[-HEAD:].encode("utf-8", "replace")
+    return answer_in_place(head, MESSAGE_UNREADABLE, message, request_id, tail=tail)
 
 
 class TooLarge:
-    """An event whose data went over the limit: discarded, ``head`` its first bytes."""
+    """An event whose data went over the limit: discarded, ``head`` its first bytes and
+    ``tail`` its last."""
 
-    __slots__ = ("head",)
+    __slots__ = ("head", "tail")
 
-    def __init__(self, head: bytes) -> None:
+    def __init__(self, head: bytes, tail: bytes = b"") -> None:
         self.head = head
+        self.tail = tail
 
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
@@ -157,6 +198,7 @@ class SseFramer:
         "_retry",
         "_size",
         "_skip_line",
+        "_tail",
         "_too_large",
         "limit",
     )
@@ -173,6 +215,7 @@ class SseFramer:
         self._pending = False
         self._too_large = False
         self._head = b""
+        self._tail = b""
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent | TooLarge]:
         """The events completed by ``chunk``."""
@@ -189,6 +232,7 @@ class SseFramer:
             start = match.end()
             if self._skip_line:
                 self._skip_line = False
+                self._tail = (self._tail + line)[-HEAD:]
                 continue
             event = self._line(line)
             if event is not None:
@@ -196,6 +240,7 @@ class SseFramer:
         del buffer[:start]
         if len(buffer) > self.limit + 16:  # a line longer than any event may be
             self._overflow(bytes(buffer[:HEAD]))
+            self._tail = bytes(buffer[-HEAD:])
             buffer.clear()
             self._skip_line = True
         return out
@@ -220,10 +265,12 @@ class SseFramer:
         if field == b"data":
             self._pending = True
             if self._too_large:
+                self._tail = (self._tail + value)[-HEAD:]
                 return None
             self._size += len(value) + 1
             if self._size > self.limit:
                 self._overflow(b"data:" + value[:HEAD])
+                self._tail = value[-HEAD:]
             else:
                 self._data.append(value)
         elif field == b"event":
@@ -243,7 +290,7 @@ class SseFramer:
             return None
         event: ServerSentEvent | TooLarge
         if self._too_large:
-            event = TooLarge(self._head)
+            event = TooLarge(self._head, self._tail)
         else:
             data = b"\n".join(self._data).decode("utf-8", "replace")
             event = ServerSentEvent(
@@ -256,4 +303,5 @@ class SseFramer:
         self._pending = False
         self._too_large = False
         self._head = b""
+        self._tail = b""
         return event

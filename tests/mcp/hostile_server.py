@@ -10,18 +10,34 @@ The HTTP modes bind 127.0.0.1 port 0 and print ``PORT <n>`` once listening.
 
 Tools: ``deep`` (a result nested ``depth`` levels deep), ``surrogate`` (a lone surrogate
 escape, half an emoji), ``bad_utf8`` (a byte that is not UTF-8 inside a string), ``envelope``
-(neither result nor error), ``big`` (a text of ``size`` bytes), ``echo``, and ``runs`` (how
-many times each tool ran, to see that nothing was sent twice).
+(neither result nor error), ``big`` (a text of ``size`` bytes; ``big_id_last`` the same with
+the id written last, as TypeScript servers order it), ``echo``, ``runs`` (how many times
+each tool ran, to see that nothing was sent twice), ``pid``, and ``die_later`` (stdio: stops
+reading, then kills itself with SIGKILL after ``seconds``, answering nothing).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import sys
+import time
 from collections import Counter
 
-TOOLS = ("deep", "surrogate", "bad_utf8", "envelope", "big", "echo", "runs")
+TOOLS = (
+    "deep",
+    "surrogate",
+    "bad_utf8",
+    "envelope",
+    "big",
+    "big_id_last",
+    "echo",
+    "runs",
+    "pid",
+    "die_later",
+)
 RUNS: Counter[str] = Counter()
 
 
@@ -50,6 +66,8 @@ def answer(message: dict[str, object]) -> bytes | None:
     if method == "tools/list":
         tools = [{"name": name, "inputSchema": {"type": "object"}} for name in TOOLS]
         return _result(request_id, json.dumps({"tools": tools}).encode())
+    if method == "resources/list":
+        return _result(request_id, b'{"resources":[]}')
     if method != "tools/call":
         return _result(request_id, b"{}")
     name = str(params["name"])
@@ -67,6 +85,20 @@ def answer(message: dict[str, object]) -> bytes | None:
         return b'{"jsonrpc":"2.0","id":' + json.dumps(request_id).encode() + b"}"
     if name == "big":
         return _result(request_id, _text(b"x" * int(arguments["size"])))  # type: ignore[call-overload]
+    if name == "big_id_last":  # the member order of TypeScript servers: the id comes last
+        text = _text(b"x" * int(arguments["size"]))  # type: ignore[call-overload]
+        return (
+            b'{"result":'
+            + text
+            + b',"jsonrpc":"2.0","id":'
+            + json.dumps(request_id).encode()
+            + b"}"
+        )
+    if name == "pid":
+        return _result(request_id, _text(str(os.getpid()).encode()))
+    if name == "die_later":  # stop reading stdin, then die by SIGKILL without answering
+        time.sleep(float(arguments.get("seconds", 1.0)))  # type: ignore[arg-type]
+        os.kill(os.getpid(), signal.SIGKILL)
     if name == "runs":
         return _result(request_id, _text(json.dumps(dict(RUNS)).replace('"', "'").encode()))
     echoed = json.dumps(arguments, ensure_ascii=True).replace("\\", "\\\\").replace('"', '\\"')

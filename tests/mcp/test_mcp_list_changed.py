@@ -8,13 +8,23 @@ every listing kept an idle client listing forever.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
+import pytest
 import trio
 import trio.testing
+from mcp_fixtures import SERVER, start_server, stop_server
 from mcp_test_server import build_server
 
-from kova.mcp import InProcessTransport, McpClient
+from kova.mcp import (
+    InProcessTransport,
+    McpClient,
+    SseTransport,
+    StdioTransport,
+    StreamableHttpTransport,
+    Transport,
+)
 
 if TYPE_CHECKING:
     from kova import ToolDefinition
@@ -92,3 +102,35 @@ async def test_a_real_change_still_reaches_the_listeners() -> None:
             await client.tools_call("grow", {"name": "fresher"})
     names = {tool.name for tool in told[-1]}
     assert {"fresh", "fresher"} <= names
+
+
+@pytest.mark.parametrize("kind", ["stdio", "sse", "http"])
+async def test_a_flood_costs_a_handful_of_listings_on_every_transport(kind: str) -> None:
+    """The same over the three transports, on the real clock (kova's test server as a child
+    process), where the flood takes seconds: a few listings, not one per notification."""
+    server = None if kind == "stdio" else start_server(kind)
+    try:
+        if server is None:
+            transport: Transport = StdioTransport(sys.executable, args=[str(SERVER), "stdio"])
+        elif kind == "sse":
+            transport = SseTransport(f"{server.base_url}/sse")
+        else:
+            transport = StreamableHttpTransport(f"{server.base_url}/mcp")
+        with trio.fail_after(GUARD * 2):
+            async with McpClient.connect(transport, request_timeout=GUARD) as client:
+                client.add_tools_listener(lambda tools: None)
+                await client.tools_list()
+                before = await _listed(client)
+                tasks = TaskCount()
+                trio.lowlevel.add_instrument(tasks)
+                try:
+                    await client.tools_call("flood", {"count": 20_000})
+                    await trio.sleep(1.5)
+                finally:
+                    trio.lowlevel.remove_instrument(tasks)
+                listings = await _listed(client) - before
+    finally:
+        if server is not None:
+            stop_server(server)
+    assert 1 <= listings <= 8, listings
+    assert tasks.peak <= 60, tasks.peak

@@ -382,7 +382,12 @@ async def test_a_call_waiting_for_a_session_when_the_policy_gives_up_is_unavaila
             errors.append(caught.value)
             await trio.sleep_forever()
     assert type(errors[0]) is kova.McpUnavailableError, repr(errors[0])
-    assert "still unavailable after" in str(errors[0])
+    # Issue 44, item 5: the reason is not nested twice (it named the server and the
+    # attempts a second time, inside "last error: ...").
+    message = str(errors[0])
+    assert message.count("MCP server") == 1, message
+    assert message.count("reconnect attempts") == 1, message
+    assert message.endswith("; the reconnect policy gave up)"), message
     assert events == []  # nothing ran
 
 

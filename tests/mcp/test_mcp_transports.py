@@ -14,7 +14,7 @@ import httpx2
 import psutil
 import pytest
 import trio
-from mcp_fixtures import SERVER, RunningServer
+from mcp_fixtures import SERVER, RunningServer, start_server, stop_server
 
 import kova
 from kova.mcp import (
@@ -141,10 +141,41 @@ async def test_bearer_token_refreshed_once_after_401(token_server):
 async def test_bearer_token_rejected_twice_fails_connect(token_server):
     tokens = RotatingTokens(current="also-wrong")
     transport = StreamableHttpTransport(f"{token_server.base_url}/mcp", auth=tokens)
-    with trio.fail_after(GUARD), pytest.raises(kova.McpError):
+    with trio.fail_after(GUARD), pytest.raises(kova.McpError) as caught:
         async with McpClient.connect(transport):
             raise AssertionError("connected with a rejected token")
     assert tokens.refreshes == 1
+    # Issue 44, item 5: it said "JSON-RPC error -32603" and nothing about the 401.
+    assert "HTTP 401" in str(caught.value)
+    assert "refused the credentials" in str(caught.value)
+    assert "-32603" not in str(caught.value)
+
+
+@pytest.mark.parametrize("kind", ["http", "sse"])
+async def test_a_token_refused_twice_mid_session_names_the_401(kind):
+    """A token that stops working during a session: the call fails naming the 401 (the
+    session is healthy; nothing is replayed as if the connection were lost)."""
+    server = start_server(kind, "--token", "fresh-token")
+    try:
+        await _refused_mid_session(kind, server)
+    finally:
+        stop_server(server)
+
+
+async def _refused_mid_session(kind: str, server: RunningServer) -> None:
+    tokens = RotatingTokens(current="fresh-token", stale="fresh-token")
+    transport = (
+        StreamableHttpTransport(f"{server.base_url}/mcp", auth=tokens)
+        if kind == "http"
+        else SseTransport(f"{server.base_url}/sse", auth=tokens)
+    )
+    with trio.fail_after(GUARD):
+        async with McpClient.connect(transport) as client:
+            tokens.current = "revoked"
+            tokens.served_stale = True
+            with pytest.raises(kova.McpError) as caught:
+                await client.tools_call("echo", {"text": "x"})
+            assert "HTTP 401" in str(caught.value), str(caught.value)
 
 
 async def test_legacy_sse_with_a_refreshed_token(sse_token_server):
