@@ -3,10 +3,10 @@
 
 A turn's events become AG-UI events: ``RUN_STARTED``; text as ``TEXT_MESSAGE_START`` /
 ``_CONTENT`` / ``_END``; thinking as ``REASONING_*``; each tool call the agent runs as
-``TOOL_CALL_START``, ``TOOL_CALL_ARGS`` (the whole arguments: the agent hands a call over
-once the model has finished it), ``TOOL_CALL_END`` and ``TOOL_CALL_RESULT``; the input's
-``state``, when given, as a ``STATE_SNAPSHOT`` (kova agents keep no state of their own);
-then ``RUN_FINISHED`` with the answer and usage, or ``RUN_ERROR``.
+``TOOL_CALL_START``, ``TOOL_CALL_ARGS`` (as the model writes them, one event per piece the
+provider streamed), ``TOOL_CALL_END`` and ``TOOL_CALL_RESULT``; the input's ``state``, when
+given, as a ``STATE_SNAPSHOT`` (kova agents keep no state of their own); then
+``RUN_FINISHED`` with the answer and usage, or ``RUN_ERROR``.
 
 A deferred approval (``AgentBuilder.defer_approvals``) ends the run with an ``interrupt``
 outcome, one interrupt per call waiting (``reason: "tool_approval"``, its ``toolCallId``);
@@ -27,7 +27,7 @@ from .._errors import KovaError
 from .._messages import Message, Text, ToolResult, ToolUse
 from .._models import TextDelta, ThinkingDelta
 from .._record import Record
-from ..agent import ToolCallFinished, ToolCallStarted, TurnCompleted
+from ..agent import ToolCallDelta, ToolCallFinished, ToolCallStarted, TurnCompleted
 from ._http import BadRequest, EventStream, json_body, read_json
 from ._turns import failure, find_agent
 
@@ -289,6 +289,7 @@ class _AguiRun:
 
     __slots__ = (
         "_agent",
+        "_arguments",
         "_encoder",
         "_input",
         "_messages",
@@ -316,6 +317,8 @@ class _AguiRun:
         self._encoder = EventEncoder()
         self._text: str | None = None
         self._reasoning: str | None = None
+        self._arguments: dict[str, int] = {}
+        """Calls whose arguments are streaming: how much of their text was sent."""
 
     def _encode(self, *events: BaseEvent) -> bytes:
         return "".join(self._encoder.encode(event) for event in events).encode()
@@ -365,20 +368,38 @@ class _AguiRun:
                     ReasoningMessageStartEvent(message_id=self._reasoning, role="reasoning"),
                 ]
             out.append(ReasoningMessageContentEvent(message_id=self._reasoning, delta=event.text))
+        elif isinstance(event, ToolCallDelta):
+            sent = self._arguments.get(event.call_id)
+            if sent is None:
+                parent = self._text
+                out += self._close_text()
+                out.append(
+                    ToolCallStartEvent(
+                        tool_call_id=event.call_id,
+                        tool_call_name=event.name,
+                        parent_message_id=parent,
+                    )
+                )
+                sent = 0
+            piece = event.arguments_text[sent:]
+            if piece:
+                out.append(ToolCallArgsEvent(tool_call_id=event.call_id, delta=piece))
+            self._arguments[event.call_id] = len(event.arguments_text)
         elif isinstance(event, ToolCallStarted):
-            parent = self._text
-            out += self._close_text()
             call = event.call
-            out.append(
-                ToolCallStartEvent(
-                    tool_call_id=call.id, tool_call_name=call.name, parent_message_id=parent
+            if self._arguments.pop(call.id, None) is None:  # its arguments were not streamed
+                parent = self._text
+                out += self._close_text()
+                out.append(
+                    ToolCallStartEvent(
+                        tool_call_id=call.id, tool_call_name=call.name, parent_message_id=parent
+                    )
                 )
-            )
-            out.append(
-                ToolCallArgsEvent(
-                    tool_call_id=call.id, delta=json.dumps(call.input, ensure_ascii=False)
+                out.append(
+                    ToolCallArgsEvent(
+                        tool_call_id=call.id, delta=json.dumps(call.input, ensure_ascii=False)
+                    )
                 )
-            )
             out.append(ToolCallEndEvent(tool_call_id=call.id))
         elif isinstance(event, ToolCallFinished):
             out.append(
