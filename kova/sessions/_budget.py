@@ -1,10 +1,11 @@
-"""A :class:`~kova.agent.Budget` shared by processes, kept in a
-:class:`SqliteSessionStore`'s file: ``store.budget(amount, window=None, name="default")``.
+"""A :class:`~kova.agent.Budget` shared by processes, kept in a session store:
+``store.budget(amount, window=None, name="default")`` on a :class:`SqliteSessionStore` (the
+processes of one machine) or a :class:`PostgresSessionStore` (of many machines).
 
-Every process (and every agent of each) that makes the same budget from the same file and
-name shares its figures: each reservation and settlement is one write transaction
-(``BEGIN IMMEDIATE``, which SQLite serializes across processes), so calls in flight in any
-process never together hold more than the budget has left.
+Every process (and every agent of each) that makes the same budget from the same store and
+name shares its figures: each reservation and settlement is one transaction (SQLite's
+``BEGIN IMMEDIATE``, PostgreSQL's advisory lock on the budget's name), so calls in flight in
+any process never together hold more than the budget has left.
 """
 
 from __future__ import annotations
@@ -18,7 +19,11 @@ from ..agent import Budget
 
 if TYPE_CHECKING:
     import sqlite3
+    from typing import Any
 
+    import psycopg
+
+    from ._postgres import PostgresSessionStore
     from ._sqlite import SqliteSessionStore
 
 __all__ = ["shared_budget"]
@@ -166,8 +171,141 @@ def _settle(
     return figures
 
 
+# -- PostgreSQL ---------------------------------------------------------------------------
+
+_PG_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS kova_budget_holds ("
+    " id BIGSERIAL PRIMARY KEY, budget TEXT NOT NULL, amount TEXT NOT NULL,"
+    " spent BOOLEAN NOT NULL, at DOUBLE PRECISION NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS kova_budget_holds_by_budget ON kova_budget_holds (budget)",
+    "CREATE TABLE IF NOT EXISTS kova_budgets (name TEXT PRIMARY KEY, spent TEXT NOT NULL)",
+)
+_PG_TABLES_KEY: Final = 0x6B6F76615F627564  # "kova_bud": the lock taken to make the tables
+
+
+class _PostgresLedger:
+    """A budget's figures in a :class:`~kova.sessions.PostgresSessionStore`'s database: the
+    same rows as in SQLite; each step takes a transaction-scoped advisory lock on the
+    budget's name, and times are the database server's clock (the one the machines share).
+    """
+
+    __slots__ = ("_name", "_ready", "_store", "where")
+
+    def __init__(self, store: PostgresSessionStore, name: str) -> None:
+        self._store = store
+        self._name = name
+        self._ready = False
+        self.where = f"{store!r}:{name}"
+
+    async def reserve(self, budget: Budget, needed: Decimal) -> tuple[int | None, Decimal, Decimal]:
+        if not self._ready:
+            await self._store._run(_pg_prepare)
+            self._ready = True
+        return await self._store._run(
+            _pg_reserve, self._name, budget._amount, budget._window, needed
+        )
+
+    async def settle(
+        self, budget: Budget, entry: int, held: Decimal, cost: Decimal
+    ) -> tuple[Decimal, Decimal]:
+        return await self._store._run(_pg_settle, self._name, budget._window, entry, cost)
+
+
+def _pg_prepare(connection: psycopg.Connection[Any]) -> None:
+    """Make the tables (once per ledger; the lock keeps two processes from racing on it)."""
+    with connection.transaction():
+        connection.execute("SELECT pg_advisory_xact_lock(%s)", (_PG_TABLES_KEY,))
+        for statement in _PG_SCHEMA:
+            connection.execute(statement)
+
+
+def _pg_begin(connection: psycopg.Connection[Any], name: str) -> float:
+    """Lock budget ``name`` for this transaction; the database server's time now."""
+    row = connection.execute(
+        "SELECT pg_advisory_xact_lock(hashtext(%s)), extract(epoch FROM clock_timestamp())",
+        ("kova-budget:" + name,),
+    ).fetchone()
+    assert row is not None
+    return float(row[1])
+
+
+def _pg_figures(
+    connection: psycopg.Connection[Any], name: str, window: float | None, now: float
+) -> tuple[Decimal, Decimal]:
+    spent = _ZERO
+    reserved = _ZERO
+    if window is None:
+        row = connection.execute(
+            "SELECT spent FROM kova_budgets WHERE name = %s", (name,)
+        ).fetchone()
+        if row is not None:
+            spent = Decimal(row[0])
+    else:
+        connection.execute(
+            "DELETE FROM kova_budget_holds WHERE budget = %s AND at <= %s AND (spent OR at <= %s)",
+            (name, now - window, now - window - _HOLD_SECONDS),
+        )
+    rows = connection.execute(
+        "SELECT amount, spent, at FROM kova_budget_holds WHERE budget = %s", (name,)
+    ).fetchall()
+    for amount, settled, at in rows:
+        if settled or at + _HOLD_SECONDS <= now:  # settled, or its process died mid-call
+            spent += Decimal(amount)
+        else:
+            reserved += Decimal(amount)
+    return spent, reserved
+
+
+def _pg_reserve(
+    connection: psycopg.Connection[Any],
+    name: str,
+    amount: Decimal,
+    window: float | None,
+    needed: Decimal,
+) -> tuple[int | None, Decimal, Decimal]:
+    now = _pg_begin(connection, name)
+    spent, reserved = _pg_figures(connection, name, window, now)
+    if needed > amount - spent - reserved:
+        return None, spent, reserved
+    row = connection.execute(
+        "INSERT INTO kova_budget_holds (budget, amount, spent, at)"
+        " VALUES (%s, %s, false, %s) RETURNING id",
+        (name, str(needed), now),
+    ).fetchone()
+    assert row is not None
+    return int(row[0]), spent, reserved + needed
+
+
+def _pg_settle(
+    connection: psycopg.Connection[Any],
+    name: str,
+    window: float | None,
+    entry: int,
+    cost: Decimal,
+) -> tuple[Decimal, Decimal]:
+    now = _pg_begin(connection, name)
+    if window is None or not cost:
+        connection.execute("DELETE FROM kova_budget_holds WHERE id = %s", (entry,))
+        if window is None and cost:
+            row = connection.execute(
+                "SELECT spent FROM kova_budgets WHERE name = %s", (name,)
+            ).fetchone()
+            total = cost + (Decimal(row[0]) if row is not None else _ZERO)
+            connection.execute(
+                "INSERT INTO kova_budgets (name, spent) VALUES (%s, %s)"
+                " ON CONFLICT (name) DO UPDATE SET spent = EXCLUDED.spent",
+                (name, str(total)),
+            )
+    else:
+        connection.execute(
+            "UPDATE kova_budget_holds SET amount = %s, spent = true, at = %s WHERE id = %s",
+            (str(cost), now, entry),
+        )
+    return _pg_figures(connection, name, window, now)
+
+
 def shared_budget(
-    store: SqliteSessionStore,
+    store: SqliteSessionStore | PostgresSessionStore,
     amount: Decimal | int | str | float,
     *,
     window: object = None,
@@ -177,5 +315,10 @@ def shared_budget(
     if not isinstance(name, str) or not name:
         raise BuildError(f"a budget's name must be a non-empty str, got {name!r}")
     budget = Budget(amount, window=window)
-    budget._ledger = _SqliteLedger(store, name)
+    from ._sqlite import SqliteSessionStore
+
+    if isinstance(store, SqliteSessionStore):
+        budget._ledger = _SqliteLedger(store, name)
+    else:
+        budget._ledger = _PostgresLedger(store, name)
     return budget

@@ -45,10 +45,12 @@ from ._store import (
 if TYPE_CHECKING:
     import builtins
     from collections.abc import Callable
+    from decimal import Decimal
 
     import psycopg
     from psycopg_pool import ConnectionPool
 
+    from ..agent import Budget
     from ..durable._postgres import PostgresJournal
 
 __all__ = ["PostgresSessionStore"]
@@ -166,6 +168,20 @@ class PostgresSessionStore(SessionStore):
         from ..durable._postgres import PostgresJournal
 
         return PostgresJournal(pool=self.pool, **options)
+
+    def budget(
+        self,
+        amount: Decimal | int | str | float,
+        *,
+        window: object = None,
+        name: str = "default",
+    ) -> Budget:
+        """A :class:`~kova.agent.Budget` kept in this store's database under ``name``:
+        shared by every process, on any machine, that makes it from the same database and
+        name (docs/cost.md)."""
+        from ._budget import shared_budget
+
+        return shared_budget(self, amount, window=window, name=name)
 
     # -- the store protocol ----------------------------------------------------------------
 
