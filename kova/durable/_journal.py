@@ -60,7 +60,12 @@ __all__ = ["JournalClaim", "JournalError", "JournalRecord", "SqliteJournal", "Tu
 
 _T = TypeVar("_T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: the meta table names the journal (``id``) and each turn counts its finished tool calls
+(``results``), so a dropped table, an emptied file or deleted rows are refused, not read as
+work never done."""
+
+_TABLES = frozenset({"kova_journal_meta", "kova_turns", "kova_decisions", "kova_tool_calls"})
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kova_journal_meta (
@@ -73,7 +78,8 @@ CREATE TABLE IF NOT EXISTS kova_turns (
     lease_until REAL NOT NULL DEFAULT 0,
     snapshot TEXT,
     response TEXT,
-    updated REAL NOT NULL
+    updated REAL NOT NULL,
+    results INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS kova_decisions (
     nonce TEXT PRIMARY KEY,
@@ -147,6 +153,7 @@ class SqliteJournal:
         self._busy_timeout = float(busy_timeout)
         self._clock = clock
         self._ready = False
+        self._id: str | None = None  # the journal's id in its file, read when first opened
 
     def __repr__(self) -> str:
         return f"SqliteJournal({str(self.path)!r})"
@@ -205,6 +212,8 @@ class SqliteJournal:
             connection.execute("PRAGMA synchronous=FULL")
             if not self._ready:
                 self._prepare(connection)
+            else:
+                self._check_same(connection)
             return function(connection, *args)
         except sqlite3.Error as exc:
             raise JournalError(f"journal {str(self.path)!r}: {exc}") from None
@@ -215,24 +224,76 @@ class SqliteJournal:
         mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise JournalError(f"journal {str(self.path)!r}: cannot use WAL mode ({mode})")
+        where = str(self.path)
         with _transaction(connection):
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    connection.execute(statement)
+            tables = {
+                row[0]
+                for row in connection.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'kova_%'"
+                )
+            }
+            present = tables & _TABLES
+            if not present:  # a new journal
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        connection.execute(statement)
+                connection.executemany(
+                    "INSERT INTO kova_journal_meta (key, value) VALUES (?, ?)",
+                    [("schema", str(SCHEMA_VERSION)), ("id", os.urandom(16).hex())],
+                )
+            elif "kova_journal_meta" in present:
+                self._check_version(connection, where)
+            missing = sorted(_TABLES - present) if present else []
+            if missing:
+                raise JournalError(
+                    f"journal {where!r} has lost its table {', '.join(missing)} (dropped, or "
+                    "the file was damaged): refused, since finished work would run again; "
+                    "restore the file from a backup or use a new one"
+                )
             row = connection.execute(
-                "SELECT value FROM kova_journal_meta WHERE key = 'schema'"
+                "SELECT value FROM kova_journal_meta WHERE key = 'id'"
             ).fetchone()
             if row is None:
-                connection.execute(
-                    "INSERT INTO kova_journal_meta (key, value) VALUES ('schema', ?)",
-                    (str(SCHEMA_VERSION),),
-                )
-            elif int(row[0]) > SCHEMA_VERSION:
-                raise JournalError(
-                    f"journal {str(self.path)!r} was written by a newer kova "
-                    f"(schema {row[0]}, this kova reads {SCHEMA_VERSION})"
-                )
+                raise JournalError(f"journal {where!r} has no id in kova_journal_meta: refused")
+        self._id = row[0]
         self._ready = True
+
+    def _check_version(self, connection: sqlite3.Connection, where: str) -> None:
+        row = connection.execute(
+            "SELECT value FROM kova_journal_meta WHERE key = 'schema'"
+        ).fetchone()
+        found = row[0] if row is not None else None
+        if found == str(SCHEMA_VERSION):
+            return
+        if found is not None and found.isdigit() and int(found) > SCHEMA_VERSION:
+            raise JournalError(
+                f"journal {where!r} was written by a newer kova "
+                f"(schema {found}, this kova reads {SCHEMA_VERSION})"
+            )
+        raise JournalError(
+            f"journal {where!r} was written by an older kova (schema {found}, this kova reads "
+            f"{SCHEMA_VERSION}): finish its turns with that kova, or start a new journal file"
+        )
+
+    def _check_same(self, connection: sqlite3.Connection) -> None:
+        """The file is still the journal this object opened (not emptied, replaced, or
+        missing a table since): else finished work would look like work never done."""
+        try:
+            row = connection.execute(
+                "SELECT value FROM kova_journal_meta WHERE key = 'id'"
+            ).fetchone()
+            count = connection.execute(
+                "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN "
+                "('kova_journal_meta', 'kova_turns', 'kova_decisions', 'kova_tool_calls')"
+            ).fetchone()[0]
+        except sqlite3.Error:
+            row, count = None, 0
+        if row is None or row[0] != self._id or count != len(_TABLES):
+            raise JournalError(
+                f"journal {str(self.path)!r} changed under this process (emptied, replaced, "
+                "or a table dropped since it was opened): refused, since finished work would "
+                "run again"
+            )
 
     def _claim(self, connection: sqlite3.Connection, turn_id: str, owner: str) -> float:
         now = self._clock()
@@ -291,6 +352,25 @@ class SqliteJournal:
                 "UPDATE kova_turns SET updated = ? WHERE turn_id = ?", (self._clock(), turn_id)
             )
 
+    def _finished(
+        self, connection: sqlite3.Connection, turn_id: str, owner: str, call_id: str, result: str
+    ) -> None:
+        now = self._clock()
+        with _transaction(connection):
+            self._check_owner(connection, turn_id, owner)
+            connection.execute(
+                "INSERT INTO kova_tool_calls (turn_id, call_id, started, result) "
+                "VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (turn_id, call_id) DO UPDATE SET result = excluded.result",
+                (turn_id, call_id, now, result),
+            )
+            # The turn counts its finished calls: a load that finds fewer refuses the turn.
+            connection.execute(
+                "UPDATE kova_turns SET updated = ?, results = (SELECT COUNT(*) FROM "
+                "kova_tool_calls WHERE turn_id = ? AND result IS NOT NULL) WHERE turn_id = ?",
+                (now, turn_id, turn_id),
+            )
+
     def _write_many(
         self,
         connection: sqlite3.Connection,
@@ -343,13 +423,21 @@ class SqliteJournal:
     def _load(self, connection: sqlite3.Connection, turn_id: str) -> JournalRecord | None:
         with _transaction(connection, write=False):
             row = connection.execute(
-                "SELECT snapshot, response FROM kova_turns WHERE turn_id = ?", (turn_id,)
+                "SELECT snapshot, response, results FROM kova_turns WHERE turn_id = ?",
+                (turn_id,),
             ).fetchone()
             if row is None:
                 return None
             calls = connection.execute(
                 "SELECT call_id, result FROM kova_tool_calls WHERE turn_id = ?", (turn_id,)
             ).fetchall()
+        finished = sum(1 for _, result in calls if result is not None)
+        if finished != row[2]:
+            raise JournalError(
+                f"turn {turn_id!r} in journal {str(self.path)!r} recorded {row[2]} finished "
+                f"tool calls and the journal holds {finished}: rows were deleted or changed; "
+                "refused, since finished work would run again"
+            )
         return JournalRecord(
             turn_id=turn_id,
             snapshot=row[0],
@@ -423,15 +511,7 @@ class JournalClaim:
         """Record a tool call's result (after it ran)."""
         _check_id(call_id, "call_id")
         _check_text(result, "result")
-        await self.journal._run(
-            self.journal._write,
-            self.turn_id,
-            self.owner,
-            "INSERT INTO kova_tool_calls (turn_id, call_id, started, result) "
-            "VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (turn_id, call_id) DO UPDATE SET result = excluded.result",
-            (self.turn_id, call_id, self.journal._clock(), result),
-        )
+        await self.journal._run(self.journal._finished, self.turn_id, self.owner, call_id, result)
 
     async def tool_deferred(self, call_id: str) -> None:
         """Undo :meth:`tool_started` for a call that did not run (left to a person)."""

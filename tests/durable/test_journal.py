@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 import textwrap
+from functools import partial
 from typing import TYPE_CHECKING
 
 import pytest
@@ -226,3 +227,119 @@ async def test_bad_values_are_clear_errors(tmp_path: Path) -> None:
         SqliteJournal(tmp_path / "x.db", lease=float("nan"))
     with pytest.raises(JournalError, match="cannot open"):
         await SqliteJournal(tmp_path / "missing" / "dir" / "x.db").load("t")
+
+
+async def test_a_forgotten_turn_leaves_nothing_for_a_rerun_with_its_id(tmp_path: Path) -> None:
+    """Forgetting a turn removes its tool results too: a new turn under the same id starts
+    empty (the mutant that deleted only the turn's row let the rerun load old results)."""
+    journal = SqliteJournal(tmp_path / "turns.db")
+    async with await journal.claim("t") as claim:
+        await claim.tool_started("call_1")
+        await claim.tool_finished("call_1", '{"charged": 5}')
+    await journal.forget("t")
+    async with await journal.claim("t"):
+        record = await journal.load("t")
+    assert record is not None
+    assert dict(record.results) == {}
+    assert record.unfinished == frozenset()
+    with sqlite3.connect(tmp_path / "turns.db") as db:
+        assert db.execute("SELECT COUNT(*) FROM kova_tool_calls").fetchone() == (0,)
+
+
+async def _finished_call(path: Path) -> SqliteJournal:
+    journal = SqliteJournal(path)
+    async with await journal.claim("t") as claim:
+        await claim.save_snapshot("{}")
+        await claim.tool_started("charge_1")
+        await claim.tool_finished("charge_1", '{"charged": 5}')
+    return journal
+
+
+async def test_a_dropped_table_is_refused_not_read_as_work_never_done(tmp_path: Path) -> None:
+    path = tmp_path / "turns.db"
+    await _finished_call(path)
+    with sqlite3.connect(path) as db:
+        db.execute("DROP TABLE kova_tool_calls")
+    with pytest.raises(JournalError, match="lost its table kova_tool_calls"):
+        await SqliteJournal(path).load("t")  # a new process opening it
+    with sqlite3.connect(path) as db:  # nothing was recreated behind the refusal
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+    assert "kova_tool_calls" not in tables
+
+
+async def test_deleted_rows_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "turns.db"
+    await _finished_call(path)
+    with sqlite3.connect(path) as db:
+        db.execute("DELETE FROM kova_tool_calls")
+    with pytest.raises(
+        JournalError, match="recorded 1 finished tool calls and the journal holds 0"
+    ):
+        await SqliteJournal(path).load("t")
+
+
+async def test_a_journal_emptied_under_a_running_process_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "turns.db"
+    journal = await _finished_call(path)
+    for suffix in ("", "-wal", "-shm"):
+        file = tmp_path / f"turns.db{suffix}"
+        if file.exists():
+            file.write_bytes(b"")
+    with pytest.raises(JournalError, match="changed under this process"):
+        await journal.load("t")
+    with pytest.raises(JournalError, match="changed under this process"):
+        await journal.claim("t")
+
+
+async def test_a_journal_of_another_schema_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "turns.db"
+    await _finished_call(path)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE kova_journal_meta SET value = '1' WHERE key = 'schema'")
+    with pytest.raises(JournalError, match=r"older kova \(schema 1, this kova reads 2\)"):
+        await SqliteJournal(path).load("t")
+
+
+async def test_an_emptied_journal_does_not_run_a_charge_again(tmp_path: Path) -> None:
+    """The agent level of the above: a journaled turn recorded its charge, then was
+    interrupted; its journal is emptied under the process; running the turn again is
+    refused, and the charge does not run twice."""
+    from kova import Message
+    from kova.agent import AgentBuilder
+    from kova.testing import ScriptedProvider, reply_text, reply_tool_calls
+    from kova.tools import tool
+
+    charges = 0
+    recorded = trio.Event()
+
+    @tool
+    async def charge() -> str:
+        """Charge the card (not idempotent)."""
+        nonlocal charges
+        charges += 1
+        return "charged"
+
+    @tool
+    async def wait() -> str:
+        """Something slow."""
+        recorded.set()
+        await trio.sleep_forever()
+        return ""  # pragma: no cover
+
+    model = ScriptedProvider(
+        [reply_tool_calls(("charge", {})), reply_tool_calls(("wait", {})), reply_text("done")]
+    )
+    journal = SqliteJournal(tmp_path / "turns.db")
+    history = [Message.user("charge once")]
+    async with AgentBuilder().provider(model).tools(charge, wait).build() as agent:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(partial(agent.run, history, journal=journal, turn_id="t"))
+            await recorded.wait()
+            nursery.cancel_scope.cancel()
+        for suffix in ("", "-wal", "-shm"):
+            file = tmp_path / f"turns.db{suffix}"
+            if file.exists():
+                file.write_bytes(b"")
+        with pytest.raises(JournalError, match="changed under this process"):
+            await agent.run(history, journal=journal, turn_id="t")
+    assert charges == 1
