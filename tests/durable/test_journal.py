@@ -324,7 +324,6 @@ async def test_an_emptied_journal_does_not_run_a_charge_again(tmp_path: Path) ->
         """Something slow."""
         recorded.set()
         await trio.sleep_forever()
-        return ""  # pragma: no cover
 
     model = ScriptedProvider(
         [reply_tool_calls(("charge", {})), reply_tool_calls(("wait", {})), reply_text("done")]

@@ -40,16 +40,16 @@ async def test_a_tool_outlasting_the_lease_three_times_keeps_its_turn(
     journal = SqliteJournal(tmp_path / "j.db", lease=6, clock=clock.current_time)
     started = trio.Event()
     runs = 0
-    charged = False
+    charged = trio.Event()
 
     @tool
     async def charge() -> str:
         """Charge the card (slow, not idempotent)."""
-        nonlocal runs, charged
+        nonlocal runs
         runs += 1
         started.set()
         await trio.sleep(18)
-        charged = True
+        charged.set()
         return "charged"
 
     provider = ScriptedProvider([reply_tool_calls(("charge", {})), reply_text("done")])
@@ -66,7 +66,7 @@ async def test_a_tool_outlasting_the_lease_three_times_keeps_its_turn(
             await started.wait()
             begun = trio.current_time()
             # A second runner tries every 1.5 s for as long as the first runs its tool.
-            while not charged:
+            while not charged.is_set():
                 try:
                     await journal.claim("t", owner="second runner")
                 except TurnClaimedError as exc:
@@ -74,7 +74,9 @@ async def test_a_tool_outlasting_the_lease_three_times_keeps_its_turn(
                     refused.append(trio.current_time() - begun)
                 else:
                     # Only once the tool is done (the turn then ends and releases its claim).
-                    assert charged, f"claimed {trio.current_time() - begun} s into the tool"
+                    assert charged.is_set(), (
+                        f"claimed {trio.current_time() - begun} s into the tool"
+                    )
                     break
                 await trio.sleep(1.5)
     assert response is not None
