@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
     from ..agent import Agent
+    from ..sessions import Session
     from ._app import Served
 
 __all__ = ["routes"]
@@ -213,7 +214,7 @@ async def _dispatch(
 
     if method in ("SendMessage", "SendStreamingMessage"):
         request = _parse(params, a2a_pb2.SendMessageRequest)
-        run = _Run(agent, tasks, request, served.max_prompt_chars)
+        run = _Run(agent, tasks, request, served)
         if method == "SendMessage":
 
             async def compute() -> tuple[int, Any]:
@@ -285,10 +286,10 @@ def _status(task: a2a_pb2.Task, state: str, text: str | None = None) -> None:
 class _Run:
     """One SendMessage: the task, the turn, and what the stream is told."""
 
-    __slots__ = ("_agent", "_history", "_record", "_tasks", "_user")
+    __slots__ = ("_agent", "_history", "_record", "_session", "_tasks", "_user")
 
     def __init__(
-        self, agent: Agent, tasks: Tasks, request: a2a_pb2.SendMessageRequest, max_chars: int
+        self, agent: Agent, tasks: Tasks, request: a2a_pb2.SendMessageRequest, served: Served
     ) -> None:
         from a2a.types import a2a_pb2
 
@@ -301,6 +302,7 @@ class _Run:
                 raise RpcError(-32005, f"part {index} is not text: only text is taken here")
             texts.append(part.text)
         text = "".join(texts)
+        max_chars = served.max_prompt_chars
         if not text or len(text) > max_chars:
             raise RpcError(-32602, f"the message text must be 1 to {max_chars} characters")
         if message.role == a2a_pb2.Role.ROLE_AGENT:
@@ -310,7 +312,13 @@ class _Run:
         context_id = message.context_id or str(uuid.uuid4())
         self._agent = agent
         self._tasks = tasks
-        self._history = (*tasks.contexts.get(context_id, ()), Message.user(text))
+        self._session: Session | None = None
+        if served.sessions is not None:  # the context is a kova session
+            key = f"a2a/{agent.config.name}/{context_id}"
+            self._session = served.sessions.session(key)
+            self._history: tuple[Message, ...] = (Message.user(text),)
+        else:
+            self._history = (*tasks.contexts.get(context_id, ()), Message.user(text))
         user = a2a_pb2.Message()
         user.CopyFrom(message)
         user.context_id = context_id
@@ -337,7 +345,8 @@ class _Run:
         chunks = 0
         try:
             with record.scope:
-                async with self._agent.stream(self._history) as events:
+                turn = self._agent.stream(self._history, session=self._session)
+                async with turn as events:
                     async for event in events:
                         if event.path:
                             continue
@@ -362,9 +371,10 @@ class _Run:
                             response = event.response
                             if response.pending is not None:
                                 raise PausedTurn
-                            self._tasks.remember(
-                                task.context_id, (*self._history, *response.new_messages)
-                            )
+                            if self._session is None:
+                                self._tasks.remember(
+                                    task.context_id, (*self._history, *response.new_messages)
+                                )
                             answer = _agent_message(task, response.text)
                             task.history.append(answer)
                             task.artifacts.append(

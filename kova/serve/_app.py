@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
     from ..agent import Agent
+    from ..sessions import SessionStore
     from ..web import EventServer
 
 __all__ = ["Served", "app"]
@@ -34,14 +35,22 @@ log = get_logger(__name__)
 class Served:
     """What the routes share: the agents by name and the limits. Read-only once built."""
 
-    __slots__ = ("agents", "max_body_bytes", "max_prompt_chars")
+    __slots__ = ("agents", "max_body_bytes", "max_prompt_chars", "sessions")
 
     def __init__(
-        self, agents: Mapping[str, Agent], *, max_body_bytes: int, max_prompt_chars: int
+        self,
+        agents: Mapping[str, Agent],
+        *,
+        max_body_bytes: int,
+        max_prompt_chars: int,
+        sessions: SessionStore | None = None,
     ) -> None:
         self.agents = agents
         self.max_body_bytes = max_body_bytes
         self.max_prompt_chars = max_prompt_chars
+        self.sessions = sessions
+        """Where conversations named by a protocol's id (A2A's contextId, the Responses
+        API's conversation) are kept; ``None``: A2A's in memory, Responses' refused."""
 
 
 def app(
@@ -51,6 +60,7 @@ def app(
     max_body_bytes: int = 1024 * 1024,
     max_prompt_chars: int = 200_000,
     max_paused_runs: int = 1024,
+    sessions: SessionStore | None = None,
     web: EventServer | None = None,
 ) -> Starlette:
     """An ASGI application serving ``agents`` to standard clients (the ``serve`` extra).
@@ -77,6 +87,10 @@ def app(
         max_prompt_chars: the most text one request's messages may hold in all.
         max_paused_runs: AG-UI runs paused for approval kept for their resume (the oldest
             is forgotten first).
+        sessions: a :class:`~kova.sessions.SessionStore` keeping the conversations a
+            protocol names: A2A's ``contextId`` and the Responses API's ``conversation``
+            each map to a session (``a2a/<agent>/<id>``, ``responses/<agent>/<id>``).
+            Without one, A2A contexts are kept in memory and ``conversation`` is refused.
         web: kova's web view to serve at ``/`` (its page and WebSocket, which check the
             event server's own token, host and origin): ``kova serve`` passes the one it
             opened with ``kova.web``'s hosted event server.
@@ -102,7 +116,16 @@ def app(
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, not {value!r}")
-    served = Served(named, max_body_bytes=max_body_bytes, max_prompt_chars=max_prompt_chars)
+    from ..sessions import SessionStore
+
+    if sessions is not None and not isinstance(sessions, SessionStore):
+        raise TypeError(f"sessions must be a kova.sessions.SessionStore, not {sessions!r}")
+    served = Served(
+        named,
+        max_body_bytes=max_body_bytes,
+        max_prompt_chars=max_prompt_chars,
+        sessions=sessions,
+    )
 
     mcp, mcp_sessions = _mcp.mounted(named, max_prompt_chars=max_prompt_chars)
 

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from .._messages import ToolResult, ToolUse
     from .._responses import StopReason, Usage
     from ..agent import Agent, AgentResponse
+    from ..sessions import Session
     from ._app import Served
 
 __all__ = ["routes"]
@@ -354,9 +355,12 @@ async def _chat_completions(served: Served, request: Request) -> Any:
 
 
 async def _run(
-    agent: Agent, messages: list[Message], config: InferenceConfig | None
+    agent: Agent,
+    messages: list[Message],
+    config: InferenceConfig | None,
+    session: Session | None = None,
 ) -> AgentResponse:
-    response = await agent.run(messages, config=config)
+    response = await agent.run(messages, config=config, session=session)
     if response.pending is not None:
         raise PausedTurn
     return response
@@ -376,7 +380,7 @@ def _responses_messages(body: dict[str, Any], served: Served) -> list[Message]:
         raise BadRequest(
             400,
             "previous_response_id is not supported: this server keeps no responses; "
-            "send the whole conversation as input",
+            "send the whole conversation as input, or name a conversation",
         )
     raw = body.get("input")
     if isinstance(raw, str):
@@ -409,12 +413,13 @@ def _responses_messages(body: dict[str, Any], served: Served) -> list[Message]:
 class _ResponseShape:
     """The ``response`` object of one Responses request, as it grows."""
 
-    __slots__ = ("created", "id", "model", "output")
+    __slots__ = ("conversation", "created", "id", "model", "output")
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, conversation: str | None = None) -> None:
         self.id = "resp_" + secrets.token_hex(12)
         self.created = int(time.time())
         self.model = model
+        self.conversation = conversation
         self.output: list[dict[str, Any]] = []
 
     def json(
@@ -443,6 +448,7 @@ class _ResponseShape:
             "temperature": None,
             "top_p": None,
             "text": {"format": {"type": "text"}},
+            "conversation": None if self.conversation is None else {"id": self.conversation},
         }
 
 
@@ -516,12 +522,17 @@ async def _responses(served: Served, request: Request) -> Any:
     stream = _flag(body, "stream")
     config = _inference(body, max_tokens_keys=("max_output_tokens",))
     name = agent.config.name
-    shape = _ResponseShape(name)
+    conversation = _conversation(body, served)
+    session = None
+    if conversation is not None:
+        assert served.sessions is not None
+        session = served.sessions.session(f"responses/{name}/{conversation}")
+    shape = _ResponseShape(name, conversation)
     if not stream:
 
         async def compute() -> tuple[int, Any]:
             try:
-                response = await _run(agent, messages, config)
+                response = await _run(agent, messages, config, session)
             except KovaError as exc:
                 status, code, message = failure(exc)
                 return status, _error_json(message, code=code)
@@ -532,13 +543,39 @@ async def _responses(served: Served, request: Request) -> Any:
 
         return Watched(compute)
 
-    return EventStream(_ResponsesStream(agent, messages, config, shape).produce)
+    return EventStream(_ResponsesStream(agent, messages, config, shape, session).produce)
+
+
+def _conversation(body: dict[str, Any], served: Served) -> str | None:
+    """The request's ``conversation`` id (a string, or an object with an ``id``)."""
+    raw = body.get("conversation")
+    if raw is None:
+        return None
+    found = raw.get("id") if isinstance(raw, dict) else raw
+    if not isinstance(found, str) or not 0 < len(found) <= 200:
+        raise BadRequest(400, 'conversation must be an id (1 to 200 characters) or {"id": ...}')
+    if served.sessions is None:
+        raise BadRequest(
+            400,
+            "this server keeps no conversations (serve it with kova.serve.app(sessions=...)); "
+            "send the whole conversation as input",
+        )
+    return found
 
 
 class _ResponsesStream:
     """One streamed Responses turn: agent events in, Responses SSE events out."""
 
-    __slots__ = ("_agent", "_calls", "_config", "_messages", "_open", "_sequence", "_shape")
+    __slots__ = (
+        "_agent",
+        "_calls",
+        "_config",
+        "_messages",
+        "_open",
+        "_sequence",
+        "_session",
+        "_shape",
+    )
 
     def __init__(
         self,
@@ -546,8 +583,10 @@ class _ResponsesStream:
         messages: list[Message],
         config: InferenceConfig | None,
         shape: _ResponseShape,
+        session: Session | None = None,
     ) -> None:
         self._agent = agent
+        self._session = session
         self._messages = messages
         self._config = config
         self._shape = shape
@@ -646,7 +685,8 @@ class _ResponsesStream:
         await write(self._event("response.created", response=shape.json("in_progress")))
         await write(self._event("response.in_progress", response=shape.json("in_progress")))
         try:
-            async with self._agent.stream(self._messages, config=self._config) as events:
+            turn = self._agent.stream(self._messages, config=self._config, session=self._session)
+            async with turn as events:
                 async for event in events:
                     if event.path:
                         continue  # an inner agent's (agent.as_tool()): inside its call
