@@ -172,7 +172,7 @@ class ContextPolicy:
             not smaller than the window.
     """
 
-    __slots__ = ("reserve", "strategies", "window")
+    __slots__ = ("_tool_tokens", "reserve", "strategies", "window")
 
     def __init__(
         self, *strategies: ContextStrategy, window: int | None = None, reserve: int | None = None
@@ -195,6 +195,21 @@ class ContextPolicy:
         self.strategies: tuple[ContextStrategy, ...] = strategies
         self.window = window
         self.reserve = reserve
+        # Each tool definition's estimate, by identity: an agent's definitions are the same
+        # objects turn after turn, and counting one means printing its schema. Bounded. (A
+        # plain dict: read and written between checkpoints only.)
+        self._tool_tokens: dict[int, tuple[ToolDefinition, int]] = {}
+
+    def tool_tokens(self, definition: ToolDefinition) -> int:
+        """The estimate of one tool definition (remembered per definition object)."""
+        known = self._tool_tokens.get(id(definition))
+        if known is not None and known[0] is definition:
+            return known[1]
+        if len(self._tool_tokens) >= 4096:
+            self._tool_tokens.clear()
+        tokens = heuristic_count_tokens((), (definition,))
+        self._tool_tokens[id(definition)] = (definition, tokens)
+        return tokens
 
     def limit(self, model: str | None, max_tokens: int | None) -> int:
         """The most prompt tokens a request to ``model`` may have under this policy.
@@ -444,12 +459,15 @@ class Compactor:
     __slots__ = (
         "_after",
         "_before",
+        "_cache",
         "_pending",
         "_ran",
         "_removed",
         "_scale",
         "_sent",
         "_summarized_at",
+        "_tools_key",
+        "_tools_tokens",
         "limit",
         "policy",
     )
@@ -465,11 +483,36 @@ class Compactor:
         self._removed = 0
         self._pending: tuple[int, int] | None = None  # (cut, strategy index) of a summary
         self._summarized_at = -1  # the request number a summary was made for
+        # The working list last counted, how many of its messages and their tokens.
+        self._cache: tuple[Sequence[Message], int, int] | None = None
+        self._tools_key: Sequence[ToolDefinition] | None = None
+        self._tools_tokens = 0
+
+    @property
+    def compacted(self) -> bool:
+        """Whether anything was compacted in this turn."""
+        return self._before is not None
 
     @property
     def pending(self) -> bool:
         """Whether a summary was asked for and not yet given."""
         return self._pending is not None
+
+    def _quick_estimate(self, messages: Sequence[Message], tools: Sequence[ToolDefinition]) -> int:
+        """The estimate of a request, counting only what is new since the last call: a turn's
+        working messages only grow between compactions, so each message is counted once (each
+        rounded up on its own: a little over the whole-request heuristic, never under)."""
+        cache = self._cache
+        if cache is None or cache[0] is not messages or cache[1] > len(messages):
+            cache = (messages, 0, 0)
+        counted = cache[2]
+        for message in messages[cache[1] :]:
+            counted += heuristic_count_tokens((message,))
+        self._cache = (messages, len(messages), counted)
+        if self._tools_key is not tools:
+            self._tools_key = tools
+            self._tools_tokens = sum(map(self.policy.tool_tokens, tools))
+        return int((counted + self._tools_tokens) * self._scale + 0.999)
 
     def _estimator(self, tools: Sequence[ToolDefinition]) -> EstimateFn:
         scale = self._scale
@@ -494,20 +537,20 @@ class Compactor:
         tools: Sequence[ToolDefinition],
         config: InferenceConfig,
         request_number: int,
-    ) -> Fitted:
+    ) -> Fitted | None:
         """Make the next request fit the window (``messages[:start]`` is the system prompt,
-        never touched).
+        never touched); ``None`` when it fits as it is.
 
         Raises:
             ContextBudgetExceededError: nothing makes the request fit.
         """
-        estimate = self._estimator(tools)
-        current = list(messages)
-        tokens = estimate(current)
+        tokens = self._quick_estimate(messages, tools)
         if tokens <= self.limit:
             self._sent = tokens
-            return Fitted(messages=tuple(current), event=None)
-        before = tokens
+            return None
+        estimate = self._estimator(tools)
+        current = list(messages)
+        before = estimate(current)
         ran: list[str] = []
         removed = 0
         for position, strategy in enumerate(self.policy.strategies):

@@ -14,6 +14,7 @@ and Temporal workflows (the search is deterministic). Nothing here does I/O.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 
 from .._messages import ToolResult, ToolUse
@@ -30,8 +31,9 @@ _MAX_LIMIT = 50
 """The most tools one search returns, whatever the model asks for."""
 
 
+@functools.lru_cache(maxsize=8)
 def search_tools_definition(limit: int) -> ToolDefinition:
-    """The definition of ``search_tools`` as the model sees it."""
+    """The definition of ``search_tools`` as the model sees it (one value per limit)."""
     return ToolDefinition(
         name=SEARCH_TOOLS,
         description=(
@@ -65,7 +67,7 @@ class ToolSearch:
     the tools were found, and is what a saved turn records.
     """
 
-    __slots__ = ("_by_name", "_definitions", "_found", "_index", "_limit")
+    __slots__ = ("_by_name", "_definition", "_definitions", "_found", "_index", "_limit", "_offer")
 
     def __init__(
         self, deferred: Sequence[ToolDefinition], *, limit: int, found: Sequence[str] = ()
@@ -79,6 +81,19 @@ class ToolSearch:
         # are then simply not offered: the tool is gone).
         self._found: list[str] = list(found)
         self._index: ToolIndex | None = None  # built on the first search
+        self._definition = search_tools_definition(limit)
+        # The last offer made (the up-front tools it was made for, and the whole offer).
+        self._offer: tuple[tuple[ToolDefinition, ...], tuple[ToolDefinition, ...]] | None = None
+
+    def offer(self, upfront: tuple[ToolDefinition, ...]) -> tuple[ToolDefinition, ...]:
+        """What a model call offers: ``upfront``, ``search_tools``, then the tools found (the
+        same tuple until something changes)."""
+        cached = self._offer
+        if cached is not None and cached[0] is upfront:
+            return cached[1]
+        offered = (*upfront, self._definition, *self.offered())
+        self._offer = (upfront, offered)
+        return offered
 
     @property
     def limit(self) -> int:
@@ -105,6 +120,7 @@ class ToolSearch:
         stays found."""
         definitions = tuple(deferred)
         if definitions != self._definitions:
+            self._offer = None
             self._definitions = definitions
             self._by_name = {definition.name: definition for definition in definitions}
             self._index = None
@@ -124,7 +140,9 @@ class ToolSearch:
             index = self._index = ToolIndex(self._definitions)
         matches = index.search(query, limit=limit, exclude=self._found)
         names = tuple(match.name for match in matches)
-        self._found.extend(names)
+        if names:
+            self._found.extend(names)
+            self._offer = None
         found = ToolsFound(query=query, names=names, call_id=call.id)
         if not names:
             text = (

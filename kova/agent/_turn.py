@@ -85,7 +85,7 @@ from ._state_json import (
     usage_from_json,
     usage_to_json,
 )
-from ._tool_search import SEARCH_TOOLS, ToolSearch, search_tools_definition
+from ._tool_search import SEARCH_TOOLS, ToolSearch
 
 if TYPE_CHECKING:
     from .._messages import JSONValue
@@ -564,7 +564,7 @@ class Turn:
         search = self._search
         if search is None:
             return self._tools
-        return (*self._tools, search_tools_definition(search.limit), *search.offered())
+        return search.offer(self._tools)
 
     @property
     def found_tools(self) -> tuple[str, ...]:
@@ -635,7 +635,7 @@ class Turn:
         """What the context policy compacted in this turn, with the compacted history the
         next turn should start from; ``None`` if nothing was."""
         compactor = self._compactor
-        if compactor is None:
+        if compactor is None or not compactor.compacted:
             return None
         return compactor.compaction(self._working[len(self._prefix) :])
 
@@ -739,11 +739,12 @@ class Turn:
             fitted = compactor.fit(
                 self._working, len(self._prefix), self.tools, self._config, self._requests
             )
-            self._working = list(fitted.messages)
-            if fitted.event is not None:
-                self._events.append(fitted.event)
-            if fitted.compact is not None:
-                return fitted.compact
+            if fitted is not None:  # compacted (or a summary is needed first)
+                self._working = list(fitted.messages)
+                if fitted.event is not None:
+                    self._events.append(fitted.event)
+                if fitted.compact is not None:
+                    return fitted.compact
         working, tools = self._working, self.tools
         budget = self._budget
         if budget is not None:
