@@ -26,7 +26,16 @@ def test_serve_help_names_its_flags(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
     help_text = capsys.readouterr().out
-    for flag in ("--demo", "--provider", "--model", "--base-url", "--host", "--port", "--yes"):
+    for flag in (
+        "--demo",
+        "--provider",
+        "--model",
+        "--base-url",
+        "--host",
+        "--port",
+        "--yes",
+        "--token",
+    ):
         assert flag in help_text
 
 
@@ -37,7 +46,11 @@ def test_serve_demo_serves_the_page_and_stops_quietly_on_ctrl_c() -> None:
     import urllib.request
 
     process = subprocess.Popen(
-        [sys.executable, "-m", "kova.cli._main", "serve", "--demo", "--port", "0"],
+        [
+            sys.executable,
+            *("-m", "kova.cli._main", "serve", "--demo", "--port", "0"),
+            *("--token", "demo-token-0123456789"),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -46,9 +59,16 @@ def test_serve_demo_serves_the_page_and_stops_quietly_on_ctrl_c() -> None:
         assert process.stdout is not None
         lines = [process.stdout.readline() for _ in range(2)]
         url = lines[1].split("open ", 1)[1].strip()
-        assert "#token=" in url
+        assert url.endswith("#token=demo-token-0123456789")
         with urllib.request.urlopen(url.split("#")[0], timeout=30) as page:  # loopback only
             assert b"<title>kova</title>" in page.read()
+        # The same port serves the OpenAI-compatible API, with the token as bearer token.
+        models = urllib.request.Request(
+            url.split("#")[0] + "v1/models",
+            headers={"Authorization": "Bearer demo-token-0123456789"},
+        )
+        with urllib.request.urlopen(models, timeout=30) as listed:  # loopback only
+            assert b'"id":"kova"' in listed.read()
         process.send_signal(signal.SIGINT)
         _, errors = process.communicate(timeout=30)
     finally:
