@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ._postgres import PostgresSessionStore
     from ._sqlite import SqliteSessionStore
 
-__all__ = ["shared_budget"]
+__all__ = ["postgres_budget", "sqlite_budget"]
 
 _ZERO: Final = Decimal(0)
 
@@ -304,21 +304,34 @@ def _pg_settle(
     return _pg_figures(connection, name, window, now)
 
 
-def shared_budget(
-    store: SqliteSessionStore | PostgresSessionStore,
+def sqlite_budget(
+    store: SqliteSessionStore,
     amount: Decimal | int | str | float,
     *,
     window: object = None,
     name: str = "default",
 ) -> Budget:
-    """A :class:`~kova.agent.Budget` of ``amount`` kept in ``store`` under ``name``."""
+    """A :class:`~kova.agent.Budget` of ``amount`` kept in ``store``'s file under ``name``."""
+    budget = _budget(amount, window, name)
+    budget._ledger = _SqliteLedger(store, name)
+    return budget
+
+
+def postgres_budget(
+    store: PostgresSessionStore,
+    amount: Decimal | int | str | float,
+    *,
+    window: object = None,
+    name: str = "default",
+) -> Budget:
+    """A :class:`~kova.agent.Budget` of ``amount`` kept in ``store``'s database under
+    ``name``."""
+    budget = _budget(amount, window, name)
+    budget._ledger = _PostgresLedger(store, name)
+    return budget
+
+
+def _budget(amount: Decimal | int | str | float, window: object, name: str) -> Budget:
     if not isinstance(name, str) or not name:
         raise BuildError(f"a budget's name must be a non-empty str, got {name!r}")
-    budget = Budget(amount, window=window)
-    from ._sqlite import SqliteSessionStore
-
-    if isinstance(store, SqliteSessionStore):
-        budget._ledger = _SqliteLedger(store, name)
-    else:
-        budget._ledger = _PostgresLedger(store, name)
-    return budget
+    return Budget(amount, window=window)

@@ -179,9 +179,9 @@ class PostgresSessionStore(SessionStore):
         """A :class:`~kova.agent.Budget` kept in this store's database under ``name``:
         shared by every process, on any machine, that makes it from the same database and
         name (docs/cost.md)."""
-        from ._budget import shared_budget
+        from ._budget import postgres_budget
 
-        return shared_budget(self, amount, window=window, name=name)
+        return postgres_budget(self, amount, window=window, name=name)
 
     # -- the store protocol ----------------------------------------------------------------
 

@@ -152,9 +152,9 @@ class SqliteSessionStore(SessionStore):
     ) -> Budget:
         """A :class:`~kova.agent.Budget` kept in this store's file under ``name``: shared by
         every process that makes it from the same file and name (docs/cost.md)."""
-        from ._budget import shared_budget
+        from ._budget import sqlite_budget
 
-        return shared_budget(self, amount, window=window, name=name)
+        return sqlite_budget(self, amount, window=window, name=name)
 
     # -- the store protocol ----------------------------------------------------------------
 

@@ -79,7 +79,6 @@ async def _two_stores_share_one_budget(one: SessionStore, two: SessionStore) -> 
             nursery.start_soon(turn, index)
     assert outcomes["ok"] > 20, outcomes
     assert outcomes["refused"] > 20, outcomes
-    assert budgets[0].reserved == 0 or budgets[1].reserved == 0  # the last to settle saw 0
     return sum(real, Decimal(0))
 
 
