@@ -21,7 +21,7 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from .._errors import KovaError, SerializationError
+from .._errors import KovaError, SerializationError, UsageLimitExceeded
 from .._record import evolve
 from ..agent._limits import LimitFigures
 from ..agent._state_json import (
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from .._responses import Usage
     from ..agent._turn import Turn
 
-__all__ = ["OuterCounter", "count_inner", "figures_from_json", "outer_figures"]
+__all__ = ["OuterCounter", "count_inner", "figures_from_json", "outer_figures", "requests_in"]
 
 
 def outer_figures(turn: Turn) -> dict[str, JSONValue] | None:
@@ -88,7 +88,11 @@ class OuterCounter:
         self.counted.append(["request"])
         figures = self._check()
         if figures is not None:
-            self._count(partial(figures.limits.check_request, figures.requests))
+            try:
+                self._count(partial(figures.limits.check_request, figures.requests))
+            except KovaError:
+                self.counted[-1] = ["request", "refused"]  # not sent
+                raise
             self._figures = evolve(figures, requests=figures.requests + 1)
 
     def inner_replied(self, agent: str, usage: Usage | None) -> None:
@@ -121,22 +125,44 @@ class OuterCounter:
             raise
 
 
-def count_inner(turn: Turn, counted: object) -> None:
+def requests_in(counted: object) -> int:
+    """The model calls an activity's inner turns made (sent), by their record."""
+    if not isinstance(counted, list):
+        return 0
+    return sum(1 for item in counted if item == ["request"])
+
+
+def count_inner(turn: Turn, counted: object, *, sent_later: int = 0) -> None:
     """Count in ``turn`` what its tool call's inner turns counted (:attr:`OuterCounter.counted`
-    from the activity's result).
+    from the activity's result). ``sent_later``: the model calls the step's other activities,
+    counted after this one, made.
 
     Raises:
         UsageLimitExceeded: the inner turns took ``turn`` over a limit (``turn`` has failed).
+            Over ``requests``, the error counts the model calls that were sent: parallel
+            activities each check the limit against the figures the turn had when the step
+            began, so together they can send more than it allows (docs/durable.md).
         SerializationError: ``counted`` is not such a record.
     """
     if not isinstance(counted, list):
         raise SerializationError("a tool result's inner usage must be a list")
-    for item in counted:
+    for index, item in enumerate(counted):
         if not isinstance(item, list) or not item:
             raise SerializationError("an inner turn's count must be a non-empty list")
         kind = item[0]
-        if kind == "request" and len(item) == 1:
-            turn.inner_request()
+        if kind == "request" and (len(item) == 1 or item[1:] == ["refused"]):
+            try:
+                turn.inner_request()
+            except UsageLimitExceeded as exc:
+                if exc.limit != "requests" or not isinstance(exc.figure, int):
+                    raise
+                # Say how many model calls were sent (by the activities, some in parallel),
+                # rather than "model call N was not sent" when they were.
+                refused = len(item) == 2
+                sent = exc.figure - refused + requests_in(counted[index + 1 :]) + sent_later
+                if refused and sent == exc.figure - 1:
+                    raise  # nothing past the limit was sent: "model call N was not sent"
+                raise UsageLimitExceeded("requests", exc.value, sent, sent=True) from None
         elif kind == "replied" and len(item) == 3 and isinstance(item[1], str):
             turn.inner_replied(item[1], usage_from_json(item[2]))
         elif (

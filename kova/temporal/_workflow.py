@@ -42,7 +42,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from ..agent._structured import _feedback
     from ..agent._turn import AwaitApproval, CallModel, Finished, RunTools, Turn
-    from ._inner import count_inner, outer_figures
+    from ._inner import count_inner, outer_figures, requests_in
     from ._payloads import (
         call_to_json,
         check_size,
@@ -347,13 +347,16 @@ class _Driver:
                     )
                 )
                 results: list[DeferredResult] = []
-                for call, outcome in zip(step.calls, outcomes, strict=True):
-                    data = read_json(outcome, "a tool result")
+                outcome_data = [read_json(outcome, "a tool result") for outcome in outcomes]
+                # Model calls the step's inner turns sent, from each outcome on (an error
+                # over the requests limit counts them all).
+                sent = [requests_in(data.get("inner")) for data in outcome_data]
+                for index, (call, data) in enumerate(zip(step.calls, outcome_data, strict=True)):
                     inner = data.get("inner")
                     if inner is not None:
                         # An agent tool's inner turns count in this turn, as in-process
                         # (and may take it over a usage limit: then the turn fails).
-                        count_inner(turn, inner)
+                        count_inner(turn, inner, sent_later=sum(sent[index + 1 :]))
                     paused = data.get("paused")
                     if paused is not None:  # its inner turn waits for approvals
                         turn.inner_paused(call.id, InnerPause.from_dict(paused))

@@ -419,7 +419,8 @@ def test_the_stand_in_counts_what_the_outer_turn_would_and_the_workflow_reads_it
     stand_in.inner_request()
     with pytest.raises(UsageLimitExceeded):  # the fourth request
         stand_in.inner_request()
-    assert stand_in.counted[-1] == ["request"]  # written down before it was refused
+    # Written down before it was refused, as refused (not sent).
+    assert stand_in.counted[-1] == ["request", "refused"]
     with pytest.raises(UsageLimitExceeded):  # it stays failed
         stand_in.inner_tools(1)
     with pytest.raises(UsageLimitExceeded):
