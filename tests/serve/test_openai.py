@@ -343,3 +343,25 @@ async def test_a_chunked_body_over_the_limit_is_counted_and_refused() -> None:
     assert reply.status_code == 413
     assert reply.json()["error"]["code"] == "body_too_large"
     assert fake.chat_requests() == []
+
+
+async def test_a_call_left_to_a_person_is_not_run_and_the_client_is_told() -> None:
+    """An agent whose calls wait for approval (defer_approvals): the OpenAI routes cannot ask
+    for one, so the turn ends with approval_required and the tool never runs."""
+    async with open_agent(defer=True) as (agent, fake):
+        async with serving(kova.serve.app(agent, token=TOKEN)) as url:
+            with pytest.raises(openai.APIStatusError) as refused:
+                await _client(url).chat.completions.create(
+                    model="helper", messages=[{"role": "user", "content": "weather"}]
+                )
+            stream = await _client(url).chat.completions.create(
+                model="helper", messages=[{"role": "user", "content": "weather"}], stream=True
+            )
+            with pytest.raises(openai.APIError) as failed:
+                async for _ in stream:
+                    pass
+    assert refused.value.status_code == 409
+    assert "approval" in refused.value.message
+    assert "approval" in str(failed.value)
+    for request in fake.chat_requests():  # no tool result ever reached the model
+        assert all(m["role"] != "tool" for m in request.json()["messages"])
