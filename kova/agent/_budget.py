@@ -232,8 +232,12 @@ class Meter:
         self.budget = budget
         self._max_tokens = _default_max_tokens(provider)
 
-    async def reserve(self, request: ChatRequest, model: str | None) -> Hold:
-        """Reserve the worst case of sending ``request`` (call with a budget only).
+    async def reserve(
+        self, request: ChatRequest, model: str | None, counted: int | None = None
+    ) -> Hold:
+        """Reserve the worst case of sending ``request`` (call with a budget only): its
+        prompt as ``counted`` by the provider when the turn counted it
+        (``count_tokens_before_request``), else kova's offline estimate.
 
         Raises:
             BudgetExceeded: it does not fit; the call must not be sent.
@@ -254,7 +258,9 @@ class Meter:
                 f"{budget!r} cannot bound a call without max_tokens: set "
                 "InferenceConfig(max_tokens=...) on the agent or the call"
             )
-        prompt = heuristic_count_tokens(request.messages, request.tools)
+        prompt = (
+            heuristic_count_tokens(request.messages, request.tools) if counted is None else counted
+        )
         needed = sheet.worst(prompt, max_tokens)
         if budget._ledger is not None:
             with trio.CancelScope(shield=True):  # a hold made is always known

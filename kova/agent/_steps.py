@@ -116,6 +116,7 @@ class ModelStep:
 
     __slots__ = (
         "_context",
+        "_counted",
         "_emitter",
         "_inference",
         "_key",
@@ -140,6 +141,7 @@ class ModelStep:
         observer: StepObserver = NO_OBSERVER,
     ) -> None:
         self._context = context
+        self._counted: int | None = None  # the provider's count of the next call's prompt
         self._observer = observer
         self._meter = context.meter if metered else None
         self._model = inference.model or context.model
@@ -151,8 +153,10 @@ class ModelStep:
         self._on_failure = on_failure
 
     async def count_tokens(self, request: ChatRequest) -> int:
-        """The request's input tokens, as the provider counts them."""
-        return await self.provider.count_tokens(request)
+        """The request's input tokens, as the provider counts them (the budget's worst case
+        of the call that follows uses the count)."""
+        self._counted = counted = await self.provider.count_tokens(request)
+        return counted
 
     async def compact(self, step: Compact, turn: Turn) -> None:
         """A summary the turn's context policy asked for, from its summarizer (the agent's
@@ -173,8 +177,9 @@ class ModelStep:
             enclosing.inner_request()
         meter = self._meter
         held = None
+        counted, self._counted = self._counted, None
         if meter is not None and meter.budget is not None:
-            held = await meter.reserve(request, self._model)
+            held = await meter.reserve(request, self._model, counted)
         emitter = self._emitter
         if emitter is None:
             return None, held

@@ -16,7 +16,7 @@ import trio.testing
 
 from kova import InferenceConfig, Message, Usage
 from kova.actors import open_runtime
-from kova.agent import AgentBuilder, Budget, Prices, RetryConfig
+from kova.agent import AgentBuilder, Budget, Prices, RetryConfig, UsageLimits
 from kova.errors import BudgetExceeded, BuildError, RateLimited
 from kova.providers import heuristic_count_tokens
 from kova.providers.anthropic import AnthropicConfig, AnthropicProvider
@@ -298,3 +298,27 @@ async def test_a_thousand_concurrent_turns_over_four_agents_stay_within_one_budg
     assert budget.reserved == 0  # no reservation leaked
     assert sum(real_spend) <= budget.spent <= budget.amount
     assert refused.isdisjoint(reached)  # a refused call never reached a server
+
+
+async def test_a_counted_prompt_is_the_worst_case_of_the_call_that_follows() -> None:
+    """With count_tokens_before_request the provider's own count, not kova's estimate, is
+    what the budget reserves for the prompt."""
+    budget = Budget(1)
+    seen: list[Decimal] = []
+
+    def model(request: ScriptRequest) -> object:
+        seen.append(budget.reserved)
+        return reply_text("ok", usage=Usage(input_tokens=10, output_tokens=5))
+
+    async with open_anthropic_server(model, count_tokens=lambda messages, tools: 5_000) as server:
+        provider = AnthropicProvider(
+            AnthropicConfig(
+                base_url=server.base_url, model="claude-haiku-4-5", api_key="k", max_tokens=100
+            )
+        )
+        limits = UsageLimits(input_tokens=1_000_000, count_tokens_before_request=True)
+        builder = AgentBuilder().provider(provider).budget(budget).usage_limits(limits)
+        async with builder.build() as agent:
+            await agent.run("hi")
+    # claude-haiku-4-5: $1 input, $1.25 cache write (the dearest input price), $5 output.
+    assert seen == [(Decimal(5_000) * Decimal("1.25") + 100 * 5) / 1_000_000]
