@@ -80,12 +80,10 @@ def _images(blocks: Sequence[object]) -> list[JSONValue]:
     images: list[JSONValue] = []
     for block in blocks:
         if isinstance(block, Document | Audio | File):
-            raise refuse(
-                PROVIDER,
-                block,
-                "Ollama's chat API takes text and images only (send a document's text as a "
-                "Text block)",
-            )
+            hint = ""
+            if isinstance(block, Document):
+                hint = " (send a document's text as a Text block)"
+            raise refuse(PROVIDER, block, "Ollama's chat API takes text and images only" + hint)
         if isinstance(block, Image):
             inline = inline_image(block)
             if inline is None:
