@@ -35,6 +35,7 @@ program that closes its loop without cancelling its tasks should use
 from __future__ import annotations
 
 import asyncio
+import threading
 import weakref
 from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -154,11 +155,13 @@ class AsyncioRuntime:
         "_loop",
         "_nursery",
         "_ready",
+        "_thread",
         "_token",
     )
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+        self._thread = threading.get_ident()  # the thread whose trio run this is
         self._ready: asyncio.Future[None] = loop.create_future()
         self._finished: asyncio.Future[None] = loop.create_future()
         self._nursery: trio.Nursery | None = None
@@ -387,6 +390,9 @@ async def ensure_runtime() -> AsyncioRuntime:
 
 def _begin(loop: asyncio.AbstractEventLoop) -> AsyncioRuntime:
     if trio.lowlevel.in_trio_run():
+        orphan = _orphaned_here()
+        if orphan is not None:
+            raise RuntimeError(_orphaned_message(orphan))
         raise RuntimeError(
             "kova.asyncio cannot start: a trio run is already active in this thread "
             "(under trio, use kova directly, without the asyncio bridge)"
@@ -399,6 +405,30 @@ def _begin(loop: asyncio.AbstractEventLoop) -> AsyncioRuntime:
         del _RUNTIMES[loop]
         raise
     return runtime
+
+
+def _orphaned_here() -> AsyncioRuntime | None:
+    """A guest run of this thread whose asyncio loop was closed while it ran (by hand,
+    ``loop.close()``, before kova was closed): it can never finish, and trio keeps the
+    thread marked as running it."""
+    thread = threading.get_ident()
+    for runtime in list(_RUNTIMES.values()):
+        if runtime._thread == thread and runtime._loop.is_closed() and not runtime._finished.done():
+            return runtime
+    return None
+
+
+def _orphaned_message(runtime: AsyncioRuntime) -> str:
+    return (
+        f"kova.asyncio cannot start: the asyncio loop kova ran on in this thread "
+        f"({runtime._loop!r}) was closed while kova was running on it (loop.close() by hand, "
+        "before kova's agents on it were closed). Its trio run can never finish, and trio "
+        "allows one run per thread, so neither kova.asyncio nor trio.run() works in this "
+        "thread again: run the new loop in another thread (threading.Thread, or a new "
+        "process). To avoid it, close kova before the loop: leave `async with "
+        "open_agent(...)` (or await the runtime's aclose()), or let asyncio.run() end the "
+        "loop, which closes kova in order."
+    )
 
 
 @asynccontextmanager
