@@ -235,3 +235,39 @@ def test_an_sse_restart_prints_no_vendor_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
     assert "sse_reader" not in done.stderr
     assert len(done.stderr.splitlines()) <= 1
+
+
+@pytest.mark.parametrize("transport", ["sse", "http"])
+async def test_the_callers_replay_overrides_the_annotations(transport: str) -> None:
+    """``call_tool(replay=...)`` (issue 42's surviving mutant: no test passed it): an
+    unannotated tool's call in flight when the server restarts is sent again with
+    ``replay=True``; a read-only one is not with ``replay=False``, and the error says why."""
+    server = Server(kind="mcp-package", transport=transport)
+    await server.up()
+    try:
+        with trio.fail_after(GUARD):
+            async with McpClient.connect(
+                server.client_transport(), reconnect=FAST, request_timeout=20
+            ) as client:
+                outcomes: dict[str, str] = {}
+
+                async def call(name: str, arguments: JSONObject, replay: bool) -> None:
+                    try:
+                        result = await client.tools_call(name, arguments, replay=replay)
+                        outcomes[name] = result.text
+                    except kova.McpCallInterruptedError as exc:
+                        outcomes[name] = f"interrupted: {exc}"
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(call, "write_after", {"seconds": 1.0, "tag": "a"}, True)
+                    nursery.start_soon(call, "wait", {"seconds": 1.0}, False)
+                    await trio.sleep(0.4)  # both are running on the server
+                    await server.kill()
+                    await trio.sleep(0.5)
+                    await server.up()
+                assert outcomes["write_after"] == "wrote a"
+                assert outcomes["wait"].startswith("interrupted")
+                assert "the caller passed replay=False" in outcomes["wait"]
+    finally:
+        if server.process is not None:
+            await server.kill()
