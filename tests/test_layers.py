@@ -8,7 +8,11 @@ packages is not an edge: Python initialises a package before its modules.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 import kova
 
@@ -259,3 +263,21 @@ def test_no_function_in_the_agent_package_is_over_100_lines() -> None:
 def test_the_in_process_loop_fits_on_a_screen() -> None:
     (size,) = [size for name, size in _functions("kova.agent._loop").items() if ".drive@" in name]
     assert size <= 60
+
+
+# -- the pure core loads no I/O ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("module", ["kova.agent._turn", "kova.temporal._workflow"])
+def test_the_pure_modules_load_neither_trio_nor_httpx2(module: str) -> None:
+    """The turn core (and the Temporal workflow, which runs in Temporal's sandbox) is pure:
+    importing it, in a fresh interpreter, loads no event loop and no HTTP client."""
+    code = (
+        "import importlib, sys\n"
+        f"importlib.import_module({module!r})\n"
+        "print(sorted(name for name in ('trio', 'httpx2') if name in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.strip() == "[]", done.stderr

@@ -6,48 +6,53 @@ Every event class ``agent.stream()`` yields is importable from here (``TextDelta
 ``ThinkingDelta`` are the provider's own classes, also in :mod:`kova`).
 """
 
-from .._models import TextDelta as TextDelta
-from .._models import ThinkingDelta as ThinkingDelta
-from ._agent import Agent as Agent
-from ._approvals import DEFER as DEFER
-from ._approvals import ApprovalDecision as ApprovalDecision
-from ._approvals import Deferred as Deferred
-from ._approvals import PendingApprovals as PendingApprovals
-from ._approvals import PendingCall as PendingCall
-from ._budget import Budget as Budget
-from ._builder import AgentBuilder as AgentBuilder
-from ._cancel import CancelToken as CancelToken
-from ._config import AgentConfig as AgentConfig
-from ._context import ClearToolResults as ClearToolResults
-from ._context import Compact as Compact
-from ._context import Compaction as Compaction
-from ._context import ContextPolicy as ContextPolicy
-from ._context import SlidingWindow as SlidingWindow
-from ._context import Summarize as Summarize
-from ._cost import Prices as Prices
-from ._events import AgentEvent as AgentEvent
-from ._events import AgentResponse as AgentResponse
-from ._events import ContextCompacted as ContextCompacted
-from ._events import ToolCallDeferred as ToolCallDeferred
-from ._events import ToolCallDelta as ToolCallDelta
-from ._events import ToolCallFinished as ToolCallFinished
-from ._events import ToolCallStarted as ToolCallStarted
-from ._events import ToolsAdded as ToolsAdded
-from ._events import ToolsFound as ToolsFound
-from ._events import TurnCompleted as TurnCompleted
-from ._lifecycle import LifecycleHook as LifecycleHook
-from ._lifecycle import LifecycleSubscriber as LifecycleSubscriber
-from ._limits import UsageLimits as UsageLimits
-from ._provider_ref import ProviderRef as ProviderRef
-from ._provider_ref import spawn_provider as spawn_provider
-from ._retry import RetryConfig as RetryConfig
-from ._structured import StructuredStream as StructuredStream
-from ._tool_pool import ApprovalHandler as ApprovalHandler
-from ._turn import AwaitApproval as AwaitApproval
-from ._turn import CallModel as CallModel
-from ._turn import Finished as Finished
-from ._turn import RunTools as RunTools
-from ._turn import Turn as Turn
+# Loaded on first use (PEP 562): ``import kova.agent._turn`` (the pure turn core, which a
+# workflow sandbox imports) must not load the driver, trio and httpx2 with the package.
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+if _TYPE_CHECKING:
+    from .._models import TextDelta as TextDelta
+    from .._models import ThinkingDelta as ThinkingDelta
+    from ._agent import Agent as Agent
+    from ._approvals import DEFER as DEFER
+    from ._approvals import ApprovalDecision as ApprovalDecision
+    from ._approvals import Deferred as Deferred
+    from ._approvals import PendingApprovals as PendingApprovals
+    from ._approvals import PendingCall as PendingCall
+    from ._budget import Budget as Budget
+    from ._builder import AgentBuilder as AgentBuilder
+    from ._cancel import CancelToken as CancelToken
+    from ._config import AgentConfig as AgentConfig
+    from ._context import ClearToolResults as ClearToolResults
+    from ._context import Compact as Compact
+    from ._context import Compaction as Compaction
+    from ._context import ContextPolicy as ContextPolicy
+    from ._context import SlidingWindow as SlidingWindow
+    from ._context import Summarize as Summarize
+    from ._cost import Prices as Prices
+    from ._events import AgentEvent as AgentEvent
+    from ._events import AgentResponse as AgentResponse
+    from ._events import ContextCompacted as ContextCompacted
+    from ._events import ToolCallDeferred as ToolCallDeferred
+    from ._events import ToolCallDelta as ToolCallDelta
+    from ._events import ToolCallFinished as ToolCallFinished
+    from ._events import ToolCallStarted as ToolCallStarted
+    from ._events import ToolsAdded as ToolsAdded
+    from ._events import ToolsFound as ToolsFound
+    from ._events import TurnCompleted as TurnCompleted
+    from ._lifecycle import LifecycleHook as LifecycleHook
+    from ._lifecycle import LifecycleSubscriber as LifecycleSubscriber
+    from ._limits import UsageLimits as UsageLimits
+    from ._provider_ref import ProviderRef as ProviderRef
+    from ._provider_ref import spawn_provider as spawn_provider
+    from ._retry import RetryConfig as RetryConfig
+    from ._structured import StructuredStream as StructuredStream
+    from ._tool_pool import ApprovalHandler as ApprovalHandler
+    from ._turn import AwaitApproval as AwaitApproval
+    from ._turn import CallModel as CallModel
+    from ._turn import Finished as Finished
+    from ._turn import RunTools as RunTools
+    from ._turn import Turn as Turn
 
 __all__ = [
     "Agent",
@@ -93,3 +98,64 @@ __all__ = [
     "UsageLimits",
     "spawn_provider",
 ]
+
+_WHERE: dict[str, str] = {
+    "Agent": "._agent",
+    "AgentBuilder": "._builder",
+    "AgentConfig": "._config",
+    "AgentEvent": "._events",
+    "AgentResponse": "._events",
+    "ApprovalDecision": "._approvals",
+    "ApprovalHandler": "._tool_pool",
+    "AwaitApproval": "._turn",
+    "Budget": "._budget",
+    "CallModel": "._turn",
+    "CancelToken": "._cancel",
+    "ClearToolResults": "._context",
+    "Compact": "._context",
+    "Compaction": "._context",
+    "ContextCompacted": "._events",
+    "ContextPolicy": "._context",
+    "DEFER": "._approvals",
+    "Deferred": "._approvals",
+    "Finished": "._turn",
+    "LifecycleHook": "._lifecycle",
+    "LifecycleSubscriber": "._lifecycle",
+    "PendingApprovals": "._approvals",
+    "PendingCall": "._approvals",
+    "Prices": "._cost",
+    "ProviderRef": "._provider_ref",
+    "RetryConfig": "._retry",
+    "RunTools": "._turn",
+    "SlidingWindow": "._context",
+    "StructuredStream": "._structured",
+    "Summarize": "._context",
+    "TextDelta": ".._models",
+    "ThinkingDelta": ".._models",
+    "ToolCallDeferred": "._events",
+    "ToolCallDelta": "._events",
+    "ToolCallFinished": "._events",
+    "ToolCallStarted": "._events",
+    "ToolsAdded": "._events",
+    "ToolsFound": "._events",
+    "Turn": "._turn",
+    "TurnCompleted": "._events",
+    "UsageLimits": "._limits",
+    "spawn_provider": "._provider_ref",
+}
+"""Where each exported name lives."""
+
+
+def __getattr__(name: str) -> object:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -29,10 +29,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final, TypeAlias
 
 from .._errors import BuildError, ContextBudgetExceededError, SerializationError
+from .._estimate import heuristic_count_tokens
 from .._messages import Message, Role, Text, ToolResult, ToolUse
 from .._record import Record
 from .._requests import ChatRequest
-from ..providers._base import heuristic_count_tokens
 from ._events import ContextCompacted
 
 if TYPE_CHECKING:

@@ -27,7 +27,6 @@ from .._models import (
     ToolResult,
     ToolUse,
 )
-from ._cancel import CancelToken
 
 __all__ = [
     "HistoryInput",
@@ -95,6 +94,8 @@ def check_call_options(config: object, cancel: object) -> None:
     """
     if config is not None and not isinstance(config, InferenceConfig):
         raise TypeError(f"config must be a kova.InferenceConfig, got {type(config).__name__}")
+    from ._cancel import CancelToken  # trio: not loaded with the pure turn core
+
     if cancel is not None and not isinstance(cancel, CancelToken):
         raise TypeError(f"cancel must be a kova.CancelToken, got {type(cancel).__name__}")
 

@@ -28,6 +28,7 @@ from .._models import InferenceConfig, JSONValue, Message, ResponseFormat, TextD
 from .._record import evolve
 from ._events import TurnCompleted
 from ._partial_json import parse_partial_json
+from ._reask import feedback as _feedback
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -48,9 +49,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-_MAX_FEEDBACK_CHARS = 2000
-"""The validation problems sent back to the model are cut here (a huge schema can produce
-hundreds of errors; the first ones are what the model needs)."""
 
 _WRAPPER_KEY = "result"
 """The one property of the object a non-object output is asked for in."""
@@ -248,14 +246,6 @@ def check_output_retries(value: object) -> None:
         raise TypeError(f"output_retries must be an int, got {type(value).__name__}")
     if value < 0:
         raise ValueError(f"output_retries must be at least 0, got {value}")
-
-
-def _feedback(problem: str) -> Message:
-    text = problem if len(problem) <= _MAX_FEEDBACK_CHARS else problem[:_MAX_FEEDBACK_CHARS] + "..."
-    return Message.user(
-        f"Your previous answer could not be used: {text}\n"
-        "Answer again with only the JSON value, matching the requested schema."
-    )
 
 
 def _combined(responses: list[AgentResponse], feedback: list[Message]) -> AgentResponse:

@@ -39,6 +39,7 @@ from .._errors import (
     MaxIterationsError,
     SerializationError,
 )
+from .._estimate import heuristic_count_tokens
 from .._messages import (
     HasContent,
     Message,
@@ -51,7 +52,6 @@ from .._messages import (
 from .._record import Record, evolve
 from .._requests import ChatRequest, InferenceConfig, ToolAnnotations, ToolDefinition
 from .._responses import ModelResponse, StopKind, StopReason, Usage
-from ..providers import heuristic_count_tokens
 from ._approvals import (
     DEFER,
     DeferredResult,

@@ -18,22 +18,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from .._estimate import heuristic_count_tokens
 from .._models import (
-    Audio,
     ChatRequest,
-    Document,
-    File,
-    Image,
-    Message,
     ModelInfo,
     ModelResponse,
-    RedactedThinking,
     StreamEvent,
-    Text,
-    Thinking,
-    ToolDefinition,
-    ToolResult,
-    ToolUse,
 )
 
 if TYPE_CHECKING:
@@ -124,65 +114,3 @@ async def list_models(provider: object) -> list[ModelInfo]:
         raise NotImplementedError(f"provider {name!r} cannot list its models")
     models: list[ModelInfo] = await lister()
     return models
-
-
-_CHARS_PER_TOKEN = 4
-_MESSAGE_OVERHEAD = 4
-_IMAGE_TOKENS = 1_600  # a typical image costs ~1.5k tokens on the major providers
-_DOCUMENT_TOKENS = 3_000  # about a page of PDF read as text plus its page image
-_AUDIO_TOKENS = 1_000  # about half a minute of speech
-
-
-def _block_chars(block: object) -> tuple[int, int]:
-    """(characters, extra tokens) of one content block."""
-    match block:
-        case Text(text=text):
-            return len(text), 0
-        case Image():
-            return 0, _IMAGE_TOKENS
-        case Document(data=data):
-            # A page of PDF costs ~1.5-3k tokens; base64 of a page is ~50-100 kB, so one
-            # token per 32 bytes of base64 stays on the safe side without parsing the file.
-            return 0, _DOCUMENT_TOKENS if data is None else max(_DOCUMENT_TOKENS, len(data) // 32)
-        case Audio(data=data):
-            # ~32 tokens a second of speech; 16 kB/s of wav is ~21 kB/s of base64.
-            return 0, _AUDIO_TOKENS if data is None else max(_AUDIO_TOKENS, len(data) // 640)
-        case File():
-            return 0, _DOCUMENT_TOKENS
-        case ToolUse(name=name, input=arguments):
-            return len(name) + len(repr(arguments)), 0
-        case ToolResult(content=content):
-            if isinstance(content, str):
-                return len(content), 0
-            chars = extra = 0
-            for part in content:
-                part_chars, part_extra = _block_chars(part)
-                chars += part_chars
-                extra += part_extra
-            return chars, extra
-        case Thinking(text=text):
-            return len(text), 0
-        case RedactedThinking(data=data):
-            return len(data), 0
-    return 0, 0
-
-
-def heuristic_count_tokens(
-    messages: Sequence[Message], tools: Sequence[ToolDefinition] = ()
-) -> int:
-    """A cheap offline estimate: about 4 characters a token, plus a per-message overhead.
-
-    Conservative enough to guard against runaway prompts; not exact. Tool definitions count
-    by the size of their name, description and schema.
-    """
-    chars = 0
-    tokens = 0
-    for message in messages:
-        tokens += _MESSAGE_OVERHEAD
-        for block in message.content:
-            block_chars, extra = _block_chars(block)
-            chars += block_chars
-            tokens += extra
-    for tool in tools:
-        chars += len(tool.name) + len(tool.description) + len(repr(tool.parameters))
-    return tokens + (chars + _CHARS_PER_TOKEN - 1) // _CHARS_PER_TOKEN

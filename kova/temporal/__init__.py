@@ -17,22 +17,27 @@ from .._extras import require_extra as _require_extra
 
 _require_extra("temporal", "kova.temporal")
 
-from ._client import TurnEvent as TurnEvent
-from ._client import TurnFailedError as TurnFailedError
-from ._client import decide as decide
-from ._client import events as events
-from ._client import pending as pending
-from ._client import response as response
-from ._client import run_structured as run_structured
-from ._client import run_turn as run_turn
-from ._client import start_turn as start_turn
-from ._client import structured_output as structured_output
-from ._payloads import PAYLOAD_LIMIT as PAYLOAD_LIMIT
-from ._payloads import PayloadTooLargeError as PayloadTooLargeError
-from ._payloads import model_activity as model_activity
-from ._payloads import tool_activity as tool_activity
-from ._worker import worker as worker
-from ._workflow import AgentWorkflow as AgentWorkflow
+# The rest loads on first use (PEP 562): the workflow sandbox imports ``_workflow`` (pure:
+# no trio, no httpx2), which must not bring the worker in with the package.
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+if _TYPE_CHECKING:
+    from ._client import TurnEvent as TurnEvent
+    from ._client import TurnFailedError as TurnFailedError
+    from ._client import decide as decide
+    from ._client import events as events
+    from ._client import pending as pending
+    from ._client import response as response
+    from ._client import run_structured as run_structured
+    from ._client import run_turn as run_turn
+    from ._client import start_turn as start_turn
+    from ._client import structured_output as structured_output
+    from ._payloads import PAYLOAD_LIMIT as PAYLOAD_LIMIT
+    from ._payloads import PayloadTooLargeError as PayloadTooLargeError
+    from ._payloads import model_activity as model_activity
+    from ._payloads import tool_activity as tool_activity
+    from ._worker import worker as worker
+    from ._workflow import AgentWorkflow as AgentWorkflow
 
 __all__ = [
     "AgentWorkflow",
@@ -52,3 +57,38 @@ __all__ = [
     "tool_activity",
     "worker",
 ]
+
+_WHERE: dict[str, str] = {
+    "AgentWorkflow": "._workflow",
+    "PAYLOAD_LIMIT": "._payloads",
+    "PayloadTooLargeError": "._payloads",
+    "TurnEvent": "._client",
+    "TurnFailedError": "._client",
+    "decide": "._client",
+    "events": "._client",
+    "model_activity": "._payloads",
+    "pending": "._client",
+    "response": "._client",
+    "run_structured": "._client",
+    "run_turn": "._client",
+    "start_turn": "._client",
+    "structured_output": "._client",
+    "tool_activity": "._payloads",
+    "worker": "._worker",
+}
+"""Where each exported name lives."""
+
+
+def __getattr__(name: str) -> object:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -34,13 +34,13 @@ with workflow.unsafe.imports_passed_through():
         PendingApprovals,
         pending_document,
     )
+    from ..agent._reask import feedback as _feedback
     from ..agent._state_json import (
         config_from_json,
         field,
         messages_from_json,
         tool_from_json,
     )
-    from ..agent._structured import _feedback
     from ..agent._turn import AwaitApproval, CallModel, Finished, RunTools, Turn
     from ._inner import count_inner, outer_figures, requests_in
     from ._payloads import (
