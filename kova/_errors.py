@@ -27,6 +27,7 @@ __all__ = [
     "BuildError",
     "ConfigError",
     "ContextBudgetExceededError",
+    "GuardrailTripped",
     "InvalidRequest",
     "InvalidResponse",
     "KovaConnectionError",
@@ -512,6 +513,19 @@ class BudgetExceeded(AgentLoopError):
             f"budget exceeded: the model call could cost up to ${needed} and {budget!r} has "
             f"${left} left; it was not sent"
         )
+
+
+class GuardrailTripped(AgentLoopError):
+    """A guard stopped the turn (``kova.agent.InputGuard``, ``OutputGuard`` or ``ToolGuard``
+    returned ``Trip``): the model call in flight was cancelled, no tool ran after it, and like
+    every failed turn it produced no messages."""
+
+    def __init__(self, *, guard: str, reason: str) -> None:
+        self.guard = guard
+        """The name of the guard that tripped."""
+        self.reason = reason
+        """The reason its check gave."""
+        super().__init__(f"the guard {guard!r} stopped the turn: {reason}")
 
 
 class ApprovalMismatchError(KovaError):

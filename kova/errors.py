@@ -29,7 +29,8 @@ The tree (the one copy of it; docs/errors.md says what to catch for what)::
     │   ├── MaxIterationsError        still calling tools after max_iterations
     │   ├── ContextBudgetExceededError
     │   ├── UsageLimitExceeded        a UsageLimits cap was reached (.limit, .value, .figure)
-    │   └── BudgetExceeded            a shared Budget cannot hold a call (.budget .needed .left)
+    │   ├── BudgetExceeded            a shared Budget cannot hold a call (.budget .needed .left)
+    │   └── GuardrailTripped          a guard stopped the turn (.guard .reason)
     ├── ApprovalMismatchError         a resume's history or decisions do not fit the paused turn
     ├── StructuredOutputError         the answer did not validate, after every output retry
     ├── TurnCancelled                 a CancelToken cancelled the turn (trio.Cancelled stays itself)
@@ -72,6 +73,7 @@ from ._errors import BudgetExceeded as BudgetExceeded
 from ._errors import BuildError as BuildError
 from ._errors import ConfigError as ConfigError
 from ._errors import ContextBudgetExceededError as ContextBudgetExceededError
+from ._errors import GuardrailTripped as GuardrailTripped
 from ._errors import InvalidRequest as InvalidRequest
 from ._errors import InvalidResponse as InvalidResponse
 from ._errors import KovaConnectionError as KovaConnectionError
@@ -115,6 +117,7 @@ __all__ = [
     "ConfigError",
     "ContextBudgetExceededError",
     "DuplicateToolError",
+    "GuardrailTripped",
     "InvalidRequest",
     "InvalidResponse",
     "InvalidToolArguments",

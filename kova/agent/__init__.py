@@ -33,6 +33,8 @@ if _TYPE_CHECKING:
     from ._events import AgentEvent as AgentEvent
     from ._events import AgentResponse as AgentResponse
     from ._events import ContextCompacted as ContextCompacted
+    from ._events import GuardPassed as GuardPassed
+    from ._events import GuardTripped as GuardTripped
     from ._events import ToolCallDeferred as ToolCallDeferred
     from ._events import ToolCallDelta as ToolCallDelta
     from ._events import ToolCallFinished as ToolCallFinished
@@ -40,6 +42,11 @@ if _TYPE_CHECKING:
     from ._events import ToolsAdded as ToolsAdded
     from ._events import ToolsFound as ToolsFound
     from ._events import TurnCompleted as TurnCompleted
+    from ._guards import Deny as Deny
+    from ._guards import InputGuard as InputGuard
+    from ._guards import OutputGuard as OutputGuard
+    from ._guards import ToolGuard as ToolGuard
+    from ._guards import Trip as Trip
     from ._lifecycle import LifecycleHook as LifecycleHook
     from ._lifecycle import LifecycleSubscriber as LifecycleSubscriber
     from ._limits import UsageLimits as UsageLimits
@@ -73,9 +80,14 @@ __all__ = [
     "ContextPolicy",
     "DEFER",
     "Deferred",
+    "Deny",
     "Finished",
+    "GuardPassed",
+    "GuardTripped",
+    "InputGuard",
     "LifecycleHook",
     "LifecycleSubscriber",
+    "OutputGuard",
     "PendingApprovals",
     "PendingCall",
     "Prices",
@@ -91,8 +103,10 @@ __all__ = [
     "ToolCallDelta",
     "ToolCallFinished",
     "ToolCallStarted",
+    "ToolGuard",
     "ToolsAdded",
     "ToolsFound",
+    "Trip",
     "Turn",
     "TurnCompleted",
     "UsageLimits",
@@ -118,9 +132,14 @@ _WHERE: dict[str, str] = {
     "ContextPolicy": "._context",
     "DEFER": "._approvals",
     "Deferred": "._approvals",
+    "Deny": "._guards",
     "Finished": "._turn",
+    "GuardPassed": "._events",
+    "GuardTripped": "._events",
+    "InputGuard": "._guards",
     "LifecycleHook": "._lifecycle",
     "LifecycleSubscriber": "._lifecycle",
+    "OutputGuard": "._guards",
     "PendingApprovals": "._approvals",
     "PendingCall": "._approvals",
     "Prices": "._cost",
@@ -136,8 +155,10 @@ _WHERE: dict[str, str] = {
     "ToolCallDelta": "._events",
     "ToolCallFinished": "._events",
     "ToolCallStarted": "._events",
+    "ToolGuard": "._guards",
     "ToolsAdded": "._events",
     "ToolsFound": "._events",
+    "Trip": "._guards",
     "Turn": "._turn",
     "TurnCompleted": "._events",
     "UsageLimits": "._limits",

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from ._config import AgentConfig
     from ._context import ContextPolicy
     from ._events import AgentEvent, AgentResponse
+    from ._guards import Guard
     from ._limits import UsageLimits
     from ._structured import StructuredStream
 
@@ -291,6 +292,7 @@ class Agent:
         deps: object = None,
         session: Session | None = None,
         context: ContextPolicy | None = None,
+        guards: Sequence[Guard] | None = None,
     ) -> AgentResponse:
         """One turn over ``history``.
 
@@ -316,6 +318,8 @@ class Agent:
                 ``docs/sessions.md``.
             context: a :class:`~kova.agent.ContextPolicy` for this turn, replacing the
                 agent's (``AgentBuilder.context``; docs/context.md).
+            guards: guards for this turn, replacing the agent's (``AgentBuilder.guards``;
+                docs/guardrails.md): a trip raises ``GuardrailTripped``.
 
         Returns:
             The turn's outcome; persist ``response.new_messages``. With deferred approvals
@@ -341,7 +345,7 @@ class Agent:
         if session is not None:  # kova.sessions loads before and appends after
             again = partial(
                 self.run, config=config, cancel=cancel, limits=limits, journal=journal,
-                turn_id=turn_id, deps=deps, context=context,
+                turn_id=turn_id, deps=deps, context=context, guards=guards,
             )  # fmt: skip
             return await _session(session).run_turn(messages, again)  # type: ignore[no-any-return]
         if journal is not None or turn_id is not None:
@@ -352,8 +356,8 @@ class Agent:
         driver = self.driver_context()
         turn = driver.start_turn(messages, config, limits, context=context)
         if cancel is None:  # one coroutine frame fewer for every await of the turn
-            return await run_turn(driver, turn, config, deps=deps)
-        return await guarded(run_turn(driver, turn, config, deps=deps), cancel)
+            return await run_turn(driver, turn, config, deps=deps, guards=guards)
+        return await guarded(run_turn(driver, turn, config, deps=deps, guards=guards), cancel)
 
     async def resume(
         self,
@@ -675,6 +679,7 @@ class Agent:
         deps: object = None,
         session: Session | None = None,
         context: ContextPolicy | None = None,
+        guards: Sequence[Guard] | None = None,
     ) -> AbstractAsyncContextManager[AsyncIterator[AgentEvent]]:
         """Stream one turn: ``async with agent.stream(history) as events: async for e in events``.
 
@@ -703,6 +708,8 @@ class Agent:
                 left out): the turn is appended before its TurnCompleted is handed on.
             context: a context policy for this turn, as for :meth:`run`; compactions are
                 :class:`~kova.agent.ContextCompacted` events.
+            guards: as for :meth:`run`; their verdicts are
+                :class:`~kova.agent.GuardPassed` / :class:`~kova.agent.GuardTripped` events.
 
         Raises:
             TypeError: on entering, ``history`` (or an option) has the wrong type.
@@ -712,11 +719,23 @@ class Agent:
             again = partial(
                 _stream_again, self, config=config, cancel=cancel, buffer=buffer,
                 limits=limits, journal=journal, turn_id=turn_id, deps=deps, context=context,
+                guards=guards,
             )  # fmt: skip
             return _session(session).stream_turn(history, again, resume)
         given: Any = history  # None (without a session) is refused on entering, named
         return TurnStream(
-            self, given, config, cancel, buffer, resume, limits, journal, turn_id, deps, context
+            self,
+            given,
+            config,
+            cancel,
+            buffer,
+            resume,
+            limits,
+            journal,
+            turn_id,
+            deps,
+            context,
+            guards,
         )
 
 

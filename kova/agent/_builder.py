@@ -16,6 +16,7 @@ from ..providers import Provider
 from ._agent import Agent
 from ._config import DEFAULT_NAME, AgentConfig
 from ._context import ContextPolicy
+from ._guards import check_guards
 from ._lifecycle import LifecycleHook
 from ._limits import UsageLimits
 from ._retry import RetryConfig
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from ._budget import Budget
     from ._context import ContextStrategy
     from ._cost import Prices
+    from ._guards import Guard
     from ._tool_pool import ApprovalFunction, DeferPredicate
 
 __all__ = ["AgentBuilder"]
@@ -123,6 +125,7 @@ class AgentBuilder:
         self._prices: Prices | None = None
         self._budget: Budget | None = None
         self._context: ContextPolicy | None = None
+        self._guards: list[Guard] = []
 
     def provider(self, provider: Provider, *, max_in_flight: int | None = None) -> Self:
         """The model provider (required): a provider, or a ``ProviderRef`` already running on
@@ -231,6 +234,18 @@ class AgentBuilder:
             BuildError: a strategy of another type, or a bad window or reserve.
         """
         self._context = ContextPolicy(*strategies, window=window, reserve=reserve)
+        return self
+
+    def guards(self, *guards: Guard) -> Self:
+        """Guards every turn runs (docs/guardrails.md): :class:`~kova.agent.InputGuard` (beside
+        the first model call, or before it if ``blocking``), :class:`~kova.agent.OutputGuard`
+        (on the answer as it streams and when complete), :class:`~kova.agent.ToolGuard`
+        (before each tool call). Repeatable: the guards add up.
+
+        Raises:
+            BuildError: something that is not one of the three.
+        """
+        self._guards.extend(check_guards(guards))
         return self
 
     def tool_search(self, *, provider_native: bool = False, limit: int = 5) -> Self:
@@ -538,6 +553,7 @@ class AgentBuilder:
                 prices=self._prices,
                 budget=self._budget,
                 context=self._context,
+                guards=tuple(self._guards),
                 approval_keys=self._approval_keys,
             )
         )

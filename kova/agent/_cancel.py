@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import trio
 
 from .._errors import KovaError, TurnCancelled
-from .._groups import raise_lone
+from .._groups import lone_exceptions, raise_lone
 from ._events import AgentEvent
 
 if TYPE_CHECKING:
@@ -88,12 +88,16 @@ async def guarded(turn: Coroutine[Any, Any, T], cancel: CancelToken | None) -> T
 
 @asynccontextmanager
 async def stream_in_task(
-    steps: Callable[[], AsyncGenerator[AgentEvent, None]],
-    cancel: CancelToken,
+    steps: Callable[..., AsyncGenerator[AgentEvent, None]],
+    cancel: CancelToken | None,
     buffer: int,
+    *,
+    with_nursery: bool = False,
 ) -> AsyncIterator[AsyncIterator[AgentEvent]]:
     """A streamed turn (``steps()``, the agent loop's events) in a producer task, so that
-    ``cancel`` can cancel it from outside; up to ``buffer`` events wait for the consumer."""
+    ``cancel`` can cancel it from outside; up to ``buffer`` events wait for the consumer.
+    ``with_nursery``: the producer task opens a nursery and passes it as
+    ``steps(nursery=...)`` (for the guards that run beside the turn)."""
     if isinstance(buffer, bool) or not isinstance(buffer, int):
         raise TypeError(f"buffer must be an int (events held for the consumer), got {buffer!r}")
     if buffer < 0:
@@ -101,7 +105,15 @@ async def stream_in_task(
     send, receive = trio.open_memory_channel[AgentEvent | KovaError](buffer)
 
     async def pump() -> None:
-        turn = steps()
+        if not with_nursery:
+            await feed(steps())
+            return
+        with lone_exceptions():  # a guard's trip reaches the consumer as itself
+            async with trio.open_nursery() as nursery:
+                await feed(steps(nursery=nursery))
+                nursery.cancel_scope.cancel(reason="the turn is over")
+
+    async def feed(turn: AsyncGenerator[AgentEvent, None]) -> None:
         try:
             async for event in turn:
                 await send.send(event)

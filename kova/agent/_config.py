@@ -8,10 +8,13 @@ from .._errors import BuildError
 from .._models import InferenceConfig
 from .._record import Record, set_field
 from ._context import ContextPolicy
+from ._guards import check_guards
 from ._retry import RetryConfig
 from ._seal import approval_keys as approval_key_tuple
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .._observe import TelemetryHub
     from .._secret import Secret
     from ..actors import Runtime
@@ -20,6 +23,7 @@ if TYPE_CHECKING:
     from ..tools import ToolRegistry
     from ._budget import Budget
     from ._cost import Prices
+    from ._guards import Guard
     from ._lifecycle import LifecycleHook
     from ._limits import UsageLimits
     from ._tool_pool import ApprovalFunction, ApprovalHandler, DeferPredicate
@@ -86,6 +90,9 @@ class AgentConfig(Record):
     context: ContextPolicy | None
     """What a turn does when a request would overflow the model's context window
     (``AgentBuilder.context``; docs/context.md)."""
+    guards: tuple[Guard, ...]
+    """Input, output and tool guards every turn runs (``AgentBuilder.guards``;
+    docs/guardrails.md)."""
     approval_keys: tuple[Secret, ...]
     """The keys that sign a paused turn's pending approvals (the first signs, every one
     verifies; ``approval_key``). None: ``KOVA_APPROVAL_KEY``, else this process only."""
@@ -115,6 +122,7 @@ class AgentConfig(Record):
         prices: Prices | None = None,
         budget: Budget | None = None,
         context: ContextPolicy | None = None,
+        guards: Sequence[Guard] = (),
         approval_keys: tuple[Secret, ...] = (),
     ) -> None:
         if system_prompt is not None and not isinstance(system_prompt, str):
@@ -161,4 +169,5 @@ class AgentConfig(Record):
                 f"context must be a kova.agent.ContextPolicy, got {type(context).__name__}"
             )
         set_field(self, "context", context)
+        set_field(self, "guards", check_guards(guards))
         set_field(self, "approval_keys", approval_keys and approval_key_tuple(approval_keys))

@@ -37,6 +37,8 @@ __all__ = [
     "AgentEvent",
     "AgentResponse",
     "ContextCompacted",
+    "GuardPassed",
+    "GuardTripped",
     "ToolCallDeferred",
     "ToolCallDelta",
     "ToolCallFinished",
@@ -193,6 +195,29 @@ class ContextCompacted(Record):
     """As :attr:`kova.agent.ToolCallStarted.path`."""
 
 
+class GuardPassed(Record):
+    """A guard passed (an input guard once; an output guard for the final answer; a tool
+    guard per call)."""
+
+    guard: str
+    kind: str
+    call_id: str = ""
+    """The tool call a tool guard checked."""
+    path: ClassVar[tuple[str, ...]] = ()
+
+
+class GuardTripped(Record):
+    """A guard tripped (the turn stops with ``GuardrailTripped``) or, for a tool guard,
+    denied a call (``denied`` true: the model gets the reason and the turn goes on)."""
+
+    guard: str
+    kind: str
+    reason: str
+    call_id: str = ""
+    denied: bool = False
+    path: ClassVar[tuple[str, ...]] = ()
+
+
 AgentEvent: TypeAlias = (
     TextDelta
     | ThinkingDelta
@@ -203,5 +228,7 @@ AgentEvent: TypeAlias = (
     | ToolsFound
     | ToolsAdded
     | ContextCompacted
+    | GuardPassed
+    | GuardTripped
     | TurnCompleted
 )

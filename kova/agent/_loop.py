@@ -10,8 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import trio
+
+from .._groups import lone_exceptions
+from .._models import TextDelta
 from ._context import Compact
 from ._events import AgentEvent, TurnCompleted
+from ._guard_gate import GuardGate, concurrent, input_text
 from ._steps import NO_OBSERVER, VISIBLE, ModelStep, StepObserver, ToolStep, TurnWatch
 from ._tool_deltas import TOOL_STREAM
 from ._turn import AwaitApproval, CallModel, Finished, RunTools
@@ -24,6 +29,7 @@ if TYPE_CHECKING:
     from ._approvals import PendingApprovals
     from ._driver_context import DriverContext
     from ._events import AgentResponse
+    from ._guards import Guard
     from ._limits import UsageLimits
     from ._nesting import CallSite
     from ._turn import Turn
@@ -40,50 +46,86 @@ async def drive(
     observer: StepObserver = NO_OBSERVER,
     deps: object = None,
     site: CallSite | None = None,
+    guards: Sequence[Guard] | None = None,
+    nursery: trio.Nursery | None = None,
 ) -> AsyncGenerator[AgentEvent, None]:
     """Drive ``turn`` to its end, as the events it produces (the last one TurnCompleted;
     not ``streamed``, only that one). ``site``: the outer tool call this turn serves (an
-    agent used as a tool). An async generator pulled by its consumer: nothing in it holds a
-    cancel scope or a nursery across a ``yield`` (trio forbids that)."""
+    agent used as a tool); ``guards``: the call's guards (default: the agent's), whose
+    concurrent input guards run in ``nursery`` (without one, before the first call). An async
+    generator pulled by its consumer: nothing in it holds a cancel scope or a nursery across
+    a ``yield`` (trio forbids that)."""
     emitter = context.emitter()  # None when nobody listens: then no event is built at all
     inference = context.inference(overrides)
     model = ModelStep(context, inference, emitter, site, observer=observer)
     tools = ToolStep(context, emitter, site, streamed=streamed, deps=deps, observer=observer)
     watch = TurnWatch(context, emitter, inference, streamed=streamed, site=site)
+    chosen = context.config.guards if guards is None else guards
+    gate = GuardGate(chosen, input_text(turn.history)) if chosen else None
     try:
+        if gate is not None:
+            await gate.before_first_call(nursery)
         step = turn.next_step()
         while True:
             if streamed:  # what the core did by itself (denials decided out of band, ...)
                 for done in tools.core_events(turn):
                     yield done
+                for checked in gate.take_events() if gate is not None else ():
+                    yield checked
             if type(step) is Compact:  # a summary the context policy asked for
                 await model.compact(step, turn)
             elif type(step) is CallModel:
                 if step.count_tokens:
                     turn.tokens_counted(await model.count_tokens(step.request))
                 elif not streamed:
-                    await model.complete(step.request, turn)
+                    if gate is None:
+                        await model.complete(step.request, turn)
+                    else:
+                        with gate.guarding():  # a trip cancels the call in flight
+                            await model.complete(step.request, turn)
                 else:
                     async with model.stream(step.request, turn) as reads:
                         batch: Sequence[StreamEvent] | None = reads.first
                         while batch is not None:
+                            if gate is not None:  # a trip stops the stream here
+                                gate.check()
                             for delta in batch:
                                 if isinstance(delta, VISIBLE):
+                                    if gate is not None and type(delta) is TextDelta:
+                                        await gate.feed(delta.text)  # output guards due
                                     yield delta
                                 elif (  # a tool call's arguments so far
                                     isinstance(delta, TOOL_STREAM)
                                     and (progress := reads.tool_delta(delta)) is not None
                                 ):
                                     yield progress
-                            batch = await reads.next()
+                            if gate is None:
+                                batch = await reads.next()
+                            else:
+                                with gate.guarding():
+                                    batch = await reads.next()
             elif type(step) is RunTools:
+                denied = None
+                if gate is not None:  # the input guards first, then each call's guards
+                    await gate.passed()
+                    denied = await gate.tool_calls(step.calls)
+                    if streamed:
+                        for checked in gate.take_events():
+                            yield checked
                 if not streamed:
-                    await tools.run(turn, step)
+                    await tools.run(turn, step, denied)
                 else:
-                    async with tools.open(turn, step) as events:
+                    async with tools.open(turn, step, denied) as events:
                         async for event in events:
                             yield event
             else:  # Finished or AwaitApproval: the turn's outcome
+                if gate is not None:
+                    await gate.passed()
+                    if type(step) is Finished:
+                        await gate.answered(step.response.text)
+                    if streamed:
+                        for checked in gate.take_events():
+                            yield checked
                 watch.finished(turn)
                 assert isinstance(step, Finished | AwaitApproval)
                 yield TurnCompleted(response=context.signer.sealed(step.response))
@@ -101,9 +143,39 @@ async def run_turn(
     observer: StepObserver = NO_OBSERVER,
     *,
     deps: object = None,
+    guards: Sequence[Guard] | None = None,
 ) -> AgentResponse:
-    """One non-streamed turn: the loop of :func:`drive`, its one event the outcome."""
-    steps = drive(context, turn, overrides, streamed=False, observer=observer, deps=deps)
+    """One non-streamed turn: the loop of :func:`drive`, its one event the outcome (input
+    guards that run beside it in a nursery of this frame)."""
+    chosen = context.config.guards if guards is None else guards
+    if not concurrent(chosen):
+        return await _run_turn(context, turn, overrides, observer, deps, chosen, None)
+    with lone_exceptions():  # the turn's own error leaves as itself, not in a group
+        async with trio.open_nursery() as nursery:
+            response = await _run_turn(context, turn, overrides, observer, deps, chosen, nursery)
+            nursery.cancel_scope.cancel(reason="the turn is over")  # guards that still run
+    return response
+
+
+async def _run_turn(
+    context: DriverContext,
+    turn: Turn,
+    overrides: InferenceConfig | None,
+    observer: StepObserver,
+    deps: object,
+    guards: Sequence[Guard],
+    nursery: trio.Nursery | None,
+) -> AgentResponse:
+    steps = drive(
+        context,
+        turn,
+        overrides,
+        streamed=False,
+        observer=observer,
+        deps=deps,
+        guards=guards,
+        nursery=nursery,
+    )
     try:
         async for event in steps:
             if isinstance(event, TurnCompleted):

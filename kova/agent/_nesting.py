@@ -23,6 +23,8 @@ from .._models import TextDelta, ThinkingDelta
 from .._record import Record, set_field
 from ._events import (
     ContextCompacted,
+    GuardPassed,
+    GuardTripped,
     ToolCallDeferred,
     ToolCallDelta,
     ToolCallFinished,
@@ -132,6 +134,8 @@ _NESTABLE = (
     ToolsFound,
     ToolsAdded,
     ContextCompacted,
+    GuardPassed,
+    GuardTripped,
 )
 
 

@@ -38,7 +38,14 @@ from ._tool_deltas import ToolArguments
 from ._tool_pool import RunToolCalls
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+    from collections.abc import (
+        AsyncGenerator,
+        AsyncIterator,
+        Awaitable,
+        Callable,
+        Mapping,
+        Sequence,
+    )
     from types import TracebackType
 
     from .._models import (
@@ -423,10 +430,15 @@ class ToolStep:
         runner = await self._context.tool_runner()
         return await runner.run_in_caller(request)
 
-    def _begin(self, turn: Turn, step: RunTools) -> tuple[dict[str, ToolResult], RunToolCalls]:
+    def _begin(
+        self, turn: Turn, step: RunTools, denied: Mapping[str, ToolResult] | None = None
+    ) -> tuple[dict[str, ToolResult], RunToolCalls]:
         for enclosing in self._nest[1]:
             enclosing.inner_tools(len(step.calls))
         answered, calls = self._observer.answered(step, turn)
+        if denied:  # a tool guard answered these: they never reach the pool
+            answered = {**answered, **denied}
+            calls = tuple(call for call in calls if call.id not in denied)
         nest = self.nest(turn, dict(step.resumes) if step.resumes else None)
         observer = self._observer
         watch = observer.finished if observer.watches_calls and not self._streamed else None
@@ -463,9 +475,12 @@ class ToolStep:
         else:
             turn.set_tools(registry.definitions())
 
-    async def run(self, turn: Turn, step: RunTools) -> None:
-        """Run the step's calls and give their outcomes to ``turn``."""
-        answered, request = self._begin(turn, step)
+    async def run(
+        self, turn: Turn, step: RunTools, denied: Mapping[str, ToolResult] | None = None
+    ) -> None:
+        """Run the step's calls and give their outcomes to ``turn`` (``denied``: calls a
+        tool guard answered, which do not run)."""
+        answered, request = self._begin(turn, step, denied)
         results: tuple[DeferredResult, ...] = ()
         if request.calls:
             await self._observer.started(request.calls)
@@ -473,11 +488,13 @@ class ToolStep:
         await self._end(turn, step, answered, request, results)
 
     @asynccontextmanager
-    async def open(self, turn: Turn, step: RunTools) -> AsyncIterator[AsyncIterator[AgentEvent]]:
+    async def open(
+        self, turn: Turn, step: RunTools, denied: Mapping[str, ToolResult] | None = None
+    ) -> AsyncIterator[AsyncIterator[AgentEvent]]:
         """The step streamed: ``async with step.open(turn, run) as events: async for ...``
         (every call bracketed, an agent tool's events nested in its call); the outcomes
         go to ``turn`` when the block ends."""
-        answered, request = self._begin(turn, step)
+        answered, request = self._begin(turn, step, denied)
         if request.calls:
             await self._observer.started(request.calls)
         results: list[tuple[DeferredResult, ...]] = [()]

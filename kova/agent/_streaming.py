@@ -15,13 +15,15 @@ from typing import TYPE_CHECKING, NoReturn
 
 from .._door import require_trio
 from ._cancel import stream_in_task
+from ._guard_gate import concurrent
+from ._guards import check_guards
 from ._input import check_call_options, coerce_history
 from ._loop import drive, open_journaled
 from ._needs_async_with import refuse_async_for
 from ._steps import NO_OBSERVER
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, AsyncIterator
+    from collections.abc import AsyncGenerator, AsyncIterator, Sequence
     from types import TracebackType
 
     from .._models import InferenceConfig, Message
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from ._context import ContextPolicy
     from ._driver_context import DriverContext
     from ._events import AgentEvent
+    from ._guards import Guard
     from ._input import HistoryInput
     from ._limits import UsageLimits
     from ._signing import Decisions
@@ -52,6 +55,7 @@ class TurnStream:
         "_context",
         "_deps",
         "_events",
+        "_guards",
         "_history",
         "_journal",
         "_limits",
@@ -74,8 +78,10 @@ class TurnStream:
         turn_id: str | None,
         deps: object,
         context: ContextPolicy | None = None,
+        guards: Sequence[Guard] | None = None,
     ) -> None:
         self._agent = agent
+        self._guards = None if guards is None else check_guards(guards)
         self._context = context
         self._history = history
         self._config = config
@@ -111,11 +117,13 @@ class TurnStream:
             driver.signer.verify_pending(self._resume)
         observer = NO_OBSERVER
         journal, turn_id = self._journal, self._turn_id
+        guards = driver.config.guards if self._guards is None else self._guards
+        beside = concurrent(guards)  # input guards beside the turn: a producer task's nursery
         if journal is None and turn_id is None:
             turn = self._unjournaled(driver, messages)
-            if cancel is None:
+            if cancel is None and not beside:
                 # The common case: the agent loop's generator, pulled by the consumer.
-                events = drive(driver, turn, config, streamed=True, deps=self._deps)
+                events = drive(driver, turn, config, streamed=True, deps=self._deps, guards=guards)
                 self._events = events
                 return events
         async with AsyncExitStack() as stack:
@@ -125,16 +133,23 @@ class TurnStream:
                 )
                 turn, observer = await stack.enter_async_context(opened)
             steps = partial(
-                drive, driver, turn, config, streamed=True, observer=observer, deps=self._deps
+                drive,
+                driver,
+                turn,
+                config,
+                streamed=True,
+                observer=observer,
+                deps=self._deps,
+                guards=guards,
             )
             entered: AsyncIterator[AgentEvent]
-            if cancel is None:
+            if cancel is None and not beside:
                 generator = steps()
                 stack.push_async_callback(generator.aclose)
                 entered = generator
             else:
                 entered = await stack.enter_async_context(
-                    stream_in_task(steps, cancel, self._buffer)
+                    stream_in_task(steps, cancel, self._buffer, with_nursery=beside)
                 )
             self._stack = stack.pop_all()
         return entered

@@ -538,6 +538,11 @@ class Turn:
         return self._turn_id
 
     @property
+    def history(self) -> tuple[Message, ...]:
+        """The history the turn began from (the caller's, without the system prompt)."""
+        return self._history
+
+    @property
     def new_messages(self) -> tuple[Message, ...]:
         """The messages this turn (or resumed part) has produced so far."""
         return tuple(self._new)
