@@ -152,14 +152,26 @@ def _tree(text: str) -> list[tuple[str, str]]:
 
 
 def _every_kova_error() -> dict[str, type]:
-    for layer in ("kova.actors", "kova.durable", "kova.mcp", "kova.temporal", "kova.tools"):
-        importlib.import_module(layer)  # for the error classes each defines
+    # The modules that define the error classes (kova.temporal loads its modules lazily).
+    for layer in (
+        "kova.actors",
+        "kova.durable",
+        "kova.mcp",
+        "kova.temporal._client",
+        "kova.temporal._payloads",
+        "kova.tools",
+    ):
+        importlib.import_module(layer)
     found: dict[str, type] = {}
     pending: list[type] = [kova_errors.KovaError]
     while pending:
         cls = pending.pop()
         for sub in cls.__subclasses__():
-            if sub.__module__.startswith("kova.") and not sub.__module__.startswith("kova.testing"):
+            # kova.serve's PausedTurn is the server's own signal, turned into each protocol's
+            # error answer before it reaches a client: not part of the tree users catch.
+            if sub.__module__.startswith("kova.") and not sub.__module__.startswith(
+                ("kova.testing", "kova.serve")
+            ):
                 found[sub.__name__] = sub
                 pending.append(sub)
     return found

@@ -20,6 +20,7 @@ import trio
 
 from .._errors import GuardrailTripped
 from .._messages import Message, Role, ToolResult
+from .._stream_events import TextDelta
 from ._guards import (
     Deny,
     GuardPassed,
@@ -35,8 +36,10 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
     from .._messages import ToolUse
+    from .._models import StreamEvent
     from ._events import AgentEvent
     from ._guards import Guard
+    from ._turn import Turn
 
 __all__ = ["GuardGate", "concurrent", "input_text"]
 
@@ -72,6 +75,7 @@ class GuardGate:
         "_inputs",
         "_left",
         "_length",
+        "_nursery",
         "_outputs",
         "_pieces",
         "_scope",
@@ -80,7 +84,20 @@ class GuardGate:
         "started",
     )
 
-    def __init__(self, guards: Sequence[Guard], text: str) -> None:
+    @classmethod
+    def of(
+        cls, guards: Sequence[Guard], turn: Turn, nursery: trio.Nursery | None
+    ) -> GuardGate | None:
+        """The gate of ``turn`` with ``guards`` (``None`` without any), its concurrent input
+        guards to run in ``nursery``."""
+        if not guards:
+            return None
+        return cls(guards, input_text(turn.history), nursery)
+
+    def __init__(
+        self, guards: Sequence[Guard], text: str, nursery: trio.Nursery | None = None
+    ) -> None:
+        self._nursery = nursery
         self._inputs = tuple(guard for guard in guards if isinstance(guard, InputGuard))
         self._outputs = tuple(guard for guard in guards if isinstance(guard, OutputGuard))
         self._tools = tuple(guard for guard in guards if isinstance(guard, ToolGuard))
@@ -117,14 +134,17 @@ class GuardGate:
 
     # -- input guards ---------------------------------------------------------------------
 
-    async def before_first_call(self, nursery: trio.Nursery | None) -> None:
-        """Run the blocking input guards (and, without a nursery, the others); start the
-        others in ``nursery``.
+    async def before_first_call(self) -> None:
+        """Once, before the turn's first model call: run the blocking input guards (and,
+        without a nursery, the others); start the others in the nursery.
 
         Raises:
             GuardrailTripped: a blocking guard tripped.
         """
+        if self.started:
+            return
         self.started = True
+        nursery = self._nursery
         for guard in self._inputs:
             if guard.blocking or nursery is None:
                 await self._input(guard)
@@ -175,8 +195,7 @@ class GuardGate:
         Raises:
             GuardrailTripped: one tripped.
         """
-        if not self.started:
-            await self.before_first_call(None)
+        await self.before_first_call()
         self._raise()
         await self._done.wait()
         self._raise()
@@ -201,6 +220,18 @@ class GuardGate:
             raise failure
 
     # -- output guards --------------------------------------------------------------------
+
+    async def screen(self, batch: Sequence[StreamEvent]) -> None:
+        """One network read of the answer: its text goes through the output guards that
+        are due (before any of it is handed on).
+
+        Raises:
+            GuardrailTripped: one tripped.
+        """
+        if self._outputs:
+            for event in batch:
+                if type(event) is TextDelta:
+                    await self.feed(event.text)
 
     async def feed(self, piece: str) -> None:
         """The next piece of the answer's text: run the output guards that are due.

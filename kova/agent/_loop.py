@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING
 import trio
 
 from .._groups import lone_exceptions
-from .._models import TextDelta
 from ._context import Compact
 from ._events import AgentEvent, TurnCompleted
-from ._guard_gate import GuardGate, concurrent, input_text
+from ._guard_gate import GuardGate, concurrent
 from ._steps import NO_OBSERVER, VISIBLE, ModelStep, StepObserver, ToolStep, TurnWatch
 from ._tool_deltas import TOOL_STREAM
 from ._turn import AwaitApproval, CallModel, Finished, RunTools
@@ -51,89 +50,79 @@ async def drive(
 ) -> AsyncGenerator[AgentEvent, None]:
     """Drive ``turn`` to its end, as the events it produces (the last one TurnCompleted;
     not ``streamed``, only that one). ``site``: the outer tool call this turn serves (an
-    agent used as a tool); ``guards``: the call's guards (default: the agent's), whose
-    concurrent input guards run in ``nursery`` (without one, before the first call). An async
-    generator pulled by its consumer: nothing in it holds a cancel scope or a nursery across
-    a ``yield`` (trio forbids that)."""
-    emitter = context.emitter()  # None when nobody listens: then no event is built at all
-    inference = context.inference(overrides)
-    model = ModelStep(context, inference, emitter, site, observer=observer)
-    tools = ToolStep(context, emitter, site, streamed=streamed, deps=deps, observer=observer)
-    watch = TurnWatch(context, emitter, inference, streamed=streamed, site=site)
-    chosen = context.config.guards if guards is None else guards
-    gate = GuardGate(chosen, input_text(turn.history)) if chosen else None
+    agent used as a tool); ``guards``: the call's (default: the agent's), whose concurrent
+    input guards run in ``nursery`` (without one, before the first call). An async generator
+    pulled by its consumer: nothing in it holds a cancel scope or a nursery across a
+    ``yield`` (trio forbids that)."""
+    model, tools, watch = _steps_for(
+        context, turn, overrides, streamed, observer, deps, site, guards, nursery
+    )
     try:
-        if gate is not None:
-            await gate.before_first_call(nursery)
         step = turn.next_step()
         while True:
             if streamed:  # what the core did by itself (denials decided out of band, ...)
                 for done in tools.core_events(turn):
                     yield done
-                for checked in gate.take_events() if gate is not None else ():
-                    yield checked
             if type(step) is Compact:  # a summary the context policy asked for
                 await model.compact(step, turn)
             elif type(step) is CallModel:
                 if step.count_tokens:
                     turn.tokens_counted(await model.count_tokens(step.request))
                 elif not streamed:
-                    if gate is None:
-                        await model.complete(step.request, turn)
-                    else:
-                        with gate.guarding():  # a trip cancels the call in flight
-                            await model.complete(step.request, turn)
+                    await model.complete(step.request, turn)
                 else:
                     async with model.stream(step.request, turn) as reads:
                         batch: Sequence[StreamEvent] | None = reads.first
                         while batch is not None:
-                            if gate is not None:  # a trip stops the stream here
-                                gate.check()
                             for delta in batch:
                                 if isinstance(delta, VISIBLE):
-                                    if gate is not None and type(delta) is TextDelta:
-                                        await gate.feed(delta.text)  # output guards due
                                     yield delta
                                 elif (  # a tool call's arguments so far
                                     isinstance(delta, TOOL_STREAM)
                                     and (progress := reads.tool_delta(delta)) is not None
                                 ):
                                     yield progress
-                            if gate is None:
-                                batch = await reads.next()
-                            else:
-                                with gate.guarding():
-                                    batch = await reads.next()
+                            batch = await reads.next()
             elif type(step) is RunTools:
-                denied = None
-                if gate is not None:  # the input guards first, then each call's guards
-                    await gate.passed()
-                    denied = await gate.tool_calls(step.calls)
-                    if streamed:
-                        for checked in gate.take_events():
-                            yield checked
                 if not streamed:
-                    await tools.run(turn, step, denied)
+                    await tools.run(turn, step)
                 else:
-                    async with tools.open(turn, step, denied) as events:
+                    async with tools.open(turn, step) as events:
                         async for event in events:
                             yield event
-            else:  # Finished or AwaitApproval: the turn's outcome
-                if gate is not None:
-                    await gate.passed()
-                    if type(step) is Finished:
-                        await gate.answered(step.response.text)
-                    if streamed:
-                        for checked in gate.take_events():
-                            yield checked
-                watch.finished(turn)
+            else:  # Finished or AwaitApproval: the guards' last word, then the outcome
                 assert isinstance(step, Finished | AwaitApproval)
-                yield TurnCompleted(response=context.signer.sealed(step.response))
+                for last in await watch.outcome(turn, step):
+                    yield last
                 return
             step = turn.next_step()
     except BaseException as exc:
         watch.finished(turn, exc)
         raise
+
+
+def _steps_for(
+    context: DriverContext,
+    turn: Turn,
+    overrides: InferenceConfig | None,
+    streamed: bool,
+    observer: StepObserver,
+    deps: object,
+    site: CallSite | None,
+    guards: Sequence[Guard] | None,
+    nursery: trio.Nursery | None,
+) -> tuple[ModelStep, ToolStep, TurnWatch]:
+    """The step objects one turn's loop runs, sharing the turn's guards (if any)."""
+    gate = GuardGate.of(context.config.guards if guards is None else guards, turn, nursery)
+    emitter = context.emitter()  # None when nobody listens: then no event is built at all
+    inference = context.inference(overrides)
+    return (
+        ModelStep(context, inference, emitter, site, observer=observer, gate=gate),
+        ToolStep(
+            context, emitter, site, streamed=streamed, deps=deps, observer=observer, gate=gate
+        ),
+        TurnWatch(context, emitter, inference, streamed=streamed, site=site, gate=gate),
+    )
 
 
 async def run_turn(

@@ -31,11 +31,12 @@ from .._models import TextDelta, ThinkingDelta
 from .._observe import TurnFinished, TurnStarted, current_scope
 from ._accumulate import ResponseAccumulator
 from ._config import DEFAULT_NAME
-from ._events import ToolCallDeferred, ToolCallFinished, ToolCallStarted
+from ._events import ToolCallDeferred, ToolCallFinished, ToolCallStarted, TurnCompleted
 from ._model_call import ModelCall, outcome_of
 from ._nesting import Nest
 from ._tool_deltas import ToolArguments
 from ._tool_pool import RunToolCalls
+from ._turn import Finished
 
 if TYPE_CHECKING:
     from collections.abc import (
@@ -62,10 +63,11 @@ if TYPE_CHECKING:
     from ._context import Compact
     from ._driver_context import DriverContext
     from ._events import AgentEvent, ToolCallDelta
+    from ._guard_gate import GuardGate
     from ._nesting import CallSite, EnclosingTurn
     from ._provider_ref import ProviderRef
     from ._tool_pool import Approver
-    from ._turn import RunTools, Turn
+    from ._turn import AwaitApproval, RunTools, Turn
 
 __all__ = ["NO_OBSERVER", "ModelStep", "ModelStream", "StepObserver", "ToolStep", "TurnWatch"]
 
@@ -125,6 +127,7 @@ class ModelStep:
         "_context",
         "_counted",
         "_emitter",
+        "_gate",
         "_inference",
         "_key",
         "_meter",
@@ -146,8 +149,10 @@ class ModelStep:
         on_failure: Callable[[ModelCall, BaseException], None] | None = None,
         metered: bool = True,
         observer: StepObserver = NO_OBSERVER,
+        gate: GuardGate | None = None,
     ) -> None:
         self._context = context
+        self._gate = gate  # the turn's guards, if any
         self._counted: int | None = None  # the provider's count of the next call's prompt
         self._observer = observer
         self._meter = context.meter if metered else None
@@ -223,15 +228,21 @@ class ModelStep:
             await self._observer.saved(turn)
 
     async def complete(self, request: ChatRequest, turn: Turn | None = None) -> ModelResponse:
-        """One model call, its whole response at once (given to ``turn``, if given)."""
+        """One model call, its whole response at once (given to ``turn``, if given). With
+        guards, a trip cancels the call in flight."""
+        gate = self._gate
+        if gate is not None:
+            await gate.before_first_call()
         call, held = await self._call(request)
         try:
-            if call is None:
+            provider = self.provider if call is None else call.start(streamed=False)
+            if gate is None:
                 # The history was checked at the boundary and every message added since is
                 # kova's own: no second check of the whole history per call.
-                response = await self.provider._complete_checked(request)
+                response = await provider._complete_checked(request)
             else:
-                response = await call.start(streamed=False)._complete_checked(request)
+                with gate.guarding():
+                    response = await provider._complete_checked(request)
         except BaseException as exc:
             await self.failed(call, exc, held)
             raise
@@ -284,6 +295,9 @@ class ModelStream:
 
     async def __aenter__(self) -> ModelStream:
         step = self._step
+        gate = step._gate
+        if gate is not None:
+            await gate.before_first_call()
         call, self._held = await step._call(self._request)
         self._call = call
         self._accumulator = ResponseAccumulator(None if call is None else call.first_token)
@@ -294,6 +308,8 @@ class ModelStream:
             self._rest = lease.rest.__anext__
             self.first = lease.first
             self._accumulator.feed(lease.first)  # and the first token's event
+            if gate is not None:
+                await gate.screen(lease.first)
         except BaseException as exc:
             if self._rest is not None:
                 await self._lease.__aexit__(type(exc), exc, exc.__traceback__)
@@ -313,12 +329,19 @@ class ModelStream:
         """The next network read's events (accumulated), or ``None`` at the end."""
         assert self._rest is not None, "entered"
         assert self._accumulator is not None
+        gate = self._step._gate
         try:
-            batch = await self._rest()
+            if gate is None:
+                batch = await self._rest()
+            else:
+                with gate.guarding():  # a trip cancels the read; no yield in between
+                    batch = await self._rest()
         except StopAsyncIteration:
             self.response = self._step.priced(self._accumulator.finish())
             return None
         self._accumulator.feed(batch)
+        if gate is not None:
+            await gate.screen(batch)  # the output guards, before any of it is handed on
         return batch
 
     async def __aexit__(
@@ -352,6 +375,7 @@ class ToolStep:
         "_context",
         "_deps",
         "_emitter",
+        "_gate",
         "_nest",
         "_observer",
         "_site",
@@ -367,9 +391,11 @@ class ToolStep:
         streamed: bool,
         deps: object = None,
         observer: StepObserver = NO_OBSERVER,
+        gate: GuardGate | None = None,
     ) -> None:
         self._context = context
         self._emitter = emitter
+        self._gate = gate
         self._site = site
         self._streamed = streamed
         self._deps = deps
@@ -391,7 +417,17 @@ class ToolStep:
             events.append(ToolCallFinished(call=call, result=result))
         self._bracketed = True
         events.extend(turn.take_events())
+        if self._gate is not None:
+            events.extend(self._gate.take_events())
         return events
+
+    async def _screen(self, step: RunTools) -> dict[str, ToolResult] | None:
+        """The input guards passed, then each call's tool guards: the calls they denied."""
+        gate = self._gate
+        if gate is None:
+            return None
+        await gate.passed()
+        return await gate.tool_calls(step.calls)
 
     def nest(self, turn: EnclosingTurn | None, resumes: dict[str, InnerPause] | None) -> Nest:
         """What the step's agent tools see of ``turn`` (``None``: a call run on its own)."""
@@ -475,12 +511,10 @@ class ToolStep:
         else:
             turn.set_tools(registry.definitions())
 
-    async def run(
-        self, turn: Turn, step: RunTools, denied: Mapping[str, ToolResult] | None = None
-    ) -> None:
-        """Run the step's calls and give their outcomes to ``turn`` (``denied``: calls a
-        tool guard answered, which do not run)."""
-        answered, request = self._begin(turn, step, denied)
+    async def run(self, turn: Turn, step: RunTools) -> None:
+        """Run the step's calls (those the tool guards let through) and give their outcomes
+        to ``turn``."""
+        answered, request = self._begin(turn, step, await self._screen(step))
         results: tuple[DeferredResult, ...] = ()
         if request.calls:
             await self._observer.started(request.calls)
@@ -488,13 +522,11 @@ class ToolStep:
         await self._end(turn, step, answered, request, results)
 
     @asynccontextmanager
-    async def open(
-        self, turn: Turn, step: RunTools, denied: Mapping[str, ToolResult] | None = None
-    ) -> AsyncIterator[AsyncIterator[AgentEvent]]:
+    async def open(self, turn: Turn, step: RunTools) -> AsyncIterator[AsyncIterator[AgentEvent]]:
         """The step streamed: ``async with step.open(turn, run) as events: async for ...``
         (every call bracketed, an agent tool's events nested in its call); the outcomes
         go to ``turn`` when the block ends."""
-        answered, request = self._begin(turn, step, denied)
+        answered, request = self._begin(turn, step, await self._screen(step))
         if request.calls:
             await self._observer.started(request.calls)
         results: list[tuple[DeferredResult, ...]] = [()]
@@ -512,7 +544,9 @@ class ToolStep:
         request: RunToolCalls,
         results: list[tuple[DeferredResult, ...]],
     ) -> AsyncGenerator[AgentEvent, None]:
-        for call in step.calls:  # answered from the journal: still bracketed
+        for checked in self._gate.take_events() if self._gate is not None else ():
+            yield checked  # the tool guards' verdicts
+        for call in step.calls:  # answered from the journal or a guard: still bracketed
             if call.id in answered:
                 yield ToolCallStarted(call=call)
                 yield ToolCallFinished(call=call, result=answered[call.id])
@@ -546,7 +580,7 @@ def _own_outcomes(
 class TurnWatch:
     """A turn's own telemetry: TurnStarted, and TurnFinished with how it ended."""
 
-    __slots__ = ("_context", "_emitter", "_open")
+    __slots__ = ("_context", "_emitter", "_gate", "_open", "_streamed")
 
     def __init__(
         self,
@@ -556,9 +590,12 @@ class TurnWatch:
         *,
         streamed: bool,
         site: CallSite | None,
+        gate: GuardGate | None = None,
     ) -> None:
         self._context = context
         self._emitter = emitter
+        self._gate = gate
+        self._streamed = streamed
         self._open = emitter is not None
         if emitter is not None:
             emitter.emit(
@@ -572,6 +609,25 @@ class TurnWatch:
                     parent_id=_parent_span(site),
                 )
             )
+
+    async def outcome(self, turn: Turn, step: Finished | AwaitApproval) -> list[AgentEvent]:
+        """What ends the turn: the input guards passed and the output guards' check of the
+        whole answer (their events, streamed), then TurnCompleted.
+
+        Raises:
+            GuardrailTripped: a guard tripped.
+        """
+        events: list[AgentEvent] = []
+        gate = self._gate
+        if gate is not None:
+            await gate.passed()
+            if type(step) is Finished:
+                await gate.answered(step.response.text)
+            if self._streamed:
+                events.extend(gate.take_events())
+        self.finished(turn)
+        events.append(TurnCompleted(response=self._context.signer.sealed(step.response)))
+        return events
 
     def finished(self, turn: Turn, exc: BaseException | None = None) -> None:
         """The turn ended: with ``exc``, or well (then its last input tokens are kept)."""
