@@ -629,6 +629,7 @@ class Agent:
         :meth:`run_structured`); leaving the block early cancels the turn. With ``session``
         (as for :meth:`run`) the turn is appended before the validated value is handed on.
         """
+        from ._needs_async_with import NeedsAsyncWith
         from ._structured import stream_structured_turn
 
         messages, retries = structured_options(self, history, config, cancel, output_retries)
@@ -641,7 +642,11 @@ class Agent:
             )  # fmt: skip
             return _session(session).stream_structured_turn(messages, again)
         stream = partial(self.stream, limits=limits, deps=deps, context=context)
-        return stream_structured_turn(stream, messages, output, config, retries, cancel)
+        return NeedsAsyncWith(
+            stream_structured_turn(stream, messages, output, config, retries, cancel),
+            "agent.stream_structured(...)",
+            "values",
+        )
 
     def run_structured_sync(
         self,

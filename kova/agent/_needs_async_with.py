@@ -9,9 +9,15 @@ pattern (kova.asyncio's bridged agent does iterate directly, docs/asyncio.md); t
 
 from __future__ import annotations
 
-from typing import NoReturn
+from typing import TYPE_CHECKING, Generic, NoReturn, TypeVar
 
-__all__ = ["refuse_async_for"]
+if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+    from types import TracebackType
+
+__all__ = ["NeedsAsyncWith", "refuse_async_for"]
+
+T = TypeVar("T")
 
 
 def refuse_async_for(stream: object, call: str, name: str) -> NoReturn:
@@ -22,3 +28,29 @@ def refuse_async_for(stream: object, call: str, name: str) -> NoReturn:
         f"`async with {call} as {name}: async for ... in {name}` "
         f"(got async for over a {type(stream).__name__})"
     )
+
+
+class NeedsAsyncWith(Generic[T]):
+    """An async context manager (``inner``) that answers ``async for`` with
+    :func:`refuse_async_for` instead of Python's bare TypeError."""
+
+    __slots__ = ("_call", "_inner", "_name")
+
+    def __init__(self, inner: AbstractAsyncContextManager[T], call: str, name: str) -> None:
+        self._inner = inner
+        self._call = call
+        self._name = name
+
+    def __aiter__(self) -> NoReturn:
+        refuse_async_for(self._inner, self._call, self._name)
+
+    async def __aenter__(self) -> T:
+        return await self._inner.__aenter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        return await self._inner.__aexit__(exc_type, exc, traceback)

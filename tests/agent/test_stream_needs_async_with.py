@@ -44,3 +44,16 @@ async def test_async_for_over_a_session_stream_names_async_with(tmp_path: Path) 
             async for _event in agent.stream("hello", session=store.session("a")):
                 pass
         assert await store.session("a").load() == []
+
+
+async def test_async_for_over_stream_structured_names_async_with() -> None:
+    model = ScriptedProvider([reply_text('{"result": 3}'), reply_text('{"result": 3}')])
+    async with AgentBuilder().provider(model).build() as agent:
+        with pytest.raises(TypeError) as caught:
+            async for _value in agent.stream_structured("a number", int):  # type: ignore[attr-defined]
+                pass
+        assert "async with agent.stream_structured(...) as values" in str(caught.value)
+        async with agent.stream_structured("a number", int) as values:
+            seen = [value async for value in values]
+    assert seen[-1] == 3
+    assert len(model.requests) == 1
