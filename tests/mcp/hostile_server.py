@@ -37,6 +37,7 @@ TOOLS = (
     "runs",
     "pid",
     "die_later",
+    "no_newline",
 )
 RUNS: Counter[str] = Counter()
 
@@ -94,6 +95,14 @@ def answer(message: dict[str, object]) -> bytes | None:
             + json.dumps(request_id).encode()
             + b"}"
         )
+    if name == "no_newline":  # stdio: a huge answer whose line never ends; then silence
+        head = b'{"jsonrpc":"2.0","id":' + json.dumps(request_id).encode()
+        sys.stdout.buffer.write(head + b',"result":{"content":[{"type":"text","text":"')
+        chunk = b"x" * (1 << 20)
+        for _ in range(int(arguments.get("mib", 200))):  # type: ignore[call-overload]
+            sys.stdout.buffer.write(chunk)
+        sys.stdout.buffer.flush()
+        time.sleep(3600)
     if name == "pid":
         return _result(request_id, _text(str(os.getpid()).encode()))
     if name == "die_later":  # stop reading stdin, then die by SIGKILL without answering

@@ -97,3 +97,17 @@ async def test_a_read_in_the_window_is_unavailable_at_once_during_an_outage() ->
     error, waited = caught
     assert isinstance(error, kova.McpUnavailableError), error
     assert waited < 10  # not the 15 s request timeout
+
+
+async def test_200_mb_without_a_newline_fails_at_once_naming_the_limit() -> None:
+    """Issue 44, item 5: a 200 MB answer whose line never ends is discarded as it arrives
+    (memory bounded) and its call fails at once naming the size limit, not by timeout."""
+    transport = StdioTransport(sys.executable, args=[str(HOSTILE), "stdio"])
+    with trio.fail_after(GUARD):
+        async with McpClient.connect(transport, request_timeout=30) as client:
+            started = trio.current_time()
+            with pytest.raises(kova.McpError) as caught:
+                await client.tools_call("no_newline", {"mib": 200})
+            assert trio.current_time() - started < 25
+    assert caught.value.code == -32051
+    assert "limit of 16777216 bytes" in str(caught.value)
