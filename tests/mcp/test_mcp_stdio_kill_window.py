@@ -111,3 +111,20 @@ async def test_200_mb_without_a_newline_fails_at_once_naming_the_limit() -> None
             assert trio.current_time() - started < 25
     assert caught.value.code == -32051
     assert "limit of 16777216 bytes" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "script",
+    ["import sys; sys.exit(3)", "import sys; sys.stdin.readline(); sys.exit(3)"],
+    ids=["before-reading", "after-reading-initialize"],
+)
+async def test_a_child_that_exits_during_initialize_is_reported_with_its_exit_status(
+    script: str,
+) -> None:
+    """Issue 44, item 5: a child (or a respawn) that exits at once lost its exit status; the
+    error said "Connection closed"."""
+    transport = StdioTransport(sys.executable, args=["-c", script])
+    with trio.fail_after(GUARD), pytest.raises(kova.McpError) as caught:
+        async with McpClient.connect(transport, connect_timeout=10):
+            raise AssertionError("connected to a child that exited")
+    assert "the MCP server process exited with status 3" in str(caught.value)
