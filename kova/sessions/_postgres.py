@@ -137,7 +137,11 @@ class PostgresSessionStore(SessionStore):
         self._own = pool is None
         if pool is None:
             pool = psycopg_pool.ConnectionPool(
-                dsn, min_size=1, max_size=max_size, open=False, timeout=float(timeout)
+                dsn,
+                min_size=1,
+                max_size=max_size,
+                open=False,
+                timeout=float(timeout),
             )
         self.pool: ConnectionPool[Any] = pool
         self._timeout = float(timeout)
@@ -245,35 +249,36 @@ class PostgresSessionStore(SessionStore):
         self._ready = True
 
     def _read(self, connection: psycopg.Connection[Any], session_id: str) -> SessionState:
-        with connection.transaction():
-            # One snapshot for both reads.
-            connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            row = connection.execute(
-                "SELECT version, pending, title, created, view, view_covers FROM kova_sessions "
-                "WHERE id = %s",
-                (session_id,),
-            ).fetchone()
-            if row is None:
-                self._cache.drop(session_id)
-                return SessionState(version=0)
-            cached = self._cache.get(session_id, row[0], row[3])
-            if cached is None:
-                rows = connection.execute(
-                    "SELECT turn, body FROM kova_session_messages WHERE session_id = %s "
-                    "ORDER BY seq",
-                    (session_id,),
-                ).fetchall()
-        if cached is None:
+        # One statement, so one snapshot and one round trip: the session's row, and its
+        # messages unless this store holds them already for the version found.
+        cached = self._cache.entry(session_id)
+        version, created = (-1, -1.0) if cached is None else cached[:2]
+        row = connection.execute(
+            "SELECT s.version, s.pending, s.title, s.created, s.view, s.view_covers, "
+            "s.version = %s AND s.created = %s, "
+            "CASE WHEN s.version = %s AND s.created = %s THEN NULL ELSE "
+            "(SELECT array_agg(m.turn ORDER BY m.seq) FROM kova_session_messages m "
+            "WHERE m.session_id = s.id) END, "
+            "CASE WHEN s.version = %s AND s.created = %s THEN NULL ELSE "
+            "(SELECT array_agg(m.body ORDER BY m.seq) FROM kova_session_messages m "
+            "WHERE m.session_id = s.id) END "
+            "FROM kova_sessions s WHERE s.id = %s",
+            (version, created, version, created, version, created, session_id),
+        ).fetchone()
+        if row is None:
+            self._cache.drop(session_id)
+            return SessionState(version=0)
+        if row[6] and cached is not None:
+            messages, turns = cached[2], cached[3]
+        else:
             where = f"session {session_id!r}"
-            cached = (
-                tuple(message_from_text(body, where) for _, body in rows),
-                tuple(turn for turn, _ in rows),
-            )
-            self._cache.put(session_id, row[0], row[3], *cached)
+            messages = tuple(message_from_text(body, where) for body in row[8] or ())
+            turns = tuple(row[7] or ())
+            self._cache.put(session_id, row[0], row[3], messages, turns)
         return SessionState(
             version=row[0],
-            messages=cached[0],
-            turns=cached[1],
+            messages=messages,
+            turns=turns,
             pending=row[1],
             title=row[2],
             view=view_from_text(row[4], f"session {session_id!r}"),
@@ -301,7 +306,7 @@ class PostgresSessionStore(SessionStore):
                     raise SessionConflictError(session_id, change.version, 0)
                 if change.keep != 0:
                     raise ValueError(f"keep must be between 0 and 0, got {change.keep}")
-                created = connection.execute(
+                made = connection.execute(
                     "INSERT INTO kova_sessions (id, version, created, updated, title, messages, "
                     "input_tokens, output_tokens, pending, view, view_covers) "
                     "VALUES (%s, 1, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
@@ -319,7 +324,7 @@ class PostgresSessionStore(SessionStore):
                         view_covers,
                     ),
                 ).fetchone()
-                if created is None:  # another writer made it first
+                if made is None:  # another writer made it first
                     raise SessionConflictError(session_id, 0, 1)
                 version, keep = 0, 0
             else:

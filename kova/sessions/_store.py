@@ -599,6 +599,13 @@ class MessageCache:
             self._entries.move_to_end(session_id)
             return entry[2], entry[3]
 
+    def entry(
+        self, session_id: str
+    ) -> tuple[int, float, tuple[Message, ...], tuple[int, ...]] | None:
+        """What is cached of ``session_id``: (version, created, messages, turns)."""
+        with self._lock:
+            return self._entries.get(session_id)
+
     def put(
         self,
         session_id: str,
