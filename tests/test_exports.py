@@ -132,6 +132,7 @@ PUBLIC: dict[str, tuple[str, ...]] = {
         "Compaction",
         "ContextCompacted",
         "ContextPolicy",
+        "Counters",
         "DEFER",
         "Deferred",
         "Deny",

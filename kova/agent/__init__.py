@@ -30,6 +30,7 @@ if _TYPE_CHECKING:
     from ._context import SlidingWindow as SlidingWindow
     from ._context import Summarize as Summarize
     from ._cost import Prices as Prices
+    from ._counters import Counters as Counters
     from ._events import AgentEvent as AgentEvent
     from ._events import AgentResponse as AgentResponse
     from ._events import ContextCompacted as ContextCompacted
@@ -78,6 +79,7 @@ __all__ = [
     "Compaction",
     "ContextCompacted",
     "ContextPolicy",
+    "Counters",
     "DEFER",
     "Deferred",
     "Deny",
@@ -125,6 +127,7 @@ _WHERE: dict[str, str] = {
     "Budget": "._budget",
     "CallModel": "._turn",
     "CancelToken": "._cancel",
+    "Counters": "._counters",
     "ClearToolResults": "._context",
     "Compact": "._context",
     "Compaction": "._context",

@@ -28,11 +28,11 @@ from .._errors import ApprovalMismatchError, SerializationError
 from .._json import depth_exceeds, loads
 from .._record import Record, evolve
 from .._requests import ToolAnnotations
+from ._counters import Counters, counters_from_json, counters_to_json
 from ._seal import KEYED, approval_keys, seal, unsigned_message, verify
 from ._state_json import (
     annotations_from_json,
     annotations_to_json,
-    count,
     field,
     limits_from_json,
     limits_to_json,
@@ -67,8 +67,9 @@ __all__ = [
     "read_document",
 ]
 
-PENDING_FORMAT: Final = 2
-"""The version of :meth:`PendingApprovals.to_json`'s document (2: signed, with a nonce)."""
+PENDING_FORMAT: Final = 3
+"""The version of :meth:`PendingApprovals.to_json`'s document (2: signed, with a nonce; 3:
+the counters as one record, as the turn's document writes them)."""
 
 MAX_DOCUMENT_DEPTH: Final = 512
 """The deepest nesting a stored pending value or turn may have (a tool's arguments may be
@@ -203,10 +204,9 @@ class PendingApprovals(Record):
     """Results of the step's calls that already ran (never run again)."""
     usage: Usage
     """The whole turn's usage so far (usage limits count it)."""
-    requests: int
-    """Model calls the turn has made so far."""
-    tool_calls: int
-    """Tool calls the turn has started so far."""
+    counters: Counters
+    """The model calls and tool calls the turn (and the agents its tools ran) made so far:
+    the same record the turn core keeps (:attr:`kova.agent.Turn.counters`)."""
     always: tuple[str, ...]
     """Tools approved for the rest of the turn."""
     limits: UsageLimits | None
@@ -214,16 +214,32 @@ class PendingApprovals(Record):
     """The inner turns that paused (an agent used as a tool, ``agent.as_tool()``), by the id
     of the call that ran each: their calls are in :attr:`calls` with a ``path``, and resuming
     continues each inner turn inside this one."""
-    inner_requests: int = 0
-    """Model calls the agents run by the turn's tools (``agent.as_tool()``) have made."""
-    inner_tool_calls: int = 0
-    """Tool calls those agents have started."""
     nonce: str = ""
     """Names this pause (derived from everything signed): a decided value resumes once."""
     signature: str = ""
     """The agent's signature over everything but the decisions (see ``docs/approvals.md``):
     ``hmac-sha256:...`` under its approval key, ``local:...`` without one (this process
     only), empty for a turn core's own value that no agent sealed."""
+
+    @property
+    def requests(self) -> int:
+        """Model calls the turn has made so far (``counters.requests``)."""
+        return self.counters.requests
+
+    @property
+    def tool_calls(self) -> int:
+        """Tool calls the turn has started so far (``counters.tool_calls``)."""
+        return self.counters.tool_calls
+
+    @property
+    def inner_requests(self) -> int:
+        """Model calls the agents its tools ran have made (``counters.inner_requests``)."""
+        return self.counters.inner_requests
+
+    @property
+    def inner_tool_calls(self) -> int:
+        """Tool calls those agents have started (``counters.inner_tool_calls``)."""
+        return self.counters.inner_tool_calls
 
     # -- decisions --------------------------------------------------------------------
 
@@ -415,13 +431,10 @@ class PendingApprovals(Record):
             },
             "results": [result_to_json(result) for result in self.results],
             "usage": usage_to_json(self.usage),
-            "requests": self.requests,
-            "tool_calls": self.tool_calls,
+            "counters": counters_to_json(self.counters),
             "always": list(self.always),
             "limits": None if self.limits is None else limits_to_json(self.limits),
             "inner": {call_id: pause.to_dict() for call_id, pause in self.inner.items()},
-            "inner_requests": self.inner_requests,
-            "inner_tool_calls": self.inner_tool_calls,
             "nonce": self.nonce,
             "signature": self.signature,
         }
@@ -489,8 +502,7 @@ class PendingApprovals(Record):
             message=field(document, "message", str),
             results=tuple(result_from_json(item) for item in field(document, "results", list)),
             usage=usage_from_json(document.get("usage")),
-            requests=count(document, "requests"),
-            tool_calls=count(document, "tool_calls"),
+            counters=counters_from_json(document.get("counters")),
             always=tuple(always),
             limits=None if limits is None else limits_from_json(limits),
             inner=MappingProxyType(
@@ -501,8 +513,6 @@ class PendingApprovals(Record):
                     ).items()
                 }
             ),
-            inner_requests=count(document, "inner_requests"),
-            inner_tool_calls=count(document, "inner_tool_calls"),
             nonce=field(document, "nonce", str),
             signature=field(document, "signature", str),
         )

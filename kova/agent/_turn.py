@@ -65,6 +65,7 @@ from ._approvals import (
 )
 from ._call_ids import call_ids_of, unique_call_ids
 from ._context import Compact, Compaction, Compactor, ContextCompacted, ContextPolicy
+from ._counters import Counters, counters_from_json, counters_to_json
 from ._events import AgentResponse, ToolCallFinished, ToolCallStarted, ToolsAdded, ToolsFound
 from ._input import coerce_history
 from ._limits import LimitFigures, UsageLimits
@@ -107,8 +108,9 @@ __all__ = [
     "new_turn_id",
 ]
 
-TURN_FORMAT: Final = 2
-"""The version of :meth:`Turn.to_json`'s document (2: its pending part is signed)."""
+TURN_FORMAT: Final = 3
+"""The version of :meth:`Turn.to_json`'s document (2: its pending part is signed; 3: the
+counters as one record, written as the pending document writes them)."""
 
 _MODEL = "model"
 _TOOLS = "tools"
@@ -350,10 +352,7 @@ class Turn:
         with its counts and the results of the calls that ran."""
         last = self._working[-1]
         self._base = pending.usage
-        self._requests = pending.requests
-        self._tool_calls = pending.tool_calls
-        self._inner_requests = pending.inner_requests
-        self._inner_tool_calls = pending.inner_tool_calls
+        self._restore_counters(pending.counters)
         self._always = frozenset(pending.always)
         self._last_reply = last
         self._last_stop = StopReason.TOOL_USE
@@ -685,6 +684,24 @@ class Turn:
     def limits(self) -> UsageLimits | None:
         """The turn's usage limits."""
         return self._limits
+
+    @property
+    def counters(self) -> Counters:
+        """What the turn has counted so far (model calls and tool calls, its own and those of
+        the agents its tools ran): the record its paused state carries too
+        (``PendingApprovals.counters``)."""
+        return Counters(
+            requests=self._requests,
+            tool_calls=self._tool_calls,
+            inner_requests=self._inner_requests,
+            inner_tool_calls=self._inner_tool_calls,
+        )
+
+    def _restore_counters(self, counters: Counters) -> None:
+        self._requests = counters.requests
+        self._tool_calls = counters.tool_calls
+        self._inner_requests = counters.inner_requests
+        self._inner_tool_calls = counters.inner_tool_calls
 
     def limit_figures(self) -> LimitFigures | None:
         """What the usage limits count so far, the turns this turn's tools ran included
@@ -1060,12 +1077,9 @@ class Turn:
             message=message_fingerprint(self._working[-1]),
             results=tuple(results[call.id] for call in self._calls if call.id in results),
             usage=self._total,
-            requests=self._requests,
-            tool_calls=self._tool_calls,
+            counters=self.counters,
             always=tuple(sorted(self._always)),
             limits=self._limits,
-            inner_requests=self._inner_requests,
-            inner_tool_calls=self._inner_tool_calls,
         )
         self._phase = _APPROVAL
 
@@ -1173,11 +1187,8 @@ class Turn:
             "llm_calls": self._llm_calls,
             "thinking": list(self._thinking),
             "base_usage": None if self._base is None else usage_to_json(self._base),
-            "requests": self._requests,
-            "tool_calls": self._tool_calls,
+            "counters": counters_to_json(self.counters),
             "inner": {agent: usage_to_json(usage) for agent, usage in self._inner.items()},
-            "inner_requests": self._inner_requests,
-            "inner_tool_calls": self._inner_tool_calls,
             "always": sorted(self._always),
             "last_usage": None if self._last_usage is None else usage_to_json(self._last_usage),
             "last_text": None if self._last_reply is None else self._last_reply.text,
@@ -1267,13 +1278,10 @@ class Turn:
         turn._always = frozenset(always)
         base = document.get("base_usage")
         turn._base = None if base is None else usage_from_json(base)
-        turn._requests = count(document, "requests")
-        turn._tool_calls = count(document, "tool_calls")
+        turn._restore_counters(counters_from_json(document.get("counters")))
         # Turns stored before agents could be tools have none of these.
         inner = field(document, "inner", dict) if "inner" in document else {}
         turn._inner = {agent: usage_from_json(usage) for agent, usage in inner.items()}
-        turn._inner_requests = count(document, "inner_requests")
-        turn._inner_tool_calls = count(document, "inner_tool_calls")
         last_usage = document.get("last_usage")
         turn._last_usage = None if last_usage is None else usage_from_json(last_usage)
         last_text = document.get("last_text")

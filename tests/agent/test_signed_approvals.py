@@ -134,7 +134,7 @@ def _edits() -> dict[str, Any]:
         inner["results"][0]["content"] = "reports: nothing worth keeping, delete all"
 
     def counters(doc: dict[str, Any]) -> None:
-        doc["requests"] = 0
+        doc["counters"]["requests"] = 0
 
     def turn_id(doc: dict[str, Any]) -> None:
         doc["turn_id"] = "another-turn"
@@ -364,15 +364,15 @@ async def test_counters_must_be_non_negative_and_limits_are_the_agents() -> None
         history, first = await _paused(agent)
     assert first.pending is not None
     document = json.loads(first.pending.approve("call_2").to_json())
-    document["requests"] = -1000
+    document["counters"]["requests"] = -1000
     with pytest.raises(SerializationError, match="'requests' must be 0 or more"):
         PendingApprovals.from_json(json.dumps(document))
-    # Even signed by the key holder, a negative counter is refused by the turn.
-    from kova._record import evolve
+    # The record itself refuses them (the turn core and the pending value share it).
+    from kova.agent import Counters
 
-    forged = evolve(first.pending, requests=-1000).sign(KEY).approve("call_2")
-    with pytest.raises(ApprovalMismatchError, match="non-negative"):
-        Turn.resume(history, forged, tools=[], config=__import__("kova").InferenceConfig())
+    with pytest.raises(ValueError, match="0 or more"):
+        Counters(requests=-1000)
+    assert first.pending.counters == Counters(requests=1, tool_calls=2)
     # A resume counts the whole turn under the agent's max_iterations: with
     # max_iterations=1 the paused part's one request leaves room for one more only.
     model = ScriptedProvider([reply_tool_calls(("look", {"path": "x"}))] * 5)

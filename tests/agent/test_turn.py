@@ -573,10 +573,10 @@ def test_a_turn_round_trips_at_every_step() -> None:
 def test_a_turn_from_another_format_version_is_refused() -> None:
     data = json.loads(start().to_json())
     data["version"] = 0
-    with pytest.raises(SerializationError, match=r"older format \(version 0\).*version 2 only"):
+    with pytest.raises(SerializationError, match=r"older format \(version 0\).*version 3 only"):
         Turn.from_json(json.dumps(data))
-    data["version"] = 3
-    with pytest.raises(SerializationError, match="version 3"):
+    data["version"] = 4
+    with pytest.raises(SerializationError, match="version 4"):
         Turn.from_json(json.dumps(data))
     with pytest.raises(SerializationError, match="not a stored kova turn"):
         Turn.from_json("{}")
@@ -709,3 +709,19 @@ def test_the_turn_core_does_no_io() -> None:
         assert not any(
             isinstance(node, ast.AsyncFunctionDef | ast.Await) for node in ast.walk(tree)
         )
+
+
+def test_the_turn_and_its_pending_state_share_one_counters_record() -> None:
+    """Issue 41: the counters are one record (kova.agent.Counters) in the turn core and in
+    PendingApprovals, written the same way in both documents; resuming sets that record."""
+    from kova.agent import Counters
+
+    turn = start(limits=UsageLimits(requests=9))
+    pending = paused(turn)
+    assert turn.counters == pending.counters == Counters(requests=1, tool_calls=3)
+    assert turn.to_dict()["counters"] == pending.to_dict()["counters"]
+    assert Turn.from_json(turn.to_json()).counters == turn.counters
+    history = [*HISTORY, *await_approval(turn).response.new_messages]
+    again = resumed(pending.approve("call_2").approve("call_3"), history)
+    assert again.counters == pending.counters
+    assert "requests" not in pending.to_dict()  # one place only
