@@ -352,7 +352,8 @@ class Agent:
             driver = self.driver_context()
             journaled = run_journaled(driver, messages, config, limits, journal, turn_id, deps=deps)
             return await guarded(journaled, cancel)
-        check_limits(limits)
+        if limits is not None:
+            check_limits(limits)
         driver = self.driver_context()
         turn = driver.start_turn(messages, config, limits, context=context)
         if cancel is None:  # one coroutine frame fewer for every await of the turn

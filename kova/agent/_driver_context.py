@@ -46,7 +46,6 @@ class DriverContext:
 
     __slots__ = (
         "_merged",
-        "_runner",
         "_subscribers",
         "approver",
         "config",
@@ -54,9 +53,11 @@ class DriverContext:
         "last_input_tokens",
         "meter",
         "model",
+        "name",
         "pool",
         "prefix",
         "provider",
+        "runner",
         "signer",
         "telemetry",
     )
@@ -78,11 +79,14 @@ class DriverContext:
         decisions: Decisions,
     ) -> None:
         self.config = config
+        self.name = config.name
+        """The agent's name."""
         self.provider = provider
         """The agent's provider, with its retry policy."""
         self.pool = pool
         """The tool pool actor (it owns the pool's incarnation and publishes its runner)."""
-        self._runner = runner
+        self.runner = runner
+        """The tool pool's runner as last published (:meth:`tool_runner` renews it)."""
         self.approver = approver
         """The agent's own approval policy (inactive when it has neither a handler nor a
         defer predicate)."""
@@ -104,11 +108,6 @@ class DriverContext:
         # InferenceConfig object turn after turn (the usual case) merges it once.
         self._merged: tuple[InferenceConfig | None, InferenceConfig] = (None, config.inference)
 
-    @property
-    def name(self) -> str:
-        """The agent's name."""
-        return self.config.name
-
     def emitter(self) -> TurnEmitter | None:
         """The telemetry emitter of a new turn (``None`` when nobody listens)."""
         return self.telemetry.emitter(self._subscribers)
@@ -125,9 +124,9 @@ class DriverContext:
 
     async def tool_runner(self) -> ToolRunner:
         """The tool pool's current runner (asked for again once its incarnation ended)."""
-        runner = self._runner
+        runner = self.runner
         if runner.closed:  # the pool restarted
-            runner = self._runner = await self.pool.call(GetToolRunner())
+            runner = self.runner = await self.pool.call(GetToolRunner())
         return runner
 
     def start_turn(

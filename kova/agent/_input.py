@@ -94,9 +94,7 @@ def check_call_options(config: object, cancel: object) -> None:
     """
     if config is not None and not isinstance(config, InferenceConfig):
         raise TypeError(f"config must be a kova.InferenceConfig, got {type(config).__name__}")
-    from ._cancel import CancelToken  # trio: not loaded with the pure turn core
-
-    if cancel is not None and not isinstance(cancel, CancelToken):
+    if cancel is not None and not _is_token(cancel):
         raise TypeError(f"cancel must be a kova.CancelToken, got {type(cancel).__name__}")
 
 
@@ -165,3 +163,9 @@ def block_problem(block: object) -> str | None:
                 f"RedactedThinking, got {type(block).__name__}"
             )
     return None
+
+
+def _is_token(cancel: object) -> bool:
+    from ._cancel import CancelToken  # trio: not loaded with the pure turn core
+
+    return isinstance(cancel, CancelToken)

@@ -69,7 +69,14 @@ if TYPE_CHECKING:
     from ._tool_pool import Approver
     from ._turn import AwaitApproval, RunTools, Turn
 
-__all__ = ["NO_OBSERVER", "ModelStep", "ModelStream", "StepObserver", "ToolStep", "TurnWatch"]
+__all__ = [
+    "NO_OBSERVER",
+    "ModelStep",
+    "ModelStream",
+    "StepObserver",
+    "ToolStep",
+    "TurnWatch",
+]
 
 VISIBLE = (TextDelta, ThinkingDelta)
 """The provider stream events a streamed turn passes on (the rest build the response)."""
@@ -135,6 +142,7 @@ class ModelStep:
         "_observer",
         "_on_failure",
         "_outer",
+        "_plain",
         "provider",
     )
 
@@ -160,9 +168,15 @@ class ModelStep:
         self._inference = inference
         self._emitter = emitter
         self._outer: tuple[EnclosingTurn, ...] = site.nest.turns if site is not None else ()
-        self._key = usage_key(context, site)
+        self._key = context.name if site is None else usage_key(context, site)
         self.provider = context.provider if provider is None else provider
         self._on_failure = on_failure
+        self._plain = (
+            not self._outer
+            and emitter is None
+            and (self._meter is None or self._meter.budget is None)
+        )
+        """Nothing to count, reserve or report around a call (the usual unobserved turn)."""
 
     async def count_tokens(self, request: ChatRequest) -> int:
         """The request's input tokens, as the provider counts them (the budget's worst case
@@ -218,14 +232,14 @@ class ModelStep:
             else:
                 self._on_failure(call, exc)
 
-    async def replied(self, response: ModelResponse, turn: Turn | None) -> None:
-        """The reply goes to the turn core (then saved), and counts in the enclosing turns."""
+    def replied(self, response: ModelResponse, turn: Turn | None) -> bool:
+        """The reply goes to the turn core, and counts in the enclosing turns; whether the
+        turn is to be saved now (an observer watches it)."""
         if turn is not None:
             turn.model_replied(response)
         for enclosing in self._outer:
             enclosing.inner_replied(self._key, response.usage)
-        if turn is not None:
-            await self._observer.saved(turn)
+        return turn is not None and self._observer is not NO_OBSERVER
 
     async def complete(self, request: ChatRequest, turn: Turn | None = None) -> ModelResponse:
         """One model call, its whole response at once (given to ``turn``, if given). With
@@ -233,7 +247,10 @@ class ModelStep:
         gate = self._gate
         if gate is not None:
             await gate.before_first_call()
-        call, held = await self._call(request)
+        if self._plain:  # nothing to count, reserve or report: the call alone
+            call = held = None
+        else:
+            call, held = await self._call(request)
         try:
             provider = self.provider if call is None else call.start(streamed=False)
             if gate is None:
@@ -246,11 +263,15 @@ class ModelStep:
         except BaseException as exc:
             await self.failed(call, exc, held)
             raise
-        response = self.priced(response)
+        if self._meter is not None:
+            response = self._meter.priced(response, self._model)
         if call is not None:
             call.finished(response)
-        await self.settled(held, response)
-        await self.replied(response, turn)
+        if held is not None:
+            await self.settled(held, response)
+        if self.replied(response, turn):
+            assert turn is not None
+            await self._observer.saved(turn)
         return response
 
     def stream(self, request: ChatRequest, turn: Turn | None = None) -> ModelStream:
@@ -364,7 +385,9 @@ class ModelStream:
         if call is not None:
             call.finished(response)
         await step.settled(self._held, response)
-        await step.replied(response, self._turn)
+        if step.replied(response, self._turn):
+            assert self._turn is not None
+            await step._observer.saved(self._turn)
 
 
 class ToolStep:
@@ -400,13 +423,9 @@ class ToolStep:
         self._streamed = streamed
         self._deps = deps
         self._observer = observer
+        self._nest: tuple[tuple[str, ...], tuple[EnclosingTurn, ...], Approver | None] | None
+        self._nest = None  # made for the first step (many turns have none)
         self._bracketed = False
-        approver: Approver | None = context.approver
-        if not context.approver.active:  # an agent tool without a policy follows its caller's
-            approver = site.nest.approver if site is not None else None
-        path = site.path if site is not None else ()
-        outer = site.nest.turns if site is not None else ()
-        self._nest = (path, outer, approver)
 
     def core_events(self, turn: Turn) -> list[AgentEvent]:
         """What a streamed turn reports that no step ran: the calls a person denied on a
@@ -421,6 +440,19 @@ class ToolStep:
             events.extend(self._gate.take_events())
         return events
 
+    def _where(self) -> tuple[tuple[str, ...], tuple[EnclosingTurn, ...], Approver | None]:
+        """The turn's path, the turns enclosing it, and the approval policy its calls follow
+        (an agent tool without a policy of its own follows its caller's)."""
+        where = self._nest
+        if where is None:
+            site, approver = self._site, self._context.approver
+            if not approver.active:
+                approver = site.nest.approver if site is not None else None  # type: ignore[assignment]
+            path = site.path if site is not None else ()
+            outer = site.nest.turns if site is not None else ()
+            where = self._nest = (path, outer, approver)
+        return where
+
     async def _screen(self, step: RunTools) -> dict[str, ToolResult] | None:
         """The input guards passed, then each call's tool guards: the calls they denied."""
         gate = self._gate
@@ -431,7 +463,7 @@ class ToolStep:
 
     def nest(self, turn: EnclosingTurn | None, resumes: dict[str, InnerPause] | None) -> Nest:
         """What the step's agent tools see of ``turn`` (``None``: a call run on its own)."""
-        path, outer, approver = self._nest
+        path, outer, approver = self._where()
         turns = outer if turn is None else (turn, *outer)
         return Nest(
             path=path, turns=turns, approver=approver, streamed=self._streamed, resumes=resumes
@@ -463,13 +495,15 @@ class ToolStep:
 
     async def execute(self, request: RunToolCalls) -> tuple[DeferredResult, ...]:
         """Run the calls in this task, on the pool's current runner (no actor round trip)."""
-        runner = await self._context.tool_runner()
+        runner = self._context.runner
+        if runner.closed:  # the pool restarted: its new incarnation's
+            runner = await self._context.tool_runner()
         return await runner.run_in_caller(request)
 
     def _begin(
         self, turn: Turn, step: RunTools, denied: Mapping[str, ToolResult] | None = None
     ) -> tuple[dict[str, ToolResult], RunToolCalls]:
-        for enclosing in self._nest[1]:
+        for enclosing in self._where()[1]:
             enclosing.inner_tools(len(step.calls))
         answered, calls = self._observer.answered(step, turn)
         if denied:  # a tool guard answered these: they never reach the pool
@@ -484,7 +518,7 @@ class ToolStep:
         )
         return answered, request
 
-    async def _end(
+    def _end(
         self,
         turn: Turn,
         step: RunTools,
@@ -501,7 +535,6 @@ class ToolStep:
         for call_id, pause in request.nest.paused.items():
             turn.inner_paused(call_id, pause)
         turn.tools_finished(results)
-        await self._observer.saved(turn)
         # Read for every model call: a tool server's list_changed reaches the model on its
         # very next step (the registry never awaits).
         registry = self._context.config.registry
@@ -516,10 +549,14 @@ class ToolStep:
         to ``turn``."""
         answered, request = self._begin(turn, step, await self._screen(step))
         results: tuple[DeferredResult, ...] = ()
+        observer = self._observer
         if request.calls:
-            await self._observer.started(request.calls)
+            if observer is not NO_OBSERVER:
+                await observer.started(request.calls)
             results = await self.execute(request)
-        await self._end(turn, step, answered, request, results)
+        self._end(turn, step, answered, request, results)
+        if observer is not NO_OBSERVER:
+            await observer.saved(turn)
 
     @asynccontextmanager
     async def open(self, turn: Turn, step: RunTools) -> AsyncIterator[AsyncIterator[AgentEvent]]:
@@ -535,7 +572,8 @@ class ToolStep:
             yield events
         finally:
             await events.aclose()
-        await self._end(turn, step, answered, request, results[0])
+        self._end(turn, step, answered, request, results[0])
+        await self._observer.saved(turn)
 
     async def _events(
         self,
