@@ -87,11 +87,11 @@ class Journaled(StepObserver):
         answered: dict[str, ToolResult] = {}
         to_run: list[ToolUse] = []
         for call in step.calls:
-            recorded = self._results.get(call.id)
+            recorded = self._results.get(_key(call.id))
             if recorded is not None:
                 answered[call.id] = _result_from_json(recorded)
                 continue
-            if call.id in self._unfinished:
+            if _key(call.id) in self._unfinished:
                 # The host's word for this tool, else its annotations.
                 said = rerun.get(call.name)
                 if said is False:
@@ -106,17 +106,29 @@ class Journaled(StepObserver):
     async def started(self, calls: Sequence[ToolUse]) -> None:
         """Record that ``calls`` are handed to the tool pool (before they run)."""
         if calls:
-            await self._claim.tool_started(*(call.id for call in calls))
+            await self._claim.tool_started(*(_key(call.id) for call in calls))
 
     async def finished(self, event: ToolCallFinished | ToolCallDeferred) -> None:
         """Record what the tool pool reports of a call: its result as it finishes, or that it
         was left to a person (it did not run: no longer started)."""
         if isinstance(event, ToolCallFinished):
             text = dumps(block_to_dict(event.result))
-            self._results[event.call.id] = text
-            await self._claim.tool_finished(event.call.id, text)
+            key = _key(event.call.id)
+            self._results[key] = text
+            await self._claim.tool_finished(key, text)
         elif isinstance(event, ToolCallDeferred):
-            await self._claim.tool_deferred(event.call.id)
+            await self._claim.tool_deferred(_key(event.call.id))
+
+
+def _key(call_id: str) -> str:
+    """A call id as the journal stores it: as it is, or, for an id UTF-8 cannot hold (a lone
+    surrogate, half an emoji a model streamed), its JSON literal with the surrogate escaped
+    (quoted, so it reads back as the same key and never as a plain id's)."""
+    try:
+        call_id.encode("utf-8")
+    except UnicodeEncodeError:
+        return dumps(call_id)
+    return call_id
 
 
 def _may_run_again(annotations: object) -> bool:

@@ -317,3 +317,30 @@ async def test_a_lone_surrogate_is_journaled_and_read_back_intact(tmp_path: Path
         first = await agent.run(history, journal=journal, turn_id="t")
         again = await agent.run(history, journal=journal, turn_id="t")
     assert first.text == again.text == "back: \udc80"
+
+
+async def test_a_call_id_with_a_lone_surrogate_is_journaled_and_answered_again(
+    tmp_path: Path,
+) -> None:
+    """Half an emoji in a model's call id: the journal stores the call (escaped) and a
+    rerun answers it from the journal without running the tool again (issue 43's
+    journaled leftover: it raised a raw ValueError)."""
+    journal = SqliteJournal(tmp_path / "j.db")
+    ran: list[str] = []
+
+    @tool
+    def charge(amount: int) -> str:
+        """Charge an amount."""
+        ran.append("charge")
+        return f"charged {amount}"
+
+    from kova import ToolUse
+
+    call = ToolUse(id="call_\ud83d", name="charge", input={"amount": 5})
+    provider = ScriptedProvider([reply_tool_calls(call), reply_text("done")])
+    async with AgentBuilder().provider(provider).tool(charge).build() as agent:
+        response = await agent.run(HISTORY, journal=journal, turn_id="t")
+        assert response.text == "done"
+        again = await agent.run(HISTORY, journal=journal, turn_id="t")
+    assert again.new_messages == response.new_messages
+    assert ran == ["charge"]
