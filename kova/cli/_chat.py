@@ -415,7 +415,10 @@ class _Chat:
         for tool in self._tools:
             summary = tool.description.strip().split("\n", 1)[0]
             asks = "" if _is_read_only(tool) or self._options.approve_all else "  (asks first)"
-            lines.append(f"  {tool.name}  {_short(summary)}{asks}")
+            deferred = (
+                "  (deferred: found with search_tools)" if getattr(tool, "defer", False) else ""
+            )
+            lines.append(f"  {tool.name}  {_short(summary)}{asks}{deferred}")
         return _count(len(lines), "tool") + ":\n" + "\n".join(lines) + "\n"
 
     def _switch_model(self, name: str) -> None:
@@ -476,7 +479,14 @@ class _Chat:
         self._persist()
 
     async def _stream(self, working: list[Message]) -> tuple[Message, ...] | None:
-        from ..agent import ToolCallFinished, ToolCallStarted, TurnCompleted
+        from ..agent import (
+            ContextCompacted,
+            GuardTripped,
+            ToolCallFinished,
+            ToolCallStarted,
+            ToolsFound,
+            TurnCompleted,
+        )
 
         screen = self._screen
         new_messages: tuple[Message, ...] | None = None
@@ -529,6 +539,20 @@ class _Chat:
                         label = "error" if result.is_error else "result"
                         block = _block(label, result.text)
                         screen.write("".join(indent + line for line in block.splitlines(True)))
+                    case ToolsFound(query=query, names=names):
+                        own_line()
+                        found = ", ".join(names) if names else "nothing"
+                        screen.dim(f"{indent}[search_tools {query!r}: {found}]\n")
+                    case ContextCompacted():
+                        own_line()
+                        screen.dim(
+                            f"{indent}[context compacted ({event.strategy}): "
+                            f"~{event.tokens_before} -> ~{event.tokens_after} tokens]\n"
+                        )
+                    case GuardTripped(guard=guard, reason=reason, denied=denied):
+                        own_line()
+                        verdict = "denied a call" if denied else "stopped the turn"
+                        screen.dim(f"{indent}[guard {guard} {verdict}: {reason}]\n")
                     case TurnCompleted(response=response):
                         new_messages = response.new_messages
                         cost = response.cost

@@ -52,3 +52,41 @@ def test_a_partial_line_waits_for_its_end_before_the_question_comes_back() -> No
     screen.write("some text")
     screen.write(" and more\n")
     assert out.getvalue() == "allow x {}? [y/N] \nsome text and more\nallow x {}? [y/N] "
+
+
+async def test_a_tool_search_and_a_guard_show_dimmed_and_tools_marks_deferred_ones() -> None:
+    """What the turn did by itself is on the screen: a search_tools call and what it found,
+    a tool guard's denial; /tools marks the deferred tools."""
+    from kova import Message
+    from kova.agent import AgentBuilder, Deny, ToolGuard
+    from kova.testing import ScriptedProvider, reply_text, reply_tool_calls
+    from kova.tools import tool
+
+    @tool(defer=True)
+    def send_email(to: str) -> str:
+        """Send an email message."""
+        return "sent"
+
+    provider = ScriptedProvider(
+        [
+            reply_tool_calls(("search_tools", {"query": "email"})),
+            reply_tool_calls(("send_email", {"to": "bo@example.com"})),
+            reply_text("done"),
+        ]
+    )
+    guard = ToolGuard(lambda call: Deny("no mail today") if call.name == "send_email" else None)
+    agent = AgentBuilder().provider(provider).tool(send_email).guards(guard).build()
+    out = io.StringIO()
+    screen = _Screen(out, color=False)
+    chat = _Chat(agent, None, screen, None, [], (send_email,))  # type: ignore[arg-type]
+    async with agent:
+        await chat._stream([Message.user("mail bo")])
+    text = out.getvalue()
+    assert "[search_tools 'email': send_email]" in text
+    assert "[guard <lambda> denied a call: no mail today]" in text
+    listed = _Chat(agent, None, screen, _Approving(), [], (send_email,))  # type: ignore[arg-type]
+    assert "(deferred: found with search_tools)" in listed._tool_list()
+
+
+class _Approving:
+    approve_all = True
