@@ -8,7 +8,9 @@ Starts the mock server and, in one trio run, interleaves rounds of:
   called directly, the same through a provider actor, and ``Agent.run`` on an agent
   without tools;
 - (e) ``calls`` agent turns with one tool round trip: the floor's hand-written loop and
-  ``Agent.run`` on an agent with one ``@tool``.
+  ``Agent.run`` on an agent with one ``@tool``: an ``async def`` (as the floor's tool), a
+  plain ``def`` (kova runs it in a worker thread) and a plain ``def`` declared
+  ``@tool(inline=True)`` (called in the turn's task, as the floor calls its function).
 - (b) ``Agent.run`` on an *instant* provider (no I/O: it returns one fixed answer), alone,
   and after each floor call: the agent's own work per call, and what it costs beside real
   I/O. The second row minus the floor is usually about three times the first: the agent's
@@ -132,12 +134,34 @@ async def _bench(base_url: str, api: str, n: int, rounds: int, profile: bool) ->
     actor = KovaActor(base_url, api)
     agent = KovaAgent(base_url, api)
     instant = AgentBuilder().provider(_Instant()).build()
+    plain = _def_tool_agent(base_url, api, inline=False)
+    inline = _def_tool_agent(base_url, api, inline=True)
     async with floor, direct, actor, agent:
         # The tool agent opens lazily (its runtime enters the bench client's stack) on the
         # first tool turn: before the instant agent's runtime, so they close in order.
         await agent.turn(turn_model)
-        async with instant:
-            await _rows(floor, direct, actor, agent, instant, api, n, rounds, profile)
+        async with instant, plain, inline:
+            defs = (plain, inline)
+            await _rows(floor, direct, actor, agent, instant, api, n, rounds, profile, defs)
+
+
+def _def_tool_agent(base_url: str, api: str, *, inline: bool) -> Any:
+    """An agent whose one tool is a plain ``def`` (in a worker thread, or ``inline``)."""
+    from clients.kova_client import make_provider
+    from payloads import TOOL_RESULT
+
+    from kova.tools import tool
+
+    def get_weather(city: str) -> str:
+        """Weather for a city.
+
+        Args:
+            city: The city name.
+        """
+        return str(TOOL_RESULT)
+
+    provider = make_provider(base_url, api)
+    return AgentBuilder().provider(provider).tool(tool(get_weather, inline=inline)).build()
 
 
 async def _rows(
@@ -150,11 +174,13 @@ async def _rows(
     n: int,
     rounds: int,
     profile: bool,
+    defs: tuple[Any, Any],
 ) -> None:
     call_model = f"bench-n{ANSWER}"
     turn_model = f"bench-tool-n{ANSWER}"
     history = [Message.user("What is the weather in Paris?")]
     instant_config = InferenceConfig(model=call_model, max_tokens=1024)
+    turn_config = InferenceConfig(model=turn_model, max_tokens=1024)
 
     async def floor_then_instant() -> None:
         await floor.call(call_model)
@@ -170,6 +196,10 @@ async def _rows(
         "e floor loop": lambda: floor.turn(turn_model),
         "e same loop on kova provider": lambda: _hand_loop(direct.provider, turn_model),
         "e Agent.run + tool": lambda: agent.turn(turn_model),
+        "e Agent.run + plain def tool (thread)": lambda: defs[0].run(history, config=turn_config),
+        "e Agent.run + plain def tool (inline=True)": lambda: defs[1].run(
+            history, config=turn_config
+        ),
     }
     only = os.environ.get("ROWS")
     if only:

@@ -15,7 +15,7 @@ import trio.lowlevel
 import trio.testing
 
 from kova import Image, Text, ToolResult
-from kova.tools import FunctionTool, Tool, definition, tool
+from kova.tools import FunctionTool, Tool, ToolDefinitionError, definition, tool
 
 
 class Color(enum.Enum):
@@ -94,6 +94,36 @@ async def test_sync_function_runs_in_a_worker_thread() -> None:
     assert await where.execute({}) == ToolResult(content="done")
     assert seen
     assert seen[0] != threading.get_ident()
+
+
+async def test_an_inline_sync_function_runs_in_the_calling_task_without_a_thread() -> None:
+    seen: list[tuple[int, object]] = []
+
+    @tool(inline=True)
+    def where() -> str:
+        """Where it runs."""
+        seen.append((threading.get_ident(), trio.lowlevel.current_task()))
+        return "done"
+
+    assert await where.execute({}) == ToolResult(content="done")
+    assert seen == [(threading.get_ident(), trio.lowlevel.current_task())]
+
+
+@pytest.mark.parametrize("inline", [1, "yes", None])
+def test_inline_must_be_a_bool(inline: object) -> None:
+    with pytest.raises(ToolDefinitionError, match="inline must be a bool"):
+
+        @tool(inline=inline)  # type: ignore[call-overload]
+        def quick() -> str:
+            return "x"
+
+
+def test_an_async_function_cannot_be_inline() -> None:
+    with pytest.raises(ToolDefinitionError, match="inline=True is for a plain function"):
+
+        @tool(inline=True)
+        async def quick() -> str:
+            return "x"
 
 
 async def test_non_string_result_becomes_json_text() -> None:
