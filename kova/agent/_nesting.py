@@ -37,10 +37,32 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from .._models import ToolUse, Usage
-    from ._approvals import InnerPause
-    from ._tool_pool import Approver
+    from ..tools import Tool
+    from ._approvals import Deferred, InnerPause
 
-__all__ = ["CallSite", "EnclosingTurn", "Nest", "nested", "outer_call", "serving_agent_call"]
+__all__ = [
+    "ApprovalPolicy",
+    "CallSite",
+    "EnclosingTurn",
+    "Nest",
+    "nested",
+    "outer_call",
+    "serving_agent_call",
+]
+
+
+class ApprovalPolicy(Protocol):
+    """An agent's approval policy as its agent tools' calls follow it (the tool pool's
+    ``Approver``)."""
+
+    @property
+    def active(self) -> bool:
+        """Whether there is a handler or a defer predicate at all."""
+
+    async def decide(
+        self, call: ToolUse, tool: Tool, path: tuple[str, ...] = ()
+    ) -> str | Deferred | None:
+        """``None`` when approved, ``DEFER`` when left to a person, else the denial."""
 
 
 class EnclosingTurn(Protocol):
@@ -68,7 +90,7 @@ class Nest:
         *,
         path: tuple[str, ...],
         turns: tuple[EnclosingTurn, ...],
-        approver: Approver | None,
+        approver: ApprovalPolicy | None,
         streamed: bool,
         resumes: dict[str, InnerPause] | None = None,
     ) -> None:
