@@ -46,12 +46,14 @@ The tree (the one copy of it; docs/errors.md says what to catch for what)::
     ├── JournalError                  a turn journal cannot be used (kova.durable)
     │   └── TurnClaimedError          another runner holds the turn
     ├── TurnFailedError               a turn run by Temporal failed (.error_type; kova.temporal)
-    └── PayloadTooLargeError          over Temporal's payload limit (kova.temporal)
+    ├── PayloadTooLargeError          over Temporal's payload limit (kova.temporal)
+    └── RemoteAgentError              a remote A2A agent failed or is unreachable (kova.a2a)
 
 Every class in the tree is importable from this module except those that live with their
 layer: ``UnknownMessage`` (``kova.actors``), ``JournalError`` and ``TurnClaimedError``
 (``kova.durable``), ``TurnFailedError`` and ``PayloadTooLargeError`` (``kova.temporal``, which
-needs the ``temporal`` extra). The tool layer's errors are also in ``kova.tools``, most
+needs the ``temporal`` extra), ``RemoteAgentError`` (``kova.a2a``, the ``serve`` extra). The
+tool layer's errors are also in ``kova.tools``, most
 others also in ``kova`` itself.
 
 Retryability is data: :attr:`KovaError.is_retryable` is true for rate limits, overload,

@@ -160,6 +160,7 @@ def _every_kova_error() -> dict[str, type]:
         "kova.temporal._client",
         "kova.temporal._payloads",
         "kova.tools",
+        "kova.a2a",
     ):
         importlib.import_module(layer)
     found: dict[str, type] = {}
