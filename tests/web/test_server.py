@@ -421,7 +421,10 @@ async def _get(
     stream = await trio.open_tcp_stream("127.0.0.1", port)
     async with stream:
         request = raw or (
-            f"{method} {path} HTTP/1.1\r\nHost: {host or f'127.0.0.1:{port}'}\r\n\r\n".encode()
+            (
+                f"{method} {path} HTTP/1.1\r\nHost: {host or f'127.0.0.1:{port}'}\r\n"
+                "Connection: close\r\n\r\n"  # or the server keeps it open its keep-alive time
+            ).encode()
         )
         await stream.send_all(request)
         data = b""
