@@ -43,6 +43,7 @@ import trio
 
 from .._errors import ApprovalMismatchError
 from .._record import Record
+from .._wal import use_wal
 from ._errors import JournalError, TurnClaimedError
 
 if TYPE_CHECKING:
@@ -221,7 +222,7 @@ class SqliteJournal:
             connection.close()
 
     def _prepare(self, connection: sqlite3.Connection) -> None:
-        mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        mode = use_wal(connection, self._busy_timeout)
         if str(mode).lower() != "wal":
             raise JournalError(f"journal {str(self.path)!r}: cannot use WAL mode ({mode})")
         where = str(self.path)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, TypeVar
 import trio
 
 from .._errors import SessionConflictError, SessionError
+from .._wal import use_wal
 from ._store import (
     MessageCache,
     SessionInfo,
@@ -230,7 +231,7 @@ class SqliteSessionStore(SessionStore):
         connection.close()
 
     def _prepare(self, connection: sqlite3.Connection) -> None:
-        mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        mode = use_wal(connection, self._busy_timeout)
         if str(mode).lower() != "wal":
             raise SessionError(f"session store {str(self.path)!r}: cannot use WAL mode ({mode})")
         with _transaction(connection):
