@@ -182,7 +182,8 @@ def main() -> None:
         text=True,
         env=env,
     )
-    assert child.stdin is not None and child.stdout is not None
+    assert child.stdin is not None
+    assert child.stdout is not None
     url = json.loads(child.stdout.readline())["url"]
     child.stdin.write("start\n")
     child.stdin.flush()
@@ -208,8 +209,8 @@ def main() -> None:
         f"{served['events']} events in {served['wall']:.2f} s"
     )
     print(
-        f"direct Agent.stream: {direct['done']}/{direct_streams} streams, {direct['events']} events "
-        f"in {direct['wall']:.2f} s"
+        f"direct Agent.stream: {direct['done']}/{direct_streams} streams, "
+        f"{direct['events']} events in {direct['wall']:.2f} s"
     )
     print(
         f"CPU per streamed event: direct {direct_per:.1f} us, served {served_per:.1f} us "
