@@ -92,6 +92,62 @@ async def _round(fn: Any, n: int) -> tuple[float, float]:
 _TOOLS: Any = None
 
 
+async def alternate(
+    calls: dict[str, Any], base_of: dict[str, str], n: int, rounds: int
+) -> dict[str, tuple[float, float, float, float]]:
+    """Interleave ``rounds`` rounds of ``n`` calls of every row (the order reversed every
+    other round, so drift hits every row alike); per row the medians of CPU and wall per
+    call (us) and of its ratios to its base row (``base_of[row]``) in the same round."""
+    cpu: dict[str, list[float]] = {k: [] for k in calls}
+    wall: dict[str, list[float]] = {k: [] for k in calls}
+    ratio_cpu: dict[str, list[float]] = {k: [] for k in calls}
+    ratio_wall: dict[str, list[float]] = {k: [] for k in calls}
+    for index in range(rounds):
+        order = list(calls.items())
+        if index % 2:
+            order.reverse()
+        here = {label: await _round(fn, n) for label, fn in order}
+        for label in calls:
+            base = here[base_of[label]]
+            cpu[label].append(here[label][0])
+            wall[label].append(here[label][1])
+            ratio_cpu[label].append(here[label][0] / base[0])
+            ratio_wall[label].append(here[label][1] / base[1])
+    med = statistics.median
+    return {
+        label: (med(cpu[label]), med(wall[label]), med(ratio_cpu[label]), med(ratio_wall[label]))
+        for label in calls
+    }
+
+
+def report(title: str, base: str, medians: dict[str, tuple[float, float, float, float]]) -> None:
+    """Print :func:`alternate`'s medians as a markdown table."""
+    print(title)
+    print(f"| row | CPU us/call | wall us/call | CPU x {base} | wall x {base} |")
+    print("|---|---:|---:|---:|---:|")
+    for label, (cpu, wall, ratio_cpu, ratio_wall) in medians.items():
+        print(f"| {label} | {cpu:.1f} | {wall:.1f} | {ratio_cpu:.4f} | {ratio_wall:.4f} |")
+
+
+def main_on_mock_server(bench: Any) -> None:
+    """``bench(base_url, api, calls, rounds)`` in one trio run beside the mock server
+    (scenario b's bodies), with the usual ``--calls``, ``--rounds`` and ``--api``."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--api", default="openai")
+    args = parser.parse_args()
+    logging.disable(logging.CRITICAL)
+    server = MockServer()
+    _pin_client()
+    try:
+        size = {"answer": ANSWER, "calls": args.calls, "turns": args.calls}
+        server.prepare(args.api, prepare_bodies("b", size, size))
+        trio.run(bench, server.base_url, args.api, args.calls, args.rounds)
+    finally:
+        server.close()
+
+
 async def _hand_loop(provider: Any, model: str) -> None:
     """The floor's hand-written loop on kova's provider (what the agent adds is the rest)."""
     global _TOOLS

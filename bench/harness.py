@@ -21,21 +21,16 @@ the HTTP path's noise. Prints the median CPU and wall per call (us) and each row
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import logging
 import os
-import statistics
 import sys
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import trio  # noqa: E402
-from agentpath import ANSWER, _Instant, _round  # noqa: E402
+from agentpath import ANSWER, _Instant, alternate, main_on_mock_server, report  # noqa: E402
 from clients.kova_client import make_provider  # noqa: E402
-from run import MockServer, _pin_client, prepare_bodies  # noqa: E402
 
 from kova import InferenceConfig, Message  # noqa: E402
 from kova.agent import AgentBuilder, ClearToolResults, SlidingWindow  # noqa: E402
@@ -96,47 +91,16 @@ async def _bench(base_url: str, api: str, n: int, rounds: int) -> None:
         for fn in calls.values():  # warm-up
             for _ in range(10):
                 await fn()
-        cpu: dict[str, list[float]] = {k: [] for k in rows}
-        wall: dict[str, list[float]] = {k: [] for k in rows}
-        ratio_cpu: dict[str, list[float]] = {k: [] for k in rows}
-        ratio_wall: dict[str, list[float]] = {k: [] for k in rows}
-        for index in range(rounds):
-            order = list(calls.items())
-            if index % 2:  # alternate the order, so drift hits every row alike
-                order.reverse()
-            here = {label: await _round(fn, n) for label, fn in order}
-            for label, (_agent, group) in rows.items():
-                base = here[f"{group}: plain"]
-                cpu[label].append(here[label][0])
-                wall[label].append(here[label][1])
-                ratio_cpu[label].append(here[label][0] / base[0])
-                ratio_wall[label].append(here[label][1] / base[1])
-    med = statistics.median
-    print(f"{api} format, {n} calls a round, median of {rounds} alternating rounds")
-    print("| row | CPU us/call | wall us/call | CPU x plain | wall x plain |")
-    print("|---|---:|---:|---:|---:|")
-    for label in rows:
-        print(
-            f"| {label} | {med(cpu[label]):.1f} | {med(wall[label]):.1f} | "
-            f"{med(ratio_cpu[label]):.4f} | {med(ratio_wall[label]):.4f} |"
+        medians = await alternate(
+            calls, {label: f"{group}: plain" for label, (_, group) in rows.items()}, n, rounds
         )
+    report(
+        f"{api} format, {n} calls a round, median of {rounds} alternating rounds", "plain", medians
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--calls", type=int, default=300)
-    parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--api", default="openai")
-    args = parser.parse_args()
-    logging.disable(logging.CRITICAL)
-    server = MockServer()
-    _pin_client()
-    try:
-        size = {"answer": ANSWER, "calls": args.calls, "turns": args.calls}
-        server.prepare(args.api, prepare_bodies("b", size, size))
-        trio.run(_bench, server.base_url, args.api, args.calls, args.rounds)
-    finally:
-        server.close()
+    main_on_mock_server(_bench)
 
 
 if __name__ == "__main__":

@@ -146,7 +146,7 @@ class ToolSearch:
         found = ToolsFound(query=query, names=names, call_id=call.id)
         if not names:
             text = (
-                f"No tool matches {query!r}. Try other words; the tools already loaded are "
+                f"No tool matches {query[:200]!r}. Try other words; the tools already loaded are "
                 "still available."
             )
             return ToolResult(tool_use_id=call.id, content=text), found

@@ -320,3 +320,12 @@ async def test_an_inner_agents_search_reaches_the_outer_stream_with_its_path():
     assert found[0].names == ("send_email",)
     assert len(found[0].path) == 1  # under the outer call that ran the inner agent
     assert seen[-1].response.text == "done"
+
+
+def test_a_hostile_query_is_answered_in_band_and_not_echoed_whole():
+    search = ToolSearch(_definitions(), limit=5)
+    result, found = search.answer(_call(query="\ud83d" + "zz" * 50_000))
+    assert found is not None
+    assert found.names == ()
+    assert not result.is_error
+    assert len(result.text) < 400
