@@ -326,3 +326,40 @@ async def test_a_per_call_policy_and_a_summary_through_the_agent():
     assert all(event.strategy == "summarize" for event in compacted)
     assert len(summaries) == len(compacted)
     assert seen[-1].response.text == "done"
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("context", "scale"), 100.0),
+        (("context", "removed"), "3"),
+        (("context", "pending"), [1]),
+        (("deferred", "limit"), 0),
+        (("deferred", "found"), [1]),
+    ],
+)
+def test_a_changed_saved_turn_state_is_refused(path, value):
+    """What a saved turn records of its compaction and tool search comes back from outside:
+    a field of the wrong type or range is a SerializationError, never a misread turn."""
+    import json
+
+    from kova.errors import SerializationError
+
+    turn = Turn.start(
+        _loop(6, 2000)[1:],
+        tools=[],
+        config=InferenceConfig(),
+        context=ContextPolicy(ClearToolResults(keep_last=1), window=2_000, reserve=100),
+        deferred=[kova_tool_definition()],
+    )
+    turn.next_step()
+    document = json.loads(turn.to_json())
+    document[path[0]][path[1]] = value
+    with pytest.raises(SerializationError):
+        Turn.from_dict(document)
+
+
+def kova_tool_definition():
+    from kova import ToolDefinition
+
+    return ToolDefinition(name="send_email", description="Send an email message.")
