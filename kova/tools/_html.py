@@ -32,6 +32,7 @@ from .._record import Record
 
 if TYPE_CHECKING:
     import threading
+    from collections.abc import Callable
 
 __all__ = ["Converted", "convert_html", "html_to_markdown", "html_to_text"]
 
@@ -202,16 +203,14 @@ class _Writer:
     # -- markup -------------------------------------------------------------------------
 
     def start(self, name: str, attributes: str, self_closing: bool) -> None:
-        if self.hidden:
-            if name in _HIDDEN and not self_closing:
-                self.hidden += 1
-                self._open(name)
-            return
         if name in _HIDDEN:
             if not self_closing:
                 self.hidden += 1
                 self._open(name)
-        elif name in _LINE:
+            return
+        if self.hidden:
+            return
+        if name in _LINE:
             self.breaks(1)
         elif name in _PARAGRAPH:
             self.breaks(2)
@@ -229,90 +228,107 @@ class _Writer:
             if self.markdown and not self.pre:
                 self.inline(_EMPHASIS[name])
             self._open(name)
-        elif name == "a":
-            if self.links:
-                self._close_link()
-            href = _attribute(attributes, "href") if self.markdown else None
-            if href is not None and href.strip().lower().startswith(("javascript:", "data:")):
-                href = None
-            self.links.append(href)
-            if href is not None:
-                self.inline("[")
-            self._open(name)
-        elif name == "br":
-            if self.inline_only:
-                self.space = True
-            else:
-                self._flush_breaks()
-                self._newline()
-        elif name == "img":
-            alt = " ".join((_attribute(attributes, "alt") or "").split())
-            src = _attribute(attributes, "src") if self.markdown else None
-            if src and not src.strip().lower().startswith(("data:", "javascript:")):
-                self.inline(f"![{alt}]({src.strip()})")
-            elif alt:
-                self.inline(alt)
-        elif name in ("ul", "ol"):
-            self.breaks(1 if self.lists else 2)
-            start = _attribute(attributes, "start") if name == "ol" else None
-            first = int(start) if start is not None and start.strip().isdigit() else 1
-            self.lists.append([name == "ol", first])
-            self._open("list")
-        elif name == "li":
-            self.breaks(1)
-            self._flush_breaks()
-            depth = len(self.lists)
-            if depth and self.lists[-1][0]:
-                marker = f"{self.lists[-1][1]}."
-                self.lists[-1][1] += 1
-            else:
-                marker = "-"
-            if not self.line_start:
-                self._newline()
-            quote = "> " * self.quote if self.markdown else ""
-            self._append(quote + "  " * max(depth - 1, 0) + marker + " ")
-            self.line_start = False
-            self.space = False
-        elif name == "blockquote":
-            self.breaks(2)
-            self._flush_breaks()  # the blank line before the quote is not quoted
-            self.quote += 1
-            self._open(name)
-        elif name == "pre":
-            self.breaks(2)
-            if self.markdown:
-                self.inline("```")
+        else:
+            starter = _STARTERS.get(name)
+            if starter is not None:
+                starter(self, name, attributes)
+
+    def _start_link(self, name: str, attributes: str) -> None:
+        if self.links:
+            self._close_link()
+        href = _attribute(attributes, "href") if self.markdown else None
+        if href is not None and href.strip().lower().startswith(("javascript:", "data:")):
+            href = None
+        self.links.append(href)
+        if href is not None:
+            self.inline("[")
+        self._open(name)
+
+    def _start_br(self, name: str, attributes: str) -> None:
+        if self.inline_only:
+            self.space = True
+        else:
             self._flush_breaks()
             self._newline()
-            self.pre += 1
-            self._open(name)
-        elif name == "code":
-            if self.markdown and not self.pre:
-                self.inline("`")
-            self._open(name)
-        elif name == "hr":
-            self.breaks(2)
-            if self.markdown:
-                self.inline("---")
-            self.breaks(2)
-        elif name == "tr":
-            if self.tables:
-                self._end_row()
-                self.breaks(1)
-                self.inline("|")
-                self.tables[-1][0] += 1
-        elif name in ("td", "th") and self.tables:
-            table = self.tables[-1]
-            if table[2]:
-                self._end_cell()
-            if table[0] == 0:  # a cell without a row
-                self.breaks(1)
-                self.inline("|")
-                table[0] = 1
-            table[1] += 1
-            table[2] = 1
-            self.inline_only += 1
-            self.space = True
+
+    def _start_img(self, name: str, attributes: str) -> None:
+        alt = " ".join((_attribute(attributes, "alt") or "").split())
+        src = _attribute(attributes, "src") if self.markdown else None
+        if src and not src.strip().lower().startswith(("data:", "javascript:")):
+            self.inline(f"![{alt}]({src.strip()})")
+        elif alt:
+            self.inline(alt)
+
+    def _start_list(self, name: str, attributes: str) -> None:
+        self.breaks(1 if self.lists else 2)
+        start = _attribute(attributes, "start") if name == "ol" else None
+        first = int(start) if start is not None and start.strip().isdigit() else 1
+        self.lists.append([name == "ol", first])
+        self._open("list")
+
+    def _start_item(self, name: str, attributes: str) -> None:
+        self.breaks(1)
+        self._flush_breaks()
+        depth = len(self.lists)
+        if depth and self.lists[-1][0]:
+            marker = f"{self.lists[-1][1]}."
+            self.lists[-1][1] += 1
+        else:
+            marker = "-"
+        if not self.line_start:
+            self._newline()
+        quote = "> " * self.quote if self.markdown else ""
+        self._append(quote + "  " * max(depth - 1, 0) + marker + " ")
+        self.line_start = False
+        self.space = False
+
+    def _start_quote(self, name: str, attributes: str) -> None:
+        self.breaks(2)
+        self._flush_breaks()  # the blank line before the quote is not quoted
+        self.quote += 1
+        self._open(name)
+
+    def _start_pre(self, name: str, attributes: str) -> None:
+        self.breaks(2)
+        if self.markdown:
+            self.inline("```")
+        self._flush_breaks()
+        self._newline()
+        self.pre += 1
+        self._open(name)
+
+    def _start_code(self, name: str, attributes: str) -> None:
+        if self.markdown and not self.pre:
+            self.inline("`")
+        self._open(name)
+
+    def _start_rule(self, name: str, attributes: str) -> None:
+        self.breaks(2)
+        if self.markdown:
+            self.inline("---")
+        self.breaks(2)
+
+    def _start_row(self, name: str, attributes: str) -> None:
+        if self.tables:
+            self._end_row()
+            self.breaks(1)
+            self.inline("|")
+            self.tables[-1][0] += 1
+
+    def _start_cell(self, name: str, attributes: str) -> None:
+        if not self.tables:
+            return
+        table = self.tables[-1]
+        if table[2]:
+            self._end_cell()
+        if table[0] == 0:  # a cell without a row
+            self.breaks(1)
+            self.inline("|")
+            table[0] = 1
+        table[1] += 1
+        table[2] = 1
+        self.inline_only += 1
+        self.space = True
 
     def end(self, name: str) -> None:
         key = "list" if name in ("ul", "ol") else name
@@ -414,6 +430,24 @@ class _Writer:
             heading = f"# {self.title}" if self.markdown else self.title
             return f"{heading}\n\n{body}" if body else heading
         return body
+
+
+_STARTERS: dict[str, Callable[[_Writer, str, str], None]] = {
+    "a": _Writer._start_link,
+    "br": _Writer._start_br,
+    "img": _Writer._start_img,
+    "ul": _Writer._start_list,
+    "ol": _Writer._start_list,
+    "li": _Writer._start_item,
+    "blockquote": _Writer._start_quote,
+    "pre": _Writer._start_pre,
+    "code": _Writer._start_code,
+    "hr": _Writer._start_rule,
+    "tr": _Writer._start_row,
+    "td": _Writer._start_cell,
+    "th": _Writer._start_cell,
+}
+"""The opening tags with a rule of their own (the rest are grouped in ``_Writer.start``)."""
 
 
 def _blank_line(match: re.Match[str]) -> str:

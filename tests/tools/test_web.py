@@ -521,6 +521,23 @@ def test_html_becomes_markdown_with_structure() -> None:
     )
 
 
+def test_html_rules_breaks_numbering_and_cells_without_rows() -> None:
+    from kova.tools._html import html_to_markdown, html_to_text
+
+    page = (
+        "<p>a</p><hr><ol start='3'><li>c</li><li>d</li></ol>"
+        "<table><td>x<br>y</td><td>z</td></table>"
+        "<img alt='only alt'><img src='data:image/png;base64,AA' alt='inline'>"
+        "<a href='/1'>one<a href='/2'>two</a>"
+        "<template><p>never</p></template><br/>end"
+    )
+    assert html_to_markdown(page) == (
+        "a\n\n---\n\n3. c\n4. d\n\n| x y | z |\n| --- | --- |\n\n"
+        "only altinline[one](/1)[two](/2)\nend"
+    )
+    assert html_to_text(page) == "a\n\n3. c\n4. d\n\n| x y | z |\n\nonly altinlineonetwo\nend"
+
+
 @pytest.mark.parametrize(
     "page",
     [
