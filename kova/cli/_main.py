@@ -211,6 +211,25 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kova", description="kova: LLM agents on trio")
     parser.add_argument("--version", action="version", version=f"kova {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
+    _add_chat(commands)
+    models = commands.add_parser("models", help="list the models a provider offers")
+    _add_provider_flags(models)
+    _add_mcp(commands)
+    commands.add_parser("demo", help="run a real agent against a local scripted model")
+    _add_serve(commands)
+    commands.add_parser("version", help="print kova's version")
+    return parser
+
+
+def _add_demo_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="the scripted demo model on a local fake server (no API key, no network)",
+    )
+
+
+def _add_chat(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     chat = commands.add_parser(
         "chat",
         help="chat with a model in the terminal",
@@ -252,18 +271,15 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAMES",
         help="not these MCP tools (names or globs, as --mcp-include); repeatable",
     )
-    chat.add_argument(
-        "--demo",
-        action="store_true",
-        help="the scripted demo model on a local fake server (no API key, no network)",
-    )
+    _add_demo_flag(chat)
     chat.add_argument("--system", help="a system prompt")
     chat.add_argument(
         "--yes", action="store_true", help="run every tool call without asking for approval"
     )
     chat.add_argument("--no-color", action="store_true", help="no ANSI colours")
-    models = commands.add_parser("models", help="list the models a provider offers")
-    _add_provider_flags(models)
+
+
+def _add_mcp(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     mcp = commands.add_parser("mcp", help="inspect MCP servers")
     mcp_commands = mcp.add_subparsers(dest="mcp_command", required=True)
     tools = mcp_commands.add_parser(
@@ -277,25 +293,19 @@ def _parser() -> argparse.ArgumentParser:
         "agent's answer out, with progress notifications; the client's cancel stops the turn.",
     )
     _add_provider_flags(mcp_serve)
-    mcp_serve.add_argument(
-        "--demo",
-        action="store_true",
-        help="the scripted demo model on a local fake server (no API key, no network)",
-    )
+    _add_demo_flag(mcp_serve)
     mcp_serve.add_argument("--system", help="a system prompt")
     mcp_serve.add_argument("--name", default="kova", help="the tool's name (default kova)")
-    commands.add_parser("demo", help="run a real agent against a local scripted model")
+
+
+def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = commands.add_parser(
         "serve",
         help="chat with an agent in the browser (approve its tool calls from the page)",
         description="Serve a chat agent behind kova's web view; prints the page's address.",
     )
     _add_provider_flags(serve)
-    serve.add_argument(
-        "--demo",
-        action="store_true",
-        help="the scripted demo model on a local fake server (no API key, no network)",
-    )
+    _add_demo_flag(serve)
     serve.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any)")
     serve.add_argument("--system", help="a system prompt")
@@ -308,8 +318,6 @@ def _parser() -> argparse.ArgumentParser:
         help="the secret of the page and of the API (Authorization: Bearer TOKEN; at least 16 "
         "characters; default $KOVA_SERVE_TOKEN, else a random one, printed in the page's URL)",
     )
-    commands.add_parser("version", help="print kova's version")
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

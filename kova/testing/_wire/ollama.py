@@ -73,16 +73,25 @@ def decode_request(body: JSONValue) -> DecodedRequest:
         raise ValueError("model is required")
     if not isinstance(raw, Sequence) or isinstance(raw, str):
         raise ValueError("messages must be a list")
+    options = body.get("options")
+    options = options if isinstance(options, Mapping) else {}
+    stream = body.get("stream")
+    return DecodedRequest(
+        messages=tuple(_messages(raw)),
+        tools=tuple(_tools(body.get("tools"))),
+        config=_config(model, options, body.get("format")),
+        stream=stream is not False,  # streaming is Ollama's default
+        model=model,
+        think=body.get("think"),
+        options=dict(options),
+    )
+
+
+def _messages(raw: Sequence[JSONValue]) -> list[Message]:
     messages: list[Message] = []
     pending: dict[str, list[str]] = {}
     """Unanswered call ids by tool name, in call order."""
     results: list[ToolResult] = []
-
-    def flush() -> None:
-        if results:
-            messages.append(Message.tool_results(list(results)))
-            results.clear()
-
     for item in raw:
         if not isinstance(item, Mapping):
             raise ValueError("a message must be an object")
@@ -97,7 +106,9 @@ def decode_request(body: JSONValue) -> DecodedRequest:
             identifier = waiting.pop(0) if waiting else name
             results.append(ToolResult(tool_use_id=identifier, content=text))
             continue
-        flush()
+        if results:
+            messages.append(Message.tool_results(results))
+            results = []
         if role == "system":
             messages.append(Message.system(text))
         elif role == "user":
@@ -105,25 +116,33 @@ def decode_request(body: JSONValue) -> DecodedRequest:
             blocks.extend(_images(item))
             messages.append(Message.user(blocks))
         elif role == "assistant":
-            uses: list[Text | ToolUse] = [Text(text=text)] if text else []
-            calls = item.get("tool_calls")
-            for position, call in enumerate(calls if isinstance(calls, Sequence) else []):
-                function = call.get("function") if isinstance(call, Mapping) else None
-                if not isinstance(function, Mapping):
-                    raise ValueError("a tool call needs a function")
-                arguments = function.get("arguments", {})
-                if not isinstance(arguments, Mapping):
-                    raise ValueError("tool call arguments must be an object")
-                name = str(function.get("name"))
-                identifier = call_id(name, dict(arguments), position)
-                pending.setdefault(name, []).append(identifier)
-                uses.append(ToolUse(id=identifier, name=name, input=dict(arguments)))
-            messages.append(Message.assistant(uses))
+            messages.append(_assistant(item, text, pending))
         else:
             raise ValueError(f"unknown role {role!r}")
-    flush()
+    if results:
+        messages.append(Message.tool_results(results))
+    return messages
+
+
+def _assistant(item: Mapping[str, JSONValue], text: str, pending: dict[str, list[str]]) -> Message:
+    uses: list[Text | ToolUse] = [Text(text=text)] if text else []
+    calls = item.get("tool_calls")
+    for position, call in enumerate(calls if isinstance(calls, Sequence) else []):
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(function, Mapping):
+            raise ValueError("a tool call needs a function")
+        arguments = function.get("arguments", {})
+        if not isinstance(arguments, Mapping):
+            raise ValueError("tool call arguments must be an object")
+        name = str(function.get("name"))
+        identifier = call_id(name, dict(arguments), position)
+        pending.setdefault(name, []).append(identifier)
+        uses.append(ToolUse(id=identifier, name=name, input=dict(arguments)))
+    return Message.assistant(uses)
+
+
+def _tools(raw_tools: JSONValue) -> list[ToolDefinition]:
     tools: list[ToolDefinition] = []
-    raw_tools = body.get("tools")
     for tool in raw_tools if isinstance(raw_tools, Sequence) else []:
         function = tool.get("function") if isinstance(tool, Mapping) else None
         if isinstance(function, Mapping):
@@ -137,14 +156,15 @@ def decode_request(body: JSONValue) -> DecodedRequest:
                     else {"type": "object", "properties": {}},
                 )
             )
-    options = body.get("options")
-    options = options if isinstance(options, Mapping) else {}
-    schema = body.get("format")
+    return tools
+
+
+def _config(model: str, options: Mapping[str, JSONValue], schema: JSONValue) -> InferenceConfig:
     predict = options.get("num_predict")
     temperature = options.get("temperature")
     top_p = options.get("top_p")
     stop = options.get("stop")
-    config = InferenceConfig(
+    return InferenceConfig(
         model=model,
         max_tokens=predict if isinstance(predict, int) and predict > 0 else None,
         temperature=float(temperature) if isinstance(temperature, int | float) else None,
@@ -153,16 +173,6 @@ def decode_request(body: JSONValue) -> DecodedRequest:
         response_format=ResponseFormat(name="format", schema=dict(schema))
         if isinstance(schema, Mapping)
         else None,
-    )
-    stream = body.get("stream")
-    return DecodedRequest(
-        messages=tuple(messages),
-        tools=tuple(tools),
-        config=config,
-        stream=stream is not False,  # streaming is Ollama's default
-        model=model,
-        think=body.get("think"),
-        options=dict(options),
     )
 
 
