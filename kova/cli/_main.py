@@ -296,6 +296,12 @@ def _add_mcp(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     _add_demo_flag(mcp_serve)
     mcp_serve.add_argument("--system", help="a system prompt")
     mcp_serve.add_argument("--name", default="kova", help="the tool's name (default kova)")
+    mcp_serve.add_argument(
+        "--tools",
+        action="store_true",
+        help="offer the agent's own tools too, each as an MCP tool (with --demo: its weather "
+        "lookup)",
+    )
 
 
 def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -423,7 +429,8 @@ async def _models(args: argparse.Namespace) -> int:
 
 async def _mcp_serve(args: argparse.Namespace) -> None:
     """``kova mcp serve``: one agent (no tools; ``--demo``: the weather model and its tool)
-    as an MCP tool over stdio. Nothing but MCP goes to stdout."""
+    as an MCP tool over stdio (``--tools``: its own tools too). Nothing but MCP goes to
+    stdout."""
     from ..agent import AgentBuilder
     from ..serve import serve_mcp_stdio
 
@@ -431,7 +438,7 @@ async def _mcp_serve(args: argparse.Namespace) -> None:
         async with _open_demo() as (_server, provider, get_weather):
             builder = AgentBuilder().provider(provider).name(args.name).tool(get_weather)
             system = args.system or "You are a helpful weather assistant."
-            await serve_mcp_stdio(builder.system_prompt(system).build())
+            await serve_mcp_stdio(builder.system_prompt(system).build(), tools=args.tools)
         return
     from ._providers import select_provider
 
@@ -439,7 +446,7 @@ async def _mcp_serve(args: argparse.Namespace) -> None:
     builder = AgentBuilder().provider(selected.provider).name(args.name)
     if args.system:
         builder = builder.system_prompt(args.system)
-    await serve_mcp_stdio(builder.build())
+    await serve_mcp_stdio(builder.build(), tools=args.tools)
 
 
 async def _mcp_tools(server: list[str]) -> int:

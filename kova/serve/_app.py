@@ -62,6 +62,7 @@ def app(
     max_paused_runs: int = 1024,
     sessions: SessionStore | None = None,
     web: EventServer | None = None,
+    mcp_tools: bool = False,
 ) -> Starlette:
     """An ASGI application serving ``agents`` to standard clients (the ``serve`` extra).
 
@@ -94,10 +95,14 @@ def app(
         web: kova's web view to serve at ``/`` (its page and WebSocket, which check the
             event server's own token, host and origin): ``kova serve`` passes the one it
             opened with ``kova.web``'s hosted event server.
+        mcp_tools: offer the agents' own tools at ``/mcp`` too, beside the agents, each
+            under its own name; a call runs on its agent's tool pool under the agent's
+            approval policy and tool guards (a call they leave to a person does not run).
 
     Raises:
         ValueError: no agents, two agents with one name, a token under 16 characters,
-            or a limit that is not a positive integer.
+            a limit that is not a positive integer, or (with ``mcp_tools``) two agents
+            offering one tool name, or a tool named like an agent.
         TypeError: something other than an :class:`~kova.agent.Agent` was given.
     """
     from starlette.applications import Starlette
@@ -127,7 +132,9 @@ def app(
         sessions=sessions,
     )
 
-    mcp, mcp_sessions = _mcp.mounted(named, max_prompt_chars=max_prompt_chars)
+    if not isinstance(mcp_tools, bool):
+        raise TypeError(f"mcp_tools must be True or False, not {mcp_tools!r}")
+    mcp, mcp_sessions = _mcp.mounted(named, max_prompt_chars=max_prompt_chars, tools=mcp_tools)
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
