@@ -13,6 +13,7 @@ from ._errors import AgentLoopError as AgentLoopError
 from ._errors import BuildError as BuildError
 from ._errors import ConfigError as ConfigError
 from ._errors import ContextBudgetExceededError as ContextBudgetExceededError
+from ._errors import ContextOverflow as ContextOverflow
 from ._errors import InvalidRequest as InvalidRequest
 from ._errors import InvalidResponse as InvalidResponse
 from ._errors import KovaConnectionError as KovaConnectionError
@@ -146,6 +147,7 @@ __all__ = [
     "ConfigError",
     "ContentBlock",
     "ContextBudgetExceededError",
+    "ContextOverflow",
     "Document",
     "File",
     "Image",

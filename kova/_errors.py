@@ -27,6 +27,7 @@ __all__ = [
     "BuildError",
     "ConfigError",
     "ContextBudgetExceededError",
+    "ContextOverflow",
     "GuardrailTripped",
     "InvalidRequest",
     "InvalidResponse",
@@ -277,6 +278,14 @@ class InvalidRequest(ProviderError):
     context window. Not retried."""
 
     default_class = ProviderErrorClass.INVALID_REQUEST
+
+
+class ContextOverflow(InvalidRequest):
+    """The prompt is larger than the model's context window: every provider's answer for it
+    (Anthropic "prompt is too long", OpenAI and Azure ``context_length_exceeded``, Gemini "input
+    token count ... exceeds", Bedrock "Input is too long", Ollama "exceeds the context
+    length") is this one class. A turn with a context policy (``AgentBuilder.context``)
+    compacts once and retries the call once; without one it fails with it. Not retried."""
 
 
 class ModelNotFound(ProviderError):

@@ -9,7 +9,8 @@ The tree (the one copy of it; docs/errors.md says what to catch for what)::
     │   ├── ProviderAuthError         AUTH_INVALID (401), AUTH_FORBIDDEN (403), or no credentials
     │   ├── RateLimited               RATE_LIMITED (429); carries retry_after
     │   ├── ProviderOverloaded        OVERLOADED (408, 5xx, 529)
-    │   ├── InvalidRequest            INVALID_REQUEST (400, 413, 422, including "prompt too long")
+    │   ├── InvalidRequest            INVALID_REQUEST (400, 413, 422)
+    │   │   └── ContextOverflow       the prompt is over the model's context window (any provider)
     │   ├── ModelNotFound             NOT_FOUND (404)
     │   └── InvalidResponse           OTHER: the provider sent something kova cannot read
     ├── KovaConnectionError           refused / reset / dropped (also a builtin ConnectionError)
@@ -75,6 +76,7 @@ from ._errors import BudgetExceeded as BudgetExceeded
 from ._errors import BuildError as BuildError
 from ._errors import ConfigError as ConfigError
 from ._errors import ContextBudgetExceededError as ContextBudgetExceededError
+from ._errors import ContextOverflow as ContextOverflow
 from ._errors import GuardrailTripped as GuardrailTripped
 from ._errors import InvalidRequest as InvalidRequest
 from ._errors import InvalidResponse as InvalidResponse
@@ -118,6 +120,7 @@ __all__ = [
     "BuildError",
     "ConfigError",
     "ContextBudgetExceededError",
+    "ContextOverflow",
     "DuplicateToolError",
     "GuardrailTripped",
     "InvalidRequest",

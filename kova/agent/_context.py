@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final, TypeAlias
 
-from .._errors import BuildError, ContextBudgetExceededError, SerializationError
+from .._errors import BuildError, ContextBudgetExceededError, ContextOverflow, SerializationError
 from .._estimate import heuristic_count_tokens
 from .._messages import Message, Role, Text, ToolResult, ToolUse
 from .._record import Record
@@ -460,6 +460,8 @@ class Compactor:
         "_after",
         "_before",
         "_cache",
+        "_overflow",
+        "_overflowed_at",
         "_pending",
         "_ran",
         "_removed",
@@ -487,6 +489,10 @@ class Compactor:
         self._cache: tuple[Sequence[Message], int, int] | None = None
         self._tools_key: Sequence[ToolDefinition] | None = None
         self._tools_tokens = 0
+        # The provider's ContextOverflow for the request last sent, until the next fit
+        # compacts for it; and the request number it came for (one retry per model call).
+        self._overflow: ContextOverflow | None = None
+        self._overflowed_at = -1
 
     @property
     def compacted(self) -> bool:
@@ -530,6 +536,21 @@ class Compactor:
         if input_tokens and sent:
             self._scale = min(4.0, max(1.0, self._scale * input_tokens / sent))
 
+    def overflowed(self, error: ContextOverflow, request_number: int) -> bool:
+        """The provider answered the request last sent with ``error``: the next :meth:`fit`
+        compacts (to at most three quarters of what was sent) and later estimates count
+        more (the heuristic fell short). ``False``: this model call overflowed once already
+        (one retry per call)."""
+        if self._overflowed_at == request_number:
+            return False
+        self._overflowed_at = request_number
+        self._overflow = error
+        sent = self._sent
+        if sent:
+            # What was sent is over the window, which is more than the limit: count so.
+            self._scale = min(4.0, max(self._scale * 1.25, self._scale * self.limit * 1.1 / sent))
+        return True
+
     def fit(
         self,
         messages: Sequence[Message],
@@ -543,14 +564,19 @@ class Compactor:
 
         Raises:
             ContextBudgetExceededError: nothing makes the request fit.
+            ContextOverflow: the provider refused the last request as over its window
+                (:meth:`overflowed`) and nothing could be compacted.
         """
+        overflow, self._overflow = self._overflow, None
         tokens = self._quick_estimate(messages, tools)
-        if tokens <= self.limit:
+        if tokens <= self.limit and overflow is None:
             self._sent = tokens
             return None
         estimate = self._estimator(tools)
         current = list(messages)
         before = estimate(current)
+        # After an overflow the request must shrink, whatever the estimate says.
+        target = self.limit if overflow is None else min(self.limit, before * 3 // 4)
         ran: list[str] = []
         removed = 0
         for position, strategy in enumerate(self.policy.strategies):
@@ -561,7 +587,7 @@ class Compactor:
                 # Down to three quarters of the limit, not just under it: the window then
                 # slides every few calls rather than on every one (each slide changes the
                 # prompt's prefix, which a provider's prompt cache keys on).
-                current, count = slide(current, start, self.limit * 3 // 4, estimate)
+                current, count = slide(current, start, min(target, self.limit * 3 // 4), estimate)
                 name = "sliding_window"
             else:
                 cut = summary_cut(current, start, strategy.keep_last)
@@ -581,14 +607,16 @@ class Compactor:
             if count:
                 ran.append(name)
                 removed += count
-            if estimate(current) <= self.limit:
+            if estimate(current) <= target:
                 break
-        if estimate(current) > self.limit:
-            current, count = cut_oversized(current, start, self.limit, estimate)
+        if estimate(current) > target:
+            current, count = cut_oversized(current, start, target, estimate)
             if count:
                 ran.append("cut_tool_result")
                 removed += count
         after = estimate(current)
+        if overflow is not None and not ran:
+            raise overflow  # nothing could go: the provider's answer stands
         if after > self.limit:
             raise ContextBudgetExceededError(after, self.limit)
         self._sent = after
@@ -660,6 +688,7 @@ class Compactor:
             "removed": self._removed,
             "pending": None if self._pending is None else list(self._pending),
             "summarized_at": self._summarized_at,
+            "overflowed_at": self._overflowed_at,
         }
 
     def restore(self, data: Mapping[str, object]) -> None:
@@ -677,6 +706,7 @@ class Compactor:
             removed = data["removed"]
             pending = data["pending"]
             summarized_at = data["summarized_at"]
+            overflowed_at = data.get("overflowed_at", -1)
         except KeyError as exc:
             raise SerializationError(f"stored compaction state lacks {exc}") from None
         if (
@@ -690,6 +720,7 @@ class Compactor:
             or not _is_int(after)
             or not _is_int(removed)
             or not _is_int(summarized_at)
+            or not _is_int(overflowed_at)
             or not (
                 pending is None
                 or (isinstance(pending, list) and len(pending) == 2 and all(map(_is_int, pending)))
@@ -704,6 +735,7 @@ class Compactor:
         self._removed = removed  # type: ignore[assignment]
         self._pending = None if pending is None else (pending[0], pending[1])
         self._summarized_at = summarized_at  # type: ignore[assignment]
+        self._overflowed_at = overflowed_at  # type: ignore[assignment]
 
 
 def _is_int(value: object) -> bool:

@@ -27,16 +27,18 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from .._errors import ContextOverflow
 from .._models import TextDelta, ThinkingDelta
 from .._observe import TurnFinished, TurnStarted, current_scope
 from ._accumulate import ResponseAccumulator
 from ._config import DEFAULT_NAME
+from ._context import Compact
 from ._events import ToolCallDeferred, ToolCallFinished, ToolCallStarted, TurnCompleted
 from ._model_call import ModelCall, outcome_of
 from ._nesting import Nest
 from ._tool_deltas import ToolArguments
 from ._tool_pool import RunToolCalls
-from ._turn import Finished
+from ._turn import CallModel, Finished
 
 if TYPE_CHECKING:
     from collections.abc import (
@@ -60,7 +62,6 @@ if TYPE_CHECKING:
     from .._observe import TurnEmitter
     from ._approvals import DeferredResult, InnerPause
     from ._budget import Hold
-    from ._context import Compact
     from ._driver_context import DriverContext
     from ._events import AgentEvent, ToolCallDelta
     from ._guard_gate import GuardGate
@@ -196,6 +197,22 @@ class ModelStep:
         turn.compacted(summary)
         await self._observer.saved(turn)
 
+    async def after_overflow(self, turn: Turn, error: ContextOverflow) -> ChatRequest:
+        """The request to send once more after the provider refused the last one as over
+        its context window: the turn's context policy compacts it (a summary first, if
+        it asks for one). Raises ``error`` when the turn cannot compact and retry."""
+        turn.overflowed(error)
+        step = turn.next_step()
+        while type(step) is not CallModel or step.count_tokens:
+            if type(step) is Compact:
+                await self.compact(step, turn)
+            elif type(step) is CallModel:
+                turn.tokens_counted(await self.count_tokens(step.request))
+            else:  # pragma: no cover - the turn asks for a model call after compacting
+                raise error
+            step = turn.next_step()
+        return step.request
+
     async def _call(self, request: ChatRequest) -> tuple[ModelCall | None, Hold | None]:
         """Counts the call in the enclosing turns and reserves it against the budget
         (``BudgetExceeded``: nothing is sent); its telemetry, when somebody listens."""
@@ -262,6 +279,8 @@ class ModelStep:
                     response = await provider._complete_checked(request)
         except BaseException as exc:
             await self.failed(call, exc, held)
+            if turn is not None and isinstance(exc, ContextOverflow):
+                return await self.complete(await self.after_overflow(turn, exc), turn)
             raise
         if self._meter is not None:
             response = self._meter.priced(response, self._model)
@@ -335,6 +354,10 @@ class ModelStream:
             if self._rest is not None:
                 await self._lease.__aexit__(type(exc), exc, exc.__traceback__)
             await step.failed(call, exc, self._held)
+            if self._turn is not None and isinstance(exc, ContextOverflow) and not self.first:
+                self._rest = None  # refused before any content: compact and send it again
+                self._request = await step.after_overflow(self._turn, exc)
+                return await self.__aenter__()
             raise
         return self
 

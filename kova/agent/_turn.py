@@ -35,6 +35,7 @@ from .._errors import (
     AgentLoopError,
     ApprovalMismatchError,
     ContextBudgetExceededError,
+    ContextOverflow,
     KovaError,
     MaxIterationsError,
     SerializationError,
@@ -667,6 +668,24 @@ class Turn:
         )
         self._working = working
         self._events.append(event)
+
+    def overflowed(self, error: ContextOverflow) -> None:
+        """The provider answered the last :class:`CallModel` with ``error`` (the prompt is
+        over its context window). With a context policy the next step compacts and calls
+        again, once per model call; without one (or on a second overflow of the same call)
+        the turn fails with ``error``, raised here.
+
+        Raises:
+            ContextOverflow: ``error``, when the turn cannot compact and retry.
+        """
+        if self._phase != _MODEL:
+            self._expect(_MODEL, "overflowed")
+        if not isinstance(error, ContextOverflow):
+            raise TypeError(f"error must be a kova.ContextOverflow, got {type(error).__name__}")
+        compactor = self._compactor
+        if compactor is None or not compactor.overflowed(error, self._requests):
+            self._fail(error)
+            raise error
 
     def take_events(self) -> tuple[CoreEvent, ...]:
         """What the core did itself since the last call, for the driver to report (in

@@ -16,9 +16,11 @@ content has reached the consumer (:attr:`~kova.ProviderError.after_content`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeVar
+import re
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from .._errors import (
+    ContextOverflow,
     KovaError,
     ProviderError,
     ProviderErrorClass,
@@ -32,7 +34,14 @@ if TYPE_CHECKING:
 
     from .._secret import Secret
 
-__all__ = ["ERROR_TYPES", "PRECISE_TYPES", "classify", "mask_error", "provider_error"]
+__all__ = [
+    "ERROR_TYPES",
+    "PRECISE_TYPES",
+    "classify",
+    "is_context_overflow",
+    "mask_error",
+    "provider_error",
+]
 
 ErrorT = TypeVar("ErrorT", bound=KovaError)
 
@@ -120,6 +129,33 @@ def classify(
     return _C.OTHER
 
 
+_OVERFLOW_CODES: Final = frozenset({"context_length_exceeded", "model_context_window_exceeded"})
+_OVERFLOW: Final = re.compile(
+    "|".join(
+        (
+            r"prompt is too long",  # Anthropic (also through Bedrock and Vertex)
+            r"exceed(?:s|ed)? (?:the )?context (?:limit|window|length)",  # Anthropic, Responses
+            r"maximum context length",  # OpenAI and Azure chat completions
+            r"context[_ ]length[_ ]exceeded",
+            r"input is too long",  # Bedrock
+            r"too many input tokens",  # Bedrock
+            r"input token count.{0,40}exceeds",  # Gemini, Bedrock
+            r"input length exceeds",  # Ollama ("the input length exceeds the context length")
+            r"(?:prompt|input) (?:is )?(?:too large|longer than).{0,30}(?:context|model)",
+        )
+    ),
+    re.IGNORECASE,
+)
+
+
+def is_context_overflow(message: str, *types: str | None) -> bool:
+    """Whether an error says the prompt is over the model's context window: by a code that
+    means it (``context_length_exceeded``), else by the words every provider uses for it."""
+    if any(kind in _OVERFLOW_CODES for kind in types):
+        return True
+    return _OVERFLOW.search(message[:2000]) is not None
+
+
 def provider_error(
     message: str,
     *,
@@ -130,11 +166,17 @@ def provider_error(
     retry_after: float | None = None,
     mid_stream: bool = False,
     secrets: Iterable[Secret] = (),
+    code: str | None = None,
 ) -> ProviderError:
     """The classified error, as the subclass its class names (``RateLimited``, ...), with
-    every one of ``secrets`` masked wherever the server echoed it (message, type or code)."""
+    every one of ``secrets`` masked wherever the server echoed it (message, type or code).
+    An ``INVALID_REQUEST`` that says the prompt is over the context window (by ``code``,
+    ``error_type`` or its words) is a :class:`~kova.ContextOverflow`."""
     resolved = classify(status_code=status_code, error_type=error_type, error_class=error_class)
-    error = error_for_class(resolved)(
+    kind = error_for_class(resolved)
+    if resolved is _C.INVALID_REQUEST and is_context_overflow(message, error_type, code):
+        kind = ContextOverflow
+    error = kind(
         message,
         status_code=status_code,
         provider=provider,

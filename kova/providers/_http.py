@@ -995,6 +995,7 @@ class HttpTransport:
             error_class=details.error_class,
             retry_after=details.retry_after,
             secrets=secrets,
+            code=details.code,
         )
 
     def secrets(self, headers: Mapping[str, str] | None = None) -> tuple[Secret, ...]:
@@ -1102,4 +1103,5 @@ class HttpTransport:
             error_class=details.error_class,
             retry_after=retry_after if retry_after is not None else details.retry_after,
             secrets=found,
+            code=details.code,
         )
