@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 __all__ = [
     "ToolOutcome",
     "ActorRestarted",
+    "GuardFinished",
+    "GuardStarted",
     "McpRequestFinished",
     "McpRequestStarted",
     "ModelCallFallback",
@@ -259,6 +261,38 @@ class ToolFinished(Record):
     it only with ``capture_content``."""
 
 
+class GuardStarted(Record):
+    """A guard's check began (``guard {name}``): an input guard once per turn, an output
+    guard at each check of the streamed text and of the answer, a tool guard per call."""
+
+    turn_id: int
+    span_id: int
+    parent_id: int
+    """The turn."""
+    time: float
+    guard: str
+    """The guard's name."""
+    kind: Literal["input", "output", "tool"]
+    call_id: str = ""
+    """The tool call a tool guard checks."""
+
+
+class GuardFinished(Record):
+    """A guard's check ended, whatever the outcome."""
+
+    turn_id: int
+    span_id: int
+    time: float
+    outcome: Literal["pass", "trip", "deny", "error", "cancelled"]
+    """``pass``, ``trip`` (the turn stops), ``deny`` (a tool guard answered the call
+    in-band), ``error`` (the check raised: the turn fails with its error) or ``cancelled``
+    (the turn ended first: another guard tripped, or the turn failed or was cancelled)."""
+    reason: str | None = None
+    """A trip's or a denial's reason."""
+    error_type: str | None = None
+    """The exception class name when ``outcome`` is ``"error"``."""
+
+
 class McpRequestStarted(Record):
     """A request to an MCP server began (from a tool call of the turn, or outside any)."""
 
@@ -318,6 +352,8 @@ TelemetryEvent: TypeAlias = (
     | ToolStarted
     | ToolExecutionStarted
     | ToolFinished
+    | GuardStarted
+    | GuardFinished
     | McpRequestStarted
     | McpRequestFinished
     | ActorRestarted

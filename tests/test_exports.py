@@ -356,6 +356,8 @@ PUBLIC: dict[str, tuple[str, ...]] = {
         "ActorRestarted",
         "DEFAULT_BOUNDS_MS",
         "ExporterConfig",
+        "GuardFinished",
+        "GuardStarted",
         "Histogram",
         "HistogramSummary",
         "McpRequestFinished",

@@ -350,7 +350,9 @@ class Agent:
             return await _session(session).run_turn(messages, again)  # type: ignore[no-any-return]
         if journal is not None or turn_id is not None:
             driver = self.driver_context()
-            journaled = run_journaled(driver, messages, config, limits, journal, turn_id, deps=deps)
+            journaled = run_journaled(
+                driver, messages, config, limits, journal, turn_id, deps=deps, guards=guards
+            )
             return await guarded(journaled, cancel)
         if limits is not None:
             check_limits(limits)

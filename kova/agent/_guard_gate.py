@@ -7,8 +7,14 @@ enters :meth:`GuardGate.guarding` around each await of a model call (no ``yield`
 a guard that trips cancels the call in flight at once through that scope; it waits for the
 input guards (:meth:`GuardGate.passed`) before any tool runs and before it answers.
 
-Without a nursery (an agent used as a tool, pulled by its caller's loop) the concurrent input
-guards run before the first model call instead: slower, never less safe.
+Without a nursery the concurrent input guards run before the first model call instead:
+slower, never less safe (every in-process driver gives one: ``run_turn``, a streamed turn's
+producer task, an agent used as a tool's call).
+
+Each decision is recorded in the turn core the moment it is made (``_guard_record``) and the
+turn saved through the step observer (the journal), so a turn run again from its record
+runs no guard that already decided, and a tripped turn stays tripped. Each check is a span
+(``GuardStarted`` / ``GuardFinished``) when somebody listens.
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ import trio
 
 from .._errors import GuardrailTripped
 from .._messages import Message, Role, ToolResult
+from .._observe import GuardFinished, GuardStarted, new_span_id
 from .._stream_events import TextDelta
+from ._guard_record import GuardRecord, GuardVerdict
 from ._guards import (
     Deny,
     GuardPassed,
@@ -33,10 +41,11 @@ from ._guards import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Awaitable, Callable, Iterator, Sequence
 
     from .._messages import ToolUse
     from .._models import StreamEvent
+    from .._observe import TurnEmitter
     from ._events import AgentEvent
     from ._guards import Guard
     from ._turn import Turn
@@ -70,6 +79,7 @@ class GuardGate:
     __slots__ = (
         "_checked",
         "_done",
+        "_emitter",
         "_events",
         "_failure",
         "_inputs",
@@ -78,36 +88,64 @@ class GuardGate:
         "_nursery",
         "_outputs",
         "_pieces",
+        "_save",
         "_scope",
         "_text",
         "_tools",
+        "_turn",
         "started",
     )
 
     @classmethod
     def of(
-        cls, guards: Sequence[Guard], turn: Turn, nursery: trio.Nursery | None
+        cls,
+        guards: Sequence[Guard],
+        turn: Turn,
+        nursery: trio.Nursery | None,
+        *,
+        save: Callable[[Turn], Awaitable[None]] | None = None,
+        emitter: TurnEmitter | None = None,
     ) -> GuardGate | None:
-        """The gate of ``turn`` with ``guards`` (``None`` without any), its concurrent input
-        guards to run in ``nursery``."""
-        if not guards:
+        """The gate of ``turn`` with ``guards`` (``None`` without any, unless the turn
+        recorded a trip), its concurrent input guards to run in ``nursery``; ``save``
+        records the turn after a decision (the step observer's), ``emitter`` reports each
+        check as a span."""
+        if not guards and turn.guard_tripped() is None:
             return None
-        return cls(guards, input_text(turn.history), nursery)
+        return cls(guards, input_text(turn.history), nursery, turn, save, emitter)
 
     def __init__(
-        self, guards: Sequence[Guard], text: str, nursery: trio.Nursery | None = None
+        self,
+        guards: Sequence[Guard],
+        text: str,
+        nursery: trio.Nursery | None = None,
+        turn: Turn | None = None,
+        save: Callable[[Turn], Awaitable[None]] | None = None,
+        emitter: TurnEmitter | None = None,
     ) -> None:
         self._nursery = nursery
-        self._inputs = tuple(guard for guard in guards if isinstance(guard, InputGuard))
+        self._turn = turn
+        self._save = save
+        self._emitter = emitter
+        # An input guard whose decision the turn recorded is not run again.
+        self._inputs = tuple(
+            guard
+            for guard in guards
+            if isinstance(guard, InputGuard)
+            and (turn is None or turn.guard_record("input", guard.name) is None)
+        )
         self._outputs = tuple(guard for guard in guards if isinstance(guard, OutputGuard))
         self._tools = tuple(guard for guard in guards if isinstance(guard, ToolGuard))
         self._text = text
         self._events: list[AgentEvent] = []
         self._failure: BaseException | None = None  # a trip, or a check that raised
+        tripped = None if turn is None else turn.guard_tripped()
+        if tripped is not None:  # recorded: the turn stays tripped, nothing is sent
+            self._failure = GuardrailTripped(guard=tripped.guard, reason=tripped.reason)
         self._scope: trio.CancelScope | None = None
         self._left = sum(1 for guard in self._inputs if not guard.blocking)
         self._done = trio.Event()
-        if not self._left:
+        if not self._left or tripped is not None:
             self._done.set()
         self._checked: dict[OutputGuard, int] = {guard: 0 for guard in self._outputs}
         self._pieces: list[str] = []  # the streamed answer's text so far
@@ -141,6 +179,7 @@ class GuardGate:
         Raises:
             GuardrailTripped: a blocking guard tripped.
         """
+        self._raise()  # a trip the turn recorded
         if self.started:
             return
         self.started = True
@@ -164,14 +203,74 @@ class GuardGate:
 
     async def _input(self, guard: InputGuard) -> None:
         try:
-            outcome = await check_outcome(guard, self._text)
+            outcome = await self._decide(guard, self._text)
         except Exception as exc:  # a broken check fails the turn, as itself
             self._fail(exc)
             return
         if isinstance(outcome, Trip):
-            self._trip(guard, outcome.reason)
+            await self._trip(guard, outcome.reason)
         else:
             self._events.append(GuardPassed(guard=guard.name, kind="input"))
+            await self._keep(GuardRecord(guard=guard.name, kind="input", verdict="pass"))
+
+    async def _decide(self, guard: Guard, value: object, call_id: str = "") -> Trip | Deny | None:
+        """``guard``'s check of ``value``, a span when somebody listens."""
+        emitter = self._emitter
+        if emitter is None:
+            return await check_outcome(guard, value)
+        span = new_span_id()
+        turn_id = emitter.turn_id
+        emitter.emit(
+            GuardStarted(
+                turn_id=turn_id,
+                span_id=span,
+                parent_id=turn_id,
+                time=trio.current_time(),
+                guard=guard.name,
+                kind=guard.kind,
+                call_id=call_id,
+            )
+        )
+        try:
+            outcome = await check_outcome(guard, value)
+        except BaseException as exc:
+            cancelled = isinstance(exc, trio.Cancelled | GeneratorExit)
+            emitter.emit(
+                GuardFinished(
+                    turn_id=turn_id,
+                    span_id=span,
+                    time=trio.current_time(),
+                    outcome="cancelled" if cancelled else "error",
+                    error_type=None if cancelled else type(exc).__name__,
+                )
+            )
+            raise
+        emitter.emit(
+            GuardFinished(
+                turn_id=turn_id,
+                span_id=span,
+                time=trio.current_time(),
+                outcome="trip"
+                if isinstance(outcome, Trip)
+                else "deny"
+                if isinstance(outcome, Deny)
+                else "pass",
+                reason=None if outcome is None else outcome.reason,
+            )
+        )
+        return outcome
+
+    async def _keep(self, record: GuardRecord) -> None:
+        """Record a decision in the turn and save the turn (a trip shielded: the turn is
+        being torn down, and its trip must stand)."""
+        turn = self._turn
+        if turn is None:
+            return
+        turn.guard_decided(record)
+        save = self._save
+        if save is not None:
+            with trio.CancelScope(shield=record.verdict == "trip"):
+                await save(turn)
 
     @contextmanager
     def guarding(self) -> Iterator[None]:
@@ -200,11 +299,17 @@ class GuardGate:
         await self._done.wait()
         self._raise()
 
-    def _trip(self, guard: Guard, reason: str, call_id: str = "") -> None:
+    async def _trip(self, guard: Guard, reason: str, call_id: str = "") -> None:
+        """Stop the turn at once, then record the trip."""
         self._events.append(
             GuardTripped(guard=guard.name, kind=guard.kind, reason=reason, call_id=call_id)
         )
         self._fail(GuardrailTripped(guard=guard.name, reason=reason))
+        await self._keep(
+            GuardRecord(
+                guard=guard.name, kind=guard.kind, verdict="trip", reason=reason, call_id=call_id
+            )
+        )
 
     def _fail(self, exc: BaseException) -> None:
         if self._failure is None:
@@ -272,22 +377,25 @@ class GuardGate:
         Raises:
             GuardrailTripped: one tripped.
         """
+        turn = self._turn
         for guard in self._outputs:
-            await self._output(guard, text, final=True)
+            if turn is None or turn.guard_record("output", guard.name) is None:
+                await self._output(guard, text, final=True)
         self._raise()
 
     async def _output(self, guard: OutputGuard, text: str, *, final: bool) -> None:
         if self._failure is not None:
             return
         try:
-            outcome = await check_outcome(guard, text)
+            outcome = await self._decide(guard, text)
         except Exception as exc:
             self._fail(exc)
             return
         if isinstance(outcome, Trip):
-            self._trip(guard, outcome.reason)
+            await self._trip(guard, outcome.reason)
         elif final:
             self._events.append(GuardPassed(guard=guard.name, kind="output"))
+            await self._keep(GuardRecord(guard=guard.name, kind="output", verdict="pass"))
 
     @property
     def watches_output(self) -> bool:
@@ -302,15 +410,22 @@ class GuardGate:
             GuardrailTripped: a guard tripped on a call.
         """
         denied: dict[str, ToolResult] = {}
+        turn = self._turn
         for call in calls:
             for guard in self._tools:
+                recorded = None if turn is None else turn.guard_record("tool", guard.name, call.id)
+                if recorded is not None:  # decided before the turn was run again
+                    if recorded.verdict == "deny":
+                        denied[call.id] = _denial(guard, call, recorded.reason)
+                        break
+                    continue
                 try:
-                    outcome = await check_outcome(guard, call)
+                    outcome = await self._decide(guard, call, call.id)
                 except Exception as exc:
                     self._fail(exc)
                     self._raise()
                 if isinstance(outcome, Trip):
-                    self._trip(guard, outcome.reason, call.id)
+                    await self._trip(guard, outcome.reason, call.id)
                     self._raise()
                 if isinstance(outcome, Deny):
                     self._events.append(
@@ -322,10 +437,28 @@ class GuardGate:
                             denied=True,
                         )
                     )
-                    denied[call.id] = ToolResult.error(
-                        f"denied by the guard {guard.name!r}: {outcome.reason}",
-                        tool_use_id=call.id,
-                    )
+                    denied[call.id] = _denial(guard, call, outcome.reason)
+                    self._record(guard, "deny", outcome.reason, call.id)
                     break
                 self._events.append(GuardPassed(guard=guard.name, kind="tool", call_id=call.id))
+                self._record(guard, "pass", "", call.id)
+        if turn is not None and self._save is not None and self._tools:
+            await self._save(turn)  # the step's decisions, saved once
         return denied
+
+    def _record(self, guard: Guard, verdict: GuardVerdict, reason: str, call_id: str) -> None:
+        if self._turn is not None:
+            self._turn.guard_decided(
+                GuardRecord(
+                    guard=guard.name,
+                    kind=guard.kind,
+                    verdict=verdict,
+                    reason=reason,
+                    call_id=call_id,
+                )
+            )
+
+
+def _denial(guard: Guard, call: ToolUse, reason: str) -> ToolResult:
+    """A denied call's in-band answer."""
+    return ToolResult.error(f"denied by the guard {guard.name!r}: {reason}", tool_use_id=call.id)

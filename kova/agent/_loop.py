@@ -113,8 +113,14 @@ def _steps_for(
     nursery: trio.Nursery | None,
 ) -> tuple[ModelStep, ToolStep, TurnWatch]:
     """The step objects one turn's loop runs, sharing the turn's guards (if any)."""
-    gate = GuardGate.of(context.config.guards if guards is None else guards, turn, nursery)
     emitter = context.emitter()  # None when nobody listens: then no event is built at all
+    gate = GuardGate.of(
+        context.config.guards if guards is None else guards,
+        turn,
+        nursery,
+        save=None if observer is NO_OBSERVER else observer.saved,  # decisions recorded
+        emitter=emitter,
+    )
     inference = context.inference(overrides)
     return (
         ModelStep(context, inference, emitter, site, observer=observer, gate=gate),
@@ -210,8 +216,9 @@ async def run_journaled(
     *,
     deps: object = None,
     pending: PendingApprovals | None = None,
+    guards: Sequence[Guard] | None = None,
 ) -> AgentResponse:
     """One non-streamed turn recorded in ``journal`` (see :func:`open_journaled`)."""
     opening = open_journaled(context, history, overrides, limits, journal, turn_id, pending)
     async with opening as (turn, journaled):
-        return await run_turn(context, turn, overrides, journaled, deps=deps)
+        return await run_turn(context, turn, overrides, journaled, deps=deps, guards=guards)

@@ -68,6 +68,7 @@ from ._call_ids import call_ids_of, unique_call_ids
 from ._context import Compact, Compaction, Compactor, ContextCompacted, ContextPolicy
 from ._counters import Counters, counters_from_json, counters_to_json
 from ._events import AgentResponse, ToolCallFinished, ToolCallStarted, ToolsAdded, ToolsFound
+from ._guard_record import GuardRecord
 from ._input import coerce_history
 from ._limits import LimitFigures, UsageLimits
 from ._state_json import (
@@ -249,6 +250,7 @@ class Turn:
         "_denials",
         "_events",
         "_failed",
+        "_guards",
         "_history",
         "_inner",
         "_inner_requests",
@@ -343,6 +345,8 @@ class Turn:
         # Deferred tools and what the model found of them (search_tools), if any.
         self._search: ToolSearch | None = None
         self._events: list[CoreEvent] = []
+        # The guards' decisions, by (kind, guard, call id): see _guard_record.
+        self._guards: dict[tuple[str, str, str], GuardRecord] = {}
         # The context policy at work (ContextPolicy), if any.
         self._compactor: Compactor | None = None
         if paused is not None:
@@ -570,6 +574,28 @@ class Turn:
         if search is None:
             return self._tools
         return search.offer(self._tools)
+
+    # -- guards -------------------------------------------------------------------------
+
+    def guard_decided(self, record: GuardRecord) -> None:
+        """Record a guard's decision (part of the turn's JSON, so a turn run again from its
+        record does not run that guard again; the shape is in ``kova.agent._guard_record``).
+        A second decision for the same key replaces the first; a trip stays the turn's
+        trip."""
+        if not isinstance(record, GuardRecord):
+            raise TypeError(f"a guard's decision is a GuardRecord, got {type(record).__name__}")
+        self._guards[record.key] = record
+
+    def guard_record(self, kind: str, guard: str, call_id: str = "") -> GuardRecord | None:
+        """The recorded decision of ``guard`` (on the call ``call_id``), if any."""
+        return self._guards.get((kind, guard, call_id))
+
+    def guard_tripped(self) -> GuardRecord | None:
+        """The recorded trip that ended the turn, if a guard tripped."""
+        for record in self._guards.values():
+            if record.verdict == "trip":
+                return record
+        return None
 
     @property
     def found_tools(self) -> tuple[str, ...]:
@@ -1226,6 +1252,7 @@ class Turn:
             "resumes": {key: pause.to_dict() for key, pause in self._resumes.items()},
             "paused_inner": {key: pause.to_dict() for key, pause in self._paused_inner.items()},
             "failed": None if self._failed is None else str(self._failed),
+            "guards": [record.to_dict() for record in self._guards.values()],
         }
 
     def to_json(self) -> str:
@@ -1313,6 +1340,11 @@ class Turn:
         turn._phase = phase
         turn._counted = field(document, "counted", bool)
         turn._restore_step(document, phase)
+        # Turns stored before guards were recorded have none.
+        guards = field(document, "guards", list) if "guards" in document else []
+        for item in guards:
+            record = GuardRecord.from_dict(item)
+            turn._guards[record.key] = record
         if (phase == _APPROVAL) != (turn._pending is not None):
             raise SerializationError(
                 "a stored turn waits for decisions exactly when it has pending calls"

@@ -21,6 +21,8 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
+import trio
+
 from .._errors import ApprovalMismatchError, KovaError
 from .._json import dumps, escape_surrogates, loads
 from .._messages import block_from_dict, block_to_dict
@@ -62,20 +64,25 @@ class Journaled(StepObserver):
     """What a journaled run records, and what it found recorded (one turn, one claim): an
     observer of the turn's steps."""
 
-    __slots__ = ("_claim", "_results", "_unfinished")
+    __slots__ = ("_claim", "_lock", "_results", "_unfinished")
 
     watches_calls = True
 
     def __init__(self, claim: JournalClaim, record: JournalRecord | None) -> None:
         self._claim = claim
+        # A guard beside the model call saves the turn when it decides, from its own task:
+        # one save at a time, each of the turn as it is when its turn comes (never an older
+        # snapshot over a newer one).
+        self._lock = trio.Lock()
         self._results: dict[str, str] = dict(record.results) if record is not None else {}
         self._unfinished: frozenset[str] = record.unfinished if record is not None else frozenset()
 
     async def saved(self, turn: Turn) -> None:
         """Record the turn core after a transition."""
-        # A lone surrogate (a caller's, or half an emoji a model streamed) goes in as its
-        # JSON escape: SQLite stores UTF-8, and the escape reads back as the same text.
-        await self._claim.save_snapshot(escape_surrogates(turn.to_json()))
+        async with self._lock:
+            # A lone surrogate (a caller's, or half an emoji a model streamed) goes in as its
+            # JSON escape: SQLite stores UTF-8, and the escape reads back as the same text.
+            await self._claim.save_snapshot(escape_surrogates(turn.to_json()))
 
     def answered(
         self, step: RunTools, turn: Turn

@@ -8,6 +8,8 @@ import importlib as _importlib
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from .._observe import ActorRestarted as ActorRestarted
+from .._observe import GuardFinished as GuardFinished
+from .._observe import GuardStarted as GuardStarted
 from .._observe import McpRequestFinished as McpRequestFinished
 from .._observe import McpRequestStarted as McpRequestStarted
 from .._observe import ModelCallFallback as ModelCallFallback
@@ -32,6 +34,8 @@ __all__ = [
     "ActorRestarted",
     "DEFAULT_BOUNDS_MS",
     "ExporterConfig",
+    "GuardFinished",
+    "GuardStarted",
     "Histogram",
     "HistogramSummary",
     "McpRequestFinished",

@@ -19,6 +19,8 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from .._json import escape_surrogates
 from .._observe import (
     ActorRestarted,
+    GuardFinished,
+    GuardStarted,
     McpRequestFinished,
     McpRequestStarted,
     ModelCallFallback,
@@ -179,6 +181,10 @@ class OtelSubscriber:
                 pass  # inside the tool call's span, which ToolStarted opened
             case ToolFinished():
                 self._tool_finished(event)
+            case GuardStarted():
+                self._guard_started(event)
+            case GuardFinished():
+                self._guard_finished(event)
             case McpRequestStarted():
                 self._mcp_started(event)
             case McpRequestFinished():
@@ -335,6 +341,39 @@ class OtelSubscriber:
                 _end(span, "error", "denied", end)
             case _:
                 _end(span, "error", "tool_error", end)
+
+    def _guard_started(self, event: GuardStarted) -> None:
+        attributes: dict[str, Any] = {
+            "kova.guard.name": event.guard,
+            "kova.guard.kind": event.kind,
+        }
+        if event.call_id:
+            attributes["gen_ai.tool.call.id"] = event.call_id
+        self._spans[event.span_id] = self._tracer.start_span(
+            _text(f"guard {event.guard}"),
+            context=self._child_context(event.parent_id),
+            kind=SpanKind.INTERNAL,
+            attributes=_clean(attributes),
+            start_time=self._ns(event.turn_id, event.time),
+        )
+
+    def _guard_finished(self, event: GuardFinished) -> None:
+        span = self._spans.pop(event.span_id, None)
+        if span is None:
+            return
+        span.set_attribute("kova.guard.outcome", event.outcome)
+        if self._capture and event.reason is not None:  # the guard's words: content
+            span.set_attribute("kova.guard.reason", _text(event.reason))
+        end = self._ns(event.turn_id, event.time)
+        match event.outcome:
+            case "pass" | "deny":  # a denial is the guard working: the turn goes on
+                _end(span, "ok", None, end)
+            case "trip":
+                _end(span, "error", "GuardrailTripped", end)
+            case "cancelled":
+                _end(span, "cancelled", None, end)
+            case _:
+                _end(span, "error", event.error_type, end)
 
     def _mcp_started(self, event: McpRequestStarted) -> None:
         attributes: dict[str, Any] = {

@@ -42,6 +42,8 @@ from .._models import (
 from .._record import EMPTY, Record
 from ..agent import (
     ContextCompacted,
+    GuardPassed,
+    GuardTripped,
     ToolCallDeferred,
     ToolCallDelta,
     ToolCallFinished,
@@ -302,6 +304,15 @@ class EventServer:
                         f"context compacted ({event.strategy}): ~{event.tokens_before} -> "
                         f"~{event.tokens_after} tokens, {event.removed} messages",
                         event.path,
+                    )
+                )
+            case GuardPassed(guard=guard, kind=kind):
+                self._emit(_schema.note(turn.number, f"{kind} guard {guard} passed", event.path))
+            case GuardTripped(guard=guard, kind=kind, reason=reason, denied=denied):
+                verdict = "denied a call" if denied else "stopped the turn"
+                self._emit(
+                    _schema.note(
+                        turn.number, f"{kind} guard {guard} {verdict}: {reason}", event.path
                     )
                 )
             case TurnCompleted(response=response):
