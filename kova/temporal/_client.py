@@ -70,7 +70,8 @@ class TurnEvent(Record):
     ``"tool_deferred"`` (``call``: left to a person, see :func:`pending`).
     ``attempt`` is the activity's attempt (1, then 2 after a retry: a retried model call
     streams its answer again from the start, so a consumer drops what an earlier attempt of
-    the same ``activity`` showed); ``activity`` is the activity's id within the workflow.
+    the same ``activity`` showed); ``activity`` is the activity's id within the workflow
+    (``""`` for what the workflow did itself: a ``search_tools`` call it answered).
     ``path`` is empty for the turn's own events; an agent given to the worker's agent as a
     tool (``agent.as_tool()``) streams its turn's events inside that call's activity, each
     with the tool-call ids that led to it, as ``event.path`` of an in-process stream.

@@ -19,6 +19,7 @@ from .._json import dumps, loads
 from .._messages import ToolResult, ToolUse, block_from_dict, block_to_dict
 from .._requests import ChatRequest, ToolDefinition
 from .._responses import ModelResponse
+from ..agent._context import ClearToolResults, ContextPolicy, SlidingWindow, Summarize
 from ..agent._state_json import (
     config_from_json,
     config_to_json,
@@ -37,6 +38,8 @@ __all__ = [
     "PAYLOAD_LIMIT",
     "PayloadTooLargeError",
     "check_size",
+    "policy_from_json",
+    "policy_to_json",
     "model_activity",
     "read_json",
     "request_from_json",
@@ -44,6 +47,7 @@ __all__ = [
     "response_from_json",
     "response_to_json",
     "start_activity",
+    "summarize_activity",
     "tool_activity",
     "tools_digest",
     "write_json",
@@ -116,6 +120,11 @@ def start_activity(agent: str) -> str:
 def model_activity(agent: str) -> str:
     """The activity of one model call of ``agent``."""
     return f"kova.{agent}.model"
+
+
+def summarize_activity(agent: str) -> str:
+    """The activity of one summary a context policy of ``agent`` asked for."""
+    return f"kova.{agent}.summarize"
 
 
 def tool_activity(agent: str, tool: str) -> str:
@@ -200,3 +209,75 @@ def request_from_json(
     config = config_from_json(data.get("config"))
     changed = tools_digest(tools) != field(data, "tools", str)
     return ChatRequest(messages=messages, tools=tuple(tools), config=config), changed
+
+
+# -- context policies ---------------------------------------------------------------------
+
+
+def policy_to_json(policy: ContextPolicy, limit: int) -> dict[str, JSONValue]:
+    """The worker's context policy as the workflow's turn uses it: its strategies (a
+    summarizer is not sent: the summary activity finds it by the strategy's position) and
+    ``limit``, the prompt tokens the worker worked out from the window, the reserve and the
+    agent's model, as a window and a reserve that give the same limit wherever it is read."""
+    strategies: list[JSONValue] = []
+    for strategy in policy.strategies:
+        if isinstance(strategy, ClearToolResults):
+            strategies.append(
+                {
+                    "kind": "clear_tool_results",
+                    "keep_last": strategy.keep_last,
+                    "keep_tools": list(strategy.keep_tools),
+                }
+            )
+        elif isinstance(strategy, SlidingWindow):
+            strategies.append({"kind": "sliding_window"})
+        else:
+            strategies.append(
+                {
+                    "kind": "summarize",
+                    "keep_last": strategy.keep_last,
+                    "instructions": strategy.instructions,
+                }
+            )
+    return {"strategies": strategies, "window": limit + 1, "reserve": 1}
+
+
+def policy_from_json(data: object) -> ContextPolicy:
+    """:func:`policy_to_json`'s policy (its summaries ask the worker for the summarizer).
+
+    Raises:
+        SerializationError: not such a policy.
+    """
+    if not isinstance(data, Mapping):
+        raise SerializationError("a context policy must be a JSON object")
+    strategies: list[ClearToolResults | SlidingWindow | Summarize] = []
+    try:
+        for item in field(data, "strategies", list):
+            if not isinstance(item, Mapping):
+                raise SerializationError("a context strategy must be a JSON object")
+            kind = item.get("kind")
+            if kind == "clear_tool_results":
+                keep_tools = field(item, "keep_tools", list)
+                strategies.append(
+                    ClearToolResults(
+                        keep_last=field(item, "keep_last", int), keep_tools=tuple(keep_tools)
+                    )
+                )
+            elif kind == "sliding_window":
+                strategies.append(SlidingWindow())
+            elif kind == "summarize":
+                strategies.append(
+                    Summarize(
+                        keep_last=field(item, "keep_last", int),
+                        instructions=item.get("instructions"),
+                    )
+                )
+            else:
+                raise SerializationError(f"unknown context strategy {kind!r}")
+        return ContextPolicy(
+            *strategies, window=field(data, "window", int), reserve=field(data, "reserve", int)
+        )
+    except KovaError as exc:  # BuildError: a value out of range
+        if isinstance(exc, SerializationError):
+            raise
+        raise SerializationError(f"a stored context policy is not valid: {exc}") from None

@@ -42,6 +42,7 @@ from .._models import TextDelta, ThinkingDelta, ToolResult
 from ..agent import Agent, AgentBuilder
 from ..agent._approvals import DEFER, InnerPause
 from ..agent._as_tool import AgentTool
+from ..agent._context import Summarize
 from ..agent._events import ToolCallDeferred, ToolCallFinished, ToolCallStarted
 from ..agent._input import check_messages
 from ..agent._nesting import Nest
@@ -55,14 +56,17 @@ from ..agent._state_json import (
 )
 from ..agent._steps import ModelStep, ToolStep
 from ..agent._structured import _InvalidAnswer, _Output
+from ..agent._tool_search import ToolSearch
 from ..durable._driver import not_known_to_have_run
 from ._inner import OuterCounter, figures_from_json
 from ._payloads import (
     call_from_json,
     check_size,
+    policy_to_json,
     read_json,
     request_from_json,
     response_to_json,
+    tools_digest,
 )
 from ._workflow import EVENTS_SIGNAL, AgentWorkflow
 
@@ -72,8 +76,9 @@ if TYPE_CHECKING:
     from temporalio.client import Client
 
     from .._messages import ToolUse
-    from .._models import StreamEvent
+    from .._models import ChatRequest, StreamEvent
     from ..agent._approvals import DeferredResult
+    from ..agent._driver_context import DriverContext
     from ..agent._model_call import ModelCall
 
 __all__ = ["worker"]
@@ -245,7 +250,7 @@ class _Host:
             head = f"kova.{name}."
             if activity_type.startswith(head):
                 rest = activity_type[len(head) :]
-                if rest in ("start", "model"):
+                if rest in ("start", "model", "summarize"):
                     return name, rest, ""
                 if rest.startswith("tool."):
                     return name, "tool", rest[len("tool.") :]
@@ -275,6 +280,8 @@ class _Host:
                     return _start(agent, text)
                 if kind == "model":
                     return await self._model(agent, text)
+                if kind == "summarize":
+                    return await self._summarize(agent, text)
                 return await self._tool(agent, text)
             except KovaError as exc:
                 raise _as_failure(exc, agent) from None
@@ -291,6 +298,13 @@ class _Host:
             runtime.run(_call_model, agent, request, publish, attempt), publish
         )
         return check_size(reply, "a model reply")
+
+    async def _summarize(self, agent: Agent, text: str) -> str:
+        request = read_json(text, "a summary request")
+        runtime = self._runtime
+        assert runtime is not None
+        reply = await _heartbeating(runtime.run(_call_summarizer, agent, request), None)
+        return check_size(reply, "a summary")
 
     async def _tool(self, agent: Agent, text: str) -> str:
         request = read_json(text, "a tool call")
@@ -382,11 +396,22 @@ def _start(agent: Agent, text: str) -> str:
     overrides = None if config is None else config_from_json(config)
     driver = agent.driver_context()
     turn = driver.start_turn(history, overrides, None, field(request, "turn_id", str))
-    turn.set_context(None)  # context policies do not run in workflows yet (docs/context.md)
+    state = turn.to_dict()
     retry = agent.config.retry
+    registry = agent.config.registry
+    policy = agent.config.context
+    limit = state["context"]["limit"] if isinstance(state["context"], dict) else None
     return dumps(
         {
-            "turn": turn.to_json(),
+            "turn": dumps(state),
+            # The agent's context policy: the workflow's turn decides with it.
+            "context": None
+            if policy is None or not isinstance(limit, int)
+            else policy_to_json(policy, limit),
+            # What the model activities compare the worker's deferred tools with.
+            "deferred": tools_digest(registry.definitions(deferred=True))
+            if registry.has_deferred
+            else None,
             "output_retries": agent.config.output_retries,
             "retry": {
                 "max_retries": retry.max_retries,
@@ -416,9 +441,13 @@ async def _call_model(
     gives it), then a ModelCallFinished with the error: each attempt is a call of its own.
     """
     context = agent.driver_context()
-    offered = context.config.registry.definitions()
-    chat, changed = request_from_json(request, offered)
-    reply: dict[str, Any] = {"tools": [tool_to_json(tool) for tool in offered]} if changed else {}
+    registry = context.config.registry
+    if registry.has_deferred or "deferred" in request:
+        chat, reply = _offer(context, request)
+    else:
+        offered = registry.definitions()
+        chat, changed = request_from_json(request, offered)
+        reply = {"tools": [tool_to_json(tool) for tool in offered]} if changed else {}
 
     def failed(call: ModelCall, exc: BaseException) -> None:
         wait = _next_attempt(exc, agent, attempt) if isinstance(exc, KovaError) else None
@@ -459,6 +488,55 @@ async def _call_model(
         except _InvalidAnswer as invalid:
             reply["invalid"] = invalid.problem
     return dumps(reply)
+
+
+async def _call_summarizer(agent: Agent, request: Mapping[str, Any]) -> str:
+    """The summary a turn's context policy asked for (trio side), from the summarizer of
+    the agent's ``Summarize`` strategy the request names (the agent's own provider, its
+    retries off, when it has none), as the reply's JSON."""
+    context = agent.driver_context()
+    policy = context.config.context
+    index = field(request, "strategy", int)
+    strategies = () if policy is None else policy.strategies
+    strategy = strategies[index] if 0 <= index < len(strategies) else None
+    if not isinstance(strategy, Summarize):
+        raise SerializationError(
+            f"the worker's agent {context.name!r} has no Summarize strategy at {index} (its "
+            "context policy changed while the turn ran?)"
+        )
+    chat, _ = request_from_json(request, ())
+    summarizer = strategy.provider
+    if summarizer is None:
+        response = await context.provider.with_retry(_NO_RETRY).chat_completion(chat)
+    else:
+        async with summarizer.open():
+            response = await summarizer.chat_completion(chat)
+    return dumps({"response": response_to_json(response)})
+
+
+def _offer(
+    context: DriverContext, request: Mapping[str, Any]
+) -> tuple[ChatRequest, dict[str, Any]]:
+    """The model call of a turn with deferred tools: it offers what the turn offers (the
+    tools offered up front, ``search_tools``, then the deferred tools the turn found, by the
+    names the request carries), never every tool. When the worker's tools differ from the
+    turn's (the offer's digest, or the deferred tools' digest), the reply carries both lists:
+    the workflow's turn searches and offers them from then on."""
+    config = context.config
+    registry = config.registry
+    upfront = tuple(registry.definitions(deferred=False))
+    deferred = registry.definitions(deferred=True)
+    found = request.get("found", [])
+    if not isinstance(found, list) or not all(isinstance(name, str) for name in found):
+        raise SerializationError("a model request's 'found' must be a list of tool names")
+    offered = ToolSearch(deferred, limit=config.tool_search_limit, found=found).offer(upfront)
+    chat, changed = request_from_json(request, offered)
+    if changed or tools_digest(deferred) != request.get("deferred"):
+        return chat, {
+            "tools": [tool_to_json(tool) for tool in upfront],
+            "deferred": [tool_to_json(tool) for tool in deferred],
+        }
+    return chat, {}
 
 
 async def _call_tool(

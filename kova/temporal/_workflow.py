@@ -27,6 +27,7 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from .._errors import ApprovalMismatchError, KovaError, SerializationError
     from .._json import dumps
+    from .._messages import block_to_dict
     from ..agent._approvals import (
         DEFER,
         DeferredResult,
@@ -34,6 +35,8 @@ with workflow.unsafe.imports_passed_through():
         PendingApprovals,
         pending_document,
     )
+    from ..agent._context import Compact
+    from ..agent._events import ToolCallFinished, ToolCallStarted
     from ..agent._reask import feedback as _feedback
     from ..agent._state_json import (
         config_from_json,
@@ -47,11 +50,13 @@ with workflow.unsafe.imports_passed_through():
         call_to_json,
         check_size,
         model_activity,
+        policy_from_json,
         read_json,
         request_to_json,
         response_from_json,
         result_from_json,
         start_activity,
+        summarize_activity,
         tool_activity,
         tools_digest,
         write_json,
@@ -137,7 +142,12 @@ class AgentWorkflow:
             ),
             "the started turn",
         )
-        return Turn.from_json(field(started, "turn", str)), started
+        turn = Turn.from_json(field(started, "turn", str))
+        context = started.get("context")
+        if context is not None:
+            # The worker's agent's context policy (a saved turn holds only its state).
+            turn.set_context(policy_from_json(context))
+        return turn, started
 
     async def _structured(
         self,
@@ -251,6 +261,10 @@ class AgentWorkflow:
         if isinstance(events, list):
             self._events.extend(events)
 
+    def _add_events(self, items: list[dict[str, JSONValue]]) -> None:
+        """Live events of the workflow's own (deterministic: a replay adds the same)."""
+        self._events.extend(items)
+
     @workflow.query(name=EVENTS_QUERY)
     def _events_out(self, after: int) -> str:
         return dumps({"events": self._events[after:], "finished": self._finished})
@@ -288,6 +302,9 @@ class _Driver:
         """What the last model reply's answer got wrong for a structured turn's schema
         (checked in the model activity), or ``None``."""
         self._digests: tuple[tuple[ToolDefinition, ...], str] | None = None
+        # The digest of the deferred tools the turn searches (None: the agent has none).
+        deferred = started.get("deferred")
+        self._deferred = deferred if isinstance(deferred, str) else None
 
     def _digest(self, turn: Turn) -> str:
         """The digest of the tools ``turn`` offers (kept while they are the same)."""
@@ -302,11 +319,20 @@ class _Driver:
         agent, events, owner = self._agent, self._events, self._workflow
         while True:
             step = turn.next_step()
-            if isinstance(step, CallModel):
+            if isinstance(step, Compact):
+                # A summary the context policy asked for: an activity, so its result is in
+                # the workflow's history and a replay (another worker) never asks again.
+                await self._summarize(turn, step)
+            elif isinstance(step, CallModel):
                 # The request, not the turn: the worker's agent has the tools, so only
                 # their digest travels (the list comes back when the agent's changed).
                 request = request_to_json(step.request, self._digest(turn))
                 request["events"] = events
+                if self._deferred is not None:
+                    # The worker offers the up-front tools, search_tools and what the turn
+                    # found (the core answered the searches, here): never every tool.
+                    request["deferred"] = self._deferred
+                    request["found"] = list(turn.found_tools)
                 if step.count_tokens:
                     request["count_tokens"] = True
                 reply = read_json(
@@ -322,13 +348,21 @@ class _Driver:
                     # The worker's agent offered other tools than the turn's (an MCP
                     # server's list changed): from this call on, as in-process. Read from
                     # the activity's result, so a replay offers the same.
-                    turn.set_tools(_tools_from_json(tools))
+                    deferred = reply.get("deferred")
+                    if deferred is None:
+                        turn.set_tools(_tools_from_json(tools))
+                    else:
+                        listed = _tools_from_json(deferred)
+                        turn.set_tools(_tools_from_json(tools), deferred=listed)
+                        self._deferred = tools_digest(listed)
                 if step.count_tokens:
                     turn.tokens_counted(field(reply, "tokens", int))
                 else:
                     turn.model_replied(response_from_json(field(reply, "response", dict)))
                     invalid = reply.get("invalid")
                     self.problem = invalid if isinstance(invalid, str) else None
+                    if events:  # the search_tools calls the core answered, bracketed
+                        owner._add_events(_core_events(turn))
             elif isinstance(step, RunTools):
                 approved = step.approved
                 # What an agent tool's inner turn checks the outer usage limits against.
@@ -379,6 +413,40 @@ class _Driver:
             else:
                 assert isinstance(step, Finished)
                 return turn
+
+    async def _summarize(self, turn: Turn, step: Compact) -> None:
+        context = turn.to_dict().get("context")
+        pending = context.get("pending") if isinstance(context, dict) else None
+        assert isinstance(pending, list)  # a Compact step waits for its summary
+        request = request_to_json(step.request, tools_digest(()))
+        request["strategy"] = pending[1]  # which Summarize: the worker has its summarizer
+        reply = read_json(
+            await workflow.execute_activity(
+                summarize_activity(self._agent),
+                write_json(request, "a summary request"),
+                **self._model_options,
+            ),
+            "a summary",
+        )
+        turn.compacted(response_from_json(field(reply, "response", dict)))
+
+
+def _core_events(turn: Turn) -> list[dict[str, JSONValue]]:
+    """What the turn core did by itself, as live events: each ``search_tools`` call it
+    answered, started and finished (read from the core: the same on a replay)."""
+    items: list[dict[str, JSONValue]] = []
+    for event in turn.take_events():
+        if isinstance(event, ToolCallStarted):
+            items.append({"kind": "tool_started", "call": call_to_json(event.call)})
+        elif isinstance(event, ToolCallFinished):
+            items.append(
+                {
+                    "kind": "tool_finished",
+                    "call": call_to_json(event.call),
+                    "result": block_to_dict(event.result),
+                }
+            )
+    return items
 
 
 def _tool_request(

@@ -15,19 +15,32 @@ import time
 from pathlib import Path
 from typing import Any
 
+import trio
 from temporal_helpers import fake_openai, run, tied_popen, unique
 from temporalio.client import Client
 
 import kova.temporal
+from kova import Message
 from kova.testing import ScriptRequest, reply_text, reply_tool_calls
 
 HERE = Path(__file__).parent
 
 
 def _worker(
-    address: str, queue: str, url: str, effects: Path, slow: float
+    address: str, queue: str, url: str, effects: Path, slow: float, *, wait: bool = False
 ) -> subprocess.Popen[str]:
-    process = tied_popen(
+    """A worker process, polling once it returns; ``wait``: loaded, and polling once
+    :func:`_go` is called (``_go`` returns when it polls)."""
+    process = _spawn(address, queue, url, effects, slow, wait=wait)
+    _expect(process, "LOADED" if wait else "READY")
+    return process
+
+
+def _spawn(
+    address: str, queue: str, url: str, effects: Path, slow: float, *, wait: bool = False
+) -> subprocess.Popen[str]:
+    # Started from this (the main) thread: a tied process ends with the thread that started it.
+    return tied_popen(
         [
             sys.executable,
             str(HERE / "worker_process.py"),
@@ -36,14 +49,25 @@ def _worker(
             url,
             str(effects),
             str(slow),
+            *(["wait"] if wait else []),
         ],
         stdout=subprocess.PIPE,
+        stdin=subprocess.PIPE if wait else None,
         text=True,
     )
+
+
+def _expect(process: subprocess.Popen[str], word: str) -> None:
     assert process.stdout is not None
     line = process.stdout.readline()
-    assert line.strip() == "READY", line
-    return process
+    assert line.strip() == word, line
+
+
+def _go(process: subprocess.Popen[str]) -> None:
+    assert process.stdin is not None
+    process.stdin.write("go\n")
+    process.stdin.flush()
+    _expect(process, "READY")
 
 
 def _lines(path: Path) -> list[str]:
@@ -138,3 +162,82 @@ def test_a_worker_killed_mid_tool_and_a_second_worker_completes_the_turn(
     assert len(keys) == 1
     assert [line.split()[0] for line in _lines(done)] == ["note", "report"]
     assert len(requests) == 2
+
+
+def test_a_worker_killed_after_a_summary_and_the_next_worker_does_not_summarize_again(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    """The summary a context policy asked for is an activity: its result is in the
+    workflow's history, so the worker that takes the turn over sends the same compacted
+    history and never asks the summarizer again (counted at the model server)."""
+    summaries: list[ScriptRequest] = []
+    calls: list[ScriptRequest] = []
+
+    async def script(request: ScriptRequest) -> Any:
+        if request.messages[-1].text.startswith("<conversation>"):
+            summaries.append(request)
+            return reply_text("The user keeps bees and wants a name for the queen.")
+        calls.append(request)
+        if len(calls) == 1:
+            await trio.sleep(60)  # the first worker dies in this call
+        return reply_text("Call her Beatrix.")
+
+    history = []
+    for day in range(6):
+        history.append(Message.user(f"Day {day}: the hive is busy. " + "buzz " * 60))
+        history.append(Message.assistant(f"Noted for day {day}. " + "ok " * 60))
+    history.append(Message.user("Name the queen."))
+    queue = unique("summary")
+    with fake_openai(script) as url:
+        first = second = None
+        try:
+            # Both loaded at once (each takes seconds to import): the second polls only
+            # once the first is dead.
+            first = _spawn(temporal_address, queue, url, tmp_path, 0)
+            second = _spawn(temporal_address, queue, url, tmp_path, 0, wait=True)
+            _expect(first, "READY")
+            _expect(second, "LOADED")
+
+            async def main() -> Any:
+                client = await Client.connect(temporal_address)
+                handle = await kova.temporal.start_turn(
+                    client,
+                    agent="summing",
+                    history=history,
+                    task_queue=queue,
+                    id=unique("turn"),
+                    heartbeat_timeout=2,
+                )
+                deadline = time.monotonic() + 60
+                while not calls:  # the summary is in; the first call with it is on its way
+                    assert time.monotonic() < deadline, "the model was never called"
+                    await asyncio.sleep(0.02)
+                assert first is not None
+                assert second is not None
+                os.kill(first.pid, signal.SIGKILL)
+                first.wait()
+                _go(second)
+                return await kova.temporal.response(handle)
+
+            response = run(main)
+        finally:
+            for process in (first, second):
+                if process is not None:
+                    if process.poll() is None:
+                        process.kill()
+                        process.wait()
+                    for stream in (process.stdout, process.stdin):
+                        if stream is not None:
+                            stream.close()
+    assert response.text == "Call her Beatrix."
+    assert len(summaries) == 1
+    assert len(calls) == 2
+    # Both workers sent the same compacted history: the summary, then what it kept.
+    assert calls[0].messages == calls[1].messages
+    assert calls[0].messages[0].text.startswith("Summary of the earlier conversation:")
+    assert "bees" in calls[0].messages[0].text
+    assert calls[0].messages[-1].text.endswith("Name the queen.")
+    assert len(calls[0].messages) == 1  # the summary leads the kept prompt's message
+    assert response.compaction is not None
+    assert response.compaction.strategy == "summarize"
+    assert response.llm_calls == 2

@@ -1,11 +1,14 @@
 """A kova Temporal worker in a process of its own, for the tests that kill one.
 
-    python worker_process.py ADDRESS TASK_QUEUE MODEL_URL EFFECTS_DIR SLOW_SECONDS
+    python worker_process.py ADDRESS TASK_QUEUE MODEL_URL EFFECTS_DIR SLOW_SECONDS [wait]
 
 Serves the agent ``ops`` with three tools that write what they do to files in EFFECTS_DIR:
 ``note`` (quick), ``report`` (annotated idempotent, slow: SLOW_SECONDS) and ``pay`` (no
 annotation, slow). Each call appends ``<tool> <idempotency key>`` to ``started`` when it
-begins and to ``done`` when its effect has happened. Prints ``READY`` once polling.
+begins and to ``done`` when its effect has happened. Also serves ``summing``: no tools, a
+context policy that summarizes (its own provider writes the summary) when a request is over
+400 tokens. Prints ``READY`` once polling; with ``wait``, prints ``LOADED`` first and polls
+only once a line comes on stdin (a test starts the worker that takes over early).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from temporalio.client import Client
 
 import kova.temporal
 from kova import ToolAnnotations
-from kova.agent import AgentBuilder, RetryConfig
+from kova.agent import AgentBuilder, RetryConfig, Summarize
 from kova.providers.openai import OpenAiCompatibleProvider, OpenAiConfig
 from kova.tools import ToolContext, tool
 
@@ -62,9 +65,24 @@ def build(model_url: str, effects: Path, slow: float) -> AgentBuilder:
     )
 
 
-async def main(address: str, queue: str, model_url: str, effects: str, slow: str) -> None:
+def summing(model_url: str) -> AgentBuilder:
+    config = OpenAiConfig(base_url=model_url, model="gpt-fake", api_key="k")
+    return (
+        AgentBuilder()
+        .provider(OpenAiCompatibleProvider(config))
+        .retry_config(RetryConfig(max_retries=3, initial_backoff=0.05))
+        .context(Summarize(keep_last=1), window=500, reserve=100)
+    )
+
+
+async def main(
+    address: str, queue: str, model_url: str, effects: str, slow: str, wait: str = ""
+) -> None:
+    if wait:
+        print("LOADED", flush=True)
+        await asyncio.to_thread(sys.stdin.readline)
     client = await Client.connect(address)
-    agents = {"ops": build(model_url, Path(effects), float(slow))}
+    agents = {"ops": build(model_url, Path(effects), float(slow)), "summing": summing(model_url)}
     worker = kova.temporal.worker(
         client,
         task_queue=queue,
@@ -78,4 +96,4 @@ async def main(address: str, queue: str, model_url: str, effects: str, slow: str
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:6]))
+    asyncio.run(main(*sys.argv[1:7]))
