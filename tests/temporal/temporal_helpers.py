@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
+from temporalio.client import Client
 
 from kova.agent import AgentBuilder, RetryConfig
 from kova.providers.openai import OpenAiCompatibleProvider, OpenAiConfig
@@ -119,7 +120,18 @@ def dev_server() -> Iterator[str]:
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("the Temporal dev server did not start") from None
                 time.sleep(0.05)
-        yield f"127.0.0.1:{port}"
+        address = f"127.0.0.1:{port}"
+        # The port opens before the server answers ("Frontend is not healthy yet", seen on
+        # a loaded machine): wait until a client connects.
+        while True:
+            try:
+                asyncio.run(Client.connect(address))
+                break
+            except RuntimeError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        yield address
     finally:
         process.terminate()
         try:
