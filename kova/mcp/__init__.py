@@ -17,6 +17,8 @@ from ._tool import PREFIX_SEPARATOR as PREFIX_SEPARATOR
 from ._tool import McpTool as McpTool
 from ._tool import ToolFilter as ToolFilter
 from ._tool import mcp_tools as mcp_tools
+from ._tool_memory import McpToolMemory as McpToolMemory
+from ._tool_memory import RememberedTools as RememberedTools
 from ._transports import InProcessTransport as InProcessTransport
 from ._transports import SseTransport as SseTransport
 from ._transports import StdioTransport as StdioTransport
@@ -65,9 +67,11 @@ __all__ = [
     "McpRoot",
     "McpServerInfo",
     "McpTool",
+    "McpToolMemory",
     "PREFIX_SEPARATOR",
     "ProgressHandler",
     "ReconnectPolicy",
+    "RememberedTools",
     "ResourceUpdatedHandler",
     "SseTransport",
     "StateChangeHandler",

@@ -26,6 +26,7 @@ from .._json import check_depth
 from .._log import get_logger
 from ..actors import Runtime, Supervisor, open_supervisor
 from ._connection import McpConnection
+from ._lazy import LazyStart
 from ._messages import (
     CallTool,
     GetPrompt,
@@ -44,6 +45,7 @@ from ._messages import (
 from ._state import ConnectionSettings, SharedState
 from ._state import now as _now
 from ._telemetry import observe_request
+from ._tool_memory import McpToolMemory, server_key
 from ._transports import InProcessTransport, SseTransport, StdioTransport, StreamableHttpTransport
 from ._types import McpConnectionState, McpRoot, ReconnectPolicy
 
@@ -85,6 +87,9 @@ ACTOR_GRACE = 1.0
 not answer (the actor itself ends the call at its limit, with the error that says why)."""
 
 
+_MEMORY_GRACE = 2.0
+"""Seconds a lazy client's block end waits to save the last tool list the server announced."""
+
 _LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
@@ -99,6 +104,23 @@ def _describe_transport(transport: Transport) -> str:
             return str(getattr(server, "name", "in-process server"))
         case _:
             return type(transport).__name__
+
+
+def _check_connect(
+    connect_timeout: object, log_level: object, lazy: object, tool_memory: object
+) -> None:
+    if (
+        isinstance(connect_timeout, bool)
+        or not isinstance(connect_timeout, int | float)
+        or not connect_timeout > 0
+    ):
+        raise ValueError(f"connect_timeout must be a positive number, got {connect_timeout!r}")
+    if log_level is not None and log_level not in _LOG_LEVELS:
+        raise ValueError(f"log_level must be one of {_LOG_LEVELS}, got {log_level!r}")
+    if not isinstance(lazy, bool):
+        raise TypeError(f"lazy must be a bool, got {lazy!r}")
+    if tool_memory is not None and not isinstance(tool_memory, McpToolMemory):
+        raise TypeError(f"tool_memory must be a kova.mcp.McpToolMemory, got {tool_memory!r}")
 
 
 def _roots(roots: Iterable[McpRoot | str]) -> tuple[McpRoot, ...]:
@@ -145,16 +167,18 @@ class McpClient:
 
     def __init__(
         self,
-        ref: ActorRef,
+        ref: ActorRef | None,
         shared: SharedState,
         *,
         request_timeout: float,
         roots_enabled: bool = False,
+        lazy: LazyStart | None = None,
     ) -> None:
         self._ref = ref
         self._shared = shared
         self._request_timeout = request_timeout
         self._roots_enabled = roots_enabled
+        self._lazy = lazy
 
     @classmethod
     @asynccontextmanager
@@ -177,6 +201,8 @@ class McpClient:
         on_log: LogHandler | None = None,
         log_level: str | None = None,
         on_resource_updated: ResourceUpdatedHandler | None = None,
+        lazy: bool = False,
+        tool_memory: McpToolMemory | None = None,
     ) -> AsyncIterator[McpClient]:
         """``async with McpClient.connect(transport) as client:`` connect to a server.
 
@@ -224,21 +250,26 @@ class McpClient:
                 (``logging/setLevel`` on every new session).
             on_resource_updated: told the URI of a subscribed resource that changed (see
                 :meth:`resources_subscribe`).
+            lazy: don't start the server (no process, no HTTP session) when the block is
+                entered: its first request does, once. An agent that defers the server's
+                tools (``AgentBuilder.mcp_client(..., defer=True)``) takes them from
+                ``tool_memory`` when the server ran before, so the server starts only when
+                the model calls one of them (docs/tools.md, "Many tools"). The state is
+                ``idle`` until then.
+            tool_memory: where a lazy client remembers the server's tools and version
+                between runs (default: ``McpToolMemory()``, ``~/.kova/mcp-tools.db``).
 
         Raises:
             KovaConnectionError: the server could not be reached (after the one retry).
             McpError: the server rejected ``initialize``, or did not complete it within
                 ``connect_timeout``.
             ValueError: ``connect_timeout`` or ``log_level`` is not valid.
+            TypeError: ``lazy`` is not a bool, or ``tool_memory`` not an McpToolMemory.
+
+        With ``lazy=True`` nothing is reached here: a server that cannot be started fails
+        the request that starts it, with :class:`~kova.McpUnavailableError`.
         """
-        if (
-            isinstance(connect_timeout, bool)
-            or not isinstance(connect_timeout, int | float)
-            or not connect_timeout > 0
-        ):
-            raise ValueError(f"connect_timeout must be a positive number, got {connect_timeout!r}")
-        if log_level is not None and log_level not in _LOG_LEVELS:
-            raise ValueError(f"log_level must be one of {_LOG_LEVELS}, got {log_level!r}")
+        _check_connect(connect_timeout, log_level, lazy, tool_memory)
         settings = ConnectionSettings(
             transport=transport,
             sampling=sampling,
@@ -272,18 +303,34 @@ class McpClient:
                     supervisor = runtime.supervisor
                 else:
                     supervisor = runtime
-                ref = await supervisor.spawn(mcp_connection, name=name, restart="permanent")
+
+                async def spawn() -> ActorRef:
+                    return await supervisor.spawn(mcp_connection, name=name, restart="permanent")
+
+                starter: LazyStart | None = None
+                ref: ActorRef | None = None
+                if lazy:
+                    memory = tool_memory if tool_memory is not None else McpToolMemory()
+                    starter = LazyStart(spawn, memory, server_key(transport))
+                    shared.tool_watchers.append(starter.listed)
+                    shared.publish(McpConnectionState(status="idle", since=_now()))
+                else:
+                    ref = await spawn()
                 connected = True
+                client = cls(
+                    ref,
+                    shared,
+                    request_timeout=request_timeout,
+                    roots_enabled=roots is not None,
+                    lazy=starter,
+                )
                 try:
-                    yield cls(
-                        ref,
-                        shared,
-                        request_timeout=request_timeout,
-                        roots_enabled=roots is not None,
-                    )
+                    yield client
                 finally:
                     with trio.CancelScope(shield=True):
-                        await supervisor.stop_child(ref)
+                        await client._close()
+                        if client._ref is not None:
+                            await supervisor.stop_child(client._ref)
                     shared.publish(McpConnectionState(status="closed", since=_now()))
         except BaseExceptionGroup as group:
             # A failed connection attempt, or the supervisor giving up on the actor (its
@@ -298,8 +345,17 @@ class McpClient:
 
     @property
     def name(self) -> str:
-        """The connection actor's name."""
-        return self._ref.name
+        """The connection actor's name (a lazy client's server name until it starts)."""
+        return self._shared.name if self._ref is None else self._ref.name
+
+    async def _close(self) -> None:
+        """A lazy client's block ends: no start from now on; a tool list that waits is
+        saved."""
+        lazy = self._lazy
+        if lazy is not None:
+            lazy.closed = True
+            with trio.move_on_after(_MEMORY_GRACE):
+                await lazy.flush()
 
     @property
     def server(self) -> str:
@@ -355,8 +411,57 @@ class McpClient:
         a tool call that may have run.
         """
         limit = self._request_timeout if time_limit is None else time_limit
+        lazy = self._lazy
         with observe_request(self.server, message):
+            if lazy is not None:
+                if self._ref is None:
+                    await self._start(lazy)
+                if lazy.pending is not None:
+                    await lazy.flush()
             return await self._send(message, limit)
+
+    async def _start(self, lazy: LazyStart) -> None:
+        """Start a lazy client's server (once, whoever asks first), then compare its tools
+        and version with the remembered ones."""
+        while self._ref is None:
+            if lazy.closed:
+                raise KovaConnectionError(f"the MCP client for {self.server!r} is closed")
+            starting = lazy.starting
+            if starting is not None:
+                await starting.wait()
+                continue
+            lazy.starting = trio.Event()
+            try:
+                log.info("mcp.server.started_lazily", connection=self.server)
+                try:
+                    self._ref = await lazy.spawn()
+                except BaseExceptionGroup as group:
+                    error = _sole_kova_error(group)
+                    if error is None:
+                        raise
+                    raise self._not_started(error) from error
+                except KovaError as exc:
+                    raise self._not_started(exc) from exc
+                if lazy.key is not None:
+                    await self._refresh_memory(lazy)
+            finally:
+                lazy.starting.set()
+                lazy.starting = None
+
+    def _not_started(self, error: KovaError) -> McpUnavailableError:
+        return McpUnavailableError(server=self.server, since=_now(), reason=str(error))
+
+    async def _refresh_memory(self, lazy: LazyStart) -> None:
+        try:
+            info: McpServerInfo = await self._send(GetServerInfo(), self._request_timeout)
+            tools: tuple[ToolDefinition, ...] = await self._send(ListTools(), self._request_timeout)
+        except KovaError as exc:
+            # The request that started the server goes on; the memory is refreshed at the
+            # next start.
+            log.info("mcp.tool_memory.refresh_failed", connection=self.server, error=repr(exc))
+            return
+        await lazy.saw(info.version, tools)
+        lazy.tell(self._shared, tools)
 
     async def _send(self, message: Message, limit: float) -> Any:
         if isinstance(message, CallTool):
@@ -365,10 +470,12 @@ class McpClient:
             # does not answer at all.
             message = attrs.evolve(message, timeout=limit)
             limit += ACTOR_GRACE
+        ref = self._ref
+        assert ref is not None  # a lazy client started it in _call
         with trio.move_on_after(limit):
             for attempt in (1, 2):
                 try:
-                    return await self._ref.call(message)
+                    return await ref.call(message)
                 except (ActorFailed, MailboxClosed) as exc:
                     if isinstance(message, CallTool) and message.replay is not True:
                         if isinstance(exc, ActorFailed):
@@ -404,14 +511,25 @@ class McpClient:
 
     # -- tools ----------------------------------------------------------------------------
 
-    async def tools_list(self) -> tuple[ToolDefinition, ...]:
+    async def tools_list(self, *, remembered: bool = False) -> tuple[ToolDefinition, ...]:
         """The server's tools (every page), cached until reconnect or ``list_changed``.
+
+        Args:
+            remembered: a lazy client whose server has not started answers from its tool
+                memory when the server ran before, without starting it (the server's own
+                list replaces it when it starts, if it differs; see ``connect(lazy=True)``).
 
         Raises:
             McpError: the server answered with a JSON-RPC error.
             KovaConnectionError: the connection broke twice.
             KovaTimeoutError: the request timeout expired.
         """
+        lazy = self._lazy
+        if remembered and lazy is not None and self._ref is None:
+            known = await lazy.recall()
+            if known is not None and self._ref is None:
+                lazy.given = known.tools
+                return known.tools
         result: tuple[ToolDefinition, ...] = await self._call(ListTools())
         return result
 

@@ -182,7 +182,8 @@ async def mcp_tools(
         include: only these tools (names, or a predicate over the definition).
         exclude: not these tools (names, or a predicate), e.g. ``exclude=["get-env"]``.
         defer: make every tool deferred (:attr:`McpTool.defer`): the model finds them with
-            ``search_tools`` instead of being sent them all up front.
+            ``search_tools`` instead of being sent them all up front. A client connected
+            with ``lazy=True`` then gives its remembered tools without starting the server.
 
     Raises:
         ValueError: an invalid prefix, or ``include``/``exclude`` names a tool the server
@@ -190,7 +191,10 @@ async def mcp_tools(
         McpError, KovaConnectionError, KovaTimeoutError: listing the tools failed.
     """
     check_prefix(prefix)
-    definitions = _selected(await client.tools_list(), include, exclude, strict=True)
+    # A deferred server's tools may come from the memory of a lazy client: its server then
+    # starts only when the model calls one of them.
+    listed = await client.tools_list(remembered=defer)
+    definitions = _selected(listed, include, exclude, strict=True)
     return [_wrap(client, prefix, definition, defer) for definition in definitions]
 
 

@@ -96,10 +96,11 @@ class ReconnectPolicy(Record):
         return self.give_up_after is not None and outage >= self.give_up_after
 
 
-ConnectionStatus: TypeAlias = Literal["connecting", "connected", "unavailable", "closed"]
-"""``connecting``: a (re)connection attempt is running; calls wait for it. ``connected``: a
-session is up. ``unavailable``: the last attempt failed and the actor is backing off; calls
-fail fast. ``closed``: the client's block ended."""
+ConnectionStatus: TypeAlias = Literal["idle", "connecting", "connected", "unavailable", "closed"]
+"""``idle``: a client connected with ``lazy=True`` whose server has not started yet (its first
+request starts it). ``connecting``: a (re)connection attempt is running; calls wait for it.
+``connected``: a session is up. ``unavailable``: the last attempt failed and the actor is
+backing off; calls fail fast. ``closed``: the client's block ended."""
 
 
 class McpConnectionState(Record):

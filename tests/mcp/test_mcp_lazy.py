@@ -1,0 +1,231 @@
+"""MCP servers started when needed: ``McpClient.connect(lazy=True)`` and the tool memory.
+
+Real servers (``counted_server.py``) as a stdio child and over Streamable HTTP; their starts
+(stdio processes) and sessions (HTTP) are counted by the servers themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+import trio
+from counted_server import build
+from mcp_fixtures import RunningServer, start_server, stop_server
+
+import kova
+from kova import Message, ToolResult
+from kova.agent import AgentBuilder
+from kova.mcp import (
+    InProcessTransport,
+    McpClient,
+    McpToolMemory,
+    StdioTransport,
+    StreamableHttpTransport,
+)
+from kova.mcp._tool_memory import server_key
+from kova.testing import ScriptedProvider, reply_text, reply_tool_calls
+
+COUNTED = Path(__file__).with_name("counted_server.py")
+
+
+def _stdio(starts: Path, **env: str) -> StdioTransport:
+    return StdioTransport(
+        command=sys.executable, args=[str(COUNTED), "stdio", "--starts", str(starts)], env=env
+    )
+
+
+def _starts(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def _sessions(server: RunningServer) -> int:
+    with urllib.request.urlopen(f"{server.base_url}/control/stats", timeout=5) as answer:
+        return int(json.load(answer)["sessions"])
+
+
+def _script(*calls: tuple[str, dict[str, object]]) -> ScriptedProvider:
+    """Search for the weather, call what is named (if anything), then answer."""
+    replies = [reply_tool_calls(("search_tools", {"query": "weather forecast for a city"}))]
+    if calls:
+        replies.append(reply_tool_calls(*calls))
+    replies.append(reply_text("done"))
+    return ScriptedProvider(replies)
+
+
+async def _turn(
+    client: McpClient, provider: ScriptedProvider, prefix: str = "w"
+) -> kova.agent.AgentResponse:
+    builder = AgentBuilder().provider(provider)
+    await builder.mcp_client(client, prefix, defer=True)
+    async with builder.build() as agent:
+        return await agent.run([Message.user("weather in Oslo?")])
+
+
+def _results(response: kova.agent.AgentResponse) -> list[ToolResult]:
+    return [
+        block
+        for message in response.new_messages
+        for block in message.content
+        if isinstance(block, ToolResult)
+    ]
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> McpToolMemory:
+    return McpToolMemory(tmp_path / "tools.db")
+
+
+async def test_a_remembered_stdio_server_starts_only_when_a_tool_is_called(tmp_path, memory):
+    starts = tmp_path / "starts"
+    # The first run knows nothing: the server starts once, to list its tools.
+    async with McpClient.connect(_stdio(starts), lazy=True, tool_memory=memory) as client:
+        assert client.state.status == "idle"
+        assert _starts(starts) == 0
+        await _turn(client, _script())
+    assert _starts(starts) == 1
+
+    # Later runs: searching (and finding) its tools starts nothing.
+    for _ in range(2):
+        searching = _script()
+        async with McpClient.connect(_stdio(starts), lazy=True, tool_memory=memory) as client:
+            await _turn(client, searching)
+            assert client.state.status == "idle"
+        assert "w__forecast" in [t.name for t in searching.requests[1].tools]
+    assert _starts(starts) == 1
+
+    # The model calls one: the server starts, once, for three calls (two at once).
+    provider = _script(
+        ("w__forecast", {"city": "Oslo"}),
+        ("w__forecast", {"city": "Bergen"}),
+    )
+    async with McpClient.connect(_stdio(starts), lazy=True, tool_memory=memory) as client:
+        response = await _turn(client, provider)
+        assert client.state.status == "connected"
+        assert (await client.tools_call("forecast", {"city": "Rome"})).text == "sunny in Rome"
+    assert _starts(starts) == 2
+    assert [r.text for r in _results(response)[1:]] == ["sunny in Oslo", "sunny in Bergen"]
+    # Only the search tool was offered up front, then the found tool: no server listed them.
+    assert [t.name for t in provider.requests[0].tools] == ["search_tools"]
+    assert [t.name for t in provider.requests[1].tools] == ["search_tools", "w__forecast"]
+
+
+async def test_a_remembered_http_server_opens_no_session_until_a_tool_is_called(memory):
+    server = start_server("http", script=COUNTED)
+    try:
+        transport = StreamableHttpTransport(url=f"{server.base_url}/mcp")
+        async with McpClient.connect(transport, lazy=True, tool_memory=memory) as client:
+            await _turn(client, _script())
+        assert _sessions(server) == 1
+        async with McpClient.connect(transport, lazy=True, tool_memory=memory) as client:
+            await _turn(client, _script())
+        assert _sessions(server) == 1
+        async with McpClient.connect(transport, lazy=True, tool_memory=memory) as client:
+            response = await _turn(client, _script(("w__forecast", {"city": "Oslo"})))
+        assert _sessions(server) == 2
+        assert _results(response)[-1].text == "sunny in Oslo"
+    finally:
+        stop_server(server)
+
+
+async def test_a_new_server_version_replaces_the_remembered_tools(memory):
+    # In process (the same server, no child): the memory knows it by its name.
+    async with McpClient.connect(
+        InProcessTransport(build("1.0.0", "plain")), lazy=True, tool_memory=memory
+    ) as client:
+        await client.tools_list()
+    remembered = await memory.recall(_key(memory))
+    assert remembered is not None
+    assert remembered.version == "1.0.0"
+    assert "Convert an amount" in _description(remembered.tools, "convert_currency")
+
+    # Version 2 describes a tool differently. The agent starts from the remembered list;
+    # once the model calls a tool and the server starts, the memory and the agent's view
+    # follow the server.
+    provider = ScriptedProvider(
+        [
+            reply_tool_calls(("search_tools", {"query": "weather forecast"})),
+            reply_tool_calls(("w__forecast", {"city": "Oslo"})),
+            reply_tool_calls(("search_tools", {"query": "exchange money into another currency"})),
+            reply_text("done"),
+        ]
+    )
+    upgraded = InProcessTransport(build("2.0.0", "other"))
+    async with McpClient.connect(upgraded, lazy=True, tool_memory=memory) as client:
+        await _turn(client, provider)
+    remembered = await memory.recall(_key(memory))
+    assert remembered is not None
+    assert remembered.version == "2.0.0"
+    assert "Exchange money" in _description(remembered.tools, "convert_currency")
+    before = {t.name: t.description for t in provider.requests[0].tools}
+    assert list(before) == ["search_tools"]
+    offered = {t.name: t.description for t in provider.requests[3].tools}
+    assert offered["w__convert_currency"].startswith("Exchange money")
+
+
+async def test_a_list_changed_notification_updates_the_memory(memory):
+    transport = InProcessTransport(build("1.0.0", "plain"))
+    async with McpClient.connect(transport, lazy=True, tool_memory=memory) as client:
+        added = trio.Event()
+
+        def listen(tools: tuple[kova.ToolDefinition, ...]) -> None:
+            if "klingon" in [tool.name for tool in tools]:
+                added.set()
+
+        client.add_tools_listener(listen)
+        await client.tools_call("add_tool", {"name": "klingon"})
+        with trio.fail_after(10):
+            await added.wait()
+    remembered = await memory.recall(_key(memory))
+    assert remembered is not None
+    assert "klingon" in [tool.name for tool in remembered.tools]
+
+
+async def test_a_lazy_server_that_cannot_start_fails_the_call_in_band(memory):
+    # Remembered tools of a server whose command is now broken: the model's call gets an
+    # error result naming it, and the turn goes on.
+    async with McpClient.connect(
+        InProcessTransport(build("1.0.0", "plain")), lazy=True, tool_memory=memory
+    ) as client:
+        remembered = await client.tools_list()
+    broken = StdioTransport(command="/nonexistent/kova-no-such-mcp-server")
+    key = server_key(broken)
+    assert key is not None
+    await memory.remember(key[0], server="broken", version="1", tools=remembered)
+    async with McpClient.connect(broken, lazy=True, tool_memory=memory) as client:
+        response = await _turn(client, _script(("w__forecast", {"city": "Oslo"})))
+        with pytest.raises(kova.McpUnavailableError, match="unavailable"):
+            await client.tools_call("forecast", {"city": "Oslo"})
+    result = _results(response)[-1]
+    assert result.is_error
+    assert "unavailable" in result.text
+
+
+async def test_the_memory_survives_a_damaged_file(tmp_path, memory):
+    memory.path.write_bytes(b"not a database at all" * 100)
+    assert await memory.recall("anything") is None
+
+
+async def test_connect_checks_its_lazy_arguments():
+    transport = StdioTransport(command=sys.executable, args=["-c", "pass"])
+    with pytest.raises(TypeError, match="lazy must be a bool"):
+        async with McpClient.connect(transport, lazy=1):  # type: ignore[arg-type]
+            pass
+    with pytest.raises(TypeError, match="McpToolMemory"):
+        async with McpClient.connect(transport, lazy=True, tool_memory="x.db"):  # type: ignore[arg-type]
+            pass
+
+
+def _key(memory: McpToolMemory) -> str:
+    with sqlite3.connect(memory.path) as connection:
+        rows = connection.execute("SELECT server_key FROM mcp_tool_lists").fetchall()
+    assert len(rows) == 1
+    return str(rows[0][0])
+
+
+def _description(tools: tuple[kova.ToolDefinition, ...], name: str) -> str:
+    return next(tool.description for tool in tools if tool.name == name)
