@@ -2,15 +2,20 @@
 ``/.well-known/agent-card.json``, on ``a2a-sdk``'s protocol types and served by kova's own
 handlers: the SDK's request handler and event queues run on asyncio, kova's turns on trio.
 
-``SendMessage`` runs a turn and answers with the task; ``SendStreamingMessage`` streams the
-task, its status updates and its answer as artifact chunks; ``GetTask`` and ``CancelTask``
-look a task up and cancel its turn. A message's ``contextId`` is a conversation: the turns
-of one context see each other (kept in memory, the least recent forgotten first). Errors are
-JSON-RPC errors with A2A's codes (task not found -32001, not cancelable -32002, ...).
+``SendMessage`` runs a turn and answers with the task (at once, still working, with
+``returnImmediately``: the turn then runs in the app's own nursery); ``SendStreamingMessage``
+streams the task, its status updates and its answer as artifact chunks; ``SubscribeToTask``
+streams a running task's from now on (the task first); ``GetTask``, ``ListTasks`` and
+``CancelTask`` look tasks up and cancel a task's turn. A message's ``contextId`` is a
+conversation: the turns of one context see each other (kept in memory, the least recent
+forgotten first). Errors are JSON-RPC errors with A2A's codes (task not found -32001, not
+cancelable -32002, unsupported operation -32004, ...).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import secrets
 import uuid
 from collections import OrderedDict
@@ -32,7 +37,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.routing import BaseRoute
 
-    from ..agent import Agent
+    from ..agent import Agent, AgentResponse
     from ..sessions import Session
     from ._app import Served
 
@@ -40,7 +45,13 @@ __all__ = ["routes"]
 
 PROTOCOL_VERSION = "1.0"
 _KEEP = 1024
-"""Tasks and contexts kept (each), the least recent forgotten first."""
+"""Tasks and contexts kept (each), the least recent forgotten first (a running task is
+never forgotten); also the most tasks running after their send returned."""
+_WATCHER_BACKLOG = 4096
+"""Events a subscriber may fall behind by before its stream is ended (it can subscribe
+again, and gets the task as it is then)."""
+_PAGE_SIZE = 50
+_MAX_PAGE_SIZE = 100
 
 
 class RpcError(Exception):
@@ -54,13 +65,34 @@ _TERMINAL = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_
 
 
 class _Task:
-    """A task's record: its protocol value and the scope of the turn running it."""
+    """A task's record: its protocol value, the scope of the turn running it, and the
+    streams of the clients subscribed to it (each gets every event as JSON)."""
 
-    __slots__ = ("scope", "task")
+    __slots__ = ("running", "scope", "task", "watchers")
 
     def __init__(self, task: a2a_pb2.Task) -> None:
         self.task = task
         self.scope: trio.CancelScope | None = None
+        self.running = True
+        """Until its turn ended (or, submitted and never started, it was cancelled)."""
+        self.watchers: list[trio.MemorySendChannel[tuple[str, dict[str, Any]]]] = []
+
+    def publish(self, kind: str, value: dict[str, Any]) -> None:
+        """Hand an event to every subscriber; one that fell too far behind is dropped."""
+        for watcher in list(self.watchers):
+            try:
+                watcher.send_nowait((kind, value))
+            except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+                self.watchers.remove(watcher)
+                watcher.close()
+
+    def finish(self) -> None:
+        """The turn ended: every subscriber's stream ends after what it was sent."""
+        self.running = False
+        self.scope = None
+        for watcher in self.watchers:
+            watcher.close()
+        self.watchers.clear()
 
 
 class Tasks:
@@ -75,8 +107,14 @@ class Tasks:
 
     def add(self, record: _Task) -> None:
         self.tasks[record.task.id] = record
-        while len(self.tasks) > _KEEP:
-            self.tasks.popitem(last=False)
+        if len(self.tasks) > _KEEP:
+            for task_id in [i for i, r in self.tasks.items() if not r.running]:
+                del self.tasks[task_id]
+                if len(self.tasks) <= _KEEP:
+                    break
+
+    def running(self) -> int:
+        return sum(1 for record in self.tasks.values() if record.running)
 
     def remember(self, context_id: str, history: tuple[Message, ...]) -> None:
         self.contexts[context_id] = history
@@ -214,32 +252,38 @@ async def _dispatch(
 
     if method in ("SendMessage", "SendStreamingMessage"):
         request = _parse(params, a2a_pb2.SendMessageRequest)
+        config = request.configuration
+        keep = config.history_length if config.HasField("history_length") else None
+        if keep is not None and keep < 0:
+            raise RpcError(-32602, "historyLength must not be negative")
+        if method == "SendMessage" and config.return_immediately:
+            return _result(identifier, {"task": _dict(_start(served, agent, tasks, request))})
         run = _Run(agent, tasks, request, served)
         if method == "SendMessage":
 
             async def compute() -> tuple[int, Any]:
-                task = await run.run(None)
+                task = _trimmed(await run.run(None), keep)
                 return 200, {"jsonrpc": "2.0", "id": identifier, "result": {"task": _dict(task)}}
 
             return Watched(compute)
 
         async def produce(write: Callable[[bytes], Awaitable[None]]) -> None:
-            async def emit(kind: str, value: Any) -> None:
-                data = {"jsonrpc": "2.0", "id": identifier, "result": {kind: _dict(value)}}
-                await write(b"data: " + json_body(data) + b"\n\n")
+            async def emit(kind: str, value: dict[str, Any]) -> None:
+                await write(_event(identifier, kind, value))
 
             await run.run(emit)
 
         return EventStream(produce)
+    if method == "SubscribeToTask":
+        return _subscribe(tasks.get(_parse(params, a2a_pb2.SubscribeToTaskRequest).id), identifier)
     if method == "GetTask":
         request = _parse(params, a2a_pb2.GetTaskRequest)
-        task = tasks.get(request.id).task
-        result = a2a_pb2.Task()
-        result.CopyFrom(task)
-        if request.HasField("history_length"):
-            keep = request.history_length
-            del result.history[: max(0, len(result.history) - keep)]
-        return _result(identifier, _dict(result))
+        keep = request.history_length if request.HasField("history_length") else None
+        if keep is not None and keep < 0:
+            raise RpcError(-32602, "historyLength must not be negative")
+        return _result(identifier, _dict(_trimmed(tasks.get(request.id).task, keep)))
+    if method == "ListTasks":
+        return _result(identifier, _list(tasks, _parse(params, a2a_pb2.ListTasksRequest)))
     if method == "CancelTask":
         request = _parse(params, a2a_pb2.CancelTaskRequest)
         record = tasks.get(request.id)
@@ -252,6 +296,136 @@ async def _dispatch(
     if isinstance(method, str):
         raise RpcError(-32601, f"method {method[:100]!r} is not supported here")
     raise RpcError(-32600, "method must be a string")
+
+
+def _event(identifier: Any, kind: str, value: dict[str, Any]) -> bytes:
+    """One server-sent event of a stream: a JSON-RPC response whose result is ``{kind:
+    value}`` (a StreamResponse)."""
+    data = {"jsonrpc": "2.0", "id": identifier, "result": {kind: value}}
+    return b"data: " + json_body(data) + b"\n\n"
+
+
+def _trimmed(task: a2a_pb2.Task, keep: int | None) -> a2a_pb2.Task:
+    """``task`` with at most its ``keep`` latest history messages (all when ``None``)."""
+    from a2a.types import a2a_pb2
+
+    if keep is None or len(task.history) <= keep:
+        return task
+    result = a2a_pb2.Task()
+    result.CopyFrom(task)
+    del result.history[: len(result.history) - keep]
+    return result
+
+
+def _start(
+    served: Served, agent: Agent, tasks: Tasks, request: a2a_pb2.SendMessageRequest
+) -> a2a_pb2.Task:
+    """A send with ``returnImmediately``: the task, submitted; its turn runs in the app's
+    nursery (to be followed with GetTask or SubscribeToTask)."""
+    nursery = served.nursery
+    if nursery is None:
+        raise RpcError(
+            -32004,
+            "returnImmediately needs the app's lifespan to run (mounted, run "
+            "app.router.lifespan_context from your own)",
+        )
+    if tasks.running() >= _KEEP:
+        raise RpcError(-32603, f"{_KEEP} tasks are running already: try again later")
+    run = _Run(agent, tasks, request, served)
+    config = request.configuration
+    keep = config.history_length if config.HasField("history_length") else None
+    answer = _trimmed(run.task, keep)
+    if answer is run.task:
+        answer = type(run.task)()
+        answer.CopyFrom(run.task)
+    nursery.start_soon(run.run, None)
+    return answer
+
+
+def _subscribe(record: _Task, identifier: Any) -> Any:
+    """A running task's stream from now on: the task as it is, then what happens to it."""
+    from a2a.types import a2a_pb2
+
+    if not record.running:
+        state = a2a_pb2.TaskState.Name(record.task.status.state)
+        raise RpcError(-32004, f"the task is {state.removeprefix('TASK_STATE_').lower()}")
+    sender, receiver = trio.open_memory_channel[tuple[str, dict[str, Any]]](_WATCHER_BACKLOG)
+    record.watchers.append(sender)
+    first = _dict(record.task)
+
+    async def produce(write: Callable[[bytes], Awaitable[None]]) -> None:
+        try:
+            await write(_event(identifier, "task", first))
+            async with receiver:
+                async for kind, value in receiver:
+                    await write(_event(identifier, kind, value))
+        finally:
+            if sender in record.watchers:
+                record.watchers.remove(sender)
+            sender.close()
+
+    return EventStream(produce)
+
+
+def _list(tasks: Tasks, request: a2a_pb2.ListTasksRequest) -> dict[str, Any]:
+    """A page of the tasks ``request`` asks for, the most recently updated first."""
+    from a2a.types import a2a_pb2
+
+    size = request.page_size if request.HasField("page_size") else _PAGE_SIZE
+    if not 1 <= size <= _MAX_PAGE_SIZE:
+        raise RpcError(-32602, f"pageSize must be 1 to {_MAX_PAGE_SIZE}")
+    keep = request.history_length if request.HasField("history_length") else None
+    if keep is not None and keep < 0:
+        raise RpcError(-32602, "historyLength must not be negative")
+    after = (
+        request.status_timestamp_after.ToNanoseconds()
+        if request.HasField("status_timestamp_after")
+        else None
+    )
+    found = [
+        record.task
+        for record in tasks.tasks.values()
+        if (not request.context_id or record.task.context_id == request.context_id)
+        and (not request.status or record.task.status.state == request.status)
+        and (after is None or record.task.status.timestamp.ToNanoseconds() >= after)
+    ]
+    found.sort(key=_order, reverse=True)
+    start = 0
+    if request.page_token:
+        cursor = _cursor(request.page_token)
+        start = next((i for i, task in enumerate(found) if _order(task) < cursor), len(found))
+    page = found[start : start + size]
+    listed = []
+    for task in page:
+        copy = a2a_pb2.Task()
+        copy.CopyFrom(_trimmed(task, keep))
+        if not request.include_artifacts:
+            copy.ClearField("artifacts")
+        listed.append(_dict(copy))
+    more = start + size < len(found)
+    token = ""
+    if more and page:
+        stamp, task_id = _order(page[-1])
+        token = base64.urlsafe_b64encode(f"{stamp}:{task_id}".encode()).decode()
+    return {
+        "tasks": listed,
+        "nextPageToken": token,
+        "pageSize": size,
+        "totalSize": len(found),
+    }
+
+
+def _order(task: a2a_pb2.Task) -> tuple[int, str]:
+    return task.status.timestamp.ToNanoseconds(), task.id
+
+
+def _cursor(token: str) -> tuple[int, str]:
+    """The position a page token names (the last task of the page before)."""
+    try:
+        stamp, _, task_id = base64.urlsafe_b64decode(token.encode()).decode().partition(":")
+        return int(stamp), task_id
+    except (binascii.Error, UnicodeError, ValueError):
+        raise RpcError(-32602, "pageToken is not one this server gave") from None
 
 
 def _result(identifier: Any, result: Any) -> Any:
@@ -330,27 +504,47 @@ class _Run:
         user.task_id = task.id
         _status(task, "TASK_STATE_SUBMITTED")
         self._record = _Task(task)
+        self._record.scope = trio.CancelScope()  # a cancel before the turn starts counts
         tasks.add(self._record)
 
-    async def run(self, emit: Callable[[str, Any], Awaitable[None]] | None) -> a2a_pb2.Task:
-        """Run the turn (streaming to ``emit`` when given); returns the task as it ended."""
+    @property
+    def task(self) -> a2a_pb2.Task:
+        return self._record.task
+
+    async def run(
+        self, emit: Callable[[str, dict[str, Any]], Awaitable[None]] | None
+    ) -> a2a_pb2.Task:
+        """Run the turn (streaming to ``emit`` when given, and to the task's subscribers);
+        returns the task as it ended."""
         from a2a.types import a2a_pb2
 
         record, task = self._record, self._record.task
+
+        async def tell(kind: str, value: Any) -> None:
+            data = _dict(value)
+            record.publish(kind, data)
+            if emit is not None:
+                await emit(kind, data)
+
         artifact_id = "answer-" + secrets.token_hex(6)
-        record.scope = trio.CancelScope()
-        _status(task, "TASK_STATE_WORKING")
-        if emit is not None:
-            await emit("task", task)
+        scope = record.scope
+        assert scope is not None
         chunks = 0
         try:
-            with record.scope:
+            with scope:
+                if not scope.cancel_called:  # (CancelTask may have come first)
+                    _status(task, "TASK_STATE_WORKING")
+                await tell("task", task)
                 turn = self._agent.stream(self._history, session=self._session)
                 async with turn as events:
                     async for event in events:
                         if event.path:
                             continue
-                        if isinstance(event, TextDelta) and event.text and emit is not None:
+                        if isinstance(event, TextDelta) and event.text:
+                            if not chunks:  # the answer so far, for GetTask and subscribers
+                                task.artifacts.add(artifact_id=artifact_id, name="answer")
+                                task.artifacts[-1].parts.add(text="")
+                            task.artifacts[-1].parts[0].text += event.text
                             artifact = a2a_pb2.Artifact(
                                 artifact_id=artifact_id,
                                 name="answer",
@@ -364,38 +558,44 @@ class _Run:
                                 last_chunk=False,
                             )
                             chunks += 1
-                            await emit("artifactUpdate", update)
+                            await tell("artifactUpdate", update)
                         elif isinstance(event, ToolCallDeferred):
                             raise PausedTurn
                         elif isinstance(event, TurnCompleted):
-                            response = event.response
-                            if response.pending is not None:
-                                raise PausedTurn
-                            if self._session is None:
-                                self._tasks.remember(
-                                    task.context_id, (*self._history, *response.new_messages)
-                                )
-                            answer = _agent_message(task, response.text)
-                            task.history.append(answer)
-                            task.artifacts.append(
-                                a2a_pb2.Artifact(
-                                    artifact_id=artifact_id,
-                                    name="answer",
-                                    parts=[a2a_pb2.Part(text=response.text)],
-                                )
-                            )
-                            _status(task, "TASK_STATE_COMPLETED")
-                            task.status.message.CopyFrom(answer)
+                            self._completed(event.response, artifact_id)
         except KovaError as exc:
             _, _, message = failure(exc)
             _status(task, "TASK_STATE_FAILED", message)
         finally:
-            record.scope = None
             if a2a_pb2.TaskState.Name(task.status.state) not in _TERMINAL:
                 _status(task, "TASK_STATE_CANCELED", "the turn was cancelled")
-        if emit is not None:
             final = a2a_pb2.TaskStatusUpdateEvent(
                 task_id=task.id, context_id=task.context_id, status=task.status
             )
-            await emit("statusUpdate", final)
+            record.publish("statusUpdate", _dict(final))
+            record.finish()
+        if emit is not None:
+            await emit("statusUpdate", _dict(final))
         return task
+
+    def _completed(self, response: AgentResponse, artifact_id: str) -> None:
+        """The turn answered: the task completes with the answer (or fails, paused)."""
+        from a2a.types import a2a_pb2
+
+        task = self._record.task
+        if response.pending is not None:
+            raise PausedTurn
+        if self._session is None:
+            self._tasks.remember(task.context_id, (*self._history, *response.new_messages))
+        answer = _agent_message(task, response.text)
+        task.history.append(answer)
+        del task.artifacts[:]  # the streamed answer so far, replaced by the whole one
+        task.artifacts.append(
+            a2a_pb2.Artifact(
+                artifact_id=artifact_id,
+                name="answer",
+                parts=[a2a_pb2.Part(text=response.text)],
+            )
+        )
+        _status(task, "TASK_STATE_COMPLETED")
+        task.status.message.CopyFrom(answer)

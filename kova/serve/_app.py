@@ -12,6 +12,8 @@ import secrets
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+import trio
+
 from .._log import get_logger
 from ._http import json_body
 from ._turns import agent_names
@@ -35,7 +37,7 @@ log = get_logger(__name__)
 class Served:
     """What the routes share: the agents by name and the limits. Read-only once built."""
 
-    __slots__ = ("agents", "max_body_bytes", "max_prompt_chars", "sessions")
+    __slots__ = ("agents", "max_body_bytes", "max_prompt_chars", "nursery", "sessions")
 
     def __init__(
         self,
@@ -51,6 +53,9 @@ class Served:
         self.sessions = sessions
         """Where conversations named by a protocol's id (A2A's contextId, the Responses
         API's conversation) are kept; ``None``: A2A's in memory, Responses' refused."""
+        self.nursery: trio.Nursery | None = None
+        """Where work that outlives its request runs (an A2A task sent with
+        ``returnImmediately``): open while the app's lifespan runs."""
 
 
 def app(
@@ -143,7 +148,13 @@ def app(
                 if not agent.is_open:
                     await stack.enter_async_context(agent)
             await stack.enter_async_context(mcp_sessions.run())
-            yield
+            nursery = await stack.enter_async_context(trio.open_nursery())
+            served.nursery = nursery
+            try:
+                yield
+            finally:
+                served.nursery = None
+                nursery.cancel_scope.cancel(reason="the app is shutting down")
 
     paused = _agui.Paused(max_paused_runs)
     routes = [

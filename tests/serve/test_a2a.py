@@ -48,10 +48,13 @@ def _message(text: str, context_id: str = "") -> a2a_pb2.SendMessageRequest:
 
 
 @asynccontextmanager
-async def a2a_client(url: str, *, streaming: bool) -> AsyncIterator[Any]:
+async def a2a_client(url: str, *, streaming: bool, polling: bool = False) -> AsyncIterator[Any]:
+    """a2a-sdk's client of the served agent; ``polling``: sends return at once
+    (``returnImmediately``)."""
     headers = {"authorization": f"Bearer {TOKEN}"}
     async with httpx.AsyncClient(headers=headers, timeout=30) as http:
-        client = await create_client(url, ClientConfig(httpx_client=http, streaming=streaming))
+        config = ClientConfig(httpx_client=http, streaming=streaming, polling=polling)
+        client = await create_client(url, config)
         try:
             yield client
         finally:

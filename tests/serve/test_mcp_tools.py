@@ -93,7 +93,7 @@ async def test_the_agents_tools_are_listed_and_called_beside_the_agent() -> None
             asked = await client.call_tool("calc", {"prompt": "hi"})
     assert sorted(listed) == ["add", "calc", "snapshot"]
     assert listed["add"].input_schema["required"] == ["a", "b"]
-    assert listed["add"].description.startswith("Add two numbers.")
+    assert (listed["add"].description or "").startswith("Add two numbers.")
     assert listed["add"].annotations is not None
     assert listed["add"].annotations.read_only_hint is True
     assert listed["add"].annotations.title == "Add"
@@ -102,8 +102,8 @@ async def test_the_agents_tools_are_listed_and_called_beside_the_agent() -> None
     text, image = picture.content
     assert text.text == "caption: cat"  # type: ignore[union-attr]
     assert image.type == "image"
-    assert image.data == PIXEL  # type: ignore[union-attr]
-    assert image.mime_type == "image/png"  # type: ignore[union-attr]
+    assert image.data == PIXEL
+    assert image.mime_type == "image/png"
     assert picture.structured_content == {"label": "cat"}
     # Arguments are checked against the tool's schema, as for the agent's own calls.
     assert wrong.is_error
@@ -134,14 +134,16 @@ async def test_the_agents_approval_policy_and_tool_guards_decide_each_call() -> 
     deferring = _agent("deferring", defer=lambda call: True)
 
     def no_big_sums(call: ToolUse) -> Deny | None:
-        return Deny("too big") if call.input.get("a", 0) > 100 else None
+        a = call.input.get("a", 0)
+        return Deny("too big") if isinstance(a, int) and a > 100 else None
 
     guarded = _agent("guarded", guards=[ToolGuard(no_big_sums, name="sums")])
-    for agent, calls in [
+    cases: list[tuple[Agent, list[tuple[str, dict[str, Any], str | None]]]] = [
         (approving, [("delete_everything", {"path": "/"}, "never over MCP"), ("add", {}, None)]),
         (deferring, [("add", {"a": 1, "b": 2}, "needs a person's approval")]),
         (guarded, [("add", {"a": 500, "b": 1}, "too big"), ("add", {"a": 5, "b": 1}, None)]),
-    ]:
+    ]
+    for agent, calls in cases:
         async with agent, serving(kova.serve.app(agent, mcp_tools=True)) as url:
             async with connect(url) as client:
                 for name, arguments, refusal in calls:
@@ -173,7 +175,7 @@ async def test_cancelling_a_tool_call_cancels_the_tool() -> None:
             await trio.sleep_forever()
         finally:
             cancelled.set()
-        return "never"
+        return "never"  # type: ignore[unreachable]
 
     agent = _agent(tools=[wait_forever])
     async with agent, serving(kova.serve.app(agent, token=TOKEN, mcp_tools=True)) as url:
