@@ -8,6 +8,7 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from ._errors import BuildError
 from ._json import MAX_JSON_DEPTH, depth_exceeds
 from ._messages import JSONObject, Message, _non_empty
 from ._record import Record, evolve, set_field
@@ -19,6 +20,7 @@ __all__ = [
     "ChatRequest",
     "check_schema",
     "InferenceConfig",
+    "ProviderCompaction",
     "ResponseFormat",
     "ToolAnnotations",
     "ToolDefinition",
@@ -261,6 +263,56 @@ class InferenceConfig(Record):
         return evolve(self, **changes) if changes else self
 
 
+class ProviderCompaction(Record):
+    """The provider's own server-side context management, as a context strategy
+    (``kova.agent.ProviderCompaction``; docs/context.md).
+
+    Sent with each request to a provider that has it: Anthropic's ``context_management``
+    edits (``clear_tool_uses_20250919`` for ``clear_tool_results``, ``compact_20260112`` for
+    ``summarize``, with the beta headers they need), OpenAI Responses' ``context_management``
+    compaction (``summarize``; Responses has no clearing). Other providers never see it: the
+    strategies after it in the policy do the work there.
+
+    ``trigger``: the prompt tokens at which the provider acts (``None``: three quarters of
+    the policy's limit, so the provider acts before kova's own strategies would).
+    ``keep_last`` / ``keep_tools``: the tool uses Anthropic keeps whole (the newest, and
+    those of these tools); ``instructions``: what Anthropic's summary should keep.
+    """
+
+    clear_tool_results: bool = True
+    summarize: bool = True
+    keep_last: int = 3
+    keep_tools: tuple[str, ...] = ()
+    instructions: str | None = None
+    trigger: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("clear_tool_results", "summarize"):
+            if not isinstance(getattr(self, name), bool):
+                raise BuildError(f"ProviderCompaction({name}=...) must be a bool")
+        if not (self.clear_tool_results or self.summarize):
+            raise BuildError("ProviderCompaction needs clear_tool_results or summarize")
+        keep_last: object = self.keep_last
+        if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 0:
+            raise BuildError(
+                f"ProviderCompaction(keep_last=...) must be an int >= 0, got {keep_last!r}"
+            )
+        keep_tools: object = self.keep_tools
+        if not isinstance(keep_tools, tuple) or not all(isinstance(n, str) for n in keep_tools):
+            raise BuildError("ProviderCompaction(keep_tools=...) must be a tuple of tool names")
+        if self.instructions is not None and (
+            not isinstance(self.instructions, str) or not self.instructions.strip()
+        ):
+            raise BuildError("ProviderCompaction(instructions=...) must be a non-empty str")
+        trigger: object = self.trigger
+        if trigger is not None and (
+            isinstance(trigger, bool) or not isinstance(trigger, int) or trigger < 1
+        ):
+            raise BuildError(
+                f"ProviderCompaction(trigger=...) must be a positive int, got {trigger!r}"
+            )
+
+
 class ChatRequest(Record):
     """One request to a model: the conversation, the tools it may call, and the settings.
 
@@ -273,6 +325,9 @@ class ChatRequest(Record):
     messages: tuple[Message, ...]
     tools: tuple[ToolDefinition, ...]
     config: InferenceConfig
+    compaction: ProviderCompaction | None
+    """The provider's server-side context management to ask for (a context policy's
+    :class:`ProviderCompaction`, its ``trigger`` set); providers without one ignore it."""
 
     def __init__(
         self,
@@ -280,10 +335,16 @@ class ChatRequest(Record):
         messages: Iterable[Message],
         tools: Iterable[ToolDefinition] = (),
         config: InferenceConfig | None = None,
+        compaction: ProviderCompaction | None = None,
     ) -> None:
         set_field(self, "messages", tuple(messages))
         set_field(self, "tools", tuple(tools))
         set_field(self, "config", InferenceConfig() if config is None else config)
+        if compaction is not None and not isinstance(compaction, ProviderCompaction):
+            raise TypeError(
+                f"compaction must be a ProviderCompaction, got {_type_name(compaction)}"
+            )
+        set_field(self, "compaction", compaction)
 
     @classmethod
     def of(

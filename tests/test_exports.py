@@ -147,6 +147,7 @@ PUBLIC: dict[str, tuple[str, ...]] = {
         "PendingApprovals",
         "PendingCall",
         "Prices",
+        "ProviderCompaction",
         "ProviderRef",
         "RetryConfig",
         "RunTools",

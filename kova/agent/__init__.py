@@ -27,6 +27,7 @@ if _TYPE_CHECKING:
     from ._context import Compact as Compact
     from ._context import Compaction as Compaction
     from ._context import ContextPolicy as ContextPolicy
+    from ._context import ProviderCompaction as ProviderCompaction
     from ._context import SlidingWindow as SlidingWindow
     from ._context import Summarize as Summarize
     from ._cost import Prices as Prices
@@ -93,6 +94,7 @@ __all__ = [
     "PendingApprovals",
     "PendingCall",
     "Prices",
+    "ProviderCompaction",
     "ProviderRef",
     "RetryConfig",
     "RunTools",
@@ -131,6 +133,7 @@ _WHERE: dict[str, str] = {
     "ClearToolResults": "._context",
     "Compact": "._context",
     "Compaction": "._context",
+    "ProviderCompaction": "._context",
     "ContextCompacted": "._events",
     "ContextPolicy": "._context",
     "DEFER": "._approvals",

@@ -223,7 +223,9 @@ class AgentBuilder:
         """What a turn does when its next request would overflow the model's context window:
         ``strategies`` (:class:`~kova.agent.ClearToolResults`,
         :class:`~kova.agent.SlidingWindow`, :class:`~kova.agent.Summarize`) are tried in
-        order until it fits (docs/context.md). Builds a :class:`~kova.agent.ContextPolicy`.
+        order until it fits; a :class:`~kova.agent.ProviderCompaction` asks the provider's
+        own server-side context management where it has one (docs/context.md). Builds a
+        :class:`~kova.agent.ContextPolicy`.
 
         Args:
             window: the model's context size in tokens (known models are looked up).

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Final, TypeAlias
 from .._errors import BuildError, ContextBudgetExceededError, ContextOverflow, SerializationError
 from .._estimate import heuristic_count_tokens
 from .._messages import Message, Role, Text, ToolResult, ToolUse
-from .._record import Record
-from .._requests import ChatRequest
+from .._record import Record, evolve
+from .._requests import ChatRequest, ProviderCompaction
 from ._events import ContextCompacted
 
 if TYPE_CHECKING:
@@ -49,8 +49,10 @@ __all__ = [
     "ClearToolResults",
     "Compaction",
     "ContextCompacted",
+    "NATIVE_COMPACTION",
     "ContextPolicy",
     "ContextStrategy",
+    "ProviderCompaction",
     "SlidingWindow",
     "Summarize",
     "known_window",
@@ -119,8 +121,29 @@ class Summarize(Record):
             raise BuildError("Summarize(instructions=...) must be a non-empty str")
 
 
-ContextStrategy: TypeAlias = ClearToolResults | SlidingWindow | Summarize
-_STRATEGIES = (ClearToolResults, SlidingWindow, Summarize)
+ContextStrategy: TypeAlias = ClearToolResults | SlidingWindow | Summarize | ProviderCompaction
+_STRATEGIES = (ClearToolResults, SlidingWindow, Summarize, ProviderCompaction)
+
+NATIVE_COMPACTION: Final = {"anthropic": "clear or summarize", "openai-responses": "summarize"}
+"""The providers (by name) with server-side context management, and what they do of it."""
+
+
+def native_compaction(
+    policy: ContextPolicy, provider: str | None, limit: int
+) -> ProviderCompaction | None:
+    """What a request to ``provider`` asks of the provider's own context management under
+    ``policy`` (its :class:`ProviderCompaction` with the trigger set), or ``None``: no such
+    strategy, or a provider without it (the strategies after it do the work)."""
+    for strategy in policy.strategies:
+        if isinstance(strategy, ProviderCompaction):
+            kind = NATIVE_COMPACTION.get(provider or "")
+            if kind is None or (kind == "summarize" and not strategy.summarize):
+                return None
+            if strategy.trigger is not None:
+                return strategy
+            return evolve(strategy, trigger=max(1, limit * 3 // 4))
+    return None
+
 
 # Context windows of models kova knows, by name prefix (longest prefix wins). A model not
 # here needs ContextPolicy(window=...).
@@ -161,7 +184,8 @@ class ContextPolicy:
 
     Args:
         *strategies: tried in order until the request fits (:class:`ClearToolResults`,
-            :class:`SlidingWindow`, :class:`Summarize`).
+            :class:`SlidingWindow`, :class:`Summarize`); a :class:`ProviderCompaction`
+            among them is sent with every request to a provider that has it.
         window: the model's context size in tokens; looked up for known models when
             ``None`` (an unknown model then fails the turn at its start, naming this).
         reserve: tokens kept free for the answer (default: the call's ``max_tokens``, else a
@@ -180,9 +204,16 @@ class ContextPolicy:
         for strategy in strategies:
             if not isinstance(strategy, _STRATEGIES):
                 raise BuildError(
-                    "ContextPolicy takes ClearToolResults, SlidingWindow or Summarize "
-                    f"strategies, got {type(strategy).__name__}"
+                    "ContextPolicy takes ClearToolResults, SlidingWindow, Summarize or "
+                    f"ProviderCompaction strategies, got {type(strategy).__name__}"
                 )
+        if strategies and all(isinstance(s, ProviderCompaction) for s in strategies):
+            raise BuildError(
+                "ContextPolicy(ProviderCompaction()) needs a strategy of kova's after it "
+                "(SlidingWindow() or Summarize()): for providers without server-side "
+                "compaction, and for what the provider's compaction keeps out of its prompt "
+                "but not out of the turn's history"
+            )
         for name, value in (("window", window), ("reserve", reserve)):
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value < 1
@@ -471,12 +502,18 @@ class Compactor:
         "_tools_key",
         "_tools_tokens",
         "limit",
+        "native",
         "policy",
     )
 
-    def __init__(self, policy: ContextPolicy, limit: int) -> None:
+    def __init__(
+        self, policy: ContextPolicy, limit: int, native: ProviderCompaction | None = None
+    ) -> None:
         self.policy = policy
         self.limit = limit
+        self.native = native
+        """What each request asks of the provider's own context management (``None``:
+        nothing)."""
         self._scale = 1.0
         self._sent: int | None = None  # the estimate of the request last sent
         self._ran: list[str] = []
@@ -583,6 +620,8 @@ class Compactor:
             if isinstance(strategy, ClearToolResults):
                 current, count = clear_tool_results(current, start, strategy)
                 name = "clear_tool_results"
+            elif isinstance(strategy, ProviderCompaction):
+                continue  # the provider's part, sent with each request (native_compaction)
             elif isinstance(strategy, SlidingWindow):
                 # Down to three quarters of the limit, not just under it: the window then
                 # slides every few calls rather than on every one (each slide changes the

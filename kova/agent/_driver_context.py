@@ -203,4 +203,4 @@ class DriverContext:
         policy = context if context is not None else self.config.context
         if policy is not None:
             model = (overrides.model if overrides is not None else None) or self.model
-            turn.set_context(policy, model=model)
+            turn.set_context(policy, model=model, provider=self.provider.name)

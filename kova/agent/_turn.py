@@ -65,7 +65,14 @@ from ._approvals import (
     read_document,
 )
 from ._call_ids import call_ids_of, unique_call_ids
-from ._context import Compact, Compaction, Compactor, ContextCompacted, ContextPolicy
+from ._context import (
+    Compact,
+    Compaction,
+    Compactor,
+    ContextCompacted,
+    ContextPolicy,
+    native_compaction,
+)
 from ._counters import Counters, counters_from_json, counters_to_json
 from ._events import AgentResponse, ToolCallFinished, ToolCallStarted, ToolsAdded, ToolsFound
 from ._guard_record import GuardRecord
@@ -639,8 +646,16 @@ class Turn:
         else:
             search.replace(deferred)
 
-    def set_context(self, context: ContextPolicy | None, *, model: str | None = None) -> None:
+    def set_context(
+        self,
+        context: ContextPolicy | None,
+        *,
+        model: str | None = None,
+        provider: str | None = None,
+    ) -> None:
         """Use this context policy from the next model call on (``None``: none).
+        ``provider``: the name of the provider the turn calls (``"anthropic"``, ...), for a
+        :class:`~kova.agent.ProviderCompaction` in the policy.
 
         Raises:
             TypeError: not a ContextPolicy.
@@ -656,7 +671,7 @@ class Turn:
         config = self._config
         limit = context.limit(model or config.model, config.max_tokens)
         previous = self._compactor
-        compactor = Compactor(context, limit)
+        compactor = Compactor(context, limit, native_compaction(context, provider, limit))
         if previous is not None:
             compactor.restore(previous.to_dict() | {"limit": limit})
         self._compactor = compactor
@@ -818,7 +833,12 @@ class Turn:
             estimate = heuristic_count_tokens(working, tools)
             if estimate > budget:
                 raise ContextBudgetExceededError(estimate, budget)
-        request = ChatRequest(messages=working, tools=tools, config=self._config)
+        request = ChatRequest(
+            messages=working,
+            tools=tools,
+            config=self._config,
+            compaction=None if compactor is None else compactor.native,
+        )
         if limits is not None and limits.counts_tokens_first and not self._counted:
             return CallModel(request=request, count_tokens=True)
         return CallModel(request=request)

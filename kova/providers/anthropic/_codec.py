@@ -10,6 +10,8 @@ from .._framing import SseFramer
 from .._sse import SseEvent
 from ._convert import (
     PROVIDER,
+    beta_headers,
+    context_management,
     decode_count_tokens,
     decode_model_page,
     decode_response,
@@ -52,6 +54,9 @@ class AnthropicCodec(
         body = encode_request(
             request.messages, request.tools, request.config, self.config, stream=stream
         )
+        if request.compaction is not None:  # the server's own context management (beta)
+            body["context_management"], betas = context_management(request.compaction)
+            headers = beta_headers(headers, betas)
         return WireRequest(path="/v1/messages", headers=headers, body=body)
 
     def decode(self, body: JSONValue) -> ModelResponse:

@@ -42,6 +42,7 @@ from .._media import MB, check_inline_total, document_text, media_blocks, refuse
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from ..._requests import ProviderCompaction
     from ._config import AnthropicConfig
 
 __all__ = [
@@ -336,6 +337,46 @@ def encode_request(
     if stream:
         body["stream"] = True
     return body
+
+
+CONTEXT_MANAGEMENT_BETA = "context-management-2025-06-27"
+"""The beta ``clear_tool_uses_20250919`` needs (the ``anthropic-beta`` header)."""
+COMPACT_BETA = "compact-2026-01-12"
+"""The beta ``compact_20260112`` needs."""
+
+
+def context_management(compaction: ProviderCompaction) -> tuple[dict[str, JSONValue], list[str]]:
+    """The ``context_management`` body field for ``compaction`` (its ``trigger`` set) and the
+    betas it needs: ``clear_tool_uses_20250919`` (the newest ``keep_last`` tool uses kept,
+    ``keep_tools`` never cleared) and ``compact_20260112`` (with its ``instructions``)."""
+    trigger: dict[str, JSONValue] = {"type": "input_tokens", "value": compaction.trigger}
+    edits: list[JSONValue] = []
+    betas: list[str] = []
+    if compaction.clear_tool_results:
+        clear: dict[str, JSONValue] = {
+            "type": "clear_tool_uses_20250919",
+            "trigger": trigger,
+            "keep": {"type": "tool_uses", "value": compaction.keep_last},
+        }
+        if compaction.keep_tools:
+            clear["exclude_tools"] = list(compaction.keep_tools)
+        edits.append(clear)
+        betas.append(CONTEXT_MANAGEMENT_BETA)
+    if compaction.summarize:
+        compact: dict[str, JSONValue] = {"type": "compact_20260112", "trigger": dict(trigger)}
+        if compaction.instructions is not None:
+            compact["instructions"] = compaction.instructions
+        edits.append(compact)
+        betas.append(COMPACT_BETA)
+    return {"edits": edits}, betas
+
+
+def beta_headers(headers: SecretHeaders, betas: Sequence[str]) -> SecretHeaders:
+    """``headers`` with ``betas`` added to ``anthropic-beta`` (after any the user set)."""
+    present = headers.get("anthropic-beta")
+    names = [name.strip() for name in present.split(",") if name.strip()] if present else []
+    names += [beta for beta in betas if beta not in names]
+    return headers.merged({"anthropic-beta": ",".join(names)})
 
 
 def encode_count_tokens_request(

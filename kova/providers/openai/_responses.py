@@ -84,6 +84,11 @@ class OpenAiResponsesCodec(
             stream=stream,
             refused=self.refused,
         )
+        compaction = request.compaction
+        if compaction is not None and compaction.summarize:  # the server's own compaction
+            body["context_management"] = [
+                {"type": "compaction", "compact_threshold": compaction.trigger}
+            ]
         return self._post(self.config.responses_path, body, stream=stream)
 
     def decode(self, body: JSONValue) -> ModelResponse:
