@@ -19,7 +19,14 @@ from .._json import dumps, loads
 from .._messages import ToolResult, ToolUse, block_from_dict, block_to_dict
 from .._requests import ChatRequest, ToolDefinition
 from .._responses import ModelResponse
-from ..agent._context import ClearToolResults, ContextPolicy, SlidingWindow, Summarize
+from ..agent._context import (
+    ClearToolResults,
+    ContextPolicy,
+    ContextStrategy,
+    ProviderCompaction,
+    SlidingWindow,
+    Summarize,
+)
 from ..agent._state_json import (
     config_from_json,
     config_to_json,
@@ -231,6 +238,10 @@ def policy_to_json(policy: ContextPolicy, limit: int) -> dict[str, JSONValue]:
             )
         elif isinstance(strategy, SlidingWindow):
             strategies.append({"kind": "sliding_window"})
+        elif isinstance(strategy, ProviderCompaction):
+            # Kept in its place (a summary is found by position); a workflow's model calls
+            # do not ask the provider for it: the strategies after it do the work.
+            strategies.append({"kind": "provider_compaction"})
         else:
             strategies.append(
                 {
@@ -250,7 +261,7 @@ def policy_from_json(data: object) -> ContextPolicy:
     """
     if not isinstance(data, Mapping):
         raise SerializationError("a context policy must be a JSON object")
-    strategies: list[ClearToolResults | SlidingWindow | Summarize] = []
+    strategies: list[ContextStrategy] = []
     try:
         for item in field(data, "strategies", list):
             if not isinstance(item, Mapping):
@@ -265,6 +276,8 @@ def policy_from_json(data: object) -> ContextPolicy:
                 )
             elif kind == "sliding_window":
                 strategies.append(SlidingWindow())
+            elif kind == "provider_compaction":
+                strategies.append(ProviderCompaction())
             elif kind == "summarize":
                 strategies.append(
                     Summarize(

@@ -247,3 +247,13 @@ def test_provider_compaction_alone_and_bad_settings_are_refused():
         ProviderCompaction(trigger=0)
     with pytest.raises(BuildError, match="keep_tools"):
         ProviderCompaction(keep_tools=["a"])  # type: ignore[arg-type]
+
+
+def test_a_temporal_workflow_keeps_its_place_in_the_policy():
+    from kova.agent import Summarize
+    from kova.temporal._payloads import policy_from_json, policy_to_json
+
+    policy = ContextPolicy(ProviderCompaction(), Summarize(keep_last=2), window=9_000)
+    back = policy_from_json(policy_to_json(policy, 8_000))
+    assert [type(s) for s in back.strategies] == [ProviderCompaction, Summarize]
+    assert back.strategies[1] == Summarize(keep_last=2)
