@@ -28,7 +28,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from ._record import Record
 from ._requests import ToolDefinition
 
-__all__ = ["ToolIndex", "ToolMatch", "tokenize"]
+__all__ = ["SEARCH_TOOLS", "ToolIndex", "ToolMatch", "tokenize"]
+
+SEARCH_TOOLS = "search_tools"
+"""The name of the search tool the model sees (kova.agent offers it; an encoder that caches
+prompts puts its breakpoint on it: the tools up to it stay the same for the whole turn)."""
 
 _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 

@@ -19,13 +19,10 @@ from collections.abc import Mapping, Sequence
 
 from .._messages import ToolResult, ToolUse
 from .._requests import ToolAnnotations, ToolDefinition
-from .._tool_index import ToolIndex
+from .._tool_index import SEARCH_TOOLS, ToolIndex
 from ._events import ToolsFound
 
 __all__ = ["SEARCH_TOOLS", "ToolSearch", "search_tools_definition"]
-
-SEARCH_TOOLS = "search_tools"
-"""The name of the search tool the model sees."""
 
 _MAX_LIMIT = 50
 """The most tools one search returns, whatever the model asks for."""

@@ -36,6 +36,7 @@ from ..._models import (
     Usage,
 )
 from ..._secret import SecretHeaders
+from ..._tool_index import SEARCH_TOOLS
 from .._codec import optional_str
 from .._media import MB, check_inline_total, document_text, media_blocks, refuse
 
@@ -248,14 +249,23 @@ def encode_messages(
     return ("\n\n".join(system_parts) if system_parts else None), wire
 
 
-def encode_tools(tools: Sequence[ToolDefinition]) -> list[JSONValue]:
-    """Tool definitions (``name``, ``description``, ``input_schema``)."""
+def encode_tools(tools: Sequence[ToolDefinition], *, cache: bool = False) -> list[JSONValue]:
+    """Tool definitions (``name``, ``description``, ``input_schema``).
+
+    With ``cache``, kova's ``search_tools`` carries a cache breakpoint (from the first call
+    on, so the entry exists when it is needed): the tools a search finds are added after it
+    during a turn, which changes everything after it in the prompt, so the automatic
+    breakpoint at the end of the prompt misses on the call after a search; this one still
+    hits for the tools up to the search, which stay the same for the whole turn.
+    """
     encoded: list[JSONValue] = []
     for tool in tools:
         definition: dict[str, JSONValue] = {"name": tool.name}
         if tool.description:
             definition["description"] = tool.description
         definition["input_schema"] = tool.parameters
+        if cache and tool.name == SEARCH_TOOLS:
+            definition["cache_control"] = {"type": "ephemeral"}
         encoded.append(definition)
     return encoded
 
@@ -299,7 +309,7 @@ def _prompt(
     if system is not None:
         body["system"] = system
     if tools:
-        body["tools"] = encode_tools(tools)
+        body["tools"] = encode_tools(tools, cache=settings.cache)
     thinking = _thinking(settings)
     if thinking is not None:
         body["thinking"] = thinking
