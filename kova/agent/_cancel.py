@@ -93,24 +93,33 @@ async def stream_in_task(
     buffer: int,
     *,
     with_nursery: bool = False,
+    on_trip: Callable[[BaseException], None] | None = None,
 ) -> AsyncIterator[AsyncIterator[AgentEvent]]:
     """A streamed turn (``steps()``, the agent loop's events) in a producer task, so that
     ``cancel`` can cancel it from outside; up to ``buffer`` events wait for the consumer.
     ``with_nursery``: the producer task opens a nursery and passes it as
-    ``steps(nursery=...)`` (for the guards that run beside the turn)."""
+    ``steps(nursery=...)`` (for the guards that run beside the turn). A guard's trip (told
+    through ``steps(on_trip=...)``, and passed on to ``on_trip``) reaches the consumer at
+    its next event: the events still waiting for it are dropped."""
     if isinstance(buffer, bool) or not isinstance(buffer, int):
         raise TypeError(f"buffer must be an int (events held for the consumer), got {buffer!r}")
     if buffer < 0:
         raise ValueError(f"buffer must be at least 0, got {buffer}")
     send, receive = trio.open_memory_channel[AgentEvent | KovaError](buffer)
+    tripped: list[BaseException] = []
+
+    def trip(exc: BaseException) -> None:
+        tripped.append(exc)
+        if on_trip is not None:
+            on_trip(exc)
 
     async def pump() -> None:
         if not with_nursery:
-            await feed(steps())
+            await feed(steps(on_trip=trip))
             return
         with lone_exceptions():  # a guard's trip reaches the consumer as itself
             async with trio.open_nursery() as nursery:
-                await feed(steps(nursery=nursery))
+                await feed(steps(nursery=nursery, on_trip=trip))
                 nursery.cancel_scope.cancel(reason="the turn is over")
 
     async def feed(turn: AsyncGenerator[AgentEvent, None]) -> None:
@@ -129,6 +138,8 @@ async def stream_in_task(
 
     async def events() -> AsyncIterator[AgentEvent]:
         async for item in receive:
+            if tripped:  # what the turn made before a guard tripped stays here
+                raise tripped[0]
             if isinstance(item, KovaError):
                 raise item
             yield item

@@ -9,7 +9,7 @@ input guards (:meth:`GuardGate.passed`) before any tool runs and before it answe
 
 Without a nursery the concurrent input guards run before the first model call instead:
 slower, never less safe (every in-process driver gives one: ``run_turn``, a streamed turn's
-producer task, an agent used as a tool's call).
+producer task, the tool call that runs an agent used as a tool).
 
 Each decision is recorded in the turn core the moment it is made (``_guard_record``) and the
 turn saved through the step observer (the journal), so a turn run again from its record
@@ -86,6 +86,7 @@ class GuardGate:
         "_left",
         "_length",
         "_nursery",
+        "_on_trip",
         "_outputs",
         "_pieces",
         "_save",
@@ -105,14 +106,18 @@ class GuardGate:
         *,
         save: Callable[[Turn], Awaitable[None]] | None = None,
         emitter: TurnEmitter | None = None,
+        on_trip: Callable[[BaseException], None] | None = None,
     ) -> GuardGate | None:
         """The gate of ``turn`` with ``guards`` (``None`` without any, unless the turn
         recorded a trip), its concurrent input guards to run in ``nursery``; ``save``
         records the turn after a decision (the step observer's), ``emitter`` reports each
-        check as a span."""
+        check as a span, ``on_trip`` is told of a trip the moment it happens (a streamed
+        turn's consumer drops the events it holds)."""
         if not guards and turn.guard_tripped() is None:
             return None
-        return cls(guards, input_text(turn.history), nursery, turn, save, emitter)
+        gate = cls(guards, input_text(turn.history), nursery, turn, save, emitter)
+        gate._on_trip = on_trip
+        return gate
 
     def __init__(
         self,
@@ -124,6 +129,7 @@ class GuardGate:
         emitter: TurnEmitter | None = None,
     ) -> None:
         self._nursery = nursery
+        self._on_trip: Callable[[BaseException], None] | None = None
         self._turn = turn
         self._save = save
         self._emitter = emitter
@@ -314,6 +320,9 @@ class GuardGate:
     def _fail(self, exc: BaseException) -> None:
         if self._failure is None:
             self._failure = exc
+            on_trip = self._on_trip
+            if on_trip is not None and isinstance(exc, GuardrailTripped):
+                on_trip(exc)
         scope = self._scope
         if scope is not None:
             scope.cancel(reason="a guard tripped")

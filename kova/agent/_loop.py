@@ -21,7 +21,7 @@ from ._tool_deltas import TOOL_STREAM
 from ._turn import AwaitApproval, CallModel, Finished, RunTools
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, Sequence
+    from collections.abc import AsyncGenerator, Callable, Sequence
     from contextlib import AbstractAsyncContextManager
 
     from .._models import InferenceConfig, Message, StreamEvent
@@ -47,15 +47,17 @@ async def drive(
     site: CallSite | None = None,
     guards: Sequence[Guard] | None = None,
     nursery: trio.Nursery | None = None,
+    on_trip: Callable[[BaseException], None] | None = None,
 ) -> AsyncGenerator[AgentEvent, None]:
     """Drive ``turn`` to its end, as the events it produces (the last one TurnCompleted;
     not ``streamed``, only that one). ``site``: the outer tool call this turn serves (an
     agent used as a tool); ``guards``: the call's (default: the agent's), whose concurrent
-    input guards run in ``nursery`` (without one, before the first call). An async generator
+    input guards run in ``nursery`` (without one, before the first call); ``on_trip`` is told
+    of a guard's trip the moment it happens. An async generator
     pulled by its consumer: nothing in it holds a cancel scope or a nursery across a
     ``yield`` (trio forbids that)."""
     model, tools, watch = _steps_for(
-        context, turn, overrides, streamed, observer, deps, site, guards, nursery
+        context, turn, overrides, streamed, observer, deps, site, guards, nursery, on_trip
     )
     try:
         step = turn.next_step()
@@ -111,6 +113,7 @@ def _steps_for(
     site: CallSite | None,
     guards: Sequence[Guard] | None,
     nursery: trio.Nursery | None,
+    on_trip: Callable[[BaseException], None] | None = None,
 ) -> tuple[ModelStep, ToolStep, TurnWatch]:
     """The step objects one turn's loop runs, sharing the turn's guards (if any)."""
     emitter = context.emitter()  # None when nobody listens: then no event is built at all
@@ -120,6 +123,7 @@ def _steps_for(
         nursery,
         save=None if observer is NO_OBSERVER else observer.saved,  # decisions recorded
         emitter=emitter,
+        on_trip=on_trip,
     )
     inference = context.inference(overrides)
     return (

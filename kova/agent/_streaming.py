@@ -23,7 +23,7 @@ from ._needs_async_with import refuse_async_for
 from ._steps import NO_OBSERVER
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+    from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
     from types import TracebackType
 
     from .._models import InferenceConfig, Message
@@ -63,6 +63,7 @@ class TurnStream:
         "_stack",
         "_taken",
         "_turn_id",
+        "on_trip",
     )
 
     def __init__(
@@ -82,6 +83,9 @@ class TurnStream:
     ) -> None:
         self._agent = agent
         self._guards = None if guards is None else check_guards(guards)
+        self.on_trip: Callable[[BaseException], None] | None = None
+        """Told of a guard's trip the moment it happens, before the error reaches the
+        iteration (the asyncio bridge drops the events it still holds for its consumer)."""
         self._context = context
         self._history = history
         self._config = config
@@ -123,7 +127,15 @@ class TurnStream:
             turn = self._unjournaled(driver, messages)
             if cancel is None and not beside:
                 # The common case: the agent loop's generator, pulled by the consumer.
-                events = drive(driver, turn, config, streamed=True, deps=self._deps, guards=guards)
+                events = drive(
+                    driver,
+                    turn,
+                    config,
+                    streamed=True,
+                    deps=self._deps,
+                    guards=guards,
+                    on_trip=self.on_trip,
+                )
                 self._events = events
                 return events
         async with AsyncExitStack() as stack:
@@ -144,12 +156,14 @@ class TurnStream:
             )
             entered: AsyncIterator[AgentEvent]
             if cancel is None and not beside:
-                generator = steps()
+                generator = steps(on_trip=self.on_trip)
                 stack.push_async_callback(generator.aclose)
                 entered = generator
             else:
                 entered = await stack.enter_async_context(
-                    stream_in_task(steps, cancel, self._buffer, with_nursery=beside)
+                    stream_in_task(
+                        steps, cancel, self._buffer, with_nursery=beside, on_trip=self.on_trip
+                    )
                 )
             self._stack = stack.pop_all()
         return entered

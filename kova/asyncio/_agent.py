@@ -16,13 +16,14 @@ from ..agent._agent import check_limits, structured_options
 from ..agent._input import check_call_options, coerce_history
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import AsyncIterator, Callable, Sequence
     from contextlib import AbstractAsyncContextManager
     from types import TracebackType
     from typing import Self
 
     from .._models import InferenceConfig, ResponseFormat
     from ..agent import AgentResponse, CancelToken, PendingApprovals, UsageLimits
+    from ..agent._guards import Guard
     from ..agent._input import HistoryInput
     from ..durable import SqliteJournal
     from ..sessions import Session
@@ -153,6 +154,7 @@ class AsyncioAgent:
         turn_id: str | None = None,
         deps: object = None,
         session: Session | None = None,
+        guards: Sequence[Guard] | None = None,
     ) -> AgentResponse:
         """One turn over ``history``: :meth:`kova.agent.Agent.run`, from asyncio.
 
@@ -164,6 +166,8 @@ class AsyncioAgent:
             deps: what the turn's tools receive as ``ctx.deps``.
             session: a :class:`~kova.sessions.Session`, as for :meth:`kova.agent.Agent.run`
                 (its store's work runs in worker threads, off the asyncio loop too).
+            guards: guards for this turn, replacing the agent's, as for
+                :meth:`kova.agent.Agent.run` (a trip raises ``GuardrailTripped``).
 
         Raises:
             The agent's own errors (``ProviderError``, ``MaxIterationsError``, ...,
@@ -183,6 +187,7 @@ class AsyncioAgent:
             turn_id=turn_id,
             deps=deps,
             session=session,
+            guards=guards,
         )
         return await self._runtime.spawn(self._nursery(), turn).wait()
 
@@ -296,6 +301,7 @@ class AsyncioAgent:
         turn_id: str | None = None,
         deps: object = None,
         session: Session | None = None,
+        guards: Sequence[Guard] | None = None,
     ) -> AgentEventStream:
         """Stream one turn: ``async for event in bridged.stream(history):``.
 
@@ -315,6 +321,7 @@ class AsyncioAgent:
             deps: what the turn's tools receive as ``ctx.deps``.
             session: as for :meth:`kova.agent.Agent.stream` (with ``resume``, ``history``
                 left out).
+            guards: guards for this turn, replacing the agent's (their verdicts are events).
 
         Raises:
             TypeError: ``history`` or an option has the wrong type (raised here).
@@ -335,6 +342,7 @@ class AsyncioAgent:
             turn_id=turn_id,
             deps=deps,
             session=session,
+            guards=guards,
         )
         return AgentEventStream(self, opener, buffer)
 
@@ -405,11 +413,14 @@ class _Pipe:
     turns: no lock). The producer holds only this, not the stream, so a stream dropped
     mid-turn is collected and its finalizer can stop the turn."""
 
-    __slots__ = ("buffer", "items", "outcome", "space", "waiter")
+    __slots__ = ("buffer", "items", "outcome", "space", "tripped", "waiter")
 
     def __init__(self, buffer: int) -> None:
         self.buffer = buffer
         self.items: deque[Any] = deque()
+        self.tripped: BaseException | None = None
+        """A guard's trip: raised to the consumer at its next item, the items held
+        dropped."""
         self.waiter: asyncio.Future[None] | None = None
         """The consumer's, while it waits for an item or the end."""
         self.space: trio.Event | None = None
@@ -417,6 +428,12 @@ class _Pipe:
         self.outcome: Any = None
         """The trio-side stream object once iterated to its end (a structured stream's
         value and response are read from it)."""
+
+    def trip(self, exc: BaseException) -> None:
+        """A guard tripped (called in the trip's own moment, from trio's side)."""
+        self.tripped = exc
+        self.items.clear()
+        self.wake()
 
     def wake(self) -> None:
         waiter = self.waiter
@@ -431,7 +448,10 @@ async def _produce(opener: Callable[[], AbstractAsyncContextManager[Any]], pipe:
     read decodes arrives without a checkpoint in between, so it crosses in one wake-up."""
     items = pipe.items
     buffer = pipe.buffer
-    async with opener() as stream:
+    opened = opener()
+    if hasattr(opened, "on_trip"):  # an agent's stream: a guard's trip stops it at once
+        opened.on_trip = pipe.trip
+    async with opened as stream:
         async for item in stream:
             items.append(item)
             pipe.wake()
@@ -490,6 +510,11 @@ class _BridgedStream(Generic[T]):
         pipe = self._pipe
         items = pipe.items
         while True:
+            tripped = pipe.tripped
+            if tripped is not None:  # nothing the turn made after the trip reaches you
+                self._over = True
+                items.clear()
+                raise tripped
             if items:
                 item: T = items.popleft()
                 space = pipe.space
