@@ -171,9 +171,11 @@ PUBLIC: dict[str, tuple[str, ...]] = {
     ),
     "kova.asyncio": (
         "AgentEventStream",
+        "AsgiBridge",
         "AsyncioAgent",
         "AsyncioRuntime",
         "StructuredValueStream",
+        "asgi_app",
         "current_runtime",
         "on_asyncio",
         "open_agent",

@@ -21,13 +21,17 @@ from ._agent import AgentEventStream as AgentEventStream
 from ._agent import AsyncioAgent as AsyncioAgent
 from ._agent import StructuredValueStream as StructuredValueStream
 from ._agent import open_agent as open_agent
+from ._asgi import AsgiBridge as AsgiBridge
+from ._asgi import asgi_app as asgi_app
 from ._host import on_asyncio as on_asyncio
 
 __all__ = [
     "AgentEventStream",
+    "AsgiBridge",
     "AsyncioAgent",
     "AsyncioRuntime",
     "StructuredValueStream",
+    "asgi_app",
     "current_runtime",
     "on_asyncio",
     "open_agent",
