@@ -67,7 +67,13 @@ def writer(store_kind: str, where: str, name: str, sessions: int, turns: int, ta
         return reply_tool_calls(("note", {"token": token}))
 
     async def main() -> None:
-        store = SqliteSessionStore(where) if store_kind == "sqlite" else PostgresSessionStore(where)
+        # A short lease: a killed writer's hold on PostgreSQL (which knows no processes)
+        # frees its session within 3 s for the next trial's writers.
+        store = (
+            SqliteSessionStore(where, lease=3)
+            if store_kind == "sqlite"
+            else PostgresSessionStore(where, lease=3)
+        )
         builder = AgentBuilder().provider(FunctionProvider(model)).tool(note)
         async with store, builder.build() as agent:
             print("ready", flush=True)
@@ -121,7 +127,13 @@ def check(store_kind: str, where: str, reported: dict[str, str]) -> dict[str, in
     from kova.sessions import PostgresSessionStore, SqliteSessionStore
 
     async def read() -> dict[str, tuple[list[Any], tuple[int, ...]]]:
-        store = SqliteSessionStore(where) if store_kind == "sqlite" else PostgresSessionStore(where)
+        # A short lease: a killed writer's hold on PostgreSQL (which knows no processes)
+        # frees its session within 3 s for the next trial's writers.
+        store = (
+            SqliteSessionStore(where, lease=3)
+            if store_kind == "sqlite"
+            else PostgresSessionStore(where, lease=3)
+        )
         async with store:
             found = {}
             for info in await store.list():

@@ -302,6 +302,7 @@ TYPING_CIRCLES_LEFT = [
         "kova.sessions",
         "kova.sessions._budget",
         "kova.sessions._postgres",
+        "kova.sessions._sql",
         "kova.sessions._sqlite",
         "kova.sessions._store",
         "kova.sessions._turns",

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
-from .._errors import ApprovalMismatchError
+from .._errors import ApprovalMismatchError, check_seconds
 from .._record import Record
 from .._wal import use_wal
 from ._errors import JournalError, TurnClaimedError
@@ -144,11 +144,8 @@ class SqliteJournal:
             raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
         self.rerun_interrupted: Mapping[str, bool] = _rerun_map(rerun_interrupted)
         """Tool name -> whether its interrupted calls may run again (the host's override)."""
-        for name, value in (("lease", lease), ("busy_timeout", busy_timeout)):
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise TypeError(f"{name} must be a number of seconds, got {value!r}")
-            if not 0 < value < float("inf"):
-                raise ValueError(f"{name} must be a positive, finite number of seconds")
+        check_seconds("lease", lease)
+        check_seconds("busy_timeout", busy_timeout)
         self.path = Path(path)
         self.lease = float(lease)
         self._busy_timeout = float(busy_timeout)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from .._errors import ApprovalMismatchError
+from .._errors import ApprovalMismatchError, check_seconds
 from .._extras import require_extra as _require_extra
 from ._errors import JournalError, TurnClaimedError
 from ._journal import JournalRecord, _check_id, _check_text, _rerun_map
@@ -125,11 +125,8 @@ class PostgresJournal:
             raise TypeError(
                 f"pool must be a psycopg_pool.ConnectionPool, got {type(pool).__name__}"
             )
-        for name, value in (("lease", lease), ("timeout", timeout)):
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise TypeError(f"{name} must be a number of seconds, got {value!r}")
-            if not 0 < value < float("inf"):
-                raise ValueError(f"{name} must be a positive, finite number of seconds")
+        check_seconds("lease", lease)
+        check_seconds("timeout", timeout)
         if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
             raise ValueError(f"max_size must be a positive int, got {max_size!r}")
         self.rerun_interrupted: Mapping[str, bool] = _rerun_map(rerun_interrupted)

@@ -15,36 +15,29 @@ rollback.
 A write locks the session's row (``SELECT ... FOR UPDATE``; a new session is inserted with
 ``ON CONFLICT DO NOTHING``) and checks its version in the same transaction, so two writers,
 wherever they run, never both append after the same message: the second gets
-:class:`~kova.errors.SessionConflictError`. The tables are made on first use (under an
-advisory lock, so processes starting together do not race); a database written by a newer
-kova is refused with :class:`~kova.errors.SessionError`.
+:class:`~kova.errors.SessionConflictError`. Before that, a turn takes the session's hold
+(:mod:`kova.sessions._sql`), so a second turn on any machine waits its turn; a holder's
+lease is measured by the database server's clock, and a holder that died frees the session
+when its lease runs out (a process id means nothing across machines). The tables are made
+on first use (under an advisory lock, so processes starting together do not race); a
+database written by a newer kova is refused with :class:`~kova.errors.SessionError`.
 """
 
 from __future__ import annotations
 
-import time
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from .._errors import SessionConflictError, SessionError
+from .._errors import SessionError, check_seconds
 from .._extras import require_extra as _require_extra
-from ._store import (
-    MessageCache,
-    SessionInfo,
-    SessionState,
-    SessionStore,
-    SessionWrite,
-    check_session_id,
-    message_from_text,
-    message_to_text,
-    view_from_text,
-    view_update,
-)
+from ._sql import HOLDS_INDEX, Sql, SqlSessionStore
+from ._store import SessionState, message_from_text, view_from_text
 
 if TYPE_CHECKING:
     import builtins
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator, Sequence
     from decimal import Decimal
 
     import psycopg
@@ -89,7 +82,16 @@ _SCHEMA = (
         PRIMARY KEY (session_id, seq)
     )""",
     "CREATE INDEX IF NOT EXISTS kova_sessions_updated ON kova_sessions (updated)",
+    """CREATE TABLE IF NOT EXISTS kova_session_holds (
+        ticket BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        lease_until DOUBLE PRECISION NOT NULL
+    )""",
+    HOLDS_INDEX,
 )
+
+_HOLD_KEY = 0x6B6F7661  # "kova": the first key of a session's advisory lock on its holds
 
 
 def _imports() -> tuple[Any, Any]:
@@ -99,7 +101,7 @@ def _imports() -> tuple[Any, Any]:
     return psycopg, psycopg_pool
 
 
-class PostgresSessionStore(SessionStore):
+class PostgresSessionStore(SqlSessionStore):
     """Sessions in PostgreSQL: ``async with PostgresSessionStore(dsn) as store``.
 
     Args:
@@ -110,6 +112,10 @@ class PostgresSessionStore(SessionStore):
             uses it and leaves it open.
         max_size: the store's own pool's size (how many operations run at once).
         timeout: seconds an operation waits for a connection from the pool.
+        lease: seconds a turn's hold on its session lasts unless renewed (renewed every
+            third of it while the turn runs; a holder that died frees it when it runs out).
+        wait_timeout: seconds a turn waits for a busy session unless its session says
+            otherwise (``store.session(id, timeout=...)``); ``None``: as long as it takes.
     """
 
     def __init__(
@@ -119,6 +125,8 @@ class PostgresSessionStore(SessionStore):
         pool: ConnectionPool[Any] | None = None,
         max_size: int = 4,
         timeout: float = 30.0,
+        lease: float = 30.0,
+        wait_timeout: float | None = None,
     ) -> None:
         _, psycopg_pool = _imports()
         if (dsn is None) == (pool is None):
@@ -132,8 +140,7 @@ class PostgresSessionStore(SessionStore):
             )
         if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
             raise ValueError(f"max_size must be a positive int, got {max_size!r}")
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        check_seconds("timeout", timeout)
         self._own = pool is None
         if pool is None:
             pool = psycopg_pool.ConnectionPool(
@@ -143,12 +150,10 @@ class PostgresSessionStore(SessionStore):
                 open=False,
                 timeout=float(timeout),
             )
+        super().__init__(threads=pool.max_size, lease=lease, wait_timeout=wait_timeout)
         self.pool: ConnectionPool[Any] = pool
         self._timeout = float(timeout)
-        self._threads = pool.max_size
-        self._limiter: trio.CapacityLimiter | None = None
         self._ready = False
-        self._cache = MessageCache()
 
     def __repr__(self) -> str:
         return f"PostgresSessionStore(pool={self.pool.name!r})"
@@ -187,33 +192,10 @@ class PostgresSessionStore(SessionStore):
 
         return postgres_budget(self, amount, window=window, name=name)
 
-    # -- the store protocol ----------------------------------------------------------------
-
-    async def read(self, session_id: str) -> SessionState:
-        check_session_id(session_id)
-        return await self._run(self._read, session_id)
-
-    async def write(self, session_id: str, change: SessionWrite) -> int:
-        check_session_id(session_id)
-        if not isinstance(change, SessionWrite):
-            raise TypeError(f"change must be a SessionWrite, got {type(change).__name__}")
-        rows = [message_to_text(message) for message in change.messages]
-        return await self._run(self._write, session_id, change, rows)
-
-    async def list(self) -> builtins.list[SessionInfo]:
-        return await self._run(self._list)
-
-    async def delete(self, session_id: str) -> None:
-        check_session_id(session_id)
-        await self._run(self._delete, session_id)
-
     # -- worker-thread side ------------------------------------------------------------------
 
-    async def _run(self, function: Callable[..., _T], *args: object) -> _T:
-        limiter = self._limiter
-        if limiter is None:
-            limiter = self._limiter = trio.CapacityLimiter(self._threads)
-        return await trio.to_thread.run_sync(self._in_thread, function, args, limiter=limiter)
+    def _sql(self, connection: psycopg.Connection[Any]) -> Sql:
+        return _Postgres(connection)
 
     def _in_thread(self, function: Callable[..., _T], args: tuple[object, ...]) -> _T:
         psycopg, psycopg_pool = _imports()
@@ -285,120 +267,48 @@ class PostgresSessionStore(SessionStore):
             view_covers=row[5],
         )
 
-    def _write(
-        self,
-        connection: psycopg.Connection[Any],
-        session_id: str,
-        change: SessionWrite,
-        rows: builtins.list[str],
-    ) -> int:
-        now = time.time()
-        with connection.transaction():
-            row = connection.execute(
-                "SELECT version, messages, created, view_covers FROM kova_sessions "
-                "WHERE id = %s FOR UPDATE",
-                (session_id,),
-            ).fetchone()
-            created = now if row is None else row[2]
-            replace, view, view_covers = view_update(change, 0 if row is None else row[3])
-            if row is None:
-                if change.version != 0:
-                    raise SessionConflictError(session_id, change.version, 0)
-                if change.keep != 0:
-                    raise ValueError(f"keep must be between 0 and 0, got {change.keep}")
-                made = connection.execute(
-                    "INSERT INTO kova_sessions (id, version, created, updated, title, messages, "
-                    "input_tokens, output_tokens, pending, view, view_covers) "
-                    "VALUES (%s, 1, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
-                    "ON CONFLICT (id) DO NOTHING RETURNING version",
-                    (
-                        session_id,
-                        now,
-                        now,
-                        change.title,
-                        len(rows),
-                        change.input_tokens,
-                        change.output_tokens,
-                        change.pending,
-                        view,
-                        view_covers,
-                    ),
-                ).fetchone()
-                if made is None:  # another writer made it first
-                    raise SessionConflictError(session_id, 0, 1)
-                version, keep = 0, 0
-            else:
-                version, count, _, _ = row
-                if version != change.version:
-                    raise SessionConflictError(session_id, change.version, version)
-                keep = change.keep
-                if not 0 <= keep <= count:
-                    raise ValueError(f"keep must be between 0 and {count}, got {keep}")
-                if keep < count:
-                    connection.execute(
-                        "DELETE FROM kova_session_messages WHERE session_id = %s AND seq >= %s",
-                        (session_id, keep),
-                    )
-                connection.execute(
-                    "UPDATE kova_sessions SET version = version + 1, updated = %s, "
-                    "title = COALESCE(%s, title), messages = %s, "
-                    "input_tokens = input_tokens + %s, output_tokens = output_tokens + %s, "
-                    "pending = %s, view = CASE WHEN %s THEN %s ELSE view END, "
-                    "view_covers = CASE WHEN %s THEN %s ELSE view_covers END WHERE id = %s",
-                    (
-                        now,
-                        change.title,
-                        keep + len(rows),
-                        change.input_tokens,
-                        change.output_tokens,
-                        change.pending,
-                        replace,
-                        view,
-                        replace,
-                        view_covers,
-                        session_id,
-                    ),
-                )
-            if rows:
-                with connection.cursor() as cursor:
-                    cursor.executemany(
-                        "INSERT INTO kova_session_messages (session_id, seq, turn, body) "
-                        "VALUES (%s, %s, %s, %s)",
-                        [
-                            (session_id, keep + index, change.turn, body)
-                            for index, body in enumerate(rows)
-                        ],
-                    )
-        self._cache.wrote(session_id, int(version), created, change)
-        return int(version) + 1
-
-    def _list(self, connection: psycopg.Connection[Any]) -> builtins.list[SessionInfo]:
-        rows = connection.execute(
-            "SELECT id, created, updated, title, messages, input_tokens, output_tokens, "
-            "pending IS NOT NULL FROM kova_sessions ORDER BY updated DESC, id"
-        ).fetchall()
-        return [
-            SessionInfo(
-                id=row[0],
-                created=row[1],
-                updated=row[2],
-                title=row[3],
-                messages=row[4],
-                input_tokens=row[5],
-                output_tokens=row[6],
-                pending=bool(row[7]),
-            )
-            for row in rows
-        ]
-
-    def _delete(self, connection: psycopg.Connection[Any], session_id: str) -> None:
-        self._cache.drop(session_id)
-        with connection.transaction():
-            connection.execute(
-                "DELETE FROM kova_session_messages WHERE session_id = %s", (session_id,)
-            )
-            connection.execute("DELETE FROM kova_sessions WHERE id = %s", (session_id,))
-
 
 def _nothing(connection: object) -> None:
     return None
+
+
+class _Postgres(Sql):
+    """The shared code's dialect on a psycopg connection."""
+
+    __slots__ = ()
+
+    for_update = " FOR UPDATE"
+
+    def run(self, statement: str, parameters: Sequence[object] = ()) -> Any:
+        return self.connection.execute(_marks(statement), parameters)
+
+    def many(self, statement: str, rows: builtins.list[tuple[object, ...]]) -> None:
+        with self.connection.cursor() as cursor:
+            cursor.executemany(_marks(statement), rows)
+
+    @contextmanager
+    def transaction(self, *, write: bool = True) -> Iterator[None]:
+        with self.connection.transaction():
+            yield
+
+    def now(self) -> float:
+        row = self.connection.execute("SELECT EXTRACT(EPOCH FROM clock_timestamp())::float8")
+        return float(row.fetchone()[0])
+
+    def lock_session(self, session_id: str) -> None:
+        # Tickets are numbered by a sequence, which is not in commit order: taken under a
+        # per-session lock, they are.
+        self.connection.execute(
+            "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_HOLD_KEY, session_id)
+        )
+
+
+_MARKED: dict[str, str] = {}
+
+
+def _marks(statement: str) -> str:
+    """A statement written with ``?`` marks as psycopg's ``%s``."""
+    marked = _MARKED.get(statement)
+    if marked is None:
+        marked = _MARKED[statement] = statement.replace("?", "%s")
+    return marked

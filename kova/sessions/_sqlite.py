@@ -12,7 +12,9 @@ and the machine losing power; a write cut short by a crash leaves nothing (SQLit
 transaction is all or nothing). A write is ``BEGIN IMMEDIATE`` (the file's write lock up
 front), then the version check, then the change, so two processes can never both append
 after the same message: the second is refused with
-:class:`~kova.errors.SessionConflictError`.
+:class:`~kova.errors.SessionConflictError`. Before that, a turn takes the session's hold
+(:mod:`kova.sessions._sql`): a second turn, in this process or another, waits its turn; a
+holder whose process is gone frees the session at once.
 
 The file may be the same one a :class:`~kova.durable.SqliteJournal` uses (``store.journal()``
 makes one): the tables do not overlap.
@@ -24,29 +26,18 @@ import os
 import sqlite3
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-import trio
-
-from .._errors import SessionConflictError, SessionError
+from .._errors import SessionError, check_seconds
 from .._wal import use_wal
-from ._store import (
-    MessageCache,
-    SessionInfo,
-    SessionState,
-    SessionStore,
-    SessionWrite,
-    check_session_id,
-    message_from_text,
-    message_to_text,
-    view_from_text,
-    view_update,
-)
+from ._sql import HOLDS_INDEX, Sql, SqlSessionStore
+from ._store import SessionState, message_from_text, view_from_text
 
 if TYPE_CHECKING:
     import builtins
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator, Sequence
     from decimal import Decimal
     from typing import Any
 
@@ -85,10 +76,16 @@ CREATE TABLE IF NOT EXISTS kova_session_messages (
     PRIMARY KEY (session_id, seq)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS kova_sessions_updated ON kova_sessions (updated);
+CREATE TABLE IF NOT EXISTS kova_session_holds (
+    ticket INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    lease_until REAL NOT NULL
+);
 """
 
 
-class SqliteSessionStore(SessionStore):
+class SqliteSessionStore(SqlSessionStore):
     """Sessions in one SQLite file: ``async with SqliteSessionStore("chat.db") as store``.
 
     Safe to share between tasks, threads and processes on one machine (not over a network
@@ -99,28 +96,36 @@ class SqliteSessionStore(SessionStore):
         path: the database file (made if missing).
         busy_timeout: seconds an operation waits for another process's write lock.
         threads: how many operations run at once (worker threads, each with a connection).
+        lease: seconds a turn's hold on its session lasts unless renewed (renewed every
+            third of it while the turn runs; a holder whose process is gone frees it at once).
+        wait_timeout: seconds a turn waits for a busy session unless its session says
+            otherwise (``store.session(id, timeout=...)``); ``None``: as long as it takes.
+        clock: wall-clock seconds the leases are measured by (tests pass their own).
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0, threads: int = 4
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 30.0,
+        threads: int = 4,
+        lease: float = 30.0,
+        wait_timeout: float | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if not isinstance(path, str | os.PathLike):
             raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
-        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, int | float):
-            raise TypeError(f"busy_timeout must be a number of seconds, got {busy_timeout!r}")
-        if not 0 < busy_timeout < float("inf"):
-            raise ValueError("busy_timeout must be a positive, finite number of seconds")
+        check_seconds("busy_timeout", busy_timeout)
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise ValueError(f"threads must be a positive int, got {threads!r}")
+        super().__init__(threads=threads, lease=lease, wait_timeout=wait_timeout)
         self.path = Path(path)
         self._busy_timeout = float(busy_timeout)
-        self._threads = threads
-        self._limiter: trio.CapacityLimiter | None = None
+        self._clock = clock
         self._idle: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._ready = False
         self._closed = False
-        self._cache = MessageCache()
 
     def __repr__(self) -> str:
         return f"SqliteSessionStore({str(self.path)!r})"
@@ -157,33 +162,10 @@ class SqliteSessionStore(SessionStore):
 
         return sqlite_budget(self, amount, window=window, name=name)
 
-    # -- the store protocol ----------------------------------------------------------------
-
-    async def read(self, session_id: str) -> SessionState:
-        check_session_id(session_id)
-        return await self._run(self._read, session_id)
-
-    async def write(self, session_id: str, change: SessionWrite) -> int:
-        check_session_id(session_id)
-        if not isinstance(change, SessionWrite):
-            raise TypeError(f"change must be a SessionWrite, got {type(change).__name__}")
-        rows = [message_to_text(message) for message in change.messages]
-        return await self._run(self._write, session_id, change, rows)
-
-    async def list(self) -> builtins.list[SessionInfo]:
-        return await self._run(self._list)
-
-    async def delete(self, session_id: str) -> None:
-        check_session_id(session_id)
-        await self._run(self._delete, session_id)
-
     # -- worker-thread side ------------------------------------------------------------------
 
-    async def _run(self, function: Callable[..., _T], *args: object) -> _T:
-        limiter = self._limiter
-        if limiter is None:
-            limiter = self._limiter = trio.CapacityLimiter(self._threads)
-        return await trio.to_thread.run_sync(self._in_thread, function, args, limiter=limiter)
+    def _sql(self, connection: sqlite3.Connection) -> Sql:
+        return _Sqlite(connection, self._clock)
 
     def _connect(self) -> sqlite3.Connection:
         with self._lock:
@@ -235,7 +217,7 @@ class SqliteSessionStore(SessionStore):
         if str(mode).lower() != "wal":
             raise SessionError(f"session store {str(self.path)!r}: cannot use WAL mode ({mode})")
         with _transaction(connection):
-            for statement in _SCHEMA.split(";"):
+            for statement in (*_SCHEMA.split(";"), HOLDS_INDEX):
                 if statement.strip():
                     connection.execute(statement)
             row = connection.execute(
@@ -287,107 +269,6 @@ class SqliteSessionStore(SessionStore):
             view_covers=row[5],
         )
 
-    def _write(
-        self,
-        connection: sqlite3.Connection,
-        session_id: str,
-        change: SessionWrite,
-        rows: builtins.list[str],
-    ) -> int:
-        now = time.time()
-        with _transaction(connection):
-            row = connection.execute(
-                "SELECT version, messages, created, view_covers FROM kova_sessions WHERE id = ?",
-                (session_id,),
-            ).fetchone()
-            version, count, created, covers = (0, 0, now, 0) if row is None else row
-            if version != change.version:
-                raise SessionConflictError(session_id, change.version, version)
-            keep = change.keep
-            if not 0 <= keep <= count:
-                raise ValueError(f"keep must be between 0 and {count}, got {keep}")
-            if keep < count:
-                connection.execute(
-                    "DELETE FROM kova_session_messages WHERE session_id = ? AND seq >= ?",
-                    (session_id, keep),
-                )
-            connection.executemany(
-                "INSERT INTO kova_session_messages (session_id, seq, turn, body) "
-                "VALUES (?, ?, ?, ?)",
-                [(session_id, keep + index, change.turn, body) for index, body in enumerate(rows)],
-            )
-            total = keep + len(rows)
-            replace, view, view_covers = view_update(change, covers)
-            if row is None:
-                connection.execute(
-                    "INSERT INTO kova_sessions (id, version, created, updated, title, messages, "
-                    "input_tokens, output_tokens, pending, view, view_covers) "
-                    "VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        session_id,
-                        now,
-                        now,
-                        change.title,
-                        total,
-                        change.input_tokens,
-                        change.output_tokens,
-                        change.pending,
-                        view,
-                        view_covers,
-                    ),
-                )
-            else:
-                connection.execute(
-                    "UPDATE kova_sessions SET version = version + 1, updated = ?, "
-                    "title = COALESCE(?, title), messages = ?, "
-                    "input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
-                    "pending = ?, view = CASE WHEN ? THEN ? ELSE view END, "
-                    "view_covers = CASE WHEN ? THEN ? ELSE view_covers END WHERE id = ?",
-                    (
-                        now,
-                        change.title,
-                        total,
-                        change.input_tokens,
-                        change.output_tokens,
-                        change.pending,
-                        replace,
-                        view,
-                        replace,
-                        view_covers,
-                        session_id,
-                    ),
-                )
-        self._cache.wrote(session_id, version, created, change)
-        return version + 1
-
-    def _list(self, connection: sqlite3.Connection) -> builtins.list[SessionInfo]:
-        with _transaction(connection, write=False):
-            rows = connection.execute(
-                "SELECT id, created, updated, title, messages, input_tokens, output_tokens, "
-                "pending IS NOT NULL FROM kova_sessions ORDER BY updated DESC, id"
-            ).fetchall()
-        return [
-            SessionInfo(
-                id=row[0],
-                created=row[1],
-                updated=row[2],
-                title=row[3],
-                messages=row[4],
-                input_tokens=row[5],
-                output_tokens=row[6],
-                pending=bool(row[7]),
-            )
-            for row in rows
-        ]
-
-    def _delete(self, connection: sqlite3.Connection, session_id: str) -> None:
-        self._cache.drop(session_id)
-        with _transaction(connection):
-            connection.execute(
-                "DELETE FROM kova_session_messages WHERE session_id = ?", (session_id,)
-            )
-            connection.execute("DELETE FROM kova_sessions WHERE id = ?", (session_id,))
-
 
 def _nothing(connection: sqlite3.Connection) -> None:
     return None
@@ -408,3 +289,32 @@ class _transaction:
 
     def __exit__(self, exc_type: object, exc: object, traceback: object) -> None:
         self._connection.execute("ROLLBACK" if exc_type is not None else "COMMIT")
+
+
+class _Sqlite(Sql):
+    """The shared code's dialect on a SQLite connection."""
+
+    __slots__ = ("_clock",)
+
+    def __init__(self, connection: sqlite3.Connection, clock: Callable[[], float]) -> None:
+        super().__init__(connection)
+        self._clock = clock
+
+    def run(self, statement: str, parameters: Sequence[object] = ()) -> Any:
+        return self.connection.execute(statement, parameters)
+
+    def many(self, statement: str, rows: builtins.list[tuple[object, ...]]) -> None:
+        self.connection.executemany(statement, rows)
+
+    @contextmanager
+    def transaction(self, *, write: bool = True) -> Iterator[None]:
+        with _transaction(self.connection, write=write):
+            yield
+
+    def now(self) -> float:
+        return self._clock()
+
+    def dead(self, owner: str) -> bool:
+        from ..durable._journal import _died_on_this_machine
+
+        return _died_on_this_machine(owner)

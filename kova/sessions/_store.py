@@ -11,15 +11,18 @@ rewinding, clearing and forking are all that one operation; a store for another 
 (Redis, DynamoDB) implements four methods and is checked with
 :func:`kova.testing.check_session_store`.
 
-Within one process, two turns on one session never interleave: the second waits for the
-first (``store.session(id)``) or fails at once with :class:`~kova.errors.SessionBusyError`
-(``store.session(id, wait=False)``). Across processes the version check refuses the second
-append; nothing half-written is ever stored.
+Two turns on one session never interleave: the second waits for the first
+(``store.session(id)``, up to its ``timeout``) or fails at once with
+:class:`~kova.errors.SessionBusyError` (``store.session(id, wait=False)``). kova's stores
+see the turns of every process and machine using them (holds, :mod:`kova.sessions._sql`); a
+store of your own, those of this process, and across processes the version check refuses
+the second append. Nothing half-written is ever stored.
 """
 
 from __future__ import annotations
 
 import abc
+import math
 import threading
 import uuid
 from collections import OrderedDict
@@ -28,7 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import trio
 
-from .._errors import SessionBusyError, SessionError
+from .._errors import SessionBusyError, SessionError, check_seconds
 from .._json import dumps, loads
 from .._messages import Message, Role, Text
 from .._record import Record
@@ -152,18 +155,29 @@ class SessionStore(abc.ABC):
     async def aclose(self) -> None:  # noqa: B027 (a store with nothing to close keeps it)
         """Close what the store holds open (idempotent)."""
 
-    def session(self, session_id: str, *, wait: bool = True) -> Session:
+    def session(
+        self, session_id: str, *, wait: bool = True, timeout: float | None = None
+    ) -> Session:
         """The session ``session_id`` (made by its first write; an unknown id is empty).
 
         Args:
             session_id: 1 to 512 characters.
-            wait: a turn on this session while another runs in this process waits for it
-                (``True``) or fails at once with :class:`~kova.errors.SessionBusyError`.
+            wait: a turn on this session while another runs on it waits for it, first come
+                first served (``True``), or fails at once with
+                :class:`~kova.errors.SessionBusyError` (``False``). kova's stores see turns
+                of every process using them; a store of your own, those of this process.
+            timeout: seconds a turn waits at most before it fails with
+                :class:`~kova.errors.SessionBusyError` (``None``: the store's
+                ``wait_timeout``, by default as long as it takes).
+
+        Raises:
+            ConfigError: ``timeout`` is not a positive, finite number of seconds.
         """
         check_session_id(session_id)
         if not isinstance(wait, bool):
             raise TypeError(f"wait must be a bool, got {type(wait).__name__}")
-        return Session(self, session_id, wait=wait)
+        check_seconds("timeout", timeout, optional=True)
+        return Session(self, session_id, wait=wait, timeout=timeout)
 
     @abc.abstractmethod
     async def read(self, session_id: str) -> SessionState:
@@ -195,11 +209,13 @@ class SessionStore(abc.ABC):
 
     # -- one turn at a time per session, in this process ------------------------------------
 
-    def _gate(self, session_id: str, wait: bool) -> _Gate:
+    def _gate(
+        self, session_id: str, wait: bool, timeout: float | None = None
+    ) -> AbstractAsyncContextManager[None]:
         gates: dict[str, _GateState] | None = self.__dict__.get("_kova_gates")
         if gates is None:
             gates = self.__dict__["_kova_gates"] = {}
-        return _Gate(gates, session_id, wait)
+        return _Gate(gates, session_id, wait, timeout)
 
 
 class _GateState:
@@ -213,12 +229,15 @@ class _GateState:
 class _Gate:
     """Held while a turn (or a change) runs on one session: the next waits or is refused."""
 
-    __slots__ = ("_gates", "_id", "_state", "_wait")
+    __slots__ = ("_gates", "_id", "_state", "_timeout", "_wait")
 
-    def __init__(self, gates: dict[str, _GateState], session_id: str, wait: bool) -> None:
+    def __init__(
+        self, gates: dict[str, _GateState], session_id: str, wait: bool, timeout: float | None
+    ) -> None:
         self._gates = gates
         self._id = session_id
         self._wait = wait
+        self._timeout = timeout
         self._state: _GateState | None = None
 
     async def __aenter__(self) -> None:
@@ -229,11 +248,18 @@ class _Gate:
             raise SessionBusyError(self._id)
         state.users += 1
         try:
-            await state.semaphore.acquire()
+            with trio.move_on_after(math.inf if self._timeout is None else self._timeout):
+                await state.semaphore.acquire()
+                self._state = state
+                return
+            raise SessionBusyError(
+                self._id,
+                f"session {self._id!r} is busy: another turn held it for the whole "
+                f"{self._timeout:g} s this turn waited (its timeout); nothing was run",
+            )
         except BaseException:
             self._left(state)
             raise
-        self._state = state
 
     async def __aexit__(self, *exc_info: object) -> None:
         state, self._state = self._state, None
@@ -255,12 +281,20 @@ class Session:
     failed turn appends nothing). Or read and change it here.
     """
 
-    __slots__ = ("id", "store", "wait")
+    __slots__ = ("id", "store", "timeout", "wait")
 
-    def __init__(self, store: SessionStore, session_id: str, *, wait: bool = True) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        session_id: str,
+        *,
+        wait: bool = True,
+        timeout: float | None = None,
+    ) -> None:
         self.store = store
         self.id = session_id
         self.wait = wait
+        self.timeout = timeout
 
     def __repr__(self) -> str:
         return f"Session({self.id!r})"
@@ -308,7 +342,12 @@ class Session:
         if at is not None and not 0 <= at <= count:
             raise ValueError(f"at must be between 0 and {count} (the session's messages), got {at}")
         keep = count if at is None else at
-        branch = Session(self.store, f"{self.id[:499]}~{uuid.uuid4().hex[:12]}", wait=self.wait)
+        branch = Session(
+            self.store,
+            f"{self.id[:499]}~{uuid.uuid4().hex[:12]}",
+            wait=self.wait,
+            timeout=self.timeout,
+        )
         if keep or state.title:
             await self.store.write(
                 branch.id,
@@ -351,8 +390,8 @@ class Session:
 
     # -- what the agent's entry points call with session= ----------------------------------
 
-    def _gate(self) -> _Gate:
-        return self.store._gate(self.id, self.wait)
+    def _gate(self) -> AbstractAsyncContextManager[None]:
+        return self.store._gate(self.id, self.wait, self.timeout)
 
     async def _read_free(self, what: str) -> SessionState:
         state = await self.store.read(self.id)

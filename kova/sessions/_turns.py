@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .._messages import Message
     from ..agent._approvals import PendingApprovals
     from ..agent._events import AgentEvent, AgentResponse
-    from ._store import Session, SessionState, _Gate
+    from ._store import Session, SessionState
 
 __all__ = ["SessionStream", "SessionStructuredStream"]
 
@@ -60,7 +60,7 @@ class SessionStream:
         self._prompt: tuple[Message, ...] = ()
         self._open = open_stream
         self._resume = resume
-        self._gate: _Gate | None = None
+        self._gate: AbstractAsyncContextManager[None] | None = None
         self._inner: AbstractAsyncContextManager[AsyncIterator[AgentEvent]] | None = None
         self._events: AsyncIterator[AgentEvent] | None = None
         self._state: SessionState | None = None
@@ -175,7 +175,7 @@ class SessionStructuredStream:
         self._session = session
         self._prompt = tuple(prompt)
         self._open = open_stream
-        self._gate: _Gate | None = None
+        self._gate: AbstractAsyncContextManager[None] | None = None
         self._inner: AbstractAsyncContextManager[StructuredStream[Any]] | None = None
 
     def __aiter__(self) -> NoReturn:

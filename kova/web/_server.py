@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import math
 import secrets
 import socket
 from contextlib import asynccontextmanager
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from .._errors import check_seconds
 from .._groups import lone_exceptions
 from .._log import get_logger
 from .._models import (
@@ -393,10 +393,9 @@ class EventServer:
             annotations: annotations by tool name (overrides what ``tools`` gives).
 
         Raises:
-            ValueError: ``timeout`` is not a positive number.
+            ConfigError: ``timeout`` is not a positive, finite number of seconds.
         """
-        if not (isinstance(timeout, (int, float)) and timeout > 0 and math.isfinite(timeout)):
-            raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+        check_seconds("timeout", timeout)
         table: dict[str, ToolAnnotations] = {}
         for tool in tools:
             found = getattr(tool, "annotations", None)
@@ -606,9 +605,8 @@ class WebApproval:
 
 
 def _positive(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{name} must be a positive number, not {value!r}")
-    return value
+    check_seconds(name, value)
+    return float(value)
 
 
 @asynccontextmanager
@@ -650,7 +648,7 @@ async def open_event_server(
             it is denied.
 
     Raises:
-        ValueError: an option out of range.
+        ValueError: an option out of range (ConfigError, a ValueError, for a duration).
         OSError: the address cannot be bound.
     """
     server = _make_server(

@@ -12,6 +12,7 @@ import pytest
 import trio
 
 from kova.durable import JournalError, SqliteJournal, TurnClaimedError
+from kova.errors import ConfigError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -223,7 +224,7 @@ async def test_bad_values_are_clear_errors(tmp_path: Path) -> None:
         await claim.save_snapshot({"a": 1})  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="lease must be"):
         SqliteJournal(tmp_path / "x.db", lease="1")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="positive, finite"):
+    with pytest.raises(ConfigError, match="lease must be a finite"):
         SqliteJournal(tmp_path / "x.db", lease=float("nan"))
     with pytest.raises(JournalError, match="cannot open"):
         await SqliteJournal(tmp_path / "missing" / "dir" / "x.db").load("t")

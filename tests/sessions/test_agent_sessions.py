@@ -22,7 +22,12 @@ from kova.errors import (
     SessionError,
     StructuredOutputError,
 )
-from kova.sessions import PostgresSessionStore, SessionStore, SqliteSessionStore
+from kova.sessions import (
+    PostgresSessionStore,
+    SessionStore,
+    SessionWrite,
+    SqliteSessionStore,
+)
 from kova.testing import ErrorReply, FunctionProvider, ScriptRequest, reply_text, reply_tool_calls
 from kova.tools import tool
 
@@ -264,7 +269,11 @@ async def test_a_turn_whose_session_changed_elsewhere_appends_nothing(tmp_path: 
     other = SqliteSessionStore(path)  # another process's store on the same file
 
     async def model(request: ScriptRequest) -> Any:
-        await other.session("c").append([Message.user("elsewhere")])
+        # A writer that bypasses the session's hold (a store of another kind, a process
+        # that lost its hold): the version check is the last guard.
+        await other.write(
+            "c", SessionWrite(version=0, keep=0, messages=(Message.user("elsewhere"),))
+        )
         return reply_text("late")
 
     async with SqliteSessionStore(path) as store, build(model) as agent:
