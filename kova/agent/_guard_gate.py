@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from .._errors import GuardrailTripped
-from .._messages import Message, Role, ToolResult
+from .._messages import ToolResult
 from .._observe import GuardFinished, GuardStarted, new_span_id
 from .._stream_events import TextDelta
 from ._guard_record import GuardRecord, GuardVerdict
@@ -38,6 +38,7 @@ from ._guards import (
     ToolGuard,
     Trip,
     check_outcome,
+    input_text,
 )
 
 if TYPE_CHECKING:
@@ -58,16 +59,6 @@ _SENTENCE_ENDS = frozenset(".!?\n")
 def concurrent(guards: Sequence[Guard]) -> bool:
     """Whether ``guards`` has an input guard that runs beside the model call (a nursery)."""
     return any(isinstance(guard, InputGuard) and not guard.blocking for guard in guards)
-
-
-def input_text(history: Sequence[Message]) -> str:
-    """What an input guard checks: the text of the last user message of the turn's input."""
-    for message in reversed(history):
-        if message.role is Role.USER and not any(
-            isinstance(block, ToolResult) for block in message.content
-        ):
-            return message.text
-    return ""
 
 
 class GuardGate:

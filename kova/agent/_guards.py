@@ -25,14 +25,15 @@ import inspect
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, TypeAlias
 
 from .._errors import BuildError
+from .._messages import Role, ToolResult
 from .._record import Record, set_field
 from .._requests import ResponseFormat
 from ._events import GuardPassed, GuardTripped
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
-    from .._messages import JSONObject
+    from .._messages import JSONObject, Message
 
 __all__ = [
     "Deny",
@@ -47,6 +48,7 @@ __all__ = [
     "VERDICT_SCHEMA",
     "check_outcome",
     "guard_name",
+    "input_text",
 ]
 
 GuardKind: TypeAlias = Literal["input", "output", "tool"]
@@ -96,6 +98,17 @@ def guard_name(check: object, name: str | None) -> str:
         return str(check.config.name)  # type: ignore[attr-defined]
     found = getattr(check, "__name__", None)
     return found if isinstance(found, str) and found else type(check).__name__
+
+
+def input_text(history: Sequence[Message]) -> str:
+    """What an input guard checks: the text of the last user message of the turn's input
+    (pure: a Temporal workflow reads it too)."""
+    for message in reversed(history):
+        if message.role is Role.USER and not any(
+            isinstance(block, ToolResult) for block in message.content
+        ):
+            return message.text
+    return ""
 
 
 def _is_agent(check: object) -> bool:

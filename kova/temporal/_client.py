@@ -12,6 +12,7 @@ from temporalio.exceptions import ApplicationError, CancelledError, FailureError
 
 from .._errors import (
     ApprovalMismatchError,
+    GuardrailTripped,
     KovaError,
     SerializationError,
     StructuredOutputError,
@@ -188,6 +189,7 @@ async def run_turn(
 
     Raises:
         TurnFailedError: the turn failed (its ``error_type`` names kova's error).
+        GuardrailTripped: a guard of the worker's agent stopped the turn.
         TurnCancelled: the workflow was cancelled.
     """
     handle = await start_turn(
@@ -202,6 +204,7 @@ async def response(handle: WorkflowHandle[Any, Any]) -> AgentResponse:
 
     Raises:
         TurnFailedError: the turn failed.
+        GuardrailTripped: a guard of the worker's agent stopped the turn.
         TurnCancelled: the workflow was cancelled.
     """
     responses, _ = await _outcome(handle)
@@ -312,6 +315,11 @@ def _kova_error(exc: WorkflowFailureError) -> KovaError:
             if isinstance(inner, FailureError):
                 cause = inner
                 continue
+            details = cause.details
+            if cause.type == "GuardrailTripped" and len(details) == 2:
+                guard, reason = details
+                if isinstance(guard, str) and isinstance(reason, str):
+                    return GuardrailTripped(guard=guard, reason=reason)
             return TurnFailedError(cause.message, cause.type)
         if isinstance(cause, FailureError):
             if cause.cause is None:

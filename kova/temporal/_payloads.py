@@ -45,6 +45,7 @@ __all__ = [
     "PAYLOAD_LIMIT",
     "PayloadTooLargeError",
     "check_size",
+    "guard_activity",
     "policy_from_json",
     "policy_to_json",
     "model_activity",
@@ -127,6 +128,11 @@ def start_activity(agent: str) -> str:
 def model_activity(agent: str) -> str:
     """The activity of one model call of ``agent``."""
     return f"kova.{agent}.model"
+
+
+def guard_activity(agent: str) -> str:
+    """The activity of one check by the guards of ``agent``."""
+    return f"kova.{agent}.guard"
 
 
 def summarize_activity(agent: str) -> str:

@@ -11,7 +11,9 @@ Each activity runs one piece of a turn there:
   retries off (Temporal retries, with the agent's :class:`~kova.agent.RetryConfig` as its
   retry policy; a ``Retry-After`` becomes the next retry's delay);
 - ``kova.{agent}.tool.{tool}``: one tool call, through the agent's tool pool (approval
-  handler, hooks, the concurrency cap, MCP tools through the worker's connection actors).
+  handler, hooks, the concurrency cap, MCP tools through the worker's connection actors);
+- ``kova.{agent}.summarize``: a summary the agent's context policy asked for;
+- ``kova.{agent}.guard``: one check by the agent's guards (input, output or tool).
 
 Activities heartbeat while they run: cancelling the workflow reaches the activity at its
 next heartbeat, and the activity cancels its trio cancel scope, once, and returns when
@@ -34,7 +36,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from .._errors import KovaError, SerializationError
+from .._errors import GuardrailTripped, KovaError, SerializationError
+from .._groups import lone_exceptions
 from .._guest import AsyncioRuntime, ensure_runtime
 from .._json import dumps
 from .._messages import block_to_dict
@@ -44,6 +47,9 @@ from ..agent._approvals import DEFER, InnerPause
 from ..agent._as_tool import AgentTool
 from ..agent._context import Summarize
 from ..agent._events import ToolCallDeferred, ToolCallFinished, ToolCallStarted
+from ..agent._guard_gate import GuardGate
+from ..agent._guard_record import GuardRecord
+from ..agent._guards import GuardPassed, GuardTripped, InputGuard, OutputGuard, ToolGuard
 from ..agent._input import check_messages
 from ..agent._nesting import Nest
 from ..agent._retry import RetryConfig
@@ -250,7 +256,7 @@ class _Host:
             head = f"kova.{name}."
             if activity_type.startswith(head):
                 rest = activity_type[len(head) :]
-                if rest in ("start", "model", "summarize"):
+                if rest in ("start", "model", "summarize", "guard"):
                     return name, rest, ""
                 if rest.startswith("tool."):
                     return name, "tool", rest[len("tool.") :]
@@ -282,6 +288,8 @@ class _Host:
                     return await self._model(agent, text)
                 if kind == "summarize":
                     return await self._summarize(agent, text)
+                if kind == "guard":
+                    return await self._guard(agent, text)
                 return await self._tool(agent, text)
             except KovaError as exc:
                 raise _as_failure(exc, agent) from None
@@ -305,6 +313,13 @@ class _Host:
         assert runtime is not None
         reply = await _heartbeating(runtime.run(_call_summarizer, agent, request), None)
         return check_size(reply, "a summary")
+
+    async def _guard(self, agent: Agent, text: str) -> str:
+        request = read_json(text, "a guard check")
+        runtime = self._runtime
+        assert runtime is not None
+        reply = await _heartbeating(runtime.run(_check_guards, agent, request), None)
+        return check_size(reply, "a guard's verdict")
 
     async def _tool(self, agent: Agent, text: str) -> str:
         request = read_json(text, "a tool call")
@@ -404,6 +419,7 @@ def _start(agent: Agent, text: str) -> str:
     return dumps(
         {
             "turn": dumps(state),
+            "guards": guards_of(agent),
             # The agent's context policy: the workflow's turn decides with it.
             "context": None
             if policy is None or not isinstance(limit, int)
@@ -460,22 +476,34 @@ async def _call_model(
     provider = context.provider.with_retry(_NO_RETRY)
     # Priced (and reserved against the agent's budget) here: the cost rides in the reply's
     # usage, so the workflow (and a replay of it) reads the recorded figure.
-    step = ModelStep(context, chat.config, context.emitter(), provider=provider, on_failure=failed)
+    # A streamed answer goes through the agent's output guards as it streams (each read
+    # before any of it is published); the whole answer is checked once the turn ends.
+    outputs = [guard for guard in context.config.guards if isinstance(guard, OutputGuard)]
+    gate = GuardGate(outputs, "", emitter=context.emitter()) if outputs and publish else None
+    step = ModelStep(
+        context, chat.config, context.emitter(), provider=provider, on_failure=failed, gate=gate
+    )
     if request.get("count_tokens"):
         reply["tokens"] = await step.count_tokens(chat)
         return dumps(reply)
     if publish is None:
         response = await step.complete(chat)
     else:
-        async with step.stream(chat) as reads:
-            batch: Sequence[StreamEvent] | None = reads.first
-            while batch is not None:
-                for event in batch:
-                    if isinstance(event, TextDelta):
-                        publish.add("text", (), text=event.text)
-                    elif isinstance(event, ThinkingDelta):
-                        publish.add("thinking", (), text=event.text)
-                batch = await reads.next()
+        try:
+            async with step.stream(chat) as reads:
+                batch: Sequence[StreamEvent] | None = reads.first
+                while batch is not None:
+                    for event in batch:
+                        if isinstance(event, TextDelta):
+                            publish.add("text", (), text=event.text)
+                        elif isinstance(event, ThinkingDelta):
+                            publish.add("thinking", (), text=event.text)
+                    batch = await reads.next()
+        except GuardrailTripped:
+            assert gate is not None
+            trips = [_record_of(event) for event in gate.take_events()]
+            reply["tripped"] = next(item for item in trips if item["verdict"] == "trip")
+            return dumps(reply)
         assert reads.response is not None
         response = reads.response
     reply["response"] = response_to_json(response)
@@ -488,6 +516,95 @@ async def _call_model(
         except _InvalidAnswer as invalid:
             reply["invalid"] = invalid.problem
     return dumps(reply)
+
+
+def guards_of(agent: Agent) -> dict[str, bool] | None:
+    """Which kinds of guards the agent has (``None``: none), for the workflow to know which
+    checks to ask for: ``blocking`` and ``concurrent`` input guards, ``output``, ``tool``."""
+    guards = agent.config.guards
+    if not guards:
+        return None
+    inputs = [guard for guard in guards if isinstance(guard, InputGuard)]
+    return {
+        "blocking": any(guard.blocking for guard in inputs),
+        "concurrent": any(not guard.blocking for guard in inputs),
+        "output": any(isinstance(guard, OutputGuard) for guard in guards),
+        "tool": any(isinstance(guard, ToolGuard) for guard in guards),
+    }
+
+
+async def _check_guards(agent: Agent, request: Mapping[str, Any]) -> str:
+    """One check the workflow asked for (trio side), by the agent's guards and its gate (as
+    in-process: each check a span when somebody listens), as the reply's JSON:
+
+    - ``{"kind": "input", "text": ..., "blocking": bool}``: the input guards of that kind
+      (those beside the model call run concurrently with each other);
+    - ``{"kind": "output", "text": ...}``: the output guards on the whole answer;
+    - ``{"kind": "tool", "calls": [...]}``: the tool guards on each call (``denied``: the
+      in-band answers of the calls they denied, by call id).
+
+    The reply's ``records`` are the decisions (``GuardRecord`` JSON) for the workflow's
+    turn; ``error`` is a check that raised (the turn fails with it, as in-process). A trip
+    is a ``trip`` record; a check that raises a retryable kova error (a guard agent's
+    provider was rate limited) is retried by Temporal.
+    """
+    context = agent.driver_context()
+    kind = field(request, "kind", str)
+    guards = context.config.guards
+    reply: dict[str, Any] = {}
+    gate: GuardGate | None = None
+    try:
+        with lone_exceptions():  # a trip or a check's error leaves as itself
+            async with trio.open_nursery() as nursery:
+                if kind == "input":
+                    blocking = bool(request.get("blocking"))
+                    chosen = [
+                        g for g in guards if isinstance(g, InputGuard) and g.blocking == blocking
+                    ]
+                    text = field(request, "text", str)
+                    gate = GuardGate(
+                        chosen, text, None if blocking else nursery, emitter=context.emitter()
+                    )
+                    try:
+                        await gate.passed()
+                    finally:
+                        nursery.cancel_scope.cancel(reason="the input guards decided")
+                elif kind == "output":
+                    outputs = [guard for guard in guards if isinstance(guard, OutputGuard)]
+                    gate = GuardGate(outputs, "", emitter=context.emitter())
+                    await gate.answered(field(request, "text", str))
+                elif kind == "tool":
+                    tools = [guard for guard in guards if isinstance(guard, ToolGuard)]
+                    calls = [call_from_json(item) for item in field(request, "calls", list)]
+                    gate = GuardGate(tools, "", emitter=context.emitter())
+                    denied = await gate.tool_calls(calls)
+                    reply["denied"] = {
+                        key: result_to_json(result) for key, result in denied.items()
+                    }
+                else:
+                    raise SerializationError(f"unknown kind of guard check {kind!r}")
+    except GuardrailTripped:
+        pass  # its record is among the gate's events
+    except KovaError:
+        raise
+    except Exception as exc:  # a broken check fails the turn, as itself
+        reply["error"] = {"type": type(exc).__name__, "message": str(exc)}
+    events = () if gate is None else gate.take_events()
+    reply["records"] = [_record_of(event) for event in events]
+    return dumps(reply)
+
+
+def _record_of(event: object) -> dict[str, str]:
+    """A guard event of the gate as the decision the workflow's turn records."""
+    if isinstance(event, GuardPassed):
+        data = {"guard": event.guard, "kind": event.kind, "verdict": "pass"}
+        data["call_id"] = event.call_id
+    else:
+        assert isinstance(event, GuardTripped)
+        verdict = "deny" if event.denied else "trip"
+        data = {"guard": event.guard, "kind": event.kind, "verdict": verdict}
+        data |= {"reason": event.reason, "call_id": event.call_id}
+    return GuardRecord.from_dict(data).to_dict()
 
 
 async def _call_summarizer(agent: Agent, request: Mapping[str, Any]) -> str:

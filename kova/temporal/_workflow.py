@@ -5,7 +5,10 @@ each model call and each tool call is an activity (run by :func:`kova.temporal.w
 activities, named after the agent and the tool), a step's tool calls run concurrently, and a
 step with calls left to a person waits (a durable wait: days, if need be) for the ``decide``
 update. The turn core does no I/O, reads no clock and draws no random number, so the
-workflow is deterministic by construction; the turn's id is the workflow id.
+workflow is deterministic by construction; the turn's id is the workflow id. What the core
+decides by itself runs here too: the agent's context policy (a summary is an activity) and
+the answers to ``search_tools``. The agent's guards are checked in activities, their
+decisions recorded in the turn (a replay reads them from the history and runs none again).
 
 This module runs inside Temporal's workflow sandbox: it imports only temporalio, the standard
 library and kova's pure modules (passed through, see ``_worker``), never trio or httpx2
@@ -25,7 +28,12 @@ from temporalio.exceptions import ApplicationError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from .._errors import ApprovalMismatchError, KovaError, SerializationError
+    from .._errors import (
+        ApprovalMismatchError,
+        GuardrailTripped,
+        KovaError,
+        SerializationError,
+    )
     from .._json import dumps
     from .._messages import block_to_dict
     from ..agent._approvals import (
@@ -37,6 +45,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from ..agent._context import Compact
     from ..agent._events import ToolCallFinished, ToolCallStarted
+    from ..agent._guard_record import GuardRecord
+    from ..agent._guards import input_text
     from ..agent._reask import feedback as _feedback
     from ..agent._state_json import (
         config_from_json,
@@ -49,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
     from ._payloads import (
         call_to_json,
         check_size,
+        guard_activity,
         model_activity,
         policy_from_json,
         read_json,
@@ -64,7 +75,7 @@ with workflow.unsafe.imports_passed_through():
 
 if TYPE_CHECKING:
     from .._messages import JSONValue, Message, ToolUse
-    from .._models import ToolDefinition
+    from .._models import ToolDefinition, ToolResult
 
 __all__ = ["AgentWorkflow"]
 
@@ -82,6 +93,10 @@ def _seconds(spec: Any, key: str) -> timedelta | None:
 def _failure(exc: KovaError) -> ApplicationError:
     """A kova error of the turn as the workflow's failure (never retried: the turn core
     decided it, and deciding again gives the same answer)."""
+    if isinstance(exc, GuardrailTripped):  # the client raises it again, as in-process
+        return ApplicationError(
+            str(exc), exc.guard, exc.reason, type="GuardrailTripped", non_retryable=True
+        )
     return ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True)
 
 
@@ -305,6 +320,17 @@ class _Driver:
         # The digest of the deferred tools the turn searches (None: the agent has none).
         deferred = started.get("deferred")
         self._deferred = deferred if isinstance(deferred, str) else None
+        # Which kinds of guards the worker's agent has (None: none; see _worker.guards_of).
+        guards = started.get("guards")
+        self._guards: Mapping[str, Any] = guards if isinstance(guards, Mapping) else {}
+        self._guard_options: dict[str, Any] = {
+            "start_to_close_timeout": _seconds(spec, "model_timeout"),
+            "heartbeat_timeout": heartbeat,
+            "retry_policy": RetryPolicy(maximum_attempts=3),
+            "cancellation_type": ActivityCancellationType.TRY_CANCEL,
+        }
+        self._inputs: workflow.ActivityHandle[Any] | None = None
+        self._inputs_started = False
 
     def _digest(self, turn: Turn) -> str:
         """The digest of the tools ``turn`` offers (kept while they are the same)."""
@@ -316,7 +342,8 @@ class _Driver:
 
     async def drive(self, turn: Turn) -> Turn:
         """``turn`` once it has finished, or paused past the approval timeout."""
-        agent, events, owner = self._agent, self._events, self._workflow
+        owner = self._workflow
+        self._inputs, self._inputs_started = None, False  # each turn runs its input guards
         while True:
             step = turn.next_step()
             if isinstance(step, Compact):
@@ -324,82 +351,11 @@ class _Driver:
                 # the workflow's history and a replay (another worker) never asks again.
                 await self._summarize(turn, step)
             elif isinstance(step, CallModel):
-                # The request, not the turn: the worker's agent has the tools, so only
-                # their digest travels (the list comes back when the agent's changed).
-                request = request_to_json(step.request, self._digest(turn))
-                request["events"] = events
-                if self._deferred is not None:
-                    # The worker offers the up-front tools, search_tools and what the turn
-                    # found (the core answered the searches, here): never every tool.
-                    request["deferred"] = self._deferred
-                    request["found"] = list(turn.found_tools)
-                if step.count_tokens:
-                    request["count_tokens"] = True
-                reply = read_json(
-                    await workflow.execute_activity(
-                        model_activity(agent),
-                        write_json(request, "a model request"),
-                        **self._model_options,
-                    ),
-                    "a model reply",
-                )
-                tools = reply.get("tools")
-                if tools is not None:
-                    # The worker's agent offered other tools than the turn's (an MCP
-                    # server's list changed): from this call on, as in-process. Read from
-                    # the activity's result, so a replay offers the same.
-                    deferred = reply.get("deferred")
-                    if deferred is None:
-                        turn.set_tools(_tools_from_json(tools))
-                    else:
-                        listed = _tools_from_json(deferred)
-                        turn.set_tools(_tools_from_json(tools), deferred=listed)
-                        self._deferred = tools_digest(listed)
-                if step.count_tokens:
-                    turn.tokens_counted(field(reply, "tokens", int))
-                else:
-                    turn.model_replied(response_from_json(field(reply, "response", dict)))
-                    invalid = reply.get("invalid")
-                    self.problem = invalid if isinstance(invalid, str) else None
-                    if events:  # the search_tools calls the core answered, bracketed
-                        owner._add_events(_core_events(turn))
+                await self._call_model(turn, step)
             elif isinstance(step, RunTools):
-                approved = step.approved
-                # What an agent tool's inner turn checks the outer usage limits against.
-                figures = outer_figures(turn)
-                outcomes = await asyncio.gather(
-                    *(
-                        workflow.execute_activity(
-                            tool_activity(agent, call.name),
-                            write_json(
-                                _tool_request(call, call.id in approved, step, events, figures),
-                                "a tool call",
-                            ),
-                            **self._tool_options,
-                        )
-                        for call in step.calls
-                    )
-                )
-                results: list[DeferredResult] = []
-                outcome_data = [read_json(outcome, "a tool result") for outcome in outcomes]
-                # Model calls the step's inner turns sent, from each outcome on (an error
-                # over the requests limit counts them all).
-                sent = [requests_in(data.get("inner")) for data in outcome_data]
-                for index, (call, data) in enumerate(zip(step.calls, outcome_data, strict=True)):
-                    inner = data.get("inner")
-                    if inner is not None:
-                        # An agent tool's inner turns count in this turn, as in-process
-                        # (and may take it over a usage limit: then the turn fails).
-                        count_inner(turn, inner, sent_later=sum(sent[index + 1 :]))
-                    paused = data.get("paused")
-                    if paused is not None:  # its inner turn waits for approvals
-                        turn.inner_paused(call.id, InnerPause.from_dict(paused))
-                    if data.get("defer"):
-                        results.append(DEFER)
-                    else:
-                        results.append(result_from_json(data.get("result")))
-                turn.tools_finished(results)
+                await self._run_tools(turn, step)
             elif isinstance(step, AwaitApproval):
+                await self._inputs_passed(turn)
                 owner._waiting, owner._decided = step.pending, None
                 try:
                     await workflow.wait_condition(
@@ -412,7 +368,197 @@ class _Driver:
                 turn.decided(owner._take_decisions())
             else:
                 assert isinstance(step, Finished)
+                await self._inputs_passed(turn)
+                if self._guards.get("output"):  # the whole answer, once
+                    text = step.response.text
+                    self._decided(turn, await self._check({"kind": "output", "text": text}))
                 return turn
+
+    async def _call_model(self, turn: Turn, step: CallModel) -> None:
+        """One model call (or token count) as an activity, its reply given to ``turn``."""
+        # The request, not the turn: the worker's agent has the tools, so only their
+        # digest travels (the list comes back when the agent's changed).
+        request = request_to_json(step.request, self._digest(turn))
+        request["events"] = self._events
+        if self._deferred is not None:
+            # The worker offers the up-front tools, search_tools and what the turn found
+            # (the core answered the searches, here): never every tool.
+            request["deferred"] = self._deferred
+            request["found"] = list(turn.found_tools)
+        if step.count_tokens:
+            request["count_tokens"] = True
+        else:
+            await self._before_first_call(turn)
+        model = workflow.start_activity(
+            model_activity(self._agent),
+            write_json(request, "a model request"),
+            **self._model_options,
+        )
+        reply = read_json(await self._guarded(turn, model), "a model reply")
+        tripped = reply.get("tripped")
+        if tripped is not None:  # an output guard stopped the streamed answer
+            self._decided(turn, [tripped])
+        tools = reply.get("tools")
+        if tools is not None:
+            # The worker's agent offered other tools than the turn's (an MCP server's
+            # list changed): from this call on, as in-process. Read from the activity's
+            # result, so a replay offers the same.
+            deferred = reply.get("deferred")
+            if deferred is None:
+                turn.set_tools(_tools_from_json(tools))
+            else:
+                listed = _tools_from_json(deferred)
+                turn.set_tools(_tools_from_json(tools), deferred=listed)
+                self._deferred = tools_digest(listed)
+        if step.count_tokens:
+            turn.tokens_counted(field(reply, "tokens", int))
+            return
+        turn.model_replied(response_from_json(field(reply, "response", dict)))
+        invalid = reply.get("invalid")
+        self.problem = invalid if isinstance(invalid, str) else None
+        if self._events:  # the search_tools calls the core answered, bracketed
+            self._workflow._add_events(_core_events(turn))
+
+    async def _run_tools(self, turn: Turn, step: RunTools) -> None:
+        """A step's calls, each an activity (concurrently), after the input guards passed
+        and the tool guards let them through; the outcomes given to ``turn``."""
+        await self._inputs_passed(turn)
+        denied = await self._screen(turn, step.calls)
+        approved, events = step.approved, self._events
+        # What an agent tool's inner turn checks the outer usage limits against.
+        figures = outer_figures(turn)
+        running = [call for call in step.calls if call.id not in denied]
+        outcomes = await asyncio.gather(
+            *(
+                workflow.execute_activity(
+                    tool_activity(self._agent, call.name),
+                    write_json(
+                        _tool_request(call, call.id in approved, step, events, figures),
+                        "a tool call",
+                    ),
+                    **self._tool_options,
+                )
+                for call in running
+            )
+        )
+        results: list[DeferredResult] = []
+        by_id = dict(zip((call.id for call in running), outcomes, strict=True))
+        outcome_data = [
+            {} if call.id in denied else read_json(by_id[call.id], "a tool result")
+            for call in step.calls
+        ]
+        # Model calls the step's inner turns sent, from each outcome on (an error over the
+        # requests limit counts them all).
+        sent = [requests_in(data.get("inner")) for data in outcome_data]
+        for index, (call, data) in enumerate(zip(step.calls, outcome_data, strict=True)):
+            if call.id in denied:  # a tool guard's denial, answered in-band
+                results.append(denied[call.id])
+                continue
+            inner = data.get("inner")
+            if inner is not None:
+                # An agent tool's inner turns count in this turn, as in-process (and may
+                # take it over a usage limit: then the turn fails).
+                count_inner(turn, inner, sent_later=sum(sent[index + 1 :]))
+            paused = data.get("paused")
+            if paused is not None:  # its inner turn waits for approvals
+                turn.inner_paused(call.id, InnerPause.from_dict(paused))
+            if data.get("defer"):
+                results.append(DEFER)
+            else:
+                results.append(result_from_json(data.get("result")))
+        turn.tools_finished(results)
+
+    # -- guards (the worker's agent's; each check an activity, its decisions recorded in
+    # the turn: a replay reads them from the workflow's history and runs no guard again) --
+
+    async def _check(self, request: dict[str, JSONValue]) -> list[Any]:
+        """One guard check activity; its decisions (``GuardRecord`` JSON)."""
+        reply = read_json(
+            await workflow.execute_activity(
+                guard_activity(self._agent),
+                write_json(request, "a guard check"),
+                **self._guard_options,
+            ),
+            "a guard's verdict",
+        )
+        return _verdict(reply)
+
+    def _decided(self, turn: Turn, records: list[Any]) -> None:
+        """Record the decisions in ``turn``; a trip ends the turn (GuardrailTripped)."""
+        tripped = None
+        for item in records:
+            record = GuardRecord.from_dict(item)
+            turn.guard_decided(record)
+            if record.verdict == "trip" and tripped is None:
+                tripped = record
+        if tripped is not None:
+            raise GuardrailTripped(guard=tripped.guard, reason=tripped.reason)
+
+    async def _before_first_call(self, turn: Turn) -> None:
+        """Once per turn, before its first model call: the blocking input guards (a trip
+        sends nothing), then the others started beside the call."""
+        if self._inputs_started:
+            return
+        self._inputs_started = True
+        guards = self._guards
+        if not guards:
+            return
+        text = input_text(turn.history)
+        if guards.get("blocking"):
+            self._decided(
+                turn, await self._check({"kind": "input", "text": text, "blocking": True})
+            )
+        if guards.get("concurrent"):
+            self._inputs = workflow.start_activity(
+                guard_activity(self._agent),
+                write_json({"kind": "input", "text": text, "blocking": False}, "a guard check"),
+                **self._guard_options,
+            )
+
+    async def _guarded(self, turn: Turn, call: workflow.ActivityHandle[Any]) -> Any:
+        """The model activity's result; while the input guards beside it run, a trip
+        cancels it and ends the turn."""
+        inputs = self._inputs
+        if inputs is not None and not inputs.done():
+            await workflow.wait([call, inputs], return_when=asyncio.FIRST_COMPLETED)
+            if inputs.done() and not call.done():
+                try:
+                    await self._inputs_passed(turn)
+                except BaseException:
+                    call.cancel()
+                    raise
+        return await call
+
+    async def _inputs_passed(self, turn: Turn) -> None:
+        """Wait for the input guards beside the turn (before tools run, and before it
+        answers or pauses)."""
+        inputs = self._inputs
+        if inputs is None:
+            return
+        self._inputs = None
+        self._decided(turn, _verdict(read_json(await inputs, "a guard's verdict")))
+
+    async def _screen(self, turn: Turn, calls: tuple[ToolUse, ...]) -> dict[str, ToolResult]:
+        """The tool guards on a step's calls: the in-band answers of those they denied."""
+        if not self._guards.get("tool") or not calls:
+            return {}
+        request: dict[str, JSONValue] = {
+            "kind": "tool",
+            "calls": [call_to_json(call) for call in calls],
+        }
+        reply = read_json(
+            await workflow.execute_activity(
+                guard_activity(self._agent),
+                write_json(request, "a guard check"),
+                **self._guard_options,
+            ),
+            "a guard's verdict",
+        )
+        self._decided(turn, _verdict(reply))
+        denied = reply.get("denied")
+        if not isinstance(denied, Mapping):
+            return {}
+        return {key: result_from_json(value) for key, value in denied.items()}
 
     async def _summarize(self, turn: Turn, step: Compact) -> None:
         context = turn.to_dict().get("context")
@@ -429,6 +575,19 @@ class _Driver:
             "a summary",
         )
         turn.compacted(response_from_json(field(reply, "response", dict)))
+
+
+def _verdict(reply: Mapping[str, Any]) -> list[Any]:
+    """A guard activity's decisions; a check that raised fails the turn with its error."""
+    error = reply.get("error")
+    if isinstance(error, Mapping):
+        raise ApplicationError(
+            str(error.get("message", "")), type=str(error.get("type")), non_retryable=True
+        )
+    records = reply.get("records")
+    if not isinstance(records, list):
+        raise SerializationError("a guard's verdict must list its decisions")
+    return records
 
 
 def _core_events(turn: Turn) -> list[dict[str, JSONValue]]:

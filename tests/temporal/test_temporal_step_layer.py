@@ -4,13 +4,20 @@ policy, and its guards."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+import pytest
+import trio
 from temporal_helpers import builder, fake_openai, run, unique
 from temporalio.client import Client
+from temporalio.worker import Replayer
 
 import kova.temporal
-from kova.testing import ScriptRequest, reply_text, reply_tool_calls
+from kova import ToolUse
+from kova.agent import Deny, InputGuard, OutputGuard, ToolGuard, Trip, Turn
+from kova.errors import GuardrailTripped
+from kova.testing import ScriptRequest, StreamReply, reply_text, reply_tool_calls
 from kova.tools import tool
 
 SENT: list[str] = []
@@ -95,3 +102,132 @@ def test_deferred_tools_are_offered_only_once_found(temporal_address: str) -> No
         ("tool_started", "send_email"),
         ("tool_finished", "send_email"),
     ]
+
+
+def test_guards_run_in_activities_and_a_replay_runs_none_again(temporal_address: str) -> None:
+    """Input, tool and output guards of the worker's agent run for a Temporal turn, each
+    decision recorded in the turn. The worker caches no workflow, so every workflow task
+    replays the turn from its history: a guard that decided is never run again."""
+    ran: list[str] = []
+    paid: list[int] = []
+
+    @tool
+    def pay(amount: int) -> str:
+        """Pay an invoice."""
+        paid.append(amount)
+        return "paid"
+
+    def on_topic(text: str) -> None:
+        ran.append(f"input {text}")
+
+    def no_payments(call: ToolUse) -> Deny | None:
+        ran.append(f"tool {call.name}")
+        return Deny("payments need a person") if call.name == "pay" else None
+
+    def polite(text: str) -> None:
+        ran.append(f"output {text}")
+
+    def script(request: ScriptRequest) -> Any:
+        if request.messages[-1].role.value == "tool":
+            return reply_text("Looked it up; the payment was refused.")
+        return reply_tool_calls(("lookup", {"word": "invoice"}), ("pay", {"amount": 40}))
+
+    with fake_openai(script) as url:
+
+        async def main() -> Any:
+            client = await Client.connect(temporal_address)
+            queue = unique("guards")
+            agent = builder(url, lookup, pay).guards(
+                InputGuard(on_topic), ToolGuard(no_payments), OutputGuard(polite)
+            )
+            async with kova.temporal.worker(
+                client, task_queue=queue, agents={"clerk": agent}, max_cached_workflows=0
+            ):
+                handle = await kova.temporal.start_turn(
+                    client,
+                    agent="clerk",
+                    history="Pay the invoice",
+                    task_queue=queue,
+                    id=unique("turn"),
+                )
+                response = await kova.temporal.response(handle)
+                history = await handle.fetch_history()
+            # The history replays without a worker (Temporal's determinism check).
+            await Replayer(workflows=[kova.temporal.AgentWorkflow]).replay_workflow(history)
+            return response, Turn.from_json(await handle.result())
+
+        response, turn = run(main)
+    assert response.text == "Looked it up; the payment was refused."
+    assert paid == []
+    results = {block.tool_use_id: block for block in response.new_messages[1].content}
+    assert results["call_2"].is_error
+    assert "payments need a person" in results["call_2"].text
+    assert sorted(ran) == [
+        "input Pay the invoice",
+        "output Looked it up; the payment was refused.",
+        "tool lookup",
+        "tool pay",
+    ]
+    assert turn.guard_record("input", "on_topic").verdict == "pass"
+    assert turn.guard_record("tool", "no_payments", "call_2").verdict == "deny"
+    assert turn.guard_record("output", "polite").verdict == "pass"
+
+
+def test_guard_trips_end_a_temporal_turn_with_guardrail_tripped(temporal_address: str) -> None:
+    """An input guard beside the model call trips: the call in flight is cancelled and the
+    turn fails at once with kova's GuardrailTripped. An output guard trips on a streamed
+    answer before the text is published."""
+    held: list[float] = []
+
+    async def off_topic(text: str) -> Trip:
+        await trio.sleep(0.2)
+        return Trip("not about invoices")
+
+    def no_secrets(text: str) -> Trip | None:
+        return Trip("a secret") if "secret" in text else None
+
+    async def script(request: ScriptRequest) -> Any:
+        if request.messages[-1].text == "Tell me a story":
+            held.append(time.monotonic())
+            await trio.sleep(30)  # cancelled by the trip
+        return StreamReply(response=reply_text("The code is secret 1234."), chunk_chars=5)
+
+    with fake_openai(script) as url:
+
+        async def main() -> Any:
+            client = await Client.connect(temporal_address)
+            queue = unique("trips")
+            agents = {
+                "teller": builder(url, lookup).guards(InputGuard(off_topic)),
+                "keeper": builder(url).guards(OutputGuard(no_secrets, every_chars=5)),
+            }
+            async with kova.temporal.worker(client, task_queue=queue, agents=agents):
+                began = time.monotonic()
+                with pytest.raises(GuardrailTripped) as first:
+                    await kova.temporal.run_turn(
+                        client,
+                        agent="teller",
+                        history="Tell me a story",
+                        task_queue=queue,
+                        id=unique("turn"),
+                    )
+                took = time.monotonic() - began
+                handle = await kova.temporal.start_turn(
+                    client,
+                    agent="keeper",
+                    history="The code?",
+                    task_queue=queue,
+                    id=unique("turn"),
+                    events=True,
+                )
+                with pytest.raises(GuardrailTripped) as second:
+                    await kova.temporal.response(handle)
+                shown = "".join([event.text async for event in kova.temporal.events(handle)])
+            return first.value, took, second.value, shown
+
+        first, took, second, shown = run(main)
+    assert (first.guard, first.reason) == ("off_topic", "not about invoices")
+    assert len(held) == 1
+    assert took < 10  # not the 30 s the model call would have taken
+    assert (second.guard, second.reason) == ("no_secrets", "a secret")
+    assert "secret" not in shown
