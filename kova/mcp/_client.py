@@ -20,6 +20,7 @@ from .._errors import (
     McpCallInterruptedError,
     McpError,
     McpUnavailableError,
+    check_seconds,
 )
 from .._groups import raise_lone
 from .._json import check_depth
@@ -107,14 +108,14 @@ def _describe_transport(transport: Transport) -> str:
 
 
 def _check_connect(
-    connect_timeout: object, log_level: object, lazy: object, tool_memory: object
+    request_timeout: object,
+    connect_timeout: object,
+    log_level: object,
+    lazy: object,
+    tool_memory: object,
 ) -> None:
-    if (
-        isinstance(connect_timeout, bool)
-        or not isinstance(connect_timeout, int | float)
-        or not connect_timeout > 0
-    ):
-        raise ValueError(f"connect_timeout must be a positive number, got {connect_timeout!r}")
+    check_seconds("request_timeout", request_timeout)
+    check_seconds("connect_timeout", connect_timeout)
     if log_level is not None and log_level not in _LOG_LEVELS:
         raise ValueError(f"log_level must be one of {_LOG_LEVELS}, got {log_level!r}")
     if not isinstance(lazy, bool):
@@ -263,13 +264,15 @@ class McpClient:
             KovaConnectionError: the server could not be reached (after the one retry).
             McpError: the server rejected ``initialize``, or did not complete it within
                 ``connect_timeout``.
-            ValueError: ``connect_timeout`` or ``log_level`` is not valid.
+            ConfigError: ``request_timeout`` or ``connect_timeout`` is not a positive, finite
+                number of seconds.
+            ValueError: ``log_level`` is not valid.
             TypeError: ``lazy`` is not a bool, or ``tool_memory`` not an McpToolMemory.
 
         With ``lazy=True`` nothing is reached here: a server that cannot be started fails
         the request that starts it, with :class:`~kova.McpUnavailableError`.
         """
-        _check_connect(connect_timeout, log_level, lazy, tool_memory)
+        _check_connect(request_timeout, connect_timeout, log_level, lazy, tool_memory)
         settings = ConnectionSettings(
             transport=transport,
             sampling=sampling,
@@ -583,7 +586,12 @@ class McpClient:
         progress: ProgressHandler | None = None,
         replay: bool | None = None,
     ) -> ToolResult:
-        """:meth:`tools_call` with its own timeout (seconds) instead of the default."""
+        """:meth:`tools_call` with its own timeout (seconds) instead of the default.
+
+        Raises:
+            ConfigError: ``timeout`` is not a positive, finite number of seconds.
+        """
+        check_seconds("timeout", timeout)
         result: ToolResult = await self._call(
             CallTool(
                 name=name, arguments=_arguments(name, arguments), progress=progress, replay=replay

@@ -32,6 +32,7 @@ from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCResponse, RequestId
 
+from .._errors import check_seconds
 from .._record import Record, set_field
 from ._auth import MCP_SESSION_ID_HEADER, McpHttpAuth, TokenProvider
 from ._legacy_sse import sse_streams
@@ -137,10 +138,9 @@ def _check_http_auth(_instance: object, _attribute: Any, value: Any) -> None:
 
 
 def _check_seconds(_instance: object, attribute: attrs.Attribute[float], value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{attribute.name} must be a number of seconds, got {value!r}")
-    if not value > 0:
-        raise ValueError(f"{attribute.name} must be positive, got {value!r}")
+    # kova's one rule for durations (a ConfigError for NaN, infinity, negative or zero):
+    # infinity was accepted and NaN failed every request with a raw error from trio.
+    check_seconds(attribute.name, value)
 
 
 def _positive_int(instance: object, attribute: attrs.Attribute[int], value: object) -> None:

@@ -7,10 +7,12 @@ models never leave :mod:`kova.mcp`.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
+from .._errors import ConfigError, check_seconds
 from .._record import Record
 
 if TYPE_CHECKING:
@@ -73,17 +75,30 @@ class ReconnectPolicy(Record):
             ):
                 continue
             raise TypeError(f"ReconnectPolicy.{name} must be a number, got {value!r}")
-        for name in ("initial", "factor", "maximum", "jitter"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("give_up_after", "max_attempts"):
+        # kova's one rule for durations (ConfigError, naming the field): NaN and infinity
+        # were accepted, and a NaN delay made the actor's wait fail with a raw trio error.
+        for name in ("initial", "maximum"):
+            check_seconds(f"ReconnectPolicy.{name}", getattr(self, name), zero=True)
+        check_seconds("ReconnectPolicy.give_up_after", self.give_up_after, optional=True)
+        for name in ("factor", "jitter"):
             value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise ValueError(f"{name} must be > 0 or None, got {value}")
+            if not (value >= 0 and math.isfinite(value)):
+                raise ConfigError(
+                    f"ReconnectPolicy.{name} must be a finite number >= 0, got {value}"
+                )
+        attempts = self.max_attempts
+        if attempts is not None and (not isinstance(attempts, int) or attempts <= 0):
+            raise ConfigError(
+                f"ReconnectPolicy.max_attempts must be a positive int or None, got {attempts}"
+            )
 
     def delay(self, failures: int, rng: random.Random | None = None) -> float:
         """Seconds to wait after the ``failures``-th failed attempt of one outage (1-based)."""
-        base = min(self.maximum, self.initial * self.factor ** max(0, failures - 1))
+        try:
+            grown = self.initial * self.factor ** max(0, failures - 1)
+        except OverflowError:  # 2.0 ** 1024: an outage of ~1,000 attempts must not crash
+            grown = math.inf
+        base = min(self.maximum, grown)
         if self.jitter == 0 or base == 0:
             return base
         spread = (rng or random).uniform(-self.jitter, self.jitter)

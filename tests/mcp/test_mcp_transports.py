@@ -238,7 +238,7 @@ async def test_connect_retries_once_then_reports_connection_error():
         (lambda: StreamableHttpTransport("http://x", auth="token"), TypeError, "TokenProvider"),
         (lambda: SseTransport("http://x", http_auth=5), TypeError, "httpx2.Auth"),
         (lambda: StreamableHttpTransport("http://x", timeout="30"), TypeError, "number of seconds"),
-        (lambda: SseTransport("http://x", sse_read_timeout=0), ValueError, "must be positive"),
+        (lambda: SseTransport("http://x", sse_read_timeout=0), ValueError, "must be a positive"),
     ],
 )
 def test_a_transport_value_of_the_wrong_type_fails_where_it_is_built(build, error, match):
