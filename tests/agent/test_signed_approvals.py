@@ -1,6 +1,8 @@
 """Signed pending approvals (issue 42 items 1-3, 8): what leaves the process comes back
 unchanged or is refused, a decided pause runs once, and a resume runs under the agent's
-limits. Each test here fails on the code before signing."""
+limits. Each test here fails on the code before signing, except the two that kill the
+"always" mutants issue 42 lists (they fail when the turn forgets its always approvals on a
+resume or in its JSON; the code before signing kept them)."""
 
 from __future__ import annotations
 
@@ -13,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
-from kova import Message, Secret, ToolAnnotations
-from kova.agent import AgentBuilder, PendingApprovals, Turn
+from kova import InferenceConfig, Message, Secret, ToolAnnotations, ToolResult
+from kova.agent import DEFER, AgentBuilder, PendingApprovals, RunTools, Turn
 from kova.errors import ApprovalMismatchError, BuildError, SerializationError
 from kova.testing import ScriptedProvider, reply_text, reply_tool_calls
-from kova.tools import tool
+from kova.tools import definition, tool
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -415,6 +417,90 @@ async def test_an_always_approval_holds_when_the_turn_pauses_a_second_time() -> 
         third = await agent.resume([*history, *second.new_messages], stored.approve("call_3"))
     assert third.text == "done"
     assert RUNS == ["delete /a", "delete /b", "other"]
+
+
+@tool(annotations=ToolAnnotations(destructive=True))
+def other() -> str:
+    """Something else destructive."""
+    RUNS.append("other")
+    return "ok"
+
+
+async def test_an_always_approval_still_holds_after_the_second_pause_is_resumed() -> None:
+    """The mutant issue 42 found surviving: a turn resumed from its second pause forgot the
+    tools approved "always" at the first (the test above passes without the turn restoring
+    them, since its model asks for nothing after the second pause). Here every resume starts
+    from the stored JSON, as a web app's does, and the model asks for ``delete_file`` again
+    after the second pause: it runs without asking anyone."""
+    provider = ScriptedProvider(
+        [
+            reply_tool_calls(("delete_file", {"path": "/a"})),
+            reply_tool_calls(("other", {})),
+            reply_tool_calls(("delete_file", {"path": "/c"}), ("other", {})),
+            reply_text("done"),
+        ]
+    )
+    builder = AgentBuilder().provider(provider).tools(delete_file, other).defer_approvals()
+    async with builder.approval_key(KEY).build() as agent:
+        history, first = await _paused(agent)
+        assert first.pending is not None
+        decided = PendingApprovals.from_json(first.pending.approve("call_1", always=True).to_json())
+        second = await agent.resume(history, decided)
+        assert second.pending is not None
+        assert [call.name for call in second.pending.calls] == ["other"]
+        history = [*history, *second.new_messages]
+        stored = PendingApprovals.from_json(second.pending.to_json())
+        third = await agent.resume(history, stored.approve(stored.calls[0]))
+        # `other` was approved once, not always: it pauses again; delete_file does not.
+        assert third.pending is not None
+        assert [call.name for call in third.pending.calls] == ["other"]
+        assert RUNS == ["delete /a", "other", "delete /c"]
+        assert third.pending.always == ("delete_file",)
+        history = [*history, *third.new_messages]
+        stored = PendingApprovals.from_json(third.pending.to_json())
+        fourth = await agent.resume(history, stored.approve(stored.calls[0]))
+    assert fourth.pending is None
+    assert fourth.text == "done"
+    assert RUNS == ["delete /a", "other", "delete /c", "other"]
+
+
+def test_a_stored_turn_keeps_its_always_approvals_at_every_phase() -> None:
+    """The same through the turn's own JSON (what the journal stores after each step): a
+    turn read back at any phase after the "always" decision still runs that tool unasked."""
+    tools = (definition(look), definition(delete_file), definition(other))
+
+    def drive(turn: Turn, store: bool) -> Turn:
+        return Turn.from_json(turn.to_json()) if store else turn
+
+    for stored_at in range(5):
+        turn = Turn.start(HISTORY, tools=tools, config=InferenceConfig(model="m"))
+        turn.next_step()
+        turn.model_replied(reply_tool_calls(("delete_file", {"path": "/a"})))
+        turn.next_step()
+        turn.tools_finished([DEFER])
+        pending = turn.next_step().pending  # type: ignore[attr-defined]
+        turn.decided(pending.approve("call_1", always=True))
+        turn = drive(turn, stored_at == 0)
+        turn.next_step()
+        turn.tools_finished([ToolResult(content="deleted /a")])
+        turn = drive(turn, stored_at == 1)
+        turn.next_step()
+        turn.model_replied(reply_tool_calls(("other", {})))
+        turn = drive(turn, stored_at == 2)
+        turn.next_step()
+        turn.tools_finished([DEFER])
+        turn = drive(turn, stored_at == 3)
+        pending = turn.next_step().pending  # type: ignore[attr-defined]
+        assert pending.always == ("delete_file",)
+        turn.decided(pending.approve(pending.calls[0]))
+        turn = drive(turn, stored_at == 4)
+        turn.next_step()
+        turn.tools_finished([ToolResult(content="ok")])
+        turn.next_step()
+        turn.model_replied(reply_tool_calls(("delete_file", {"path": "/c"})))
+        step = turn.next_step()
+        assert isinstance(step, RunTools)
+        assert step.approved == frozenset(call.id for call in step.calls), stored_at
 
 
 # --- finding 8: nesting ---------------------------------------------------------------------
