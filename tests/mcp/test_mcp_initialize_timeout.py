@@ -139,8 +139,15 @@ async def test_recovery_retries_a_mute_server_on_its_backoff_schedule(
     assert retries == [1, 2]
 
 
-@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), "5", True])
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf")])
 async def test_connect_timeout_must_be_positive(bad: Any) -> None:
-    with pytest.raises(ValueError, match="connect_timeout must be a positive number"):
+    with pytest.raises(kova.ConfigError, match="connect_timeout must be a"):
+        async with McpClient.connect(MuteTransport(), connect_timeout=bad):
+            pytest.fail("connected with a bad connect_timeout")
+
+
+@pytest.mark.parametrize("bad", ["5", True])
+async def test_connect_timeout_must_be_a_number(bad: Any) -> None:
+    with pytest.raises(TypeError, match="connect_timeout must be a number of seconds"):
         async with McpClient.connect(MuteTransport(), connect_timeout=bad):
             pytest.fail("connected with a bad connect_timeout")
