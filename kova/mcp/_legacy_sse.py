@@ -29,13 +29,13 @@ from mcp_types import JSONRPCRequest
 
 from ._wire import (
     HTTP_REFUSED,
-    MESSAGE_TOO_LARGE,
+    Oversize,
     SseFramer,
     TooLarge,
+    Waiting,
     answer_in_place,
     http_refusal,
     read_message,
-    too_large_text,
 )
 
 if TYPE_CHECKING:
@@ -72,9 +72,10 @@ async def sse_streams(
                 f"Expected response with content type 'text/event-stream', got {content_type!r}."
             )
         write_stream, write_reader = create_context_streams[Any](0)
+        waiting = Waiting()
 
         async def read_events(task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
-            framer = SseFramer(limit)
+            framer = SseFramer(Oversize(limit, "SseTransport", waiting=waiting))
             started = False
             async with send:
                 with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -82,12 +83,8 @@ async def sse_streams(
                         async for chunk in response.aiter_bytes():
                             for event in framer.feed(chunk):
                                 if isinstance(event, TooLarge):
-                                    message = too_large_text(limit, "SseTransport")
-                                    await send.send(
-                                        answer_in_place(
-                                            event.head, MESSAGE_TOO_LARGE, message, tail=event.tail
-                                        )
-                                    )
+                                    waiting.read(event.answer)
+                                    await send.send(event.answer)
                                 elif event.event == "endpoint" and not started:
                                     endpoint = urljoin(url, event.data)
                                     if _origin(endpoint) != _origin(url):
@@ -98,7 +95,9 @@ async def sse_streams(
                                     started = True
                                     task_status.started(endpoint)
                                 elif event.event == "message" and event.data:
-                                    await send.send(read_message(event.data))
+                                    item = read_message(event.data)
+                                    waiting.read(item)
+                                    await send.send(item)
                     except httpx2.TransportError as exc:
                         if not started:
                             raise
@@ -129,13 +128,16 @@ async def sse_streams(
             log.warning("the MCP server refused a message: %s", refusal)
             request_id = getattr(message, "id", None)
             if isinstance(message, JSONRPCRequest) and request_id is not None:
+                answer = answer_in_place(b"", HTTP_REFUSED, refusal, request_id)
+                waiting.read(answer)
                 with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                    await send.send(answer_in_place(b"", HTTP_REFUSED, refusal, request_id))
+                    await send.send(answer)
 
         async def write_messages(endpoint: str) -> None:
             try:
                 async with write_reader, write_stream:
                     async for session_message in write_reader:
+                        waiting.sending(session_message.message)
                         context = write_reader.last_context
                         if context is None:
                             await post(endpoint, session_message)

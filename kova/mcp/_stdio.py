@@ -42,10 +42,9 @@ from ._wire import (
     MESSAGE_TOO_LARGE,
     MESSAGE_UNREADABLE,
     NOT_DELIVERED,
-    answer_in_place,
-    has_answer_id,
+    Oversize,
+    Waiting,
     read_message,
-    too_large_text,
 )
 
 if TYPE_CHECKING:
@@ -74,61 +73,69 @@ always exited by then: the pipe closes when its last thread does)."""
 
 class LineFramer:
     """Newline-delimited JSON-RPC messages from the child's stdout, in linear time, each at
-    most ``limit`` bytes."""
+    most ``limit`` bytes. ``waiting`` (the transport's) tells which request an oversized
+    answer is for when its id comes last and its line may never end (see
+    :class:`~kova.mcp._wire.Oversize`)."""
 
-    __slots__ = ("_buffer", "_head", "_scanned", "_skipping", "_tail", "limit")
+    __slots__ = ("_buffer", "_head", "_oversize", "_scanned", "_skipping", "_tail", "limit")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, waiting: Waiting | None = None) -> None:
         self.limit = limit
+        self._oversize = Oversize(limit, "StdioTransport", waiting=waiting)
         self._buffer = bytearray()
         self._scanned = 0  # bytes of the buffer known to hold no newline
         self._skipping = False  # inside an oversized message: drop up to its newline
-        self._head: bytes | None = None  # an oversized message's head without its id
+        self._head = b""  # an oversized message's first bytes
         self._tail = b""  # the last bytes dropped of it
 
     def feed(self, chunk: bytes) -> list[SessionMessage | Exception]:
         """The messages (or parse errors, as values) completed by ``chunk``."""
         out: list[SessionMessage | Exception] = []
         buffer = self._buffer
+        # A message that begins in this chunk answers none of the requests sent after it.
+        began = not buffer and not self._skipping
         buffer += chunk
         start = 0
         while True:
             end = buffer.find(b"\n", max(start, self._scanned))
             if end < 0:
                 break
+            began = True
             line = bytes(buffer[start:end])
             start = end + 1
             self._scanned = start
             if self._skipping:
-                # The end of an oversized message: reported at its start if its head held
-                # the id; otherwise now, by the id at its end (TypeScript servers write the
-                # id last, so a large answer's head does not hold it).
+                # The end of an oversized message: reported now unless it was when it went
+                # over the limit (TypeScript servers write the id last, so a large answer's
+                # head does not hold it).
                 self._skipping = False
-                if self._head is not None:
-                    out.append(self._too_large(self._head, (self._tail + line)[-HEAD:]))
-                    self._head = None
+                self._report(self._oversize.ended(self._head, (self._tail + line)[-HEAD:]), out)
             elif len(line) > self.limit:
-                out.append(self._too_large(line[:HEAD], line[-HEAD:]))
+                self._oversize.begin()
+                self._report(self._oversize.over(line[:HEAD]), out)
+                self._report(self._oversize.ended(line[:HEAD], line[-HEAD:]), out)
             elif line.strip():
                 out.append(read_message(line))
         del buffer[:start]
         self._scanned = len(buffer)
+        if began and buffer:
+            self._oversize.begin()
         if len(buffer) > self.limit:
             if not self._skipping:
-                head = bytes(buffer[:HEAD])
-                if has_answer_id(head):
-                    out.append(self._too_large(head))
-                else:
-                    self._head = head
+                self._head = bytes(buffer[:HEAD])
+                self._report(self._oversize.over(self._head), out)
             self._skipping = True
             self._tail = bytes(buffer[-HEAD:])
             buffer.clear()
             self._scanned = 0
         return out
 
-    def _too_large(self, head: bytes, tail: bytes = b"") -> SessionMessage | Exception:
-        message = too_large_text(self.limit, "StdioTransport")
-        return answer_in_place(head, MESSAGE_TOO_LARGE, message, tail=tail)
+    @staticmethod
+    def _report(
+        answer: SessionMessage | Exception | None, out: list[SessionMessage | Exception]
+    ) -> None:
+        if answer is not None:
+            out.append(answer)
 
 
 def message_line(message: Any) -> bytes:
@@ -188,7 +195,8 @@ async def open_stdio(
     stdin, stdout = process.stdin, process.stdout
     to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
-    framer = LineFramer(transport.max_message_bytes)
+    waiting = Waiting()
+    framer = LineFramer(transport.max_message_bytes, waiting)
     ledger = StdinLedger(pipe_fd(stdin))
 
     async def read_stdout() -> None:
@@ -200,6 +208,7 @@ async def open_stdio(
                     if not delivering:
                         continue  # keep the pipe drained so the child can exit
                     for item in framer.feed(chunk):
+                        waiting.read(item)
                         try:
                             await to_session.send(item)
                         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -241,6 +250,7 @@ async def open_stdio(
                 if broken is None:
                     data = message_line(message)
                     request_id = message.id if isinstance(message, mt.JSONRPCRequest) else None
+                    waiting.sending(message)
                     ledger.sending(len(data))
                     try:
                         await stdin.send(data)
@@ -253,6 +263,7 @@ async def open_stdio(
                 # The child is gone: this request never reached it.
                 answer = _not_delivered(message, broken)
                 if answer is not None:
+                    waiting.read(answer)
                     try:
                         await to_session.send(answer)
                     except (anyio.ClosedResourceError, anyio.BrokenResourceError):

@@ -43,6 +43,7 @@ from ._wire import (
     HTTP_REFUSED,
     MESSAGE_TOO_LARGE,
     NOT_DELIVERED,
+    Oversize,
     SseFramer,
     TooLarge,
     answer_in_place,
@@ -471,17 +472,16 @@ class _AbortingHttpTransport(StreamableHTTPTransport):
         at 1 MiB with an error that looked like a lost connection, so kova replayed it)."""
         request_id = ctx.session_message.message.id
         callback = ctx.metadata.on_resumption_token_update if ctx.metadata else None
-        framer = SseFramer(self.limit)
+        oversize = Oversize(self.limit, "StreamableHttpTransport", request_id=request_id)
+        framer = SseFramer(oversize)
         last_event_id: str | None = None
         retry_ms: int | None = None
         try:
             async for chunk in response.aiter_bytes():
                 for event in framer.feed(chunk):
                     if isinstance(event, TooLarge):
-                        text = too_large_text(self.limit, "StreamableHttpTransport")
-                        answer = answer_in_place(
-                            event.head, MESSAGE_TOO_LARGE, text, request_id, tail=event.tail
-                        )
+                        # As soon as it goes over the limit: the request is this POST's.
+                        answer = event.answer
                         await ctx.read_stream_writer.send(answer)
                         if isinstance(answer, SessionMessage):
                             await response.aclose()

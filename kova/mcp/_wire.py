@@ -6,7 +6,11 @@ here, under one size limit (:data:`DEFAULT_MAX_MESSAGE_BYTES`, per transport
 ``max_message_bytes``). So a hostile answer has one outcome whatever carried it:
 
 * over the limit: discarded as it arrives (memory stays bounded) and the request it answers
-  fails at once with :data:`MESSAGE_TOO_LARGE` naming the limit; the session goes on;
+  fails at once with :data:`MESSAGE_TOO_LARGE` naming the limit; the session goes on. Which
+  request it answers is known from its head, or from the transport (a Streamable HTTP POST's
+  own answer), or, when the id comes last (TypeScript servers' order) and the message may
+  never end, from :class:`Waiting`: the one request that was waiting when it began
+  (:class:`Oversize`);
 * not UTF-8: each invalid byte sequence reads as U+FFFD, as the SSE standard decodes a stream;
 * a lone surrogate escape (``"\\ud83d"``, half an emoji a tool cut in two): read as Python's
   ``json`` reads it, so the text reaches the model exactly as the server sent it;
@@ -24,6 +28,7 @@ import re
 
 import mcp_types as mt
 from httpx2 import ServerSentEvent
+from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp.shared.message import SessionMessage
 
 from .._json import loads
@@ -35,8 +40,10 @@ __all__ = [
     "MESSAGE_TOO_LARGE",
     "MESSAGE_UNREADABLE",
     "NOT_DELIVERED",
+    "Oversize",
     "SseFramer",
     "TooLarge",
+    "Waiting",
     "answer_in_place",
     "has_answer_id",
     "http_refusal",
@@ -128,12 +135,122 @@ def answer_in_place(
         found = _ID.search(head) or _LAST_ID.search(tail)
         if found is None:
             return ValueError(message)
-        raw = found.group(1)
-        request_id = int(raw) if raw[:1] != b'"' else raw[1:-1].decode("utf-8", "replace")
+        request_id = _id_value(found.group(1))
     error = mt.JSONRPCError(
         jsonrpc="2.0", id=request_id, error=mt.ErrorData(code=code, message=message)
     )
     return SessionMessage(error)
+
+
+class Waiting:
+    """The ids of one connection's requests that no answer has reached yet.
+
+    On a stream that carries every answer (stdio's stdout, legacy SSE's event stream), an
+    oversized answer whose id comes last names its request only at its end, which may never
+    come (a server writing 200 MB without a newline): then the one request that was waiting
+    when the message began is the one it answers (:class:`Oversize`). A request is waiting
+    from before it is written until an answer with its id is read, or until it is cancelled
+    (a server should not answer a cancelled request).
+    """
+
+    __slots__ = ("_ids",)
+
+    def __init__(self) -> None:
+        self._ids: set[int | str] = set()
+
+    def sending(self, message: object) -> None:
+        """``message`` (a JSON-RPC message of the client's) is about to be written."""
+        if isinstance(message, mt.JSONRPCRequest):
+            self._ids.add(message.id)
+        elif (
+            isinstance(message, mt.JSONRPCNotification)
+            and message.method == "notifications/cancelled"
+        ):
+            request_id = cancelled_request_id_from_params(message.params)
+            if request_id is not None:
+                self._ids.discard(request_id)
+
+    def read(self, item: object) -> None:
+        """``item`` (what the transport hands the session) was read: an answer ends a wait."""
+        if isinstance(item, SessionMessage) and isinstance(
+            item.message, mt.JSONRPCResponse | mt.JSONRPCError
+        ):
+            self._ids.discard(item.message.id)
+
+    def snapshot(self) -> frozenset[int | str]:
+        """The requests waiting now."""
+        return frozenset(self._ids)
+
+
+class Oversize:
+    """What to hand the session for one stream's oversized messages, each reported once.
+
+    :meth:`begin` when a message begins, :meth:`over` the moment it goes over the limit (its
+    ``head``, the first bytes), :meth:`ended` if it ends (``tail``, its last bytes). The
+    request it answers fails at :meth:`over` when it is known by then: the transport's
+    ``request_id`` (a Streamable HTTP POST's own answer), the id in the head, or, for an
+    answer whose head holds no id, the one request that was waiting when the message began
+    (``waiting``); otherwise at :meth:`ended`, by the id in the tail.
+    """
+
+    __slots__ = ("_candidates", "_early", "_request_id", "_waiting", "limit", "setting")
+
+    def __init__(
+        self,
+        limit: int,
+        setting: str,
+        *,
+        waiting: Waiting | None = None,
+        request_id: int | str | None = None,
+    ) -> None:
+        self.limit = limit
+        self.setting = setting
+        self._waiting = waiting
+        self._request_id = request_id
+        self._candidates: frozenset[int | str] = frozenset()
+        self._early: int | str | None = None
+
+    def begin(self) -> None:
+        """A message begins: a request sent after this cannot be what it answers."""
+        if self._waiting is not None:
+            self._candidates = self._waiting.snapshot()
+        self._early = None
+
+    def over(self, head: bytes) -> SessionMessage | Exception | None:
+        """The message went over the limit: the answer failing its request, if it is known
+        now (``None``: wait for :meth:`ended`)."""
+        request_id = self._request_id
+        if request_id is None and not has_answer_id(head):
+            if b'"method"' in head or not (b'"result"' in head or b'"error"' in head):
+                return None  # not an answer, or not yet known to be one
+            if len(self._candidates) != 1:
+                return None
+            (request_id,) = self._candidates
+        answer = answer_in_place(head, MESSAGE_TOO_LARGE, self._text(), request_id)
+        if isinstance(answer, SessionMessage):
+            self._early = answer.message.id  # type: ignore[union-attr]
+            return answer
+        return None
+
+    def ended(self, head: bytes, tail: bytes) -> SessionMessage | Exception | None:
+        """The oversized message ended: the answer failing its request, unless :meth:`over`
+        gave it (an id in the tail that names another request is answered too)."""
+        early, self._early = self._early, None
+        if early is None:
+            return answer_in_place(
+                head, MESSAGE_TOO_LARGE, self._text(), self._request_id, tail=tail
+            )
+        found = _LAST_ID.search(tail)
+        if found is None or _id_value(found.group(1)) == early:
+            return None
+        return answer_in_place(head, MESSAGE_TOO_LARGE, self._text(), _id_value(found.group(1)))
+
+    def _text(self) -> str:
+        return too_large_text(self.limit, self.setting)
+
+
+def _id_value(raw: bytes) -> int | str:
+    return int(raw) if raw[:1] != b'"' else raw[1:-1].decode("utf-8", "replace")
 
 
 def read_message(
@@ -169,14 +286,14 @@ def _unreadable(
 
 
 class TooLarge:
-    """An event whose data went over the limit: discarded, ``head`` its first bytes and
-    ``tail`` its last."""
+    """An event whose data went over the limit, discarded: ``answer`` is what to hand the
+    session for it (from the framer's :class:`Oversize`), the error answering its request or
+    an error value when it answers none."""
 
-    __slots__ = ("head", "tail")
+    __slots__ = ("answer",)
 
-    def __init__(self, head: bytes, tail: bytes = b"") -> None:
-        self.head = head
-        self.tail = tail
+    def __init__(self, answer: SessionMessage | Exception) -> None:
+        self.answer = answer
 
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
@@ -184,9 +301,10 @@ _LINE_END = re.compile(rb"\r\n|\r|\n")
 
 class SseFramer:
     """Server-sent events from a byte stream in linear time, each at most ``limit`` bytes of
-    data; a longer event is dropped as it arrives and reported as :class:`TooLarge` (once),
-    and the events after it are read as usual. Data is decoded as UTF-8 with U+FFFD for
-    invalid bytes, as the SSE standard says."""
+    data (``oversize.limit``); a longer event is dropped as it arrives and reported as
+    :class:`TooLarge` once (as soon as it goes over the limit if ``oversize`` knows the
+    request it answers then, else when it ends), and the events after it are read as usual.
+    Data is decoded as UTF-8 with U+FFFD for invalid bytes, as the SSE standard says."""
 
     __slots__ = (
         "_buffer",
@@ -194,6 +312,7 @@ class SseFramer:
         "_event",
         "_head",
         "_id",
+        "_oversize",
         "_pending",
         "_retry",
         "_size",
@@ -203,8 +322,9 @@ class SseFramer:
         "limit",
     )
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
+    def __init__(self, oversize: Oversize) -> None:
+        self._oversize = oversize
+        self.limit = oversize.limit
         self._buffer = bytearray()
         self._skip_line = False  # inside an over-long line: drop up to its end
         self._event = ""
@@ -239,20 +359,31 @@ class SseFramer:
                 out.append(event)
         del buffer[:start]
         if len(buffer) > self.limit + 16:  # a line longer than any event may be
-            self._overflow(bytes(buffer[:HEAD]))
+            early = self._overflow(bytes(buffer[:HEAD]))
+            if early is not None:
+                out.append(early)
             self._tail = bytes(buffer[-HEAD:])
             buffer.clear()
             self._skip_line = True
         return out
 
-    def _overflow(self, head: bytes) -> None:
+    def _overflow(self, head: bytes) -> TooLarge | None:
+        """The event went over the limit: its answer now, if the request is known."""
+        self._begin()
+        answer = None
         if not self._too_large:
             self._too_large = True
             data_head = head.partition(b":")[2].lstrip(b" ") if head.startswith(b"data") else b""
             self._head = (b"".join(self._data) + data_head)[:HEAD]
+            answer = self._oversize.over(self._head)
         self._data = []
         self._size = 0
-        self._pending = True
+        return None if answer is None else TooLarge(answer)
+
+    def _begin(self) -> None:
+        if not self._pending:
+            self._pending = True
+            self._oversize.begin()
 
     def _line(self, line: bytes) -> ServerSentEvent | TooLarge | None:
         if not line:
@@ -263,34 +394,35 @@ class SseFramer:
         if value[:1] == b" ":
             value = value[1:]
         if field == b"data":
-            self._pending = True
+            self._begin()
             if self._too_large:
                 self._tail = (self._tail + value)[-HEAD:]
                 return None
             self._size += len(value) + 1
             if self._size > self.limit:
-                self._overflow(b"data:" + value[:HEAD])
+                early = self._overflow(b"data:" + value[:HEAD])
                 self._tail = value[-HEAD:]
-            else:
-                self._data.append(value)
+                return early
+            self._data.append(value)
         elif field == b"event":
             self._event = value.decode("utf-8", "replace")
-            self._pending = True
+            self._begin()
         elif field == b"id":
             if b"\0" not in value:
                 self._id = value.decode("utf-8", "replace")
-                self._pending = True
+                self._begin()
         elif field == b"retry" and value.isdigit():
             self._retry = int(value)
-            self._pending = True
+            self._begin()
         return None
 
     def _dispatch(self) -> ServerSentEvent | TooLarge | None:
         if not self._pending:
             return None
-        event: ServerSentEvent | TooLarge
+        event: ServerSentEvent | TooLarge | None
         if self._too_large:
-            event = TooLarge(self._head, self._tail)
+            answer = self._oversize.ended(self._head, self._tail)
+            event = None if answer is None else TooLarge(answer)
         else:
             data = b"\n".join(self._data).decode("utf-8", "replace")
             event = ServerSentEvent(

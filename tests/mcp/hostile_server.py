@@ -11,9 +11,11 @@ The HTTP modes bind 127.0.0.1 port 0 and print ``PORT <n>`` once listening.
 Tools: ``deep`` (a result nested ``depth`` levels deep), ``surrogate`` (a lone surrogate
 escape, half an emoji), ``bad_utf8`` (a byte that is not UTF-8 inside a string), ``envelope``
 (neither result nor error), ``big`` (a text of ``size`` bytes; ``big_id_last`` the same with
-the id written last, as TypeScript servers order it), ``echo``, ``runs`` (how many times
-each tool ran, to see that nothing was sent twice), ``pid``, and ``die_later`` (stdio: stops
-reading, then kills itself with SIGKILL after ``seconds``, answering nothing).
+the id written last, as TypeScript servers order it; ``slow_id_last`` the same, stopping for
+``pause`` seconds once ``size`` bytes are out, before the rest and the id), ``echo``, ``runs``
+(how many times each tool ran, to see that nothing was sent twice), ``pid``, and
+``die_later`` (stdio: stops reading, then kills itself with SIGKILL after ``seconds``,
+answering nothing).
 """
 
 from __future__ import annotations
@@ -38,8 +40,18 @@ TOOLS = (
     "pid",
     "die_later",
     "no_newline",
+    "slow_id_last",
 )
 RUNS: Counter[str] = Counter()
+
+
+class Slow:
+    """An answer sent in two parts, ``pause`` seconds apart."""
+
+    def __init__(self, first: bytes, pause: float, rest: bytes) -> None:
+        self.first = first
+        self.pause = pause
+        self.rest = rest
 
 
 def _result(request_id: object, result: bytes) -> bytes:
@@ -51,7 +63,7 @@ def _text(text: bytes) -> bytes:
     return b'{"content":[{"type":"text","text":"' + text + b'"}]}'
 
 
-def answer(message: dict[str, object]) -> bytes | None:
+def answer(message: dict[str, object]) -> bytes | Slow | None:
     """The answer to one message (``None`` for a notification), one line of JSON (bytes)."""
     request_id, method = message.get("id"), message.get("method")
     if request_id is None or method is None:
@@ -95,9 +107,15 @@ def answer(message: dict[str, object]) -> bytes | None:
             + json.dumps(request_id).encode()
             + b"}"
         )
+    if name == "slow_id_last":  # the id last, and the message unfinished for a while
+        first = b'{"result":{"content":[{"type":"text","text":"' + b"x" * int(arguments["size"])  # type: ignore[call-overload]
+        rest = b'"}]},"jsonrpc":"2.0","id":' + json.dumps(request_id).encode() + b"}"
+        return Slow(first, float(arguments["pause"]), rest)  # type: ignore[arg-type]
     if name == "no_newline":  # stdio: a huge answer whose line never ends; then silence
-        head = b'{"jsonrpc":"2.0","id":' + json.dumps(request_id).encode()
-        sys.stdout.buffer.write(head + b',"result":{"content":[{"type":"text","text":"')
+        head = b'{"jsonrpc":"2.0","id":' + json.dumps(request_id).encode() + b","
+        if arguments.get("id_last"):  # TypeScript servers' order: the id would come last
+            head = b"{"
+        sys.stdout.buffer.write(head + b'"result":{"content":[{"type":"text","text":"')
         chunk = b"x" * (1 << 20)
         for _ in range(int(arguments.get("mib", 200))):  # type: ignore[call-overload]
             sys.stdout.buffer.write(chunk)
@@ -117,6 +135,11 @@ def answer(message: dict[str, object]) -> bytes | None:
 def serve_stdio() -> None:
     for line in sys.stdin.buffer:
         reply = answer(json.loads(line))
+        if isinstance(reply, Slow):
+            sys.stdout.buffer.write(reply.first)
+            sys.stdout.buffer.flush()
+            time.sleep(reply.pause)
+            reply = reply.rest
         if reply is not None:
             sys.stdout.buffer.write(reply + b"\n")
             sys.stdout.buffer.flush()
@@ -124,6 +147,24 @@ def serve_stdio() -> None:
 
 def _event(data: bytes) -> bytes:
     return b"event: message\r\ndata: " + data + b"\r\n\r\n"
+
+
+async def _write(writer: asyncio.StreamWriter, body: bytes | Slow, framed: bool) -> None:
+    """``body`` (as an event if ``framed``), a Slow one in its two parts."""
+    if not isinstance(body, Slow):
+        writer.write(_event(body) if framed else body)
+        await writer.drain()
+        return
+    writer.write(b"event: message\r\ndata: " + body.first if framed else body.first)
+    await writer.drain()
+    await asyncio.sleep(body.pause)
+    writer.write(body.rest + b"\r\n\r\n" if framed else body.rest)
+    await writer.drain()
+
+
+def _length(body: bytes | Slow, framed: bool) -> int:
+    size = len(body) if isinstance(body, bytes) else len(body.first) + len(body.rest)
+    return size + (len(_event(b"")) if framed else 0)
 
 
 async def _read_request(
@@ -157,7 +198,7 @@ class HttpServer:
     def __init__(self, mode: str, json_answers: bool) -> None:
         self.mode = mode
         self.json_answers = json_answers
-        self.streams: list[asyncio.Queue[bytes]] = []
+        self.streams: list[asyncio.Queue[bytes | Slow]] = []
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -195,24 +236,18 @@ class HttpServer:
             return True
         if reply is None:
             await _respond(writer, "202 Accepted")
-        elif self.json_answers:
-            await _respond(
-                writer,
-                "200 OK",
-                reply,
-                "content-type: application/json\r\nmcp-session-id: hostile-1\r\n",
-            )
-        else:
-            await _respond(
-                writer,
-                "200 OK",
-                _event(reply),
-                "content-type: text/event-stream\r\nmcp-session-id: hostile-1\r\n",
-            )
+            return True
+        framed = not self.json_answers
+        kind = "text/event-stream" if framed else "application/json"
+        writer.write(
+            f"HTTP/1.1 200 OK\r\ncontent-length: {_length(reply, framed)}\r\n"
+            f"content-type: {kind}\r\nmcp-session-id: hostile-1\r\n\r\n".encode()
+        )
+        await _write(writer, reply, framed)
         return True
 
     async def event_stream(self, writer: asyncio.StreamWriter) -> None:
-        queue: asyncio.Queue[bytes] = asyncio.Queue()
+        queue: asyncio.Queue[bytes | Slow] = asyncio.Queue()
         self.streams.append(queue)
         writer.write(
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-store\r\n"
@@ -221,8 +256,7 @@ class HttpServer:
         try:
             await writer.drain()
             while True:
-                writer.write(_event(await queue.get()))
-                await writer.drain()
+                await _write(writer, await queue.get(), framed=True)
         finally:
             self.streams.remove(queue)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
+import attrs
 import pytest
 import structlog.testing
 import trio
@@ -80,6 +81,33 @@ async def test_a_result_over_the_limit_fails_only_its_call(hostile: Transport, t
             after = await client.tools_call("runs", {})
             assert _runs(after.text)[tool] == _runs(before.text).get(tool, 0) + 1
             assert client.state.status == "connected"
+    assert not [e for e in logs if e["event"] in ("mcp.connection.lost", "mcp.request.replayed")]
+
+
+PAUSE = 2.5
+
+
+async def test_an_unfinished_answer_over_the_limit_with_its_id_last_fails_at_once(
+    hostile: Transport,
+) -> None:
+    """The id comes last and the answer stops half-way (for ``PAUSE`` seconds here; 200 MB
+    without a newline never end): the call fails as soon as the answer goes over the limit,
+    before the server has sent what names the request, since it is the one call waiting; and
+    once the answer ends the session goes on, nothing answered twice or sent again. (Over
+    stdio and legacy SSE it waited for the answer's end, or its whole timeout.)"""
+    small = attrs.evolve(hostile, max_message_bytes=MIB)  # type: ignore[misc]
+    with trio.fail_after(GUARD), structlog.testing.capture_logs() as logs:
+        async with McpClient.connect(small, request_timeout=30) as client:
+            started = trio.current_time()
+            with pytest.raises(kova.McpError) as caught:
+                await client.tools_call("slow_id_last", {"size": 2 * MIB, "pause": PAUSE})
+            assert trio.current_time() - started < PAUSE  # before the id was sent
+            assert caught.value.code == -32051
+            assert f"limit of {MIB} bytes" in str(caught.value)
+            assert (await client.tools_call("echo", {"c": 3})).text == '{"c": 3}'
+            assert _runs((await client.tools_call("runs", {})).text)["slow_id_last"] == 1
+            assert client.state.status == "connected"
+            assert client.state.session == 1
     assert not [e for e in logs if e["event"] in ("mcp.connection.lost", "mcp.request.replayed")]
 
 

@@ -99,16 +99,20 @@ async def test_a_read_in_the_window_is_unavailable_at_once_during_an_outage() ->
     assert waited < 10  # not the 15 s request timeout
 
 
-async def test_200_mb_without_a_newline_fails_at_once_naming_the_limit() -> None:
+@pytest.mark.parametrize("id_last", [False, True], ids=["id-first", "id-last"])
+async def test_200_mb_without_a_newline_fails_at_once_naming_the_limit(id_last: bool) -> None:
     """Issue 44, item 5: a 200 MB answer whose line never ends is discarded as it arrives
-    (memory bounded) and its call fails at once naming the size limit, not by timeout."""
+    (memory bounded) and its call fails at once naming the size limit, not by timeout. Also
+    when its id would come last (TypeScript servers' order), so nothing the server sent names
+    the request: the one call waiting is the one it answers (it waited for its timeout)."""
     transport = StdioTransport(sys.executable, args=[str(HOSTILE), "stdio"])
     with trio.fail_after(GUARD):
         async with McpClient.connect(transport, request_timeout=30) as client:
             started = trio.current_time()
             with pytest.raises(kova.McpError) as caught:
-                await client.tools_call("no_newline", {"mib": 200})
+                await client.tools_call("no_newline", {"mib": 200, "id_last": id_last})
             assert trio.current_time() - started < 25
+            assert client.state.status == "connected"  # the session was not given up
     assert caught.value.code == -32051
     assert "limit of 16777216 bytes" in str(caught.value)
 
