@@ -112,7 +112,10 @@ def app(
     """
     from starlette.applications import Starlette
 
+    from .._hypercorn import close_failed_websockets
     from . import _a2a, _agui, _mcp, _openai
+
+    close_failed_websockets()  # served by Hypercorn: a broken WebSocket frame gets its code
 
     named = agent_names(agents)
     if token is not None and (not isinstance(token, str) or len(token) < 16):

@@ -668,7 +668,10 @@ async def open_event_server(
     from hypercorn.trio import serve
     from starlette.applications import Starlette
 
+    from .._hypercorn import close_failed_websockets
     from ._asgi import routes
+
+    close_failed_websockets()  # a page that breaks the WebSocket protocol gets its close code
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listener = socket.create_server((host, port), family=family, backlog=1024)

@@ -116,17 +116,27 @@ def _frame(opcode: int, payload: bytes, *, masked: bool = True, fin: bool = True
     ids=["invalid-utf8", "unmasked", "reserved-opcode"],
 )
 async def test_a_protocol_error_closes_that_page_with_its_code(frame: bytes, code: int) -> None:
-    """A frame the WebSocket protocol forbids fails that connection only. Since the web view
-    is served by Hypercorn (wsproto), the connection is dropped without a close frame (RFC
-    6455 7.1.7 fails the connection; the code would be ``code``), where the hand-written
-    server sent the code first; the other pages are served on."""
+    """A frame the WebSocket protocol forbids fails that connection only, with a close frame
+    carrying the reason's code first (RFC 6455 7.1.7; Hypercorn alone drops the connection
+    without one, kova/_hypercorn.py); the other pages are served on."""
     with trio.fail_after(10):
         async with open_event_server() as server, open_page(server) as good:
             stream, data = await _raw_page(server)
             async with stream:
                 await stream.send_all(frame)
-                assert await _close_code(stream, data) in (code, None)
+                assert await _close_code(stream, data) == code
             while server.page_count != 1:  # noqa: ASYNC110 (the bad page is let go)
                 await trio.sleep(0.01)
             server.publish(_delta("fine"))
             await good.wait_for("text", text="fine")
+
+
+def test_hypercorns_websocket_stream_is_wrapped_once() -> None:
+    from hypercorn.protocol.ws_stream import WSStream
+
+    from kova._hypercorn import close_failed_websockets
+
+    assert close_failed_websockets()
+    wrapped = WSStream._handle_events
+    assert close_failed_websockets()
+    assert WSStream._handle_events is wrapped
