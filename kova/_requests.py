@@ -328,6 +328,11 @@ class ChatRequest(Record):
     compaction: ProviderCompaction | None
     """The provider's server-side context management to ask for (a context policy's
     :class:`ProviderCompaction`, its ``trigger`` set); providers without one ignore it."""
+    deferred_tools: tuple[ToolDefinition, ...]
+    """Tools for the provider's own tool search (``AgentBuilder().tool_search(
+    provider_native=True)``): sent marked ``defer_loading`` beside the provider's search tool,
+    so the model loads them itself (Anthropic, OpenAI Responses). Only those providers get a
+    request with them (the builder refuses the others)."""
 
     def __init__(
         self,
@@ -336,9 +341,11 @@ class ChatRequest(Record):
         tools: Iterable[ToolDefinition] = (),
         config: InferenceConfig | None = None,
         compaction: ProviderCompaction | None = None,
+        deferred_tools: Iterable[ToolDefinition] = (),
     ) -> None:
         set_field(self, "messages", tuple(messages))
         set_field(self, "tools", tuple(tools))
+        set_field(self, "deferred_tools", tuple(deferred_tools))
         set_field(self, "config", InferenceConfig() if config is None else config)
         if compaction is not None and not isinstance(compaction, ProviderCompaction):
             raise TypeError(

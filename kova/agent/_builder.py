@@ -21,7 +21,7 @@ from ._lifecycle import LifecycleHook
 from ._limits import UsageLimits
 from ._retry import RetryConfig
 from ._tool_pool import ApprovalHandler
-from ._tool_search import SEARCH_TOOLS
+from ._tool_search import NATIVE_TOOL_SEARCH, SEARCH_TOOLS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -122,6 +122,7 @@ class AgentBuilder:
         self._approval_keys: tuple[Secret, ...] = ()
         self._defer: DeferPredicate | None = None
         self._tool_search_limit = 5
+        self._tool_search_native = False
         self._prices: Prices | None = None
         self._budget: Budget | None = None
         self._context: ContextPolicy | None = None
@@ -255,22 +256,25 @@ class AgentBuilder:
         tool turns it on: ``@tool(defer=True)``, ``mcp_client(..., defer=True)``).
 
         Args:
-            provider_native: use the provider's own tool search (Anthropic's tool search
-                tool, OpenAI Responses' tool search) instead of kova's. Not supported yet:
-                ``True`` raises.
-            limit: how many tools one search loads when the model does not say (1-50).
+            provider_native: let the provider search instead of kova: the deferred tools
+                go with every request marked ``defer_loading``, beside Anthropic's tool
+                search tool (BM25) or OpenAI Responses' ``tool_search``, and the model loads
+                what it finds within its own answer. Only those two providers have it;
+                another is a :class:`~kova.BuildError` at :meth:`build`.
+            limit: how many tools one search loads when the model does not say (1-50;
+                kova's search only).
 
         Raises:
-            BuildError: ``limit`` out of range, or ``provider_native=True``.
+            BuildError: ``limit`` out of range, or ``provider_native`` not a bool.
         """
-        if provider_native is not False:
+        if not isinstance(provider_native, bool):
             raise BuildError(
-                "tool_search(provider_native=True) is not supported yet: kova searches the "
-                "deferred tools itself (search_tools); leave provider_native off"
+                f"tool_search(provider_native=...) must be a bool, got {provider_native!r}"
             )
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 50:
             raise BuildError(f"tool_search(limit=...) must be an int from 1 to 50, got {limit!r}")
         self._tool_search_limit = limit
+        self._tool_search_native = provider_native
         return self
 
     def context_budget(self, max_prompt_tokens: int) -> Self:
@@ -526,6 +530,8 @@ class AgentBuilder:
                     exclude=exclude,
                     defer=defer,
                 )
+        if self._tool_search_native:
+            _check_native_search(self._provider)
         if registry.has_deferred and SEARCH_TOOLS in registry:
             raise BuildError(
                 f"a tool is named {SEARCH_TOOLS!r}, the name of the tool the model finds "
@@ -552,10 +558,21 @@ class AgentBuilder:
                 usage_limits=self._usage_limits,
                 defer=self._defer,
                 tool_search_limit=self._tool_search_limit,
+                tool_search_native=self._tool_search_native,
                 prices=self._prices,
                 budget=self._budget,
                 context=self._context,
                 guards=tuple(self._guards),
                 approval_keys=self._approval_keys,
             )
+        )
+
+
+def _check_native_search(provider: object) -> None:
+    name = getattr(provider, "name", type(provider).__name__)
+    if name not in NATIVE_TOOL_SEARCH:
+        raise BuildError(
+            f"tool_search(provider_native=True): the {name!r} provider has no tool search of "
+            "its own (Anthropic's and OpenAI Responses' do); leave provider_native off to use "
+            "kova's search_tools, which works with any provider"
         )

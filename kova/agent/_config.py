@@ -83,6 +83,9 @@ class AgentConfig(Record):
     tool_search_limit: int
     """How many deferred tools one ``search_tools`` call loads when the model does not say
     (``AgentBuilder.tool_search``; docs/tools.md, "Many tools")."""
+    tool_search_native: bool
+    """The provider searches the deferred tools itself (``AgentBuilder.tool_search(
+    provider_native=True)``: Anthropic, OpenAI Responses) instead of kova's ``search_tools``."""
     prices: Prices | None
     """The caller's own prices, before the ``genai-prices`` sheet (docs/cost.md)."""
     budget: Budget | None
@@ -119,6 +122,7 @@ class AgentConfig(Record):
         usage_limits: UsageLimits | None = None,
         defer: DeferPredicate | None = None,
         tool_search_limit: int = 5,
+        tool_search_native: bool = False,
         prices: Prices | None = None,
         budget: Budget | None = None,
         context: ContextPolicy | None = None,
@@ -154,6 +158,9 @@ class AgentConfig(Record):
         set_field(self, "usage_limits", usage_limits)
         set_field(self, "defer", defer)
         set_field(self, "tool_search_limit", _positive("tool_search_limit", tool_search_limit))
+        if not isinstance(tool_search_native, bool):
+            raise TypeError(f"tool_search_native must be a bool, got {tool_search_native!r}")
+        set_field(self, "tool_search_native", tool_search_native)
         if prices is not None or budget is not None:
             from ._budget import Budget
             from ._cost import Prices

@@ -163,6 +163,7 @@ class DriverContext:
                 turn.tools,
                 deferred=registry.definitions(deferred=True),
                 search_limit=config.tool_search_limit,
+                native_search=config.tool_search_native,
             )
         self.use_context(turn, context, overrides)
         return turn

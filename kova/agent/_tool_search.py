@@ -22,7 +22,10 @@ from .._requests import ToolAnnotations, ToolDefinition
 from .._tool_index import SEARCH_TOOLS, ToolIndex
 from ._events import ToolsFound
 
-__all__ = ["SEARCH_TOOLS", "ToolSearch", "search_tools_definition"]
+__all__ = ["NATIVE_TOOL_SEARCH", "SEARCH_TOOLS", "ToolSearch", "search_tools_definition"]
+
+NATIVE_TOOL_SEARCH = frozenset({"anthropic", "openai-responses"})
+"""The providers (by ``Provider.name``) with a tool search of their own."""
 
 _MAX_LIMIT = 50
 """The most tools one search returns, whatever the model asks for."""
@@ -64,11 +67,29 @@ class ToolSearch:
     the tools were found, and is what a saved turn records.
     """
 
-    __slots__ = ("_by_name", "_definition", "_definitions", "_found", "_index", "_limit", "_offer")
+    __slots__ = (
+        "_by_name",
+        "_definition",
+        "_definitions",
+        "_found",
+        "_index",
+        "_limit",
+        "_offer",
+        "native",
+    )
 
     def __init__(
-        self, deferred: Sequence[ToolDefinition], *, limit: int, found: Sequence[str] = ()
+        self,
+        deferred: Sequence[ToolDefinition],
+        *,
+        limit: int,
+        found: Sequence[str] = (),
+        native: bool = False,
     ) -> None:
+        self.native = native
+        """The provider searches (``tool_search(provider_native=True)``): the deferred tools
+        go with each request, marked for the provider's own search, and ``search_tools`` is
+        not offered."""
         self._definitions = tuple(deferred)
         self._by_name: Mapping[str, ToolDefinition] = {
             definition.name: definition for definition in self._definitions
@@ -85,6 +106,8 @@ class ToolSearch:
     def offer(self, upfront: tuple[ToolDefinition, ...]) -> tuple[ToolDefinition, ...]:
         """What a model call offers: ``upfront``, ``search_tools``, then the tools found (the
         same tuple until something changes)."""
+        if self.native:
+            return upfront
         cached = self._offer
         if cached is not None and cached[0] is upfront:
             return cached[1]

@@ -615,6 +615,7 @@ class Turn:
         *,
         deferred: Sequence[ToolDefinition] | None = None,
         search_limit: int | None = None,
+        native_search: bool | None = None,
     ) -> None:
         """Offer these tool definitions from the next model call on (a tool server's list
         changed). A removed tool is no longer offered; a call the model still makes to it is
@@ -625,16 +626,25 @@ class Turn:
             deferred: the deferred tools (``None``: unchanged). Those already found stay
                 offered while they exist.
             search_limit: how many tools one search loads (``None``: unchanged; default 5).
+            native_search: the provider searches the deferred tools itself (each request
+                carries them as ``ChatRequest.deferred_tools``; ``None``: unchanged).
         """
         self._tools = _tool_definitions(tools)
         if search_limit is not None:
             _positive_int("search_limit", search_limit)
+        if native_search is not None and not isinstance(native_search, bool):
+            raise TypeError(f"native_search must be a bool, got {native_search!r}")
         if deferred is not None:
             self._defer(_tool_definitions(deferred), search_limit)
         elif search_limit is not None and self._search is not None:
             self._search = ToolSearch(
-                self._search.deferred, limit=search_limit, found=self._search.found
+                self._search.deferred,
+                limit=search_limit,
+                found=self._search.found,
+                native=self._search.native,
             )
+        if native_search is not None and self._search is not None:
+            self._search.native = native_search
 
     def _defer(self, deferred: tuple[ToolDefinition, ...], search_limit: int | None) -> None:
         search = self._search
@@ -642,7 +652,9 @@ class Turn:
             if deferred:
                 self._search = ToolSearch(deferred, limit=search_limit or 5)
         elif search_limit is not None and search_limit != search.limit:
-            self._search = ToolSearch(deferred, limit=search_limit, found=search.found)
+            self._search = ToolSearch(
+                deferred, limit=search_limit, found=search.found, native=search.native
+            )
         else:
             search.replace(deferred)
 
@@ -833,11 +845,13 @@ class Turn:
             estimate = heuristic_count_tokens(working, tools)
             if estimate > budget:
                 raise ContextBudgetExceededError(estimate, budget)
+        search = self._search
         request = ChatRequest(
             messages=working,
             tools=tools,
             config=self._config,
             compaction=None if compactor is None else compactor.native,
+            deferred_tools=search.deferred if search is not None and search.native else (),
         )
         if limits is not None and limits.counts_tokens_first and not self._counted:
             return CallModel(request=request, count_tokens=True)
@@ -1243,6 +1257,7 @@ class Turn:
                 "tools": [tool_to_json(tool) for tool in self._search.deferred],
                 "found": list(self._search.found),
                 "limit": self._search.limit,
+                "native": self._search.native,
             },
             "config": config_to_json(self._config),
             "limits": None if self._limits is None else limits_to_json(self._limits),
@@ -1326,10 +1341,14 @@ class Turn:
             limit = field(deferred, "limit", int)
             if limit < 1:
                 raise SerializationError("stored 'deferred.limit' must be a positive integer")
+            native = deferred.get("native", False)
+            if not isinstance(native, bool):
+                raise SerializationError("stored 'deferred.native' must be a boolean")
             turn._search = ToolSearch(
                 [tool_from_json(item) for item in field(deferred, "tools", list)],
                 limit=limit,
                 found=found,
+                native=native,
             )
         new = messages_from_json(document.get("new_messages"), "new_messages")
         turn._new = new

@@ -228,11 +228,6 @@ def test_tool_search_limit_is_checked(limit):
         AgentBuilder().tool_search(limit=limit)
 
 
-def test_provider_native_search_is_refused_until_supported():
-    with pytest.raises(BuildError, match="not supported yet"):
-        AgentBuilder().tool_search(provider_native=True)
-
-
 def _turn() -> Turn:
     return Turn.start(
         "mail ada",

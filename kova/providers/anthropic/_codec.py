@@ -16,6 +16,7 @@ from ._convert import (
     decode_model_page,
     decode_response,
     encode_count_tokens_request,
+    encode_deferred_tools,
     encode_request,
     request_headers,
 )
@@ -54,6 +55,10 @@ class AnthropicCodec(
         body = encode_request(
             request.messages, request.tools, request.config, self.config, stream=stream
         )
+        if request.deferred_tools:  # the provider's own tool search
+            tools = body.setdefault("tools", [])
+            assert isinstance(tools, list)
+            tools.extend(encode_deferred_tools(request.deferred_tools))
         if request.compaction is not None:  # the server's own context management (beta)
             body["context_management"], betas = context_management(request.compaction)
             headers = beta_headers(headers, betas)

@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PROVIDER",
+    "SERVER_BLOCKS_KEY",
+    "TOOL_SEARCH_TOOL",
     "decode_content_block",
     "decode_count_tokens",
     "decode_model_page",
@@ -55,9 +57,11 @@ __all__ = [
     "decode_stop_reason",
     "decode_usage",
     "encode_count_tokens_request",
+    "encode_deferred_tools",
     "encode_messages",
     "encode_request",
     "encode_tools",
+    "is_tool_search",
     "request_headers",
 ]
 
@@ -230,9 +234,13 @@ def encode_messages(
                 system_parts.append(text)
             continue
         wire_role = "assistant" if role is Role.ASSISTANT else "user"
-        blocks = [
-            encoded for block in message.content if (encoded := _block(block, role)) is not None
-        ]
+        blocks: list[dict[str, JSONValue]] = []
+        for block in message.content:
+            encoded = _block(block, role)
+            if encoded is not None:
+                blocks.append(encoded)
+            if block.__class__ is Text and block.provider_metadata and role is Role.ASSISTANT:
+                blocks.extend(_server_blocks(block))
         if not blocks:
             continue
         if turns and turns[-1][0] == wire_role:
@@ -247,6 +255,43 @@ def encode_messages(
         content: list[JSONValue] = list(blocks)
         wire.append({"role": wire_role, "content": content})
     return ("\n\n".join(system_parts) if system_parts else None), wire
+
+
+SERVER_BLOCKS_KEY = "anthropic_server_blocks"
+"""``Text.provider_metadata`` key of the server tool blocks of the provider's own tool search
+(``server_tool_use`` and ``tool_search_tool_result``, as received): kept in an empty text in
+their place in the answer, so they go back in the same place in later requests (the tools
+they loaded stay loaded). Other providers' encoders never read it."""
+
+TOOL_SEARCH_TOOL: dict[str, JSONValue] = {
+    "type": "tool_search_tool_bm25_20251119",
+    "name": "tool_search_tool_bm25",
+}
+"""The provider's tool search tool (its BM25 variant, natural-language queries)."""
+
+_SERVER_BLOCK_TYPES = frozenset({"server_tool_use", "tool_search_tool_result"})
+
+
+def _server_blocks(block: Text) -> list[dict[str, JSONValue]]:
+    metadata = block.provider_metadata
+    kept = None if metadata is None else metadata.get(SERVER_BLOCKS_KEY)
+    if not isinstance(kept, list):
+        return []
+    return [item for item in kept if isinstance(item, dict)]
+
+
+def encode_deferred_tools(deferred: Sequence[ToolDefinition]) -> list[JSONValue]:
+    """The provider's tool search tool and the tools it searches, marked ``defer_loading``
+    (``ChatRequest.deferred_tools``): they follow the tools offered up front."""
+    encoded: list[JSONValue] = [dict(TOOL_SEARCH_TOOL)]
+    for tool in deferred:
+        definition: dict[str, JSONValue] = {"name": tool.name}
+        if tool.description:
+            definition["description"] = tool.description
+        definition["input_schema"] = tool.parameters
+        definition["defer_loading"] = True
+        encoded.append(definition)
+    return encoded
 
 
 def encode_tools(tools: Sequence[ToolDefinition], *, cache: bool = False) -> list[JSONValue]:
@@ -466,6 +511,9 @@ def decode_content_block(block: object) -> ContentBlock | None:
             )
         case "redacted_thinking":
             return RedactedThinking(data=_str_field(block, "data", "redacted_thinking block"))
+        case "server_tool_use" | "tool_search_tool_result" if is_tool_search(block):
+            # The provider's own tool search: kept whole for the next request.
+            return Text(text="", provider_metadata={SERVER_BLOCKS_KEY: [_json_object(block)]})
         case "tool_use":
             arguments = block.get("input")
             if arguments is None:
@@ -481,6 +529,13 @@ def decode_content_block(block: object) -> ContentBlock | None:
             except ValueError as exc:
                 raise _invalid(f"invalid tool_use block: {exc}") from exc
     return None
+
+
+def is_tool_search(block: Mapping[str, object]) -> bool:
+    if block.get("type") == "tool_search_tool_result":
+        return True
+    name = block.get("name")
+    return isinstance(name, str) and name.startswith("tool_search_tool")
 
 
 def _json_object(value: Mapping[str, object]) -> JSONObject:

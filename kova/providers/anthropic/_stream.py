@@ -41,10 +41,18 @@ from .._classify import provider_error
 from .._codec import optional_str
 from .._json import parse_json
 from .._sse import SseEvent
-from ._convert import PROVIDER, decode_stop_reason, decode_usage
+from ._convert import (
+    PROVIDER,
+    SERVER_BLOCKS_KEY,
+    decode_stop_reason,
+    decode_usage,
+    is_tool_search,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
+
+    from ..._models import JSONValue
 
 __all__ = ["AnthropicStreamDecoder", "SseLike"]
 
@@ -65,7 +73,8 @@ _TEXT = 0
 _THINKING = 1
 _REDACTED = 2
 _TOOL = 3
-_OTHER = 4  # server tool blocks and future types: their deltas are skipped
+_OTHER = 4  # other server tool blocks and future types: their deltas are skipped
+_SERVER = 5  # the provider's own tool search: kept whole for history (SERVER_BLOCKS_KEY)
 
 _USAGE_FIELDS = (
     "input_tokens",
@@ -77,13 +86,14 @@ _USAGE_FIELDS = (
 
 
 class _Block:
-    __slots__ = ("data", "kind", "signature", "text")
+    __slots__ = ("data", "kind", "raw", "signature", "text")
 
     def __init__(self, kind: int) -> None:
         self.kind = kind
         self.text: list[str] = []
         self.signature = ""
         self.data = ""
+        self.raw: dict[str, JSONValue] | None = None
 
 
 # Nearly every event of a streamed answer is a text (or thinking) delta, and the API writes it
@@ -304,6 +314,9 @@ class AnthropicStreamDecoder:
                 # Deltas normally carry the input; a block that arrives with it filled in
                 # (some proxies do this) streams it as one fragment.
                 out.append(ToolUseDelta(index=index, partial_json=json.dumps(arguments)))
+        elif block_type in ("server_tool_use", "tool_search_tool_result") and is_tool_search(block):
+            state = _Block(_SERVER)
+            state.raw = dict(block)
         else:
             state = _Block(_OTHER)
         self._blocks[index] = state
@@ -325,6 +338,8 @@ class AnthropicStreamDecoder:
             fragment = delta.get("partial_json")
             if isinstance(fragment, str) and fragment and state.kind == _TOOL:
                 out.append(ToolUseDelta(index=index, partial_json=fragment))  # type: ignore[arg-type]
+            elif isinstance(fragment, str) and state.kind == _SERVER:
+                state.text.append(fragment)
         elif delta_type == "thinking_delta":
             text = delta.get("thinking")
             if isinstance(text, str) and text and state.kind == _THINKING:
@@ -349,3 +364,11 @@ class AnthropicStreamDecoder:
                 out.append(SignedThinking(block=block))
         elif state.kind == _REDACTED:
             out.append(SignedThinking(block=RedactedThinking(data=state.data)))
+        elif state.kind == _SERVER and state.raw is not None:
+            raw = state.raw
+            if state.text:  # the search's input, streamed as JSON fragments
+                try:
+                    raw["input"] = parse_json("".join(state.text))
+                except ValueError as exc:
+                    raise _invalid(f"server_tool_use input is not JSON: {exc}") from exc
+            out.append(TextDelta(text="", provider_metadata={SERVER_BLOCKS_KEY: [raw]}))

@@ -20,6 +20,7 @@ from ._responses_convert import (
     decode_input_tokens,
     decode_response,
     encode_count_request,
+    encode_deferred_tools,
     encode_request,
     wants_encrypted_reasoning,
 )
@@ -84,6 +85,12 @@ class OpenAiResponsesCodec(
             stream=stream,
             refused=self.refused,
         )
+        if request.deferred_tools:  # the hosted tool search
+            tools = body.setdefault("tools", [])
+            assert isinstance(tools, list)
+            tools.extend(
+                encode_deferred_tools(request.deferred_tools, strict=self.config.strict_tools)
+            )
         compaction = request.compaction
         if compaction is not None and compaction.summarize:  # the server's own compaction
             body["context_management"] = [

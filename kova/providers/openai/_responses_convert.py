@@ -70,10 +70,12 @@ __all__ = [
     "decode_response",
     "decode_usage",
     "encode_count_request",
+    "encode_deferred_tools",
     "encode_input",
     "encode_request",
     "is_strict_schema",
     "item_metadata",
+    "searched_item",
     "stop_reason_of",
     "wants_encrypted_reasoning",
 ]
@@ -151,6 +153,31 @@ def encode_tools(tools: Sequence[ToolDefinition], *, strict: bool | None = None)
         function["strict"] = is_strict_schema(tool.parameters) if strict is None else strict
         encoded.append(function)
     return encoded
+
+
+def encode_deferred_tools(
+    deferred: Sequence[ToolDefinition], *, strict: bool | None = None
+) -> list[JSONValue]:
+    """The hosted ``tool_search`` tool and the function tools it searches, marked
+    ``defer_loading`` (``ChatRequest.deferred_tools``): they follow the tools offered up
+    front."""
+    encoded: list[JSONValue] = [{"type": "tool_search"}]
+    for function in encode_tools(deferred, strict=strict):
+        assert isinstance(function, dict)
+        function["defer_loading"] = True
+        encoded.append(function)
+    return encoded
+
+
+def searched_item(item: Mapping[str, JSONValue]) -> dict[str, JSONValue]:
+    """A ``tool_search_call`` or ``tool_search_output`` item as it goes back (null fields
+    dropped): kept, like reasoning, with the item that follows it."""
+    return _compact(item)
+
+
+_SEARCH_ITEMS = frozenset({"tool_search_call", "tool_search_output"})
+"""The hosted tool search's output items: they go back before the item that followed them
+(the tools they loaded stay loaded)."""
 
 
 def _image_part(image: Image) -> dict[str, JSONValue]:
@@ -661,6 +688,8 @@ def decode_response(body: JSONValue, *, endpoint: str) -> ModelResponse:
         elif kind == "function_call":
             content.append(function_call(item, reasoning, origin))
             reasoning = []
+        elif kind in _SEARCH_ITEMS:
+            reasoning.append(searched_item(item))
         # Other item types (hosted tools) are not kova's; reasoning before them is dropped
         # with them, as a reasoning item must not go back without its follower.
     has_calls = any(isinstance(block, ToolUse) for block in content)

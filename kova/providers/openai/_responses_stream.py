@@ -59,6 +59,7 @@ from ._responses_convert import (
     message_text,
     reasoning_item,
     response_error,
+    searched_item,
     stop_reason_of,
     summary_text,
 )
@@ -260,6 +261,8 @@ class ResponsesStreamDecoder:
                 if text:
                     out.append(ThinkingDelta(text=text))
             self._reasoning.append(reasoning_item(item))
+        elif kind in ("tool_search_call", "tool_search_output"):
+            self._reasoning.append(searched_item(item))
         elif kind == "message":
             text, refused = message_text(item)
             if not self._streamed_text:
