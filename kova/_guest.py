@@ -29,12 +29,16 @@ until it is cancelled. ``asyncio.run`` (and uvicorn, and ``asyncio.Runner``) can
 task left when the main coroutine ends and run the loop until they finish, so the keeper's
 cancellation closes the guest run before the loop closes: no "guest run got abandoned". A
 program that closes its loop without cancelling its tasks should use
-``async with kova.asyncio.open_runtime():`` around its work instead.
+``async with kova.asyncio.open_runtime():`` around its work instead. If it does not (the loop
+closed by hand under a running guest run), the run's callbacks are kept (:class:`_Host`), and
+the thread's next start ends that run from the new loop (:func:`_end_orphan`), so that trio
+can run in the thread again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import weakref
 from contextlib import asynccontextmanager, suppress
@@ -139,6 +143,73 @@ class Job(Generic[T]):
         return await wait_to_the_end(self.stopped)
 
 
+class _Host:
+    """Where the guest run's callbacks go: onto its loop, and, if that loop was closed under
+    the run (``loop.close()`` by hand), kept until :meth:`move_to` another loop of the thread,
+    so that the run can be ended there and the thread can run trio again. (``close()`` drops
+    the callbacks it had not run yet: kova keeps each until it has run.)"""
+
+    __slots__ = ("_keys", "_lock", "_loop", "_pending")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._lock = threading.Lock()  # the I/O wait's thread against move_to
+        self._pending: dict[int, Callable[[], object]] = {}
+        self._keys = itertools.count()
+
+    def soon(self, callback: Callable[[], object]) -> None:
+        """trio's ``run_sync_soon_not_threadsafe``: from the loop's thread, as move_to is."""
+        self._schedule(callback, threadsafe=False)
+
+    def soon_threadsafe(self, callback: Callable[[], object]) -> None:
+        """trio's ``run_sync_soon_threadsafe``."""
+        with self._lock:
+            self._schedule(callback, threadsafe=True)
+
+    def _schedule(self, callback: Callable[[], object], *, threadsafe: bool) -> None:
+        key = next(self._keys)
+        self._pending[key] = callback
+        loop = self._loop
+        try:
+            if threadsafe:
+                loop.call_soon_threadsafe(self._run, key)
+            else:
+                loop.call_soon(self._run, key)
+        except RuntimeError:
+            if not loop.is_closed():
+                del self._pending[key]
+                raise
+            # Closed: kept for move_to.
+
+    def _run(self, key: int) -> None:
+        callback = self._pending.pop(key, None)
+        if callback is not None:
+            callback()
+
+    def move_to(self, loop: asyncio.AbstractEventLoop) -> None:
+        """From now on callbacks go to ``loop`` (the running one, of the same thread), and
+        those the closed loop dropped run there."""
+        with self._lock:
+            self._loop = loop
+            for key in list(self._pending):
+                loop.call_soon(self._run, key)
+
+
+def _settle(future: asyncio.Future[Any], error: BaseException | None = None) -> None:
+    """Resolve ``future`` (with ``None``, or ``error``), if its loop can still take it: a
+    loop closed by hand cannot run the callbacks of its futures any more."""
+    if future.done():
+        return
+    try:
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)
+    except RuntimeError:
+        if not future.get_loop().is_closed():
+            raise
+
+
 class AsyncioRuntime:
     """The trio guest run kova lives in on one asyncio loop.
 
@@ -149,8 +220,10 @@ class AsyncioRuntime:
 
     __slots__ = (
         "__weakref__",
+        "_abandoned",
         "_closing",
         "_finished",
+        "_host",
         "_keeper",
         "_loop",
         "_nursery",
@@ -168,6 +241,9 @@ class AsyncioRuntime:
         self._token: trio.lowlevel.TrioToken | None = None
         self._keeper: asyncio.Task[None] | None = None
         self._closing = False
+        self._host = _Host(loop)
+        self._abandoned: asyncio.Future[None] | None = None
+        """Set when the run is ended on another loop, its own having been closed by hand."""
 
     def __repr__(self) -> str:
         state = "closed" if self._finished.done() else "closing" if self._closing else "running"
@@ -187,8 +263,8 @@ class AsyncioRuntime:
     def _start(self) -> None:
         trio.lowlevel.start_guest_run(
             self._main,
-            run_sync_soon_threadsafe=self._loop.call_soon_threadsafe,
-            run_sync_soon_not_threadsafe=self._loop.call_soon,
+            run_sync_soon_threadsafe=self._host.soon_threadsafe,
+            run_sync_soon_not_threadsafe=self._host.soon,
             done_callback=self._done,
             # asyncio owns signal.set_wakeup_fd (for its own signal handlers): trio must
             # not take it over.
@@ -209,17 +285,22 @@ class AsyncioRuntime:
             del _RUNTIMES[self._loop]
         self._closing = True
         error = getattr(result, "error", None)
-        if error is not None and not _cancelled_inside(error):
+        if self._abandoned is not None:
+            # Ended on another loop, its own closed by hand: what its work raised meanwhile
+            # (futures of the closed loop refuse their results) is of no one's concern.
+            _settle(self._abandoned)
+            error = None
+        elif error is not None and not _cancelled_inside(error):
             # Only a fault of kova's own reaches here (every job catches what its work
             # raises): say so once, loudly, and fail whoever waits.
             log.error("asyncio.runtime.crashed", error=repr(error))
         for future in (self._ready, self._finished):
-            if not future.done():
-                if error is not None and not _cancelled_inside(error):
-                    future.set_exception(RuntimeError(f"the kova guest run crashed: {error!r}"))
+            if error is not None and not _cancelled_inside(error):
+                _settle(future, RuntimeError(f"the kova guest run crashed: {error!r}"))
+                if future.done() and not future.cancelled():
                     future.exception()  # reported above; nobody has to retrieve it
-                else:
-                    future.set_result(None)
+            else:
+                _settle(future)
 
     async def _started(self) -> None:
         if await wait_to_the_end(self._ready):
@@ -238,6 +319,24 @@ class AsyncioRuntime:
         cancelled = await wait_to_the_end(self._finished)
         if cancelled:
             raise asyncio.CancelledError
+
+    async def _abandon(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """End this run from ``loop`` (the running one, of the same thread), its own loop
+        having been closed by hand under it: its callbacks move to ``loop``, its work is
+        cancelled, and this returns once the run has finished (whether it did within
+        :data:`ABANDON_WAIT` seconds)."""
+        first = self._abandoned is None
+        self._abandoned = finished = loop.create_future()  # on this loop: a later try's own
+        self._host.move_to(loop)
+        if first:
+            self._closing = True
+            if self._keeper is not None:
+                # It can never run again (its loop is closed): not worth a warning at exit.
+                self._keeper._log_destroy_pending = False  # type: ignore[attr-defined]
+            if self._nursery is not None:
+                self._nursery.cancel_scope.cancel(reason="its asyncio loop was closed by hand")
+        done, _ = await asyncio.wait((finished,), timeout=ABANDON_WAIT)
+        return bool(done)
 
     async def _keep(self) -> None:
         """Held by a runtime started on first use: closes it when the loop's owner cancels
@@ -298,6 +397,8 @@ class AsyncioRuntime:
         try:
             await ended.wait()
         except trio.Cancelled:
+            if self._loop.is_closed():
+                raise  # closed by hand: the task can never run again, nothing to wait for
             task.cancel()
             with trio.CancelScope(shield=True):
                 await ended.wait()
@@ -381,6 +482,7 @@ async def ensure_runtime() -> AsyncioRuntime:
     loop = asyncio.get_running_loop()
     runtime = _RUNTIMES.get(loop)
     if runtime is None or runtime.closed:
+        await _end_orphan(loop)
         runtime = _begin(loop)
         keeper = loop.create_task(runtime._keep(), name="kova.asyncio runtime keeper")
         runtime._keeper = keeper  # a strong reference: asyncio keeps only weak ones
@@ -407,6 +509,25 @@ def _begin(loop: asyncio.AbstractEventLoop) -> AsyncioRuntime:
     return runtime
 
 
+ABANDON_WAIT = 10.0
+"""Seconds a run whose loop was closed by hand gets to finish its cancelled work on the new
+loop before kova gives up on the thread (its work is stuck: a thread that does not stop)."""
+
+
+async def _end_orphan(loop: asyncio.AbstractEventLoop) -> None:
+    """Before a run starts on ``loop``: if this thread's trio run is a guest run whose loop
+    was closed by hand (it can never finish there, and trio allows one run per thread), end
+    it here, its work cancelled, so that the thread runs kova (and ``trio.run``) again."""
+    if not trio.lowlevel.in_trio_run():
+        return
+    orphan = _orphaned_here()
+    if orphan is None:
+        return  # a real trio run: _begin says so
+    if not await orphan._abandon(loop):
+        raise RuntimeError(_orphaned_message(orphan))
+    log.warning("asyncio.runtime.abandoned", loop=repr(orphan.loop))
+
+
 def _orphaned_here() -> AsyncioRuntime | None:
     """A guest run of this thread whose asyncio loop was closed while it ran (by hand,
     ``loop.close()``, before kova was closed): it can never finish, and trio keeps the
@@ -422,10 +543,11 @@ def _orphaned_message(runtime: AsyncioRuntime) -> str:
     return (
         f"kova.asyncio cannot start: the asyncio loop kova ran on in this thread "
         f"({runtime._loop!r}) was closed while kova was running on it (loop.close() by hand, "
-        "before kova's agents on it were closed). Its trio run can never finish, and trio "
+        "before kova's agents on it were closed), and the work it left did not stop within "
+        f"{ABANDON_WAIT:g}s of being cancelled (a worker thread that does not return). trio "
         "allows one run per thread, so neither kova.asyncio nor trio.run() works in this "
-        "thread again: run the new loop in another thread (threading.Thread, or a new "
-        "process). To avoid it, close kova before the loop: leave `async with "
+        "thread until it does: run the new loop in another thread (threading.Thread, or a "
+        "new process). To avoid it, close kova before the loop: leave `async with "
         "open_agent(...)` (or await the runtime's aclose()), or let asyncio.run() end the "
         "loop, which closes kova in order."
     )
@@ -458,6 +580,7 @@ async def open_runtime() -> AsyncIterator[AsyncioRuntime]:
         await runtime._started()
         yield runtime
         return
+    await _end_orphan(loop)
     runtime = _begin(loop)
     try:
         await runtime._started()
