@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
     from anyio.abc import TaskStatus
+    from httpx2 import ServerSentEvent
     from mcp.shared.message import SessionMessage
 
 __all__ = ["sse_streams"]
@@ -71,89 +72,127 @@ async def sse_streams(
             raise httpx2.SSEError(
                 f"Expected response with content type 'text/event-stream', got {content_type!r}."
             )
-        write_stream, write_reader = create_context_streams[Any](0)
-        waiting = Waiting()
-
-        async def read_events(task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
-            framer = SseFramer(Oversize(limit, "SseTransport", waiting=waiting))
-            started = False
-            async with send:
-                with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                    try:
-                        async for chunk in response.aiter_bytes():
-                            for event in framer.feed(chunk):
-                                if isinstance(event, TooLarge):
-                                    waiting.read(event.answer)
-                                    await send.send(event.answer)
-                                elif event.event == "endpoint" and not started:
-                                    endpoint = urljoin(url, event.data)
-                                    if _origin(endpoint) != _origin(url):
-                                        raise ValueError(
-                                            "the SSE endpoint's origin does not match the "
-                                            f"connection's: {endpoint}"
-                                        )
-                                    started = True
-                                    task_status.started(endpoint)
-                                elif event.event == "message" and event.data:
-                                    item = read_message(event.data)
-                                    waiting.read(item)
-                                    await send.send(item)
-                    except httpx2.TransportError as exc:
-                        if not started:
-                            raise
-                        # As the package's reader did: an application that configured
-                        # logging sees it (kova's NullHandler keeps the default quiet).
-                        log.warning("the SSE stream broke: %r", exc)
-                    if not started:
-                        raise httpx2.RemoteProtocolError(
-                            "the SSE stream ended before the server named its message endpoint"
-                        )
-                    await on_end()
-
-        async def post(endpoint: str, session_message: SessionMessage) -> None:
-            message = session_message.message
-            response = await request_within_origin(
-                client,
-                "POST",
-                endpoint,
-                content=encode(message),
-                headers={"content-type": "application/json"},
-            )
-            if response.status_code < 400:
-                return
-            # Refused (a 401 the token refresh did not cure, a 5xx): that request fails
-            # naming the status, and the writer goes on (the package's stopped, and every
-            # later request waited for its timeout).
-            refusal = http_refusal(response.status_code, response.reason_phrase, response.content)
-            log.warning("the MCP server refused a message: %s", refusal)
-            request_id = getattr(message, "id", None)
-            if isinstance(message, JSONRPCRequest) and request_id is not None:
-                answer = answer_in_place(b"", HTTP_REFUSED, refusal, request_id)
-                waiting.read(answer)
-                with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                    await send.send(answer)
-
-        async def write_messages(endpoint: str) -> None:
+        session = _SseSession(client, url, limit=limit, send=send, on_end=on_end, encode=encode)
+        async with (
+            session.write_stream,
+            session.write_reader,
+            anyio.create_task_group() as task_group,
+        ):
+            endpoint = await task_group.start(session.read_events, response)
+            task_group.start_soon(session.write_messages, endpoint)
             try:
-                async with write_reader, write_stream:
-                    async for session_message in write_reader:
-                        waiting.sending(session_message.message)
-                        context = write_reader.last_context
-                        if context is None:
-                            await post(endpoint, session_message)
-                            continue
-                        async with anyio.create_task_group() as task_group:
-                            context.run(task_group.start_soon, post, endpoint, session_message)
-            except Exception:  # as the package's writer: the session sees no more answers
-                log.exception("Error in post_writer")
-
-        async with write_stream, write_reader, anyio.create_task_group() as task_group:
-            endpoint = await task_group.start(read_events)
-            task_group.start_soon(write_messages, endpoint)
-            try:
-                yield write_stream
+                yield session.write_stream
             finally:
                 task_group.cancel_scope.cancel()
+
+
+class _SseSession:
+    """One legacy SSE connection: the event stream read into ``send``, and the session's
+    messages POSTed to the endpoint the server named."""
+
+    def __init__(
+        self,
+        client: httpx2.AsyncClient,
+        url: str,
+        *,
+        limit: int,
+        send: Any,
+        on_end: Callable[[], Awaitable[None]],
+        encode: Callable[[Any], bytes],
+    ) -> None:
+        self.client = client
+        self.url = url
+        self.limit = limit
+        self.send = send
+        self.on_end = on_end
+        self.encode = encode
+        self.write_stream, self.write_reader = create_context_streams[Any](0)
+        self.waiting = Waiting()
+        self.started = False
+
+    async def read_events(
+        self,
+        response: httpx2.Response,
+        task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Read the event stream until it ends; ``task_status`` gets the message endpoint."""
+        framer = SseFramer(Oversize(self.limit, "SseTransport", waiting=self.waiting))
+        async with self.send:
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                try:
+                    async for chunk in response.aiter_bytes():
+                        for event in framer.feed(chunk):
+                            await self._deliver(event, task_status)
+                except httpx2.TransportError as exc:
+                    if not self.started:
+                        raise
+                    # As the package's reader did: an application that configured
+                    # logging sees it (kova's NullHandler keeps the default quiet).
+                    log.warning("the SSE stream broke: %r", exc)
+                if not self.started:
+                    raise httpx2.RemoteProtocolError(
+                        "the SSE stream ended before the server named its message endpoint"
+                    )
+                await self.on_end()
+
+    async def _deliver(
+        self, event: ServerSentEvent | TooLarge, task_status: TaskStatus[str]
+    ) -> None:
+        if isinstance(event, TooLarge):
+            self.waiting.read(event.answer)
+            await self.send.send(event.answer)
+        elif event.event == "endpoint" and not self.started:
+            endpoint = urljoin(self.url, event.data)
+            if _origin(endpoint) != _origin(self.url):
+                raise ValueError(
+                    f"the SSE endpoint's origin does not match the connection's: {endpoint}"
+                )
+            self.started = True
+            task_status.started(endpoint)
+        elif event.event == "message" and event.data:
+            item = read_message(event.data)
+            self.waiting.read(item)
+            await self.send.send(item)
+
+    async def post(self, endpoint: str, session_message: SessionMessage) -> None:
+        """POST one message; a refusal fails the request it carried, naming the status."""
+        message = session_message.message
+        response = await request_within_origin(
+            self.client,
+            "POST",
+            endpoint,
+            content=self.encode(message),
+            headers={"content-type": "application/json"},
+        )
+        if response.status_code < 400:
+            return
+        # Refused (a 401 the token refresh did not cure, a 5xx): that request fails naming
+        # the status, and the writer goes on (the package's stopped, and every later request
+        # waited for its timeout).
+        refusal = http_refusal(response.status_code, response.reason_phrase, response.content)
+        log.warning("the MCP server refused a message: %s", refusal)
+        request_id = getattr(message, "id", None)
+        if isinstance(message, JSONRPCRequest) and request_id is not None:
+            answer = answer_in_place(b"", HTTP_REFUSED, refusal, request_id)
+            self.waiting.read(answer)
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                await self.send.send(answer)
+
+    async def write_messages(self, endpoint: str) -> None:
+        """POST the session's messages, each in the context of the task that sent it."""
+        reader = self.write_reader
+        try:
+            async with reader, self.write_stream:
+                async for session_message in reader:
+                    self.waiting.sending(session_message.message)
+                    context = reader.last_context
+                    if context is None:
+                        await self.post(endpoint, session_message)
+                        continue
+                    async with anyio.create_task_group() as task_group:
+                        context.run(task_group.start_soon, self.post, endpoint, session_message)
+        except Exception:  # as the package's writer: the session sees no more answers
+            log.exception("Error in post_writer")
 
 
 def _origin(url: str) -> tuple[str, str]:
