@@ -36,7 +36,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from .._errors import GuardrailTripped, KovaError, SerializationError
+from .._errors import ContextOverflow, GuardrailTripped, KovaError, SerializationError
 from .._groups import lone_exceptions
 from .._guest import AsyncioRuntime, ensure_runtime
 from .._json import dumps
@@ -82,7 +82,7 @@ if TYPE_CHECKING:
     from temporalio.client import Client
 
     from .._messages import ToolUse
-    from .._models import ChatRequest, StreamEvent
+    from .._models import ChatRequest, ModelResponse, StreamEvent
     from ..agent._approvals import DeferredResult
     from ..agent._driver_context import DriverContext
     from ..agent._model_call import ModelCall
@@ -486,26 +486,17 @@ async def _call_model(
     if request.get("count_tokens"):
         reply["tokens"] = await step.count_tokens(chat)
         return dumps(reply)
-    if publish is None:
-        response = await step.complete(chat)
-    else:
-        try:
-            async with step.stream(chat) as reads:
-                batch: Sequence[StreamEvent] | None = reads.first
-                while batch is not None:
-                    for event in batch:
-                        if isinstance(event, TextDelta):
-                            publish.add("text", (), text=event.text)
-                        elif isinstance(event, ThinkingDelta):
-                            publish.add("thinking", (), text=event.text)
-                    batch = await reads.next()
-        except GuardrailTripped:
-            assert gate is not None
-            trips = [_record_of(event) for event in gate.take_events()]
-            reply["tripped"] = next(item for item in trips if item["verdict"] == "trip")
-            return dumps(reply)
-        assert reads.response is not None
-        response = reads.response
+    try:
+        response = await _answer(step, chat, publish, gate, reply)
+    except ContextOverflow as exc:
+        if not request.get("overflow"):  # the turn has no context policy
+            raise
+        # The workflow's turn compacts and calls again (a decision of its own, recorded
+        # with this reply), as in-process.
+        reply["overflow"] = {"message": exc.message, "status_code": exc.status_code}
+        return dumps(reply)
+    if response is None:  # an output guard tripped
+        return dumps(reply)
     reply["response"] = response_to_json(response)
     response_format = chat.config.response_format
     if response_format is not None and not response.tool_uses:
@@ -654,6 +645,36 @@ def _offer(
             "deferred": [tool_to_json(tool) for tool in deferred],
         }
     return chat, {}
+
+
+async def _answer(
+    step: ModelStep,
+    chat: ChatRequest,
+    publish: _Publisher | None,
+    gate: GuardGate | None,
+    reply: dict[str, Any],
+) -> ModelResponse | None:
+    """The model's response to ``chat``, streamed (and published) when ``publish`` is
+    given; ``None`` when an output guard tripped on it (its record in ``reply``)."""
+    if publish is None:
+        return await step.complete(chat)
+    try:
+        async with step.stream(chat) as reads:
+            batch: Sequence[StreamEvent] | None = reads.first
+            while batch is not None:
+                for event in batch:
+                    if isinstance(event, TextDelta):
+                        publish.add("text", (), text=event.text)
+                    elif isinstance(event, ThinkingDelta):
+                        publish.add("thinking", (), text=event.text)
+                batch = await reads.next()
+    except GuardrailTripped:
+        assert gate is not None
+        trips = [_record_of(event) for event in gate.take_events()]
+        reply["tripped"] = next(item for item in trips if item["verdict"] == "trip")
+        return None
+    assert reads.response is not None
+    return reads.response
 
 
 async def _call_tool(

@@ -30,6 +30,7 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from .._errors import (
         ApprovalMismatchError,
+        ContextOverflow,
         GuardrailTripped,
         KovaError,
         SerializationError,
@@ -320,6 +321,7 @@ class _Driver:
         # The digest of the deferred tools the turn searches (None: the agent has none).
         deferred = started.get("deferred")
         self._deferred = deferred if isinstance(deferred, str) else None
+        self._compacts = started.get("context") is not None  # the agent has a policy
         # Which kinds of guards the worker's agent has (None: none; see _worker.guards_of).
         guards = started.get("guards")
         self._guards: Mapping[str, Any] = guards if isinstance(guards, Mapping) else {}
@@ -389,6 +391,8 @@ class _Driver:
             request["count_tokens"] = True
         else:
             await self._before_first_call(turn)
+        if self._compacts:
+            request["overflow"] = True  # a refusal as over the window comes back in-band
         model = workflow.start_activity(
             model_activity(self._agent),
             write_json(request, "a model request"),
@@ -412,6 +416,18 @@ class _Driver:
                 self._deferred = tools_digest(listed)
         if step.count_tokens:
             turn.tokens_counted(field(reply, "tokens", int))
+            return
+        overflow = reply.get("overflow")
+        if isinstance(overflow, Mapping):
+            # The provider refused the prompt as over its window: the turn's policy
+            # compacts and the loop calls again (or the turn fails with it), as in-process.
+            status = overflow.get("status_code")
+            turn.overflowed(
+                ContextOverflow(
+                    str(overflow.get("message", "")),
+                    status_code=status if isinstance(status, int) else None,
+                )
+            )
             return
         turn.model_replied(response_from_json(field(reply, "response", dict)))
         invalid = reply.get("invalid")

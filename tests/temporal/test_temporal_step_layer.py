@@ -14,10 +14,10 @@ from temporalio.client import Client
 from temporalio.worker import Replayer
 
 import kova.temporal
-from kova import ToolUse
-from kova.agent import Deny, InputGuard, OutputGuard, ToolGuard, Trip, Turn
+from kova import Message, ToolResult, ToolUse
+from kova.agent import ClearToolResults, Deny, InputGuard, OutputGuard, ToolGuard, Trip, Turn
 from kova.errors import GuardrailTripped
-from kova.testing import ScriptRequest, StreamReply, reply_text, reply_tool_calls
+from kova.testing import ErrorReply, ScriptRequest, StreamReply, reply_text, reply_tool_calls
 from kova.tools import tool
 
 SENT: list[str] = []
@@ -231,3 +231,51 @@ def test_guard_trips_end_a_temporal_turn_with_guardrail_tripped(temporal_address
     assert took < 10  # not the 30 s the model call would have taken
     assert (second.guard, second.reason) == ("no_secrets", "a secret")
     assert "secret" not in shown
+
+
+def test_a_context_overflow_is_compacted_in_the_workflow_and_sent_again(
+    temporal_address: str,
+) -> None:
+    """The provider refuses the prompt as over its window: the model activity says so
+    in-band, the workflow's turn compacts with the agent's policy and calls again, once."""
+    seen: list[ScriptRequest] = []
+
+    def script(request: ScriptRequest) -> Any:
+        seen.append(request)
+        if len(seen) == 1:
+            return ErrorReply(
+                status_code=400,
+                message="This model's maximum context length is 8192 tokens.",
+                error_type="context_length_exceeded",
+            )
+        return reply_text("done")
+
+    history = [Message.user("read them all")]
+    for step in range(4):
+        call = ToolUse(id=f"c{step}", name="lookup", input={"word": str(step)})
+        history.append(Message.assistant([call]))
+        history.append(Message.tool_results([ToolResult(tool_use_id=call.id, content="y" * 3000)]))
+    with fake_openai(script) as url:
+
+        async def main() -> Any:
+            client = await Client.connect(temporal_address)
+            queue = unique("overflow")
+            # The window is large: only the provider knows the prompt is over it.
+            agent = builder(url, lookup).context(ClearToolResults(keep_last=1), window=1_000_000)
+            async with kova.temporal.worker(client, task_queue=queue, agents={"reader": agent}):
+                return await kova.temporal.run_turn(
+                    client, agent="reader", history=history, task_queue=queue, id=unique("turn")
+                )
+
+        response = run(main)
+    assert response.text == "done"
+    assert len(seen) == 2
+    results = [
+        block.text
+        for message in seen[1].messages
+        for block in message.content
+        if isinstance(block, ToolResult)
+    ]
+    assert results[-1] == "y" * 3000
+    assert all(text.startswith("[tool result cleared") for text in results[:-1])
+    assert response.compaction is not None
