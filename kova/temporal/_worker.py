@@ -41,7 +41,7 @@ from .._groups import lone_exceptions
 from .._guest import AsyncioRuntime, ensure_runtime
 from .._json import dumps
 from .._messages import block_to_dict
-from .._models import TextDelta, ThinkingDelta, ToolResult
+from .._models import ChatRequest, TextDelta, ThinkingDelta, ToolResult
 from ..agent import Agent, AgentBuilder
 from ..agent._approvals import DEFER, InnerPause
 from ..agent._as_tool import AgentTool
@@ -82,7 +82,7 @@ if TYPE_CHECKING:
     from temporalio.client import Client
 
     from .._messages import ToolUse
-    from .._models import ChatRequest, ModelResponse, StreamEvent
+    from .._models import ModelResponse, StreamEvent
     from ..agent._approvals import DeferredResult
     from ..agent._driver_context import DriverContext
     from ..agent._model_call import ModelCall
@@ -637,8 +637,13 @@ def _offer(
     found = request.get("found", [])
     if not isinstance(found, list) or not all(isinstance(name, str) for name in found):
         raise SerializationError("a model request's 'found' must be a list of tool names")
-    offered = ToolSearch(deferred, limit=config.tool_search_limit, found=found).offer(upfront)
-    chat, changed = request_from_json(request, offered)
+    native = config.tool_search_native  # the provider searches: no search_tools
+    search = ToolSearch(deferred, limit=config.tool_search_limit, found=found, native=native)
+    chat, changed = request_from_json(request, search.offer(upfront))
+    if native:  # each request carries the deferred tools, for the provider's search
+        chat = ChatRequest(
+            messages=chat.messages, tools=chat.tools, config=chat.config, deferred_tools=deferred
+        )
     if changed or tools_digest(deferred) != request.get("deferred"):
         return chat, {
             "tools": [tool_to_json(tool) for tool in upfront],

@@ -145,16 +145,25 @@ def dev_server() -> Iterator[str]:
 def fake_openai(script: ScriptLike) -> Iterator[str]:
     """kova's fake OpenAI server on loopback, served by ``trio.run`` in a thread of its own
     (the code under test has the main thread's asyncio loop); yields its base URL."""
-    ready: list[str] = []
+    with fake_server(open_openai_server, script) as server:
+        yield server.base_url
+
+
+@contextmanager
+def fake_server(open_server: Callable[[ScriptLike], Any], script: ScriptLike) -> Iterator[Any]:
+    """One of kova's fake model servers (``open_server``: ``open_anthropic_server``, ...) on
+    loopback, in a thread of its own as :func:`fake_openai`; yields the server (read what it
+    recorded once the turn is over)."""
+    ready: list[Any] = []
     started = threading.Event()
     stop: list[Callable[[], None]] = []
 
     async def serve() -> None:
-        async with open_openai_server(script) as server:
+        async with open_server(script) as server:
             token = trio.lowlevel.current_trio_token()
             with trio.CancelScope() as scope:
                 stop.append(lambda: token.run_sync_soon(scope.cancel))
-                ready.append(server.base_url)
+                ready.append(server)
                 started.set()
                 await trio.sleep_forever()
 

@@ -9,15 +9,33 @@ from typing import Any
 
 import pytest
 import trio
-from temporal_helpers import builder, fake_openai, run, unique
+from temporal_helpers import builder, fake_openai, fake_server, run, unique
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
 import kova.temporal
 from kova import Message, ToolResult, ToolUse
-from kova.agent import ClearToolResults, Deny, InputGuard, OutputGuard, ToolGuard, Trip, Turn
+from kova.agent import (
+    AgentBuilder,
+    ClearToolResults,
+    Deny,
+    InputGuard,
+    OutputGuard,
+    ToolGuard,
+    Trip,
+    Turn,
+)
 from kova.errors import GuardrailTripped
-from kova.testing import ErrorReply, ScriptRequest, StreamReply, reply_text, reply_tool_calls
+from kova.providers.anthropic import AnthropicConfig, AnthropicProvider
+from kova.testing import (
+    ErrorReply,
+    Script,
+    ScriptRequest,
+    StreamReply,
+    open_anthropic_server,
+    reply_text,
+    reply_tool_calls,
+)
 from kova.tools import tool
 
 SENT: list[str] = []
@@ -279,3 +297,31 @@ def test_a_context_overflow_is_compacted_in_the_workflow_and_sent_again(
     assert results[-1] == "y" * 3000
     assert all(text.startswith("[tool result cleared") for text in results[:-1])
     assert response.compaction is not None
+
+
+def test_the_providers_own_tool_search_on_temporal(temporal_address: str) -> None:
+    """tool_search(provider_native=True): the model activity sends the deferred tools
+    marked for the provider's search, and no search_tools."""
+    with fake_server(open_anthropic_server, Script([reply_text("ok")])) as server:
+
+        async def main() -> Any:
+            client = await Client.connect(temporal_address)
+            queue = unique("native")
+            config = AnthropicConfig(model="claude-opus-4-8", api_key="k", base_url=server.base_url)
+            agent = (
+                AgentBuilder()
+                .provider(AnthropicProvider(config))
+                .tools(lookup, send_email)
+                .tool_search(provider_native=True)
+            )
+            async with kova.temporal.worker(client, task_queue=queue, agents={"clerk": agent}):
+                return await kova.temporal.run_turn(
+                    client, agent="clerk", history="Email Ada", task_queue=queue, id=unique("turn")
+                )
+
+        response = run(main)
+        (sent,) = server.messages_requests()
+    assert response.text == "ok"
+    tools = sent.json()["tools"]
+    assert [t.get("name") for t in tools] == ["lookup", "tool_search_tool_bm25", "send_email"]
+    assert tools[2]["defer_loading"] is True
