@@ -17,7 +17,9 @@ HTTP. Each point picks at random:
 
 Counted for each point: the model chunks that reached the caller after the guard's check
 returned ``Trip`` (a ``TextDelta`` of the tripped turn in its stream), the trio tasks left
-beside the agent after the turn, and at the fake server whether every response the turn
+beside the agents after the turn (the agents are long-lived, as an application's are: the
+trio points run on one pair under ``trio.run``, the bridge's on one pair under
+``asyncio.run``), and at the fake server whether every response the turn
 started was finished or released by the client (connection closed mid-response) within 1 s
 of the turn ending. After all points: sockets and threads of the process against the
 baseline (trio's idle worker threads, kept for reuse, are counted apart). Exit status 1 when
@@ -35,6 +37,7 @@ import statistics
 import sys
 import threading
 import time
+from functools import partial
 from typing import Any
 
 import trio
@@ -304,28 +307,6 @@ class Point:
             self.tripped_at = time.perf_counter()
         return Trip("tripped")
 
-    def build(self, base_url: str) -> tuple[Any, str]:
-        """The agent to run and its prompt."""
-
-        def provider() -> OpenAiCompatibleProvider:
-            config = OpenAiConfig(model="fake", base_url=base_url, api_key="sk-fake", timeout=30)
-            return OpenAiCompatibleProvider(config)
-
-        retry = RetryConfig(max_retries=0)
-        if not self.mode.startswith("nested"):
-            builder = AgentBuilder().provider(provider()).retry_config(retry)
-            return builder.guards(*self.guards()).build(), self.spec
-        inner = (
-            AgentBuilder()
-            .provider(provider())
-            .retry_config(retry)
-            .guards(*self.guards())
-            .name("helper")
-            .build()
-        )
-        outer = AgentBuilder().provider(provider()).retry_config(retry).tool(inner.as_tool())
-        return outer.build(), "CALL " + self.spec
-
     def count(self, event: object) -> None:
         nested = self.mode.startswith("nested")
         if isinstance(event, TextDelta) and bool(event.path) == nested:
@@ -346,7 +327,63 @@ class Point:
         self.ok = self.ok and self.marker is not None
 
 
-async def _turn(point: Point, agent: Any, prompt: str, stream: Any, run: Any) -> None:
+class Current:
+    """The point being run: the long-lived inner agent's guards ask it what to do."""
+
+    point: Point | None = None
+
+    def input_guard(self) -> InputGuard:
+        async def screen(text: str) -> Trip | None:
+            point = self.point
+            if point is None or point.trips != "input":
+                return None
+            await trio.sleep(point.delay)
+            return point._trip()
+
+        return InputGuard(screen, name="screen")
+
+    def output_guard(self) -> OutputGuard:
+        def tone(text: str) -> Trip | None:
+            point = self.point
+            if point is None or point.trips != "output" or len(text) < point.at_chars:
+                return None
+            return point._trip()
+
+        return OutputGuard(tone, every_chars=1, name="tone")
+
+
+def agents(base_url: str, current: Current) -> tuple[Any, Any]:
+    """The agents every point runs (long-lived, as an application's are): one without
+    guards of its own (a point passes its guards per call), and one whose tool is an agent
+    with guards (asking ``current`` what to do)."""
+
+    def provider() -> OpenAiCompatibleProvider:
+        config = OpenAiConfig(model="fake", base_url=base_url, api_key="sk-fake", timeout=30)
+        return OpenAiCompatibleProvider(config)
+
+    retry = RetryConfig(max_retries=0)
+    plain = AgentBuilder().provider(provider()).retry_config(retry).build()
+    inner = (
+        AgentBuilder()
+        .provider(provider())
+        .retry_config(retry)
+        .guards(current.input_guard(), current.output_guard())
+        .name("helper")
+        .build()
+    )
+    outer = AgentBuilder().provider(provider()).retry_config(retry).tool(inner.as_tool())
+    return plain, outer.build()
+
+
+def _calls(point: Point, plain: Any, outer: Any) -> tuple[str, Any, Any]:
+    """The point's prompt, and how to stream and run it."""
+    if point.mode.startswith("nested"):
+        return "CALL " + point.spec, outer.stream, outer.run
+    guards = point.guards()
+    return point.spec, partial(plain.stream, guards=guards), partial(plain.run, guards=guards)
+
+
+async def _turn(point: Point, prompt: str, stream: Any, run: Any) -> None:
     error = response = None
     try:
         if point.mode.endswith("stream"):
@@ -381,35 +418,46 @@ def _tasks() -> int:
     return count(trio.lowlevel.current_root_task())
 
 
-async def trio_point(server: Server, point: Point) -> None:
-    agent, prompt = point.build(server.base_url)
-    async with agent:
-        await trio.lowlevel.checkpoint()
-        before = _tasks()
-        await _turn(point, agent, prompt, agent.stream, agent.run)
-        await _settle(server, point)
-        await trio.sleep(0.002)  # let tasks the turn cancelled finish unwinding
-        point.tasks_left = _tasks() - before
-
-
-def asyncio_point(server: Server, point: Point) -> None:
-    async def main() -> None:
-        agent, prompt = point.build(server.base_url)
-        async with kova.asyncio.open_agent(agent) as bridged:
-            runtime = kova.asyncio.current_runtime()
-            assert runtime is not None
-            before = await runtime.run(_count_tasks)
-            await _turn(point, agent, prompt, bridged.stream, bridged.run)
-            await runtime.run(_settle, server, point)
-            await asyncio.sleep(0.002)
-            point.tasks_left = await runtime.run(_count_tasks) - before
-
-    asyncio.run(main())
-
-
 async def _count_tasks() -> int:
     await trio.lowlevel.checkpoint()
     return _tasks()
+
+
+async def trio_points(server: Server, points: list[Point]) -> None:
+    """The points run under trio, one after the other, on the same agents."""
+    current = Current()
+    plain, outer = agents(server.base_url, current)
+    async with plain, outer:
+        for point in points:
+            current.point = point
+            before = await _count_tasks()
+            await _turn(point, *_calls(point, plain, outer))
+            await _settle(server, point)
+            await trio.sleep(0.002)  # let tasks the turn cancelled finish unwinding
+            point.tasks_left = await _count_tasks() - before
+
+
+def asyncio_points(server: Server, points: list[Point]) -> None:
+    """The points run through the asyncio bridge, on one loop and the same agents."""
+
+    async def main() -> None:
+        current = Current()
+        plain, outer = agents(server.base_url, current)
+        async with (
+            kova.asyncio.open_agent(plain) as bridged,
+            kova.asyncio.open_agent(outer) as bridged_outer,
+        ):
+            runtime = kova.asyncio.current_runtime()
+            assert runtime is not None
+            for point in points:
+                current.point = point
+                before = await runtime.run(_count_tasks)
+                await _turn(point, *_calls(point, bridged, bridged_outer))
+                await runtime.run(_settle, server, point)
+                await asyncio.sleep(0.002)
+                point.tasks_left = await runtime.run(_count_tasks) - before
+
+    asyncio.run(main())
 
 
 # -- the run ----------------------------------------------------------------------------
@@ -440,16 +488,13 @@ def run_points(count: int, seed: int, *, quick: bool = False) -> dict[str, Any]:
     points = [Point(rng, index, quick=quick) for index in range(count)]
     try:
         # A warm-up point, so that what stays for the process (caches) is in the baseline.
-        warm = Point(random.Random(seed + 10_000), -1)
+        warm = Point(random.Random(seed + 10_000), -1, quick=True)
         warm.mode = "stream"
-        trio.run(trio_point, server, warm)
+        trio.run(trio_points, server, [warm])
         sockets, (threads, _) = _sockets(), _threads()
         started = time.perf_counter()
-        for point in points:
-            if point.mode.startswith("asyncio"):
-                asyncio_point(server, point)
-            else:
-                trio.run(trio_point, server, point)
+        trio.run(trio_points, server, [p for p in points if not p.mode.startswith("asyncio")])
+        asyncio_points(server, [p for p in points if p.mode.startswith("asyncio")])
         took = time.perf_counter() - started
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and server.read()[2] > 0:

@@ -11,7 +11,7 @@ import trio
 
 import kova.asyncio
 from kova import TextDelta, ToolResult
-from kova.agent import AgentBuilder, InputGuard, Trip
+from kova.agent import AgentBuilder, InputGuard, OutputGuard, Trip
 from kova.errors import GuardrailTripped
 from kova.testing import ScriptedProvider, StreamReply, reply_text, reply_tool_calls
 
@@ -140,3 +140,26 @@ def test_on_the_asyncio_bridge_a_trip_drops_what_the_consumer_had_not_taken() ->
     # The bridge held up to 64 events for a consumer taking 2 ms each: none reaches it.
     assert 0 < marker[0] < 60
     assert len(received) - marker[0] <= 1
+
+
+async def test_a_trip_appends_nothing_to_the_session(tmp_path, autojump_clock):
+    from kova.sessions import SqliteSessionStore
+
+    agent = (
+        AgentBuilder()
+        .provider(ScriptedProvider([reply_text("hi"), reply_text("fine")], latency=0.2))
+        .guards(InputGuard(_after(0.05, None)), OutputGuard(_no_secret))
+        .build()
+    )
+    async with SqliteSessionStore(tmp_path / "s.db") as store, agent:
+        session = store.session("chat")
+        assert (await agent.run("hello", session=session)).text == "hi"
+        with pytest.raises(GuardrailTripped):
+            async with agent.stream("tell the secret", session=session) as events:
+                async for _ in events:
+                    pass
+        assert [m.text for m in await session.load()] == ["hello", "hi"]
+
+
+def _no_secret(text: str) -> Trip | None:
+    return Trip("asked for the secret") if "fine" in text else None
