@@ -128,6 +128,28 @@ def _roots(roots: Iterable[McpRoot | str]) -> tuple[McpRoot, ...]:
     return tuple(root if isinstance(root, McpRoot) else McpRoot(uri=root) for root in roots)
 
 
+async def _supervisor(stack: AsyncExitStack, runtime: Runtime | Supervisor | None) -> Supervisor:
+    """Where the connection actor runs: ``runtime``'s supervisor, or one of the client's own
+    (open while ``stack`` is)."""
+    if runtime is None:
+        return await stack.enter_async_context(open_supervisor(name="mcp"))
+    if isinstance(runtime, Runtime):
+        return runtime.supervisor
+    return runtime
+
+
+def _raise_alone(group: BaseExceptionGroup[BaseException], connected: bool) -> None:
+    """A failed connection attempt, or the supervisor giving up on the actor (its
+    ActorFailed), travels out through the actor's and the supervisor's nurseries: the
+    caller gets the one error it is about, as itself. Returns if there is none (the group
+    goes on as it is)."""
+    if connected:
+        raise_lone(group)
+    error = _sole_kova_error(group)
+    if error is not None:
+        raise error from None
+
+
 def _sole_kova_error(group: BaseExceptionGroup[BaseException]) -> KovaError | None:
     leaves: list[BaseException] = []
     pending: list[BaseException] = [group]
@@ -299,13 +321,7 @@ class McpClient:
         connected = False
         try:
             async with AsyncExitStack() as stack:
-                supervisor: Supervisor
-                if runtime is None:
-                    supervisor = await stack.enter_async_context(open_supervisor(name="mcp"))
-                elif isinstance(runtime, Runtime):
-                    supervisor = runtime.supervisor
-                else:
-                    supervisor = runtime
+                supervisor = await _supervisor(stack, runtime)
 
                 async def spawn() -> ActorRef:
                     return await supervisor.spawn(mcp_connection, name=name, restart="permanent")
@@ -336,15 +352,8 @@ class McpClient:
                             await supervisor.stop_child(client._ref)
                     shared.publish(McpConnectionState(status="closed", since=_now()))
         except BaseExceptionGroup as group:
-            # A failed connection attempt, or the supervisor giving up on the actor (its
-            # ActorFailed), travels out through the actor's and the supervisor's nurseries;
-            # the caller gets the one error it is about, as itself.
-            if connected:
-                raise_lone(group)
-            error = _sole_kova_error(group)
-            if error is None:
-                raise
-            raise error from None
+            _raise_alone(group, connected)
+            raise
 
     @property
     def name(self) -> str:
