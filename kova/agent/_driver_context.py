@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ._limits import UsageLimits
 from ._tool_pool import GetToolRunner
+from ._tool_search import ToolSearch
 from ._turn import Turn, new_turn_id
 
 if TYPE_CHECKING:
@@ -144,12 +145,11 @@ class DriverContext:
             limits = config.usage_limits
         else:
             check_limits(limits)
-        registry = config.registry
-        deferred = registry.has_deferred
+        upfront, deferred = config.registry.split_definitions()
         turn = Turn(
             history,
             prefix=self.prefix,
-            tools=tuple(registry.definitions(deferred=False if deferred else None)),
+            tools=upfront,
             config=self.inference(overrides),
             system_prompt=config.system_prompt,
             limits=limits,
@@ -157,14 +157,12 @@ class DriverContext:
             context_budget=config.context_budget,
             turn_id=turn_id or new_turn_id(),
             agent=config.name,
-        )
-        if deferred:
-            turn.set_tools(
-                turn.tools,
-                deferred=registry.definitions(deferred=True),
-                search_limit=config.tool_search_limit,
-                native_search=config.tool_search_native,
+            search=ToolSearch(
+                deferred, limit=config.tool_search_limit, native=config.tool_search_native
             )
+            if deferred
+            else None,
+        )
         self.use_context(turn, context, overrides)
         return turn
 

@@ -91,9 +91,8 @@ class ToolSearch:
         go with each request, marked for the provider's own search, and ``search_tools`` is
         not offered."""
         self._definitions = tuple(deferred)
-        self._by_name: Mapping[str, ToolDefinition] = {
-            definition.name: definition for definition in self._definitions
-        }
+        # Built when first needed: most turns never search (see _names).
+        self._by_name: Mapping[str, ToolDefinition] | None = None
         self._limit = limit
         # Names the turn found, kept even when a refreshed list no longer has them (they
         # are then simply not offered: the tool is gone).
@@ -132,7 +131,9 @@ class ToolSearch:
 
     def offered(self) -> tuple[ToolDefinition, ...]:
         """The definitions of the found tools that still exist, in the order found."""
-        by_name = self._by_name
+        if not self._found:
+            return ()
+        by_name = self._names()
         return tuple(by_name[name] for name in self._found if name in by_name)
 
     def replace(self, deferred: Sequence[ToolDefinition]) -> None:
@@ -142,8 +143,14 @@ class ToolSearch:
         if definitions != self._definitions:
             self._offer = None
             self._definitions = definitions
-            self._by_name = {definition.name: definition for definition in definitions}
+            self._by_name = None
             self._index = None
+
+    def _names(self) -> Mapping[str, ToolDefinition]:
+        by_name = self._by_name
+        if by_name is None:
+            by_name = self._by_name = {d.name: d for d in self._definitions}
+        return by_name
 
     def answer(self, call: ToolUse) -> tuple[ToolResult, ToolsFound | None]:
         """Answer one ``search_tools`` call: the result the model gets, and what was found
@@ -172,7 +179,7 @@ class ToolSearch:
             return ToolResult(tool_use_id=call.id, content=text), found
         lines = [f"Loaded {len(names)} tool(s); call them from your next step on:"]
         for name in names:
-            description = self._by_name[name].description.strip().splitlines()
+            description = self._names()[name].description.strip().splitlines()
             lines.append(f"- {name}: {description[0] if description else ''}".rstrip(": "))
         return ToolResult(tool_use_id=call.id, content="\n".join(lines)), found
 

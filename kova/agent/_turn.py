@@ -302,10 +302,12 @@ class Turn:
         prefix: tuple[Message, ...] | None = None,
         agent: str = "",
         paused: PendingApprovals | None = None,
+        search: ToolSearch | None = None,
     ) -> None:
         # Unchecked: the public ways in are start(), resume() and from_json(). ``prefix``:
         # the system message, prebuilt by a driver that runs many turns. ``paused``: the
         # state of a paused turn whose history ends with the calls it waits for (resume()).
+        # ``search``: the deferred tools (a driver's, from a registry that checked them).
         self._turn_id = turn_id
         self._agent = agent
         self._system_prompt = system_prompt
@@ -350,7 +352,7 @@ class Turn:
         self._response: AgentResponse | None = None
         self._failed: KovaError | None = None
         # Deferred tools and what the model found of them (search_tools), if any.
-        self._search: ToolSearch | None = None
+        self._search = search
         self._events: list[CoreEvent] = []
         # The guards' decisions, by (kind, guard, call id): see _guard_record.
         self._guards: dict[tuple[str, str, str], GuardRecord] = {}

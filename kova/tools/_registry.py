@@ -41,12 +41,20 @@ class _Entry:
             self._definition = built
         return built
 
+    @property
+    def fixed(self) -> bool:
+        """The definition is built once (a ``@tool`` function's never changes)."""
+        return type(self.tool) is FunctionTool
+
 
 class _Store:
-    __slots__ = ("entries",)
+    __slots__ = ("entries", "split")
 
     def __init__(self) -> None:
         self.entries: dict[str, _Entry] = {}
+        self.split: tuple[tuple[ToolDefinition, ...], tuple[ToolDefinition, ...]] | None = None
+        """:meth:`ToolRegistry.split_definitions`, kept until a tool is registered or
+        removed (only while every tool's definition is fixed)."""
 
 
 class ToolRegistry:
@@ -108,11 +116,15 @@ class ToolRegistry:
         if name in self._store.entries:
             raise DuplicateToolError(name)
         self._store.entries[name] = _Entry(tool=tool, deferred=deferred)
+        self._store.split = None
 
     def unregister(self, name: str) -> Tool | None:
         """Remove and return the tool called ``name`` (``None`` if there is none)."""
         entry = self._store.entries.pop(name, None)
-        return None if entry is None else entry.tool
+        if entry is None:
+            return None
+        self._store.split = None
+        return entry.tool
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, or ``None``."""
@@ -135,6 +147,26 @@ class ToolRegistry:
         if deferred is None:
             return [entry.definition() for entry in entries]
         return [entry.definition() for entry in entries if entry.deferred is deferred]
+
+    def split_definitions(self) -> tuple[tuple[ToolDefinition, ...], tuple[ToolDefinition, ...]]:
+        """``(up front, deferred)``: :meth:`definitions` with ``deferred=False`` and with
+        ``deferred=True``, in registration order. An agent reads them at the start of every
+        turn: while every tool's definition is fixed (``@tool`` functions), the pair is
+        worked out once and kept until a tool is registered or removed."""
+        store = self._store
+        split = store.split
+        if split is not None:
+            return split
+        upfront: list[ToolDefinition] = []
+        deferred: list[ToolDefinition] = []
+        fixed = True
+        for entry in store.entries.values():
+            (deferred if entry.deferred else upfront).append(entry.definition())
+            fixed = fixed and entry.fixed
+        split = (tuple(upfront), tuple(deferred))
+        if fixed:
+            store.split = split
+        return split
 
     @property
     def has_deferred(self) -> bool:

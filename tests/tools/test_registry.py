@@ -125,3 +125,43 @@ async def test_registered_tool_executes() -> None:
     found = registry.get("get_weather")
     assert found is not None
     assert await found.execute({"city": "Oslo"}) == ToolResult(content="72F, sunny in Oslo")
+
+
+@tool(defer=True)
+def rarely(x: int) -> int:
+    """A rarely used tool."""
+    return x
+
+
+class Changing:
+    """A hand-written tool whose description changes (its definition is read every time)."""
+
+    name = "changing"
+    parameters: dict[str, object] = {"type": "object", "properties": {}}  # noqa: RUF012
+
+    def __init__(self) -> None:
+        self.description = "before"
+
+    async def execute(self, arguments):  # type: ignore[no-untyped-def]
+        return ToolResult(content="ok")
+
+
+def test_split_definitions_is_kept_until_the_tools_change() -> None:
+    registry = ToolRegistry([echo, rarely])
+    split = registry.split_definitions()
+    assert [[d.name for d in part] for part in split] == [["echo"], ["rarely"]]
+    assert registry.split_definitions() is split  # every turn reads it: worked out once
+    registry.clone().register(Weather())
+    upfront, deferred = registry.split_definitions()
+    assert [d.name for d in upfront] == ["echo", "get_weather"]
+    assert [d.name for d in deferred] == ["rarely"]
+    registry.unregister("echo")
+    assert [d.name for d in registry.split_definitions()[0]] == ["get_weather"]
+
+
+def test_split_definitions_reads_a_changing_tool_every_time() -> None:
+    changing = Changing()
+    registry = ToolRegistry([echo, changing])
+    assert registry.split_definitions()[0][1].description == "before"
+    changing.description = "after"
+    assert registry.split_definitions()[0][1].description == "after"
