@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
 __all__ = [
+    "COMPACTION_KEYS",
     "ChatRequest",
     "check_schema",
     "InferenceConfig",
@@ -261,6 +262,12 @@ class InferenceConfig(Record):
             if (value := getattr(overrides, name)) is not None
         }
         return evolve(self, **changes) if changes else self
+
+
+COMPACTION_KEYS = frozenset({"anthropic_compaction"})
+"""``provider_metadata`` keys of an empty :class:`~kova.Text` that carries a provider's
+server-side compaction (Anthropic's ``compaction`` block): everything before the message that
+holds it is summed up in it, and the provider ignores it."""
 
 
 class ProviderCompaction(Record):

@@ -32,7 +32,7 @@ from .._errors import BuildError, ContextBudgetExceededError, ContextOverflow, S
 from .._estimate import heuristic_count_tokens
 from .._messages import Message, Role, Text, ToolResult, ToolUse
 from .._record import Record, evolve
-from .._requests import ChatRequest, ProviderCompaction
+from .._requests import COMPACTION_KEYS, ChatRequest, ProviderCompaction
 from ._events import ContextCompacted
 
 if TYPE_CHECKING:
@@ -66,6 +66,7 @@ _CUT_NOTE: Final = (
 _REMOVED_NOTE: Final = (
     "[Earlier messages of this conversation were removed to fit the context window.]"
 )
+_PROVIDER_NOTE: Final = "[Earlier messages of this conversation were compacted by the provider.]"
 _SUMMARY_PREFIX: Final = "Summary of the earlier conversation:\n\n"
 _DEFAULT_INSTRUCTIONS: Final = (
     "Summarize the conversation above for your own later use: the user's goals and "
@@ -358,6 +359,10 @@ def _cut_points(messages: Sequence[Message], start: int) -> list[int]:
 
 def _removed_note() -> Message:
     return Message.user(_REMOVED_NOTE)
+
+
+def _provider_note() -> Message:
+    return Message.user(_PROVIDER_NOTE)
 
 
 def slide(
@@ -681,6 +686,29 @@ class Compactor:
         event = self._record(["summarize"], before, removed, after)
         assert event is not None
         return result, event
+
+    def provider_compacted(
+        self, messages: list[Message], start: int, tools: Sequence[ToolDefinition]
+    ) -> ContextCompacted | None:
+        """The provider's own compaction in the reply just appended (``messages[-1]``, an
+        assistant message holding the provider's summary block): the messages before it go
+        from the working list (the provider ignores them; kova's estimate then counts what
+        is sent), and the event says so. ``None`` (nothing changed): no such block."""
+        reply = messages[-1]
+        if not any(
+            isinstance(block, Text)
+            and not block.text
+            and block.provider_metadata is not None
+            and not COMPACTION_KEYS.isdisjoint(block.provider_metadata)
+            for block in reply.content
+        ):
+            return None
+        estimate = self._estimator(tools)
+        before = estimate(messages)
+        removed = len(messages) - 1 - start
+        messages[start:-1] = [_provider_note()]
+        self._cache = None
+        return self._record(["provider_compaction"], before, removed, estimate(messages))
 
     def compaction(self, history: Sequence[Message]) -> Compaction | None:
         """What the turn's compaction did, with ``history`` (the compacted working messages

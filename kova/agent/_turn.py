@@ -1039,6 +1039,12 @@ class Turn:
         assistant = Message.assistant(response.content)
         self._working.append(assistant)
         self._new.append(assistant)
+        compactor = self._compactor
+        if compactor is not None and compactor.native is not None:
+            # The provider compacted on its side: what its summary replaces goes here too.
+            event = compactor.provider_compacted(self._working, len(self._prefix), self.tools)
+            if event is not None:
+                self._events.append(event)
         if self._limits is not None and usage is not None:
             try:
                 self._limits.check_tokens(self._total)
@@ -1240,6 +1246,15 @@ class Turn:
 
     # -- JSON -------------------------------------------------------------------------
 
+    def _working_json(self) -> JSONValue:
+        """What the model is sent after the system prompt, once compaction changed it (a
+        summary, cleared results, a slid window); ``None`` while it is the history plus the
+        new messages."""
+        compactor = self._compactor
+        if compactor is None or not compactor.compacted:
+            return None
+        return [message.to_dict() for message in self._working[len(self._prefix) :]]
+
     def to_dict(self) -> dict[str, JSONValue]:
         """The whole turn as plain JSON (a dict); :meth:`from_dict` restores an equal turn."""
         pending = self._pending
@@ -1253,6 +1268,7 @@ class Turn:
             "new_messages": [message.to_dict() for message in self._new],
             "tools": [tool_to_json(tool) for tool in self._tools],
             "context": None if self._compactor is None else self._compactor.to_dict(),
+            "working": self._working_json(),
             "deferred": None
             if self._search is None
             else {
@@ -1354,7 +1370,11 @@ class Turn:
             )
         new = messages_from_json(document.get("new_messages"), "new_messages")
         turn._new = new
-        turn._working.extend(new)
+        working = document.get("working")
+        if working is None:
+            turn._working.extend(new)
+        else:  # compacted: what the next request starts from, as it was
+            turn._working[len(turn._prefix) :] = messages_from_json(working, "working")
         turn._usage = usage_from_json(document.get("usage"))
         turn._llm_calls = count(document, "llm_calls")
         thinking = field(document, "thinking", list)

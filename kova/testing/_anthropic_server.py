@@ -47,6 +47,7 @@ from .._models import (
     StopEvent,
     StopReason,
     StreamEvent,
+    Text,
     TextDelta,
     Thinking,
     ThinkingDelta,
@@ -58,6 +59,7 @@ from .._models import (
     UsageEvent,
 )
 from ..providers._base import heuristic_count_tokens
+from ..providers.anthropic._convert import compaction_block
 from ._fake_server import FakeServer, keep_decoded, scripted_stream, serving
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, json_response
 from ._script import ErrorReply, ScriptLike, ScriptRequest, StreamReply, as_script, stream_events
@@ -174,6 +176,17 @@ class _SseWriter:
     def encode(self, event: StreamEvent) -> bytes:
         out = b""
         match event:
+            case TextDelta(provider_metadata=metadata) if metadata is not None and (
+                compacted := compaction_block(Text(text="", provider_metadata=metadata))
+            ):
+                # The server's compaction block: opened bare, its summary in one delta.
+                moved = ("content", "encrypted_content")
+                delta: dict[str, JSONValue] = {"type": "compaction_delta"}
+                delta.update({k: compacted[k] for k in moved if k in compacted})
+                bare = {k: v for k, v in compacted.items() if k not in moved}
+                out += self._open("compaction", {**bare, "content": None})
+                out += self._delta(delta)
+                out += self._close()
             case TextDelta(text=text):
                 if self.open_kind != "text":
                     out += self._open("text", {"type": "text", "text": ""})

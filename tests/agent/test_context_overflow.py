@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from _fake_formats import FORMATS, chat_requests
 
-from kova import ContextOverflow, InvalidRequest, Message, ToolResult, ToolUse
+from kova import ContextOverflow, InferenceConfig, InvalidRequest, Message, ToolResult, ToolUse
 from kova.agent import AgentBuilder, ClearToolResults, ContextCompacted, ContextPolicy, Summarize
 from kova.providers._classify import is_context_overflow, provider_error
 from kova.testing import ErrorReply, Script, reply_text
@@ -166,3 +166,24 @@ async def test_an_overflow_with_a_summary_policy_summarizes_then_retries():
     assert response.compaction is not None
     assert response.compaction.strategy == "summarize"
     assert ContextPolicy(Summarize(keep_last=2), window=1_000_000) is not None
+
+
+def test_a_saved_turn_keeps_its_compacted_history_and_sends_the_same_next_request():
+    from kova.agent import SlidingWindow, Turn
+    from kova.agent._context import Compact
+    from kova.agent._turn import CallModel
+
+    history = _history()
+    policy = ContextPolicy(Summarize(keep_last=2), SlidingWindow(), window=3_000, reserve=100)
+    turn = Turn.start(history, tools=(), config=InferenceConfig(model="m"))
+    turn.set_context(policy, model="m")
+    assert isinstance(turn.next_step(), Compact)
+    turn.compacted(reply_text("SUMMARY of parts 0-2"))
+    restored = Turn.from_json(turn.to_json())
+    restored.set_context(policy, model="m")
+    step, again = turn.next_step(), restored.next_step()
+    assert isinstance(step, CallModel)
+    assert isinstance(again, CallModel)
+    assert again.request.messages == step.request.messages
+    assert "SUMMARY of parts 0-2" in again.request.messages[0].text
+    assert restored.compaction == turn.compaction

@@ -9,6 +9,7 @@ import sys
 import textwrap
 from typing import TYPE_CHECKING
 
+import pytest
 import trio
 
 from kova import Message, ToolResult
@@ -64,7 +65,8 @@ class Model:
     def __init__(self) -> None:
         self.steps = 0
         self.summaries = 0
-        self.hold = False
+        self.hold = False  # hold the summary until killed
+        self.hold_after = False  # hold the first call after the summary until killed
         self.summary_asked = trio.Event()
         self.after_summary: list[tuple[Message, ...]] = []
 
@@ -72,12 +74,15 @@ class Model:
         last = request.messages[-1].text
         if "<conversation>" in last:
             self.summaries += 1
-            self.summary_asked.set()
             if self.hold:
+                self.summary_asked.set()
                 await trio.sleep_forever()  # the client dies meanwhile
             return reply_text("Notes: parts 1-3 read, all x.")
         if any("Notes: parts" in m.text for m in request.messages):
             self.after_summary.append(request.messages)
+            if self.hold_after:
+                self.summary_asked.set()
+                await trio.sleep_forever()  # the client dies meanwhile
         self.steps += 1
         if self.steps <= 6:
             return reply_tool_calls(("read", {"n": self.steps}))
@@ -101,8 +106,9 @@ async def _child(tmp_path: Path, base_url: str, journal: str) -> trio.Process:
         )
 
 
+@pytest.mark.parametrize("kill", ["mid-summary", "after-summary"])
 async def test_killed_mid_summary_resumes_with_one_summary_and_the_same_history(
-    tmp_path: Path,
+    tmp_path: Path, kill: str
 ) -> None:
     # The turn never killed: what it sends after its summary.
     reference = Model()
@@ -113,7 +119,8 @@ async def test_killed_mid_summary_resumes_with_one_summary_and_the_same_history(
     expected = json.loads((tmp_path / "reference.db.out").read_text())
 
     model = Model()
-    model.hold = True
+    model.hold = kill == "mid-summary"
+    model.hold_after = kill == "after-summary"
     async with open_anthropic_server(Script(model)) as server:
         child = await _child(tmp_path, server.base_url, "j.db")
         with trio.fail_after(30):
@@ -122,15 +129,20 @@ async def test_killed_mid_summary_resumes_with_one_summary_and_the_same_history(
         assert await child.wait() == -9
         before = model.summaries
         assert before == 1
-        assert model.after_summary == []
-        model.hold = False
+        killed_after = list(model.after_summary)
+        assert len(killed_after) == (kill == "after-summary")
+        model.hold = model.hold_after = False
         child = await _child(tmp_path, server.base_url, "j.db")
         with trio.fail_after(30):
             code = await child.wait()
         assert code == 0, (tmp_path / "j.db.err").read_text()[-2000:]
     resumed = json.loads((tmp_path / "j.db.out").read_text())
-    # The resumed turn asked for its summary once (the killed one never got an answer) ...
-    assert model.summaries - before == reference.summaries
+    if kill == "mid-summary":
+        # The resumed turn asked for its summary once (the killed one never got an answer)
+        assert model.summaries - before == reference.summaries
+    else:  # the summary was journaled: never asked again
+        assert model.summaries - before == reference.summaries - 1
+        assert model.after_summary.pop(0) == killed_after[0]
     # ... and sent exactly what the turn that was never killed sent after it.
     assert model.after_summary[0] == reference.after_summary[0]
     assert resumed["text"] == expected["text"]

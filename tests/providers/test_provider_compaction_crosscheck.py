@@ -257,3 +257,96 @@ def test_a_temporal_workflow_keeps_its_place_in_the_policy():
     back = policy_from_json(policy_to_json(policy, 8_000))
     assert [type(s) for s in back.strategies] == [ProviderCompaction, Summarize]
     assert back.strategies[1] == Summarize(keep_last=2)
+
+
+# -- the server's compaction block, kept and sent back -------------------------------------
+
+COMPACTION = {
+    "type": "compaction",
+    "content": "Summary: the user asked to read the logs; a.log had two lines, both fine.",
+    "encrypted_content": "Eo8BCkYIBxgCKkBmeta==",
+    "signature": "sig-abc==",
+}
+
+
+def _compacted_reply():
+    from kova import StopReason
+    from kova.providers import ModelResponse
+    from kova.providers.anthropic._convert import compaction_text
+
+    return ModelResponse(
+        content=(
+            compaction_text(COMPACTION),
+            ToolUse(id="toolu_2", name="read", input={"path": "b.log"}),
+        ),
+        stop_reason=StopReason.TOOL_USE,
+    )
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])
+async def test_a_compaction_block_goes_back_as_the_sdk_sends_it_and_replaces_the_past(stream):
+    from kova.agent import ContextCompacted
+    from kova.tools import tool
+
+    @tool
+    async def read(path: str) -> str:
+        """Read a file.
+
+        Args:
+            path: the file.
+        """
+        return f"{path}: fine"
+
+    compacted = _compacted_reply()
+    script = Script([compacted, reply_text("both fine"), compacted])
+    async with open_anthropic_server(script) as server:
+        provider = AnthropicProvider(
+            AnthropicConfig(model="claude-opus-4-8", api_key="k", base_url=server.base_url)
+        )
+        builder = AgentBuilder().provider(provider).tools(read)
+        builder = builder.context(ProviderCompaction(), SlidingWindow(), window=40_000)
+        events = []
+        async with builder.build() as agent:
+            if stream:
+                async with agent.stream(HISTORY) as turn:
+                    async for event in turn:
+                        events.append(event)
+                response = events[-1].response
+                assert any(
+                    isinstance(e, ContextCompacted) and e.strategy == "provider_compaction"
+                    for e in events
+                )
+            else:
+                response = await agent.run(HISTORY)
+        # The SDK reads the same answer and sends its content back as it is.
+        async with anthropic.AsyncAnthropic(
+            api_key="k", base_url=server.base_url, max_retries=0
+        ) as client:
+            answer = await client.beta.messages.create(
+                model="claude-opus-4-8", max_tokens=1024, messages=SDK_MESSAGES
+            )
+            sdk_assistant = {
+                "role": "assistant",
+                "content": [block.to_dict(exclude_none=True) for block in answer.content],
+            }
+    first, second, _sdk_first = server.messages_requests()
+    assert response.text == "both fine"
+    sent = second.json()["messages"]
+    # What the compaction sums up is gone; the block leads the assistant turn, as the SDK's.
+    assert sent[0] == {
+        "role": "user",
+        "content": [
+            {
+                "type": "text",
+                "text": "[Earlier messages of this conversation were compacted by the provider.]",
+            }
+        ],
+    }
+    assert sent[1] == sdk_assistant
+    assert sent[1]["content"][0] == COMPACTION
+    assert len(sent) == 3  # the note, the compacted answer, its tool result
+    assert response.compaction is not None
+    assert response.compaction.strategy == "provider_compaction"
+    assert response.compaction.removed == 3
+    assert len(response.new_messages) == 3  # everything the turn produced is still there
+    assert len(first.json()["messages"]) == 3

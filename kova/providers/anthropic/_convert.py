@@ -175,10 +175,32 @@ def _tool_result(result: ToolResult) -> dict[str, JSONValue]:
     return block
 
 
+COMPACTION_KEY = "anthropic_compaction"  # one of kova._requests.COMPACTION_KEYS
+"""``provider_metadata`` key of a ``compaction`` block the server answered with (its
+``context_management`` compaction): kept on an empty :class:`~kova.Text` and sent back as it
+came, in its place (other providers' encoders skip an empty text)."""
+
+
+def compaction_text(block: Mapping[str, JSONValue]) -> Text:
+    """A ``compaction`` block as kova keeps it (its ``null`` fields left out)."""
+    kept: dict[str, JSONValue] = {k: v for k, v in block.items() if v is not None}
+    kept["type"] = "compaction"
+    return Text(text="", provider_metadata={COMPACTION_KEY: kept})
+
+
+def compaction_block(block: Text) -> dict[str, JSONValue] | None:
+    """The ``compaction`` block an empty :class:`~kova.Text` carries, if it carries one."""
+    metadata = block.provider_metadata
+    kept = metadata.get(COMPACTION_KEY) if metadata is not None else None
+    return dict(kept) if isinstance(kept, dict) and kept.get("type") == "compaction" else None
+
+
 def _block(block: ContentBlock, role: Role) -> dict[str, JSONValue] | None:
     """One kova block as an Anthropic block, or ``None`` when it has no place on the wire."""
     match block:
         case Text(text=text):
+            if not text and block.provider_metadata is not None and role is Role.ASSISTANT:
+                return compaction_block(block)
             # The API rejects empty text blocks.
             return {"type": "text", "text": text} if text else None
         case Image():
@@ -514,6 +536,8 @@ def decode_content_block(block: object) -> ContentBlock | None:
         case "server_tool_use" | "tool_search_tool_result" if is_tool_search(block):
             # The provider's own tool search: kept whole for the next request.
             return Text(text="", provider_metadata={SERVER_BLOCKS_KEY: [_json_object(block)]})
+        case "compaction":
+            return compaction_text(block)
         case "tool_use":
             arguments = block.get("input")
             if arguments is None:

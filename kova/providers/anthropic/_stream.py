@@ -44,6 +44,7 @@ from .._sse import SseEvent
 from ._convert import (
     PROVIDER,
     SERVER_BLOCKS_KEY,
+    compaction_text,
     decode_stop_reason,
     decode_usage,
     is_tool_search,
@@ -75,6 +76,7 @@ _REDACTED = 2
 _TOOL = 3
 _OTHER = 4  # other server tool blocks and future types: their deltas are skipped
 _SERVER = 5  # the provider's own tool search: kept whole for history (SERVER_BLOCKS_KEY)
+_COMPACTION = 6  # the server's summary of what came before (context_management compaction)
 
 _USAGE_FIELDS = (
     "input_tokens",
@@ -86,7 +88,7 @@ _USAGE_FIELDS = (
 
 
 class _Block:
-    __slots__ = ("data", "kind", "raw", "signature", "text")
+    __slots__ = ("block", "data", "kind", "raw", "signature", "text")
 
     def __init__(self, kind: int) -> None:
         self.kind = kind
@@ -94,6 +96,7 @@ class _Block:
         self.signature = ""
         self.data = ""
         self.raw: dict[str, JSONValue] | None = None
+        self.block: dict[str, JSONValue] = {}  # a compaction block as it started
 
 
 # Nearly every event of a streamed answer is a text (or thinking) delta, and the API writes it
@@ -302,6 +305,12 @@ class AnthropicStreamDecoder:
             state = _Block(_REDACTED)
             data = block.get("data")
             state.data = data if isinstance(data, str) else ""
+        elif block_type == "compaction":  # the server compacted the context (kept, sent back)
+            state = _Block(_COMPACTION)
+            state.block = dict(block)
+            content = block.get("content")
+            if isinstance(content, str):
+                state.text.append(content)
         elif block_type == "tool_use":
             state = _Block(_TOOL)
             tool_id = block.get("id")
@@ -349,6 +358,14 @@ class AnthropicStreamDecoder:
             signature = delta.get("signature")
             if isinstance(signature, str):
                 state.signature = signature
+        elif delta_type == "compaction_delta" and state.kind == _COMPACTION:
+            content = delta.get("content")
+            if isinstance(content, str):
+                state.text.append(content)
+            for key in ("encrypted_content", "signature"):
+                value = delta.get(key)
+                if isinstance(value, str):
+                    state.block[key] = value
         # citations_delta and newer delta types carry nothing kova models.
 
     def _stop(self, payload: Mapping[str, object], out: list[StreamEvent]) -> None:
@@ -372,3 +389,8 @@ class AnthropicStreamDecoder:
                 except ValueError as exc:
                     raise _invalid(f"server_tool_use input is not JSON: {exc}") from exc
             out.append(TextDelta(text="", provider_metadata={SERVER_BLOCKS_KEY: [raw]}))
+        elif state.kind == _COMPACTION:
+            started = state.block
+            started["content"] = "".join(state.text) if state.text else started.get("content")
+            kept = compaction_text(started)
+            out.append(TextDelta(text="", provider_metadata=kept.provider_metadata))

@@ -29,6 +29,7 @@ from ..._models import (
     ToolUse,
     Usage,
 )
+from ...providers.anthropic._convert import compaction_block, compaction_text
 
 __all__ = [
     "config_from_wire",
@@ -173,6 +174,8 @@ def messages_from_wire(body: Mapping[str, object]) -> list[Message]:
                 )
             elif kind == "redacted_thinking":
                 blocks.append(RedactedThinking(data=str(block.get("data", ""))))
+            elif kind == "compaction":  # the server's own summary, sent back
+                blocks.append(compaction_text(dict(block)))
             elif kind == "tool_result":
                 results.append(
                     ToolResult(
@@ -232,6 +235,10 @@ def config_from_wire(body: Mapping[str, object]) -> InferenceConfig:
 
 def _wire_block(block: object) -> dict[str, JSONValue] | None:
     match block:
+        case Text(text=text, provider_metadata=metadata) if metadata is not None and (
+            compacted := compaction_block(block)
+        ):
+            return compacted
         case Text(text=text):
             return {"type": "text", "text": text}
         case Thinking(text=text, signature=signature):
