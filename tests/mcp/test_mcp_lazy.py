@@ -10,11 +10,13 @@ import json
 import sqlite3
 import sys
 import urllib.request
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
 import trio
 from counted_server import build
+from mcp.server.mcpserver import MCPServer
 from mcp_fixtures import RunningServer, start_server, stop_server
 
 import kova
@@ -229,3 +231,61 @@ def _key(memory: McpToolMemory) -> str:
 
 def _description(tools: tuple[kova.ToolDefinition, ...], name: str) -> str:
     return next(tool.description for tool in tools if tool.name == name)
+
+
+def _catalogue_server(prefix: str, definitions: list[kova.ToolDefinition]) -> MCPServer:
+    server = MCPServer(prefix)
+    for definition in definitions:
+
+        async def run(item_id: str = "") -> str:
+            return "ok"
+
+        server.add_tool(
+            run, name=definition.name.removeprefix(prefix + "_"), description=definition.description
+        )
+    return server
+
+
+async def test_of_ten_remembered_servers_only_those_whose_tools_are_called_start(memory):
+    sys.path.insert(0, str(Path(__file__).parent.parent / "tools"))
+    from tool_catalog import SERVERS, catalogue
+
+    tools = catalogue()
+    servers = {
+        prefix: _catalogue_server(prefix, [t for t in tools if t.name.startswith(prefix + "_")])
+        for prefix in SERVERS
+    }
+    # A first run lists every server's tools (nothing is remembered yet).
+    async with AsyncExitStack() as stack:
+        for server in servers.values():
+            client = await stack.enter_async_context(
+                McpClient.connect(InProcessTransport(server), lazy=True, tool_memory=memory)
+            )
+            assert len(await client.tools_list()) == 40
+    provider = ScriptedProvider(
+        [
+            reply_tool_calls(("search_tools", {"query": "open a new ticket in Jira"})),
+            reply_tool_calls(("jira__create_ticket", {"item_id": "1"})),
+            reply_tool_calls(("search_tools", {"query": "list kubernetes pods"})),
+            reply_tool_calls(("k8s__list_pod", {}), ("jira__create_ticket", {"item_id": "2"})),
+            reply_text("done"),
+        ]
+    )
+    async with AsyncExitStack() as stack:
+        builder = AgentBuilder().provider(provider).max_iterations(10)
+        clients = {}
+        for prefix, server in servers.items():
+            clients[prefix] = await stack.enter_async_context(
+                McpClient.connect(InProcessTransport(server), lazy=True, tool_memory=memory)
+            )
+            await builder.mcp_client(clients[prefix], prefix, defer=True)
+        assert {client.state.status for client in clients.values()} == {"idle"}
+        async with builder.build() as agent:
+            response = await agent.run("file a ticket and check the pods")
+        started = sorted(p for p, client in clients.items() if client.state.status != "idle")
+        sessions = {p: client.state.session for p, client in clients.items()}
+    assert response.text == "done"
+    assert not any(result.is_error for result in _results(response))
+    assert started == ["jira", "k8s"]
+    assert sessions["jira"] == sessions["k8s"] == 1  # each started once
+    assert [t.name for t in provider.requests[0].tools] == ["search_tools"]
