@@ -17,6 +17,7 @@ from .._errors import (
     SerializationError,
     StructuredOutputError,
     TurnCancelled,
+    check_seconds,
 )
 from .._messages import Message, ToolResult, ToolUse, block_from_dict
 from .._models import InferenceConfig
@@ -92,8 +93,9 @@ def _seconds(value: timedelta | float | None, name: str) -> float | None:
         return None
     if isinstance(value, timedelta):
         value = value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ValueError(f"{name} must be a positive timedelta or number of seconds, got {value!r}")
+    # kova's one rule for durations (issue 43): infinity was taken, and failed in the
+    # workflow when it made a timedelta of it; None is "for ever" where that is allowed.
+    check_seconds(name, value)
     return float(value)
 
 
@@ -141,6 +143,8 @@ async def start_turn(
     Raises:
         TypeError: ``history``, ``agent`` or ``output`` of the wrong type.
         ValueError: ``output_retries`` below 0.
+        ConfigError: a timeout that is not a positive, finite duration (``None`` is for ever,
+            for ``approval_timeout``).
         PayloadTooLargeError: the history is over Temporal's payload limit.
     """
     if not isinstance(agent, str) or not agent:
