@@ -236,6 +236,9 @@ def _parse(params: dict[str, Any], kind: Any) -> Any:
         return ParseDict(params, kind(), ignore_unknown_fields=True)
     except (ParseError, ValueError, TypeError) as exc:
         raise RpcError(-32602, f"invalid params: {exc}") from None
+    except SystemError:  # protobuf's C parser on some text where an object belongs (a lone
+        # surrogate, say): still the client's params
+        raise RpcError(-32602, "invalid params: not a valid request of this method") from None
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -91,8 +91,13 @@ async def _drain(request: Request, budget: int) -> None:
 
 
 def json_body(value: Any) -> bytes:
-    """``value`` as compact UTF-8 JSON."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    """``value`` as compact UTF-8 JSON (a lone surrogate, which UTF-8 cannot carry, as its
+    JSON escape: error messages quote what clients sent)."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(value, separators=(",", ":")).encode()
 
 
 class EventStream:
