@@ -68,8 +68,11 @@ class TurnEvent(Record):
     """A live event of a turn run by Temporal (see :func:`events`).
 
     ``kind`` is ``"text"`` or ``"thinking"`` (``text`` holds the pieces that arrived
-    together), ``"tool_started"`` (``call``), ``"tool_finished"`` (``call``, ``result``) or
-    ``"tool_deferred"`` (``call``: left to a person, see :func:`pending`).
+    together), ``"tool_started"`` (``call``), ``"tool_finished"`` (``call``, ``result``),
+    ``"tool_deferred"`` (``call``: left to a person, see :func:`pending`), or a guard's
+    decision: ``"guard_passed"``, ``"guard_denied"`` (a tool guard answered ``call``
+    in-band) or ``"guard_tripped"`` (the turn stops), with the ``guard``'s name, its reason
+    in ``text`` and, for a tool guard, the ``call``.
     ``attempt`` is the activity's attempt (1, then 2 after a retry: a retried model call
     streams its answer again from the start, so a consumer drops what an earlier attempt of
     the same ``activity`` showed); ``activity`` is the activity's id within the workflow
@@ -86,6 +89,7 @@ class TurnEvent(Record):
     call: ToolUse | None = None
     result: ToolResult | None = None
     path: tuple[str, ...] = ()
+    guard: str = ""
 
 
 def _seconds(value: timedelta | float | None, name: str) -> float | None:
@@ -397,4 +401,5 @@ def _event(item: Any) -> TurnEvent:
         call=parsed_call if isinstance(parsed_call, ToolUse) else None,
         result=parsed_result if isinstance(parsed_result, ToolResult) else None,
         path=tuple(str(step) for step in path) if isinstance(path, list) else (),
+        guard=str(item.get("guard", "")),
     )

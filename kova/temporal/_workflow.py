@@ -86,6 +86,10 @@ EVENTS_QUERY = "kova.events"
 """The query that reads them: ``{"events": [...], "finished": bool}`` from an index on."""
 
 
+_GUARD_EVENTS = {"pass": "guard_passed", "deny": "guard_denied", "trip": "guard_tripped"}
+"""The live event of a guard's decision, by its verdict."""
+
+
 def _seconds(spec: Any, key: str) -> timedelta | None:
     value = spec.get(key)
     return None if value is None else timedelta(seconds=float(value))
@@ -499,14 +503,27 @@ class _Driver:
         )
         return _verdict(reply)
 
-    def _decided(self, turn: Turn, records: list[Any]) -> None:
-        """Record the decisions in ``turn``; a trip ends the turn (GuardrailTripped)."""
+    def _decided(self, turn: Turn, records: list[Any], calls: tuple[ToolUse, ...] = ()) -> None:
+        """Record the decisions in ``turn`` (and, with ``events``, report them: a
+        ``guard_passed``, ``guard_denied`` or ``guard_tripped`` each, with the tool call a
+        tool guard decided on); a trip ends the turn (GuardrailTripped)."""
         tripped = None
+        by_id = {call.id: call for call in calls}
         for item in records:
             record = GuardRecord.from_dict(item)
             turn.guard_decided(record)
             if record.verdict == "trip" and tripped is None:
                 tripped = record
+            if self._events:
+                event: dict[str, JSONValue] = {
+                    "kind": _GUARD_EVENTS[record.verdict],
+                    "guard": record.guard,
+                    "text": record.reason,
+                }
+                call = by_id.get(record.call_id)
+                if call is not None:
+                    event["call"] = call_to_json(call)
+                self._workflow._add_events([event])
         if tripped is not None:
             raise GuardrailTripped(guard=tripped.guard, reason=tripped.reason)
 
@@ -570,7 +587,7 @@ class _Driver:
             ),
             "a guard's verdict",
         )
-        self._decided(turn, _verdict(reply))
+        self._decided(turn, _verdict(reply), calls)
         denied = reply.get("denied")
         if not isinstance(denied, Mapping):
             return {}

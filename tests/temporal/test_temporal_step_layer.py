@@ -167,21 +167,30 @@ def test_guards_run_in_activities_and_a_replay_runs_none_again(temporal_address:
                     history="Pay the invoice",
                     task_queue=queue,
                     id=unique("turn"),
+                    events=True,
                 )
                 response = await kova.temporal.response(handle)
                 history = await handle.fetch_history()
+                verdicts = [
+                    (event.kind, event.guard, event.call.name if event.call else "", event.text)
+                    async for event in kova.temporal.events(handle)
+                    if event.kind.startswith("guard_")
+                ]
             # The history replays without a worker (Temporal's determinism check).
             await Replayer(workflows=[kova.temporal.AgentWorkflow]).replay_workflow(history)
-            return response, Turn.from_json(await handle.result())
+            return response, Turn.from_json(await handle.result()), verdicts
 
-        response, turn = run(main)
+        response, turn, verdicts = run(main)
     assert response.text == "Looked it up; the payment was refused."
     assert paid == []
     results = {block.tool_use_id: block for block in response.new_messages[1].content}
     assert results["call_2"].is_error
     assert "payments need a person" in results["call_2"].text
+    # Each guard once; the output guard twice: on the streamed answer (events=True streams
+    # it) at its sentence end, and on the whole answer.
     assert sorted(ran) == [
         "input Pay the invoice",
+        "output Looked it up; the payment was refused.",
         "output Looked it up; the payment was refused.",
         "tool lookup",
         "tool pay",
@@ -189,6 +198,12 @@ def test_guards_run_in_activities_and_a_replay_runs_none_again(temporal_address:
     assert turn.guard_record("input", "on_topic").verdict == "pass"
     assert turn.guard_record("tool", "no_payments", "call_2").verdict == "deny"
     assert turn.guard_record("output", "polite").verdict == "pass"
+    assert verdicts == [
+        ("guard_passed", "on_topic", "", ""),
+        ("guard_passed", "no_payments", "lookup", ""),
+        ("guard_denied", "no_payments", "pay", "payments need a person"),
+        ("guard_passed", "polite", "", ""),
+    ]
 
 
 def test_guard_trips_end_a_temporal_turn_with_guardrail_tripped(temporal_address: str) -> None:
@@ -240,7 +255,11 @@ def test_guard_trips_end_a_temporal_turn_with_guardrail_tripped(temporal_address
                 )
                 with pytest.raises(GuardrailTripped) as second:
                     await kova.temporal.response(handle)
-                shown = "".join([event.text async for event in kova.temporal.events(handle)])
+                seen = [event async for event in kova.temporal.events(handle)]
+                shown = "".join(event.text for event in seen if event.kind == "text")
+                assert [(event.kind, event.guard) for event in seen if event.guard] == [
+                    ("guard_tripped", "no_secrets")
+                ]
             return first.value, took, second.value, shown
 
         first, took, second, shown = run(main)
