@@ -5,13 +5,14 @@ through an agent turn its trigger is the policy's; other providers never see it.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anthropic
 import openai
 import pytest
 
-from kova import InferenceConfig, Message, ToolResult, ToolUse
+from kova import InferenceConfig, Message, Text, ToolResult, ToolUse
 from kova.agent import AgentBuilder, ContextPolicy, ProviderCompaction, SlidingWindow
 from kova.errors import BuildError
 from kova.providers import ChatRequest
@@ -350,3 +351,56 @@ async def test_a_compaction_block_goes_back_as_the_sdk_sends_it_and_replaces_the
     assert response.compaction.removed == 3
     assert len(response.new_messages) == 3  # everything the turn produced is still there
     assert len(first.json()["messages"]) == 3
+
+
+def test_a_responses_compaction_item_goes_back_before_what_followed_it():
+    from openai.types.responses.response_compaction_item_param_param import (
+        ResponseCompactionItemParamParam,
+    )
+
+    from kova.providers._sse import SseEvent
+    from kova.providers.openai import OpenAiResponsesConfig as Config
+    from kova.providers.openai._responses_convert import decode_response, encode_request
+    from kova.providers.openai._responses_stream import ResponsesStreamDecoder
+
+    item = {
+        "id": "cmp_01",
+        "type": "compaction",
+        "encrypted_content": "gAAAAABcompacted==",
+        "created_by": "system",
+    }
+    message = {
+        "id": "msg_01",
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "go on", "annotations": []}],
+    }
+    body = {"id": "resp_1", "model": "gpt-fake", "status": "completed", "output": [item, message]}
+    endpoint = "http://127.0.0.1:1"
+    whole = decode_response(body, endpoint=endpoint)
+    decoder = ResponsesStreamDecoder(endpoint=endpoint)
+    events = [
+        {"type": "response.output_item.done", "output_index": 0, "item": item},
+        {"type": "response.output_item.added", "output_index": 1, "item": message},
+        {"type": "response.output_item.done", "output_index": 1, "item": message},
+        {"type": "response.completed", "response": body},
+    ]
+    streamed = decoder.feed([SseEvent(data=json.dumps(e), event=e["type"]) for e in events])
+    metadata = [e.provider_metadata for e in streamed if getattr(e, "provider_metadata", None)]
+    for kept in (whole.content[0].provider_metadata, metadata[0]):
+        history = [
+            Message.user("hi"),
+            Message.assistant([Text(text="go on", provider_metadata=kept)]),
+        ]
+        sent = encode_request(
+            history,
+            (),
+            InferenceConfig(),
+            Config(model="gpt-fake", base_url=endpoint),
+            stream=False,
+        )["input"]
+        back = {"type": "compaction", "id": "cmp_01", "encrypted_content": "gAAAAABcompacted=="}
+        assert sent[1] == back  # in its place, before the message it came with
+        assert set(back) <= set(ResponseCompactionItemParamParam.__annotations__)
+        assert sent[2]["id"] == "msg_01"

@@ -75,6 +75,7 @@ __all__ = [
     "encode_request",
     "is_strict_schema",
     "item_metadata",
+    "compaction_item",
     "searched_item",
     "stop_reason_of",
     "wants_encrypted_reasoning",
@@ -173,6 +174,15 @@ def searched_item(item: Mapping[str, JSONValue]) -> dict[str, JSONValue]:
     """A ``tool_search_call`` or ``tool_search_output`` item as it goes back (null fields
     dropped): kept, like reasoning, with the item that follows it."""
     return _compact(item)
+
+
+def compaction_item(item: Mapping[str, JSONValue]) -> dict[str, JSONValue]:
+    """A ``compaction`` output item (the server's ``context_management`` compaction) as it
+    goes back, in the input item form (``type``, ``id``, ``encrypted_content``): kept, like
+    reasoning, with the item that follows it, so the server finds it in its place."""
+    return {
+        key: item[key] for key in ("type", "id", "encrypted_content") if item.get(key) is not None
+    }
 
 
 _SEARCH_ITEMS = frozenset({"tool_search_call", "tool_search_output"})
@@ -690,6 +700,8 @@ def decode_response(body: JSONValue, *, endpoint: str) -> ModelResponse:
             reasoning = []
         elif kind in _SEARCH_ITEMS:
             reasoning.append(searched_item(item))
+        elif kind == "compaction":
+            reasoning.append(compaction_item(item))
         # Other item types (hosted tools) are not kova's; reasoning before them is dropped
         # with them, as a reasoning item must not go back without its follower.
     has_calls = any(isinstance(block, ToolUse) for block in content)

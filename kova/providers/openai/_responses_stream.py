@@ -53,6 +53,7 @@ from ._convert import canonical_arguments, encode_arguments
 from ._responses_convert import (
     PROVIDER,
     Origin,
+    compaction_item,
     decode_response,
     decode_usage,
     item_metadata,
@@ -263,6 +264,8 @@ class ResponsesStreamDecoder:
             self._reasoning.append(reasoning_item(item))
         elif kind in ("tool_search_call", "tool_search_output"):
             self._reasoning.append(searched_item(item))
+        elif kind == "compaction":  # the server compacted: goes back before what follows
+            self._reasoning.append(compaction_item(item))
         elif kind == "message":
             text, refused = message_text(item)
             if not self._streamed_text:
