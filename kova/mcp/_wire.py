@@ -101,6 +101,11 @@ _LAST_ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*}\s*$')
 "jsonrpc": "2.0", "id": 3}``, so in a large answer it is in the tail, not the head."""
 
 
+_ANSWER_HEAD = re.compile(rb'\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"(?:result|error)"\s*:')
+"""The start of an answer whose id comes later: ``{"result": ...`` (TypeScript servers'
+order), or after ``"jsonrpc": "2.0"``."""
+
+
 def too_large_text(limit: int, setting: str) -> str:
     """The error message for a message over ``limit`` (``setting`` names where to raise it)."""
     return (
@@ -221,7 +226,7 @@ class Oversize:
         now (``None``: wait for :meth:`ended`)."""
         request_id = self._request_id
         if request_id is None and not has_answer_id(head):
-            if b'"method"' in head or not (b'"result"' in head or b'"error"' in head):
+            if b'"method"' in head or _ANSWER_HEAD.match(head) is None:
                 return None  # not an answer, or not yet known to be one
             if len(self._candidates) != 1:
                 return None

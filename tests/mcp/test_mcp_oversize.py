@@ -145,6 +145,18 @@ def test_an_oversized_message_that_is_no_answer_fails_nothing(kind: str) -> None
     assert stream.waiting.snapshot() == {5}
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_message_that_only_mentions_a_result_is_not_taken_for_an_answer(kind: str) -> None:
+    """A server request or notification written with its method last, whose params hold a
+    "result": not an answer, so the one waiting request is not failed for it."""
+    stream = Stream(kind, 5)
+    body = b'{"params":{"result":"' + b"x" * 3000 + b'"},"method":"notifications/x"}'
+    whole = stream.message(body)
+    assert stream.feed(whole[:-5]) == []
+    assert stream.feed(whole[-5:]) == [("unreadable", None)]
+    assert stream.waiting.snapshot() == {5}
+
+
 @settings(max_examples=80, deadline=None)
 @given(
     kind=st.sampled_from(KINDS),
