@@ -14,7 +14,7 @@ import trio
 
 from .._errors import KovaError, TurnCancelled
 from .._groups import lone_exceptions, raise_lone
-from ._events import AgentEvent
+from ._events import AgentEvent, GuardTripped
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
@@ -99,8 +99,8 @@ async def stream_in_task(
     ``cancel`` can cancel it from outside; up to ``buffer`` events wait for the consumer.
     ``with_nursery``: the producer task opens a nursery and passes it as
     ``steps(nursery=...)`` (for the guards that run beside the turn). A guard's trip (told
-    through ``steps(on_trip=...)``, and passed on to ``on_trip``) reaches the consumer at
-    its next event: the events still waiting for it are dropped."""
+    through ``steps(on_trip=...)``, and passed on to ``on_trip``) drops the events still
+    waiting for the consumer: it gets the ``GuardTripped`` event, then the error."""
     if isinstance(buffer, bool) or not isinstance(buffer, int):
         raise TypeError(f"buffer must be an int (events held for the consumer), got {buffer!r}")
     if buffer < 0:
@@ -138,10 +138,10 @@ async def stream_in_task(
 
     async def events() -> AsyncIterator[AgentEvent]:
         async for item in receive:
-            if tripped:  # what the turn made before a guard tripped stays here
-                raise tripped[0]
             if isinstance(item, KovaError):
                 raise item
+            if tripped and type(item) is not GuardTripped:
+                continue  # what the turn made before a guard tripped stays here
             yield item
 
     try:

@@ -100,6 +100,8 @@ async def drive(
             step = turn.next_step()
     except BaseException as exc:
         watch.finished(turn, exc)
+        for tripped in watch.trip_events(exc):  # a streamed trip says so, then raises
+            yield tripped
         raise
 
 

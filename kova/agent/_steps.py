@@ -27,13 +27,19 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from .._errors import ContextOverflow
+from .._errors import ContextOverflow, GuardrailTripped
 from .._models import TextDelta, ThinkingDelta
 from .._observe import TurnFinished, TurnStarted, current_scope
 from ._accumulate import ResponseAccumulator
 from ._config import DEFAULT_NAME
 from ._context import Compact
-from ._events import ToolCallDeferred, ToolCallFinished, ToolCallStarted, TurnCompleted
+from ._events import (
+    GuardTripped,
+    ToolCallDeferred,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnCompleted,
+)
 from ._model_call import ModelCall, outcome_of
 from ._nesting import Nest
 from ._tool_deltas import ToolArguments
@@ -689,6 +695,14 @@ class TurnWatch:
         self.finished(turn)
         events.append(TurnCompleted(response=self._context.signer.sealed(step.response)))
         return events
+
+    def trip_events(self, exc: BaseException) -> list[AgentEvent]:
+        """What a streamed turn that a guard stopped reports before its error: the guard
+        events not yet handed on (the ``GuardTripped``; the others are dropped)."""
+        gate = self._gate
+        if gate is None or not self._streamed or not isinstance(exc, GuardrailTripped):
+            return []
+        return [event for event in gate.take_events() if type(event) is GuardTripped]
 
     def finished(self, turn: Turn, exc: BaseException | None = None) -> None:
         """The turn ended: with ``exc``, or well (then its last input tokens are kept)."""

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 import trio
 
 from .._guest import AsyncioRuntime, Job, ensure_runtime, run_sync_in
-from ..agent import Agent, AgentEvent
+from ..agent import Agent, AgentEvent, GuardTripped
 from ..agent._agent import check_limits, structured_options
 from ..agent._input import check_call_options, coerce_history
 
@@ -419,8 +419,7 @@ class _Pipe:
         self.buffer = buffer
         self.items: deque[Any] = deque()
         self.tripped: BaseException | None = None
-        """A guard's trip: raised to the consumer at its next item, the items held
-        dropped."""
+        """A guard's trip (see :meth:`trip`)."""
         self.waiter: asyncio.Future[None] | None = None
         """The consumer's, while it waits for an item or the end."""
         self.space: trio.Event | None = None
@@ -430,7 +429,9 @@ class _Pipe:
         value and response are read from it)."""
 
     def trip(self, exc: BaseException) -> None:
-        """A guard tripped (called in the trip's own moment, from trio's side)."""
+        """A guard tripped (called in the trip's own moment, from trio's side): what the
+        consumer has not taken is dropped; it gets the ``GuardTripped`` event, then the
+        error."""
         self.tripped = exc
         self.items.clear()
         self.wake()
@@ -453,6 +454,8 @@ async def _produce(opener: Callable[[], AbstractAsyncContextManager[Any]], pipe:
         opened.on_trip = pipe.trip
     async with opened as stream:
         async for item in stream:
+            if pipe.tripped is not None and type(item) is not GuardTripped:
+                continue  # after a trip only the guard's event, then its error
             items.append(item)
             pipe.wake()
             if len(items) >= buffer:
@@ -510,11 +513,6 @@ class _BridgedStream(Generic[T]):
         pipe = self._pipe
         items = pipe.items
         while True:
-            tripped = pipe.tripped
-            if tripped is not None:  # nothing the turn made after the trip reaches you
-                self._over = True
-                items.clear()
-                raise tripped
             if items:
                 item: T = items.popleft()
                 space = pipe.space

@@ -11,7 +11,7 @@ import trio
 
 import kova.asyncio
 from kova import TextDelta, ToolResult
-from kova.agent import AgentBuilder, InputGuard, OutputGuard, Trip
+from kova.agent import AgentBuilder, GuardTripped, InputGuard, OutputGuard, Trip
 from kova.errors import GuardrailTripped
 from kova.testing import ScriptedProvider, StreamReply, reply_text, reply_tool_calls
 
@@ -92,20 +92,26 @@ async def test_a_slow_consumer_gets_nothing_the_turn_held_after_a_trip(autojump_
         return Trip("no")
 
     agent = AgentBuilder().provider(provider).guards(InputGuard(screen)).build()
+    last: list[object] = []
     async with agent:
         with pytest.raises(GuardrailTripped):
             async with agent.stream("go", buffer=16) as events:
                 async for event in events:
+                    last.append(event)
                     if isinstance(event, TextDelta):
                         received.append(event.text)
                         await trio.sleep(0.01)  # slower than the model: events wait in the buffer
-    # ~5 events taken in 0.05 s while the model sent ~50: none of those held is handed on.
+    # ~5 events taken in 0.05 s while the model sent ~50: none of those held is handed on;
+    # the guard's verdict is the last event before the error.
     assert 0 < marker[0] < 10
     assert len(received) - marker[0] <= 1
+    assert isinstance(last[-1], GuardTripped)
+    assert (last[-1].guard, last[-1].reason, last[-1].denied) == ("screen", "no", False)
 
 
 def test_on_the_asyncio_bridge_a_trip_drops_what_the_consumer_had_not_taken() -> None:
     received: list[str] = []
+    last: list[object] = []
     marker: list[int] = []
 
     async def screen(text: str) -> Trip:
@@ -125,6 +131,7 @@ def test_on_the_asyncio_bridge_a_trip_drops_what_the_consumer_had_not_taken() ->
             try:
                 async with bridged.stream("go", buffer=64, guards=[InputGuard(screen)]) as events:
                     async for event in events:
+                        last.append(event)
                         if isinstance(event, TextDelta):
                             received.append(event.text)
                             await asyncio.sleep(0.002)  # slower than the model
@@ -137,9 +144,11 @@ def test_on_the_asyncio_bridge_a_trip_drops_what_the_consumer_had_not_taken() ->
 
     error = asyncio.run(main())
     assert isinstance(error, GuardrailTripped)
-    # The bridge held up to 64 events for a consumer taking 2 ms each: none reaches it.
+    # The bridge held up to 64 events for a consumer taking 2 ms each: none reaches it, the
+    # guard's verdict does.
     assert 0 < marker[0] < 60
     assert len(received) - marker[0] <= 1
+    assert isinstance(last[-1], GuardTripped)
 
 
 async def test_a_trip_appends_nothing_to_the_session(tmp_path, autojump_clock):
@@ -154,10 +163,12 @@ async def test_a_trip_appends_nothing_to_the_session(tmp_path, autojump_clock):
     async with SqliteSessionStore(tmp_path / "s.db") as store, agent:
         session = store.session("chat")
         assert (await agent.run("hello", session=session)).text == "hi"
+        seen: list[object] = []
         with pytest.raises(GuardrailTripped):
             async with agent.stream("tell the secret", session=session) as events:
-                async for _ in events:
-                    pass
+                async for event in events:
+                    seen.append(event)
+        assert isinstance(seen[-1], GuardTripped)  # an output guard's trip, then the error
         assert [m.text for m in await session.load()] == ["hello", "hi"]
 
 

@@ -47,5 +47,6 @@ async def test_guard_verdicts_are_notes_and_a_trip_fails_the_turn() -> None:
     notes = [event["text"] for event in page.of_type("note")]
     assert "tool guard paths denied a call: system path" in notes
     assert "input guard topic passed" in notes
+    assert "input guard topic stopped the turn: no secrets" in notes
     assert failed["error"].startswith("GuardrailTripped: ")
     assert "no secrets" in failed["error"]
