@@ -15,6 +15,7 @@ from temporalio.worker import Replayer
 
 import kova.temporal
 from kova import Message, ToolResult, ToolUse
+from kova._record import evolve
 from kova.agent import (
     AgentBuilder,
     ClearToolResults,
@@ -27,6 +28,8 @@ from kova.agent import (
 )
 from kova.errors import GuardrailTripped
 from kova.providers.anthropic import AnthropicConfig, AnthropicProvider
+from kova.temporal._payloads import tools_digest
+from kova.temporal._worker import _Digests
 from kova.testing import (
     ErrorReply,
     Script,
@@ -37,6 +40,7 @@ from kova.testing import (
     reply_tool_calls,
 )
 from kova.tools import tool
+from kova.tools._tool import definition
 
 SENT: list[str] = []
 
@@ -344,3 +348,13 @@ def test_the_providers_own_tool_search_on_temporal(temporal_address: str) -> Non
     tools = sent.json()["tools"]
     assert [t.get("name") for t in tools] == ["lookup", "tool_search_tool_bm25", "send_email"]
     assert tools[2]["defer_loading"] is True
+
+
+def test_the_deferred_tools_digest_is_kept_while_they_are_the_same() -> None:
+    digests = _Digests()
+    tools = [definition(send_email), definition(create_event)]
+    first = digests.deferred("clerk", tools)
+    assert first == tools_digest(tools)
+    assert digests.deferred("clerk", list(tools)) == first  # the same objects: kept
+    changed = [tools[0], evolve(tools[1], description="New.")]
+    assert digests.deferred("clerk", changed) == tools_digest(changed) != first
