@@ -37,7 +37,7 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
@@ -239,39 +239,8 @@ class SqliteJournal:
                     "INSERT INTO kova_journal_meta (key, value) VALUES (?, ?)",
                     [("schema", str(SCHEMA_VERSION)), ("id", os.urandom(16).hex())],
                 )
-            elif "kova_journal_meta" in present:
-                self._check_version(connection, where)
-            missing = sorted(_TABLES - present) if present else []
-            if missing:
-                raise JournalError(
-                    f"journal {where!r} has lost its table {', '.join(missing)} (dropped, or "
-                    "the file was damaged): refused, since finished work would run again; "
-                    "restore the file from a backup or use a new one"
-                )
-            row = connection.execute(
-                "SELECT value FROM kova_journal_meta WHERE key = 'id'"
-            ).fetchone()
-            if row is None:
-                raise JournalError(f"journal {where!r} has no id in kova_journal_meta: refused")
-        self._id = row[0]
+            self._id = check_opened(connection.execute, present, where)
         self._ready = True
-
-    def _check_version(self, connection: sqlite3.Connection, where: str) -> None:
-        row = connection.execute(
-            "SELECT value FROM kova_journal_meta WHERE key = 'schema'"
-        ).fetchone()
-        found = row[0] if row is not None else None
-        if found == str(SCHEMA_VERSION):
-            return
-        if found is not None and found.isdigit() and int(found) > SCHEMA_VERSION:
-            raise JournalError(
-                f"journal {where!r} was written by a newer kova "
-                f"(schema {found}, this kova reads {SCHEMA_VERSION})"
-            )
-        raise JournalError(
-            f"journal {where!r} was written by an older kova (schema {found}, this kova reads "
-            f"{SCHEMA_VERSION}): finish its turns with that kova, or start a new journal file"
-        )
 
     def _check_same(self, connection: sqlite3.Connection) -> None:
         """The file is still the journal this object opened (not emptied, replaced, or
@@ -287,11 +256,7 @@ class SqliteJournal:
         except sqlite3.Error:
             row, count = None, 0
         if row is None or row[0] != self._id or count != len(_TABLES):
-            raise JournalError(
-                f"journal {str(self.path)!r} changed under this process (emptied, replaced, "
-                "or a table dropped since it was opened): refused, since finished work would "
-                "run again"
-            )
+            raise changed_error(str(self.path))
 
     def _claim(self, connection: sqlite3.Connection, turn_id: str, owner: str) -> float:
         now = self._clock()
@@ -429,27 +394,75 @@ class SqliteJournal:
             calls = connection.execute(
                 "SELECT call_id, result FROM kova_tool_calls WHERE turn_id = ?", (turn_id,)
             ).fetchall()
-        finished = sum(1 for _, result in calls if result is not None)
-        if finished != row[2]:
-            raise JournalError(
-                f"turn {turn_id!r} in journal {str(self.path)!r} recorded {row[2]} finished "
-                f"tool calls and the journal holds {finished}: rows were deleted or changed; "
-                "refused, since finished work would run again"
-            )
-        return JournalRecord(
-            turn_id=turn_id,
-            snapshot=row[0],
-            response=row[1],
-            results=MappingProxyType(
-                {call_id: result for call_id, result in calls if result is not None}
-            ),
-            unfinished=frozenset(call_id for call_id, result in calls if result is None),
-        )
+        return journal_record(turn_id, row, calls, str(self.path))
 
     def _forget(self, connection: sqlite3.Connection, turn_id: str) -> None:
         with _transaction(connection):
             connection.execute("DELETE FROM kova_tool_calls WHERE turn_id = ?", (turn_id,))
             connection.execute("DELETE FROM kova_turns WHERE turn_id = ?", (turn_id,))
+
+
+def check_opened(
+    execute: Callable[[str], Any], present: set[str] | frozenset[str], where: str
+) -> str:
+    """At the first operation on a journal whose tables ``present`` (of :data:`_TABLES`)
+    were found: refuse one of another schema version or one that lost a table; its id."""
+    if present and "kova_journal_meta" in present:
+        row = execute("SELECT value FROM kova_journal_meta WHERE key = 'schema'").fetchone()
+        found = row[0] if row is not None else None
+        if found is not None and found.isdigit() and int(found) > SCHEMA_VERSION:
+            raise JournalError(
+                f"journal {where!r} was written by a newer kova "
+                f"(schema {found}, this kova reads {SCHEMA_VERSION})"
+            )
+        if found != str(SCHEMA_VERSION):
+            raise JournalError(
+                f"journal {where!r} was written by an older kova (schema {found}, this kova "
+                f"reads {SCHEMA_VERSION}): finish its turns with that kova, or start a new "
+                "journal"
+            )
+    missing = sorted(_TABLES - present) if present else []
+    if missing:
+        raise JournalError(
+            f"journal {where!r} has lost its table {', '.join(missing)} (dropped, or "
+            "the database was damaged): refused, since finished work would run again; "
+            "restore it from a backup or use a new one"
+        )
+    row = execute("SELECT value FROM kova_journal_meta WHERE key = 'id'").fetchone()
+    if row is None:
+        raise JournalError(f"journal {where!r} has no id in kova_journal_meta: refused")
+    return str(row[0])
+
+
+def changed_error(where: str) -> JournalError:
+    """A journal found not to be the one this object opened."""
+    return JournalError(
+        f"journal {where!r} changed under this process (emptied, replaced, or a table "
+        "dropped since it was opened): refused, since finished work would run again"
+    )
+
+
+def journal_record(
+    turn_id: str, row: tuple[Any, ...], calls: list[tuple[str, str | None]], where: str
+) -> JournalRecord:
+    """A turn's record from its row (snapshot, response, finished-call count) and its tool
+    calls' rows; refused if fewer calls are recorded as finished than the turn counted."""
+    finished = sum(1 for _, result in calls if result is not None)
+    if finished != row[2]:
+        raise JournalError(
+            f"turn {turn_id!r} in journal {where!r} recorded {row[2]} finished "
+            f"tool calls and the journal holds {finished}: rows were deleted or changed; "
+            "refused, since finished work would run again"
+        )
+    return JournalRecord(
+        turn_id=turn_id,
+        snapshot=row[0],
+        response=row[1],
+        results=MappingProxyType(
+            {call_id: result for call_id, result in calls if result is not None}
+        ),
+        unfinished=frozenset(call_id for call_id, result in calls if result is None),
+    )
 
 
 class JournalClaim:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
@@ -30,7 +29,17 @@ import trio
 from .._errors import ApprovalMismatchError, check_seconds
 from .._extras import require_extra as _require_extra
 from ._errors import JournalError, TurnClaimedError
-from ._journal import JournalRecord, _check_id, _check_text, _rerun_map
+from ._journal import (
+    _TABLES,
+    SCHEMA_VERSION,
+    JournalRecord,
+    _check_id,
+    _check_text,
+    _rerun_map,
+    changed_error,
+    check_opened,
+    journal_record,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -52,8 +61,6 @@ _require_extra("postgres", "kova.durable.PostgresJournal")
 
 _T = TypeVar("_T")
 
-SCHEMA_VERSION = 1
-
 _LOCK_KEY = 0x6B6F76615F6A6F75  # "kova_jou": the advisory lock taken to make the tables
 
 _SCHEMA = (
@@ -64,7 +71,8 @@ _SCHEMA = (
         lease_until DOUBLE PRECISION NOT NULL DEFAULT 0,
         snapshot TEXT,
         response TEXT,
-        updated DOUBLE PRECISION NOT NULL
+        updated DOUBLE PRECISION NOT NULL,
+        results INTEGER NOT NULL DEFAULT 0
     )""",
     """CREATE TABLE IF NOT EXISTS kova_tool_calls (
         turn_id TEXT NOT NULL,
@@ -81,6 +89,11 @@ _SCHEMA = (
 )
 
 _NOW = "EXTRACT(EPOCH FROM clock_timestamp())::float8"
+
+_PRESENT = (
+    "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename = ANY(%s)"
+)
+"""Which of the journal's tables the database holds."""
 
 
 def _owner() -> str:
@@ -142,6 +155,7 @@ class PostgresJournal:
         self._timeout = float(timeout)
         self._limiter: trio.CapacityLimiter | None = None
         self._ready = False
+        self._id: str | None = None  # the journal's id in its database, read when first used
 
     def __repr__(self) -> str:
         return f"PostgresJournal(pool={self.pool.name!r})"
@@ -227,6 +241,7 @@ class PostgresJournal:
                 if not self._ready:
                     self._prepare(connection)
                 with connection.transaction():
+                    self._check_same(connection)
                     return function(connection, *args)
         except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
             raise JournalError(f"journal {self!r}: {exc}") from None
@@ -234,22 +249,33 @@ class PostgresJournal:
     def _prepare(self, connection: psycopg.Connection[Any]) -> None:
         with connection.transaction():
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
-            for statement in _SCHEMA:
-                connection.execute(statement)
-            row = connection.execute(
-                "SELECT value FROM kova_journal_meta WHERE key = 'schema'"
-            ).fetchone()
-            if row is None:
-                connection.execute(
-                    "INSERT INTO kova_journal_meta (key, value) VALUES ('schema', %s)",
-                    (str(SCHEMA_VERSION),),
-                )
-            elif int(row[0]) > SCHEMA_VERSION:
-                raise JournalError(
-                    f"journal {self!r}: the database was written by a newer kova "
-                    f"(schema {row[0]}, this kova reads {SCHEMA_VERSION})"
-                )
+            present = {row[0] for row in connection.execute(_PRESENT, (sorted(_TABLES),))}
+            if not present:  # a new journal
+                for statement in _SCHEMA:
+                    connection.execute(statement)
+                with connection.cursor() as cursor:
+                    cursor.executemany(
+                        "INSERT INTO kova_journal_meta (key, value) VALUES (%s, %s)",
+                        [("schema", str(SCHEMA_VERSION)), ("id", os.urandom(16).hex())],
+                    )
+            self._id = check_opened(connection.execute, present, repr(self))
         self._ready = True
+
+    def _check_same(self, connection: psycopg.Connection[Any]) -> None:
+        """The database still holds the journal this object opened (not emptied, replaced,
+        or missing a table since): else finished work would look like work never done."""
+        import psycopg
+
+        try:  # a missing table fails the transaction, which the refusal rolls back
+            row = connection.execute(
+                f"SELECT (SELECT value FROM kova_journal_meta WHERE key = 'id'), "
+                f"(SELECT COUNT(*) FROM ({_PRESENT}) AS present)",
+                (sorted(_TABLES),),
+            ).fetchone()
+        except psycopg.errors.UndefinedTable:
+            row = None
+        if row is None or row[0] != self._id or row[1] != len(_TABLES):
+            raise changed_error(repr(self))
 
     def _locked(
         self, connection: psycopg.Connection[Any], turn_id: str
@@ -318,6 +344,28 @@ class PostgresJournal:
                 [(turn_id, call_id, now) for call_id in call_ids],
             )
 
+    def _finished(
+        self,
+        connection: psycopg.Connection[Any],
+        turn_id: str,
+        owner: str,
+        call_id: str,
+        result: str,
+    ) -> None:
+        now = self._check_owner(connection, turn_id, owner)
+        connection.execute(
+            "INSERT INTO kova_tool_calls (turn_id, call_id, started, result) "
+            "VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (turn_id, call_id) DO UPDATE SET result = EXCLUDED.result",
+            (turn_id, call_id, now, result),
+        )
+        # The turn counts its finished calls: a load that finds fewer refuses the turn.
+        connection.execute(
+            "UPDATE kova_turns SET results = (SELECT COUNT(*) FROM kova_tool_calls "
+            "WHERE turn_id = %s AND result IS NOT NULL) WHERE turn_id = %s",
+            (turn_id, turn_id),
+        )
+
     def _renew(self, connection: psycopg.Connection[Any], turn_id: str, owner: str) -> float:
         return self._check_owner(connection, turn_id, owner) + self.lease
 
@@ -348,22 +396,14 @@ class PostgresJournal:
 
     def _load(self, connection: psycopg.Connection[Any], turn_id: str) -> JournalRecord | None:
         row = connection.execute(
-            "SELECT snapshot, response FROM kova_turns WHERE turn_id = %s", (turn_id,)
+            "SELECT snapshot, response, results FROM kova_turns WHERE turn_id = %s", (turn_id,)
         ).fetchone()
         if row is None:
             return None
         calls = connection.execute(
             "SELECT call_id, result FROM kova_tool_calls WHERE turn_id = %s", (turn_id,)
         ).fetchall()
-        return JournalRecord(
-            turn_id=turn_id,
-            snapshot=row[0],
-            response=row[1],
-            results=MappingProxyType(
-                {call_id: result for call_id, result in calls if result is not None}
-            ),
-            unfinished=frozenset(call_id for call_id, result in calls if result is None),
-        )
+        return journal_record(turn_id, row, calls, repr(self))
 
     def _forget(self, connection: psycopg.Connection[Any], turn_id: str) -> None:
         connection.execute("DELETE FROM kova_tool_calls WHERE turn_id = %s", (turn_id,))
@@ -422,15 +462,7 @@ class PostgresJournalClaim:
         _check_id(call_id, "call_id")
         _check_text(result, "result")
         journal = self.journal
-        await journal._run(
-            journal._write,
-            self.turn_id,
-            self.owner,
-            f"INSERT INTO kova_tool_calls (turn_id, call_id, started, result) "
-            f"VALUES (%s, %s, {_NOW}, %s) "
-            "ON CONFLICT (turn_id, call_id) DO UPDATE SET result = EXCLUDED.result",
-            (self.turn_id, call_id, result),
-        )
+        await journal._run(journal._finished, self.turn_id, self.owner, call_id, result)
 
     async def tool_deferred(self, call_id: str) -> None:
         """Undo :meth:`tool_started` for a call that did not run (left to a person)."""

@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from kova import Message
-from kova.durable import PostgresJournal, TurnClaimedError
+from kova.durable import JournalError, PostgresJournal, TurnClaimedError
 from kova.sessions import PostgresSessionStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -153,3 +153,94 @@ async def test_a_turn_killed_on_one_machine_goes_on_in_another(
     assert history[0] == Message.user("Charge ACME, then May's report.")
     assert history[-1] == Message.assistant("charged ACME; May: 12 orders")
     assert len(history) == 4  # prompt, the calls, their results, the answer: once
+
+
+# -- a journal whose tables, rows or version do not match what it recorded ---------------------
+
+
+async def _pg_finished_call(dsn: str) -> PostgresJournal:
+    journal = PostgresJournal(dsn)
+    async with await journal.claim("t") as claim:
+        await claim.save_snapshot("{}")
+        await claim.tool_started("charge_1")
+        await claim.tool_finished("charge_1", '{"charged": 5}')
+    return journal
+
+
+def _sql(dsn: str, *statements: str) -> None:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        for statement in statements:
+            connection.execute(statement)
+
+
+def _tables(dsn: str) -> set[str]:
+    import psycopg
+
+    with psycopg.connect(dsn) as connection:
+        return {
+            row[0]
+            for row in connection.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+            )
+        }
+
+
+async def test_a_dropped_table_is_refused_not_read_as_work_never_done(postgres_db: str) -> None:
+    journal = await _pg_finished_call(postgres_db)
+    await journal.aclose()
+    _sql(postgres_db, "DROP TABLE kova_tool_calls")
+    with pytest.raises(JournalError, match="lost its table kova_tool_calls"):
+        async with PostgresJournal(postgres_db) as fresh:  # a new process opening it
+            await fresh.load("t")
+    assert "kova_tool_calls" not in _tables(postgres_db)  # nothing recreated behind it
+
+
+async def test_deleted_rows_are_refused(postgres_db: str) -> None:
+    journal = await _pg_finished_call(postgres_db)
+    _sql(postgres_db, "DELETE FROM kova_tool_calls")
+    with pytest.raises(
+        JournalError, match="recorded 1 finished tool calls and the journal holds 0"
+    ):
+        await journal.load("t")
+    await journal.aclose()
+
+
+@pytest.mark.parametrize(
+    "emptying",
+    [
+        ("DROP TABLE kova_decisions",),
+        ("DROP SCHEMA public CASCADE", "CREATE SCHEMA public"),
+        ("DELETE FROM kova_journal_meta WHERE key = 'id'",),
+        ("UPDATE kova_journal_meta SET value = 'another' WHERE key = 'id'",),
+    ],
+    ids=["a dropped table", "emptied", "no id", "another journal's id"],
+)
+async def test_a_journal_changed_under_a_running_process_is_refused(
+    postgres_db: str, emptying: tuple[str, ...]
+) -> None:
+    journal = await _pg_finished_call(postgres_db)
+    _sql(postgres_db, *emptying)
+    with pytest.raises(JournalError, match="changed under this process"):
+        await journal.load("t")
+    with pytest.raises(JournalError, match="changed under this process"):
+        await journal.claim("t")
+    await journal.aclose()
+
+
+@pytest.mark.parametrize(
+    ("version", "message"),
+    [
+        ("1", r"older kova \(schema 1, this kova reads 2\)"),
+        ("3", r"newer kova \(schema 3, this kova reads 2\)"),
+    ],
+)
+async def test_a_journal_of_another_schema_version_is_refused(
+    postgres_db: str, version: str, message: str
+) -> None:
+    await (await _pg_finished_call(postgres_db)).aclose()
+    _sql(postgres_db, f"UPDATE kova_journal_meta SET value = '{version}' WHERE key = 'schema'")
+    with pytest.raises(JournalError, match=message):
+        async with PostgresJournal(postgres_db) as fresh:
+            await fresh.load("t")
