@@ -426,7 +426,9 @@ class Agent:
                 self.resume, config=config, cancel=cancel, deps=deps, journal=journal,
                 turn_id=turn_id, context=context, limits=limits,
             )  # fmt: skip
-            return await _session(session).resume_turn(history, pending, again)
+            return await _session(session).resume_turn(
+                history, pending, again, journaled=journal is not None or turn_id is not None
+            )
         messages = coerce_history(history)
         if pending is None:
             raise TypeError("agent.resume() needs the paused turn's pending (response.pending)")
@@ -729,7 +731,9 @@ class Agent:
                 limits=limits, journal=journal, turn_id=turn_id, deps=deps, context=context,
                 guards=guards,
             )  # fmt: skip
-            return _session(session).stream_turn(history, again, resume)
+            return _session(session).stream_turn(
+                history, again, resume, journaled=journal is not None or turn_id is not None
+            )
         given: Any = history  # None (without a session) is refused on entering, named
         return TurnStream(
             self,

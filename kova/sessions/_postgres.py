@@ -72,8 +72,11 @@ _SCHEMA = (
         output_tokens BIGINT NOT NULL,
         pending TEXT,
         view TEXT,
-        view_covers INTEGER NOT NULL DEFAULT 0
+        view_covers INTEGER NOT NULL DEFAULT 0,
+        resumed TEXT
     )""",
+    # A database of an earlier kova (same schema, one column less):
+    "ALTER TABLE kova_sessions ADD COLUMN IF NOT EXISTS resumed TEXT",
     """CREATE TABLE IF NOT EXISTS kova_session_messages (
         session_id TEXT NOT NULL,
         seq INTEGER NOT NULL,
@@ -243,7 +246,7 @@ class PostgresSessionStore(SqlSessionStore):
             "WHERE m.session_id = s.id) END, "
             "CASE WHEN s.version = %s AND s.created = %s THEN NULL ELSE "
             "(SELECT array_agg(m.body ORDER BY m.seq) FROM kova_session_messages m "
-            "WHERE m.session_id = s.id) END "
+            "WHERE m.session_id = s.id) END, s.resumed "
             "FROM kova_sessions s WHERE s.id = %s",
             (version, created, version, created, version, created, session_id),
         ).fetchone()
@@ -265,6 +268,7 @@ class PostgresSessionStore(SqlSessionStore):
             title=row[2],
             view=view_from_text(row[4], f"session {session_id!r}"),
             view_covers=row[5],
+            resumed=row[9],
         )
 
 

@@ -198,8 +198,8 @@ class SqlSessionStore(SessionStore):
             if row is None:
                 made = sql.run(
                     "INSERT INTO kova_sessions (id, version, created, updated, title, messages, "
-                    "input_tokens, output_tokens, pending, view, view_covers) "
-                    "VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                    "input_tokens, output_tokens, pending, view, view_covers, resumed) "
+                    "VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
                     (
                         session_id,
                         now,
@@ -211,6 +211,7 @@ class SqlSessionStore(SessionStore):
                         change.pending,
                         view,
                         view_covers,
+                        change.resumed,
                     ),
                 )
                 if made.rowcount != 1:  # another writer made it first
@@ -226,7 +227,8 @@ class SqlSessionStore(SessionStore):
                     "title = COALESCE(?, title), messages = ?, "
                     "input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
                     "pending = ?, view = CASE WHEN ? THEN ? ELSE view END, "
-                    "view_covers = CASE WHEN ? THEN ? ELSE view_covers END WHERE id = ?",
+                    "view_covers = CASE WHEN ? THEN ? ELSE view_covers END, resumed = ? "
+                    "WHERE id = ?",
                     (
                         now,
                         change.title,
@@ -238,6 +240,7 @@ class SqlSessionStore(SessionStore):
                         view,
                         replace,
                         view_covers,
+                        change.resumed,
                         session_id,
                     ),
                 )

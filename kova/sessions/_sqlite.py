@@ -66,7 +66,8 @@ CREATE TABLE IF NOT EXISTS kova_sessions (
     output_tokens INTEGER NOT NULL,
     pending TEXT,
     view TEXT,
-    view_covers INTEGER NOT NULL DEFAULT 0
+    view_covers INTEGER NOT NULL DEFAULT 0,
+    resumed TEXT
 );
 CREATE TABLE IF NOT EXISTS kova_session_messages (
     session_id TEXT NOT NULL,
@@ -220,6 +221,9 @@ class SqliteSessionStore(SqlSessionStore):
             for statement in (*_SCHEMA.split(";"), HOLDS_INDEX):
                 if statement.strip():
                     connection.execute(statement)
+            columns = {row[1] for row in connection.execute("PRAGMA table_info(kova_sessions)")}
+            if "resumed" not in columns:  # a file of an earlier kova (same schema, one less)
+                connection.execute("ALTER TABLE kova_sessions ADD COLUMN resumed TEXT")
             row = connection.execute(
                 "SELECT value FROM kova_session_meta WHERE key = 'schema'"
             ).fetchone()
@@ -238,7 +242,8 @@ class SqliteSessionStore(SqlSessionStore):
     def _read(self, connection: sqlite3.Connection, session_id: str) -> SessionState:
         with _transaction(connection, write=False):
             row = connection.execute(
-                "SELECT version, pending, title, created, view, view_covers FROM kova_sessions "
+                "SELECT version, pending, title, created, view, view_covers, resumed "
+                "FROM kova_sessions "
                 "WHERE id = ?",
                 (session_id,),
             ).fetchone()
@@ -267,6 +272,7 @@ class SqliteSessionStore(SqlSessionStore):
             title=row[2],
             view=view_from_text(row[4], f"session {session_id!r}"),
             view_covers=row[5],
+            resumed=row[6],
         )
 
 

@@ -22,6 +22,7 @@ the second append. Nothing half-written is ever stored.
 from __future__ import annotations
 
 import abc
+import contextlib
 import math
 import threading
 import uuid
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import trio
 
-from .._errors import SessionBusyError, SessionError, check_seconds
+from .._errors import SessionBusyError, SessionConflictError, SessionError, check_seconds
 from .._json import dumps, loads
 from .._messages import Message, Role, Text
 from .._record import Record
@@ -103,6 +104,10 @@ class SessionState(Record):
     ``response.compaction.history``), standing for the first :attr:`view_covers` messages;
     ``None``: the model sees every message."""
     view_covers: int = 0
+    resumed: str | None = None
+    """The nonce of the decisions a resume of the stored pending state runs with (or ran
+    with, and did not finish: its process died): they are used (a decided pause runs once).
+    ``None``: none."""
 
 
 class SessionWrite(Record):
@@ -128,6 +133,9 @@ class SessionWrite(Record):
     stored view is kept, unless the write keeps fewer messages than it stands for (a rewind
     into them): then it is dropped."""
     view_covers: int = 0
+    resumed: str | None = None
+    """The session's :attr:`SessionState.resumed` after the write (set with a pending state
+    kept as it is, when a resume takes its decisions; any other write clears it)."""
 
 
 class SessionStore(abc.ABC):
@@ -433,14 +441,25 @@ class Session:
         history: object,
         pending: PendingApprovals | None,
         resume: Callable[[tuple[Message, ...], PendingApprovals], Awaitable[AgentResponse]],
+        *,
+        journaled: bool = False,
     ) -> AgentResponse:
         """What ``agent.resume(pending, session=...)`` does: the paused turn stored here goes
         on with ``pending``'s decisions (the stored ones if ``None``); what it adds joins the
-        same turn."""
+        same turn. The decisions are used once (recorded in the store before the turn goes
+        on; given back if it fails), unless the turn is ``journaled`` (the journal records
+        them, and a crashed resume goes on from it)."""
         pending = _pending_argument(history, pending)
         async with self._gate():
             state, decided = await self._paused(pending)
-            response = await resume(working_messages(state), decided)
+            if not journaled:
+                state = await self._take_decisions(state, decided)
+            try:
+                response = await resume(working_messages(state), decided)
+            except BaseException:
+                if not journaled:
+                    await self._give_back_decisions(state)
+                raise
             await self._commit(state, (), response, same_turn=True)
             return response
 
@@ -452,13 +471,16 @@ class Session:
             AbstractAsyncContextManager[AsyncIterator[AgentEvent]],
         ],
         resume: PendingApprovals | None = None,
+        *,
+        journaled: bool = False,
     ) -> AbstractAsyncContextManager[AsyncIterator[AgentEvent]]:
         """What ``agent.stream(prompt, session=...)`` returns: the turn's events, its
         messages appended before its TurnCompleted is handed on. With ``resume`` the paused
-        turn stored here goes on (no prompt)."""
+        turn stored here goes on (no prompt), its decisions used once as for
+        :meth:`resume_turn`."""
         from ._turns import SessionStream
 
-        return SessionStream(self, prompt, open_stream, resume)
+        return SessionStream(self, prompt, open_stream, resume, journaled)
 
     def stream_structured_turn(
         self,
@@ -492,6 +514,58 @@ class Session:
                 "waits for (its pending state: await session.pending())"
             )
         return state, pending
+
+    async def _take_decisions(self, state: SessionState, decided: Any) -> SessionState:
+        """Record in the store that ``decided`` resumes the paused turn ``state`` holds (a
+        write, so two processes cannot both take them); the state after it.
+
+        Raises:
+            ApprovalMismatchError: a resume took them already and did not finish.
+        """
+        from .._errors import ApprovalMismatchError
+
+        nonce = decided.nonce
+        if not nonce:
+            return state
+        if state.resumed == nonce:
+            raise ApprovalMismatchError(
+                f"these decisions were already used: a resume of session {self.id!r}'s paused "
+                "turn took them and did not finish (its process died, or it runs elsewhere); "
+                "a decided pause runs once. session.rewind() drops the paused turn; a turn "
+                "resumed with journal= goes on from its journal"
+            )
+        version = await self.store.write(
+            self.id,
+            SessionWrite(
+                version=state.version,
+                keep=len(state.messages),
+                pending=state.pending,
+                resumed=nonce,
+            ),
+        )
+        return SessionState(
+            version=version,
+            messages=state.messages,
+            turns=state.turns,
+            pending=state.pending,
+            title=state.title,
+            view=state.view,
+            view_covers=state.view_covers,
+            resumed=nonce,
+        )
+
+    async def _give_back_decisions(self, state: SessionState) -> None:
+        """A resume that failed or was cancelled produced nothing: its decisions may be
+        used again (unless the session changed meanwhile)."""
+        if state.resumed is None:
+            return
+        with trio.CancelScope(shield=True), contextlib.suppress(SessionConflictError):
+            await self.store.write(
+                self.id,
+                SessionWrite(
+                    version=state.version, keep=len(state.messages), pending=state.pending
+                ),
+            )
 
     async def _commit(
         self,

@@ -34,10 +34,12 @@ class SessionStream:
     """``async with agent.stream(prompt, session=session) as events``."""
 
     __slots__ = (
+        "_committed",
         "_events",
         "_gate",
         "_given",
         "_inner",
+        "_journaled",
         "_open",
         "_prompt",
         "_resume",
@@ -54,8 +56,11 @@ class SessionStream:
             AbstractAsyncContextManager[AsyncIterator[AgentEvent]],
         ],
         resume: PendingApprovals | None,
+        journaled: bool = False,
     ) -> None:
         self._session = session
+        self._journaled = journaled
+        self._committed = False
         self._given = prompt
         self._prompt: tuple[Message, ...] = ()
         self._open = open_stream
@@ -84,9 +89,16 @@ class SessionStream:
                 history = (*working_messages(state), *self._prompt)
             else:
                 state, decided = await session._paused(self._resume)
+                if not self._journaled:
+                    state = await session._take_decisions(state, decided)
                 history = working_messages(state)
-            inner = self._open(history, decided)
-            self._events = await inner.__aenter__()
+            try:
+                inner = self._open(history, decided)
+                self._events = await inner.__aenter__()
+            except BaseException:
+                if self._resume is not None and not self._journaled:
+                    await session._give_back_decisions(state)
+                raise
         except BaseException:
             await gate.__aexit__(None, None, None)
             raise
@@ -106,6 +118,7 @@ class SessionStream:
             await self._session._commit(
                 self._state, self._prompt, event.response, same_turn=self._resume is not None
             )
+            self._committed = True
         return event
 
     async def __aexit__(
@@ -121,7 +134,12 @@ class SessionStream:
         try:
             return bool(await inner.__aexit__(exc_type, exc, traceback))
         finally:
-            await gate.__aexit__(None, None, None)
+            try:
+                if self._resume is not None and not self._journaled and not self._committed:
+                    assert self._state is not None, "entered"
+                    await self._session._give_back_decisions(self._state)
+            finally:
+                await gate.__aexit__(None, None, None)
 
 
 class _Values(StructuredStream[Any]):

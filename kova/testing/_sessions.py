@@ -226,6 +226,19 @@ async def _check(store: SessionStore, run: str) -> None:
         assert state.pending is None
         assert state.messages == first
 
+    with _Rule("the decisions a resume took (resumed) are stored and cleared by the next write"):
+        taken = store.session(sid("taken"))
+        await store.write(
+            taken.id, SessionWrite(version=0, keep=0, messages=first[:2], turn=1, pending="{}")
+        )
+        await store.write(
+            taken.id, SessionWrite(version=1, keep=2, pending="{}", resumed="nonce-1")
+        )
+        state = await store.read(taken.id)
+        assert (state.pending, state.resumed, state.messages) == ("{}", "nonce-1", first[:2])
+        await store.write(taken.id, SessionWrite(version=2, keep=2, pending="{}"))
+        assert (await store.read(taken.id)).resumed is None
+
     with _Rule(
         "a compacted view is stored with a write, kept by later appends, dropped by a rewind"
     ):

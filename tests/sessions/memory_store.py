@@ -22,6 +22,7 @@ class _Row:
         self.pending: str | None = None
         self.view: tuple[Message, ...] | None = None
         self.view_covers = 0
+        self.resumed: str | None = None
 
 
 class MemorySessionStore(SessionStore):
@@ -43,6 +44,7 @@ class MemorySessionStore(SessionStore):
             title=row.title,
             view=row.view,
             view_covers=row.view_covers,
+            resumed=row.resumed,
         )
 
     async def write(self, session_id: str, change: SessionWrite) -> int:
@@ -67,6 +69,7 @@ class MemorySessionStore(SessionStore):
         if change.title is not None:
             row.title = change.title
         row.pending = change.pending
+        row.resumed = change.resumed
         row.input_tokens += change.input_tokens
         row.output_tokens += change.output_tokens
         if change.view is not None:
@@ -134,6 +137,13 @@ class DropsPending(MemorySessionStore):
 
     def apply(self, row: _Row, change: SessionWrite, now: float) -> None:
         super().apply(row, SessionWrite(**{**_fields(change), "pending": None}), now)
+
+
+class ForgetsResumed(MemorySessionStore):
+    """Broken: never stores the decisions a resume took (an older store's write)."""
+
+    def apply(self, row: _Row, change: SessionWrite, now: float) -> None:
+        super().apply(row, SessionWrite(**_fields(change)), now)
 
 
 class LosesSurrogates(MemorySessionStore):

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 from .memory_store import (
     CountsTokensOnce,
     DropsPending,
+    ForgetsResumed,
     ForgetsTurns,
     KeepsStaleView,
     LosesSurrogates,
@@ -40,6 +41,7 @@ async def test_the_suite_passes_on_a_correct_memory_store() -> None:
         (YieldsMidWrite, "of concurrent writes after the same version exactly one is stored"),
         (ForgetsTurns, "read() gives each message the number of the turn that added it"),
         (DropsPending, "the pending state is stored with the write"),
+        (ForgetsResumed, "the decisions a resume took (resumed) are stored"),
         (LosesSurrogates, "append() stores a turn's messages exactly"),
         (CountsTokensOnce, "list() has each session's message count, token totals"),
         (KeepsStaleView, "a compacted view is stored with a write, kept by later appends"),
