@@ -10,7 +10,9 @@ with the version check.
   write in a worker thread, the JSON of each message.
 - **floor**: the same SQL statements on one connection in the benchmark's own thread (raw
   ``sqlite3`` with the same pragmas, raw ``psycopg``), with ``json.loads`` of every body read
-  and ``json.dumps`` of the two written: what any hand-written store must do at least.
+  and ``json.dumps`` of the two written: what any hand-written store must do at least. That
+  includes taking and giving up the session's hold (a ticket in ``kova_session_holds``,
+  checked to be first), which keeps turns of other processes from interleaving.
 
     python bench/sessions.py                      # SQLite and PostgreSQL, 10 and 10,000
     python bench/sessions.py --stores sqlite --turns 200 --sizes 10
@@ -59,7 +61,7 @@ def _populate_sqlite(path: Path, sessions: int, history: int) -> None:
     now = time.time()
     with db:
         db.executemany(
-            "INSERT INTO kova_sessions VALUES (?, 1, ?, ?, ?, ?, 0, 0, NULL, NULL, 0)",
+            "INSERT INTO kova_sessions VALUES (?, 1, ?, ?, ?, ?, 0, 0, NULL, NULL, 0, NULL)",
             [(f"s{i}", now, now, "t", history) for i in range(sessions)],
         )
         db.executemany(
@@ -91,7 +93,7 @@ def _populate_postgres(dsn: str, sessions: int, history: int) -> None:
         cursor.execute("TRUNCATE kova_sessions, kova_session_messages")
         with cursor.copy("COPY kova_sessions FROM STDIN") as copy:
             for i in range(sessions):
-                copy.write_row((f"s{i}", 1, now, now, "t", history, 0, 0, None, None, 0))
+                copy.write_row((f"s{i}", 1, now, now, "t", history, 0, 0, None, None, 0, None))
         with cursor.copy("COPY kova_session_messages FROM STDIN") as copy:
             for i in range(sessions):
                 for seq in range(history):
@@ -141,6 +143,21 @@ def _floor_sqlite(path: Path, order: list[str]) -> list[float]:
     times = []
     for number, session_id in enumerate(order):
         start = time.perf_counter()
+        db.execute("BEGIN IMMEDIATE")  # the hold
+        now = time.time()
+        db.execute(
+            "DELETE FROM kova_session_holds WHERE session_id = ? AND lease_until <= ?",
+            (session_id, now),
+        )
+        ticket = db.execute(
+            "INSERT INTO kova_session_holds (session_id, owner, lease_until) VALUES (?, ?, ?)",
+            (session_id, "bench", now + 30),
+        ).lastrowid
+        (first,) = db.execute(
+            "SELECT MIN(ticket) FROM kova_session_holds WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        assert first == ticket
+        db.execute("COMMIT")
         db.execute("BEGIN")
         version, _pending, _title, _created, _view, _covers = db.execute(
             "SELECT version, pending, title, created, view, view_covers FROM kova_sessions "
@@ -176,6 +193,9 @@ def _floor_sqlite(path: Path, order: list[str]) -> list[float]:
             (time.time(), None, count + 2, 10, 5, None, session_id),
         )
         db.execute("COMMIT")
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("DELETE FROM kova_session_holds WHERE ticket = ?", (ticket,))
+        db.execute("COMMIT")
         times.append(time.perf_counter() - start)
     db.close()
     return times
@@ -188,6 +208,24 @@ def _floor_postgres(dsn: str, order: list[str]) -> list[float]:
     with psycopg.connect(dsn) as db:
         for number, session_id in enumerate(order):
             start = time.perf_counter()
+            with db.transaction():  # the hold
+                db.execute("SELECT pg_advisory_xact_lock(1, hashtext(%s))", (session_id,))
+                db.execute(
+                    "DELETE FROM kova_session_holds WHERE session_id = %s "
+                    "AND lease_until <= EXTRACT(EPOCH FROM clock_timestamp())",
+                    (session_id,),
+                )
+                ticket = db.execute(
+                    "INSERT INTO kova_session_holds (session_id, owner, lease_until) "
+                    "VALUES (%s, 'bench', EXTRACT(EPOCH FROM clock_timestamp()) + 30) "
+                    "RETURNING ticket",
+                    (session_id,),
+                ).fetchone()
+                first = db.execute(
+                    "SELECT MIN(ticket) FROM kova_session_holds WHERE session_id = %s",
+                    (session_id,),
+                ).fetchone()
+                assert first == ticket
             with db.transaction():
                 db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 version, _pending, _title, _created, _view, _covers = db.execute(  # type: ignore[misc]
@@ -227,6 +265,8 @@ def _floor_postgres(dsn: str, order: list[str]) -> list[float]:
                         "VALUES (%s, %s, %s, %s)",
                         [(session_id, count + i, turn, body) for i, body in enumerate(bodies)],
                     )
+            with db.transaction():
+                db.execute("DELETE FROM kova_session_holds WHERE ticket = %s", ticket)
             times.append(time.perf_counter() - start)
     return times
 

@@ -336,7 +336,7 @@ def test_typing_only_circles_only_shrink(monkeypatch: pytest.MonkeyPatch) -> Non
     assert sorted(_circles(_graph())) == sorted(TYPING_CIRCLES_LEFT)
 
 
-LONG_FUNCTIONS = {"kova.testing._sessions._check": 320}
+LONG_FUNCTIONS = {"kova.testing._sessions._check": 306}
 """Functions still over 100 lines, at most as long as this (a ratchet: it only shrinks)."""
 
 

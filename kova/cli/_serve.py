@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from ..providers import Provider
+    from ..sessions import SessionStore
     from ..tools import Tool
 
 __all__ = ["serve_chat"]
@@ -42,6 +43,7 @@ async def serve_chat(
     approve_all: bool = False,
     approval_timeout: float = 300.0,
     token: str | None = None,
+    sessions: SessionStore | None = None,
     out: Callable[[str], None] = print,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -51,7 +53,9 @@ async def serve_chat(
     Every tool call waits for approval on the page unless ``approve_all``. A turn that fails,
     or that a person stops with the page's Stop button, is shown so on the page and leaves
     the conversation as it was. ``token``: the page's and the API's secret (a random one
-    when ``None``).
+    when ``None``). ``sessions``: a store whose sessions the page lists, opens and continues
+    (each turn runs on the session open on the page); without one the conversation lives in
+    this process only.
 
     Raises:
         CliError: the address cannot be listened on (a busy port, say), or the token is
@@ -73,7 +77,9 @@ async def serve_chat(
     descriptor = listener.detach()  # Hypercorn's now: it serves and closes it
     async with AsyncExitStack() as stack:
         server = await stack.enter_async_context(
-            open_hosted_event_server(bound_host, bound_port, token=token, chat=True)
+            open_hosted_event_server(
+                bound_host, bound_port, token=token, chat=True, sessions=sessions
+            )
         )
         builder = AgentBuilder().provider(provider)
         if tools:
@@ -107,10 +113,16 @@ async def serve_chat(
         task_status.started(server.url)
         async for prompt in server.prompts:
             asked = [*history, Message.user(prompt)]
+            session = server.session  # the one open on the page (with sessions=)
             try:
                 # The page's Stop button cancels this scope: the turn adds nothing.
                 with server.stoppable() as stop:
-                    async with agent.stream(asked) as events:
+                    turn = (
+                        agent.stream(asked)
+                        if session is None
+                        else agent.stream(prompt, session=session)
+                    )
+                    async with turn as events:
                         async for event in server.relay(events, prompt=prompt):
                             if isinstance(event, TurnCompleted):
                                 history = [*asked, *event.response.new_messages]

@@ -299,6 +299,14 @@ class _Postgres(Sql):
         row = self.connection.execute("SELECT EXTRACT(EPOCH FROM clock_timestamp())::float8")
         return float(row.fetchone()[0])
 
+    def insert_ticket(self, session_id: str, owner: str, until: float) -> int:
+        row = self.connection.execute(
+            "INSERT INTO kova_session_holds (session_id, owner, lease_until) "
+            "VALUES (%s, %s, %s) RETURNING ticket",
+            (session_id, owner, until),
+        ).fetchone()
+        return int(row[0])
+
     def lock_session(self, session_id: str) -> None:
         # Tickets are numbered by a sequence, which is not in commit order: taken under a
         # per-session lock, they are.

@@ -97,9 +97,16 @@ class Sql(abc.ABC):
     def lock_session(self, session_id: str) -> None:  # noqa: B027 (SQLite locks the file)
         """Serialize this transaction with others on ``session_id``'s holds."""
 
+    knows_processes = False
+    """Whether :meth:`dead` can tell a gone process (SQLite: on one machine)."""
+
     def dead(self, owner: str) -> bool:
         """Whether ``owner``'s process is known to be gone (where that can be known)."""
         return False
+
+    @abc.abstractmethod
+    def insert_ticket(self, session_id: str, owner: str, until: float) -> int:
+        """Add a hold ticket; its number."""
 
     def one(self, statement: str, parameters: Sequence[object] = ()) -> Any:
         return self.run(statement, parameters).fetchone()
@@ -295,6 +302,8 @@ class SqlSessionStore(SessionStore):
             "DELETE FROM kova_session_holds WHERE session_id = ? AND lease_until <= ?",
             (session_id, now),
         )
+        if not sql.knows_processes:
+            return
         for ticket, owner in sql.all(
             "SELECT ticket, owner FROM kova_session_holds WHERE session_id = ?", (session_id,)
         ):
@@ -325,15 +334,7 @@ class SqlSessionStore(SessionStore):
             return ticket, self._first(sql, session_id)
 
     def _take(self, sql: Sql, session_id: str, owner: str, now: float) -> int:
-        sql.run(
-            "INSERT INTO kova_session_holds (session_id, owner, lease_until) VALUES (?, ?, ?)",
-            (session_id, owner, now + self.lease),
-        )
-        row = sql.one(
-            "SELECT MAX(ticket) FROM kova_session_holds WHERE session_id = ? AND owner = ?",
-            (session_id, owner),
-        )
-        return int(row[0])
+        return sql.insert_ticket(session_id, owner, now + self.lease)
 
     def _hold_poll(
         self, connection: Any, session_id: str, owner: str, ticket: int

@@ -320,6 +320,16 @@ class _Sqlite(Sql):
     def now(self) -> float:
         return self._clock()
 
+    knows_processes = True
+
+    def insert_ticket(self, session_id: str, owner: str, until: float) -> int:
+        cursor = self.connection.execute(
+            "INSERT INTO kova_session_holds (session_id, owner, lease_until) VALUES (?, ?, ?)",
+            (session_id, owner, until),
+        )
+        assert cursor.lastrowid is not None
+        return int(cursor.lastrowid)
+
     def dead(self, owner: str) -> bool:
         from ..durable._journal import _died_on_this_machine
 

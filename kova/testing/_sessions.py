@@ -25,7 +25,7 @@ from .._messages import Image, Message, RedactedThinking, Text, Thinking, ToolRe
 from ..sessions._store import SessionInfo, SessionStore, SessionWrite
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
 __all__ = ["check_session_store"]
 
@@ -210,34 +210,7 @@ async def _check(store: SessionStore, run: str) -> None:
             raise AssertionError("accepted")
         assert await store.read(racing.id) == again
 
-    with _Rule("the pending state is stored with the write and replaced by the next"):
-        paused = store.session(sid("paused"))
-        await store.write(
-            paused.id,
-            SessionWrite(version=0, keep=0, messages=first[:2], turn=1, pending='{"x": 1}'),
-        )
-        assert (await store.read(paused.id)).pending == '{"x": 1}'
-        state = await store.read(paused.id)
-        await store.write(
-            paused.id,
-            SessionWrite(version=state.version, keep=2, messages=first[2:], turn=1),
-        )
-        state = await store.read(paused.id)
-        assert state.pending is None
-        assert state.messages == first
-
-    with _Rule("the decisions a resume took (resumed) are stored and cleared by the next write"):
-        taken = store.session(sid("taken"))
-        await store.write(
-            taken.id, SessionWrite(version=0, keep=0, messages=first[:2], turn=1, pending="{}")
-        )
-        await store.write(
-            taken.id, SessionWrite(version=1, keep=2, pending="{}", resumed="nonce-1")
-        )
-        state = await store.read(taken.id)
-        assert (state.pending, state.resumed, state.messages) == ("{}", "nonce-1", first[:2])
-        await store.write(taken.id, SessionWrite(version=2, keep=2, pending="{}"))
-        assert (await store.read(taken.id)).resumed is None
+    await _check_pending(store, sid, first)
 
     with _Rule(
         "a compacted view is stored with a write, kept by later appends, dropped by a rewind"
@@ -425,3 +398,41 @@ async def _check(store: SessionStore, run: str) -> None:
 
 class _Stop(Exception):
     pass
+
+
+async def _check_resumed(store: SessionStore, session_id: str, first: Sequence[Message]) -> None:
+    with _Rule("the decisions a resume took (resumed) are stored and cleared by the next write"):
+        await store.write(
+            session_id,
+            SessionWrite(version=0, keep=0, messages=tuple(first[:2]), turn=1, pending="{}"),
+        )
+        await store.write(
+            session_id, SessionWrite(version=1, keep=2, pending="{}", resumed="nonce-1")
+        )
+        state = await store.read(session_id)
+        assert (state.pending, state.resumed) == ("{}", "nonce-1")
+        assert state.messages == tuple(first[:2])
+        await store.write(session_id, SessionWrite(version=2, keep=2, pending="{}"))
+        assert (await store.read(session_id)).resumed is None
+
+
+async def _check_pending(
+    store: SessionStore, sid: Callable[[str], str], first: tuple[Message, ...]
+) -> None:
+    with _Rule("the pending state is stored with the write and replaced by the next"):
+        paused = store.session(sid("paused"))
+        await store.write(
+            paused.id,
+            SessionWrite(version=0, keep=0, messages=first[:2], turn=1, pending='{"x": 1}'),
+        )
+        assert (await store.read(paused.id)).pending == '{"x": 1}'
+        state = await store.read(paused.id)
+        await store.write(
+            paused.id,
+            SessionWrite(version=state.version, keep=2, messages=first[2:], turn=1),
+        )
+        state = await store.read(paused.id)
+        assert state.pending is None
+        assert state.messages == first
+
+    await _check_resumed(store, sid("taken"), first)

@@ -17,7 +17,7 @@ from .._log import get_logger
 from . import _schema
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     import trio_websocket
 
@@ -54,7 +54,7 @@ async def serve_page(
     *,
     flush_interval: float,
     max_chat_chars: int,
-    on_message: Callable[[Page, _schema.PageMessage], None],
+    on_message: Callable[[Page, _schema.PageMessage], Awaitable[None] | None],
     on_batch: Callable[[int], None],
 ) -> tuple[int, str]:
     """Read the page's messages (handing each to ``on_message``) while a writer task sends
@@ -80,7 +80,9 @@ async def serve_page(
                 log.info("web.page.malformed", page=page.number, error=str(exc))
                 reason = (_CLOSE_POLICY, f"malformed message: {exc}"[:120])
                 break
-            on_message(page, message)
+            answer = on_message(page, message)
+            if answer is not None:  # a store to read (a session listed or opened): ms
+                await answer
         nursery.cancel_scope.cancel()
     return reason
 

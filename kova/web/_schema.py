@@ -36,6 +36,8 @@ __all__ = [
     "PROTOCOL_VERSION",
     "ChatInput",
     "Decision",
+    "ListSessions",
+    "OpenSession",
     "PageMessage",
     "PageMessageError",
     "Stop",
@@ -173,7 +175,19 @@ class Stop(Record):
     turn: int | None = None
 
 
-PageMessage = Decision | ChatInput | Stop
+class ListSessions(Record):
+    """``{"v": 1, "type": "sessions"}``: the page asks for the sessions it can open
+    (answered to that page with a ``sessions`` event)."""
+
+
+class OpenSession(Record):
+    """``{"v": 1, "type": "open", "session": str | null}``: open a stored session (its history
+    shown on every page, the next prompts continuing it), or a new one (``null``)."""
+
+    session: str | None = None
+
+
+PageMessage = Decision | ChatInput | Stop | ListSessions | OpenSession
 
 
 def _string(message: dict[str, Any], key: str, limit: int, *, required: bool = True) -> str | None:
@@ -228,6 +242,12 @@ def parse_page_message(text: str | bytes, *, max_chat_chars: int) -> PageMessage
         if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int)):
             raise PageMessageError("'turn' must be an integer")
         return Stop(turn=turn)
+    if kind == "sessions":
+        _only(message, {"v", "type"})
+        return ListSessions()
+    if kind == "open":
+        _only(message, {"v", "type", "session"})
+        return OpenSession(session=_string(message, "session", 512, required=False))
     raise PageMessageError(f"unknown message type {kind!r}")
 
 

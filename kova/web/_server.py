@@ -19,13 +19,14 @@ import contextlib
 import itertools
 import secrets
 import socket
+import time
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .._errors import check_seconds
+from .._errors import KovaError, check_seconds
 from .._groups import lone_exceptions
 from .._log import get_logger
 from .._models import (
@@ -35,9 +36,12 @@ from .._models import (
     File,
     Image,
     Message,
+    Text,
     TextDelta,
     ThinkingDelta,
     ToolAnnotations,
+    ToolResult,
+    ToolUse,
 )
 from .._record import EMPTY, Record
 from ..agent import (
@@ -59,12 +63,12 @@ from ._page import CLOSE_NORMAL, CLOSE_TOO_SLOW, Page, close_page, serve_page
 from ._turns import Turn, TurnLog
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 
     import trio_websocket
 
-    from .._models import ToolUse
     from ..agent import AgentEvent
+    from ..sessions import Session, SessionStore
     from ..telemetry import TelemetryEvent
     from ..tools import Tool
 
@@ -120,12 +124,15 @@ class EventServer:
         "_max_chat_chars",
         "_max_message_bytes",
         "_max_pages",
+        "_opened",
         "_page_buffer",
         "_page_numbers",
         "_pages",
         "_port",
         "_prompt_receive",
         "_prompt_send",
+        "_session",
+        "_sessions",
         "_static",
         "_stop_requested",
         "_stoppable",
@@ -146,8 +153,12 @@ class EventServer:
         keep_turns: int,
         disconnect_grace: float,
         chat: bool,
+        sessions: SessionStore | None = None,
     ) -> None:
         self._token = token
+        self._sessions = sessions
+        self._session: Session | None = None
+        self._opened: dict[str, Any] | None = None
         self._authorize = authorize
         self._allowed_origins = allowed_origins
         self._page_buffer = page_buffer
@@ -238,6 +249,16 @@ class EventServer:
         if self._prompt_receive is None:
             raise RuntimeError("open the event server with chat=True to receive prompts")
         return self._prompt_receive
+
+    @property
+    def session(self) -> Session | None:
+        """The session the pages have open (``None`` without ``sessions=``): the
+        conversation the next prompt continues. A new one until a page opens another."""
+        if self._sessions is None:
+            return None
+        if self._session is None:
+            self._session = self._sessions.session(_new_session_id())
+        return self._session
 
     def begin_turn(self, prompt: str | Message | None = None) -> int:
         """Start a turn on every page (``prompt``: the user's message, shown above it; a
@@ -453,6 +474,8 @@ class EventServer:
             "type": "hello",
             "page": page.number,
             "chat": self._chat,
+            "sessions": self._sessions is not None,
+            "session": self._opened,
             "limits": {
                 "max_message_bytes": self._max_message_bytes,
                 "max_chat_chars": self._max_chat_chars,
@@ -479,8 +502,12 @@ class EventServer:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
 
-    def _on_message(self, page: Page, message: _schema.PageMessage) -> None:
+    def _on_message(self, page: Page, message: _schema.PageMessage) -> Awaitable[None] | None:
         match message:
+            case _schema.ListSessions():
+                return self._list_sessions(page)
+            case _schema.OpenSession(session=identifier):
+                return self._open_session(page, identifier)
             case _schema.Decision(id=identifier, approve=approve, reason=reason):
                 self._approvals.answer(identifier, approve=approve, reason=reason)
             case _schema.Stop(turn=turn):
@@ -488,13 +515,86 @@ class EventServer:
             case _schema.ChatInput(text=text):
                 if self._prompt_send is None:
                     self._error_to(page, "this server does not take prompts")
-                    return
+                    return None
                 try:
                     self._prompt_send.send_nowait(text)
                 except trio.WouldBlock:
                     self._error_to(page, "busy: too many prompts waiting; try again")
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     self._error_to(page, "this server no longer takes prompts")
+        return None
+
+    async def _list_sessions(self, page: Page) -> None:
+        if self._sessions is None:
+            self._error_to(page, "this server keeps no sessions")
+            return
+        try:
+            infos = await self._sessions.list()
+        except KovaError as exc:
+            self._error_to(page, f"the sessions cannot be listed: {exc}")
+            return
+        current = self.session
+        self._send_to(
+            page,
+            {
+                "type": "sessions",
+                "current": None if current is None else current.id,
+                "sessions": [
+                    {
+                        "id": info.id,
+                        "title": info.title,
+                        "updated": info.updated,
+                        "messages": info.messages,
+                        "pending": info.pending,
+                    }
+                    for info in infos[:_LISTED]
+                ],
+            },
+        )
+
+    async def _open_session(self, page: Page, identifier: str | None) -> None:
+        store = self._sessions
+        if store is None:
+            self._error_to(page, "this server keeps no sessions")
+            return
+        current = self._current()
+        if current is not None and current.open:
+            self._error_to(page, "a turn is running: wait for it (or stop it) first")
+            return
+        from ..sessions._store import check_session_id_text
+
+        problem = None if identifier is None else check_session_id_text(identifier)
+        if problem is not None:
+            self._error_to(page, problem)
+            return
+        session = store.session(identifier if identifier is not None else _new_session_id())
+        try:
+            messages = await session.load()
+            info = await session.info()
+        except KovaError as exc:
+            self._error_to(page, f"session {session.id!r} cannot be opened: {exc}")
+            return
+        if self._current() is not current or (current is not None and current.open):
+            self._error_to(page, "a turn started meanwhile: try again when it ends")
+            return
+        self._session = session
+        self._opened = {
+            "type": "session",
+            "id": session.id,
+            "title": None if info is None else info.title,
+            "earlier": max(0, len(messages) - _SHOWN),
+            "messages": [_shown(message) for message in messages[-_SHOWN:]],
+        }
+        self._log.clear()  # a reconnecting page replays this conversation, not the last
+        self._fan_out(_schema.encode(self._opened))
+
+    def _send_to(self, page: Page, event: dict[str, Any]) -> None:
+        try:
+            page.send.send_nowait(_schema.encode(event))
+        except trio.WouldBlock:
+            self._drop(page)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
 
     def _stop(self, page: Page, turn: int | None) -> None:
         current = self._current()
@@ -604,6 +704,34 @@ class WebApproval:
         return await self.server._ask(call, self.annotations.get(call.name), self.timeout, path)
 
 
+_LISTED = 200
+"""The most sessions a page is sent (the most recently updated)."""
+
+_SHOWN = 200
+"""The most messages of an opened session a page is sent (the latest; the page says how
+many earlier ones it does not show)."""
+
+
+def _new_session_id() -> str:
+    return f"web-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+
+
+def _shown(message: Message) -> dict[str, Any]:
+    """A stored message as an opened session's page shows it: who, and its text (tool calls
+    and results named, media by their labels)."""
+    parts: list[str] = []
+    for block in message.content:
+        if isinstance(block, Text):
+            parts.append(block.text)
+        elif isinstance(block, ToolUse):
+            parts.append(f"[called {block.name}]")
+        elif isinstance(block, ToolResult):
+            parts.append(f"[{'error from' if block.is_error else 'result of'} a tool call]")
+        elif (label := attachment_label(block)) is not None:
+            parts.append(f"[{label}]")
+    return {"role": message.role.value, "text": "\n".join(parts)}
+
+
 def _positive(name: str, value: float) -> float:
     check_seconds(name, value)
     return float(value)
@@ -625,6 +753,7 @@ async def open_event_server(
     max_pages: int = 64,
     keep_turns: int = 20,
     disconnect_grace: float = 10.0,
+    sessions: SessionStore | None = None,
 ) -> AsyncIterator[EventServer]:
     """Serve the web view on ``host:port`` for the duration of the block.
 
@@ -646,6 +775,8 @@ async def open_event_server(
         keep_turns: turns kept to replay to a (re)connecting page.
         disconnect_grace: seconds a pending approval waits with no page connected before
             it is denied.
+        sessions: a :class:`~kova.sessions.SessionStore` whose sessions the pages list and
+            open (with ``chat=True``): the host runs each prompt on :attr:`EventServer.session`.
 
     Raises:
         ValueError: an option out of range (ConfigError, a ValueError, for a duration).
@@ -663,6 +794,7 @@ async def open_event_server(
         max_pages=max_pages,
         keep_turns=keep_turns,
         disconnect_grace=disconnect_grace,
+        sessions=sessions,
     )
     from hypercorn.config import Config
     from hypercorn.trio import serve
@@ -718,8 +850,16 @@ def _make_server(
     max_pages: int,
     keep_turns: int,
     disconnect_grace: float,
+    sessions: SessionStore | None = None,
 ) -> EventServer:
     """A checked, ready :class:`EventServer` that listens nowhere yet."""
+    if sessions is not None:
+        from ..sessions import SessionStore
+
+        if not isinstance(sessions, SessionStore):
+            raise TypeError(
+                f"sessions must be a kova.sessions.SessionStore, got {type(sessions).__name__}"
+            )
     if token is not None and (not isinstance(token, str) or len(token) < 16):
         raise ValueError("token must be a string of at least 16 characters")
     for name, count in (
@@ -743,6 +883,7 @@ def _make_server(
         keep_turns=keep_turns,
         disconnect_grace=_positive("disconnect_grace", disconnect_grace),
         chat=chat,
+        sessions=sessions,
     )
     server._static = load_static()
     if chat:
@@ -775,6 +916,7 @@ async def open_hosted_event_server(
         "max_pages": 64,
         "keep_turns": 20,
         "disconnect_grace": 10.0,
+        "sessions": None,
     }
     unknown = set(options) - set(defaults)
     if unknown:

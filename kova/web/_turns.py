@@ -60,6 +60,10 @@ class TurnLog:
     def current(self) -> Turn | None:
         return self._turns[-1] if self._turns else None
 
+    def clear(self) -> None:
+        """Forget the kept turns (another conversation was opened); numbers go on."""
+        self._turns.clear()
+
     def remember(self, event: dict[str, Any]) -> None:
         """Keep ``event`` in the current turn (events outside any turn are not kept)."""
         turn = self.current()

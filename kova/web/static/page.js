@@ -11,6 +11,8 @@
   const tools = new Map();      // turn, path and call id -> card
   const nested = new Map();     // the call that ran an inner agent -> its box in that card
   const approvals = new Map();  // approval id -> {card, timer}
+  const sessionsButton = $("sessions-button"), newSession = $("new-session");
+  const sessionsPanel = $("sessions"), sessionList = $("session-list");
   let socket = null, retry = 500, noticeTimer = null, chat = false, running = null;
 
   function el(tag, cls, text) {
@@ -230,10 +232,11 @@
 
   const handlers = {
     hello(e) {
-      transcript.textContent = ""; turns.clear(); tools.clear(); nested.clear();
-      approvals.forEach((entry) => clearInterval(entry.timer)); approvals.clear();
+      clearTranscript();
       chat = !!e.chat; form.hidden = !e.chat; turnRunning(null);
+      sessionsButton.hidden = newSession.hidden = !(e.chat && e.sessions);
       if (e.limits && e.limits.max_chat_chars) prompt.maxLength = e.limits.max_chat_chars;
+      if (e.session) showSession(e.session);
       (e.replay || []).forEach(apply);
       transcript.scrollTop = transcript.scrollHeight;
     },
@@ -273,7 +276,39 @@
       turnOf(e.turn).el.appendChild(el("div", "meta telemetry", e.summary));
     },
     error(e) { notice(e.message); },
+    session(e) {
+      clearTranscript(); turnRunning(null); sessionsPanel.hidden = true;
+      showSession(e);
+      transcript.scrollTop = transcript.scrollHeight;
+    },
+    sessions(e) {
+      sessionList.textContent = "";
+      if (!e.sessions.length) sessionList.appendChild(el("li", "meta", "no sessions yet"));
+      e.sessions.forEach((s) => {
+        const item = sessionList.appendChild(el("li"));
+        const open = item.appendChild(el("button", "open-session", s.title || s.id));
+        open.type = "button"; open.dataset.session = s.id;
+        if (s.id === e.current) item.classList.add("current");
+        item.appendChild(el("span", "meta", s.messages + (s.messages === 1 ? " message" : " messages") +
+          (s.pending ? " · waits for approval" : "")));
+        open.addEventListener("click", () => send({ type: "open", session: s.id }));
+      });
+      sessionsPanel.hidden = false;
+    },
   };
+  function clearTranscript() {
+    transcript.textContent = ""; turns.clear(); tools.clear(); nested.clear();
+    approvals.forEach((entry) => clearInterval(entry.timer)); approvals.clear();
+  }
+  function showSession(e) {
+    const box = transcript.appendChild(el("section", "history"));
+    box.dataset.session = e.id;
+    box.appendChild(el("div", "meta session-title", "session: " + (e.title || e.id)));
+    if (e.earlier) box.appendChild(el("div", "meta", e.earlier + " earlier messages not shown"));
+    e.messages.forEach((m) => {
+      if (m.text) box.appendChild(el("div", m.role === "user" ? "user" : "assistant-text", m.text));
+    });
+  }
   function apply(e) {
     const handler = handlers[e.type];
     if (handler) handler(e);  // unknown event types are skipped: newer servers may add some
@@ -298,6 +333,11 @@
     };
   }
 
+  sessionsButton.addEventListener("click", () => {
+    if (!sessionsPanel.hidden) { sessionsPanel.hidden = true; return; }
+    send({ type: "sessions" });
+  });
+  newSession.addEventListener("click", () => send({ type: "open", session: null }));
   stopButton.addEventListener("click", () => {
     if (running === null) return;
     stopButton.disabled = true;
