@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
     from .._models import ModelResponse
     from ..providers.openai import OpenAiCompatibleProvider
+    from ..sessions import SessionStore
     from ..testing import FakeOpenAiServer, Reply, ScriptRequest
     from ..tools import Tool
 
@@ -324,6 +325,13 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="the secret of the page and of the API (Authorization: Bearer TOKEN; at least 16 "
         "characters; default $KOVA_SERVE_TOKEN, else a random one, printed in the page's URL)",
     )
+    serve.add_argument(
+        "--sessions-db",
+        type=Path,
+        metavar="FILE",
+        help="keep the page's conversations as sessions in this SQLite file: the page lists, "
+        "opens and continues them (Sessions, New)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -495,22 +503,38 @@ async def _serve_provider(args: argparse.Namespace) -> None:
 
     selected = select_provider(args.provider, args.model, args.base_url)
     print(f"kova serve: {selected.name} {selected.model}")
-    await serve_chat(
-        selected.provider,
-        host=args.host,
-        port=args.port,
-        system_prompt=args.system,
-        tools=builtin_tools_for_chat(Path.cwd()),
-        approve_all=args.yes,
-        token=args.token,
-    )
+    async with _serve_sessions(args) as sessions:
+        await serve_chat(
+            selected.provider,
+            host=args.host,
+            port=args.port,
+            system_prompt=args.system,
+            tools=builtin_tools_for_chat(Path.cwd()),
+            approve_all=args.yes,
+            token=args.token,
+            sessions=sessions,
+        )
+
+
+@asynccontextmanager
+async def _serve_sessions(args: argparse.Namespace) -> AsyncIterator[SessionStore | None]:
+    """``kova serve --sessions-db FILE``: that file's session store, else none."""
+    if args.sessions_db is None:
+        yield None
+        return
+    from ..sessions import SqliteSessionStore
+
+    args.sessions_db.parent.mkdir(parents=True, exist_ok=True)
+    async with SqliteSessionStore(args.sessions_db) as store:
+        print(f"kova serve: sessions in {args.sessions_db}")
+        yield store
 
 
 async def _serve_demo(args: argparse.Namespace) -> None:
     """``kova serve --demo``: the demo's scripted weather model behind the web view."""
     from ._serve import serve_chat
 
-    async with _open_demo() as (_server, provider, get_weather):
+    async with _open_demo() as (_server, provider, get_weather), _serve_sessions(args) as sessions:
         print("kova serve --demo: the model is a SCRIPT on a local fake server (no network)")
         await serve_chat(
             provider,
@@ -520,6 +544,7 @@ async def _serve_demo(args: argparse.Namespace) -> None:
             tools=[get_weather],
             approve_all=args.yes,
             token=args.token,
+            sessions=sessions,
         )
 
 
