@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 import time
 
-__all__ = ["use_wal"]
+__all__ = ["transaction", "use_wal"]
 
 
 def use_wal(connection: sqlite3.Connection, timeout: float) -> str:
@@ -31,3 +31,22 @@ def use_wal(connection: sqlite3.Connection, timeout: float) -> str:
                 raise
         time.sleep(pause)
         pause = min(pause * 2, 0.2)
+
+
+class transaction:
+    """``with transaction(connection):`` ``BEGIN IMMEDIATE`` (a writer takes the file's lock
+    up front, so what it read is still so when it writes), or ``BEGIN`` to read (``write=False``)
+    ... ``COMMIT``, or ``ROLLBACK`` on any error. For a connection opened with
+    ``isolation_level=None`` (the session store's and the journal's)."""
+
+    __slots__ = ("_connection", "_write")
+
+    def __init__(self, connection: sqlite3.Connection, *, write: bool = True) -> None:
+        self._connection = connection
+        self._write = write
+
+    def __enter__(self) -> None:
+        self._connection.execute("BEGIN IMMEDIATE" if self._write else "BEGIN")
+
+    def __exit__(self, exc_type: object, exc: object, traceback: object) -> None:
+        self._connection.execute("ROLLBACK" if exc_type is not None else "COMMIT")

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from ..agent._driver_context import DriverContext
     from ..agent._limits import UsageLimits
     from ..agent._turn import RunTools
-    from ._journal import JournalClaim, JournalRecord, SqliteJournal
+    from ._journal import Journal, JournalClaim, JournalRecord
 
 __all__ = ["Journaled", "not_known_to_have_run", "open_journaled_turn", "same_history"]
 
@@ -183,7 +183,7 @@ def _paused_at(turn: Turn, history: Sequence[Message]) -> bool:
 @asynccontextmanager
 async def open_journaled_turn(
     context: DriverContext,
-    journal: SqliteJournal,
+    journal: Journal,
     history: tuple[Message, ...],
     overrides: InferenceConfig | None,
     limits: UsageLimits | None,

@@ -29,6 +29,7 @@ cannot write any more (:class:`TurnClaimedError` again). Lease times are wall-cl
 
 from __future__ import annotations
 
+import abc
 import os
 import socket
 import sqlite3
@@ -43,6 +44,7 @@ import trio
 
 from .._errors import ApprovalMismatchError, check_seconds
 from .._record import Record
+from .._wal import transaction as _transaction
 from .._wal import use_wal
 from ._errors import JournalError, TurnClaimedError
 
@@ -57,7 +59,14 @@ if TYPE_CHECKING:
     from ..agent._turn import Turn
     from ._driver import Journaled
 
-__all__ = ["JournalClaim", "JournalError", "JournalRecord", "SqliteJournal", "TurnClaimedError"]
+__all__ = [
+    "Journal",
+    "JournalClaim",
+    "JournalError",
+    "JournalRecord",
+    "SqliteJournal",
+    "TurnClaimedError",
+]
 
 _T = TypeVar("_T")
 
@@ -111,7 +120,106 @@ class JournalRecord(Record):
     """Tool calls recorded as started and never as finished."""
 
 
-class SqliteJournal:
+class Journal(abc.ABC):
+    """What :class:`SqliteJournal` and :class:`~kova.durable.PostgresJournal` share: the
+    public operations over a backend's worker-thread ones (each runs one transaction on one
+    of its connections, in a worker thread). A backend provides :meth:`_run`, the
+    operations, its owner ids and the parameter mark of its SQL."""
+
+    lease: float
+    rerun_interrupted: Mapping[str, bool]
+    _mark = "?"
+    """The parameter mark of the backend's SQL (``?``, or psycopg's ``%s``)."""
+
+    # -- the public operations (async: each runs in a worker thread) -------------------------
+
+    async def claim(self, turn_id: str, *, owner: str | None = None) -> JournalClaim:
+        """Take ``turn_id`` for this runner (creating its record) for :attr:`lease` seconds.
+
+        Raises:
+            TurnClaimedError: another owner's lease on it is live.
+        """
+        _check_id(turn_id)
+        me = owner or self._new_owner()
+        until = await self._run(self._claim, turn_id, me)
+        return self._claim_type(self, turn_id, me, until)
+
+    async def load(self, turn_id: str) -> JournalRecord | None:
+        """What is recorded of ``turn_id`` (``None``: nothing)."""
+        _check_id(turn_id)
+        return await self._run(self._load, turn_id)
+
+    async def forget(self, turn_id: str) -> None:
+        """Delete everything recorded of ``turn_id`` (idempotent)."""
+        _check_id(turn_id)
+        await self._run(self._forget, turn_id)
+
+    def open_turn(
+        self,
+        context: DriverContext,
+        history: tuple[Message, ...],
+        overrides: InferenceConfig | None,
+        limits: UsageLimits | None,
+        turn_id: object,
+        pending: PendingApprovals | None = None,
+    ) -> AbstractAsyncContextManager[tuple[Turn, Journaled]]:
+        """What ``agent.run`` / ``agent.stream`` / ``agent.resume`` with ``journal=self`` use
+        (see :mod:`kova.durable._driver`)."""
+        from ._driver import open_journaled_turn
+
+        return open_journaled_turn(context, self, history, overrides, limits, turn_id, pending)
+
+    # -- what a backend provides -------------------------------------------------------------
+
+    _claim_type: type[JournalClaim]
+
+    @abc.abstractmethod
+    def _new_owner(self) -> str:
+        """This runner's owner id."""
+
+    @abc.abstractmethod
+    async def _run(self, function: Callable[..., _T], *args: object) -> _T:
+        """``function(connection, *args)`` on a connection, in a worker thread."""
+
+    @abc.abstractmethod
+    def _claim(self, connection: Any, turn_id: str, owner: str) -> float: ...
+
+    @abc.abstractmethod
+    def _load(self, connection: Any, turn_id: str) -> JournalRecord | None: ...
+
+    @abc.abstractmethod
+    def _forget(self, connection: Any, turn_id: str) -> None: ...
+
+    @abc.abstractmethod
+    def _renew(self, connection: Any, turn_id: str, owner: str) -> float: ...
+
+    @abc.abstractmethod
+    def _write(
+        self,
+        connection: Any,
+        turn_id: str,
+        owner: str,
+        statement: str,
+        parameters: tuple[object, ...],
+    ) -> None:
+        """Run ``statement`` if ``owner`` still holds the turn (in the same transaction)."""
+
+    @abc.abstractmethod
+    def _started(self, connection: Any, turn_id: str, owner: str, call_ids: list[str]) -> None: ...
+
+    @abc.abstractmethod
+    def _finished(
+        self, connection: Any, turn_id: str, owner: str, call_id: str, result: str
+    ) -> None: ...
+
+    @abc.abstractmethod
+    def _use_decisions(self, connection: Any, turn_id: str, owner: str, nonce: str) -> None: ...
+
+    @abc.abstractmethod
+    def _release(self, connection: Any, turn_id: str, owner: str) -> None: ...
+
+
+class SqliteJournal(Journal):
     """A turn journal in one SQLite file: ``SqliteJournal("turns.db")``.
 
     Safe to share between tasks, threads and processes on one machine (not over a network
@@ -156,43 +264,10 @@ class SqliteJournal:
     def __repr__(self) -> str:
         return f"SqliteJournal({str(self.path)!r})"
 
-    # -- the public operations (async: each runs in a worker thread) -------------------------
+    _claim_type: type[JournalClaim]  # set below, once JournalClaim is defined
 
-    async def claim(self, turn_id: str, *, owner: str | None = None) -> JournalClaim:
-        """Take ``turn_id`` for this runner (creating its record) for :attr:`lease` seconds.
-
-        Raises:
-            TurnClaimedError: another owner's lease on it is live.
-        """
-        _check_id(turn_id)
-        me = owner or _process_owner()
-        until = await self._run(self._claim, turn_id, me)
-        return JournalClaim(self, turn_id, me, until)
-
-    async def load(self, turn_id: str) -> JournalRecord | None:
-        """What is recorded of ``turn_id`` (``None``: nothing)."""
-        _check_id(turn_id)
-        return await self._run(self._load, turn_id)
-
-    async def forget(self, turn_id: str) -> None:
-        """Delete everything recorded of ``turn_id`` (idempotent)."""
-        _check_id(turn_id)
-        await self._run(self._forget, turn_id)
-
-    def open_turn(
-        self,
-        context: DriverContext,
-        history: tuple[Message, ...],
-        overrides: InferenceConfig | None,
-        limits: UsageLimits | None,
-        turn_id: object,
-        pending: PendingApprovals | None = None,
-    ) -> AbstractAsyncContextManager[tuple[Turn, Journaled]]:
-        """What ``agent.run`` / ``agent.stream`` / ``agent.resume`` with ``journal=self`` use
-        (see :mod:`kova.durable._driver`)."""
-        from ._driver import open_journaled_turn
-
-        return open_journaled_turn(context, self, history, overrides, limits, turn_id, pending)
+    def _new_owner(self) -> str:
+        return _process_owner()
 
     # -- worker-thread side ------------------------------------------------------------------
 
@@ -334,17 +409,17 @@ class SqliteJournal:
                 (now, turn_id, turn_id),
             )
 
-    def _write_many(
-        self,
-        connection: sqlite3.Connection,
-        turn_id: str,
-        owner: str,
-        statement: str,
-        rows: list[tuple[object, ...]],
+    def _started(
+        self, connection: sqlite3.Connection, turn_id: str, owner: str, call_ids: list[str]
     ) -> None:
+        now = self._clock()
         with _transaction(connection):
             self._check_owner(connection, turn_id, owner)
-            connection.executemany(statement, rows)
+            connection.executemany(
+                "INSERT OR IGNORE INTO kova_tool_calls (turn_id, call_id, started) "
+                "VALUES (?, ?, ?)",
+                [(turn_id, call_id, now) for call_id in call_ids],
+            )
 
     def _renew(self, connection: sqlite3.Connection, turn_id: str, owner: str) -> float:
         until = self._clock() + self.lease
@@ -471,14 +546,14 @@ class JournalClaim:
 
     __slots__ = ("journal", "lease_until", "owner", "turn_id")
 
-    def __init__(self, journal: SqliteJournal, turn_id: str, owner: str, until: float) -> None:
+    def __init__(self, journal: Journal, turn_id: str, owner: str, until: float) -> None:
         self.journal = journal
         self.turn_id = turn_id
         self.owner = owner
         self.lease_until = until
 
     def __repr__(self) -> str:
-        return f"JournalClaim(turn_id={self.turn_id!r}, owner={self.owner!r})"
+        return f"{type(self).__name__}(turn_id={self.turn_id!r}, owner={self.owner!r})"
 
     async def __aenter__(self) -> JournalClaim:
         return self
@@ -503,20 +578,14 @@ class JournalClaim:
 
     async def save_snapshot(self, snapshot: str) -> None:
         """Record the turn core's state after a transition."""
-        await self._write("UPDATE kova_turns SET snapshot = ? WHERE turn_id = ?", snapshot)
+        await self._write("snapshot", snapshot)
 
     async def tool_started(self, *call_ids: str) -> None:
         """Record that tool calls are about to run (before they run; one commit for all)."""
         for call_id in call_ids:
             _check_id(call_id, "call_id")
-        now = self.journal._clock()
-        await self.journal._run(
-            self.journal._write_many,
-            self.turn_id,
-            self.owner,
-            "INSERT OR IGNORE INTO kova_tool_calls (turn_id, call_id, started) VALUES (?, ?, ?)",
-            [(self.turn_id, call_id, now) for call_id in call_ids],
-        )
+        journal = self.journal
+        await journal._run(journal._started, self.turn_id, self.owner, list(call_ids))
 
     async def tool_finished(self, call_id: str, result: str) -> None:
         """Record a tool call's result (after it ran)."""
@@ -527,11 +596,13 @@ class JournalClaim:
     async def tool_deferred(self, call_id: str) -> None:
         """Undo :meth:`tool_started` for a call that did not run (left to a person)."""
         _check_id(call_id, "call_id")
-        await self.journal._run(
-            self.journal._write,
+        journal, mark = self.journal, self.journal._mark
+        await journal._run(
+            journal._write,
             self.turn_id,
             self.owner,
-            "DELETE FROM kova_tool_calls WHERE turn_id = ? AND call_id = ? AND result IS NULL",
+            f"DELETE FROM kova_tool_calls WHERE turn_id = {mark} AND call_id = {mark} "
+            "AND result IS NULL",
             (self.turn_id, call_id),
         )
 
@@ -547,34 +618,25 @@ class JournalClaim:
 
     async def finish(self, response: str) -> None:
         """Record the finished turn's response."""
-        await self._write("UPDATE kova_turns SET response = ? WHERE turn_id = ?", response)
+        await self._write("response", response)
 
     async def release(self) -> None:
         """Give the turn up (idempotent; a claim taken over is left as it is)."""
         await self.journal._run(self.journal._release, self.turn_id, self.owner)
 
-    async def _write(self, statement: str, text: str) -> None:
+    async def _write(self, column: str, text: str) -> None:
         _check_text(text, "the record")
-        await self.journal._run(
-            self.journal._write, self.turn_id, self.owner, statement, (text, self.turn_id)
+        journal, mark = self.journal, self.journal._mark
+        await journal._run(
+            journal._write,
+            self.turn_id,
+            self.owner,
+            f"UPDATE kova_turns SET {column} = {mark} WHERE turn_id = {mark}",
+            (text, self.turn_id),
         )
 
 
-class _transaction:
-    """``BEGIN IMMEDIATE`` (a writer takes the lock up front, so a claim's read and write
-    are one step) ... ``COMMIT``, or ``ROLLBACK`` on any error."""
-
-    __slots__ = ("_connection", "_write")
-
-    def __init__(self, connection: sqlite3.Connection, *, write: bool = True) -> None:
-        self._connection = connection
-        self._write = write
-
-    def __enter__(self) -> None:
-        self._connection.execute("BEGIN IMMEDIATE" if self._write else "BEGIN")
-
-    def __exit__(self, exc_type: object, exc: object, traceback: object) -> None:
-        self._connection.execute("ROLLBACK" if exc_type is not None else "COMMIT")
+SqliteJournal._claim_type = JournalClaim
 
 
 def _process_start(pid: int) -> str | None:

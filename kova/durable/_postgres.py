@@ -32,9 +32,9 @@ from ._errors import JournalError, TurnClaimedError
 from ._journal import (
     _TABLES,
     SCHEMA_VERSION,
+    Journal,
+    JournalClaim,
     JournalRecord,
-    _check_id,
-    _check_text,
     _rerun_map,
     changed_error,
     check_opened,
@@ -43,17 +43,10 @@ from ._journal import (
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
-    from contextlib import AbstractAsyncContextManager
 
     import psycopg
     from psycopg_pool import ConnectionPool
 
-    from .._models import InferenceConfig, Message
-    from ..agent._approvals import PendingApprovals
-    from ..agent._driver_context import DriverContext
-    from ..agent._limits import UsageLimits
-    from ..agent._turn import Turn
-    from ._driver import Journaled
 
 __all__ = ["PostgresJournal", "PostgresJournalClaim"]
 
@@ -102,7 +95,7 @@ def _owner() -> str:
     return f"{socket.gethostname()}|{os.getpid()}|{uuid.uuid4().hex[:12]}"
 
 
-class PostgresJournal:
+class PostgresJournal(Journal):
     """A turn journal in PostgreSQL: ``PostgresJournal("postgresql://app@db/turns")``.
 
     Use it as :class:`~kova.durable.SqliteJournal` is used (``agent.run(..., journal=journal,
@@ -177,50 +170,11 @@ class PostgresJournal:
         if self._own and not self.pool.closed:
             await trio.to_thread.run_sync(self.pool.close)
 
-    # -- the journal's operations (as SqliteJournal's) ---------------------------------------
+    _mark = "%s"
+    _claim_type: type[JournalClaim]  # set below
 
-    async def claim(self, turn_id: str, *, owner: str | None = None) -> PostgresJournalClaim:
-        """Take ``turn_id`` for this runner (creating its record) for :attr:`lease` seconds.
-
-        Raises:
-            TurnClaimedError: another owner's lease on it is live.
-        """
-        _check_id(turn_id)
-        me = owner or _owner()
-        until = await self._run(self._claim, turn_id, me)
-        return PostgresJournalClaim(self, turn_id, me, until)
-
-    async def load(self, turn_id: str) -> JournalRecord | None:
-        """What is recorded of ``turn_id`` (``None``: nothing)."""
-        _check_id(turn_id)
-        return await self._run(self._load, turn_id)
-
-    async def forget(self, turn_id: str) -> None:
-        """Delete everything recorded of ``turn_id`` (idempotent)."""
-        _check_id(turn_id)
-        await self._run(self._forget, turn_id)
-
-    def open_turn(
-        self,
-        context: DriverContext,
-        history: tuple[Message, ...],
-        overrides: InferenceConfig | None,
-        limits: UsageLimits | None,
-        turn_id: object,
-        pending: PendingApprovals | None = None,
-    ) -> AbstractAsyncContextManager[tuple[Turn, Journaled]]:
-        """What ``agent.run`` / ``agent.stream`` / ``agent.resume`` with ``journal=self`` use."""
-        from ._driver import open_journaled_turn
-
-        return open_journaled_turn(
-            context,
-            self,  # type: ignore[arg-type]  # the driver uses only the journal's protocol
-            history,
-            overrides,
-            limits,
-            turn_id,
-            pending,
-        )
+    def _new_owner(self) -> str:
+        return _owner()
 
     # -- worker-thread side ------------------------------------------------------------------
 
@@ -411,95 +365,15 @@ class PostgresJournal:
         connection.execute("DELETE FROM kova_turns WHERE turn_id = %s", (turn_id,))
 
 
-class PostgresJournalClaim:
+class PostgresJournalClaim(JournalClaim):
     """One runner's hold on one turn in a :class:`PostgresJournal` (as
-    :class:`~kova.durable.JournalClaim` is in a SQLite one)."""
+    :class:`~kova.durable.JournalClaim` is in a SQLite one; its ``lease_until`` is by the
+    database server's clock)."""
 
-    __slots__ = ("journal", "lease_until", "owner", "turn_id")
+    __slots__ = ()
 
-    def __init__(self, journal: PostgresJournal, turn_id: str, owner: str, until: float) -> None:
-        self.journal = journal
-        self.turn_id = turn_id
-        self.owner = owner
-        self.lease_until = until
-        """When the lease runs out, by the database server's clock."""
 
-    def __repr__(self) -> str:
-        return f"PostgresJournalClaim(turn_id={self.turn_id!r}, owner={self.owner!r})"
-
-    async def __aenter__(self) -> PostgresJournalClaim:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        with trio.CancelScope(shield=True):
-            await self.release()
-
-    def kept_alive(self) -> AbstractAsyncContextManager[None]:
-        """As :meth:`kova.durable.JournalClaim.kept_alive`: the lease renewed every third of
-        it while the block runs."""
-        from ._lease import keep_alive
-
-        return keep_alive(self, self.journal.lease)
-
-    async def renew(self) -> None:
-        """Extend the lease by the journal's lease from now."""
-        journal = self.journal
-        self.lease_until = await journal._run(journal._renew, self.turn_id, self.owner)
-
-    async def save_snapshot(self, snapshot: str) -> None:
-        """Record the turn core's state after a transition."""
-        await self._write("UPDATE kova_turns SET snapshot = %s WHERE turn_id = %s", snapshot)
-
-    async def tool_started(self, *call_ids: str) -> None:
-        """Record that tool calls are about to run (before they run; one commit for all)."""
-        for call_id in call_ids:
-            _check_id(call_id, "call_id")
-        journal = self.journal
-        await journal._run(journal._started, self.turn_id, self.owner, list(call_ids))
-
-    async def tool_finished(self, call_id: str, result: str) -> None:
-        """Record a tool call's result (after it ran)."""
-        _check_id(call_id, "call_id")
-        _check_text(result, "result")
-        journal = self.journal
-        await journal._run(journal._finished, self.turn_id, self.owner, call_id, result)
-
-    async def tool_deferred(self, call_id: str) -> None:
-        """Undo :meth:`tool_started` for a call that did not run (left to a person)."""
-        _check_id(call_id, "call_id")
-        journal = self.journal
-        await journal._run(
-            journal._write,
-            self.turn_id,
-            self.owner,
-            "DELETE FROM kova_tool_calls WHERE turn_id = %s AND call_id = %s AND result IS NULL",
-            (self.turn_id, call_id),
-        )
-
-    async def use_decisions(self, nonce: str) -> None:
-        """Record that a paused turn's decisions (their nonce) resume this turn.
-
-        Raises:
-            ApprovalMismatchError: they already resumed another turn id of this journal.
-        """
-        _check_id(nonce, "nonce")
-        journal = self.journal
-        await journal._run(journal._use_decisions, self.turn_id, self.owner, nonce)
-
-    async def finish(self, response: str) -> None:
-        """Record the finished turn's response."""
-        await self._write("UPDATE kova_turns SET response = %s WHERE turn_id = %s", response)
-
-    async def release(self) -> None:
-        """Give the turn up (idempotent; a claim taken over is left as it is)."""
-        await self.journal._run(self.journal._release, self.turn_id, self.owner)
-
-    async def _write(self, statement: str, text: str) -> None:
-        _check_text(text, "the record")
-        journal = self.journal
-        await journal._run(
-            journal._write, self.turn_id, self.owner, statement, (text, self.turn_id)
-        )
+PostgresJournal._claim_type = PostgresJournalClaim
 
 
 def _local_time(server_time: float, server_now: float) -> float:

@@ -52,8 +52,6 @@ _require_extra("postgres", "kova.sessions.PostgresSessionStore")
 
 _T = TypeVar("_T")
 
-SCHEMA_VERSION = 1
-
 _LOCK_KEY = 0x6B6F76615F736573  # "kova_ses": the advisory lock taken to make the tables
 
 _SCHEMA = (
@@ -218,19 +216,7 @@ class PostgresSessionStore(SqlSessionStore):
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
             for statement in _SCHEMA:
                 connection.execute(statement)
-            row = connection.execute(
-                "SELECT value FROM kova_session_meta WHERE key = 'schema'"
-            ).fetchone()
-            if row is None:
-                connection.execute(
-                    "INSERT INTO kova_session_meta (key, value) VALUES ('schema', %s)",
-                    (str(SCHEMA_VERSION),),
-                )
-            elif int(row[0]) > SCHEMA_VERSION:
-                raise SessionError(
-                    f"session store {self!r}: the database was written by a newer kova "
-                    f"(schema {row[0]}, this kova reads {SCHEMA_VERSION})"
-                )
+            self._check_schema(self._sql(connection))
         self._ready = True
 
     def _read(self, connection: psycopg.Connection[Any], session_id: str) -> SessionState:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from .._errors import SessionBusyError, SessionConflictError, check_seconds
+from .._errors import SessionBusyError, SessionConflictError, SessionError, check_seconds
 from .._log import get_logger
 from ._store import (
     MessageCache,
@@ -49,7 +49,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from contextlib import AbstractContextManager
 
-__all__ = ["HOLDS_INDEX", "Sql", "SqlSessionStore"]
+__all__ = ["HOLDS_INDEX", "SCHEMA_VERSION", "Sql", "SqlSessionStore"]
+
+SCHEMA_VERSION = 1
+"""The version of the session tables (columns added since are made where missing)."""
 
 _T = TypeVar("_T")
 
@@ -262,6 +265,20 @@ class SqlSessionStore(SessionStore):
                 )
         self._cache.wrote(session_id, version, created, change)
         return version + 1
+
+    def _check_schema(self, sql: Sql) -> None:
+        """Record the tables' version in a new store; refuse one of a newer kova."""
+        row = sql.one("SELECT value FROM kova_session_meta WHERE key = 'schema'")
+        if row is None:
+            sql.run(
+                "INSERT INTO kova_session_meta (key, value) VALUES ('schema', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+        elif int(row[0]) > SCHEMA_VERSION:
+            raise SessionError(
+                f"session store {self!r} was written by a newer kova "
+                f"(schema {row[0]}, this kova reads {SCHEMA_VERSION})"
+            )
 
     def _list(self, connection: Any) -> builtins.list[SessionInfo]:
         sql = self._sql(connection)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from .._errors import SessionError, check_seconds
+from .._wal import transaction as _transaction
 from .._wal import use_wal
 from ._sql import HOLDS_INDEX, Sql, SqlSessionStore
 from ._store import SessionState, message_from_text, view_from_text
@@ -47,8 +48,6 @@ if TYPE_CHECKING:
 __all__ = ["SqliteSessionStore"]
 
 _T = TypeVar("_T")
-
-SCHEMA_VERSION = 1
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kova_session_meta (
@@ -224,19 +223,7 @@ class SqliteSessionStore(SqlSessionStore):
             columns = {row[1] for row in connection.execute("PRAGMA table_info(kova_sessions)")}
             if "resumed" not in columns:  # a file of an earlier kova (same schema, one less)
                 connection.execute("ALTER TABLE kova_sessions ADD COLUMN resumed TEXT")
-            row = connection.execute(
-                "SELECT value FROM kova_session_meta WHERE key = 'schema'"
-            ).fetchone()
-            if row is None:
-                connection.execute(
-                    "INSERT INTO kova_session_meta (key, value) VALUES ('schema', ?)",
-                    (str(SCHEMA_VERSION),),
-                )
-            elif int(row[0]) > SCHEMA_VERSION:
-                raise SessionError(
-                    f"session store {str(self.path)!r} was written by a newer kova "
-                    f"(schema {row[0]}, this kova reads {SCHEMA_VERSION})"
-                )
+            self._check_schema(self._sql(connection))
         self._ready = True
 
     def _read(self, connection: sqlite3.Connection, session_id: str) -> SessionState:
@@ -278,23 +265,6 @@ class SqliteSessionStore(SqlSessionStore):
 
 def _nothing(connection: sqlite3.Connection) -> None:
     return None
-
-
-class _transaction:
-    """``BEGIN IMMEDIATE`` (or ``BEGIN`` to read) ... ``COMMIT``, or ``ROLLBACK`` on any
-    error."""
-
-    __slots__ = ("_connection", "_write")
-
-    def __init__(self, connection: sqlite3.Connection, *, write: bool = True) -> None:
-        self._connection = connection
-        self._write = write
-
-    def __enter__(self) -> None:
-        self._connection.execute("BEGIN IMMEDIATE" if self._write else "BEGIN")
-
-    def __exit__(self, exc_type: object, exc: object, traceback: object) -> None:
-        self._connection.execute("ROLLBACK" if exc_type is not None else "COMMIT")
 
 
 class _Sqlite(Sql):
