@@ -496,6 +496,8 @@ class Compactor:
         "_after",
         "_before",
         "_cache",
+        "_counted",
+        "_exact",
         "_overflow",
         "_overflowed_at",
         "_pending",
@@ -535,6 +537,10 @@ class Compactor:
         # compacts for it; and the request number it came for (one retry per model call).
         self._overflow: ContextOverflow | None = None
         self._overflowed_at = -1
+        # Whether the provider counts prompt tokens exactly (set by the turn), the request
+        # number last counted, and a count over the limit the next fit compacts for.
+        self._exact = False
+        self._counted: tuple[int, int | None] = (-1, None)
 
     @property
     def compacted(self) -> bool:
@@ -578,6 +584,32 @@ class Compactor:
         if input_tokens and sent:
             self._scale = min(4.0, max(1.0, self._scale * input_tokens / sent))
 
+    def count_exactly(self, exact: bool) -> None:
+        """Whether the provider counts prompt tokens exactly: then a request estimated within
+        a fifth of the limit is counted by it before it is sent (:meth:`wants_count`)."""
+        self._exact = exact
+
+    def wants_count(self, request_number: int) -> bool:
+        """Whether the request about to be sent should first be counted by the provider:
+        near the limit by the estimate, once per model call, with an exact counter."""
+        sent = self._sent
+        if not self._exact or sent is None or sent * 5 <= self.limit * 4:
+            return False
+        if self._counted[0] == request_number:
+            return False
+        self._counted = (request_number, None)
+        return True
+
+    def counted(self, tokens: int, request_number: int) -> bool:
+        """The provider's count of the request :meth:`wants_count` asked for: over the
+        limit, later estimates count more and the next :meth:`fit` compacts (``True``)."""
+        sent = self._sent
+        if tokens <= self.limit or not sent:
+            return False
+        self._scale = min(4.0, max(self._scale, self._scale * tokens / sent * 1.02))
+        self._counted = (request_number, tokens)
+        return True
+
     def overflowed(self, error: ContextOverflow, request_number: int) -> bool:
         """The provider answered the request last sent with ``error``: the next :meth:`fit`
         compacts (to at most three quarters of what was sent) and later estimates count
@@ -610,8 +642,9 @@ class Compactor:
                 (:meth:`overflowed`) and nothing could be compacted.
         """
         overflow, self._overflow = self._overflow, None
+        over = self._counted[1] if self._counted[0] == request_number else None
         tokens = self._quick_estimate(messages, tools)
-        if tokens <= self.limit and overflow is None:
+        if tokens <= self.limit and overflow is None and over is None:
             self._sent = tokens
             return None
         estimate = self._estimator(tools)
@@ -661,6 +694,10 @@ class Compactor:
         after = estimate(current)
         if overflow is not None and not ran:
             raise overflow  # nothing could go: the provider's answer stands
+        if over is not None:
+            self._counted = (request_number, None)  # compacted for that count
+            if not ran:
+                raise ContextBudgetExceededError(over, self.limit)
         if after > self.limit:
             raise ContextBudgetExceededError(after, self.limit)
         self._sent = after

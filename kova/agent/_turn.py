@@ -197,6 +197,11 @@ def _denied(call_id: str, reason: str | None) -> ToolResult:
     return ToolResult.error(text, tool_use_id=call_id)
 
 
+_EXACT_COUNTERS: Final = frozenset({"anthropic", "gemini", "bedrock", "openai-responses"})
+"""Providers (by name) whose ``count_tokens`` asks the API: a context policy counts a request
+near the window with them before sending it."""
+
+
 def _positive_int(name: str, value: object, *, optional: bool = False) -> None:
     if optional and value is None:
         return
@@ -686,6 +691,7 @@ class Turn:
         limit = context.limit(model or config.model, config.max_tokens)
         previous = self._compactor
         compactor = Compactor(context, limit, native_compaction(context, provider, limit))
+        compactor.count_exactly(provider in _EXACT_COUNTERS)
         if previous is not None:
             compactor.restore(previous.to_dict() | {"limit": limit})
         self._compactor = compactor
@@ -857,6 +863,8 @@ class Turn:
         )
         if limits is not None and limits.counts_tokens_first and not self._counted:
             return CallModel(request=request, count_tokens=True)
+        if compactor is not None and compactor.wants_count(self._requests):
+            return CallModel(request=request, count_tokens=True)  # near the window
         return CallModel(request=request)
 
     def _run_tools(self) -> RunTools:
@@ -1002,6 +1010,8 @@ class Turn:
                 self._fail(exc)
                 raise
         self._counted = True
+        if self._compactor is not None:  # over the window by the provider's count: compact
+            self._compactor.counted(tokens, self._requests)
 
     def model_replied(self, response: ModelResponse) -> None:
         """The model's answer to the last :class:`CallModel`.

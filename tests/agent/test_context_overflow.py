@@ -187,3 +187,49 @@ def test_a_saved_turn_keeps_its_compacted_history_and_sends_the_same_next_reques
     assert again.request.messages == step.request.messages
     assert "SUMMARY of parts 0-2" in again.request.messages[0].text
     assert restored.compaction == turn.compaction
+
+
+async def test_near_the_window_the_providers_exact_count_decides():
+    from kova.providers import heuristic_count_tokens
+    from kova.testing import open_anthropic_server
+
+    history = _history()
+    estimate = heuristic_count_tokens(history)
+    window = int(estimate / 0.85 / 0.9)  # the estimate is 85% of the limit: near it
+    counted = []
+
+    def count(messages, tools):  # the provider's tokenizer counts twice the heuristic
+        counted.append(len(messages))
+        return 2 * heuristic_count_tokens(messages, tools)
+
+    script = Script([reply_text("done")] * 2)
+    async with open_anthropic_server(script, count_tokens=count) as server:
+        provider = next(f for f in FORMATS if f.name == "anthropic").build(server)
+        builder = AgentBuilder().provider(provider)
+        builder = builder.context(ClearToolResults(keep_last=1), window=window)
+        async with builder.build() as agent:
+            response = await agent.run(history)
+            far = await agent.run([Message.user("hi")])  # far below: never counted
+    assert counted == [len(history)]  # counted once, before the first send
+    (sent, _) = chat_requests(server)
+    results = [
+        b.text for m in sent.decoded.messages for b in m.content if isinstance(b, ToolResult)
+    ]
+    assert sum(t.startswith("[tool result cleared") for t in results) == 3
+    assert response.compaction is not None
+    assert far.compaction is None
+
+
+async def test_without_an_exact_counter_nothing_is_counted():
+    fmt = next(f for f in FORMATS if f.name == "openai")
+    history = _history()
+    from kova.providers import heuristic_count_tokens
+
+    window = int(heuristic_count_tokens(history) / 0.85 / 0.9)
+    async with fmt.open_server(Script([reply_text("done")])) as server:
+        builder = AgentBuilder().provider(fmt.build(server))
+        builder = builder.context(ClearToolResults(keep_last=1), window=window)
+        async with builder.build() as agent:
+            response = await agent.run(history)
+    assert response.compaction is None
+    assert len(server.requests) == 1
