@@ -44,7 +44,9 @@ TURN = 4
 # -- the writer (a child process) ---------------------------------------------------------
 
 
-def writer(store_kind: str, where: str, name: str, sessions: int, turns: int, tasks: int) -> None:
+def writer(
+    store_kind: str, where: str, name: str, sessions: int, turns: int, tasks: int, lease: float
+) -> None:
     import trio
 
     from kova import ToolResult
@@ -67,12 +69,10 @@ def writer(store_kind: str, where: str, name: str, sessions: int, turns: int, ta
         return reply_tool_calls(("note", {"token": token}))
 
     async def main() -> None:
-        # A short lease: a killed writer's hold on PostgreSQL (which knows no processes)
-        # frees its session within 3 s for the next trial's writers.
         store = (
-            SqliteSessionStore(where, lease=3)
+            SqliteSessionStore(where, lease=lease)
             if store_kind == "sqlite"
-            else PostgresSessionStore(where, lease=3)
+            else PostgresSessionStore(where, lease=lease)
         )
         builder = AgentBuilder().provider(FunctionProvider(model)).tool(note)
         async with store, builder.build() as agent:
@@ -127,13 +127,7 @@ def check(store_kind: str, where: str, reported: dict[str, str]) -> dict[str, in
     from kova.sessions import PostgresSessionStore, SqliteSessionStore
 
     async def read() -> dict[str, tuple[list[Any], tuple[int, ...]]]:
-        # A short lease: a killed writer's hold on PostgreSQL (which knows no processes)
-        # frees its session within 3 s for the next trial's writers.
-        store = (
-            SqliteSessionStore(where, lease=3)
-            if store_kind == "sqlite"
-            else PostgresSessionStore(where, lease=3)
-        )
+        store = SqliteSessionStore(where) if store_kind == "sqlite" else PostgresSessionStore(where)
         async with store:
             found = {}
             for info in await store.list():
@@ -175,7 +169,15 @@ def _roles(messages: list[Any]) -> list[str]:
 # -- the trials ------------------------------------------------------------------------------
 
 
-def _start(store_kind: str, where: str, name: str, sessions: int, turns: int, tasks: int) -> Any:
+def _start(
+    store_kind: str,
+    where: str,
+    name: str,
+    sessions: int,
+    turns: int,
+    tasks: int,
+    lease: float = 30.0,
+) -> Any:
     return subprocess.Popen(
         [
             sys.executable,
@@ -187,6 +189,7 @@ def _start(store_kind: str, where: str, name: str, sessions: int, turns: int, ta
             str(sessions),
             str(turns),
             str(tasks),
+            str(lease),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -215,7 +218,10 @@ def kill_trials(
     started = time.monotonic()
     for trial in range(trials):
         procs = [
-            _start(store_kind, where, f"t{trial}w{w}", sessions, 10**6, 2) for w in range(writers)
+            # A short lease: a killed writer's hold on PostgreSQL (which knows no processes)
+            # frees its session within 3 s for the next trial's writers.
+            _start(store_kind, where, f"t{trial}w{w}", sessions, 10**6, 2, lease=3)
+            for w in range(writers)
         ]
         for proc in procs:  # every writer is writing before the clock starts
             line = proc.stdout.readline()
@@ -282,8 +288,8 @@ def _postgres(stack: ExitStack, dsn: str | None) -> str:
 
 def main() -> None:
     if sys.argv[1:2] == ["writer"]:
-        store_kind, where, name, sessions, turns, tasks = sys.argv[2:8]
-        writer(store_kind, where, name, int(sessions), int(turns), int(tasks))
+        store_kind, where, name, sessions, turns, tasks, lease = sys.argv[2:9]
+        writer(store_kind, where, name, int(sessions), int(turns), int(tasks), float(lease))
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="mode", required=True)
