@@ -299,7 +299,10 @@ async def test_a_client_leaving_mid_stream_frees_the_turn_and_its_provider_conne
     times.sort()
     print(f"released: median {times[100]:.4f}s, p99 {times[198]:.4f}s, over 100 ms: {over}")
     assert leaks == 0  # every provider connection closed (within 1 s on a loaded machine)
-    assert times[100] < 0.1  # typically within 100 ms (bench/serve.py reports the spread)
+    # Typically within 100 ms (bench/serve.py measures the spread); the bound here is loose
+    # because it is real time on a shared machine: a turn that is not freed at once but at
+    # some timeout (a second or more) still fails it.
+    assert times[100] < 0.5
     assert len(fake.chat_requests()) == 200
 
 
