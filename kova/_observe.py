@@ -13,13 +13,11 @@ is carried to an actor.
 
 **Parent-child links.** Every event that starts something carries a fresh ``span_id`` and
 the ``parent_id`` of what it belongs to (a provider call and a tool call belong to their
-turn, an MCP request to the tool call it was made from). The ids cross the actor boundary in
-the request messages (a tool call's parent rides in ``RunToolCalls``, the model call's span
-in the ``AttemptFailed`` report the provider actor answers with a retry), never through
-trio's context, which is copied only when a task is
-spawned. Inside a tool call's own task the current emitter and span are in a context
-variable (:func:`current_scope`), which is how an MCP request made by a tool finds its
-parent.
+turn, an MCP request to the tool call it was made from). The ids are handed on explicitly
+(a tool call's parent to the tool step, the model call's span to the admission that decides
+its retries), never through trio's context, which is copied only when a task is spawned.
+Inside a tool call's own task the current emitter and span are in a context variable
+(:func:`current_scope`), which is how an MCP request made by a tool finds its parent.
 """
 
 from __future__ import annotations

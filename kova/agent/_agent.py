@@ -4,8 +4,8 @@
 produced; it holds no conversation state between turns. What a turn does next (call the
 model, run tools, wait for decisions, finish) and every limit are decided by the turn core,
 :class:`~kova.agent.Turn` (``_turn``: no I/O in it); this module drives it on trio: provider
-calls through the provider actor (streamed or not), tool steps through the tool pool actor,
-telemetry, and cancellation.
+calls through the provider actor (streamed or not), tool steps on the agent's tool runner in
+the turn's own task, telemetry, and cancellation.
 
 A turn that fails or is cancelled produces no messages: they are built locally and handed
 over only in the returned response.
@@ -38,7 +38,7 @@ from ._input import HistoryInput, check_call_options, coerce_history
 from ._loop import run_journaled, run_turn
 from ._signing import Decisions, Signer
 from ._streaming import TurnStream
-from ._tool_pool import Approver, GetToolRunner, ToolPoolActor
+from ._tool_pool import Approver, ToolRunner
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -66,8 +66,8 @@ OutputT = TypeVar("OutputT")
 
 
 class Agent:
-    """Runs turns. Use it inside ``async with``: entering starts its actors (the provider
-    actor and the tool pool) on its own runtime or the one it was given; leaving stops them.
+    """Runs turns. Use it inside ``async with``: entering starts its provider actor (on its own
+    runtime or the one it was given) and its tool runner; leaving stops them.
 
     An agent holds no conversation: every method takes the history and returns what the turn
     added. One agent can serve many turns at once, from many tasks.
@@ -138,35 +138,26 @@ class Agent:
         stack = AsyncExitStack()
         await stack.__aenter__()
         try:
-            runtime = config.runtime
-            if runtime is None:
-                runtime = await stack.enter_async_context(open_runtime())
             if isinstance(config.provider, ProviderRef):
                 provider_ref = config.provider
             else:
+                runtime = config.runtime
+                if runtime is None:
+                    runtime = await stack.enter_async_context(open_runtime())
                 provider_ref = await spawn_provider(
                     runtime, config.provider, max_in_flight=config.provider_max_in_flight
                 )
                 if config.runtime is not None:
                     stack.push_async_callback(provider_ref.stop)
 
-            def tool_pool() -> ToolPoolActor:
-                return ToolPoolActor(
-                    registry=config.registry,
-                    max_concurrent=config.max_concurrent_tools,
-                    approval=config.approval,
-                    defer=config.defer,
-                )
-
-            pool = await runtime.spawn(tool_pool)  # named tool_pool, tool_pool-2, ...
+            approver = Approver(config.approval, config.defer)
             context = DriverContext(
                 config,
-                # Retries run in the provider actor, with this agent's policy; a turn that
-                # is observed carries its event stream, where the actor reports each retry.
+                # Retries are decided with this agent's policy; a turn that is observed
+                # carries its event stream, where the provider's admission reports each retry.
                 provider=provider_ref.with_retry(config.retry),
-                pool=pool,
-                runner=await pool.call(GetToolRunner()),
-                approver=Approver(config.approval, config.defer),
+                runner=ToolRunner(config.registry, approver, config.max_concurrent_tools),
+                approver=approver,
                 telemetry=self._telemetry,
                 subscribers=self._own_subscribers,
                 model=self._model,
@@ -181,8 +172,6 @@ class Agent:
                 await trio.to_thread.run_sync(load_validation, abandon_on_cancel=True)
             if self._meter.pricer.needs_sheet():  # likewise the price sheet (~150 ms)
                 await trio.to_thread.run_sync(load_sheet, abandon_on_cancel=True)
-            if config.runtime is not None:
-                stack.push_async_callback(lambda: runtime.stop(pool))
             # Agents given as tools (agent.as_tool()) open with this one and close before it
             # stops; one the host opened is used as it is (see open_as_tool).
             for inner in _inner_agents(config.registry):

@@ -4,7 +4,7 @@ An agent builds one when its ``async with`` block starts and drops it when the b
 The in-process loop, the journal, agents used as tools, the asyncio bridge and the Temporal
 worker all reach the agent through it (:func:`~kova.agent._agent.driver_context`), never
 through the agent's private names: the provider reference (with the agent's retry policy),
-the tool pool and its runner, the telemetry emitter of a new turn, the approval policy, the
+the tool runner, the telemetry emitter of a new turn, the approval policy, the
 inference settings, and the turn cores it starts or resumes.
 """
 
@@ -13,14 +13,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._limits import UsageLimits
-from ._tool_pool import GetToolRunner
 from ._tool_search import ToolSearch
 from ._turn import Turn, new_turn_id
 
 if TYPE_CHECKING:
     from .._models import InferenceConfig, Message
     from .._observe import Deliver, TelemetryHub, TurnEmitter
-    from ..actors import ActorRef
     from ._approvals import PendingApprovals
     from ._budget import Meter
     from ._config import AgentConfig
@@ -41,8 +39,8 @@ def check_limits(limits: object) -> None:
 class DriverContext:
     """One open agent as its drivers see it (built once per ``async with agent``).
 
-    Its state changes only between checkpoints (the tool runner, replaced when the pool
-    restarts; the last turn's input tokens), so every task of the agent shares it.
+    Its state changes only between checkpoints (the last turn's input tokens), so every task
+    of the agent shares it.
     """
 
     __slots__ = (
@@ -55,7 +53,6 @@ class DriverContext:
         "meter",
         "model",
         "name",
-        "pool",
         "prefix",
         "provider",
         "runner",
@@ -68,7 +65,6 @@ class DriverContext:
         config: AgentConfig,
         *,
         provider: ProviderRef,
-        pool: ActorRef,
         runner: ToolRunner,
         approver: Approver,
         telemetry: TelemetryHub,
@@ -84,10 +80,8 @@ class DriverContext:
         """The agent's name."""
         self.provider = provider
         """The agent's provider, with its retry policy."""
-        self.pool = pool
-        """The tool pool actor (it owns the pool's incarnation and publishes its runner)."""
         self.runner = runner
-        """The tool pool's runner as last published (:meth:`tool_runner` renews it)."""
+        """Runs the tool steps of every turn of the agent (one capacity limit for all)."""
         self.approver = approver
         """The agent's own approval policy (inactive when it has neither a handler nor a
         defer predicate)."""
@@ -122,13 +116,6 @@ class DriverContext:
         merged = self.config.inference.merged(overrides)
         self._merged = (overrides, merged)
         return merged
-
-    async def tool_runner(self) -> ToolRunner:
-        """The tool pool's current runner (asked for again once its incarnation ended)."""
-        runner = self.runner
-        if runner.closed:  # the pool restarted
-            runner = self.runner = await self.pool.call(GetToolRunner())
-        return runner
 
     def start_turn(
         self,

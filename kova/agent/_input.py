@@ -1,7 +1,7 @@
 """The agent's public boundary: what a turn accepts, checked in the caller's task.
 
-No caller input may crash an actor. The provider actor and the tool pool serve many agents
-and turns at once, so a malformed history that reached one of them as an ``AttributeError``
+No caller input may crash an actor. The provider actor serves many agents and turns at
+once, so a malformed history that reached one of them as an ``AttributeError``
 would crash it, fail every request it was serving, and, repeated, make the supervisor give up
 on the whole runtime. Every public entry point of :class:`~kova.agent.Agent` therefore checks
 its input here first and raises ``TypeError`` in the caller, naming the bad item by its index.

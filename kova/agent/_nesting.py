@@ -6,8 +6,8 @@ every enclosing one: an inner turn's model calls and tool calls count against ea
 usage limits, and its usage is added to each), the approval policy an inner agent without one
 of its own follows, and whether the outer turn is streamed. Around each call the pool sets
 :func:`outer_call` (the nest, the call and where its events go), which is how an agent tool
-finds the turn it serves: the ids travel in the request message, never through trio's
-context, which a task only copies when it is spawned.
+finds the turn it serves: the pool hands the nest to each call, never through trio's context
+as the turn's task had it (a call may run in a task of its own).
 
 An inner turn's events reach the outer stream as copies that carry a path
 (:func:`nested`): ``TextDelta`` and the other stream events keep ``path`` as a class

@@ -12,17 +12,19 @@ pool) for the life of each incarnation, and the policy every request passes:
    :attr:`~kova.agent.RetryConfig.max_unconfirmed_pause` (5 s), a second one within the
    first one's delay for up to its :attr:`~kova.agent.RetryConfig.max_retry_after`; a caller
    that would not wait that long fails at once;
-3. **retries**: the actor decides, for each failed attempt reported to it
-   (:class:`~._provider_messages.AttemptFailed`), whether and when the request is tried again
-   (:class:`~kova.agent.RetryConfig`; the provider's ``retry_after`` wins over the backoff),
-   and puts a ``ModelCallRetrying`` on the turn's event stream when the request carries one.
+3. **retries**: the admission decides, for each failed attempt handed to it
+   (:meth:`~._provider_messages.Admission.failed`, in the caller's task: no mailbox round
+   trip), whether and when the request is tried again (:class:`~kova.agent.RetryConfig`; the
+   provider's ``retry_after`` wins over the backoff), and puts a ``ModelCallRetrying`` on the
+   turn's event stream when the request carries one.
 
 **One path.** The caller's task does the I/O, always: the actor publishes an
 :class:`~._provider_messages.Admission` (the provider it holds open, the cap, the gate) and
-each caller (:class:`~kova.agent.ProviderRef`) enters it, sends its request, and reports a
-failure back. With no cap and the gate open, entering costs no scheduler pass; the actor
-hears only of failures. One retry loop serves calls (completions, token counts, model
-lists) and one "until the first content" loop serves streams, both in ``_provider_ref``.
+each caller (:class:`~kova.agent.ProviderRef`) enters it, sends its request, and hands a
+failure to it. With no cap and the gate open, entering costs no scheduler pass; the actor
+hears of nothing but a request for the admission of its current incarnation. One retry loop
+serves calls (completions, token counts, model lists) and one "until the first content"
+loop serves streams, both in ``_provider_ref``.
 
 **Whose failure is it.** A request's failure, whatever raised it, is its caller's: a
 provider that raises something unexpected (a bug, a value it cannot encode) fails that one
@@ -41,26 +43,16 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import trio
-
-from .._errors import ProviderError, RateLimited
-from .._log import get_logger
-from .._observe import ModelCallRetrying
-from ..actors import LATER, Actor, UnknownMessage
-from ._provider_messages import Admission, AttemptFailed, GetAdmission, RateLimitObserved
+from ..actors import LATER, Actor
+from ._provider_messages import Admission, GetAdmission
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from contextlib import AbstractAsyncContextManager
 
-    from .._errors import KovaError
-    from .._observe import TurnEmitter
     from ..providers import Provider
-    from ._retry import RetryConfig
 
 __all__ = ["ProviderActor"]
-
-log = get_logger(__name__)
 
 
 class ProviderActor(Actor):
@@ -94,7 +86,8 @@ class ProviderActor(Actor):
     @asynccontextmanager
     async def _open(self) -> AsyncIterator[None]:
         async with self._provider.open():
-            admission = self._admission = Admission(self._provider, self._max_in_flight)
+            admission = Admission(self._provider, self._max_in_flight, actor=self.name)
+            self._admission = admission
             try:
                 yield
             finally:
@@ -105,72 +98,6 @@ class ProviderActor(Actor):
                 await admission.close(drain=orderly)
 
     def handle_now(self, message: Any) -> Any:
-        match message:
-            case GetAdmission():
-                return self._admission
-            case AttemptFailed(error=error, tries=tries, retry=retry, telemetry=telemetry):
-                return self._after_failure(error, tries, retry, telemetry)
-            case _:
-                return LATER
-
-    async def handle_call(self, message: Any) -> Any:
-        raise UnknownMessage(self.name, message)
-
-    async def handle_cast(self, message: Any) -> None:
-        match message:
-            case RateLimitObserved(retry_after=retry_after, retry=retry):
-                self._pause(retry_after, retry)
-            case _:
-                raise UnknownMessage(self.name, message, kind="cast")
-
-    # -- policies -----------------------------------------------------------------------
-
-    def _after_failure(
-        self,
-        error: KovaError,
-        tries: int,
-        retry: RetryConfig,
-        telemetry: tuple[TurnEmitter, int] | None,
-    ) -> float | None:
-        """Record a failed attempt; the delay before the next one, or ``None``: give up."""
-        if isinstance(error, RateLimited) and error.retry_after is not None:
-            self._pause(error.retry_after, retry)
-        if not retry.should_retry(tries, error):
-            return None
-        delay = retry.delay(tries, error)
-        # info: retrying is the policy working (ModelCallRetrying carries it too); the
-        # error the host must act on is the one raised when the retries run out.
-        log.info(
-            "provider.request.retrying",
-            provider=self._provider.name,
-            attempt=tries + 1,
-            delay=delay,
-            error_class=error.error_class.value if isinstance(error, ProviderError) else None,
-            error=str(error),
-        )
-        if telemetry is not None:  # the turn's event stream (its subscribers never raise here)
-            emitter, span_id = telemetry
-            error_class = error.error_class.value if isinstance(error, ProviderError) else None
-            emitter.emit(
-                ModelCallRetrying(
-                    turn_id=emitter.turn_id,
-                    span_id=span_id,
-                    time=trio.current_time(),
-                    attempt=tries + 1,
-                    error_type=type(error).__name__,
-                    error_class=error_class,
-                    wait=delay,
-                )
-            )
-        return delay
-
-    def _pause(self, retry_after: float, retry: RetryConfig) -> None:
-        admission = self._admission
-        if admission is not None and admission.pause(retry_after, retry):
-            log.info(
-                "provider.rate_limit.paused",
-                provider=self._provider.name,
-                actor=self.name,
-                retry_after=retry_after,
-                paused_for=admission.paused_until - trio.current_time(),
-            )
+        if type(message) is GetAdmission:
+            return self._admission
+        return LATER

@@ -1,12 +1,13 @@
 """What the provider actor and its callers exchange.
 
 The actor (``_provider_actor``) publishes one :class:`Admission` per incarnation: the
-provider it holds open, the in-flight cap and the rate-limit gate, which callers pass through
-before each attempt. A caller (``_provider_ref``) asks for it once (:class:`GetAdmission`),
-runs its attempts in its own task, and reports each failed attempt back
-(:class:`AttemptFailed`: the actor records it, pauses the gate on a rate limit and decides
-whether and when to try again) and any rate limit that arrives after a stream's content
-began (:class:`RateLimitObserved`). A stream's caller ends up with a :class:`StreamLease`.
+provider it holds open, the in-flight cap, the rate-limit gate and the retry decision, which
+callers pass through before and after each attempt. A caller (``_provider_ref``) asks for it
+once (:class:`GetAdmission`), runs its attempts in its own task, and hands each failed
+attempt to it (:meth:`Admission.failed`: the gate closes on a rate limit, and the caller's
+retry policy says whether and when to try again), in its own task: a failure costs no
+mailbox round trip. So does a rate limit that arrives after a stream's content began
+(:meth:`Admission.rate_limited`). A stream's caller ends up with a :class:`StreamLease`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from .._errors import KovaError, RateLimited
+from .._errors import KovaError, ProviderError, RateLimited
+from .._log import get_logger
+from .._observe import ModelCallRetrying
 from .._record import Record
 from ..actors import Call
 
@@ -26,13 +29,10 @@ if TYPE_CHECKING:
     from ..providers import EventBatches, Provider
     from ._retry import RetryConfig
 
-__all__ = [
-    "Admission",
-    "AttemptFailed",
-    "GetAdmission",
-    "RateLimitObserved",
-    "StreamLease",
-]
+__all__ = ["Admission", "GetAdmission", "StreamLease"]
+
+log = get_logger("kova.agent._provider_actor")
+"""The actor's logger: the gate and the retries are its policy, wherever they run."""
 
 
 class Admission:
@@ -61,6 +61,7 @@ class Admission:
         "_claimed_until",
         "_drained",
         "_limiter",
+        "actor",
         "closed",
         "in_flight",
         "name",
@@ -68,9 +69,11 @@ class Admission:
         "provider",
     )
 
-    def __init__(self, provider: Provider, max_in_flight: int | None) -> None:
+    def __init__(self, provider: Provider, max_in_flight: int | None, actor: str = "") -> None:
         self.provider = provider
         self.name = provider.name
+        self.actor = actor
+        """The name of the actor that published it (for its log lines)."""
         self._limiter = trio.CapacityLimiter(max_in_flight) if max_in_flight else None
         self.paused_until = -math.inf
         """Trio time before which no attempt starts (``-inf``: never paused)."""
@@ -127,7 +130,61 @@ class Admission:
         if self.in_flight == 0 and self._drained is not None:
             self._drained.set()
 
-    # -- the actor's side ---------------------------------------------------------------
+    def failed(
+        self,
+        error: KovaError,
+        tries: int,
+        retry: RetryConfig,
+        telemetry: tuple[TurnEmitter, int] | None = None,
+    ) -> float | None:
+        """An attempt failed with ``error`` after ``tries`` earlier failures: the gate closes
+        on a rate limit, and ``retry`` decides. The delay before the next attempt, or
+        ``None``: give up (also once the incarnation has ended). With ``telemetry`` (the
+        turn's event stream and the model call's span id) a retry is reported there as a
+        ``ModelCallRetrying``."""
+        if isinstance(error, RateLimited) and error.retry_after is not None:
+            self.rate_limited(error.retry_after, retry)
+        if self.closed or not retry.should_retry(tries, error):
+            return None
+        delay = retry.delay(tries, error)
+        error_class = error.error_class.value if isinstance(error, ProviderError) else None
+        # info: retrying is the policy working (ModelCallRetrying carries it too); the
+        # error the host must act on is the one raised when the retries run out.
+        log.info(
+            "provider.request.retrying",
+            provider=self.name,
+            attempt=tries + 1,
+            delay=delay,
+            error_class=error_class,
+            error=str(error),
+        )
+        if telemetry is not None:  # the turn's event stream (its subscribers never raise here)
+            emitter, span_id = telemetry
+            emitter.emit(
+                ModelCallRetrying(
+                    turn_id=emitter.turn_id,
+                    span_id=span_id,
+                    time=trio.current_time(),
+                    attempt=tries + 1,
+                    error_type=type(error).__name__,
+                    error_class=error_class,
+                    wait=delay,
+                )
+            )
+        return delay
+
+    def rate_limited(self, retry_after: float, retry: RetryConfig) -> None:
+        """A rate limit asked to wait ``retry_after`` seconds (an attempt's, or a stream's
+        after its content began, which is never retried): the gate closes (:meth:`pause`)
+        so every caller of the provider backs off."""
+        if self.pause(retry_after, retry):
+            log.info(
+                "provider.rate_limit.paused",
+                provider=self.name,
+                actor=self.actor,
+                retry_after=retry_after,
+                paused_for=self.paused_until - trio.current_time(),
+            )
 
     def pause(self, retry_after: float, retry: RetryConfig) -> bool:
         """A rate limit asked to wait ``retry_after`` seconds: close the gate (never
@@ -163,27 +220,6 @@ class Admission:
 
 class GetAdmission(Record, Call[Admission]):
     """Call: the actor's current :class:`Admission` (answered at once)."""
-
-
-class AttemptFailed(Record, Call["float | None"]):
-    """Call: an attempt failed with ``error`` after ``tries`` earlier failures. The reply is
-    the wait before the next attempt, or ``None``: give up (the caller raises ``error``)."""
-
-    error: KovaError
-    tries: int
-    retry: RetryConfig
-    telemetry: tuple[TurnEmitter, int] | None = None
-    """The turn's event stream and the model call's span id, when somebody listens: the
-    actor puts a ``ModelCallRetrying`` there when it decides to retry."""
-
-
-class RateLimitObserved(Record):
-    """Cast: a stream was rate limited after its content began (never retried); close the
-    gate (:meth:`Admission.pause`) so the other callers back off."""
-
-    retry_after: float
-    retry: RetryConfig
-    """The stream's retry policy, whose bounds the pause follows."""
 
 
 class StreamLease(Record):

@@ -16,12 +16,12 @@ is closed; a stream only before its first content.
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager, nullcontext, suppress
+from contextlib import asynccontextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from .._errors import KovaError, MailboxClosed, ProviderError, ProviderErrorClass, RateLimited
+from .._errors import KovaError, ProviderError, ProviderErrorClass, RateLimited
 from .._log import get_logger
 from .._models import ChatRequest, InferenceConfig, ToolDefinition
 from .._observe import ModelCallFallback, stray_cancel
@@ -30,7 +30,7 @@ from ..providers._base import count_tokens, list_models
 from ..providers._fallback import FallbackProvider, PrefixedBatches, first_content
 from ._input import check_messages
 from ._provider_actor import ProviderActor
-from ._provider_messages import AttemptFailed, GetAdmission, RateLimitObserved, StreamLease
+from ._provider_messages import GetAdmission, StreamLease
 from ._retry import RetryConfig
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ class ProviderRef(Record):
 
     def observed(self, emitter: TurnEmitter, span_id: int) -> ProviderRef:
         """This ref reporting to a turn's event stream (same actors, same policy): each retry
-        the actor decides becomes a ``ModelCallRetrying`` and each move to a fallback provider
+        the admission decides becomes a ``ModelCallRetrying`` and each move to a fallback provider
         a ``ModelCallFallback`` of the model call ``span_id``."""
         return evolve(self, telemetry=(emitter, span_id))
 
@@ -217,18 +217,14 @@ class ProviderRef(Record):
                 raise
             finally:
                 admission.leave(token)
-            await self._after_failure(link, error, tries)
+            await self._after_failure(admission, error, tries)
             tries += 1
 
-    async def _after_failure(self, link: _Link, error: KovaError, tries: int) -> None:
-        """An attempt failed after ``tries`` earlier failures: the actor records it and
-        decides. Returns once the next attempt may start, or raises ``error``."""
-        try:
-            delay = await link.actor.call(
-                AttemptFailed(error=error, tries=tries, retry=self.retry, telemetry=self.telemetry)
-            )
-        except MailboxClosed:
-            delay = None  # stopped meanwhile: no next attempt, and the error is the answer
+    async def _after_failure(self, admission: Admission, error: KovaError, tries: int) -> None:
+        """An attempt failed after ``tries`` earlier failures: its admission decides (an
+        incarnation that ended meanwhile: no next attempt, the error is the answer). Returns
+        once the next attempt may start, or raises ``error``."""
+        delay = admission.failed(error, tries, self.retry, self.telemetry)
         if delay is None:
             raise error
         await trio.sleep(delay)
@@ -383,7 +379,7 @@ class _LeasedStream:
             finally:
                 if not held:
                     admission.leave(token)
-            await ref._after_failure(link, error, tries)
+            await ref._after_failure(admission, error, tries)
             tries += 1
 
     async def __aexit__(
@@ -407,15 +403,8 @@ class _LeasedStream:
             # The consumer's, or the stream's after its content: never retried. A rate
             # limit still closes the gate, so the other callers back off.
             if isinstance(error, RateLimited) and error.retry_after is not None:
-                _report_rate_limit(link, error.retry_after, self._ref.retry)
+                admission.rate_limited(error.retry_after, self._ref.retry)
             admission.leave(self._token)
-
-
-def _report_rate_limit(link: _Link, retry_after: float, retry: RetryConfig) -> None:
-    # A full mailbox means the actor is busy, not gone: this request still raises its
-    # RateLimited, and the next rate limit pauses the others.
-    with suppress(trio.WouldBlock, MailboxClosed):
-        link.actor.cast(RateLimitObserved(retry_after=retry_after, retry=retry))
 
 
 def _provider_bug(admission: Admission, exc: Exception) -> None:

@@ -9,9 +9,10 @@ non-streamed entry each:
   per network read). It reports the call on the turn's event stream, counts it in the
   turns enclosing this one (an agent used as a tool), accumulates a streamed response, and
   gives the reply to the turn core.
-- :class:`ToolStep`: one step's tool calls (lookup, approval, run, events and nesting, in
-  the tool pool's runner), run (:meth:`~ToolStep.run`) or streamed
-  (:meth:`~ToolStep.open`), their outcomes given to the turn core.
+- :class:`ToolStep`: one step's tool calls (lookup, approval, run, events and nesting, on
+  the agent's tool runner), run (:meth:`~ToolStep.run`, in the caller's task) or streamed
+  (:meth:`~ToolStep.open`: in a task of the turn stream's nursery, the events read from a
+  channel), their outcomes given to the turn core.
 - :class:`StepObserver`: what a driver records beside the loop (the journal: each saved
   turn, each call started and finished); it does nothing by default.
 
@@ -21,7 +22,6 @@ all run these objects; a new capability of a step is a change here, and every dr
 
 from __future__ import annotations
 
-import contextvars
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -43,7 +43,7 @@ from ._events import (
 from ._model_call import ModelCall, outcome_of
 from ._nesting import Nest
 from ._tool_deltas import ToolArguments
-from ._tool_pool import RunToolCalls
+from ._tool_pool import ToolCalls
 from ._turn import CallModel, Finished
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     from ._guard_gate import GuardGate
     from ._nesting import CallSite, EnclosingTurn
     from ._provider_ref import ProviderRef
-    from ._tool_pool import Approver
+    from ._tool_pool import Approver, ToolRunner
     from ._turn import AwaitApproval, RunTools, Turn
 
 __all__ = [
@@ -420,7 +420,10 @@ class ModelStream:
 
 
 class ToolStep:
-    """A turn's tool steps, run on the agent's tool pool (see the module docstring)."""
+    """A turn's tool steps, run on the agent's tool runner (see the module docstring).
+
+    ``tasks``: the nursery a streamed step's calls run in (the turn stream's); without one a
+    streamed step runs in the consumer's frame and its events follow when it ends."""
 
     __slots__ = (
         "_bracketed",
@@ -432,6 +435,7 @@ class ToolStep:
         "_observer",
         "_site",
         "_streamed",
+        "_tasks",
     )
 
     def __init__(
@@ -444,10 +448,12 @@ class ToolStep:
         deps: object = None,
         observer: StepObserver = NO_OBSERVER,
         gate: GuardGate | None = None,
+        tasks: trio.Nursery | None = None,
     ) -> None:
         self._context = context
         self._emitter = emitter
         self._gate = gate
+        self._tasks = tasks
         self._site = site
         self._streamed = streamed
         self._deps = deps
@@ -506,32 +512,27 @@ class ToolStep:
         turn_id: str,
         nest: Nest | None,
         on_event: Callable[[object], Awaitable[None]] | None = None,
-    ) -> RunToolCalls:
-        """The calls as the tool pool's runner takes them."""
+    ) -> ToolCalls:
+        """The calls as the agent's tool runner takes them."""
         emitter = self._emitter
-        return RunToolCalls(
-            calls=calls,
+        return ToolCalls(
+            calls,
             on_event=on_event,
             telemetry=None if emitter is None else (emitter, emitter.turn_id),
             approved=approved,
             turn_id=turn_id,
-            # What the tools' ToolContext carries, and this task's context variables.
-            agent=self._context.name,
+            agent=self._context.name,  # what the tools' ToolContext carries
             deps=self._deps,
-            caller=contextvars.copy_context(),
             nest=nest,
         )
 
-    async def execute(self, request: RunToolCalls) -> tuple[DeferredResult, ...]:
-        """Run the calls in this task, on the pool's current runner (no actor round trip)."""
-        runner = self._context.runner
-        if runner.closed:  # the pool restarted: its new incarnation's
-            runner = await self._context.tool_runner()
-        return await runner.run_in_caller(request)
+    def execute(self, request: ToolCalls) -> Awaitable[tuple[DeferredResult, ...]]:
+        """Run the calls in this task (in a copy of its context)."""
+        return self._context.runner.run(request)
 
     def _begin(
         self, turn: Turn, step: RunTools, denied: Mapping[str, ToolResult] | None = None
-    ) -> tuple[dict[str, ToolResult], RunToolCalls]:
+    ) -> tuple[dict[str, ToolResult], ToolCalls]:
         for enclosing in self._where()[1]:
             enclosing.inner_tools(len(step.calls))
         answered, calls = self._observer.answered(step, turn)
@@ -552,7 +553,7 @@ class ToolStep:
         turn: Turn,
         step: RunTools,
         answered: dict[str, ToolResult],
-        request: RunToolCalls,
+        request: ToolCalls,
         results: tuple[DeferredResult, ...],
     ) -> None:
         if answered:
@@ -608,7 +609,7 @@ class ToolStep:
         self,
         step: RunTools,
         answered: dict[str, ToolResult],
-        request: RunToolCalls,
+        request: ToolCalls,
         results: list[tuple[DeferredResult, ...]],
     ) -> AsyncGenerator[AgentEvent, None]:
         for checked in self._gate.take_events() if self._gate is not None else ():
@@ -619,19 +620,87 @@ class ToolStep:
                 yield ToolCallFinished(call=call, result=answered[call.id])
         if not request.calls:
             return
-        observer = self._observer
-        async with self._context.pool.stream(request) as items:
-            async for item in items:
-                if isinstance(item, tuple):
+        if self._tasks is None:  # no nursery: the step in this frame, its events after it
+            held: list[AgentEvent] = []
+            request.on_event = _kept(held)
+            results[0] = await self._context.runner.run(request)
+            for event in held:
+                await self._watch(event)
+                yield event
+            return
+        # In a task of the turn stream's nursery, its events (then its results) read from a
+        # channel; leaving early cancels it and waits for it to end.
+        send, receive = trio.open_memory_channel[object](8)
+        request.on_event = send.send
+        scope, done = trio.CancelScope(), trio.Event()
+        self._tasks.start_soon(_serve, self._context.runner, request, send, scope, done)
+        try:
+            while True:
+                item = await receive.receive()
+                if type(item) is tuple:
                     results[0] = item
-                    continue
-                if (
-                    observer.watches_calls
-                    and not item.path
-                    and isinstance(item, ToolCallFinished | ToolCallDeferred)
-                ):
-                    await observer.finished(item)
-                yield item
+                    return
+                if type(item) is _Raised:
+                    raise item.error
+                await self._watch(item)  # type: ignore[arg-type]
+                yield item  # type: ignore[misc]
+        finally:
+            scope.cancel(reason="the turn stream left the tool step")
+            receive.close()
+            if not done.is_set():
+                with trio.CancelScope(shield=True):
+                    await done.wait()
+
+    async def _watch(self, event: AgentEvent) -> None:
+        """The observer hears of each of the turn's own calls as it ends (if it watches)."""
+        observer = self._observer
+        if (
+            observer.watches_calls
+            and not event.path
+            and isinstance(event, ToolCallFinished | ToolCallDeferred)
+        ):
+            await observer.finished(event)
+
+
+class _Raised:
+    """What a streamed tool step's task raised, for the consumer's frame to raise."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+async def _serve(
+    runner: ToolRunner,
+    request: ToolCalls,
+    send: trio.MemorySendChannel[object],
+    scope: trio.CancelScope,
+    done: trio.Event,
+) -> None:
+    """A streamed tool step's task: its events go to ``send`` as they happen (the
+    request's ``on_event``), then its results or what it raised."""
+    try:
+        with scope:
+            try:
+                results: object = await runner.run_step(request)
+            except trio.Cancelled:
+                raise
+            except BaseException as exc:  # the turn's failure: raised where it is consumed
+                results = _Raised(exc)
+            await send.send(results)
+    finally:
+        send.close()
+        done.set()
+
+
+def _kept(held: list[AgentEvent]) -> Callable[[object], Awaitable[None]]:
+    """An ``on_event`` that keeps each event in ``held``."""
+
+    async def keep(event: object) -> None:
+        held.append(event)  # type: ignore[arg-type]
+
+    return keep
 
 
 def _own_outcomes(

@@ -4,16 +4,20 @@ A plain class rather than an ``asynccontextmanager`` generator: a program may ho
 of streamed turns at once (each waiting for its model's answer), and a generator would keep
 its frame, the wrapper's ``__dict__`` and an exit stack for the whole turn. A turn with
 neither a journal nor a cancel token, the common case, holds only the agent loop's own
-generator; the others keep an exit stack for what they entered.
+generator, and, when the agent has tools, the nursery its streamed tool steps run in (the
+block's own: the consumer's frame pulls the loop, which holds no nursery across a
+``yield``); the others keep an exit stack for what they entered.
 """
 
 from __future__ import annotations
 
 from contextlib import AsyncExitStack
-from functools import partial
 from typing import TYPE_CHECKING, NoReturn
 
+import trio
+
 from .._door import require_trio
+from .._groups import raise_lone
 from ._cancel import stream_in_task
 from ._guard_gate import concurrent
 from ._guards import check_guards
@@ -62,6 +66,7 @@ class TurnStream:
         "_resume",
         "_stack",
         "_taken",
+        "_tasks",
         "_turn_id",
         "on_trip",
     )
@@ -98,6 +103,7 @@ class TurnStream:
         self._deps = deps
         self._events: AsyncGenerator[AgentEvent, None] | None = None
         self._stack: AsyncExitStack | None = None
+        self._tasks: _Tasks | None = None
         self._taken: tuple[Decisions, str] | None = None
 
     def __aiter__(self) -> NoReturn:
@@ -123,29 +129,13 @@ class TurnStream:
         journal, turn_id = self._journal, self._turn_id
         guards = driver.config.guards if self._guards is None else self._guards
         beside = concurrent(guards)  # input guards beside the turn: a producer task's nursery
-        if journal is None and turn_id is None:
-            turn = self._unjournaled(driver, messages)
-            if cancel is None and not beside:
-                # The common case: the agent loop's generator, pulled by the consumer.
-                events = drive(
-                    driver,
-                    turn,
-                    config,
-                    streamed=True,
-                    deps=self._deps,
-                    guards=guards,
-                    on_trip=self.on_trip,
-                )
-                self._events = events
-                return events
-        async with AsyncExitStack() as stack:
-            if journal is not None or turn_id is not None:
-                opened = open_journaled(
-                    driver, messages, config, self._limits, journal, turn_id, self._resume
-                )
-                turn, observer = await stack.enter_async_context(opened)
-            steps = partial(
-                drive,
+        tools = len(driver.config.registry) > 0  # a streamed tool step runs in a nursery
+
+        def steps(
+            nursery: trio.Nursery | None = None,
+            on_trip: Callable[[BaseException], None] | None = None,
+        ) -> AsyncGenerator[AgentEvent, None]:
+            return drive(
                 driver,
                 turn,
                 config,
@@ -153,16 +143,41 @@ class TurnStream:
                 observer=observer,
                 deps=self._deps,
                 guards=guards,
+                nursery=nursery if beside else None,
+                on_trip=on_trip,
+                tasks=nursery,
             )
+
+        if journal is None and turn_id is None:
+            turn = self._unjournaled(driver, messages)
+            if cancel is None and not beside:
+                # The common case: the agent loop's generator, pulled by the consumer.
+                tasks = None
+                if tools:
+                    self._tasks = opening = _Tasks()
+                    tasks = await opening.__aenter__()
+                events = self._events = steps(tasks, self.on_trip)
+                return events
+        async with AsyncExitStack() as stack:
+            if journal is not None or turn_id is not None:
+                opened = open_journaled(
+                    driver, messages, config, self._limits, journal, turn_id, self._resume
+                )
+                turn, observer = await stack.enter_async_context(opened)
             entered: AsyncIterator[AgentEvent]
             if cancel is None and not beside:
-                generator = steps(on_trip=self.on_trip)
+                tasks = await stack.enter_async_context(_Tasks()) if tools else None
+                generator = steps(tasks, self.on_trip)
                 stack.push_async_callback(generator.aclose)
                 entered = generator
             else:
                 entered = await stack.enter_async_context(
                     stream_in_task(
-                        steps, cancel, self._buffer, with_nursery=beside, on_trip=self.on_trip
+                        steps,
+                        cancel,
+                        self._buffer,
+                        with_nursery=beside or tools,
+                        on_trip=self.on_trip,
                     )
                 )
             self._stack = stack.pop_all()
@@ -197,10 +212,33 @@ class TurnStream:
     ) -> bool:
         if exc_type is not None:
             self._give_back()
-        events, stack = self._events, self._stack
-        self._events = self._stack = None
+        events, stack, tasks = self._events, self._stack, self._tasks
+        self._events = self._stack = self._tasks = None
         if events is not None:
-            await events.aclose()
+            try:
+                await events.aclose()
+            finally:
+                if tasks is not None:
+                    await tasks.__aexit__(None, None, None)
             return False
         assert stack is not None, "entered"
         return bool(await stack.__aexit__(exc_type, exc, traceback))
+
+
+class _Tasks:
+    """The nursery a streamed turn's tool steps run in (see ``ToolStep``), opened by the
+    turn stream's block. The block's own exception passes it by: its steps have ended (the
+    loop closed them) before it closes."""
+
+    __slots__ = ("_opening",)
+
+    async def __aenter__(self) -> trio.Nursery:
+        self._opening = trio.open_nursery()
+        return await self._opening.__aenter__()
+
+    async def __aexit__(self, *exc_info: object) -> bool:
+        try:
+            await self._opening.__aexit__(None, None, None)
+        except BaseExceptionGroup as group:  # a lone exception leaves as itself
+            raise_lone(group)
+        return False

@@ -1,30 +1,33 @@
-"""The tool pool actor: runs one step's tool calls concurrently under a capacity limit.
+"""The tool pool: runs one step's tool calls concurrently under a capacity limit.
 
-It looks each call's tool up in the agent's :class:`~kova.tools.ToolRegistry` (shared, not
-owned: the turn reads the tool definitions from it, and an MCP connection registers its
-server's tools there) and applies, for every call in this order: lookup, argument parsing and schema
-validation, the approval handler, and the tool itself. Every failure of
-a *call* (unknown tool, arguments that are not JSON or fail the schema, a denial, a tool that
-raises or returns something malformed) becomes an in-band error :class:`~kova.ToolResult` the
-model can recover from; only a cancellation stops the step.
+An open agent has one :class:`ToolRunner` (built when its ``async with`` block starts): the
+agent's :class:`~kova.tools.ToolRegistry` (shared, not owned: the turn reads the tool
+definitions from it, and an MCP connection registers its server's tools there), its approval
+policy and the limit of ``max_concurrent_tools``. Every step runs in its caller's task (a
+streamed step in a task of the turn stream's nursery, its events read from a channel): no
+actor, no mailbox. For every call, in this order: lookup, argument parsing and schema
+validation, the approval handler, and the tool itself. Every failure of a *call* (unknown
+tool, arguments that are not JSON or fail the schema, a denial, a tool that raises or
+returns something malformed) becomes an in-band error :class:`~kova.ToolResult` the model
+can recover from; only a cancellation stops the step.
 
 A handler may also return :data:`~kova.agent.DEFER`, and a defer predicate
 (``AgentBuilder.defer_approvals``) picks calls without a handler: such a call does not run; its
 outcome is ``DEFER`` and the turn core pauses the turn once the step's other calls are in.
-Calls the request names as ``approved`` (a person approved them on a resumed turn, or their
+Calls the step names as ``approved`` (a person approved them on a resumed turn, or their
 tool was approved for the rest of the turn) skip both.
 
-User code never crashes the pool: an approval handler that raises denies that call (the
-result says so). Handlers may be sync or async; a sync one runs inline in the pool's task, so
-it must be quick.
+User code never stops a step: an approval handler that raises denies that call (the result
+says so). Handlers may be sync or async; a sync one runs inline in the step's task, so it
+must be quick.
 
 An observed call (the turn has subscribers) is reported on the turn's event stream:
-``ToolStarted`` when the pool takes it, ``ToolExecutionStarted`` just before the tool runs and
-``ToolFinished`` when it ends, the last two awaited in the call's task (a lifecycle hook is a
-subscriber of them, see ``_lifecycle``).
+``ToolStarted`` when the runner takes it, ``ToolExecutionStarted`` just before the tool runs
+and ``ToolFinished`` when it ends, the last two awaited in the call's task (a lifecycle hook
+is a subscriber of them, see ``_lifecycle``).
 
 Streamed turns see every call bracketed: :class:`~kova.agent.ToolCallStarted` first, when the
-pool takes the call (before any check), then :class:`~kova.agent.ToolCallFinished` with its
+runner takes the call (before any check), then :class:`~kova.agent.ToolCallFinished` with its
 result, whatever the outcome, so a UI can pair them by call id.
 """
 
@@ -33,11 +36,9 @@ from __future__ import annotations
 import contextvars
 import inspect
 import os
-from contextlib import asynccontextmanager
 from typing import (
     TYPE_CHECKING,
     Any,
-    ClassVar,
     Generic,
     Protocol,
     TypeAlias,
@@ -62,8 +63,7 @@ from .._observe import (
     stray_cancel,
     tool_scope,
 )
-from .._record import Record, evolve
-from ..actors import LATER, Actor, Call, UnknownMessage
+from .._record import evolve
 from ..tools import FunctionTool, ToolContext, annotations_of
 from ..tools._context import serving_call
 from ._approvals import DEFER, Deferred, DeferredResult
@@ -72,8 +72,7 @@ from ._input import block_problem
 from ._nesting import CallSite, serving_agent_call
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Sequence
-    from contextlib import AbstractAsyncContextManager
+    from collections.abc import Awaitable, Callable, Coroutine, Generator
 
     from ..tools import Tool, ToolRegistry
     from ._nesting import Nest
@@ -82,9 +81,7 @@ __all__ = [
     "ApprovalHandler",
     "Approver",
     "DeferPredicate",
-    "GetToolRunner",
-    "RunToolCalls",
-    "ToolPoolActor",
+    "ToolCalls",
     "ToolRunner",
 ]
 
@@ -284,46 +281,45 @@ class Approver:
         return "tool call denied by the approval handler"
 
 
-_REQUEST: contextvars.ContextVar[RunToolCalls | None] = contextvars.ContextVar(
-    "kova_tool_request", default=None
-)
-"""The request whose calls this task runs (set around them, read by each call for its
-ToolContext)."""
+class ToolCalls:
+    """One tool step's calls as the runner takes them, with what each call's
+    :class:`~kova.tools.ToolContext` carries and where its events go. Built by the step that
+    runs them (``ToolStep.request``) and passed down in the caller's task: nothing crosses
+    a mailbox."""
 
-_SINK: contextvars.ContextVar[Callable[[object], Awaitable[None]] | None] = contextvars.ContextVar(
-    "kova_tool_sink", default=None
-)
-"""Where a streamed request's events go (an agent tool's inner events too)."""
+    __slots__ = ("agent", "approved", "calls", "deps", "nest", "on_event", "telemetry", "turn_id")
 
-
-class RunToolCalls(Record, Call[tuple[DeferredResult, ...]]):
-    """Run these calls; reply with their results in call order (``DEFER`` for a call whose
-    approval is deferred)."""
-
-    calls: tuple[ToolUse, ...]
-    on_event: Callable[[object], Awaitable[None]] | None = None
-    """Receives ToolCallStarted / ToolCallFinished events (for streamed turns)."""
-    telemetry: tuple[TurnEmitter, int] | None = None
-    """The turn's telemetry emitter and span id (the parent of each tool call's span), or
-    ``None`` when nobody listens."""
-    approved: frozenset[str] = frozenset()
-    """Ids of calls already approved: neither the defer predicate nor the handler is asked."""
-    turn_id: str = ""
-    """The turn core's id of the turn (with a call's id, it names the call in the turn)."""
-    agent: str = ""
-    """The agent's name (each call's :class:`~kova.tools.ToolContext` carries it)."""
-    deps: object = None
-    """The caller's ``deps`` (``ToolContext.deps``)."""
-    caller: contextvars.Context | None = None
-    """A copy of the caller's context: its variables hold their values in each tool call."""
-    nest: Nest | None = None
-    """What the calls' agent tools (``agent.as_tool()``) see of the turn, and the approval
-    policy that applies (the pool's own when ``None``)."""
-
-
-# Served as a stream (``ref.stream(RunToolCalls(...))``), the same message yields each
-# ToolCallStarted / ToolCallFinished as it happens and, last, the tuple of results: the
-# consumer's own task drives it, so a streamed agent turn needs no task of its own.
+    def __init__(
+        self,
+        calls: tuple[ToolUse, ...],
+        *,
+        on_event: Callable[[object], Awaitable[None]] | None = None,
+        telemetry: tuple[TurnEmitter, int] | None = None,
+        approved: frozenset[str] = frozenset(),
+        turn_id: str = "",
+        agent: str = "",
+        deps: object = None,
+        nest: Nest | None = None,
+    ) -> None:
+        self.calls = calls
+        self.on_event = on_event
+        """Receives ToolCallStarted / ToolCallFinished events (and an agent tool's nested
+        ones, when ``nest`` is streamed)."""
+        self.telemetry = telemetry
+        """The turn's telemetry emitter and span id (the parent of each tool call's span),
+        or ``None`` when nobody listens."""
+        self.approved = approved
+        """Ids of calls already approved: neither the defer predicate nor the handler is
+        asked."""
+        self.turn_id = turn_id
+        """The turn core's id of the turn (with a call's id, it names the call in the turn)."""
+        self.agent = agent
+        """The agent's name (each call's ToolContext carries it)."""
+        self.deps = deps
+        """The caller's ``deps`` (``ToolContext.deps``)."""
+        self.nest = nest
+        """What the calls' agent tools (``agent.as_tool()``) see of the turn, and the
+        approval policy that applies (the runner's own when ``None``)."""
 
 
 class _Checked:
@@ -342,12 +338,6 @@ class _Checked:
         self.outcome = outcome
         self.approved = approved
         self.duration = duration
-
-
-class GetToolRunner(Record, Call["ToolRunner"]):
-    """Reply with the :class:`ToolRunner` the pool's current incarnation published (answered
-    at once, from the mailbox loop). The agent runs its non-streamed steps on it and asks
-    again once it is :attr:`~ToolRunner.closed`."""
 
 
 class _InContext(Generic[_T]):
@@ -383,135 +373,35 @@ class _InContext(Generic[_T]):
             coroutine.close()
 
 
-class ToolPoolActor(Actor):
-    """Runs tool calls. See the module docstring for the order of checks.
-
-    Each incarnation publishes a :class:`ToolRunner` (its registry, approval policy and
-    capacity limiter) and serves its messages on it; a restart publishes a new one and
-    closes the old, so a caller holding a runner learns from :attr:`ToolRunner.closed` to
-    ask again (:class:`GetToolRunner`), as a provider's callers do with its admission.
-    """
-
-    concurrent: ClassVar[bool] = True
-
-    def __init__(
-        self,
-        *,
-        registry: ToolRegistry,
-        max_concurrent: int = 10,
-        approval: ApprovalHandler | ApprovalFunction | None = None,
-        defer: DeferPredicate | None = None,
-    ) -> None:
-        self.registry = registry
-        self.max_concurrent = max_concurrent
-        self._approval = approval
-        self._defer = defer
-        self._runner: ToolRunner | None = None
-
-    def resources(self) -> AbstractAsyncContextManager[None]:
-        return self._publish()
-
-    @asynccontextmanager
-    async def _publish(self) -> AsyncIterator[None]:
-        runner = ToolRunner(
-            self.registry, Approver(self._approval, self._defer), self.max_concurrent
-        )
-        self._runner = runner
-        try:
-            yield
-        finally:
-            # Steps already running in their callers' tasks finish on it; the next step of
-            # any caller asks for the next incarnation's runner.
-            runner.closed = True
-
-    @property
-    def runner(self) -> ToolRunner:
-        """The runner this incarnation published."""
-        runner = self._runner
-        assert runner is not None, "the tool pool is not running"
-        return runner
-
-    def handle_now(self, message: Any) -> Any:
-        if type(message) is GetToolRunner:
-            return self.runner
-        return LATER
-
-    async def handle_call(self, message: Any) -> Any:
-        match message:
-            case RunToolCalls(on_event=on_event):
-                return await self.runner.run_step(message, on_event)
-            case _:
-                raise UnknownMessage(self.name, message)
-
-    async def handle_stream(self, message: Any, send: trio.MemorySendChannel[Any]) -> None:
-        match message:
-            case RunToolCalls():
-                results = await self.runner.run_step(message, send.send)
-                await send.send(results)
-            case _:
-                raise UnknownMessage(self.name, message, kind="stream")
-
-
 class ToolRunner:
-    """One incarnation of the tool pool as its callers reach it: the registry, the
-    approval policy and the capacity limiter every step of that incarnation runs under,
-    streamed (served by the actor) or not (:meth:`run_in_caller`, in the caller's task).
-
-    The actor creates it when it starts and sets :attr:`closed` when it stops or crashes;
-    nothing else writes it.
+    """An open agent's tool calls: the registry, the approval policy and the capacity limit
+    (``max_concurrent_tools``) every step of the agent runs under, streamed or not. One per
+    ``async with agent`` block; a step runs in its caller's task (:meth:`run`) or in a task
+    of the turn stream's nursery (:meth:`run_step`), never through a mailbox.
     """
 
-    __slots__ = ("_limiter", "approver", "closed", "registry")
+    __slots__ = ("_limiter", "approver", "registry")
 
     def __init__(self, registry: ToolRegistry, approver: Approver, max_concurrent: int) -> None:
         self.registry = registry
         self.approver = approver
         self._limiter = trio.CapacityLimiter(max_concurrent)
-        self.closed = False
-        """The incarnation that published it has ended: ask the pool for the current one."""
 
-    async def run_in_caller(self, message: RunToolCalls) -> tuple[DeferredResult, ...]:
-        """Run the step ``message`` in the calling task, with no actor round trip (the
-        agent's non-streamed turns: the caller's task does the work, as with providers).
+    async def run(self, step: ToolCalls) -> tuple[DeferredResult, ...]:
+        """Run ``step`` in the calling task, in a copy of its context: a context variable a
+        tool sets does not outlive its call, as if the call had a task of its own."""
+        return await _InContext(self.run_step(step), contextvars.copy_context())
 
-        The step runs in a copy of the caller's context (``message.caller``), so a context
-        variable a tool sets does not outlive its call, as when the pool's own task runs it.
-        """
-        context = message.caller if message.caller is not None else contextvars.copy_context()
-        return await _InContext(self.run_step(message, message.on_event), context)
-
-    async def run_step(
-        self, message: RunToolCalls, on_event: Callable[[object], Awaitable[None]] | None
-    ) -> tuple[DeferredResult, ...]:
-        token = _REQUEST.set(message)
-        sink = _SINK.set(on_event)
-        try:
-            return await self._run_all(message.calls, on_event, message.telemetry, message.approved)
-        finally:
-            _SINK.reset(sink)
-            _REQUEST.reset(token)
-
-    async def _run_all(
-        self,
-        calls: Sequence[ToolUse],
-        on_event: Callable[[object], Awaitable[None]] | None,
-        telemetry: tuple[TurnEmitter, int] | None = None,
-        approved: frozenset[str] = frozenset(),
-    ) -> tuple[DeferredResult, ...]:
+    async def run_step(self, step: ToolCalls) -> tuple[DeferredResult, ...]:
+        """The step's results in call order (``DEFER`` for a call left to a person), its
+        calls run concurrently (a lone call in this task)."""
+        calls = step.calls
         if len(calls) == 1:  # the usual step: no nursery, no task of its own
-            call = calls[0]
-            ok = call.id in approved
-            if telemetry is None:
-                return (await self._run_one(call, on_event, ok),)
-            return (await self._run_observed(call, on_event, ok, *telemetry),)
+            return (await self._run_call(calls[0], step),)
         results: list[DeferredResult | None] = [None] * len(calls)
 
         async def run_one(index: int, call: ToolUse) -> None:
-            ok = call.id in approved
-            if telemetry is None:
-                results[index] = await self._run_one(call, on_event, ok)
-            else:
-                results[index] = await self._run_observed(call, on_event, ok, *telemetry)
+            results[index] = await self._run_call(call, step)
 
         try:
             async with trio.open_nursery() as nursery:
@@ -526,15 +416,17 @@ class ToolRunner:
             raise
         return tuple(result for result in results if result is not None)
 
-    async def _run_one(
-        self,
-        call: ToolUse,
-        on_event: Callable[[object], Awaitable[None]] | None,
-        approved: bool,
-    ) -> DeferredResult:
+    def _run_call(self, call: ToolUse, step: ToolCalls) -> Coroutine[Any, Any, DeferredResult]:
+        approved = call.id in step.approved
+        if step.telemetry is None:
+            return self._run_one(call, step, approved)
+        return self._run_observed(call, step, approved, *step.telemetry)
+
+    async def _run_one(self, call: ToolUse, step: ToolCalls, approved: bool) -> DeferredResult:
+        on_event = step.on_event
         if on_event is not None:
             await on_event(ToolCallStarted(call=call))
-        result = (await self._checked_call(call, approved)).result
+        result = (await self._checked_call(call, step, approved)).result
         if on_event is not None:
             await on_event(_finished(call, result))
         return result
@@ -542,7 +434,7 @@ class ToolRunner:
     async def _run_observed(
         self,
         call: ToolUse,
-        on_event: Callable[[object], Awaitable[None]] | None,
+        step: ToolCalls,
         pre_approved: bool,
         emitter: TurnEmitter,
         parent: int,
@@ -561,11 +453,12 @@ class ToolRunner:
             )
         )
         checked: _Checked | None = None
+        on_event = step.on_event
         try:
             if on_event is not None:
                 await on_event(ToolCallStarted(call=call))
             with tool_scope(emitter, span_id):
-                checked = await self._checked_call(call, pre_approved)
+                checked = await self._checked_call(call, step, pre_approved)
             result = checked.result
             answered = result if isinstance(result, ToolResult) else None
             # Awaited: a subscriber may wait here (an async lifecycle hook's on_tool_end),
@@ -600,7 +493,7 @@ class ToolRunner:
                 )
         return checked.result
 
-    async def _checked_call(self, call: ToolUse, pre_approved: bool = False) -> _Checked:
+    async def _checked_call(self, call: ToolUse, step: ToolCalls, pre_approved: bool) -> _Checked:
         tool = self.registry.get(call.name)
         problem = self._check(call, tool)
         if problem is not None:
@@ -608,8 +501,7 @@ class ToolRunner:
         assert tool is not None
         approved: bool | None = True
         if not pre_approved:
-            request = _REQUEST.get()
-            nest = request.nest if request is not None else None
+            nest = step.nest
             approver = self.approver if nest is None else nest.approver
             if approver is None or not approver.active:
                 denial = None
@@ -647,7 +539,7 @@ class ToolRunner:
                     )
                 )
             started = trio.current_time()
-            result = await self._execute(tool, call)
+            result = await self._execute(tool, call, step)
             if result is None:  # an agent tool whose inner turn paused for approvals
                 log.info("tool.call.deferred", tool=call.name, tool_use_id=call.id)
                 return _Checked(DEFER, ToolOutcome.DEFERRED, approved)
@@ -658,29 +550,28 @@ class ToolRunner:
             limiter.release()
         return _Checked(result, outcome, approved, duration)
 
-    async def _execute(self, tool: Tool, call: ToolUse) -> ToolResult | None:
+    async def _execute(self, tool: Tool, call: ToolUse, step: ToolCalls) -> ToolResult | None:
         """The tool's result; ``None`` when the call is an agent tool (``agent.as_tool()``)
         whose inner turn paused for approvals (its state is in the step's nest)."""
-        request = _REQUEST.get()
         context = ToolContext(
-            call_id=call.id,
-            turn_id=request.turn_id if request is not None else "",
-            agent=request.agent if request is not None else "",
-            deps=request.deps if request is not None else None,
+            call_id=call.id, turn_id=step.turn_id, agent=step.agent, deps=step.deps
         )
-        nest = request.nest if request is not None else None
-        with serving_call(context, request.caller if request is not None else None):
+        nest = step.nest
+        serving = serving_call(context)
+        try:
             if nest is None:
                 return await self._execute_in_context(tool, call)
-            emit = _SINK.get() if nest.streamed else None
+            emit = step.on_event if nest.streamed else None
             token = serving_agent_call(CallSite(nest, call, emit))
             try:
                 result = await self._execute_in_context(tool, call)
             finally:
                 token.var.reset(token)
-            if call.id in nest.paused:
-                return None
-            return result
+        finally:
+            serving.var.reset(serving)
+        if call.id in nest.paused:
+            return None
+        return result
 
     async def _execute_in_context(self, tool: Tool, call: ToolUse) -> ToolResult:
         try:

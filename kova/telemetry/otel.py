@@ -19,10 +19,10 @@ from the MCP conventions)::
         └── invoke_agent {inner}  INTERNAL  an agent used as a tool (agent.as_tool()):
                                             its own tree, nested to any depth
 
-Parents are set explicitly from the events' ids (a tool call runs in the tool pool actor,
-whose task trio did not copy from the turn's); the turn's own parent is whatever span is
-current where the turn runs. No prompt, completion, tool argument or result is recorded
-unless ``capture_content=True``.
+Parents are set explicitly from the events' ids (a streamed turn's tool call runs in a
+task of its own, whose context trio copied when the call started); the turn's own parent is
+whatever span is current where the turn runs. No prompt, completion, tool argument or result
+is recorded unless ``capture_content=True``.
 """
 
 # ruff: noqa: E402 (the extra is checked before the imports that need it)

@@ -21,12 +21,11 @@ reads it from anywhere in the call (a helper the tool calls), and the caller's o
 from __future__ import annotations
 
 import hashlib
-from contextlib import contextmanager
-from contextvars import Context, ContextVar
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from contextvars import Token
 
 __all__ = ["ToolContext", "current_tool_context", "idempotency_key", "serving_call"]
 
@@ -112,20 +111,8 @@ def current_tool_context() -> ToolContext[Any] | None:
     return _CURRENT.get()
 
 
-@contextmanager
-def serving_call(context: ToolContext[Any], caller: Context | None) -> Iterator[None]:
-    """Run a tool call in this block: :func:`current_tool_context` is ``context``, and the
-    caller's context variables (``caller``: a copy of the context of the task that started
-    the turn) hold their values, as if the tool ran in the caller's task. kova's own
-    variables (named ``kova_...``) keep this task's values."""
-    tokens = []
-    if caller is not None:
-        for variable, value in caller.items():
-            if not variable.name.startswith("kova_"):
-                tokens.append((variable, variable.set(value)))
-    tokens.append((_CURRENT, _CURRENT.set(context)))
-    try:
-        yield
-    finally:
-        for variable, token in reversed(tokens):
-            variable.reset(token)
+def serving_call(context: ToolContext[Any]) -> Token[ToolContext[Any] | None]:
+    """Make ``context`` what :func:`current_tool_context` returns in this task, for the tool
+    call about to run; reset with the token (``token.var.reset(token)``). The call runs in a
+    copy of its caller's context, so the caller's own variables hold their values."""
+    return _CURRENT.set(context)

@@ -637,11 +637,12 @@ async def test_every_request_is_sent_from_the_caller_s_task_with_or_without_a_ca
         assert senders[-1] is trio.lowlevel.current_task()
 
 
-async def test_a_leased_call_s_failures_are_recorded_and_retried_by_the_actor(
+async def test_a_leased_call_s_failures_are_decided_by_its_admission_in_the_caller_s_task(
     autojump_clock: trio.testing.MockClock,
 ):
-    """The actor owns the policy of a call its caller sends: the retry hook runs in the
-    actor's task, and the retry waits the backoff it decided."""
+    """The actor's admission holds the policy of a call its caller sends, and decides a
+    failure where it happened: the retry is reported in the caller's task (no message to
+    the actor), and the retry waits the backoff it decided."""
     sent_at: list[float] = []
     hooks: list[tuple[str, trio.lowlevel.Task]] = []
 
@@ -657,7 +658,7 @@ async def test_a_leased_call_s_failures_are_recorded_and_retried_by_the_actor(
         caller = trio.lowlevel.current_task()
     assert sent_at == [0.0, 0.5]
     assert [kind for kind, _task in hooks] == ["retry"]
-    assert all(task is not caller for _kind, task in hooks)
+    assert all(task is caller for _kind, task in hooks)
 
 
 async def test_an_orderly_stop_lets_a_leased_call_finish_before_closing_the_provider(
@@ -705,12 +706,13 @@ async def _read_stream(provider: Provider, request: ChatRequest) -> str:
     return "".join(text)
 
 
-async def test_a_leased_stream_s_failures_before_content_are_retried_by_the_actor(
+async def test_a_leased_stream_s_failures_before_content_are_retried_by_its_admission(
     autojump_clock: trio.testing.MockClock,
 ):
-    """The actor still owns the policy of a stream the caller opened: a rate limit before any
-    content is recorded by the actor's hooks, pauses the gate for every request, and is
-    retried after the wait; a request sent while the gate is closed waits for it."""
+    """The actor's admission holds the policy of a stream the caller opened: a rate limit
+    before any content is decided in the reading task (reported there, no message to the
+    actor), pauses the gate for every request, and is retried after the wait; a request sent
+    while the gate is closed waits for it."""
     sent_at: list[float] = []
     hooks: list[tuple[str, trio.lowlevel.Task]] = []
 
@@ -723,15 +725,20 @@ async def test_a_leased_stream_s_failures_before_content_are_retried_by_the_acto
     async with open_runtime() as runtime:
         ref = await spawn_provider(runtime, FunctionProvider(model))
         observed = _recording_hooks(ref, hooks)
-        caller = trio.lowlevel.current_task()
+        readers: list[trio.lowlevel.Task] = []
+
+        async def read_first() -> None:
+            readers.append(trio.lowlevel.current_task())
+            await _read_stream(observed, ChatRequest.of("first"))
+
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_read_stream, observed, ChatRequest.of("first"))
+            nursery.start_soon(read_first)
             await trio.sleep(1.0)
             # the gate is closed until 2.0: this one waits for it
             assert await _read_stream(ref, ChatRequest.of("second")) == "ok"
     assert sorted(sent_at) == [0.0, 2.0, 2.0]
     assert [kind for kind, _task in hooks] == ["retry"]
-    assert all(task is not caller for _kind, task in hooks)
+    assert all(task is readers[0] for _kind, task in hooks)
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["call", "stream"])
