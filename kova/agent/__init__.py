@@ -25,7 +25,6 @@ if _TYPE_CHECKING:
     from ._config import AgentConfig as AgentConfig
     from ._context import ClearToolResults as ClearToolResults
     from ._context import Compact as Compact
-    from ._context import Compaction as Compaction
     from ._context import ContextPolicy as ContextPolicy
     from ._context import ProviderCompaction as ProviderCompaction
     from ._context import SlidingWindow as SlidingWindow
@@ -34,6 +33,7 @@ if _TYPE_CHECKING:
     from ._counters import Counters as Counters
     from ._events import AgentEvent as AgentEvent
     from ._events import AgentResponse as AgentResponse
+    from ._events import Compaction as Compaction
     from ._events import ContextCompacted as ContextCompacted
     from ._events import GuardPassed as GuardPassed
     from ._events import GuardTripped as GuardTripped
@@ -132,7 +132,7 @@ _WHERE: dict[str, str] = {
     "Counters": "._counters",
     "ClearToolResults": "._context",
     "Compact": "._context",
-    "Compaction": "._context",
+    "Compaction": "._events",
     "ProviderCompaction": "._context",
     "ContextCompacted": "._events",
     "ContextPolicy": "._context",

@@ -33,7 +33,7 @@ from .._estimate import heuristic_count_tokens
 from .._messages import Message, Role, Text, ToolResult, ToolUse
 from .._record import Record, evolve
 from .._requests import COMPACTION_KEYS, ChatRequest, ProviderCompaction
-from ._events import ContextCompacted
+from ._events import Compaction, ContextCompacted
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -278,22 +278,6 @@ class ContextPolicy:
         if self.reserve is not None:
             parts.append(f"reserve={self.reserve}")
         return f"ContextPolicy({', '.join(parts)})"
-
-
-class Compaction(Record):
-    """What compaction did in a turn (``AgentResponse.compaction``)."""
-
-    strategy: str
-    """The strategies that ran, in order, joined by ``+`` (``"clear_tool_results+summarize"``)."""
-    tokens_before: int
-    """The estimated prompt tokens before the first compaction of the turn."""
-    tokens_after: int
-    """The estimated prompt tokens after the last."""
-    removed: int
-    """Messages removed or replaced (a summary replaces several; a cleared result counts)."""
-    history: tuple[Message, ...]
-    """The compacted history the next turn should start from, in place of what the caller
-    passed plus this turn's new messages (the system prompt is not part of it)."""
 
 
 # -- the pure transformations ---------------------------------------------------------------

@@ -31,11 +31,11 @@ if TYPE_CHECKING:
 
     from .._messages import JSONValue
     from ._approvals import PendingApprovals
-    from ._context import Compaction
 
 __all__ = [
     "AgentEvent",
     "AgentResponse",
+    "Compaction",
     "ContextCompacted",
     "GuardPassed",
     "GuardTripped",
@@ -47,6 +47,22 @@ __all__ = [
     "ToolsFound",
     "TurnCompleted",
 ]
+
+
+class Compaction(Record):
+    """What compaction did in a turn (``AgentResponse.compaction``)."""
+
+    strategy: str
+    """The strategies that ran, in order, joined by ``+`` (``"clear_tool_results+summarize"``)."""
+    tokens_before: int
+    """The estimated prompt tokens before the first compaction of the turn."""
+    tokens_after: int
+    """The estimated prompt tokens after the last."""
+    removed: int
+    """Messages removed or replaced (a summary replaces several; a cleared result counts)."""
+    history: tuple[Message, ...]
+    """The compacted history the next turn should start from, in place of what the caller
+    passed plus this turn's new messages (the system prompt is not part of it)."""
 
 
 class AgentResponse(Record):

@@ -23,12 +23,12 @@ from pydantic import ValidationError
 
 from .._errors import KovaConnectionError, KovaError, McpError
 from ._transports import (
-    SessionWatch,
     SseTransport,
     StdioTransport,
     StreamableHttpTransport,
     is_not_delivered,
 )
+from ._wire import SessionWatch
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -224,7 +224,7 @@ async def open_client(
 ) -> AsyncIterator[tuple[Client, trio.Event, SessionWatch]]:
     """Open the transport and the ``mcp`` client on it (``initialize`` included). Yields
     the client, an event set when the server closes the connection, and the transport's
-    :class:`~kova.mcp._transports.SessionWatch`. ``traffic`` counts what arrives.
+    :class:`~kova.mcp._wire.SessionWatch`. ``traffic`` counts what arrives.
 
     The transport's read stream is pumped through a stream of our own so we learn when
     the server closes it, even while no request is waiting.

@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import signal
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import mcp_types as mt
@@ -48,10 +48,11 @@ from ._wire import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Mapping
+    from pathlib import Path
     from typing import TextIO
 
-    from ._transports import SessionWatch, StdioTransport
+    from ._wire import SessionWatch
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
@@ -177,9 +178,29 @@ def _not_delivered(message: Any, reason: str) -> SessionMessage | None:
     return not_delivered_answer(message.id, reason)
 
 
+class _Child(Protocol):
+    """The child to start: what :func:`open_stdio` reads of a
+    :class:`~kova.mcp.StdioTransport`."""
+
+    @property
+    def command(self) -> str: ...
+
+    @property
+    def args(self) -> tuple[str, ...]: ...
+
+    @property
+    def env(self) -> Mapping[str, str] | None: ...
+
+    @property
+    def cwd(self) -> str | Path | None: ...
+
+    @property
+    def max_message_bytes(self) -> int: ...
+
+
 @asynccontextmanager
 async def open_stdio(
-    transport: StdioTransport, errlog: TextIO, watch: SessionWatch | None = None
+    transport: _Child, errlog: TextIO, watch: SessionWatch | None = None
 ) -> AsyncIterator[Any]:
     """Start the child and yield the ``mcp`` package's pair of message streams over its
     pipes. Leaving stops the child (the package's shutdown sequence), also on cancellation.

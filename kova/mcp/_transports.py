@@ -44,6 +44,7 @@ from ._wire import (
     MESSAGE_TOO_LARGE,
     NOT_DELIVERED,
     Oversize,
+    SessionWatch,
     SseFramer,
     TooLarge,
     answer_in_place,
@@ -247,24 +248,6 @@ class StreamableHttpTransport:
         """Open one connection. ``watch`` (the connection actor's) hears of a session the
         server no longer knows and of a server that cannot be reached."""
         return _open_streamable_http(self, watch)
-
-
-class SessionWatch:
-    """Callbacks from kova's HTTP layer to the connection actor, for one connection."""
-
-    __slots__ = ("dead_since", "exit_reason", "gone", "on_gone")
-
-    def __init__(self, *, on_gone: Callable[[str], None]) -> None:
-        self.on_gone = on_gone
-        """The session is gone: the server answered 404 (or 400 naming the session) for our
-        ``Mcp-Session-Id``, or it could not be reached at all. Called with the reason."""
-        self.gone = False
-        self.dead_since: float | None = None
-        """stdio: when (trio's clock) the child was seen gone; a request started later never
-        reached it."""
-        self.exit_reason: str | None = None
-        """stdio: how the child ended (``"the MCP server process exited with status 3"``),
-        also when it ended during ``initialize``, before the actor listens."""
 
 
 def is_not_delivered(code: int, data: object) -> bool:

@@ -25,6 +25,7 @@ over legacy SSE ended the session and over Streamable HTTP looked like a lost co
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import mcp_types as mt
 from httpx2 import ServerSentEvent
@@ -33,7 +34,11 @@ from mcp.shared.message import SessionMessage
 
 from .._json import loads
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 __all__ = [
+    "SessionWatch",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "HEAD",
     "HTTP_REFUSED",
@@ -442,3 +447,21 @@ class SseFramer:
         self._head = b""
         self._tail = b""
         return event
+
+
+class SessionWatch:
+    """Callbacks from kova's HTTP layer to the connection actor, for one connection."""
+
+    __slots__ = ("dead_since", "exit_reason", "gone", "on_gone")
+
+    def __init__(self, *, on_gone: Callable[[str], None]) -> None:
+        self.on_gone = on_gone
+        """The session is gone: the server answered 404 (or 400 naming the session) for our
+        ``Mcp-Session-Id``, or it could not be reached at all. Called with the reason."""
+        self.gone = False
+        self.dead_since: float | None = None
+        """stdio: when (trio's clock) the child was seen gone; a request started later never
+        reached it."""
+        self.exit_reason: str | None = None
+        """stdio: how the child ended (``"the MCP server process exited with status 3"``),
+        also when it ended during ``initialize``, before the actor listens."""

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
     from ..agent import Agent, AgentResponse
     from ..sessions import Session
-    from ._app import Served
+    from ._turns import Served
 
 __all__ = ["routes"]
 

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
     from ..agent import Agent, PendingApprovals
-    from ._app import Served
+    from ._turns import Served
 
 __all__ = ["Paused", "routes"]
 

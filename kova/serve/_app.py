@@ -16,10 +16,10 @@ import trio
 
 from .._log import get_logger
 from ._http import json_body
-from ._turns import agent_names
+from ._turns import Served, agent_names
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
     from starlette.applications import Starlette
     from starlette.requests import HTTPConnection
@@ -32,30 +32,6 @@ if TYPE_CHECKING:
 __all__ = ["Served", "app"]
 
 log = get_logger(__name__)
-
-
-class Served:
-    """What the routes share: the agents by name and the limits. Read-only once built."""
-
-    __slots__ = ("agents", "max_body_bytes", "max_prompt_chars", "nursery", "sessions")
-
-    def __init__(
-        self,
-        agents: Mapping[str, Agent],
-        *,
-        max_body_bytes: int,
-        max_prompt_chars: int,
-        sessions: SessionStore | None = None,
-    ) -> None:
-        self.agents = agents
-        self.max_body_bytes = max_body_bytes
-        self.max_prompt_chars = max_prompt_chars
-        self.sessions = sessions
-        """Where conversations named by a protocol's id (A2A's contextId, the Responses
-        API's conversation) are kept; ``None``: A2A's in memory, Responses' refused."""
-        self.nursery: trio.Nursery | None = None
-        """Where work that outlives its request runs (an A2A task sent with
-        ``returnImmediately``): open while the app's lifespan runs."""
 
 
 def app(

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from .._responses import StopReason, Usage
     from ..agent import Agent, AgentResponse
     from ..sessions import Session
-    from ._app import Served
+    from ._turns import Served
 
 __all__ = ["routes"]
 

@@ -20,14 +20,38 @@ from .._errors import (
 from ._http import BadRequest, json_body
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Mapping
 
     from starlette.types import Receive, Scope, Send
 
     from ..agent import Agent
-    from ._app import Served
+    from ..sessions import SessionStore
 
-__all__ = ["PausedTurn", "Watched", "agent_names", "failure", "find_agent"]
+__all__ = ["PausedTurn", "Served", "Watched", "agent_names", "failure", "find_agent"]
+
+
+class Served:
+    """What the routes share: the agents by name and the limits. Read-only once built."""
+
+    __slots__ = ("agents", "max_body_bytes", "max_prompt_chars", "nursery", "sessions")
+
+    def __init__(
+        self,
+        agents: Mapping[str, Agent],
+        *,
+        max_body_bytes: int,
+        max_prompt_chars: int,
+        sessions: SessionStore | None = None,
+    ) -> None:
+        self.agents = agents
+        self.max_body_bytes = max_body_bytes
+        self.max_prompt_chars = max_prompt_chars
+        self.sessions = sessions
+        """Where conversations named by a protocol's id (A2A's contextId, the Responses
+        API's conversation) are kept; ``None``: A2A's in memory, Responses' refused."""
+        self.nursery: trio.Nursery | None = None
+        """Where work that outlives its request runs (an A2A task sent with
+        ``returnImmediately``): open while the app's lifespan runs."""
 
 
 def agent_names(agents: tuple[Agent, ...]) -> dict[str, Agent]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import attrs
 
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     import httpx2
 
     from ..._secret import Secret
-    from ._embeddings import OpenAiEmbeddingConfig
 
 __all__ = ["OpenAiConfig"]
 
@@ -110,7 +109,17 @@ class OpenAiConfig(HttpSettings):
         return _query_params(self.api_version)
 
 
-def openai_auth(config: OpenAiConfig | OpenAiEmbeddingConfig) -> httpx2.Auth | None:
+class _Keyed(Protocol):
+    """What :func:`openai_auth` reads of a config (a chat or an embedding one)."""
+
+    @property
+    def api_key(self) -> Secret | None: ...
+
+    @property
+    def api_version(self) -> str | None: ...
+
+
+def openai_auth(config: _Keyed) -> httpx2.Auth | None:
     """The auth flow of a config: Azure (an ``api_version`` is set) takes the key in
     ``api-key``, everyone else as a bearer token; no key (local servers), no header."""
     key: Secret | None = config.api_key
