@@ -186,13 +186,17 @@ async def _run_turn(
         guards=guards,
         nursery=nursery,
     )
+    response = None
     try:
+        # Its one event, TurnCompleted; read on to the loop's own end (no GeneratorExit
+        # thrown into it to close it early).
         async for event in steps:
             if isinstance(event, TurnCompleted):
-                return event.response
+                response = event.response
     finally:
         await steps.aclose()
-    raise AssertionError("a turn ends with TurnCompleted or an error")  # pragma: no cover
+    assert response is not None, "a turn ends with TurnCompleted or an error"
+    return response
 
 
 def open_journaled(
