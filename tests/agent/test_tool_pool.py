@@ -121,3 +121,24 @@ async def test_a_streamed_step_sees_the_consumers_context_and_ends_before_its_bl
         # Leaving the block cancelled the step's task and waited for it.
         assert ended == ["left early"]
         assert _CALLER.get() == "the consumer's"
+
+
+async def test_a_stream_of_an_agent_without_tools_still_answers_and_brackets_a_call() -> None:
+    """An agent with no tools opens no nursery for its stream; a call the model makes anyway
+    is answered in the consumer's frame, bracketed as ever."""
+
+    def model(request: ChatRequest) -> ModelResponse:
+        if request.messages[-1].role is Role.TOOL:
+            return reply_text("done")
+        return reply_tool_calls(("missing", {}))
+
+    agent = AgentBuilder().provider(FunctionProvider(model)).build()
+    async with agent, agent.stream("hi") as events:
+        kinds = [
+            (type(event).__name__, event.result.is_error)
+            if isinstance(event, ToolCallFinished)
+            else type(event).__name__
+            for event in [event async for event in events]
+            if isinstance(event, ToolCallStarted | ToolCallFinished)
+        ]
+    assert kinds == ["ToolCallStarted", ("ToolCallFinished", True)]
