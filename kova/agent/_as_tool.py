@@ -198,22 +198,13 @@ async def run_inner_turn(
         turn = driver.resume_turn(history, resume.pending, overrides)
     else:
         turn = driver.start_turn(history, overrides, None)
-    beside = concurrent(driver.config.guards)
     streams_tools = site.emit is not None and len(driver.config.registry) > 0
-    if not beside and not streams_tools:
-        response = await _drive_inner(driver, turn, overrides, deps, site, None, None)
+    if not concurrent(driver.config.guards) and not streams_tools:
+        response = await _drive_inner(driver, turn, overrides, deps, site, None)
     else:  # input guards beside its first model call, streamed tool steps: this call's nursery
         with lone_exceptions():  # the inner turn's error leaves as itself, not in a group
             async with trio.open_nursery() as nursery:
-                response = await _drive_inner(
-                    driver,
-                    turn,
-                    overrides,
-                    deps,
-                    site,
-                    nursery if beside else None,
-                    nursery if streams_tools else None,
-                )
+                response = await _drive_inner(driver, turn, overrides, deps, site, nursery)
                 nursery.cancel_scope.cancel(reason="the inner turn is over")
     if response.pending is not None:
         call = site.call
@@ -233,21 +224,12 @@ async def _drive_inner(
     deps: object,
     site: CallSite,
     nursery: trio.Nursery | None,
-    tasks: trio.Nursery | None,
 ) -> AgentResponse:
     """Drive the inner turn to its response, its events (when streamed) into the outer
-    stream (``nursery``: for its concurrent input guards; ``tasks``: for its streamed tool
-    steps)."""
+    stream (``nursery``: for its concurrent input guards and streamed tool steps)."""
     emit = site.emit
     steps = drive(
-        driver,
-        turn,
-        overrides,
-        streamed=emit is not None,
-        deps=deps,
-        site=site,
-        nursery=nursery,
-        tasks=tasks,
+        driver, turn, overrides, streamed=emit is not None, deps=deps, site=site, nursery=nursery
     )
     prefix = (site.call.id,)  # each level adds its own call's id: deeper events have theirs
     try:

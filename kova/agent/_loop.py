@@ -48,17 +48,17 @@ async def drive(
     guards: Sequence[Guard] | None = None,
     nursery: trio.Nursery | None = None,
     on_trip: Callable[[BaseException], None] | None = None,
-    tasks: trio.Nursery | None = None,
 ) -> AsyncGenerator[AgentEvent, None]:
     """Drive ``turn`` to its end, as the events it produces (the last one TurnCompleted;
     not ``streamed``, only that one). ``site``: the outer tool call this turn serves (an
     agent used as a tool); ``guards``: the call's (default: the agent's), whose concurrent
-    input guards run in ``nursery`` (without one, before the first call); ``on_trip`` is told
-    of a guard's trip the moment it happens; ``tasks``: where a streamed tool step's calls
-    run (the turn stream's nursery). An async generator pulled by its consumer: nothing in it
-    holds a cancel scope or a nursery across a ``yield`` (trio forbids that)."""
+    input guards run in ``nursery`` (without one, before the first call), as do a streamed
+    tool step's calls (without one, in this frame, their events after the step); ``on_trip``
+    is told of a guard's trip the moment it happens. An async generator pulled by its
+    consumer: nothing in it holds a cancel scope or a nursery across a ``yield`` (trio
+    forbids that)."""
     model, tools, watch = _steps_for(
-        context, turn, overrides, streamed, observer, deps, site, guards, nursery, on_trip, tasks
+        context, turn, overrides, streamed, observer, deps, site, guards, nursery, on_trip
     )
     try:
         step = turn.next_step()
@@ -117,7 +117,6 @@ def _steps_for(
     guards: Sequence[Guard] | None,
     nursery: trio.Nursery | None,
     on_trip: Callable[[BaseException], None] | None = None,
-    tasks: trio.Nursery | None = None,
 ) -> tuple[ModelStep, ToolStep, TurnWatch]:
     """The step objects one turn's loop runs, sharing the turn's guards (if any)."""
     emitter = context.emitter()  # None when nobody listens: then no event is built at all
@@ -140,7 +139,7 @@ def _steps_for(
             deps=deps,
             observer=observer,
             gate=gate,
-            tasks=tasks,
+            tasks=nursery,
         ),
         TurnWatch(context, emitter, inference, streamed=streamed, site=site, gate=gate),
     )

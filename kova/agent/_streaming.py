@@ -143,9 +143,8 @@ class TurnStream:
                 observer=observer,
                 deps=self._deps,
                 guards=guards,
-                nursery=nursery if beside else None,
+                nursery=nursery,  # concurrent input guards, streamed tool steps
                 on_trip=on_trip,
-                tasks=nursery,
             )
 
         if journal is None and turn_id is None:
