@@ -286,7 +286,6 @@ def test_the_pure_modules_load_neither_trio_nor_httpx2(module: str) -> None:
 # -- circles through typing-only imports ---------------------------------------------------
 
 TYPING_CIRCLES_LEFT = [
-    ["kova.web._asgi", "kova.web._server"],
     [
         "kova.agent",
         "kova.agent._agent",
@@ -313,9 +312,10 @@ none): a ratchet. A new one fails the test; breaking one fails it too, until it 
 this list. Gone: ``_nesting`` <-> ``_tool_pool`` (the nest types its approval policy by a
 protocol), ``_context`` <-> ``_events`` (``Compaction`` lives beside ``AgentResponse``),
 ``providers.openai`` (``openai_auth`` types its config by a protocol), ``mcp._stdio`` <->
-``mcp._transports`` (``SessionWatch`` in ``_wire``, the child by a protocol) and ``serve``
-(``Served`` in ``_turns``). Left: the web view's server and its routes, and the agent's
-signatures, which name the journal and session types, whose modules build on the agent."""
+``mcp._transports`` (``SessionWatch`` in ``_wire``, the child by a protocol), ``serve``
+(``Served`` in ``_turns``) and ``web`` (``open_event_server`` beside the routes it serves).
+Left: the agent's signatures name the journal and session types, whose modules build on the
+agent."""
 
 
 def test_typing_only_circles_only_shrink(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,11 +11,11 @@ from .._extras import require_extra as _require_extra
 
 _require_extra("ws", "kova.web")  # one line naming the extra, not a failure when a page connects
 
+from ._asgi import open_event_server as open_event_server
 from ._schema import PROTOCOL_VERSION as PROTOCOL_VERSION
 from ._server import EventServer as EventServer
 from ._server import WebApproval as WebApproval
 from ._server import WebRequest as WebRequest
-from ._server import open_event_server as open_event_server
 
 __all__ = [
     "EventServer",

@@ -1,25 +1,37 @@
-"""The web view on an ASGI app (``kova serve`` mounts it on :func:`kova.serve.app`): the
-page's files and its WebSocket as Starlette routes over an :class:`EventServer` that listens
-nowhere itself (``open_hosted_event_server``). The page, its messages, approvals and Stop
-button are the same as on the event server's own port; the host, origin and token checks
-are the same checks.
+"""The web view on an ASGI app: the page's files and its WebSocket as Starlette routes over
+an :class:`EventServer`, served on its own port by Hypercorn (:func:`open_event_server`), or
+mounted on :func:`kova.serve.app` by ``kova serve`` over one that listens nowhere itself
+(``open_hosted_event_server``). The page, its messages, approvals and Stop button are the
+same either way; the host, origin and token checks are the same checks.
 """
 
 from __future__ import annotations
 
 import contextlib
+import socket
+from contextlib import asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ._http import RequestHead, host_allowed, origin_allowed
+import trio
+
+from .._groups import lone_exceptions
+from .._log import get_logger
+from ._http import MAX_HEAD_BYTES, RequestHead, host_allowed, origin_allowed
+from ._server import EventServer, WebRequest, _make_server, close_pages
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Iterable
+
     from starlette.requests import Request
     from starlette.routing import BaseRoute
     from starlette.websockets import WebSocket
 
-    from ._server import EventServer
+    from ..sessions import SessionStore
 
-__all__ = ["PATHS", "routes"]
+__all__ = ["PATHS", "open_event_server", "routes"]
+
+log = get_logger(__name__)
 
 PATHS = frozenset({"/", "/page.css", "/page.js", "/ws"})
 """The web view's paths: they check their own credentials (the page's token is in its URL's
@@ -150,3 +162,94 @@ def routes(server: EventServer) -> list[BaseRoute]:
         Route("/page.js", page_file, methods=["GET", "HEAD"]),
         WebSocketRoute("/ws", page_socket),
     ]
+
+
+@asynccontextmanager
+async def open_event_server(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    token: str | None = None,
+    authorize: Callable[[WebRequest], bool] | None = None,
+    allowed_origins: Iterable[str] = (),
+    chat: bool = False,
+    page_buffer: int = 4096,
+    flush_interval: float = 0.05,
+    max_message_bytes: int = 64 * 1024,
+    max_chat_chars: int = 32_000,
+    max_pages: int = 64,
+    keep_turns: int = 20,
+    disconnect_grace: float = 10.0,
+    sessions: SessionStore | None = None,
+) -> AsyncIterator[EventServer]:
+    """Serve the web view on ``host:port`` for the duration of the block.
+
+    ``async with kova.web.open_event_server() as server: print(server.url)``
+
+    Args:
+        host: the address to listen on; loopback unless told otherwise.
+        port: the port; 0 picks a free one (see :attr:`EventServer.port`).
+        token: the secret pages must present; a random one when ``None``.
+        authorize: a host-supplied check of each WebSocket request, replacing the token.
+        allowed_origins: origins besides the server's own allowed to connect
+            (``"http://example.test:8080"``).
+        chat: take prompts from the page (read them from :attr:`EventServer.prompts`).
+        page_buffer: events a page may have waiting before it is dropped as too slow.
+        flush_interval: seconds between a page's frames (events in between share one).
+        max_message_bytes: the largest message a page may send; a larger one closes it.
+        max_chat_chars: the longest prompt a page may send.
+        max_pages: pages connected at once; more are refused with HTTP 503.
+        keep_turns: turns kept to replay to a (re)connecting page.
+        disconnect_grace: seconds a pending approval waits with no page connected before
+            it is denied.
+        sessions: a :class:`~kova.sessions.SessionStore` whose sessions the pages list and
+            open (with ``chat=True``): the host runs each prompt on :attr:`EventServer.session`.
+
+    Raises:
+        ValueError: an option out of range (ConfigError, a ValueError, for a duration).
+        OSError: the address cannot be bound.
+    """
+    server = _make_server(
+        token=token,
+        authorize=authorize,
+        allowed_origins=allowed_origins,
+        chat=chat,
+        page_buffer=page_buffer,
+        flush_interval=flush_interval,
+        max_message_bytes=max_message_bytes,
+        max_chat_chars=max_chat_chars,
+        max_pages=max_pages,
+        keep_turns=keep_turns,
+        disconnect_grace=disconnect_grace,
+        sessions=sessions,
+    )
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+    from starlette.applications import Starlette
+
+    from .._hypercorn import close_failed_websockets
+
+    close_failed_websockets()  # a page that breaks the WebSocket protocol gets its close code
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.create_server((host, port), family=family, backlog=1024)
+    server._host, server._port = listener.getsockname()[:2]
+    config = Config()
+    config.bind = [f"fd://{listener.detach()}"]  # Hypercorn's now: it serves and closes it
+    config.accesslog = None
+    config.errorlog = None
+    config.graceful_timeout = 1.0
+    config.h11_max_incomplete_size = MAX_HEAD_BYTES
+    config.websocket_max_message_size = max_message_bytes
+    app: Any = Starlette(routes=routes(server))  # Hypercorn types its own ASGI
+    stopped = trio.Event()
+    with lone_exceptions():  # a lone exception leaves the block as itself
+        async with trio.open_nursery() as nursery:
+            await nursery.start(partial(serve, app, config, shutdown_trigger=stopped.wait))
+            log.info("web.server.started", host=server._host, port=server._port)
+            try:
+                yield server
+            finally:
+                close_pages(server)
+                stopped.set()
+                nursery.cancel_scope.cancel(reason="event server closed")
