@@ -45,7 +45,13 @@ async def main(kind: str, where: str, counts: str, command: str, *flags: str) ->
 
     builder = AgentBuilder().provider(FunctionProvider(model)).tool(charge)
     builder.defer_approvals().approval_key(KEY)
-    store = SqliteSessionStore(where) if kind == "sqlite" else PostgresSessionStore(where)
+    # A short hold lease: the killed process's hold on Postgres (no liveness check across
+    # machines) runs out in 2 s rather than the default 30 s.
+    store = (
+        SqliteSessionStore(where, lease=2.0)
+        if kind == "sqlite"
+        else PostgresSessionStore(where, lease=2.0)
+    )
     async with store, builder.build() as agent:
         session = store.session("c")
         if command == "pause":

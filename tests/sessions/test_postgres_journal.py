@@ -90,7 +90,7 @@ PROGRAM = textwrap.dedent(
         return reply_text("; ".join(r.text for r in results))
 
     async def main():
-        async with PostgresSessionStore(dsn) as store:
+        async with PostgresSessionStore(dsn, lease=float(sys.argv[4])) as store:
             journal = store.journal(lease=float(sys.argv[4]))
             builder = AgentBuilder().provider(FunctionProvider(model)).tools(charge, report)
             async with builder.build() as agent:
