@@ -7,36 +7,20 @@ from __future__ import annotations
 
 import random
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import attrs
 import pytest
 import structlog
 import trio
+from _fake_formats import NATIVE as FORMATS
 
 from kova import KovaError, Message, ToolUse
 from kova._record import set_field
 from kova.actors import open_runtime
 from kova.agent import AgentBuilder, RetryConfig, TurnCompleted, spawn_provider
-from kova.providers.anthropic import AnthropicConfig, AnthropicProvider
-from kova.providers.bedrock import BedrockConfig, BedrockProvider
-from kova.providers.gemini import GeminiConfig, GeminiProvider
-from kova.providers.ollama import OllamaConfig, OllamaProvider
-from kova.providers.openai import (
-    OpenAiCompatibleProvider,
-    OpenAiConfig,
-    OpenAiResponsesConfig,
-    OpenAiResponsesProvider,
-)
 from kova.testing import (
     Script,
     ScriptRequest,
-    open_anthropic_server,
-    open_bedrock_server,
-    open_gemini_server,
-    open_ollama_server,
-    open_openai_server,
-    open_responses_server,
     reply_text,
     reply_tool_calls,
 )
@@ -46,7 +30,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from kova.agent import Agent
-    from kova.providers import Provider
 
 
 @tool
@@ -57,59 +40,6 @@ async def echo(ctx: ToolContext[None], word: str) -> str:
         word: the word.
     """
     return f"{word} {ctx.idempotency_key}"
-
-
-@attrs.frozen
-class Format:
-    name: str
-    open_server: Callable[[Script], Any]
-    build: Callable[[Any], Provider]
-
-
-FORMATS = [
-    Format(
-        "openai",
-        open_openai_server,
-        lambda server: OpenAiCompatibleProvider(
-            OpenAiConfig(model="m", base_url=server.base_url, api_key="k")
-        ),
-    ),
-    Format(
-        "anthropic",
-        open_anthropic_server,
-        lambda server: AnthropicProvider(
-            AnthropicConfig(model="m", base_url=server.base_url, api_key="k")
-        ),
-    ),
-    Format(
-        "gemini",
-        open_gemini_server,
-        lambda server: GeminiProvider(
-            GeminiConfig(model="m", base_url=server.base_url, api_key="k")
-        ),
-    ),
-    Format(
-        "bedrock",
-        open_bedrock_server,
-        lambda server: BedrockProvider(
-            BedrockConfig(
-                region="us-east-1", model_id="m", endpoint_url=server.base_url, **server.credentials
-            )
-        ),
-    ),
-    Format(
-        "ollama",
-        open_ollama_server,
-        lambda server: OllamaProvider(OllamaConfig(model="m", base_url=server.base_url)),
-    ),
-    Format(
-        "responses",
-        open_responses_server,
-        lambda server: OpenAiResponsesProvider(
-            OpenAiResponsesConfig(model="gpt-fake", base_url=server.base_url, api_key="k")
-        ),
-    ),
-]
 
 
 def _hostile_id(rng: random.Random) -> str:
