@@ -9,7 +9,8 @@ import random
 from typing import Any
 
 import pytest
-from test_hostile_call_ids import FORMATS, Format
+from _fake_formats import NATIVE as FORMATS
+from _fake_formats import Format
 
 from kova import StopReason, ToolUse
 from kova._stream_events import StopEvent, ToolUseDelta, ToolUseEnd, ToolUseStart
