@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import secrets
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -21,6 +21,7 @@ from ._turns import Served, agent_names
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from starlette.applications import Starlette
     from starlette.requests import HTTPConnection
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -94,47 +95,22 @@ def app(
     close_failed_websockets()  # served by Hypercorn: a broken WebSocket frame gets its code
 
     named = agent_names(agents)
-    if token is not None and (not isinstance(token, str) or len(token) < 16):
-        raise ValueError("token must be a string of at least 16 characters")
-    if authorize is not None and not callable(authorize):
-        raise TypeError(f"authorize must be callable, not {type(authorize).__name__}")
-    for name, value in (
-        ("max_body_bytes", max_body_bytes),
-        ("max_prompt_chars", max_prompt_chars),
-        ("max_paused_runs", max_paused_runs),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, not {value!r}")
-    from ..sessions import SessionStore
-
-    if sessions is not None and not isinstance(sessions, SessionStore):
-        raise TypeError(f"sessions must be a kova.sessions.SessionStore, not {sessions!r}")
+    _check_options(
+        token,
+        authorize,
+        sessions,
+        mcp_tools,
+        max_body_bytes=max_body_bytes,
+        max_prompt_chars=max_prompt_chars,
+        max_paused_runs=max_paused_runs,
+    )
     served = Served(
         named,
         max_body_bytes=max_body_bytes,
         max_prompt_chars=max_prompt_chars,
         sessions=sessions,
     )
-
-    if not isinstance(mcp_tools, bool):
-        raise TypeError(f"mcp_tools must be True or False, not {mcp_tools!r}")
     mcp, mcp_sessions = _mcp.mounted(named, max_prompt_chars=max_prompt_chars, tools=mcp_tools)
-
-    @asynccontextmanager
-    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        async with AsyncExitStack() as stack:
-            for agent in named.values():
-                if not agent.is_open:
-                    await stack.enter_async_context(agent)
-            await stack.enter_async_context(mcp_sessions.run())
-            nursery = await stack.enter_async_context(trio.open_nursery())
-            served.nursery = nursery
-            try:
-                yield
-            finally:
-                served.nursery = None
-                nursery.cancel_scope.cancel(reason="the app is shutting down")
-
     paused = _agui.Paused(max_paused_runs)
     routes = [
         *_openai.routes(served),
@@ -149,10 +125,57 @@ def app(
 
         routes.extend(web_routes(web))
         public = public | PATHS
-    starlette = Starlette(routes=routes, lifespan=lifespan)
+    starlette = Starlette(routes=routes, lifespan=_lifespan(served, mcp_sessions))
     starlette.add_middleware(_Guard, token=token, authorize=authorize, public=public)
     starlette.state.kova_served = served
     return starlette
+
+
+def _check_options(
+    token: object,
+    authorize: object,
+    sessions: object,
+    mcp_tools: object,
+    **limits: object,
+) -> None:
+    """Refuse :func:`app`'s options that cannot work, naming the option."""
+    if token is not None and (not isinstance(token, str) or len(token) < 16):
+        raise ValueError("token must be a string of at least 16 characters")
+    if authorize is not None and not callable(authorize):
+        raise TypeError(f"authorize must be callable, not {type(authorize).__name__}")
+    for name, value in limits.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, not {value!r}")
+    from ..sessions import SessionStore
+
+    if sessions is not None and not isinstance(sessions, SessionStore):
+        raise TypeError(f"sessions must be a kova.sessions.SessionStore, not {sessions!r}")
+    if not isinstance(mcp_tools, bool):
+        raise TypeError(f"mcp_tools must be True or False, not {mcp_tools!r}")
+
+
+def _lifespan(
+    served: Served, mcp_sessions: StreamableHTTPSessionManager
+) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+    """The app's lifespan: open the agents not open yet and the MCP sessions, and give the
+    routes a nursery for the work that outlives a request; close all of it after."""
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            for agent in served.agents.values():
+                if not agent.is_open:
+                    await stack.enter_async_context(agent)
+            await stack.enter_async_context(mcp_sessions.run())
+            nursery = await stack.enter_async_context(trio.open_nursery())
+            served.nursery = nursery
+            try:
+                yield
+            finally:
+                served.nursery = None
+                nursery.cancel_scope.cancel(reason="the app is shutting down")
+
+    return lifespan
 
 
 PUBLIC_PATHS = frozenset({"/.well-known/agent-card.json"})
