@@ -323,8 +323,9 @@ def test_typing_only_circles_only_shrink(monkeypatch: pytest.MonkeyPatch) -> Non
     assert sorted(_circles(_graph())) == sorted(TYPING_CIRCLES_LEFT)
 
 
-LONG_FUNCTIONS = {"kova.testing._sessions._check": 306}
-"""Functions still over 100 lines, at most as long as this (a ratchet: it only shrinks)."""
+LONG_FUNCTIONS: dict[str, int] = {}
+"""Functions still over 100 lines, at most as long as this (a ratchet: it only shrinks; the
+last one, kova.testing._sessions._check at 306 lines, is a function per group of rules now)."""
 
 
 def test_no_function_in_kova_grows_over_100_lines() -> None:

@@ -27,6 +27,12 @@ from ..sessions._store import SessionInfo, SessionStore, SessionWrite
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from ..sessions._store import Session
+
+    _Ids = Callable[[str], str]
+    """Makes a session id of this run's from a name."""
+    _Turn = tuple[Message, ...]
+
 __all__ = ["check_session_store"]
 
 
@@ -92,6 +98,27 @@ async def _check(store: SessionStore, run: str) -> None:
     def sid(name: str) -> str:
         return f"kova-check-{run}-{name}"
 
+    first, second = _messages("one"), _messages("two")
+    session = store.session(sid("main"))
+    await _check_writes(store, sid, session, first, second)
+    await _check_race(store, sid)
+    await _check_pending(store, sid, first)
+    await _check_view(store, sid, first, second)
+    await _check_listing(store, sid, session, first, second)
+    forks = await _check_branches(store, sid, session, first, second)
+    await _check_ids(store, sid)
+    await _check_waiting(store, sid)
+    for name in ("main", "race", "paused", "paused2", "gate", "a'; DROP TABLE x; --"):
+        await store.delete(sid(name))
+    for name in ("ü ñ 🌍", "A", "a"):
+        await store.delete(sid(name))
+    for fork in forks:
+        await store.delete(fork)
+
+
+async def _check_writes(
+    store: SessionStore, sid: _Ids, session: Session, first: _Turn, second: _Turn
+) -> None:
     with _Rule("an unknown session is empty (load() == [], version 0) and not listed"):
         unknown = store.session(sid("unknown"))
         assert await unknown.load() == []
@@ -99,8 +126,6 @@ async def _check(store: SessionStore, run: str) -> None:
         assert await unknown.pending() is None
         assert all(info.id != unknown.id for info in await store.list())
 
-    first, second = _messages("one"), _messages("two")
-    session = store.session(sid("main"))
     with _Rule("append() stores a turn's messages exactly (every block kind, any text)"):
         await session.append(first)
         loaded = await session.load()
@@ -154,6 +179,8 @@ async def _check(store: SessionStore, run: str) -> None:
             raise AssertionError("accepted")
         assert (await store.read(sid("never"))).version == 0
 
+
+async def _check_race(store: SessionStore, sid: _Ids) -> None:
     with _Rule("of concurrent writes after the same version exactly one is stored"):
         racing = store.session(sid("race"))
         await racing.append((Message.user("start"),))
@@ -210,8 +237,8 @@ async def _check(store: SessionStore, run: str) -> None:
             raise AssertionError("accepted")
         assert await store.read(racing.id) == again
 
-    await _check_pending(store, sid, first)
 
+async def _check_view(store: SessionStore, sid: _Ids, first: _Turn, second: _Turn) -> None:
     with _Rule(
         "a compacted view is stored with a write, kept by later appends, dropped by a rewind"
     ):
@@ -246,6 +273,10 @@ async def _check(store: SessionStore, run: str) -> None:
         assert await viewed.load(compacted=True) == list(first)
         await store.delete(viewed.id)
 
+
+async def _check_listing(
+    store: SessionStore, sid: _Ids, session: Session, first: _Turn, second: _Turn
+) -> None:
     with _Rule("list() has each session's message count, token totals, title and times"):
         state = await store.read(session.id)
         await store.write(
@@ -267,7 +298,7 @@ async def _check(store: SessionStore, run: str) -> None:
         assert info.title.startswith("one: héllo"), info.title
         assert 0 < info.created <= info.updated, info
         assert not info.pending
-        assert infos[racing.id].messages == 2
+        assert infos[sid("race")].messages == 2
 
     with _Rule("the title is kept once set, and set by a write that gives one"):
         state = await store.read(session.id)
@@ -286,6 +317,11 @@ async def _check(store: SessionStore, run: str) -> None:
         mine = [i.id for i in await store.list() if i.id.startswith(sid(""))]
         assert mine[0] == sid("paused"), mine
 
+
+async def _check_branches(
+    store: SessionStore, sid: _Ids, session: Session, first: _Turn, second: _Turn
+) -> tuple[str, ...]:
+    """The rewind, fork, clear and delete rules; returns the forks left to delete."""
     with _Rule("rewind(turns=1) removes the last turn's messages and only those"):
         removed = await session.rewind()
         assert removed == len(second), removed
@@ -333,6 +369,10 @@ async def _check(store: SessionStore, run: str) -> None:
         assert all(i.id != branch.id for i in await store.list())
         await branch.delete()  # idempotent
 
+    return early.id, whole.id, cut.id
+
+
+async def _check_ids(store: SessionStore, sid: _Ids) -> None:
     with _Rule("session ids are kept apart exactly (quotes, unicode, 512 characters)"):
         names = [sid("a'; DROP TABLE x; --"), sid("ü ñ 🌍"), sid("A"), sid("a"), "s" * 512]
         for index, name in enumerate(names):
@@ -345,6 +385,8 @@ async def _check(store: SessionStore, run: str) -> None:
         await store.delete(long_branch.id)
         await store.delete("s" * 512)
 
+
+async def _check_waiting(store: SessionStore, sid: _Ids) -> None:
     with _Rule("a second turn on a session waits for the first (wait=True)"):
         order: list[str] = []
         holder = store.session(sid("gate"))
@@ -386,14 +428,6 @@ async def _check(store: SessionStore, run: str) -> None:
 
     with _Rule("a failed turn appends nothing"):
         assert await store.session(sid("gate")).load() == [Message.user("second")]
-
-    for name in ("main", "race", "paused", "paused2", "gate", "a'; DROP TABLE x; --"):
-        await store.delete(sid(name))
-    for name in ("ü ñ 🌍", "A", "a"):
-        await store.delete(sid(name))
-    await store.delete(early.id)
-    await store.delete(whole.id)
-    await store.delete(cut.id)
 
 
 class _Stop(Exception):

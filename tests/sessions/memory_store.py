@@ -3,6 +3,7 @@ conformance suite must catch."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import trio
@@ -199,3 +200,12 @@ class KeepsStaleView(MemorySessionStore):
         super().apply(row, change, now)
         if change.view is None:
             row.view, row.view_covers = view, covers
+
+
+class NoWaiting(MemorySessionStore):
+    """Broken: a second turn on a busy session runs at once instead of waiting."""
+
+    def _gate(
+        self, session_id: str, wait: bool, timeout: float | None = None
+    ) -> contextlib.AbstractAsyncContextManager[None]:
+        return contextlib.nullcontext()

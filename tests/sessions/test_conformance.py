@@ -22,6 +22,7 @@ from .memory_store import (
     LosesSurrogates,
     MemorySessionStore,
     NoVersionCheck,
+    NoWaiting,
     YieldsMidWrite,
 )
 
@@ -45,6 +46,7 @@ async def test_the_suite_passes_on_a_correct_memory_store() -> None:
         (LosesSurrogates, "append() stores a turn's messages exactly"),
         (CountsTokensOnce, "list() has each session's message count, token totals"),
         (KeepsStaleView, "a compacted view is stored with a write, kept by later appends"),
+        (NoWaiting, "a second turn on a session waits for the first"),
     ],
 )
 async def test_the_suite_fails_on_a_broken_store(store: type, rule: str) -> None:
