@@ -4,7 +4,6 @@ Public names are re-exported here; heavy optional parts (MCP, Bedrock, OpenTelem
 subpackages that import their dependencies only when used.
 """
 
-import importlib as _importlib
 import typing as _typing
 
 from ._errors import ActorError as ActorError
@@ -38,6 +37,7 @@ from ._errors import ToolError as ToolError
 from ._errors import ToolExecutionError as ToolExecutionError
 from ._errors import ToolNotFoundError as ToolNotFoundError
 from ._errors import TurnCancelled as TurnCancelled
+from ._lazy import lazy_names as _lazy_names
 from ._models import Audio as Audio
 from ._models import ContentBlock as ContentBlock
 from ._models import Document as Document
@@ -119,19 +119,7 @@ _MOVED = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        moved = _MOVED.get(name)
-        hint = f" (use {moved}; see docs/changes.md)" if moved else ""
-        raise AttributeError(f"module 'kova' has no attribute {name!r}{hint}")
-    value = getattr(_importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = _lazy_names(__name__, _LAZY, _MOVED)
 
 
 __all__ = [

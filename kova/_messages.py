@@ -398,9 +398,6 @@ ContentBlock: TypeAlias = (
     Text | Image | Document | Audio | File | ToolUse | ToolResult | Thinking | RedactedThinking
 )
 
-MEDIA_BLOCKS = (Image, Document, Audio, File)
-"""The blocks that carry media rather than text or a tool exchange."""
-
 
 def _to_blocks(content: str | Iterable[ContentBlock]) -> tuple[ContentBlock, ...]:
     if isinstance(content, str):

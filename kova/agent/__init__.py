@@ -10,6 +10,8 @@ Every event class ``agent.stream()`` yields is importable from here (``TextDelta
 # workflow sandbox imports) must not load the driver, trio and httpx2 with the package.
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
+from .._lazy import lazy_names as _lazy_names
+
 if _TYPE_CHECKING:
     from .._models import TextDelta as TextDelta
     from .._models import ThinkingDelta as ThinkingDelta
@@ -173,16 +175,4 @@ _WHERE: dict[str, str] = {
 """Where each exported name lives."""
 
 
-def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = _lazy_names(__name__, _WHERE)

@@ -397,10 +397,6 @@ class GuardGate:
             self._events.append(GuardPassed(guard=guard.name, kind="output"))
             await self._keep(GuardRecord(guard=guard.name, kind="output", verdict="pass"))
 
-    @property
-    def watches_output(self) -> bool:
-        return bool(self._outputs)
-
     # -- tool guards ----------------------------------------------------------------------
 
     async def tool_calls(self, calls: Sequence[ToolUse]) -> dict[str, ToolResult]:

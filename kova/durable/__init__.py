@@ -6,8 +6,8 @@
 """
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING
-from typing import Any as _Any
 
+from .._lazy import lazy_names as _lazy_names
 from ._errors import JournalError as JournalError
 from ._errors import TurnClaimedError as TurnClaimedError
 from ._journal import JournalClaim as JournalClaim
@@ -29,9 +29,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> _Any:
-    if name in ("PostgresJournal", "PostgresJournalClaim"):  # psycopg only when asked for
-        from . import _postgres
-
-        return getattr(_postgres, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# psycopg is imported only when these are asked for.
+__getattr__, __dir__ = _lazy_names(
+    __name__, {"PostgresJournal": "._postgres", "PostgresJournalClaim": "._postgres"}
+)

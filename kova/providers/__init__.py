@@ -9,6 +9,7 @@ A provider is config + codec (+ an auth flow) run by :class:`HttpProvider`; see
 
 import typing as _typing
 
+from .._lazy import lazy_names as _lazy_names
 from .._models import ChatRequest as ChatRequest
 from .._models import ErrorEvent as ErrorEvent
 from .._models import ModelInfo as ModelInfo
@@ -53,14 +54,8 @@ if _typing.TYPE_CHECKING:
     from ._settings import HttpSettings as HttpSettings
 
 
-def __getattr__(name: str) -> object:
-    # HttpSettings is an attrs class: defined on first use, not by every agent's import.
-    if name == "HttpSettings":
-        from ._settings import HttpSettings
-
-        globals()[name] = HttpSettings
-        return HttpSettings
-    raise AttributeError(f"module 'kova.providers' has no attribute {name!r}")
+# HttpSettings is an attrs class: defined on first use, not by every agent's import.
+__getattr__, __dir__ = _lazy_names(__name__, {"HttpSettings": "._settings"})
 
 
 __all__ = [

@@ -7,8 +7,8 @@ what it added when it completes. :class:`SqliteSessionStore` is the embedded def
 """
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING
-from typing import Any as _Any
 
+from .._lazy import lazy_names as _lazy_names
 from ._sqlite import SqliteSessionStore as SqliteSessionStore
 from ._store import Session as Session
 from ._store import SessionInfo as SessionInfo
@@ -30,9 +30,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> _Any:
-    if name == "PostgresSessionStore":  # psycopg is imported only when it is asked for
-        from ._postgres import PostgresSessionStore
-
-        return PostgresSessionStore
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# psycopg is imported only when it is asked for.
+__getattr__, __dir__ = _lazy_names(__name__, {"PostgresSessionStore": "._postgres"})

@@ -4,9 +4,9 @@ metrics collector, OpenTelemetry, your own), and :class:`TelemetryConfig`.
 See ``docs/telemetry.md``.
 """
 
-import importlib as _importlib
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
+from .._lazy import lazy_names as _lazy_names
 from .._observe import ActorRestarted as ActorRestarted
 from .._observe import GuardFinished as GuardFinished
 from .._observe import GuardStarted as GuardStarted
@@ -89,31 +89,21 @@ if _TYPE_CHECKING:
 # program that never collects metrics or installs telemetry does not pay for them at import
 # (the events and the hub above are what every agent needs).
 _LAZY = {
-    "MetricsCollector": "_collector",
-    "open_metrics": "_collector",
-    "ExporterConfig": "_config",
-    "OtlpProtocol": "_config",
-    "TelemetryConfig": "_config",
-    "TelemetryConfigBuilder": "_config",
-    "TelemetryHandle": "_config",
-    "DEFAULT_BOUNDS_MS": "_metrics",
-    "Histogram": "_metrics",
-    "HistogramSummary": "_metrics",
-    "Metrics": "_metrics",
-    "MetricsSnapshot": "_metrics",
-    "exponential_bounds": "_metrics",
-    "MetricsSubscriber": "_subscribers",
+    "MetricsCollector": "._collector",
+    "open_metrics": "._collector",
+    "ExporterConfig": "._config",
+    "OtlpProtocol": "._config",
+    "TelemetryConfig": "._config",
+    "TelemetryConfigBuilder": "._config",
+    "TelemetryHandle": "._config",
+    "DEFAULT_BOUNDS_MS": "._metrics",
+    "Histogram": "._metrics",
+    "HistogramSummary": "._metrics",
+    "Metrics": "._metrics",
+    "MetricsSnapshot": "._metrics",
+    "exponential_bounds": "._metrics",
+    "MetricsSubscriber": "._subscribers",
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kova.telemetry' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(f"kova.telemetry.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = _lazy_names(__name__, _LAZY)

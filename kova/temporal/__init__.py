@@ -21,6 +21,8 @@ _require_extra("temporal", "kova.temporal")
 # no trio, no httpx2), which must not bring the worker in with the package.
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
+from .._lazy import lazy_names as _lazy_names
+
 if _TYPE_CHECKING:
     from ._client import TurnEvent as TurnEvent
     from ._client import TurnFailedError as TurnFailedError
@@ -79,16 +81,4 @@ _WHERE: dict[str, str] = {
 """Where each exported name lives."""
 
 
-def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = _lazy_names(__name__, _WHERE)

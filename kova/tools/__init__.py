@@ -4,6 +4,7 @@ confined by a :class:`ToolPolicy`."""
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
+from .._lazy import lazy_names as _lazy_names
 from ._context import ToolContext as ToolContext
 from ._context import current_tool_context as current_tool_context
 from ._decorator import FunctionTool as FunctionTool
@@ -38,19 +39,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'kova.tools' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module_name, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = _lazy_names(__name__, _LAZY)
 
 
 __all__ = [

@@ -450,11 +450,6 @@ _STARTERS: dict[str, Callable[[_Writer, str, str], None]] = {
 """The opening tags with a rule of their own (the rest are grouped in ``_Writer.start``)."""
 
 
-def _blank_line(match: re.Match[str]) -> str:
-    # One blank line for a run of them; inside a quote, one quoted blank line.
-    return "\n>\n" if ">" in match.group() else "\n\n"
-
-
 def _attribute(attributes: str, wanted: str) -> str | None:
     for match in _ATTRIBUTE.finditer(attributes):
         if match.group(1).lower() == wanted:

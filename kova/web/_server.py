@@ -55,7 +55,7 @@ from ..agent import (
 )
 from . import _schema
 from ._approvals import Approvals
-from ._http import RequestHead, host_allowed, load_static
+from ._http import RequestHead, load_static
 from ._page import CLOSE_NORMAL, CLOSE_TOO_SLOW, Page, close_page, serve_page
 from ._turns import Turn, TurnLog
 
@@ -115,7 +115,6 @@ class EventServer:
         "_dropped",
         "_flush_interval",
         "_host",
-        "_keep_turns",
         "_log",
         "_max_buffered",
         "_max_chat_chars",
@@ -163,7 +162,6 @@ class EventServer:
         self._max_message_bytes = max_message_bytes
         self._max_chat_chars = max_chat_chars
         self._max_pages = max_pages
-        self._keep_turns = keep_turns
         self._disconnect_grace = disconnect_grace
         self._chat = chat
         self._host = ""
@@ -628,9 +626,6 @@ class EventServer:
     def _netloc(self) -> str:
         host = f"[{self._host}]" if ":" in self._host else self._host
         return f"{host}:{self._port}"
-
-    def _host_allowed(self, head: RequestHead) -> bool:
-        return host_allowed(head, host=self._host, port=self._port)
 
     def _authorized(self, head: RequestHead) -> bool:
         if self._authorize is not None:

@@ -3,6 +3,7 @@ the OpenAI Responses API, and OpenAI embeddings."""
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
+from ..._lazy import lazy_names as _lazy_names
 from ._client import OpenAiCompatibleProvider as OpenAiCompatibleProvider
 from ._config import OpenAiConfig as OpenAiConfig
 
@@ -23,24 +24,13 @@ __all__ = [
 
 
 _LAZY = {
-    "OpenAiEmbeddingConfig": "_embeddings",
-    "OpenAiEmbeddingProvider": "_embeddings",
-    "OpenAiResponsesConfig": "_responses_config",
-    "OpenAiResponsesProvider": "_responses",
+    "OpenAiEmbeddingConfig": "._embeddings",
+    "OpenAiEmbeddingProvider": "._embeddings",
+    "OpenAiResponsesConfig": "._responses_config",
+    "OpenAiResponsesProvider": "._responses",
 }
 
 
-def __getattr__(name: str) -> object:
-    # The embeddings and Responses providers and their configs load on first use: a Chat
-    # Completions program does not pay for them.
-    if name not in _LAZY:
-        raise AttributeError(f"module 'kova.providers.openai' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+# The embeddings and Responses providers and their configs load on first use: a Chat
+# Completions program does not pay for them.
+__getattr__, __dir__ = _lazy_names(__name__, _LAZY)
