@@ -55,7 +55,7 @@ class _NoMeter:
 
 def _agents(provider_factory: Any) -> dict[str, Any]:
     none = AgentBuilder().provider(provider_factory()).build()
-    none._meter = _NoMeter()  # type: ignore[assignment]
+    none._context.meter = _NoMeter()  # type: ignore[assignment]
     return {
         "none": none,
         "unpriced": AgentBuilder().provider(provider_factory()).build(),

@@ -27,24 +27,21 @@ from .._door import check_asyncio_tools, require_trio
 from .._errors import BuildError
 from .._groups import lone_exceptions
 from .._log import get_logger
-from .._models import InferenceConfig, Message, ResponseFormat
-from .._observe import Deliver, TelemetryHub
+from .._observe import TelemetryHub
 from ..tools._validate import load_validation
-from ._budget import Meter
 from ._cancel import guarded
-from ._cost import Pricer, load_sheet
+from ._cost import load_sheet
 from ._driver_context import DriverContext, check_limits
 from ._input import HistoryInput, check_call_options, coerce_history
 from ._loop import run_journaled, run_turn
-from ._signing import Decisions, Signer
 from ._streaming import TurnStream
-from ._tool_pool import Approver, ToolRunner
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
     from contextlib import AbstractAsyncContextManager
     from types import TracebackType
 
+    from .._models import InferenceConfig, Message, ResponseFormat
     from ..durable import SqliteJournal
     from ..sessions import Session
     from ..tools import ToolContext, ToolRegistry
@@ -79,30 +76,10 @@ class Agent:
         self.tool_owner: str | None = None
         """The outer agent that opened this one as its tool (``agent.as_tool()``), while it
         holds it open (kova's own bookkeeping)."""
-        self._context: DriverContext | None = None
-        self._telemetry = config.telemetry if config.telemetry is not None else TelemetryHub()
-        self._model = config.inference.model or _default_model(config.provider)
-        # Prices each model call (and reserves it against the budget, with one).
-        self._meter = Meter(Pricer(config.prices, config.provider), config.budget, config.provider)
-        # The metrics collector is a subscriber of this agent's turns only (a shared hub
-        # may serve other agents, with collectors of their own).
-        self._own_subscribers: tuple[Deliver, ...] = ()
-        if config.metrics is not None:
-            from ..telemetry import MetricsSubscriber
-
-            self._own_subscribers = (MetricsSubscriber(config.metrics).on_event,)
-        if config.lifecycle is not None:  # so is a lifecycle hook, through its adapter
-            from ._lifecycle import LifecycleSubscriber
-
-            lifecycle = LifecycleSubscriber(config.lifecycle).on_event
-            self._own_subscribers = (*self._own_subscribers, lifecycle)
-        # Signs the pending approvals of its paused turns; each decided pause runs once.
-        self._signer = Signer(config.approval_keys)
-        self._decisions = Decisions()
-        self._prefix: tuple[Message, ...] = (
-            (Message.system(config.system_prompt),) if config.system_prompt else ()
-        )
-        self._last_turn_input_tokens: int | None = None
+        telemetry = config.telemetry if config.telemetry is not None else TelemetryHub()
+        model = config.inference.model or _default_model(config.provider)
+        # What the drivers of its turns use; the provider and tool runner once it is open.
+        self._context = DriverContext(config, telemetry, model)
 
     @property
     def config(self) -> AgentConfig:
@@ -112,15 +89,14 @@ class Agent:
     def telemetry(self) -> TelemetryHub:
         """The hub this agent's turns report to: ``agent.telemetry.subscribe(...)`` (see
         :mod:`kova.telemetry`)."""
-        return self._telemetry
+        return self._context.telemetry
 
     @property
     def last_turn_input_tokens(self) -> int | None:
         """Input tokens the provider reported for the last call of the latest finished turn
         (``None`` before any, or if the provider reports none). Useful to decide when to
         compact history."""
-        context = self._context
-        return self._last_turn_input_tokens if context is None else context.last_input_tokens
+        return self._context.last_input_tokens
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -150,27 +126,12 @@ class Agent:
                 if config.runtime is not None:
                     stack.push_async_callback(provider_ref.stop)
 
-            approver = Approver(config.approval, config.defer)
-            context = DriverContext(
-                config,
-                # Retries are decided with this agent's policy; a turn that is observed
-                # carries its event stream, where the provider's admission reports each retry.
-                provider=provider_ref.with_retry(config.retry),
-                runner=ToolRunner(config.registry, approver, config.max_concurrent_tools),
-                approver=approver,
-                telemetry=self._telemetry,
-                subscribers=self._own_subscribers,
-                model=self._model,
-                prefix=self._prefix,
-                meter=self._meter,
-                signer=self._signer,
-                decisions=self._decisions,
-            )
-            context.last_input_tokens = self._last_turn_input_tokens
+            context = self._context
+            context.opened(provider_ref)
             if len(config.registry):
                 # The first tool call would otherwise import jsonschema on the event loop.
                 await trio.to_thread.run_sync(load_validation, abandon_on_cancel=True)
-            if self._meter.pricer.needs_sheet():  # likewise the price sheet (~150 ms)
+            if context.meter.pricer.needs_sheet():  # likewise the price sheet (~150 ms)
                 await trio.to_thread.run_sync(load_sheet, abandon_on_cancel=True)
             # Agents given as tools (agent.as_tool()) open with this one and close before it
             # stops; one the host opened is used as it is (see open_as_tool).
@@ -180,7 +141,6 @@ class Agent:
             await stack.aclose()
             raise
         self._stack = stack
-        self._context = context
         return self
 
     async def __aexit__(
@@ -190,9 +150,6 @@ class Agent:
         traceback: TracebackType | None,
     ) -> bool | None:
         stack, self._stack = self._stack, None
-        context, self._context = self._context, None
-        if context is not None:
-            self._last_turn_input_tokens = context.last_input_tokens
         if stack is not None:
             with lone_exceptions():  # pytest.raises(ProviderAuthError) around the block works
                 return await stack.__aexit__(exc_type, exc, traceback)
@@ -262,10 +219,9 @@ class Agent:
         Raises:
             BuildError: the agent is not open.
         """
-        context = self._context
-        if context is None:
+        if self._stack is None:
             raise BuildError("the agent is not open: use `async with builder.build() as agent:`")
-        return context
+        return self._context
 
     # -- public API -----------------------------------------------------------------------
 
@@ -422,7 +378,7 @@ class Agent:
         if pending is None:
             raise TypeError("agent.resume() needs the paused turn's pending (response.pending)")
         check_call_options(config, cancel)
-        self._signer.verify_pending(pending)
+        self._context.signer.verify_pending(pending)
         driver = self.driver_context()
         if journal is not None or turn_id is not None:
             # Once across processes: the journal records the decisions' nonce.
@@ -430,13 +386,13 @@ class Agent:
                 driver, messages, config, limits, journal, turn_id, deps=deps, pending=pending
             )
             return await guarded(journaled, cancel)
-        self._decisions.take(pending.nonce)
+        driver.decisions.take(pending.nonce)
         try:
             turn = driver.resume_turn(messages, pending, config, context, limits)
             return await guarded(run_turn(driver, turn, config, deps=deps), cancel)
         except BaseException:
             # Failed or cancelled: nothing was produced, the decisions may be used again.
-            self._decisions.give_back(pending.nonce)
+            driver.decisions.give_back(pending.nonce)
             raise
 
     def run_sync(

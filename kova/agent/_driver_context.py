@@ -12,20 +12,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .._models import Message
+from ._budget import Meter
+from ._cost import Pricer
 from ._limits import UsageLimits
+from ._signing import Decisions, Signer
+from ._tool_pool import Approver, ToolRunner
 from ._tool_search import ToolSearch
 from ._turn import Turn, new_turn_id
 
 if TYPE_CHECKING:
-    from .._models import InferenceConfig, Message
+    from .._models import InferenceConfig
     from .._observe import Deliver, TelemetryHub, TurnEmitter
     from ._approvals import PendingApprovals
-    from ._budget import Meter
     from ._config import AgentConfig
     from ._context import ContextPolicy
     from ._provider_ref import ProviderRef
-    from ._signing import Decisions, Signer
-    from ._tool_pool import Approver, ToolRunner
 
 __all__ = ["DriverContext", "check_limits"]
 
@@ -60,48 +62,54 @@ class DriverContext:
         "telemetry",
     )
 
-    def __init__(
-        self,
-        config: AgentConfig,
-        *,
-        provider: ProviderRef,
-        runner: ToolRunner,
-        approver: Approver,
-        telemetry: TelemetryHub,
-        subscribers: tuple[Deliver, ...],
-        model: str | None,
-        prefix: tuple[Message, ...],
-        meter: Meter,
-        signer: Signer,
-        decisions: Decisions,
-    ) -> None:
+    def __init__(self, config: AgentConfig, telemetry: TelemetryHub, model: str | None) -> None:
         self.config = config
         self.name = config.name
         """The agent's name."""
-        self.provider = provider
-        """The agent's provider, with its retry policy."""
-        self.runner = runner
+        self.provider: ProviderRef
+        """The agent's provider, with its retry policy (set by :meth:`opened`)."""
+        self.runner: ToolRunner
         """Runs the tool steps of every turn of the agent (one capacity limit for all)."""
-        self.approver = approver
+        self.approver: Approver
         """The agent's own approval policy (inactive when it has neither a handler nor a
         defer predicate)."""
         self.telemetry = telemetry
+        # The metrics collector and a lifecycle hook are subscribers of this agent's turns
+        # only (a shared hub may serve other agents, with collectors of their own).
+        subscribers: tuple[Deliver, ...] = ()
+        if config.metrics is not None:
+            from ..telemetry import MetricsSubscriber
+
+            subscribers = (MetricsSubscriber(config.metrics).on_event,)
+        if config.lifecycle is not None:
+            from ._lifecycle import LifecycleSubscriber
+
+            subscribers = (*subscribers, LifecycleSubscriber(config.lifecycle).on_event)
         self._subscribers = subscribers
         self.model = model
         """The model the provider sends when the request names none (for telemetry)."""
-        self.prefix = prefix
+        self.prefix = (Message.system(config.system_prompt),) if config.system_prompt else ()
         """The system message every turn starts with (empty without a system prompt)."""
-        self.signer = signer
+        self.signer = Signer(config.approval_keys)
         """Signs the pending approvals of the agent's paused turns, and checks them."""
-        self.decisions = decisions
+        self.decisions = Decisions()
         """The decided pauses this agent has resumed (each runs once)."""
-        self.meter = meter
+        self.meter = Meter(Pricer(config.prices, config.provider), config.budget, config.provider)
         """Prices each model call, and reserves it against the agent's budget."""
         self.last_input_tokens: int | None = None
         """Input tokens of the last model call of the latest finished turn."""
         # The last per-call overrides and the config they make: a caller passing the same
         # InferenceConfig object turn after turn (the usual case) merges it once.
         self._merged: tuple[InferenceConfig | None, InferenceConfig] = (None, config.inference)
+
+    def opened(self, provider: ProviderRef) -> None:
+        """The agent's ``async with`` opened ``provider``: retries are decided with the
+        agent's policy (a turn that is observed carries its event stream, where the
+        provider's admission reports each retry), and a tool runner of its own."""
+        config = self.config
+        self.provider = provider.with_retry(config.retry)
+        self.approver = Approver(config.approval, config.defer)
+        self.runner = ToolRunner(config.registry, self.approver, config.max_concurrent_tools)
 
     def emitter(self) -> TurnEmitter | None:
         """The telemetry emitter of a new turn (``None`` when nobody listens)."""

@@ -224,7 +224,9 @@ async def test_a_thousand_concurrent_turns_over_four_agents_stay_within_one_budg
         for _ in range(rng.randrange(5)):
             await trio.lowlevel.checkpoint()
         real_spend.append(
-            agents[int(turn.split("-")[0])]._meter.pricer.cost(usage, request.config.model)
+            agents[int(turn.split("-")[0])]
+            .driver_context()
+            .meter.pricer.cost(usage, request.config.model)
         )  # type: ignore[arg-type]
         return reply_text("done", usage=usage)
 
