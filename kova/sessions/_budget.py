@@ -79,33 +79,65 @@ def _begin(connection: sqlite3.Connection) -> None:
 
 
 def _figures(
-    connection: sqlite3.Connection, name: str, window: float | None, now: float
+    connection: Any, name: str, window: float | None, now: float, mark: str = "?"
 ) -> tuple[Decimal, Decimal]:
-    """(spent, reserved) of budget ``name`` now, inside the caller's transaction."""
+    """(spent, reserved) of budget ``name`` now, inside the caller's transaction (on SQLite
+    or PostgreSQL: ``mark`` is the database's parameter mark)."""
     spent = _ZERO
     reserved = _ZERO
     if window is None:
         row = connection.execute(
-            "SELECT spent FROM kova_budgets WHERE name = ?", (name,)
+            f"SELECT spent FROM kova_budgets WHERE name = {mark}", (name,)
         ).fetchone()
         if row is not None:
             spent = Decimal(row[0])
     else:
         connection.execute(
-            "DELETE FROM kova_budget_holds WHERE budget = ? AND at <= ? AND (spent = 1 OR at <= ?)",
+            f"DELETE FROM kova_budget_holds WHERE budget = {mark} AND at <= {mark}"
+            f" AND (spent OR at <= {mark})",
             (name, now - window, now - window - _HOLD_SECONDS),
         )
     rows = connection.execute(
-        "SELECT amount, spent, at FROM kova_budget_holds WHERE budget = ?", (name,)
+        f"SELECT amount, spent, at FROM kova_budget_holds WHERE budget = {mark}", (name,)
     ).fetchall()
     for amount, settled, at in rows:
-        if settled:
+        if settled or at + _HOLD_SECONDS <= now:  # settled, or its process died mid-call
             spent += Decimal(amount)
-        elif at + _HOLD_SECONDS <= now:
-            spent += Decimal(amount)  # its process died mid-call: counted as spent
         else:
             reserved += Decimal(amount)
     return spent, reserved
+
+
+def _settled(
+    connection: Any,
+    name: str,
+    window: float | None,
+    entry: int,
+    cost: Decimal,
+    now: float,
+    mark: str = "?",
+) -> None:
+    """Hold ``entry`` settled at ``cost``, inside the caller's transaction: a budget with a
+    window keeps the call as a row until it leaves the window, one without adds it to its
+    total."""
+    if window is not None and cost:
+        connection.execute(
+            f"UPDATE kova_budget_holds SET amount = {mark}, spent = true, at = {mark}"
+            f" WHERE id = {mark}",
+            (str(cost), now, entry),
+        )
+        return
+    connection.execute(f"DELETE FROM kova_budget_holds WHERE id = {mark}", (entry,))
+    if window is None and cost:
+        row = connection.execute(
+            f"SELECT spent FROM kova_budgets WHERE name = {mark}", (name,)
+        ).fetchone()
+        total = cost + (Decimal(row[0]) if row is not None else _ZERO)
+        connection.execute(
+            f"INSERT INTO kova_budgets (name, spent) VALUES ({mark}, {mark})"
+            " ON CONFLICT (name) DO UPDATE SET spent = excluded.spent",
+            (name, str(total)),
+        )
 
 
 def _reserve(
@@ -145,24 +177,7 @@ def _settle(
 ) -> tuple[Decimal, Decimal]:
     _begin(connection)
     try:
-        if window is None:
-            connection.execute("DELETE FROM kova_budget_holds WHERE id = ?", (entry,))
-            if cost:
-                row = connection.execute(
-                    "SELECT spent FROM kova_budgets WHERE name = ?", (name,)
-                ).fetchone()
-                total = cost + (Decimal(row[0]) if row is not None else _ZERO)
-                connection.execute(
-                    "INSERT OR REPLACE INTO kova_budgets (name, spent) VALUES (?, ?)",
-                    (name, str(total)),
-                )
-        elif cost:
-            connection.execute(
-                "UPDATE kova_budget_holds SET amount = ?, spent = 1, at = ? WHERE id = ?",
-                (str(cost), now, entry),
-            )
-        else:
-            connection.execute("DELETE FROM kova_budget_holds WHERE id = ?", (entry,))
+        _settled(connection, name, window, entry, cost, now)
         figures = _figures(connection, name, window, now)
         connection.execute("COMMIT")
     except BaseException:
@@ -229,33 +244,6 @@ def _pg_begin(connection: psycopg.Connection[Any], name: str) -> float:
     return float(row[1])
 
 
-def _pg_figures(
-    connection: psycopg.Connection[Any], name: str, window: float | None, now: float
-) -> tuple[Decimal, Decimal]:
-    spent = _ZERO
-    reserved = _ZERO
-    if window is None:
-        row = connection.execute(
-            "SELECT spent FROM kova_budgets WHERE name = %s", (name,)
-        ).fetchone()
-        if row is not None:
-            spent = Decimal(row[0])
-    else:
-        connection.execute(
-            "DELETE FROM kova_budget_holds WHERE budget = %s AND at <= %s AND (spent OR at <= %s)",
-            (name, now - window, now - window - _HOLD_SECONDS),
-        )
-    rows = connection.execute(
-        "SELECT amount, spent, at FROM kova_budget_holds WHERE budget = %s", (name,)
-    ).fetchall()
-    for amount, settled, at in rows:
-        if settled or at + _HOLD_SECONDS <= now:  # settled, or its process died mid-call
-            spent += Decimal(amount)
-        else:
-            reserved += Decimal(amount)
-    return spent, reserved
-
-
 def _pg_reserve(
     connection: psycopg.Connection[Any],
     name: str,
@@ -264,7 +252,7 @@ def _pg_reserve(
     needed: Decimal,
 ) -> tuple[int | None, Decimal, Decimal]:
     now = _pg_begin(connection, name)
-    spent, reserved = _pg_figures(connection, name, window, now)
+    spent, reserved = _figures(connection, name, window, now, "%s")
     if needed > amount - spent - reserved:
         return None, spent, reserved
     row = connection.execute(
@@ -284,24 +272,8 @@ def _pg_settle(
     cost: Decimal,
 ) -> tuple[Decimal, Decimal]:
     now = _pg_begin(connection, name)
-    if window is None or not cost:
-        connection.execute("DELETE FROM kova_budget_holds WHERE id = %s", (entry,))
-        if window is None and cost:
-            row = connection.execute(
-                "SELECT spent FROM kova_budgets WHERE name = %s", (name,)
-            ).fetchone()
-            total = cost + (Decimal(row[0]) if row is not None else _ZERO)
-            connection.execute(
-                "INSERT INTO kova_budgets (name, spent) VALUES (%s, %s)"
-                " ON CONFLICT (name) DO UPDATE SET spent = EXCLUDED.spent",
-                (name, str(total)),
-            )
-    else:
-        connection.execute(
-            "UPDATE kova_budget_holds SET amount = %s, spent = true, at = %s WHERE id = %s",
-            (str(cost), now, entry),
-        )
-    return _pg_figures(connection, name, window, now)
+    _settled(connection, name, window, entry, cost, now, "%s")
+    return _figures(connection, name, window, now, "%s")
 
 
 def sqlite_budget(
