@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from .._errors import InvalidResponse
 
@@ -13,10 +13,12 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
     from .._models import Usage
+    from ._http import HttpTransport
 
 __all__ = [
     "EmbeddingProvider",
     "Embeddings",
+    "HttpEmbeddings",
     "check_texts",
     "embed_in_batches",
     "finite_vector",
@@ -71,6 +73,35 @@ class EmbeddingProvider(Protocol):
             ProviderError, KovaConnectionError, KovaTimeoutError: the request failed.
         """
         ...
+
+
+class HttpEmbeddings:
+    """What the HTTP embedding providers (OpenAI, Ollama, Gemini) share: a config and an
+    HTTP transport, which :attr:`name`, :attr:`dimensions` and :meth:`open` read."""
+
+    __slots__ = ("_http", "config")
+
+    PROVIDER: ClassVar[str]
+    config: Any  # each provider's own config class (the provider names it)
+    _http: HttpTransport
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.config!r})"
+
+    @property
+    def name(self) -> str:
+        """The provider's label: ``"openai"``, ``"ollama"`` or ``"gemini"``."""
+        return self.PROVIDER
+
+    @property
+    def dimensions(self) -> int | None:
+        """The configured vector size (``None``: the model's native size)."""
+        dimensions: int | None = self.config.dimensions
+        return dimensions
+
+    def open(self) -> AbstractAsyncContextManager[None]:
+        """Hold the HTTP connection pool for the block (reference-counted)."""
+        return self._http.open()
 
 
 def check_texts(texts: Sequence[str]) -> list[str]:

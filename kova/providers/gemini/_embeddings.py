@@ -8,14 +8,12 @@ from typing import TYPE_CHECKING
 
 from ..._errors import InvalidResponse
 from .._auth import header_auth
-from .._embedding import Embeddings, check_texts, embed_in_batches, finite_vector
+from .._embedding import Embeddings, HttpEmbeddings, check_texts, embed_in_batches, finite_vector
 from .._http import HttpTransport
 from ._config import GeminiEmbeddingConfig
 from ._convert import PROVIDER, error_details
 
 if TYPE_CHECKING:
-    from contextlib import AbstractAsyncContextManager
-
     import httpx2
 
     from ..._models import JSONValue, Usage
@@ -55,7 +53,7 @@ def decode_batch_embeddings(body: JSONValue, count: int) -> list[list[float]]:
     return vectors
 
 
-class GeminiEmbeddingProvider:
+class GeminiEmbeddingProvider(HttpEmbeddings):
     """Text embeddings from Gemini (``gemini-embedding-001`` and the like).
 
     Args:
@@ -68,10 +66,10 @@ class GeminiEmbeddingProvider:
     :attr:`~kova.providers.Embeddings.usage` is ``None``.
     """
 
-    __slots__ = ("_http", "config")
+    __slots__ = ()
 
+    PROVIDER = PROVIDER
     config: GeminiEmbeddingConfig
-    _http: HttpTransport
 
     def __init__(
         self,
@@ -96,23 +94,6 @@ class GeminiEmbeddingProvider:
             auth=header_auth("x-goog-api-key", key) if key is not None else None,
             **config.transport_options(),
         )
-
-    def __repr__(self) -> str:
-        return f"GeminiEmbeddingProvider({self.config!r})"
-
-    @property
-    def name(self) -> str:
-        """``"gemini"``."""
-        return PROVIDER
-
-    @property
-    def dimensions(self) -> int | None:
-        """The configured vector size (``None``: the model's native size)."""
-        return self.config.dimensions
-
-    def open(self) -> AbstractAsyncContextManager[None]:
-        """Hold the HTTP connection pool for the block (reference-counted)."""
-        return self._http.open()
 
     async def embed(self, texts: Sequence[str]) -> Embeddings:
         """One vector per text, in input order.

@@ -9,14 +9,12 @@ from typing import TYPE_CHECKING
 from ..._errors import InvalidResponse
 from ..._models import Usage
 from .._auth import bearer_auth
-from .._embedding import Embeddings, embed_in_batches, finite_vector
+from .._embedding import Embeddings, HttpEmbeddings, embed_in_batches, finite_vector
 from .._http import HttpTransport
 from ._config import OllamaEmbeddingConfig
 from ._convert import PROVIDER
 
 if TYPE_CHECKING:
-    from contextlib import AbstractAsyncContextManager
-
     import httpx2
 
     from ..._models import JSONValue
@@ -61,7 +59,7 @@ def decode_embed(body: JSONValue, count: int) -> tuple[list[list[float]], Usage 
     return vectors, usage
 
 
-class OllamaEmbeddingProvider:
+class OllamaEmbeddingProvider(HttpEmbeddings):
     """Text embeddings from an Ollama server (``nomic-embed-text``, ``all-minilm``, ...).
 
     Args:
@@ -73,10 +71,10 @@ class OllamaEmbeddingProvider:
     ``async with provider.open():``.
     """
 
-    __slots__ = ("_http", "config")
+    __slots__ = ()
 
+    PROVIDER = PROVIDER
     config: OllamaEmbeddingConfig
-    _http: HttpTransport
 
     def __init__(
         self,
@@ -99,23 +97,6 @@ class OllamaEmbeddingProvider:
             auth=bearer_auth(config.api_key) if config.api_key is not None else None,
             **config.transport_options(),
         )
-
-    def __repr__(self) -> str:
-        return f"OllamaEmbeddingProvider({self.config!r})"
-
-    @property
-    def name(self) -> str:
-        """``"ollama"``."""
-        return PROVIDER
-
-    @property
-    def dimensions(self) -> int | None:
-        """The configured vector size (``None``: the model's native size)."""
-        return self.config.dimensions
-
-    def open(self) -> AbstractAsyncContextManager[None]:
-        """Hold the HTTP connection pool for the block (reference-counted)."""
-        return self._http.open()
 
     async def embed(self, texts: Sequence[str]) -> Embeddings:
         """One vector per text, in input order, with the prompt tokens the server counted

@@ -20,7 +20,7 @@ from .._checks import (
     check_optional_str,
     check_path,
 )
-from .._embedding import Embeddings, embed_in_batches, finite_vector
+from .._embedding import Embeddings, HttpEmbeddings, embed_in_batches, finite_vector
 from .._http import HttpTransport
 from .._settings import HttpSettings, seconds_field
 from ._codec import openai_error_details
@@ -28,8 +28,6 @@ from ._config import DEFAULT_BASE_URL, _query_params, endpoint_path, openai_auth
 from ._convert import PROVIDER, decode_usage
 
 if TYPE_CHECKING:
-    from contextlib import AbstractAsyncContextManager
-
     import httpx2
 
     from ..._models import JSONValue, Usage
@@ -111,7 +109,7 @@ def decode_embeddings(body: JSONValue, count: int) -> list[list[float]]:
     return [vectors[index] for index in range(count)]
 
 
-class OpenAiEmbeddingProvider:
+class OpenAiEmbeddingProvider(HttpEmbeddings):
     """Text embeddings from an OpenAI-compatible ``/embeddings`` endpoint.
 
     Args:
@@ -122,10 +120,10 @@ class OpenAiEmbeddingProvider:
     Use inside ``async with provider.open():``.
     """
 
-    __slots__ = ("_http", "_path", "config")
+    __slots__ = ("_path",)
 
+    PROVIDER = PROVIDER
     config: OpenAiEmbeddingConfig
-    _http: HttpTransport
     _path: str
 
     def __init__(
@@ -146,23 +144,6 @@ class OpenAiEmbeddingProvider:
             **config.transport_options(),
         )
         self._path = endpoint_path(config.base_url, config.embeddings_path)
-
-    def __repr__(self) -> str:
-        return f"OpenAiEmbeddingProvider({self.config!r})"
-
-    @property
-    def name(self) -> str:
-        """``"openai"``."""
-        return PROVIDER
-
-    @property
-    def dimensions(self) -> int | None:
-        """The configured vector size (``None``: the model's native size)."""
-        return self.config.dimensions
-
-    def open(self) -> AbstractAsyncContextManager[None]:
-        """Hold the HTTP connection pool for the block (reference-counted)."""
-        return self._http.open()
 
     async def embed(self, texts: Sequence[str]) -> Embeddings:
         """One vector per text, in input order, with the tokens the API counted
