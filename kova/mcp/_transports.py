@@ -207,7 +207,24 @@ class StdioTransport:
 
 
 @attrs.frozen
-class StreamableHttpTransport:
+class _HttpFields:
+    """The fields both HTTP transports take (each documents them)."""
+
+    url: str = attrs.field(validator=_check_url)
+    headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, kw_only=True)
+    auth: TokenProvider | None = attrs.field(default=None, kw_only=True, validator=_check_auth)
+    http_auth: httpx2.Auth | None = attrs.field(
+        default=None, kw_only=True, validator=_check_http_auth
+    )
+    timeout: float = attrs.field(default=30.0, kw_only=True, validator=_check_seconds)
+    sse_read_timeout: float = attrs.field(default=300.0, kw_only=True, validator=_check_seconds)
+    max_message_bytes: int = attrs.field(
+        default=DEFAULT_MAX_MESSAGE_BYTES, kw_only=True, validator=_positive_int
+    )
+
+
+@attrs.frozen
+class StreamableHttpTransport(_HttpFields):
     """The Streamable HTTP transport (MCP 2025-03-26 and later).
 
     The ``mcp`` package runs the ``initialize`` handshake, tracks ``Mcp-Session-Id`` and
@@ -231,18 +248,6 @@ class StreamableHttpTransport:
             it arrives and the request it answers fails with :class:`~kova.McpError` naming
             this limit (code -32051); the session goes on.
     """
-
-    url: str = attrs.field(validator=_check_url)
-    headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, kw_only=True)
-    auth: TokenProvider | None = attrs.field(default=None, kw_only=True, validator=_check_auth)
-    http_auth: httpx2.Auth | None = attrs.field(
-        default=None, kw_only=True, validator=_check_http_auth
-    )
-    timeout: float = attrs.field(default=30.0, kw_only=True, validator=_check_seconds)
-    sse_read_timeout: float = attrs.field(default=300.0, kw_only=True, validator=_check_seconds)
-    max_message_bytes: int = attrs.field(
-        default=DEFAULT_MAX_MESSAGE_BYTES, kw_only=True, validator=_positive_int
-    )
 
     def open(self, *, watch: SessionWatch | None = None) -> AbstractAsyncContextManager[Any]:
         """Open one connection. ``watch`` (the connection actor's) hears of a session the
@@ -578,7 +583,7 @@ async def _streamable_http_streams(
 
 
 @attrs.frozen
-class SseTransport:
+class SseTransport(_HttpFields):
     """The legacy HTTP+SSE transport (MCP 2024-11-05): a GET event stream for server
     messages and POSTs to the endpoint the server announces on it.
 
@@ -597,18 +602,6 @@ class SseTransport:
             the request it answers fails with :class:`~kova.McpError` naming this limit
             (code -32051); the session goes on.
     """
-
-    url: str = attrs.field(validator=_check_url)
-    headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, kw_only=True)
-    auth: TokenProvider | None = attrs.field(default=None, kw_only=True, validator=_check_auth)
-    http_auth: httpx2.Auth | None = attrs.field(
-        default=None, kw_only=True, validator=_check_http_auth
-    )
-    timeout: float = attrs.field(default=30.0, kw_only=True, validator=_check_seconds)
-    sse_read_timeout: float = attrs.field(default=300.0, kw_only=True, validator=_check_seconds)
-    max_message_bytes: int = attrs.field(
-        default=DEFAULT_MAX_MESSAGE_BYTES, kw_only=True, validator=_positive_int
-    )
 
     def open(self, *, watch: SessionWatch | None = None) -> AbstractAsyncContextManager[Any]:
         """Open one connection. ``watch`` (the connection actor's) hears of a server that
