@@ -21,16 +21,13 @@ from typing import TYPE_CHECKING, Any, cast
 import trio
 
 from .._errors import BuildError, KovaError
-from .._groups import lone_exceptions
 from .._messages import Message, ToolResult
 from ..tools import ToolContext, current_tool_context
 from ._approvals import InnerPause, call_fingerprint
 from ._config import DEFAULT_NAME
-from ._events import TurnCompleted
-from ._guard_gate import concurrent
 from ._input import check_messages
-from ._loop import drive
-from ._nesting import nested, outer_call
+from ._loop import run_turn
+from ._nesting import outer_call
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable
@@ -38,11 +35,9 @@ if TYPE_CHECKING:
     from .._messages import JSONObject
     from .._requests import InferenceConfig
     from ._agent import Agent
-    from ._driver_context import DriverContext
     from ._events import AgentResponse
     from ._nesting import CallSite
     from ._structured import _Output
-    from ._turn import Turn
 
 __all__ = [
     "UNNAMED_TOOL",
@@ -198,14 +193,7 @@ async def run_inner_turn(
         turn = driver.resume_turn(history, resume.pending, overrides)
     else:
         turn = driver.start_turn(history, overrides, None)
-    streams_tools = site.emit is not None and len(driver.config.registry) > 0
-    if not concurrent(driver.config.guards) and not streams_tools:
-        response = await _drive_inner(driver, turn, overrides, deps, site, None)
-    else:  # input guards beside its first model call, streamed tool steps: this call's nursery
-        with lone_exceptions():  # the inner turn's error leaves as itself, not in a group
-            async with trio.open_nursery() as nursery:
-                response = await _drive_inner(driver, turn, overrides, deps, site, nursery)
-                nursery.cancel_scope.cancel(reason="the inner turn is over")
+    response = await run_turn(driver, turn, overrides, deps=deps, site=site)
     if response.pending is not None:
         call = site.call
         site.nest.paused[call.id] = InnerPause(
@@ -215,32 +203,6 @@ async def run_inner_turn(
             fingerprint=call_fingerprint(call.name, call.input),
         )
     return response
-
-
-async def _drive_inner(
-    driver: DriverContext,
-    turn: Turn,
-    overrides: InferenceConfig | None,
-    deps: object,
-    site: CallSite,
-    nursery: trio.Nursery | None,
-) -> AgentResponse:
-    """Drive the inner turn to its response, its events (when streamed) into the outer
-    stream (``nursery``: for its concurrent input guards and streamed tool steps)."""
-    emit = site.emit
-    steps = drive(
-        driver, turn, overrides, streamed=emit is not None, deps=deps, site=site, nursery=nursery
-    )
-    prefix = (site.call.id,)  # each level adds its own call's id: deeper events have theirs
-    try:
-        async for event in steps:
-            if type(event) is TurnCompleted:
-                return event.response
-            assert emit is not None  # a turn that is not streamed yields its outcome only
-            await emit(nested(event, prefix))
-    finally:
-        await steps.aclose()
-    raise AssertionError("a turn ends with TurnCompleted or an error")  # pragma: no cover
 
 
 def _agent_tools(agent: Agent) -> list[AgentTool]:

@@ -16,6 +16,7 @@ from .._groups import lone_exceptions
 from ._context import Compact
 from ._events import AgentEvent, TurnCompleted
 from ._guard_gate import GuardGate, concurrent
+from ._nesting import nested
 from ._steps import NO_OBSERVER, VISIBLE, ModelStep, StepObserver, ToolStep, TurnWatch
 from ._tool_deltas import TOOL_STREAM
 from ._turn import AwaitApproval, CallModel, Finished, RunTools
@@ -153,15 +154,21 @@ async def run_turn(
     *,
     deps: object = None,
     guards: Sequence[Guard] | None = None,
+    site: CallSite | None = None,
 ) -> AgentResponse:
-    """One non-streamed turn: the loop of :func:`drive`, its one event the outcome (input
-    guards that run beside it in a nursery of this frame)."""
+    """One turn driven to its response by :func:`drive` in this frame (input guards beside
+    it and streamed tool steps in a nursery of this frame). Not streamed, its one event is
+    the outcome; the inner turn of an agent tool (``site``) whose outer turn is streamed
+    streams, each of its events sent to the outer stream with its path."""
     chosen = context.config.guards if guards is None else guards
-    if not concurrent(chosen):
-        return await _run_turn(context, turn, overrides, observer, deps, chosen, None)
+    emit = None if site is None else site.emit
+    if not concurrent(chosen) and (emit is None or not len(context.config.registry)):
+        return await _run_turn(context, turn, overrides, observer, deps, chosen, site, None)
     with lone_exceptions():  # the turn's own error leaves as itself, not in a group
         async with trio.open_nursery() as nursery:
-            response = await _run_turn(context, turn, overrides, observer, deps, chosen, nursery)
+            response = await _run_turn(
+                context, turn, overrides, observer, deps, chosen, site, nursery
+            )
             nursery.cancel_scope.cancel(reason="the turn is over")  # guards that still run
     return response
 
@@ -173,25 +180,32 @@ async def _run_turn(
     observer: StepObserver,
     deps: object,
     guards: Sequence[Guard],
+    site: CallSite | None,
     nursery: trio.Nursery | None,
 ) -> AgentResponse:
+    # An inner turn's events go to the outer stream: each level adds its call's id to the path.
+    emit, prefix = (None, ()) if site is None else (site.emit, (site.call.id,))
     steps = drive(
         context,
         turn,
         overrides,
-        streamed=False,
+        streamed=emit is not None,
         observer=observer,
         deps=deps,
+        site=site,
         guards=guards,
         nursery=nursery,
     )
     response = None
     try:
-        # Its one event, TurnCompleted; read on to the loop's own end (no GeneratorExit
+        # The last event is TurnCompleted; read on to the loop's own end (no GeneratorExit
         # thrown into it to close it early).
         async for event in steps:
             if isinstance(event, TurnCompleted):
                 response = event.response
+            else:  # not streamed, a turn yields its outcome only
+                assert emit is not None
+                await emit(nested(event, prefix))
     finally:
         await steps.aclose()
     assert response is not None, "a turn ends with TurnCompleted or an error"
