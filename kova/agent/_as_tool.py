@@ -24,7 +24,7 @@ from .._errors import BuildError, KovaError
 from .._messages import Message, ToolResult
 from ..tools import ToolContext, current_tool_context
 from ._approvals import InnerPause, call_fingerprint
-from ._config import DEFAULT_NAME
+from ._config import DEFAULT_NAME, usage_key
 from ._input import check_messages
 from ._loop import run_turn
 from ._nesting import outer_call
@@ -46,7 +46,6 @@ __all__ = [
     "make_agent_tool",
     "open_as_tool",
     "run_inner_turn",
-    "usage_key",
 ]
 
 HistoryOption = Sequence[Message] | Callable[[ToolContext[Any]], Sequence[Message]] | None
@@ -209,13 +208,6 @@ def _agent_tools(agent: Agent) -> list[AgentTool]:
     return [tool for tool in agent.config.registry if isinstance(tool, AgentTool)]
 
 
-def usage_key(agent: Agent, tool: AgentTool | None) -> str:
-    """``agent``'s key in ``usage_by_agent`` when run by ``tool`` (``None``: the outer
-    agent): its name, or the tool's name if it was left with the default name."""
-    name = agent.config.name
-    return tool.name if tool is not None and name == DEFAULT_NAME else name
-
-
 def check_agent_names(outer: Agent) -> None:
     """Refuse a tree of agents (``outer`` and the agents given to it as tools, at any depth)
     in which two different agents would be counted under one key of ``usage_by_agent``:
@@ -231,7 +223,7 @@ def check_agent_names(outer: Agent) -> None:
     expanded: set[int] = set()
 
     def visit(agent: Agent, tools: tuple[AgentTool, ...]) -> None:
-        key = usage_key(agent, tools[-1] if tools else None)
+        key = usage_key(agent.config.name, tools[-1].name if tools else None)
         if not tools:
             where = "the outer agent"
         else:

@@ -28,11 +28,17 @@ if TYPE_CHECKING:
     from ._limits import UsageLimits
     from ._tool_pool import ApprovalFunction, ApprovalHandler, DeferPredicate
 
-__all__ = ["DEFAULT_NAME", "AgentConfig"]
+__all__ = ["DEFAULT_NAME", "AgentConfig", "usage_key"]
 
 DEFAULT_NAME = "kova"
 """The name of an agent not given one (``AgentBuilder.name``). Used as another agent's tool
 (``as_tool``), such an agent counts in ``usage_by_agent`` under the tool's name."""
+
+
+def usage_key(name: str, tool: str | None) -> str:
+    """The key of agent ``name`` in ``usage_by_agent`` when it runs as the tool ``tool``
+    (``None``: the outer agent): its name, or the tool's if it was left unnamed."""
+    return tool if tool is not None and name == DEFAULT_NAME else name
 
 
 def _positive(name: str, value: int) -> int:

@@ -31,7 +31,7 @@ from .._errors import ContextOverflow, GuardrailTripped
 from .._models import TextDelta, ThinkingDelta
 from .._observe import TurnFinished, TurnStarted, current_scope
 from ._accumulate import ResponseAccumulator
-from ._config import DEFAULT_NAME
+from ._config import usage_key
 from ._context import Compact
 from ._events import (
     GuardTripped,
@@ -119,15 +119,6 @@ class StepObserver:
 NO_OBSERVER = StepObserver()
 
 
-def usage_key(context: DriverContext, site: CallSite | None) -> str:
-    """This agent's key in the enclosing turns' ``usage_by_agent``: its name, or its tool's
-    if it was left unnamed."""
-    name = context.name
-    if site is not None and name == DEFAULT_NAME:
-        return site.call.name
-    return name
-
-
 class ModelStep:
     """A turn's model calls, made through the agent's provider (see the module docstring):
     each counted in the enclosing turns, reserved against the agent's budget (if it has one)
@@ -175,7 +166,7 @@ class ModelStep:
         self._inference = inference
         self._emitter = emitter
         self._outer: tuple[EnclosingTurn, ...] = site.nest.turns if site is not None else ()
-        self._key = context.name if site is None else usage_key(context, site)
+        self._key = context.name if site is None else usage_key(context.name, site.call.name)
         self.provider = context.provider if provider is None else provider
         self._on_failure = on_failure
         self._plain = (

@@ -43,7 +43,13 @@ if TYPE_CHECKING:
     from ..agent._turn import RunTools
     from ._journal import Journal, JournalClaim, JournalRecord
 
-__all__ = ["Journaled", "not_known_to_have_run", "open_journaled_turn", "same_history"]
+__all__ = [
+    "Journaled",
+    "may_run_again",
+    "not_known_to_have_run",
+    "open_journaled_turn",
+    "same_history",
+]
 
 
 _NOT_ANNOTATED = "the tool is not annotated read-only or idempotent"
@@ -104,7 +110,7 @@ class Journaled(StepObserver):
                 if said is False:
                     answered[call.id] = not_known_to_have_run(call, _HOST_SAID)
                     continue
-                if said is None and not _may_run_again(annotations.get(call.name)):
+                if said is None and not may_run_again(annotations.get(call.name)):
                     answered[call.id] = not_known_to_have_run(call)
                     continue
             to_run.append(call)
@@ -138,7 +144,9 @@ def _key(call_id: str) -> str:
     return call_id
 
 
-def _may_run_again(annotations: object) -> bool:
+def may_run_again(annotations: object) -> bool:
+    """Whether a call interrupted before it finished may run again: its tool's annotations
+    say it is read-only or idempotent."""
     return bool(
         annotations is not None
         and (getattr(annotations, "read_only", None) or getattr(annotations, "idempotent", None))

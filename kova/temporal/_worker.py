@@ -63,7 +63,7 @@ from ..agent._state_json import (
 from ..agent._steps import ModelStep, ToolStep
 from ..agent._structured import _InvalidAnswer, _Output
 from ..agent._tool_search import ToolSearch
-from ..durable._driver import not_known_to_have_run
+from ..durable._driver import may_run_again, not_known_to_have_run
 from ._inner import OuterCounter, figures_from_json
 from ._payloads import (
     call_from_json,
@@ -329,7 +329,9 @@ class _Host:
         if (
             info.attempt > 1
             and _STARTED in info.heartbeat_details
-            and not _may_run_again(agent, call)
+            and not may_run_again(
+                getattr(agent.config.registry.get(call.name), "annotations", None)
+            )
         ):
             # An earlier attempt handed the call to the tool pool and was lost (its worker
             # died, or it timed out): it may have taken effect, and the tool may not run
@@ -370,14 +372,6 @@ class _Host:
         assert isinstance(result, ToolResult)
         reply["result"] = result_to_json(result)
         return check_size(dumps(reply), "a tool result")
-
-
-def _may_run_again(agent: Agent, call: ToolUse) -> bool:
-    for tool in agent.config.registry.definitions():
-        if tool.name == call.name:
-            notes = tool.annotations
-            return bool(notes is not None and (notes.read_only or notes.idempotent))
-    return False
 
 
 def _nest_for(
