@@ -90,15 +90,10 @@ VISIBLE = (TextDelta, ThinkingDelta)
 
 
 class StepObserver:
-    """Records a turn's steps beside the loop (the journal does). Does nothing by default.
-
-    ``watches_calls``: whether :meth:`finished` wants each call's outcome as it ends (then
-    a non-streamed step reports them too).
-    """
+    """Records a turn's steps beside the loop (the journal does). Does nothing by default
+    (:data:`NO_OBSERVER`); any other observer hears of each call's outcome as it ends."""
 
     __slots__ = ()
-
-    watches_calls = False
 
     async def saved(self, turn: Turn) -> None:
         """The turn core after a transition (a model's reply, a tool step's results)."""
@@ -125,7 +120,7 @@ class ModelStep:
     and priced, observed, and its reply given to the turn core.
 
     ``on_failure`` replaces reporting a failed call as finished (a Temporal activity reports
-    the retry its workflow will make); ``metered=False`` leaves pricing and the budget out.
+    the retry its workflow will make).
     """
 
     __slots__ = (
@@ -153,7 +148,6 @@ class ModelStep:
         *,
         provider: ProviderRef | None = None,
         on_failure: Callable[[ModelCall, BaseException], None] | None = None,
-        metered: bool = True,
         observer: StepObserver = NO_OBSERVER,
         gate: GuardGate | None = None,
     ) -> None:
@@ -161,7 +155,7 @@ class ModelStep:
         self._gate = gate  # the turn's guards, if any
         self._counted: int | None = None  # the provider's count of the next call's prompt
         self._observer = observer
-        self._meter = context.meter if metered else None
+        self._meter = context.meter
         self._model = inference.model or context.model
         self._inference = inference
         self._emitter = emitter
@@ -169,11 +163,7 @@ class ModelStep:
         self._key = context.name if site is None else usage_key(context.name, site.call.name)
         self.provider = context.provider if provider is None else provider
         self._on_failure = on_failure
-        self._plain = (
-            not self._outer
-            and emitter is None
-            and (self._meter is None or self._meter.budget is None)
-        )
+        self._plain = not self._outer and emitter is None and self._meter.budget is None
         """Nothing to count, reserve or report around a call (the usual unobserved turn)."""
 
     async def count_tokens(self, request: ChatRequest) -> int:
@@ -218,7 +208,7 @@ class ModelStep:
         meter = self._meter
         held = None
         counted, self._counted = self._counted, None
-        if meter is not None and meter.budget is not None:
+        if meter.budget is not None:
             held = await meter.reserve(request, self._model, counted)
         emitter = self._emitter
         if emitter is None:
@@ -226,19 +216,16 @@ class ModelStep:
         return ModelCall(emitter, self.provider, self._inference, self._model), held
 
     def priced(self, response: ModelResponse) -> ModelResponse:
-        meter = self._meter
-        return response if meter is None else meter.priced(response, self._model)
+        return self._meter.priced(response, self._model)
 
     async def settled(self, held: Hold | None, response: ModelResponse) -> None:
         if held is not None:
-            assert self._meter is not None
             await self._meter.settle(held, response)
 
     async def failed(
         self, call: ModelCall | None, exc: BaseException, held: Hold | None = None
     ) -> None:
         if held is not None:
-            assert self._meter is not None
             await self._meter.release(held, exc)
         if call is not None:
             if self._on_failure is None:
@@ -279,8 +266,7 @@ class ModelStep:
             if turn is not None and isinstance(exc, ContextOverflow):
                 return await self.complete(await self.after_overflow(turn, exc), turn)
             raise
-        if self._meter is not None:
-            response = self._meter.priced(response, self._model)
+        response = self._meter.priced(response, self._model)
         if call is not None:
             call.finished(response)
         if held is not None:
@@ -532,7 +518,7 @@ class ToolStep:
             calls = tuple(call for call in calls if call.id not in denied)
         nest = self.nest(turn, dict(step.resumes) if step.resumes else None)
         observer = self._observer
-        watch = observer.finished if observer.watches_calls and not self._streamed else None
+        watch = None if observer is NO_OBSERVER or self._streamed else observer.finished
         on_event = None if watch is None else _own_outcomes(watch)
         request = self.request(
             calls, approved=step.approved, turn_id=step.turn_id, nest=nest, on_event=on_event
@@ -646,7 +632,7 @@ class ToolStep:
         """The observer hears of each of the turn's own calls as it ends (if it watches)."""
         observer = self._observer
         if (
-            observer.watches_calls
+            observer is not NO_OBSERVER
             and not event.path
             and isinstance(event, ToolCallFinished | ToolCallDeferred)
         ):

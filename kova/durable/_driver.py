@@ -72,8 +72,6 @@ class Journaled(StepObserver):
 
     __slots__ = ("_claim", "_lock", "_results", "_unfinished")
 
-    watches_calls = True
-
     def __init__(self, claim: JournalClaim, record: JournalRecord | None) -> None:
         self._claim = claim
         # A guard beside the model call saves the turn when it decides, from its own task:
