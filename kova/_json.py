@@ -28,6 +28,7 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "JsonNestingError",
     "check_depth",
+    "compact",
     "depth_exceeds",
     "dumps",
     "dumps_bytes",
@@ -41,6 +42,11 @@ MAX_JSON_DEPTH = 128
 arguments, tool parameter schemas and response schemas."""
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""The encoder of :func:`dumps` and :func:`dumps_bytes`, made once: ``json.dumps`` with
+arguments makes a new ``JSONEncoder`` every call (about 10% of encoding a short request
+body). Stateless between calls, so shared by every thread."""
 
 
 class JsonNestingError(ValueError):
@@ -120,12 +126,20 @@ def dumps(value: object, *, indent: int | None = None) -> str:
         ValueError: a circular reference, or nesting too deep for the stack
             (:class:`JsonNestingError`).
     """
-    separators = (",", ":") if indent is None else None
     try:
-        text = json.dumps(value, ensure_ascii=False, indent=indent, separators=separators)
+        if indent is None:
+            text = _COMPACT.encode(value)
+        else:
+            text = json.dumps(value, ensure_ascii=False, indent=indent)
     except RecursionError:
         raise JsonNestingError("the value is nested too deeply to write as JSON") from None
     return utf8_safe(text)
+
+
+def compact(value: object) -> str:
+    """``json.dumps(value, ensure_ascii=False, separators=(",", ":"))``, on the shared
+    encoder (lone surrogates stay as they are: see :func:`dumps` for text to send)."""
+    return _COMPACT.encode(value)
 
 
 def utf8_safe(text: str) -> str:
@@ -142,7 +156,7 @@ def utf8_safe(text: str) -> str:
 def dumps_bytes(value: object) -> bytes:
     """Compact UTF-8 JSON of ``value``, lone surrogates as escapes (see :func:`dumps`)."""
     try:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        text = _COMPACT.encode(value)
     except RecursionError:
         raise JsonNestingError("the value is nested too deeply to write as JSON") from None
     try:

@@ -18,10 +18,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._errors import InvalidRequest
-from .._messages import Audio, Document, File, Image, base64_size, decode_base64
+from .._messages import Audio, Document, File, Image, ToolResult, base64_size, decode_base64
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+
+    from .._messages import Message
 
 __all__ = [
     "MB",
@@ -30,7 +32,6 @@ __all__ = [
     "check_size",
     "describe",
     "document_text",
-    "media_blocks",
     "refuse",
 ]
 
@@ -77,13 +78,11 @@ def check_size(provider: str, block: Document | Audio | Image, limit: int, what:
         )
 
 
-def check_inline_total(provider: str, blocks: Iterable[object], limit: int, what: str) -> None:
-    """Raise :class:`~kova.InvalidRequest` when the inline documents and audio among
-    ``blocks`` decode to more than ``limit`` bytes together."""
-    total = 0
-    for block in blocks:
-        if isinstance(block, Document | Audio) and block.data is not None:
-            total += base64_size(block.data)
+def check_inline_total(provider: str, messages: Iterable[Message], limit: int, what: str) -> None:
+    """Raise :class:`~kova.InvalidRequest` when the inline documents and audio in
+    ``messages`` (a tool result's parts included) decode to more than ``limit`` bytes
+    together."""
+    total = _inline_bytes(messages)
     if total > limit:
         raise InvalidRequest(
             f"{_megabytes(total)} of inline documents and audio is over {provider}'s limit of "
@@ -93,6 +92,26 @@ def check_inline_total(provider: str, blocks: Iterable[object], limit: int, what
         )
 
 
+def _inline_bytes(messages: Iterable[Message]) -> int:
+    # Runs over the whole history on every call: a plain loop over the blocks, which are
+    # almost never media (a generator over every block cost ~4 us a call on a short turn).
+    total = 0
+    for message in messages:
+        for block in message.content:
+            if isinstance(block, _SIZED):
+                if block.data is not None:
+                    total += base64_size(block.data)
+            elif isinstance(block, ToolResult) and type(block.content) is tuple:
+                for part in block.content:
+                    if isinstance(part, _SIZED) and part.data is not None:
+                        total += base64_size(part.data)
+    return total
+
+
+_SIZED = (Document, Audio)
+"""The blocks whose inline data counts towards a provider's per-request total."""
+
+
 def document_text(provider: str, document: Document) -> str:
     """The text of an inline text document (its base64 ``data`` decoded as UTF-8)."""
     assert document.data is not None
@@ -100,13 +119,3 @@ def document_text(provider: str, document: Document) -> str:
         return decode_base64(document.data, "Document.data").decode("utf-8")
     except ValueError as exc:  # not base64, or not UTF-8
         raise refuse(provider, document, f"its data is not base64 of UTF-8 text ({exc})") from exc
-
-
-def media_blocks(messages: Iterable[object]) -> Iterable[object]:
-    """Every content block of ``messages`` (a tool result's parts included), for the totals."""
-    for message in messages:
-        for block in getattr(message, "content", ()):
-            yield block
-            content = getattr(block, "content", None)
-            if isinstance(content, tuple):
-                yield from content

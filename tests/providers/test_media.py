@@ -195,6 +195,20 @@ def test_the_total_counts_every_inline_block_of_the_request() -> None:
         encode("anthropic", Document(data=half), Document(data=half))
 
 
+def test_the_total_counts_the_documents_a_tool_returned_too() -> None:
+    half = base64_of_size(17 * 2**20 - (17 * 2**20) % 3)
+    call = ToolUse(id="toolu_1", name="fetch", input={})
+    returned = ToolResult(content=(Document(data=half),), tool_use_id="toolu_1")
+    history = [
+        Message.user([Text(text="read this"), Document(data=half)]),
+        Message.assistant((call,)),
+        Message.tool_results([returned]),
+    ]
+    encode_history("anthropic", history[:1])
+    with pytest.raises(InvalidRequest, match=r"34\.0 MB of inline documents"):
+        encode_history("anthropic", history)
+
+
 def test_bedrock_takes_five_documents_at_most() -> None:
     documents = [Document(data=PDF_BYTES) for _ in range(5)]
     names = [

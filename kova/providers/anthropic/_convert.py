@@ -38,7 +38,7 @@ from ..._models import (
 from ..._secret import SecretHeaders
 from ..._tool_index import SEARCH_TOOLS
 from .._codec import optional_str
-from .._media import MB, check_inline_total, document_text, media_blocks, refuse
+from .._media import MB, check_inline_total, document_text, refuse
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -245,7 +245,7 @@ def encode_messages(
     merged so roles alternate, with ``tool_result`` blocks first in a user turn as the API
     requires. Messages left without content are omitted.
     """
-    check_inline_total(PROVIDER, media_blocks(messages), MAX_REQUEST_BYTES, "per request")
+    check_inline_total(PROVIDER, messages, MAX_REQUEST_BYTES, "per request")
     system_parts: list[str] = []
     turns: list[tuple[str, list[dict[str, JSONValue]]]] = []
     for message in messages:

@@ -53,7 +53,7 @@ from ..._models import (
 from .._classify import provider_error
 from .._codec import inline_image, optional_str
 from .._http import ErrorDetails
-from .._media import MB, check_inline_total, check_size, media_blocks, refuse
+from .._media import MB, check_inline_total, check_size, refuse
 from ._schema import sanitize_schema
 
 if TYPE_CHECKING:
@@ -321,9 +321,7 @@ def encode_contents(
     With ``sign_foreign_calls`` (Gemini 3), a step of the current turn whose calls carry no
     Gemini signature gets :data:`FOREIGN_SIGNATURE` on its first call.
     """
-    check_inline_total(
-        PROVIDER, media_blocks(messages), MAX_INLINE_BYTES, "of inline data per request"
-    )
+    check_inline_total(PROVIDER, messages, MAX_INLINE_BYTES, "of inline data per request")
     system: list[JSONValue] = []
     contents: list[dict[str, JSONValue]] = []
     calls: dict[str, ToolUse] = {}

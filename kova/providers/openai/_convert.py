@@ -13,6 +13,7 @@ import mimetypes
 from typing import TYPE_CHECKING, assert_never
 
 from ..._errors import ProviderError
+from ..._json import compact
 from ..._models import (
     Audio,
     Document,
@@ -36,7 +37,7 @@ from ..._models import (
 )
 from .._classify import provider_error
 from .._codec import function_tools, optional_str
-from .._media import MB, check_inline_total, media_blocks, refuse
+from .._media import MB, check_inline_total, refuse
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -92,10 +93,6 @@ ARGUMENTS_KEY = "openai_arguments"
 from the compact encoding of ``input``)."""
 
 
-def _compact(value: JSONValue) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
 def canonical_arguments(raw: str) -> JSONObject | None:
     """Provider metadata keeping ``raw`` (the model's argument text) when re-encoding the
     parsed arguments would not give the same bytes (``\u00e9`` escapes, spacing), so the
@@ -106,7 +103,7 @@ def canonical_arguments(raw: str) -> JSONObject | None:
         parsed = json.loads(raw)
     except ValueError:
         return None  # kept as ToolUse.raw_arguments instead
-    if not isinstance(parsed, dict) or _compact(parsed) == raw:
+    if not isinstance(parsed, dict) or compact(parsed) == raw:
         return None
     return {ARGUMENTS_KEY: raw}
 
@@ -126,7 +123,7 @@ def encode_arguments(tool_use: ToolUse) -> str:
                     return raw
             except ValueError:
                 pass
-    return _compact(tool_use.input)
+    return compact(tool_use.input)
 
 
 def image_url(image: Image) -> str:
@@ -275,7 +272,7 @@ def encode_messages(
     ``reasoning_content`` (DeepSeek thinking mode). Tool results, whatever message holds
     them, become one ``tool`` message each, in order.
     """
-    check_inline_total(provider, media_blocks(messages), MAX_FILE_BYTES, "per request")
+    check_inline_total(provider, messages, MAX_FILE_BYTES, "per request")
     encoded: list[dict[str, JSONValue]] = []
     for message in messages:
         results = [block for block in message.content if isinstance(block, ToolResult)]

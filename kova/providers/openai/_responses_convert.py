@@ -45,7 +45,7 @@ from ..._models import (
 )
 from .._classify import ERROR_TYPES, provider_error
 from .._codec import optional_str
-from .._media import check_inline_total, media_blocks, refuse
+from .._media import check_inline_total, refuse
 from ._convert import (
     MAX_FILE_BYTES,
     UserBlock,
@@ -337,7 +337,7 @@ def encode_input(
 ) -> tuple[str | None, list[JSONValue]]:
     """``(instructions, input)``: the leading system messages become ``instructions``, the
     rest of the history ``input`` items (tool results as ``function_call_output``)."""
-    check_inline_total(PROVIDER, media_blocks(messages), MAX_FILE_BYTES, "per request")
+    check_inline_total(PROVIDER, messages, MAX_FILE_BYTES, "per request")
     start = 0
     system: list[str] = []
     while start < len(messages) and messages[start].role is Role.SYSTEM:
