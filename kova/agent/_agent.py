@@ -42,8 +42,6 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from .._models import InferenceConfig, Message, ResponseFormat
-    from ..durable import SqliteJournal
-    from ..sessions import Session
     from ..tools import ToolContext, ToolRegistry
     from ._approvals import PendingApprovals
     from ._as_tool import AgentTool
@@ -53,6 +51,7 @@ if TYPE_CHECKING:
     from ._events import AgentEvent, AgentResponse
     from ._guards import Guard
     from ._limits import UsageLimits
+    from ._seams import OpenAgent, TurnJournal, TurnSession
     from ._structured import StructuredStream
 
 __all__ = ["Agent", "check_limits", "structured_options"]
@@ -163,7 +162,7 @@ class Agent:
         input: type[Any] = str,
         history: Sequence[Message] | Callable[[ToolContext[Any]], Sequence[Message]] | None = None,
         output: ResponseFormat | type[Any] | None = None,
-        session: Session | None = None,
+        session: TurnSession | None = None,
     ) -> AgentTool:
         """This agent as a tool another agent can call: each call runs one turn of this
         agent with the model's input as the prompt, and its final text is the result.
@@ -232,10 +231,10 @@ class Agent:
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         limits: UsageLimits | None = None,
-        journal: SqliteJournal | None = None,
+        journal: TurnJournal | None = None,
         turn_id: str | None = None,
         deps: object = None,
-        session: Session | None = None,
+        session: TurnSession | None = None,
         context: ContextPolicy | None = None,
         guards: Sequence[Guard] | None = None,
     ) -> AgentResponse:
@@ -315,9 +314,9 @@ class Agent:
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         deps: object = None,
-        journal: SqliteJournal | None = None,
+        journal: TurnJournal | None = None,
         turn_id: str | None = None,
-        session: Session | None = None,
+        session: TurnSession | None = None,
         context: ContextPolicy | None = None,
         limits: UsageLimits | None = None,
     ) -> AgentResponse:
@@ -400,7 +399,7 @@ class Agent:
         history: HistoryInput,
         *,
         config: InferenceConfig | None = None,
-        session: Session | None = None,
+        session: TurnSession | None = None,
     ) -> AgentResponse:
         """:meth:`run` from plain synchronous code: ``agent.run_sync("Hello").text``.
 
@@ -421,7 +420,7 @@ class Agent:
         *,
         config: InferenceConfig | None = None,
         deps: object = None,
-        session: Session | None = None,
+        session: TurnSession | None = None,
     ) -> AgentResponse:
         """:meth:`resume` from plain synchronous code, as :meth:`run_sync` is :meth:`run`'s:
         a script that ran ``response = agent.run_sync(...)``, saw ``response.pending`` and
@@ -446,7 +445,7 @@ class Agent:
         output_retries: int | None = None,
         limits: UsageLimits | None = None,
         deps: object = None,
-        session: Session | None = None,
+        session: TurnSession | None = None,
         context: ContextPolicy | None = None,
     ) -> tuple[OutputT, AgentResponse]: ...
 
@@ -461,7 +460,7 @@ class Agent:
         output_retries: int | None = None,
         limits: UsageLimits | None = None,
         deps: object = None,
-        session: Session | None = None,
+        session: TurnSession | None = None,
         context: ContextPolicy | None = None,
     ) -> tuple[Any, AgentResponse]: ...
 
@@ -475,7 +474,7 @@ class Agent:
         output_retries: int | None = None,
         limits: UsageLimits | None = None,
         deps: object = None,
-        session: Session | None = None,
+        session: TurnSession | None = None,
         context: ContextPolicy | None = None,
     ) -> tuple[Any, AgentResponse]:
         """A turn whose final answer is constrained to a JSON schema, validated.
@@ -537,7 +536,7 @@ class Agent:
         output_retries: int | None = None,
         limits: UsageLimits | None = None,
         deps: object = None,
-        session: Session | None = None,
+        session: TurnSession | None = None,
         context: ContextPolicy | None = None,
     ) -> AbstractAsyncContextManager[StructuredStream[OutputT]]: ...
 
@@ -552,7 +551,7 @@ class Agent:
         output_retries: int | None = None,
         limits: UsageLimits | None = None,
         deps: object = None,
-        session: Session | None = None,
+        session: TurnSession | None = None,
         context: ContextPolicy | None = None,
     ) -> AbstractAsyncContextManager[StructuredStream[Any]]: ...
 
@@ -566,7 +565,7 @@ class Agent:
         output_retries: int | None = None,
         limits: UsageLimits | None = None,
         deps: object = None,
-        session: Session | None = None,
+        session: TurnSession | None = None,
         context: ContextPolicy | None = None,
     ) -> AbstractAsyncContextManager[StructuredStream[Any]]:
         """:meth:`run_structured`, streamed: ``async with agent.stream_structured(history,
@@ -605,7 +604,7 @@ class Agent:
         *,
         config: InferenceConfig | None = None,
         output_retries: int | None = None,
-        session: Session | None = None,
+        session: TurnSession | None = None,
     ) -> tuple[Any, AgentResponse]:
         """:meth:`run_structured` from plain synchronous code, as :meth:`run_sync` runs it."""
         from ._sync import run_sync
@@ -629,10 +628,10 @@ class Agent:
         buffer: int = 16,
         resume: PendingApprovals | None = None,
         limits: UsageLimits | None = None,
-        journal: SqliteJournal | None = None,
+        journal: TurnJournal | None = None,
         turn_id: str | None = None,
         deps: object = None,
-        session: Session | None = None,
+        session: TurnSession | None = None,
         context: ContextPolicy | None = None,
         guards: Sequence[Guard] | None = None,
     ) -> AbstractAsyncContextManager[AsyncIterator[AgentEvent]]:
@@ -722,18 +721,18 @@ def _default_model(provider: object) -> str | None:
     return None
 
 
-def _inner_agents(registry: ToolRegistry) -> list[Agent]:
+def _inner_agents(registry: ToolRegistry) -> list[OpenAgent]:
     """The agents given to this one as tools (``as_tool``), each once."""
     from ._as_tool import AgentTool
 
-    agents: list[Agent] = []
+    agents: list[OpenAgent] = []
     for tool in registry:
         if isinstance(tool, AgentTool) and all(tool.agent is not seen for seen in agents):
             agents.append(tool.agent)
     return agents
 
 
-def _session(session: object) -> Session:
+def _session(session: object) -> TurnSession:
     """``session`` if it is a :class:`kova.sessions.Session` (kova.sessions builds on the
     agent, so the agent takes it by what it does)."""
     if not callable(getattr(session, "run_turn", None)):

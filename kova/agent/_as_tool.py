@@ -34,9 +34,9 @@ if TYPE_CHECKING:
 
     from .._messages import JSONObject
     from .._requests import InferenceConfig
-    from ._agent import Agent
     from ._events import AgentResponse
     from ._nesting import CallSite
+    from ._seams import OpenAgent
     from ._structured import _Output
 
 __all__ = [
@@ -74,7 +74,7 @@ class AgentTool:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: OpenAgent,
         *,
         name: str,
         description: str,
@@ -174,7 +174,7 @@ class AgentTool:
 
 
 async def run_inner_turn(
-    agent: Agent,
+    agent: OpenAgent,
     history: tuple[Message, ...],
     site: CallSite | None,
     resume: InnerPause | None,
@@ -204,11 +204,11 @@ async def run_inner_turn(
     return response
 
 
-def _agent_tools(agent: Agent) -> list[AgentTool]:
+def _agent_tools(agent: OpenAgent) -> list[AgentTool]:
     return [tool for tool in agent.config.registry if isinstance(tool, AgentTool)]
 
 
-def check_agent_names(outer: Agent) -> None:
+def check_agent_names(outer: OpenAgent) -> None:
     """Refuse a tree of agents (``outer`` and the agents given to it as tools, at any depth)
     in which two different agents would be counted under one key of ``usage_by_agent``:
     their name, or for one left with the default name, the name of the tool it is given as
@@ -219,10 +219,10 @@ def check_agent_names(outer: Agent) -> None:
     Raises:
         BuildError: naming both agents and where they are in the tree.
     """
-    seen: dict[str, tuple[Agent, str]] = {}
+    seen: dict[str, tuple[OpenAgent, str]] = {}
     expanded: set[int] = set()
 
-    def visit(agent: Agent, tools: tuple[AgentTool, ...]) -> None:
+    def visit(agent: OpenAgent, tools: tuple[AgentTool, ...]) -> None:
         key = usage_key(agent.config.name, tools[-1].name if tools else None)
         if not tools:
             where = "the outer agent"
@@ -257,7 +257,7 @@ def check_agent_names(outer: Agent) -> None:
 
 
 @asynccontextmanager
-async def open_as_tool(inner: Agent, outer: Agent) -> AsyncIterator[None]:
+async def open_as_tool(inner: OpenAgent, outer: OpenAgent) -> AsyncIterator[None]:
     """Hold ``inner`` (given to ``outer`` as a tool) open for ``outer``'s block.
 
     An agent the host opened is used as it is and left open. Otherwise ``outer`` opens it
@@ -287,7 +287,7 @@ async def open_as_tool(inner: Agent, outer: Agent) -> AsyncIterator[None]:
 
 async def _in_session(
     session: Any,
-    agent: Agent,
+    agent: OpenAgent,
     history: tuple[Message, ...],
     site: CallSite | None,
     resume: InnerPause | None,
@@ -312,7 +312,7 @@ def _structured_result(value: Any) -> ToolResult:
 
 
 def make_agent_tool(
-    agent: Agent,
+    agent: OpenAgent,
     name: str | None,
     description: str | None,
     input: object,

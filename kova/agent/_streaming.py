@@ -31,8 +31,6 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from .._models import InferenceConfig, Message
-    from ..durable import SqliteJournal
-    from ._agent import Agent
     from ._approvals import PendingApprovals
     from ._cancel import CancelToken
     from ._context import ContextPolicy
@@ -41,6 +39,7 @@ if TYPE_CHECKING:
     from ._guards import Guard
     from ._input import HistoryInput
     from ._limits import UsageLimits
+    from ._seams import OpenAgent, TurnJournal
     from ._signing import Decisions
     from ._turn import Turn
 
@@ -73,14 +72,14 @@ class TurnStream:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: OpenAgent,
         history: HistoryInput,
         config: InferenceConfig | None,
         cancel: CancelToken | None,
         buffer: int,
         resume: PendingApprovals | None,
         limits: UsageLimits | None,
-        journal: SqliteJournal | None,
+        journal: TurnJournal | None,
         turn_id: str | None,
         deps: object,
         context: ContextPolicy | None = None,

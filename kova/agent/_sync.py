@@ -29,17 +29,18 @@ from .._groups import raise_lone
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from ._agent import Agent
+    from ._seams import OpenAgent
 
 __all__ = ["run_sync"]
 
 T = TypeVar("T")
+A = TypeVar("A", bound="OpenAgent")
 
 _WAKE_UP = 0.1
 """Seconds between checks for Ctrl-C while the worker thread runs the turn."""
 
 
-def run_sync(agent: Agent, turn: Callable[[Agent], Awaitable[T]], *, what: str) -> T:
+def run_sync(agent: A, turn: Callable[[A], Awaitable[T]], *, what: str) -> T:
     """Open ``agent``, await ``turn(agent)`` in a loop of its own, close it; return the result.
 
     Raises:
@@ -59,7 +60,7 @@ def run_sync(agent: Agent, turn: Callable[[Agent], Awaitable[T]], *, what: str) 
             "method there instead"
         )
     on_asyncio = any(runs_on_asyncio(tool) for tool in agent.config.registry)
-    call: _Call[T] = _Call(agent, turn, on_asyncio=on_asyncio)
+    call: _Call[A, T] = _Call(agent, turn, on_asyncio=on_asyncio)
     if _loop_running_here():
         return call.in_worker_thread()
     return call.here()
@@ -74,19 +75,17 @@ def _loop_running_here() -> bool:
     return True
 
 
-async def _open_and_run(agent: Agent, turn: Callable[[Agent], Awaitable[T]]) -> T:
+async def _open_and_run(agent: A, turn: Callable[[A], Awaitable[T]]) -> T:
     async with agent:
         return await turn(agent)
 
 
-class _Call(Generic[T]):
+class _Call(Generic[A, T]):
     """One ``run_sync`` call: the turn, where it runs, and how to interrupt it."""
 
     __slots__ = ("_agent", "_interrupt", "_interrupted", "_on_asyncio", "_turn")
 
-    def __init__(
-        self, agent: Agent, turn: Callable[[Agent], Awaitable[T]], *, on_asyncio: bool
-    ) -> None:
+    def __init__(self, agent: A, turn: Callable[[A], Awaitable[T]], *, on_asyncio: bool) -> None:
         self._agent = agent
         self._turn = turn
         self._on_asyncio = on_asyncio

@@ -19,7 +19,7 @@ a time (the journal's claim): a second one gets :class:`~kova.durable.TurnClaime
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
@@ -34,6 +34,7 @@ from ._errors import JournalError
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping, Sequence
+    from contextlib import AbstractAsyncContextManager
     from typing import Any
 
     from .._models import InferenceConfig, ToolUse
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
     from ..agent._driver_context import DriverContext
     from ..agent._limits import UsageLimits
     from ..agent._turn import RunTools
-    from ._journal import Journal, JournalClaim, JournalRecord
 
 __all__ = [
     "Journaled",
@@ -50,6 +50,37 @@ __all__ = [
     "open_journaled_turn",
     "same_history",
 ]
+
+
+# What a journaled turn needs of the journal (``_journal`` imports this module, not the
+# reverse): a SqliteJournal or PostgresJournal, its JournalClaim and JournalRecord.
+
+
+class _Record(Protocol):
+    @property
+    def snapshot(self) -> str | None: ...
+    @property
+    def results(self) -> Mapping[str, str]: ...
+    @property
+    def unfinished(self) -> frozenset[str]: ...
+
+
+class _Claim(Protocol):
+    async def __aenter__(self) -> _Claim: ...
+    async def __aexit__(self, *exc_info: object) -> None: ...
+    def kept_alive(self) -> AbstractAsyncContextManager[None]: ...
+    async def use_decisions(self, nonce: str) -> None: ...
+    async def save_snapshot(self, snapshot: str) -> None: ...
+    async def tool_started(self, *call_ids: str) -> None: ...
+    async def tool_finished(self, call_id: str, result: str) -> None: ...
+    async def tool_deferred(self, call_id: str) -> None: ...
+
+
+class _Journal(Protocol):
+    @property
+    def rerun_interrupted(self) -> Mapping[str, bool]: ...
+    async def claim(self, turn_id: str) -> _Claim: ...
+    async def load(self, turn_id: str) -> _Record | None: ...
 
 
 _NOT_ANNOTATED = "the tool is not annotated read-only or idempotent"
@@ -70,10 +101,12 @@ class Journaled(StepObserver):
     """What a journaled run records, and what it found recorded (one turn, one claim): an
     observer of the turn's steps."""
 
-    __slots__ = ("_claim", "_lock", "_results", "_unfinished")
+    __slots__ = ("_claim", "_lock", "_rerun", "_results", "_unfinished")
 
-    def __init__(self, claim: JournalClaim, record: JournalRecord | None) -> None:
+    def __init__(self, claim: _Claim, record: _Record | None, rerun: Mapping[str, bool]) -> None:
         self._claim = claim
+        self._rerun = rerun
+        """The journal's ``rerun_interrupted``."""
         # A guard beside the model call saves the turn when it decides, from its own task:
         # one save at a time, each of the turn as it is when its turn comes (never an older
         # snapshot over a newer one).
@@ -94,7 +127,7 @@ class Journaled(StepObserver):
         """The step's calls already answered (recorded results, interrupted calls that may
         not run again), and the calls to run now, in the step's order."""
         annotations = {tool.name: tool.annotations for tool in turn.tools}
-        rerun = self._claim.journal.rerun_interrupted
+        rerun = self._rerun
         answered: dict[str, ToolResult] = {}
         to_run: list[ToolUse] = []
         for call in step.calls:
@@ -189,7 +222,7 @@ def _paused_at(turn: Turn, history: Sequence[Message]) -> bool:
 @asynccontextmanager
 async def open_journaled_turn(
     context: DriverContext,
-    journal: Journal,
+    journal: _Journal,
     history: tuple[Message, ...],
     overrides: InferenceConfig | None,
     limits: UsageLimits | None,
@@ -211,7 +244,7 @@ async def open_journaled_turn(
             # Decisions are used once across processes: their nonce is this turn's now.
             await claim.use_decisions(pending.nonce)
         record = await journal.load(turn_id)
-        journaled = Journaled(claim, record)
+        journaled = Journaled(claim, record, journal.rerun_interrupted)
         recorded = None
         if record is not None and record.snapshot is not None:
             recorded = Turn.from_json(record.snapshot)

@@ -56,8 +56,8 @@ if TYPE_CHECKING:
     from ..agent._approvals import PendingApprovals
     from ..agent._driver_context import DriverContext
     from ..agent._limits import UsageLimits
+    from ..agent._steps import StepObserver
     from ..agent._turn import Turn
-    from ._driver import Journaled
 
 __all__ = [
     "Journal",
@@ -162,7 +162,7 @@ class Journal(abc.ABC):
         limits: UsageLimits | None,
         turn_id: object,
         pending: PendingApprovals | None = None,
-    ) -> AbstractAsyncContextManager[tuple[Turn, Journaled]]:
+    ) -> AbstractAsyncContextManager[tuple[Turn, StepObserver]]:
         """What ``agent.run`` / ``agent.stream`` / ``agent.resume`` with ``journal=self`` use
         (see :mod:`kova.durable._driver`)."""
         from ._driver import open_journaled_turn

@@ -12,9 +12,9 @@ from .._lazy import lazy_names as _lazy_names
 from ._sqlite import SqliteSessionStore as SqliteSessionStore
 from ._store import Session as Session
 from ._store import SessionInfo as SessionInfo
-from ._store import SessionState as SessionState
 from ._store import SessionStore as SessionStore
 from ._store import SessionWrite as SessionWrite
+from ._view import SessionState as SessionState
 
 if _TYPE_CHECKING:
     from ._postgres import PostgresSessionStore as PostgresSessionStore

@@ -23,8 +23,7 @@ if TYPE_CHECKING:
 
     import psycopg
 
-    from ._postgres import PostgresSessionStore
-    from ._sqlite import SqliteSessionStore
+    from ._sql import SqlSessionStore
 
 __all__ = ["postgres_budget", "sqlite_budget"]
 
@@ -56,10 +55,10 @@ class _SqliteLedger:
 
     __slots__ = ("_name", "_store", "where")
 
-    def __init__(self, store: SqliteSessionStore, name: str) -> None:
+    def __init__(self, store: SqlSessionStore, where: str, name: str) -> None:
         self._store = store
         self._name = name
-        self.where = f"{str(store.path)!r}:{name}"
+        self.where = f"{where}:{name}"
 
     async def reserve(self, budget: Budget, needed: Decimal) -> tuple[int | None, Decimal, Decimal]:
         return await self._store._run(
@@ -206,11 +205,11 @@ class _PostgresLedger:
 
     __slots__ = ("_name", "_ready", "_store", "where")
 
-    def __init__(self, store: PostgresSessionStore, name: str) -> None:
+    def __init__(self, store: SqlSessionStore, where: str, name: str) -> None:
         self._store = store
         self._name = name
         self._ready = False
-        self.where = f"{store!r}:{name}"
+        self.where = f"{where}:{name}"
 
     async def reserve(self, budget: Budget, needed: Decimal) -> tuple[int | None, Decimal, Decimal]:
         if not self._ready:
@@ -277,29 +276,32 @@ def _pg_settle(
 
 
 def sqlite_budget(
-    store: SqliteSessionStore,
+    store: SqlSessionStore,
+    where: str,
     amount: Decimal | int | str | float,
     *,
     window: object = None,
     name: str = "default",
 ) -> Budget:
-    """A :class:`~kova.agent.Budget` of ``amount`` kept in ``store``'s file under ``name``."""
+    """A :class:`~kova.agent.Budget` of ``amount`` kept in ``store``'s file under ``name``
+    (``where``: the file, as errors name it)."""
     budget = _budget(amount, window, name)
-    budget._ledger = _SqliteLedger(store, name)
+    budget._ledger = _SqliteLedger(store, where, name)
     return budget
 
 
 def postgres_budget(
-    store: PostgresSessionStore,
+    store: SqlSessionStore,
+    where: str,
     amount: Decimal | int | str | float,
     *,
     window: object = None,
     name: str = "default",
 ) -> Budget:
     """A :class:`~kova.agent.Budget` of ``amount`` kept in ``store``'s database under
-    ``name``."""
+    ``name`` (``where``: the store, as errors name it)."""
     budget = _budget(amount, window, name)
-    budget._ledger = _PostgresLedger(store, name)
+    budget._ledger = _PostgresLedger(store, where, name)
     return budget
 
 

@@ -33,7 +33,8 @@ import trio
 from .._errors import SessionError, check_seconds
 from .._extras import require_extra as _require_extra
 from ._sql import HOLDS_INDEX, Sql, SqlSessionStore
-from ._store import SessionState, message_from_text, view_from_text
+from ._store import message_from_text, view_from_text
+from ._view import SessionState
 
 if TYPE_CHECKING:
     import builtins
@@ -191,7 +192,7 @@ class PostgresSessionStore(SqlSessionStore):
         name (docs/cost.md)."""
         from ._budget import postgres_budget
 
-        return postgres_budget(self, amount, window=window, name=name)
+        return postgres_budget(self, repr(self), amount, window=window, name=name)
 
     # -- worker-thread side ------------------------------------------------------------------
 

@@ -36,7 +36,6 @@ from .._log import get_logger
 from ._store import (
     MessageCache,
     SessionInfo,
-    SessionState,
     SessionStore,
     SessionWrite,
     check_session_id,
@@ -48,6 +47,8 @@ if TYPE_CHECKING:
     import builtins
     from collections.abc import Callable, Sequence
     from contextlib import AbstractContextManager
+
+    from ._view import SessionState
 
 __all__ = ["HOLDS_INDEX", "SCHEMA_VERSION", "Sql", "SqlSessionStore"]
 

@@ -34,7 +34,8 @@ from .._errors import SessionError, check_seconds
 from .._wal import transaction as _transaction
 from .._wal import use_wal
 from ._sql import HOLDS_INDEX, Sql, SqlSessionStore
-from ._store import SessionState, message_from_text, view_from_text
+from ._store import message_from_text, view_from_text
+from ._view import SessionState
 
 if TYPE_CHECKING:
     import builtins
@@ -160,7 +161,7 @@ class SqliteSessionStore(SqlSessionStore):
         every process that makes it from the same file and name (docs/cost.md)."""
         from ._budget import sqlite_budget
 
-        return sqlite_budget(self, amount, window=window, name=name)
+        return sqlite_budget(self, repr(str(self.path)), amount, window=window, name=name)
 
     # -- worker-thread side ------------------------------------------------------------------
 

@@ -36,7 +36,7 @@ from .._errors import SessionBusyError, SessionConflictError, SessionError, chec
 from .._json import dumps, loads
 from .._messages import Message, Role, Text
 from .._record import Record
-from ._view import working_messages
+from ._view import SessionState, working_messages
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -52,7 +52,6 @@ __all__ = [
     "MessageCache",
     "Session",
     "SessionInfo",
-    "SessionState",
     "SessionStore",
     "SessionWrite",
     "check_session_id",
@@ -86,28 +85,6 @@ class SessionInfo(Record):
     """Output tokens likewise."""
     pending: bool = False
     """Its last turn paused for approvals (resume it with ``agent.resume(session=...)``)."""
-
-
-class SessionState(Record):
-    """What :meth:`SessionStore.read` returns: one session as it is stored now."""
-
-    version: int
-    """Bumped by every write; ``0``: the store holds no such session."""
-    messages: tuple[Message, ...] = ()
-    turns: tuple[int, ...] = ()
-    """The number of the turn that added each message (non-decreasing)."""
-    pending: str | None = None
-    """The pending state of its paused last turn (``PendingApprovals.to_json()``)."""
-    title: str | None = None
-    view: tuple[Message, ...] | None = None
-    """The compacted history the model continues from (a context policy's
-    ``response.compaction.history``), standing for the first :attr:`view_covers` messages;
-    ``None``: the model sees every message."""
-    view_covers: int = 0
-    resumed: str | None = None
-    """The nonce of the decisions a resume of the stored pending state runs with (or ran
-    with, and did not finish: its process died): they are used (a decided pause runs once).
-    ``None``: none."""
 
 
 class SessionWrite(Record):

@@ -9,7 +9,7 @@ turn. A turn left early, cancelled or failed appends nothing.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from ..agent._events import TurnCompleted
 from ..agent._input import coerce_history
@@ -25,9 +25,28 @@ if TYPE_CHECKING:
     from .._messages import Message
     from ..agent._approvals import PendingApprovals
     from ..agent._events import AgentEvent, AgentResponse
-    from ._store import Session, SessionState
+    from ._view import SessionState
 
 __all__ = ["SessionStream", "SessionStructuredStream"]
+
+
+class _Session(Protocol):
+    """What a streamed turn needs of its :class:`~kova.sessions.Session` (whose module
+    imports this one, not the reverse)."""
+
+    def _gate(self) -> AbstractAsyncContextManager[None]: ...
+    async def _read_free(self, what: str) -> SessionState: ...
+    async def _paused(self, pending: PendingApprovals | None) -> tuple[SessionState, Any]: ...
+    async def _take_decisions(self, state: SessionState, decided: Any) -> SessionState: ...
+    async def _give_back_decisions(self, state: SessionState) -> None: ...
+    async def _commit(
+        self,
+        state: SessionState,
+        prompt: Sequence[Message],
+        response: AgentResponse,
+        *,
+        same_turn: bool = False,
+    ) -> None: ...
 
 
 class SessionStream:
@@ -49,7 +68,7 @@ class SessionStream:
 
     def __init__(
         self,
-        session: Session,
+        session: _Session,
         prompt: object,
         open_stream: Callable[
             [tuple[Message, ...], PendingApprovals | None],
@@ -149,7 +168,7 @@ class _Values(StructuredStream[Any]):
     def __init__(
         self,
         inner: StructuredStream[Any],
-        session: Session,
+        session: _Session,
         state: SessionState,
         prompt: tuple[Message, ...],
     ) -> None:
@@ -184,7 +203,7 @@ class SessionStructuredStream:
 
     def __init__(
         self,
-        session: Session,
+        session: _Session,
         prompt: Sequence[Message],
         open_stream: Callable[
             [tuple[Message, ...]], AbstractAsyncContextManager[StructuredStream[Any]]
