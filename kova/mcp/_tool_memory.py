@@ -144,11 +144,13 @@ class McpToolMemory:
         self, key: str, *, server: str, version: str, tools: tuple[ToolDefinition, ...]
     ) -> None:
         """Save (replace) the tool list under ``key``. A failed write is logged, not raised:
-        the memory only saves starting a server later."""
-        row = (key, server, version, json.dumps([_tool_json(tool) for tool in tools]), time.time())
+        the memory only saves starting a server later. What the server reported is saved as
+        it is, a lone surrogate too (see :func:`_column`), and reads back the same."""
         try:
+            listed = json.dumps([_tool_json(tool) for tool in tools])  # lone surrogates escaped
+            row = (key, _column(server), _column(version), listed, time.time())
             await trio.to_thread.run_sync(self._write, row)
-        except (sqlite3.Error, OSError) as exc:
+        except (sqlite3.Error, OSError, ValueError) as exc:
             log.warning("mcp.tool_memory.unwritable", path=str(self._path), error=repr(exc))
 
     async def forget(self, key: str) -> None:
@@ -185,13 +187,13 @@ class McpToolMemory:
         if not isinstance(listed, list):
             raise ValueError("the stored tool list is not a JSON array")
         return RememberedTools(
-            server=str(server),
-            version=str(version),
+            server=_from_column(server),
+            version=_from_column(version),
             tools=tuple(_tool_from_json(item) for item in listed),
             saved_at=float(saved_at),
         )
 
-    def _write(self, row: tuple[str, str, str, str, float]) -> None:
+    def _write(self, row: tuple[str, str | bytes, str | bytes, str, float]) -> None:
         connection = self._connect()
         try:
             connection.execute(
@@ -208,6 +210,23 @@ class McpToolMemory:
             connection.execute("DELETE FROM mcp_tool_lists WHERE server_key = ?", (key,))
         finally:
             connection.close()
+
+
+def _column(text: str) -> str | bytes:
+    """``text`` as the memory stores it: as text, or text UTF-8 cannot hold (a lone surrogate
+    in a server's name or version: SQLite cannot store it as text) as its bytes with the
+    surrogate kept, which :func:`_from_column` reads back as the same text."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+    return text
+
+
+def _from_column(value: object) -> str:
+    if isinstance(value, bytes):  # undecodable bytes: ValueError, an unreadable memory
+        return value.decode("utf-8", "surrogatepass")
+    return str(value)
 
 
 def _tool_json(tool: ToolDefinition) -> dict[str, JSONValue]:

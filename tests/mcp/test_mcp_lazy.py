@@ -14,6 +14,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
+import structlog
 import trio
 from counted_server import build
 from mcp.server.mcpserver import MCPServer
@@ -289,3 +290,57 @@ async def test_of_ten_remembered_servers_only_those_whose_tools_are_called_start
     assert started == ["jira", "k8s"]
     assert sessions["jira"] == sessions["k8s"] == 1  # each started once
     assert [t.name for t in provider.requests[0].tools] == ["search_tools"]
+
+
+async def test_a_server_reporting_lone_surrogates_is_listed_and_remembered(memory):
+    # A server's name, version and tool text are the server's to choose: a lone surrogate
+    # (which SQLite cannot store as text) neither fails the listing nor the memory, and the
+    # remembered list reads back as the server said it.
+    server = MCPServer("evil\ud800", version="1.0\udfff")
+
+    @server.tool(name="look\ud800", description="half an emoji: \ud83d")
+    async def look(query: str) -> str:
+        return query
+
+    transport = InProcessTransport(server)
+    with structlog.testing.capture_logs() as logs:
+        async with McpClient.connect(transport, lazy=True, tool_memory=memory) as client:
+            listed = await client.tools_list()
+    assert [(tool.name, tool.description) for tool in listed] == [
+        ("look\ud800", "half an emoji: \ud83d")
+    ]
+    assert not [log for log in logs if log["log_level"] == "warning"]
+    remembered = await memory.recall(_key(memory))
+    assert remembered is not None
+    assert (remembered.server, remembered.version) == ("in-process evil\ud800", "1.0\udfff")
+    assert remembered.tools == listed
+    # The next run starts from the memory: nothing is started to list them.
+    async with McpClient.connect(transport, lazy=True, tool_memory=memory) as client:
+        assert await client.tools_list(remembered=True) == listed
+        assert client.state.status == "idle"
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "server = X'FF'",  # bytes that are no text, even with a surrogate kept
+        "version = CAST(X'C3' AS TEXT)",  # text that is not UTF-8
+        "tools = '[{\"name\": \"\\ud800\"}]'",  # a tool without its fields
+        "tools = '\"\\ud800\"'",  # not a list
+    ],
+)
+async def test_a_memory_holding_odd_text_is_read_as_empty(memory, damage):
+    transport = InProcessTransport(build("1.0.0", "plain"))
+    async with McpClient.connect(transport, lazy=True, tool_memory=memory) as client:
+        listed = await client.tools_list()
+    with sqlite3.connect(memory.path) as connection:
+        connection.execute(f"UPDATE mcp_tool_lists SET {damage}")
+    with structlog.testing.capture_logs() as logs:
+        async with McpClient.connect(transport, lazy=True, tool_memory=memory) as client:
+            # Nothing to answer from: the server starts to list its tools.
+            assert await client.tools_list(remembered=True) == listed
+            assert client.state.status == "connected"
+    assert "mcp.tool_memory.unreadable" in [log["event"] for log in logs]
+    remembered = await memory.recall(_key(memory))  # the server's list saved again
+    assert remembered is not None
+    assert remembered.tools == listed
