@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..agent import AgentResponse, CancelToken, PendingApprovals, UsageLimits
     from ..agent._guards import Guard
     from ..agent._input import HistoryInput
-    from ..durable import SqliteJournal
+    from ..durable import PostgresJournal, SqliteJournal
     from ..sessions import Session
 
 __all__ = ["AgentEventStream", "AsyncioAgent", "StructuredValueStream", "open_agent"]
@@ -150,7 +150,7 @@ class AsyncioAgent:
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         limits: UsageLimits | None = None,
-        journal: SqliteJournal | None = None,
+        journal: SqliteJournal | PostgresJournal | None = None,
         turn_id: str | None = None,
         deps: object = None,
         session: Session | None = None,
@@ -198,7 +198,7 @@ class AsyncioAgent:
         *,
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
-        journal: SqliteJournal | None = None,
+        journal: SqliteJournal | PostgresJournal | None = None,
         turn_id: str | None = None,
         deps: object = None,
         session: Session | None = None,
@@ -297,7 +297,7 @@ class AsyncioAgent:
         buffer: int = 16,
         resume: PendingApprovals | None = None,
         limits: UsageLimits | None = None,
-        journal: SqliteJournal | None = None,
+        journal: SqliteJournal | PostgresJournal | None = None,
         turn_id: str | None = None,
         deps: object = None,
         session: Session | None = None,
