@@ -463,7 +463,7 @@ def _status(task: a2a_pb2.Task, state: str, text: str | None = None) -> None:
 class _Run:
     """One SendMessage: the task, the turn, and what the stream is told."""
 
-    __slots__ = ("_agent", "_history", "_record", "_session", "_tasks", "_user")
+    __slots__ = ("_agent", "_history", "_record", "_session", "_tasks")
 
     def __init__(
         self, agent: Agent, tasks: Tasks, request: a2a_pb2.SendMessageRequest, served: Served
@@ -502,7 +502,6 @@ class _Run:
         user.role = a2a_pb2.Role.ROLE_USER
         if not user.message_id:
             user.message_id = str(uuid.uuid4())
-        self._user = user
         task = a2a_pb2.Task(id=str(uuid.uuid4()), context_id=context_id, history=[user])
         user.task_id = task.id
         _status(task, "TASK_STATE_SUBMITTED")

@@ -108,7 +108,7 @@ class EventStream:
     everything it started has stopped.
     """
 
-    __slots__ = ("_headers", "_produce", "_status", "disconnected")
+    __slots__ = ("_headers", "_produce", "_status")
 
     def __init__(
         self,
@@ -126,7 +126,6 @@ class EventStream:
             (b"x-accel-buffering", b"no"),
             *((k.encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()),
         ]
-        self.disconnected = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send(
@@ -142,7 +141,6 @@ class EventStream:
                 while True:
                     message = await receive()
                     if message["type"] == "http.disconnect":
-                        self.disconnected = True
                         nursery.cancel_scope.cancel(reason="the client went away")
                         return
 

@@ -131,11 +131,10 @@ class Watched:
     """An ASGI response computed by ``compute`` while the connection is watched: a client
     that goes away before the answer is ready cancels ``compute`` (and its turn)."""
 
-    __slots__ = ("_compute", "disconnected")
+    __slots__ = ("_compute",)
 
     def __init__(self, compute: Callable[[], Awaitable[tuple[int, Any]]]) -> None:
         self._compute = compute
-        self.disconnected = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         results: list[tuple[int, Any]] = []
@@ -145,7 +144,6 @@ class Watched:
                 while True:
                     message = await receive()
                     if message["type"] == "http.disconnect":
-                        self.disconnected = True
                         nursery.cancel_scope.cancel(reason="the client went away")
                         return
 
