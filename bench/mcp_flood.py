@@ -35,7 +35,7 @@ from typing import Any
 import trio
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "mcp"))
+sys.path[:0] = [str(ROOT / "tests" / "mcp"), str(ROOT / "tests")]  # mcp_fixtures, tied_process
 
 from mcp_fixtures import start_server, stop_server  # noqa: E402
 

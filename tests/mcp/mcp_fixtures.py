@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import attrs
+from tied_process import tied_popen
 
 SERVER = Path(__file__).with_name("mcp_test_server.py")
 HOSTILE = Path(__file__).with_name("hostile_server.py")
@@ -27,7 +28,9 @@ class RunningServer:
 
 
 def start_server(mode: str, *options: str, script: Path = SERVER) -> RunningServer:
-    process = subprocess.Popen(
+    """Start the server (tied to this process's life: a killed test run leaves none; call
+    it from the main thread, see :mod:`tied_process`)."""
+    process = tied_popen(
         [sys.executable, str(script), mode, *options],
         stdout=subprocess.PIPE,
         stdin=subprocess.DEVNULL,

@@ -17,6 +17,7 @@ import pytest
 import structlog.testing
 import trio
 from npm_env import EVERYTHING, PIN_LOOPBACK, require_npm_packages, system_node
+from tied_process import tied_popen
 
 import kova
 from kova.agent import AgentBuilder
@@ -49,7 +50,7 @@ def everything() -> str:
 def everything_http(everything: str) -> Iterator[str]:
     """server-everything over Streamable HTTP on 127.0.0.1 (port 0, pinned by a preload)."""
     env = {"PATH": os.environ.get("PATH", ""), "PORT": "0", "HOME": os.environ.get("HOME", "/")}
-    process = subprocess.Popen(
+    process = tied_popen(  # a killed test run leaves no server behind
         [everything, "--import", PIN_LOOPBACK.as_uri(), str(EVERYTHING), "streamableHttp"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

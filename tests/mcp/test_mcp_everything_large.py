@@ -24,6 +24,7 @@ import pytest
 import structlog.testing
 import trio
 from npm_env import EVERYTHING, PIN_LOOPBACK, require_npm_packages, system_node
+from tied_process import tied_popen
 
 from kova.mcp import McpClient, SseTransport, StdioTransport, StreamableHttpTransport, Transport
 
@@ -71,7 +72,7 @@ def everything(request: pytest.FixtureRequest) -> Iterator[Transport]:
     if request.param == "stdio":
         yield StdioTransport(node, args=[str(EVERYTHING), "stdio"], env=ENV)
         return
-    process = subprocess.Popen(
+    process = tied_popen(  # a killed test run leaves no server behind
         [node, "--import", PIN_LOOPBACK.as_uri(), str(EVERYTHING), request.param],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

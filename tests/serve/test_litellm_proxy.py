@@ -19,6 +19,7 @@ import httpx2
 import openai
 import pytest
 import trio
+from tied_process import tied_popen
 
 import kova.serve
 
@@ -76,7 +77,9 @@ async def test_the_litellm_proxy_pointed_at_kova_serve(tmp_path: Path) -> None:
         }
         command = [str(PROXY), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
         with (tmp_path / "proxy.log").open("wb") as log:
-            process = await trio.lowlevel.open_process(
+            # Started from this (the main) thread, tied to the run's life: a killed test run
+            # leaves no proxy behind (trio's open_process starts it from a worker thread).
+            process = tied_popen(
                 command, stdout=log, stderr=subprocess.STDOUT, env=environment, cwd=tmp_path
             )
         proxy = f"http://127.0.0.1:{port}"
@@ -84,7 +87,7 @@ async def test_the_litellm_proxy_pointed_at_kova_serve(tmp_path: Path) -> None:
             with trio.fail_after(STARTUP):
                 async with httpx2.AsyncClient() as http:
                     while True:
-                        assert process.returncode is None, (tmp_path / "proxy.log").read_text()
+                        assert process.poll() is None, (tmp_path / "proxy.log").read_text()
                         try:
                             if (await http.get(proxy + "/health/liveliness")).status_code == 200:
                                 break
@@ -111,10 +114,10 @@ async def test_the_litellm_proxy_pointed_at_kova_serve(tmp_path: Path) -> None:
         finally:
             process.send_signal(signal.SIGINT)
             with trio.move_on_after(10):
-                await process.wait()
-            if process.returncode is None:
+                await trio.to_thread.run_sync(process.wait, abandon_on_cancel=True)
+            if process.poll() is None:
                 process.kill()
-                await process.wait()
+                process.wait()
     assert answer.choices[0].message.content == "It is -3°C, snow in Oslo."
     assert answer.usage is not None
     assert answer.usage.completion_tokens > 0

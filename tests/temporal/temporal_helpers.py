@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 from temporalio.client import Client
+from tied_process import tied_executable as tied_executable  # for the Temporal tests
+from tied_process import tied_popen
 
 from kova.agent import AgentBuilder, RetryConfig
 from kova.providers.openai import OpenAiCompatibleProvider, OpenAiConfig
@@ -36,48 +38,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-# Run in a fresh interpreter between fork and the real program: ask Linux to send SIGTERM
-# when the parent dies (PR_SET_PDEATHSIG, kept across execve), check the parent did not die
-# before that took effect, then exec the program in the same process (same pid).
-_TIE = """\
-import ctypes, os, signal, sys
-if sys.platform.startswith("linux"):
-    PR_SET_PDEATHSIG = 1
-    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM) != 0:
-        sys.exit("prctl(PR_SET_PDEATHSIG) failed: errno %d" % ctypes.get_errno())
-    if os.getppid() != int(sys.argv[1]):
-        sys.exit("the parent ended before the child was tied to it")
-os.execv(sys.argv[2], sys.argv[2:])
-"""
-
-
-def tied_popen(args: list[str], **options: Any) -> subprocess.Popen[Any]:
-    """``subprocess.Popen(args, **options)`` whose process gets SIGTERM when this process
-    ends, however it ends (pytest SIGKILLed too): a server or worker a test starts never
-    outlives the run. On Linux, by ``prctl(PR_SET_PDEATHSIG)`` in a small exec shim (not a
-    ``preexec_fn``, which is unsafe with the threads the tests run). The "parent" is the
-    thread that starts it: start it from a thread that lives as long as the process should.
-    """
-    shim = [sys.executable, "-c", _TIE, str(os.getpid())]
-    return subprocess.Popen([*shim, *args], **options)
-
-
-def tied_executable(program: Path, folder: Path) -> Path:
-    """An executable in ``folder`` that runs ``program`` (with its arguments) tied to this
-    process's life as :func:`tied_popen` does: for a server a library starts for us, such as
-    the time-skipping test server ``WorkflowEnvironment.start_time_skipping`` runs from
-    ``test_server_existing_path``. (Its parent is a thread of the Temporal SDK's runtime,
-    which lives as long as the process.)"""
-    shim = folder / "tie.py"
-    shim.write_text(_TIE)
-    wrapper = folder / program.name
-    wrapper.write_text(
-        f'#!/bin/sh\nexec "{sys.executable}" "{shim}" "{os.getpid()}" "{program}" "$@"\n'
-    )
-    wrapper.chmod(0o755)
-    return wrapper
 
 
 def start_dev_server(port: int) -> subprocess.Popen[bytes]:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 import trio_websocket
+from tied_process import tied_popen
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
@@ -80,10 +81,12 @@ def start_chromium(executable: str) -> Iterator[Browser]:
     Chromium runs in a process group of its own, and the whole group is stopped at the end:
     its helper processes (zygote, GPU, crash handler) outlive the browser process otherwise
     and were still writing into the profile while it was removed ("Directory not empty").
+    It is tied to this process's life (:func:`tied_process.tied_popen`; start it from the
+    main thread): a test run that is killed takes the browser and its helpers with it.
     """
     profile = tempfile.mkdtemp(prefix="kova-chromium-")
     try:
-        process = subprocess.Popen(
+        process = tied_popen(
             [executable, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
