@@ -2,7 +2,8 @@
 """kova's developer entry point: needs only Python 3.11+ and pip.
 
     python3 dev.py demo     run the demo agent (sets up .venv on first use)
-    python3 dev.py test     run the test suite (sets up .venv and the MCP test servers)
+    python3 dev.py test     run the test suite (sets up .venv and the MCP test servers), on
+                            one worker process per CPU (pytest-xdist; -n 0: one process)
     python3 dev.py check    ruff and mypy --strict
     python3 dev.py kova ... the kova command line (same as .venv/bin/kova ...)
 
@@ -64,6 +65,23 @@ def ensure_mcp_servers() -> None:
         sys.exit("dev.py: installing the MCP test servers failed")
 
 
+MAX_WORKERS = 4
+"""The suite's processes (pytest-xdist) at most: each starts its own session servers
+(PostgreSQL, the Temporal dev server, Chromium), so more cost more than they win."""
+
+
+def _workers(rest: list[str]) -> list[str]:
+    """pytest-xdist's options for ``dev.py test``: one worker per CPU this process may use
+    (up to MAX_WORKERS; one CPU: no workers), unless the caller chose (``-n 0`` runs in one
+    process, as plain ``pytest`` does)."""
+    chosen = any(
+        arg.startswith(("-n", "--numprocesses", "--dist")) or arg == "no:xdist" for arg in rest
+    )
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    workers = min(usable or 1, MAX_WORKERS)
+    return [] if chosen or workers < 2 else ["-n", str(workers)]
+
+
 def main(argv: list[str]) -> int:
     command = argv[0] if argv else "help"
     rest = argv[1:]
@@ -77,7 +95,7 @@ def main(argv: list[str]) -> int:
     if command == "test":
         ensure_venv()
         ensure_mcp_servers()
-        return _run(PYTHON, "-m", "pytest", "-q", *rest)
+        return _run(PYTHON, "-m", "pytest", "-q", *_workers(rest), *rest)
     if command == "check":
         ensure_venv()
         status = _run(BIN / "ruff", "check", ".")
