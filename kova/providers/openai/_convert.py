@@ -52,6 +52,7 @@ __all__ = [
     "decode_response",
     "decode_usage",
     "canonical_arguments",
+    "decode_arguments",
     "encode_arguments",
     "encode_messages",
     "encode_request",
@@ -351,7 +352,7 @@ def encode_request(
 
 
 def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    return value if type(value) is int else 0  # JSON's ints are exactly int (never a bool)
 
 
 def usage_of(usage: object, keys: tuple[str, str, str, str]) -> Usage | None:
@@ -419,6 +420,15 @@ def parse_arguments(arguments: str) -> tuple[JSONObject, str | None]:
     if not isinstance(parsed, dict):
         return {}, arguments
     return parsed, None
+
+
+def decode_arguments(text: str) -> tuple[JSONObject, str | None, JSONObject | None]:
+    """:func:`parse_arguments` and :func:`canonical_arguments` of one ``arguments`` text, which
+    is parsed once: ``(input, raw_arguments, provider_metadata)``."""
+    parsed, raw = parse_arguments(text)
+    if raw is not None or not text.strip():
+        return parsed, raw, None
+    return parsed, None, None if compact(parsed) == text else {ARGUMENTS_KEY: text}
 
 
 def _error_message(body: Mapping[str, JSONValue]) -> tuple[str, str | None]:
@@ -496,8 +506,7 @@ def decode_response(
             function = call.get("function")
             if not isinstance(function, dict):
                 continue
-            text_value = arguments_text(function.get("arguments"))
-            parsed, raw = parse_arguments(text_value)
+            parsed, raw, metadata = decode_arguments(arguments_text(function.get("arguments")))
             call_id = call.get("id")
             content.append(
                 ToolUse(
@@ -505,7 +514,7 @@ def decode_response(
                     name=str(function.get("name") or "unknown"),
                     input=parsed,
                     raw_arguments=raw,
-                    provider_metadata=canonical_arguments(text_value),
+                    provider_metadata=metadata,
                 )
             )
     finish = choice.get("finish_reason")

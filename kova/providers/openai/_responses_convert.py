@@ -50,12 +50,11 @@ from ._convert import (
     MAX_FILE_BYTES,
     UserBlock,
     arguments_text,
-    canonical_arguments,
+    decode_arguments,
     encode_arguments,
     file_data,
     filename,
     image_url,
-    parse_arguments,
     usage_of,
 )
 from ._responses_models import reasons
@@ -641,8 +640,7 @@ def function_call(
     item: Mapping[str, JSONValue], reasoning: list[JSONValue], origin: Origin
 ) -> ToolUse:
     """A ``function_call`` output item as a :class:`ToolUse` (``id`` is its ``call_id``)."""
-    raw_text = arguments_text(item.get("arguments"))
-    parsed, raw = parse_arguments(raw_text)
+    parsed, raw, kept = decode_arguments(arguments_text(item.get("arguments")))
     call_id = _str_field(item, "call_id", "function_call")
     name = _str_field(item, "name", "function_call")
     return ToolUse(
@@ -650,7 +648,7 @@ def function_call(
         name=name or "unknown",
         input=parsed,
         raw_arguments=raw,
-        provider_metadata=item_metadata(item, reasoning, origin, canonical_arguments(raw_text)),
+        provider_metadata=item_metadata(item, reasoning, origin, kept),
     )
 
 
