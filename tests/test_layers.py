@@ -271,7 +271,7 @@ def test_the_in_process_loop_fits_on_a_screen() -> None:
 
 @pytest.mark.parametrize("module", ["kova.agent._turn", "kova.temporal._workflow"])
 def test_the_pure_modules_load_neither_trio_nor_httpx2(module: str) -> None:
-    """The turn core (and the Temporal workflow, which runs in Temporal's sandbox) is pure:
+    """The turn core (and the Temporal workflow, which runs outside Temporal's sandbox) is pure:
     importing it, in a fresh interpreter, loads no event loop and no HTTP client."""
     code = (
         "import importlib, sys\n"

@@ -6,8 +6,8 @@ Every event class ``agent.stream()`` yields is importable from here (``TextDelta
 ``ThinkingDelta`` are the provider's own classes, also in :mod:`kova`).
 """
 
-# Loaded on first use (PEP 562): ``import kova.agent._turn`` (the pure turn core, which a
-# workflow sandbox imports) must not load the driver, trio and httpx2 with the package.
+# Loaded on first use (PEP 562): ``import kova.agent._turn`` (the pure turn core, which the
+# Temporal workflow imports) must not load the driver, trio and httpx2 with the package.
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from .._lazy import lazy_names as _lazy_names

@@ -17,8 +17,8 @@ from .._extras import require_extra as _require_extra
 
 _require_extra("temporal", "kova.temporal")
 
-# The rest loads on first use (PEP 562): the workflow sandbox imports ``_workflow`` (pure:
-# no trio, no httpx2), which must not bring the worker in with the package.
+# The rest loads on first use (PEP 562): ``_workflow`` (pure: no trio, no httpx2, what a
+# Replayer or a workflow of yours imports) must not bring the worker in with the package.
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from .._lazy import lazy_names as _lazy_names

@@ -13,7 +13,7 @@ activity's result, and the workflow counts it in the real turn (:func:`count_inn
 same calls, so the same checks, usage and keys as in-process, and the figures are in the
 workflow's history, so a replay counts the same.
 
-Pure: no trio, httpx or temporalio (the workflow sandbox passes it through).
+Pure: no trio, httpx or temporalio (the workflow's code imports it).
 """
 
 from __future__ import annotations

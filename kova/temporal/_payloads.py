@@ -4,8 +4,7 @@ Every payload is JSON text written by kova (:meth:`~kova.agent.Turn.to_json`,
 :meth:`~kova.Message.to_dict`, a model response as its blocks): nothing that cannot be
 serialized travels, and the worker holds the agent's configuration. The workflow's code and
 the client read them back strictly (a :class:`~kova.errors.SerializationError` names what is
-wrong). No module here imports trio, httpx or temporalio: the workflow sandbox passes them
-through.
+wrong). No module here imports trio, httpx or temporalio: the workflow's code imports them.
 """
 
 from __future__ import annotations

@@ -34,7 +34,6 @@ from temporalio import activity
 from temporalio.common import RawValue  # noqa: TC002 (the activity's hints are read at run time)
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from .._errors import ContextOverflow, GuardrailTripped, KovaError, SerializationError
 from .._groups import lone_exceptions
@@ -128,9 +127,9 @@ def worker(
             by itself), and its tools are added to every agent given as a builder, named
             ``{prefix}__{tool}`` as with ``builder.mcp_client``.
         deps: the tools' ``ToolContext.deps`` in every call this worker runs.
-        options: passed on to Temporal's ``Worker`` (``max_concurrent_activities``, ...;
-            ``workflow_runner`` replaces the default: Temporal's sandbox with kova's modules
-            passed through).
+        options: passed on to Temporal's ``Worker`` (``max_concurrent_activities``, ...).
+            :class:`AgentWorkflow` runs outside Temporal's sandbox (its runner is the
+            ``unsandboxed_workflow_runner``).
 
     Raises:
         TypeError: ``agents`` is not a mapping of names to builders or agents.
@@ -150,12 +149,6 @@ def worker(
     if mcp is not None and not isinstance(mcp, Mapping):
         raise TypeError(f"mcp must be a mapping of prefixes to transports, got {mcp!r}")
     host = _Host(dict(agents), dict(mcp or {}), deps)
-    if "workflow_runner" not in options:
-        # kova's modules are passed through: the workflow's code is deterministic by
-        # construction (the turn core does no I/O), and re-importing kova in every
-        # sandbox would cost more than the rest of a workflow task.
-        restrictions = SandboxRestrictions.default.with_passthrough_modules("kova")
-        options["workflow_runner"] = SandboxedWorkflowRunner(restrictions=restrictions)
     return _KovaWorker(
         host,
         client,

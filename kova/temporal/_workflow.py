@@ -10,8 +10,11 @@ decides by itself runs here too: the agent's context policy (a summary is an act
 the answers to ``search_tools``. The agent's guards are checked in activities, their
 decisions recorded in the turn (a replay reads them from the history and runs none again).
 
-This module runs inside Temporal's workflow sandbox: it imports only temporalio, the standard
-library and kova's pure modules (passed through, see ``_worker``), never trio or httpx2
+The workflow runs outside Temporal's sandbox (``sandboxed=False``; it is deterministic by
+construction), on whatever runner a worker or ``Replayer`` has: a sandbox imports kova a
+second time, and a value made by one copy (a block, an error the turn core raised) is no
+instance of the other copy's class, so a replay there failed. This module imports only
+temporalio, the standard library and kova's pure modules, never trio or httpx2
 (``tests/test_layers.py`` checks it).
 """
 
@@ -27,7 +30,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.workflow import ActivityCancellationType
 
-with workflow.unsafe.imports_passed_through():
+with workflow.unsafe.imports_passed_through():  # for a sandboxed workflow importing this
     from .._errors import (
         ApprovalMismatchError,
         ContextOverflow,
@@ -105,7 +108,7 @@ def _failure(exc: KovaError) -> ApplicationError:
     return ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True)
 
 
-@workflow.defn(name="kova.AgentWorkflow")
+@workflow.defn(name="kova.AgentWorkflow", sandboxed=False)
 class AgentWorkflow:
     """One turn of an agent served by :func:`kova.temporal.worker`: history in (kova's
     Message JSON), the finished :class:`~kova.agent.Turn` out (its JSON; the client makes it

@@ -33,7 +33,6 @@ def test_a_temporal_turn_counts_each_calls_cost_once_also_in_a_replay(
     temporal_address: str,
 ) -> None:
     from temporalio.worker import Replayer
-    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
     def script(request: ScriptRequest) -> Any:
         if request.messages[-1].role.value == "tool":
@@ -64,10 +63,7 @@ def test_a_temporal_turn_counts_each_calls_cost_once_also_in_a_replay(
                 )
                 response = await kova.temporal.response(handle)
                 finished = Turn.from_json(await handle.result())
-            runner = SandboxedWorkflowRunner(
-                restrictions=SandboxRestrictions.default.with_passthrough_modules("kova")
-            )
-            replayer = Replayer(workflows=[kova.temporal.AgentWorkflow], workflow_runner=runner)
+            replayer = Replayer(workflows=[kova.temporal.AgentWorkflow])  # Temporal's defaults
             await replayer.replay_workflow(await handle.fetch_history())
             return response, finished
 

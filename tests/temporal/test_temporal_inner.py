@@ -103,7 +103,6 @@ def on_temporal(temporal_address: str, base_url: str, inner_name: str | None, **
     """The same turn on Temporal (live events on): (response or TurnFailedError, events,
     the worker agent's and the researcher's telemetry, the replayed history's outcome)."""
     from temporalio.worker import Replayer
-    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
     writer = agents(base_url, inner_name, **limits)
     researcher = next(iter(writer.config.registry)).agent  # type: ignore[attr-defined]
@@ -128,10 +127,8 @@ def on_temporal(temporal_address: str, base_url: str, inner_name: str | None, **
             except kova.temporal.TurnFailedError as exc:
                 outcome = exc
             events = [event async for event in kova.temporal.events(handle)]
-        runner = SandboxedWorkflowRunner(
-            restrictions=SandboxRestrictions.default.with_passthrough_modules("kova")
-        )
-        replayer = Replayer(workflows=[kova.temporal.AgentWorkflow], workflow_runner=runner)
+        # Temporal's default Replayer (a turn failed by a kova error replays as failed).
+        replayer = Replayer(workflows=[kova.temporal.AgentWorkflow])
         replayed = await replayer.replay_workflow(
             await handle.fetch_history(), raise_on_replay_failure=False
         )

@@ -531,7 +531,6 @@ def test_a_changed_mcp_tool_list_reaches_the_model_on_its_next_step(
     offered the new list, and a call of the removed tool is answered in-band. The tools the
     workflow offered are in its history: replaying it gives the same turn."""
     from temporalio.worker import Replayer
-    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
     offered: list[set[str]] = []
 
@@ -558,10 +557,7 @@ def test_a_changed_mcp_tool_list_reaches_the_model_on_its_next_step(
                 )
                 response = await kova.temporal.response(handle)
                 finished = Turn.from_json(await handle.result())
-            runner = SandboxedWorkflowRunner(
-                restrictions=SandboxRestrictions.default.with_passthrough_modules("kova")
-            )
-            replayer = Replayer(workflows=[kova.temporal.AgentWorkflow], workflow_runner=runner)
+            replayer = Replayer(workflows=[kova.temporal.AgentWorkflow])  # Temporal's defaults
             await replayer.replay_workflow(await handle.fetch_history())
             return response, finished
 
