@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 from temporalio.client import Client
+from temporalio.worker import Replayer
 from tied_process import tied_executable as tied_executable  # for the Temporal tests
 from tied_process import tied_popen
 
+import kova.temporal
 from kova.agent import AgentBuilder, RetryConfig
 from kova.providers.openai import OpenAiCompatibleProvider, OpenAiConfig
 from kova.testing import ScriptLike, open_openai_server
@@ -157,3 +159,10 @@ def unique(prefix: str) -> str:
 
 def run(main: Callable[[], Any]) -> Any:
     return asyncio.run(main())
+
+
+async def replays(client: Client, workflow_id: str) -> None:
+    """The workflow's history replays with Temporal's default ``Replayer`` (what a user
+    writes): the same commands and the same outcome, or the Replayer raises."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    await Replayer(workflows=[kova.temporal.AgentWorkflow]).replay_workflow(history)

@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from temporal_helpers import builder, fake_openai, run, unique
+from temporal_helpers import builder, fake_openai, replays, run, unique
 from temporalio.testing import WorkflowEnvironment
 
 import kova
@@ -73,7 +73,9 @@ def test_an_approval_waits_days_then_the_turn_resumes(test_server: str) -> None:
         with pytest.raises(ApprovalMismatchError):  # undecided: refused, nothing changes
             await kova.temporal.decide(handle, pending)
         await kova.temporal.decide(handle, pending.approve(pending.calls[0].id))
-        return pending, await kova.temporal.response(handle)
+        response = await kova.temporal.response(handle)
+        await replays(env.client, handle.id)  # the wait and the decision are in its history
+        return pending, response
 
     async def main() -> Any:
         async with await WorkflowEnvironment.start_time_skipping(

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import trio
-from temporal_helpers import builder, fake_openai, fake_server, run, unique
+from temporal_helpers import builder, fake_openai, fake_server, replays, run, unique
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
@@ -243,6 +243,7 @@ def test_guard_trips_end_a_temporal_turn_with_guardrail_tripped(temporal_address
                 "teller": builder(url, lookup).guards(InputGuard(off_topic)),
                 "keeper": builder(url).guards(OutputGuard(no_secrets, every_chars=5)),
             }
+            teller = unique("turn")
             async with kova.temporal.worker(client, task_queue=queue, agents=agents):
                 began = time.monotonic()
                 with pytest.raises(GuardrailTripped) as first:
@@ -251,7 +252,7 @@ def test_guard_trips_end_a_temporal_turn_with_guardrail_tripped(temporal_address
                         agent="teller",
                         history="Tell me a story",
                         task_queue=queue,
-                        id=unique("turn"),
+                        id=teller,
                     )
                 took = time.monotonic() - began
                 handle = await kova.temporal.start_turn(
@@ -269,6 +270,8 @@ def test_guard_trips_end_a_temporal_turn_with_guardrail_tripped(temporal_address
                 assert [(event.kind, event.guard) for event in seen if event.guard] == [
                     ("guard_tripped", "no_secrets")
                 ]
+            for turn in (teller, handle.id):  # failed turns replay as failed
+                await replays(client, turn)
             return first.value, took, second.value, shown
 
         first, took, second, shown = run(main)
@@ -308,10 +311,13 @@ def test_a_context_overflow_is_compacted_in_the_workflow_and_sent_again(
             queue = unique("overflow")
             # The window is large: only the provider knows the prompt is over it.
             agent = builder(url, lookup).context(ClearToolResults(keep_last=1), window=1_000_000)
+            turn = unique("turn")
             async with kova.temporal.worker(client, task_queue=queue, agents={"reader": agent}):
-                return await kova.temporal.run_turn(
-                    client, agent="reader", history=history, task_queue=queue, id=unique("turn")
+                response = await kova.temporal.run_turn(
+                    client, agent="reader", history=history, task_queue=queue, id=turn
                 )
+            await replays(client, turn)  # the compaction is in its history
+            return response
 
         response = run(main)
     assert response.text == "done"

@@ -17,7 +17,7 @@ from typing import Any
 import pydantic
 import pytest
 import trio
-from temporal_helpers import builder, fake_openai, run, unique
+from temporal_helpers import builder, fake_openai, replays, run, unique
 from temporalio.client import Client
 
 import kova
@@ -321,13 +321,14 @@ def test_run_structured_as_one_workflow_re_asks_while_invalid(temporal_address: 
     with fake_openai(script) as base_url:
 
         async def body(client: Client, queue: str) -> Any:
+            turns = unique("turn"), unique("turn")
             value, response = await kova.temporal.run_structured(
                 client,
                 agent="a",
                 history="route T-1",
                 output=Route,
                 task_queue=queue,
-                id=unique("turn"),
+                id=turns[0],
             )
             with pytest.raises(kova.errors.StructuredOutputError) as caught:
                 await kova.temporal.run_structured(
@@ -337,8 +338,10 @@ def test_run_structured_as_one_workflow_re_asks_while_invalid(temporal_address: 
                     output=Route,
                     output_retries=1,
                     task_queue=queue,
-                    id=unique("turn"),
+                    id=turns[1],
                 )
+            for turn in turns:  # the re-asks are in their histories
+                await replays(client, turn)
             with pytest.raises(TypeError, match="output"):
                 await kova.temporal.run_structured(
                     client, agent="a", history="x", output=42, task_queue=queue, id="x"
