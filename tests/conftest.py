@@ -208,6 +208,33 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 _HARD_STOP_FILE: Any = None
 
 
+# --- Reports carry any text to pytest-xdist's controller ----------------------------------------
+#
+# `python3 dev.py test` runs the suite on pytest-xdist workers, which send each test's report
+# (its captured output and logs, its failure) to the controller as UTF-8. Tests of hostile
+# input print and log lone surrogates ("\ud800", which no UTF-8 encodes): sent as they are,
+# the worker crashed and the whole run stopped. Such characters travel escaped ("\\ud800").
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_report_to_serializable(config: pytest.Config, report: Any) -> Any:
+    return _utf8_safe((yield))
+
+
+def _utf8_safe(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode()
+        return value
+    if isinstance(value, dict):
+        return {_utf8_safe(key): _utf8_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_utf8_safe(item) for item in value)
+    return value
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     global _HARD_STOP_FILE
     if _HARD_STOP_FILE is not None and _HARD_STOP_FILE is not sys.__stderr__:
