@@ -326,6 +326,69 @@ async def test_cancelling_a_sync_tool_can_abandon_the_thread() -> None:
     release.set()
 
 
+async def test_sync_tools_take_their_threads_from_the_runs_thread_limit() -> None:
+    limiter = trio.to_thread.current_default_thread_limiter()
+    limiter.total_tokens = 1
+    started, release = threading.Event(), threading.Event()
+    events: list[str] = []
+
+    @tool
+    def first() -> str:
+        events.append("first started")
+        started.set()
+        release.wait(timeout=10)
+        return "first"
+
+    @tool
+    def second() -> str:
+        events.append("second started")
+        return "second"
+
+    with trio.fail_after(10):  # a guard only
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(first.execute, {})
+            # Waited for in a thread of its own limiter (the default one's only thread is busy).
+            await trio.to_thread.run_sync(started.wait, 10, limiter=trio.CapacityLimiter(1))
+            nursery.start_soon(second.execute, {})
+            await trio.testing.wait_all_tasks_blocked()
+            assert events == ["first started"]  # the one thread is taken: second waits
+            assert limiter.borrowed_tokens == 1
+            release.set()
+    assert events == ["first started", "second started"]
+    assert limiter.borrowed_tokens == 0
+
+
+async def test_a_sync_tool_cancelled_while_waiting_for_a_thread_never_runs() -> None:
+    limiter = trio.to_thread.current_default_thread_limiter()
+    limiter.total_tokens = 1
+    holder = object()
+    await limiter.acquire_on_behalf_of(holder)  # every thread taken
+    ran: list[bool] = []
+
+    @tool
+    def work() -> str:
+        ran.append(True)
+        return "done"
+
+    scope = trio.CancelScope()
+
+    async def run() -> None:
+        with scope:
+            await work.execute({})
+
+    with trio.fail_after(10):  # a guard only
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run)
+            await trio.testing.wait_all_tasks_blocked()  # waiting for a thread
+            scope.cancel()
+    assert scope.cancelled_caught
+    assert ran == []
+    assert limiter.borrowed_tokens == 1
+    limiter.release_on_behalf_of(holder)
+    assert await work.execute({}) == ToolResult(content="done")
+    assert ran == [True]
+
+
 def test_schema_is_valid_json() -> None:
     json.dumps(add.parameters)
 
