@@ -31,10 +31,13 @@ read".
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar
 
 from .._errors import InvalidResponse
+from .._models import StopKind, StopReason, Thinking
 from .._record import Record, set_field
 from .._secret import SecretHeaders
 from ._base import heuristic_count_tokens
@@ -46,6 +49,7 @@ if TYPE_CHECKING:
     from .._errors import KovaError
     from .._models import (
         ChatRequest,
+        ContentBlock,
         Image,
         JSONValue,
         ModelInfo,
@@ -58,14 +62,19 @@ if TYPE_CHECKING:
 __all__ = [
     "Codec",
     "CodecBase",
+    "MESSAGES_STOP_REASONS",
     "ModelPage",
     "StreamDecoder",
     "WireRequest",
+    "bad_shape",
+    "call_id",
     "expect_list",
     "expect_object",
     "expect_str",
     "function_tools",
     "inline_image",
+    "known_stop",
+    "split_thinking",
 ]
 
 FrameT = TypeVar("FrameT")
@@ -279,3 +288,71 @@ def optional_str(value: object) -> str | None:
     """An informational wire string (a response's ``model`` or ``id``): ``None`` when it is
     missing, empty or not a string, which is never worth failing an answer over."""
     return value if isinstance(value, str) and value else None
+
+
+def bad_shape(what: str, value: object, *, provider: str) -> InvalidResponse:
+    """What a stream decoder keeps as its error when ``what`` (a chunk, a field of one) came
+    as a value of another JSON type than the format has there."""
+    return InvalidResponse(
+        f"the stream sent {what} of an unexpected type ({type(value).__name__})",
+        provider=provider,
+    )
+
+
+def call_id(name: str, arguments: JSONValue, position: int, salt: str = "") -> str:
+    """A stable id for a tool call the model sent without one (Gemini's may come without,
+    Ollama's always do): the same call in the same place of the same answer gets the same id,
+    so a replayed response matches its results. ``salt`` tells answers apart (Gemini's
+    ``responseId``, Ollama's ``created_at``), so the same call made in two steps of a loop
+    gets two ids."""
+    key: list[JSONValue] = [name, arguments, position]
+    if salt:
+        key.append(salt)
+    digest = hashlib.sha256(
+        json.dumps(key, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+    return f"call_{digest[:16]}"
+
+
+MESSAGES_STOP_REASONS: Mapping[str, StopReason] = {
+    "end_turn": StopReason.END_TURN,
+    "tool_use": StopReason.TOOL_USE,
+    "max_tokens": StopReason.MAX_TOKENS,
+    "stop_sequence": StopReason.STOP_SEQUENCE,
+    # The context window filled up: the same remedy as max_tokens, raw value kept.
+    "model_context_window_exceeded": StopReason(
+        kind=StopKind.MAX_TOKENS, raw="model_context_window_exceeded"
+    ),
+}
+"""The stop reasons of Anthropic's Messages API that kova knows, which Bedrock's Converse API
+sends by the same names."""
+
+
+def known_stop(raw: str | None, known: Mapping[str, StopReason]) -> StopReason:
+    """``raw`` as the stop reason ``known`` maps it to; a value it does not know becomes
+    ``UNKNOWN`` with the raw value kept (``""`` for none), so the agent loop stops and the
+    host can see why."""
+    if raw is None:
+        return StopReason.unknown("")
+    stop = known.get(raw)
+    return stop if stop is not None else StopReason.unknown(raw)
+
+
+def split_thinking(
+    blocks: Iterable[ContentBlock | None],
+) -> tuple[tuple[ContentBlock, ...], str | None]:
+    """A whole answer's decoded blocks (``None``: a block kova does not model) as what the
+    history keeps and the display thinking: every :class:`~kova.Thinking`'s text joins the
+    display text, and an unsigned one is display text only, never history."""
+    content: list[ContentBlock] = []
+    thinking: list[str] = []
+    for block in blocks:
+        if block is None:
+            continue
+        if isinstance(block, Thinking):
+            if block.text:
+                thinking.append(block.text)
+            if block.signature is None:
+                continue
+        content.append(block)
+    return tuple(content), "".join(thinking) or None

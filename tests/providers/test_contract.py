@@ -18,16 +18,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kova import InvalidResponse, ProviderError, ProviderErrorClass
+from kova.providers._sse import SseEvent
 from kova.providers.anthropic import AnthropicConfig
 from kova.providers.anthropic._codec import AnthropicCodec
 from kova.providers.gemini import GeminiConfig
 from kova.providers.gemini._codec import GeminiCodec
+from kova.providers.gemini._stream import GeminiStreamDecoder
 from kova.providers.ollama import OllamaConfig
 from kova.providers.ollama._codec import OllamaCodec
+from kova.providers.ollama._stream import OllamaStreamDecoder
 from kova.providers.openai import OpenAiConfig
 from kova.providers.openai._codec import OpenAiCodec
 from kova.providers.openai._responses import OpenAiResponsesCodec
 from kova.providers.openai._responses_config import OpenAiResponsesConfig
+from kova.providers.openai._responses_stream import ResponsesStreamDecoder
+from kova.providers.openai._stream import OpenAiStreamDecoder
 
 from ._contract import check_types, split
 from ._contract import run as run_stream
@@ -290,7 +295,26 @@ def test_malformed_and_mistyped_frames_are_invalid_responses(case: Case) -> None
             body = "".join(frames[:position]) + bad + "".join(frames[position:])
             events, failure = run(case, [body.encode()])
             assert isinstance(failure, InvalidResponse), (bad, position, failure)
+            assert failure.provider == case.codec.name, (bad, failure.provider)
             check_types(events)
+
+
+@pytest.mark.parametrize(
+    ("decoder", "frame", "provider"),
+    [
+        (OpenAiStreamDecoder(), SseEvent(data="[1]"), "openai"),
+        (ResponsesStreamDecoder(endpoint="responses"), SseEvent(data="[1]"), "openai-responses"),
+        (GeminiStreamDecoder(), SseEvent(data="[1]"), "gemini"),
+        (OllamaStreamDecoder(), "[1]", "ollama"),
+    ],
+)
+def test_a_decoder_names_its_provider_and_the_mistyped_part(
+    decoder: Any, frame: object, provider: str
+) -> None:
+    assert decoder.feed([frame]) == []
+    assert isinstance(decoder.error, InvalidResponse)
+    assert decoder.error.provider == provider
+    assert "of an unexpected type (list)" in str(decoder.error)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)

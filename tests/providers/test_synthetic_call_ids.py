@@ -6,6 +6,7 @@ import pytest
 
 from kova import Message, ToolUse
 from kova.agent import AgentBuilder, TurnCompleted
+from kova.providers._codec import call_id
 from kova.providers.gemini import GeminiConfig, GeminiProvider
 from kova.providers.ollama import OllamaConfig, OllamaProvider
 from kova.testing import (
@@ -45,3 +46,19 @@ async def test_the_same_streamed_call_in_two_answers_gets_two_ids(name: str) -> 
     ids = [b.id for m in messages for b in m.content if isinstance(b, ToolUse)]
     assert len(ids) == 2
     assert ids[0] != ids[1]
+
+
+def test_a_made_call_id_is_stable_and_tells_name_arguments_place_and_answer_apart() -> None:
+    made = call_id("get_time", {"zone": "UTC"}, 0, "answer-1")
+    assert made == call_id("get_time", {"zone": "UTC"}, 0, "answer-1")
+    others = {
+        call_id("get_date", {"zone": "UTC"}, 0, "answer-1"),
+        call_id("get_time", {"zone": "CET"}, 0, "answer-1"),
+        call_id("get_time", {"zone": "UTC"}, 1, "answer-1"),
+        call_id("get_time", {"zone": "UTC"}, 0, "answer-2"),
+        call_id("get_time", {"zone": "UTC"}, 0),
+    }
+    assert made not in others
+    assert len(others) == 5
+    assert made.startswith("call_")
+    assert len(made) == len("call_") + 16

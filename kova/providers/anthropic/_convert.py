@@ -26,7 +26,6 @@ from ..._models import (
     ModelResponse,
     RedactedThinking,
     Role,
-    StopKind,
     StopReason,
     Text,
     Thinking,
@@ -37,7 +36,7 @@ from ..._models import (
 )
 from ..._secret import SecretHeaders
 from ..._tool_index import SEARCH_TOOLS
-from .._codec import optional_str
+from .._codec import MESSAGES_STOP_REASONS, known_stop, optional_str, split_thinking
 from .._media import MB, check_inline_total, document_text, refuse
 
 if TYPE_CHECKING:
@@ -66,17 +65,6 @@ __all__ = [
 ]
 
 PROVIDER = "anthropic"
-
-_STOP_REASONS: dict[str, StopReason] = {
-    "end_turn": StopReason.END_TURN,
-    "tool_use": StopReason.TOOL_USE,
-    "max_tokens": StopReason.MAX_TOKENS,
-    "stop_sequence": StopReason.STOP_SEQUENCE,
-    # The context window filled up: the same remedy as max_tokens, raw value kept.
-    "model_context_window_exceeded": StopReason(
-        kind=StopKind.MAX_TOKENS, raw="model_context_window_exceeded"
-    ),
-}
 
 
 def _invalid(message: str) -> InvalidResponse:
@@ -478,10 +466,7 @@ def decode_stop_reason(raw: str | None) -> StopReason:
     ``pause_turn``, ``refusal`` and any value kova does not know become ``UNKNOWN`` with the
     raw value kept, so the agent loop stops and the host can see why.
     """
-    if raw is None:
-        return StopReason.unknown("")
-    known = _STOP_REASONS.get(raw)
-    return known if known is not None else StopReason.unknown(raw)
+    return known_stop(raw, MESSAGES_STOP_REASONS)
 
 
 def _int(data: Mapping[str, object], key: str) -> int:
@@ -576,25 +561,14 @@ def decode_response(data: object) -> ModelResponse:
     """
     if not isinstance(data, dict) or not isinstance(data.get("content"), list):
         raise _invalid("the response is not a Messages API message (no content list)")
-    content: list[ContentBlock] = []
-    thinking: list[str] = []
-    for raw in data["content"]:
-        block = decode_content_block(raw)
-        if block is None:
-            continue
-        if isinstance(block, Thinking):
-            if block.text:
-                thinking.append(block.text)
-            if block.signature is None:
-                continue  # unsigned thinking is display text only, never history
-        content.append(block)
+    content, thinking = split_thinking(decode_content_block(raw) for raw in data["content"])
     usage = data.get("usage")
     stop = data.get("stop_reason")
     return ModelResponse(
-        content=tuple(content),
+        content=content,
         stop_reason=decode_stop_reason(stop if isinstance(stop, str) else None),
         usage=decode_usage(usage) if isinstance(usage, dict) else None,
-        thinking="".join(thinking) or None,
+        thinking=thinking,
         model=optional_str(data.get("model")),
         id=optional_str(data.get("id")),
     )

@@ -31,7 +31,6 @@ from ..._models import (
     ModelResponse,
     RedactedThinking,
     Role,
-    StopKind,
     StopReason,
     Text,
     Thinking,
@@ -40,6 +39,7 @@ from ..._models import (
     ToolUse,
     Usage,
 )
+from .._codec import MESSAGES_STOP_REASONS, known_stop, split_thinking
 from .._http import ErrorDetails
 from .._media import MB, check_size, refuse
 
@@ -64,17 +64,6 @@ __all__ = [
 ]
 
 PROVIDER = "bedrock"
-
-_STOP_REASONS: dict[str, StopReason] = {
-    "end_turn": StopReason.END_TURN,
-    "tool_use": StopReason.TOOL_USE,
-    "max_tokens": StopReason.MAX_TOKENS,
-    "stop_sequence": StopReason.STOP_SEQUENCE,
-    # The context window filled up: the same remedy as max_tokens, raw value kept.
-    "model_context_window_exceeded": StopReason(
-        kind=StopKind.MAX_TOKENS, raw="model_context_window_exceeded"
-    ),
-}
 
 _IMAGE_FORMATS = {
     "image/png": "png",
@@ -522,10 +511,7 @@ def decode_stop_reason(raw: str | None) -> StopReason:
     ``malformed_tool_use`` and values kova does not know become ``UNKNOWN`` with the raw value
     kept, so the agent loop stops and the host can see why.
     """
-    if raw is None:
-        return StopReason.unknown("")
-    known = _STOP_REASONS.get(raw)
-    return known if known is not None else StopReason.unknown(raw)
+    return known_stop(raw, MESSAGES_STOP_REASONS)
 
 
 def _int(data: Mapping[str, object], key: str) -> int:
@@ -632,25 +618,14 @@ def decode_response(data: object) -> ModelResponse:
     content_list = message.get("content") if isinstance(message, Mapping) else None
     if not isinstance(content_list, list):
         raise _invalid("the response is not a Converse response (no output.message.content)")
-    content: list[ContentBlock] = []
-    thinking: list[str] = []
-    for raw in content_list:
-        block = decode_content_block(raw)
-        if block is None:
-            continue
-        if isinstance(block, Thinking):
-            if block.text:
-                thinking.append(block.text)
-            if block.signature is None:
-                continue  # unsigned reasoning is display text only, never history
-        content.append(block)
+    content, thinking = split_thinking(decode_content_block(raw) for raw in content_list)
     usage = data.get("usage")
     stop = data.get("stopReason")
     return ModelResponse(
-        content=tuple(content),
+        content=content,
         stop_reason=decode_stop_reason(stop if isinstance(stop, str) else None),
         usage=decode_usage(usage) if isinstance(usage, Mapping) else None,
-        thinking="".join(thinking) or None,
+        thinking=thinking,
     )
 
 

@@ -23,7 +23,6 @@ History rules:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import mimetypes
 import re
@@ -51,7 +50,7 @@ from ..._models import (
     Usage,
 )
 from .._classify import provider_error
-from .._codec import inline_image, optional_str
+from .._codec import call_id, inline_image, optional_str
 from .._http import ErrorDetails
 from .._media import MB, check_inline_total, check_size, refuse
 from ._schema import sanitize_schema
@@ -68,7 +67,6 @@ __all__ = [
     "PROVIDER",
     "SYNTHETIC_ID_KEY",
     "THOUGHT_SIGNATURE_KEY",
-    "call_id",
     "decode_count_tokens",
     "decode_model_page",
     "decode_response",
@@ -79,6 +77,7 @@ __all__ = [
     "encode_tools",
     "error_details",
     "finish_reason_to_stop",
+    "function_call_part",
     "model_id",
     "model_path",
     "parse_retry_delay",
@@ -204,7 +203,8 @@ def _audio_part(audio: Audio, *, model: bool = False) -> dict[str, JSONValue] | 
     return _media_part(media_type, audio.data, audio.url)
 
 
-def _function_call_part(block: ToolUse) -> dict[str, JSONValue]:
+def function_call_part(block: ToolUse) -> dict[str, JSONValue]:
+    """A ``functionCall`` part (a kova-made id is not sent; a thought signature is)."""
     metadata = block.provider_metadata or {}
     call: dict[str, JSONValue] = {}
     if not metadata.get(SYNTHETIC_ID_KEY):
@@ -268,7 +268,7 @@ def _parts(
                 parts.append(_media_part(media_type, None, file_id))
             case ToolUse():
                 calls[block.id] = block
-                parts.append(_function_call_part(block))
+                parts.append(function_call_part(block))
             case ToolResult():
                 results.extend(_function_response_parts(block, calls))
             case Thinking(text=text, provider_metadata=metadata):
@@ -449,20 +449,6 @@ def _audio(details: object) -> int:
         for item in details
         if isinstance(item, dict) and item.get("modality") == "AUDIO"
     )
-
-
-def call_id(name: str, args: JSONValue, position: int, salt: str = "") -> str:
-    """A stable id for a call the model sent without one: the same call in the same place of
-    the same answer gets the same id, so a replayed response matches its results. ``salt``
-    tells answers apart (their ``responseId``), so the same call made in two steps of a loop
-    gets two ids."""
-    key: list[JSONValue] = [name, args, position]
-    if salt:
-        key.append(salt)
-    digest = hashlib.sha256(
-        json.dumps(key, sort_keys=True, separators=(",", ":")).encode()
-    ).hexdigest()
-    return f"call_{digest[:16]}"
 
 
 def tool_use_of(part: Mapping[str, object], position: int, *, salt: str = "") -> ToolUse:

@@ -25,6 +25,7 @@ candidates) stops with ``unknown("blocked:<reason>")``.
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ..._errors import InvalidResponse, KovaError, StreamError
@@ -43,7 +44,7 @@ from ..._models import (
     UsageEvent,
     text_delta,
 )
-from .._codec import optional_str
+from .._codec import bad_shape, optional_str
 from .._json import parse_json
 from ._convert import (
     PROVIDER,
@@ -249,8 +250,4 @@ class GeminiStreamDecoder:
         return out
 
 
-def _bad_shape(what: str, value: object) -> InvalidResponse:
-    return InvalidResponse(
-        f"the stream sent {what} of an unexpected type ({type(value).__name__})",
-        provider=PROVIDER,
-    )
+_bad_shape = partial(bad_shape, provider=PROVIDER)

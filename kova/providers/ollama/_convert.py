@@ -13,7 +13,6 @@ No I/O and no clock. History rules:
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import TYPE_CHECKING, assert_never
 
@@ -37,7 +36,7 @@ from ..._models import (
     Usage,
 )
 from .._classify import provider_error
-from .._codec import function_tools, inline_image, optional_str
+from .._codec import call_id, function_tools, inline_image, optional_str
 from .._media import refuse
 
 if TYPE_CHECKING:
@@ -212,19 +211,6 @@ def decode_usage(body: Mapping[str, object]) -> Usage:
         input_tokens=_int(body.get("prompt_eval_count")),
         output_tokens=_int(body.get("eval_count")),
     )
-
-
-def call_id(name: str, arguments: JSONValue, position: int, salt: str = "") -> str:
-    """The stable id kova gives a call: the same call in the same place of the same answer
-    gets the same id. ``salt`` is what tells answers apart (their ``created_at``), so the
-    same call made in two steps of a loop gets two ids."""
-    key: list[JSONValue] = [name, arguments, position]
-    if salt:
-        key.append(salt)
-    digest = hashlib.sha256(
-        json.dumps(key, sort_keys=True, separators=(",", ":")).encode()
-    ).hexdigest()
-    return f"call_{digest[:16]}"
 
 
 def tool_use_of(call: object, position: int, *, salt: str = "") -> ToolUse:

@@ -20,6 +20,7 @@ A body that ends without a ``done: true`` line sets :class:`~kova.StreamError` i
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ..._errors import InvalidResponse, KovaError, StreamError
@@ -34,7 +35,7 @@ from ..._models import (
     text_delta,
 )
 from .._classify import provider_error
-from .._codec import optional_str
+from .._codec import bad_shape, optional_str
 from .._json import parse_json
 from ._convert import PROVIDER, decode_usage, done_reason_to_stop, error_of, tool_use_of
 
@@ -139,8 +140,4 @@ class OllamaStreamDecoder:
         return []
 
 
-def _bad_shape(what: str, value: object) -> InvalidResponse:
-    return InvalidResponse(
-        f"the stream sent {what} of an unexpected type ({type(value).__name__})",
-        provider=PROVIDER,
-    )
+_bad_shape = partial(bad_shape, provider=PROVIDER)

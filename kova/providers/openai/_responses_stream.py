@@ -31,6 +31,7 @@ or has the wrong shape, or a delta for an item that was never added, sets
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ..._errors import InvalidResponse, KovaError, StreamError
@@ -47,7 +48,7 @@ from ..._models import (
     UsageEvent,
     text_delta,
 )
-from .._codec import optional_str
+from .._codec import bad_shape, optional_str
 from .._json import parse_json
 from ._convert import canonical_arguments, encode_arguments
 from ._responses_convert import (
@@ -336,8 +337,4 @@ def _emit_blocks(content: Sequence[object], thinking: str | None, out: list[Stre
             out.append(ToolUseEnd(index=index, provider_metadata=block.provider_metadata))
 
 
-def _bad_shape(what: str, value: object) -> InvalidResponse:
-    return InvalidResponse(
-        f"the stream sent {what} of an unexpected type ({type(value).__name__})",
-        provider=PROVIDER,
-    )
+_bad_shape = partial(bad_shape, provider=PROVIDER)

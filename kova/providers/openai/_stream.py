@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import base64
 import json
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ..._errors import InvalidResponse, KovaError, StreamError
@@ -55,7 +56,7 @@ from ..._models import (
     text_delta,
 )
 from .._classify import ERROR_TYPES, provider_error
-from .._codec import optional_str
+from .._codec import bad_shape, optional_str
 from .._json import parse_json
 from ._convert import PROVIDER, canonical_arguments, decode_usage, finish_reason_to_stop
 
@@ -284,11 +285,7 @@ class OpenAiStreamDecoder:
         return events
 
 
-def _bad_shape(what: str, value: object) -> InvalidResponse:
-    return InvalidResponse(
-        f"the stream sent {what} of an unexpected type ({type(value).__name__})",
-        provider=PROVIDER,
-    )
+_bad_shape = partial(bad_shape, provider=PROVIDER)
 
 
 def _stream_error(error: object) -> KovaError:

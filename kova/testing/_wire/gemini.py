@@ -27,7 +27,8 @@ from ..._models import (
     Usage,
 )
 from ..._record import Record
-from ...providers.gemini._convert import SYNTHETIC_ID_KEY, THOUGHT_SIGNATURE_KEY, call_id
+from ...providers._codec import call_id
+from ...providers.gemini._convert import SYNTHETIC_ID_KEY, THOUGHT_SIGNATURE_KEY, function_call_part
 from ._media import media_block
 
 __all__ = [
@@ -285,21 +286,6 @@ def usage_json(usage: Usage) -> dict[str, JSONValue]:
     if usage.cache_read_tokens:
         body["cachedContentTokenCount"] = usage.cache_read_tokens
     return body
-
-
-def function_call_part(call: ToolUse) -> dict[str, JSONValue]:
-    """A ``functionCall`` part as the model sends it (a kova-made id is not sent)."""
-    metadata = call.provider_metadata or {}
-    function: dict[str, JSONValue] = {}
-    if not metadata.get(SYNTHETIC_ID_KEY):
-        function["id"] = call.id
-    function["name"] = call.name
-    function["args"] = call.input
-    part: dict[str, JSONValue] = {"functionCall": function}
-    signature = metadata.get(THOUGHT_SIGNATURE_KEY)
-    if isinstance(signature, str):
-        part["thoughtSignature"] = signature
-    return part
 
 
 def text_part(text: str, metadata: Mapping[str, JSONValue] | None) -> dict[str, JSONValue] | None:

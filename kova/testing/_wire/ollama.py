@@ -24,7 +24,7 @@ from ..._models import (
     Usage,
 )
 from ..._record import Record
-from ...providers.ollama._convert import call_id
+from ...providers._codec import call_id
 
 __all__ = [
     "CREATED_AT",
