@@ -128,6 +128,21 @@ def _status(stop_reason: StopReason) -> tuple[str, JSONValue]:
             return "completed", None
 
 
+def _finished(
+    shell: Mapping[str, JSONValue], stop_reason: StopReason, output: JSONValue, usage: Usage | None
+) -> dict[str, JSONValue]:
+    """The ``response`` object of an answer that ended (whole, or a stream's last event)."""
+    status, incomplete = _status(stop_reason)
+    return {
+        **shell,
+        "status": status,
+        "completed_at": _CREATED + 1 if status == "completed" else None,
+        "incomplete_details": incomplete,
+        "output": output,
+        "usage": usage_json(usage) if usage is not None else None,
+    }
+
+
 def _error(
     status: int,
     message: str,
@@ -398,17 +413,8 @@ class FakeResponsesServer(FakeServer):
             )
         if not decoded.stream:
             response = reply.response if isinstance(reply, StreamReply) else reply
-            status, incomplete = _status(response.stop_reason)
-            return json_response(
-                {
-                    **shell,
-                    "status": status,
-                    "completed_at": _CREATED + 1 if status == "completed" else None,
-                    "incomplete_details": incomplete,
-                    "output": output_items(response, items),
-                    "usage": usage_json(response.usage) if response.usage is not None else None,
-                }
-            )
+            output = output_items(response, items)
+            return json_response(_finished(shell, response.stop_reason, output, response.usage))
         return scripted_stream(
             reply,
             _EventEncoder(shell, items, self.stream_error_shape),
@@ -686,16 +692,8 @@ class _EventEncoder:
         out = self._close()
         for index in list(self._calls):
             out += self._end_call(index)
-        status, incomplete = _status(self._stop)
-        final = {
-            **self._shell,
-            "status": status,
-            "completed_at": _CREATED + 1 if status == "completed" else None,
-            "incomplete_details": incomplete,
-            "output": self._done_output(),
-            "usage": usage_json(self._usage) if self._usage is not None else None,
-        }
-        kind = "response.completed" if status == "completed" else "response.incomplete"
+        final = _finished(self._shell, self._stop, self._done_output(), self._usage)
+        kind = "response.completed" if final["status"] == "completed" else "response.incomplete"
         return out + self._event(kind, response=final)
 
 

@@ -20,7 +20,6 @@ from ..._models import (
     RedactedThinking,
     ResponseFormat,
     Role,
-    StopKind,
     StopReason,
     Text,
     Thinking,
@@ -29,6 +28,7 @@ from ..._models import (
     ToolUse,
     Usage,
 )
+from ...providers._codec import MESSAGES_STOP_REASONS
 from ...providers.anthropic._convert import compaction_block, compaction_text
 
 __all__ = [
@@ -40,16 +40,12 @@ __all__ = [
     "usage_json",
 ]
 
-_WIRE_STOP = {
-    StopKind.END_TURN: "end_turn",
-    StopKind.TOOL_USE: "tool_use",
-    StopKind.MAX_TOKENS: "max_tokens",
-    StopKind.STOP_SEQUENCE: "stop_sequence",
-}
+_WIRE_STOP = {stop.kind: raw for raw, stop in MESSAGES_STOP_REASONS.items() if not stop.raw}
 
 
 def stop_to_wire(stop: StopReason) -> str:
-    """The ``stop_reason`` for ``stop`` (its raw value when it came from the wire)."""
+    """The ``stop_reason`` for ``stop`` (its raw value when it came from the wire); Bedrock's
+    ``stopReason`` says the same."""
     if stop.raw:
         return stop.raw
     return _WIRE_STOP.get(stop.kind, "end_turn")

@@ -33,8 +33,6 @@ from ..._models import (
     RedactedThinking,
     ResponseFormat,
     Role,
-    StopKind,
-    StopReason,
     Text,
     Thinking,
     ToolDefinition,
@@ -43,6 +41,7 @@ from ..._models import (
     Usage,
 )
 from ..._record import Record
+from .anthropic import stop_to_wire
 
 if TYPE_CHECKING:
     from .._http_server import RecordedRequest
@@ -61,13 +60,6 @@ __all__ = [
     "usage_to_wire",
     "verify_sigv4",
 ]
-
-_WIRE_STOP = {
-    StopKind.END_TURN: "end_turn",
-    StopKind.TOOL_USE: "tool_use",
-    StopKind.MAX_TOKENS: "max_tokens",
-    StopKind.STOP_SEQUENCE: "stop_sequence",
-}
 
 _FORMAT_TYPES = {
     "png": "image/png",
@@ -386,13 +378,6 @@ def decode_request(body: JSONValue, *, model: str | None = None) -> DecodedReque
 
 # ---------------------------------------------------------------------------------------------
 # kova values -> Converse response
-
-
-def stop_to_wire(stop: StopReason) -> str:
-    """The ``stopReason`` of a kova stop reason (the raw value when it has one)."""
-    if stop.raw:
-        return stop.raw
-    return _WIRE_STOP.get(stop.kind, "end_turn")
 
 
 def usage_to_wire(usage: Usage | None) -> dict[str, JSONValue]:
