@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import mimetypes
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, assert_never
 
 from ..._errors import ProviderError
@@ -35,12 +36,12 @@ from ..._models import (
     ToolUse,
     Usage,
 )
-from .._classify import provider_error
+from .._classify import ERROR_TYPES, provider_error
 from .._codec import function_tools, optional_str
 from .._media import MB, check_inline_total, refuse
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from ._config import OpenAiConfig
 
@@ -56,6 +57,7 @@ __all__ = [
     "encode_arguments",
     "encode_messages",
     "encode_request",
+    "error_object",
     "finish_reason_to_stop",
     "image_url",
     "parse_arguments",
@@ -441,6 +443,28 @@ def _error_message(body: Mapping[str, JSONValue]) -> tuple[str, str | None]:
             str(error_type) if error_type is not None else None,
         )
     return str(error), None
+
+
+def error_object(
+    error: object, *, provider: str = PROVIDER, mid_stream: bool = False
+) -> ProviderError:
+    """An ``error`` object (a stream's error chunk or event, a failed response's), classified
+    like the same error as an HTTP status: the ``code`` when kova knows it, else the ``type``."""
+    if not isinstance(error, Mapping):
+        return provider_error(
+            str(error) if error is not None else "the response failed",
+            provider=provider,
+            mid_stream=mid_stream,
+        )
+    message = error.get("message")
+    code, kind = error.get("code"), error.get("type")
+    error_type = code if isinstance(code, str) and code in ERROR_TYPES else kind or code
+    return provider_error(
+        str(message) if message is not None else json.dumps(error),
+        provider=provider,
+        error_type=str(error_type) if error_type is not None else None,
+        mid_stream=mid_stream,
+    )
 
 
 def reasoning_of(source: Mapping[str, JSONValue]) -> str | None:

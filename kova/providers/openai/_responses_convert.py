@@ -18,9 +18,9 @@ their outputs). The summary text is the response's ``thinking``.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Collection, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, assert_never
 
 from ..._errors import InvalidRequest, ProviderError
@@ -43,7 +43,6 @@ from ..._models import (
     ToolUse,
     Usage,
 )
-from .._classify import ERROR_TYPES, provider_error
 from .._codec import optional_str
 from .._media import check_inline_total, refuse
 from ._convert import (
@@ -52,6 +51,7 @@ from ._convert import (
     arguments_text,
     decode_arguments,
     encode_arguments,
+    error_object,
     file_data,
     filename,
     image_url,
@@ -511,24 +511,9 @@ def stop_reason_of(
     return StopReason.END_TURN
 
 
-def response_error(error: object, *, mid_stream: bool = False) -> ProviderError:
-    """An ``error`` object (a failed response's, or an ``error`` event's), classified like the
-    same error as an HTTP status: the ``code`` when kova knows it, else the ``type``."""
-    if not isinstance(error, Mapping):
-        return provider_error(
-            str(error) if error is not None else "the response failed",
-            provider=PROVIDER,
-            mid_stream=mid_stream,
-        )
-    message = error.get("message")
-    code, kind = error.get("code"), error.get("type")
-    error_type = code if isinstance(code, str) and code in ERROR_TYPES else kind or code
-    return provider_error(
-        str(message) if message is not None else json.dumps(error),
-        provider=PROVIDER,
-        error_type=str(error_type) if error_type is not None else None,
-        mid_stream=mid_stream,
-    )
+response_error = partial(error_object, provider=PROVIDER)
+"""An ``error`` object (a failed response's, or an ``error`` event's), classified: see
+:func:`~kova.providers.openai._convert.error_object`."""
 
 
 def _compact(value: Mapping[str, JSONValue]) -> dict[str, JSONValue]:

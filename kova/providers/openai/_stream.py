@@ -34,7 +34,6 @@ The hot path per chunk is one ``json.loads`` and a few dict lookups.
 from __future__ import annotations
 
 import base64
-import json
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -55,10 +54,15 @@ from ..._models import (
     UsageEvent,
     text_delta,
 )
-from .._classify import ERROR_TYPES, provider_error
 from .._codec import bad_shape, optional_str
 from .._json import parse_json
-from ._convert import PROVIDER, canonical_arguments, decode_usage, finish_reason_to_stop
+from ._convert import (
+    PROVIDER,
+    canonical_arguments,
+    decode_usage,
+    error_object,
+    finish_reason_to_stop,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -143,7 +147,7 @@ class OpenAiStreamDecoder:
                 self.error = _bad_shape("a stream chunk", chunk)
                 break
             if chunk.get("error") is not None:
-                self.error = _stream_error(chunk["error"])
+                self.error = error_object(chunk["error"], mid_stream=True)
                 break
             choices = chunk.get("choices")
             if choices:
@@ -286,18 +290,3 @@ class OpenAiStreamDecoder:
 
 
 _bad_shape = partial(bad_shape, provider=PROVIDER)
-
-
-def _stream_error(error: object) -> KovaError:
-    """An ``error`` chunk, classified like the same error as an HTTP status."""
-    if isinstance(error, dict):
-        message = error.get("message")
-        code, kind = error.get("code"), error.get("type")
-        error_type = code if isinstance(code, str) and code in ERROR_TYPES else kind or code
-        return provider_error(
-            str(message) if message is not None else json.dumps(error),
-            provider=PROVIDER,
-            error_type=str(error_type) if error_type is not None else None,
-            mid_stream=True,
-        )
-    return provider_error(str(error), provider=PROVIDER, mid_stream=True)

@@ -125,7 +125,8 @@ def _text_of(content: JSONValue) -> str:
     return ""
 
 
-def _image_from_url(url: str) -> Image:
+def image_from_url(url: str) -> Image:
+    """An ``image_url``'s image: inline when it is a base64 ``data:`` URL."""
     if url.startswith("data:") and ";base64," in url:
         header, _, data = url.partition(";base64,")
         return Image(media_type=header[len("data:") :], data=data)
@@ -170,7 +171,7 @@ def _user_blocks(content: JSONValue) -> list[Text | Image | Document | Audio | F
                 image_url = part.get("image_url")
                 url = image_url.get("url") if isinstance(image_url, Mapping) else image_url
                 if isinstance(url, str):
-                    blocks.append(_image_from_url(url))
+                    blocks.append(image_from_url(url))
             elif part.get("type") == "file":
                 file = part.get("file")
                 if not isinstance(file, Mapping):

@@ -29,7 +29,7 @@ from ..._models import (
 from ..._record import Record
 from ...providers.openai._convert import parse_arguments
 from ...providers.openai._responses_convert import summary_text
-from .openai import file_block
+from .openai import file_block, image_from_url
 
 __all__ = ["DecodedRequest", "RequestRejected", "decode_request"]
 
@@ -54,13 +54,6 @@ class DecodedRequest(Record):
     items: tuple[Mapping[str, JSONValue], ...]
 
 
-def _image(url: str) -> Image:
-    if url.startswith("data:") and ";base64," in url:
-        header, _, data = url.partition(";base64,")
-        return Image(media_type=header[len("data:") :], data=data)
-    return Image(url=url)
-
-
 def _parts(content: JSONValue, *, role: str) -> list[Text | Image | Document | File]:
     if isinstance(content, str):
         return [Text(text=content)]
@@ -83,7 +76,7 @@ def _parts(content: JSONValue, *, role: str) -> list[Text | Image | Document | F
         elif kind == "input_image":
             url = part.get("image_url")
             if isinstance(url, str):
-                blocks.append(_image(url))
+                blocks.append(image_from_url(url))
             elif isinstance(part.get("file_id"), str):
                 blocks.append(File(str(part["file_id"]), media_type="image/*"))
         elif kind == "input_file":

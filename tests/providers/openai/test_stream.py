@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from kova import (
     InvalidResponse,
     ProviderOverloaded,
+    RateLimited,
     StopReason,
     StreamError,
     TextDelta,
@@ -207,6 +208,15 @@ def test_an_error_chunk_is_classified_like_its_status() -> None:
             'data: {"error":{"message":"The server had an error","type":"server_error"}}\n\n'
         )
     assert info.value.error_type == "server_error"
+    assert info.value.mid_stream
+
+
+def test_an_error_chunk_s_known_code_wins_over_its_type() -> None:
+    decoder = OpenAiStreamDecoder()
+    error = {"message": "slow down", "type": "requests", "code": "rate_limit_exceeded"}
+    with pytest.raises(RateLimited, match="slow down") as info:
+        decoder.feed(f"data: {json.dumps({'error': error})}\n\n")
+    assert info.value.error_type == "rate_limit_exceeded"
     assert info.value.mid_stream
 
 
