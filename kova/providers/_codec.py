@@ -36,7 +36,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar
 
-from .._errors import InvalidResponse
+from .._errors import InvalidResponse, StreamError
 from .._models import StopKind, StopReason, Thinking
 from .._record import Record, set_field
 from .._secret import SecretHeaders
@@ -68,6 +68,7 @@ __all__ = [
     "WireRequest",
     "bad_shape",
     "call_id",
+    "ended_early",
     "expect_list",
     "expect_object",
     "expect_str",
@@ -297,6 +298,12 @@ def bad_shape(what: str, value: object, *, provider: str) -> InvalidResponse:
         f"the stream sent {what} of an unexpected type ({type(value).__name__})",
         provider=provider,
     )
+
+
+def ended_early(terminator: str) -> StreamError:
+    """What a stream decoder keeps as its error when the body ended before ``terminator`` (what
+    ends an answer in its format): a cut stream, never a short answer."""
+    return StreamError(f"the stream ended before {terminator}", error_type="incomplete_stream")
 
 
 def call_id(name: str, arguments: JSONValue, position: int, salt: str = "") -> str:

@@ -24,6 +24,8 @@ from .._models import TextDelta
 from .._requests import InferenceConfig
 from .._responses import StopKind
 from ..agent import ToolCallDeferred, ToolCallFinished, ToolCallStarted, TurnCompleted
+from ..providers.openai._convert import encode_usage
+from ..providers.openai._responses_convert import encode_usage as encode_responses_usage
 from ._http import BadRequest, EventStream, json_body, read_json
 from ._turns import PausedTurn, Watched, failure, find_agent
 
@@ -249,26 +251,6 @@ def _finish_reason(stop: StopReason) -> str:
     return "length" if stop.kind is StopKind.MAX_TOKENS else "stop"
 
 
-def _chat_usage(usage: Usage) -> dict[str, Any]:
-    return {
-        "prompt_tokens": usage.input_tokens,
-        "completion_tokens": usage.output_tokens,
-        "total_tokens": usage.total_tokens,
-        "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens},
-        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
-    }
-
-
-def _responses_usage(usage: Usage) -> dict[str, Any]:
-    return {
-        "input_tokens": usage.input_tokens,
-        "input_tokens_details": {"cached_tokens": usage.cache_read_tokens},
-        "output_tokens": usage.output_tokens,
-        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
-        "total_tokens": usage.total_tokens,
-    }
-
-
 async def _chat_completions(served: Served, request: Request) -> Any:
     body = _object(await read_json(request, limit=served.max_body_bytes))
     agent = find_agent(served, body.get("model"))
@@ -306,7 +288,7 @@ async def _chat_completions(served: Served, request: Request) -> Any:
                         "finish_reason": _finish_reason(response.stop_reason),
                     }
                 ],
-                "usage": _chat_usage(response.usage),
+                "usage": encode_usage(response.usage),
             }
 
         return Watched(compute)
@@ -343,7 +325,7 @@ async def _chat_completions(served: Served, request: Request) -> Any:
                                 "created": created,
                                 "model": name,
                                 "choices": [],
-                                "usage": _chat_usage(response.usage),
+                                "usage": encode_usage(response.usage),
                             }
                             await write(b"data: " + json_body(data) + b"\n\n")
         except KovaError as exc:
@@ -437,7 +419,7 @@ class _ResponseShape:
             "status": status,
             "model": self.model,
             "output": list(self.output),
-            "usage": None if usage is None else _responses_usage(usage),
+            "usage": None if usage is None else encode_responses_usage(usage),
             "error": error,
             "incomplete_details": incomplete,
             "instructions": None,

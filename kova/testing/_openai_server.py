@@ -59,7 +59,7 @@ from .._models import (
     ToolUseStart,
     UsageEvent,
 )
-from ..providers.openai._convert import encode_arguments
+from ..providers.openai._convert import encode_arguments, encode_usage
 from ._fake_server import FakeServer, script_request, scripted_stream, serving
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, fake_vector, json_response
 from ._script import ErrorReply, Script, ScriptExhaustedError, ScriptLike, StreamReply, as_script
@@ -73,21 +73,11 @@ from ._wire.openai import (
 )
 
 if TYPE_CHECKING:
-    from .._models import JSONValue, StreamEvent, Usage
+    from .._models import JSONValue, StreamEvent
 
 __all__ = ["FakeOpenAiServer", "open_openai_server"]
 
 _CREATED = 1_700_000_000
-
-
-def _usage_json(usage: Usage) -> dict[str, JSONValue]:
-    return {
-        "prompt_tokens": usage.input_tokens,
-        "completion_tokens": usage.output_tokens,
-        "total_tokens": usage.total_tokens,
-        "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens},
-        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
-    }
 
 
 class FakeOpenAiServer(FakeServer):
@@ -285,7 +275,7 @@ def _completion_json(response: ModelResponse, completion_id: str, model: str) ->
         ],
     }
     if response.usage is not None:
-        body["usage"] = _usage_json(response.usage)
+        body["usage"] = encode_usage(response.usage)
     return body
 
 
@@ -352,7 +342,7 @@ class _ChunkEncoder:
             case UsageEvent(usage=usage):
                 if not self._include_usage:
                     return b""
-                return self._chunk(None, usage=_usage_json(usage), choices=False)
+                return self._chunk(None, usage=encode_usage(usage), choices=False)
             case ErrorEvent(message=message, error_type=error_type):
                 error: JSONValue = {
                     "error": {"message": message, "type": error_type or "server_error"}

@@ -65,7 +65,7 @@ from .._models import (
 )
 from ..providers._base import heuristic_count_tokens
 from ..providers.openai._convert import encode_arguments
-from ..providers.openai._responses_convert import ITEM_KEY
+from ..providers.openai._responses_convert import ITEM_KEY, encode_usage
 from ._fake_server import FakeServer, script_request, scripted_stream, serving
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, json_response
 from ._script import ErrorReply, Script, ScriptExhaustedError, ScriptLike, StreamReply, as_script
@@ -108,16 +108,6 @@ def _blob_id(blob: str) -> str | None:
     return value.get("id") if isinstance(value, dict) else None
 
 
-def usage_json(usage: Usage) -> dict[str, JSONValue]:
-    return {
-        "input_tokens": usage.input_tokens,
-        "input_tokens_details": {"cached_tokens": usage.cache_read_tokens},
-        "output_tokens": usage.output_tokens,
-        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
-        "total_tokens": usage.total_tokens,
-    }
-
-
 def _status(stop_reason: StopReason) -> tuple[str, JSONValue]:
     match stop_reason.kind:
         case StopKind.MAX_TOKENS:
@@ -139,7 +129,7 @@ def _finished(
         "completed_at": _CREATED + 1 if status == "completed" else None,
         "incomplete_details": incomplete,
         "output": output,
-        "usage": usage_json(usage) if usage is not None else None,
+        "usage": encode_usage(usage) if usage is not None else None,
     }
 
 

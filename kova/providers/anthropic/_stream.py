@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Protocol
 
-from ..._errors import InvalidResponse, KovaError, StreamError
+from ..._errors import InvalidResponse, KovaError
 from ..._models import (
     RedactedThinking,
     SignedThinking,
@@ -38,7 +38,7 @@ from ..._models import (
     text_delta,
 )
 from .._classify import provider_error
-from .._codec import optional_str
+from .._codec import ended_early, optional_str
 from .._json import parse_json
 from .._sse import SseEvent
 from ._convert import (
@@ -200,10 +200,7 @@ class AnthropicStreamDecoder:
     def finish(self) -> list[StreamEvent]:
         """The byte stream ended: sets :attr:`error` if it stopped before ``message_stop``."""
         if self.error is None and not self._finished:
-            self.error = StreamError(
-                "the stream ended before message_stop (connection cut?)",
-                error_type="incomplete_stream",
-            )
+            self.error = ended_early("message_stop (connection cut?)")
         return []
 
     def check_complete(self) -> None:

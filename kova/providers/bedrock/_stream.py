@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..._errors import InvalidResponse, KovaError, StreamError
+from ..._errors import InvalidResponse, KovaError
 from ..._json import loads
 from ..._models import (
     RedactedThinking,
@@ -45,6 +45,7 @@ from ..._models import (
     text_delta,
 )
 from .._classify import provider_error
+from .._codec import ended_early
 from ._convert import PROVIDER, decode_stop_reason, decode_usage
 
 if TYPE_CHECKING:
@@ -132,10 +133,7 @@ class BedrockStreamDecoder:
     def finish(self) -> list[StreamEvent]:
         """The body ended: sets :attr:`error` if it stopped before ``messageStop``."""
         if self.error is None and not self._stopped:
-            self.error = StreamError(
-                "the stream ended before messageStop (connection cut?)",
-                error_type="incomplete_stream",
-            )
+            self.error = ended_early("messageStop (connection cut?)")
         return []
 
     # -- events --------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ import json
 from functools import partial
 from typing import TYPE_CHECKING
 
-from ..._errors import InvalidResponse, KovaError, StreamError
+from ..._errors import InvalidResponse, KovaError
 from ..._models import (
     MediaOutput,
     SignedThinking,
@@ -44,7 +44,7 @@ from ..._models import (
     UsageEvent,
     text_delta,
 )
-from .._codec import bad_shape, optional_str
+from .._codec import bad_shape, ended_early, optional_str
 from .._json import parse_json
 from ._convert import (
     PROVIDER,
@@ -240,10 +240,7 @@ class GeminiStreamDecoder:
         if self.error is not None:
             return []
         if not self._stopped:
-            self.error = StreamError(
-                "the stream ended before a finishReason: the answer is incomplete",
-                error_type="incomplete_stream",
-            )
+            self.error = ended_early("a finishReason: the answer is incomplete")
             return []
         out: list[StreamEvent] = []
         self._flush_usage(out)

@@ -23,7 +23,7 @@ import json
 from functools import partial
 from typing import TYPE_CHECKING
 
-from ..._errors import InvalidResponse, KovaError, StreamError
+from ..._errors import InvalidResponse, KovaError
 from ..._models import (
     StopEvent,
     StreamEvent,
@@ -35,7 +35,7 @@ from ..._models import (
     text_delta,
 )
 from .._classify import provider_error
-from .._codec import bad_shape, optional_str
+from .._codec import bad_shape, ended_early, optional_str
 from .._json import parse_json
 from ._convert import PROVIDER, decode_usage, done_reason_to_stop, error_of, tool_use_of
 
@@ -133,10 +133,7 @@ class OllamaStreamDecoder:
     def finish(self) -> list[StreamEvent]:
         """The body ended. Sets :attr:`error` when no ``done: true`` line came."""
         if self.error is None and not self._done:
-            self.error = StreamError(
-                "the stream ended before its done line: the answer is incomplete",
-                error_type="incomplete_stream",
-            )
+            self.error = ended_early("its done line: the answer is incomplete")
         return []
 
 

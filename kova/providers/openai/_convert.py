@@ -57,6 +57,7 @@ __all__ = [
     "encode_arguments",
     "encode_messages",
     "encode_request",
+    "encode_usage",
     "error_object",
     "finish_reason_to_stop",
     "image_url",
@@ -400,6 +401,17 @@ _USAGE_KEYS = (
 def decode_usage(usage: JSONValue) -> Usage | None:
     """``usage`` with cached prompt tokens and reasoning tokens; ``None`` if absent."""
     return usage_of(usage, _USAGE_KEYS)
+
+
+def encode_usage(usage: Usage) -> dict[str, JSONValue]:
+    """``usage`` as a server sends it (kova's OpenAI-compatible routes, the fake server)."""
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+    }
 
 
 def arguments_text(arguments: object) -> str:

@@ -72,6 +72,7 @@ __all__ = [
     "encode_deferred_tools",
     "encode_input",
     "encode_request",
+    "encode_usage",
     "is_strict_schema",
     "item_metadata",
     "compaction_item",
@@ -491,6 +492,17 @@ _USAGE_KEYS = ("input_tokens", "output_tokens", "input_tokens_details", "output_
 def decode_usage(usage: object) -> Usage | None:
     """``usage`` with cached input tokens and reasoning tokens; ``None`` if absent."""
     return usage_of(usage, _USAGE_KEYS)
+
+
+def encode_usage(usage: Usage) -> dict[str, JSONValue]:
+    """``usage`` as a server sends it (kova's OpenAI-compatible routes, the fake server)."""
+    return {
+        "input_tokens": usage.input_tokens,
+        "input_tokens_details": {"cached_tokens": usage.cache_read_tokens},
+        "output_tokens": usage.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "total_tokens": usage.total_tokens,
+    }
 
 
 def stop_reason_of(

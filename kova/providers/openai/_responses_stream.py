@@ -34,7 +34,7 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING
 
-from ..._errors import InvalidResponse, KovaError, StreamError
+from ..._errors import InvalidResponse, KovaError
 from ..._models import (
     StopEvent,
     StreamEvent,
@@ -48,7 +48,7 @@ from ..._models import (
     UsageEvent,
     text_delta,
 )
-from .._codec import bad_shape, optional_str
+from .._codec import bad_shape, ended_early, optional_str
 from .._json import parse_json
 from ._convert import canonical_arguments, encode_arguments
 from ._responses_convert import (
@@ -118,10 +118,7 @@ class ResponsesStreamDecoder:
     def finish(self) -> list[StreamEvent]:
         """The body ended: sets :attr:`error` unless a terminal event came first."""
         if self.error is None and not self._done:
-            self.error = StreamError(
-                "the stream ended before response.completed: the answer is incomplete",
-                error_type="incomplete_stream",
-            )
+            self.error = ended_early("response.completed: the answer is incomplete")
         return []
 
     def feed(self, frames: Sequence[SseEvent]) -> list[StreamEvent]:

@@ -37,7 +37,7 @@ import base64
 from functools import partial
 from typing import TYPE_CHECKING
 
-from ..._errors import InvalidResponse, KovaError, StreamError
+from ..._errors import InvalidResponse, KovaError
 from ..._models import (
     Audio,
     MediaOutput,
@@ -54,7 +54,7 @@ from ..._models import (
     UsageEvent,
     text_delta,
 )
-from .._codec import bad_shape, optional_str
+from .._codec import bad_shape, ended_early, optional_str
 from .._json import parse_json
 from ._convert import (
     PROVIDER,
@@ -114,10 +114,7 @@ class OpenAiStreamDecoder:
         if self.error is not None:
             return []
         if not self._done and not self._stopped:
-            self.error = StreamError(
-                "the stream ended before [DONE] or a finish_reason: the answer is incomplete",
-                error_type="incomplete_stream",
-            )
+            self.error = ended_early("[DONE] or a finish_reason: the answer is incomplete")
             return []
         return [] if self._stopped else self._stop(None)
 
