@@ -51,6 +51,7 @@ if TYPE_CHECKING:
         ChatRequest,
         ContentBlock,
         Image,
+        JSONObject,
         JSONValue,
         ModelInfo,
         ModelResponse,
@@ -68,12 +69,14 @@ __all__ = [
     "WireRequest",
     "bad_shape",
     "call_id",
+    "count_of",
     "ended_early",
     "expect_list",
     "expect_object",
     "expect_str",
     "function_tools",
     "inline_image",
+    "json_object",
     "known_stop",
     "split_thinking",
 ]
@@ -283,6 +286,18 @@ def expect_str(value: object, what: str, *, provider: str | None = None) -> str:
     raise InvalidResponse(
         f"{what} should be a string, got {type(value).__name__}", provider=provider
     )
+
+
+def count_of(value: object) -> int:
+    """A token count read from a response: the value when it is an integer (not a bool),
+    else 0 (absent, or of another type)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def json_object(value: Mapping[str, object]) -> JSONObject:
+    """An object of a parsed response body, typed as the JSON it is (``json.loads`` output:
+    every value is JSON by construction)."""
+    return value  # type: ignore[return-value]
 
 
 def optional_str(value: object) -> str | None:

@@ -323,3 +323,17 @@ def test_a_stream_cut_before_its_end_is_never_a_short_answer(case: Case) -> None
     body = "".join(frames[: len(frames) // 2])
     _events, failure = run(case, [body.encode()])
     assert failure is not None
+
+
+def test_a_token_count_that_is_not_an_integer_counts_as_zero() -> None:
+    from kova.providers.bedrock._convert import decode_usage as bedrock_usage
+    from kova.providers.gemini._convert import decode_usage as gemini_usage
+    from kova.providers.ollama._convert import decode_usage as ollama_usage
+
+    gemini = gemini_usage({"promptTokenCount": True, "candidatesTokenCount": 3})
+    assert gemini is not None
+    assert (gemini.input_tokens, gemini.output_tokens) == (0, 3)
+    ollama = ollama_usage({"prompt_eval_count": "7", "eval_count": 2})
+    assert (ollama.input_tokens, ollama.output_tokens) == (0, 2)
+    bedrock = bedrock_usage({"inputTokens": False, "outputTokens": 4, "cacheReadInputTokens": 1.5})
+    assert (bedrock.input_tokens, bedrock.output_tokens) == (0, 4)

@@ -19,7 +19,6 @@ from ..._models import (
     File,
     Image,
     InferenceConfig,
-    JSONObject,
     JSONValue,
     Message,
     ModelInfo,
@@ -36,7 +35,7 @@ from ..._models import (
 )
 from ..._secret import SecretHeaders
 from ..._tool_index import SEARCH_TOOLS
-from .._codec import MESSAGES_STOP_REASONS, known_stop, optional_str, split_thinking
+from .._codec import MESSAGES_STOP_REASONS, json_object, known_stop, optional_str, split_thinking
 from .._media import MB, check_inline_total, document_text, refuse
 
 if TYPE_CHECKING:
@@ -520,7 +519,7 @@ def decode_content_block(block: object) -> ContentBlock | None:
             return RedactedThinking(data=_str_field(block, "data", "redacted_thinking block"))
         case "server_tool_use" | "tool_search_tool_result" if is_tool_search(block):
             # The provider's own tool search: kept whole for the next request.
-            return Text(text="", provider_metadata={SERVER_BLOCKS_KEY: [_json_object(block)]})
+            return Text(text="", provider_metadata={SERVER_BLOCKS_KEY: [json_object(block)]})
         case "compaction":
             return compaction_text(block)
         case "tool_use":
@@ -533,7 +532,7 @@ def decode_content_block(block: object) -> ContentBlock | None:
                 return ToolUse(
                     id=_str_field(block, "id", "tool_use block"),
                     name=_str_field(block, "name", "tool_use block"),
-                    input=_json_object(arguments),
+                    input=json_object(arguments),
                 )
             except ValueError as exc:
                 raise _invalid(f"invalid tool_use block: {exc}") from exc
@@ -545,11 +544,6 @@ def is_tool_search(block: Mapping[str, object]) -> bool:
         return True
     name = block.get("name")
     return isinstance(name, str) and name.startswith("tool_search_tool")
-
-
-def _json_object(value: Mapping[str, object]) -> JSONObject:
-    # json.loads output: every value is JSON by construction.
-    return value  # type: ignore[return-value]
 
 
 def decode_response(data: object) -> ModelResponse:

@@ -24,7 +24,6 @@ from ..._models import (
     File,
     Image,
     InferenceConfig,
-    JSONObject,
     JSONValue,
     Message,
     ModelInfo,
@@ -39,7 +38,7 @@ from ..._models import (
     ToolUse,
     Usage,
 )
-from .._codec import MESSAGES_STOP_REASONS, known_stop, split_thinking
+from .._codec import MESSAGES_STOP_REASONS, count_of, json_object, known_stop, split_thinking
 from .._http import ErrorDetails
 from .._media import MB, check_size, refuse
 
@@ -514,11 +513,6 @@ def decode_stop_reason(raw: str | None) -> StopReason:
     return known_stop(raw, MESSAGES_STOP_REASONS)
 
 
-def _int(data: Mapping[str, object], key: str) -> int:
-    value = data.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def decode_usage(usage: Mapping[str, object]) -> Usage:
     """Bedrock's ``usage`` as kova :class:`~kova.Usage`.
 
@@ -526,12 +520,12 @@ def decode_usage(usage: Mapping[str, object]) -> Usage:
     (``cacheReadInputTokens``/``cacheWriteInputTokens``); kova's ``input_tokens`` is the whole
     prompt, so it is their sum.
     """
-    uncached = _int(usage, "inputTokens")
-    cache_read = _int(usage, "cacheReadInputTokens")
-    cache_write = _int(usage, "cacheWriteInputTokens")
+    uncached = count_of(usage.get("inputTokens"))
+    cache_read = count_of(usage.get("cacheReadInputTokens"))
+    cache_write = count_of(usage.get("cacheWriteInputTokens"))
     return Usage(
         input_tokens=uncached + cache_read + cache_write,
-        output_tokens=_int(usage, "outputTokens"),
+        output_tokens=count_of(usage.get("outputTokens")),
         cache_read_tokens=cache_read,
         cache_creation_tokens=cache_write,
     )
@@ -542,11 +536,6 @@ def _str_field(data: Mapping[str, object], key: str, where: str) -> str:
     if not isinstance(value, str):
         raise _invalid(f"{where}: field {key!r} must be a string, got {value!r}")
     return value
-
-
-def _json_object(value: Mapping[str, object]) -> JSONObject:
-    # json.loads output: every value is JSON by construction.
-    return value  # type: ignore[return-value]
 
 
 def decode_content_block(block: object) -> ContentBlock | None:
@@ -569,7 +558,7 @@ def decode_content_block(block: object) -> ContentBlock | None:
             return ToolUse(
                 id=_str_field(tool_use, "toolUseId", "toolUse block"),
                 name=_str_field(tool_use, "name", "toolUse block"),
-                input=_json_object(arguments),
+                input=json_object(arguments),
             )
         except ValueError as exc:
             raise _invalid(f"invalid toolUse block: {exc}") from exc

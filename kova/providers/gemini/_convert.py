@@ -50,7 +50,7 @@ from ..._models import (
     Usage,
 )
 from .._classify import provider_error
-from .._codec import call_id, inline_image, optional_str
+from .._codec import call_id, count_of, inline_image, optional_str
 from .._http import ErrorDetails
 from .._media import MB, check_inline_total, check_size, refuse
 from ._schema import sanitize_schema
@@ -415,25 +415,22 @@ def encode_count_tokens(request: ChatRequest, config: GeminiConfig) -> dict[str,
 # Responses
 
 
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def decode_usage(metadata: object) -> Usage | None:
     """``usageMetadata``: output counts thoughts (``candidatesTokenCount`` excludes them),
     ``reasoning_tokens`` is ``thoughtsTokenCount``, cached prompt tokens are
     ``cachedContentTokenCount``, audio tokens the ``AUDIO`` entries of the details."""
     if not isinstance(metadata, dict):
         return None
-    prompt = _int(metadata.get("promptTokenCount")) + _int(metadata.get("toolUsePromptTokenCount"))
-    thoughts = _int(metadata.get("thoughtsTokenCount"))
-    output = _int(metadata.get("candidatesTokenCount")) + thoughts
+    prompt = count_of(metadata.get("promptTokenCount"))
+    prompt += count_of(metadata.get("toolUsePromptTokenCount"))
+    thoughts = count_of(metadata.get("thoughtsTokenCount"))
+    output = count_of(metadata.get("candidatesTokenCount")) + thoughts
     total = metadata.get("totalTokenCount")
     return Usage(
         input_tokens=prompt,
         output_tokens=output,
-        total_tokens=_int(total) if isinstance(total, int) else prompt + output,
-        cache_read_tokens=_int(metadata.get("cachedContentTokenCount")),
+        total_tokens=count_of(total) if isinstance(total, int) else prompt + output,
+        cache_read_tokens=count_of(metadata.get("cachedContentTokenCount")),
         reasoning_tokens=thoughts,
         input_audio_tokens=_audio(metadata.get("promptTokensDetails")),
         output_audio_tokens=_audio(metadata.get("candidatesTokensDetails")),
@@ -445,7 +442,7 @@ def _audio(details: object) -> int:
     if not isinstance(details, list):
         return 0
     return sum(
-        _int(item.get("tokenCount"))
+        count_of(item.get("tokenCount"))
         for item in details
         if isinstance(item, dict) and item.get("modality") == "AUDIO"
     )

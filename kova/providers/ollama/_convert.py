@@ -36,7 +36,7 @@ from ..._models import (
     Usage,
 )
 from .._classify import provider_error
-from .._codec import call_id, function_tools, inline_image, optional_str
+from .._codec import call_id, count_of, function_tools, inline_image, optional_str
 from .._media import refuse
 
 if TYPE_CHECKING:
@@ -201,15 +201,11 @@ def encode_request(
 # Responses
 
 
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def decode_usage(body: Mapping[str, object]) -> Usage:
     """``prompt_eval_count`` / ``eval_count`` (absent means 0: the fields are omitempty)."""
     return Usage(
-        input_tokens=_int(body.get("prompt_eval_count")),
-        output_tokens=_int(body.get("eval_count")),
+        input_tokens=count_of(body.get("prompt_eval_count")),
+        output_tokens=count_of(body.get("eval_count")),
     )
 
 
