@@ -18,7 +18,12 @@ import kova
 ROOT = Path(kova.__file__).parent
 
 ATTRS_CONFIGS = {
-    "kova.mcp._transports": {"SseTransport", "StdioTransport", "StreamableHttpTransport"},
+    "kova.mcp._transports": {
+        "SseTransport",
+        "StdioTransport",
+        "StreamableHttpTransport",
+        "_HttpFields",  # the two HTTP transports' common fields, converted as theirs are
+    },
     "kova.providers._settings": {"HttpSettings"},
     "kova.providers.anthropic._config": {"AnthropicConfig"},
     "kova.providers.bedrock._config": {"BedrockConfig"},
