@@ -361,14 +361,16 @@ def known_stop(raw: str | None, known: Mapping[str, StopReason]) -> StopReason:
 
 
 def split_thinking(
-    blocks: Iterable[ContentBlock | None],
+    raw_blocks: Iterable[object], decode: Callable[[object], ContentBlock | None]
 ) -> tuple[tuple[ContentBlock, ...], str | None]:
-    """A whole answer's decoded blocks (``None``: a block kova does not model) as what the
-    history keeps and the display thinking: every :class:`~kova.Thinking`'s text joins the
-    display text, and an unsigned one is display text only, never history."""
+    """A whole answer's blocks, each read by ``decode`` (``None``: a block kova does not
+    model), as what the history keeps and the display thinking: every
+    :class:`~kova.Thinking`'s text joins the display text, and an unsigned one is display
+    text only, never history."""
     content: list[ContentBlock] = []
     thinking: list[str] = []
-    for block in blocks:
+    for raw in raw_blocks:
+        block = decode(raw)
         if block is None:
             continue
         if isinstance(block, Thinking):

@@ -555,7 +555,7 @@ def decode_response(data: object) -> ModelResponse:
     """
     if not isinstance(data, dict) or not isinstance(data.get("content"), list):
         raise _invalid("the response is not a Messages API message (no content list)")
-    content, thinking = split_thinking(decode_content_block(raw) for raw in data["content"])
+    content, thinking = split_thinking(data["content"], decode_content_block)
     usage = data.get("usage")
     stop = data.get("stop_reason")
     return ModelResponse(

@@ -607,7 +607,7 @@ def decode_response(data: object) -> ModelResponse:
     content_list = message.get("content") if isinstance(message, Mapping) else None
     if not isinstance(content_list, list):
         raise _invalid("the response is not a Converse response (no output.message.content)")
-    content, thinking = split_thinking(decode_content_block(raw) for raw in content_list)
+    content, thinking = split_thinking(content_list, decode_content_block)
     usage = data.get("usage")
     stop = data.get("stopReason")
     return ModelResponse(
