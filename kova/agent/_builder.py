@@ -471,8 +471,41 @@ class AgentBuilder:
             BuildError: no provider, a limit below 1, a budget below 1, an object that is not
                 a tool, or two tools with the same name.
         """
-        from ..tools import Tool, ToolRegistry
+        provider = self._checked_provider()
+        registry = self._tool_registry()
+        return Agent(
+            AgentConfig(
+                provider=provider,
+                registry=registry,
+                system_prompt=self._system_prompt,
+                inference=self._inference,
+                context_budget=self._context_budget,
+                max_iterations=self._max_iterations,
+                max_concurrent_tools=self._max_concurrent_tools,
+                retry=self._retry,
+                metrics=self._metrics,
+                approval=self._approval,
+                lifecycle=self._lifecycle,
+                runtime=self._runtime,
+                provider_max_in_flight=self._max_in_flight,
+                output_retries=self._output_retries,
+                telemetry=self._telemetry,
+                name=self._name,
+                usage_limits=self._usage_limits,
+                defer=self._defer,
+                tool_search_limit=self._tool_search_limit,
+                tool_search_native=self._tool_search_native,
+                prices=self._prices,
+                budget=self._budget,
+                context=self._context,
+                guards=tuple(self._guards),
+                approval_keys=self._approval_keys,
+            )
+        )
 
+    def _checked_provider(self) -> Provider:
+        """The settings' own checks (build's Raises) before any tool is registered; the
+        provider."""
         if self._provider is None:
             raise BuildError("an agent needs a provider: call .provider(...)")
         if not isinstance(self._provider, Provider):
@@ -507,6 +540,12 @@ class AgentBuilder:
             _check_takes_a_call("defer predicate", self._defer)
         if self._lifecycle is not None and not isinstance(self._lifecycle, LifecycleHook):
             raise BuildError("the lifecycle hook needs on_tool_start and on_tool_end methods")
+        return self._provider
+
+    def _tool_registry(self) -> ToolRegistry:
+        """The agent's tools (its own, the registry's, the MCP bindings') in one registry."""
+        from ..tools import Tool, ToolRegistry
+
         seen: set[str] = set()
         for tool in self._tools:
             if not isinstance(tool, Tool):
@@ -537,35 +576,7 @@ class AgentBuilder:
                 f"a tool is named {SEARCH_TOOLS!r}, the name of the tool the model finds "
                 "deferred tools with: rename it"
             )
-        return Agent(
-            AgentConfig(
-                provider=self._provider,
-                registry=registry,
-                system_prompt=self._system_prompt,
-                inference=self._inference,
-                context_budget=self._context_budget,
-                max_iterations=self._max_iterations,
-                max_concurrent_tools=self._max_concurrent_tools,
-                retry=self._retry,
-                metrics=self._metrics,
-                approval=self._approval,
-                lifecycle=self._lifecycle,
-                runtime=self._runtime,
-                provider_max_in_flight=self._max_in_flight,
-                output_retries=self._output_retries,
-                telemetry=self._telemetry,
-                name=self._name,
-                usage_limits=self._usage_limits,
-                defer=self._defer,
-                tool_search_limit=self._tool_search_limit,
-                tool_search_native=self._tool_search_native,
-                prices=self._prices,
-                budget=self._budget,
-                context=self._context,
-                guards=tuple(self._guards),
-                approval_keys=self._approval_keys,
-            )
-        )
+        return registry
 
 
 def _check_native_search(provider: object) -> None:

@@ -107,6 +107,59 @@ def _describe_transport(transport: Transport) -> str:
             return type(transport).__name__
 
 
+@asynccontextmanager
+async def _supervised(
+    cls: type[McpClient],
+    settings: ConnectionSettings,
+    shared: SharedState,
+    runtime: Runtime | Supervisor | None,
+    name: str | None,
+    request_timeout: float,
+    memory: McpToolMemory | None,
+) -> AsyncIterator[McpClient]:
+    """:meth:`McpClient.connect`'s client, its connection actor under a supervisor (started
+    now, or by the first request when ``memory`` is given: a lazy client)."""
+
+    def mcp_connection() -> Actor:
+        return McpConnection(settings, shared)
+
+    connected = False
+    try:
+        async with AsyncExitStack() as stack:
+            supervisor = await _supervisor(stack, runtime)
+
+            async def spawn() -> ActorRef:
+                return await supervisor.spawn(mcp_connection, name=name, restart="permanent")
+
+            starter: LazyStart | None = None
+            ref: ActorRef | None = None
+            if memory is not None:
+                starter = LazyStart(spawn, memory, server_key(settings.transport))
+                shared.tool_watchers.append(starter.listed)
+                shared.publish(McpConnectionState(status="idle", since=_now()))
+            else:
+                ref = await spawn()
+            connected = True
+            client = cls(
+                ref,
+                shared,
+                request_timeout=request_timeout,
+                roots_enabled=settings.roots_enabled,
+                lazy=starter,
+            )
+            try:
+                yield client
+            finally:
+                with trio.CancelScope(shield=True):
+                    await client._close()
+                    if client._ref is not None:
+                        await supervisor.stop_child(client._ref)
+                shared.publish(McpConnectionState(status="closed", since=_now()))
+    except BaseExceptionGroup as group:
+        _raise_alone(group, connected)
+        raise
+
+
 def _check_connect(
     request_timeout: object,
     connect_timeout: object,
@@ -315,45 +368,13 @@ class McpClient:
             roots=_roots(roots or ()),
         )
 
-        def mcp_connection() -> Actor:
-            return McpConnection(settings, shared)
-
-        connected = False
-        try:
-            async with AsyncExitStack() as stack:
-                supervisor = await _supervisor(stack, runtime)
-
-                async def spawn() -> ActorRef:
-                    return await supervisor.spawn(mcp_connection, name=name, restart="permanent")
-
-                starter: LazyStart | None = None
-                ref: ActorRef | None = None
-                if lazy:
-                    memory = tool_memory if tool_memory is not None else McpToolMemory()
-                    starter = LazyStart(spawn, memory, server_key(transport))
-                    shared.tool_watchers.append(starter.listed)
-                    shared.publish(McpConnectionState(status="idle", since=_now()))
-                else:
-                    ref = await spawn()
-                connected = True
-                client = cls(
-                    ref,
-                    shared,
-                    request_timeout=request_timeout,
-                    roots_enabled=roots is not None,
-                    lazy=starter,
-                )
-                try:
-                    yield client
-                finally:
-                    with trio.CancelScope(shield=True):
-                        await client._close()
-                        if client._ref is not None:
-                            await supervisor.stop_child(client._ref)
-                    shared.publish(McpConnectionState(status="closed", since=_now()))
-        except BaseExceptionGroup as group:
-            _raise_alone(group, connected)
-            raise
+        memory = None
+        if lazy:
+            memory = tool_memory if tool_memory is not None else McpToolMemory()
+        async with _supervised(
+            cls, settings, shared, runtime, name, request_timeout, memory
+        ) as client:
+            yield client
 
     @property
     def name(self) -> str:

@@ -198,6 +198,25 @@ class _Child(Protocol):
     def max_message_bytes(self) -> int: ...
 
 
+async def _child_gone(
+    process: Any, watch: SessionWatch, ledger: StdinLedger, to_session: Any
+) -> None:
+    """Say how the child ended (its exit status, not the mcp package's "Connection closed")
+    before the session sees the end of the stream and fails the requests in flight with that
+    reason; what it left in its stdin it never read is answered as not delivered."""
+    watch.dead_since = trio.current_time()
+    with trio.move_on_after(_EXIT_WAIT):
+        await process.wait()
+    if process.returncode is None:
+        return
+    reason = f"the MCP server process {describe_exit(process.returncode)}"
+    watch.exit_reason = reason
+    watch.on_gone(reason)
+    for request_id in ledger.never_read():
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await to_session.send(not_delivered_answer(request_id, f"{reason} before reading it"))
+
+
 @asynccontextmanager
 async def open_stdio(
     transport: _Child, errlog: TextIO, watch: SessionWatch | None = None
@@ -244,24 +263,7 @@ async def open_stdio(
             ):
                 # The child closed stdout (it exited), or we are shutting down.
                 if watch is not None and watch.dead_since is None:
-                    watch.dead_since = trio.current_time()
-                    # Say how it ended (its exit status, not the mcp package's "Connection
-                    # closed") before the session sees the end of the stream and fails the
-                    # requests in flight with that reason.
-                    with trio.move_on_after(_EXIT_WAIT):
-                        await process.wait()
-                    if process.returncode is not None:
-                        reason = f"the MCP server process {describe_exit(process.returncode)}"
-                        watch.exit_reason = reason
-                        watch.on_gone(reason)
-                        # What it left in its stdin it never read: not delivered.
-                        for request_id in ledger.never_read():
-                            with contextlib.suppress(
-                                anyio.ClosedResourceError, anyio.BrokenResourceError
-                            ):
-                                await to_session.send(
-                                    not_delivered_answer(request_id, f"{reason} before reading it")
-                                )
+                    await _child_gone(process, watch, ledger, to_session)
 
     async def write_stdin() -> None:
         broken: str | None = None
