@@ -445,18 +445,6 @@ def decode_arguments(text: str) -> tuple[JSONObject, str | None, JSONObject | No
     return parsed, None, None if compact(parsed) == text else {ARGUMENTS_KEY: text}
 
 
-def _error_message(body: Mapping[str, JSONValue]) -> tuple[str, str | None]:
-    error = body.get("error")
-    if isinstance(error, dict):
-        message = error.get("message")
-        error_type = error.get("type") or error.get("code")
-        return (
-            str(message) if message is not None else json.dumps(error),
-            str(error_type) if error_type is not None else None,
-        )
-    return str(error), None
-
-
 def error_object(
     error: object, *, provider: str = PROVIDER, mid_stream: bool = False
 ) -> ProviderError:
@@ -517,8 +505,7 @@ def decode_response(
     if not isinstance(body, dict):
         raise ProviderError.invalid_response("the response is not a JSON object", provider=PROVIDER)
     if body.get("error") is not None:
-        error_message, error_type = _error_message(body)
-        raise provider_error(error_message, provider=PROVIDER, error_type=error_type)
+        raise error_object(body["error"])
     choices = body.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise ProviderError.invalid_response("the response has no choices", provider=PROVIDER)

@@ -13,6 +13,7 @@ from kova import (
     Image,
     InferenceConfig,
     InvalidResponse,
+    KovaError,
     Message,
     ProviderError,
     RedactedThinking,
@@ -33,6 +34,7 @@ from kova.providers.openai._convert import (
     decode_usage,
     encode_messages,
     encode_request,
+    error_object,
     finish_reason_to_stop,
 )
 from kova.testing._wire.openai import decode_request, stop_to_finish_reason
@@ -452,3 +454,27 @@ def test_a_model_s_arguments_are_echoed_byte_for_byte() -> None:
     edited = attrs.evolve(call, input={"city": "Oslo"})
     out = encode_messages([Message.assistant([edited])])
     assert out[0]["tool_calls"][0]["function"]["arguments"] == '{"city":"Oslo"}'  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("error", "error_class"),
+    [
+        (
+            {"message": "slow down", "type": "requests", "code": "rate_limit_exceeded"},
+            "RATE_LIMITED",
+        ),
+        ({"message": "busy", "type": "server_error", "code": None}, "OVERLOADED"),
+        ({"message": "odd", "type": "some_type", "code": "some_code"}, "OTHER"),
+    ],
+)
+def test_an_error_body_is_classified_as_the_same_error_in_a_stream_is(
+    error: dict[str, object], error_class: str
+) -> None:
+    # One rule for an error object wherever it comes: a 200 body with "error" and a stream's
+    # error chunk give the same class and type (the known code wins over the type).
+    with pytest.raises(KovaError) as body:
+        decode_response({"error": error})
+    stream = error_object(error, mid_stream=True)
+    assert body.value.error_class.name == error_class  # type: ignore[attr-defined]
+    assert stream.error_class.name == error_class
+    assert body.value.error_type == stream.error_type  # type: ignore[attr-defined]
