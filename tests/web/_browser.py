@@ -84,7 +84,8 @@ def start_chromium(executable: str) -> Iterator[Browser]:
     It is tied to this process's life (:func:`tied_process.tied_popen`; start it from the
     main thread): a test run that is killed takes the browser and its helpers with it.
     """
-    profile = tempfile.mkdtemp(prefix="kova-chromium-")
+    _remove_orphaned_profiles()
+    profile = tempfile.mkdtemp(prefix=f"{_PROFILE_PREFIX}{os.getpid()}-")
     try:
         process = tied_popen(
             [executable, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
@@ -118,6 +119,29 @@ def _stop_group(process: subprocess.Popen[bytes]) -> None:
         process.wait()
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)  # a helper that ignored SIGTERM
+
+
+_PROFILE_PREFIX = "kova-chromium-"
+
+
+def _remove_orphaned_profiles() -> None:
+    """Remove the profiles of test runs that were killed (SIGKILL leaves no ``finally``): a
+    profile's name carries the pid of the run that made it; one whose run is gone goes."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{_PROFILE_PREFIX}*"):
+        owner = folder.name.removeprefix(_PROFILE_PREFIX).split("-", 1)[0]
+        if not owner.isdigit() or _alive(int(owner)):
+            continue  # an older unnamed profile, or a run still going
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 def _remove_profile(profile: str) -> None:
