@@ -83,6 +83,8 @@ __all__ = [
     "parse_retry_delay",
     "signature_metadata",
     "stream_error",
+    "text_part",
+    "thought_part",
     "validates_signatures",
 ]
 
@@ -136,16 +138,13 @@ _URLSAFE = str.maketrans("+/", "-_")
 def _image_part(image: Image) -> dict[str, JSONValue]:
     inline = inline_image(image)
     if inline is not None:
-        return {"inlineData": {"mimeType": inline[0], "data": inline[1].translate(_URLSAFE)}}
+        return _media_part(inline[0], inline[1], None)
     # As google-genai's Part.from_uri: a type not given is guessed from the URL's extension
     # (the API wants one, except for a Files API URI, whose upload has its own).
     media_type = image.media_type
     if not media_type and image.url:
         media_type = mimetypes.guess_type(image.url)[0]
-    file_data: dict[str, JSONValue] = {"fileUri": image.url}
-    if media_type:
-        file_data = {"mimeType": media_type, "fileUri": image.url}
-    return {"fileData": file_data}
+    return _media_part(media_type, None, image.url)
 
 
 MAX_INLINE_BYTES = 100 * MB
@@ -218,6 +217,24 @@ def function_call_part(block: ToolUse) -> dict[str, JSONValue]:
     return part
 
 
+def text_part(text: str, metadata: Mapping[str, JSONValue] | None) -> dict[str, JSONValue] | None:
+    """A text part, with the ``thoughtSignature`` kept in ``metadata`` (None for an empty text
+    without one)."""
+    signature = metadata.get(THOUGHT_SIGNATURE_KEY) if metadata else None
+    if isinstance(signature, str):
+        return {"text": text, "thoughtSignature": signature}
+    return {"text": text} if text else None
+
+
+def thought_part(text: str, metadata: Mapping[str, JSONValue] | None) -> dict[str, JSONValue]:
+    """A ``thought: true`` part, with the ``thoughtSignature`` kept in ``metadata``, if any."""
+    part: dict[str, JSONValue] = {"text": text, "thought": True}
+    signature = metadata.get(THOUGHT_SIGNATURE_KEY) if metadata else None
+    if isinstance(signature, str):
+        part["thoughtSignature"] = signature
+    return part
+
+
 def _function_response_parts(
     result: ToolResult, calls: Mapping[str, ToolUse]
 ) -> list[dict[str, JSONValue]]:
@@ -252,11 +269,8 @@ def _parts(
     for block in content:
         match block:
             case Text(text=text, provider_metadata=metadata):
-                signature = metadata.get(THOUGHT_SIGNATURE_KEY) if metadata else None
-                if isinstance(signature, str):
-                    parts.append({"text": text, "thoughtSignature": signature})
-                elif text:
-                    parts.append({"text": text})
+                if (part := text_part(text, metadata)) is not None:
+                    parts.append(part)
             case Image():
                 parts.append(_image_part(block))
             case Document():
@@ -274,9 +288,8 @@ def _parts(
             case Thinking(text=text, provider_metadata=metadata):
                 # Only Gemini's signed thought parts go back; unsigned thoughts are display
                 # text, and a signature of another provider's means nothing here.
-                signature = metadata.get(THOUGHT_SIGNATURE_KEY) if metadata else None
-                if isinstance(signature, str):
-                    parts.append({"text": text, "thought": True, "thoughtSignature": signature})
+                if metadata and isinstance(metadata.get(THOUGHT_SIGNATURE_KEY), str):
+                    parts.append(thought_part(text, metadata))
             case RedactedThinking():
                 pass  # another provider's encrypted reasoning: not sent
             case _:

@@ -24,7 +24,6 @@ candidates) stops with ``unknown("blocked:<reason>")``.
 
 from __future__ import annotations
 
-import json
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -38,14 +37,12 @@ from ..._models import (
     TextDelta,
     Thinking,
     ThinkingDelta,
-    ToolUseDelta,
-    ToolUseEnd,
-    ToolUseStart,
     UsageEvent,
     text_delta,
 )
 from .._codec import bad_shape, ended_early, optional_str
 from .._json import parse_json
+from .._shared import whole_call
 from ._convert import (
     PROVIDER,
     answer_media,
@@ -193,25 +190,8 @@ class GeminiStreamDecoder:
             self._thought.clear()
             if "functionCall" in part:
                 index = self._calls
-                call = tool_use_of(part, index, salt=salt)
+                out.extend(whole_call(index, tool_use_of(part, index, salt=salt)))
                 self._calls += 1
-                out.append(
-                    ToolUseStart(
-                        index=index,
-                        id=call.id,
-                        name=call.name,
-                        provider_metadata=call.provider_metadata,
-                    )
-                )
-                out.append(
-                    ToolUseDelta(
-                        index=index,
-                        partial_json=json.dumps(
-                            call.input, separators=(",", ":"), ensure_ascii=False
-                        ),
-                    )
-                )
-                out.append(ToolUseEnd(index=index))
             elif "inlineData" in part:
                 out.append(MediaOutput(block=answer_media(part["inlineData"])))
 

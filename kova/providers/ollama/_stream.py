@@ -19,7 +19,6 @@ A body that ends without a ``done: true`` line sets :class:`~kova.StreamError` i
 
 from __future__ import annotations
 
-import json
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -28,15 +27,13 @@ from ..._models import (
     StopEvent,
     StreamEvent,
     ThinkingDelta,
-    ToolUseDelta,
-    ToolUseEnd,
-    ToolUseStart,
     UsageEvent,
     text_delta,
 )
 from .._classify import provider_error
 from .._codec import bad_shape, ended_early, optional_str
 from .._json import parse_json
+from .._shared import whole_call
 from ._convert import PROVIDER, decode_usage, done_reason_to_stop, error_of, tool_use_of
 
 if TYPE_CHECKING:
@@ -119,16 +116,8 @@ class OllamaStreamDecoder:
     def _tool_calls(self, calls: list[object], out: list[StreamEvent], salt: str) -> None:
         for call in calls:
             index = self._calls
-            use = tool_use_of(call, index, salt=salt)
+            out.extend(whole_call(index, tool_use_of(call, index, salt=salt)))
             self._calls += 1
-            out.append(ToolUseStart(index=index, id=use.id, name=use.name))
-            out.append(
-                ToolUseDelta(
-                    index=index,
-                    partial_json=json.dumps(use.input, separators=(",", ":"), ensure_ascii=False),
-                )
-            )
-            out.append(ToolUseEnd(index=index))
 
     def finish(self) -> list[StreamEvent]:
         """The body ended. Sets :attr:`error` when no ``done: true`` line came."""

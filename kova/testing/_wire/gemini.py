@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ..._errors import InvalidResponse
 from ..._models import (
     Audio,
     Document,
@@ -27,8 +28,13 @@ from ..._models import (
     Usage,
 )
 from ..._record import Record
-from ...providers._codec import call_id
-from ...providers.gemini._convert import SYNTHETIC_ID_KEY, THOUGHT_SIGNATURE_KEY, function_call_part
+from ...providers.gemini._convert import (
+    function_call_part,
+    signature_metadata,
+    text_part,
+    thought_part,
+    tool_use_of,
+)
 from ._media import media_block
 
 __all__ = [
@@ -71,21 +77,6 @@ def _image(part: Mapping[str, JSONValue]) -> Image | Document | Audio | None:
     return None
 
 
-def _tool_use(call: Mapping[str, JSONValue], part: Mapping[str, JSONValue], number: int) -> ToolUse:
-    name = str(call.get("name") or "unknown")
-    args = call.get("args")
-    arguments = dict(args) if isinstance(args, Mapping) else {}
-    metadata: dict[str, JSONValue] = {}
-    signature = part.get("thoughtSignature")
-    if isinstance(signature, str):
-        metadata[THOUGHT_SIGNATURE_KEY] = signature
-    identifier = call.get("id")
-    if not isinstance(identifier, str) or not identifier:
-        identifier = call_id(name, arguments, number)
-        metadata[SYNTHETIC_ID_KEY] = True
-    return ToolUse(id=identifier, name=name, input=arguments, provider_metadata=metadata or None)
-
-
 def _decode_content(content: Mapping[str, JSONValue], calls: dict[str, str]) -> list[Message]:
     role = content.get("role")
     parts = content.get("parts")
@@ -97,31 +88,24 @@ def _decode_content(content: Mapping[str, JSONValue], calls: dict[str, str]) -> 
         for part in parts:
             if not isinstance(part, Mapping):
                 continue
+            metadata = signature_metadata(part)
             if part.get("thought") is True:
                 # A signed thought part came back (as Gemini asks); an unsigned one is ignored.
-                signature = part.get("thoughtSignature")
-                if isinstance(signature, str):
-                    metadata: dict[str, JSONValue] = {THOUGHT_SIGNATURE_KEY: signature}
+                if metadata is not None:
                     blocks.append(
                         Thinking(text=str(part.get("text", "")), provider_metadata=metadata)
                     )
                 continue
-            call = part.get("functionCall")
-            if isinstance(call, Mapping):
-                use = _tool_use(call, part, number)
+            if "functionCall" in part:
+                try:
+                    use = tool_use_of(part, number)  # the id the client's decoder gave it
+                except InvalidResponse as exc:
+                    raise ValueError(str(exc)) from None
                 number += 1
                 calls[use.name] = use.id
                 blocks.append(use)
             elif isinstance(part.get("text"), str):
-                signature = part.get("thoughtSignature")
-                blocks.append(
-                    Text(
-                        text=str(part["text"]),
-                        provider_metadata={THOUGHT_SIGNATURE_KEY: signature}
-                        if isinstance(signature, str)
-                        else None,
-                    )
-                )
+                blocks.append(Text(text=str(part["text"]), provider_metadata=metadata))
         return [Message.assistant(blocks)] if blocks else []
     if role not in ("user", None):
         raise ValueError(f"unknown content role {role!r}")
@@ -286,24 +270,6 @@ def usage_json(usage: Usage) -> dict[str, JSONValue]:
     if usage.cache_read_tokens:
         body["cachedContentTokenCount"] = usage.cache_read_tokens
     return body
-
-
-def text_part(text: str, metadata: Mapping[str, JSONValue] | None) -> dict[str, JSONValue] | None:
-    """A text part, with the ``thoughtSignature`` kept in ``metadata`` (None for an empty text
-    without one)."""
-    signature = metadata.get(THOUGHT_SIGNATURE_KEY) if metadata else None
-    if isinstance(signature, str):
-        return {"text": text, "thoughtSignature": signature}
-    return {"text": text} if text else None
-
-
-def thought_part(text: str, metadata: Mapping[str, JSONValue] | None) -> dict[str, JSONValue]:
-    """A ``thought: true`` part, with the ``thoughtSignature`` kept in ``metadata``, if any."""
-    part: dict[str, JSONValue] = {"text": text, "thought": True}
-    signature = metadata.get(THOUGHT_SIGNATURE_KEY) if metadata else None
-    if isinstance(signature, str):
-        part["thoughtSignature"] = signature
-    return part
 
 
 def media_part(block: Image | Audio) -> dict[str, JSONValue]:
