@@ -12,7 +12,6 @@ from .._extras import require_extra as _require_extra
 
 _require_extra("otel", "kova.telemetry.otel")
 
-from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
@@ -205,9 +204,24 @@ class OtelSubscriber:
         offset = turn[0] if turn is not None else _offset()
         return offset + int(at * 1e9)
 
-    def _child_context(self, parent_id: int) -> otel_context.Context | None:
-        parent = self._spans.get(parent_id)
-        return None if parent is None else trace.set_span_in_context(parent)
+    def _start(
+        self,
+        event: TurnStarted | ModelCallStarted | ToolStarted | GuardStarted | McpRequestStarted,
+        key: int,
+        name: str,
+        kind: SpanKind,
+        attributes: dict[str, Any],
+    ) -> None:
+        """Start the span of ``event``, kept under ``key``: a child of the span of its
+        ``parent_id`` (none for a turn without one: the caller's current span is its parent)."""
+        parent = None if event.parent_id is None else self._spans.get(event.parent_id)
+        self._spans[key] = self._tracer.start_span(
+            _text(name),
+            context=None if parent is None else trace.set_span_in_context(parent),
+            kind=kind,
+            attributes=_clean(attributes),
+            start_time=self._ns(event.turn_id, event.time),
+        )
 
     def _turn_started(self, event: TurnStarted) -> None:
         provider = PROVIDER_NAMES.get(event.provider, event.provider)
@@ -221,13 +235,8 @@ class OtelSubscriber:
             attributes["gen_ai.request.model"] = event.model
         # The turn runs in the caller's task: its current span (if any) is the parent; an
         # agent run as a tool belongs to its tool call (in the tool pool's task).
-        parent = None if event.parent_id is None else self._child_context(event.parent_id)
-        self._spans[event.turn_id] = self._tracer.start_span(
-            _text(f"invoke_agent {event.agent}"),
-            context=parent,
-            kind=SpanKind.INTERNAL,
-            attributes=_clean(attributes),
-            start_time=self._ns(event.turn_id, event.time),
+        self._start(
+            event, event.turn_id, f"invoke_agent {event.agent}", SpanKind.INTERNAL, attributes
         )
 
     def _turn_finished(self, event: TurnFinished) -> None:
@@ -262,13 +271,8 @@ class OtelSubscriber:
             attributes["gen_ai.request.max_tokens"] = event.max_tokens
         if event.temperature is not None:
             attributes["gen_ai.request.temperature"] = event.temperature
-        self._spans[event.span_id] = self._tracer.start_span(
-            _text(f"chat {event.model}") if event.model else "chat",
-            context=self._child_context(event.parent_id),
-            kind=SpanKind.CLIENT,
-            attributes=_clean(attributes),
-            start_time=self._ns(event.turn_id, event.time),
-        )
+        name = f"chat {event.model}" if event.model else "chat"
+        self._start(event, event.span_id, name, SpanKind.CLIENT, attributes)
 
     def _call_finished(self, event: ModelCallFinished) -> None:
         span = self._spans.pop(event.span_id, None)
@@ -314,12 +318,8 @@ class OtelSubscriber:
             import json
 
             attributes["gen_ai.tool.call.arguments"] = json.dumps(call.input)
-        self._spans[event.span_id] = self._tracer.start_span(
-            _text(f"execute_tool {call.name}"),
-            context=self._child_context(event.parent_id),
-            kind=SpanKind.INTERNAL,
-            attributes=_clean(attributes),
-            start_time=self._ns(event.turn_id, event.time),
+        self._start(
+            event, event.span_id, f"execute_tool {call.name}", SpanKind.INTERNAL, attributes
         )
 
     def _tool_finished(self, event: ToolFinished) -> None:
@@ -349,13 +349,7 @@ class OtelSubscriber:
         }
         if event.call_id:
             attributes["gen_ai.tool.call.id"] = event.call_id
-        self._spans[event.span_id] = self._tracer.start_span(
-            _text(f"guard {event.guard}"),
-            context=self._child_context(event.parent_id),
-            kind=SpanKind.INTERNAL,
-            attributes=_clean(attributes),
-            start_time=self._ns(event.turn_id, event.time),
-        )
+        self._start(event, event.span_id, f"guard {event.guard}", SpanKind.INTERNAL, attributes)
 
     def _guard_finished(self, event: GuardFinished) -> None:
         span = self._spans.pop(event.span_id, None)
@@ -389,13 +383,7 @@ class OtelSubscriber:
             elif event.method.startswith("resources/"):
                 attributes["mcp.resource.uri"] = event.target
         name = event.method if event.target is None else f"{event.method} {event.target}"
-        self._spans[event.span_id] = self._tracer.start_span(
-            _text(name),
-            context=self._child_context(event.parent_id),
-            kind=SpanKind.CLIENT,
-            attributes=_clean(attributes),
-            start_time=self._ns(event.turn_id, event.time),
-        )
+        self._start(event, event.span_id, name, SpanKind.CLIENT, attributes)
 
 
 def _text(value: str) -> str:

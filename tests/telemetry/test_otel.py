@@ -204,6 +204,21 @@ async def test_retried_call_has_retry_events(
     assert chat.end_time - chat.start_time == pytest.approx(3e9, rel=1e-3)
 
 
+async def test_spans_start_at_their_events_time_on_trios_clock(
+    otel: Otel, autojump_clock: trio.testing.MockClock
+) -> None:
+    provider = ScriptedProvider([reply_tool_calls(("nap", {"seconds": 5})), reply_text("rested")])
+    async with AgentBuilder().provider(provider).tool(nap).build() as agent:
+        agent.telemetry.subscribe(otel.subscriber)
+        await agent.run(HISTORY)
+    spans = otel.spans()
+    tool = named(spans, "execute_tool nap")
+    chats = sorted(s.start_time or 0 for s in spans if s.name == "chat scripted")
+    assert tool.start_time is not None
+    # The second call starts after the five virtual seconds the tool slept.
+    assert chats[1] - tool.start_time == pytest.approx(5e9, abs=1e7)
+
+
 @pytest.mark.parametrize("streamed", [False, True], ids=["run", "stream"])
 async def test_the_call_span_names_the_model_and_answer_that_responded(
     otel: Otel, streamed: bool
