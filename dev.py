@@ -101,6 +101,7 @@ def main(argv: list[str]) -> int:
         status = _run(BIN / "ruff", "check", ".")
         status |= _run(BIN / "ruff", "format", "--check", "kova")
         status |= _run(BIN / "mypy", "--strict", "kova")
+        status |= _run(BIN / "mypy", "--strict", "tests/typing")
         return status
     print(__doc__)
     return 0 if command == "help" else 2

@@ -534,6 +534,7 @@ class Agent:
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         output_retries: int | None = None,
+        buffer: int = 16,
         limits: UsageLimits | None = None,
         deps: object = None,
         session: TurnSession | None = None,
@@ -549,6 +550,7 @@ class Agent:
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         output_retries: int | None = None,
+        buffer: int = 16,
         limits: UsageLimits | None = None,
         deps: object = None,
         session: TurnSession | None = None,
@@ -563,6 +565,7 @@ class Agent:
         config: InferenceConfig | None = None,
         cancel: CancelToken | None = None,
         output_retries: int | None = None,
+        buffer: int = 16,
         limits: UsageLimits | None = None,
         deps: object = None,
         session: TurnSession | None = None,
@@ -576,7 +579,8 @@ class Agent:
         hold the outcome (see :class:`~kova.agent.StructuredStream`). Errors are raised from
         the iteration (``UsageLimitExceeded`` too: ``limits`` apply to each attempt, as for
         :meth:`run_structured`); leaving the block early cancels the turn. With ``session``
-        (as for :meth:`run`) the turn is appended before the validated value is handed on.
+        (as for :meth:`run`) the turn is appended before the validated value is handed on;
+        ``buffer`` is as for :meth:`stream`.
         """
         from ._needs_async_with import NeedsAsyncWith
         from ._structured import stream_structured_turn
@@ -587,10 +591,11 @@ class Agent:
         if session is not None:  # kova.sessions loads before and appends after
             again = partial(
                 self.stream_structured, output=output, config=config, cancel=cancel,
-                output_retries=output_retries, limits=limits, deps=deps, context=context,
+                output_retries=output_retries, buffer=buffer, limits=limits, deps=deps,
+                context=context,
             )  # fmt: skip
             return _session(session).stream_structured_turn(messages, again)
-        stream = partial(self.stream, limits=limits, deps=deps, context=context)
+        stream = partial(self.stream, buffer=buffer, limits=limits, deps=deps, context=context)
         return NeedsAsyncWith(
             stream_structured_turn(stream, messages, output, config, retries, cancel),
             "agent.stream_structured(...)",

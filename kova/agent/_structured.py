@@ -462,7 +462,10 @@ async def stream_structured_turn(
         return response
 
     async def produce() -> None:
-        async with send:
+        # Closed without a checkpoint (not ``async with``): the consumer, woken by the close,
+        # cancels this nursery, and a checkpoint here would turn an error on its way out
+        # into that Cancelled, which the nursery absorbs: the error would be lost.
+        with send:
             try:
                 while True:
                     valid, value = attempts.check(await attempt())

@@ -3,35 +3,39 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 from collections import deque
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
 
 import trio
 
 from .._guest import AsyncioRuntime, Job, ensure_runtime, run_sync_in
 from ..agent import Agent, AgentEvent, GuardTripped
-from ..agent._agent import check_limits, structured_options
 from ..agent._input import check_call_options, coerce_history
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Sequence
+    from collections.abc import AsyncIterator, Callable, Coroutine
     from contextlib import AbstractAsyncContextManager
     from types import TracebackType
     from typing import Self
 
-    from .._models import InferenceConfig, ResponseFormat
-    from ..agent import AgentResponse, CancelToken, PendingApprovals, UsageLimits
-    from ..agent._guards import Guard
-    from ..agent._input import HistoryInput
-    from ..durable import PostgresJournal, SqliteJournal
-    from ..sessions import Session
+    from typing_extensions import TypeVar as WithDefault  # PEP 696 (typing's in 3.13)
+
+    from ..agent import AgentResponse, StructuredStream
+
+    OutputT = WithDefault("OutputT", default=Any)  # a bare StructuredValueStream is [Any]
+else:
+    OutputT = TypeVar("OutputT")
 
 __all__ = ["AgentEventStream", "AsyncioAgent", "StructuredValueStream", "open_agent"]
 
-OutputT = TypeVar("OutputT")
 T = TypeVar("T")
+R = TypeVar("R")
+C = TypeVar("C", bound="Callable[..., object]")
+P = ParamSpec("P")
 
 
 @asynccontextmanager
@@ -61,6 +65,86 @@ async def open_agent(agent: Agent) -> AsyncIterator[AsyncioAgent]:
         yield bridged
     finally:
         await bridged._close()
+
+
+def _forwarded(method: Callable[..., object], call: C, returns: str | None = None) -> C:
+    """``call`` dressed as the agent's ``method``: help(), ``inspect.signature`` and docs
+    tools show the method's own parameters (``returns``: another return annotation). Type
+    checkers see them too, overloads included, through the ParamSpec the callers below are
+    typed by (a second argument to those callers would lose the overloads: mypy 2.4)."""
+    functools.update_wrapper(call, method)
+    call.__qualname__ = f"AsyncioAgent.{method.__name__}"
+    call.__module__ = __name__
+    if returns is not None:
+        call.__signature__ = inspect.signature(method).replace(  # type: ignore[attr-defined]
+            return_annotation=returns
+        )
+    return call
+
+
+def _turn(
+    method: Callable[Concatenate[Agent, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[AsyncioAgent, P], Coroutine[Any, Any, R]]:
+    """An awaited method of the agent, from asyncio: each call a trio task in the guest run."""
+
+    async def turn(self: AsyncioAgent, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        call = partial(method, self._agent, *args, **kwargs)
+        return await self._runtime.spawn(self._nursery(), call).wait()
+
+    return _forwarded(method, turn)
+
+
+def _stream(
+    method: Callable[Concatenate[Agent, P], AbstractAsyncContextManager[AsyncIterator[AgentEvent]]],
+) -> Callable[Concatenate[AsyncioAgent, P], AgentEventStream]:
+    """The agent's ``stream``, from asyncio."""
+    signature = inspect.signature(method)
+
+    def stream(self: AsyncioAgent, /, *args: P.args, **kwargs: P.kwargs) -> AgentEventStream:
+        buffer = _checked(self, signature, args, kwargs)
+        return AgentEventStream(self, method(self._agent, *args, **kwargs), buffer)
+
+    return _forwarded(method, stream, "AgentEventStream")
+
+
+def _structured_stream(
+    method: Callable[Concatenate[Agent, P], AbstractAsyncContextManager[StructuredStream[T]]],
+) -> Callable[Concatenate[AsyncioAgent, P], StructuredValueStream[T]]:
+    """The agent's ``stream_structured``, from asyncio (typed by the output it validates)."""
+    signature = inspect.signature(method)
+
+    def stream(
+        self: AsyncioAgent, /, *args: P.args, **kwargs: P.kwargs
+    ) -> StructuredValueStream[T]:
+        buffer = _checked(self, signature, args, kwargs)
+        return StructuredValueStream(self, method(self._agent, *args, **kwargs), buffer)
+
+    return _forwarded(method, stream, "StructuredValueStream")
+
+
+def _checked(
+    bridged: AsyncioAgent,
+    signature: inspect.Signature,
+    args: tuple[object, ...],
+    kwargs: dict[str, object],
+) -> int:
+    """A bridged stream's arguments checked when it is called (the agent's own stream checks
+    them on entering, in the trio task: too late for the asyncio caller); its ``buffer``.
+
+    Raises:
+        TypeError: an argument is unknown, missing or of the wrong type.
+        RuntimeError: the bridged agent is closed.
+    """
+    arguments = signature.bind(bridged.agent, *args, **kwargs).arguments
+    history = arguments.get("history")
+    if history is not None or arguments.get("session") is None:
+        coerce_history(history)
+    check_call_options(arguments.get("config"), arguments.get("cancel"))
+    buffer = arguments.get("buffer", 16)
+    if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1:
+        raise TypeError(f"buffer must be a positive int, got {buffer!r}")
+    bridged._nursery()
+    return buffer
 
 
 class AsyncioAgent:
@@ -141,260 +225,52 @@ class AsyncioAgent:
             )
         return self._jobs
 
-    # -- the agent's methods ----------------------------------------------------------
+    # -- the agent's methods, with its own signatures (see _forwarded) -------------------
 
-    async def run(
-        self,
-        history: HistoryInput,
-        *,
-        config: InferenceConfig | None = None,
-        cancel: CancelToken | None = None,
-        limits: UsageLimits | None = None,
-        journal: SqliteJournal | PostgresJournal | None = None,
-        turn_id: str | None = None,
-        deps: object = None,
-        session: Session | None = None,
-        guards: Sequence[Guard] | None = None,
-    ) -> AgentResponse:
-        """One turn over ``history``: :meth:`kova.agent.Agent.run`, from asyncio.
+    run = _turn(Agent.run)
+    run.__doc__ = """One turn over ``history``: :meth:`kova.agent.Agent.run` from asyncio, the same
+    parameters, result and errors. A journal's or a session's store work runs in worker
+    threads, off the asyncio loop too.
 
-        Args:
-            journal, turn_id: record the turn in a :class:`~kova.durable.SqliteJournal`
-                under ``turn_id``, as :meth:`kova.agent.Agent.run` does: running again with
-                the same ``turn_id`` after a crash goes on where the turn stopped (the
-                journal's SQLite work runs in worker threads, off the asyncio loop too).
-            deps: what the turn's tools receive as ``ctx.deps``.
-            session: a :class:`~kova.sessions.Session`, as for :meth:`kova.agent.Agent.run`
-                (its store's work runs in worker threads, off the asyncio loop too).
-            guards: guards for this turn, replacing the agent's, as for
-                :meth:`kova.agent.Agent.run` (a trip raises ``GuardrailTripped``).
+    Raises:
+        The agent's own errors, as themselves (``TypeError`` for bad input too).
+        TurnCancelled: ``cancel`` was cancelled, or the agent was closed meanwhile.
+        CancelledError: this task was cancelled; the turn has stopped (a journaled turn
+        keeps what it recorded, and the next run goes on from there).
+    """
+    resume = _turn(Agent.resume)
+    resume.__doc__ = """Continue a turn that paused for approvals: :meth:`kova.agent.Agent.resume`
+    from asyncio (``history`` is the paused turn's history plus its ``new_messages``,
+    ``pending`` its decided ``response.pending``, in this process or another). Errors and
+    cancellation as for :meth:`run`."""
+    run_structured = _turn(Agent.run_structured)
+    run_structured.__doc__ = """:meth:`kova.agent.Agent.run_structured` from asyncio (errors and
+    cancellation as for :meth:`run`, plus ``StructuredOutputError``)."""
+    stream = _stream(Agent.stream)
+    stream.__doc__ = """Stream one turn: ``async for event in bridged.stream(history):``.
 
-        Raises:
-            The agent's own errors (``ProviderError``, ``MaxIterationsError``, ...,
-            ``TypeError`` for bad input, ``TurnClaimedError`` / ``JournalError`` from the
-            journal), as themselves.
-            TurnCancelled: ``cancel`` was cancelled, or the agent was closed meanwhile.
-            CancelledError: this task was cancelled; the turn has stopped (a journaled
-            turn keeps what it recorded, and the next run goes on from there).
-        """
-        turn = partial(
-            self._agent.run,
-            history,
-            config=config,
-            cancel=cancel,
-            limits=limits,
-            journal=journal,
-            turn_id=turn_id,
-            deps=deps,
-            session=session,
-            guards=guards,
-        )
-        return await self._runtime.spawn(self._nursery(), turn).wait()
+    The parameters and events are :meth:`kova.agent.Agent.stream`'s (``buffer`` also bounds
+    the events waiting for the asyncio consumer). The turn starts at the first iteration; the
+    agent's errors are raised from the iteration. Also an async context manager (``async with
+    bridged.stream(history) as events:``), whose exit stops the turn if it is still running.
+    Cancelling the iterating task, or :meth:`AgentEventStream.aclose`, cancels the turn and
+    returns once it stopped.
 
-    async def resume(
-        self,
-        history: HistoryInput | None = None,
-        pending: PendingApprovals | None = None,
-        *,
-        config: InferenceConfig | None = None,
-        cancel: CancelToken | None = None,
-        journal: SqliteJournal | PostgresJournal | None = None,
-        turn_id: str | None = None,
-        deps: object = None,
-        session: Session | None = None,
-    ) -> AgentResponse:
-        """Continue a turn that paused for approvals: :meth:`kova.agent.Agent.resume`, from
-        asyncio (``history`` is the paused turn's history plus its ``new_messages``;
-        ``pending`` its decided ``response.pending``, in this process or another).
+    Raises:
+        TypeError: ``history`` or an option has the wrong type (raised here).
+    """
+    stream_structured = _structured_stream(Agent.stream_structured)
+    stream_structured.__doc__ = """:meth:`kova.agent.Agent.stream_structured` from asyncio:
+    ``async for value in bridged.stream_structured(history, Model):``.
 
-        Args:
-            journal, turn_id: the journal a turn run with ``journal=`` paused in, and its
-                id: the resumed part is recorded there, and resuming again after a crash
-                goes on without running finished calls again (see ``docs/durable.md``).
-            deps: what the turn's tools receive as ``ctx.deps``.
-            session: the session the turn paused in (``bridged.resume(pending,
-                session=session)``), as for :meth:`kova.agent.Agent.resume`.
+    The values are the agent's (the best-effort parse of the JSON so far, the last one
+    validated); once the iteration has ended, :attr:`StructuredValueStream.value` and
+    :attr:`StructuredValueStream.response` hold the outcome. Starting, errors, closing and
+    cancellation as for :meth:`stream`.
 
-        Raises:
-            ApprovalMismatchError: ``pending`` does not fit ``history``; before anything runs.
-            JournalError: ``turn_id`` holds another conversation; before anything runs.
-            The errors of :meth:`run`, as themselves.
-        """
-        turn = partial(
-            self._agent.resume,
-            history,
-            pending,
-            config=config,
-            cancel=cancel,
-            journal=journal,
-            turn_id=turn_id,
-            deps=deps,
-            session=session,
-        )
-        return await self._runtime.spawn(self._nursery(), turn).wait()
-
-    @overload
-    async def run_structured(
-        self,
-        history: HistoryInput,
-        output: type[OutputT],
-        *,
-        config: InferenceConfig | None = None,
-        cancel: CancelToken | None = None,
-        output_retries: int | None = None,
-        limits: UsageLimits | None = None,
-        deps: object = None,
-        session: Session | None = None,
-    ) -> tuple[OutputT, AgentResponse]: ...
-
-    @overload
-    async def run_structured(
-        self,
-        history: HistoryInput,
-        output: ResponseFormat | object,
-        *,
-        config: InferenceConfig | None = None,
-        cancel: CancelToken | None = None,
-        output_retries: int | None = None,
-        limits: UsageLimits | None = None,
-        deps: object = None,
-        session: Session | None = None,
-    ) -> tuple[Any, AgentResponse]: ...
-
-    async def run_structured(
-        self,
-        history: HistoryInput,
-        output: ResponseFormat | object,
-        *,
-        config: InferenceConfig | None = None,
-        cancel: CancelToken | None = None,
-        output_retries: int | None = None,
-        limits: UsageLimits | None = None,
-        deps: object = None,
-        session: Session | None = None,
-    ) -> tuple[Any, AgentResponse]:
-        """:meth:`kova.agent.Agent.run_structured`, from asyncio (errors as :meth:`run`,
-        plus ``StructuredOutputError``; ``deps`` and ``session`` as for :meth:`run`)."""
-        turn = partial(
-            self._agent.run_structured,
-            history,
-            output,
-            config=config,
-            cancel=cancel,
-            output_retries=output_retries,
-            limits=limits,
-            deps=deps,
-            session=session,
-        )
-        return await self._runtime.spawn(self._nursery(), turn).wait()
-
-    def stream(
-        self,
-        history: HistoryInput | None = None,
-        *,
-        config: InferenceConfig | None = None,
-        cancel: CancelToken | None = None,
-        buffer: int = 16,
-        resume: PendingApprovals | None = None,
-        limits: UsageLimits | None = None,
-        journal: SqliteJournal | PostgresJournal | None = None,
-        turn_id: str | None = None,
-        deps: object = None,
-        session: Session | None = None,
-        guards: Sequence[Guard] | None = None,
-    ) -> AgentEventStream:
-        """Stream one turn: ``async for event in bridged.stream(history):``.
-
-        The events are :meth:`kova.agent.Agent.stream`'s, the same objects. The turn starts
-        at the first iteration; the agent's errors are raised from the iteration. Also an
-        async context manager (``async with bridged.stream(history) as events:``), whose
-        exit stops the turn if it is still running. Cancelling the iterating task, or
-        :meth:`AgentEventStream.aclose`, cancels the turn and returns once it stopped.
-
-        Args:
-            buffer: events the turn may run ahead of the consumer before it waits.
-            resume: a decided ``response.pending``: stream the rest of that paused turn.
-            limits: usage limits for this turn (not with ``resume``).
-            journal, turn_id: record the turn as :meth:`run` (with ``resume``, as
-                :meth:`resume`) does; a turn continued from the journal streams what it
-                does from there on.
-            deps: what the turn's tools receive as ``ctx.deps``.
-            session: as for :meth:`kova.agent.Agent.stream` (with ``resume``, ``history``
-                left out).
-            guards: guards for this turn, replacing the agent's (their verdicts are events).
-
-        Raises:
-            TypeError: ``history`` or an option has the wrong type (raised here).
-        """
-        messages = None if history is None and session is not None else coerce_history(history)
-        check_call_options(config, cancel)
-        _check_buffer(buffer)
-        self._nursery()
-        opener = partial(
-            self._agent.stream,
-            messages,
-            config=config,
-            cancel=cancel,
-            buffer=buffer,
-            resume=resume,
-            limits=limits,
-            journal=journal,
-            turn_id=turn_id,
-            deps=deps,
-            session=session,
-            guards=guards,
-        )
-        return AgentEventStream(self, opener, buffer)
-
-    def stream_structured(
-        self,
-        history: HistoryInput,
-        output: ResponseFormat | object,
-        *,
-        config: InferenceConfig | None = None,
-        cancel: CancelToken | None = None,
-        output_retries: int | None = None,
-        buffer: int = 16,
-        limits: UsageLimits | None = None,
-        deps: object = None,
-        session: Session | None = None,
-    ) -> StructuredValueStream:
-        """:meth:`kova.agent.Agent.stream_structured`, from asyncio:
-        ``async for value in bridged.stream_structured(history, Model):``.
-
-        The values are the agent's (the best-effort parse of the JSON so far, the last one
-        validated); once the iteration has ended, :attr:`StructuredValueStream.value` and
-        :attr:`StructuredValueStream.response` hold the outcome. Starting, errors, closing
-        and cancellation as for :meth:`stream`.
-
-        Args:
-            limits: usage limits for each attempt (as for :meth:`run_structured`).
-            session: as for :meth:`run`.
-
-        Raises:
-            TypeError: ``history`` or an option has the wrong type (raised here).
-        """
-        messages, _ = structured_options(self._agent, history, config, cancel, output_retries)
-        check_limits(limits)
-        _check_buffer(buffer)
-        self._nursery()
-        opener = partial(
-            self._agent.stream_structured,
-            messages,
-            output,
-            config=config,
-            cancel=cancel,
-            output_retries=output_retries,
-            limits=limits,
-            deps=deps,
-            session=session,
-        )
-        return StructuredValueStream(self, opener, buffer)
-
-
-def _check_buffer(buffer: object) -> None:
-    if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1:
-        raise TypeError(f"buffer must be a positive int, got {buffer!r}")
+    Raises:
+        TypeError: ``history`` or an option has the wrong type (raised here).
+    """
 
 
 async def _host(agent: Agent, opened: asyncio.Future[trio.Nursery], closing: trio.Event) -> None:
@@ -444,12 +320,11 @@ class _Pipe:
                 waiter.set_result(None)
 
 
-async def _produce(opener: Callable[[], AbstractAsyncContextManager[Any]], pipe: _Pipe) -> None:
+async def _produce(opened: AbstractAsyncContextManager[Any], pipe: _Pipe) -> None:
     """The trio side of a stream: iterate the agent's stream into the pipe. What one network
     read decodes arrives without a checkpoint in between, so it crosses in one wake-up."""
     items = pipe.items
     buffer = pipe.buffer
-    opened = opener()
     if hasattr(opened, "on_trip"):  # an agent's stream: a guard's trip stops it at once
         opened.on_trip = pipe.trip
     async with opened as stream:
@@ -473,12 +348,12 @@ class _BridgedStream(Generic[T]):
     def __init__(
         self,
         bridged: AsyncioAgent,
-        opener: Callable[[], AbstractAsyncContextManager[Any]],
+        opened: AbstractAsyncContextManager[Any],
         buffer: int,
     ) -> None:
         self._bridged = bridged
         self._pipe = _Pipe(buffer)
-        self._turn = partial(_produce, opener, self._pipe)
+        self._turn = partial(_produce, opened, self._pipe)
         self._job: Job[None] | None = None
         self._over = False
 
@@ -569,7 +444,7 @@ class AgentEventStream(_BridgedStream[AgentEvent]):
     __slots__ = ()
 
 
-class StructuredValueStream(_BridgedStream[Any]):
+class StructuredValueStream(_BridgedStream[Any], Generic[OutputT]):
     """The values of one streamed structured turn, for asyncio (from
     :meth:`AsyncioAgent.stream_structured`): iterate it, then read :attr:`value` and
     :attr:`response`. Starting, closing and cancellation as :class:`AgentEventStream`."""
@@ -577,13 +452,14 @@ class StructuredValueStream(_BridgedStream[Any]):
     __slots__ = ()
 
     @property
-    def value(self) -> Any:
+    def value(self) -> OutputT:
         """The validated value.
 
         Raises:
             RuntimeError: the iteration has not reached it.
         """
-        return self._finished().value
+        value: OutputT = self._finished().value
+        return value
 
     @property
     def response(self) -> AgentResponse:

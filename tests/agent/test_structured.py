@@ -270,6 +270,23 @@ async def test_leaving_stream_structured_early_cancels_the_turn() -> None:
         assert not stream.done
 
 
+async def test_stream_structured_passes_its_buffer_to_the_stream_under_a_cancel_token() -> None:
+    """With a token the turn runs in a task of its own, ``buffer`` events ahead (as for
+    ``stream``): a negative one is refused there, which only a buffer passed on can be. The
+    refusal (no KovaError) is raised every time: it was lost about half the time when the
+    attempts' task closed its channel with a checkpoint (trio schedules in random order)."""
+    replies = [reply_text(GOOD)]
+    async with AgentBuilder().provider(ScriptedProvider(replies)).build() as agent:
+        token = kova.agent.CancelToken()
+        for _ in range(12):
+            with pytest.raises(ValueError, match="buffer must be at least 0"):
+                async with agent.stream_structured(HISTORY, Route, cancel=token, buffer=-1) as s:
+                    _ = [value async for value in s]
+        async with agent.stream_structured(HISTORY, Route, cancel=token, buffer=0) as stream:
+            _ = [value async for value in stream]
+    assert stream.value == Route(route="billing", confidence=0.9)
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import inspect
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -304,6 +305,28 @@ def test_stream_checks_its_arguments_when_called(loop: str) -> None:
                 bridged.stream("x", buffer=0)
 
     run_on(loop, main)
+
+
+@pytest.mark.parametrize(
+    ("name", "returns"),
+    [
+        ("run", None),
+        ("resume", None),
+        ("run_structured", None),
+        ("stream", "AgentEventStream"),
+        ("stream_structured", "StructuredValueStream"),
+    ],
+)
+def test_bridged_methods_show_the_agents_own_parameters(name: str, returns: str | None) -> None:
+    """help() and IDEs show the agent method's signature (types are pinned by mypy in
+    tests/typing/asyncio_door.py), with a docstring of the bridged method's own."""
+    bridged = getattr(kova.asyncio.AsyncioAgent, name)
+    agent = inspect.signature(getattr(Agent, name))
+    shown = inspect.signature(bridged)
+    assert shown.parameters == agent.parameters
+    assert shown.return_annotation == (returns or agent.return_annotation)
+    assert "asyncio" in bridged.__doc__
+    assert bridged.__qualname__ == f"AsyncioAgent.{name}"
 
 
 def test_structured_output_error_crosses(loop: str) -> None:

@@ -312,6 +312,33 @@ async def test_run_sync_and_the_asyncio_bridge_take_a_session(tmp_path: Path) ->
     await store.aclose()
 
 
+async def test_the_asyncio_bridge_streams_a_paused_session_turn_on(tmp_path: Path) -> None:
+    """``bridged.stream(resume=..., session=...)`` with no history: the session holds it."""
+
+    def model(request: ScriptRequest) -> Any:
+        if isinstance(request.messages[-1].content[0], ToolResult):
+            return reply_text("ok")
+        return reply_tool_calls(("book", {"room": "red"}))
+
+    store = SqliteSessionStore(tmp_path / "s.db")
+    session = store.session("approvals")
+
+    async def main() -> str:
+        async with kova.asyncio.open_agent(build(model, book, defer=True)) as bridged:
+            await bridged.run("book red", session=session)
+            pending = await bridged.runtime.run(session.pending)
+            assert pending is not None
+            decided = pending.deny(pending.calls[0].id)
+            events = bridged.stream(resume=decided, session=session)
+            (outcome,) = [e async for e in events if isinstance(e, TurnCompleted)]
+            return outcome.response.text
+
+    assert await trio.to_thread.run_sync(asyncio.run, main()) == "ok"
+    assert await session.pending() is None
+    assert len(await session.load()) == 4  # the prompt, the call, its denial, "ok"
+    await store.aclose()
+
+
 async def test_a_session_argument_of_another_type_is_refused(store: SessionStore) -> None:
     async with build(Model()) as agent:
         with pytest.raises(TypeError, match=r"session must be a kova\.sessions\.Session"):
