@@ -47,7 +47,6 @@ class DriverContext:
 
     __slots__ = (
         "_merged",
-        "_subscribers",
         "approver",
         "config",
         "decisions",
@@ -59,6 +58,7 @@ class DriverContext:
         "provider",
         "runner",
         "signer",
+        "subscribers",
         "telemetry",
     )
 
@@ -85,7 +85,8 @@ class DriverContext:
             from ._lifecycle import LifecycleSubscriber
 
             subscribers = (*subscribers, LifecycleSubscriber(config.lifecycle).on_event)
-        self._subscribers = subscribers
+        self.subscribers = subscribers
+        """The subscribers of this agent's turns only, besides the hub's (for its emitter)."""
         self.model = model
         """The model the provider sends when the request names none (for telemetry)."""
         self.prefix = (Message.system(config.system_prompt),) if config.system_prompt else ()
@@ -113,7 +114,7 @@ class DriverContext:
 
     def emitter(self) -> TurnEmitter | None:
         """The telemetry emitter of a new turn (``None`` when nobody listens)."""
-        return self.telemetry.emitter(self._subscribers)
+        return self.telemetry.emitter(self.subscribers)
 
     def inference(self, overrides: InferenceConfig | None) -> InferenceConfig:
         """The agent's inference config with ``overrides`` merged in (cached for the last
@@ -158,7 +159,8 @@ class DriverContext:
             if deferred
             else None,
         )
-        self.use_context(turn, context, overrides)
+        if context is not None or config.context is not None:
+            self.use_context(turn, context, overrides)
         return turn
 
     def resume_turn(

@@ -120,15 +120,21 @@ def _steps_for(
     on_trip: Callable[[BaseException], None] | None = None,
 ) -> tuple[ModelStep, ToolStep, TurnWatch]:
     """The step objects one turn's loop runs, sharing the turn's guards (if any)."""
-    emitter = context.emitter()  # None when nobody listens: then no event is built at all
-    gate = GuardGate.of(
-        context.config.guards if guards is None else guards,
-        turn,
-        nursery,
-        save=None if observer is NO_OBSERVER else observer.saved,  # decisions recorded
-        emitter=emitter,
-        on_trip=on_trip,
-    )
+    emitter = context.telemetry.emitter(context.subscribers)  # None when nobody listens
+    if guards is None:
+        guards = context.config.guards
+    gate = None
+    # A turn read back from its journal may hold a guard's trip, to raise again; any other
+    # turn without guards has no gate at all.
+    if guards or observer is not NO_OBSERVER:
+        gate = GuardGate.of(
+            guards,
+            turn,
+            nursery,
+            save=None if observer is NO_OBSERVER else observer.saved,  # decisions recorded
+            emitter=emitter,
+            on_trip=on_trip,
+        )
     inference = context.inference(overrides)
     return (
         ModelStep(context, inference, emitter, site, observer=observer, gate=gate),
@@ -155,36 +161,28 @@ async def run_turn(
     deps: object = None,
     guards: Sequence[Guard] | None = None,
     site: CallSite | None = None,
+    nursery: trio.Nursery | None = None,
 ) -> AgentResponse:
     """One turn driven to its response by :func:`drive` in this frame (input guards beside
-    it and streamed tool steps in a nursery of this frame). Not streamed, its one event is
-    the outcome; the inner turn of an agent tool (``site``) whose outer turn is streamed
-    streams, each of its events sent to the outer stream with its path."""
-    chosen = context.config.guards if guards is None else guards
-    emit = None if site is None else site.emit
-    if not concurrent(chosen) and (emit is None or not len(context.config.registry)):
-        return await _run_turn(context, turn, overrides, observer, deps, chosen, site, None)
-    with lone_exceptions():  # the turn's own error leaves as itself, not in a group
-        async with trio.open_nursery() as nursery:
-            response = await _run_turn(
-                context, turn, overrides, observer, deps, chosen, site, nursery
-            )
-            nursery.cancel_scope.cancel(reason="the turn is over")  # guards that still run
-    return response
-
-
-async def _run_turn(
-    context: DriverContext,
-    turn: Turn,
-    overrides: InferenceConfig | None,
-    observer: StepObserver,
-    deps: object,
-    guards: Sequence[Guard],
-    site: CallSite | None,
-    nursery: trio.Nursery | None,
-) -> AgentResponse:
+    it and streamed tool steps in ``nursery``, opened here when the turn needs one). Not
+    streamed, its one event is the outcome; the inner turn of an agent tool (``site``)
+    whose outer turn is streamed streams, each of its events sent to the outer stream with
+    its path."""
+    if guards is None:
+        guards = context.config.guards
     # An inner turn's events go to the outer stream: each level adds its call's id to the path.
     emit, prefix = (None, ()) if site is None else (site.emit, (site.call.id,))
+    if nursery is None and (
+        (guards and concurrent(guards)) or (emit is not None and len(context.config.registry))
+    ):
+        with lone_exceptions():  # the turn's own error leaves as itself, not in a group
+            async with trio.open_nursery() as nursery:
+                answer = await run_turn(
+                    context, turn, overrides, observer, deps=deps, guards=guards, site=site,
+                    nursery=nursery,
+                )  # fmt: skip
+                nursery.cancel_scope.cancel(reason="the turn is over")  # guards that still run
+        return answer
     steps = drive(
         context,
         turn,
@@ -201,7 +199,7 @@ async def _run_turn(
         # The last event is TurnCompleted; read on to the loop's own end (no GeneratorExit
         # thrown into it to close it early).
         async for event in steps:
-            if isinstance(event, TurnCompleted):
+            if type(event) is TurnCompleted:
                 response = event.response
             else:  # not streamed, a turn yields its outcome only
                 assert emit is not None

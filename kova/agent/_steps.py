@@ -271,9 +271,15 @@ class ModelStep:
             call.finished(response)
         if held is not None:
             await self.settled(held, response)
-        if self.replied(response, turn):
-            assert turn is not None
-            await self._observer.saved(turn)
+        if turn is not None:  # as replied(), without its call on the usual path
+            turn.model_replied(response)
+            if self._outer:
+                for enclosing in self._outer:
+                    enclosing.inner_replied(self._key, response.usage)
+            if self._observer is not NO_OBSERVER:
+                await self._observer.saved(turn)
+        elif self._outer:
+            self.replied(response, None)
         return response
 
     def stream(self, request: ChatRequest, turn: Turn | None = None) -> ModelStream:
@@ -725,21 +731,30 @@ class TurnWatch:
 
     async def outcome(self, turn: Turn, step: Finished | AwaitApproval) -> list[AgentEvent]:
         """What ends the turn: the input guards passed and the output guards' check of the
-        whole answer (their events, streamed), then TurnCompleted.
+        whole answer (their events, streamed), then TurnCompleted (a pause's pending
+        approvals signed: they leave the process; a finished turn carries none).
 
         Raises:
             GuardrailTripped: a guard tripped.
         """
-        events: list[AgentEvent] = []
         gate = self._gate
-        if gate is not None:
+        if gate is None:
+            events: list[AgentEvent] = []
+        else:
             await gate.passed()
             if type(step) is Finished:
                 await gate.answered(step.response.text)
-            if self._streamed:
-                events.extend(gate.take_events())
-        self.finished(turn)
-        events.append(TurnCompleted(response=self._context.signer.sealed(step.response)))
+            events = gate.take_events() if self._streamed else []
+        if self._open:
+            self.finished(turn)
+        else:  # as finished(turn), without its call when nobody listens
+            last = turn.last_usage
+            if last is not None:
+                self._context.last_input_tokens = last.input_tokens
+        response = step.response
+        if type(step) is not Finished:
+            response = self._context.signer.sealed(response)
+        events.append(TurnCompleted(response=response))
         return events
 
     def trip_events(self, exc: BaseException) -> list[AgentEvent]:

@@ -129,6 +129,8 @@ _FAILED = "failed"
 
 _NO_NAMES: frozenset[str] = frozenset()
 """Shared by every turn that has none (an empty frozenset is not a singleton: 216 bytes)."""
+_NO_USAGE = Usage()
+"""A turn's usage before its first reply (shared: a value)."""
 
 _TRUNCATED = (StopKind.MAX_TOKENS, StopKind.STOP_SEQUENCE)
 """Stops that can cut a tool call short: such calls are answered, never run."""
@@ -327,7 +329,7 @@ class Turn:
         self._limits = limits
         self._max_iterations = max_iterations
         self._budget = context_budget
-        self._usage = Usage()  # this part's (a resumed turn reports what it did)
+        self._usage = _NO_USAGE  # this part's (a resumed turn reports what it did)
         self._llm_calls = 0
         self._thinking: list[str] = []
         self._base: Usage | None = None  # a resumed turn's usage before this part
@@ -847,13 +849,14 @@ class Turn:
                     self._events.append(fitted.event)
                 if fitted.compact is not None:
                     return fitted.compact
-        working, tools = self._working, self.tools
+        search = self._search
+        working = self._working
+        tools = self._tools if search is None else search.offer(self._tools)
         budget = self._budget
         if budget is not None:
             estimate = heuristic_count_tokens(working, tools)
             if estimate > budget:
                 raise ContextBudgetExceededError(estimate, budget)
-        search = self._search
         request = ChatRequest(
             messages=working,
             tools=tools,
@@ -895,10 +898,10 @@ class Turn:
                 stop_reason=self._last_stop,
                 usage=usage,
                 llm_calls=self._llm_calls,
-                thinking="\n\n".join(self._thinking) or None,
+                thinking="\n\n".join(self._thinking) or None if self._thinking else None,
                 pending=pending,
                 usage_by_agent=MappingProxyType(by_agent),
-                compaction=self.compaction,
+                compaction=None if self._compactor is None else self.compaction,
             )
         return response
 
@@ -1038,7 +1041,8 @@ class Turn:
         self._denials = ()
         usage = response.usage
         if usage is not None:
-            self._usage = self._usage + usage
+            # Nothing plus usage is usage: the turn's first reply adds no sum.
+            self._usage = usage if self._usage is _NO_USAGE else self._usage + usage
             self._last_usage = usage
             if self._compactor is not None:
                 self._compactor.observed(usage.input_tokens)

@@ -1,0 +1,141 @@
+"""Python calls per ``Agent.run`` on an instant provider (no I/O), counted by cProfile:
+deterministic, so a noisy machine cannot blur it.
+
+    PYTHONPATH=<tree> .venv/bin/python bench/calls.py [--runs 1000] [--stream] [--list]
+        [--instructions]
+
+Opens one agent on ``bench/agentpath.py``'s ``_Instant`` provider, warms it up, then
+profiles ``--runs`` calls of ``agent.run("hi")`` (``--stream``: one ``agent.stream("hi")``
+read to its end, on an instant streaming provider) and prints the Python calls per run;
+``--list`` adds each function's calls per run. Also prints the modules an opened, run agent
+loaded in all (``sys.modules``; genai_prices and pydantic are the pricing's). Point
+PYTHONPATH at the tree to measure (the shared venv's editable install otherwise imports
+another checkout's kova). ``--instructions`` instead runs this script under valgrind's
+callgrind twice (200 and 1,000 calls, no profiler) and prints the instructions per call (the
+difference over the difference: start-up and warm-up cancel out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import trio  # noqa: E402
+
+
+async def _main(runs: int, stream: bool, listing: bool, profile: bool = True) -> None:
+    import agentpath
+
+    import kova
+    from kova import StopReason, TextDelta, Usage
+    from kova._models import StopEvent, UsageEvent
+    from kova.agent import AgentBuilder
+
+    class _InstantStream(agentpath._Instant):
+        """Streams one short answer in two batches, with no I/O."""
+
+        def chat_completion_stream(self, request: object) -> _Batches:
+            return _Batches()
+
+    class _Batches:
+        async def __aenter__(self) -> _Batches:
+            self._left = [
+                [TextDelta(text="sun")],
+                [TextDelta(text="ny"), StopEvent(stop_reason=StopReason.END_TURN)],
+                [UsageEvent(usage=Usage(input_tokens=10, output_tokens=5))],
+            ]
+            return self
+
+        async def __aexit__(self, *exc_info: object) -> None:
+            return None
+
+        def __aiter__(self) -> _Batches:
+            return self
+
+        async def __anext__(self) -> object:
+            if not self._left:
+                raise StopAsyncIteration
+            return self._left.pop(0)
+
+    agent = AgentBuilder().provider(_InstantStream() if stream else agentpath._Instant()).build()
+
+    async def once() -> None:
+        if stream:
+            async with agent.stream("hi") as events:
+                async for _ in events:
+                    pass
+        else:
+            await agent.run("hi")
+
+    async with agent:
+        for _ in range(50):
+            await once()
+        if not profile:
+            for _ in range(runs):
+                await once()
+            return
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(runs):
+            await once()
+        profiler.disable()
+    stats = pstats.Stats(profiler)
+    total = sum(value[1] for value in stats.stats.values())  # type: ignore[attr-defined]
+    print(f"kova from {os.path.dirname(kova.__file__)}")
+    print(f"{'stream' if stream else 'run'}: {total / runs:.1f} Python calls per call")
+    loaded = [m.split(".")[0] for m in sys.modules]
+    print(
+        f"modules loaded: {len(loaded)}; genai_prices {loaded.count('genai_prices')},"
+        f" pydantic {loaded.count('pydantic')}"
+    )
+    if listing:
+        rows = sorted(stats.stats.items(), key=lambda kv: -kv[1][1])  # type: ignore[attr-defined]
+        for (path, _line, name), value in rows:
+            where = path.split("/kova/")[-1] if "/kova/" in path else os.path.basename(path)
+            print(f"{value[1] / runs:6.1f} {where}:{name}")
+
+
+def _instructions(stream: bool) -> None:
+    counts = []
+    sizes = (200, 1000)
+    for runs in sizes:
+        command = [sys.executable, __file__, "--runs", str(runs), "--no-profile"]
+        result = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command]
+            + (["--stream"] if stream else []),
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PYTHONHASHSEED="0"),
+            check=True,
+        )
+        counts.append(int(re.findall(r"Collected : (\d+)", result.stderr)[-1]))
+    per = (counts[1] - counts[0]) / (sizes[1] - sizes[0])
+    print(f"{'stream' if stream else 'run'}: {per / 1000:,.1f}k instructions per call")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--stream", action="store_true")
+    parser.add_argument("--list", action="store_true")
+    parser.add_argument("--instructions", action="store_true")
+    parser.add_argument("--no-profile", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.instructions:
+        _instructions(args.stream)
+    elif args.no_profile:
+        trio.run(_main, args.runs, args.stream, False, False)
+    else:
+        trio.run(_main, args.runs, args.stream, args.list)
+
+
+if __name__ == "__main__":
+    main()
