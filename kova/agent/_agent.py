@@ -17,9 +17,10 @@ one observed provider call come from ``_model_call``; running a turn under a
 
 from __future__ import annotations
 
+import functools
 from contextlib import AsyncExitStack
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, overload
 
 import trio
 
@@ -37,7 +38,7 @@ from ._loop import run_journaled, run_turn
 from ._streaming import TurnStream
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
     from contextlib import AbstractAsyncContextManager
     from types import TracebackType
 
@@ -59,6 +60,28 @@ __all__ = ["Agent", "check_limits", "structured_options"]
 log = get_logger(__name__)
 
 OutputT = TypeVar("OutputT")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _sync_door(
+    method: Callable[Concatenate[Agent, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[Agent, P], R]:
+    """``method`` (an async method of the agent) from plain synchronous code: the agent
+    opened for the call, in an event loop of its own (``_sync``). It keeps ``method``'s
+    signature for type checkers (overloads too: called with ``method`` alone, mypy maps
+    them through the ParamSpec) and for help() (``__wrapped__``)."""
+    what = f"{method.__name__}_sync"
+
+    def call(self: Agent, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        from ._sync import run_sync
+
+        return run_sync(self, lambda agent: method(agent, *args, **kwargs), what=what)
+
+    functools.update_wrapper(call, method)
+    call.__name__ = what
+    call.__qualname__ = f"Agent.{what}"
+    return call
 
 
 class Agent:
@@ -394,46 +417,6 @@ class Agent:
             driver.decisions.give_back(pending.nonce)
             raise
 
-    def run_sync(
-        self,
-        history: HistoryInput,
-        *,
-        config: InferenceConfig | None = None,
-        session: TurnSession | None = None,
-    ) -> AgentResponse:
-        """:meth:`run` from plain synchronous code: ``agent.run_sync("Hello").text``.
-
-        Opens the agent, runs the turn and closes it, in an event loop of its own: here
-        with no loop running, in a worker thread it joins inside a running one (a Jupyter
-        cell). Nothing is left running when it returns. Raises what :meth:`run` raises;
-        ``RuntimeError`` from a trio task, ``BuildError`` if the agent is already open.
-        """
-        from ._sync import run_sync
-
-        turn = partial(Agent.run, history=history, config=config, session=session)
-        return run_sync(self, turn, what="run_sync")
-
-    def resume_sync(
-        self,
-        history: HistoryInput | None = None,
-        pending: PendingApprovals | None = None,
-        *,
-        config: InferenceConfig | None = None,
-        deps: object = None,
-        session: TurnSession | None = None,
-    ) -> AgentResponse:
-        """:meth:`resume` from plain synchronous code, as :meth:`run_sync` is :meth:`run`'s:
-        a script that ran ``response = agent.run_sync(...)``, saw ``response.pending`` and
-        had the calls decided goes on with ``agent.resume_sync(history, response.pending)``.
-        Raises what :meth:`resume` and :meth:`run_sync` raise."""
-        from ._sync import run_sync
-
-        turn = partial(
-            Agent.resume, history=history, pending=pending, config=config, deps=deps,
-            session=session,
-        )  # fmt: skip
-        return run_sync(self, turn, what="resume_sync")
-
     @overload
     async def run_structured(
         self,
@@ -602,27 +585,25 @@ class Agent:
             "values",
         )
 
-    def run_structured_sync(
-        self,
-        history: HistoryInput,
-        output: ResponseFormat | object,
-        *,
-        config: InferenceConfig | None = None,
-        output_retries: int | None = None,
-        session: TurnSession | None = None,
-    ) -> tuple[Any, AgentResponse]:
-        """:meth:`run_structured` from plain synchronous code, as :meth:`run_sync` runs it."""
-        from ._sync import run_sync
+    # -- from plain synchronous code: the async methods' own signatures (see _sync_door) ---
 
-        turn = partial(
-            Agent.run_structured,
-            history=history,
-            output=output,
-            config=config,
-            output_retries=output_retries,
-            session=session,
-        )
-        return run_sync(self, turn, what="run_structured_sync")
+    run_sync = _sync_door(run)
+    run_sync.__doc__ = """:meth:`run` from plain synchronous code: ``agent.run_sync("Hello").text``.
+
+    Opens the agent, runs the turn and closes it, in an event loop of its own: here with no
+    loop running, in a worker thread it joins inside a running one (a Jupyter cell). Nothing
+    is left running when it returns. Takes and raises what :meth:`run` does; ``RuntimeError``
+    from a trio task, ``BuildError`` if the agent is already open.
+    """
+    resume_sync = _sync_door(resume)
+    resume_sync.__doc__ = """:meth:`resume` from plain synchronous code, as :meth:`run_sync` is
+    :meth:`run`'s: a script that ran ``response = agent.run_sync(...)``, saw
+    ``response.pending`` and had the calls decided goes on with ``agent.resume_sync(history,
+    response.pending)``. Takes and raises what :meth:`resume` does, and what :meth:`run_sync`
+    raises."""
+    run_structured_sync = _sync_door(run_structured)
+    run_structured_sync.__doc__ = """:meth:`run_structured` from plain synchronous code, as
+    :meth:`run_sync` runs :meth:`run`."""
 
     def stream(
         self,

@@ -4,8 +4,10 @@ running and inside a running asyncio loop (a notebook cell), leaving nothing beh
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import threading
+from typing import TYPE_CHECKING
 
 import pytest
 import trio
@@ -15,6 +17,9 @@ import kova
 from kova.agent import Agent, AgentBuilder, RetryConfig
 from kova.testing import ErrorReply, ScriptedProvider, reply_text, reply_tool_calls
 from kova.tools import tool
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def agent_of(*replies: object, tools: tuple[object, ...] = ()) -> Agent:
@@ -138,6 +143,25 @@ def test_run_structured_sync() -> None:
     value, response = agent.run_structured_sync("is it ok?", Verdict)
     assert value == Verdict(ok=True)
     assert response.llm_calls == 1
+
+
+def test_run_sync_takes_what_run_takes_a_journaled_turn_goes_on(tmp_path: Path) -> None:
+    """A script's turn with ``journal=``: run again with its ``turn_id``, it is the recorded
+    one (the provider has no second answer to give)."""
+    from kova.durable import SqliteJournal
+
+    agent = agent_of(reply_text("once"))
+    journal = SqliteJournal(tmp_path / "j.db")
+    first = agent.run_sync("hello", journal=journal, turn_id="t", deps=object())
+    again = agent.run_sync("hello", journal=journal, turn_id="t")
+    assert first.text == again.text == "once"
+
+
+@pytest.mark.parametrize("name", ["run", "resume", "run_structured"])
+def test_the_sync_methods_show_the_async_ones_parameters(name: str) -> None:
+    shown = inspect.signature(getattr(Agent, f"{name}_sync"))
+    assert shown == inspect.signature(getattr(Agent, name))
+    assert getattr(Agent, f"{name}_sync").__name__ == f"{name}_sync"
 
 
 async def test_run_sync_from_a_trio_task_says_to_await_instead() -> None:
