@@ -62,7 +62,7 @@ from ..providers._base import heuristic_count_tokens
 from ..providers.anthropic._convert import compaction_block
 from ._fake_server import FakeServer, keep_decoded, scripted_stream, serving
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, json_response
-from ._script import ErrorReply, ScriptLike, ScriptRequest, StreamReply, as_script, stream_events
+from ._script import ErrorReply, ScriptLike, ScriptRequest, StreamReply, stream_events
 from ._wire.anthropic import (
     config_from_wire,
     message_json,
@@ -76,7 +76,6 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 
     from .._models import JSONValue
-    from ._script import Script
 
 __all__ = ["DEFAULT_ANTHROPIC_MODELS", "FakeAnthropicServer", "open_anthropic_server"]
 
@@ -284,7 +283,7 @@ class FakeAnthropicServer(FakeServer):
             Bearer``); others get a 401 ``authentication_error``.
     """
 
-    __slots__ = ("_ids", "api_key", "count_tokens", "models", "script")
+    __slots__ = ("_ids", "api_key", "count_tokens", "models")
 
     def __init__(
         self,
@@ -293,8 +292,7 @@ class FakeAnthropicServer(FakeServer):
         count_tokens: Callable[[list[Message], list[ToolDefinition]], int] | None = None,
         api_key: str | None = None,
     ) -> None:
-        super().__init__()
-        self.script: Script = as_script(script)
+        super().__init__(script)
         self.models = models
         self.count_tokens = count_tokens
         self.api_key = api_key
@@ -356,7 +354,7 @@ class FakeAnthropicServer(FakeServer):
         except (ValueError, TypeError) as exc:  # a malformed request is the client's fault
             return _error(400, f"invalid request: {exc}")
         keep_decoded(request, script_request)
-        reply = await self.script.next_reply(script_request)
+        reply = await self._reply(script_request)
         if isinstance(reply, ErrorReply):
             headers = {}
             if reply.retry_after is not None:

@@ -60,7 +60,7 @@ from .._models import (
 from ..providers._base import heuristic_count_tokens
 from ._fake_server import FakeServer, script_request, scripted_stream, serving
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, json_response
-from ._script import ErrorReply, ScriptLike, StreamReply, as_script
+from ._script import ErrorReply, ScriptLike, StreamReply
 from ._wire.bedrock import (
     decode_request,
     event_message,
@@ -76,7 +76,6 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 
     from .._models import JSONValue
-    from ._script import Script
 
 __all__ = [
     "DEFAULT_BEDROCK_MODELS",
@@ -292,7 +291,6 @@ class FakeBedrockServer(FakeServer):
         "models",
         "profiles",
         "region",
-        "script",
         "session_tokens",
         "structured_output_models",
     )
@@ -310,8 +308,7 @@ class FakeBedrockServer(FakeServer):
         count_tokens_models: Collection[str] | None = None,
         structured_output_models: Collection[str] | None = None,
     ) -> None:
-        super().__init__()
-        self.script: Script = as_script(script)
+        super().__init__(script)
         self.region = region
         self.access_keys: Mapping[str, str] = (
             {FAKE_ACCESS_KEY_ID: FAKE_SECRET_ACCESS_KEY} if access_keys is None else access_keys
@@ -384,7 +381,7 @@ class FakeBedrockServer(FakeServer):
             and model_id not in self.structured_output_models
         ):
             return _error(400, "This model doesn't support the outputConfig.textFormat field.")
-        reply = await self.script.next_reply(asked)
+        reply = await self._reply(asked)
         if isinstance(reply, ErrorReply):
             return _error(reply.status_code, reply.message, reply.error_type)
         response = reply.response if isinstance(reply, StreamReply) else reply

@@ -20,12 +20,20 @@ from .._groups import lone_exceptions
 from .._models import ChatRequest, ErrorEvent, ToolUse, ToolUseDelta, ToolUseEnd, ToolUseStart
 from .._record import set_field
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, serve_http
-from ._script import ScriptRequest, StreamReply, stream_events
+from ._script import (
+    ErrorReply,
+    ScriptExhaustedError,
+    ScriptRequest,
+    StreamReply,
+    as_script,
+    stream_events,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping, Sequence
 
     from .._models import InferenceConfig, Message, ModelResponse, StreamEvent, ToolDefinition
+    from ._script import Reply, Script, ScriptLike
 
 __all__ = [
     "DecodedChat",
@@ -41,21 +49,25 @@ __all__ = [
 
 class FakeServer:
     """The base of the fake servers: :meth:`serve` records every request in
-    :attr:`requests`, then answers it with the server's own ``_route``.
+    :attr:`requests`, then answers it with the server's own ``_route``, which asks
+    :attr:`script` for each chat reply (:meth:`_reply`).
 
     A fake server is mutable state (what it received, the ids it handed out): a plain
     slotted class, each subclass with its own ``__init__`` that calls this one."""
 
-    __slots__ = ("base_url", "requests")
+    __slots__ = ("base_url", "requests", "script")
 
     requests: list[RecordedRequest]
     """Every request received, in arrival order."""
     base_url: str
     """``http://127.0.0.1:<port>`` once serving (``""`` before)."""
+    script: Script
+    """The replies to chat requests."""
 
-    def __init__(self) -> None:
+    def __init__(self, script: ScriptLike) -> None:
         self.requests = []
         self.base_url = ""
+        self.script = as_script(script)
 
     def __repr__(self) -> str:
         where = self.base_url or "not serving"
@@ -81,6 +93,14 @@ class FakeServer:
 
     async def _route(self, request: RecordedRequest) -> FakeResponse | FakeStream:
         raise NotImplementedError
+
+    async def _reply(self, asked: ScriptRequest) -> Reply:
+        """The script's reply to ``asked``; a script with none left answers with a 500 of
+        type ``script_exhausted`` (its message says how often it was asked)."""
+        try:
+            return await self.script.next_reply(asked)
+        except ScriptExhaustedError as exc:
+            return ErrorReply(status_code=500, message=str(exc), error_type="script_exhausted")
 
 
 _Server = TypeVar("_Server", bound=FakeServer)

@@ -65,7 +65,7 @@ from ._fake_server import (
     serving,
 )
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, fake_vector, json_response
-from ._script import ErrorReply, Script, ScriptExhaustedError, ScriptLike, StreamReply, as_script
+from ._script import ErrorReply, ScriptLike, StreamReply
 from ._wire.gemini import (
     decode_request,
     function_call_part,
@@ -96,7 +96,7 @@ class FakeGeminiServer(FakeServer):
         embedding_dimensions: vector size when a request sets no ``outputDimensionality``.
     """
 
-    __slots__ = ("_answers", "api_key", "embedding_dimensions", "models", "page_size", "script")
+    __slots__ = ("_answers", "api_key", "embedding_dimensions", "models", "page_size")
 
     def __init__(
         self,
@@ -106,8 +106,7 @@ class FakeGeminiServer(FakeServer):
         api_key: str | None = None,
         embedding_dimensions: int = 8,
     ) -> None:
-        super().__init__()
-        self.script: Script = as_script(script)
+        super().__init__(script)
         self.models = models
         self.page_size = page_size
         self.api_key = api_key
@@ -151,12 +150,7 @@ class FakeGeminiServer(FakeServer):
             return _error(400, f"Invalid JSON payload received. {exc}")
         if stream and request.query.get("alt") != "sse":
             return _error(400, "the fake server streams only with alt=sse")
-        try:
-            reply = await self.script.next_reply(
-                script_request(decoded, stream=stream, recorded=request)
-            )
-        except ScriptExhaustedError as exc:
-            return _error(500, str(exc))
+        reply = await self._reply(script_request(decoded, stream=stream, recorded=request))
         if isinstance(reply, ErrorReply):
             return _error(
                 reply.status_code,

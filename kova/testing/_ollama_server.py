@@ -54,7 +54,7 @@ from ._fake_server import (
     serving,
 )
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, fake_vector, json_response
-from ._script import ErrorReply, Script, ScriptExhaustedError, ScriptLike, StreamReply, as_script
+from ._script import ErrorReply, ScriptLike, StreamReply
 from ._wire.ollama import CREATED_AT, decode_request, done_json, message_json, response_json
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ class FakeOllamaServer(FakeServer):
         embedding_dimensions: vector size when a request sets no ``dimensions``.
     """
 
-    __slots__ = ("_answers", "embedding_dimensions", "models", "script")
+    __slots__ = ("_answers", "embedding_dimensions", "models")
 
     def __init__(
         self,
@@ -81,8 +81,7 @@ class FakeOllamaServer(FakeServer):
         models: Sequence[str] = ("llama3.2:latest", "nomic-embed-text:latest"),
         embedding_dimensions: int = 8,
     ) -> None:
-        super().__init__()
-        self.script: Script = as_script(script)
+        super().__init__(script)
         self.models = models
         self.embedding_dimensions = embedding_dimensions
         self._answers = 0
@@ -124,12 +123,7 @@ class FakeOllamaServer(FakeServer):
             decoded = decode_request(request.json())
         except ValueError as exc:
             return _json(400, {"error": str(exc)})
-        try:
-            reply = await self.script.next_reply(
-                script_request(decoded, stream=decoded.stream, recorded=request)
-            )
-        except ScriptExhaustedError as exc:
-            return _json(500, {"error": str(exc)})
+        reply = await self._reply(script_request(decoded, stream=decoded.stream, recorded=request))
         if isinstance(reply, ErrorReply):
             return _json(reply.status_code, {"error": reply.message})
         if not decoded.stream:

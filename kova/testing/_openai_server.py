@@ -62,7 +62,7 @@ from .._models import (
 from ..providers.openai._convert import encode_arguments, encode_usage
 from ._fake_server import FakeServer, script_request, scripted_stream, serving
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, fake_vector, json_response
-from ._script import ErrorReply, Script, ScriptExhaustedError, ScriptLike, StreamReply, as_script
+from ._script import ErrorReply, ScriptLike, StreamReply
 from ._wire.openai import (
     SSE_HEADERS,
     decode_request,
@@ -102,7 +102,6 @@ class FakeOpenAiServer(FakeServer):
         "model",
         "models",
         "reverse_embeddings",
-        "script",
     )
 
     def __init__(
@@ -114,8 +113,7 @@ class FakeOpenAiServer(FakeServer):
         embedding_input_limit: int = 2048,
         reverse_embeddings: bool = False,
     ) -> None:
-        super().__init__()
-        self.script: Script = as_script(script)
+        super().__init__(script)
         self.model = model
         self.models = models
         self.embedding_dimensions = embedding_dimensions
@@ -143,12 +141,7 @@ class FakeOpenAiServer(FakeServer):
         except ValueError as exc:
             return _error(400, f"invalid request body: {exc}")
         model = decoded.config.model or self.model
-        try:
-            reply = await self.script.next_reply(
-                script_request(decoded, stream=decoded.stream, recorded=request)
-            )
-        except ScriptExhaustedError as exc:
-            return _error(500, str(exc), error_type="script_exhausted")
+        reply = await self._reply(script_request(decoded, stream=decoded.stream, recorded=request))
         self._completions += 1
         completion_id = f"chatcmpl-kova{self._completions}"
         if isinstance(reply, ErrorReply):

@@ -68,7 +68,7 @@ from ..providers.openai._convert import encode_arguments
 from ..providers.openai._responses_convert import ITEM_KEY, encode_usage
 from ._fake_server import FakeServer, script_request, scripted_stream, serving
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, json_response
-from ._script import ErrorReply, Script, ScriptExhaustedError, ScriptLike, StreamReply, as_script
+from ._script import ErrorReply, ScriptLike, StreamReply
 from ._wire.openai import SSE_HEADERS, error_code, error_response, model_list
 from ._wire.openai_responses import DecodedRequest, RequestRejected, decode_request
 
@@ -280,7 +280,6 @@ class FakeResponsesServer(FakeServer):
         "model",
         "models",
         "refuse_encrypted_reasoning",
-        "script",
         "snapshot_suffix",
         "stream_error_shape",
     )
@@ -294,9 +293,8 @@ class FakeResponsesServer(FakeServer):
         snapshot_suffix: str = "",
         refuse_encrypted_reasoning: Sequence[str] = REFUSE_ENCRYPTED_REASONING,
     ) -> None:
-        super().__init__()
+        super().__init__(script)
         self.refuse_encrypted_reasoning = tuple(refuse_encrypted_reasoning)
-        self.script: Script = as_script(script)
         self.model = model
         self.models = models
         self.stream_error_shape = stream_error_shape
@@ -384,12 +382,7 @@ class FakeResponsesServer(FakeServer):
         body = request.json()
         assert isinstance(body, Mapping)
         model = (decoded.config.model or self.model) + self.snapshot_suffix
-        try:
-            reply = await self.script.next_reply(
-                script_request(decoded, stream=decoded.stream, recorded=request)
-            )
-        except ScriptExhaustedError as exc:
-            return _error(500, str(exc), error_type="script_exhausted")
+        reply = await self._reply(script_request(decoded, stream=decoded.stream, recorded=request))
         self._responses += 1
         number = self._responses
         shell = _response_shell(f"resp_kova{number:04d}", model, body)

@@ -123,3 +123,33 @@ def test_fake_servers_keep_their_keywords_and_defaults() -> None:
     openai = FakeOpenAiServer([], "gpt-x", reverse_embeddings=True)
     assert (openai.model, openai.reverse_embeddings) == ("gpt-x", True)
     assert openai.embedding_input_limit == 2048
+
+
+EXHAUSTED = [
+    (FakeOpenAiServer([]), "/v1/chat/completions", {"model": "m", "messages": []}),
+    (FakeResponsesServer([]), "/v1/responses", {"model": "m", "input": "hi"}),
+    (
+        FakeAnthropicServer([]),
+        "/v1/messages",
+        {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]},
+    ),
+    (FakeGeminiServer([]), "/v1beta/models/m:generateContent", {"contents": []}),
+    (FakeOllamaServer([]), "/api/chat", {"model": "m", "messages": [], "stream": False}),
+    (FakeBedrockServer([], api_key="k"), "/model/m/converse", {"messages": []}),
+]
+
+
+@pytest.mark.parametrize(
+    ("server", "path", "body"), EXHAUSTED, ids=[type(s).__name__ for s, _, _ in EXHAUSTED]
+)
+async def test_every_fake_answers_a_request_beyond_its_script_with_a_500(
+    server: FakeServer, path: str, body: dict[str, object]
+) -> None:
+    headers = {"anthropic-version": "2023-06-01", "authorization": "Bearer k"}
+    async with trio.open_nursery() as nursery:
+        url = await nursery.start(server.serve)
+        async with httpx2.AsyncClient() as client:
+            answer = await client.post(f"{url}{path}", json=body, headers=headers)
+        nursery.cancel_scope.cancel()
+    assert answer.status_code == 500
+    assert "script" in answer.text
