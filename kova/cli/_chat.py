@@ -109,7 +109,7 @@ class ChatOptions(Record):
     """What ``kova chat`` was started with."""
 
     selected: SelectedProvider | None
-    """``None`` only until ``kova chat --demo`` has started its scripted model."""
+    """The provider the chat talks to (``kova chat --demo``: the scripted demo model's)."""
     history_path: Path | None = None
     mcp_commands: tuple[str, ...] = ()
     mcp_filter: McpFilter = McpFilter()

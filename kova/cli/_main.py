@@ -23,7 +23,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import attrs
 import trio
 
 from .._errors import KovaError
@@ -38,6 +37,7 @@ if TYPE_CHECKING:
     from ..sessions import SessionStore
     from ..testing import FakeOpenAiServer, Reply, ScriptRequest
     from ..tools import Tool
+    from ._providers import SelectedProvider
 
 __all__ = ["main"]
 
@@ -48,6 +48,7 @@ _WEATHER = {
 }
 _CITY_IN = re.compile(r"\b(?:in|for|at)\s+([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)")
 _NO_DATA = "no data for that city"
+_DEMO_SYSTEM = "You are a helpful weather assistant."
 
 
 def _asked_city(text: str) -> str | None:
@@ -147,6 +148,23 @@ async def _open_demo() -> AsyncIterator[tuple[FakeOpenAiServer, OpenAiCompatible
         yield server, provider, get_weather
 
 
+@asynccontextmanager
+async def _chosen(
+    args: argparse.Namespace,
+) -> AsyncIterator[tuple[SelectedProvider, Tool | None, str | None]]:
+    """The provider ``--demo`` (its scripted weather model on a fake server, for the block)
+    or the provider flags choose; the demo's weather tool (``None`` for a real provider); the
+    system prompt (``--system``, else the demo's own)."""
+    from ._providers import SelectedProvider, select_provider
+
+    if not args.demo:
+        yield select_provider(args.provider, args.model, args.base_url), None, args.system
+        return
+    async with _open_demo() as (_server, provider, get_weather):
+        selected = SelectedProvider(name="demo", model="scripted-demo-model", provider=provider)
+        yield selected, get_weather, args.system or _DEMO_SYSTEM
+
+
 async def _demo(out: Callable[[str], None]) -> None:
     from .. import Message, TextDelta
     from ..agent import AgentBuilder, ToolCallFinished, ToolCallStarted, TurnCompleted
@@ -155,11 +173,7 @@ async def _demo(out: Callable[[str], None]) -> None:
     async with _open_demo() as (server, provider, get_weather):
         out(f"fake OpenAI-compatible server listening on {server.base_url}")
         agent = (
-            AgentBuilder()
-            .provider(provider)
-            .system_prompt("You are a helpful weather assistant.")
-            .tool(get_weather)
-            .build()
+            AgentBuilder().provider(provider).system_prompt(_DEMO_SYSTEM).tool(get_weather).build()
         )
         question = "What's the weather in Oslo, and what should I wear?"
         history = [Message.user(question)]
@@ -385,7 +399,6 @@ def _chat(args: argparse.Namespace) -> int:
     import os
 
     from ._chat import ChatOptions, McpFilter, run_chat
-    from ._providers import SelectedProvider, select_provider
 
     if args.mcp:
         require_extra("mcp", "kova chat --mcp")
@@ -393,33 +406,24 @@ def _chat(args: argparse.Namespace) -> int:
     if args.session is not None and args.history is not None:
         print("kova chat: give --history FILE or --session NAME, not both", file=sys.stderr)
         return 2
-    options = ChatOptions(
-        selected=None if args.demo else select_provider(args.provider, args.model, args.base_url),
-        history_path=args.history,
-        session=args.session,
-        sessions_path=args.sessions_db,
-        mcp_commands=tuple(args.mcp),
-        mcp_filter=McpFilter.parse(args.mcp_include, args.mcp_exclude),
-        system_prompt=args.system,
-        approve_all=args.yes,
-        color=color,
-    )
-    if not args.demo:
-        return trio.run(run_chat, options)
 
-    async def demo() -> int:
-        async with _open_demo() as (_server, provider, get_weather):
-            selected = SelectedProvider(name="demo", model="scripted-demo-model", provider=provider)
-            return await run_chat(
-                attrs.evolve(
-                    options,
-                    selected=selected,
-                    tools=(get_weather,),
-                    system_prompt=args.system or "You are a helpful weather assistant.",
-                )
+    async def chat() -> int:
+        async with _chosen(args) as (selected, demo_tool, system):
+            options = ChatOptions(
+                selected=selected,
+                history_path=args.history,
+                session=args.session,
+                sessions_path=args.sessions_db,
+                mcp_commands=tuple(args.mcp),
+                mcp_filter=McpFilter.parse(args.mcp_include, args.mcp_exclude),
+                system_prompt=system,
+                approve_all=args.yes,
+                color=color,
+                tools=None if demo_tool is None else (demo_tool,),
             )
+            return await run_chat(options)
 
-    return trio.run(demo)
+    return trio.run(chat)
 
 
 async def _models(args: argparse.Namespace) -> int:
@@ -442,19 +446,13 @@ async def _mcp_serve(args: argparse.Namespace) -> None:
     from ..agent import AgentBuilder
     from ..serve import serve_mcp_stdio
 
-    if args.demo:
-        async with _open_demo() as (_server, provider, get_weather):
-            builder = AgentBuilder().provider(provider).name(args.name).tool(get_weather)
-            system = args.system or "You are a helpful weather assistant."
-            await serve_mcp_stdio(builder.system_prompt(system).build(), tools=args.tools)
-        return
-    from ._providers import select_provider
-
-    selected = select_provider(args.provider, args.model, args.base_url)
-    builder = AgentBuilder().provider(selected.provider).name(args.name)
-    if args.system:
-        builder = builder.system_prompt(args.system)
-    await serve_mcp_stdio(builder.build(), tools=args.tools)
+    async with _chosen(args) as (selected, demo_tool, system):
+        builder = AgentBuilder().provider(selected.provider).name(args.name)
+        if demo_tool is not None:
+            builder = builder.tool(demo_tool)
+        if system:
+            builder = builder.system_prompt(system)
+        await serve_mcp_stdio(builder.build(), tools=args.tools)
 
 
 async def _mcp_tools(server: list[str]) -> int:
@@ -476,10 +474,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         require_extra("ws", "kova serve")
         require_extra("serve", "kova serve")
-        if args.demo:
-            trio.run(_serve_demo, args)
-        else:
-            trio.run(_serve_provider, args)
+        trio.run(_serve_chat, args)
     except* KeyboardInterrupt:
         interrupted = True
     except* (CliError, MissingExtraError) as mistakes:
@@ -494,26 +489,29 @@ def _serve(args: argparse.Namespace) -> int:
     return status
 
 
-async def _serve_provider(args: argparse.Namespace) -> None:
-    """``kova serve`` with a real provider, the built-in tools confined to the current
-    directory (anything not read-only waits for approval on the page)."""
+async def _serve_chat(args: argparse.Namespace) -> None:
+    """``kova serve`` with the demo's scripted weather model (``--demo``), or with a real
+    provider and the built-in tools confined to the current directory (anything not
+    read-only waits for approval on the page)."""
     from ._chat import builtin_tools_for_chat
-    from ._providers import select_provider
     from ._serve import serve_chat
 
-    selected = select_provider(args.provider, args.model, args.base_url)
-    print(f"kova serve: {selected.name} {selected.model}")
-    async with _serve_sessions(args) as sessions:
-        await serve_chat(
-            selected.provider,
-            host=args.host,
-            port=args.port,
-            system_prompt=args.system,
-            tools=builtin_tools_for_chat(Path.cwd()),
-            approve_all=args.yes,
-            token=args.token,
-            sessions=sessions,
-        )
+    async with _chosen(args) as (selected, demo_tool, system):
+        if demo_tool is None:
+            print(f"kova serve: {selected.name} {selected.model}")
+        else:
+            print("kova serve --demo: the model is a SCRIPT on a local fake server (no network)")
+        async with _serve_sessions(args) as sessions:
+            await serve_chat(
+                selected.provider,
+                host=args.host,
+                port=args.port,
+                system_prompt=system,
+                tools=builtin_tools_for_chat(Path.cwd()) if demo_tool is None else [demo_tool],
+                approve_all=args.yes,
+                token=args.token,
+                sessions=sessions,
+            )
 
 
 @asynccontextmanager
@@ -528,24 +526,6 @@ async def _serve_sessions(args: argparse.Namespace) -> AsyncIterator[SessionStor
     async with SqliteSessionStore(args.sessions_db) as store:
         print(f"kova serve: sessions in {args.sessions_db}")
         yield store
-
-
-async def _serve_demo(args: argparse.Namespace) -> None:
-    """``kova serve --demo``: the demo's scripted weather model behind the web view."""
-    from ._serve import serve_chat
-
-    async with _open_demo() as (_server, provider, get_weather), _serve_sessions(args) as sessions:
-        print("kova serve --demo: the model is a SCRIPT on a local fake server (no network)")
-        await serve_chat(
-            provider,
-            host=args.host,
-            port=args.port,
-            system_prompt=args.system or "You are a helpful weather assistant.",
-            tools=[get_weather],
-            approve_all=args.yes,
-            token=args.token,
-            sessions=sessions,
-        )
 
 
 if __name__ == "__main__":

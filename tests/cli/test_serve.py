@@ -87,6 +87,7 @@ async def test_serve_runs_a_real_provider_chosen_like_kova_chat() -> None:
     import subprocess
     import sys
 
+    import httpx2
     import trio
 
     from kova.testing import open_openai_server, reply_text
@@ -120,6 +121,18 @@ async def test_serve_runs_a_real_provider_chosen_like_kova_chat() -> None:
                     assert chunk, seen
                     seen += chunk
             assert b"kova serve: openai gpt-test" in seen
+            # Its OpenAI-compatible API runs the agent: the model is offered the built-in tools.
+            page = seen.split(b"open ", 1)[1].split(b"\n", 1)[0].decode()
+            base, _, token = page.partition("/#token=")
+            async with httpx2.AsyncClient() as client:
+                answer = await client.post(
+                    f"{base}/v1/chat/completions",
+                    json={"model": "kova", "messages": [{"role": "user", "content": "hi"}]},
+                    headers={"authorization": f"Bearer {token}"},
+                )
+            assert answer.status_code == 200, answer.text
+            offered = {tool.name for tool in fake.chat_requests()[0].tools}
+            assert {"read_file", "shell"} <= offered
             process.send_signal(signal.SIGINT)
             with trio.fail_after(30):
                 await process.wait()
