@@ -37,6 +37,7 @@ import json
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
+from .._errors import InvalidResponse
 from .._models import (
     ChatRequest,
     ErrorEvent,
@@ -351,7 +352,7 @@ class FakeAnthropicServer(FakeServer):
                 ),
                 stream=stream,
             )
-        except (ValueError, TypeError) as exc:  # a malformed request is the client's fault
+        except (ValueError, TypeError, InvalidResponse) as exc:  # the client's fault
             return _error(400, f"invalid request: {exc}")
         keep_decoded(request, script_request)
         reply = await self._reply(script_request)
@@ -387,7 +388,7 @@ class FakeAnthropicServer(FakeServer):
         try:
             messages = messages_from_wire(body)
             tools = tools_from_wire(body)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, InvalidResponse) as exc:
             return _error(400, f"invalid request: {exc}")
         counter = self.count_tokens or heuristic_count_tokens
         return json_response({"input_tokens": counter(messages, tools)})

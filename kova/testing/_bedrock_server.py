@@ -38,6 +38,7 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from .._errors import InvalidResponse
 from .._models import (
     ErrorEvent,
     Message,
@@ -373,7 +374,7 @@ class FakeBedrockServer(FakeServer):
         try:
             decoded = decode_request(request.json(), model=model_id)
             asked = script_request(decoded, stream=stream, recorded=request)
-        except (ValueError, TypeError) as exc:  # a malformed request is the client's fault
+        except (ValueError, TypeError, InvalidResponse) as exc:  # the client's fault
             return _error(400, f"Malformed input request: {exc}")
         if (
             decoded.config.response_format is not None
@@ -407,7 +408,7 @@ class FakeBedrockServer(FakeServer):
                 converse = wire_input.get("converse")
         try:
             decoded = decode_request(converse, model=model_id)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, InvalidResponse) as exc:
             return _error(400, f"Malformed input request: {exc}")
         counter = self.count_tokens or heuristic_count_tokens
         try:

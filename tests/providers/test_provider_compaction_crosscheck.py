@@ -345,6 +345,7 @@ async def test_a_compaction_block_goes_back_as_the_sdk_sends_it_and_replaces_the
     }
     assert sent[1] == sdk_assistant
     assert sent[1]["content"][0] == COMPACTION
+    assert second.messages[1] == response.new_messages[0]  # the fake read the block back
     assert len(sent) == 3  # the note, the compacted answer, its tool result
     assert response.compaction is not None
     assert response.compaction.strategy == "provider_compaction"

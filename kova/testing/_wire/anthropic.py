@@ -29,7 +29,7 @@ from ..._models import (
     Usage,
 )
 from ...providers._codec import MESSAGES_STOP_REASONS
-from ...providers.anthropic._convert import compaction_block, compaction_text
+from ...providers.anthropic._convert import compaction_block, decode_content_block
 
 __all__ = [
     "config_from_wire",
@@ -39,6 +39,10 @@ __all__ = [
     "tools_from_wire",
     "usage_json",
 ]
+
+_ANSWER_BLOCKS = frozenset({"text", "thinking", "redacted_thinking", "compaction", "tool_use"})
+"""The blocks of a request that an answer holds too (the compaction block: the server's own
+summary, sent back)."""
 
 _WIRE_STOP = {stop.kind: raw for raw, stop in MESSAGES_STOP_REASONS.items() if not stop.raw}
 
@@ -146,32 +150,14 @@ def messages_from_wire(body: Mapping[str, object]) -> list[Message]:
             if not isinstance(block, Mapping):
                 continue
             kind = block.get("type")
-            if kind == "text":
-                blocks.append(Text(text=str(block.get("text", ""))))
+            if kind in _ANSWER_BLOCKS:  # read as the client reads them in an answer
+                decoded = decode_content_block(dict(block))
+                if decoded is not None:
+                    blocks.append(decoded)
             elif kind == "image":
                 blocks.append(_image_from_wire(block))
             elif kind == "document":
                 blocks.append(_document_from_wire(block))
-            elif kind == "tool_use":
-                arguments = block.get("input")
-                blocks.append(
-                    ToolUse(
-                        id=str(block.get("id")),
-                        name=str(block.get("name")),
-                        input=arguments if isinstance(arguments, dict) else {},
-                    )
-                )
-            elif kind == "thinking":
-                blocks.append(
-                    Thinking(
-                        text=str(block.get("thinking", "")),
-                        signature=str(block.get("signature", "")) or None,
-                    )
-                )
-            elif kind == "redacted_thinking":
-                blocks.append(RedactedThinking(data=str(block.get("data", ""))))
-            elif kind == "compaction":  # the server's own summary, sent back
-                blocks.append(compaction_text(dict(block)))
             elif kind == "tool_result":
                 results.append(
                     ToolResult(

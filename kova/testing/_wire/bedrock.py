@@ -41,6 +41,7 @@ from ..._models import (
     Usage,
 )
 from ..._record import Record
+from ...providers.bedrock._convert import decode_content_block
 from .anthropic import stop_to_wire
 
 if TYPE_CHECKING:
@@ -243,28 +244,14 @@ def _block(block: Mapping[str, object]) -> ContentBlock | None:
         return _document(value)
     if kind in ("audio", "video"):
         return _audio_or_video(kind, value)
-    if kind == "toolUse":
-        arguments = value.get("input")
-        return ToolUse(
-            id=str(value.get("toolUseId")),
-            name=str(value.get("name")),
-            input=arguments if isinstance(arguments, dict) else {},
-        )
+    if kind in ("toolUse", "reasoningContent"):  # read as the client reads them in an answer
+        return decode_content_block(block)
     if kind == "toolResult":
         return ToolResult(
             tool_use_id=str(value.get("toolUseId")),
             content=_result_content(value.get("content")),
             is_error=value.get("status") == "error",
         )
-    if kind == "reasoningContent":
-        text = value.get("reasoningText")
-        if isinstance(text, Mapping):
-            signature = text.get("signature")
-            return Thinking(
-                text=str(text.get("text", "")),
-                signature=signature if isinstance(signature, str) else None,
-            )
-        return RedactedThinking(data=str(value.get("redactedContent", "")))
     return None  # cachePoint, guardContent, ...: nothing kova models
 
 

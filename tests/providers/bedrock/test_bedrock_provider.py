@@ -221,6 +221,8 @@ async def test_signed_reasoning_round_trips_through_history() -> None:
     assert second["messages"][2]["content"] == [
         {"toolResult": {"toolUseId": "tooluse_1", "content": [{"text": "18°C"}]}}
     ]
+    # The fake read the turn back as it was sent: the signed reasoning and the call.
+    assert server.converse_requests()[1].messages[1] == history[1]
 
 
 _C = ProviderErrorClass
