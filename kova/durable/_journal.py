@@ -50,7 +50,7 @@ from ._errors import JournalError, TurnClaimedError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from contextlib import AbstractAsyncContextManager
+    from contextlib import AbstractAsyncContextManager, AbstractContextManager
 
     from .._models import InferenceConfig, Message
     from ..agent._approvals import PendingApprovals
@@ -123,13 +123,11 @@ class JournalRecord(Record):
 class Journal(abc.ABC):
     """What :class:`SqliteJournal` and :class:`~kova.durable.PostgresJournal` share: the
     public operations over a backend's worker-thread ones (each runs one transaction on one
-    of its connections, in a worker thread). A backend provides :meth:`_run`, the
-    operations, its owner ids and the parameter mark of its SQL."""
+    of its connections, in a worker thread, in SQL both databases run). A backend provides
+    :meth:`_run`, its claim and owner check, its owner ids and its SQL dialect."""
 
     lease: float
     rerun_interrupted: Mapping[str, bool]
-    _mark = "?"
-    """The parameter mark of the backend's SQL (``?``, or psycopg's ``%s``)."""
 
     # -- the public operations (async: each runs in a worker thread) -------------------------
 
@@ -169,31 +167,8 @@ class Journal(abc.ABC):
 
         return open_journaled_turn(context, self, history, overrides, limits, turn_id, pending)
 
-    # -- what a backend provides -------------------------------------------------------------
+    # -- the operations, in a worker thread on one of the backend's connections --------------
 
-    _claim_type: type[JournalClaim]
-
-    @abc.abstractmethod
-    def _new_owner(self) -> str:
-        """This runner's owner id."""
-
-    @abc.abstractmethod
-    async def _run(self, function: Callable[..., _T], *args: object) -> _T:
-        """``function(connection, *args)`` on a connection, in a worker thread."""
-
-    @abc.abstractmethod
-    def _claim(self, connection: Any, turn_id: str, owner: str) -> float: ...
-
-    @abc.abstractmethod
-    def _load(self, connection: Any, turn_id: str) -> JournalRecord | None: ...
-
-    @abc.abstractmethod
-    def _forget(self, connection: Any, turn_id: str) -> None: ...
-
-    @abc.abstractmethod
-    def _renew(self, connection: Any, turn_id: str, owner: str) -> float: ...
-
-    @abc.abstractmethod
     def _write(
         self,
         connection: Any,
@@ -203,20 +178,140 @@ class Journal(abc.ABC):
         parameters: tuple[object, ...],
     ) -> None:
         """Run ``statement`` if ``owner`` still holds the turn (in the same transaction)."""
+        with self._transaction(connection):
+            self._owned(connection, turn_id, owner)
+            self._execute(connection, statement, parameters)
 
-    @abc.abstractmethod
-    def _started(self, connection: Any, turn_id: str, owner: str, call_ids: list[str]) -> None: ...
+    def _started(self, connection: Any, turn_id: str, owner: str, call_ids: list[str]) -> None:
+        with self._transaction(connection):
+            now = self._owned(connection, turn_id, owner)
+            self._execute_many(
+                connection,
+                "INSERT INTO kova_tool_calls (turn_id, call_id, started) VALUES (?, ?, ?) "
+                "ON CONFLICT (turn_id, call_id) DO NOTHING",
+                [(turn_id, call_id, now) for call_id in call_ids],
+            )
 
-    @abc.abstractmethod
     def _finished(
         self, connection: Any, turn_id: str, owner: str, call_id: str, result: str
+    ) -> None:
+        with self._transaction(connection):
+            now = self._owned(connection, turn_id, owner)
+            self._execute(
+                connection,
+                "INSERT INTO kova_tool_calls (turn_id, call_id, started, result) "
+                "VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (turn_id, call_id) DO UPDATE SET result = excluded.result",
+                (turn_id, call_id, now, result),
+            )
+            # The turn counts its finished calls: a load that finds fewer refuses the turn.
+            self._execute(
+                connection,
+                "UPDATE kova_turns SET results = (SELECT COUNT(*) FROM kova_tool_calls "
+                "WHERE turn_id = ? AND result IS NOT NULL) WHERE turn_id = ?",
+                (turn_id, turn_id),
+            )
+
+    def _renew(self, connection: Any, turn_id: str, owner: str) -> float:
+        with self._transaction(connection):
+            until = self._owned(connection, turn_id, owner) + self.lease
+            self._execute(
+                connection,
+                "UPDATE kova_turns SET lease_until = ? WHERE turn_id = ?",
+                (until, turn_id),
+            )
+        return until
+
+    def _use_decisions(self, connection: Any, turn_id: str, owner: str, nonce: str) -> None:
+        with self._transaction(connection):
+            now = self._owned(connection, turn_id, owner)
+            self._execute(
+                connection,
+                "INSERT INTO kova_decisions (nonce, turn_id, used) VALUES (?, ?, ?) "
+                "ON CONFLICT (nonce) DO NOTHING",
+                (nonce, turn_id, now),
+            )
+            row = self._execute(
+                connection, "SELECT turn_id FROM kova_decisions WHERE nonce = ?", (nonce,)
+            ).fetchone()
+            if row is not None and row[0] != turn_id:
+                raise ApprovalMismatchError(
+                    f"these decisions were already used: turn {row[0]!r} of this journal was "
+                    "resumed with them (a decided pause runs once; resume that turn id to go "
+                    "on with it)"
+                )
+
+    def _release(self, connection: Any, turn_id: str, owner: str) -> None:
+        with self._transaction(connection):
+            self._execute(
+                connection,
+                "UPDATE kova_turns SET owner = NULL, lease_until = 0 "
+                "WHERE turn_id = ? AND owner = ?",
+                (turn_id, owner),
+            )
+
+    def _load(self, connection: Any, turn_id: str) -> JournalRecord | None:
+        with self._transaction(connection, write=False):
+            row = self._execute(
+                connection,
+                "SELECT snapshot, response, results FROM kova_turns WHERE turn_id = ?",
+                (turn_id,),
+            ).fetchone()
+            if row is None:
+                return None
+            calls = self._execute(
+                connection,
+                "SELECT call_id, result FROM kova_tool_calls WHERE turn_id = ?",
+                (turn_id,),
+            ).fetchall()
+        return journal_record(turn_id, row, calls, self._where())
+
+    def _forget(self, connection: Any, turn_id: str) -> None:
+        # The decisions it used stay used: a decided pause runs once, forgotten turn or not.
+        with self._transaction(connection):
+            self._execute(connection, "DELETE FROM kova_tool_calls WHERE turn_id = ?", (turn_id,))
+            self._execute(connection, "DELETE FROM kova_turns WHERE turn_id = ?", (turn_id,))
+
+    # -- what a backend provides -------------------------------------------------------------
+
+    _claim_type: type[JournalClaim]
+
+    @abc.abstractmethod
+    def _new_owner(self) -> str:
+        """This runner's owner id."""
+
+    @abc.abstractmethod
+    def _where(self) -> str:
+        """The journal, as its errors name it."""
+
+    @abc.abstractmethod
+    async def _run(self, function: Callable[..., _T], *args: object) -> _T:
+        """``function(connection, *args)`` on a connection, in a worker thread."""
+
+    @abc.abstractmethod
+    def _claim(self, connection: Any, turn_id: str, owner: str) -> float: ...
+
+    @abc.abstractmethod
+    def _owned(self, connection: Any, turn_id: str, owner: str) -> float:
+        """Check that ``owner`` still holds the turn and keep its lease (in the operation's
+        transaction; the row stays locked until it ends); the time now.
+
+        Raises:
+            TurnClaimedError: another owner took the turn.
+        """
+
+    @abc.abstractmethod
+    def _transaction(self, connection: Any, *, write: bool = True) -> AbstractContextManager[None]:
+        """The operation's transaction."""
+
+    @abc.abstractmethod
+    def _execute(self, connection: Any, statement: str, parameters: tuple[object, ...]) -> Any:
+        """``statement`` (``?`` marks) run with ``parameters``; its cursor."""
+
+    @abc.abstractmethod
+    def _execute_many(
+        self, connection: Any, statement: str, rows: list[tuple[object, ...]]
     ) -> None: ...
-
-    @abc.abstractmethod
-    def _use_decisions(self, connection: Any, turn_id: str, owner: str, nonce: str) -> None: ...
-
-    @abc.abstractmethod
-    def _release(self, connection: Any, turn_id: str, owner: str) -> None: ...
 
 
 class SqliteJournal(Journal):
@@ -361,120 +456,51 @@ class SqliteJournal(Journal):
             )
         return until
 
-    def _check_owner(self, connection: sqlite3.Connection, turn_id: str, owner: str) -> None:
+    def _owned(self, connection: sqlite3.Connection, turn_id: str, owner: str) -> float:
         row = connection.execute(
             "SELECT owner, lease_until FROM kova_turns WHERE turn_id = ?", (turn_id,)
         ).fetchone()
         if row is None or row[0] != owner:
             raise TurnClaimedError(turn_id)
-        if row[1] <= self._clock():
-            # Expired: the write may go on only while nobody else took the turn; it did not
-            # (the owner is still us), so the lease is simply late. Renew it with the write.
-            connection.execute(
-                "UPDATE kova_turns SET lease_until = ? WHERE turn_id = ?",
-                (self._clock() + self.lease, turn_id),
-            )
-
-    def _write(
-        self,
-        connection: sqlite3.Connection,
-        turn_id: str,
-        owner: str,
-        statement: str,
-        parameters: tuple[object, ...],
-    ) -> None:
-        with _transaction(connection):
-            self._check_owner(connection, turn_id, owner)
-            connection.execute(statement, parameters)
-            connection.execute(
-                "UPDATE kova_turns SET updated = ? WHERE turn_id = ?", (self._clock(), turn_id)
-            )
-
-    def _finished(
-        self, connection: sqlite3.Connection, turn_id: str, owner: str, call_id: str, result: str
-    ) -> None:
         now = self._clock()
-        with _transaction(connection):
-            self._check_owner(connection, turn_id, owner)
-            connection.execute(
-                "INSERT INTO kova_tool_calls (turn_id, call_id, started, result) "
-                "VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (turn_id, call_id) DO UPDATE SET result = excluded.result",
-                (turn_id, call_id, now, result),
-            )
-            # The turn counts its finished calls: a load that finds fewer refuses the turn.
-            connection.execute(
-                "UPDATE kova_turns SET updated = ?, results = (SELECT COUNT(*) FROM "
-                "kova_tool_calls WHERE turn_id = ? AND result IS NOT NULL) WHERE turn_id = ?",
-                (now, turn_id, turn_id),
-            )
+        # Expired: the write may go on only while nobody else took the turn; it did not (the
+        # owner is still us), so the lease is simply late. Renew it with the write.
+        until = now + self.lease if row[1] <= now else row[1]
+        connection.execute(
+            "UPDATE kova_turns SET lease_until = ?, updated = ? WHERE turn_id = ?",
+            (until, now, turn_id),
+        )
+        return now
 
-    def _started(
-        self, connection: sqlite3.Connection, turn_id: str, owner: str, call_ids: list[str]
+    def _where(self) -> str:
+        return str(self.path)
+
+    def _transaction(
+        self, connection: sqlite3.Connection, *, write: bool = True
+    ) -> AbstractContextManager[None]:
+        return _transaction(connection, write=write)
+
+    def _execute(
+        self, connection: sqlite3.Connection, statement: str, parameters: tuple[object, ...]
+    ) -> sqlite3.Cursor:
+        return connection.execute(statement, parameters)
+
+    def _execute_many(
+        self, connection: sqlite3.Connection, statement: str, rows: list[tuple[object, ...]]
     ) -> None:
-        now = self._clock()
-        with _transaction(connection):
-            self._check_owner(connection, turn_id, owner)
-            connection.executemany(
-                "INSERT OR IGNORE INTO kova_tool_calls (turn_id, call_id, started) "
-                "VALUES (?, ?, ?)",
-                [(turn_id, call_id, now) for call_id in call_ids],
-            )
+        connection.executemany(statement, rows)
 
-    def _renew(self, connection: sqlite3.Connection, turn_id: str, owner: str) -> float:
-        until = self._clock() + self.lease
-        with _transaction(connection):
-            self._check_owner(connection, turn_id, owner)
-            connection.execute(
-                "UPDATE kova_turns SET lease_until = ? WHERE turn_id = ?", (until, turn_id)
-            )
-        return until
 
-    def _use_decisions(
-        self, connection: sqlite3.Connection, turn_id: str, owner: str, nonce: str
-    ) -> None:
-        with _transaction(connection):
-            self._check_owner(connection, turn_id, owner)
-            row = connection.execute(
-                "SELECT turn_id FROM kova_decisions WHERE nonce = ?", (nonce,)
-            ).fetchone()
-            if row is None:
-                connection.execute(
-                    "INSERT INTO kova_decisions (nonce, turn_id, used) VALUES (?, ?, ?)",
-                    (nonce, turn_id, self._clock()),
-                )
-            elif row[0] != turn_id:
-                raise ApprovalMismatchError(
-                    f"these decisions were already used: turn {row[0]!r} of this journal was "
-                    "resumed with them (a decided pause runs once; resume that turn id to go "
-                    "on with it)"
-                )
+_MARKED: dict[str, str] = {}
 
-    def _release(self, connection: sqlite3.Connection, turn_id: str, owner: str) -> None:
-        with _transaction(connection):
-            connection.execute(
-                "UPDATE kova_turns SET owner = NULL, lease_until = 0 "
-                "WHERE turn_id = ? AND owner = ?",
-                (turn_id, owner),
-            )
 
-    def _load(self, connection: sqlite3.Connection, turn_id: str) -> JournalRecord | None:
-        with _transaction(connection, write=False):
-            row = connection.execute(
-                "SELECT snapshot, response, results FROM kova_turns WHERE turn_id = ?",
-                (turn_id,),
-            ).fetchone()
-            if row is None:
-                return None
-            calls = connection.execute(
-                "SELECT call_id, result FROM kova_tool_calls WHERE turn_id = ?", (turn_id,)
-            ).fetchall()
-        return journal_record(turn_id, row, calls, str(self.path))
-
-    def _forget(self, connection: sqlite3.Connection, turn_id: str) -> None:
-        with _transaction(connection):
-            connection.execute("DELETE FROM kova_tool_calls WHERE turn_id = ?", (turn_id,))
-            connection.execute("DELETE FROM kova_turns WHERE turn_id = ?", (turn_id,))
+def marks(statement: str) -> str:
+    """A statement written with ``?`` marks (the SQL kova's SQLite and PostgreSQL code
+    share) as psycopg's ``%s``: the journal's and the session store's."""
+    marked = _MARKED.get(statement)
+    if marked is None:
+        marked = _MARKED[statement] = statement.replace("?", "%s")
+    return marked
 
 
 def check_opened(
@@ -596,13 +622,12 @@ class JournalClaim:
     async def tool_deferred(self, call_id: str) -> None:
         """Undo :meth:`tool_started` for a call that did not run (left to a person)."""
         _check_id(call_id, "call_id")
-        journal, mark = self.journal, self.journal._mark
+        journal = self.journal
         await journal._run(
             journal._write,
             self.turn_id,
             self.owner,
-            f"DELETE FROM kova_tool_calls WHERE turn_id = {mark} AND call_id = {mark} "
-            "AND result IS NULL",
+            "DELETE FROM kova_tool_calls WHERE turn_id = ? AND call_id = ? AND result IS NULL",
             (self.turn_id, call_id),
         )
 
@@ -626,12 +651,12 @@ class JournalClaim:
 
     async def _write(self, column: str, text: str) -> None:
         _check_text(text, "the record")
-        journal, mark = self.journal, self.journal._mark
+        journal = self.journal
         await journal._run(
             journal._write,
             self.turn_id,
             self.owner,
-            f"UPDATE kova_turns SET {column} = {mark} WHERE turn_id = {mark}",
+            f"UPDATE kova_turns SET {column} = ? WHERE turn_id = ?",
             (text, self.turn_id),
         )
 

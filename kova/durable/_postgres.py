@@ -22,11 +22,12 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from .._errors import ApprovalMismatchError, check_seconds
+from .._errors import check_seconds
 from .._extras import require_extra as _require_extra
 from ._errors import JournalError, TurnClaimedError
 from ._journal import (
@@ -34,15 +35,15 @@ from ._journal import (
     SCHEMA_VERSION,
     Journal,
     JournalClaim,
-    JournalRecord,
     _rerun_map,
     changed_error,
     check_opened,
-    journal_record,
+    marks,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+    from contextlib import AbstractContextManager
 
     import psycopg
     from psycopg_pool import ConnectionPool
@@ -170,7 +171,6 @@ class PostgresJournal(Journal):
         if self._own and not self.pool.closed:
             await trio.to_thread.run_sync(self.pool.close)
 
-    _mark = "%s"
     _claim_type: type[JournalClaim]  # set below
 
     def _new_owner(self) -> str:
@@ -264,7 +264,7 @@ class PostgresJournal(Journal):
         )
         return until
 
-    def _check_owner(self, connection: psycopg.Connection[Any], turn_id: str, owner: str) -> float:
+    def _owned(self, connection: psycopg.Connection[Any], turn_id: str, owner: str) -> float:
         row = self._locked(connection, turn_id)
         if row is None or row[0] != owner:
             raise TurnClaimedError(turn_id)
@@ -276,93 +276,24 @@ class PostgresJournal(Journal):
         )
         return now
 
-    def _write(
-        self,
-        connection: psycopg.Connection[Any],
-        turn_id: str,
-        owner: str,
-        statement: str,
-        parameters: tuple[object, ...],
-    ) -> None:
-        self._check_owner(connection, turn_id, owner)
-        connection.execute(statement, parameters)
+    def _where(self) -> str:
+        return repr(self)
 
-    def _started(
-        self, connection: psycopg.Connection[Any], turn_id: str, owner: str, call_ids: list[str]
+    def _transaction(
+        self, connection: psycopg.Connection[Any], *, write: bool = True
+    ) -> AbstractContextManager[None]:
+        return nullcontext()  # _in_thread runs every operation in one transaction
+
+    def _execute(
+        self, connection: psycopg.Connection[Any], statement: str, parameters: tuple[object, ...]
+    ) -> Any:
+        return connection.execute(marks(statement), parameters)
+
+    def _execute_many(
+        self, connection: psycopg.Connection[Any], statement: str, rows: list[tuple[object, ...]]
     ) -> None:
-        now = self._check_owner(connection, turn_id, owner)
         with connection.cursor() as cursor:
-            cursor.executemany(
-                "INSERT INTO kova_tool_calls (turn_id, call_id, started) VALUES (%s, %s, %s) "
-                "ON CONFLICT (turn_id, call_id) DO NOTHING",
-                [(turn_id, call_id, now) for call_id in call_ids],
-            )
-
-    def _finished(
-        self,
-        connection: psycopg.Connection[Any],
-        turn_id: str,
-        owner: str,
-        call_id: str,
-        result: str,
-    ) -> None:
-        now = self._check_owner(connection, turn_id, owner)
-        connection.execute(
-            "INSERT INTO kova_tool_calls (turn_id, call_id, started, result) "
-            "VALUES (%s, %s, %s, %s) "
-            "ON CONFLICT (turn_id, call_id) DO UPDATE SET result = EXCLUDED.result",
-            (turn_id, call_id, now, result),
-        )
-        # The turn counts its finished calls: a load that finds fewer refuses the turn.
-        connection.execute(
-            "UPDATE kova_turns SET results = (SELECT COUNT(*) FROM kova_tool_calls "
-            "WHERE turn_id = %s AND result IS NOT NULL) WHERE turn_id = %s",
-            (turn_id, turn_id),
-        )
-
-    def _renew(self, connection: psycopg.Connection[Any], turn_id: str, owner: str) -> float:
-        return self._check_owner(connection, turn_id, owner) + self.lease
-
-    def _use_decisions(
-        self, connection: psycopg.Connection[Any], turn_id: str, owner: str, nonce: str
-    ) -> None:
-        now = self._check_owner(connection, turn_id, owner)
-        connection.execute(
-            "INSERT INTO kova_decisions (nonce, turn_id, used) VALUES (%s, %s, %s) "
-            "ON CONFLICT (nonce) DO NOTHING",
-            (nonce, turn_id, now),
-        )
-        row = connection.execute(
-            "SELECT turn_id FROM kova_decisions WHERE nonce = %s", (nonce,)
-        ).fetchone()
-        if row is not None and row[0] != turn_id:
-            raise ApprovalMismatchError(
-                f"these decisions were already used: turn {row[0]!r} of this journal was "
-                "resumed with them (a decided pause runs once; resume that turn id to go on "
-                "with it)"
-            )
-
-    def _release(self, connection: psycopg.Connection[Any], turn_id: str, owner: str) -> None:
-        connection.execute(
-            "UPDATE kova_turns SET owner = NULL, lease_until = 0 WHERE turn_id = %s AND owner = %s",
-            (turn_id, owner),
-        )
-
-    def _load(self, connection: psycopg.Connection[Any], turn_id: str) -> JournalRecord | None:
-        row = connection.execute(
-            "SELECT snapshot, response, results FROM kova_turns WHERE turn_id = %s", (turn_id,)
-        ).fetchone()
-        if row is None:
-            return None
-        calls = connection.execute(
-            "SELECT call_id, result FROM kova_tool_calls WHERE turn_id = %s", (turn_id,)
-        ).fetchall()
-        return journal_record(turn_id, row, calls, repr(self))
-
-    def _forget(self, connection: psycopg.Connection[Any], turn_id: str) -> None:
-        connection.execute("DELETE FROM kova_tool_calls WHERE turn_id = %s", (turn_id,))
-        connection.execute("DELETE FROM kova_decisions WHERE turn_id = %s", (turn_id,))
-        connection.execute("DELETE FROM kova_turns WHERE turn_id = %s", (turn_id,))
+            cursor.executemany(marks(statement), rows)
 
 
 class PostgresJournalClaim(JournalClaim):

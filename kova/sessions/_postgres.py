@@ -32,6 +32,7 @@ import trio
 
 from .._errors import SessionError, check_seconds
 from .._extras import require_extra as _require_extra
+from ..durable._journal import marks as _marks
 from ._sql import HOLDS_INDEX, Sql, SqlSessionStore
 from ._store import message_from_text, view_from_text
 from ._view import SessionState
@@ -300,14 +301,3 @@ class _Postgres(Sql):
         self.connection.execute(
             "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_HOLD_KEY, session_id)
         )
-
-
-_MARKED: dict[str, str] = {}
-
-
-def _marks(statement: str) -> str:
-    """A statement written with ``?`` marks as psycopg's ``%s``."""
-    marked = _MARKED.get(statement)
-    if marked is None:
-        marked = _MARKED[statement] = statement.replace("?", "%s")
-    return marked

@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from kova.durable import JournalError, SqliteJournal, TurnClaimedError
-from kova.errors import ConfigError
+from kova.errors import ApprovalMismatchError, ConfigError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -50,6 +50,21 @@ async def test_a_turn_is_recorded_step_by_step(tmp_path: Path) -> None:
     assert dict(record.results) == {"call_a": '{"ok": true}'}
     await journal.forget("t1")
     assert await journal.load("t1") is None
+
+
+async def test_decisions_resume_one_turn_id_even_after_it_is_forgotten(tmp_path: Path) -> None:
+    """The journal's record of used decisions (PostgresJournal: tests/sessions/
+    test_postgres_journal.py, the same rules): a nonce resumes one turn id, again and again,
+    never another, and forgetting the turn does not free it (a decided pause runs once)."""
+    journal = SqliteJournal(tmp_path / "turns.db")
+    async with await journal.claim("a") as claim:
+        await claim.use_decisions("nonce-1")
+        await claim.use_decisions("nonce-1")  # the same turn goes on with them
+    await journal.forget("a")
+    async with await journal.claim("b") as other:
+        with pytest.raises(ApprovalMismatchError, match="turn 'a' of this journal"):
+            await other.use_decisions("nonce-1")
+        await other.use_decisions("nonce-2")
 
 
 async def test_one_owner_at_a_time_and_a_late_owner_cannot_write(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import trio
 
 from kova import Message
 from kova.durable import JournalError, PostgresJournal, TurnClaimedError
+from kova.errors import ApprovalMismatchError
 from kova.sessions import PostgresSessionStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,6 +45,19 @@ async def test_a_claim_is_a_lease_other_owners_wait_for(postgres_db: str) -> Non
         assert (await journal.load("t")).response == '{"done": true}'  # type: ignore[union-attr]
         await journal.forget("t")
         assert await journal.load("t") is None
+
+
+async def test_decisions_resume_one_turn_id_even_after_it_is_forgotten(postgres_db: str) -> None:
+    """As tests/durable/test_journal.py's for SqliteJournal: one nonce, one turn id."""
+    async with PostgresJournal(postgres_db) as journal:
+        async with await journal.claim("a") as claim:
+            await claim.use_decisions("nonce-1")
+            await claim.use_decisions("nonce-1")
+        await journal.forget("a")
+        async with await journal.claim("b") as other:
+            with pytest.raises(ApprovalMismatchError, match="turn 'a' of this journal"):
+                await other.use_decisions("nonce-1")
+            await other.use_decisions("nonce-2")
 
 
 PROGRAM = textwrap.dedent(
