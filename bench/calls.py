@@ -108,15 +108,18 @@ def _instructions(stream: bool) -> None:
     sizes = (200, 1000)
     for runs in sizes:
         command = [sys.executable, __file__, "--runs", str(runs), "--no-profile"]
-        result = subprocess.run(
-            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command]
-            + (["--stream"] if stream else []),
-            capture_output=True,
-            text=True,
-            env=dict(os.environ, PYTHONHASHSEED="0"),
-            check=True,
-        )
-        counts.append(int(re.findall(r"Collected : (\d+)", result.stderr)[-1]))
+        found = []
+        for _ in range(2):  # the lower of two: a stray import or bytecode write adds to one
+            result = subprocess.run(
+                ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command]
+                + (["--stream"] if stream else []),
+                capture_output=True,
+                text=True,
+                env=dict(os.environ, PYTHONHASHSEED="0"),
+                check=True,
+            )
+            found.append(int(re.findall(r"Collected : (\d+)", result.stderr)[-1]))
+        counts.append(min(found))
     per = (counts[1] - counts[0]) / (sizes[1] - sizes[0])
     print(f"{'stream' if stream else 'run'}: {per / 1000:,.1f}k instructions per call")
 

@@ -69,7 +69,9 @@ Rules for a subclass:
   checks its values defines ``__post_init__(self)``, which the generic ``__init__`` calls
   after storing the fields.
 - ``class X(Record, eq_exclude=("a",))`` leaves fields out of equality and hashing,
-  ``repr_exclude=`` out of ``repr``.
+  ``repr_exclude=`` out of ``repr``. ``private=("_x",)`` adds slots that are no fields
+  (state a value keeps for itself: not compared, shown, copied or pickled); its own
+  ``__init__`` sets them.
 - A subclass that adds no fields keeps its base's ``__init__``; under a base that wrote its
   own, it says so to type checkers with ``class X(Base, init=False)`` (else mypy would
   synthesize an ``__init__`` from the fields).
@@ -204,6 +206,7 @@ class _RecordType(type):
         eq_exclude: tuple[str, ...] = (),
         repr_exclude: tuple[str, ...] = (),
         init: bool = True,
+        private: tuple[str, ...] = (),
         **kwargs: Any,
     ) -> _RecordType:
         if not bases:  # Record itself
@@ -218,7 +221,7 @@ class _RecordType(type):
             # A slot and a class attribute of the same name cannot coexist: the default
             # leaves the class body before the class (and its slots) is made.
             defaults = {field: namespace.pop(field) for field in new if field in namespace}
-        namespace["__slots__"] = new  # in the annotations' order (the fields' order)
+        namespace["__slots__"] = (*new, *private)  # the fields in the annotations' order
         base: Any = bases[0]  # the record this one extends (first, as a rule)
         if not isinstance(base, _RecordType):
             base = next(base for base in bases if isinstance(base, _RecordType))
@@ -286,6 +289,7 @@ class Record(metaclass=_RecordType):
             eq_exclude: tuple[str, ...] = (),
             repr_exclude: tuple[str, ...] = (),
             init: bool = True,
+            private: tuple[str, ...] = (),
         ) -> None: ...
 
     def __setattr__(self, name: str, value: object) -> None:

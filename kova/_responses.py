@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import enum
 from decimal import Decimal
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ._messages import ContentBlock, HasContent
 from ._record import Record, set_field
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
 __all__ = ["ModelInfo", "ModelResponse", "StopKind", "StopReason", "Usage"]
 
@@ -52,8 +52,15 @@ StopReason.MAX_TOKENS = StopReason(kind=StopKind.MAX_TOKENS)
 StopReason.STOP_SEQUENCE = StopReason(kind=StopKind.STOP_SEQUENCE)
 
 
-class Usage(Record, eq_exclude=("cost",)):
-    """Token counts of one call, or summed over several with ``+``, and what they cost."""
+class Usage(Record, eq_exclude=("cost",), private=("_price",)):
+    """Token counts of one call, or summed over several with ``+``, and what they cost.
+
+    An agent prices its calls when their cost is first read, not when they are made (the
+    price sheet is a large import, and most programs never read a cost): until then a
+    usage keeps how to price it (``_price``: a :data:`Quote` for one call, the two parts of
+    a sum) and ``cost`` is worked out, once, on the first read: the same value as if it
+    had been priced at the call (dated prices are looked up at the call's time).
+    """
 
     input_tokens: int
     """Prompt tokens, including any served from or written to the cache."""
@@ -104,22 +111,31 @@ class Usage(Record, eq_exclude=("cost",)):
         if cost is not None and type(cost) is not Decimal:
             raise TypeError(f"Usage.cost must be a decimal.Decimal or None, got {cost!r}")
         set_field(self, "cost", cost)
+        set_field(self, "_price", None)
+
+    if TYPE_CHECKING:
+        _price: Quote | tuple[Usage, Usage] | None  # a private slot, not a field
+
+    if not TYPE_CHECKING:  # to type checkers, a usage has its fields and nothing else
+
+        def __getattr__(self, name: str) -> Any:
+            # Only for a slot not set: ``cost`` until a priced-later usage is first read,
+            # and ``_price`` on a usage made without __init__ (unpickled, copied).
+            if name == "cost":
+                return _settle(self)
+            if name == "_price":
+                return None
+            raise AttributeError(f"'Usage' object has no attribute {name!r}", name=name, obj=self)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        set_field(self, "_price", None)
 
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
-        cost = self.cost
-        other_cost = other.cost
-        if cost is None:
-            # Nothing with no tokens costs nothing (the empty usage a sum starts from).
-            if self.total_tokens or self.input_tokens or self.output_tokens:
-                other_cost = None
-            cost = other_cost
-        elif other_cost is not None:
-            cost = cost + other_cost
-        elif other.total_tokens or other.input_tokens or other.output_tokens:
-            cost = None
-        return Usage(
+        later = self._price is not None or other._price is not None
+        total = Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             total_tokens=self.total_tokens + other.total_tokens,
@@ -128,8 +144,78 @@ class Usage(Record, eq_exclude=("cost",)):
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
             input_audio_tokens=self.input_audio_tokens + other.input_audio_tokens,
             output_audio_tokens=self.output_audio_tokens + other.output_audio_tokens,
-            cost=cost,
+            cost=None if later else _sum_cost(self, other),
         )
+        if later:  # a part is priced when read: so is the sum (its cost slot left unset)
+            object.__delattr__(total, "cost")
+            set_field(total, "_price", (self, other))
+        return total
+
+    def priced_later(self, quote: Quote) -> Usage:
+        """These counts, their cost worked out by ``quote`` when first read (an agent's
+        pricing of the call that reported them)."""
+        later = Usage.__new__(Usage)
+        for name in _COUNTS:
+            set_field(later, name, getattr(self, name))
+        set_field(later, "_price", quote)
+        return later
+
+
+_COUNTS = tuple(name for name in Usage.__record_fields__ if name != "cost")
+
+Quote = tuple[
+    "Callable[[Usage, str | None, str | None, float], Decimal | None]",
+    "str | None",
+    "str | None",
+    float,
+]
+"""How one call's usage is priced when first read: ``(price, answered, asked, time)``,
+``price(usage, answered, asked, time)`` giving its cost (the agent's pricer: the model that
+answered, else the one asked for, at the call's time)."""
+
+
+def _sum_cost(left: Usage, right: Usage) -> Decimal | None:
+    """The cost of ``left + right`` (both priced): a sum has a cost only if every part with
+    tokens has one."""
+    cost = left.cost
+    other_cost = right.cost
+    if cost is None:
+        # Nothing with no tokens costs nothing (the empty usage a sum starts from).
+        if left.total_tokens or left.input_tokens or left.output_tokens:
+            other_cost = None
+        return other_cost
+    if other_cost is not None:
+        return cost + other_cost
+    if right.total_tokens or right.input_tokens or right.output_tokens:
+        return None
+    return cost
+
+
+def _settle(usage: Usage) -> Decimal | None:
+    """Work out the cost of a usage priced later (and of every unread part of it), store
+    it and drop what it took. Without recursion: a long conversation's sum is a deep tree."""
+    todo = [usage]
+    while todo:
+        top = todo[-1]
+        price: Any = top._price
+        if price is None:  # a part shared by two sums, already worked out
+            todo.pop()
+            continue
+        if len(price) == 2:
+            left, right = price
+            waiting = [part for part in (left, right) if part._price is not None]
+            if waiting:
+                todo.extend(waiting)
+                continue
+            cost = _sum_cost(left, right)
+        else:
+            quote, answered, asked, when = price
+            cost = quote(top, answered, asked, when)
+        set_field(top, "cost", cost)
+        set_field(top, "_price", None)
+        todo.pop()
+    cost = usage.cost
+    return cost
 
 
 class ModelResponse(Record, HasContent, eq_exclude=("model", "id")):

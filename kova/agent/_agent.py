@@ -153,7 +153,7 @@ class Agent:
             if len(config.registry):
                 # The first tool call would otherwise import jsonschema on the event loop.
                 await trio.to_thread.run_sync(load_validation, abandon_on_cancel=True)
-            if context.meter.pricer.needs_sheet():  # likewise the price sheet (~150 ms)
+            if context.meter.wants_sheet(config.usage_limits):  # likewise the price sheet
                 await trio.to_thread.run_sync(load_sheet, abandon_on_cancel=True)
             # Agents given as tools (agent.as_tool()) open with this one and close before it
             # stops; one the host opened is used as it is (see open_as_tool).

@@ -26,6 +26,7 @@ from ..providers import heuristic_count_tokens
 if TYPE_CHECKING:
     from .._models import ChatRequest, ModelResponse
     from ._cost import Pricer
+    from ._limits import UsageLimits
 
 __all__ = ["Budget", "Hold", "Ledger", "Meter"]
 
@@ -225,12 +226,22 @@ class Ledger(Protocol):
 class Meter:
     """An agent's pricing and budget for its model calls (plain state, synchronous)."""
 
-    __slots__ = ("_max_tokens", "budget", "pricer")
+    __slots__ = ("_max_tokens", "budget", "pricer", "prices")
 
     def __init__(self, pricer: Pricer, budget: Budget | None, provider: object) -> None:
         self.pricer = pricer
         self.budget = budget
+        self.prices = pricer.can_price
+        """Whether a call may have a cost here (if not, a response is left as it is)."""
         self._max_tokens = _default_max_tokens(provider)
+
+    def wants_sheet(self, limits: UsageLimits | None) -> bool:
+        """Whether an agent with these usage limits reads costs as it runs (a budget, a cost
+        limit) and prices from a sheet not loaded yet: it loads the sheet when it opens (in a
+        worker thread, ~150 ms). Otherwise the sheet loads when a cost is first read."""
+        if self.budget is None and (limits is None or limits.cost is None):
+            return False
+        return self.pricer.needs_sheet()
 
     async def reserve(
         self, request: ChatRequest, model: str | None, counted: int | None = None
@@ -275,7 +286,8 @@ class Meter:
         return Hold(needed, None)
 
     def priced(self, response: ModelResponse, model: str | None) -> ModelResponse:
-        """``response`` with its cost (see :meth:`Pricer.priced`)."""
+        """``response`` with its cost, worked out when first read (see
+        :meth:`Pricer.priced`)."""
         return self.pricer.priced(response, model)
 
     async def settle(self, held: Hold, response: ModelResponse) -> None:

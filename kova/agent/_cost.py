@@ -27,6 +27,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import sys
+import time
 from collections.abc import Mapping
 from decimal import Decimal
 from types import MappingProxyType
@@ -38,7 +39,6 @@ from .._responses import ModelResponse, Usage
 
 __all__ = ["Prices", "Pricer", "price_of"]
 
-_COUNTS: Final = tuple(name for name in Usage.__record_fields__ if name != "cost")
 _MILLION: Final = Decimal(1_000_000)
 _THOUSAND: Final = Decimal(1_000)
 _ZERO: Final = Decimal(0)
@@ -448,8 +448,19 @@ class Pricer:
         except (ImportError, ValueError):
             return False
 
-    def sheet(self, model: str | None) -> _Sheet | None:
-        """``model``'s prices, or ``None`` if nobody knows them."""
+    @property
+    def can_price(self) -> bool:
+        """Whether any model may have a price here (the caller's prices name some, or the
+        sheet is looked up for this provider); if not, every call's cost is ``None``."""
+        if self._prices.models:
+            return True
+        if not self._prices.sheet:
+            return False
+        return self._provider_id is not None or self._api_url is not None or self._by_model
+
+    def sheet(self, model: str | None, when: float | None = None) -> _Sheet | None:
+        """``model``'s prices (at the time ``when``, default now, for a dated price), or
+        ``None`` if nobody knows them."""
         if model is None:
             return None
         cache = self._cache
@@ -462,7 +473,8 @@ class Pricer:
         if dated is not None:
             from datetime import UTC, datetime
 
-            return _from_sheet(dated.get_prices(datetime.now(tz=UTC)))
+            moment = datetime.now(tz=UTC) if when is None else datetime.fromtimestamp(when, UTC)
+            return _from_sheet(dated.get_prices(moment))
         return sheet
 
     def _resolve(self, model: str) -> tuple[_Sheet | None, Any]:
@@ -486,32 +498,33 @@ class Pricer:
         return None if sheet is None else sheet.cost(usage)
 
     def priced(self, response: ModelResponse, model: str | None) -> ModelResponse:
-        """``response`` with its usage's cost set (by the model that answered, else
-        ``model``, the one asked for)."""
+        """``response`` with its usage priced when first read (by the model that answered,
+        else ``model``, the one asked for, at this moment's prices): the same cost as
+        pricing it now, without importing the price sheet for a program that never reads
+        one. A usage that has its cost already keeps it."""
         usage = response.usage
         if usage is None or usage.cost is not None:
             return response
-        sheet = self.sheet(response.model or model)
-        if sheet is None and response.model is not None and model is not None:
-            sheet = self.sheet(model)
-        if sheet is None:
-            return response
-        cost = sheet.cost(usage)
-        if cost is None:
-            return response
-        # Built directly: a generic evolve of both costs several times the pricing itself.
-        priced = Usage.__new__(Usage)
-        for name in _COUNTS:
-            set_field(priced, name, getattr(usage, name))
-        set_field(priced, "cost", cost)
+        later = usage.priced_later((self.cost_of, response.model, model, time.time()))
+        # Built directly: a generic evolve costs several times this.
         return ModelResponse(
             content=response.content,
             stop_reason=response.stop_reason,
-            usage=priced,
+            usage=later,
             thinking=response.thinking,
             model=response.model,
             id=response.id,
         )
+
+    def cost_of(
+        self, usage: Usage, answered: str | None, asked: str | None, when: float
+    ) -> Decimal | None:
+        """What ``usage`` of a call costs: by the model that answered (else ``asked``, the
+        one asked for) at the time ``when`` (``None``: unknown)."""
+        sheet = self.sheet(answered or asked, when)
+        if sheet is None and answered is not None and asked is not None:
+            sheet = self.sheet(asked, when)
+        return None if sheet is None else sheet.cost(usage)
 
 
 _DEFAULT: Final = Prices()

@@ -216,7 +216,8 @@ class ModelStep:
         return ModelCall(emitter, self.provider, self._inference, self._model), held
 
     def priced(self, response: ModelResponse) -> ModelResponse:
-        return self._meter.priced(response, self._model)
+        meter = self._meter
+        return meter.priced(response, self._model) if meter.prices else response
 
     async def settled(self, held: Hold | None, response: ModelResponse) -> None:
         if held is not None:
@@ -233,14 +234,16 @@ class ModelStep:
             else:
                 self._on_failure(call, exc)
 
-    def replied(self, response: ModelResponse, turn: Turn | None) -> bool:
-        """The reply goes to the turn core, and counts in the enclosing turns; whether the
-        turn is to be saved now (an observer watches it)."""
+    async def replied(self, response: ModelResponse, turn: Turn | None) -> None:
+        """The reply goes to the turn core (if given) and counts in the enclosing turns; an
+        observer saves the turn. (A turn of its own, unobserved, needs only the first:
+        the step's entries call ``turn.model_replied`` themselves then.)"""
         if turn is not None:
             turn.model_replied(response)
         for enclosing in self._outer:
             enclosing.inner_replied(self._key, response.usage)
-        return turn is not None and self._observer is not NO_OBSERVER
+        if turn is not None and self._observer is not NO_OBSERVER:
+            await self._observer.saved(turn)
 
     async def complete(self, request: ChatRequest, turn: Turn | None = None) -> ModelResponse:
         """One model call, its whole response at once (given to ``turn``, if given). With
@@ -266,20 +269,16 @@ class ModelStep:
             if turn is not None and isinstance(exc, ContextOverflow):
                 return await self.complete(await self.after_overflow(turn, exc), turn)
             raise
-        response = self._meter.priced(response, self._model)
+        if self._meter.prices:  # its cost, worked out when first read
+            response = self._meter.priced(response, self._model)
         if call is not None:
             call.finished(response)
         if held is not None:
             await self.settled(held, response)
-        if turn is not None:  # as replied(), without its call on the usual path
+        if turn is not None and not self._outer and self._observer is NO_OBSERVER:
             turn.model_replied(response)
-            if self._outer:
-                for enclosing in self._outer:
-                    enclosing.inner_replied(self._key, response.usage)
-            if self._observer is not NO_OBSERVER:
-                await self._observer.saved(turn)
-        elif self._outer:
-            self.replied(response, None)
+        else:
+            await self.replied(response, turn)
         return response
 
     def stream(self, request: ChatRequest, turn: Turn | None = None) -> ModelStream:
@@ -327,7 +326,10 @@ class ModelStream:
         gate = step._gate
         if gate is not None:
             await gate.before_first_call()
-        call, self._held = await step._call(self._request)
+        if step._plain:  # nothing to count, reserve or report: the call alone
+            call = None
+        else:
+            call, self._held = await step._call(self._request)
         self._call = call
         self._accumulator = ResponseAccumulator(None if call is None else call.first_token)
         provider = step.provider if call is None else call.start(streamed=True)
@@ -370,7 +372,9 @@ class ModelStream:
                 with gate.guarding():  # a trip cancels the read; no yield in between
                     batch = await self._rest()
         except StopAsyncIteration:
-            self.response = self._step.priced(self._accumulator.finish())
+            response = self._accumulator.finish()
+            meter = self._step._meter
+            self.response = meter.priced(response, self._step._model) if meter.prices else response
             return None
         self._accumulator.feed(batch)
         if gate is not None:
@@ -396,10 +400,13 @@ class ModelStream:
         assert response is not None, "a stream is read to its end before its block ends"
         if call is not None:
             call.finished(response)
-        await step.settled(self._held, response)
-        if step.replied(response, self._turn):
-            assert self._turn is not None
-            await step._observer.saved(self._turn)
+        if self._held is not None:
+            await step.settled(self._held, response)
+        turn = self._turn
+        if turn is not None and not step._outer and step._observer is NO_OBSERVER:
+            turn.model_replied(response)
+        else:
+            await step.replied(response, turn)
 
 
 class ToolStep:

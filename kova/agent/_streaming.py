@@ -127,7 +127,8 @@ class TurnStream:
         observer = NO_OBSERVER
         journal, turn_id = self._journal, self._turn_id
         guards = driver.config.guards if self._guards is None else self._guards
-        beside = concurrent(guards)  # input guards beside the turn: a producer task's nursery
+        # Input guards beside the turn: a producer task's nursery.
+        beside = bool(guards) and concurrent(guards)
         tools = len(driver.config.registry) > 0  # a streamed tool step runs in a nursery
 
         def steps(

@@ -4,7 +4,12 @@ usage_by_agent, the model-call events)."""
 
 from __future__ import annotations
 
+import copy
+import pickle
+import subprocess
+import sys
 import warnings
+from datetime import UTC, datetime
 from decimal import Decimal
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
@@ -574,3 +579,108 @@ def test_a_fallback_provider_is_priced_by_the_model_that_answered() -> None:
         "anthropic", "claude-sonnet-4-5", counts
     )
     assert pricer.cost(Usage(**counts), "gpt-4o") == _genai_cost("openai", "gpt-4o", counts)
+
+
+# -- priced when read ----------------------------------------------------------------------
+
+_LAZY = """
+import sys, trio
+from kova import Usage
+from kova.agent import AgentBuilder
+from kova.providers.openai import OpenAiCompatibleProvider, OpenAiConfig
+from kova.testing import open_openai_server, reply_text
+
+USAGE = Usage(input_tokens=1_000, output_tokens=40, cache_read_tokens=512)
+
+def loaded():
+    return sorted({name.split(".")[0] for name in sys.modules} & {"genai_prices", "pydantic"})
+
+async def main():
+    script = [reply_text("a", usage=USAGE), reply_text("b", usage=USAGE)]
+    async with open_openai_server(script) as server:
+        provider = OpenAiCompatibleProvider(
+            OpenAiConfig(base_url=server.base_url, model="gpt-4o-mini", api_key="k")
+        )
+        async with AgentBuilder().provider(provider).name("n").build() as agent:
+            print("opened", loaded())
+            first = await agent.run("hi")
+            second = await agent.run("again")
+            print("ran", loaded())
+    print("cost", first.cost, first.usage_by_agent["n"].cost, second.usage.cost)
+    print("read", loaded())
+
+trio.run(main)
+"""
+
+
+def test_an_agent_that_nobody_asks_a_cost_of_never_loads_the_price_sheet() -> None:
+    """Opening and running an agent imports neither genai-prices nor pydantic (16 MB) when
+    no budget or cost limit needs one; the cost read afterwards is what pricing at the call
+    gave."""
+    done = subprocess.run(
+        [sys.executable, "-c", _LAZY], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "opened []"
+    assert lines[1] == "ran []"
+    expected = _genai_cost(
+        "openai",
+        "gpt-4o-mini",
+        {"input_tokens": 1_000, "output_tokens": 40, "cache_read_tokens": 512},
+    )
+    assert lines[2] == f"cost {expected} {expected} {expected}"
+    assert lines[3] == "read ['genai_prices', 'pydantic']"
+
+
+def test_a_usage_priced_later_sums_and_copies_as_one_priced_at_once() -> None:
+    calls: list[tuple[str | None, str | None, float]] = []
+
+    def price(usage: Usage, answered: str | None, asked: str | None, when: float) -> Decimal:
+        calls.append((answered, asked, when))
+        return Decimal(usage.input_tokens) / 1000
+
+    later = Usage(input_tokens=3, output_tokens=1).priced_later((price, "a", "b", 5.0))
+    unpriced = Usage(input_tokens=1)
+    total = Usage()
+    for _ in range(5_000):  # a long conversation's sum: no recursion when it is read
+        total = total + later
+    assert calls == []
+    assert (later + unpriced).cost is None  # a part with tokens and no cost
+    assert calls == [("a", "b", 5.0)]  # each usage is priced once
+    assert total.cost == Decimal(15)
+    assert (Usage() + later).cost == later.cost == Decimal("0.003")
+    assert calls == [("a", "b", 5.0)]
+    fresh = Usage(input_tokens=2).priced_later((price, None, "b", 6.0))
+    assert pickle.loads(pickle.dumps(fresh)).cost == Decimal("0.002")
+    assert copy.copy(Usage(input_tokens=4).priced_later((price, None, None, 0.0))).cost == Decimal(
+        "0.004"
+    )
+    assert repr(Usage(input_tokens=1).priced_later((price, None, None, 0.0))).endswith(
+        "cost=Decimal('0.001'))"
+    )
+    assert later == Usage(input_tokens=3, output_tokens=1)
+    with pytest.raises(AttributeError, match="costs"):
+        later.costs  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_a_dated_price_is_read_at_the_time_of_the_call() -> None:
+    """Priced when read, a call is still priced at the sheet's price of its own time."""
+    pricer = Pricer(None, SimpleNamespace(name="anthropic"))
+    counts = {"input_tokens": 300_000, "output_tokens": 1_000}
+    model = "claude-sonnet-4-6"  # its price changed on 2026-03-13
+    before, after = datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 4, 1, tzinfo=UTC)
+    costs = [
+        pricer.cost_of(Usage(**counts), model, None, day.timestamp()) for day in (before, after)
+    ]
+    usage = genai_prices.Usage(**counts)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = [
+            genai_prices.calc_price(
+                usage, model, provider_id="anthropic", genai_request_timestamp=day
+            ).total_price
+            for day in (before, after)
+        ]
+    assert costs == expected
+    assert costs[0] != costs[1]
