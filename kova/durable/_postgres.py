@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
 
-__all__ = ["PostgresJournal", "PostgresJournalClaim"]
+__all__ = ["PgPool", "PostgresJournal", "PostgresJournalClaim"]
 
 _require_extra("postgres", "kova.durable.PostgresJournal")
 
@@ -96,6 +96,58 @@ def _owner() -> str:
     return f"{socket.gethostname()}|{os.getpid()}|{uuid.uuid4().hex[:12]}"
 
 
+class PgPool:
+    """The pool of a PostgreSQL journal or session store (``what``, as errors name it): its
+    own, made from ``dsn``, opened on first use and closed by :meth:`aclose`, or ``pool``,
+    the host's, left open. Each operation takes a connection in a worker thread."""
+
+    __slots__ = ("errors", "own", "pool", "timeout")
+
+    def __init__(
+        self,
+        what: str,
+        dsn: str | None,
+        pool: ConnectionPool[Any] | None,
+        max_size: int,
+        timeout: float,
+    ) -> None:
+        import psycopg
+        import psycopg_pool
+
+        if (dsn is None) == (pool is None):
+            raise TypeError(f"{what} takes a dsn or a pool= (one of them)")
+        if dsn is not None and not isinstance(dsn, str):
+            raise TypeError(f"dsn must be a str, got {type(dsn).__name__}")
+        if pool is not None and not isinstance(pool, psycopg_pool.ConnectionPool):
+            raise TypeError(
+                f"pool must be a psycopg_pool.ConnectionPool, got {type(pool).__name__} "
+                "(psycopg's AsyncConnectionPool runs on asyncio, not trio)"
+            )
+        if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
+            raise ValueError(f"max_size must be a positive int, got {max_size!r}")
+        check_seconds("timeout", timeout)
+        self.own = pool is None
+        self.timeout = float(timeout)
+        if dsn is not None:
+            pool = psycopg_pool.ConnectionPool(
+                dsn, min_size=1, max_size=max_size, open=False, timeout=self.timeout
+            )
+        assert pool is not None  # one of them, checked above
+        self.pool: ConnectionPool[Any] = pool
+        self.errors = (psycopg.Error, psycopg_pool.PoolTimeout)
+        """What a failed operation raises (its user makes its own kova error of it)."""
+
+    def connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
+        """One operation's connection (it commits, or rolls back on an error)."""
+        if self.own and self.pool.closed:
+            self.pool.open(wait=True, timeout=self.timeout)
+        return self.pool.connection()
+
+    async def aclose(self) -> None:
+        if self.own and not self.pool.closed:
+            await trio.to_thread.run_sync(self.pool.close)
+
+
 class PostgresJournal(Journal):
     """A turn journal in PostgreSQL: ``PostgresJournal("postgresql://app@db/turns")``.
 
@@ -122,31 +174,12 @@ class PostgresJournal(Journal):
         max_size: int = 4,
         timeout: float = 30.0,
     ) -> None:
-        import psycopg_pool
-
-        if (dsn is None) == (pool is None):
-            raise TypeError("PostgresJournal takes a dsn or a pool= (one of them)")
-        if dsn is not None and not isinstance(dsn, str):
-            raise TypeError(f"dsn must be a str, got {type(dsn).__name__}")
-        if pool is not None and not isinstance(pool, psycopg_pool.ConnectionPool):
-            raise TypeError(
-                f"pool must be a psycopg_pool.ConnectionPool, got {type(pool).__name__}"
-            )
         check_seconds("lease", lease)
-        check_seconds("timeout", timeout)
-        if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
-            raise ValueError(f"max_size must be a positive int, got {max_size!r}")
+        self._pg = PgPool("PostgresJournal", dsn, pool, max_size, timeout)
+        self.pool = self._pg.pool
         self.rerun_interrupted: Mapping[str, bool] = _rerun_map(rerun_interrupted)
         """Tool name -> whether its interrupted calls may run again (the host's override)."""
         self.lease = float(lease)
-        self._own = pool is None
-        if pool is None:
-            assert dsn is not None
-            pool = psycopg_pool.ConnectionPool(
-                dsn, min_size=1, max_size=max_size, open=False, timeout=float(timeout)
-            )
-        self.pool: ConnectionPool[Any] = pool
-        self._timeout = float(timeout)
         self._limiter: trio.CapacityLimiter | None = None
         self._ready = False
         self._id: str | None = None  # the journal's id in its database, read when first used
@@ -168,8 +201,7 @@ class PostgresJournal(Journal):
 
     async def aclose(self) -> None:
         """Close the journal's own pool (idempotent; a pool given to it is left open)."""
-        if self._own and not self.pool.closed:
-            await trio.to_thread.run_sync(self.pool.close)
+        await self._pg.aclose()
 
     _claim_type: type[JournalClaim]  # set below
 
@@ -185,19 +217,14 @@ class PostgresJournal(Journal):
         return await trio.to_thread.run_sync(self._in_thread, function, args, limiter=limiter)
 
     def _in_thread(self, function: Callable[..., _T], args: tuple[object, ...]) -> _T:
-        import psycopg
-        import psycopg_pool
-
         try:
-            if self._own and self.pool.closed:
-                self.pool.open(wait=True, timeout=self._timeout)
-            with self.pool.connection() as connection:
+            with self._pg.connection() as connection:
                 if not self._ready:
                     self._prepare(connection)
                 with connection.transaction():
                     self._check_same(connection)
                     return function(connection, *args)
-        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+        except self._pg.errors as exc:
             raise JournalError(f"journal {self!r}: {exc}") from None
 
     def _prepare(self, connection: psycopg.Connection[Any]) -> None:

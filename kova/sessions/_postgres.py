@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from .._errors import SessionError, check_seconds
+from .._errors import SessionError
 from .._extras import require_extra as _require_extra
 from ..durable._journal import marks as _marks
 from ._sql import HOLDS_INDEX, Sql, SqlSessionStore
@@ -97,13 +97,6 @@ _SCHEMA = (
 _HOLD_KEY = 0x6B6F7661  # "kova": the first key of a session's advisory lock on its holds
 
 
-def _imports() -> tuple[Any, Any]:
-    import psycopg
-    import psycopg_pool
-
-    return psycopg, psycopg_pool
-
-
 class PostgresSessionStore(SqlSessionStore):
     """Sessions in PostgreSQL: ``async with PostgresSessionStore(dsn) as store``.
 
@@ -131,31 +124,11 @@ class PostgresSessionStore(SqlSessionStore):
         lease: float = 30.0,
         wait_timeout: float | None = None,
     ) -> None:
-        _, psycopg_pool = _imports()
-        if (dsn is None) == (pool is None):
-            raise TypeError("PostgresSessionStore takes a dsn or a pool= (one of them)")
-        if dsn is not None and not isinstance(dsn, str):
-            raise TypeError(f"dsn must be a str, got {type(dsn).__name__}")
-        if pool is not None and not isinstance(pool, psycopg_pool.ConnectionPool):
-            raise TypeError(
-                f"pool must be a psycopg_pool.ConnectionPool, got {type(pool).__name__} "
-                "(psycopg's AsyncConnectionPool runs on asyncio, not trio)"
-            )
-        if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
-            raise ValueError(f"max_size must be a positive int, got {max_size!r}")
-        check_seconds("timeout", timeout)
-        self._own = pool is None
-        if pool is None:
-            pool = psycopg_pool.ConnectionPool(
-                dsn,
-                min_size=1,
-                max_size=max_size,
-                open=False,
-                timeout=float(timeout),
-            )
-        super().__init__(threads=pool.max_size, lease=lease, wait_timeout=wait_timeout)
-        self.pool: ConnectionPool[Any] = pool
-        self._timeout = float(timeout)
+        from ..durable._postgres import PgPool  # here: the extra is checked by now
+
+        self._pg = PgPool("PostgresSessionStore", dsn, pool, max_size, timeout)
+        self.pool = self._pg.pool
+        super().__init__(threads=self.pool.max_size, lease=lease, wait_timeout=wait_timeout)
         self._ready = False
 
     def __repr__(self) -> str:
@@ -171,8 +144,7 @@ class PostgresSessionStore(SqlSessionStore):
         return self
 
     async def aclose(self) -> None:
-        if self._own and not self.pool.closed:
-            await trio.to_thread.run_sync(self.pool.close)
+        await self._pg.aclose()
 
     def journal(self, **options: Any) -> PostgresJournal:
         """A :class:`~kova.durable.PostgresJournal` on this store's pool (``options`` as for
@@ -201,16 +173,12 @@ class PostgresSessionStore(SqlSessionStore):
         return _Postgres(connection)
 
     def _in_thread(self, function: Callable[..., _T], args: tuple[object, ...]) -> _T:
-        psycopg, psycopg_pool = _imports()
-        pool = self.pool
         try:
-            if self._own and pool.closed:
-                pool.open(wait=True, timeout=self._timeout)
-            with pool.connection() as connection:  # commits, or rolls back on an error
+            with self._pg.connection() as connection:  # commits, or rolls back on an error
                 if not self._ready:
                     self._prepare(connection)
                 return function(connection, *args)
-        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+        except self._pg.errors as exc:
             raise SessionError(f"session store {self!r}: {exc}") from None
 
     def _prepare(self, connection: psycopg.Connection[Any]) -> None:

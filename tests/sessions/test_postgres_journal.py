@@ -22,6 +22,28 @@ from kova.sessions import PostgresSessionStore
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.parametrize("kind", [PostgresJournal, PostgresSessionStore])
+def test_the_pool_arguments_are_checked_alike(kind: type) -> None:
+    """One pool handler for both (durable._postgres.PgPool); nothing is opened here."""
+    name = kind.__name__
+    with pytest.raises(TypeError, match=f"{name} takes a dsn or a pool="):
+        kind()
+    with pytest.raises(TypeError, match=f"{name} takes a dsn or a pool="):
+        kind("postgresql://x", pool=object())
+    with pytest.raises(TypeError, match="dsn must be a str, got int"):
+        kind(5)
+    with pytest.raises(TypeError, match="AsyncConnectionPool runs on asyncio"):
+        kind(pool=object())
+    with pytest.raises(ValueError, match="max_size must be a positive int, got 0"):
+        kind("postgresql://x", max_size=0)
+    with pytest.raises(ValueError, match="timeout"):
+        kind("postgresql://x", timeout=-1)
+    made = kind("postgresql://x", max_size=3, timeout=2)
+    assert made.pool.max_size == 3
+    assert made.pool.timeout == 2.0
+    assert made.pool.closed  # opened on first use
+
+
 async def test_a_claim_is_a_lease_other_owners_wait_for(postgres_db: str) -> None:
     async with PostgresJournal(postgres_db, lease=0.5) as journal:
         claim = await journal.claim("t", owner="machine-a")
