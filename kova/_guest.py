@@ -53,10 +53,11 @@ from ._log import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
+    from contextlib import AbstractAsyncContextManager
 
     import outcome
 
-__all__ = ["AsyncioRuntime", "current_runtime", "open_runtime"]
+__all__ = ["AsyncioRuntime", "current_runtime", "held_open", "open_runtime"]
 
 log = get_logger(__name__)
 
@@ -597,3 +598,51 @@ def run_sync_in(runtime: AsyncioRuntime, callback: Callable[[], object]) -> None
         return
     with suppress(trio.RunFinishedError):
         token.run_sync_soon(callback)
+
+
+@asynccontextmanager
+async def held_open(
+    runtime: AsyncioRuntime, enter: Callable[[], AbstractAsyncContextManager[T]], what: str
+) -> AsyncIterator[T]:
+    """From asyncio: ``enter()`` entered by a trio task of ``runtime`` and held open for the
+    block, which gets what it gave (kova.asyncio's agent, the Temporal worker's agents);
+    left when the block ends, before this returns.
+
+    Raises:
+        What entering raised, as it was raised (``what`` names it if it ended without one);
+        what leaving raised. CancelledError: the caller was cancelled (entering or leaving);
+        by then the trio task has stopped.
+    """
+    entered: asyncio.Future[T] = runtime.loop.create_future()
+    leaving = trio.Event()
+
+    async def hold() -> None:
+        async with enter() as value:
+            if entered.done():  # the caller was cancelled while it entered
+                return
+            entered.set_result(value)
+            await leaving.wait()
+
+    job = runtime.spawn(runtime.nursery(), hold)
+    try:
+        await asyncio.wait((entered, job.done), return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        entered.cancel()  # the task sees it and leaves at once
+        leaving.set()
+        await job.until_finished()
+        raise
+    if not entered.done():  # entering failed: its error, as it was raised
+        entered.cancel()
+        await job.until_finished()
+        error = None if job.done.cancelled() else job.done.exception()
+        raise error if error is not None else RuntimeError(f"{what} closed as it opened")
+    try:
+        yield entered.result()
+    finally:
+        leaving.set()
+        cancelled = await job.until_finished()
+        error = None if not job.done.done() or job.done.cancelled() else job.done.exception()
+        if cancelled:
+            raise asyncio.CancelledError
+        if error is not None:
+            raise error

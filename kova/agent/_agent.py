@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from ._seams import OpenAgent, TurnJournal, TurnSession
     from ._structured import StructuredStream
 
-__all__ = ["Agent", "check_limits", "structured_options"]
+__all__ = ["Agent"]
 
 log = get_logger(__name__)
 
@@ -492,7 +492,7 @@ class Agent:
         from ._structured import run_structured_turn
 
         require_trio("agent.run_structured()")
-        messages, retries = structured_options(self, history, config, cancel, output_retries)
+        messages, retries = _structured_options(self, history, config, cancel, output_retries)
         check_limits(limits)
         if session is not None:  # kova.sessions loads before and appends after
             again = partial(
@@ -568,7 +568,7 @@ class Agent:
         from ._needs_async_with import NeedsAsyncWith
         from ._structured import stream_structured_turn
 
-        messages, retries = structured_options(self, history, config, cancel, output_retries)
+        messages, retries = _structured_options(self, history, config, cancel, output_retries)
         check_limits(limits)
         self.driver_context()
         if session is not None:  # kova.sessions loads before and appends after
@@ -681,7 +681,7 @@ class Agent:
         )
 
 
-def structured_options(
+def _structured_options(
     agent: Agent,
     history: HistoryInput,
     config: InferenceConfig | None,

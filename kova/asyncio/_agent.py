@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
 
 import trio
 
-from .._guest import AsyncioRuntime, Job, ensure_runtime, run_sync_in
+from .._guest import AsyncioRuntime, Job, ensure_runtime, held_open, run_sync_in
 from ..agent import Agent, AgentEvent, GuardTripped
 from ..agent._input import check_call_options, coerce_history
 
@@ -60,11 +60,11 @@ async def open_agent(agent: Agent) -> AsyncIterator[AsyncioAgent]:
         )
     runtime = await ensure_runtime()
     bridged = AsyncioAgent(agent, runtime)
-    await bridged._open()
-    try:
-        yield bridged
-    finally:
-        await bridged._close()
+    async with held_open(runtime, partial(_opened, agent), "the agent") as bridged._jobs:
+        try:
+            yield bridged
+        finally:
+            bridged._jobs = None
 
 
 def _forwarded(method: Callable[..., object], call: C, returns: str | None = None) -> C:
@@ -159,14 +159,13 @@ class AsyncioAgent:
     it started, and no messages were produced. Many turns may run at once, from many tasks.
     """
 
-    __slots__ = ("_agent", "_closing", "_host", "_jobs", "_runtime")
+    __slots__ = ("_agent", "_jobs", "_runtime")
 
     def __init__(self, agent: Agent, runtime: AsyncioRuntime) -> None:
         self._agent = agent
         self._runtime = runtime
         self._jobs: trio.Nursery | None = None
-        self._closing: trio.Event | None = None
-        self._host: Job[None] | None = None
+        """The nursery the turns run in, while the agent is open (see _opened)."""
 
     def __repr__(self) -> str:
         return f"<kova.asyncio agent {self._agent.config.name!r}>"
@@ -180,42 +179,6 @@ class AsyncioAgent:
     def runtime(self) -> AsyncioRuntime:
         """The guest run the agent lives in."""
         return self._runtime
-
-    # -- lifecycle: one trio task holds ``async with agent`` and the turns' nursery -------
-
-    async def _open(self) -> None:
-        opened: asyncio.Future[trio.Nursery] = self._runtime.loop.create_future()
-        closing = trio.Event()
-        self._closing = closing
-        runtime = self._runtime
-        host = self._host = runtime.spawn(runtime.nursery(), _host, self._agent, opened, closing)
-        try:
-            await asyncio.wait((opened, host.done), return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:
-            opened.cancel()  # the host task sees it and closes the agent at once
-            closing.set()
-            await host.until_finished()
-            raise
-        if not opened.done():  # opening failed: the agent's error, as it was raised
-            opened.cancel()
-            await host.until_finished()
-            error = None if host.done.cancelled() else host.done.exception()
-            raise error if error is not None else RuntimeError("the agent closed as it opened")
-        self._jobs = opened.result()
-
-    async def _close(self) -> None:
-        host, closing = self._host, self._closing
-        self._jobs = None
-        if host is None or closing is None:
-            return
-        closing.set()
-        cancelled = await host.until_finished()
-        if host.done.done() and not host.done.cancelled():
-            error = host.done.exception()
-            if error is not None and not cancelled:
-                raise error
-        if cancelled:
-            raise asyncio.CancelledError
 
     def _nursery(self) -> trio.Nursery:
         if self._jobs is None:
@@ -273,14 +236,12 @@ class AsyncioAgent:
     """
 
 
-async def _host(agent: Agent, opened: asyncio.Future[trio.Nursery], closing: trio.Event) -> None:
-    """The trio task that holds the agent open, and the nursery its turns run in, until the
+@asynccontextmanager
+async def _opened(agent: Agent) -> AsyncIterator[trio.Nursery]:
+    """The agent open, and the nursery its turns run in, held by a trio task until the
     asyncio side's block ends (turns still running are cancelled first)."""
     async with agent, trio.open_nursery() as jobs:
-        if opened.done():  # the opener was cancelled while the agent started
-            return
-        opened.set_result(jobs)
-        await closing.wait()
+        yield jobs
         jobs.cancel_scope.cancel(reason="the kova.asyncio agent's block ended")
 
 

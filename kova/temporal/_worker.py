@@ -37,7 +37,7 @@ from temporalio.worker import Worker
 
 from .._errors import ContextOverflow, GuardrailTripped, KovaError, SerializationError
 from .._groups import lone_exceptions
-from .._guest import AsyncioRuntime, ensure_runtime
+from .._guest import AsyncioRuntime, ensure_runtime, held_open
 from .._json import dumps
 from .._messages import block_to_dict
 from .._models import ChatRequest, TextDelta, ThinkingDelta, ToolResult
@@ -187,29 +187,16 @@ class _Host:
     @asynccontextmanager
     async def opened(self) -> AsyncIterator[None]:
         runtime = self._runtime = await ensure_runtime()
-        ready: asyncio.Future[None] = runtime.loop.create_future()
-        closing = trio.Event()
-        job = runtime.spawn(runtime.nursery(), self._hold, ready, closing)
-        try:
-            await asyncio.wait((ready, job.done), return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:
-            closing.set()
-            await job.until_finished()
-            raise
-        if not ready.done():  # opening failed: the agents' or the MCP servers' error
-            await job.until_finished()
-            error = None if job.done.cancelled() else job.done.exception()
-            raise error if error is not None else RuntimeError("the agents closed as they opened")
-        try:
-            yield
-        finally:
-            closing.set()
-            await job.until_finished()
-            self._agents = {}
+        async with held_open(runtime, self._open_agents, "the agents") as self._agents:
+            try:
+                yield
+            finally:
+                self._agents = {}
 
-    async def _hold(self, ready: asyncio.Future[None], closing: trio.Event) -> None:
-        """The trio task that connects the MCP servers, opens the agents and holds them
-        until the worker has shut down."""
+    @asynccontextmanager
+    async def _open_agents(self) -> AsyncIterator[dict[str, Agent]]:
+        """The MCP servers connected and the agents open, held by a trio task until the
+        worker has shut down."""
         async with AsyncExitStack() as stack:
             clients: dict[str, Any] = {}
             if self._mcp:
@@ -228,10 +215,7 @@ class _Host:
                 else:
                     agent = given
                 opened[name] = await stack.enter_async_context(agent)
-            self._agents = opened
-            if not ready.done():
-                ready.set_result(None)
-            await closing.wait()
+            yield opened
 
     def _agent(self, name: str) -> Agent:
         agent = self._agents.get(name)
@@ -281,9 +265,13 @@ class _Host:
                 if kind == "model":
                     return await self._model(agent, text)
                 if kind == "summarize":
-                    return await self._summarize(agent, text)
+                    request = read_json(text, "a summary request")
+                    summary = await self._in_guest((_call_summarizer, agent, request), None)
+                    return check_size(summary, "a summary")
                 if kind == "guard":
-                    return await self._guard(agent, text)
+                    request = read_json(text, "a guard check")
+                    verdict = await self._in_guest((_check_guards, agent, request), None)
+                    return check_size(verdict, "a guard's verdict")
                 return await self._tool(agent, text)
             except KovaError as exc:
                 raise _as_failure(exc, agent) from None
@@ -293,27 +281,17 @@ class _Host:
     async def _model(self, agent: Agent, text: str) -> str:
         request = read_json(text, "a model request")
         publish = _Publisher() if request.get("events") else None
-        runtime = self._runtime
-        assert runtime is not None
         attempt = activity.info().attempt
-        reply = await _heartbeating(
-            runtime.run(_call_model, agent, request, publish, attempt, self._digests), publish
-        )
-        return check_size(reply, "a model reply")
+        call = (_call_model, agent, request, publish, attempt, self._digests)
+        return check_size(await self._in_guest(call, publish), "a model reply")
 
-    async def _summarize(self, agent: Agent, text: str) -> str:
-        request = read_json(text, "a summary request")
+    async def _in_guest(
+        self, call: tuple[Any, ...], publish: _Publisher | None, *details: Any
+    ) -> Any:
+        """``call`` (a trio function and its arguments) run in the guest run, heartbeating."""
         runtime = self._runtime
         assert runtime is not None
-        reply = await _heartbeating(runtime.run(_call_summarizer, agent, request), None)
-        return check_size(reply, "a summary")
-
-    async def _guard(self, agent: Agent, text: str) -> str:
-        request = read_json(text, "a guard check")
-        runtime = self._runtime
-        assert runtime is not None
-        reply = await _heartbeating(runtime.run(_check_guards, agent, request), None)
-        return check_size(reply, "a guard's verdict")
+        return await _heartbeating(runtime.run(*call), publish, *details)
 
     async def _tool(self, agent: Agent, text: str) -> str:
         request = read_json(text, "a tool call")
@@ -333,23 +311,10 @@ class _Host:
         publish = _Publisher() if request.get("events") else None
         turn_id = field(request, "turn_id", str)
         nest = _nest_for(agent, call, request, turn_id, publish is not None)
-        runtime = self._runtime
-        assert runtime is not None
         activity.heartbeat(_STARTED)
-        result = await _heartbeating(
-            runtime.run(
-                _call_tool,
-                agent,
-                call,
-                bool(request.get("approved")),
-                turn_id,
-                self._deps,
-                publish,
-                nest,
-            ),
-            publish,
-            _STARTED,
-        )
+        approved = bool(request.get("approved"))
+        work = (_call_tool, agent, call, approved, turn_id, self._deps, publish, nest)
+        result = await self._in_guest(work, publish, _STARTED)
         reply: dict[str, Any] = {}
         if nest is not None:
             outer = nest.turns[0]

@@ -380,7 +380,9 @@ class _Driver:
                 await self._inputs_passed(turn)
                 if self._guards.get("output"):  # the whole answer, once
                     text = step.response.text
-                    self._decided(turn, await self._check({"kind": "output", "text": text}))
+                    self._decided(
+                        turn, _verdict(await self._check({"kind": "output", "text": text}))
+                    )
                 return turn
 
     async def _call_model(self, turn: Turn, step: CallModel) -> None:
@@ -494,17 +496,12 @@ class _Driver:
     # -- guards (the worker's agent's; each check an activity, its decisions recorded in
     # the turn: a replay reads them from the workflow's history and runs no guard again) --
 
-    async def _check(self, request: dict[str, JSONValue]) -> list[Any]:
-        """One guard check activity; its decisions (``GuardRecord`` JSON)."""
-        reply = read_json(
-            await workflow.execute_activity(
-                guard_activity(self._agent),
-                write_json(request, "a guard check"),
-                **self._guard_options,
-            ),
-            "a guard's verdict",
+    async def _check(self, request: dict[str, JSONValue]) -> Mapping[str, Any]:
+        """One guard check activity; its reply (``_verdict`` reads its decisions)."""
+        reply = await workflow.execute_activity(
+            guard_activity(self._agent), write_json(request, "a guard check"), **self._guard_options
         )
-        return _verdict(reply)
+        return read_json(reply, "a guard's verdict")
 
     def _decided(self, turn: Turn, records: list[Any], calls: tuple[ToolUse, ...] = ()) -> None:
         """Record the decisions in ``turn`` (and, with ``events``, report them: a
@@ -542,7 +539,7 @@ class _Driver:
         text = input_text(turn.history)
         if guards.get("blocking"):
             self._decided(
-                turn, await self._check({"kind": "input", "text": text, "blocking": True})
+                turn, _verdict(await self._check({"kind": "input", "text": text, "blocking": True}))
             )
         if guards.get("concurrent"):
             self._inputs = workflow.start_activity(
@@ -582,14 +579,7 @@ class _Driver:
             "kind": "tool",
             "calls": [call_to_json(call) for call in calls],
         }
-        reply = read_json(
-            await workflow.execute_activity(
-                guard_activity(self._agent),
-                write_json(request, "a guard check"),
-                **self._guard_options,
-            ),
-            "a guard's verdict",
-        )
+        reply = await self._check(request)
         self._decided(turn, _verdict(reply), calls)
         denied = reply.get("denied")
         if not isinstance(denied, Mapping):
