@@ -30,6 +30,7 @@ from ..._models import (
 )
 from ...providers._codec import MESSAGES_STOP_REASONS
 from ...providers.anthropic._convert import compaction_block, decode_content_block
+from ._common import tool_definition
 
 __all__ = [
     "config_from_wire",
@@ -179,14 +180,8 @@ def tools_from_wire(body: Mapping[str, object]) -> list[ToolDefinition]:
     definitions: list[ToolDefinition] = []
     for tool in tools if isinstance(tools, list) else []:
         if isinstance(tool, Mapping):
-            schema = tool.get("input_schema")
-            definitions.append(
-                ToolDefinition(
-                    name=str(tool.get("name")),
-                    description=str(tool.get("description", "")),
-                    parameters=schema if isinstance(schema, dict) else {},
-                )
-            )
+            name, description = tool.get("name"), tool.get("description")
+            definitions.append(tool_definition(name, description, tool.get("input_schema")))
     return definitions
 
 

@@ -42,6 +42,7 @@ from ..._models import (
 )
 from ..._record import Record
 from ...providers.bedrock._convert import decode_content_block
+from ._common import tool_definition
 from .anthropic import stop_to_wire
 
 if TYPE_CHECKING:
@@ -302,13 +303,7 @@ def _tools(tool_config: object) -> list[ToolDefinition]:
         description = spec.get("description")
         if description == "":
             raise ValueError("toolSpec.description must not be empty")
-        definitions.append(
-            ToolDefinition(
-                name=str(spec.get("name")),
-                description=str(description or ""),
-                parameters=parameters if isinstance(parameters, dict) else {},
-            )
-        )
+        definitions.append(tool_definition(spec.get("name"), description, parameters))
     return definitions
 
 

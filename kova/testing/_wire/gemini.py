@@ -35,7 +35,7 @@ from ...providers.gemini._convert import (
     thought_part,
     tool_use_of,
 )
-from ._media import media_block
+from ._common import media_block, tool_definition
 
 __all__ = [
     "DecodedRequest",
@@ -219,15 +219,8 @@ def decode_request(body: JSONValue) -> DecodedRequest:
                 if "parameters" in declaration and "parametersJsonSchema" in declaration:
                     raise ValueError("parameters and parametersJsonSchema are exclusive")
                 schema = declaration.get("parametersJsonSchema", declaration.get("parameters"))
-                tools.append(
-                    ToolDefinition(
-                        name=str(declaration.get("name")),
-                        description=str(declaration.get("description") or ""),
-                        parameters=dict(schema)
-                        if isinstance(schema, Mapping)
-                        else {"type": "object", "properties": {}},
-                    )
-                )
+                name, description = declaration.get("name"), declaration.get("description")
+                tools.append(tool_definition(name, description, schema))
     generation = body.get("generationConfig")
     generation = generation if isinstance(generation, Mapping) else {}
     schema = generation.get("responseSchema", generation.get("responseJsonSchema"))

@@ -25,6 +25,7 @@ from ..._models import (
 )
 from ..._record import Record
 from ...providers._codec import call_id
+from ._common import tool_definition
 
 __all__ = [
     "CREATED_AT",
@@ -146,16 +147,8 @@ def _tools(raw_tools: JSONValue) -> list[ToolDefinition]:
     for tool in raw_tools if isinstance(raw_tools, Sequence) else []:
         function = tool.get("function") if isinstance(tool, Mapping) else None
         if isinstance(function, Mapping):
-            parameters = function.get("parameters")
-            tools.append(
-                ToolDefinition(
-                    name=str(function.get("name")),
-                    description=str(function.get("description") or ""),
-                    parameters=dict(parameters)
-                    if isinstance(parameters, Mapping)
-                    else {"type": "object", "properties": {}},
-                )
-            )
+            name, description = function.get("name"), function.get("description")
+            tools.append(tool_definition(name, description, function.get("parameters")))
     return tools
 
 

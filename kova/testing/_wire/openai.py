@@ -33,6 +33,7 @@ from ..._models import (
 from ..._record import Record
 from ...providers.openai._convert import canonical_arguments, parse_arguments, reasoning_of
 from .._http_server import FakeResponse, json_response
+from ._common import tool_definition
 
 __all__ = [
     "SSE_HEADERS",
@@ -265,16 +266,8 @@ def decode_request(body: JSONValue) -> DecodedRequest:
         for tool in raw_tools:
             function = tool.get("function") if isinstance(tool, Mapping) else None
             if isinstance(function, Mapping) and isinstance(function.get("name"), str):
-                parameters = function.get("parameters")
-                tools.append(
-                    ToolDefinition(
-                        name=str(function["name"]),
-                        description=str(function.get("description") or ""),
-                        parameters=parameters
-                        if isinstance(parameters, Mapping)
-                        else {"type": "object", "properties": {}},
-                    )
-                )
+                name, description = function["name"], function.get("description")
+                tools.append(tool_definition(name, description, function.get("parameters")))
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     temperature = body.get("temperature")
     top_p = body.get("top_p")

@@ -29,6 +29,7 @@ from ..._models import (
 from ..._record import Record
 from ...providers.openai._convert import parse_arguments
 from ...providers.openai._responses_convert import summary_text
+from ._common import tool_definition
 from .openai import file_block, image_from_url
 
 __all__ = ["DecodedRequest", "RequestRejected", "decode_request"]
@@ -147,16 +148,8 @@ def _tools(raw: JSONValue) -> list[ToolDefinition]:
             raise RequestRejected(
                 f"Missing required parameter: 'tools[{number}].name'.", code="missing_required"
             )
-        parameters = tool.get("parameters")
-        tools.append(
-            ToolDefinition(
-                name=str(tool["name"]),
-                description=str(tool.get("description") or ""),
-                parameters=parameters
-                if isinstance(parameters, Mapping)
-                else {"type": "object", "properties": {}},
-            )
-        )
+        name, description = tool["name"], tool.get("description")
+        tools.append(tool_definition(name, description, tool.get("parameters")))
     return tools
 
 

@@ -1,11 +1,14 @@
-"""Reading a media part of a request back into the kova block it stands for, by its media
-type: the fake servers' side of images, documents and audio (test scaffolding)."""
+"""What the fake servers' request decoders share (test scaffolding): a media part read back
+into the kova block its media type stands for, and a tool's definition."""
 
 from __future__ import annotations
 
-from ..._messages import AUDIO_FORMATS, DOCUMENT_MEDIA_TYPES, Audio, Document, Image
+from collections.abc import Mapping
 
-__all__ = ["audio_format", "media_block"]
+from ..._messages import AUDIO_FORMATS, DOCUMENT_MEDIA_TYPES, Audio, Document, Image
+from ..._requests import ToolDefinition
+
+__all__ = ["audio_format", "media_block", "tool_definition"]
 
 _AUDIO_BY_TYPE = {media_type: name for name, media_type in AUDIO_FORMATS.items()}
 _AUDIO_BY_TYPE.update({"audio/mp3": "mp3", "audio/x-wav": "wav", "audio/wave": "wav"})
@@ -26,3 +29,14 @@ def media_block(
         assert media_type is not None
         return Document(data=data, url=url, media_type=media_type)
     return Image(media_type=media_type, data=data, url=url)
+
+
+def tool_definition(name: object, description: object, schema: object) -> ToolDefinition:
+    """A tool as a request defines it (a schema that is not an object: no arguments)."""
+    return ToolDefinition(
+        name=str(name),
+        description=str(description or ""),
+        parameters=dict(schema)
+        if isinstance(schema, Mapping)
+        else {"type": "object", "properties": {}},
+    )
