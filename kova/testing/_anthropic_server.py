@@ -61,9 +61,9 @@ from .._models import (
 )
 from ..providers._base import heuristic_count_tokens
 from ..providers.anthropic._convert import compaction_block
-from ._fake_server import FakeServer, keep_decoded, scripted_stream, serving
+from ._fake_server import FakeServer, script_request, scripted_stream, serving
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, json_response
-from ._script import ErrorReply, ScriptLike, ScriptRequest, StreamReply, stream_events
+from ._script import ErrorReply, ScriptLike, StreamReply, stream_events
 from ._wire.anthropic import (
     config_from_wire,
     message_json,
@@ -344,18 +344,11 @@ class FakeAnthropicServer(FakeServer):
                 return _error(400, f"{field}: Field required")
         stream = body.get("stream") is True
         try:
-            script_request = ScriptRequest(
-                request=ChatRequest(
-                    messages=messages_from_wire(body),
-                    tools=tools_from_wire(body),
-                    config=config_from_wire(body),
-                ),
-                stream=stream,
-            )
+            messages, tools = messages_from_wire(body), tools_from_wire(body)
+            decoded = ChatRequest(messages=messages, tools=tools, config=config_from_wire(body))
         except (ValueError, TypeError, InvalidResponse) as exc:  # the client's fault
             return _error(400, f"invalid request: {exc}")
-        keep_decoded(request, script_request)
-        reply = await self._reply(script_request)
+        reply = await self._reply(script_request(decoded, stream=stream, recorded=request))
         if isinstance(reply, ErrorReply):
             headers = {}
             if reply.retry_after is not None:

@@ -40,7 +40,6 @@ __all__ = [
     "FakeServer",
     "StreamEncoder",
     "WholeToolCalls",
-    "keep_decoded",
     "script_request",
     "scripted_stream",
     "serving",
@@ -134,7 +133,7 @@ class DecodedChat(Protocol):
 
 
 def script_request(
-    decoded: DecodedChat, *, stream: bool, recorded: RecordedRequest | None = None
+    decoded: DecodedChat, *, stream: bool, recorded: RecordedRequest
 ) -> ScriptRequest:
     """What the script is asked for a decoded chat request; kept on ``recorded`` (the
     request as received) as its :attr:`~RecordedRequest.decoded`."""
@@ -142,14 +141,8 @@ def script_request(
         request=ChatRequest(messages=decoded.messages, tools=decoded.tools, config=decoded.config),
         stream=stream,
     )
-    if recorded is not None:
-        keep_decoded(recorded, asked)
-    return asked
-
-
-def keep_decoded(recorded: RecordedRequest, asked: ScriptRequest) -> None:
-    """Keep ``asked`` as ``recorded``'s decoded chat request."""
     set_field(recorded, "decoded", asked)
+    return asked
 
 
 class StreamEncoder(Protocol):
