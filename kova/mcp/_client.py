@@ -427,15 +427,6 @@ class McpClient:
 
         return remove
 
-    def _unavailable(self, waited: float) -> McpUnavailableError:
-        state = self._shared.state
-        return McpUnavailableError(
-            server=self.server,
-            since=state.since,
-            reason=state.error or f"no session came up within {waited:g}s",
-            attempts=state.attempts,
-        )
-
     async def _call(self, message: Message, *, time_limit: float | None = None) -> Any:
         """Send ``message`` to the connection actor, with the request timeout around it.
 
@@ -536,7 +527,7 @@ class McpClient:
                     )
         if self._shared.state.status != "connected":
             # The time went on waiting for a session: say so, not "timed out".
-            raise self._unavailable(limit)
+            raise self._shared.unavailable(within=limit)
         raise KovaTimeoutError(
             f"MCP request {type(message).__name__} to {self.server!r} timed out after {limit:g}s",
             timeout=limit,

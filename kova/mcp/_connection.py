@@ -439,15 +439,6 @@ class McpConnection(Actor):
             case _:
                 raise UnknownMessage(self.name, message)
 
-    def _unavailable(self) -> McpUnavailableError:
-        state = self._shared.state
-        return McpUnavailableError(
-            server=self._shared.name,
-            since=state.since,
-            reason=state.error,
-            attempts=state.attempts,
-        )
-
     async def _answer_waiters(self, given_up: str) -> None:
         """Before the actor crashes for a policy that gave up: the requests waiting for a
         session are answered (:class:`~kova.McpUnavailableError`, or "may have run" for a
@@ -461,13 +452,8 @@ class McpConnection(Actor):
     def _gave_up(self) -> McpUnavailableError:
         # The error names the server and the attempts itself: its reason is the last
         # error only (it was the whole give-up sentence, which named them again).
-        state = self._shared.state
-        return McpUnavailableError(
-            server=self._shared.name,
-            since=state.since,
-            reason=f"{state.error or self._given_up}; the reconnect policy gave up",
-            attempts=state.attempts,
-        )
+        reason = f"{self._shared.state.error or self._given_up}; the reconnect policy gave up"
+        return self._shared.unavailable(reason=reason)
 
     async def _live_session(self, avoid: Session | None, *, wait: bool = False) -> Session:
         """The live session (other than ``avoid``), waiting while one is being opened
@@ -496,7 +482,7 @@ class McpConnection(Actor):
                 state.status == "connecting" and state.attempts > 0
             )
             if down and not wait and not self._settings.wait_for_connection:
-                raise self._unavailable()
+                raise self._shared.unavailable()
             self._waiting += 1
             try:
                 await self._shared.changed.wait()
@@ -629,13 +615,7 @@ class McpConnection(Actor):
                 f"MCP request CallTool to {self._shared.name!r} timed out after {limit:g}s",
                 timeout=limit,
             )
-        state = self._shared.state
-        return McpUnavailableError(
-            server=self._shared.name,
-            since=state.since,
-            reason=state.error or f"no session came up within {limit:g}s",
-            attempts=state.attempts,
-        )
+        return self._shared.unavailable(within=limit)
 
     async def _replay_refusal(self, message: CallTool) -> str | None:
         """Why an interrupted call of this tool may not be sent again (``None``: it may):
@@ -746,5 +726,5 @@ class McpConnection(Actor):
                 return
             state = self._shared.state
             if state.status == "unavailable" and (old is None or old.closed.is_set()):
-                raise self._unavailable()
+                raise self._shared.unavailable()
             await self._shared.changed.wait()

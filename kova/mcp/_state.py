@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from .._errors import McpUnavailableError
 from .._log import get_logger
 from .._observe import HOST_CODE_FAULTS
 from .._record import Record, evolve
@@ -96,6 +97,21 @@ class SharedState:
         requests, to look again at something the state does not show)."""
         changed, self.changed = self.changed, trio.Event()
         changed.set()
+
+    def unavailable(
+        self, *, within: float | None = None, reason: str | None = None
+    ) -> McpUnavailableError:
+        """The error of a request that found no session, as of the current state: ``reason``
+        if given, else the state's last error, else that none came up ``within`` seconds."""
+        state = self.state
+        if reason is None and within is not None:
+            reason = state.error or f"no session came up within {within:g}s"
+        return McpUnavailableError(
+            server=self.name,
+            since=state.since,
+            reason=state.error if reason is None else reason,
+            attempts=state.attempts,
+        )
 
     def publish(self, state: McpConnectionState) -> None:
         if evolve(state, since=self.state.since) == self.state:
