@@ -12,20 +12,19 @@ from __future__ import annotations
 
 import time
 from decimal import Decimal
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 from .._errors import BuildError
 from ..agent import Budget
 
 if TYPE_CHECKING:
     import sqlite3
+    from collections.abc import Callable
     from typing import Any
 
     import psycopg
 
-    from ._sql import SqlSessionStore
-
-__all__ = ["postgres_budget", "sqlite_budget"]
+__all__ = ["store_budget"]
 
 _ZERO: Final = Decimal(0)
 
@@ -42,6 +41,18 @@ _SCHEMA = (
 )
 
 
+_T = TypeVar("_T")
+
+
+class _Store(Protocol):
+    """What a ledger needs of its store (kova.sessions._sql.SqlSessionStore, which makes the
+    budgets: typed by shape, so that module and this one import each other in one way)."""
+
+    _postgres: bool
+
+    async def _run(self, function: Callable[..., _T], *args: object) -> _T: ...
+
+
 class _SqliteLedger:
     """A budget's figures in a :class:`~kova.sessions.SqliteSessionStore`'s file, shared by
     every process using it: each reservation and settlement is one write transaction
@@ -55,7 +66,7 @@ class _SqliteLedger:
 
     __slots__ = ("_name", "_store", "where")
 
-    def __init__(self, store: SqlSessionStore, where: str, name: str) -> None:
+    def __init__(self, store: _Store, where: str, name: str) -> None:
         self._store = store
         self._name = name
         self.where = f"{where}:{name}"
@@ -205,7 +216,7 @@ class _PostgresLedger:
 
     __slots__ = ("_name", "_ready", "_store", "where")
 
-    def __init__(self, store: SqlSessionStore, where: str, name: str) -> None:
+    def __init__(self, store: _Store, where: str, name: str) -> None:
         self._store = store
         self._name = name
         self._ready = False
@@ -275,37 +286,14 @@ def _pg_settle(
     return _figures(connection, name, window, now, "%s")
 
 
-def sqlite_budget(
-    store: SqlSessionStore,
-    where: str,
-    amount: Decimal | int | str | float,
-    *,
-    window: object = None,
-    name: str = "default",
+def store_budget(
+    store: _Store, amount: Decimal | int | str | float, window: object, name: str
 ) -> Budget:
-    """A :class:`~kova.agent.Budget` of ``amount`` kept in ``store``'s file under ``name``
-    (``where``: the file, as errors name it)."""
-    budget = _budget(amount, window, name)
-    budget._ledger = _SqliteLedger(store, where, name)
-    return budget
-
-
-def postgres_budget(
-    store: SqlSessionStore,
-    where: str,
-    amount: Decimal | int | str | float,
-    *,
-    window: object = None,
-    name: str = "default",
-) -> Budget:
-    """A :class:`~kova.agent.Budget` of ``amount`` kept in ``store``'s database under
-    ``name`` (``where``: the store, as errors name it)."""
-    budget = _budget(amount, window, name)
-    budget._ledger = _PostgresLedger(store, where, name)
-    return budget
-
-
-def _budget(amount: Decimal | int | str | float, window: object, name: str) -> Budget:
+    """A :class:`~kova.agent.Budget` of ``amount`` kept in ``store`` under ``name``, in its
+    SQLite file or PostgreSQL database."""
     if not isinstance(name, str) or not name:
         raise BuildError(f"a budget's name must be a non-empty str, got {name!r}")
-    return Budget(amount, window=window)
+    budget = Budget(amount, window=window)
+    ledger = _PostgresLedger if store._postgres else _SqliteLedger
+    budget._ledger = ledger(store, repr(store), name)
+    return budget

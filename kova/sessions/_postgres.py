@@ -40,12 +40,10 @@ from ._view import SessionState
 if TYPE_CHECKING:
     import builtins
     from collections.abc import Callable, Iterator, Sequence
-    from decimal import Decimal
 
     import psycopg
     from psycopg_pool import ConnectionPool
 
-    from ..agent import Budget
     from ..durable._postgres import PostgresJournal
 
 __all__ = ["PostgresSessionStore"]
@@ -131,6 +129,8 @@ class PostgresSessionStore(SqlSessionStore):
         super().__init__(threads=self.pool.max_size, lease=lease, wait_timeout=wait_timeout)
         self._ready = False
 
+    _postgres = True
+
     def __repr__(self) -> str:
         return f"PostgresSessionStore(pool={self.pool.name!r})"
 
@@ -152,20 +152,6 @@ class PostgresSessionStore(SqlSessionStore):
         from ..durable._postgres import PostgresJournal
 
         return PostgresJournal(pool=self.pool, **options)
-
-    def budget(
-        self,
-        amount: Decimal | int | str | float,
-        *,
-        window: object = None,
-        name: str = "default",
-    ) -> Budget:
-        """A :class:`~kova.agent.Budget` kept in this store's database under ``name``:
-        shared by every process, on any machine, that makes it from the same database and
-        name (docs/cost.md)."""
-        from ._budget import postgres_budget
-
-        return postgres_budget(self, repr(self), amount, window=window, name=name)
 
     # -- worker-thread side ------------------------------------------------------------------
 

@@ -47,7 +47,9 @@ if TYPE_CHECKING:
     import builtins
     from collections.abc import Callable, Sequence
     from contextlib import AbstractContextManager
+    from decimal import Decimal
 
+    from ..agent import Budget
     from ._view import SessionState
 
 __all__ = ["HOLDS_INDEX", "SCHEMA_VERSION", "Sql", "SqlSessionStore"]
@@ -161,7 +163,20 @@ class SqlSessionStore(SessionStore):
         check_session_id(session_id)
         await self._run(self._delete, session_id)
 
+    def budget(
+        self, amount: Decimal | int | str | float, *, window: object = None, name: str = "default"
+    ) -> Budget:
+        """A :class:`~kova.agent.Budget` kept in this store under ``name``: shared by every
+        process that makes it from the same store (the same SQLite file, on one machine; the
+        same PostgreSQL database, on any) and name (docs/cost.md)."""
+        from ._budget import store_budget
+
+        return store_budget(self, amount, window, name)
+
     # -- what each backend provides --------------------------------------------------------
+
+    _postgres = False
+    """Whether the store is PostgreSQL's (its budgets' ledger, :mod:`kova.sessions._budget`)."""
 
     @abc.abstractmethod
     def _in_thread(self, function: Callable[..., _T], args: tuple[object, ...]) -> _T:

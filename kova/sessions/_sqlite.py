@@ -40,10 +40,8 @@ from ._view import SessionState
 if TYPE_CHECKING:
     import builtins
     from collections.abc import Callable, Iterator, Sequence
-    from decimal import Decimal
     from typing import Any
 
-    from ..agent import Budget
     from ..durable import SqliteJournal
 
 __all__ = ["SqliteSessionStore"]
@@ -149,19 +147,6 @@ class SqliteSessionStore(SqlSessionStore):
         from ..durable import SqliteJournal
 
         return SqliteJournal(self.path, **options)
-
-    def budget(
-        self,
-        amount: Decimal | int | str | float,
-        *,
-        window: object = None,
-        name: str = "default",
-    ) -> Budget:
-        """A :class:`~kova.agent.Budget` kept in this store's file under ``name``: shared by
-        every process that makes it from the same file and name (docs/cost.md)."""
-        from ._budget import sqlite_budget
-
-        return sqlite_budget(self, repr(str(self.path)), amount, window=window, name=name)
 
     # -- worker-thread side ------------------------------------------------------------------
 
