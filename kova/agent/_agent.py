@@ -153,7 +153,10 @@ class Agent:
             if len(config.registry):
                 # The first tool call would otherwise import jsonschema on the event loop.
                 await trio.to_thread.run_sync(load_validation, abandon_on_cancel=True)
-            if context.meter.wants_sheet(config.usage_limits):  # likewise the price sheet
+            # Likewise the price sheet, when something will read costs as the agent runs.
+            reads_costs = config.metrics is not None or config.defer is not None
+            reads_costs = reads_costs or context.telemetry.listening
+            if context.meter.wants_sheet(config.usage_limits, reads_costs):
                 await trio.to_thread.run_sync(load_sheet, abandon_on_cancel=True)
             # Agents given as tools (agent.as_tool()) open with this one and close before it
             # stops; one the host opened is used as it is (see open_as_tool).

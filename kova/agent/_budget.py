@@ -235,11 +235,13 @@ class Meter:
         """Whether a call may have a cost here (if not, a response is left as it is)."""
         self._max_tokens = _default_max_tokens(provider)
 
-    def wants_sheet(self, limits: UsageLimits | None) -> bool:
-        """Whether an agent with these usage limits reads costs as it runs (a budget, a cost
-        limit) and prices from a sheet not loaded yet: it loads the sheet when it opens (in a
-        worker thread, ~150 ms). Otherwise the sheet loads when a cost is first read."""
-        if self.budget is None and (limits is None or limits.cost is None):
+    def wants_sheet(self, limits: UsageLimits | None, reads_costs: bool = False) -> bool:
+        """Whether an agent reads costs as it runs (a budget, a cost limit in ``limits``, or
+        ``reads_costs``: metrics, telemetry subscribers, a journal or a pause that stores the
+        turn) and prices from a sheet not loaded yet: it loads the sheet first, in a worker
+        thread (~150 ms), so that no read imports it on the event loop. Otherwise the sheet
+        loads when a cost is first read."""
+        if not reads_costs and self.budget is None and (limits is None or limits.cost is None):
             return False
         return self.pricer.needs_sheet()
 

@@ -8,12 +8,14 @@ resumed turn, a journaled one (its journal observes the steps) and an agent used
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import trio
 
 from .._groups import lone_exceptions
 from ._context import Compact
+from ._cost import load_sheet
 from ._events import AgentEvent, TurnCompleted
 from ._guard_gate import GuardGate, concurrent
 from ._nesting import nested
@@ -22,7 +24,7 @@ from ._tool_deltas import TOOL_STREAM
 from ._turn import AwaitApproval, CallModel, Finished, RunTools
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, Callable, Sequence
+    from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
     from contextlib import AbstractAsyncContextManager
 
     from .._models import InferenceConfig, Message, StreamEvent
@@ -233,7 +235,19 @@ def open_journaled(
     opened: AbstractAsyncContextManager[tuple[Turn, StepObserver]] = open_turn(
         context, history, overrides, limits, turn_id, pending
     )
-    return opened
+    return _with_sheet(context, opened)
+
+
+@asynccontextmanager
+async def _with_sheet(
+    context: DriverContext, opened: AbstractAsyncContextManager[tuple[Turn, StepObserver]]
+) -> AsyncIterator[tuple[Turn, StepObserver]]:
+    """A journaled turn's claim, after the price sheet (the journal stores every step's
+    cost: it is loaded in a worker thread, not imported by the first store on the loop)."""
+    if context.meter.wants_sheet(None, reads_costs=True):
+        await trio.to_thread.run_sync(load_sheet, abandon_on_cancel=True)
+    async with opened as claimed:
+        yield claimed
 
 
 async def run_journaled(

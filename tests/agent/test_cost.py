@@ -684,3 +684,70 @@ def test_a_dated_price_is_read_at_the_time_of_the_call() -> None:
         ]
     assert costs == expected
     assert costs[0] != costs[1]
+
+
+_READERS = """
+import sys, tempfile, os, threading, trio
+from kova import Usage
+from kova.agent import AgentBuilder
+from kova.durable import SqliteJournal
+from kova.providers.openai import OpenAiCompatibleProvider, OpenAiConfig
+from kova.testing import open_openai_server, reply_text
+
+USAGE = Usage(input_tokens=1_000, output_tokens=40)
+
+def loaded():
+    return "genai_prices.data" in sys.modules
+
+on_loop = []
+
+def watch(event, args):
+    if event == "import" and args[0] == "genai_prices.data":
+        on_loop.append(threading.current_thread() is threading.main_thread())
+
+sys.addaudithook(watch)
+
+def agent_on(server):
+    provider = OpenAiCompatibleProvider(
+        OpenAiConfig(base_url=server.base_url, model="gpt-4o-mini", api_key="k")
+    )
+    return AgentBuilder().provider(provider).build()
+
+async def main():
+    script = [reply_text("a", usage=USAGE)]
+    mode = sys.argv[1]
+    async with open_openai_server(script) as server:
+        agent = agent_on(server)
+        if mode == "subscriber":
+            agent.telemetry.subscribe(lambda event: None)
+        async with agent:
+            print("opened", loaded())
+            if mode == "journal":
+                with tempfile.TemporaryDirectory() as folder:
+                    journal = SqliteJournal(os.path.join(folder, "j.db"))
+                    await agent.run("hi", journal=journal, turn_id="t")
+            print("ran", loaded())
+    print("imported on the loop", any(on_loop))
+
+trio.run(main)
+"""
+
+
+@pytest.mark.parametrize(
+    ("mode", "opened"), [("subscriber", "opened True"), ("journal", "opened False")]
+)
+def test_an_agent_that_reads_costs_as_it_runs_loads_the_sheet_before_its_first_call(
+    mode: str, opened: str
+) -> None:
+    """A telemetry subscriber reads every call's cost, a journal stores it: the sheet is
+    loaded in a worker thread before the call (when the agent opens; when the journaled turn
+    starts), so the first read does not import it on the event loop."""
+    done = subprocess.run(
+        [sys.executable, "-c", _READERS, mode],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [opened, "ran True", "imported on the loop False"]
