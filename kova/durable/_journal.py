@@ -600,7 +600,7 @@ class JournalClaim:
 
     async def renew(self) -> None:
         """Extend the lease by the journal's :attr:`~SqliteJournal.lease` from now."""
-        self.lease_until = await self.journal._run(self.journal._renew, self.turn_id, self.owner)
+        self.lease_until = await self._as_owner(self.journal._renew)
 
     async def save_snapshot(self, snapshot: str) -> None:
         """Record the turn core's state after a transition."""
@@ -610,23 +610,19 @@ class JournalClaim:
         """Record that tool calls are about to run (before they run; one commit for all)."""
         for call_id in call_ids:
             _check_id(call_id, "call_id")
-        journal = self.journal
-        await journal._run(journal._started, self.turn_id, self.owner, list(call_ids))
+        await self._as_owner(self.journal._started, list(call_ids))
 
     async def tool_finished(self, call_id: str, result: str) -> None:
         """Record a tool call's result (after it ran)."""
         _check_id(call_id, "call_id")
         _check_text(result, "result")
-        await self.journal._run(self.journal._finished, self.turn_id, self.owner, call_id, result)
+        await self._as_owner(self.journal._finished, call_id, result)
 
     async def tool_deferred(self, call_id: str) -> None:
         """Undo :meth:`tool_started` for a call that did not run (left to a person)."""
         _check_id(call_id, "call_id")
-        journal = self.journal
-        await journal._run(
-            journal._write,
-            self.turn_id,
-            self.owner,
+        await self._as_owner(
+            self.journal._write,
             "DELETE FROM kova_tool_calls WHERE turn_id = ? AND call_id = ? AND result IS NULL",
             (self.turn_id, call_id),
         )
@@ -639,7 +635,7 @@ class JournalClaim:
                 (resuming the same turn id again goes on with it).
         """
         _check_id(nonce, "nonce")
-        await self.journal._run(self.journal._use_decisions, self.turn_id, self.owner, nonce)
+        await self._as_owner(self.journal._use_decisions, nonce)
 
     async def finish(self, response: str) -> None:
         """Record the finished turn's response."""
@@ -647,18 +643,17 @@ class JournalClaim:
 
     async def release(self) -> None:
         """Give the turn up (idempotent; a claim taken over is left as it is)."""
-        await self.journal._run(self.journal._release, self.turn_id, self.owner)
+        await self._as_owner(self.journal._release)
 
     async def _write(self, column: str, text: str) -> None:
         _check_text(text, "the record")
-        journal = self.journal
-        await journal._run(
-            journal._write,
-            self.turn_id,
-            self.owner,
-            f"UPDATE kova_turns SET {column} = ? WHERE turn_id = ?",
-            (text, self.turn_id),
-        )
+        statement = f"UPDATE kova_turns SET {column} = ? WHERE turn_id = ?"
+        await self._as_owner(self.journal._write, statement, (text, self.turn_id))
+
+    async def _as_owner(self, operation: Callable[..., _T], *args: object) -> _T:
+        """``operation(connection, turn_id, owner, *args)``: one of the journal's, for this
+        claim's turn as its owner, in a worker thread."""
+        return await self.journal._run(operation, self.turn_id, self.owner, *args)
 
 
 SqliteJournal._claim_type = JournalClaim

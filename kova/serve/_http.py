@@ -9,17 +9,18 @@ own error shape.
 from __future__ import annotations
 
 import json
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
     from starlette.requests import Request
     from starlette.types import Receive, Scope, Send
 
-__all__ = ["BadRequest", "EventStream", "json_body", "read_json"]
+__all__ = ["BadRequest", "EventStream", "json_body", "read_json", "until_disconnect"]
 
 
 class BadRequest(Exception):
@@ -135,16 +136,24 @@ class EventStream:
         async def write(chunk: bytes) -> None:
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
 
-        async with trio.open_nursery() as nursery:
-
-            async def watch() -> None:
-                while True:
-                    message = await receive()
-                    if message["type"] == "http.disconnect":
-                        nursery.cancel_scope.cancel(reason="the client went away")
-                        return
-
-            nursery.start_soon(watch)
+        async with until_disconnect(receive):
             await self._produce(write)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
-            nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def until_disconnect(receive: Receive) -> AsyncIterator[None]:
+    """The block, cancelled if the client goes away before it ends (the ASGI server says so
+    with ``http.disconnect``: then the turn it runs stops)."""
+    async with trio.open_nursery() as nursery:
+
+        async def watch() -> None:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    nursery.cancel_scope.cancel(reason="the client went away")
+                    return
+
+        nursery.start_soon(watch)
+        yield
+        nursery.cancel_scope.cancel()

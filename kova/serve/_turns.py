@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import trio
-
 from .._errors import (
     AgentLoopError,
     KovaError,
@@ -17,11 +15,12 @@ from .._errors import (
     ProviderError,
     RateLimited,
 )
-from ._http import BadRequest, json_body
+from ._http import BadRequest, json_body, until_disconnect
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
+    import trio
     from starlette.types import Receive, Scope, Send
 
     from ..agent import Agent
@@ -138,18 +137,8 @@ class Watched:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         results: list[tuple[int, Any]] = []
-        async with trio.open_nursery() as nursery:
-
-            async def watch() -> None:
-                while True:
-                    message = await receive()
-                    if message["type"] == "http.disconnect":
-                        nursery.cancel_scope.cancel(reason="the client went away")
-                        return
-
-            nursery.start_soon(watch)
+        async with until_disconnect(receive):
             results.append(await self._compute())
-            nursery.cancel_scope.cancel()
         if not results:
             return  # the client went away
         status, value = results[0]
