@@ -559,20 +559,12 @@ class McpConnection(Actor):
             except SessionLost as lost:
                 progress.in_flight = False
                 avoid = session
-                if not lost.delivered and progress.lost is None:
-                    # Provably never ran: the same as a call made just now.
-                    if attempt == 2:
-                        raise McpUnavailableError(
-                            server=self._shared.name, since=now(), reason=lost.reason
-                        ) from None
-                    log.info(
-                        "mcp.request.replayed",
-                        connection=self._shared.name,
-                        tool=name,
-                        delivered=False,
-                        reason=lost.reason,
-                    )
-                    continue
+                # Provably never ran: the same as a call made just now.
+                fresh = not lost.delivered and progress.lost is None
+                if attempt == 2 and fresh:
+                    raise McpUnavailableError(
+                        server=self._shared.name, since=now(), reason=lost.reason
+                    ) from None
                 if attempt == 2:
                     why = (
                         "it was already sent again once"
@@ -586,17 +578,18 @@ class McpConnection(Actor):
                         replayed=lost.delivered,
                         why=why,
                     ) from None
-                progress.lost = lost.reason
-                refusal = await self._replay_refusal(message)
-                if refusal is not None:
-                    raise McpCallInterruptedError(
-                        server=self._shared.name, tool=name, reason=lost.reason, why=refusal
-                    ) from None
+                if not fresh:
+                    progress.lost = lost.reason
+                    refusal = await self._replay_refusal(message)
+                    if refusal is not None:
+                        raise McpCallInterruptedError(
+                            server=self._shared.name, tool=name, reason=lost.reason, why=refusal
+                        ) from None
                 log.info(
                     "mcp.request.replayed",
                     connection=self._shared.name,
                     tool=name,
-                    delivered=True,
+                    delivered=lost.delivered,
                     reason=lost.reason,
                 )
         raise AssertionError("unreachable")

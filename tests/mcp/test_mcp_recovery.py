@@ -191,7 +191,8 @@ async def test_read_only_call_in_flight_is_replayed_on_the_new_session(autojump_
             assert results == ["waited 5.0"]
     assert events.count("started r") == 2
     assert transport.opened == 2
-    assert any(entry["event"] == "mcp.request.replayed" for entry in logs)
+    (replayed,) = [entry for entry in logs if entry["event"] == "mcp.request.replayed"]
+    assert (replayed["tool"], replayed["delivered"]) == ("wait", True)  # it had reached the server
 
 
 async def test_call_that_may_have_run_fails_saying_so(autojump_clock):
