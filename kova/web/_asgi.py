@@ -18,7 +18,7 @@ import trio
 from .._groups import lone_exceptions
 from .._log import get_logger
 from ._http import MAX_HEAD_BYTES, RequestHead, host_allowed, origin_allowed
-from ._server import EventServer, WebRequest, _make_server, close_pages
+from ._server import EventServer, WebRequest, close_pages
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable
@@ -209,7 +209,7 @@ async def open_event_server(
         ValueError: an option out of range (ConfigError, a ValueError, for a duration).
         OSError: the address cannot be bound.
     """
-    server = _make_server(
+    server = EventServer(
         token=token,
         authorize=authorize,
         allowed_origins=allowed_origins,

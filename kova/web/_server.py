@@ -138,27 +138,49 @@ class EventServer:
     def __init__(
         self,
         *,
-        token: str,
-        authorize: Callable[[WebRequest], bool] | None,
-        allowed_origins: frozenset[str],
-        page_buffer: int,
-        flush_interval: float,
-        max_message_bytes: int,
-        max_chat_chars: int,
-        max_pages: int,
-        keep_turns: int,
-        disconnect_grace: float,
-        chat: bool,
+        token: str | None = None,
+        authorize: Callable[[WebRequest], bool] | None = None,
+        allowed_origins: Iterable[str] = (),
+        chat: bool = False,
+        page_buffer: int = 4096,
+        flush_interval: float = 0.05,
+        max_message_bytes: int = 64 * 1024,
+        max_chat_chars: int = 32_000,
+        max_pages: int = 64,
+        keep_turns: int = 20,
+        disconnect_grace: float = 10.0,
         sessions: SessionStore | None = None,
     ) -> None:
-        self._token = token
+        """A checked server that listens nowhere yet (arguments as :func:`open_event_server`'s;
+        the serving functions make it)."""
+        if sessions is not None:
+            from ..sessions import SessionStore
+
+            if not isinstance(sessions, SessionStore):
+                raise TypeError(
+                    f"sessions must be a kova.sessions.SessionStore, got {type(sessions).__name__}"
+                )
+        if token is not None and (not isinstance(token, str) or len(token) < 16):
+            raise ValueError("token must be a string of at least 16 characters")
+        for name, count in (
+            ("page_buffer", page_buffer),
+            ("max_message_bytes", max_message_bytes),
+            ("max_chat_chars", max_chat_chars),
+            ("max_pages", max_pages),
+            ("keep_turns", keep_turns),
+        ):
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise ValueError(f"{name} must be a positive integer, not {count!r}")
+        check_seconds("flush_interval", flush_interval)
+        check_seconds("disconnect_grace", disconnect_grace)
+        self._token = token if token is not None else secrets.token_urlsafe(24)
         self._sessions = sessions
         self._session: Session | None = None
         self._opened: dict[str, Any] | None = None
         self._authorize = authorize
-        self._allowed_origins = allowed_origins
+        self._allowed_origins = frozenset(allowed_origins)
         self._page_buffer = page_buffer
-        self._flush_interval = flush_interval
+        self._flush_interval = float(flush_interval)
         self._max_message_bytes = max_message_bytes
         self._max_chat_chars = max_chat_chars
         self._max_pages = max_pages
@@ -166,17 +188,19 @@ class EventServer:
         self._chat = chat
         self._host = ""
         self._port = 0
-        self._static: Mapping[str, tuple[bytes, str]] = {}
+        self._static: Mapping[str, tuple[bytes, str]] = load_static()
         self._pages: dict[int, Page] = {}
         self._page_numbers = itertools.count(1)
         self._log = TurnLog(keep=keep_turns)
         self._approvals = Approvals(
             emit=self._emit,
             has_pages=lambda: bool(self._pages),
-            disconnect_grace=disconnect_grace,
+            disconnect_grace=float(disconnect_grace),
         )
         self._prompt_send: trio.MemorySendChannel[str] | None = None
         self._prompt_receive: trio.MemoryReceiveChannel[str] | None = None
+        if chat:
+            self._prompt_send, self._prompt_receive = trio.open_memory_channel[str](8)
         self._dropped = 0
         self._max_buffered = 0
         self._closed = False
@@ -724,71 +748,12 @@ def _shown(message: Message) -> dict[str, Any]:
     return {"role": message.role.value, "text": "\n".join(parts)}
 
 
-def _positive(name: str, value: float) -> float:
-    check_seconds(name, value)
-    return float(value)
-
-
 def close_pages(server: EventServer) -> None:
     """Close ``server`` to new pages, deny what waits for approval, end every page."""
     server._closed = True
     server._approvals.deny_all("the web view closed", by="closed")
     for page in list(server._pages.values()):
         page.scope.cancel()
-
-
-def _make_server(
-    *,
-    token: str | None,
-    authorize: Callable[[WebRequest], bool] | None,
-    allowed_origins: Iterable[str],
-    chat: bool,
-    page_buffer: int,
-    flush_interval: float,
-    max_message_bytes: int,
-    max_chat_chars: int,
-    max_pages: int,
-    keep_turns: int,
-    disconnect_grace: float,
-    sessions: SessionStore | None = None,
-) -> EventServer:
-    """A checked, ready :class:`EventServer` that listens nowhere yet."""
-    if sessions is not None:
-        from ..sessions import SessionStore
-
-        if not isinstance(sessions, SessionStore):
-            raise TypeError(
-                f"sessions must be a kova.sessions.SessionStore, got {type(sessions).__name__}"
-            )
-    if token is not None and (not isinstance(token, str) or len(token) < 16):
-        raise ValueError("token must be a string of at least 16 characters")
-    for name, count in (
-        ("page_buffer", page_buffer),
-        ("max_message_bytes", max_message_bytes),
-        ("max_chat_chars", max_chat_chars),
-        ("max_pages", max_pages),
-        ("keep_turns", keep_turns),
-    ):
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise ValueError(f"{name} must be a positive integer, not {count!r}")
-    server = EventServer(
-        token=token if token is not None else secrets.token_urlsafe(24),
-        authorize=authorize,
-        allowed_origins=frozenset(allowed_origins),
-        page_buffer=page_buffer,
-        flush_interval=_positive("flush_interval", flush_interval),
-        max_message_bytes=max_message_bytes,
-        max_chat_chars=max_chat_chars,
-        max_pages=max_pages,
-        keep_turns=keep_turns,
-        disconnect_grace=_positive("disconnect_grace", disconnect_grace),
-        chat=chat,
-        sessions=sessions,
-    )
-    server._static = load_static()
-    if chat:
-        server._prompt_send, server._prompt_receive = trio.open_memory_channel[str](8)
-    return server
 
 
 @asynccontextmanager
@@ -806,22 +771,7 @@ async def open_hosted_event_server(
     ``host`` and ``port``: where that server listens (the host and origin checks compare
     requests with them). Options as :func:`open_event_server`'s.
     """
-    defaults: dict[str, Any] = {
-        "authorize": None,
-        "allowed_origins": (),
-        "page_buffer": 4096,
-        "flush_interval": 0.05,
-        "max_message_bytes": 64 * 1024,
-        "max_chat_chars": 32_000,
-        "max_pages": 64,
-        "keep_turns": 20,
-        "disconnect_grace": 10.0,
-        "sessions": None,
-    }
-    unknown = set(options) - set(defaults)
-    if unknown:
-        raise TypeError(f"unknown options: {', '.join(sorted(unknown))}")
-    server = _make_server(token=token, chat=chat, **{**defaults, **options})
+    server = EventServer(token=token, chat=chat, **options)
     server._host, server._port = host, port
     try:
         yield server

@@ -25,7 +25,7 @@ _DSN = "postgresql://nobody@127.0.0.1:1/none"
 def _makers(tmp_path: Path) -> dict[str, Callable[[Any], object]]:
     from kova.durable._postgres import PostgresJournal
     from kova.sessions import PostgresSessionStore
-    from kova.web._server import _make_server
+    from kova.web import EventServer
 
     def web(name: str) -> Callable[[Any], object]:
         options: dict[str, Any] = {
@@ -41,7 +41,7 @@ def _makers(tmp_path: Path) -> dict[str, Callable[[Any], object]]:
             "keep_turns": 2,
             "disconnect_grace": 1.0,
         }
-        return lambda value: _make_server(**{**options, name: value})
+        return lambda value: EventServer(**{**options, name: value})
 
     return {
         "SqliteSessionStore.busy_timeout": lambda v: SqliteSessionStore(
@@ -90,9 +90,9 @@ def test_a_bad_duration_is_a_config_error_naming_it(
 
 @pytest.mark.parametrize("value", _BAD)
 def test_the_web_approval_timeout_is_checked(value: float) -> None:
-    from kova.web._server import _make_server
+    from kova.web import EventServer
 
-    server = _make_server(
+    server = EventServer(
         token=None,
         authorize=None,
         allowed_origins=(),

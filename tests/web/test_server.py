@@ -300,6 +300,15 @@ async def test_a_wrong_token_a_foreign_origin_and_a_foreign_host_are_refused() -
             assert page.events[0]["type"] == "hello"
 
 
+async def test_an_allowed_origin_may_connect_and_others_may_not() -> None:
+    async with open_event_server(allowed_origins=["http://app.example:8080"]) as server:
+        async with open_page(server, headers=[(b"Origin", b"http://app.example:8080")]) as page:
+            assert page.events[0]["type"] == "hello"
+        with pytest.raises(trio_websocket.HandshakeError):
+            async with open_page(server, headers=[(b"Origin", b"http://app.example:9090")]):
+                pass
+
+
 async def test_a_host_supplied_check_replaces_the_token() -> None:
     seen: list[WebRequest] = []
 
