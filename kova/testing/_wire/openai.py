@@ -31,7 +31,7 @@ from ..._models import (
     ToolUse,
 )
 from ..._record import Record
-from ...providers.openai._convert import canonical_arguments, parse_arguments, reasoning_of
+from ...providers.openai._convert import decode_arguments, reasoning_of
 from .._http_server import FakeResponse, json_response
 from ._common import tool_definition
 
@@ -218,16 +218,15 @@ def _decode_message(item: Mapping[str, JSONValue]) -> Message | None:
                 if not isinstance(function, Mapping):
                     continue
                 arguments = function.get("arguments")
-                parsed, raw = parse_arguments(arguments if isinstance(arguments, str) else "")
+                text = arguments if isinstance(arguments, str) else ""
+                parsed, raw, metadata = decode_arguments(text)  # as the client reads an answer
                 blocks.append(
                     ToolUse(
                         id=str(call.get("id") or "call"),
                         name=str(function.get("name") or "unknown"),
                         input=parsed,
                         raw_arguments=raw,
-                        provider_metadata=canonical_arguments(
-                            arguments if isinstance(arguments, str) else ""
-                        ),
+                        provider_metadata=metadata,
                     )
                 )
         return Message.assistant(blocks)

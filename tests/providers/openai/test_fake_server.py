@@ -213,3 +213,23 @@ async def test_it_starts_in_a_nursery_and_reports_its_url() -> None:
         response = await post(server, "/v1/chat/completions", {"messages": []})
         assert response.json()["choices"][0]["message"]["content"] == "ok"
         nursery.cancel_scope.cancel()
+
+
+async def test_the_fake_reads_a_calls_arguments_back_as_the_client_reads_them() -> None:
+    def call(call_id: str, arguments: str) -> dict[str, object]:
+        function = {"name": "f", "arguments": arguments}
+        return {"id": call_id, "type": "function", "function": function}
+
+    spaced, broken = '{"city": "Z\\u00fcrich"}', '{"city": '
+    assistant = {"role": "assistant", "content": None, "tool_calls": [call("a", spaced)]}
+    assistant["tool_calls"].append(call("b", broken))  # type: ignore[attr-defined]
+    async with open_openai_server([reply_text("ok")]) as server:
+        await post(server, "/v1/chat/completions", {"model": "m", "messages": [assistant]})
+    first, second = server.chat_requests()[0].messages[0].tool_uses
+    # Arguments not in kova's compact form are kept to go back byte for byte; text that
+    # is not a JSON object is kept as raw_arguments (the agent answers it with an error).
+    assert (first.input, first.provider_metadata) == (
+        {"city": "Zürich"},
+        {"openai_arguments": spaced},
+    )
+    assert (second.input, second.raw_arguments) == ({}, broken)
