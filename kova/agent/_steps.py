@@ -362,21 +362,22 @@ class ModelStream:
 
     async def next(self) -> Sequence[StreamEvent] | None:
         """The next network read's events (accumulated), or ``None`` at the end."""
-        assert self._rest is not None, "entered"
-        assert self._accumulator is not None
+        rest, accumulator = self._rest, self._accumulator  # set on entering
+        assert rest is not None, "entered"
+        assert accumulator is not None
         gate = self._step._gate
         try:
             if gate is None:
-                batch = await self._rest()
+                batch = await rest()
             else:
                 with gate.guarding():  # a trip cancels the read; no yield in between
-                    batch = await self._rest()
+                    batch = await rest()
         except StopAsyncIteration:
-            response = self._accumulator.finish()
+            response = accumulator.finish()
             meter = self._step._meter
             self.response = meter.priced(response, self._step._model) if meter.prices else response
             return None
-        self._accumulator.feed(batch)
+        accumulator.feed(batch)
         if gate is not None:
             await gate.screen(batch)  # the output guards, before any of it is handed on
         return batch
@@ -452,9 +453,11 @@ class ToolStep:
         self._nest = None  # made for the first step (many turns have none)
         self._bracketed = False
 
-    def core_events(self, turn: Turn) -> list[AgentEvent]:
+    def core_events(self, turn: Turn) -> Sequence[AgentEvent]:
         """What a streamed turn reports that no step ran: the calls a person denied on a
         resumed turn (bracketed once), and what the core did by itself."""
+        if self._bracketed and self._gate is None:
+            return turn.take_events()
         events: list[AgentEvent] = []
         for call, result in turn.decided_denials() if not self._bracketed else ():
             events.append(ToolCallStarted(call=call))
