@@ -10,6 +10,9 @@ streams (d, per stream) against the mock server, and divides the
 difference of the two instruction counts by the difference of the sizes: imports, warm-up
 and start-up cancel out. ``--tree`` runs another checkout's ``kova`` (a "before" commit)
 with this bench. Prints a markdown table with each client's ratio to the floor.
+Clients: ``floor``, ``provider``, ``actor``, ``agent`` and, for turns (e), ``loop`` (the
+floor's hand-written loop on kova's provider), ``deftool`` and ``inline`` (``Agent.run`` with
+a plain ``def`` tool in its thread, or declared ``@tool(inline=True)``).
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ CLIENTS = {
     "provider": "kova_client:Kova",
     "actor": "kova_client:KovaActor",
     "agent": "kova_client:KovaAgent",
+    "loop": "kova_loop:KovaLoop",
+    "deftool": "kova_loop:KovaDefTool",
+    "inline": "kova_loop:KovaInlineTool",
 }
 _COLLECTED = re.compile(r"Collected : (\d+)")
 # Per event (c: one stream of 1,000 then 4,000 chunks) and per stream (d: 100 then 400

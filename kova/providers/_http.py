@@ -623,7 +623,18 @@ def _environment_proxies() -> bool:
 
 _MAX_CACHED_URLS: Final = 256
 """Parsed request URLs a transport keeps (one per path: a few per provider, more for
-Gemini, whose paths name the model)."""
+Gemini, whose paths name the model), and request heads (:class:`_Head`)."""
+
+
+class _Head(Record):
+    """The head of a provider's requests to one path: what every one of them sends but its
+    Content-Length (see :meth:`HttpTransport._build`)."""
+
+    headers: SecretHeaders | None
+    """The codec's headers it was made with (held, so their ``id`` stays theirs)."""
+    url: httpx2.URL
+    template: httpx2.Headers
+    """Never changed: each request copies it."""
 
 
 class HttpTransport:
@@ -651,6 +662,7 @@ class HttpTransport:
         "_error_details",
         "_extensions",
         "_header_error_type",
+        "_heads",
         "_injected_client",
         "_opens",
         "_transport",
@@ -711,6 +723,7 @@ class HttpTransport:
         # kova's own client's request pieces that never change (see _build).
         self._urls: dict[str, httpx2.URL] = {}
         self._extensions: dict[str, object] = {}
+        self._heads: dict[tuple[str, str, int], _Head] = {}
 
     def __repr__(self) -> str:
         # headers and auth may carry credentials: never in a repr
@@ -745,6 +758,7 @@ class HttpTransport:
         connect = self.connect_timeout if self.connect_timeout is not None else self.timeout
         timeout = httpx2.Timeout(self.timeout, connect=connect)
         self._extensions = {"timeout": timeout.as_dict()}
+        self._heads = {}
         transport = self._transport
         mounts: dict[str, httpx2.AsyncBaseTransport] | None = None
         if transport is None:
@@ -789,13 +803,58 @@ class HttpTransport:
         headers: Mapping[str, str] | None,
     ) -> httpx2.Request:
         client = self._require_client()
-        content = None
+        # Compact separators: the same bytes the official SDKs send, and fewer of them.
+        # A lone surrogate (half an emoji the provider itself sent as "\ud83d") goes back
+        # as the same JSON escape: UTF-8 cannot carry it.
+        content = None if json_body is None else dumps_bytes(json_body)
+        if content is None or params is not None or client is self._injected_client:
+            return self._request(client, method, path, content, params, headers)
+        if headers is not None and type(headers) is not SecretHeaders:
+            return self._request(client, method, path, content, params, headers)
+        # A provider's call: kova's own client, a JSON body, and the codec's headers, which
+        # are the same immutable SecretHeaders every call (or none). Every such request of a
+        # path has the same headers but its Content-Length, so the first one's are kept
+        # (without it) and later ones copy them: httpx2 builds a request's headers one by
+        # one, and its body's headers after them (~130k instructions a request, ~30k this
+        # way). Byte for byte the request build_request makes (tests/providers/
+        # test_http_request_build.py), cookies aside: while the client holds one (a server
+        # set it) every request is built the full way, which adds it.
+        key = (method, path, id(headers))
+        head = self._heads.get(key)
+        if head is not None and head.headers is headers and not client.cookies:
+            request_headers = httpx2.Headers(head.template)
+            request_headers["Content-Length"] = str(len(content))
+            request = httpx2.Request(
+                method,
+                head.url,
+                headers=request_headers,
+                stream=httpx2.ByteStream(content),
+                extensions=self._extensions,
+            )
+            request.read()  # as a request made from content= is: its content is readable
+            return request
+        request = self._request(client, method, path, content, params, headers)
+        raw = request.headers.raw
+        if raw and raw[-1][0] == b"Content-Length" and not client.cookies:
+            if len(self._heads) >= _MAX_CACHED_URLS:
+                self._heads.clear()
+            self._heads[key] = _Head(
+                headers=headers, url=request.url, template=httpx2.Headers(raw[:-1])
+            )
+        return request
+
+    def _request(
+        self,
+        client: httpx2.AsyncClient,
+        method: str,
+        path: str,
+        content: bytes | None,
+        params: Mapping[str, str] | None,
+        headers: Mapping[str, str] | None,
+    ) -> httpx2.Request:
+        """The request ``build_request`` would make, without parsing the URL again."""
         request_headers: Mapping[str, str] | None = headers
-        if json_body is not None:
-            # Compact separators: the same bytes the official SDKs send, and fewer of them.
-            # A lone surrogate (half an emoji the provider itself sent as "\ud83d") goes back
-            # as the same JSON escape: UTF-8 cannot carry it.
-            content = dumps_bytes(json_body)
+        if content is not None:
             if not headers:
                 request_headers = _JSON_HEADERS
             elif "content-type" not in headers:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import httpx2
 import pytest
 
-from kova import InvalidRequest
+from kova import InvalidRequest, SecretHeaders
 from kova._json import dumps_bytes
 from kova.providers._http import _MAX_CACHED_URLS, HttpTransport
 
@@ -60,6 +60,7 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("secret", [False, True], ids=["dict", "SecretHeaders"])
 @pytest.mark.parametrize(("method", "path", "body", "params", "headers"), CASES)
 async def test_kova_s_own_client_builds_what_build_request_would(
     method: str,
@@ -67,7 +68,12 @@ async def test_kova_s_own_client_builds_what_build_request_would(
     body: Any,
     params: Mapping[str, str] | None,
     headers: Mapping[str, str] | None,
+    secret: bool,
 ) -> None:
+    # A codec's headers are SecretHeaders: from the second request of a path on, its head
+    # is copied from the first one's (HttpTransport._build), with its own Content-Length.
+    if secret:
+        headers = SecretHeaders(headers)
     transport = HttpTransport(
         provider="test",
         base_url="http://api.test:1234/base/",
@@ -79,7 +85,9 @@ async def test_kova_s_own_client_builds_what_build_request_would(
     async with transport.open():
         client = transport._client
         assert client is not None
-        for _ in range(2):  # the second time from the cached URL
+        for round in range(3):  # then from the cached URL (and head)
+            if body is not None:
+                body = {**body, "round": "x" * round}  # another Content-Length each time
             built = transport._build(method, path, json_body=body, params=params, headers=headers)
             _same(built, _expected(client, transport, method, path, body, params, headers))
         # A cookie the server set goes back as build_request would send it.
@@ -128,6 +136,29 @@ async def test_a_caller_owned_client_s_requests_carry_what_that_client_adds() ->
     assert request.extensions["timeout"]["read"] == 7.0
 
 
+async def test_a_request_copied_from_the_kept_head_is_sent_whole() -> None:
+    # What the server receives: the same head as the first request's, and each body with
+    # its own length (the head kept is never changed by a request copied from it).
+    seen: list[tuple[list[tuple[bytes, bytes]], bytes]] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append((request.headers.raw, request.content))
+        return httpx2.Response(200, json={})
+
+    headers = SecretHeaders({"anthropic-version": "2023-06-01"})
+    transport = HttpTransport(
+        provider="test", base_url="http://api.test/", transport=httpx2.MockTransport(handler)
+    )
+    async with transport.open():
+        for body in ({"a": 1}, {"a": "longer"}, {"a": 1}):
+            await transport.request_json("POST", "/v1/x", json_body=body, headers=headers)
+    assert [content for _, content in seen] == [b'{"a":1}', b'{"a":"longer"}', b'{"a":1}']
+    lengths = [dict(raw)[b"Content-Length"] for raw, _ in seen]
+    assert lengths == [b"7", b"14", b"7"]
+    assert seen[0][0] == seen[2][0]
+    assert [name for name, _ in seen[0][0]] == [name for name, _ in seen[1][0]]
+
+
 async def test_the_url_cache_is_bounded() -> None:
     transport = HttpTransport(
         provider="test", base_url="http://api.test/", transport=httpx2.MockTransport(_ok)
@@ -138,7 +169,12 @@ async def test_the_url_cache_is_bounded() -> None:
                 "GET", f"/models/m{i}", json_body=None, params=None, headers=None
             )
             assert request.url.path == f"/models/m{i}"
+            request = transport._build(
+                "POST", f"/models/m{i}", json_body={}, params=None, headers=None
+            )
+            assert request.url.path == f"/models/m{i}"
         assert len(transport._urls) <= _MAX_CACHED_URLS
+        assert len(transport._heads) <= _MAX_CACHED_URLS
 
 
 @pytest.mark.parametrize("injected", [False, True])
