@@ -565,20 +565,23 @@ def stray_cancel(exc: BaseException) -> bool:
     return isinstance(exc, trio.Cancelled) and trio.current_effective_deadline() != -math.inf
 
 
+_SUBSCRIBER_FAULTS = (*HOST_CODE_FAULTS, trio.Cancelled)
+
+
+def _subscriber_failed(event: TelemetryEvent, exc: BaseException) -> None:
+    """A subscriber must never change the turn: what it raised is logged, except a real
+    cancellation of this task (re-raised), which goes on."""
+    if isinstance(exc, trio.Cancelled) and not stray_cancel(exc):
+        raise exc
+    log.warning("telemetry.subscriber.failed", event_type=type(event).__name__, error=repr(exc))
+
+
 def _deliver_all(subscribers: tuple[Deliver, ...], event: TelemetryEvent) -> None:
     for deliver in subscribers:
         try:
             pending = deliver(event)
-        except HOST_CODE_FAULTS as exc:  # a subscriber must never change the turn
-            log.warning(
-                "telemetry.subscriber.failed", event_type=type(event).__name__, error=repr(exc)
-            )
-        except trio.Cancelled as exc:
-            if not stray_cancel(exc):
-                raise
-            log.warning(
-                "telemetry.subscriber.failed", event_type=type(event).__name__, error=repr(exc)
-            )
+        except _SUBSCRIBER_FAULTS as exc:
+            _subscriber_failed(event, exc)
         else:
             if pending is not None:  # emitted where nothing may wait
                 _not_awaited(pending, event)
@@ -630,20 +633,8 @@ class TurnEmitter:
                             event_type=type(event).__name__,
                             timeout=self.await_timeout,
                         )
-            except HOST_CODE_FAULTS as exc:  # a subscriber must never change the turn
-                log.warning(
-                    "telemetry.subscriber.failed",
-                    event_type=type(event).__name__,
-                    error=repr(exc),
-                )
-            except trio.Cancelled as exc:
-                if not stray_cancel(exc):
-                    raise
-                log.warning(
-                    "telemetry.subscriber.failed",
-                    event_type=type(event).__name__,
-                    error=repr(exc),
-                )
+            except _SUBSCRIBER_FAULTS as exc:
+                _subscriber_failed(event, exc)
 
 
 # -- the scope of a tool call -----------------------------------------------------------------

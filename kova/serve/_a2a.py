@@ -27,7 +27,7 @@ from .._errors import KovaError
 from .._messages import Message
 from .._models import TextDelta
 from ..agent import ToolCallDeferred, TurnCompleted
-from ._http import BadRequest, EventStream, json_body, read_json
+from ._http import BadRequest, EventStream, json_body, json_response, read_json
 from ._turns import PausedTurn, Watched, failure
 
 if TYPE_CHECKING:
@@ -161,7 +161,6 @@ def _card(agent: Agent, url: str, *, secured: bool) -> dict[str, Any]:
 
 
 def routes(served: Served, *, secured: bool) -> list[BaseRoute]:
-    from starlette.responses import Response
     from starlette.routing import Route
 
     books = {name: Tasks() for name in served.agents}
@@ -176,13 +175,12 @@ def routes(served: Served, *, secured: bool) -> list[BaseRoute]:
         url = f"{base}/a2a" if "name" not in request.path_params else f"{base}/a2a/{name}"
         return agent, books[name], url
 
-    async def card(request: Request) -> Response:
+    async def card(request: Request) -> Any:
         try:
             agent, _, url = agent_of(request)
         except BadRequest as exc:
-            return Response(json_body({"error": exc.message}), status_code=404)
-        body = json_body(_card(agent, url, secured=secured))
-        return Response(body, media_type="application/json")
+            return json_response({"error": exc.message}, 404)
+        return json_response(_card(agent, url, secured=secured))
 
     async def rpc(request: Request) -> Any:
         identifier: Any = None
@@ -223,10 +221,7 @@ def _error_json(identifier: Any, code: int, message: str) -> dict[str, Any]:
 
 
 def _error_response(identifier: Any, code: int, message: str, *, status: int = 200) -> Any:
-    from starlette.responses import Response
-
-    body = json_body(_error_json(identifier, code, message))
-    return Response(body, status_code=status, media_type="application/json")
+    return json_response(_error_json(identifier, code, message), status)
 
 
 def _parse(params: dict[str, Any], kind: Any) -> Any:
@@ -432,10 +427,7 @@ def _cursor(token: str) -> tuple[int, str]:
 
 
 def _result(identifier: Any, result: Any) -> Any:
-    from starlette.responses import Response
-
-    body = json_body({"jsonrpc": "2.0", "id": identifier, "result": result})
-    return Response(body, media_type="application/json")
+    return json_response({"jsonrpc": "2.0", "id": identifier, "result": result})
 
 
 def _agent_message(task: a2a_pb2.Task, text: str) -> a2a_pb2.Message:

@@ -28,7 +28,7 @@ from .._messages import Message, Text, ToolResult, ToolUse
 from .._models import TextDelta, ThinkingDelta
 from .._record import Record
 from ..agent import ToolCallDelta, ToolCallFinished, ToolCallStarted, TurnCompleted
-from ._http import BadRequest, EventStream, json_body, read_json
+from ._http import BadRequest, EventStream, json_response, read_json
 from ._turns import failure, find_agent
 
 if TYPE_CHECKING:
@@ -146,10 +146,7 @@ def routes(served: Served, paused: Paused) -> list[BaseRoute]:
 
 
 def _error(status: int, message: str, code: str | None) -> Any:
-    from starlette.responses import Response
-
-    body = {"error": {"message": message, "code": code or "invalid_request"}}
-    return Response(json_body(body), status_code=status, media_type="application/json")
+    return json_response({"error": {"message": message, "code": code or "invalid_request"}}, status)
 
 
 def _text_of(content: Any, where: str) -> str:

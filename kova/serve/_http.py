@@ -101,6 +101,13 @@ def json_body(value: Any) -> bytes:
         return json.dumps(value, separators=(",", ":")).encode()
 
 
+def json_response(value: Any, status: int = 200) -> Any:
+    """``value`` as a JSON response (:func:`json_body`)."""
+    from starlette.responses import Response
+
+    return Response(json_body(value), status_code=status, media_type="application/json")
+
+
 class EventStream:
     """An ASGI response that streams what ``produce`` writes (server-sent events, say).
 

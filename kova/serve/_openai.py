@@ -26,7 +26,7 @@ from .._responses import StopKind
 from ..agent import ToolCallDeferred, ToolCallFinished, ToolCallStarted, TurnCompleted
 from ..providers.openai._convert import encode_usage
 from ..providers.openai._responses_convert import encode_usage as encode_responses_usage
-from ._http import BadRequest, EventStream, json_body, read_json
+from ._http import BadRequest, EventStream, json_body, json_response, read_json
 from ._turns import PausedTurn, Watched, failure, find_agent
 
 if TYPE_CHECKING:
@@ -62,13 +62,11 @@ def routes(served: Served) -> list[BaseRoute]:
             return _error_response(exc.status, exc.message, code=exc.code)
 
     async def models(request: Request) -> Any:
-        from starlette.responses import Response
-
         data = [
             {"id": name, "object": "model", "created": 0, "owned_by": "kova"}
             for name in served.agents
         ]
-        return Response(json_body({"object": "list", "data": data}), media_type="application/json")
+        return json_response({"object": "list", "data": data})
 
     async def not_found(request: Request) -> Any:
         return _error_response(404, f"no route for {request.method} {request.url.path}")
@@ -92,13 +90,7 @@ def _error_json(message: str, *, code: str | None, param: str | None = None) -> 
 
 
 def _error_response(status: int, message: str, *, code: str | None = None) -> Any:
-    from starlette.responses import Response
-
-    return Response(
-        json_body(_error_json(message, code=code)),
-        status_code=status,
-        media_type="application/json",
-    )
+    return json_response(_error_json(message, code=code), status)
 
 
 # -- requests ---------------------------------------------------------------------------------
@@ -293,13 +285,16 @@ async def _chat_completions(served: Served, request: Request) -> Any:
 
         return Watched(compute)
 
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    def chunk(delta: dict[str, Any], finish: str | None = None, **usage: Any) -> bytes:
+        """A chunk of the answer, or (with ``usage=``) the last one, of no choices."""
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
         data = {
             "id": completion_id,
             "object": "chat.completion.chunk",
             "created": created,
             "model": name,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+            "choices": [] if usage else [choice],
+            **usage,
         }
         return b"data: " + json_body(data) + b"\n\n"
 
@@ -319,15 +314,7 @@ async def _chat_completions(served: Served, request: Request) -> Any:
                             raise PausedTurn
                         await write(chunk({}, _finish_reason(response.stop_reason)))
                         if include_usage:
-                            data = {
-                                "id": completion_id,
-                                "object": "chat.completion.chunk",
-                                "created": created,
-                                "model": name,
-                                "choices": [],
-                                "usage": encode_usage(response.usage),
-                            }
-                            await write(b"data: " + json_body(data) + b"\n\n")
+                            await write(chunk({}, usage=encode_usage(response.usage)))
         except KovaError as exc:
             _, code, message = failure(exc)
             await write(b"data: " + json_body(_error_json(message, code=code)) + b"\n\n")

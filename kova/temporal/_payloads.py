@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .._errors import KovaError, SerializationError
 from .._json import dumps, loads
-from .._messages import ToolResult, ToolUse, block_from_dict, block_to_dict
+from .._messages import ToolUse, block_from_dict, block_to_dict
 from .._requests import ChatRequest, ToolDefinition
 from .._responses import ModelResponse
 from ..agent._context import (
@@ -176,21 +176,10 @@ def response_from_json(data: Mapping[str, Any]) -> ModelResponse:
     )
 
 
-def call_to_json(call: ToolUse) -> dict[str, JSONValue]:
-    return block_to_dict(call)
-
-
 def call_from_json(data: object) -> ToolUse:
     block = block_from_dict(data)
     if not isinstance(block, ToolUse):
         raise SerializationError("a tool activity's call must be a tool_use block")
-    return block
-
-
-def result_from_json(data: object) -> ToolResult:
-    block = block_from_dict(data)
-    if not isinstance(block, ToolResult):
-        raise SerializationError("a tool activity's result must be a tool_result block")
     return block
 
 

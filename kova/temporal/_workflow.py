@@ -56,12 +56,12 @@ with workflow.unsafe.imports_passed_through():  # for a sandboxed workflow impor
         config_from_json,
         field,
         messages_from_json,
+        result_from_json,
         tool_from_json,
     )
     from ..agent._turn import AwaitApproval, CallModel, Finished, RunTools, Turn
     from ._inner import count_inner, outer_figures, requests_in
     from ._payloads import (
-        call_to_json,
         check_size,
         guard_activity,
         model_activity,
@@ -69,7 +69,6 @@ with workflow.unsafe.imports_passed_through():  # for a sandboxed workflow impor
         read_json,
         request_to_json,
         response_from_json,
-        result_from_json,
         start_activity,
         summarize_activity,
         tool_activity,
@@ -522,7 +521,7 @@ class _Driver:
                 }
                 call = by_id.get(record.call_id)
                 if call is not None:
-                    event["call"] = call_to_json(call)
+                    event["call"] = block_to_dict(call)
                 self._workflow._add_events([event])
         if tripped is not None:
             raise GuardrailTripped(guard=tripped.guard, reason=tripped.reason)
@@ -577,7 +576,7 @@ class _Driver:
             return {}
         request: dict[str, JSONValue] = {
             "kind": "tool",
-            "calls": [call_to_json(call) for call in calls],
+            "calls": [block_to_dict(call) for call in calls],
         }
         reply = await self._check(request)
         self._decided(turn, _verdict(reply), calls)
@@ -622,12 +621,12 @@ def _core_events(turn: Turn) -> list[dict[str, JSONValue]]:
     items: list[dict[str, JSONValue]] = []
     for event in turn.take_events():
         if isinstance(event, ToolCallStarted):
-            items.append({"kind": "tool_started", "call": call_to_json(event.call)})
+            items.append({"kind": "tool_started", "call": block_to_dict(event.call)})
         elif isinstance(event, ToolCallFinished):
             items.append(
                 {
                     "kind": "tool_finished",
-                    "call": call_to_json(event.call),
+                    "call": block_to_dict(event.call),
                     "result": block_to_dict(event.result),
                 }
             )
@@ -645,7 +644,7 @@ def _tool_request(
     turn needs of this turn (its usage limits' figures, the paused inner turn it continues).
     """
     request: dict[str, JSONValue] = {
-        "call": call_to_json(call),
+        "call": block_to_dict(call),
         "approved": approved,
         "turn_id": step.turn_id,
         "events": events,

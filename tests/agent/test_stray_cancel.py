@@ -129,3 +129,30 @@ async def test_a_real_cancellation_still_cancels(autojump_clock: object) -> None
             await agent.run("hi")
         assert trio.current_time() == 5.0
     assert scope.cancelled_caught
+
+
+async def test_a_real_cancellation_while_a_subscriber_is_awaited_is_no_failure_of_it(
+    autojump_clock: object,
+) -> None:
+    """The caller cancelling while an async subscriber is awaited cancels the turn; it is
+    not logged as the subscriber's failure (only a Cancelled it raised of its own is)."""
+    from kova.telemetry import ToolExecutionStarted
+
+    @tool
+    async def fine() -> str:
+        """Works."""
+        return "fine"
+
+    async def subscriber(event: object) -> None:
+        if isinstance(event, ToolExecutionStarted):
+            await trio.sleep_forever()
+
+    script = [reply_tool_calls(("fine", {})), reply_text("done")]
+    with structlog.testing.capture_logs() as logs:
+        async with AgentBuilder().provider(ScriptedProvider(script)).tool(fine).build() as agent:
+            agent.telemetry.subscribe(subscriber)
+            with trio.move_on_after(5.0) as scope:
+                await agent.run("hi")
+            assert trio.current_time() == 5.0
+    assert scope.cancelled_caught
+    assert [e for e in logs if e["event"] == "telemetry.subscriber.failed"] == []
