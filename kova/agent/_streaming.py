@@ -110,77 +110,84 @@ class TurnStream:
 
     async def __aenter__(self) -> AsyncIterator[AgentEvent]:
         try:
-            return await self._enter()
+            require_trio("agent.stream()")
+            agent = self._agent
+            messages = coerce_history(self._history)
+            config, cancel = self._config, self._cancel
+            check_call_options(config, cancel)
+            driver = agent.driver_context()
+            if self._resume is not None:
+                driver.signer.verify_pending(self._resume)
+            observer = NO_OBSERVER
+            journal, turn_id = self._journal, self._turn_id
+            guards = driver.config.guards if self._guards is None else self._guards
+            # Input guards beside the turn: a producer task's nursery.
+            beside = bool(guards) and concurrent(guards)
+            tools = len(driver.config.registry) > 0  # a streamed tool step runs in a nursery
+
+            if journal is None and turn_id is None:
+                turn = self._unjournaled(driver, messages)
+                if cancel is None and not beside:
+                    # The common case: the agent loop's generator, pulled by the consumer.
+                    tasks = None
+                    if tools:
+                        self._tasks = opening = _Tasks()
+                        tasks = await opening.__aenter__()
+                    events = self._events = drive(
+                        driver,
+                        turn,
+                        config,
+                        streamed=True,
+                        deps=self._deps,
+                        guards=guards,
+                        nursery=tasks,  # streamed tool steps
+                        on_trip=self.on_trip,
+                    )
+                    return events
+
+            def steps(
+                nursery: trio.Nursery | None = None,
+                on_trip: Callable[[BaseException], None] | None = None,
+            ) -> AsyncGenerator[AgentEvent, None]:
+                return drive(
+                    driver,
+                    turn,
+                    config,
+                    streamed=True,
+                    observer=observer,
+                    deps=self._deps,
+                    guards=guards,
+                    nursery=nursery,  # concurrent input guards, streamed tool steps
+                    on_trip=on_trip,
+                )
+
+            async with AsyncExitStack() as stack:
+                if journal is not None or turn_id is not None:
+                    opened = open_journaled(
+                        driver, messages, config, self._limits, journal, turn_id, self._resume
+                    )
+                    turn, observer = await stack.enter_async_context(opened)
+                entered: AsyncIterator[AgentEvent]
+                if cancel is None and not beside:
+                    tasks = await stack.enter_async_context(_Tasks()) if tools else None
+                    generator = steps(tasks, self.on_trip)
+                    stack.push_async_callback(generator.aclose)
+                    entered = generator
+                else:
+                    entered = await stack.enter_async_context(
+                        stream_in_task(
+                            steps,
+                            cancel,
+                            self._buffer,
+                            with_nursery=beside or tools,
+                            on_trip=self.on_trip,
+                        )
+                    )
+                self._stack = stack.pop_all()
+            return entered
         except BaseException:
             self._give_back()
             raise
-
-    async def _enter(self) -> AsyncIterator[AgentEvent]:
-        require_trio("agent.stream()")
-        agent = self._agent
-        messages = coerce_history(self._history)
-        config, cancel = self._config, self._cancel
-        check_call_options(config, cancel)
-        driver = agent.driver_context()
-        if self._resume is not None:
-            driver.signer.verify_pending(self._resume)
-        observer = NO_OBSERVER
-        journal, turn_id = self._journal, self._turn_id
-        guards = driver.config.guards if self._guards is None else self._guards
-        # Input guards beside the turn: a producer task's nursery.
-        beside = bool(guards) and concurrent(guards)
-        tools = len(driver.config.registry) > 0  # a streamed tool step runs in a nursery
-
-        def steps(
-            nursery: trio.Nursery | None = None,
-            on_trip: Callable[[BaseException], None] | None = None,
-        ) -> AsyncGenerator[AgentEvent, None]:
-            return drive(
-                driver,
-                turn,
-                config,
-                streamed=True,
-                observer=observer,
-                deps=self._deps,
-                guards=guards,
-                nursery=nursery,  # concurrent input guards, streamed tool steps
-                on_trip=on_trip,
-            )
-
-        if journal is None and turn_id is None:
-            turn = self._unjournaled(driver, messages)
-            if cancel is None and not beside:
-                # The common case: the agent loop's generator, pulled by the consumer.
-                tasks = None
-                if tools:
-                    self._tasks = opening = _Tasks()
-                    tasks = await opening.__aenter__()
-                events = self._events = steps(tasks, self.on_trip)
-                return events
-        async with AsyncExitStack() as stack:
-            if journal is not None or turn_id is not None:
-                opened = open_journaled(
-                    driver, messages, config, self._limits, journal, turn_id, self._resume
-                )
-                turn, observer = await stack.enter_async_context(opened)
-            entered: AsyncIterator[AgentEvent]
-            if cancel is None and not beside:
-                tasks = await stack.enter_async_context(_Tasks()) if tools else None
-                generator = steps(tasks, self.on_trip)
-                stack.push_async_callback(generator.aclose)
-                entered = generator
-            else:
-                entered = await stack.enter_async_context(
-                    stream_in_task(
-                        steps,
-                        cancel,
-                        self._buffer,
-                        with_nursery=beside or tools,
-                        on_trip=self.on_trip,
-                    )
-                )
-            self._stack = stack.pop_all()
-        return entered
 
     def _unjournaled(self, driver: DriverContext, messages: tuple[Message, ...]) -> Turn:
         if self._resume is None:
