@@ -562,6 +562,11 @@ def _object(value: object, key: str) -> JSONObject:
     return value
 
 
+def _metadata(data: Mapping[str, object]) -> JSONObject | None:
+    metadata = data.get("provider_metadata")
+    return None if metadata is None else _object(metadata, "provider_metadata")
+
+
 def _json_value(value: object) -> JSONValue:
     """``value`` checked to be plain JSON (what ``json.loads`` returns)."""
     if value is None or isinstance(value, str | bool | int | float):
@@ -581,13 +586,7 @@ def block_from_dict(data: object) -> ContentBlock:
     try:
         match kind:
             case "text":
-                metadata = data.get("provider_metadata")
-                return Text(
-                    text=_str(data, "text"),
-                    provider_metadata=None
-                    if metadata is None
-                    else _object(metadata, "provider_metadata"),
-                )
+                return Text(text=_str(data, "text"), provider_metadata=_metadata(data))
             case "image":
                 return Image(
                     media_type=_opt_str(data, "media_type"),
@@ -615,14 +614,11 @@ def block_from_dict(data: object) -> ContentBlock:
             case "file":
                 return File(_str(data, "file_id"), media_type=_opt_str(data, "media_type"))
             case "tool_use":
-                metadata = data.get("provider_metadata")
                 return ToolUse(
                     id=_str(data, "id"),
                     name=_str(data, "name"),
                     input=_object(data.get("input", {}), "input"),
-                    provider_metadata=None
-                    if metadata is None
-                    else _object(metadata, "provider_metadata"),
+                    provider_metadata=_metadata(data),
                     raw_arguments=_opt_str(data, "raw_arguments"),
                 )
             case "tool_result":
@@ -651,13 +647,10 @@ def block_from_dict(data: object) -> ContentBlock:
                     structured=_json_value(structured),
                 )
             case "thinking":
-                metadata = data.get("provider_metadata")
                 return Thinking(
                     text=_str(data, "text"),
                     signature=_opt_str(data, "signature"),
-                    provider_metadata=None
-                    if metadata is None
-                    else _object(metadata, "provider_metadata"),
+                    provider_metadata=_metadata(data),
                 )
             case "redacted_thinking":
                 return RedactedThinking(data=_str(data, "data"))

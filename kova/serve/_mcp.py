@@ -295,10 +295,8 @@ async def _run(agent: Agent, prompt: str, context: ServerRequestContext[Any]) ->
                         },
                     )
     except KovaError as exc:
-        _, _, message = failure(exc)
-        return mt.CallToolResult(content=[mt.TextContent(type="text", text=message)], is_error=True)
-    message = "the turn ended without an answer"
-    return mt.CallToolResult(content=[mt.TextContent(type="text", text=message)], is_error=True)
+        return _error_result(failure(exc)[2])
+    return _error_result("the turn ended without an answer")
 
 
 def mounted(

@@ -146,3 +146,21 @@ async def test_kova_mcp_serve_over_stdio_with_the_official_client() -> None:
     assert "Oslo" in result.content[0].text  # type: ignore[union-attr]
     assert "calling get_weather" in progress
     assert "Tokyo" in again.content[0].text  # type: ignore[union-attr]
+
+
+async def test_a_failed_turn_is_an_error_result_naming_the_error() -> None:
+    from kova import InvalidRequest
+    from kova.agent import AgentBuilder
+    from kova.testing import FunctionProvider
+
+    def model(request: object) -> object:
+        raise InvalidRequest("no such thing", provider="hand")
+
+    agent = AgentBuilder().provider(FunctionProvider(model)).name("broken")
+    async with agent.build() as opened, serving(kova.serve.app(opened, token=TOKEN)) as url:
+        async with connect(url) as client:
+            result = await client.call_tool("broken", {"prompt": "hi"})
+    assert result.is_error
+    (part,) = result.content
+    assert part.text.startswith("InvalidRequest: ")  # type: ignore[union-attr]
+    assert "no such thing" in part.text  # type: ignore[union-attr]

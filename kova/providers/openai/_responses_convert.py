@@ -83,6 +83,9 @@ __all__ = [
 
 PROVIDER = "openai-responses"
 
+_invalid = partial(ProviderError.invalid_response, provider=PROVIDER)
+"""An :class:`~kova.InvalidResponse` of this provider: the answer is not what the API sends."""
+
 ITEM_KEY = "openai_responses"
 """``provider_metadata`` key of what a Responses output item needs echoed back: ``id``
 (the item's id), ``reasoning`` (the reasoning items before it, as received), ``phase``,
@@ -596,23 +599,17 @@ def message_text(item: Mapping[str, JSONValue]) -> tuple[str, bool]:
     if not isinstance(content, Sequence) or isinstance(content, str):
         if content is None:
             return "", False
-        raise ProviderError.invalid_response(
-            "a message item's content should be a list", provider=PROVIDER
-        )
+        raise _invalid("a message item's content should be a list")
     texts: list[str] = []
     refusals: list[str] = []
     for part in content:
         if not isinstance(part, Mapping):
-            raise ProviderError.invalid_response(
-                "a message content part should be a JSON object", provider=PROVIDER
-            )
+            raise _invalid("a message content part should be a JSON object")
         kind = part.get("type")
         if kind == "output_text":
             text = part.get("text")
             if not isinstance(text, str):
-                raise ProviderError.invalid_response(
-                    "an output_text part's text should be a string", provider=PROVIDER
-                )
+                raise _invalid("an output_text part's text should be a string")
             texts.append(text)
         elif kind == "refusal":
             refusal = part.get("refusal")
@@ -626,10 +623,7 @@ def message_text(item: Mapping[str, JSONValue]) -> tuple[str, bool]:
 def _str_field(item: Mapping[str, JSONValue], key: str, what: str) -> str:
     value = item.get(key)
     if not isinstance(value, str):
-        raise ProviderError.invalid_response(
-            f"a {what} item's {key} should be a string, got {type(value).__name__}",
-            provider=PROVIDER,
-        )
+        raise _invalid(f"a {what} item's {key} should be a string, got {type(value).__name__}")
     return value
 
 
@@ -657,14 +651,14 @@ def decode_response(body: JSONValue, *, endpoint: str) -> ModelResponse:
             not a response (:class:`~kova.InvalidResponse`).
     """
     if not isinstance(body, Mapping):
-        raise ProviderError.invalid_response("the response is not a JSON object", provider=PROVIDER)
+        raise _invalid("the response is not a JSON object")
     status = body.get("status")
     error = body.get("error")
     if status == "failed" or (error is not None and status is None):
         raise response_error(error)
     output = body.get("output")
     if not isinstance(output, Sequence) or isinstance(output, str):
-        raise ProviderError.invalid_response("the response has no output list", provider=PROVIDER)
+        raise _invalid("the response has no output list")
     model = body.get("model")
     origin = Origin(endpoint, model if isinstance(model, str) else None)
     content: list[Text | ToolUse] = []
@@ -674,9 +668,7 @@ def decode_response(body: JSONValue, *, endpoint: str) -> ModelResponse:
     saw_text = False
     for item in output:
         if not isinstance(item, Mapping):
-            raise ProviderError.invalid_response(
-                "an output item should be a JSON object", provider=PROVIDER
-            )
+            raise _invalid("an output item should be a JSON object")
         kind = item.get("type")
         if kind == "reasoning":
             text = summary_text(item)
@@ -719,7 +711,5 @@ def decode_input_tokens(body: JSONValue) -> int:
     """``{"object": "response.input_tokens", "input_tokens": n}`` -> ``n``."""
     count = body.get("input_tokens") if isinstance(body, Mapping) else None
     if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-        raise ProviderError.invalid_response(
-            "the input token count has no input_tokens number", provider=PROVIDER
-        )
+        raise _invalid("the input token count has no input_tokens number")
     return count
