@@ -31,13 +31,17 @@ sys.path.insert(0, HERE)
 import trio  # noqa: E402
 
 
-async def _main(runs: int, stream: bool, listing: bool, profile: bool = True) -> None:
+async def _main(
+    runs: int, stream: bool, listing: bool, profile: bool = True, tool: bool = False
+) -> None:
     import agentpath
 
     import kova
-    from kova import StopReason, TextDelta, Usage
+    from kova import StopReason, TextDelta, ToolUse, Usage
     from kova._models import StopEvent, UsageEvent
     from kova.agent import AgentBuilder
+    from kova.providers import ModelResponse
+    from kova.tools import tool as as_tool
 
     class _InstantStream(agentpath._Instant):
         """Streams one short answer in two batches, with no I/O."""
@@ -65,7 +69,35 @@ async def _main(runs: int, stream: bool, listing: bool, profile: bool = True) ->
                 raise StopAsyncIteration
             return self._left.pop(0)
 
-    agent = AgentBuilder().provider(_InstantStream() if stream else agentpath._Instant()).build()
+    class _InstantTool(agentpath._Instant):
+        """Asks for one tool call, then answers: one tool round trip per turn, no I/O."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self._call = ModelResponse(
+                content=(ToolUse(id="c1", name="get_weather", input={"city": "Paris"}),),
+                stop_reason=StopReason.TOOL_USE,
+                usage=Usage(input_tokens=10, output_tokens=5),
+            )
+
+        async def chat_completion(self, request: object) -> ModelResponse:
+            last = request.messages[-1]  # type: ignore[attr-defined]
+            return self._answer if last.role == "tool" else self._call
+
+    async def get_weather(city: str) -> str:
+        """Weather for a city.
+
+        Args:
+            city: The city name.
+        """
+        return "sunny"
+
+    builder = AgentBuilder()
+    if tool:
+        builder = builder.provider(_InstantTool()).tool(as_tool(get_weather))
+    else:
+        builder = builder.provider(_InstantStream() if stream else agentpath._Instant())
+    agent = builder.build()
 
     async def once() -> None:
         if stream:
@@ -90,7 +122,8 @@ async def _main(runs: int, stream: bool, listing: bool, profile: bool = True) ->
     stats = pstats.Stats(profiler)
     total = sum(value[1] for value in stats.stats.values())  # type: ignore[attr-defined]
     print(f"kova from {os.path.dirname(kova.__file__)}")
-    print(f"{'stream' if stream else 'run'}: {total / runs:.1f} Python calls per call")
+    what = "stream" if stream else "run"
+    print(f"{what}{' + tool' if tool else ''}: {total / runs:.1f} Python calls per call")
     loaded = [m.split(".")[0] for m in sys.modules]
     print(
         f"modules loaded: {len(loaded)}; genai_prices {loaded.count('genai_prices')},"
@@ -103,7 +136,7 @@ async def _main(runs: int, stream: bool, listing: bool, profile: bool = True) ->
             print(f"{value[1] / runs:6.1f} {where}:{name}")
 
 
-def _instructions(stream: bool) -> None:
+def _instructions(stream: bool, tool: bool) -> None:
     counts = []
     sizes = (200, 1000)
     for runs in sizes:
@@ -112,7 +145,8 @@ def _instructions(stream: bool) -> None:
         for _ in range(2):  # the lower of two: a stray import or bytecode write adds to one
             result = subprocess.run(
                 ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command]
-                + (["--stream"] if stream else []),
+                + (["--stream"] if stream else [])
+                + (["--tool"] if tool else []),
                 capture_output=True,
                 text=True,
                 env=dict(os.environ, PYTHONHASHSEED="0"),
@@ -121,7 +155,8 @@ def _instructions(stream: bool) -> None:
             found.append(int(re.findall(r"Collected : (\d+)", result.stderr)[-1]))
         counts.append(min(found))
     per = (counts[1] - counts[0]) / (sizes[1] - sizes[0])
-    print(f"{'stream' if stream else 'run'}: {per / 1000:,.1f}k instructions per call")
+    what = "stream" if stream else "run"
+    print(f"{what}{' + tool' if tool else ''}: {per / 1000:,.1f}k instructions per call")
 
 
 def main() -> None:
@@ -129,15 +164,16 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--stream", action="store_true")
     parser.add_argument("--list", action="store_true")
+    parser.add_argument("--tool", action="store_true", help="one async def tool call a turn")
     parser.add_argument("--instructions", action="store_true")
     parser.add_argument("--no-profile", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.instructions:
-        _instructions(args.stream)
+        _instructions(args.stream, args.tool)
     elif args.no_profile:
-        trio.run(_main, args.runs, args.stream, False, False)
+        trio.run(_main, args.runs, args.stream, False, False, args.tool)
     else:
-        trio.run(_main, args.runs, args.stream, args.list)
+        trio.run(_main, args.runs, args.stream, args.list, True, args.tool)
 
 
 if __name__ == "__main__":

@@ -526,14 +526,19 @@ class ToolStep:
     def _begin(
         self, turn: Turn, step: RunTools, denied: Mapping[str, ToolResult] | None = None
     ) -> tuple[dict[str, ToolResult], ToolCalls]:
-        for enclosing in self._where()[1]:
+        observer = self._observer
+        where = self._nest if self._nest is not None else self._where()
+        for enclosing in where[1]:
             enclosing.inner_tools(len(step.calls))
-        answered, calls = self._observer.answered(step, turn)
+        answered: dict[str, ToolResult]
+        if observer is NO_OBSERVER:  # nothing answered yet: every call runs
+            answered, calls = {}, step.calls
+        else:
+            answered, calls = observer.answered(step, turn)
         if denied:  # a tool guard answered these: they never reach the pool
             answered = {**answered, **denied}
             calls = tuple(call for call in calls if call.id not in denied)
         nest = self.nest(turn, dict(step.resumes) if step.resumes else None)
-        observer = self._observer
         watch = None if observer is NO_OBSERVER or self._streamed else observer.finished
         on_event = None if watch is None else _own_outcomes(watch)
         request = self.request(
@@ -559,24 +564,21 @@ class ToolStep:
             turn.inner_paused(call_id, pause)
         turn.tools_finished(results)
         # Read for every model call: a tool server's list_changed reaches the model on its
-        # very next step (the registry never awaits).
-        registry = self._context.config.registry
-        if registry.has_deferred:
-            up_front = registry.definitions(deferred=False)
-            turn.set_tools(up_front, deferred=registry.definitions(deferred=True))
-        else:
-            turn.set_tools(registry.definitions())
+        # very next step (the registry never awaits; it keeps the pair until a tool changes).
+        up_front, deferred = self._context.config.registry.split_definitions()
+        turn.set_tools(up_front, deferred=deferred or None)
 
     async def run(self, turn: Turn, step: RunTools) -> None:
         """Run the step's calls (those the tool guards let through) and give their outcomes
         to ``turn``."""
-        answered, request = self._begin(turn, step, await self._screen(step))
+        denied = None if self._gate is None else await self._screen(step)
+        answered, request = self._begin(turn, step, denied)
         results: tuple[DeferredResult, ...] = ()
         observer = self._observer
         if request.calls:
             if observer is not NO_OBSERVER:
                 await observer.started(request.calls)
-            results = await self.execute(request)
+            results = await self._context.runner.run(request)
         self._end(turn, step, answered, request, results)
         if observer is not NO_OBSERVER:
             await observer.saved(turn)
