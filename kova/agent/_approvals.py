@@ -542,14 +542,9 @@ class PendingApprovals(Record):
 
 
 def check_counters(pending: PendingApprovals) -> None:
-    """Raises :class:`ApprovalMismatchError` unless every counter of ``pending`` (and of its
-    inner turns) is a non-negative int."""
-    for name in ("requests", "tool_calls", "inner_requests", "inner_tool_calls"):
-        value = getattr(pending, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ApprovalMismatchError(
-                f"pending approvals' {name} must be a non-negative int, got {value!r:.40}"
-            )
+    """Raises :class:`ApprovalMismatchError` unless every usage figure of ``pending`` (and of
+    its inner turns) is a non-negative int or ``None`` (the counts are a :class:`Counters`,
+    which holds nothing else)."""
     for name in pending.usage.__record_fields__:
         used = getattr(pending.usage, name)
         if used is None or (not isinstance(used, bool) and isinstance(used, int) and used >= 0):

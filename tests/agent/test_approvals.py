@@ -483,3 +483,20 @@ async def test_a_deferred_call_with_lone_surrogates_pauses_and_resumes() -> None
     (result,) = second.new_messages[0].content
     assert isinstance(result, ToolResult)
     assert (result.tool_use_id, result.content) == ("call_\ud800", "A\udc80")
+
+
+async def test_a_pending_value_with_an_impossible_usage_figure_is_refused() -> None:
+    from kova import Usage
+    from kova._record import evolve
+
+    agent = AgentBuilder().provider(ScriptedProvider(script())).tools(look, remove)
+    async with agent.defer_approvals().approval_key(KEY).build() as opened:
+        first = await opened.run(HISTORY)
+        assert first.pending is not None
+        decided = first.pending.approve("call_2").approve("call_3")
+        history = [*HISTORY, *first.new_messages]
+        for usage in (Usage(input_tokens=-1), Usage(output_tokens=True)):
+            bad = evolve(decided, usage=usage)
+            with pytest.raises(ApprovalMismatchError, match="pending approvals' usage"):
+                await opened.resume(history, bad)
+    assert RUNS == ["look /tmp"]  # only the first step's own call ran
