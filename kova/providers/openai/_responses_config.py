@@ -7,7 +7,16 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from .._checks import at_least, check_bool, check_flag, check_number, check_path
+from .._checks import (
+    at_least,
+    check_bool,
+    check_flag,
+    check_http_url,
+    check_non_empty_str,
+    check_number,
+    check_optional_str,
+    check_path,
+)
 from .._settings import HttpSettings
 from ._config import DEFAULT_BASE_URL
 
@@ -17,23 +26,6 @@ if TYPE_CHECKING:
 __all__ = ["OpenAiResponsesConfig"]
 
 _AZURE_HOSTS = (".openai.azure.com", ".cognitiveservices.azure.com", ".services.ai.azure.com")
-
-
-def _optional_str(
-    _instance: object, attribute: attrs.Attribute[str | None], value: str | None
-) -> None:
-    if value is not None and (not isinstance(value, str) or not value):
-        raise ValueError(f"{attribute.name} must be a non-empty string or None, got {value!r}")
-
-
-def _http_url(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
-    if not isinstance(value, str) or urlsplit(value).scheme not in ("http", "https"):
-        raise ValueError(f"{attribute.name} must be an http(s) URL, got {value!r}")
-
-
-def _model(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"{attribute.name} must be a non-empty string, got {value!r}")
 
 
 @attrs.frozen(kw_only=True)
@@ -54,9 +46,9 @@ class OpenAiResponsesConfig(HttpSettings):
         )
     """
 
-    model: str = attrs.field(validator=_model)
+    model: str = attrs.field(validator=check_non_empty_str)
     """Default model (Azure: the deployment name); ``InferenceConfig.model`` overrides it."""
-    base_url: str = attrs.field(default=DEFAULT_BASE_URL, validator=_http_url)
+    base_url: str = attrs.field(default=DEFAULT_BASE_URL, validator=check_http_url)
     """Scheme and host (and optional prefix); the paths below are appended. A base URL ending
     in ``/v1`` (as the official SDK's does) is fine: the paths' ``/v1`` is not repeated."""
     max_output_tokens: int | None = attrs.field(default=None, validator=at_least(16))
@@ -65,10 +57,10 @@ class OpenAiResponsesConfig(HttpSettings):
     temperature: float | None = attrs.field(default=None, validator=check_number)
     """Temperature used when ``InferenceConfig.temperature`` is unset. Many reasoning models
     take none: it is only sent when set."""
-    reasoning_effort: str | None = attrs.field(default=None, validator=_optional_str)
+    reasoning_effort: str | None = attrs.field(default=None, validator=check_optional_str)
     """``reasoning.effort`` (``"none"``, ``"minimal"``, ``"low"``, ``"medium"``, ``"high"``,
     ...). Leave unset for models that do not reason (gpt-4.1 answers 400 to it)."""
-    reasoning_summary: str | None = attrs.field(default=None, validator=_optional_str)
+    reasoning_summary: str | None = attrs.field(default=None, validator=check_optional_str)
     """``reasoning.summary`` (``"auto"``, ``"concise"``, ``"detailed"``): the model's summary
     of its reasoning, streamed as :class:`~kova.ThinkingDelta` and kept as ``thinking``."""
     store: bool = attrs.field(default=False, validator=check_flag)
@@ -90,12 +82,12 @@ class OpenAiResponsesConfig(HttpSettings):
     ``True`` / ``False`` force it."""
     parallel_tool_calls: bool | None = attrs.field(default=None, validator=check_bool)
     """``parallel_tool_calls`` (the API's default is ``true``); sent only when set."""
-    prompt_cache_key: str | None = attrs.field(default=None, validator=_optional_str)
+    prompt_cache_key: str | None = attrs.field(default=None, validator=check_optional_str)
     """Routes requests that share a prefix to the same prompt cache."""
     responses_path: str = attrs.field(default="/v1/responses", validator=check_path)
     input_tokens_path: str = attrs.field(default="/v1/responses/input_tokens", validator=check_path)
     models_path: str = attrs.field(default="/v1/models", validator=check_path)
-    api_version: str | None = attrs.field(default=None, validator=_optional_str)
+    api_version: str | None = attrs.field(default=None, validator=check_optional_str)
     """Azure's dated ``api-version`` query parameter (``"2025-04-01-preview"``); Azure's v1
     API needs none."""
     azure: bool | None = attrs.field(default=None, validator=check_bool)
