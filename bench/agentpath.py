@@ -54,7 +54,7 @@ ANSWER = 20
 class _Instant:
     """A provider with no I/O: every call returns the same short answer at once."""
 
-    name = "instant"
+    name = os.environ.get("INSTANT_NAME", "instant")
 
     def __init__(self) -> None:
         self._answer = ModelResponse(

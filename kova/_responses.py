@@ -154,14 +154,18 @@ class Usage(Record, eq_exclude=("cost",), private=("_price",)):
     def priced_later(self, quote: Quote) -> Usage:
         """These counts, their cost worked out by ``quote`` when first read (an agent's
         pricing of the call that reported them)."""
-        later = Usage.__new__(Usage)
-        for name in _COUNTS:
-            set_field(later, name, getattr(self, name))
+        later = Usage.__new__(Usage)  # per call: the fields by name, not a loop of getattr
+        set_field(later, "input_tokens", self.input_tokens)
+        set_field(later, "output_tokens", self.output_tokens)
+        set_field(later, "total_tokens", self.total_tokens)
+        set_field(later, "cache_read_tokens", self.cache_read_tokens)
+        set_field(later, "cache_creation_tokens", self.cache_creation_tokens)
+        set_field(later, "reasoning_tokens", self.reasoning_tokens)
+        set_field(later, "input_audio_tokens", self.input_audio_tokens)
+        set_field(later, "output_audio_tokens", self.output_audio_tokens)
         set_field(later, "_price", quote)
         return later
 
-
-_COUNTS = tuple(name for name in Usage.__record_fields__ if name != "cost")
 
 Quote = tuple[
     "Callable[[Usage, str | None, str | None, float], Decimal | None]",

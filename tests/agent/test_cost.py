@@ -660,6 +660,8 @@ def test_a_usage_priced_later_sums_and_copies_as_one_priced_at_once() -> None:
         "cost=Decimal('0.001'))"
     )
     assert later == Usage(input_tokens=3, output_tokens=1)
+    every = Usage(**{name: index + 1 for index, name in enumerate(Usage.__record_fields__[:-1])})
+    assert every.priced_later((price, None, None, 0.0)) == every  # every count kept
     with pytest.raises(AttributeError, match="costs"):
         later.costs  # type: ignore[attr-defined]  # noqa: B018
 
