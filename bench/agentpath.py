@@ -217,7 +217,11 @@ def _def_tool_agent(base_url: str, api: str, *, inline: bool) -> Any:
         return str(TOOL_RESULT)
 
     provider = make_provider(base_url, api)
-    return AgentBuilder().provider(provider).tool(tool(get_weather, inline=inline)).build()
+    try:
+        made = tool(get_weather, inline=inline)
+    except TypeError:  # a tree from before @tool(inline=...) (849e8be): its thread hop only
+        made = tool(get_weather)
+    return AgentBuilder().provider(provider).tool(made).build()
 
 
 async def _rows(
