@@ -254,7 +254,7 @@ def _mask_fragments(text: str, value: str) -> str:
     return "".join(parts)
 
 
-def forget_locals(error: BaseException) -> None:
+def forget_locals(error: BaseException, secrets: tuple[Secret, ...] = ()) -> None:
     """Clear the local variables of the finished frames in ``error``'s traceback, and in the
     tracebacks of the errors it was raised from, keeping every frame's file and line.
 
@@ -263,7 +263,8 @@ def forget_locals(error: BaseException) -> None:
     the raw request headers and response bodies a server may have echoed a key into. Frames
     still running (the caller's) are left alone (:func:`traceback.clear_frames` skips them).
     The whole document a decoding error keeps (``JSONDecodeError.doc``,
-    ``UnicodeDecodeError.object``: a server's body) is dropped too.
+    ``UnicodeDecodeError.object``: a server's body) is dropped too. Each of ``secrets`` is
+    masked in the errors' arguments (:func:`mask_exception`).
     """
     seen: set[int] = set()
     current: BaseException | None = error
@@ -271,6 +272,8 @@ def forget_locals(error: BaseException) -> None:
         seen.add(id(current))
         traceback.clear_frames(current.__traceback__)
         _forget_document(current)
+        if secrets:
+            current.args = tuple(_masked_value(arg, secrets) for arg in current.args)
         current = current.__cause__ or current.__context__
 
 
@@ -300,14 +303,7 @@ def mask_exception(error: BaseException, secrets: Iterable[Secret]) -> BaseExcep
     there. The document a ``JSONDecodeError`` keeps and the bytes a ``UnicodeError`` keeps
     (``doc``, ``object``), which a debugger or error tracker shows, are dropped.
     """
-    found = tuple(secrets)
-    forget_locals(error)  # the documents a decoding error keeps go too
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while found and current is not None and id(current) not in seen:
-        seen.add(id(current))
-        current.args = tuple(_masked_value(arg, found) for arg in current.args)
-        current = current.__cause__ or current.__context__
+    forget_locals(error, tuple(secrets))  # the documents a decoding error keeps go too
     return error
 
 
