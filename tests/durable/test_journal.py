@@ -108,18 +108,26 @@ async def test_an_expired_lease_nobody_took_still_writes(tmp_path: Path) -> None
 
 RACER = textwrap.dedent(
     """
-    import sys, trio
+    import os, sys, trio
+    from pathlib import Path
     from kova.durable import SqliteJournal, TurnClaimedError
 
     async def main() -> None:
+        folder = Path(sys.argv[2])
         journal = SqliteJournal(sys.argv[1])
+        (folder / f"ready-{os.getpid()}").touch()
+        while not (folder / "go").exists():  # all four claim at once, however slow to start
+            await trio.sleep(0.01)
         try:
             claim = await journal.claim("race")
         except TurnClaimedError:
+            (folder / f"lost-{os.getpid()}").touch()
             print("lost")
             return
         await claim.tool_started("step")
-        await trio.sleep(0.5)  # hold the turn while the others try
+        with trio.move_on_after(20):  # hold the turn until the others have tried
+            while len(list(folder.glob("lost-*"))) < 3:
+                await trio.sleep(0.01)
         await claim.tool_finished("step", claim.owner)
         print("won")
 
@@ -132,17 +140,25 @@ async def test_processes_racing_on_one_turn_do_not_both_run_a_step(tmp_path: Pat
     path = tmp_path / "turns.db"
     script = tmp_path / "racer.py"
     script.write_text(RACER)
+    signals = tmp_path / "signals"
+    signals.mkdir()
     outputs: list[str] = []
 
     async def race() -> None:
         result = await trio.run_process(
-            [sys.executable, str(script), str(path)], capture_stdout=True, capture_stderr=True
+            [sys.executable, str(script), str(path), str(signals)],
+            capture_stdout=True,
+            capture_stderr=True,
         )
         outputs.append(result.stdout.decode().strip())
 
     async with trio.open_nursery() as nursery:
         for _ in range(4):
             nursery.start_soon(race)
+        with trio.fail_after(120):
+            while len(list(signals.glob("ready-*"))) < 4:  # noqa: ASYNC110 (other processes)
+                await trio.sleep(0.01)
+        (signals / "go").touch()
     assert sorted(outputs) == ["lost", "lost", "lost", "won"]
     record = await SqliteJournal(path).load("race")
     assert record is not None
