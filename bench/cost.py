@@ -48,6 +48,10 @@ class _NoMeter:
 
     pricer = _NoPricer()
     budget = None
+    prices = False
+
+    def wants_sheet(self, limits: object, reads_costs: bool = False) -> bool:
+        return False
 
     def priced(self, response: Any, model: object) -> Any:
         return response
