@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from .._errors import InvalidResponse
@@ -61,7 +60,7 @@ from .._models import (
 )
 from ..providers._base import heuristic_count_tokens
 from ..providers.anthropic._convert import compaction_block
-from ._fake_server import FakeServer, script_request, scripted_stream, serving
+from ._fake_server import FakeServer, opener, script_request, scripted_stream
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, json_response
 from ._script import ErrorReply, ScriptLike, StreamReply, stream_events
 from ._wire.anthropic import (
@@ -74,7 +73,7 @@ from ._wire.anthropic import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
     from .._models import JSONValue
 
@@ -282,6 +281,7 @@ class FakeAnthropicServer(FakeServer):
             messages and tools; defaults to :func:`~kova.providers.heuristic_count_tokens`.
         api_key: when set, requests must carry it (``x-api-key`` or ``Authorization:
             Bearer``); others get a 401 ``authentication_error``.
+        host, port: where :meth:`serve` listens unless told otherwise (0: a free port).
     """
 
     __slots__ = ("_ids", "api_key", "count_tokens", "models")
@@ -292,8 +292,10 @@ class FakeAnthropicServer(FakeServer):
         models: Sequence[ModelInfo] = DEFAULT_ANTHROPIC_MODELS,
         count_tokens: Callable[[list[Message], list[ToolDefinition]], int] | None = None,
         api_key: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
     ) -> None:
-        super().__init__(script)
+        super().__init__(script, host=host, port=port)
         self.models = models
         self.count_tokens = count_tokens
         self.api_key = api_key
@@ -411,25 +413,4 @@ class FakeAnthropicServer(FakeServer):
         )
 
 
-@asynccontextmanager
-async def open_anthropic_server(
-    script: ScriptLike,
-    *,
-    models: Sequence[ModelInfo] = DEFAULT_ANTHROPIC_MODELS,
-    count_tokens: Callable[[list[Message], list[ToolDefinition]], int] | None = None,
-    api_key: str | None = None,
-    host: str = "127.0.0.1",
-    port: int = 0,
-) -> AsyncIterator[FakeAnthropicServer]:
-    """A :class:`FakeAnthropicServer` serving for the duration of the block (arguments as its
-    own); cancelled when the block leaves::
-
-        async with open_anthropic_server(Script([reply_text("Hi")])) as server:
-            config = AnthropicConfig(model="claude-opus-4-8", api_key="k",
-                                     base_url=server.base_url)
-    """
-    server = FakeAnthropicServer(
-        script=script, models=models, count_tokens=count_tokens, api_key=api_key
-    )
-    async with serving(server, host=host, port=port, name="Anthropic"):
-        yield server
+open_anthropic_server = opener(FakeAnthropicServer, "open_anthropic_server", "Anthropic")

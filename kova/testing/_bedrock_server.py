@@ -35,7 +35,6 @@ Every request is recorded in :attr:`FakeBedrockServer.requests`.
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from .._errors import InvalidResponse
@@ -59,7 +58,7 @@ from .._models import (
     UsageEvent,
 )
 from ..providers._base import heuristic_count_tokens
-from ._fake_server import FakeServer, script_request, scripted_stream, serving
+from ._fake_server import FakeServer, opener, script_request, scripted_stream
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, json_response
 from ._script import ErrorReply, ScriptLike, StreamReply
 from ._wire.bedrock import (
@@ -74,7 +73,7 @@ from ._wire.bedrock import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+    from collections.abc import Callable, Collection, Mapping, Sequence
 
     from .._models import JSONValue
 
@@ -282,6 +281,7 @@ class FakeBedrockServer(FakeServer):
             ``ValidationException``.
         structured_output_models: model ids that take ``outputConfig.textFormat`` (``None``:
             all); others get a ``ValidationException``.
+        host, port: where :meth:`serve` listens unless told otherwise (0: a free port).
     """
 
     __slots__ = (
@@ -308,8 +308,10 @@ class FakeBedrockServer(FakeServer):
         count_tokens: Callable[[list[Message], list[ToolDefinition]], int] | None = None,
         count_tokens_models: Collection[str] | None = None,
         structured_output_models: Collection[str] | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
     ) -> None:
-        super().__init__(script)
+        super().__init__(script, host=host, port=port)
         self.region = region
         self.access_keys: Mapping[str, str] = (
             {FAKE_ACCESS_KEY_ID: FAKE_SECRET_ACCESS_KEY} if access_keys is None else access_keys
@@ -434,40 +436,4 @@ class FakeBedrockServer(FakeServer):
         return json_response(body)
 
 
-@asynccontextmanager
-async def open_bedrock_server(
-    script: ScriptLike,
-    *,
-    region: str = "us-east-1",
-    access_keys: Mapping[str, str] | None = None,
-    session_tokens: Mapping[str, str] | None = None,
-    api_key: str | None = None,
-    models: Sequence[ModelInfo] = DEFAULT_BEDROCK_MODELS,
-    profiles: Sequence[ModelInfo] = DEFAULT_BEDROCK_PROFILES,
-    count_tokens: Callable[[list[Message], list[ToolDefinition]], int] | None = None,
-    count_tokens_models: Collection[str] | None = None,
-    structured_output_models: Collection[str] | None = None,
-    host: str = "127.0.0.1",
-    port: int = 0,
-) -> AsyncIterator[FakeBedrockServer]:
-    """A :class:`FakeBedrockServer` serving for the duration of the block (arguments as its
-    own); cancelled when the block leaves::
-
-        async with open_bedrock_server(Script([reply_text("Hi")])) as server:
-            config = BedrockConfig(region="us-east-1", model_id="amazon.nova-pro-v1:0",
-                                   endpoint_url=server.base_url, **server.credentials)
-    """
-    server = FakeBedrockServer(
-        script=script,
-        region=region,
-        access_keys=access_keys or {FAKE_ACCESS_KEY_ID: FAKE_SECRET_ACCESS_KEY},
-        session_tokens=session_tokens or {},
-        api_key=api_key,
-        models=models,
-        profiles=profiles,
-        count_tokens=count_tokens,
-        count_tokens_models=count_tokens_models,
-        structured_output_models=structured_output_models,
-    )
-    async with serving(server, host=host, port=port, name="Bedrock"):
-        yield server
+open_bedrock_server = opener(FakeBedrockServer, "open_bedrock_server", "Bedrock")

@@ -9,10 +9,11 @@ here; a fake keeps its routes, its error bodies and its :class:`StreamEncoder`.
 
 from __future__ import annotations
 
+import inspect
 import json
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import partial
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, Protocol, TypeVar
 
 import trio
 
@@ -30,7 +31,7 @@ from ._script import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping, Sequence
+    from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
     from .._models import InferenceConfig, Message, ModelResponse, StreamEvent, ToolDefinition
     from ._script import Reply, Script, ScriptLike
@@ -40,9 +41,9 @@ __all__ = [
     "FakeServer",
     "StreamEncoder",
     "WholeToolCalls",
+    "opener",
     "script_request",
     "scripted_stream",
-    "serving",
 ]
 
 
@@ -52,9 +53,10 @@ class FakeServer:
     :attr:`script` for each chat reply (:meth:`_reply`).
 
     A fake server is mutable state (what it received, the ids it handed out): a plain
-    slotted class, each subclass with its own ``__init__`` that calls this one."""
+    slotted class, each subclass with its own ``__init__`` that calls this one. Every fake
+    takes ``host`` and ``port`` last: where :meth:`serve` listens unless told otherwise."""
 
-    __slots__ = ("base_url", "requests", "script")
+    __slots__ = ("base_url", "host", "port", "requests", "script")
 
     requests: list[RecordedRequest]
     """Every request received, in arrival order."""
@@ -62,11 +64,17 @@ class FakeServer:
     """``http://127.0.0.1:<port>`` once serving (``""`` before)."""
     script: Script
     """The replies to chat requests."""
+    host: str
+    """The address :meth:`serve` listens on unless told otherwise (loopback by default)."""
+    port: int
+    """The port :meth:`serve` listens on unless told otherwise (0, the default: a free one)."""
 
-    def __init__(self, script: ScriptLike) -> None:
+    def __init__(self, script: ScriptLike, *, host: str, port: int) -> None:
         self.requests = []
         self.base_url = ""
         self.script = as_script(script)
+        self.host = host
+        self.port = port
 
     def __repr__(self) -> str:
         where = self.base_url or "not serving"
@@ -75,12 +83,15 @@ class FakeServer:
     async def serve(
         self,
         *,
-        host: str = "127.0.0.1",
-        port: int = 0,
+        host: str | None = None,
+        port: int | None = None,
         task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Serve until cancelled; ``await nursery.start(server.serve)`` returns the base URL
-        (``http://127.0.0.1:<port>``) once the socket listens (port 0 picks a free port)."""
+        (``http://127.0.0.1:<port>``) once the socket listens (port 0 picks a free port;
+        ``host`` and ``port`` default to the server's own)."""
+        host = self.host if host is None else host
+        port = self.port if port is None else port
         async with trio.open_nursery() as nursery:
             url: str = await nursery.start(partial(serve_http, self._record, host=host, port=port))
             self.base_url = url
@@ -103,20 +114,44 @@ class FakeServer:
 
 
 _Server = TypeVar("_Server", bound=FakeServer)
+_Arguments = ParamSpec("_Arguments")
 
 
-@asynccontextmanager
-async def serving(server: _Server, *, host: str, port: int, name: str) -> AsyncIterator[_Server]:
-    """``server`` serving for the duration of the block; cancelled when the block leaves
-    (what every ``open_*_server`` does). A lone exception leaves the block as itself, never
-    in an ``ExceptionGroup``."""
-    with lone_exceptions():
-        async with trio.open_nursery() as nursery:
-            await nursery.start(partial(server.serve, host=host, port=port))
-            try:
-                yield server
-            finally:
-                nursery.cancel_scope.cancel(reason=f"fake {name} server closing")
+def opener(
+    server_class: Callable[_Arguments, _Server], name: str, label: str
+) -> Callable[_Arguments, AbstractAsyncContextManager[_Server]]:
+    """The ``open_*_server`` function called ``name``: it takes ``server_class``'s own
+    arguments (help(), ``inspect.signature`` and type checkers show them, so the two never
+    drift apart) and serves the server they make for the duration of the block, on its
+    ``host`` and ``port``; cancelled when the block leaves (``label`` names the server in the
+    cancel reason). A lone exception leaves the block as itself, never in an
+    ``ExceptionGroup``."""
+
+    @asynccontextmanager
+    async def open_server(
+        *args: _Arguments.args, **kwargs: _Arguments.kwargs
+    ) -> AsyncIterator[_Server]:
+        server = server_class(*args, **kwargs)
+        with lone_exceptions():
+            async with trio.open_nursery() as nursery:
+                await nursery.start(server.serve)
+                try:
+                    yield server
+                finally:
+                    nursery.cancel_scope.cancel(reason=f"fake {label} server closing")
+
+    made = getattr(server_class, "__name__", label)
+    open_server.__name__ = open_server.__qualname__ = name
+    open_server.__module__ = server_class.__module__
+    open_server.__doc__ = (
+        f"A :class:`{made}` serving for the duration of the block (arguments as its own):\n"
+        f"``async with {name}(script) as server:``, then point a client at\n"
+        "``server.base_url``; cancelled when the block leaves."
+    )
+    open_server.__signature__ = inspect.signature(server_class).replace(  # type: ignore[attr-defined]
+        return_annotation=f"AbstractAsyncContextManager[{made}]"
+    )
+    return open_server
 
 
 class DecodedChat(Protocol):

@@ -38,8 +38,7 @@ Google's 400 ``API_KEY_INVALID``. Every request is recorded in
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, assert_never
 
 from .._json import dumps_bytes
@@ -60,9 +59,9 @@ from ..providers._base import heuristic_count_tokens
 from ._fake_server import (
     FakeServer,
     WholeToolCalls,
+    opener,
     script_request,
     scripted_stream,
-    serving,
 )
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, fake_vector, json_response
 from ._script import ErrorReply, ScriptLike, StreamReply
@@ -94,6 +93,7 @@ class FakeGeminiServer(FakeServer):
         page_size: models per page when the request asks for more (or none).
         api_key: when set, the ``x-goog-api-key`` every request must carry.
         embedding_dimensions: vector size when a request sets no ``outputDimensionality``.
+        host, port: where :meth:`serve` listens unless told otherwise (0: a free port).
     """
 
     __slots__ = ("_answers", "api_key", "embedding_dimensions", "models", "page_size")
@@ -105,8 +105,10 @@ class FakeGeminiServer(FakeServer):
         page_size: int = 50,
         api_key: str | None = None,
         embedding_dimensions: int = 8,
+        host: str = "127.0.0.1",
+        port: int = 0,
     ) -> None:
-        super().__init__(script)
+        super().__init__(script, host=host, port=port)
         self.models = models
         self.page_size = page_size
         self.api_key = api_key
@@ -338,25 +340,4 @@ class _ChunkEncoder:
         return self._candidate([], finish=self._finish)
 
 
-@asynccontextmanager
-async def open_gemini_server(
-    script: ScriptLike,
-    *,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    models: Sequence[str] = ("gemini-fake", "gemini-embedding-fake"),
-    page_size: int = 50,
-    api_key: str | None = None,
-    embedding_dimensions: int = 8,
-) -> AsyncIterator[FakeGeminiServer]:
-    """A :class:`FakeGeminiServer` serving for the duration of the block (arguments as its
-    own); cancelled when the block leaves."""
-    server = FakeGeminiServer(
-        script=script,
-        models=models,
-        page_size=page_size,
-        api_key=api_key,
-        embedding_dimensions=embedding_dimensions,
-    )
-    async with serving(server, host=host, port=port, name="Gemini"):
-        yield server
+open_gemini_server = opener(FakeGeminiServer, "open_gemini_server", "Gemini")

@@ -29,8 +29,7 @@ Every request is recorded in :attr:`FakeOllamaServer.requests`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, assert_never
 
 from .._json import dumps_bytes
@@ -49,9 +48,9 @@ from .._models import (
 from ._fake_server import (
     FakeServer,
     WholeToolCalls,
+    opener,
     script_request,
     scripted_stream,
-    serving,
 )
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, fake_vector, json_response
 from ._script import ErrorReply, ScriptLike, StreamReply
@@ -71,6 +70,7 @@ class FakeOllamaServer(FakeServer):
         script: the replies to ``/api/chat`` requests, in order.
         models: names listed by ``GET /api/tags``.
         embedding_dimensions: vector size when a request sets no ``dimensions``.
+        host, port: where :meth:`serve` listens unless told otherwise (0: a free port).
     """
 
     __slots__ = ("_answers", "embedding_dimensions", "models")
@@ -80,8 +80,10 @@ class FakeOllamaServer(FakeServer):
         script: ScriptLike,
         models: Sequence[str] = ("llama3.2:latest", "nomic-embed-text:latest"),
         embedding_dimensions: int = 8,
+        host: str = "127.0.0.1",
+        port: int = 0,
     ) -> None:
-        super().__init__(script)
+        super().__init__(script, host=host, port=port)
         self.models = models
         self.embedding_dimensions = embedding_dimensions
         self._answers = 0
@@ -229,19 +231,4 @@ class _LineEncoder:
         )
 
 
-@asynccontextmanager
-async def open_ollama_server(
-    script: ScriptLike,
-    *,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    models: Sequence[str] = ("llama3.2:latest", "nomic-embed-text:latest"),
-    embedding_dimensions: int = 8,
-) -> AsyncIterator[FakeOllamaServer]:
-    """A :class:`FakeOllamaServer` serving for the duration of the block (arguments as its
-    own); cancelled when the block leaves."""
-    server = FakeOllamaServer(
-        script=script, models=models, embedding_dimensions=embedding_dimensions
-    )
-    async with serving(server, host=host, port=port, name="Ollama"):
-        yield server
+open_ollama_server = opener(FakeOllamaServer, "open_ollama_server", "Ollama")

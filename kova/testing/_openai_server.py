@@ -40,8 +40,7 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, assert_never
 
 from .._json import dumps_bytes
@@ -60,7 +59,7 @@ from .._models import (
     UsageEvent,
 )
 from ..providers.openai._convert import encode_arguments, encode_usage
-from ._fake_server import FakeServer, script_request, scripted_stream, serving
+from ._fake_server import FakeServer, opener, script_request, scripted_stream
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, fake_vector, json_response
 from ._script import ErrorReply, ScriptLike, StreamReply
 from ._wire.openai import (
@@ -93,6 +92,7 @@ class FakeOpenAiServer(FakeServer):
         embedding_input_limit: more inputs in one request get a 400 (OpenAI allows 2048).
         reverse_embeddings: return embedding ``data`` in reverse order (clients must sort by
             ``index``; this checks that they do).
+        host, port: where :meth:`serve` listens unless told otherwise (0: a free port).
     """
 
     __slots__ = (
@@ -112,8 +112,10 @@ class FakeOpenAiServer(FakeServer):
         embedding_dimensions: int = 8,
         embedding_input_limit: int = 2048,
         reverse_embeddings: bool = False,
+        host: str = "127.0.0.1",
+        port: int = 0,
     ) -> None:
-        super().__init__(script)
+        super().__init__(script, host=host, port=port)
         self.model = model
         self.models = models
         self.embedding_dimensions = embedding_dimensions
@@ -352,27 +354,4 @@ class _ChunkEncoder:
                 assert_never(event)
 
 
-@asynccontextmanager
-async def open_openai_server(
-    script: ScriptLike,
-    *,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    model: str = "gpt-fake",
-    models: Sequence[str] = ("gpt-fake", "text-embedding-fake"),
-    embedding_dimensions: int = 8,
-    embedding_input_limit: int = 2048,
-    reverse_embeddings: bool = False,
-) -> AsyncIterator[FakeOpenAiServer]:
-    """A :class:`FakeOpenAiServer` serving for the duration of the block (arguments as its
-    own); cancelled when the block leaves."""
-    server = FakeOpenAiServer(
-        script=script,
-        model=model,
-        models=models,
-        embedding_dimensions=embedding_dimensions,
-        embedding_input_limit=embedding_input_limit,
-        reverse_embeddings=reverse_embeddings,
-    )
-    async with serving(server, host=host, port=port, name="OpenAI"):
-        yield server
+open_openai_server = opener(FakeOpenAiServer, "open_openai_server", "OpenAI")

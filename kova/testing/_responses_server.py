@@ -39,8 +39,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, assert_never
 
 from .._json import utf8_safe
@@ -66,7 +65,7 @@ from .._models import (
 from ..providers._base import heuristic_count_tokens
 from ..providers.openai._convert import encode_arguments
 from ..providers.openai._responses_convert import ITEM_KEY, encode_usage
-from ._fake_server import FakeServer, script_request, scripted_stream, serving
+from ._fake_server import FakeServer, opener, script_request, scripted_stream
 from ._http_server import FakeResponse, FakeStream, RecordedRequest, json_response
 from ._script import ErrorReply, ScriptLike, StreamReply
 from ._wire.openai import SSE_HEADERS, error_code, error_response, model_list
@@ -272,6 +271,7 @@ class FakeResponsesServer(FakeServer):
             ``include: ["reasoning.encrypted_content"]`` with OpenAI's 400 "Encrypted content
             is not supported with this model." (non-reasoning models do, live). By default
             the ones seen doing it: ``gpt-4o``, ``gpt-4.1-mini``, ``gpt-5-chat-latest``.
+        host, port: where :meth:`serve` listens unless told otherwise (0: a free port).
     """
 
     __slots__ = (
@@ -292,8 +292,10 @@ class FakeResponsesServer(FakeServer):
         stream_error_shape: Literal["nested", "flat", "failed"] = "nested",
         snapshot_suffix: str = "",
         refuse_encrypted_reasoning: Sequence[str] = REFUSE_ENCRYPTED_REASONING,
+        host: str = "127.0.0.1",
+        port: int = 0,
     ) -> None:
-        super().__init__(script)
+        super().__init__(script, host=host, port=port)
         self.refuse_encrypted_reasoning = tuple(refuse_encrypted_reasoning)
         self.model = model
         self.models = models
@@ -680,27 +682,4 @@ class _EventEncoder:
         return out + self._event(kind, response=final)
 
 
-@asynccontextmanager
-async def open_responses_server(
-    script: ScriptLike,
-    *,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    model: str = "gpt-fake",
-    models: Sequence[str] = ("gpt-fake",),
-    stream_error_shape: Literal["nested", "flat", "failed"] = "nested",
-    snapshot_suffix: str = "",
-    refuse_encrypted_reasoning: Sequence[str] = REFUSE_ENCRYPTED_REASONING,
-) -> AsyncIterator[FakeResponsesServer]:
-    """A :class:`FakeResponsesServer` serving for the duration of the block (arguments as its
-    own); cancelled when the block leaves."""
-    server = FakeResponsesServer(
-        script=script,
-        model=model,
-        models=models,
-        stream_error_shape=stream_error_shape,
-        snapshot_suffix=snapshot_suffix,
-        refuse_encrypted_reasoning=refuse_encrypted_reasoning,
-    )
-    async with serving(server, host=host, port=port, name="OpenAI Responses"):
-        yield server
+open_responses_server = opener(FakeResponsesServer, "open_responses_server", "OpenAI Responses")

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
+import socket
+from typing import Any
+
 import attrs
 import httpx2
 import pytest
@@ -18,6 +22,12 @@ from kova.testing import (
     FakeResponsesServer,
     Script,
     StreamReply,
+    open_anthropic_server,
+    open_bedrock_server,
+    open_gemini_server,
+    open_ollama_server,
+    open_openai_server,
+    open_responses_server,
     reply_text,
 )
 from kova.testing._bedrock_server import FAKE_ACCESS_KEY_ID, FAKE_SECRET_ACCESS_KEY
@@ -123,6 +133,32 @@ def test_fake_servers_keep_their_keywords_and_defaults() -> None:
     openai = FakeOpenAiServer([], "gpt-x", reverse_embeddings=True)
     assert (openai.model, openai.reverse_embeddings) == ("gpt-x", True)
     assert openai.embedding_input_limit == 2048
+
+
+OPENERS = [
+    (open_anthropic_server, FakeAnthropicServer),
+    (open_bedrock_server, FakeBedrockServer),
+    (open_gemini_server, FakeGeminiServer),
+    (open_ollama_server, FakeOllamaServer),
+    (open_openai_server, FakeOpenAiServer),
+    (open_responses_server, FakeResponsesServer),
+]
+
+
+@pytest.mark.parametrize(("opener", "server_type"), OPENERS, ids=[t.__name__ for _, t in OPENERS])
+async def test_every_open_server_takes_its_class_arguments_and_serves_where_told(
+    opener: Any, server_type: type[FakeServer]
+) -> None:
+    assert inspect.signature(opener).parameters == inspect.signature(server_type).parameters
+    assert opener.__name__ in opener.__doc__
+    assert server_type.__name__ in opener.__doc__
+    with socket.socket() as probe:  # a port that was free a moment ago
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    async with opener([reply_text("hi")], models=(), host="127.0.0.1", port=port) as server:
+        assert isinstance(server, server_type)
+        assert server.base_url == f"http://127.0.0.1:{port}"
+        assert (server.models, server.host, server.port) == ((), "127.0.0.1", port)
 
 
 EXHAUSTED = [
