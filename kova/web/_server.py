@@ -472,13 +472,7 @@ class EventServer:
 
     def _fan_out(self, encoded: str) -> None:
         for page in list(self._pages.values()):
-            try:
-                page.send.send_nowait(encoded)
-            except trio.WouldBlock:
-                self._drop(page)
-                continue
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                continue
+            self._send_to(page, encoded)
 
     def _drop(self, page: Page) -> None:
         log.warning("web.page.dropped", page=page.number, buffer=self._page_buffer)
@@ -514,12 +508,7 @@ class EventServer:
         self._approvals.pages_changed()
 
     def _error_to(self, page: Page, message: str) -> None:
-        try:
-            page.send.send_nowait(_schema.encode({"type": "error", "message": message}))
-        except trio.WouldBlock:
-            self._drop(page)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
+        self._send_to(page, _schema.encode({"type": "error", "message": message}))
 
     def _on_message(self, page: Page, message: _schema.PageMessage) -> Awaitable[None] | None:
         match message:
@@ -555,20 +544,22 @@ class EventServer:
         current = self.session
         self._send_to(
             page,
-            {
-                "type": "sessions",
-                "current": None if current is None else current.id,
-                "sessions": [
-                    {
-                        "id": info.id,
-                        "title": info.title,
-                        "updated": info.updated,
-                        "messages": info.messages,
-                        "pending": info.pending,
-                    }
-                    for info in infos[:_LISTED]
-                ],
-            },
+            _schema.encode(
+                {
+                    "type": "sessions",
+                    "current": None if current is None else current.id,
+                    "sessions": [
+                        {
+                            "id": info.id,
+                            "title": info.title,
+                            "updated": info.updated,
+                            "messages": info.messages,
+                            "pending": info.pending,
+                        }
+                        for info in infos[:_LISTED]
+                    ],
+                }
+            ),
         )
 
     async def _open_session(self, page: Page, identifier: str | None) -> None:
@@ -607,9 +598,11 @@ class EventServer:
         self._log.clear()  # a reconnecting page replays this conversation, not the last
         self._fan_out(_schema.encode(self._opened))
 
-    def _send_to(self, page: Page, event: dict[str, Any]) -> None:
+    def _send_to(self, page: Page, encoded: str) -> None:
+        """Queue ``encoded`` for ``page`` (never waits: a page whose buffer is full is
+        dropped; one already closing is skipped)."""
         try:
-            page.send.send_nowait(_schema.encode(event))
+            page.send.send_nowait(encoded)
         except trio.WouldBlock:
             self._drop(page)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
