@@ -3,7 +3,8 @@
 
 The tree of every error kova raises, with what each means, is documented once: in the
 docstring of the public module :mod:`kova.errors` (and copied verbatim in docs/errors.md;
-tests/test_errors.py checks both against these classes).
+tests/test_errors.py checks both against these classes). The public names are listed once,
+in ``kova.errors.__all__``: this module has no list of its own.
 """
 
 from __future__ import annotations
@@ -17,51 +18,6 @@ if TYPE_CHECKING:
     import datetime
     from collections.abc import Callable
     from decimal import Decimal
-
-__all__ = [
-    "ActorError",
-    "ActorFailed",
-    "AgentLoopError",
-    "ApprovalMismatchError",
-    "BudgetExceeded",
-    "BuildError",
-    "ConfigError",
-    "ContextBudgetExceededError",
-    "ContextOverflow",
-    "GuardrailTripped",
-    "InvalidRequest",
-    "InvalidResponse",
-    "KovaConnectionError",
-    "KovaError",
-    "KovaIOError",
-    "KovaTimeoutError",
-    "MailboxClosed",
-    "MaxIterationsError",
-    "McpCallInterruptedError",
-    "McpError",
-    "McpUnavailableError",
-    "ModelNotFound",
-    "ProviderAuthError",
-    "ProviderError",
-    "ProviderErrorClass",
-    "ProviderOverloaded",
-    "RateLimited",
-    "SerializationError",
-    "SessionBusyError",
-    "SessionConflictError",
-    "SessionError",
-    "StreamError",
-    "StructuredOutputError",
-    "ToolError",
-    "ToolExecutionError",
-    "ToolNotFoundError",
-    "TurnCancelled",
-    "UsageLimitExceeded",
-    "check_seconds",
-    "classify_status",
-    "error_for_class",
-    "parse_retry_after",
-]
 
 
 class KovaError(Exception):
@@ -230,15 +186,13 @@ class ProviderError(KovaError):
         error_type: str | None = None,
     ) -> ProviderError:
         """The error for an HTTP error status, classified by the status."""
-        error_class = classify_status(status_code)
-        cls = _CLASS_TO_ERROR.get(error_class, ProviderError)
-        return cls(
+        return ProviderError(
             message,
             status_code=status_code,
             provider=provider,
             retry_after=retry_after,
             error_type=error_type,
-            error_class=error_class,
+            error_class=classify_status(status_code),
         )
 
     @staticmethod

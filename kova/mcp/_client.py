@@ -43,6 +43,7 @@ from ._messages import (
     SetRoots,
     Subscribe,
 )
+from ._session import leaves
 from ._state import ConnectionSettings, SharedState
 from ._state import now as _now
 from ._telemetry import observe_request
@@ -204,17 +205,8 @@ def _raise_alone(group: BaseExceptionGroup[BaseException], connected: bool) -> N
 
 
 def _sole_kova_error(group: BaseExceptionGroup[BaseException]) -> KovaError | None:
-    leaves: list[BaseException] = []
-    pending: list[BaseException] = [group]
-    while pending:
-        current = pending.pop()
-        if isinstance(current, BaseExceptionGroup):
-            pending.extend(current.exceptions)
-        else:
-            leaves.append(current)
-    if len(leaves) == 1 and isinstance(leaves[0], KovaError):
-        return leaves[0]
-    return None
+    found = leaves(group)
+    return found[0] if len(found) == 1 and isinstance(found[0], KovaError) else None
 
 
 class McpClient:

@@ -187,16 +187,12 @@ def prompt_result(result: mt.GetPromptResult) -> McpPromptResult:
 # Sampling: the server asks the client to run a model call.
 
 
-def _sampling_part(block: Any) -> Text | Image:
-    match block:
-        case mt.TextContent(text=text):
-            return Text(text=text)
-        case mt.ImageContent(data=data, mime_type=mime_type):
-            return Image(media_type=mime_type, data=data)
-        case _:
-            # Audio, tool use and tool results inside sampling are not routed to kova
-            # providers; the model is told what it missed instead of silently losing it.
-            return Text(text=f"[{getattr(block, 'type', 'unknown')} content, not shown]")
+def _sampling_part(block: Any) -> Text | Image | Document:
+    if isinstance(block, mt.TextContent | mt.ImageContent):
+        return content_part(block)
+    # Audio, tool use and tool results inside sampling are not routed to kova providers;
+    # the model is told what it missed instead of silently losing it.
+    return Text(text=f"[{getattr(block, 'type', 'unknown')} content, not shown]")
 
 
 def sampling_request(

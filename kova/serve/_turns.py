@@ -7,14 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._errors import (
-    AgentLoopError,
-    KovaError,
-    ModelNotFound,
-    ProviderAuthError,
-    ProviderError,
-    RateLimited,
-)
+from .._errors import AgentLoopError, KovaError, ProviderError, RateLimited
 from ._http import BadRequest, json_body, until_disconnect
 
 if TYPE_CHECKING:
@@ -116,10 +109,8 @@ def failure(exc: BaseException) -> tuple[int, str, str]:
         return 409, "approval_required", str(exc)
     if isinstance(exc, RateLimited):
         return 429, "rate_limit_exceeded", message
-    if isinstance(exc, (ProviderAuthError, ModelNotFound)):
-        # The server's own provider credentials or model: not the client's fault.
-        return 502, "upstream_error", message
     if isinstance(exc, ProviderError):
+        # The server's own provider (its credentials, its model): not the client's fault.
         return 502, "upstream_error", message
     if isinstance(exc, AgentLoopError):
         return 500, "agent_error", message

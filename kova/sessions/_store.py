@@ -35,7 +35,7 @@ import trio
 from .._errors import SessionBusyError, SessionConflictError, SessionError, check_seconds
 from .._json import dumps, loads
 from .._messages import Message, Role, Text
-from .._record import Record
+from .._record import Record, evolve
 from ._view import SessionState, working_messages
 
 if TYPE_CHECKING:
@@ -334,10 +334,18 @@ class Session:
             timeout=self.timeout,
         )
         if keep or state.title:
-            await self.store.write(
-                branch.id,
-                _Copy(state, keep).write(),
+            whole = keep == count
+            view = state.view if state.view is not None and keep >= state.view_covers else None
+            first = SessionWrite(
+                version=0,
+                keep=0,
+                messages=state.messages[:keep],
+                pending=state.pending if whole else None,
+                title=state.title,
+                view=view,
+                view_covers=state.view_covers if view is not None else 0,
             )
+            await self.store.write(branch.id, first)
         return branch
 
     async def rewind(self, turns: int = 1) -> int:
@@ -520,16 +528,7 @@ class Session:
                 resumed=nonce,
             ),
         )
-        return SessionState(
-            version=version,
-            messages=state.messages,
-            turns=state.turns,
-            pending=state.pending,
-            title=state.title,
-            view=state.view,
-            view_covers=state.view_covers,
-            resumed=nonce,
-        )
+        return evolve(state, version=version, resumed=nonce)
 
     async def _give_back_decisions(self, state: SessionState) -> None:
         """A resume that failed or was cancelled produced nothing: its decisions may be
@@ -555,57 +554,29 @@ class Session:
         from ..agent._approvals import pending_document
 
         added = (*prompt, *response.new_messages)
-        turn = (state.turns[-1] if state.turns else 0) + (0 if same_turn else 1)
         compaction = getattr(response, "compaction", None)  # a context policy's
         pending = response.pending
-        await self.store.write(
-            self.id,
-            SessionWrite(
-                version=state.version,
-                keep=len(state.messages),
-                messages=added,
-                turn=turn,
-                pending=None if pending is None else pending_document(pending),
-                input_tokens=response.usage.input_tokens,
-                output_tokens=response.usage.output_tokens,
-                title=_title(added) if state.title is None else None,
-                view=None if compaction is None else tuple(compaction.history),
-                view_covers=0 if compaction is None else len(state.messages) + len(added),
-            ),
+        change = evolve(
+            _append(state, added, same_turn=same_turn),
+            pending=None if pending is None else pending_document(pending),
+            input_tokens=response.usage.input_tokens,
+            output_tokens=response.usage.output_tokens,
+            view=None if compaction is None else tuple(compaction.history),
+            view_covers=0 if compaction is None else len(state.messages) + len(added),
         )
+        await self.store.write(self.id, change)
 
 
-class _Copy:
-    """A fork's first write."""
-
-    __slots__ = ("_keep", "_state")
-
-    def __init__(self, state: SessionState, keep: int) -> None:
-        self._state = state
-        self._keep = keep
-
-    def write(self) -> SessionWrite:
-        state, keep = self._state, self._keep
-        whole = keep == len(state.messages)
-        view = state.view if state.view is not None and keep >= state.view_covers else None
-        return SessionWrite(
-            version=0,
-            keep=0,
-            messages=state.messages[:keep],
-            turn=0,
-            pending=state.pending if whole else None,
-            title=state.title,
-            view=view,
-            view_covers=state.view_covers if view is not None else 0,
-        )
-
-
-def _append(state: SessionState, added: tuple[Message, ...]) -> SessionWrite:
+def _append(
+    state: SessionState, added: tuple[Message, ...], *, same_turn: bool = False
+) -> SessionWrite:
+    """The write that appends ``added`` to ``state`` as its next turn (or as part of its
+    last one, for ``same_turn``)."""
     return SessionWrite(
         version=state.version,
         keep=len(state.messages),
         messages=added,
-        turn=(state.turns[-1] if state.turns else 0) + 1,
+        turn=(state.turns[-1] if state.turns else 0) + (0 if same_turn else 1),
         title=_title(added) if state.title is None else None,
     )
 
@@ -705,9 +676,7 @@ class MessageCache:
         turns: tuple[int, ...],
     ) -> None:
         with self._lock:
-            old = self._entries.pop(session_id, None)
-            if old is not None:
-                self._size -= len(old[2])
+            self._pop(session_id)
             if len(messages) > self._limit:
                 return
             self._entries[session_id] = (version, created, messages, turns)
@@ -747,9 +716,12 @@ class MessageCache:
 
     def drop(self, session_id: str) -> None:
         with self._lock:
-            old = self._entries.pop(session_id, None)
-            if old is not None:
-                self._size -= len(old[2])
+            self._pop(session_id)
+
+    def _pop(self, session_id: str) -> None:
+        old = self._entries.pop(session_id, None)
+        if old is not None:
+            self._size -= len(old[2])
 
 
 def check_session_id_text(value: str) -> str | None:

@@ -49,15 +49,44 @@ class _Session(Protocol):
     ) -> None: ...
 
 
-class SessionStream:
+class _Gated:
+    """A streamed turn's block on a session: the inner stream, then the session's gate,
+    left in that order however the block ends."""
+
+    __slots__ = ("_gate", "_inner")
+
+    _gate: AbstractAsyncContextManager[None] | None
+    _inner: AbstractAsyncContextManager[Any] | None
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        inner, gate = self._inner, self._gate
+        self._inner = self._gate = None
+        assert inner is not None, "entered"
+        assert gate is not None, "entered"
+        try:
+            return bool(await inner.__aexit__(exc_type, exc, traceback))
+        finally:
+            try:
+                await self._left()
+            finally:
+                await gate.__aexit__(None, None, None)
+
+    async def _left(self) -> None:
+        """What the turn does once its stream is left, before the gate opens."""
+
+
+class SessionStream(_Gated):
     """``async with agent.stream(prompt, session=session) as events``."""
 
     __slots__ = (
         "_committed",
         "_events",
-        "_gate",
         "_given",
-        "_inner",
         "_journaled",
         "_open",
         "_prompt",
@@ -84,8 +113,7 @@ class SessionStream:
         self._prompt: tuple[Message, ...] = ()
         self._open = open_stream
         self._resume = resume
-        self._gate: AbstractAsyncContextManager[None] | None = None
-        self._inner: AbstractAsyncContextManager[AsyncIterator[AgentEvent]] | None = None
+        self._gate = self._inner = None
         self._events: AsyncIterator[AgentEvent] | None = None
         self._state: SessionState | None = None
 
@@ -140,25 +168,11 @@ class SessionStream:
             self._committed = True
         return event
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> bool:
-        inner, gate = self._inner, self._gate
-        self._inner = self._gate = self._events = None
-        assert inner is not None, "entered"
-        assert gate is not None, "entered"
-        try:
-            return bool(await inner.__aexit__(exc_type, exc, traceback))
-        finally:
-            try:
-                if self._resume is not None and not self._journaled and not self._committed:
-                    assert self._state is not None, "entered"
-                    await self._session._give_back_decisions(self._state)
-            finally:
-                await gate.__aexit__(None, None, None)
+    async def _left(self) -> None:
+        self._events = None
+        if self._resume is not None and not self._journaled and not self._committed:
+            assert self._state is not None, "entered"
+            await self._session._give_back_decisions(self._state)
 
 
 class _Values(StructuredStream[Any]):
@@ -196,10 +210,10 @@ class _Values(StructuredStream[Any]):
         return value
 
 
-class SessionStructuredStream:
+class SessionStructuredStream(_Gated):
     """``async with agent.stream_structured(prompt, output, session=session) as values``."""
 
-    __slots__ = ("_gate", "_inner", "_open", "_prompt", "_session")
+    __slots__ = ("_open", "_prompt", "_session")
 
     def __init__(
         self,
@@ -212,8 +226,7 @@ class SessionStructuredStream:
         self._session = session
         self._prompt = tuple(prompt)
         self._open = open_stream
-        self._gate: AbstractAsyncContextManager[None] | None = None
-        self._inner: AbstractAsyncContextManager[StructuredStream[Any]] | None = None
+        self._gate = self._inner = None
 
     def __aiter__(self) -> NoReturn:
         refuse_async_for(self, "agent.stream_structured(..., session=...)", "values")
@@ -231,18 +244,3 @@ class SessionStructuredStream:
             raise
         self._gate, self._inner = gate, inner
         return _Values(values, session, state, self._prompt)
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> bool:
-        inner, gate = self._inner, self._gate
-        self._inner = self._gate = None
-        assert inner is not None, "entered"
-        assert gate is not None, "entered"
-        try:
-            return bool(await inner.__aexit__(exc_type, exc, traceback))
-        finally:
-            await gate.__aexit__(None, None, None)
