@@ -366,14 +366,20 @@ def _main(argv: Sequence[str] | None) -> int:
 
         print(__version__)
         return 0
-    if args.command == "serve":
-        return _serve(args)
     if args.command == "demo":
         trio.run(_demo, print)
         return 0
     status = 0
+    interrupted = False
     try:
-        if args.command == "chat":
+        if args.command == "serve":
+            require_extra("ws", "kova serve")
+            require_extra("serve", "kova serve")
+            try:
+                trio.run(_serve_chat, args)
+            except* KeyboardInterrupt:
+                interrupted = True  # Ctrl-C stops kova serve quietly (exit 130)
+        elif args.command == "chat":
             status = _chat(args)
         elif args.command == "models":
             status = trio.run(_models, args)
@@ -392,6 +398,9 @@ def _main(argv: Sequence[str] | None) -> int:
     except* KovaError as failures:
         _print_errors(failures)
         status = 1
+    if interrupted:
+        print(file=sys.stderr)
+        return 130
     return status
 
 
@@ -464,29 +473,6 @@ async def _mcp_tools(server: list[str]) -> int:
         description = " ".join(definition.description.split())
         print(f"{definition.name}\t{description}" if description else definition.name)
     return 0
-
-
-def _serve(args: argparse.Namespace) -> int:
-    """``kova serve``: the demo model (``--demo``) or a real provider chosen like ``kova chat``'s,
-    behind the web view; Ctrl-C stops it quietly (exit 130)."""
-    interrupted = False
-    status = 0
-    try:
-        require_extra("ws", "kova serve")
-        require_extra("serve", "kova serve")
-        trio.run(_serve_chat, args)
-    except* KeyboardInterrupt:
-        interrupted = True
-    except* (CliError, MissingExtraError) as mistakes:
-        _print_errors(mistakes)
-        status = 2
-    except* KovaError as failures:
-        _print_errors(failures)
-        status = 1
-    if interrupted:
-        print(file=sys.stderr)
-        return 130
-    return status
 
 
 async def _serve_chat(args: argparse.Namespace) -> None:
