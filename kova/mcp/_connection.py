@@ -49,7 +49,6 @@ from .._errors import (
     McpUnavailableError,
 )
 from .._log import get_logger
-from .._observe import HOST_CODE_FAULTS
 from ..actors import Actor, UnknownMessage
 from . import _operations as operations
 from ._callbacks import ServerCallbacks, call_host
@@ -310,7 +309,7 @@ class McpConnection(Actor):
                     log.info(
                         "mcp.connection.opened",
                         connection=self._shared.name,
-                        server=operations.server_name(client),
+                        server=operations.server_info(client).name,
                         session=session.number,
                     )
                     self._session = session
@@ -694,11 +693,7 @@ class McpConnection(Actor):
         if tools == self._told_tools:
             return False
         self._told_tools = tools
-        for watcher in tuple(self._shared.tool_watchers):
-            try:
-                watcher(tools)
-            except HOST_CODE_FAULTS as exc:  # a listener must not take the connection down
-                log.warning("mcp.tools.listener_failed", error=repr(exc))
+        self._shared.tell_tools(tools)
         return True
 
     async def _reconnect(self) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._log import get_logger
-from .._observe import HOST_CODE_FAULTS
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -121,8 +120,4 @@ class LazyStart:
             return
         self.given = None
         log.info("mcp.tool_memory.stale", server=shared.name, tools=len(tools))
-        for watcher in tuple(shared.tool_watchers):
-            try:
-                watcher(tools)
-            except HOST_CODE_FAULTS as exc:  # a listener must not fail the request
-                log.warning("mcp.tools.listener_failed", error=repr(exc))
+        shared.tell_tools(tools)

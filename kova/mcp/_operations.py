@@ -62,19 +62,12 @@ async def set_log_level(client: Client, level: str) -> None:
 
 
 async def subscribe(client: Client, uri: str, *, subscribe: bool) -> None:
-    if subscribe:
-        await client.session.send_request(
-            mt.SubscribeRequest(params=mt.SubscribeRequestParams(uri=uri)), mt.EmptyResult
-        )
-    else:
-        await client.session.send_request(
-            mt.UnsubscribeRequest(params=mt.UnsubscribeRequestParams(uri=uri)), mt.EmptyResult
-        )
-
-
-def server_name(client: Client) -> str:
-    info = client.server_info
-    return info.name if info is not None else ""
+    request: mt.SubscribeRequest | mt.UnsubscribeRequest = (
+        mt.SubscribeRequest(params=mt.SubscribeRequestParams(uri=uri))
+        if subscribe
+        else mt.UnsubscribeRequest(params=mt.UnsubscribeRequestParams(uri=uri))
+    )
+    await client.session.send_request(request, mt.EmptyResult)
 
 
 def server_info(client: Client) -> McpServerInfo:

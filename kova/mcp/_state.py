@@ -113,6 +113,15 @@ class SharedState:
             attempts=state.attempts,
         )
 
+    def tell_tools(self, tools: tuple[ToolDefinition, ...]) -> None:
+        """Tell :attr:`tool_watchers` the new tool list (a listener that fails is logged: it
+        must not take the connection, or the request that learned the list, down)."""
+        for watcher in tuple(self.tool_watchers):
+            try:
+                watcher(tools)
+            except HOST_CODE_FAULTS as exc:
+                log.warning("mcp.tools.listener_failed", error=repr(exc))
+
     def publish(self, state: McpConnectionState) -> None:
         if evolve(state, since=self.state.since) == self.state:
             return  # nothing a host would notice changed

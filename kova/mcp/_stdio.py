@@ -10,7 +10,7 @@ just after the child died looked as if it "may have run". Here:
 * the reader frames lines in linear time and enforces :attr:`StdioTransport.max_message_bytes
   <kova.mcp.StdioTransport.max_message_bytes>`: a longer message is discarded as it arrives
   (memory stays bounded) and the request it answers fails at once with a JSON-RPC error that
-  names the limit (:data:`MESSAGE_TOO_LARGE`);
+  names the limit (:data:`~kova.mcp._wire.MESSAGE_TOO_LARGE`);
 * the writer knows when a write failed because the child is gone: that request never reached
   the server, and it is answered in its place with kova's "not delivered" error
   (:data:`NOT_DELIVERED`), so the connection actor sends it again on
@@ -36,16 +36,7 @@ from mcp.shared.message import SessionMessage
 
 from .._json import dumps, utf8_safe
 from ._stdin_ledger import StdinLedger, pipe_fd
-from ._wire import (
-    DEFAULT_MAX_MESSAGE_BYTES,
-    HEAD,
-    MESSAGE_TOO_LARGE,
-    MESSAGE_UNREADABLE,
-    NOT_DELIVERED,
-    Oversize,
-    Waiting,
-    read_message,
-)
+from ._wire import HEAD, NOT_DELIVERED, Oversize, Waiting, read_message
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
@@ -54,17 +45,7 @@ if TYPE_CHECKING:
 
     from ._wire import SessionWatch
 
-__all__ = [
-    "DEFAULT_MAX_MESSAGE_BYTES",
-    "MESSAGE_TOO_LARGE",
-    "MESSAGE_UNREADABLE",
-    "NOT_DELIVERED",
-    "LineFramer",
-    "describe_exit",
-    "message_line",
-    "not_delivered_answer",
-    "open_stdio",
-]
+__all__ = ["LineFramer", "describe_exit", "message_line", "not_delivered_answer", "open_stdio"]
 
 _READ_SIZE = 65536
 _EXIT_WAIT = 1.0
@@ -149,9 +130,6 @@ def message_line(message: Any) -> bytes:
     except ValueError:  # pydantic_core.PydanticSerializationError
         data = dumps(message.model_dump(by_alias=True, exclude_unset=True, mode="json"))
     return utf8_safe(data).encode() + b"\n"
-
-
-_line = message_line
 
 
 def describe_exit(status: int) -> str:

@@ -28,7 +28,7 @@ import sqlite3
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -149,37 +149,39 @@ class McpToolMemory:
         try:
             listed = json.dumps([_tool_json(tool) for tool in tools])  # lone surrogates escaped
             row = (key, _column(server), _column(version), listed, time.time())
-            await trio.to_thread.run_sync(self._write, row)
+            await trio.to_thread.run_sync(
+                self._execute,
+                "INSERT OR REPLACE INTO mcp_tool_lists "
+                "(server_key, server, version, tools, saved_at) VALUES (?, ?, ?, ?, ?)",
+                row,
+            )
         except (sqlite3.Error, OSError, ValueError) as exc:
             log.warning("mcp.tool_memory.unwritable", path=str(self._path), error=repr(exc))
 
     async def forget(self, key: str) -> None:
         """Drop the tool list saved under ``key``."""
         if self._path.exists():
-            await trio.to_thread.run_sync(self._delete, key)
+            statement = "DELETE FROM mcp_tool_lists WHERE server_key = ?"
+            await trio.to_thread.run_sync(self._execute, statement, (key,))
 
     # -- in a worker thread ---------------------------------------------------------------
 
-    def _connect(self) -> sqlite3.Connection:
+    def _execute(self, statement: str, parameters: tuple[object, ...]) -> Any:
+        """``statement`` on a connection of its own (closed after it); its first row."""
         self._path.parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(self._path, timeout=_BUSY_TIMEOUT, isolation_level=None)
         try:
             use_wal(connection, _BUSY_TIMEOUT)
             connection.execute(_SCHEMA)
-        except BaseException:
-            connection.close()
-            raise
-        return connection
-
-    def _recall(self, key: str) -> RememberedTools | None:
-        connection = self._connect()
-        try:
-            row = connection.execute(
-                "SELECT server, version, tools, saved_at FROM mcp_tool_lists WHERE server_key = ?",
-                (key,),
-            ).fetchone()
+            return connection.execute(statement, parameters).fetchone()
         finally:
             connection.close()
+
+    def _recall(self, key: str) -> RememberedTools | None:
+        row = self._execute(
+            "SELECT server, version, tools, saved_at FROM mcp_tool_lists WHERE server_key = ?",
+            (key,),
+        )
         if row is None:
             return None
         server, version, tools, saved_at = row
@@ -192,24 +194,6 @@ class McpToolMemory:
             tools=tuple(_tool_from_json(item) for item in listed),
             saved_at=float(saved_at),
         )
-
-    def _write(self, row: tuple[str, str | bytes, str | bytes, str, float]) -> None:
-        connection = self._connect()
-        try:
-            connection.execute(
-                "INSERT OR REPLACE INTO mcp_tool_lists "
-                "(server_key, server, version, tools, saved_at) VALUES (?, ?, ?, ?, ?)",
-                row,
-            )
-        finally:
-            connection.close()
-
-    def _delete(self, key: str) -> None:
-        connection = self._connect()
-        try:
-            connection.execute("DELETE FROM mcp_tool_lists WHERE server_key = ?", (key,))
-        finally:
-            connection.close()
 
 
 def _column(text: str) -> str | bytes:

@@ -2,7 +2,8 @@
 
 Tools are described by :class:`kova.ToolDefinition` and their results are
 :class:`kova.ToolResult`, the same values native tools use. The ``mcp`` package's pydantic
-models never leave :mod:`kova.mcp`.
+models never leave :mod:`kova.mcp`. Their names are listed once, in ``kova.mcp.__all__``
+(which re-exports every one of them).
 """
 
 from __future__ import annotations
@@ -19,29 +20,6 @@ if TYPE_CHECKING:
     import datetime
 
     from .._models import JSONObject, JSONValue, Message
-
-__all__ = [
-    "ConnectionStatus",
-    "ElicitationHandler",
-    "ElicitationRequest",
-    "ElicitationResponse",
-    "LogHandler",
-    "McpConnectionState",
-    "McpLogMessage",
-    "McpProgress",
-    "McpPrompt",
-    "McpPromptArgument",
-    "McpPromptResult",
-    "McpResource",
-    "McpResourceContents",
-    "McpResourceTemplate",
-    "McpRoot",
-    "McpServerInfo",
-    "ProgressHandler",
-    "ReconnectPolicy",
-    "ResourceUpdatedHandler",
-    "StateChangeHandler",
-]
 
 
 class ReconnectPolicy(Record):

@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .._errors import KovaError
+from .._json import dumps_bytes
 from .._messages import Message
 from .._models import TextDelta
 from ..agent import ToolCallDeferred, TurnCompleted
-from ._http import BadRequest, EventStream, json_body, json_response, read_json
+from ._http import BadRequest, EventStream, json_response, read_json
 from ._turns import PausedTurn, Watched, failure
 
 if TYPE_CHECKING:
@@ -300,7 +301,7 @@ def _event(identifier: Any, kind: str, value: dict[str, Any]) -> bytes:
     """One server-sent event of a stream: a JSON-RPC response whose result is ``{kind:
     value}`` (a StreamResponse)."""
     data = {"jsonrpc": "2.0", "id": identifier, "result": {kind: value}}
-    return b"data: " + json_body(data) + b"\n\n"
+    return b"data: " + dumps_bytes(data) + b"\n\n"
 
 
 def _trimmed(task: a2a_pb2.Task, keep: int | None) -> a2a_pb2.Task:

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from .._json import dumps_bytes
 from .._log import get_logger
-from ._http import json_body
 from ._turns import Served, agent_names
 
 if TYPE_CHECKING:
@@ -203,7 +203,7 @@ def refusal(path: str, status: int, message: str) -> tuple[bytes, bytes]:
         body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": message}}
     else:
         body = {"error": message}
-    return json_body(body), b"application/json"
+    return dumps_bytes(body), b"application/json"
 
 
 class _Guard:

@@ -14,13 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from .._json import dumps_bytes
+
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
     from starlette.requests import Request
     from starlette.types import Receive, Scope, Send
 
-__all__ = ["BadRequest", "EventStream", "json_body", "read_json", "until_disconnect"]
+__all__ = ["BadRequest", "EventStream", "json_response", "read_json", "until_disconnect"]
 
 
 class BadRequest(Exception):
@@ -91,21 +93,12 @@ async def _drain(request: Request, budget: int) -> None:
         budget -= len(chunk)
 
 
-def json_body(value: Any) -> bytes:
-    """``value`` as compact UTF-8 JSON (a lone surrogate, which UTF-8 cannot carry, as its
-    JSON escape: error messages quote what clients sent)."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    try:
-        return text.encode()
-    except UnicodeEncodeError:
-        return json.dumps(value, separators=(",", ":")).encode()
-
-
 def json_response(value: Any, status: int = 200) -> Any:
-    """``value`` as a JSON response (:func:`json_body`)."""
+    """``value`` as a JSON response (compact UTF-8; a lone surrogate, which UTF-8 cannot
+    carry, as its JSON escape: error messages quote what clients sent)."""
     from starlette.responses import Response
 
-    return Response(json_body(value), status_code=status, media_type="application/json")
+    return Response(dumps_bytes(value), status_code=status, media_type="application/json")
 
 
 class EventStream:

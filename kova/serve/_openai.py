@@ -19,6 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .._errors import KovaError
+from .._json import dumps_bytes
 from .._messages import Image, Message, Text
 from .._models import TextDelta
 from .._requests import InferenceConfig
@@ -26,7 +27,7 @@ from .._responses import StopKind
 from ..agent import ToolCallDeferred, ToolCallFinished, ToolCallStarted, TurnCompleted
 from ..providers.openai._convert import encode_usage
 from ..providers.openai._responses_convert import encode_usage as encode_responses_usage
-from ._http import BadRequest, EventStream, json_body, json_response, read_json
+from ._http import BadRequest, EventStream, json_response, read_json
 from ._turns import PausedTurn, Watched, failure, find_agent
 
 if TYPE_CHECKING:
@@ -296,7 +297,7 @@ async def _chat_completions(served: Served, request: Request) -> Any:
             "choices": [] if usage else [choice],
             **usage,
         }
-        return b"data: " + json_body(data) + b"\n\n"
+        return b"data: " + dumps_bytes(data) + b"\n\n"
 
     async def produce(write: Callable[[bytes], Awaitable[None]]) -> None:
         await write(chunk({"role": "assistant", "content": ""}))
@@ -317,7 +318,7 @@ async def _chat_completions(served: Served, request: Request) -> Any:
                             await write(chunk({}, usage=encode_usage(response.usage)))
         except KovaError as exc:
             _, code, message = failure(exc)
-            await write(b"data: " + json_body(_error_json(message, code=code)) + b"\n\n")
+            await write(b"data: " + dumps_bytes(_error_json(message, code=code)) + b"\n\n")
         await write(b"data: [DONE]\n\n")
 
     return EventStream(produce)
@@ -567,7 +568,7 @@ class _ResponsesStream:
     def _event(self, kind: str, **fields: Any) -> bytes:
         data = {"type": kind, "sequence_number": self._sequence, **fields}
         self._sequence += 1
-        return b"event: " + kind.encode() + b"\ndata: " + json_body(data) + b"\n\n"
+        return b"event: " + kind.encode() + b"\ndata: " + dumps_bytes(data) + b"\n\n"
 
     def _text(self, text: str) -> list[bytes]:
         out: list[bytes] = []

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._errors import AgentLoopError, KovaError, ProviderError, RateLimited
-from ._http import BadRequest, json_body, until_disconnect
+from .._json import dumps_bytes
+from ._http import BadRequest, until_disconnect
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -133,7 +134,7 @@ class Watched:
         if not results:
             return  # the client went away
         status, value = results[0]
-        body = json_body(value)
+        body = dumps_bytes(value)
         headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})

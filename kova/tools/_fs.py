@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import stat
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+from typing import TYPE_CHECKING, ClassVar
 
 import trio
 
@@ -30,8 +30,6 @@ if TYPE_CHECKING:
     from ._policy import ToolPolicy
 
 __all__ = ["EditFile", "PatchFile", "ReadFile", "WriteFile"]
-
-T = TypeVar("T")
 
 _BINARY_PROBE = 8192
 
@@ -50,10 +48,6 @@ def _parameters(properties: JSONObject, *required: str) -> JSONObject:
         schema["required"] = [*required]
     schema["additionalProperties"] = False
     return schema
-
-
-async def _in_thread(function: Callable[[], T], *, abandon_on_cancel: bool) -> T:
-    return await trio.to_thread.run_sync(function, abandon_on_cancel=abandon_on_cancel)
 
 
 async def _guarded(run: Callable[[], Awaitable[ToolResult]]) -> ToolResult:
@@ -138,7 +132,7 @@ class _FileTool(Record):
             workspace = Workspace.from_policy(self.policy)
             return workspace, workspace.resolve(raw)
 
-        return await _in_thread(resolve, abandon_on_cancel=True)
+        return await trio.to_thread.run_sync(resolve, abandon_on_cancel=True)
 
     async def _write(self, workspace: Workspace, raw: str, real: Path, text: str) -> None:
         data = text.encode("utf-8")
@@ -149,12 +143,12 @@ class _FileTool(Record):
         # Never abandoned: a cancellation that arrives while a thread runs is delivered when
         # it returns. The rename happens only if none has arrived by then; otherwise the
         # temporary file is removed and the target is untouched.
-        pending = await _in_thread(
+        pending = await trio.to_thread.run_sync(
             functools.partial(workspace.prepare_write, raw, real, data), abandon_on_cancel=False
         )
         try:
             await trio.lowlevel.checkpoint_if_cancelled()
-            await _in_thread(pending.commit, abandon_on_cancel=False)
+            await trio.to_thread.run_sync(pending.commit, abandon_on_cancel=False)
         finally:
             pending.close()  # two quick syscalls; fine to block for, even when cancelled
 
@@ -162,7 +156,7 @@ class _FileTool(Record):
         self, workspace: Workspace, raw: str, real: Path, limit: int
     ) -> tuple[bytes, int]:
         """Up to ``limit`` bytes of the checked file, and its size (abandoned on cancel)."""
-        return await _in_thread(
+        return await trio.to_thread.run_sync(
             functools.partial(_read_bytes, workspace, raw, real, limit), abandon_on_cancel=True
         )
 

@@ -15,12 +15,13 @@ import re
 import stat
 from typing import TYPE_CHECKING, ClassVar
 
+import trio
+
 from .._models import ToolAnnotations, ToolResult
 from .._record import evolve
 from ._fs import (
     _READ_ONLY,
     _FileTool,
-    _in_thread,
     _integer,
     _is_binary,
     _parameters,
@@ -64,7 +65,7 @@ class ListDir(_FileTool, init=False):
         raw = _string(arguments, "path", ".")
         depth = _integer(arguments, "depth") or 1
         workspace, real = await self._resolve(raw)
-        lines, truncated = await _in_thread(
+        lines, truncated = await trio.to_thread.run_sync(
             functools.partial(self._list, workspace, raw, real, depth), abandon_on_cancel=True
         )
         text = "\n".join(lines) if lines else "(empty directory)"
@@ -233,7 +234,7 @@ class Search(_FileTool, init=False):
         workspace, real = await self._resolve(raw)
         # abandon_on_cancel: a search changes nothing, and a pathological regex must not hold
         # up the turn's cancellation (the thread finishes its file on its own).
-        hits, truncated = await _in_thread(
+        hits, truncated = await trio.to_thread.run_sync(
             functools.partial(
                 self._search, workspace, raw, real, regex, glob if isinstance(glob, str) else None
             ),

@@ -21,7 +21,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_fixtures import RunningServer, start_server, stop_server
 
 import kova
-from kova import Message, ToolResult
+from kova import Message, ToolDefinition, ToolResult
 from kova.agent import AgentBuilder
 from kova.mcp import (
     InProcessTransport,
@@ -206,6 +206,17 @@ async def test_a_lazy_server_that_cannot_start_fails_the_call_in_band(memory):
     result = _results(response)[-1]
     assert result.is_error
     assert "unavailable" in result.text
+
+
+async def test_a_forgotten_server_is_not_recalled_and_others_stay(memory):
+    tools = (ToolDefinition(name="forecast", description="d", parameters={"type": "object"}),)
+    await memory.remember("a", server="a", version="1", tools=tools)
+    await memory.remember("b", server="b", version="2", tools=tools)
+    await memory.forget("a")
+    assert await memory.recall("a") is None
+    kept = await memory.recall("b")
+    assert kept is not None
+    assert (kept.server, kept.version, kept.tools) == ("b", "2", tools)
 
 
 async def test_the_memory_survives_a_damaged_file(tmp_path, memory):

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
-from kova.mcp._stdio import MESSAGE_TOO_LARGE, LineFramer
-from kova.mcp._wire import Oversize, SseFramer, TooLarge, Waiting
+from kova.mcp._stdio import LineFramer
+from kova.mcp._wire import MESSAGE_TOO_LARGE, Oversize, SseFramer, TooLarge, Waiting
 
 LIMIT = 1000
 HEAD = b'{"result":{"content":[{"type":"text","text":"'

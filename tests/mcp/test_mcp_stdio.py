@@ -22,12 +22,8 @@ from mcp_types import JSONRPCError, JSONRPCResponse
 
 import kova
 from kova.mcp import McpClient, StdioTransport
-from kova.mcp._stdio import (
-    DEFAULT_MAX_MESSAGE_BYTES,
-    MESSAGE_TOO_LARGE,
-    MESSAGE_UNREADABLE,
-    LineFramer,
-)
+from kova.mcp._stdio import LineFramer
+from kova.mcp._wire import DEFAULT_MAX_MESSAGE_BYTES, MESSAGE_TOO_LARGE, MESSAGE_UNREADABLE
 
 GUARD = 60
 
@@ -222,10 +218,10 @@ async def test_arguments_json_cannot_carry_fail_in_the_caller_and_the_connection
 def test_a_message_with_a_lone_surrogate_is_written_with_its_escape() -> None:
     # What the client answers a server with can hold model text (a sampling result): pydantic's
     # writer refuses a lone surrogate, and the failure ended the writer and the connection.
-    from kova.mcp._stdio import _line
+    from kova.mcp._stdio import message_line
 
     answer = JSONRPCResponse(jsonrpc="2.0", id=3, result={"content": {"text": "half \ud83d é"}})
-    line = _line(answer)
+    line = message_line(answer)
     assert line.endswith(b"\n")
     assert json.loads(line) == {
         "jsonrpc": "2.0",
