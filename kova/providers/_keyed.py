@@ -1,4 +1,5 @@
-"""An HTTP provider whose every call needs a key (Anthropic, Gemini).
+"""An HTTP provider whose every call needs a key (Anthropic, Gemini) or other credentials
+(Bedrock's AWS credentials, which override :meth:`KeyedHttpProvider._require_key`).
 
 Without a key, each call fails with the config's credential error (which names where the key
 comes from, :meth:`~kova.providers._settings.HttpSettings.missing_key_error`) before anything
@@ -28,6 +29,7 @@ class KeyedHttpProvider(HttpProvider[FrameT]):
     config: HttpSettings
 
     def _require_key(self) -> None:
+        """Before every call: raise the credential error when there is nothing to sign with."""
         if self.config.api_key is None:
             raise self.config.missing_key_error(self.name)
 

@@ -11,7 +11,7 @@ import trio
 from ..._errors import InvalidRequest, ProviderAuthError, ProviderError
 from .._auth import bearer_auth
 from .._codec import heuristic_tokens
-from .._http_provider import HttpProvider
+from .._keyed import KeyedHttpProvider
 from ._auth import AwsCredentials, SigV4Auth, environment_credentials, resolve_chain
 from ._codec import BedrockCodec
 from ._convert import PROVIDER
@@ -23,14 +23,13 @@ if TYPE_CHECKING:
 
     import httpx2
 
-    from ..._models import ChatRequest, ModelInfo, ModelResponse
-    from .._base import EventBatches
+    from ..._models import ChatRequest
     from ._config import BedrockConfig
 
 __all__ = ["BedrockProvider"]
 
 
-class BedrockProvider(HttpProvider[EventFrame]):
+class BedrockProvider(KeyedHttpProvider[EventFrame]):
     """Amazon Bedrock's Converse API as a kova :class:`~kova.providers.Provider`.
 
     Requests go out on kova's own HTTP transport under trio, signed with botocore's SigV4
@@ -53,9 +52,19 @@ class BedrockProvider(HttpProvider[EventFrame]):
     is found, every call raises :class:`~kova.ProviderAuthError` before anything is sent.
     Temporary credentials are not refreshed: re-construct the provider to rotate them.
 
+    Error statuses are classified by their ``x-amzn-ErrorType`` (``ThrottlingException`` is
+    :class:`~kova.RateLimited`, ...). An exception message inside a ConverseStream
+    (``throttlingException``, ``modelStreamErrorException``, ...) raises its classified error
+    after the events before it, retryable only while no content has reached the consumer; a
+    corrupted event-stream message (bad CRC, truncated) raises :class:`~kova.InvalidResponse`.
+    :meth:`list_models` lists the foundation models (ListFoundationModels), then the inference
+    profiles (ListInferenceProfiles, ``object="inference_profile"``), from the control plane.
+
     Use it inside ``async with provider.open():`` (an agent opens it for you). Calls are safe
     from many tasks at once.
     """
+
+    config: BedrockConfig
 
     def __init__(
         self,
@@ -150,7 +159,9 @@ class BedrockProvider(HttpProvider[EventFrame]):
                 self._resolving = None
                 done.set()
 
-    def _require_credentials(self) -> None:
+    def _require_key(self) -> None:
+        """Before every call: the credentials, or :class:`~kova.ProviderAuthError` (none
+        found, or not resolved yet: outside ``async with provider.open()``)."""
         if self._auth_error is not None:
             raise self._auth_error
         if self._sigv4 is not None and self._sigv4.credentials is None:
@@ -158,31 +169,6 @@ class BedrockProvider(HttpProvider[EventFrame]):
                 "AWS credentials are not resolved yet: call inside `async with provider.open()`",
                 provider=PROVIDER,
             )
-
-    async def chat_completion(self, request: ChatRequest) -> ModelResponse:
-        """One Converse call (see :meth:`HttpProvider.chat_completion`).
-
-        Raises:
-            ProviderAuthError: no credentials (before anything is sent), or AWS refused them.
-            ProviderError: other error statuses, classified by their ``x-amzn-ErrorType``
-                (``ThrottlingException`` is :class:`~kova.RateLimited`, ...).
-            KovaConnectionError, KovaTimeoutError: the transport failed.
-        """
-        self._require_credentials()
-        return await super().chat_completion(request)
-
-    def chat_completion_stream(
-        self, request: ChatRequest
-    ) -> AbstractAsyncContextManager[EventBatches]:
-        """One ConverseStream call (see :meth:`HttpProvider.chat_completion_stream`).
-
-        An exception message inside the stream (``throttlingException``,
-        ``modelStreamErrorException``, ...) raises its classified error after the events
-        before it, retryable only while no content has reached the consumer; a corrupted
-        event-stream message (bad CRC, truncated) raises :class:`~kova.InvalidResponse`.
-        """
-        self._require_credentials()
-        return super().chat_completion_stream(request)
 
     async def count_tokens(self, request: ChatRequest) -> int:
         """Prompt tokens: exact from the CountTokens API where the model supports it; the
@@ -200,7 +186,6 @@ class BedrockProvider(HttpProvider[EventFrame]):
         model_id = request.config.model or self.config.model_id
         if model_id in self._uncountable:
             return heuristic_tokens(request)
-        self._require_credentials()
         try:
             return await super().count_tokens(request)
         except InvalidRequest as exc:
@@ -208,12 +193,6 @@ class BedrockProvider(HttpProvider[EventFrame]):
                 raise
             self._uncountable.add(model_id)
             return heuristic_tokens(request)
-
-    async def list_models(self) -> list[ModelInfo]:
-        """The foundation models (ListFoundationModels), then the inference profiles
-        (ListInferenceProfiles, ``object="inference_profile"``), from the control plane."""
-        self._require_credentials()
-        return await super().list_models()
 
 
 def _counting_unsupported(error: InvalidRequest) -> bool:

@@ -420,6 +420,10 @@ async def test_empty_credential_chain_fails_before_any_request(no_aws_env: Path)
                 await provider.chat_completion(ChatRequest.of("hi"))
             with pytest.raises(ProviderAuthError):
                 provider.chat_completion_stream(ChatRequest.of("hi"))
+            with pytest.raises(ProviderAuthError):
+                await provider.list_models()
+            with pytest.raises(ProviderAuthError):
+                await provider.count_tokens(ChatRequest.of("hi"))
         assert server.requests == []
 
 
