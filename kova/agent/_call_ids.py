@@ -33,17 +33,21 @@ __all__ = ["call_ids_of", "unique_call_ids"]
 
 def call_ids_of(messages: Iterable[Message]) -> set[str]:
     """The ids of the tool calls ``messages`` hold."""
-    return {call.id for message in messages for call in message.tool_uses}
+    return {
+        block.id for message in messages for block in message.content if isinstance(block, ToolUse)
+    }
 
 
-def unique_call_ids(response: ModelResponse, seen: set[str]) -> ModelResponse:
-    """``response`` with each tool call's id unique among ``seen`` and the reply's other
-    calls (``seen`` is updated with the reply's ids). The same object when nothing repeats."""
-    calls = response.tool_uses
+def unique_call_ids(
+    response: ModelResponse, calls: tuple[ToolUse, ...], seen: set[str]
+) -> tuple[ModelResponse, tuple[ToolUse, ...]]:
+    """``response`` (whose tool calls are ``calls``) with each call's id unique among
+    ``seen`` and the reply's other calls (``seen`` is updated with the reply's ids), and its
+    calls: the same objects when nothing repeats."""
     ids = [call.id for call in calls]
-    if len(set(ids)) == len(ids) and seen.isdisjoint(ids):
+    if seen.isdisjoint(ids) and len(set(ids)) == len(ids):
         seen.update(ids)
-        return response
+        return response, calls
     # A first occurrence the turn has not seen keeps its wire id; reserve those first, so a
     # renamed call never takes an id a later call of the same reply arrives with.
     taken = seen | set(ids)
@@ -69,4 +73,5 @@ def unique_call_ids(response: ModelResponse, seen: set[str]) -> ModelResponse:
             if fresh is not None:
                 block = evolve(block, id=fresh)
         content.append(block)
-    return evolve(response, content=tuple(content))
+    response = evolve(response, content=tuple(content))
+    return response, response.tool_uses

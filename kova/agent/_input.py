@@ -118,6 +118,8 @@ def _optional_str(value: object) -> bool:
 
 def block_problem(block: object) -> str | None:
     """Why ``block`` cannot be sent to a provider, or None."""
+    if type(block) is ToolResult and type(block.content) is type(block.tool_use_id) is str:
+        return None  # the usual tool result
     match block:
         case Text(text=text):
             if not _is(text, str):

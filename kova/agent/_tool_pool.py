@@ -58,7 +58,6 @@ from .._observe import (
     ToolOutcome,
     ToolStarted,
     TurnEmitter,
-    current_scope,
     new_span_id,
     stray_cancel,
     tool_scope,
@@ -322,22 +321,9 @@ class ToolCalls:
         approval policy that applies (the runner's own when ``None``)."""
 
 
-class _Checked:
-    """One call's result and how it went."""
-
-    __slots__ = ("approved", "duration", "outcome", "result")
-
-    def __init__(
-        self,
-        result: DeferredResult,
-        outcome: ToolOutcome,
-        approved: bool | None = None,
-        duration: float | None = None,
-    ) -> None:
-        self.result = result
-        self.outcome = outcome
-        self.approved = approved
-        self.duration = duration
+_Checked: TypeAlias = "tuple[DeferredResult, ToolOutcome, bool | None, float | None]"
+"""One call's result and how it went: its outcome, whether it was approved (``None``: no
+policy asked) and how long the tool ran (when observed)."""
 
 
 class _InContext(Generic[_T]):
@@ -378,14 +364,19 @@ class ToolRunner:
     (``max_concurrent_tools``) every step of the agent runs under, streamed or not. One per
     ``async with agent`` block; a step runs in its caller's task (:meth:`run`) or in a task
     of the turn stream's nursery (:meth:`run_step`), never through a mailbox.
+
+    The limit is a count of free slots and a queue: a call takes a free slot without a
+    scheduler pass (the tool's own awaits are its checkpoints), a freed slot goes to the
+    first call waiting, if any (first come, first served, as trio's ``CapacityLimiter``).
     """
 
-    __slots__ = ("_limiter", "approver", "registry")
+    __slots__ = ("_free", "_queue", "approver", "registry")
 
     def __init__(self, registry: ToolRegistry, approver: Approver, max_concurrent: int) -> None:
         self.registry = registry
         self.approver = approver
-        self._limiter = trio.CapacityLimiter(max_concurrent)
+        self._free = max_concurrent
+        self._queue = trio.lowlevel.ParkingLot()
 
     async def run(self, step: ToolCalls) -> tuple[DeferredResult, ...]:
         """Run ``step`` in the calling task, in a copy of its context: a context variable a
@@ -416,30 +407,22 @@ class ToolRunner:
             raise
         return tuple(result for result in results if result is not None)
 
-    def _run_call(self, call: ToolUse, step: ToolCalls) -> Coroutine[Any, Any, DeferredResult]:
-        approved = call.id in step.approved
-        if step.telemetry is None:
-            return self._run_one(call, step, approved)
-        return self._run_observed(call, step, approved, *step.telemetry)
-
-    async def _run_one(self, call: ToolUse, step: ToolCalls, approved: bool) -> DeferredResult:
+    async def _run_call(self, call: ToolUse, step: ToolCalls) -> DeferredResult:
+        """One call, bracketed on ``step.on_event`` (and observed, when somebody listens)."""
+        if step.telemetry is not None:
+            return await self._run_observed(call, step, *step.telemetry)
         on_event = step.on_event
         if on_event is not None:
             await on_event(ToolCallStarted(call=call))
-        result = (await self._checked_call(call, step, approved)).result
+        result = (await self._checked_call(call, step))[0]
         if on_event is not None:
             await on_event(_finished(call, result))
         return result
 
     async def _run_observed(
-        self,
-        call: ToolUse,
-        step: ToolCalls,
-        pre_approved: bool,
-        emitter: TurnEmitter,
-        parent: int,
+        self, call: ToolUse, step: ToolCalls, emitter: TurnEmitter, parent: int
     ) -> DeferredResult:
-        """:meth:`_run_one` with ToolStarted / ToolFinished on the turn's event stream (the
+        """:meth:`_run_call` with ToolStarted / ToolFinished on the turn's event stream (the
         finished one also on cancellation), and this task marked as the call's scope."""
         span_id = new_span_id()
         turn_id = emitter.turn_id
@@ -458,8 +441,8 @@ class ToolRunner:
             if on_event is not None:
                 await on_event(ToolCallStarted(call=call))
             with tool_scope(emitter, span_id):
-                checked = await self._checked_call(call, step, pre_approved)
-            result = checked.result
+                checked = await self._checked_call(call, step, (emitter, span_id))
+            result, outcome, approved, duration = checked
             answered = result if isinstance(result, ToolResult) else None
             # Awaited: a subscriber may wait here (an async lifecycle hook's on_tool_end),
             # before the result goes back.
@@ -469,9 +452,9 @@ class ToolRunner:
                     span_id=span_id,
                     time=trio.current_time(),
                     call=call,
-                    outcome=checked.outcome.value,
-                    approved=checked.approved,
-                    duration=checked.duration,
+                    outcome=outcome.value,
+                    approved=approved,
+                    duration=duration,
                     error=answered.text if answered is not None and answered.is_error else None,
                     result=answered,
                 )
@@ -491,43 +474,40 @@ class ToolRunner:
                         duration=None,
                     )
                 )
-        return checked.result
+        return result
 
-    async def _checked_call(self, call: ToolUse, step: ToolCalls, pre_approved: bool) -> _Checked:
+    async def _checked_call(
+        self, call: ToolUse, step: ToolCalls, scope: tuple[TurnEmitter, int] | None = None
+    ) -> _Checked:
+        """Lookup, arguments, approval, then the tool in a slot of the limit. ``scope``: the
+        call's emitter and span (observed: ToolExecutionStarted, and the duration)."""
         tool = self.registry.get(call.name)
         problem = self._check(call, tool)
         if problem is not None:
-            return _Checked(ToolResult.error(problem, tool_use_id=call.id), ToolOutcome.ERROR)
+            return ToolResult.error(problem, tool_use_id=call.id), ToolOutcome.ERROR, None, None
         assert tool is not None
         approved: bool | None = True
-        if not pre_approved:
+        denial: str | Deferred | None = None
+        if call.id not in step.approved:
             nest = step.nest
             approver = self.approver if nest is None else nest.approver
             if approver is None or not approver.active:
-                denial = None
                 approved = None
             else:
                 denial = await approver.decide(call, tool, () if nest is None else nest.path)
                 approved = denial is None
-            if denial is DEFER:
-                log.info("tool.call.deferred", tool=call.name, tool_use_id=call.id)
-                return _Checked(DEFER, ToolOutcome.DEFERRED)
-        else:
-            denial = None
+        if denial is DEFER:
+            log.info("tool.call.deferred", tool=call.name, tool_use_id=call.id)
+            return DEFER, ToolOutcome.DEFERRED, None, None
         if denial is not None:
             log.info("tool.call.denied", tool=call.name, tool_use_id=call.id)
-            return _Checked(
-                ToolResult.error(denial, tool_use_id=call.id), ToolOutcome.DENIED, approved
-            )
-        # The slot is taken without a scheduler pass when one is free (the tool's own awaits
-        # are its checkpoints); only a full pool waits.
-        limiter = self._limiter
+            return ToolResult.error(denial, tool_use_id=call.id), ToolOutcome.DENIED, approved, None
+        if self._free:  # a free slot: no scheduler pass (the tool's own awaits checkpoint)
+            self._free -= 1
+        else:
+            await self._queue.park()  # until a call that ends hands its slot over
         try:
-            limiter.acquire_nowait()
-        except trio.WouldBlock:
-            await limiter.acquire()
-        try:
-            scope = current_scope()  # set by _run_observed when the turn is observed
+            started = None
             if scope is not None:
                 emitter, span_id = scope
                 await emitter.emit_and_wait(
@@ -538,53 +518,45 @@ class ToolRunner:
                         call=call,
                     )
                 )
-            started = trio.current_time()
+                started = trio.current_time()
             result = await self._execute(tool, call, step)
-            if result is None:  # an agent tool whose inner turn paused for approvals
-                log.info("tool.call.deferred", tool=call.name, tool_use_id=call.id)
-                return _Checked(DEFER, ToolOutcome.DEFERRED, approved)
-            duration = trio.current_time() - started
-            result = evolve(result, tool_use_id=call.id)
-            outcome = ToolOutcome.ERROR if result.is_error else ToolOutcome.SUCCESS
         finally:
-            limiter.release()
-        return _Checked(result, outcome, approved, duration)
+            if self._queue:
+                self._queue.unpark()  # the slot goes to the first call waiting
+            else:
+                self._free += 1
+        if result is None:  # an agent tool whose inner turn paused for approvals
+            log.info("tool.call.deferred", tool=call.name, tool_use_id=call.id)
+            return DEFER, ToolOutcome.DEFERRED, approved, None
+        outcome = ToolOutcome.ERROR if result.is_error else ToolOutcome.SUCCESS
+        duration = None if started is None else trio.current_time() - started
+        return result, outcome, approved, duration
 
     async def _execute(self, tool: Tool, call: ToolUse, step: ToolCalls) -> ToolResult | None:
-        """The tool's result; ``None`` when the call is an agent tool (``agent.as_tool()``)
-        whose inner turn paused for approvals (its state is in the step's nest)."""
-        context = ToolContext(
-            call_id=call.id, turn_id=step.turn_id, agent=step.agent, deps=step.deps
-        )
+        """The tool's result, answering ``call`` (an error result when the tool failed or
+        returned something malformed); ``None`` when the call is an agent tool
+        (``agent.as_tool()``) whose inner turn paused for approvals (its state is in the
+        step's nest)."""
         nest = step.nest
-        serving = serving_call(context)
-        try:
-            if nest is None:
-                return await self._execute_in_context(tool, call)
-            emit = step.on_event if nest.streamed else None
-            token = serving_agent_call(CallSite(nest, call, emit))
-            try:
-                result = await self._execute_in_context(tool, call)
-            finally:
-                token.var.reset(token)
-        finally:
-            serving.var.reset(serving)
-        if call.id in nest.paused:
-            return None
-        return result
-
-    async def _execute_in_context(self, tool: Tool, call: ToolUse) -> ToolResult:
+        serving = serving_call(
+            ToolContext(call_id=call.id, turn_id=step.turn_id, agent=step.agent, deps=step.deps)
+        )
+        site = None
+        if nest is not None:
+            site = serving_agent_call(
+                CallSite(nest, call, step.on_event if nest.streamed else None)
+            )
         try:
             if isinstance(tool, FunctionTool):
                 # The registry has just validated the arguments against this very schema.
-                result = await tool.execute_validated(call.input)
+                result = await tool.execute_validated(call.input, tool_use_id=call.id)
             else:
                 result = await tool.execute(call.input)
         except _CODE_EXITS as exc:  # sys.exit() in a tool (argparse does) ends only the call
             if not raised_by_code(exc):
                 raise  # a real Ctrl-C: it cancels the turn, as it always has
             log.info("tool.call.failed", tool=call.name, error=repr(exc))
-            return ToolResult.error(f"tool {call.name!r} raised {_named(exc)}")
+            return ToolResult.error(f"tool {call.name!r} raised {_named(exc)}", tool_use_id=call.id)
         except Exception as exc:  # a tool's failure goes to the model in-band, by design
             # Logged at info: the model reads the failure and the turn's events carry it
             # (ToolCallFinished), so a raising tool is not news for the user's terminal. An
@@ -597,20 +569,33 @@ class ToolRunner:
             else:
                 log.warning("tool.call.failed", tool=call.name, error=repr(exc), hint=hint)
             suffix = "" if hint is None else f" ({hint})"
-            return ToolResult.error(f"tool {call.name!r} failed: {exc}{suffix}")
+            return ToolResult.error(
+                f"tool {call.name!r} failed: {exc}{suffix}", tool_use_id=call.id
+            )
         except trio.Cancelled as exc:  # a tool's own Cancelled (kept from elsewhere): a fault
             if not stray_cancel(exc):
                 raise
             log.warning("tool.call.failed", tool=call.name, error=repr(exc))
-            return ToolResult.error(f"tool {call.name!r} raised trio.Cancelled uncancelled")
+            return ToolResult.error(
+                f"tool {call.name!r} raised trio.Cancelled uncancelled", tool_use_id=call.id
+            )
+        finally:
+            if site is not None:
+                site.var.reset(site)
+            serving.var.reset(serving)
+        if nest is not None and call.id in nest.paused:
+            return None
         if not isinstance(result, ToolResult):  # a Tool written without type checking
             return ToolResult.error(  # type: ignore[unreachable]
-                f"tool {call.name!r} returned {type(result).__name__}, not a ToolResult"
+                f"tool {call.name!r} returned {type(result).__name__}, not a ToolResult",
+                tool_use_id=call.id,
             )
         problem = block_problem(result)
         if problem is not None:  # it would reach the provider in the next request
-            return ToolResult.error(f"tool {call.name!r} returned a malformed result: {problem}")
-        return result
+            return ToolResult.error(
+                f"tool {call.name!r} returned a malformed result: {problem}", tool_use_id=call.id
+            )
+        return result if result.tool_use_id == call.id else evolve(result, tool_use_id=call.id)
 
     def _check(self, call: ToolUse, tool: Tool | None) -> str | None:
         """Why ``call`` cannot run, or None."""

@@ -638,7 +638,8 @@ class Turn:
             native_search: the provider searches the deferred tools itself (each request
                 carries them as ``ChatRequest.deferred_tools``; ``None``: unchanged).
         """
-        self._tools = _tool_definitions(tools)
+        if tools is not self._tools:  # the same tuple again (the usual case) was checked
+            self._tools = _tool_definitions(tools)
         if search_limit is not None:
             _positive_int("search_limit", search_limit)
         if native_search is not None and not isinstance(native_search, bool):
@@ -1033,8 +1034,7 @@ class Turn:
             # Ids unique within the turn, whatever the provider sent (see _call_ids).
             if self._call_ids is None:
                 self._call_ids = call_ids_of(self._working)
-            response = unique_call_ids(response, self._call_ids)
-            calls = response.tool_uses
+            response, calls = unique_call_ids(response, calls, self._call_ids)
         self._requests += 1
         self._llm_calls += 1
         self._counted = False
@@ -1050,7 +1050,7 @@ class Turn:
             self._thinking.append(response.thinking)
         self._last_reply = response
         stop = self._last_stop = response.stop_reason
-        assistant = Message.assistant(response.content)
+        assistant = Message(role=Role.ASSISTANT, content=response.content)
         self._working.append(assistant)
         self._new.append(assistant)
         compactor = self._compactor
@@ -1245,7 +1245,7 @@ class Turn:
         """Every call of the step is answered: the tool message, in call order; then the
         model."""
         results = self._results
-        self._append_results(tuple(results[call.id] for call in self._calls))
+        self._append_results(tuple([results[call.id] for call in self._calls]))
         self._calls = self._running = ()
         self._results = {}
         self._approved = _NO_NAMES
@@ -1254,7 +1254,7 @@ class Turn:
         self._phase = _MODEL
 
     def _append_results(self, results: tuple[ToolResult, ...]) -> None:
-        message = Message.tool_results(results)
+        message = Message(role=Role.TOOL, content=results)  # each answers its call by id
         self._working.append(message)
         self._new.append(message)
 

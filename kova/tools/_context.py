@@ -48,13 +48,13 @@ class ToolContext(Generic[DepsT]):
             ``stream(..., deps=...)`` (``None`` when it passed none).
     """
 
-    __slots__ = ("agent", "call_id", "deps", "idempotency_key", "turn_id")
+    __slots__ = ("_idempotency_key", "agent", "call_id", "deps", "turn_id")
 
     call_id: str
     turn_id: str
     agent: str
-    idempotency_key: str
     deps: DepsT
+    _idempotency_key: str | None
 
     def __init__(
         self,
@@ -71,12 +71,17 @@ class ToolContext(Generic[DepsT]):
         object.__setattr__(self, "call_id", call_id)
         object.__setattr__(self, "turn_id", turn_id)
         object.__setattr__(self, "agent", agent)
-        object.__setattr__(
-            self,
-            "idempotency_key",
-            idempotency_key if idempotency_key is not None else _key(turn_id, call_id),
-        )
+        object.__setattr__(self, "_idempotency_key", idempotency_key)
         object.__setattr__(self, "deps", deps)
+
+    @property
+    def idempotency_key(self) -> str:
+        # Worked out when first read (a SHA-256 per call otherwise; most tools never read it).
+        key: str | None = self._idempotency_key
+        if key is None:
+            key = _key(self.turn_id, self.call_id)
+            object.__setattr__(self, "_idempotency_key", key)
+        return key
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("a ToolContext is read-only")

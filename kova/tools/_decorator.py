@@ -119,6 +119,11 @@ class FunctionTool(Generic[P, R]):
         self._description = description if description is not None else doc_description
         self._parameters: JSONObject = parameters
         self._specs: tuple[ParameterSpec, ...] = specs
+        # Every parameter a keyword taken as the JSON holds it: valid arguments are the call's
+        # keywords as they are (the schema allows no other property).
+        self._plain = all(
+            spec.trivial and not spec.context and not spec.positional_only for spec in specs
+        )
         self._is_async = is_async
         self._runs_on: RunsOn = runs_on
         self._abandon_on_cancel = abandon_on_cancel
@@ -197,15 +202,20 @@ class FunctionTool(Generic[P, R]):
             return ToolResult.error(str(InvalidToolArguments(problems, tool_name=self._name)))
         return await self.execute_validated(arguments)
 
-    async def execute_validated(self, arguments: JSONObject) -> ToolResult:
+    async def execute_validated(
+        self, arguments: JSONObject, *, tool_use_id: str = ""
+    ) -> ToolResult:
         """:meth:`execute` for arguments already validated against :attr:`parameters`.
 
         The agent's tool pool validates every call before approval (through the
         :class:`~kova.tools.ToolRegistry`, which compiles the schema once); this skips the
         second, identical check. Arguments that do not match the schema may fail in the
-        function itself.
+        function itself. ``tool_use_id``: the result answers that call (a
+        :class:`~kova.ToolResult` the function returns itself is returned as it is).
         """
-        args, kwargs = self._bind(arguments)
+        args: Any
+        kwargs: Any
+        args, kwargs = ((), arguments) if self._plain else self._bind(arguments)
         result: Any
         if self._runs_on == "asyncio":
             host = ASYNCIO_HOST.get()
@@ -225,7 +235,7 @@ class FunctionTool(Generic[P, R]):
                 # trio documents any object with these two methods; its stubs say CapacityLimiter.
                 limiter=_Unpaused(trio.to_thread.current_default_thread_limiter()),  # type: ignore[arg-type]
             )
-        return self._to_result(result)
+        return self._to_result(result, tool_use_id)
 
     def _bind(self, arguments: JSONObject) -> tuple[list[Any], dict[str, Any]]:
         args: list[Any] = []
@@ -246,19 +256,19 @@ class FunctionTool(Generic[P, R]):
                 kwargs[spec.name] = value
         return args, kwargs
 
-    def _to_result(self, value: object) -> ToolResult:
+    def _to_result(self, value: object, tool_use_id: str = "") -> ToolResult:
+        if isinstance(value, str):
+            return ToolResult(content=value, tool_use_id=tool_use_id)
         if isinstance(value, ToolResult):
             return value
-        if isinstance(value, str):
-            return ToolResult(content=value)
         if isinstance(value, Text | Image | Document):
-            return ToolResult(content=(value,))
+            return ToolResult(content=(value,), tool_use_id=tool_use_id)
         if (
             isinstance(value, list | tuple)
             and value
             and all(isinstance(part, Text | Image | Document) for part in value)
         ):
-            return ToolResult(content=tuple(value))
+            return ToolResult(content=tuple(value), tool_use_id=tool_use_id)
         try:
             text = json.dumps(value, default=_to_json, ensure_ascii=False)
         except (TypeError, ValueError) as exc:
@@ -266,9 +276,10 @@ class FunctionTool(Generic[P, R]):
             log.warning("tool.result.unserializable", tool=self._name, error=str(exc))
             return ToolResult.error(
                 f"tool {self._name!r} returned a {type(value).__name__}, "
-                "which kova cannot send to the model as text or JSON"
+                "which kova cannot send to the model as text or JSON",
+                tool_use_id=tool_use_id,
             )
-        return ToolResult(content=text)
+        return ToolResult(content=text, tool_use_id=tool_use_id)
 
 
 class _Unpaused:

@@ -20,11 +20,13 @@ __all__ = ["ToolRegistry"]
 
 
 class _Entry:
-    __slots__ = ("_definition", "deferred", "tool", "validator")
+    __slots__ = ("_definition", "deferred", "fixed", "tool", "validator")
 
     def __init__(self, tool: Tool, deferred: bool) -> None:
         self.tool = tool
         self.deferred = deferred
+        self.fixed = type(tool) is FunctionTool
+        """The definition is built once (a ``@tool`` function's never changes)."""
         # Compiled on the first validation, recompiled if the tool's schema object changes.
         self.validator: ArgumentValidator | None = None
         self._definition: ToolDefinition | None = None
@@ -37,14 +39,9 @@ class _Entry:
         if cached is not None:
             return cached
         built = definition(self.tool)
-        if type(self.tool) is FunctionTool:
+        if self.fixed:
             self._definition = built
         return built
-
-    @property
-    def fixed(self) -> bool:
-        """The definition is built once (a ``@tool`` function's never changes)."""
-        return type(self.tool) is FunctionTool
 
 
 class _Store:
@@ -177,7 +174,7 @@ class ToolRegistry:
         """Check ``arguments`` against the schema of the tool called ``name``.
 
         The schema is compiled once per tool and reused (recompiled only when the tool's
-        ``parameters`` returns a different object).
+        ``parameters`` returns a different object; a ``@tool`` function's never does).
 
         Raises:
             ToolNotFoundError: no tool is called ``name``.
@@ -188,10 +185,10 @@ class ToolRegistry:
         entry = self._store.entries.get(name)
         if entry is None:
             raise ToolNotFoundError(name)
-        schema = entry.tool.parameters
-        if entry.validator is None or entry.validator.schema is not schema:
-            entry.validator = ArgumentValidator(schema)
-        entry.validator.validate(arguments, tool_name=name)
+        validator = entry.validator
+        if validator is None or (not entry.fixed and validator.schema is not entry.tool.parameters):
+            validator = entry.validator = ArgumentValidator(entry.tool.parameters)
+        validator.validate(arguments, tool_name=name)
 
     def __contains__(self, name: object) -> bool:
         return name in self._store.entries

@@ -125,6 +125,9 @@ class ArgumentValidator:
             InvalidToolArguments: listing every problem (see :meth:`problems`).
             ToolDefinitionError: the schema is not a valid JSON Schema.
         """
+        fast = self._fast  # set once compiled: valid arguments end here
+        if fast is not None and fast(arguments):
+            return
         problems = self.problems(arguments)
         if problems:
             raise InvalidToolArguments(problems, tool_name=tool_name)
@@ -297,6 +300,13 @@ _TYPES: dict[str, _Check] = {
     # A decoded JSON object is a dict: answered without the Mapping ABC check (~6x dearer).
     "object": lambda value: type(value) is dict or isinstance(value, Mapping),
 }
+_CLASSES: dict[_Check, type | tuple[type, ...]] = {
+    _TYPES["string"]: str,
+    _TYPES["boolean"]: bool,
+    _TYPES["null"]: type(None),
+    _TYPES["array"]: (list, tuple),
+}
+"""The plain types' checks as the classes they test."""
 
 
 def fast_check(schema: object) -> Callable[[object], bool] | None:
@@ -325,14 +335,23 @@ def _build(schema: object, depth: int) -> _Check | None:
         return lambda _value: True
     if len(checks) == 1:
         return checks[0]
-    all_checks = tuple(checks)
-    return lambda value: all(check(value) for check in all_checks)
+    return _all_of(tuple(checks))
+
+
+def _all_of(checks: tuple[_Check, ...]) -> _Check:
+    def all_of(value: object) -> bool:
+        for check in checks:  # noqa: SIM110 - all() of a generator resumes it per check
+            if not check(value):
+                return False
+        return True
+
+    return all_of
 
 
 def _type_check(schema: Mapping[str, object], _depth: int) -> list[_Check] | None:
-    if "type" not in schema:
+    wanted = schema.get("type")
+    if wanted is None or wanted == "object":  # an object's type is checked by _object_check
         return []
-    wanted = schema["type"]
     names = [wanted] if isinstance(wanted, str) else wanted
     if not isinstance(names, list) or not names:
         return None
@@ -371,17 +390,23 @@ def _object_check(schema: Mapping[str, object], depth: int) -> list[_Check] | No
             extra = _build(additional, depth + 1)
             if extra is None:
                 return None
+    typed = schema.get("type") == "object"
     if not subchecks and not required and open_ended:
-        return checks
+        return [_TYPES["object"]] if typed else checks
     known = frozenset(properties)
-    pairs = tuple(subchecks)
+    # A property of a plain type ({"type": "string"}) is checked here, with no call of its own.
+    kinds = tuple((name, _CLASSES[check]) for name, check in subchecks if check in _CLASSES)
+    pairs = tuple((name, check) for name, check in subchecks if check not in _CLASSES)
     needed = tuple(required)
 
     def object_check(value: object) -> bool:
         if type(value) is not dict and not isinstance(value, Mapping):
-            return True  # these keywords apply to objects only
+            return not typed  # these keywords apply to objects only
         for name in needed:
             if name not in value:
+                return False
+        for name, kind in kinds:
+            if name in value and not isinstance(value[name], kind):
                 return False
         for name, check in pairs:
             if name in value and not check(value[name]):

@@ -245,6 +245,9 @@ _VALUES = st.recursive(
 @example(schema={"type": "integer"}, value=True)
 @example(schema={"enum": [1, "1"]}, value=True)
 @example(schema={"type": "object", "additionalProperties": False}, value={"a": 1})
+@example(schema={"type": "object", "properties": {"a": {"type": "string"}}}, value={"a": 1})
+@example(schema={"type": "object", "properties": {"a": {"type": "boolean"}}}, value={"a": 0})
+@example(schema={"type": "object", "required": ["a"]}, value=["a"])
 def test_fast_path_never_accepts_what_jsonschema_refuses(schema: object, value: object) -> None:
     from jsonschema import Draft202012Validator
 
