@@ -309,6 +309,9 @@ class HttpProvider(Generic[FrameT]):
         )
 
     def __repr__(self) -> str:
+        config = getattr(self, "config", None)
+        if config is not None:  # a vendor's provider, made from its config: the config says it
+            return f"{type(self).__name__}({config!r})"
         return f"{type(self).__name__}(codec={self.codec!r}, base_url={self._http.base_url!r})"
 
     @property

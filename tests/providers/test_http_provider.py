@@ -233,3 +233,25 @@ async def test_a_transport_failure_rendered_with_locals_shows_no_key() -> None:
             traceback.TracebackException.from_exception(caught.value, capture_locals=True).format()
         )
         assert KEY not in rendered
+
+
+def test_a_vendor_provider_shows_its_config_and_a_bare_one_its_codec() -> None:
+    from kova.providers import HttpProvider
+    from kova.providers.bedrock import BedrockConfig, BedrockProvider
+    from kova.providers.gemini import GeminiConfig, GeminiProvider
+    from kova.providers.ollama import OllamaConfig, OllamaProvider
+    from kova.providers.openai import OpenAiResponsesConfig, OpenAiResponsesProvider
+
+    providers = [
+        AnthropicProvider(AnthropicConfig(model="m", api_key="sk-hidden-1")),
+        OpenAiCompatibleProvider(OpenAiConfig(model="m", api_key="sk-hidden-1")),
+        OpenAiResponsesProvider(OpenAiResponsesConfig(model="m", api_key="sk-hidden-1")),
+        GeminiProvider(GeminiConfig(model="m", api_key="sk-hidden-1")),
+        OllamaProvider(OllamaConfig(model="m")),
+        BedrockProvider(BedrockConfig(region="us-east-1", model_id="m", api_key="sk-hidden-1")),
+    ]
+    for provider in providers:
+        assert repr(provider) == f"{type(provider).__name__}({provider.config!r})"
+        assert "sk-hidden-1" not in repr(provider)
+    bare = HttpProvider(providers[0].codec, base_url="http://127.0.0.1:1")
+    assert repr(bare) == f"HttpProvider(codec={bare.codec!r}, base_url='http://127.0.0.1:1')"

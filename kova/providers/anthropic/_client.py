@@ -59,9 +59,6 @@ class AnthropicProvider(KeyedHttpProvider[SseEvent]):
             **config.http_options(),
         )
 
-    def __repr__(self) -> str:
-        return f"AnthropicProvider({self.config!r})"
-
 
 if TYPE_CHECKING:
     from .._base import Provider

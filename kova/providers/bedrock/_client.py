@@ -108,9 +108,6 @@ class BedrockProvider(KeyedHttpProvider[EventFrame]):
             return environment_credentials()
         return None  # the named profile: botocore's chain, in a worker thread on open()
 
-    def __repr__(self) -> str:
-        return f"BedrockProvider({self.config!r})"
-
     @property
     def credentials_source(self) -> str | None:
         """Where the credentials came from (``"api_key"``, ``"explicit"``, ``"env"``,

@@ -55,9 +55,6 @@ class GeminiProvider(KeyedHttpProvider[SseEvent]):
             **config.http_options(),
         )
 
-    def __repr__(self) -> str:
-        return f"GeminiProvider({self.config!r})"
-
 
 if TYPE_CHECKING:
     from .._base import Provider

@@ -46,9 +46,6 @@ class OllamaProvider(HttpProvider[str]):
             **config.http_options(),
         )
 
-    def __repr__(self) -> str:
-        return f"OllamaProvider({self.config!r})"
-
 
 if TYPE_CHECKING:
     from .._base import Provider

@@ -47,9 +47,6 @@ class OpenAiCompatibleProvider(HttpProvider[SseEvent]):
             **config.http_options(),
         )
 
-    def __repr__(self) -> str:
-        return f"OpenAiCompatibleProvider({self.config!r})"
-
 
 if TYPE_CHECKING:
     from .._base import Provider

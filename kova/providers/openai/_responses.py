@@ -173,9 +173,6 @@ class OpenAiResponsesProvider(HttpProvider[SseEvent]):
             **config.http_options(),
         )
 
-    def __repr__(self) -> str:
-        return f"OpenAiResponsesProvider({self.config!r})"
-
     def _refused_encrypted(self, request: ChatRequest, error: ProviderError) -> bool:
         """Whether ``error`` is the API refusing ``reasoning.encrypted_content`` for a model
         kova asked it of by its own choice (not forced by ``encrypted_reasoning=True``): the
