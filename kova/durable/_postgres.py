@@ -42,7 +42,7 @@ from ._journal import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Awaitable, Callable, Mapping
     from contextlib import AbstractContextManager
 
     import psycopg
@@ -147,6 +147,16 @@ class PgPool:
         if self.own and not self.pool.closed:
             await trio.to_thread.run_sync(self.pool.close)
 
+    async def opened(self, run: Callable[[Callable[[object], None]], Awaitable[None]]) -> None:
+        """Open the pool and make the tables now, through ``run`` (its user's operation
+        runner), or say why not, closing what was opened."""
+        try:
+            await run(_nothing)
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await self.aclose()
+            raise
+
 
 class PostgresJournal(Journal):
     """A turn journal in PostgreSQL: ``PostgresJournal("postgresql://app@db/turns")``.
@@ -188,12 +198,7 @@ class PostgresJournal(Journal):
         return f"PostgresJournal(pool={self.pool.name!r})"
 
     async def __aenter__(self) -> PostgresJournal:
-        try:
-            await self._run(_nothing)
-        except BaseException:
-            with trio.CancelScope(shield=True):
-                await self.aclose()
-            raise
+        await self._pg.opened(self._run)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

@@ -11,15 +11,17 @@ any process never together hold more than the budget has left.
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from decimal import Decimal
 from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 from .._errors import BuildError
+from .._wal import transaction
 from ..agent import Budget
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from typing import Any
 
     import psycopg
@@ -82,10 +84,14 @@ class _SqliteLedger:
         return await self._store._run(_settle, self._name, budget._window, entry, cost, time.time())
 
 
-def _begin(connection: sqlite3.Connection) -> None:
-    connection.execute("BEGIN IMMEDIATE")
-    for statement in _SCHEMA:  # in the transaction: one write lock, and cheap once made
-        connection.execute(statement)
+@contextmanager
+def _transaction(connection: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction that makes the tables first (in it: one write lock, and cheap
+    once made)."""
+    with transaction(connection):
+        for statement in _SCHEMA:
+            connection.execute(statement)
+        yield
 
 
 def _figures(
@@ -158,20 +164,14 @@ def _reserve(
     needed: Decimal,
     now: float,
 ) -> tuple[int | None, Decimal, Decimal]:
-    _begin(connection)
-    try:
+    with _transaction(connection):
         spent, reserved = _figures(connection, name, window, now)
         if needed > amount - spent - reserved:
-            connection.execute("COMMIT")
             return None, spent, reserved
         cursor = connection.execute(
             "INSERT INTO kova_budget_holds (budget, amount, spent, at) VALUES (?, ?, 0, ?)",
             (name, str(needed), now),
         )
-        connection.execute("COMMIT")
-    except BaseException:
-        connection.execute("ROLLBACK")
-        raise
     entry = cursor.lastrowid
     assert entry is not None
     return entry, spent, reserved + needed
@@ -185,15 +185,9 @@ def _settle(
     cost: Decimal,
     now: float,
 ) -> tuple[Decimal, Decimal]:
-    _begin(connection)
-    try:
+    with _transaction(connection):
         _settled(connection, name, window, entry, cost, now)
-        figures = _figures(connection, name, window, now)
-        connection.execute("COMMIT")
-    except BaseException:
-        connection.execute("ROLLBACK")
-        raise
-    return figures
+        return _figures(connection, name, window, now)
 
 
 # -- PostgreSQL ---------------------------------------------------------------------------

@@ -28,8 +28,6 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import trio
-
 from .._errors import SessionError
 from .._extras import require_extra as _require_extra
 from ..durable._journal import marks as _marks
@@ -135,12 +133,7 @@ class PostgresSessionStore(SqlSessionStore):
         return f"PostgresSessionStore(pool={self.pool.name!r})"
 
     async def __aenter__(self) -> PostgresSessionStore:
-        try:
-            await self._run(_nothing)  # opens the pool, makes the tables, or says why not
-        except BaseException:
-            with trio.CancelScope(shield=True):
-                await self.aclose()
-            raise
+        await self._pg.opened(self._run)
         return self
 
     async def aclose(self) -> None:
@@ -212,10 +205,6 @@ class PostgresSessionStore(SqlSessionStore):
             view_covers=row[5],
             resumed=row[9],
         )
-
-
-def _nothing(connection: object) -> None:
-    return None
 
 
 class _Postgres(Sql):

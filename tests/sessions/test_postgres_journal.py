@@ -16,7 +16,7 @@ import trio
 
 from kova import Message
 from kova.durable import JournalError, PostgresJournal, TurnClaimedError
-from kova.errors import ApprovalMismatchError
+from kova.errors import ApprovalMismatchError, SessionError
 from kova.sessions import PostgresSessionStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,6 +42,21 @@ def test_the_pool_arguments_are_checked_alike(kind: type) -> None:
     assert made.pool.max_size == 3
     assert made.pool.timeout == 2.0
     assert made.pool.closed  # opened on first use
+
+
+@pytest.mark.parametrize(
+    ("kind", "error"), [(PostgresJournal, JournalError), (PostgresSessionStore, SessionError)]
+)
+async def test_entering_reaches_the_server_and_closes_the_pool_it_opened(
+    kind: type, error: type, tmp_path: Path
+) -> None:
+    """``async with`` opens the pool and makes the tables at once (durable._postgres.PgPool's
+    opened): an unreachable server fails the block's entry, and the pool is closed again."""
+    made = kind(f"postgresql://postgres@/postgres?host={tmp_path}&connect_timeout=1", timeout=2)
+    with pytest.raises(error):
+        async with made:
+            pass
+    assert made.pool.closed
 
 
 async def test_a_claim_is_a_lease_other_owners_wait_for(postgres_db: str) -> None:
