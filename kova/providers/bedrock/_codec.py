@@ -23,9 +23,8 @@ from ._stream import BedrockStreamDecoder
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ..._models import ChatRequest, JSONValue, ModelResponse
+    from ..._models import ChatRequest, JSONValue
     from ..._secret import SecretHeaders
-    from .._http import ErrorDetails
     from ._config import BedrockConfig
 
 __all__ = ["EVENT_STREAM", "BedrockCodec"]
@@ -44,7 +43,11 @@ class BedrockCodec(Record, CodecBase[EventFrame]):
     config: BedrockConfig
     name: ClassVar[str] = PROVIDER
     framer: ClassVar[type[EventStreamFramer]] = EventStreamFramer
+    stream_decoder: ClassVar[type[BedrockStreamDecoder]] = BedrockStreamDecoder
     stream_content_types: ClassVar[tuple[str, ...]] = (EVENT_STREAM,)
+    # The pure functions themselves, not methods that call them (no extra call per answer).
+    decode = staticmethod(decode_response)
+    error_details = staticmethod(decode_error_details)
 
     def __init__(self, config: BedrockConfig) -> None:
         set_field(self, "config", config)
@@ -60,15 +63,6 @@ class BedrockCodec(Record, CodecBase[EventFrame]):
             headers=self._headers(),
             body=body,
         )
-
-    def decode(self, body: JSONValue) -> ModelResponse:
-        return decode_response(body)
-
-    def stream_decoder(self) -> BedrockStreamDecoder:
-        return BedrockStreamDecoder()
-
-    def error_details(self, body: JSONValue) -> ErrorDetails:
-        return decode_error_details(body)
 
     def header_error_type(self, headers: Mapping[str, str]) -> str | None:
         # AWS names the error in a header rather than (only) in the body, sometimes with a

@@ -21,8 +21,7 @@ from ._convert import (
 from ._stream import GeminiStreamDecoder
 
 if TYPE_CHECKING:
-    from ..._models import ChatRequest, JSONValue, ModelResponse
-    from .._http import ErrorDetails
+    from ..._models import ChatRequest, JSONValue
     from ._config import GeminiConfig
 
 __all__ = ["GeminiCodec"]
@@ -37,7 +36,12 @@ class GeminiCodec(Record, CodecBase[SseEvent]):
     config: GeminiConfig
     name: ClassVar[str] = PROVIDER
     framer: ClassVar[type[SseFramer]] = SseFramer
+    stream_decoder: ClassVar[type[GeminiStreamDecoder]] = GeminiStreamDecoder
     stream_content_types: ClassVar[tuple[str, ...]] = ("text/event-stream",)
+    # The pure functions themselves, not methods that call them (no extra call per answer).
+    decode = staticmethod(decode_response)
+    error_details = staticmethod(error_details)
+    decode_count_tokens = staticmethod(decode_count_tokens)
 
     def __init__(self, config: GeminiConfig) -> None:
         set_field(self, "config", config)
@@ -57,24 +61,12 @@ class GeminiCodec(Record, CodecBase[SseEvent]):
             body=encode_request(request, config),
         )
 
-    def decode(self, body: JSONValue) -> ModelResponse:
-        return decode_response(body)
-
-    def stream_decoder(self) -> GeminiStreamDecoder:
-        return GeminiStreamDecoder()
-
-    def error_details(self, body: JSONValue) -> ErrorDetails:
-        return error_details(body)
-
     def encode_count_tokens(self, request: ChatRequest) -> WireRequest | None:
         return WireRequest(
             path=model_path(self.config, request.config.model, "countTokens"),
             headers=self.config.extra_headers,
             body=encode_count_tokens(request, self.config),
         )
-
-    def decode_count_tokens(self, body: JSONValue) -> int:
-        return decode_count_tokens(body)
 
     def encode_list_models(self, cursor: str | None) -> WireRequest | None:
         query = {"pageSize": str(_MODELS_PAGE_SIZE)}

@@ -11,7 +11,7 @@ from ._convert import PROVIDER, decode_models, decode_response, encode_request
 from ._stream import OllamaStreamDecoder
 
 if TYPE_CHECKING:
-    from ..._models import ChatRequest, JSONValue, ModelResponse
+    from ..._models import ChatRequest, JSONValue
     from ._config import OllamaConfig
 
 __all__ = ["OllamaCodec"]
@@ -24,7 +24,9 @@ class OllamaCodec(Record, CodecBase[str]):
     config: OllamaConfig
     name: ClassVar[str] = PROVIDER
     framer: ClassVar[type[NdjsonFramer]] = NdjsonFramer
+    stream_decoder: ClassVar[type[OllamaStreamDecoder]] = OllamaStreamDecoder
     stream_content_types: ClassVar[tuple[str, ...]] = ("application/x-ndjson",)
+    decode = staticmethod(decode_response)  # the pure function itself: no call around it
 
     def __init__(self, config: OllamaConfig) -> None:
         set_field(self, "config", config)
@@ -35,12 +37,6 @@ class OllamaCodec(Record, CodecBase[str]):
             headers=self.config.extra_headers,
             body=encode_request(request, self.config, stream=stream),
         )
-
-    def decode(self, body: JSONValue) -> ModelResponse:
-        return decode_response(body)
-
-    def stream_decoder(self) -> OllamaStreamDecoder:
-        return OllamaStreamDecoder()
 
     def encode_list_models(self, cursor: str | None) -> WireRequest | None:
         return WireRequest(method="GET", path="/api/tags", headers=self.config.extra_headers)

@@ -317,6 +317,23 @@ async def test_corrupted_frame_is_an_invalid_response() -> None:
             await collect(provider, ChatRequest.of("hi"))
 
 
+async def test_an_error_named_only_in_its_body_is_read_from_the_body() -> None:
+    # Some AWS front ends send no x-amzn-ErrorType: the body's __type (and its capitalised
+    # Message) name the error then.
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        body = {"__type": "com.amazon.coral#ValidationException", "Message": "too long"}
+        return httpx2.Response(400, json=body)
+
+    provider = BedrockProvider(
+        BedrockConfig(region="us-east-1", model_id=MODEL, access_key_id="A", secret_access_key="S"),
+        transport=httpx2.MockTransport(handler),
+    )
+    async with provider.open():
+        with pytest.raises(InvalidRequest, match="too long") as raised:
+            await provider.chat_completion(ChatRequest.of("hi"))
+    assert raised.value.error_type == "ValidationException"
+
+
 async def test_structured_output_and_a_model_that_refuses_it() -> None:
     schema: dict[str, Any] = {"type": "object", "properties": {"city": {"type": "string"}}}
     config = InferenceConfig(response_format=ResponseFormat(name="City", schema=schema))
