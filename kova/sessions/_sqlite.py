@@ -26,7 +26,6 @@ import os
 import sqlite3
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -39,7 +38,8 @@ from ._view import SessionState
 
 if TYPE_CHECKING:
     import builtins
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Sequence
+    from contextlib import AbstractContextManager
     from typing import Any
 
     from ..durable import SqliteJournal
@@ -268,10 +268,8 @@ class _Sqlite(Sql):
     def many(self, statement: str, rows: builtins.list[tuple[object, ...]]) -> None:
         self.connection.executemany(statement, rows)
 
-    @contextmanager
-    def transaction(self, *, write: bool = True) -> Iterator[None]:
-        with _transaction(self.connection, write=write):
-            yield
+    def transaction(self, *, write: bool = True) -> AbstractContextManager[None]:
+        return _transaction(self.connection, write=write)
 
     def now(self) -> float:
         return self._clock()

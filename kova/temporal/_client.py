@@ -1,5 +1,5 @@
 """The client side: start a turn, wait for its response, decide its approvals, read its
-live events."""
+live events. Every public name here is re-exported, and listed once, by ``kova.temporal``."""
 
 from __future__ import annotations
 
@@ -38,19 +38,6 @@ if TYPE_CHECKING:
     from .._models import ResponseFormat
     from ..agent import AgentResponse
     from ..agent._input import HistoryInput
-
-__all__ = [
-    "TurnEvent",
-    "TurnFailedError",
-    "decide",
-    "events",
-    "pending",
-    "response",
-    "run_structured",
-    "run_turn",
-    "start_turn",
-    "structured_output",
-]
 
 
 class TurnFailedError(KovaError):

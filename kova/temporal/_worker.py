@@ -326,9 +326,9 @@ class _Host:
                 reply["paused"] = paused.to_dict()
         if result is DEFER:
             reply["defer"] = True
-            return check_size(dumps(reply), "a tool result")
-        assert isinstance(result, ToolResult)
-        reply["result"] = result_to_json(result)
+        else:
+            assert isinstance(result, ToolResult)
+            reply["result"] = result_to_json(result)
         return check_size(dumps(reply), "a tool result")
 
 
