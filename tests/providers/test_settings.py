@@ -137,10 +137,25 @@ async def test_a_missing_key_fails_with_one_line_naming_the_variables(
     for variable in ("ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
         monkeypatch.delenv(variable, raising=False)
     made = provider()  # type: ignore[operator]
+    request = ChatRequest.of("hi")
+
+    async def stream() -> None:
+        async with made.chat_completion_stream(request):
+            pass
+
+    calls = {
+        "chat_completion": lambda: made.chat_completion(request),
+        "chat_completion_stream": stream,
+        "count_tokens": lambda: made.count_tokens(request),
+        "list_models": made.list_models,
+    }
     async with made.open():
-        with pytest.raises(ProviderAuthError) as caught:
-            await made.chat_completion(ChatRequest.of("hi"))
-    assert str(caught.value).splitlines() == [expected]
+        for name, call in calls.items():
+            # The key is checked before anything is sent: the base URL's port 9 is never
+            # dialled (a connection error, not the credential error, would say it was).
+            with pytest.raises(ProviderAuthError) as caught:
+                await call()
+            assert str(caught.value).splitlines() == [expected], name
 
 
 async def test_the_shared_transport_reads_no_provider_header() -> None:
