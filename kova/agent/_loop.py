@@ -19,7 +19,7 @@ from ._cost import load_sheet
 from ._events import AgentEvent, TurnCompleted
 from ._guard_gate import GuardGate, concurrent
 from ._nesting import nested
-from ._steps import NO_OBSERVER, VISIBLE, ModelStep, StepObserver, ToolStep, TurnWatch
+from ._steps import NO_OBSERVER, VISIBLE, ModelStep, StepObserver, ToolStep
 from ._tool_deltas import TOOL_STREAM
 from ._turn import AwaitApproval, CallModel, Finished, RunTools
 
@@ -60,7 +60,7 @@ async def drive(
     is told of a guard's trip the moment it happens. An async generator pulled by its
     consumer: nothing in it holds a cancel scope or a nursery across a ``yield`` (trio
     forbids that)."""
-    model, tools, watch = _steps_for(
+    model, tools = _steps_for(
         context, turn, overrides, streamed, observer, deps, site, guards, nursery, on_trip
     )
     try:
@@ -98,13 +98,13 @@ async def drive(
                             yield event
             else:  # Finished or AwaitApproval: the guards' last word, then the outcome
                 assert isinstance(step, Finished | AwaitApproval)
-                for last in await watch.outcome(turn, step):
+                for last in await model.outcome(turn, step):
                     yield last
                 return
             step = turn.next_step()
     except BaseException as exc:
-        watch.finished(turn, exc)
-        for tripped in watch.trip_events(exc):  # a streamed trip says so, then raises
+        model.finished(turn, exc)
+        for tripped in model.trip_events(exc):  # a streamed trip says so, then raises
             yield tripped
         raise
 
@@ -120,8 +120,9 @@ def _steps_for(
     guards: Sequence[Guard] | None,
     nursery: trio.Nursery | None,
     on_trip: Callable[[BaseException], None] | None = None,
-) -> tuple[ModelStep, ToolStep, TurnWatch]:
-    """The step objects one turn's loop runs, sharing the turn's guards (if any)."""
+) -> tuple[ModelStep, ToolStep]:
+    """The step objects one turn's loop runs, sharing the turn's guards (if any); the model
+    step reports the turn's start now (and its end, from the loop)."""
     emitter = context.telemetry.emitter(context.subscribers)  # None when nobody listens
     if guards is None:
         guards = context.config.guards
@@ -137,9 +138,16 @@ def _steps_for(
             emitter=emitter,
             on_trip=on_trip,
         )
-    inference = context.inference(overrides)
     return (
-        ModelStep(context, inference, emitter, site, observer=observer, gate=gate),
+        ModelStep(
+            context,
+            context.inference(overrides),
+            emitter,
+            site,
+            observer=observer,
+            gate=gate,
+            streamed=streamed,
+        ),
         ToolStep(
             context,
             emitter,
@@ -150,7 +158,6 @@ def _steps_for(
             gate=gate,
             tasks=nursery,
         ),
-        TurnWatch(context, emitter, inference, streamed=streamed, site=site, gate=gate),
     )
 
 

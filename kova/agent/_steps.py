@@ -82,7 +82,6 @@ __all__ = [
     "ModelStream",
     "StepObserver",
     "ToolStep",
-    "TurnWatch",
 ]
 
 VISIBLE = (TextDelta, ThinkingDelta)
@@ -120,7 +119,10 @@ class ModelStep:
     and priced, observed, and its reply given to the turn core.
 
     ``on_failure`` replaces reporting a failed call as finished (a Temporal activity reports
-    the retry its workflow will make).
+    the retry its workflow will make). ``streamed``: the step runs a whole turn, streamed or
+    not, whose own telemetry it reports (TurnStarted when made, TurnFinished from
+    :meth:`finished`) and whose end it gives (:meth:`outcome`); ``None`` for calls on their
+    own (a Temporal activity).
     """
 
     __slots__ = (
@@ -134,8 +136,10 @@ class ModelStep:
         "_model",
         "_observer",
         "_on_failure",
+        "_open",
         "_outer",
         "_plain",
+        "_streamed",
         "provider",
     )
 
@@ -150,9 +154,12 @@ class ModelStep:
         on_failure: Callable[[ModelCall, BaseException], None] | None = None,
         observer: StepObserver = NO_OBSERVER,
         gate: GuardGate | None = None,
+        streamed: bool | None = None,
     ) -> None:
         self._context = context
         self._gate = gate  # the turn's guards, if any
+        self._streamed = streamed
+        self._open = streamed is not None and emitter is not None  # TurnFinished still due
         self._counted: int | None = None  # the provider's count of the next call's prompt
         self._observer = observer
         self._meter = context.meter
@@ -165,6 +172,19 @@ class ModelStep:
         self._on_failure = on_failure
         self._plain = not self._outer and emitter is None and self._meter.budget is None
         """Nothing to count, reserve or report around a call (the usual unobserved turn)."""
+        if self._open:
+            assert emitter is not None
+            emitter.emit(
+                TurnStarted(
+                    turn_id=emitter.turn_id,
+                    time=trio.current_time(),
+                    agent=context.name,
+                    provider=context.provider.name,
+                    model=self._model,
+                    streamed=bool(streamed),
+                    parent_id=_parent_span(site),
+                )
+            )
 
     async def count_tokens(self, request: ChatRequest) -> int:
         """The request's input tokens, as the provider counts them (the budget's worst case
@@ -280,6 +300,64 @@ class ModelStep:
         else:
             await self.replied(response, turn)
         return response
+
+    async def outcome(self, turn: Turn, step: Finished | AwaitApproval) -> list[AgentEvent]:
+        """What ends the turn: the input guards passed and the output guards' check of the
+        whole answer (their events, streamed), then TurnCompleted (a pause's pending
+        approvals signed: they leave the process; a finished turn carries none).
+
+        Raises:
+            GuardrailTripped: a guard tripped.
+        """
+        gate = self._gate
+        if gate is None:
+            events: list[AgentEvent] = []
+        else:
+            await gate.passed()
+            if type(step) is Finished:
+                await gate.answered(step.response.text)
+            events = gate.take_events() if self._streamed else []
+        if self._open:
+            self.finished(turn)
+        else:  # as finished(turn), without its call when nobody listens
+            last = turn.last_usage
+            if last is not None:
+                self._context.last_input_tokens = last.input_tokens
+        response = step.response
+        if type(step) is not Finished:
+            response = self._context.signer.sealed(response)
+        events.append(TurnCompleted(response=response))
+        return events
+
+    def trip_events(self, exc: BaseException) -> list[AgentEvent]:
+        """What a streamed turn that a guard stopped reports before its error: the guard
+        events not yet handed on (the ``GuardTripped``; the others are dropped)."""
+        gate = self._gate
+        if gate is None or not self._streamed or not isinstance(exc, GuardrailTripped):
+            return []
+        return [event for event in gate.take_events() if type(event) is GuardTripped]
+
+    def finished(self, turn: Turn, exc: BaseException | None = None) -> None:
+        """The turn ended: with ``exc``, or well (then its last input tokens are kept)."""
+        if exc is None:
+            last = turn.last_usage
+            if last is not None:
+                self._context.last_input_tokens = last.input_tokens
+        emitter = self._emitter
+        if emitter is None or not self._open:
+            return
+        self._open = False
+        outcome, error_type = ("ok", None) if exc is None else outcome_of(exc)
+        emitter.emit(
+            TurnFinished(
+                turn_id=emitter.turn_id,
+                time=trio.current_time(),
+                outcome=outcome,
+                error_type=error_type,
+                usage=turn.usage,
+                llm_calls=turn.llm_calls,
+            )
+        )
 
     def stream(self, request: ChatRequest, turn: Turn | None = None) -> ModelStream:
         """One model call, streamed: ``async with step.stream(request) as reads:`` then
@@ -706,98 +784,6 @@ def _own_outcomes(
             await watch(event)
 
     return on_event
-
-
-class TurnWatch:
-    """A turn's own telemetry: TurnStarted, and TurnFinished with how it ended."""
-
-    __slots__ = ("_context", "_emitter", "_gate", "_open", "_streamed")
-
-    def __init__(
-        self,
-        context: DriverContext,
-        emitter: TurnEmitter | None,
-        inference: InferenceConfig,
-        *,
-        streamed: bool,
-        site: CallSite | None,
-        gate: GuardGate | None = None,
-    ) -> None:
-        self._context = context
-        self._emitter = emitter
-        self._gate = gate
-        self._streamed = streamed
-        self._open = emitter is not None
-        if emitter is not None:
-            emitter.emit(
-                TurnStarted(
-                    turn_id=emitter.turn_id,
-                    time=trio.current_time(),
-                    agent=context.name,
-                    provider=context.provider.name,
-                    model=inference.model or context.model,
-                    streamed=streamed,
-                    parent_id=_parent_span(site),
-                )
-            )
-
-    async def outcome(self, turn: Turn, step: Finished | AwaitApproval) -> list[AgentEvent]:
-        """What ends the turn: the input guards passed and the output guards' check of the
-        whole answer (their events, streamed), then TurnCompleted (a pause's pending
-        approvals signed: they leave the process; a finished turn carries none).
-
-        Raises:
-            GuardrailTripped: a guard tripped.
-        """
-        gate = self._gate
-        if gate is None:
-            events: list[AgentEvent] = []
-        else:
-            await gate.passed()
-            if type(step) is Finished:
-                await gate.answered(step.response.text)
-            events = gate.take_events() if self._streamed else []
-        if self._open:
-            self.finished(turn)
-        else:  # as finished(turn), without its call when nobody listens
-            last = turn.last_usage
-            if last is not None:
-                self._context.last_input_tokens = last.input_tokens
-        response = step.response
-        if type(step) is not Finished:
-            response = self._context.signer.sealed(response)
-        events.append(TurnCompleted(response=response))
-        return events
-
-    def trip_events(self, exc: BaseException) -> list[AgentEvent]:
-        """What a streamed turn that a guard stopped reports before its error: the guard
-        events not yet handed on (the ``GuardTripped``; the others are dropped)."""
-        gate = self._gate
-        if gate is None or not self._streamed or not isinstance(exc, GuardrailTripped):
-            return []
-        return [event for event in gate.take_events() if type(event) is GuardTripped]
-
-    def finished(self, turn: Turn, exc: BaseException | None = None) -> None:
-        """The turn ended: with ``exc``, or well (then its last input tokens are kept)."""
-        if exc is None:
-            last = turn.last_usage
-            if last is not None:
-                self._context.last_input_tokens = last.input_tokens
-        emitter = self._emitter
-        if emitter is None or not self._open:
-            return
-        self._open = False
-        outcome, error_type = ("ok", None) if exc is None else outcome_of(exc)
-        emitter.emit(
-            TurnFinished(
-                turn_id=emitter.turn_id,
-                time=trio.current_time(),
-                outcome=outcome,
-                error_type=error_type,
-                usage=turn.usage,
-                llm_calls=turn.llm_calls,
-            )
-        )
 
 
 def _parent_span(site: CallSite | None) -> int | None:

@@ -36,10 +36,10 @@ from __future__ import annotations
 import contextvars
 import inspect
 import os
+import types
 from typing import (
     TYPE_CHECKING,
     Any,
-    Generic,
     Protocol,
     TypeAlias,
     TypeVar,
@@ -326,37 +326,32 @@ _Checked: TypeAlias = "tuple[DeferredResult, ToolOutcome, bool | None, float | N
 policy asked) and how long the tool ran (when observed)."""
 
 
-class _InContext(Generic[_T]):
-    """``await _InContext(coroutine, context)``: awaits ``coroutine`` with each of its steps
+@types.coroutine
+def _in_context(
+    coroutine: Coroutine[Any, Any, _T], context: contextvars.Context
+) -> Generator[Any, Any, _T]:
+    """``await _in_context(coroutine, context)``: awaits ``coroutine`` with each of its steps
     run in ``context`` (what a task of its own would give it), in the awaiting task."""
-
-    __slots__ = ("_context", "_coroutine")
-
-    def __init__(self, coroutine: Coroutine[Any, Any, _T], context: contextvars.Context) -> None:
-        self._coroutine = coroutine
-        self._context = context
-
-    def __await__(self) -> Generator[Any, Any, _T]:
-        coroutine, run = self._coroutine, self._context.run
-        value: Any = None
-        error: BaseException | None = None
-        try:
-            while True:
-                try:
-                    if error is None:
-                        yielded = run(coroutine.send, value)
-                    else:
-                        thrown, error = error, None
-                        yielded = run(coroutine.throw, thrown)
-                except StopIteration as stop:
-                    result: _T = stop.value
-                    return result
-                try:
-                    value = yield yielded
-                except BaseException as exc:  # thrown in by trio: handed to the coroutine
-                    value, error = None, exc
-        finally:
-            coroutine.close()
+    run = context.run
+    value: Any = None
+    error: BaseException | None = None
+    try:
+        while True:
+            try:
+                if error is None:
+                    yielded = run(coroutine.send, value)
+                else:
+                    thrown, error = error, None
+                    yielded = run(coroutine.throw, thrown)
+            except StopIteration as stop:
+                result: _T = stop.value
+                return result
+            try:
+                value = yield yielded
+            except BaseException as exc:  # thrown in by trio: handed to the coroutine
+                value, error = None, exc
+    finally:
+        coroutine.close()
 
 
 class ToolRunner:
@@ -378,10 +373,10 @@ class ToolRunner:
         self._free = max_concurrent
         self._queue = trio.lowlevel.ParkingLot()
 
-    async def run(self, step: ToolCalls) -> tuple[DeferredResult, ...]:
+    def run(self, step: ToolCalls) -> Awaitable[tuple[DeferredResult, ...]]:
         """Run ``step`` in the calling task, in a copy of its context: a context variable a
         tool sets does not outlive its call, as if the call had a task of its own."""
-        return await _InContext(self.run_step(step), contextvars.copy_context())
+        return _in_context(self.run_step(step), contextvars.copy_context())
 
     async def run_step(self, step: ToolCalls) -> tuple[DeferredResult, ...]:
         """The step's results in call order (``DEFER`` for a call left to a person), its
