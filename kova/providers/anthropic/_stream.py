@@ -22,6 +22,7 @@ import json
 from typing import TYPE_CHECKING, Protocol
 
 from ..._errors import InvalidResponse, KovaError
+from ..._json import loads
 from ..._models import (
     RedactedThinking,
     SignedThinking,
@@ -39,7 +40,6 @@ from ..._models import (
 )
 from .._classify import provider_error
 from .._codec import ended_early, optional_str
-from .._json import parse_json
 from .._sse import SseEvent
 from ._convert import (
     PROVIDER,
@@ -213,7 +213,7 @@ class AnthropicStreamDecoder:
         if event == "ping" or not data:
             return
         try:
-            payload = parse_json(data)
+            payload = loads(data)
         except ValueError as exc:
             raise _invalid(
                 f"stream event {event!r} carries invalid JSON ({exc}): {data[:200]!r}"
@@ -382,7 +382,7 @@ class AnthropicStreamDecoder:
             raw = state.raw
             if state.text:  # the search's input, streamed as JSON fragments
                 try:
-                    raw["input"] = parse_json("".join(state.text))
+                    raw["input"] = loads("".join(state.text))
                 except ValueError as exc:
                     raise _invalid(f"server_tool_use input is not JSON: {exc}") from exc
             out.append(TextDelta(text="", provider_metadata={SERVER_BLOCKS_KEY: [raw]}))

@@ -28,6 +28,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from ..._errors import InvalidResponse, KovaError
+from ..._json import loads
 from ..._models import (
     MediaOutput,
     SignedThinking,
@@ -41,7 +42,6 @@ from ..._models import (
     text_delta,
 )
 from .._codec import bad_shape, ended_early, optional_str
-from .._json import parse_json
 from .._shared import whole_call
 from ._convert import (
     PROVIDER,
@@ -83,7 +83,7 @@ class GeminiStreamDecoder:
         out: list[StreamEvent] = []
         if self.error is not None:
             return out
-        parse = parse_json
+        parse = loads
         append = out.append
         for sse in frames:
             data = sse.data

@@ -23,6 +23,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from ..._errors import InvalidResponse, KovaError
+from ..._json import loads
 from ..._models import (
     StopEvent,
     StreamEvent,
@@ -32,7 +33,6 @@ from ..._models import (
 )
 from .._classify import provider_error
 from .._codec import bad_shape, ended_early, optional_str
-from .._json import parse_json
 from .._shared import whole_call
 from ._convert import PROVIDER, decode_usage, done_reason_to_stop, error_of, tool_use_of
 
@@ -57,7 +57,7 @@ class OllamaStreamDecoder:
         out: list[StreamEvent] = []
         if self.error is not None or self._done:
             return out
-        parse = parse_json
+        parse = loads
         for line in frames:
             try:
                 chunk = parse(line)

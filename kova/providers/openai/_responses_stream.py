@@ -35,6 +35,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from ..._errors import InvalidResponse, KovaError
+from ..._json import loads
 from ..._models import (
     StopEvent,
     StreamEvent,
@@ -49,7 +50,6 @@ from ..._models import (
     text_delta,
 )
 from .._codec import bad_shape, ended_early, optional_str
-from .._json import parse_json
 from ._convert import canonical_arguments, encode_arguments
 from ._responses_convert import (
     PROVIDER,
@@ -129,7 +129,7 @@ class ResponsesStreamDecoder:
         for sse in frames:
             data = sse.data
             try:
-                event = parse_json(data)
+                event = loads(data)
             except ValueError:
                 if data.strip() == "[DONE]":
                     continue

@@ -38,6 +38,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from ..._errors import InvalidResponse, KovaError
+from ..._json import loads
 from ..._models import (
     Audio,
     MediaOutput,
@@ -55,7 +56,6 @@ from ..._models import (
     text_delta,
 )
 from .._codec import bad_shape, ended_early, optional_str
-from .._json import parse_json
 from ._convert import (
     PROVIDER,
     canonical_arguments,
@@ -124,7 +124,7 @@ class OpenAiStreamDecoder:
         if self._done or self.error is not None:
             return out
         append = out.append
-        parse = parse_json
+        parse = loads
         for sse in frames:
             data = sse.data
             if data == "[DONE]":
