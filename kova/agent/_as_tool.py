@@ -123,7 +123,7 @@ class AgentTool:
         agent = self.agent
         site = outer_call()
         try:
-            resume = site.nest.resumes.get(site.call.id) if site is not None else None
+            resume = site.step.resumes.get(site.call.id) if site is not None else None
             if resume is not None:
                 history: tuple[Message, ...] = resume.history
             else:
@@ -158,7 +158,7 @@ class AgentTool:
         except trio.Cancelled:
             raise
         except (KovaError, Exception) as exc:  # in-band: the outer model decides what next
-            if site is not None and site.call.id in site.nest.paused:
+            if site is not None and site.call.id in site.step.paused:
                 return ToolResult(content="(waiting for approvals)")  # a structured turn's pause
             detail = str(exc)
             kind = type(exc).__name__
@@ -182,7 +182,7 @@ async def run_inner_turn(
 ) -> AgentResponse:
     """One turn of ``agent`` run by an agent tool for the outer call ``site`` (``None`` when
     the tool is called outside an agent): streamed into the outer stream when that is
-    streamed; a pause is left in the outer step's nest."""
+    streamed; a pause is left in the outer step's ``paused``."""
     context = current_tool_context()
     deps = context.deps if context is not None else None
     if site is None:
@@ -195,7 +195,7 @@ async def run_inner_turn(
     response = await run_turn(driver, turn, overrides, deps=deps, site=site)
     if response.pending is not None:
         call = site.call
-        site.nest.paused[call.id] = InnerPause(
+        site.step.paused[call.id] = InnerPause(
             agent=agent.config.name,
             history=(*history, *response.new_messages),
             pending=response.pending,

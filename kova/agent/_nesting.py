@@ -1,13 +1,14 @@
 """What a turn hands the agents its tools run (``agent.as_tool()``), and their events' paths.
 
-A turn's tool step carries a :class:`Nest` to the tool pool: the turn's path (the tool-call
-ids that led to it, empty for the outermost turn), the turn cores it belongs to (its own and
-every enclosing one: an inner turn's model calls and tool calls count against each of their
-usage limits, and its usage is added to each), the approval policy an inner agent without one
-of its own follows, and whether the outer turn is streamed. Around each call the pool sets
-:func:`outer_call` (the nest, the call and where its events go), which is how an agent tool
-finds the turn it serves: the pool hands the nest to each call, never through trio's context
-as the turn's task had it (a call may run in a task of its own).
+A turn's tool step hands the tool pool its :class:`ToolCalls`: besides the calls, the turn's
+path (the tool-call ids that led to it, empty for the outermost turn), the turn cores it
+belongs to (its own and every enclosing one: an inner turn's model calls and tool calls count
+against each of their usage limits, and its usage is added to each), the approval policy an
+inner agent without one of its own follows, and whether the outer turn is streamed. Around
+each call the pool sets :func:`outer_call` (the step, the call and where its events go),
+which is how an agent tool finds the turn it serves: the pool hands the step to each call,
+never through trio's context as the turn's task had it (a call may run in a task of its
+own).
 
 An inner turn's events reach the outer stream as copies that carry a path
 (:func:`nested`): ``TextDelta`` and the other stream events keep ``path`` as a class
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from .._models import ToolUse, Usage
+    from .._observe import TurnEmitter
     from ..tools import Tool
     from ._approvals import Deferred, InnerPause
 
@@ -44,7 +46,7 @@ __all__ = [
     "ApprovalPolicy",
     "CallSite",
     "EnclosingTurn",
-    "Nest",
+    "ToolCalls",
     "nested",
     "outer_call",
     "serving_agent_call",
@@ -80,26 +82,67 @@ class EnclosingTurn(Protocol):
         """An inner turn starts a step of ``count`` tool calls."""
 
 
-class Nest:
-    """The side of one tool step of a turn that its agent tools see."""
+class ToolCalls:
+    """One tool step's calls as the tool runner takes them: what each call's
+    :class:`~kova.tools.ToolContext` carries, where its events go, and the side of the turn
+    its agent tools see. Built by the step that runs them (``ToolStep.request``) and passed
+    down in the caller's task: nothing crosses a mailbox."""
 
-    __slots__ = ("approver", "path", "paused", "resumes", "streamed", "turns")
+    __slots__ = (
+        "agent",
+        "approved",
+        "approver",
+        "calls",
+        "deps",
+        "on_event",
+        "path",
+        "paused",
+        "resumes",
+        "streamed",
+        "telemetry",
+        "turn_id",
+        "turns",
+    )
 
     def __init__(
         self,
+        calls: tuple[ToolUse, ...],
         *,
-        path: tuple[str, ...],
-        turns: tuple[EnclosingTurn, ...],
-        approver: ApprovalPolicy | None,
-        streamed: bool,
+        on_event: Callable[[object], Awaitable[None]] | None = None,
+        telemetry: tuple[TurnEmitter, int] | None = None,
+        approved: frozenset[str] = frozenset(),
+        turn_id: str = "",
+        agent: str = "",
+        deps: object = None,
+        path: tuple[str, ...] = (),
+        turns: tuple[EnclosingTurn, ...] = (),
+        approver: ApprovalPolicy | None = None,
+        streamed: bool = False,
         resumes: dict[str, InnerPause] | None = None,
     ) -> None:
+        self.calls = calls
+        self.on_event = on_event
+        """Receives ToolCallStarted / ToolCallFinished events (and an agent tool's nested
+        ones, when ``streamed``)."""
+        self.telemetry = telemetry
+        """The turn's telemetry emitter and span id (the parent of each tool call's span),
+        or ``None`` when nobody listens."""
+        self.approved = approved
+        """Ids of calls already approved: neither the defer predicate nor the handler is
+        asked."""
+        self.turn_id = turn_id
+        """The turn core's id of the turn (with a call's id, it names the call in the turn)."""
+        self.agent = agent
+        """The agent's name (each call's ToolContext carries it)."""
+        self.deps = deps
+        """The caller's ``deps`` (``ToolContext.deps``)."""
         self.path = path
         """The turn's own path (empty for the outermost turn)."""
         self.turns = turns
         """The turn's core and those of the turns enclosing it, innermost first."""
         self.approver = approver
-        """The approval policy of the turn (its own, or the one it inherited), or ``None``."""
+        """The approval policy the calls follow (the turn's own, or the one it inherited),
+        or ``None``."""
         self.streamed = streamed
         self.resumes: dict[str, InnerPause] = resumes if resumes is not None else {}
         """Calls of this step that continue a paused inner turn, by call id."""
@@ -108,25 +151,25 @@ class Nest:
 
 
 class CallSite:
-    """The tool call an agent tool serves: the step's :class:`Nest`, the call, and where the
-    inner turn's events go (``None`` when the outer turn is not streamed)."""
+    """The tool call an agent tool serves: the step's :class:`ToolCalls`, the call, and where
+    the inner turn's events go (``None`` when the outer turn is not streamed)."""
 
-    __slots__ = ("call", "emit", "nest")
+    __slots__ = ("call", "emit", "step")
 
     def __init__(
         self,
-        nest: Nest,
+        step: ToolCalls,
         call: ToolUse,
         emit: Callable[[object], Awaitable[None]] | None,
     ) -> None:
-        self.nest = nest
+        self.step = step
         self.call = call
         self.emit = emit
 
     @property
     def path(self) -> tuple[str, ...]:
         """The inner turn's path: the outer turn's, then this call's id."""
-        return (*self.nest.path, self.call.id)
+        return (*self.step.path, self.call.id)
 
 
 _CALL: contextvars.ContextVar[CallSite | None] = contextvars.ContextVar(

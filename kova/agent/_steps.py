@@ -41,9 +41,8 @@ from ._events import (
     TurnCompleted,
 )
 from ._model_call import ModelCall, outcome_of
-from ._nesting import Nest
+from ._nesting import ToolCalls
 from ._tool_deltas import ToolArguments
-from ._tool_pool import ToolCalls
 from ._turn import CallModel, Finished
 
 if TYPE_CHECKING:
@@ -166,7 +165,7 @@ class ModelStep:
         self._model = inference.model or context.model
         self._inference = inference
         self._emitter = emitter
-        self._outer: tuple[EnclosingTurn, ...] = site.nest.turns if site is not None else ()
+        self._outer: tuple[EnclosingTurn, ...] = site.step.turns if site is not None else ()
         self._key = context.name if site is None else usage_key(context.name, site.call.name)
         self.provider = context.provider if provider is None else provider
         self._on_failure = on_failure
@@ -234,10 +233,6 @@ class ModelStep:
         if emitter is None:
             return None, held
         return ModelCall(emitter, self.provider, self._inference, self._model), held
-
-    def priced(self, response: ModelResponse) -> ModelResponse:
-        meter = self._meter
-        return meter.priced(response, self._model) if meter.prices else response
 
     async def settled(self, held: Hold | None, response: ModelResponse) -> None:
         if held is not None:
@@ -553,9 +548,9 @@ class ToolStep:
         if where is None:
             site, approver = self._site, self._context.approver
             if not approver.active:
-                approver = site.nest.approver if site is not None else None  # type: ignore[assignment]
+                approver = site.step.approver if site is not None else None  # type: ignore[assignment]
             path = site.path if site is not None else ()
-            outer = site.nest.turns if site is not None else ()
+            outer = site.step.turns if site is not None else ()
             where = self._nest = (path, outer, approver)
         return where
 
@@ -567,25 +562,20 @@ class ToolStep:
         await gate.passed()
         return await gate.tool_calls(step.calls)
 
-    def nest(self, turn: EnclosingTurn | None, resumes: dict[str, InnerPause] | None) -> Nest:
-        """What the step's agent tools see of ``turn`` (``None``: a call run on its own)."""
-        path, outer, approver = self._where()
-        turns = outer if turn is None else (turn, *outer)
-        return Nest(
-            path=path, turns=turns, approver=approver, streamed=self._streamed, resumes=resumes
-        )
-
     def request(
         self,
         calls: tuple[ToolUse, ...],
         *,
         approved: frozenset[str],
         turn_id: str,
-        nest: Nest | None,
+        turn: EnclosingTurn | None = None,
+        resumes: dict[str, InnerPause] | None = None,
         on_event: Callable[[object], Awaitable[None]] | None = None,
     ) -> ToolCalls:
-        """The calls as the agent's tool runner takes them."""
+        """The calls as the agent's tool runner takes them; what their agent tools see of
+        ``turn`` (``None``: calls run on their own) and the turns enclosing it."""
         emitter = self._emitter
+        path, outer, approver = self._where()
         return ToolCalls(
             calls,
             on_event=on_event,
@@ -594,7 +584,11 @@ class ToolStep:
             turn_id=turn_id,
             agent=self._context.name,  # what the tools' ToolContext carries
             deps=self._deps,
-            nest=nest,
+            path=path,
+            turns=outer if turn is None else (turn, *outer),
+            approver=approver,
+            streamed=self._streamed,
+            resumes=resumes,
         )
 
     def execute(self, request: ToolCalls) -> Awaitable[tuple[DeferredResult, ...]]:
@@ -616,11 +610,15 @@ class ToolStep:
         if denied:  # a tool guard answered these: they never reach the pool
             answered = {**answered, **denied}
             calls = tuple(call for call in calls if call.id not in denied)
-        nest = self.nest(turn, dict(step.resumes) if step.resumes else None)
         watch = None if observer is NO_OBSERVER or self._streamed else observer.finished
         on_event = None if watch is None else _own_outcomes(watch)
         request = self.request(
-            calls, approved=step.approved, turn_id=step.turn_id, nest=nest, on_event=on_event
+            calls,
+            approved=step.approved,
+            turn_id=step.turn_id,
+            turn=turn,
+            resumes=dict(step.resumes) if step.resumes else None,
+            on_event=on_event,
         )
         return answered, request
 
@@ -637,8 +635,7 @@ class ToolStep:
             results = tuple(
                 answered[call.id] if call.id in answered else by_id[call.id] for call in step.calls
             )
-        assert request.nest is not None
-        for call_id, pause in request.nest.paused.items():
+        for call_id, pause in request.paused.items():
             turn.inner_paused(call_id, pause)
         turn.tools_finished(results)
         # Read for every model call: a tool server's list_changed reaches the model on its

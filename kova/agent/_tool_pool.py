@@ -68,19 +68,17 @@ from ..tools._context import serving_call
 from ._approvals import DEFER, Deferred, DeferredResult
 from ._events import ToolCallDeferred, ToolCallFinished, ToolCallStarted
 from ._input import block_problem
-from ._nesting import CallSite, serving_agent_call
+from ._nesting import CallSite, ToolCalls, serving_agent_call
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine, Generator
 
     from ..tools import Tool, ToolRegistry
-    from ._nesting import Nest
 
 __all__ = [
     "ApprovalHandler",
     "Approver",
     "DeferPredicate",
-    "ToolCalls",
     "ToolRunner",
 ]
 
@@ -280,47 +278,6 @@ class Approver:
         return "tool call denied by the approval handler"
 
 
-class ToolCalls:
-    """One tool step's calls as the runner takes them, with what each call's
-    :class:`~kova.tools.ToolContext` carries and where its events go. Built by the step that
-    runs them (``ToolStep.request``) and passed down in the caller's task: nothing crosses
-    a mailbox."""
-
-    __slots__ = ("agent", "approved", "calls", "deps", "nest", "on_event", "telemetry", "turn_id")
-
-    def __init__(
-        self,
-        calls: tuple[ToolUse, ...],
-        *,
-        on_event: Callable[[object], Awaitable[None]] | None = None,
-        telemetry: tuple[TurnEmitter, int] | None = None,
-        approved: frozenset[str] = frozenset(),
-        turn_id: str = "",
-        agent: str = "",
-        deps: object = None,
-        nest: Nest | None = None,
-    ) -> None:
-        self.calls = calls
-        self.on_event = on_event
-        """Receives ToolCallStarted / ToolCallFinished events (and an agent tool's nested
-        ones, when ``nest`` is streamed)."""
-        self.telemetry = telemetry
-        """The turn's telemetry emitter and span id (the parent of each tool call's span),
-        or ``None`` when nobody listens."""
-        self.approved = approved
-        """Ids of calls already approved: neither the defer predicate nor the handler is
-        asked."""
-        self.turn_id = turn_id
-        """The turn core's id of the turn (with a call's id, it names the call in the turn)."""
-        self.agent = agent
-        """The agent's name (each call's ToolContext carries it)."""
-        self.deps = deps
-        """The caller's ``deps`` (``ToolContext.deps``)."""
-        self.nest = nest
-        """What the calls' agent tools (``agent.as_tool()``) see of the turn, and the
-        approval policy that applies (the runner's own when ``None``)."""
-
-
 _Checked: TypeAlias = "tuple[DeferredResult, ToolOutcome, bool | None, float | None]"
 """One call's result and how it went: its outcome, whether it was approved (``None``: no
 policy asked) and how long the tool ran (when observed)."""
@@ -484,12 +441,11 @@ class ToolRunner:
         approved: bool | None = True
         denial: str | Deferred | None = None
         if call.id not in step.approved:
-            nest = step.nest
-            approver = self.approver if nest is None else nest.approver
+            approver = step.approver
             if approver is None or not approver.active:
                 approved = None
             else:
-                denial = await approver.decide(call, tool, () if nest is None else nest.path)
+                denial = await approver.decide(call, tool, step.path)
                 approved = denial is None
         if denial is DEFER:
             log.info("tool.call.deferred", tool=call.name, tool_use_id=call.id)
@@ -530,17 +486,12 @@ class ToolRunner:
     async def _execute(self, tool: Tool, call: ToolUse, step: ToolCalls) -> ToolResult | None:
         """The tool's result, answering ``call`` (an error result when the tool failed or
         returned something malformed); ``None`` when the call is an agent tool
-        (``agent.as_tool()``) whose inner turn paused for approvals (its state is in the
-        step's nest)."""
-        nest = step.nest
+        (``agent.as_tool()``) whose inner turn paused for approvals (its state is in
+        ``step.paused``)."""
         serving = serving_call(
             ToolContext(call_id=call.id, turn_id=step.turn_id, agent=step.agent, deps=step.deps)
         )
-        site = None
-        if nest is not None:
-            site = serving_agent_call(
-                CallSite(nest, call, step.on_event if nest.streamed else None)
-            )
+        site = serving_agent_call(CallSite(step, call, step.on_event if step.streamed else None))
         try:
             if isinstance(tool, FunctionTool):
                 # The registry has just validated the arguments against this very schema.
@@ -575,10 +526,9 @@ class ToolRunner:
                 f"tool {call.name!r} raised trio.Cancelled uncancelled", tool_use_id=call.id
             )
         finally:
-            if site is not None:
-                site.var.reset(site)
+            site.var.reset(site)
             serving.var.reset(serving)
-        if nest is not None and call.id in nest.paused:
+        if call.id in step.paused:
             return None
         if not isinstance(result, ToolResult):  # a Tool written without type checking
             return ToolResult.error(  # type: ignore[unreachable]

@@ -189,9 +189,7 @@ async def call_agent_tool(agent: Agent, name: str, arguments: dict[str, Any]) ->
     if call.id in denied:
         result = denied[call.id]
     else:
-        request = step.request(
-            (call,), approved=frozenset(), turn_id=new_turn_id(), nest=step.nest(None, None)
-        )
+        request = step.request((call,), approved=frozenset(), turn_id=new_turn_id())
         (result,) = await step.execute(request)
     if not isinstance(result, ToolResult):  # DEFER: the agent leaves the call to a person
         return _error_result(

@@ -50,7 +50,6 @@ from ..agent._guard_gate import GuardGate
 from ..agent._guard_record import GuardRecord
 from ..agent._guards import GuardPassed, GuardTripped, InputGuard, OutputGuard, ToolGuard
 from ..agent._input import check_messages
-from ..agent._nesting import Nest
 from ..agent._retry import RetryConfig
 from ..agent._state_json import (
     config_from_json,
@@ -310,20 +309,16 @@ class _Host:
             return dumps({"result": result_to_json(not_known_to_have_run(call))})
         publish = _Publisher() if request.get("events") else None
         turn_id = field(request, "turn_id", str)
-        nest = _nest_for(agent, call, request, turn_id, publish is not None)
+        outer = _outer_for(agent, call, request)
         activity.heartbeat(_STARTED)
         approved = bool(request.get("approved"))
-        work = (_call_tool, agent, call, approved, turn_id, self._deps, publish, nest)
-        result = await self._in_guest(work, publish, _STARTED)
+        work = (_call_tool, agent, call, approved, turn_id, self._deps, publish, outer)
+        result, paused = await self._in_guest(work, publish, _STARTED)
         reply: dict[str, Any] = {}
-        if nest is not None:
-            outer = nest.turns[0]
-            assert isinstance(outer, OuterCounter)
-            if outer.counted:
-                reply["inner"] = outer.counted
-            paused = nest.paused.get(call.id)
-            if paused is not None:
-                reply["paused"] = paused.to_dict()
+        if outer is not None and outer[0].counted:
+            reply["inner"] = outer[0].counted
+        if paused is not None:
+            reply["paused"] = paused.to_dict()
         if result is DEFER:
             reply["defer"] = True
         else:
@@ -332,27 +327,20 @@ class _Host:
         return check_size(dumps(reply), "a tool result")
 
 
-def _nest_for(
-    agent: Agent, call: ToolUse, request: Mapping[str, Any], turn_id: str, streamed: bool
-) -> Nest | None:
+def _outer_for(
+    agent: Agent, call: ToolUse, request: Mapping[str, Any]
+) -> tuple[OuterCounter, dict[str, InnerPause] | None] | None:
     """For a call of an agent tool (``agent.as_tool()``): what its inner turn sees of the
-    outer turn, as in-process (see ``_inner``): the outer usage limits and figures, the
-    outer approval policy, the paused inner turn the call continues; ``None`` for any other
-    tool."""
+    outer turn, as in-process (see ``_inner``): the outer usage limits and figures, and the
+    paused inner turn the call continues; ``None`` for any other tool."""
     if not isinstance(agent.config.registry.get(call.name), AgentTool):
         return None
     figures = request.get("outer")
     if figures is not None and not isinstance(figures, Mapping):
         raise SerializationError("a tool call's outer figures must be a JSON object")
     resume = request.get("resume")
-    approver = agent.driver_context().approver
-    return Nest(
-        path=(),
-        turns=(OuterCounter(figures_from_json(figures)),),
-        approver=approver if approver.active else None,
-        streamed=streamed,
-        resumes=None if resume is None else {call.id: InnerPause.from_dict(resume)},
-    )
+    resumes = None if resume is None else {call.id: InnerPause.from_dict(resume)}
+    return OuterCounter(figures_from_json(figures)), resumes
 
 
 def _start(agent: Agent, text: str) -> str:
@@ -670,19 +658,23 @@ async def _call_tool(
     turn_id: str,
     deps: object,
     publish: _Publisher | None,
-    nest: Nest | None = None,
-) -> DeferredResult:
+    outer: tuple[OuterCounter, dict[str, InnerPause] | None] | None = None,
+) -> tuple[DeferredResult, InnerPause | None]:
     """One tool call through the agent's tool pool (trio side), observed by the agent's
-    telemetry subscribers (and lifecycle hooks) as in-process. ``nest``: for an agent tool,
-    what its inner turn sees of the outer turn; the inner turn's events are published with
-    their ``path``, as an in-process stream nests them."""
+    telemetry subscribers (and lifecycle hooks) as in-process, and the pause of the inner
+    turn it ran, if it paused. ``outer``: for an agent tool, what its inner turn sees of the
+    outer turn; the inner turn's events are published with their ``path``, as an
+    in-process stream nests them."""
     context = agent.driver_context()
     tools = ToolStep(context, context.emitter(), streamed=publish is not None, deps=deps)
     on_event = None if publish is None else partial(_publish_event, publish)
     ids = frozenset((call.id,)) if approved else frozenset()
-    request = tools.request((call,), approved=ids, turn_id=turn_id, nest=nest, on_event=on_event)
+    turn, resumes = (None, None) if outer is None else outer
+    request = tools.request(
+        (call,), approved=ids, turn_id=turn_id, turn=turn, resumes=resumes, on_event=on_event
+    )
     results = await tools.execute(request)
-    return results[0]
+    return results[0], request.paused.get(call.id)
 
 
 async def _publish_event(publish: _Publisher, item: object) -> None:
