@@ -110,7 +110,7 @@ class WireRequest(Record):
     ) -> None:
         set_field(self, "method", method)
         set_field(self, "path", path)
-        set_field(self, "query", {} if query is None else dict(query))
+        set_field(self, "query", dict(query) if query else {})
         if not isinstance(headers, SecretHeaders):  # a codec's own (protocol) headers
             headers = {} if headers is None else dict(headers)
         set_field(self, "headers", headers)

@@ -35,7 +35,7 @@ from ..._models import (
 )
 from ..._secret import SecretHeaders
 from ..._tool_index import SEARCH_TOOLS
-from .._codec import MESSAGES_STOP_REASONS, json_object, known_stop, optional_str, split_thinking
+from .._codec import MESSAGES_STOP_REASONS, json_object, known_stop, split_thinking
 from .._media import MB, check_inline_total, document_text, refuse
 
 if TYPE_CHECKING:
@@ -190,6 +190,10 @@ def _block(block: ContentBlock, role: Role) -> dict[str, JSONValue] | None:
                 return compaction_block(block)
             # The API rejects empty text blocks.
             return {"type": "text", "text": text} if text else None
+        case ToolUse(id=id_, name=name, input=arguments):
+            return {"type": "tool_use", "id": id_, "name": name, "input": arguments}
+        case ToolResult():
+            return _tool_result(block)
         case Image():
             if role is Role.ASSISTANT:
                 # A picture another provider's model answered with: the Messages API takes
@@ -204,10 +208,6 @@ def _block(block: ContentBlock, role: Role) -> dict[str, JSONValue] | None:
             if role is Role.ASSISTANT:
                 return None  # the model's own spoken answer elsewhere (see kova.providers._media)
             raise refuse(PROVIDER, block, "the Messages API takes no audio input")
-        case ToolUse(id=id_, name=name, input=arguments):
-            return {"type": "tool_use", "id": id_, "name": name, "input": arguments}
-        case ToolResult():
-            return _tool_result(block)
         case Thinking(text=text, signature=signature):
             # Only Anthropic's own signed blocks go back, and only in assistant turns; unsigned
             # thinking (another provider's reasoning) is display text and is dropped.
@@ -258,11 +258,11 @@ def encode_messages(
             turns.append((wire_role, blocks))
     wire: list[JSONValue] = []
     for wire_role, blocks in turns:
-        if wire_role == "user" and any(b["type"] == "tool_result" for b in blocks):
+        if wire_role == "user" and len(blocks) > 1:
             results = [b for b in blocks if b["type"] == "tool_result"]
-            blocks = results + [b for b in blocks if b["type"] != "tool_result"]
-        content: list[JSONValue] = list(blocks)
-        wire.append({"role": wire_role, "content": content})
+            if results and len(results) < len(blocks):
+                blocks = results + [b for b in blocks if b["type"] != "tool_result"]
+        wire.append({"role": wire_role, "content": blocks})
     return ("\n\n".join(system_parts) if system_parts else None), wire
 
 
@@ -468,29 +468,28 @@ def decode_stop_reason(raw: str | None) -> StopReason:
     return known_stop(raw, MESSAGES_STOP_REASONS)
 
 
-def _int(data: Mapping[str, object], key: str) -> int:
-    value = data.get(key)
-    return value if isinstance(value, int) else 0
-
-
 def decode_usage(usage: Mapping[str, object]) -> Usage:
-    """Anthropic's ``usage`` object as kova :class:`~kova.Usage`.
+    """Anthropic's ``usage`` object as kova :class:`~kova.Usage` (a count that is not an
+    integer is 0).
 
     Anthropic reports uncached input, cache reads and cache writes separately; their sum is the
     prompt size, which is what kova's ``input_tokens`` means.
     """
-    uncached = _int(usage, "input_tokens")
-    cache_read = _int(usage, "cache_read_input_tokens")
-    cache_creation = _int(usage, "cache_creation_input_tokens")
-    output = _int(usage, "output_tokens")
+    uncached = usage.get("input_tokens")
+    cache_read = usage.get("cache_read_input_tokens")
+    cache_creation = usage.get("cache_creation_input_tokens")
+    output = usage.get("output_tokens")
     details = usage.get("output_tokens_details")
-    reasoning = _int(details, "thinking_tokens") if isinstance(details, dict) else 0
+    reasoning = details.get("thinking_tokens") if isinstance(details, dict) else 0
+    uncached = uncached if isinstance(uncached, int) else 0
+    cache_read = cache_read if isinstance(cache_read, int) else 0
+    cache_creation = cache_creation if isinstance(cache_creation, int) else 0
     return Usage(
         input_tokens=uncached + cache_read + cache_creation,
-        output_tokens=output,
+        output_tokens=output if isinstance(output, int) else 0,
         cache_read_tokens=cache_read,
         cache_creation_tokens=cache_creation,
-        reasoning_tokens=reasoning,
+        reasoning_tokens=reasoning if isinstance(reasoning, int) else 0,
     )
 
 
@@ -558,13 +557,14 @@ def decode_response(data: object) -> ModelResponse:
     content, thinking = split_thinking(data["content"], decode_content_block)
     usage = data.get("usage")
     stop = data.get("stop_reason")
+    model, answer_id = data.get("model"), data.get("id")
     return ModelResponse(
         content=content,
-        stop_reason=decode_stop_reason(stop if isinstance(stop, str) else None),
+        stop_reason=known_stop(stop if isinstance(stop, str) else None, MESSAGES_STOP_REASONS),
         usage=decode_usage(usage) if isinstance(usage, dict) else None,
         thinking=thinking,
-        model=optional_str(data.get("model")),
-        id=optional_str(data.get("id")),
+        model=model if isinstance(model, str) and model else None,
+        id=answer_id if isinstance(answer_id, str) and answer_id else None,
     )
 
 

@@ -39,7 +39,10 @@ def openai_error_details(body: JSONValue) -> ErrorDetails:
 
 
 class OpenAiCodec(
-    Record, CodecBase[SseEvent], eq_exclude=("stream_headers",), repr_exclude=("stream_headers",)
+    Record,
+    CodecBase[SseEvent],
+    eq_exclude=("stream_headers", "path"),
+    repr_exclude=("stream_headers", "path"),
 ):
     """Chat Completions over SSE, for OpenAI and compatible servers."""
 
@@ -47,6 +50,8 @@ class OpenAiCodec(
     stream_headers: SecretHeaders
     """The headers of a streamed call: the config's and ``accept``, worked out once (the
     config is frozen) rather than per stream."""
+    path: str
+    """The chat path under the base URL, worked out once, as the headers are."""
     name: ClassVar[str] = PROVIDER
     framer: ClassVar[type[SseFramer]] = SseFramer
     stream_content_types: ClassVar[tuple[str, ...]] = ("text/event-stream",)
@@ -54,6 +59,7 @@ class OpenAiCodec(
     def __init__(self, config: OpenAiConfig) -> None:
         set_field(self, "config", config)
         set_field(self, "stream_headers", config.extra_headers.merged(STREAM_ACCEPT))
+        set_field(self, "path", endpoint_path(config.base_url, config.chat_completions_path))
 
     def encode(self, request: ChatRequest, *, stream: bool) -> WireRequest:
         config = self.config
@@ -61,8 +67,8 @@ class OpenAiCodec(
             request.messages, request.tools, request.config, config, stream=stream
         )
         return WireRequest(
-            path=endpoint_path(config.base_url, config.chat_completions_path),
-            query=config.query_params(),
+            path=self.path,
+            query=config.query_params() if config.api_version is not None else None,
             headers=self.stream_headers if stream else config.extra_headers,
             body=body,
         )

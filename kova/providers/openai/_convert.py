@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, assert_never
 
 from ..._errors import ProviderError
-from ..._json import compact
+from ..._json import JsonNestingError, compact, loads
 from ..._models import (
     Audio,
     Document,
@@ -37,7 +37,7 @@ from ..._models import (
     Usage,
 )
 from .._classify import ERROR_TYPES, provider_error
-from .._codec import function_tools, optional_str
+from .._codec import function_tools
 from .._media import MB, check_inline_total, refuse
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ def canonical_arguments(raw: str) -> JSONObject | None:
     if not raw:
         return None
     try:
-        parsed = json.loads(raw)
+        parsed = loads(raw)
     except ValueError:
         return None  # kept as ToolUse.raw_arguments instead
     if not isinstance(parsed, dict) or compact(parsed) == raw:
@@ -123,7 +123,7 @@ def encode_arguments(tool_use: ToolUse) -> str:
         raw = metadata.get(ARGUMENTS_KEY)
         if isinstance(raw, str):
             try:
-                if json.loads(raw) == tool_use.input:
+                if loads(raw) == tool_use.input:
                     return raw
             except ValueError:
                 pass
@@ -239,28 +239,30 @@ def _tool_messages(results: Sequence[ToolResult]) -> list[dict[str, JSONValue]]:
     return messages
 
 
-def _assistant_message(message: Message, *, echo_reasoning: bool) -> dict[str, JSONValue] | None:
-    text = "".join(block.text for block in message.content if isinstance(block, Text))
-    reasoning = (
-        "".join(block.text for block in message.content if isinstance(block, Thinking))
-        if echo_reasoning
-        else ""
-    )
-    calls: list[JSONValue] = [
-        {
-            "id": block.id,
-            "type": "function",
-            "function": {"name": block.name, "arguments": encode_arguments(block)},
-        }
-        for block in message.content
-        if isinstance(block, ToolUse)
-    ]
+def _assistant_message(
+    message: Message, results: list[ToolResult], *, echo_reasoning: bool
+) -> dict[str, JSONValue] | None:
+    """An assistant turn (its tool results, if any, go to ``results``)."""
+    texts: list[str] = []
+    reasoning: list[str] = []
+    calls: list[JSONValue] = []
+    for block in message.content:
+        if isinstance(block, Text):
+            texts.append(block.text)
+        elif isinstance(block, ToolUse):
+            function = {"name": block.name, "arguments": encode_arguments(block)}
+            calls.append({"id": block.id, "type": "function", "function": function})
+        elif isinstance(block, ToolResult):
+            results.append(block)
+        elif echo_reasoning and isinstance(block, Thinking):
+            reasoning.append(block.text)
+    text = "".join(texts)
     if not calls and not text:
         # Only thinking (dropped) or nothing: an empty assistant turn helps no server.
         return None
     encoded: dict[str, JSONValue] = {"role": "assistant", "content": text or None}
-    if reasoning:
-        encoded["reasoning_content"] = reasoning
+    if reasoning and (joined := "".join(reasoning)):
+        encoded["reasoning_content"] = joined
     if calls:
         encoded["tool_calls"] = calls
     return encoded
@@ -274,29 +276,36 @@ def encode_messages(
     Thinking and redacted thinking blocks (from other providers) are dropped, unless
     ``echo_reasoning`` sends an assistant turn's thinking text back as its
     ``reasoning_content`` (DeepSeek thinking mode). Tool results, whatever message holds
-    them, become one ``tool`` message each, in order.
+    them, become one ``tool`` message each, in order, before the rest of their message.
     """
     check_inline_total(provider, messages, MAX_FILE_BYTES, "per request")
     encoded: list[dict[str, JSONValue]] = []
     for message in messages:
-        results = [block for block in message.content if isinstance(block, ToolResult)]
-        if results:
-            encoded.extend(_tool_messages(results))
+        results: list[ToolResult] = []
+        wire: dict[str, JSONValue] | None = None
         match message.role:
-            case Role.SYSTEM:
-                encoded.append({"role": "system", "content": message.text})
             case Role.USER:
-                parts = [b for b in message.content if isinstance(b, UserBlock)]
+                parts: list[UserBlock] = []
+                for block in message.content:
+                    if isinstance(block, ToolResult):
+                        results.append(block)
+                    elif isinstance(block, UserBlock):
+                        parts.append(block)
                 if parts:
-                    encoded.append({"role": "user", "content": _user_content(parts, provider)})
+                    wire = {"role": "user", "content": _user_content(parts, provider)}
             case Role.ASSISTANT:
-                assistant = _assistant_message(message, echo_reasoning=echo_reasoning)
-                if assistant is not None:
-                    encoded.append(assistant)
-            case Role.TOOL:
-                pass  # only ToolResult blocks mean anything here; encoded above
+                wire = _assistant_message(message, results, echo_reasoning=echo_reasoning)
+            case Role.TOOL:  # only its ToolResult blocks mean anything
+                results = [block for block in message.content if isinstance(block, ToolResult)]
+            case Role.SYSTEM:
+                results = [block for block in message.content if isinstance(block, ToolResult)]
+                wire = {"role": "system", "content": message.text}
             case _:
                 assert_never(message.role)
+        if results:
+            encoded.extend(_tool_messages(results))
+        if wire is not None:
+            encoded.append(wire)
     return encoded
 
 
@@ -354,39 +363,42 @@ def encode_request(
 # Responses
 
 
-def _int(value: object) -> int:
-    return value if type(value) is int else 0  # JSON's ints are exactly int (never a bool)
-
-
 def usage_of(usage: object, keys: tuple[str, str, str, str]) -> Usage | None:
     """An OpenAI ``usage`` object with cached input tokens and reasoning tokens; ``None`` if
     absent. Both APIs send the same shape under other names: ``keys`` are the input count,
     the output count and their two details objects (:func:`decode_usage`'s, the Responses
-    API's ``input_tokens``, ``output_tokens``, ...)."""
+    API's ``input_tokens``, ``output_tokens``, ...). A count that is not an integer is 0
+    (JSON's integers are exactly ``int``, never a ``bool``)."""
     if not isinstance(usage, dict):
         return None
     input_key, output_key, input_details_key, output_details_key = keys
-    inputs = _int(usage.get(input_key))
-    outputs = _int(usage.get(output_key))
+    inputs = usage.get(input_key)
+    inputs = inputs if type(inputs) is int else 0
+    outputs = usage.get(output_key)
+    outputs = outputs if type(outputs) is int else 0
     total = usage.get("total_tokens")
-    input_details = usage.get(input_details_key)
-    output_details = usage.get(output_details_key)
+    total = total if type(total) is int else 0 if isinstance(total, int) else inputs + outputs
+    cached = input_audio = reasoning = output_audio = 0
+    details = usage.get(input_details_key)
+    if isinstance(details, dict):
+        count = details.get("cached_tokens")
+        cached = count if type(count) is int else 0
+        count = details.get("audio_tokens")
+        input_audio = count if type(count) is int else 0
+    details = usage.get(output_details_key)
+    if isinstance(details, dict):
+        count = details.get("reasoning_tokens")
+        reasoning = count if type(count) is int else 0
+        count = details.get("audio_tokens")
+        output_audio = count if type(count) is int else 0
     return Usage(
         input_tokens=inputs,
         output_tokens=outputs,
-        total_tokens=_int(total) if isinstance(total, int) else inputs + outputs,
-        cache_read_tokens=_int(input_details.get("cached_tokens"))
-        if isinstance(input_details, dict)
-        else 0,
-        reasoning_tokens=_int(output_details.get("reasoning_tokens"))
-        if isinstance(output_details, dict)
-        else 0,
-        input_audio_tokens=_int(input_details.get("audio_tokens"))
-        if isinstance(input_details, dict)
-        else 0,
-        output_audio_tokens=_int(output_details.get("audio_tokens"))
-        if isinstance(output_details, dict)
-        else 0,
+        total_tokens=total,
+        cache_read_tokens=cached,
+        reasoning_tokens=reasoning,
+        input_audio_tokens=input_audio,
+        output_audio_tokens=output_audio,
     )
 
 
@@ -425,24 +437,29 @@ def arguments_text(arguments: object) -> str:
 def parse_arguments(arguments: str) -> tuple[JSONObject, str | None]:
     """``(input, raw_arguments)`` of an ``arguments`` string: raw text is kept only when it is
     not a JSON object (the agent answers such a call with an error the model can fix)."""
-    if not arguments.strip():
-        return {}, None
+    parsed, raw, _ = decode_arguments(arguments, canonical=False)
+    return parsed, raw
+
+
+def decode_arguments(
+    text: str, *, canonical: bool = True
+) -> tuple[JSONObject, str | None, JSONObject | None]:
+    """:func:`parse_arguments` and (unless not ``canonical``) :func:`canonical_arguments` of
+    one ``arguments`` text, which is parsed once: ``(input, raw_arguments,
+    provider_metadata)``."""
+    if not text or text.isspace():
+        return {}, None, None
     try:
-        parsed = json.loads(arguments)
+        parsed = loads(text)
+    except JsonNestingError:
+        raise  # too deep to read: an invalid response, not arguments to answer
     except ValueError:
-        return {}, arguments
+        return {}, text, None
     if not isinstance(parsed, dict):
-        return {}, arguments
-    return parsed, None
-
-
-def decode_arguments(text: str) -> tuple[JSONObject, str | None, JSONObject | None]:
-    """:func:`parse_arguments` and :func:`canonical_arguments` of one ``arguments`` text, which
-    is parsed once: ``(input, raw_arguments, provider_metadata)``."""
-    parsed, raw = parse_arguments(text)
-    if raw is not None or not text.strip():
-        return parsed, raw, None
-    return parsed, None, None if compact(parsed) == text else {ARGUMENTS_KEY: text}
+        return {}, text, None
+    if not canonical or compact(parsed) == text:
+        return parsed, None, None
+    return parsed, None, {ARGUMENTS_KEY: text}
 
 
 def error_object(
@@ -513,20 +530,26 @@ def decode_response(
     message = choice.get("message")
     if not isinstance(message, dict):
         raise ProviderError.invalid_response("the choice has no message", provider=PROVIDER)
-    content: list[Text | ToolUse | Audio] = []
+    content: list[Text | ToolUse | Thinking | Audio] = []
+    reasoning = reasoning_of(message)
+    if keep_reasoning and reasoning:
+        content.append(Thinking(text=reasoning))
     text = message.get("content")
-    refusal = message.get("refusal")
+    refused = False
     if isinstance(text, str) and text:
         content.append(Text(text=text))
-    elif isinstance(refusal, str) and refusal:
-        content.append(Text(text=refusal))
-    content.extend(_spoken(message, audio_format))
+    else:
+        refusal = message.get("refusal")
+        if isinstance(refusal, str) and refusal:
+            content.append(Text(text=refusal))
+            refused = True
+    if "audio" in message:
+        content.extend(_spoken(message, audio_format))
     calls = message.get("tool_calls")
+    has_calls = False
     if isinstance(calls, list):
         for number, call in enumerate(calls):
-            if not isinstance(call, dict):
-                continue
-            function = call.get("function")
+            function = call.get("function") if isinstance(call, dict) else None
             if not isinstance(function, dict):
                 continue
             parsed, raw, metadata = decode_arguments(arguments_text(function.get("arguments")))
@@ -540,24 +563,22 @@ def decode_response(
                     provider_metadata=metadata,
                 )
             )
+            has_calls = True
     finish = choice.get("finish_reason")
-    has_calls = any(isinstance(block, ToolUse) for block in content)
-    stop = finish_reason_to_stop(
-        finish if isinstance(finish, str) else None, has_tool_calls=has_calls
-    )
-    if not (isinstance(text, str) and text) and isinstance(refusal, str) and refusal:
+    if refused:
         stop = StopReason.unknown("refusal")
-    reasoning = reasoning_of(message)
-    blocks: tuple[Text | ToolUse | Thinking | Audio, ...] = tuple(content)
-    if keep_reasoning and reasoning:
-        blocks = (Thinking(text=reasoning), *blocks)
+    else:
+        stop = finish_reason_to_stop(
+            finish if isinstance(finish, str) else None, has_tool_calls=has_calls
+        )
+    model, answer_id = body.get("model"), body.get("id")
     return ModelResponse(
-        content=blocks,
+        content=content,
         stop_reason=stop,
-        usage=decode_usage(body.get("usage")),
+        usage=usage_of(body.get("usage"), _USAGE_KEYS),
         thinking=reasoning,
-        model=optional_str(body.get("model")),
-        id=optional_str(body.get("id")),
+        model=model if isinstance(model, str) and model else None,
+        id=answer_id if isinstance(answer_id, str) and answer_id else None,
     )
 
 
