@@ -320,15 +320,38 @@ class ToolRunner:
     The limit is a count of free slots and a queue: a call takes a free slot without a
     scheduler pass (the tool's own awaits are its checkpoints), a freed slot goes to the
     first call waiting, if any (first come, first served, as trio's ``CapacityLimiter``).
+    A call made inside one of the agent's own calls (a tool that runs its agent again, in its
+    task or a task it started) takes no slot of its own when none is free: its caller's slot
+    is waiting for it, and waiting for another would wait forever at ``max_concurrent_tools``
+    levels deep. In the calling task itself it never takes a second one.
     """
 
-    __slots__ = ("_free", "_queue", "approver", "registry")
+    __slots__ = ("_free", "_holders", "_queue", "approver", "registry")
 
     def __init__(self, registry: ToolRegistry, approver: Approver, max_concurrent: int) -> None:
         self.registry = registry
         self.approver = approver
         self._free = max_concurrent
         self._queue = trio.lowlevel.ParkingLot()
+        self._holders: set[trio.lowlevel.Task] = set()
+
+    async def _slot(self) -> trio.lowlevel.Task | None:
+        """Take a slot for a call of this task (the task, to give it back), or None for a
+        call inside one of this agent's calls that runs in its caller's slot."""
+        task = trio.lowlevel.current_task()
+        if task in self._holders:
+            return None
+        if self._free:  # a free slot: no scheduler pass (the tool's own awaits checkpoint)
+            self._free -= 1
+        else:
+            nursery = task.parent_nursery
+            while nursery is not None:  # only when waiting: is a caller's call waiting on us?
+                if nursery.parent_task in self._holders:
+                    return None
+                nursery = nursery.parent_task.parent_nursery
+            await self._queue.park()  # until a call that ends hands its slot over
+        self._holders.add(task)
+        return task
 
     def run(self, step: ToolCalls) -> Awaitable[tuple[DeferredResult, ...]]:
         """Run ``step`` in the calling task, in a copy of its context: a context variable a
@@ -453,10 +476,7 @@ class ToolRunner:
         if denial is not None:
             log.info("tool.call.denied", tool=call.name, tool_use_id=call.id)
             return ToolResult.error(denial, tool_use_id=call.id), ToolOutcome.DENIED, approved, None
-        if self._free:  # a free slot: no scheduler pass (the tool's own awaits checkpoint)
-            self._free -= 1
-        else:
-            await self._queue.park()  # until a call that ends hands its slot over
+        holder = await self._slot()
         try:
             started = None
             if scope is not None:
@@ -472,10 +492,12 @@ class ToolRunner:
                 started = trio.current_time()
             result = await self._execute(tool, call, step)
         finally:
-            if self._queue:
-                self._queue.unpark()  # the slot goes to the first call waiting
-            else:
-                self._free += 1
+            if holder is not None:
+                self._holders.discard(holder)
+                if self._queue:
+                    self._queue.unpark()  # the slot goes to the first call waiting
+                else:
+                    self._free += 1
         if result is None:  # an agent tool whose inner turn paused for approvals
             log.info("tool.call.deferred", tool=call.name, tool_use_id=call.id)
             return DEFER, ToolOutcome.DEFERRED, approved, None

@@ -142,3 +142,86 @@ async def test_a_stream_of_an_agent_without_tools_still_answers_and_brackets_a_c
             if isinstance(event, ToolCallStarted | ToolCallFinished)
         ]
     assert kinds == ["ToolCallStarted", ("ToolCallFinished", True)]
+
+
+async def test_a_tool_that_runs_its_own_agent_again_does_not_wait_for_its_own_slot(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A lone call runs in its turn's task: a tool that asks the same agent again (a plain
+    # function tool calling agent.run) holds the agent's only slot while the inner turn's
+    # lone call needs one. It runs in that task's slot instead of waiting for it forever
+    # (before the tool pool's own limit, trio's CapacityLimiter refused the second token).
+    def answer(request: ChatRequest) -> ModelResponse:
+        last = request.messages[-1]
+        if last.role is Role.TOOL:
+            return reply_text("done")
+        return reply_tool_calls(("ask", {"depth": len(last.text)}))
+
+    depths: list[int] = []
+
+    @tool
+    async def ask(depth: int) -> str:
+        """Ask the agent again, three levels down.
+
+        Args:
+            depth: how deep this call is.
+        """
+        depths.append(depth)
+        if depth >= 3:
+            return "bottom"
+        return (await agent.run("x" * (depth + 1))).text
+
+    agent = (
+        AgentBuilder().provider(FunctionProvider(answer)).tool(ask).max_concurrent_tools(1).build()
+    )
+    async with agent:
+        with trio.fail_after(5):
+            response = await agent.run("x")
+    assert depths == [1, 2, 3]
+    assert response.text == "done"
+
+
+async def test_parallel_calls_inside_an_own_call_run_in_their_callers_slot(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The inner turn's two calls run in tasks of its step's nursery: children of the task
+    # whose call holds the only slot. They do not wait for it (it waits for them); a call
+    # from outside still waits its turn.
+    def answer(request: ChatRequest) -> ModelResponse:
+        last = request.messages[-1]
+        if last.role is Role.TOOL:
+            return reply_text("done")
+        if last.text == "inner":
+            return reply_tool_calls(("ask", {"depth": 1}), ("ask", {"depth": 1}))
+        return reply_tool_calls(("ask", {"depth": 0}))
+
+    running = peak = 0
+
+    @tool
+    async def ask(depth: int) -> str:
+        """Ask the agent again once.
+
+        Args:
+            depth: how deep this call is.
+        """
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        try:
+            if depth:
+                await trio.sleep(1)
+                return "leaf"
+            return (await agent.run("inner")).text
+        finally:
+            running -= 1
+
+    agent = (
+        AgentBuilder().provider(FunctionProvider(answer)).tool(ask).max_concurrent_tools(1).build()
+    )
+    async with agent:
+        with trio.fail_after(5):
+            started = trio.current_time()
+            response = await agent.run("outer")
+    assert response.text == "done"
+    assert peak == 3  # the outer call and its two inner calls at once
+    assert trio.current_time() - started == 1.0
