@@ -110,6 +110,12 @@ def depth_exceeds(value: object, limit: int = MAX_JSON_DEPTH) -> bool:
     it expands each container once, so a value that contains itself ends too (``json.dumps``
     refuses that one).
     """
+    if limit > 0 and type(value) is dict:
+        for item in value.values():
+            if type(item) not in _PLAIN:
+                break
+        else:
+            return False  # an object of plain values (most tool arguments): one level
     level = [value]
     seen: set[int] = set()
     depth = 0
@@ -133,6 +139,9 @@ def depth_exceeds(value: object, limit: int = MAX_JSON_DEPTH) -> bool:
         if depth > limit:
             return True
         level = children
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 def check_depth(value: object, what: str, *, limit: int = MAX_JSON_DEPTH) -> None:

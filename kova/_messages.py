@@ -332,8 +332,10 @@ class ToolUse(Record):
         provider_metadata: JSONObject | None = None,
         raw_arguments: str | None = None,
     ) -> None:
-        set_field(self, "id", _non_empty("id", id))
-        set_field(self, "name", _non_empty("name", name))
+        if not id or not name:
+            raise ValueError(f"{'name' if id else 'id'} must not be empty")
+        set_field(self, "id", id)
+        set_field(self, "name", name)
         arguments = {} if input is None else input
         if arguments and depth_exceeds(arguments):
             raise JsonNestingError(

@@ -822,15 +822,14 @@ class HttpTransport:
         key = (method, path, id(headers))
         head = self._heads.get(key)
         if head is not None and head.headers is headers and not client.cookies:
-            request_headers = httpx2.Headers(head.template)
-            request_headers["Content-Length"] = str(len(content))
             request = httpx2.Request(
                 method,
                 head.url,
-                headers=request_headers,
+                headers=head.template,  # copied by Request
                 stream=httpx2.ByteStream(content),
                 extensions=self._extensions,
             )
+            request.headers["Content-Length"] = str(len(content))
             request.read()  # as a request made from content= is: its content is readable
             return request
         request = self._request(client, method, path, content, params, headers)

@@ -18,7 +18,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._errors import InvalidRequest
-from .._messages import Audio, Document, File, Image, ToolResult, base64_size, decode_base64
+from .._messages import (
+    Audio,
+    Document,
+    File,
+    Image,
+    Text,
+    ToolResult,
+    ToolUse,
+    base64_size,
+    decode_base64,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -98,6 +108,8 @@ def _inline_bytes(messages: Iterable[Message]) -> int:
     total = 0
     for message in messages:
         for block in message.content:
+            if block.__class__ is Text or block.__class__ is ToolUse:
+                continue  # most blocks, never media: no isinstance walk for them
             if isinstance(block, _SIZED):
                 if block.data is not None:
                     total += base64_size(block.data)

@@ -508,6 +508,20 @@ def decode_content_block(block: object) -> ContentBlock | None:
     match block.get("type"):
         case "text":
             return Text(text=_str_field(block, "text", "text block"))
+        case "tool_use":
+            arguments = block.get("input")
+            if arguments is None:
+                arguments = {}
+            if not isinstance(arguments, dict):
+                raise _invalid(f"tool_use input must be a JSON object, got {arguments!r}")
+            try:
+                return ToolUse(
+                    id=_str_field(block, "id", "tool_use block"),
+                    name=_str_field(block, "name", "tool_use block"),
+                    input=arguments,
+                )
+            except ValueError as exc:
+                raise _invalid(f"invalid tool_use block: {exc}") from exc
         case "thinking":
             signature = block.get("signature")
             return Thinking(
@@ -521,20 +535,6 @@ def decode_content_block(block: object) -> ContentBlock | None:
             return Text(text="", provider_metadata={SERVER_BLOCKS_KEY: [json_object(block)]})
         case "compaction":
             return compaction_text(block)
-        case "tool_use":
-            arguments = block.get("input")
-            if arguments is None:
-                arguments = {}
-            if not isinstance(arguments, dict):
-                raise _invalid(f"tool_use input must be a JSON object, got {arguments!r}")
-            try:
-                return ToolUse(
-                    id=_str_field(block, "id", "tool_use block"),
-                    name=_str_field(block, "name", "tool_use block"),
-                    input=json_object(arguments),
-                )
-            except ValueError as exc:
-                raise _invalid(f"invalid tool_use block: {exc}") from exc
     return None
 
 
