@@ -91,13 +91,20 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Self
 
-__all__ = ["EMPTY", "Record", "evolve", "set_field"]
+__all__ = ["EMPTY", "Record", "evolve", "set_field", "slot_setters"]
 
 EMPTY: Mapping[str, Any] = MappingProxyType({})
 """The default of a ``Mapping`` field: one empty, read-only mapping every record shares."""
 
 set_field: Callable[[object, str, object], None] = object.__setattr__
 """Store a field in ``__init__`` (a record refuses ordinary assignment)."""
+
+
+def slot_setters(cls: type, *names: str) -> tuple[Callable[[Any, Any], None], ...]:
+    """The ``__set__`` of each of ``cls``'s slots ``names`` (its own descriptor's), for an
+    ``__init__`` of a value made per call: a field stored through it costs about a third less
+    than with :func:`set_field`, which looks the name up again and checks the type's MRO."""
+    return tuple(getattr(cls, name).__set__ for name in names)
 
 
 def _key_getter(names: tuple[str, ...]) -> Callable[[object], tuple[Any, ...]]:
@@ -374,10 +381,10 @@ def _compiled_init(cls: type[Record]) -> Callable[..., None]:
         namespace[f"__default{index}"] = default
         parameters.append(f"{name}=__default{index}")
     body = []
-    for index, name in enumerate(cls.__record_fields__):
-        # The field's slot stored through its own descriptor: a third cheaper than
-        # object.__setattr__, which looks the name up again and checks the type's MRO.
-        namespace[f"__set{index}"] = getattr(cls, name).__set__
+    for index, (name, setter) in enumerate(
+        zip(cls.__record_fields__, slot_setters(cls, *cls.__record_fields__), strict=True)
+    ):
+        namespace[f"__set{index}"] = setter
         body.append(f"    __set{index}(self, {name})")
     if _has_post_init(cls):
         body.append("    self.__post_init__()")

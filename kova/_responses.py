@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ._messages import ContentBlock, HasContent
-from ._record import Record, set_field
+from ._record import Record, set_field, slot_setters
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -96,22 +96,20 @@ class Usage(Record, eq_exclude=("cost",), private=("_price",)):
         output_audio_tokens: int = 0,
         cost: Decimal | None = None,
     ) -> None:
-        set_field(self, "input_tokens", input_tokens)
-        set_field(self, "output_tokens", output_tokens)
-        set_field(
-            self,
-            "total_tokens",
-            input_tokens + output_tokens if total_tokens is None else total_tokens,
-        )
-        set_field(self, "cache_read_tokens", cache_read_tokens)
-        set_field(self, "cache_creation_tokens", cache_creation_tokens)
-        set_field(self, "reasoning_tokens", reasoning_tokens)
-        set_field(self, "input_audio_tokens", input_audio_tokens)
-        set_field(self, "output_audio_tokens", output_audio_tokens)
         if cost is not None and type(cost) is not Decimal:
             raise TypeError(f"Usage.cost must be a decimal.Decimal or None, got {cost!r}")
-        set_field(self, "cost", cost)
-        set_field(self, "_price", None)
+        # Made per call: each field stored through its slot (see slot_setters).
+        inputs, outputs, total, read, created, reasoning, heard, spoken, costs, price = _USAGE
+        inputs(self, input_tokens)
+        outputs(self, output_tokens)
+        total(self, input_tokens + output_tokens if total_tokens is None else total_tokens)
+        read(self, cache_read_tokens)
+        created(self, cache_creation_tokens)
+        reasoning(self, reasoning_tokens)
+        heard(self, input_audio_tokens)
+        spoken(self, output_audio_tokens)
+        costs(self, cost)
+        price(self, None)
 
     if TYPE_CHECKING:
         _price: Quote | tuple[Usage, Usage] | None  # a private slot, not a field
@@ -166,6 +164,8 @@ class Usage(Record, eq_exclude=("cost",), private=("_price",)):
         set_field(later, "_price", quote)
         return later
 
+
+_USAGE = slot_setters(Usage, *Usage.__record_fields__, "_price")
 
 Quote = tuple[
     "Callable[[Usage, str | None, str | None, float], Decimal | None]",
@@ -254,12 +254,16 @@ class ModelResponse(Record, HasContent, eq_exclude=("model", "id")):
         model: str | None = None,
         id: str | None = None,
     ) -> None:
-        set_field(self, "content", tuple(content))
-        set_field(self, "stop_reason", stop_reason)
-        set_field(self, "usage", usage)
-        set_field(self, "thinking", thinking)
-        set_field(self, "model", model)
-        set_field(self, "id", id)
+        blocks, stop, usages, thoughts, models, ids = _RESPONSE  # made per call: see Usage
+        blocks(self, tuple(content))
+        stop(self, stop_reason)
+        usages(self, usage)
+        thoughts(self, thinking)
+        models(self, model)
+        ids(self, id)
+
+
+_RESPONSE = slot_setters(ModelResponse, *ModelResponse.__record_fields__)
 
 
 class ModelInfo(Record):
