@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar
 
 from .._errors import InvalidResponse, StreamError
 from .._models import StopKind, StopReason, Thinking
-from .._record import Record, set_field
+from .._record import Record, set_field, slot_setters
 from .._secret import SecretHeaders
 from ._base import heuristic_count_tokens
 from ._http import ErrorDetails, default_error_details
@@ -108,13 +108,17 @@ class WireRequest(Record):
         headers: Mapping[str, str] | None = None,
         body: JSONValue | None = None,
     ) -> None:
-        set_field(self, "method", method)
-        set_field(self, "path", path)
-        set_field(self, "query", dict(query) if query else {})
         if not isinstance(headers, SecretHeaders):  # a codec's own (protocol) headers
             headers = {} if headers is None else dict(headers)
-        set_field(self, "headers", headers)
-        set_field(self, "body", body)
+        methods, paths, queries, headed, bodies = _WIRE  # one a call: see slot_setters
+        methods(self, method)
+        paths(self, path)
+        queries(self, dict(query) if query else {})
+        headed(self, headers)
+        bodies(self, body)
+
+
+_WIRE = slot_setters(WireRequest, *WireRequest.__record_fields__)
 
 
 class ModelPage(Record):
