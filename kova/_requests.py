@@ -6,15 +6,17 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
-from ._errors import BuildError
+from ._errors import BuildError, SerializationError
 from ._json import MAX_JSON_DEPTH, depth_exceeds
 from ._messages import JSONObject, Message, _non_empty
 from ._record import Record, evolve, set_field
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
+
+    from ._messages import JSONValue
 
 __all__ = [
     "COMPACTION_KEYS",
@@ -25,6 +27,12 @@ __all__ = [
     "ResponseFormat",
     "ToolAnnotations",
     "ToolDefinition",
+    "annotations_from_json",
+    "annotations_to_json",
+    "field",
+    "optional_field",
+    "tool_from_json",
+    "tool_to_json",
 ]
 
 
@@ -139,6 +147,75 @@ class ToolDefinition(Record, eq_exclude=("annotations", "output_schema")):
         )
         set_field(self, "annotations", annotations)
         set_field(self, "output_schema", output_schema)
+
+
+# -- a tool definition as stored (a saved turn, pending approvals, the MCP tool memory):
+# plain JSON, read back strictly (anything else is a SerializationError naming the field)
+
+_T = TypeVar("_T")
+
+_NAMES = {
+    bool: "a boolean",
+    int: "an integer",
+    str: "a string",
+    list: "a list",
+    dict: "an object",
+}
+
+
+def field(data: Mapping[str, object], key: str, kind: type[_T]) -> _T:
+    """``data[key]``, which must be of ``kind`` (an int is never a bool here)."""
+    value = data.get(key)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise SerializationError(
+            f"stored field {key!r} must be {_NAMES.get(kind, kind.__name__)}, got {value!r:.60}"
+        )
+    return value
+
+
+def optional_field(data: Mapping[str, object], key: str, kind: type[_T]) -> _T | None:
+    if data.get(key) is None:
+        return None
+    return field(data, key, kind)
+
+
+def annotations_to_json(annotations: ToolAnnotations) -> dict[str, JSONValue]:
+    return {name: getattr(annotations, name) for name in annotations.__record_fields__}
+
+
+def annotations_from_json(data: object) -> ToolAnnotations:
+    if not isinstance(data, Mapping):
+        raise SerializationError("stored tool annotations must be a JSON object")
+    return ToolAnnotations(
+        read_only=optional_field(data, "read_only", bool),
+        destructive=optional_field(data, "destructive", bool),
+        idempotent=optional_field(data, "idempotent", bool),
+        open_world=optional_field(data, "open_world", bool),
+        title=optional_field(data, "title", str),
+    )
+
+
+def tool_to_json(tool: ToolDefinition) -> dict[str, JSONValue]:
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": tool.parameters,
+        "annotations": None if tool.annotations is None else annotations_to_json(tool.annotations),
+        "output_schema": tool.output_schema,
+    }
+
+
+def tool_from_json(data: object) -> ToolDefinition:
+    if not isinstance(data, Mapping):
+        raise SerializationError("a stored tool definition must be a JSON object")
+    annotations = data.get("annotations")
+    return ToolDefinition(
+        name=field(data, "name", str),
+        description=field(data, "description", str),
+        parameters=field(data, "parameters", dict),
+        annotations=None if annotations is None else annotations_from_json(annotations),
+        output_schema=optional_field(data, "output_schema", dict),
+    )
 
 
 class ResponseFormat(Record):

@@ -5,11 +5,20 @@ results), read back strictly: anything that is not what was written is a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from .._errors import SerializationError
 from .._messages import Message, ToolResult, block_from_dict, block_to_dict
-from .._requests import InferenceConfig, ResponseFormat, ToolAnnotations, ToolDefinition
+from .._requests import (
+    InferenceConfig,
+    ResponseFormat,
+    annotations_from_json,
+    annotations_to_json,
+    field,
+    optional_field,
+    tool_from_json,
+    tool_to_json,
+)
 from .._responses import StopKind, StopReason, Usage
 
 if TYPE_CHECKING:
@@ -38,26 +47,6 @@ __all__ = [
     "usage_to_json",
 ]
 
-T = TypeVar("T")
-
-_NAMES = {
-    bool: "a boolean",
-    int: "an integer",
-    str: "a string",
-    list: "a list",
-    dict: "an object",
-}
-
-
-def field(data: Mapping[str, object], key: str, kind: type[T]) -> T:
-    """``data[key]``, which must be of ``kind`` (an int is never a bool here)."""
-    value = data.get(key)
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise SerializationError(
-            f"stored field {key!r} must be {_NAMES.get(kind, kind.__name__)}, got {value!r:.60}"
-        )
-    return value
-
 
 def count(data: Mapping[str, object], key: str) -> int:
     """``data[key]``, a counter: a non-negative integer (0 when absent)."""
@@ -67,12 +56,6 @@ def count(data: Mapping[str, object], key: str) -> int:
     if value < 0:
         raise SerializationError(f"stored field {key!r} must be 0 or more, got {value}")
     return value
-
-
-def _optional(data: Mapping[str, object], key: str, kind: type[T]) -> T | None:
-    if data.get(key) is None:
-        return None
-    return field(data, key, kind)
 
 
 def load_document(data: object, kind: str, version: int, what: str) -> Mapping[str, Any]:
@@ -118,7 +101,7 @@ def usage_from_json(data: object) -> Usage:
         name: 0 if name in _AUDIO and name not in data else _count(data, name)
         for name in _USAGE_COUNTS
     }
-    cost = _optional(data, "cost", str)
+    cost = optional_field(data, "cost", str)
     if cost is None:
         return Usage(**counts)  # type: ignore[arg-type]  # every field but cost is an int
     from decimal import Decimal, InvalidOperation
@@ -137,45 +120,6 @@ def _count(data: Mapping[str, object], key: str) -> int:
     if value < 0:
         raise SerializationError(f"stored field {key!r} must be 0 or more, got {value}")
     return value
-
-
-def annotations_to_json(annotations: ToolAnnotations) -> dict[str, JSONValue]:
-    return {name: getattr(annotations, name) for name in annotations.__record_fields__}
-
-
-def annotations_from_json(data: object) -> ToolAnnotations:
-    if not isinstance(data, Mapping):
-        raise SerializationError("stored tool annotations must be a JSON object")
-    return ToolAnnotations(
-        read_only=_optional(data, "read_only", bool),
-        destructive=_optional(data, "destructive", bool),
-        idempotent=_optional(data, "idempotent", bool),
-        open_world=_optional(data, "open_world", bool),
-        title=_optional(data, "title", str),
-    )
-
-
-def tool_to_json(tool: ToolDefinition) -> dict[str, JSONValue]:
-    return {
-        "name": tool.name,
-        "description": tool.description,
-        "parameters": tool.parameters,
-        "annotations": None if tool.annotations is None else annotations_to_json(tool.annotations),
-        "output_schema": tool.output_schema,
-    }
-
-
-def tool_from_json(data: object) -> ToolDefinition:
-    if not isinstance(data, Mapping):
-        raise SerializationError("a stored tool definition must be a JSON object")
-    annotations = data.get("annotations")
-    return ToolDefinition(
-        name=field(data, "name", str),
-        description=field(data, "description", str),
-        parameters=field(data, "parameters", dict),
-        annotations=None if annotations is None else annotations_from_json(annotations),
-        output_schema=_optional(data, "output_schema", dict),
-    )
 
 
 def config_to_json(config: InferenceConfig) -> dict[str, JSONValue]:
@@ -209,7 +153,7 @@ def _number(data: Mapping[str, object], key: str) -> float | None:
 def config_from_json(data: object) -> InferenceConfig:
     if not isinstance(data, Mapping):
         raise SerializationError("a stored inference config must be a JSON object")
-    stops = _optional(data, "stop_sequences", list)
+    stops = optional_field(data, "stop_sequences", list)
     if stops is not None and not all(isinstance(stop, str) for stop in stops):
         raise SerializationError("stored stop_sequences must be strings")
     raw_format = data.get("response_format")
@@ -221,12 +165,12 @@ def config_from_json(data: object) -> InferenceConfig:
             name=field(raw_format, "name", str),
             schema=field(raw_format, "schema", dict),
             strict=field(raw_format, "strict", bool),
-            description=_optional(raw_format, "description", str),
+            description=optional_field(raw_format, "description", str),
         )
     try:
         return InferenceConfig(
-            model=_optional(data, "model", str),
-            max_tokens=_optional(data, "max_tokens", int),
+            model=optional_field(data, "model", str),
+            max_tokens=optional_field(data, "max_tokens", int),
             temperature=_number(data, "temperature"),
             top_p=_number(data, "top_p"),
             stop_sequences=stops,
@@ -252,13 +196,13 @@ def limits_from_json(data: object) -> UsageLimits:
         raise SerializationError("stored usage limits must be a JSON object")
     try:
         return UsageLimits(
-            requests=_optional(data, "requests", int),
-            tool_calls=_optional(data, "tool_calls", int),
-            input_tokens=_optional(data, "input_tokens", int),
-            output_tokens=_optional(data, "output_tokens", int),
-            total_tokens=_optional(data, "total_tokens", int),
+            requests=optional_field(data, "requests", int),
+            tool_calls=optional_field(data, "tool_calls", int),
+            input_tokens=optional_field(data, "input_tokens", int),
+            output_tokens=optional_field(data, "output_tokens", int),
+            total_tokens=optional_field(data, "total_tokens", int),
             count_tokens_before_request=field(data, "count_tokens_before_request", bool),
-            cost=_decimal_or_none(_optional(data, "cost", str)),
+            cost=_decimal_or_none(optional_field(data, "cost", str)),
         )
     except (TypeError, ValueError) as exc:
         raise SerializationError(f"invalid stored usage limits: {exc}") from exc

@@ -26,20 +26,19 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from .._log import get_logger
-from .._models import ToolAnnotations, ToolDefinition
 from .._record import Record
+from .._requests import tool_from_json, tool_to_json
 from .._wal import use_wal
 from ._transports import InProcessTransport, SseTransport, StdioTransport, StreamableHttpTransport
 
 if TYPE_CHECKING:
-    from .._models import JSONValue
+    from .._models import ToolDefinition
     from ._transports import Transport
 
 __all__ = ["McpToolMemory", "RememberedTools", "default_memory_path", "server_key"]
@@ -147,7 +146,7 @@ class McpToolMemory:
         the memory only saves starting a server later. What the server reported is saved as
         it is, a lone surrogate too (see :func:`_column`), and reads back the same."""
         try:
-            listed = json.dumps([_tool_json(tool) for tool in tools])  # lone surrogates escaped
+            listed = json.dumps([tool_to_json(tool) for tool in tools])  # lone surrogates escaped
             row = (key, _column(server), _column(version), listed, time.time())
             await trio.to_thread.run_sync(
                 self._execute,
@@ -191,7 +190,7 @@ class McpToolMemory:
         return RememberedTools(
             server=_from_column(server),
             version=_from_column(version),
-            tools=tuple(_tool_from_json(item) for item in listed),
+            tools=tuple(tool_from_json(item) for item in listed),
             saved_at=float(saved_at),
         )
 
@@ -211,35 +210,3 @@ def _from_column(value: object) -> str:
     if isinstance(value, bytes):  # undecodable bytes: ValueError, an unreadable memory
         return value.decode("utf-8", "surrogatepass")
     return str(value)
-
-
-def _tool_json(tool: ToolDefinition) -> dict[str, JSONValue]:
-    annotations = tool.annotations
-    return {
-        "name": tool.name,
-        "description": tool.description,
-        "parameters": tool.parameters,
-        "annotations": None
-        if annotations is None
-        else {name: getattr(annotations, name) for name in annotations.__record_fields__},
-        "output_schema": tool.output_schema,
-    }
-
-
-def _tool_from_json(data: object) -> ToolDefinition:
-    if not isinstance(data, Mapping):
-        raise TypeError("a stored tool definition must be a JSON object")
-    hints = data["annotations"]
-    parameters = data["parameters"]
-    output_schema = data["output_schema"]
-    if not isinstance(parameters, dict) or not (
-        output_schema is None or isinstance(output_schema, dict)
-    ):
-        raise TypeError("a stored tool's schemas must be JSON objects")
-    return ToolDefinition(
-        name=data["name"],
-        description=data["description"],
-        parameters=parameters,
-        annotations=None if hints is None else ToolAnnotations(**hints),
-        output_schema=output_schema,
-    )

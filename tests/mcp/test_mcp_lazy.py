@@ -219,6 +219,32 @@ async def test_a_forgotten_server_is_not_recalled_and_others_stay(memory):
     assert (kept.server, kept.version, kept.tools) == ("b", "2", tools)
 
 
+async def test_a_remembered_tool_comes_back_whole_and_a_damaged_one_not_at_all(memory):
+    # Equality leaves annotations and output_schema out: each is compared by itself.
+    tool = ToolDefinition(
+        name="forecast",
+        description="d",
+        parameters={"type": "object", "properties": {"city": {"type": "string"}}},
+        annotations=kova.ToolAnnotations(read_only=True, title="Forecast"),
+        output_schema={"type": "object"},
+    )
+    await memory.remember("a", server="a", version="1", tools=(tool,))
+    recalled = await memory.recall("a")
+    assert recalled is not None
+    (back,) = recalled.tools
+    assert (back, back.annotations, back.output_schema) == (
+        tool,
+        tool.annotations,
+        tool.output_schema,
+    )
+    # A stored annotation of the wrong type is an unreadable memory (the server is asked
+    # again), not a tool with a wrong hint.
+    memory._execute(
+        "UPDATE mcp_tool_lists SET tools = replace(tools, 'true', '\"yes\"')", ()
+    )
+    assert await memory.recall("a") is None
+
+
 async def test_the_memory_survives_a_damaged_file(tmp_path, memory):
     memory.path.write_bytes(b"not a database at all" * 100)
     assert await memory.recall("anything") is None
