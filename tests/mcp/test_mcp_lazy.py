@@ -239,9 +239,7 @@ async def test_a_remembered_tool_comes_back_whole_and_a_damaged_one_not_at_all(m
     )
     # A stored annotation of the wrong type is an unreadable memory (the server is asked
     # again), not a tool with a wrong hint.
-    memory._execute(
-        "UPDATE mcp_tool_lists SET tools = replace(tools, 'true', '\"yes\"')", ()
-    )
+    memory._execute("UPDATE mcp_tool_lists SET tools = replace(tools, 'true', '\"yes\"')", ())
     assert await memory.recall("a") is None
 
 
@@ -362,7 +360,7 @@ async def test_a_server_reporting_lone_surrogates_is_listed_and_remembered(memor
     [
         "server = X'FF'",  # bytes that are no text, even with a surrogate kept
         "version = CAST(X'C3' AS TEXT)",  # text that is not UTF-8
-        "tools = '[{\"name\": \"\\ud800\"}]'",  # a tool without its fields
+        'tools = \'[{"name": "\\ud800"}]\'',  # a tool without its fields
         "tools = '\"\\ud800\"'",  # not a list
     ],
 )
