@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from .._json import loads
 from .._log import get_logger
 from .._record import Record
 from .._requests import tool_from_json, tool_to_json
@@ -184,7 +185,7 @@ class McpToolMemory:
         if row is None:
             return None
         server, version, tools, saved_at = row
-        listed = json.loads(tools)
+        listed = loads(tools)  # too deep: JsonNestingError, a ValueError (unreadable)
         if not isinstance(listed, list):
             raise ValueError("the stored tool list is not a JSON array")
         return RememberedTools(

@@ -241,6 +241,9 @@ async def test_a_remembered_tool_comes_back_whole_and_a_damaged_one_not_at_all(m
     # again), not a tool with a wrong hint.
     memory._execute("UPDATE mcp_tool_lists SET tools = replace(tools, 'true', '\"yes\"')", ())
     assert await memory.recall("a") is None
+    # Nor is a stored list nested too deeply to read (a RecursionError before).
+    memory._execute("UPDATE mcp_tool_lists SET tools = ?", ("[" * 100_000 + "]" * 100_000,))
+    assert await memory.recall("a") is None
 
 
 async def test_the_memory_survives_a_damaged_file(tmp_path, memory):
