@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, assert_never
 from urllib.parse import quote
 
+import attrs
+
 from ..._errors import InvalidRequest, InvalidResponse
 from ..._json import depth_exceeds, loads
 from ..._messages import AUDIO_FORMATS
@@ -486,17 +488,10 @@ def encode_count_tokens_request(
     settings: BedrockConfig,
 ) -> dict[str, JSONValue]:
     """The JSON body of CountTokens: the prompt of :func:`encode_request` (messages, system,
-    tools, additional fields) as ``{"input": {"converse": {...}}}``."""
-    system, wire_messages = encode_messages(messages, settings)
-    converse: dict[str, JSONValue] = {"messages": wire_messages}
-    if system:
-        converse["system"] = system
-    tool_config = encode_tool_config(tools)
-    if tool_config is not None:
-        converse["toolConfig"] = tool_config
-    if settings.additional_model_request_fields is not None:
-        converse["additionalModelRequestFields"] = settings.additional_model_request_fields
-    return {"input": {"converse": converse}}
+    tools, additional fields) as ``{"input": {"converse": {...}}}``: no inference settings
+    and no cache points, which CountTokens does not take."""
+    prompt_only = attrs.evolve(settings, max_tokens=None, cache_prompt=False)
+    return {"input": {"converse": encode_request(messages, tools, InferenceConfig(), prompt_only)}}
 
 
 # ---------------------------------------------------------------------------------------------

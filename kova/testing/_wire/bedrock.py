@@ -100,10 +100,6 @@ def encode_message(headers: Mapping[str, str], payload: bytes) -> bytes:
     return message + struct.pack(">I", crc32(message))
 
 
-def _json(data: Mapping[str, JSONValue]) -> bytes:
-    return dumps_bytes(data)
-
-
 def event_message(event_type: str, data: Mapping[str, JSONValue]) -> bytes:
     """A ConverseStream event (``:message-type: event``) with a JSON payload."""
     return encode_message(
@@ -112,7 +108,7 @@ def event_message(event_type: str, data: Mapping[str, JSONValue]) -> bytes:
             ":content-type": "application/json",
             ":message-type": "event",
         },
-        _json(data),
+        dumps_bytes(data),
     )
 
 
@@ -126,7 +122,7 @@ def exception_message(name: str, message: str) -> bytes:
             ":content-type": "application/json",
             ":message-type": "exception",
         },
-        _json({"message": message}),
+        dumps_bytes({"message": message}),
     )
 
 
@@ -147,29 +143,39 @@ class DecodedRequest(Record):
     messages: tuple[Message, ...]
     tools: tuple[ToolDefinition, ...]
     config: InferenceConfig
-    additional_fields: JSONValue = None
 
 
-def _media(kind: str, block: Mapping[str, object]) -> Image:
+def _source(kind: str, block: Mapping[str, object]) -> tuple[str | None, str | None]:
+    """A media block's ``(s3 URI, None)`` or ``(None, base64 bytes)``."""
     source = block.get("source")
-    fmt = str(block.get("format", ""))
     if not isinstance(source, Mapping):
         raise ValueError(f"{kind} block without a source: {block!r}")
     location = source.get("s3Location")
     if isinstance(location, Mapping):
-        return Image(url=str(location.get("uri")), media_type=_FORMAT_TYPES.get(fmt))
+        return str(location.get("uri")), None
     data = source.get("bytes")
     if not isinstance(data, str):
         raise ValueError(f"{kind} block without bytes: {block!r}")
     base64.b64decode(data, validate=True)  # the API rejects a blob that is not base64
+    return None, data
+
+
+def _media(kind: str, block: Mapping[str, object]) -> Image:
+    fmt = str(block.get("format", ""))
+    uri, data = _source(kind, block)
+    if uri is not None:
+        return Image(url=uri, media_type=_FORMAT_TYPES.get(fmt))
     return Image(media_type=_FORMAT_TYPES.get(fmt, fmt), data=data)
 
 
 def _document(block: Mapping[str, object]) -> Document | File:
-    source = block.get("source")
     fmt = str(block.get("format", ""))
     media_type = _FORMAT_TYPES.get(fmt)
-    if media_type is None or not media_type.count("/") or not isinstance(source, Mapping):
+    if (
+        media_type is None
+        or not media_type.count("/")
+        or not isinstance(block.get("source"), Mapping)
+    ):
         raise ValueError(f"document block of format {fmt!r} or without a source: {block!r}")
     name = block.get("name")
     if not isinstance(name, str) or not name:
@@ -177,36 +183,20 @@ def _document(block: Mapping[str, object]) -> Document | File:
     citations = block.get("citations")
     cite = isinstance(citations, Mapping) and citations.get("enabled") is True
     title = None if re.fullmatch(r"document-\d+", name) else name
-    location = source.get("s3Location")
-    if isinstance(location, Mapping):
-        return Document(
-            file_id=str(location.get("uri")), media_type=media_type, title=title, citations=cite
-        )
-    data = source.get("bytes")
-    if not isinstance(data, str):
-        raise ValueError(f"document block without bytes: {block!r}")
-    base64.b64decode(data, validate=True)
+    uri, data = _source("document", block)
+    if uri is not None:
+        return Document(file_id=uri, media_type=media_type, title=title, citations=cite)
     return Document(data=data, media_type=media_type, title=title, citations=cite)
 
 
 def _audio_or_video(kind: str, block: Mapping[str, object]) -> Audio | File:
-    source = block.get("source")
     fmt = str(block.get("format", ""))
-    if not isinstance(source, Mapping):
-        raise ValueError(f"{kind} block without a source: {block!r}")
-    location = source.get("s3Location")
+    uri, data = _source(kind, block)
     if kind == "video":
-        if not isinstance(location, Mapping):
+        if uri is None:
             raise ValueError("the fake server takes video from s3:// only")
-        return File(str(location.get("uri")), media_type=f"video/{fmt}")
-    audio_format = "pcm16" if fmt == "pcm" else fmt
-    if isinstance(location, Mapping):
-        return Audio(url=str(location.get("uri")), format=audio_format)
-    data = source.get("bytes")
-    if not isinstance(data, str):
-        raise ValueError(f"audio block without bytes: {block!r}")
-    base64.b64decode(data, validate=True)
-    return Audio(data=data, format=audio_format)
+        return File(uri, media_type=f"video/{fmt}")
+    return Audio(url=uri, data=data, format="pcm16" if fmt == "pcm" else fmt)
 
 
 def _result_content(content: object) -> str | tuple[Text | Image | Document, ...]:
@@ -354,7 +344,6 @@ def decode_request(body: JSONValue, *, model: str | None = None) -> DecodedReque
         messages=tuple(_messages(body)),
         tools=tuple(_tools(body.get("toolConfig"))),
         config=_config(body, model),
-        additional_fields=body.get("additionalModelRequestFields"),
     )
 
 

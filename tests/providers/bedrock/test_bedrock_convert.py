@@ -263,6 +263,26 @@ def test_codec_paths_and_model_override() -> None:
     )
 
 
+def test_count_tokens_body_is_the_prompt_only() -> None:
+    # The config's max_tokens and cache points belong to Converse, not to CountTokens; the
+    # additional fields are part of the prompt.
+    settings = BedrockConfig(
+        region="us-east-1",
+        model_id="m",
+        max_tokens=64,
+        cache_prompt=True,
+        additional_model_request_fields={"top_k": 5},
+    )
+    converse: Any = encode_request([Message.user("u")], [WEATHER], InferenceConfig(), settings)
+    counted: Any = encode_count_tokens_request([Message.user("u")], [WEATHER], settings)
+    assert converse["inferenceConfig"] == {"maxTokens": 64}
+    del converse["inferenceConfig"]
+    assert converse["messages"][0]["content"].pop() == {"cachePoint": {"type": "default"}}
+    assert converse["toolConfig"]["tools"].pop() == {"cachePoint": {"type": "default"}}
+    assert list(counted["input"]["converse"]) == list(converse)
+    assert counted == {"input": {"converse": converse}}
+
+
 def test_wire_notes_response() -> None:
     response = decode_response(
         {
