@@ -14,6 +14,7 @@ for current refs rather than keeping them across failures.
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ActorError
@@ -31,7 +32,6 @@ from ._supervisor import Supervisor, open_supervisor
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
-    from contextlib import AbstractAsyncContextManager
 
 
 __all__ = [
@@ -81,25 +81,19 @@ class SupervisorActor(Actor):
         backoff: Backoff | None = None,
     ) -> None:
         self._children = tuple(children)
-        self._supervisor_name = name
-        self._strategy: Strategy = strategy
-        self._max_restarts = max_restarts
-        self._within = within
-        self._backoff = backoff
+        self._open_supervisor = partial(
+            open_supervisor,
+            name=name,
+            strategy=strategy,
+            max_restarts=max_restarts,
+            within=within,
+            backoff=backoff,
+        )
         self._supervisor: Supervisor | None = None
 
-    def resources(self) -> AbstractAsyncContextManager[None]:
-        return self._run_subtree()
-
     @asynccontextmanager
-    async def _run_subtree(self) -> AsyncIterator[None]:
-        async with open_supervisor(
-            name=self._supervisor_name,
-            strategy=self._strategy,
-            max_restarts=self._max_restarts,
-            within=self._within,
-            backoff=self._backoff,
-        ) as supervisor:
+    async def resources(self) -> AsyncIterator[None]:
+        async with self._open_supervisor() as supervisor:
             for spec in self._children:
                 await supervisor.spawn(spec)
             self._supervisor = supervisor

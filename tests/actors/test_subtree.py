@@ -15,6 +15,7 @@ from kova.actors import (
     ListChildren,
     SpawnChild,
     StopChild,
+    Strategy,
     open_supervisor,
     supervisor_spec,
 )
@@ -22,15 +23,22 @@ from kova.actors import (
 from .test_supervisor import Journal, worker
 
 
-def leaf_tree(journal: Journal, *, max_restarts: int = 1) -> ChildSpec:
+def leaf_tree(
+    journal: Journal,
+    *,
+    max_restarts: int = 1,
+    within: float = 10.0,
+    strategy: Strategy = "one_for_one",
+) -> ChildSpec:
     return supervisor_spec(
         "tree",
         [
             ChildSpec(factory=worker("leaf", journal), name="leaf"),
             ChildSpec(factory=worker("twig", journal), name="twig"),
         ],
+        strategy=strategy,
         max_restarts=max_restarts,
-        within=10.0,
+        within=within,
         backoff=Backoff.none(),
     )
 
@@ -99,3 +107,17 @@ async def test_subtree_spawn_stop_and_unknown_child() -> None:
             await tree.call(GetChild(name="leaf"))
     # the subtree stopped its children in reverse start order when the root closed
     assert journal.order("stop") == ["leaf", "x", "twig"]
+
+
+async def test_subtree_keeps_its_own_strategy_and_window(autojump_clock: trio.testing.MockClock):
+    journal = Journal()
+    async with open_supervisor(name="root") as root:
+        # one_for_all: the leaf's crash restarts the twig too; a 1 s window: crashes 2 s
+        # apart never exceed one restart in it.
+        tree = await root.spawn(leaf_tree(journal, within=1.0, strategy="one_for_all"))
+        for _ in range(3):
+            await trio.sleep(2)
+            (await tree.call(GetChild(name="leaf"))).cast("crash")
+        await trio.sleep(1)
+    assert journal.times("twig", "start") == [0.0, 2.0, 4.0, 6.0]
+    assert journal.times("leaf", "start") == [0.0, 2.0, 4.0, 6.0]
