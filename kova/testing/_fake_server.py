@@ -155,7 +155,8 @@ def opener(
 
 
 class DecodedChat(Protocol):
-    """A chat request read back from the wire (each fake's ``wire.*.DecodedRequest``)."""
+    """A chat request read back from the wire (a :class:`~kova.providers.ChatRequest`, or a
+    fake's ``wire.*.DecodedRequest`` that also keeps what only its format has)."""
 
     @property
     def messages(self) -> Sequence[Message]: ...

@@ -22,6 +22,7 @@ from zlib import crc32
 from ..._json import dumps_bytes
 from ..._models import (
     Audio,
+    ChatRequest,
     ContentBlock,
     Document,
     File,
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
     from .._http_server import RecordedRequest
 
 __all__ = [
-    "DecodedRequest",
     "SignatureCheck",
     "decode_request",
     "encode_message",
@@ -135,14 +135,6 @@ def error_message(code: str, message: str) -> bytes:
 
 # ---------------------------------------------------------------------------------------------
 # Converse request body -> kova values
-
-
-class DecodedRequest(Record):
-    """A Converse/ConverseStream/CountTokens request body read back into kova values."""
-
-    messages: tuple[Message, ...]
-    tools: tuple[ToolDefinition, ...]
-    config: InferenceConfig
 
 
 def _source(kind: str, block: Mapping[str, object]) -> tuple[str | None, str | None]:
@@ -330,7 +322,7 @@ def _config(body: Mapping[str, object], model: str | None) -> InferenceConfig:
     )
 
 
-def decode_request(body: JSONValue, *, model: str | None = None) -> DecodedRequest:
+def decode_request(body: JSONValue, *, model: str | None = None) -> ChatRequest:
     """A Converse/ConverseStream body (or the ``input.converse`` of a CountTokens body) as kova
     values. ``model`` is the id from the path.
 
@@ -340,10 +332,8 @@ def decode_request(body: JSONValue, *, model: str | None = None) -> DecodedReque
     """
     if not isinstance(body, Mapping):
         raise ValueError("the body must be a JSON object")
-    return DecodedRequest(
-        messages=tuple(_messages(body)),
-        tools=tuple(_tools(body.get("toolConfig"))),
-        config=_config(body, model),
+    return ChatRequest(
+        messages=_messages(body), tools=_tools(body.get("toolConfig")), config=_config(body, model)
     )
 
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from ..._errors import InvalidResponse
 from ..._models import (
     Audio,
+    ChatRequest,
     Document,
     Image,
     InferenceConfig,
@@ -27,7 +28,6 @@ from ..._models import (
     ToolUse,
     Usage,
 )
-from ..._record import Record
 from ...providers.gemini._convert import (
     function_call_part,
     signature_metadata,
@@ -38,7 +38,6 @@ from ...providers.gemini._convert import (
 from ._common import media_block, tool_definition
 
 __all__ = [
-    "DecodedRequest",
     "camel_keys",
     "decode_request",
     "function_call_part",
@@ -49,14 +48,6 @@ __all__ = [
     "thought_part",
     "usage_json",
 ]
-
-
-class DecodedRequest(Record):
-    """A ``generateContent`` body read back into kova values."""
-
-    messages: tuple[Message, ...]
-    tools: tuple[ToolDefinition, ...]
-    config: InferenceConfig
 
 
 _STANDARD = str.maketrans("-_", "+/")
@@ -181,7 +172,7 @@ def camel_keys(value: JSONValue) -> JSONValue:
     return value
 
 
-def decode_request(body: JSONValue) -> DecodedRequest:
+def decode_request(body: JSONValue) -> ChatRequest:
     """A request body as kova values (snake_case field names accepted, as the API does).
 
     Raises:
@@ -237,7 +228,7 @@ def decode_request(body: JSONValue) -> DecodedRequest:
         if isinstance(schema, Mapping)
         else None,
     )
-    return DecodedRequest(messages=tuple(messages), tools=tuple(tools), config=config)
+    return ChatRequest(messages=messages, tools=tools, config=config)
 
 
 def stop_to_finish_reason(stop_reason: StopReason) -> str:
