@@ -65,6 +65,7 @@ __all__ = [
     "message_fingerprint",
     "pending_document",
     "read_document",
+    "same_pause",
 ]
 
 PENDING_FORMAT: Final = 3
@@ -539,6 +540,20 @@ class PendingApprovals(Record):
         if not isinstance(parsed, Mapping):
             raise SerializationError("stored pending approvals must be a JSON object")
         return cls.from_dict(parsed)
+
+
+def same_pause(one: PendingApprovals, other: PendingApprovals) -> bool:
+    """Whether two pending states are of the same pause: the same turn, assistant message
+    and calls, and the same inner turns (by agent and fingerprint). Decisions for another
+    pause are refused wherever a paused turn goes on (the turn core, a journal, a Temporal
+    workflow, a session)."""
+    return (
+        one.turn_id == other.turn_id
+        and one.message == other.message
+        and one.calls == other.calls
+        and {key: (pause.agent, pause.fingerprint) for key, pause in one.inner.items()}
+        == {key: (pause.agent, pause.fingerprint) for key, pause in other.inner.items()}
+    )
 
 
 def check_counters(pending: PendingApprovals) -> None:

@@ -22,6 +22,7 @@ import trio
 
 from .._errors import BudgetExceeded, BuildError, ProviderError
 from ..providers import heuristic_count_tokens
+from ._cost import usd
 
 if TYPE_CHECKING:
     from .._models import ChatRequest, ModelResponse
@@ -31,28 +32,6 @@ if TYPE_CHECKING:
 __all__ = ["Budget", "Hold", "Ledger", "Meter"]
 
 _ZERO: Final = Decimal(0)
-
-
-def _amount(value: object) -> Decimal:
-    if isinstance(value, bool):
-        raise BuildError(f"Budget amount must be a number of USD, got {value!r}")
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise BuildError(f"Budget amount must be finite, got {value!r}")
-        value = Decimal(repr(value))
-    elif isinstance(value, int | str):
-        try:
-            value = Decimal(value)
-        except ArithmeticError:
-            raise BuildError(f"Budget amount must be a number of USD, got {value!r}") from None
-    if not isinstance(value, Decimal):
-        raise BuildError(
-            f"Budget amount must be a Decimal, int, float or numeric str (USD), got "
-            f"{type(value).__name__}"
-        )
-    if not value.is_finite() or value < 0:
-        raise BuildError(f"Budget amount must be at least 0, got {value}")
-    return value
 
 
 class Budget:
@@ -82,7 +61,7 @@ class Budget:
     __slots__ = ("_amount", "_ledger", "_reserved", "_run", "_spends", "_spent", "_window")
 
     def __init__(self, amount: Decimal | int | str | float, *, window: object = None) -> None:
-        self._amount = _amount(amount)
+        self._amount = usd("Budget amount", amount, "USD")
         self._ledger: Ledger | None = None
         """Where a budget shared by processes keeps its figures (``store.budget(...)``)."""
         if window is not None:

@@ -91,27 +91,29 @@ Price = Decimal | tuple[Decimal, tuple[tuple[int, Decimal], ...]]
 starts; past ``start`` prompt tokens, ``price`` applies to all of a call's tokens."""
 
 
-def _decimal(model: str, kind: str, value: object) -> Decimal:
+def usd(what: str, value: object, unit: str = "") -> Decimal:
+    """``value`` (a ``Decimal``, ``int``, numeric ``str``, or ``float`` read by its shortest
+    repr) as a finite ``Decimal`` of at least 0: a price, or a budget's amount (``unit``
+    ``"USD"``). ``what`` names it in the errors."""
+    number = f"a number of {unit}" if unit else "a number"
     if isinstance(value, bool):
-        raise BuildError(f"the {kind} price of {model!r} must be a number, got {value!r}")
+        raise BuildError(f"{what} must be {number}, got {value!r}")
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise BuildError(f"the {kind} price of {model!r} must be finite, got {value!r}")
+            raise BuildError(f"{what} must be finite, got {value!r}")
         value = Decimal(repr(value))  # 0.15 is 0.15, not its binary neighbour
     elif isinstance(value, int | str):
         try:
             value = Decimal(value)
         except ArithmeticError:
-            raise BuildError(
-                f"the {kind} price of {model!r} must be a number, got {value!r}"
-            ) from None
+            raise BuildError(f"{what} must be {number}, got {value!r}") from None
     if not isinstance(value, Decimal):
         raise BuildError(
-            f"the {kind} price of {model!r} must be a Decimal, int, float or numeric str, "
+            f"{what} must be a Decimal, int, float or numeric str{f' ({unit})' if unit else ''}, "
             f"got {type(value).__name__}"
         )
     if not value.is_finite() or value < 0:
-        raise BuildError(f"the {kind} price of {model!r} must be at least 0, got {value}")
+        raise BuildError(f"{what} must be at least 0, got {value}")
     return value
 
 
@@ -178,7 +180,7 @@ class Prices(Record):
             if key in checked:
                 raise BuildError(f"{name!r} is priced twice (names are compared without case)")
             checked[key] = MappingProxyType(
-                {kind: _decimal(name, kind, value) for kind, value in entry.items()}
+                {kind: usd(f"the {kind} price of {name!r}", value) for kind, value in entry.items()}
             )
         set_field(self, "models", MappingProxyType(checked))
         set_field(self, "sheet", sheet)

@@ -63,6 +63,7 @@ from ._approvals import (
     check_counters,
     message_fingerprint,
     read_document,
+    same_pause,
 )
 from ._call_ids import call_ids_of, unique_call_ids
 from ._context import (
@@ -1201,13 +1202,7 @@ class Turn:
             )
         own = self._pending
         assert own is not None
-        if (
-            pending.turn_id != own.turn_id
-            or pending.message != own.message
-            or pending.calls != own.calls
-            or {key: (pause.agent, pause.fingerprint) for key, pause in pending.inner.items()}
-            != {key: (pause.agent, pause.fingerprint) for key, pause in own.inner.items()}
-        ):
+        if not same_pause(pending, own):
             raise ApprovalMismatchError(
                 "these decisions are for other pending calls than the ones this turn waits for"
             )

@@ -27,6 +27,7 @@ from .._errors import ApprovalMismatchError, KovaError
 from .._json import dumps, escape_surrogates, loads
 from .._messages import block_from_dict, block_to_dict
 from .._models import Message, ToolResult
+from ..agent._approvals import same_pause
 from ..agent._events import ToolCallDeferred, ToolCallFinished
 from ..agent._steps import StepObserver
 from ..agent._turn import AwaitApproval, Turn
@@ -263,7 +264,11 @@ async def open_journaled_turn(
             if recorded is not None:
                 waiting = _waiting_for(recorded)
                 assert waiting is not None
-                _check_decisions_fit(waiting, pending)
+                if not same_pause(waiting, pending):
+                    raise ApprovalMismatchError(
+                        "these decisions are for other pending calls than the ones the "
+                        "journaled turn waits for"
+                    )
             turn = context.resume_turn(history, pending, overrides, limits=limits)
             await journaled.saved(turn)
         elif recorded is None:
@@ -278,14 +283,3 @@ async def open_journaled_turn(
                 "it with the paused turn's history plus its response.new_messages"
             )
         yield turn, journaled
-
-
-def _check_decisions_fit(waiting: PendingApprovals, pending: PendingApprovals) -> None:
-    if (
-        pending.turn_id != waiting.turn_id
-        or pending.message != waiting.message
-        or pending.calls != waiting.calls
-    ):
-        raise ApprovalMismatchError(
-            "these decisions are for other pending calls than the ones the journaled turn waits for"
-        )

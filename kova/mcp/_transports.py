@@ -289,6 +289,12 @@ def _not_delivered(request: httpx2.Request, request_id: int | str, reason: str) 
     )
 
 
+def _session_gone(watch: SessionWatch, reason: str) -> None:
+    if not watch.gone:
+        watch.gone = True
+        watch.on_gone(reason)
+
+
 class _SessionWatchTransport(httpx2.AsyncBaseTransport):
     """Sees every HTTP exchange of one Streamable HTTP connection, below the ``mcp`` package.
 
@@ -303,11 +309,6 @@ class _SessionWatchTransport(httpx2.AsyncBaseTransport):
         self._inner = inner
         self._watch = watch
 
-    def _gone(self, reason: str) -> None:
-        if not self._watch.gone:
-            self._watch.gone = True
-            self._watch.on_gone(reason)
-
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         session_id = request.headers.get(MCP_SESSION_ID_HEADER)
         if session_id is None or request.method == "DELETE":
@@ -317,7 +318,7 @@ class _SessionWatchTransport(httpx2.AsyncBaseTransport):
         except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
             # Nothing was sent: the connection was never made.
             reason = f"cannot reach the server: {exc!r}"
-            self._gone(reason)
+            _session_gone(self._watch, reason)
             request_id = _request_id(request)
             if request_id is None:
                 raise
@@ -330,22 +331,14 @@ class _SessionWatchTransport(httpx2.AsyncBaseTransport):
             reason = (
                 f"the server no longer knows session {session_id} (HTTP {response.status_code})"
             )
-            self._gone(reason)
+            _session_gone(self._watch, reason)
             request_id = _request_id(request)
             if request_id is not None:
                 return _not_delivered(request, request_id, reason)
-        headers = [
-            (key, value)
-            for key, value in response.headers.multi_items()
-            if key.lower() not in ("content-length", "content-encoding", "transfer-encoding")
-        ]
-        return httpx2.Response(response.status_code, headers=headers, content=body, request=request)
+        return _rebuilt(response, body, request)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
-
-
-_REWRITTEN_HEADERS = ("content-length", "content-encoding", "transfer-encoding", "content-type")
 
 
 _REWRITTEN_HEADERS = ("content-length", "content-encoding", "transfer-encoding", "content-type")
@@ -366,15 +359,14 @@ def _rebuilt(
     *,
     content_type: str | None = None,
 ) -> httpx2.Response:
-    """``response`` with ``body`` (already read), as a response that can be read again."""
+    """``response`` with ``body`` (already read), as a response that can be read again
+    (with ``content_type`` in place of its own)."""
+    dropped = _REWRITTEN_HEADERS if content_type else _REWRITTEN_HEADERS[:-1]
     headers = [
-        (key, value)
-        for key, value in response.headers.multi_items()
-        if key.lower() not in _REWRITTEN_HEADERS
+        (key, value) for key, value in response.headers.multi_items() if key.lower() not in dropped
     ]
-    kept = content_type or response.headers.get("content-type")
-    if kept is not None:
-        headers.append(("content-type", kept))
+    if content_type:
+        headers.append(("content-type", content_type))
     return httpx2.Response(response.status_code, headers=headers, content=body, request=request)
 
 
@@ -673,12 +665,7 @@ class _SseWatchTransport(httpx2.AsyncBaseTransport):
         if response.status_code == 404 or b"session" in body.lower():
             reason = f"the server no longer knows this SSE session (HTTP {response.status_code})"
             return await self._not_delivered(request, reason)
-        headers = [
-            (key, value)
-            for key, value in response.headers.multi_items()
-            if key.lower() not in ("content-length", "content-encoding", "transfer-encoding")
-        ]
-        return httpx2.Response(response.status_code, headers=headers, content=body, request=request)
+        return _rebuilt(response, body, request)
 
     async def _not_delivered(self, request: httpx2.Request, reason: str) -> httpx2.Response:
         _session_gone(self._watch, reason)
@@ -689,12 +676,6 @@ class _SseWatchTransport(httpx2.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
-
-
-def _session_gone(watch: SessionWatch, reason: str) -> None:
-    if not watch.gone:
-        watch.gone = True
-        watch.on_gone(reason)
 
 
 @asynccontextmanager

@@ -481,7 +481,7 @@ class Session:
 
     async def _paused(self, pending: PendingApprovals | None) -> tuple[SessionState, Any]:
         from .._errors import ApprovalMismatchError
-        from ..agent._approvals import PendingApprovals
+        from ..agent._approvals import PendingApprovals, same_pause
 
         state = await self.store.read(self.id)
         if state.pending is None:
@@ -493,7 +493,7 @@ class Session:
             raise TypeError(
                 f"pending must be a kova.agent.PendingApprovals, got {type(pending).__name__}"
             )
-        elif pending.turn_id != stored.turn_id or pending.calls != stored.calls:
+        elif not same_pause(pending, stored):
             raise ApprovalMismatchError(
                 f"these decisions are for other calls than the ones session {self.id!r} "
                 "waits for (its pending state: await session.pending())"

@@ -46,6 +46,7 @@ with workflow.unsafe.imports_passed_through():  # for a sandboxed workflow impor
         InnerPause,
         PendingApprovals,
         pending_document,
+        same_pause,
     )
     from ..agent._context import Compact
     from ..agent._events import ToolCallFinished, ToolCallStarted
@@ -253,11 +254,7 @@ class AgentWorkflow:
             )
         try:
             pending = PendingApprovals.from_json(decisions)
-            if (
-                pending.turn_id != waiting.turn_id
-                or pending.message != waiting.message
-                or pending.calls != waiting.calls
-            ):
+            if not same_pause(pending, waiting):
                 raise ApprovalMismatchError(
                     "these decisions are for other pending calls than the ones this turn waits for"
                 )

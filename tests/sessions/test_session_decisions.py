@@ -16,6 +16,7 @@ import pytest
 import trio
 
 from kova import ToolResult
+from kova._record import evolve
 from kova.agent import AgentBuilder, RetryConfig, TurnCompleted
 from kova.errors import ApprovalMismatchError, ProviderError
 from kova.sessions import PostgresSessionStore, SessionWrite, SqliteSessionStore
@@ -97,6 +98,20 @@ async def test_decisions_a_resume_took_and_never_finished_are_refused(
     assert charges.runs == 0
     assert await session.rewind() == 2  # what the refusal says to do
     assert await session.pending() is None
+
+
+async def test_decisions_for_another_pause_are_refused(store: SessionStore) -> None:
+    charges = Charges()
+    session = store.session("c")
+    async with charges.agent() as agent:
+        await agent.run("charge 5", session=session)
+        pending = await session.pending()
+        assert pending is not None
+        other = evolve(pending.approve(pending.calls[0].id), message="another message")
+        with pytest.raises(ApprovalMismatchError, match="other calls than the ones session 'c'"):
+            await agent.resume(other, session=session)
+    assert charges.runs == 0
+    assert (await store.read("c")).resumed is None
 
 
 async def test_a_failed_or_cancelled_resume_gives_its_decisions_back(

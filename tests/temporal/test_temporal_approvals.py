@@ -13,6 +13,7 @@ from temporalio.testing import WorkflowEnvironment
 
 import kova
 import kova.temporal
+from kova._record import evolve
 from kova.errors import ApprovalMismatchError
 from kova.testing import ScriptRequest, reply_text, reply_tool_calls
 from kova.tools import tool
@@ -72,6 +73,9 @@ def test_an_approval_waits_days_then_the_turn_resumes(test_server: str) -> None:
         assert await kova.temporal.pending(handle) == pending
         with pytest.raises(ApprovalMismatchError):  # undecided: refused, nothing changes
             await kova.temporal.decide(handle, pending)
+        other = evolve(pending.approve(pending.calls[0].id), message="another message")
+        with pytest.raises(ApprovalMismatchError, match="other pending calls"):
+            await kova.temporal.decide(handle, other)  # another pause's: refused likewise
         await kova.temporal.decide(handle, pending.approve(pending.calls[0].id))
         response = await kova.temporal.response(handle)
         await replays(env.client, handle.id)  # the wait and the decision are in its history
