@@ -58,59 +58,52 @@ class OllamaStreamDecoder:
         if self.error is not None or self._done:
             return out
         parse = loads
-        for line in frames:
-            try:
-                chunk = parse(line)
-            except ValueError as exc:
-                self.error = InvalidResponse(
-                    f"the stream sent a line that is not JSON ({exc}): {line[:200]!r}",
-                    provider=PROVIDER,
-                )
-                break
-            if type(chunk) is not dict:
-                self.error = _bad_shape("a stream line", chunk)
-                break
-            if "error" in chunk:
-                reported = error_of(chunk) or "unknown error"
-                self.error = provider_error(reported, provider=PROVIDER, mid_stream=True)
-                break
-            message = chunk.get("message")
-            if message:
-                if type(message) is not dict:
-                    self.error = _bad_shape("message", message)
+        try:
+            for line in frames:
+                try:
+                    chunk = parse(line)
+                except ValueError as exc:
+                    raise InvalidResponse(
+                        f"the stream sent a line that is not JSON ({exc}): {line[:200]!r}",
+                        provider=PROVIDER,
+                    ) from None
+                if type(chunk) is not dict:
+                    raise _bad_shape("a stream line", chunk)
+                if "error" in chunk:
+                    reported = error_of(chunk) or "unknown error"
+                    self.error = provider_error(reported, provider=PROVIDER, mid_stream=True)
                     break
-                thinking = message.get("thinking")
-                if thinking:
-                    if type(thinking) is not str:
-                        self.error = _bad_shape("message.thinking", thinking)
-                        break
-                    out.append(ThinkingDelta(text=thinking))
-                content = message.get("content")
-                if content:
-                    if type(content) is not str:
-                        self.error = _bad_shape("message.content", content)
-                        break
-                    out.append(text_delta(content))
-                calls = message.get("tool_calls")
-                if calls:
-                    if type(calls) is not list:
-                        self.error = _bad_shape("message.tool_calls", calls)
-                        break
-                    try:
+                message = chunk.get("message")
+                if message:
+                    if type(message) is not dict:
+                        raise _bad_shape("message", message)
+                    thinking = message.get("thinking")
+                    if thinking:
+                        if type(thinking) is not str:
+                            raise _bad_shape("message.thinking", thinking)
+                        out.append(ThinkingDelta(text=thinking))
+                    content = message.get("content")
+                    if content:
+                        if type(content) is not str:
+                            raise _bad_shape("message.content", content)
+                        out.append(text_delta(content))
+                    calls = message.get("tool_calls")
+                    if calls:
+                        if type(calls) is not list:
+                            raise _bad_shape("message.tool_calls", calls)
                         created = chunk.get("created_at")
                         self._tool_calls(calls, out, created if type(created) is str else "")
-                    except InvalidResponse as exc:
-                        self.error = exc
-                        break
-            if chunk.get("done") is True:
-                self._done = True
-                reason = chunk.get("done_reason")
-                stop = done_reason_to_stop(
-                    reason if type(reason) is str else None, has_tool_calls=self._calls > 0
-                )
-                out.append(StopEvent(stop_reason=stop, model=optional_str(chunk.get("model"))))
-                out.append(UsageEvent(usage=decode_usage(chunk)))
-                break
+                if chunk.get("done") is True:
+                    self._done = True
+                    reason = chunk.get("done_reason")
+                    stop = done_reason_to_stop(
+                        reason if type(reason) is str else None, has_tool_calls=self._calls > 0
+                    )
+                    out.append(StopEvent(stop_reason=stop, model=optional_str(chunk.get("model"))))
+                    out.append(UsageEvent(usage=decode_usage(chunk)))
+                    break
+        except InvalidResponse as exc:
+            self.error = exc
         return out
 
     def _tool_calls(self, calls: list[object], out: list[StreamEvent], salt: str) -> None:
