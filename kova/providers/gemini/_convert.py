@@ -482,10 +482,7 @@ def tool_use_of(part: Mapping[str, object], position: int, *, salt: str = "") ->
         raise InvalidResponse(
             f"functionCall.args should be an object, got {type(args).__name__}", provider=PROVIDER
         )
-    metadata: dict[str, JSONValue] = {}
-    signature = part.get("thoughtSignature")
-    if type(signature) is str and signature:
-        metadata[THOUGHT_SIGNATURE_KEY] = signature
+    metadata = signature_metadata(part) or {}
     identifier = call.get("id")
     if not isinstance(identifier, str) or not identifier:
         identifier = call_id(name, dict(args), position, salt)
@@ -614,6 +611,12 @@ def decode_response(body: JSONValue) -> ModelResponse:
     content: list[Text | ToolUse | Thinking | Image | Audio] = []
     thinking: list[str] = []
     text: list[str] = []
+
+    def end_text() -> None:
+        if text:
+            content.append(Text(text="".join(text)))
+            text.clear()
+
     calls = 0
     response_id = body.get("responseId")
     salt = response_id if isinstance(response_id, str) else ""
@@ -625,21 +628,15 @@ def decode_response(body: JSONValue) -> ModelResponse:
             if value:
                 thinking.append(value)
             if (metadata := signature_metadata(part)) is not None:
-                if text:
-                    content.append(Text(text="".join(text)))
-                    text.clear()
+                end_text()
                 content.append(Thinking(text=value or "", provider_metadata=metadata))
             continue
         if "functionCall" in part:
-            if text:
-                content.append(Text(text="".join(text)))
-                text.clear()
+            end_text()
             content.append(tool_use_of(part, calls, salt=salt))
             calls += 1
         elif "inlineData" in part:
-            if text:
-                content.append(Text(text="".join(text)))
-                text.clear()
+            end_text()
             content.append(answer_media(part["inlineData"]))
         elif (metadata := signature_metadata(part)) is not None and value is not None:
             # A signed text part ends its text block, which keeps the signature.
@@ -648,8 +645,7 @@ def decode_response(body: JSONValue) -> ModelResponse:
             text.clear()
         elif value:
             text.append(value)
-    if text:
-        content.append(Text(text="".join(text)))
+    end_text()
     finish = candidate.get("finishReason")
     stop = finish_reason_to_stop(
         finish if isinstance(finish, str) else None,
