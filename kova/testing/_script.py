@@ -190,9 +190,7 @@ class _Numbering:
         content = []
         changed = False
         for block in response.content:
-            if isinstance(block, ToolUse) and _numbered(block.id) is not None:
-                number = _numbered(block.id)
-                assert number is not None
+            if isinstance(block, ToolUse) and (number := _numbered(block.id)) is not None:
                 if block.id in self._served:
                     number = self._last + 1
                     block = evolve(block, id=f"call_{number}")
@@ -342,13 +340,11 @@ def response_to_events(response: ModelResponse, *, chunk_chars: int = 8) -> list
         match block:
             case Text(text=text, provider_metadata=metadata):
                 pieces = _pieces(text, size)
-                if metadata is not None:
-                    # The last piece carries the block's provider data (as Gemini sends it).
-                    last = pieces.pop() if pieces else ""
-                    events.extend(TextDelta(text=piece) for piece in pieces)
+                # The last piece carries the block's provider data (as Gemini sends it).
+                last = (pieces.pop() if pieces else "") if metadata is not None else None
+                events.extend(TextDelta(text=piece) for piece in pieces)
+                if last is not None:
                     events.append(TextDelta(text=last, provider_metadata=metadata))
-                else:
-                    events.extend(TextDelta(text=piece) for piece in pieces)
             case Thinking(text=text, signature=signature, provider_metadata=metadata):
                 events.extend(ThinkingDelta(text=piece) for piece in _pieces(text, size))
                 if signature is not None or metadata is not None:
