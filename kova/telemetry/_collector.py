@@ -252,26 +252,21 @@ async def open_metrics(
         latency_bounds: bucket bounds (ms) of the LLM latency histogram.
         duration_bounds: bucket bounds (ms) of the tool duration histogram.
     """
-    if runtime is None:
-        from ..actors import open_runtime
+    async with contextlib.AsyncExitStack() as own:
+        if runtime is None:
+            from ..actors import open_runtime
 
-        async with open_runtime(name="metrics") as own:
-            yield await MetricsCollector.spawn(
-                own,
-                mailbox_size=mailbox_size,
-                latency_bounds=latency_bounds,
-                duration_bounds=duration_bounds,
-            )
-        return
-    collector = await MetricsCollector.spawn(
-        runtime,
-        mailbox_size=mailbox_size,
-        latency_bounds=latency_bounds,
-        duration_bounds=duration_bounds,
-    )
-    try:
-        yield collector
-    finally:
-        # Bounded by the child's shutdown grace; shielded so a cancelled block still stops it.
-        with trio.CancelScope(shield=True):
-            await runtime.stop(collector.ref)
+            runtime = await own.enter_async_context(open_runtime(name="metrics"))
+        collector = await MetricsCollector.spawn(
+            runtime,
+            mailbox_size=mailbox_size,
+            latency_bounds=latency_bounds,
+            duration_bounds=duration_bounds,
+        )
+        try:
+            yield collector
+        finally:
+            # Bounded by the child's shutdown grace; shielded so a cancelled block still
+            # stops it (before its own runtime, if it has one, closes).
+            with trio.CancelScope(shield=True):
+                await runtime.stop(collector.ref)
