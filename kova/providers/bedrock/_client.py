@@ -19,7 +19,6 @@ from ._framing import EventFrame
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
-    from contextlib import AbstractAsyncContextManager
 
     import httpx2
 
@@ -117,14 +116,11 @@ class BedrockProvider(KeyedHttpProvider[EventFrame]):
         credentials = self._sigv4.credentials
         return credentials.source if credentials is not None else None
 
-    def open(self) -> AbstractAsyncContextManager[None]:
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[None]:
         """Hold the HTTP connection pool for the block; the first ``open()`` resolves
         botocore's credential chain if the credentials were not given (see the class
         docstring). Cancelling it during that resolution abandons the worker thread."""
-        return self._open()
-
-    @asynccontextmanager
-    async def _open(self) -> AsyncIterator[None]:
         async with super().open():
             await self._resolve()
             yield

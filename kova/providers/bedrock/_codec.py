@@ -48,6 +48,7 @@ class BedrockCodec(Record, CodecBase[EventFrame]):
     # The pure functions themselves, not methods that call them (no extra call per answer).
     decode = staticmethod(decode_response)
     error_details = staticmethod(decode_error_details)
+    decode_count_tokens = staticmethod(decode_count_tokens)
 
     def __init__(self, config: BedrockConfig) -> None:
         set_field(self, "config", config)
@@ -79,9 +80,6 @@ class BedrockCodec(Record, CodecBase[EventFrame]):
             headers=self._headers(),
             body=encode_count_tokens_request(request.messages, request.tools, self.config),
         )
-
-    def decode_count_tokens(self, body: JSONValue) -> int:
-        return decode_count_tokens(body)
 
     def encode_list_models(self, cursor: str | None) -> WireRequest | None:
         control = self.config.control_url

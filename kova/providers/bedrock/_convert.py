@@ -613,13 +613,13 @@ def decode_response(data: object) -> ModelResponse:
     )
 
 
-def decode_count_tokens(data: object) -> int:
+def decode_count_tokens(body: JSONValue) -> int:
     """The ``inputTokens`` of a CountTokens response."""
-    if isinstance(data, Mapping):
-        tokens = data.get("inputTokens")
+    if isinstance(body, Mapping):
+        tokens = body.get("inputTokens")
         if isinstance(tokens, int) and not isinstance(tokens, bool):
             return tokens
-    raise _invalid(f"CountTokens answered without inputTokens: {data!r}")
+    raise _invalid(f"CountTokens answered without inputTokens: {body!r}")
 
 
 def decode_foundation_models(data: object) -> list[ModelInfo]:

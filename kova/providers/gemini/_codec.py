@@ -48,15 +48,10 @@ class GeminiCodec(Record, CodecBase[SseEvent]):
 
     def encode(self, request: ChatRequest, *, stream: bool) -> WireRequest:
         config = self.config
-        if stream:
-            return WireRequest(
-                path=model_path(config, request.config.model, "streamGenerateContent"),
-                query={"alt": "sse"},
-                headers=config.extra_headers,
-                body=encode_request(request, config),
-            )
+        method = "streamGenerateContent" if stream else "generateContent"
         return WireRequest(
-            path=model_path(config, request.config.model, "generateContent"),
+            path=model_path(config, request.config.model, method),
+            query={"alt": "sse"} if stream else None,
             headers=config.extra_headers,
             body=encode_request(request, config),
         )
