@@ -155,7 +155,7 @@ class FakeOpenAiServer(FakeServer):
             )
         if not decoded.stream:
             response = reply.response if isinstance(reply, StreamReply) else reply
-            return _json(200, _completion_json(response, completion_id, model))
+            return json_response(_completion_json(response, completion_id, model))
         return scripted_stream(
             reply,
             _ChunkEncoder(completion_id, model, include_usage=decoded.include_usage),
@@ -203,19 +203,14 @@ class FakeOpenAiServer(FakeServer):
             data.reverse()
         tokens = sum(max(1, len(text) // 4) for text in inputs)
         model = body.get("model")
-        return _json(
-            200,
+        return json_response(
             {
                 "object": "list",
                 "data": data,
                 "model": model if isinstance(model, str) else "text-embedding-fake",
                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-            },
+            }
         )
-
-
-def _json(status: int, body: JSONValue, headers: Mapping[str, str] | None = None) -> FakeResponse:
-    return json_response(body, status=status, headers=headers)
 
 
 def _error(

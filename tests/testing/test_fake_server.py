@@ -189,3 +189,17 @@ async def test_every_fake_answers_a_request_beyond_its_script_with_a_500(
         nursery.cancel_scope.cancel()
     assert answer.status_code == 500
     assert "script" in answer.text
+
+
+async def test_the_fake_openai_server_answers_whole_bodies_as_200_json() -> None:
+    async with open_openai_server(Script([reply_text("hi")])) as server:
+        async with httpx2.AsyncClient(base_url=server.base_url) as client:
+            chat = await client.post(
+                "/v1/chat/completions",
+                json={"model": "m", "messages": [{"role": "user", "content": "q"}]},
+            )
+            vectors = await client.post("/v1/embeddings", json={"model": "e", "input": ["a"]})
+    for answer in (chat, vectors):
+        assert (answer.status_code, answer.headers["content-type"]) == (200, "application/json")
+    assert chat.json()["choices"][0]["message"]["content"] == "hi"
+    assert len(vectors.json()["data"][0]["embedding"]) == 8

@@ -47,8 +47,6 @@ class DecodedRequest(Record):
     config: InferenceConfig
     stream: bool
     model: str
-    think: JSONValue
-    options: Mapping[str, JSONValue]
 
 
 def _images(item: Mapping[str, JSONValue]) -> list[Image]:
@@ -83,8 +81,6 @@ def decode_request(body: JSONValue) -> DecodedRequest:
         config=_config(model, options, body.get("format")),
         stream=stream is not False,  # streaming is Ollama's default
         model=model,
-        think=body.get("think"),
-        options=dict(options),
     )
 
 

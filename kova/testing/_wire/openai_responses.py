@@ -51,7 +51,6 @@ class DecodedRequest(Record):
     tools: tuple[ToolDefinition, ...]
     config: InferenceConfig
     stream: bool
-    store: bool
     items: tuple[Mapping[str, JSONValue], ...]
 
 
@@ -258,6 +257,5 @@ def decode_request(body: JSONValue) -> DecodedRequest:
             response_format=_response_format(body.get("text")),
         ),
         stream=body.get("stream") is True,
-        store=store,
         items=tuple(items),
     )
