@@ -19,7 +19,6 @@ from ..agent._input import check_call_options, coerce_history
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Coroutine
     from contextlib import AbstractAsyncContextManager
-    from types import TracebackType
     from typing import Self
 
     from typing_extensions import TypeVar as WithDefault  # PEP 696 (typing's in 3.13)
@@ -322,12 +321,7 @@ class _BridgedStream(Generic[T]):
         self._start()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     def __aiter__(self) -> Self:

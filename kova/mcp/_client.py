@@ -583,12 +583,9 @@ class McpClient:
         Cancelling the caller cancels the request (the server is sent
         ``notifications/cancelled``, and the HTTP request is closed) before this returns.
         """
-        result: ToolResult = await self._call(
-            CallTool(
-                name=name, arguments=_arguments(name, arguments), progress=progress, replay=replay
-            )
+        return await self.tools_call_with_timeout(
+            name, arguments, self._request_timeout, progress=progress, replay=replay
         )
-        return result
 
     async def tools_call_with_timeout(
         self,

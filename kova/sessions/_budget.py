@@ -55,33 +55,44 @@ class _Store(Protocol):
     async def _run(self, function: Callable[..., _T], *args: object) -> _T: ...
 
 
-class _SqliteLedger:
-    """A budget's figures in a :class:`~kova.sessions.SqliteSessionStore`'s file, shared by
-    every process using it: each reservation and settlement is one write transaction
-    (``BEGIN IMMEDIATE``: SQLite serializes them across processes).
+class _Ledger:
+    """A budget's figures in a session store's database, shared by every process using it.
+    In a :class:`~kova.sessions.SqliteSessionStore`'s file each reservation and settlement
+    is one write transaction (``BEGIN IMMEDIATE``: SQLite serializes them across processes)
+    and times are the machine's wall clock (``time.time()``, the one clock processes share);
+    in a :class:`~kova.sessions.PostgresSessionStore`'s database each takes a
+    transaction-scoped advisory lock on the budget's name, and times are the database
+    server's clock (the one the machines share).
 
     Rows of ``kova_budget_holds`` are the calls in flight (``spent = 0``, ``at``: when the
     hold was made) and, for a budget with a window, the settled calls (``spent = 1``, ``at``:
-    when settled). A budget without one keeps its settled total in ``kova_budgets``. Times
-    are the machine's wall clock (``time.time()``), the one clock processes share.
+    when settled). A budget without one keeps its settled total in ``kova_budgets``.
     """
 
-    __slots__ = ("_name", "_store", "where")
+    __slots__ = ("_name", "_ready", "_store", "where")
 
     def __init__(self, store: _Store, where: str, name: str) -> None:
         self._store = store
         self._name = name
+        self._ready = not store._postgres  # SQLite makes the tables in each transaction
         self.where = f"{where}:{name}"
 
     async def reserve(self, budget: Budget, needed: Decimal) -> tuple[int | None, Decimal, Decimal]:
-        return await self._store._run(
-            _reserve, self._name, budget._amount, budget._window, needed, time.time()
-        )
+        run, name, amount, window = self._store._run, self._name, budget._amount, budget._window
+        if not self._ready:
+            await run(_pg_prepare)
+            self._ready = True
+        if self._store._postgres:
+            return await run(_pg_reserve, name, amount, window, needed)
+        return await run(_reserve, name, amount, window, needed, time.time())
 
     async def settle(
         self, budget: Budget, entry: int, held: Decimal, cost: Decimal
     ) -> tuple[Decimal, Decimal]:
-        return await self._store._run(_settle, self._name, budget._window, entry, cost, time.time())
+        run, name, window = self._store._run, self._name, budget._window
+        if self._store._postgres:
+            return await run(_pg_settle, name, window, entry, cost)
+        return await run(_settle, name, window, entry, cost, time.time())
 
 
 @contextmanager
@@ -202,34 +213,6 @@ _PG_SCHEMA = (
 _PG_TABLES_KEY: Final = 0x6B6F76615F627564  # "kova_bud": the lock taken to make the tables
 
 
-class _PostgresLedger:
-    """A budget's figures in a :class:`~kova.sessions.PostgresSessionStore`'s database: the
-    same rows as in SQLite; each step takes a transaction-scoped advisory lock on the
-    budget's name, and times are the database server's clock (the one the machines share).
-    """
-
-    __slots__ = ("_name", "_ready", "_store", "where")
-
-    def __init__(self, store: _Store, where: str, name: str) -> None:
-        self._store = store
-        self._name = name
-        self._ready = False
-        self.where = f"{where}:{name}"
-
-    async def reserve(self, budget: Budget, needed: Decimal) -> tuple[int | None, Decimal, Decimal]:
-        if not self._ready:
-            await self._store._run(_pg_prepare)
-            self._ready = True
-        return await self._store._run(
-            _pg_reserve, self._name, budget._amount, budget._window, needed
-        )
-
-    async def settle(
-        self, budget: Budget, entry: int, held: Decimal, cost: Decimal
-    ) -> tuple[Decimal, Decimal]:
-        return await self._store._run(_pg_settle, self._name, budget._window, entry, cost)
-
-
 def _pg_prepare(connection: psycopg.Connection[Any]) -> None:
     """Make the tables (once per ledger; the lock keeps two processes from racing on it)."""
     with connection.transaction():
@@ -288,6 +271,5 @@ def store_budget(
     if not isinstance(name, str) or not name:
         raise BuildError(f"a budget's name must be a non-empty str, got {name!r}")
     budget = Budget(amount, window=window)
-    ledger = _PostgresLedger if store._postgres else _SqliteLedger
-    budget._ledger = ledger(store, repr(store), name)
+    budget._ledger = _Ledger(store, repr(store), name)
     return budget

@@ -637,10 +637,7 @@ async def _answer(
             batch: Sequence[StreamEvent] | None = reads.first
             while batch is not None:
                 for event in batch:
-                    if isinstance(event, TextDelta):
-                        publish.add("text", (), text=event.text)
-                    elif isinstance(event, ThinkingDelta):
-                        publish.add("thinking", (), text=event.text)
+                    await _publish_event(publish, event)
                 batch = await reads.next()
     except GuardrailTripped:
         assert gate is not None
