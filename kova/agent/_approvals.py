@@ -517,10 +517,8 @@ class PendingApprovals(Record):
             nonce=field(document, "nonce", str),
             signature=field(document, "signature", str),
         )
-        ids = {call.id for call in pending.calls if not call.path}
         for call_id in decisions:
-            if call_id not in ids:
-                raise ApprovalMismatchError(f"a decision names {call_id!r}, which is not pending")
+            pending._own(call_id)
         return pending
 
     @classmethod

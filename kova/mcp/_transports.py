@@ -313,29 +313,36 @@ class _SessionWatchTransport(httpx2.AsyncBaseTransport):
         session_id = request.headers.get(MCP_SESSION_ID_HEADER)
         if session_id is None or request.method == "DELETE":
             return await self._inner.handle_async_request(request)
+        return await self._watched(request, f"session {session_id}")
+
+    async def _watched(self, request: httpx2.Request, session: str) -> httpx2.Response:
+        """``request`` sent on; a connect error, or a refusal that says the server no longer
+        knows ``session``, goes to :meth:`_gone`."""
         try:
             response = await self._inner.handle_async_request(request)
         except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
             # Nothing was sent: the connection was never made.
-            reason = f"cannot reach the server: {exc!r}"
-            _session_gone(self._watch, reason)
-            request_id = _request_id(request)
-            if request_id is None:
+            answer = await self._gone(request, f"cannot reach the server: {exc!r}")
+            if answer is None:
                 raise
-            return _not_delivered(request, request_id, reason)
+            return answer
         if response.status_code not in (400, 404):
             return response
         body = await response.aread()
         await response.aclose()
         if response.status_code == 404 or b"session" in body.lower():
-            reason = (
-                f"the server no longer knows session {session_id} (HTTP {response.status_code})"
-            )
-            _session_gone(self._watch, reason)
-            request_id = _request_id(request)
-            if request_id is not None:
-                return _not_delivered(request, request_id, reason)
+            reason = f"the server no longer knows {session} (HTTP {response.status_code})"
+            answer = await self._gone(request, reason)
+            if answer is not None:
+                return answer
         return _rebuilt(response, body, request)
+
+    async def _gone(self, request: httpx2.Request, reason: str) -> httpx2.Response | None:
+        """The session is gone: the watch is told, and a request (not a notification) is
+        answered :data:`NOT_DELIVERED` (``None``: nothing to answer in its place)."""
+        _session_gone(self._watch, reason)
+        request_id = _request_id(request)
+        return None if request_id is None else _not_delivered(request, request_id, reason)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -609,7 +616,7 @@ SSE_QUIET = 0.02
 """Seconds without a new POST after which the message writer is taken to be drained."""
 
 
-class _SseWatchTransport(httpx2.AsyncBaseTransport):
+class _SseWatchTransport(_SessionWatchTransport):
     """Sees the message POSTs of one SSE connection, below the ``mcp`` package.
 
     Over SSE a POST only hands a message over (``202 Accepted``); the answer comes on the
@@ -626,8 +633,7 @@ class _SseWatchTransport(httpx2.AsyncBaseTransport):
         watch: SessionWatch,
         answer: Callable[[int | str, str], Awaitable[None]],
     ) -> None:
-        self._inner = inner
-        self._watch = watch
+        super().__init__(inner, watch)
         self._answer = answer
         self._posting = 0
         self._posts = 0
@@ -648,34 +654,16 @@ class _SseWatchTransport(httpx2.AsyncBaseTransport):
         self._posting += 1
         self._posts += 1
         try:
-            return await self._post(request)
+            return await self._watched(request, "this SSE session")
         finally:
             self._posting -= 1
 
-    async def _post(self, request: httpx2.Request) -> httpx2.Response:
-        try:
-            response = await self._inner.handle_async_request(request)
-        except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
-            # Nothing was sent: the connection was never made.
-            return await self._not_delivered(request, f"cannot reach the server: {exc!r}")
-        if response.status_code not in (400, 404):
-            return response
-        body = await response.aread()
-        await response.aclose()
-        if response.status_code == 404 or b"session" in body.lower():
-            reason = f"the server no longer knows this SSE session (HTTP {response.status_code})"
-            return await self._not_delivered(request, reason)
-        return _rebuilt(response, body, request)
-
-    async def _not_delivered(self, request: httpx2.Request, reason: str) -> httpx2.Response:
+    async def _gone(self, request: httpx2.Request, reason: str) -> httpx2.Response:
         _session_gone(self._watch, reason)
         request_id = _request_id(request)
         if request_id is not None:
             await self._answer(request_id, reason)
         return httpx2.Response(202, request=request)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
 
 @asynccontextmanager

@@ -337,10 +337,14 @@ class SseFramer:
         self.limit = oversize.limit
         self._buffer = bytearray()
         self._skip_line = False  # inside an over-long line: drop up to its end
+        self._id = ""
+        self._next_event()
+
+    def _next_event(self) -> None:
+        """Ready for the next event (the last event id stays, as the SSE standard says)."""
         self._event = ""
         self._data: list[bytes] = []
         self._size = 0
-        self._id = ""
         self._retry: int | None = None
         self._pending = False
         self._too_large = False
@@ -438,14 +442,7 @@ class SseFramer:
             event = ServerSentEvent(
                 event=self._event or "message", data=data, id=self._id, retry=self._retry
             )
-        self._event = ""
-        self._data = []
-        self._size = 0
-        self._retry = None
-        self._pending = False
-        self._too_large = False
-        self._head = b""
-        self._tail = b""
+        self._next_event()
         return event
 
 

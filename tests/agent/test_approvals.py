@@ -185,6 +185,10 @@ async def test_every_fail_closed_case_runs_nothing() -> None:
         stored["calls"][0]["arguments"] = {"path": "/"}
         with pytest.raises(ApprovalMismatchError, match="signature"):
             await agent.resume(history, PendingApprovals.from_json(json.dumps(stored)))
+        stored = json.loads(decided.to_json())
+        stored["decisions"]["call_9"] = stored["decisions"]["call_2"]
+        with pytest.raises(ApprovalMismatchError, match="names 'call_9', which is not pending"):
+            PendingApprovals.from_json(json.dumps(stored))
         with pytest.raises(TypeError, match="PendingApprovals"):
             await agent.resume(history, decided.to_json())  # type: ignore[arg-type]
         with pytest.raises(TypeError, match="history"):
