@@ -236,12 +236,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_demo_flag(parser: argparse.ArgumentParser) -> None:
+def _add_agent_flags(parser: argparse.ArgumentParser) -> None:
+    """The provider flags, ``--demo`` instead of them, and ``--system``: what every command
+    that runs an agent takes."""
+    _add_provider_flags(parser)
     parser.add_argument(
         "--demo",
         action="store_true",
         help="the scripted demo model on a local fake server (no API key, no network)",
     )
+    parser.add_argument("--system", help="a system prompt")
 
 
 def _add_chat(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -250,7 +254,7 @@ def _add_chat(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         help="chat with a model in the terminal",
         description="Chat with a model. Ctrl-C cancels the running turn; /exit or Ctrl-D quits.",
     )
-    _add_provider_flags(chat)
+    _add_agent_flags(chat)
     chat.add_argument("--history", type=Path, help="keep the conversation in this JSON file")
     chat.add_argument(
         "--session",
@@ -286,8 +290,6 @@ def _add_chat(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         metavar="NAMES",
         help="not these MCP tools (names or globs, as --mcp-include); repeatable",
     )
-    _add_demo_flag(chat)
-    chat.add_argument("--system", help="a system prompt")
     chat.add_argument(
         "--yes", action="store_true", help="run every tool call without asking for approval"
     )
@@ -307,9 +309,7 @@ def _add_mcp(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description="Serve a chat agent as one MCP tool over stdin/stdout: a prompt in, the "
         "agent's answer out, with progress notifications; the client's cancel stops the turn.",
     )
-    _add_provider_flags(mcp_serve)
-    _add_demo_flag(mcp_serve)
-    mcp_serve.add_argument("--system", help="a system prompt")
+    _add_agent_flags(mcp_serve)
     mcp_serve.add_argument("--name", default="kova", help="the tool's name (default kova)")
     mcp_serve.add_argument(
         "--tools",
@@ -325,11 +325,9 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="chat with an agent in the browser (approve its tool calls from the page)",
         description="Serve a chat agent behind kova's web view; prints the page's address.",
     )
-    _add_provider_flags(serve)
-    _add_demo_flag(serve)
+    _add_agent_flags(serve)
     serve.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any)")
-    serve.add_argument("--system", help="a system prompt")
     serve.add_argument(
         "--yes", action="store_true", help="run every tool call without asking on the page"
     )
@@ -405,8 +403,6 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def _chat(args: argparse.Namespace) -> int:
-    import os
-
     from ._chat import ChatOptions, McpFilter, run_chat
 
     if args.mcp:
