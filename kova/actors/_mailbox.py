@@ -106,10 +106,6 @@ class Request:
             return True
         return False
 
-    @property
-    def finished(self) -> bool:
-        return self.state is _State.DONE or self.state is _State.ABANDONED
-
     def finish(self, result: outcome.Outcome[Any]) -> None:
         """Deliver the reply (first one wins) and wake the caller."""
         if self.state is _State.DONE:
@@ -187,10 +183,8 @@ class Mailbox:
             trio.WouldBlock: the mailbox is full.
             MailboxClosed: the actor is stopped or stopping.
         """
-        try:
-            self._send.send_nowait(request)
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
-            raise MailboxClosed(self.name) from None
+        if not self.offer(request):
+            raise trio.WouldBlock
 
     def statistics(self) -> trio.MemoryChannelStatistics:
         return self._send.statistics()
