@@ -232,14 +232,14 @@ def _json(status: int, body: JSONValue) -> FakeResponse:
     return json_response(body, status=status, content_type="application/json; charset=UTF-8")
 
 
-def _error_body(
+def _error(
     status: int,
     message: str,
     *,
     status_text: str | None = None,
     retry_after: float | None = None,
     reason: str | None = None,
-) -> JSONValue:
+) -> FakeResponse:
     details: list[JSONValue] = []
     if reason is not None:
         details.append(
@@ -260,21 +260,7 @@ def _error_body(
     }
     if details:
         error["details"] = details
-    return {"error": error}
-
-
-def _error(
-    status: int,
-    message: str,
-    *,
-    status_text: str | None = None,
-    retry_after: float | None = None,
-    reason: str | None = None,
-) -> FakeResponse:
-    body = _error_body(
-        status, message, status_text=status_text, retry_after=retry_after, reason=reason
-    )
-    return _json(status, body)
+    return _json(status, {"error": error})
 
 
 def _chunk(body: JSONValue) -> bytes:
@@ -321,7 +307,9 @@ class _ChunkEncoder:
                 self._usage = usage_json(usage)
                 return b""
             case ErrorEvent(message=message, error_type=error_type):
-                return _chunk(_error_body(500, message, status_text=error_type or "INTERNAL"))
+                # Google's error body, as a chunk (its bytes are what _chunk would write).
+                error = _error(500, message, status_text=error_type or "INTERNAL").body
+                return b"data: " + error + b"\r\n\r\n"
             case SignedThinking(block=Thinking(provider_metadata=metadata)) if metadata:
                 # Its text went out as thought pieces; the signature ends the thought, on an
                 # empty thought part as Gemini sends it.

@@ -379,6 +379,7 @@ async def test_an_error_event_in_the_stream_is_classified() -> None:
                         pass
     assert caught.value.mid_stream
     assert caught.value.after_content
+    assert caught.value.error_type == "UNAVAILABLE"  # the chunk's error.status
 
 
 async def test_count_tokens_and_paged_model_list() -> None:
