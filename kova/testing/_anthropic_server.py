@@ -99,14 +99,6 @@ _ERROR_TYPES = {
 }
 
 
-def _error_body(status: int, message: str, error_type: str | None) -> dict[str, JSONValue]:
-    return {
-        "type": "error",
-        "error": {"type": error_type or _ERROR_TYPES.get(status, "api_error"), "message": message},
-        "request_id": "req_fake",
-    }
-
-
 def _error(
     status: int,
     message: str,
@@ -114,7 +106,12 @@ def _error(
     error_type: str | None = None,
     headers: Mapping[str, str] | None = None,
 ) -> FakeResponse:
-    return json_response(_error_body(status, message, error_type), status=status, headers=headers)
+    body: JSONValue = {
+        "type": "error",
+        "error": {"type": error_type or _ERROR_TYPES.get(status, "api_error"), "message": message},
+        "request_id": "req_fake",
+    }
+    return json_response(body, status=status, headers=headers)
 
 
 def _sse(event: str, data: Mapping[str, JSONValue]) -> bytes:
