@@ -125,26 +125,6 @@ class TurnStream:
             beside = bool(guards) and concurrent(guards)
             tools = len(driver.config.registry) > 0  # a streamed tool step runs in a nursery
 
-            if journal is None and turn_id is None:
-                turn = self._unjournaled(driver, messages)
-                if cancel is None and not beside:
-                    # The common case: the agent loop's generator, pulled by the consumer.
-                    tasks = None
-                    if tools:
-                        self._tasks = opening = _Tasks()
-                        tasks = await opening.__aenter__()
-                    events = self._events = drive(
-                        driver,
-                        turn,
-                        config,
-                        streamed=True,
-                        deps=self._deps,
-                        guards=guards,
-                        nursery=tasks,  # streamed tool steps
-                        on_trip=self.on_trip,
-                    )
-                    return events
-
             def steps(
                 nursery: trio.Nursery | None = None,
                 on_trip: Callable[[BaseException], None] | None = None,
@@ -160,6 +140,17 @@ class TurnStream:
                     nursery=nursery,  # concurrent input guards, streamed tool steps
                     on_trip=on_trip,
                 )
+
+            if journal is None and turn_id is None:
+                turn = self._unjournaled(driver, messages)
+                if cancel is None and not beside:
+                    # The common case: the agent loop's generator, pulled by the consumer.
+                    tasks = None
+                    if tools:
+                        self._tasks = opening = _Tasks()
+                        tasks = await opening.__aenter__()
+                    events = self._events = steps(tasks, self.on_trip)  # streamed tool steps
+                    return events
 
             async with AsyncExitStack() as stack:
                 if journal is not None or turn_id is not None:

@@ -151,6 +151,45 @@ def test_on_the_asyncio_bridge_a_trip_drops_what_the_consumer_had_not_taken() ->
     assert isinstance(last[-1], GuardTripped)
 
 
+def test_on_the_asyncio_bridge_an_output_trip_drops_what_the_consumer_had_not_taken() -> None:
+    # A turn without tools or concurrent guards: the bridged stream pulls the agent loop's
+    # own generator, which must tell the bridge of the trip too.
+    received: list[str] = []
+    last: list[object] = []
+    marker: list[int] = []
+
+    def screen(text: str) -> Trip | None:
+        if len(text) < 600:
+            return None
+        marker.append(len(received))
+        return Trip("stop")
+
+    async def main() -> BaseException | None:
+        provider = ScriptedProvider(
+            [StreamReply(response=reply_text("word " * 400), chunk_chars=5)],
+            batch_size=1,
+            batch_delay=0.0005,
+        )
+        agent = AgentBuilder().provider(provider).build()
+        guard = OutputGuard(screen, every_chars=50)
+        async with kova.asyncio.open_agent(agent) as bridged:
+            try:
+                async with bridged.stream("go", buffer=64, guards=[guard]) as events:
+                    async for event in events:
+                        last.append(event)
+                        if isinstance(event, TextDelta):
+                            received.append(event.text)
+                            await asyncio.sleep(0.002)  # slower than the model
+            except GuardrailTripped as exc:
+                return exc
+        return None
+
+    assert isinstance(asyncio.run(main()), GuardrailTripped)
+    assert 0 < marker[0] < 120
+    assert len(received) - marker[0] <= 1  # the events the bridge held were dropped
+    assert isinstance(last[-1], GuardTripped)
+
+
 async def test_a_trip_appends_nothing_to_the_session(tmp_path, autojump_clock):
     from kova.sessions import SqliteSessionStore
 
