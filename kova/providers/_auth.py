@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Generator
     from types import TracebackType
 
-__all__ = ["HeaderAuth", "bearer_auth", "header_auth", "secrets_of"]
+__all__ = ["AS_BUILT", "HeaderAuth", "bearer_auth", "header_auth", "secrets_of"]
 
 
 class HeaderAuth(httpx2.Auth):
@@ -83,6 +83,18 @@ class _OneRequest(AsyncGenerator[httpx2.Request, httpx2.Response]):
         if isinstance(val, BaseException):
             raise val
         raise typ
+
+
+class _AsBuilt(httpx2.Auth):
+    """Sends a request as it is: one whose auth header the transport set already."""
+
+    def async_auth_flow(
+        self, request: httpx2.Request
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        return _OneRequest(request)
+
+
+AS_BUILT: httpx2.Auth = _AsBuilt()
 
 
 def bearer_auth(secret: Secret) -> HeaderAuth:

@@ -79,7 +79,7 @@ from .._errors import (
 from .._json import JsonNestingError, dumps_bytes, loads
 from .._record import Record
 from .._secret import MASK, SecretHeaders, forget_locals, mask_exception, mask_secrets
-from ._auth import secrets_of
+from ._auth import AS_BUILT, HeaderAuth, secrets_of
 from ._classify import ERROR_TYPES, mask_error, provider_error
 
 if TYPE_CHECKING:
@@ -576,11 +576,11 @@ class _Streaming:
         method, path, json_body, params, headers = self._args
         self._args = None
         client = transport._require_client()
-        request = transport._build(
+        request, auth = transport._build(
             method, path, json_body=json_body, params=params, headers=headers
         )
         del json_body
-        response = await transport._send_for_head(client, request)
+        response = await transport._send_for_head(client, request, auth)
         del request
         try:
             if response.status_code >= 400:
@@ -630,11 +630,27 @@ class _Head(Record):
     """The head of a provider's requests to one path: what every one of them sends but its
     Content-Length (see :meth:`HttpTransport._build`)."""
 
-    headers: SecretHeaders | None
+    headers: Mapping[str, str] | None
     """The codec's headers it was made with (held, so their ``id`` stays theirs)."""
     url: httpx2.URL
-    template: httpx2.Headers
-    """Never changed: each request copies it."""
+    before: tuple[tuple[bytes, bytes, bytes], ...]
+    """httpx2's header entries before Content-Length, and after it (the auth header)."""
+    after: tuple[tuple[bytes, bytes, bytes], ...]
+
+    def request(self, method: str, content: bytes, extensions: dict[str, object]) -> httpx2.Request:
+        """The request with this head and ``content``, made as httpx2 would (checked against
+        its own the first time: see :meth:`HttpTransport._build`) without its public
+        constructors, which build the headers one by one and look each up again to set
+        Content-Length and the auth header (~30k instructions a request more)."""
+        headers = httpx2.Headers()
+        length = (b"Content-Length", b"content-length", b"%d" % len(content))
+        headers._list = [*self.before, length, *self.after]
+        request = httpx2.Request.__new__(httpx2.Request)
+        request.method, request.url, request.headers = method, self.url, headers
+        request.extensions = dict(extensions)
+        request.stream = httpx2.ByteStream(content)
+        request._content = content  # read, as content= is
+        return request
 
 
 class HttpTransport:
@@ -723,7 +739,7 @@ class HttpTransport:
         # kova's own client's request pieces that never change (see _build).
         self._urls: dict[str, httpx2.URL] = {}
         self._extensions: dict[str, object] = {}
-        self._heads: dict[tuple[str, str, int], _Head] = {}
+        self._heads: dict[object, _Head] = {}
 
     def __repr__(self) -> str:
         # headers and auth may carry credentials: never in a repr
@@ -747,6 +763,7 @@ class HttpTransport:
             self._opens -= 1
             if self._opens == 0:
                 client, self._client = self._client, None
+                self._heads = {}  # they hold the auth header: not kept past the client
                 if client is not None and client is not self._injected_client:
                     with trio.CancelScope(shield=True), trio.move_on_after(5):
                         await client.aclose()
@@ -801,46 +818,63 @@ class HttpTransport:
         json_body: JSONValue | None,
         params: Mapping[str, str] | None,
         headers: Mapping[str, str] | None,
-    ) -> httpx2.Request:
+    ) -> tuple[httpx2.Request, httpx2.Auth | None]:
+        """The request, and the auth flow to send it with (a :class:`HeaderAuth`'s header is
+        set here: :data:`AS_BUILT` then)."""
         client = self._require_client()
         # Compact separators: the same bytes the official SDKs send, and fewer of them.
         # A lone surrogate (half an emoji the provider itself sent as "\ud83d") goes back
         # as the same JSON escape: UTF-8 cannot carry it.
         content = None if json_body is None else dumps_bytes(json_body)
-        if content is None or params is not None or client is self._injected_client:
-            return self._request(client, method, path, content, params, headers)
-        if headers is not None and type(headers) is not SecretHeaders:
-            return self._request(client, method, path, content, params, headers)
+        auth = self.auth
+        signed = (auth.header, auth.secret, auth.prefix) if type(auth) is HeaderAuth else None
+        sent_with = auth if signed is None else AS_BUILT
         # A provider's call: kova's own client, a JSON body, and the codec's headers, which
         # are the same immutable SecretHeaders every call (or none). Every such request of a
-        # path has the same headers but its Content-Length, so the first one's are kept
-        # (without it) and later ones copy them: httpx2 builds a request's headers one by
-        # one, and its body's headers after them (~130k instructions a request, ~30k this
-        # way). Byte for byte the request build_request makes (tests/providers/
+        # path has the same headers but its Content-Length, so the first one's are kept and
+        # later ones are made from them (_Head.request). Byte for byte the request
+        # build_request makes and the auth flow completes (tests/providers/
         # test_http_request_build.py), cookies aside: while the client holds one (a server
-        # set it) every request is built the full way, which adds it.
-        key = (method, path, id(headers))
-        head = self._heads.get(key)
-        if head is not None and head.headers is headers and not client.cookies:
-            request = httpx2.Request(
-                method,
-                head.url,
-                headers=head.template,  # copied by Request
-                stream=httpx2.ByteStream(content),
-                extensions=self._extensions,
-            )
-            request.headers["Content-Length"] = str(len(content))
-            request.read()  # as a request made from content= is: its content is readable
-            return request
+        # set it) every request is built the full way.
+        key = None  # and a HeaderAuth's fields: another key (rotated in place), another head
+        if (
+            content is not None
+            and params is None
+            and not client.cookies
+            and client is not self._injected_client
+            and (headers is None or type(headers) is SecretHeaders)
+        ):
+            key = (method, path, id(headers), signed)
+            head = self._heads.get(key)
+            if head is not None and head.headers is headers:
+                return head.request(method, content, self._extensions), sent_with
         request = self._request(client, method, path, content, params, headers)
-        raw = request.headers.raw
-        if raw and raw[-1][0] == b"Content-Length" and not client.cookies:
+        at = len(request.headers.raw) - 1  # Content-Length's entry, when it is the last
+        if signed is not None:
+            auth.async_auth_flow(request)  # type: ignore[union-attr]  # sets its header
+        if key is not None and request.headers.raw[at][0] == b"Content-Length":
+            self._keep_head(key, headers, request, at)
+        return request, sent_with
+
+    def _keep_head(
+        self, key: object, headers: Mapping[str, str] | None, request: httpx2.Request, at: int
+    ) -> None:
+        """Keep the head of ``request``, whose entry ``at`` is its Content-Length, if a
+        request made from it is the same (else this httpx2 keeps requests another way)."""
+        try:
+            entries = request.headers._list
+            before, after = tuple(entries[:at]), tuple(entries[at + 1 :])
+            head = _Head(headers=headers, url=request.url, before=before, after=after)
+            made = head.request(request.method, request.content, self._extensions)
+            mine, theirs = (
+                (r.method, r.url, r.headers.raw, r.content, r.extensions) for r in (made, request)
+            )
+        except AttributeError:
+            return
+        if mine == theirs:
             if len(self._heads) >= _MAX_CACHED_URLS:
                 self._heads.clear()
-            self._heads[key] = _Head(
-                headers=headers, url=request.url, template=httpx2.Headers(raw[:-1])
-            )
-        return request
+            self._heads[key] = head
 
     def _request(
         self,
@@ -912,7 +946,9 @@ class HttpTransport:
             KovaError: the transport is not open.
         """
         client = self._require_client()
-        request = self._build(method, path, json_body=json_body, params=params, headers=headers)
+        request, auth = self._build(
+            method, path, json_body=json_body, params=params, headers=headers
+        )
         # One cancel scope bounds both the time to the response head (``timeout``, see
         # _send_for_head) and the whole exchange (``total_timeout``): its deadline is the
         # nearer of the two until the head arrives, then the total's. (A cancel scope costs
@@ -925,7 +961,7 @@ class HttpTransport:
         start = trio.current_time()
         with trio.CancelScope(deadline=start + min(first, limit)) as scope:
             try:
-                response = await client.send(request, stream=True, auth=self.auth)
+                response = await client.send(request, stream=True, auth=auth)
             except HTTPX_ERRORS as exc:
                 raise translate_error(exc, self.provider) from without_frames(exc)
             if first < limit:
@@ -1101,7 +1137,7 @@ class HttpTransport:
         return self.status_error(response.status_code, response.headers, body, secrets=secrets)
 
     async def _send_for_head(
-        self, client: httpx2.AsyncClient, request: httpx2.Request
+        self, client: httpx2.AsyncClient, request: httpx2.Request, auth: httpx2.Auth | None
     ) -> httpx2.Response:
         """Send ``request`` and return once its response head has arrived.
 
@@ -1112,7 +1148,7 @@ class HttpTransport:
         # A millisecond past the read timeout: a silent server trips httpx2's read timeout
         # first (its error, the cause, names the phase); this deadline catches the trickle.
         with trio.move_on_after(first + 0.001), map_errors(self.provider):
-            return await client.send(request, stream=True, auth=self.auth)
+            return await client.send(request, stream=True, auth=auth)
         # Only reached when the deadline cancelled the send.
         raise KovaTimeoutError(
             f"{self.provider}: no response head within {first:g}s (timeout)", timeout=first

@@ -42,7 +42,8 @@ def no_network() -> Iterator[list[str]]:
     original = HttpTransport._build
 
     def checked(self: HttpTransport, *args: Any, **kwargs: Any) -> Any:
-        request = original(self, *args, **kwargs)
+        built = original(self, *args, **kwargs)
+        request = built[0]  # and the auth flow to send it with
         if not _local(request.url.host):
             url = str(request.url.copy_with(query=None))
             refused.append(url)
@@ -51,7 +52,7 @@ def no_network() -> Iterator[list[str]]:
                 "point it at a fake server (kova.testing.open_*_server) or use a "
                 "ScriptedProvider or TestProvider"
             )
-        return request
+        return built
 
     HttpTransport._build = checked  # type: ignore[method-assign]
     try:

@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 import httpx2
 import pytest
 
-from kova import InvalidRequest, SecretHeaders
+from kova import InvalidRequest, Secret, SecretHeaders
 from kova._json import dumps_bytes
+from kova.providers import HeaderAuth, bearer_auth, header_auth
+from kova.providers._auth import AS_BUILT
 from kova.providers._http import _MAX_CACHED_URLS, HttpTransport
 
 if TYPE_CHECKING:
@@ -36,9 +38,12 @@ def _expected(
     content = None if body is None else dumps_bytes(body)
     if body is not None:
         headers = {**(headers or {}), **({} if headers and "content-type" in headers else _JSON)}
-    return client.build_request(
+    request = client.build_request(
         method, transport.url(path), content=content, params=params, headers=headers
     )
+    if transport.auth is not None:  # as client.send's auth flow completes it
+        next(transport.auth.auth_flow(request))
+    return request
 
 
 def _same(built: httpx2.Request, expected: httpx2.Request) -> None:
@@ -60,6 +65,19 @@ CASES = [
 ]
 
 
+def _built(transport: HttpTransport, *args: Any, **kwargs: Any) -> httpx2.Request:
+    """The request _build makes, its auth header set (as the auth flow it goes with would)."""
+    request, auth = transport._build(*args, **kwargs)
+    assert auth is (AS_BUILT if type(transport.auth) is HeaderAuth else transport.auth)
+    if auth is not None and auth is not AS_BUILT:
+        next(auth.auth_flow(request))
+    return request
+
+
+AUTHS = [None, bearer_auth(Secret("sk-b")), header_auth("x-api-key", Secret("sk-h"))]
+
+
+@pytest.mark.parametrize("auth", AUTHS, ids=["no auth", "bearer", "x-api-key"])
 @pytest.mark.parametrize("secret", [False, True], ids=["dict", "SecretHeaders"])
 @pytest.mark.parametrize(("method", "path", "body", "params", "headers"), CASES)
 async def test_kova_s_own_client_builds_what_build_request_would(
@@ -69,12 +87,15 @@ async def test_kova_s_own_client_builds_what_build_request_would(
     params: Mapping[str, str] | None,
     headers: Mapping[str, str] | None,
     secret: bool,
+    auth: HeaderAuth | None,
 ) -> None:
     # A codec's headers are SecretHeaders: from the second request of a path on, its head
-    # is copied from the first one's (HttpTransport._build), with its own Content-Length.
+    # is made from the first one's (HttpTransport._build), with its own Content-Length and
+    # a HeaderAuth's header (the request is then sent with AS_BUILT, not the auth flow).
     if secret:
         headers = SecretHeaders(headers)
     transport = HttpTransport(
+        auth=auth,
         provider="test",
         base_url="http://api.test:1234/base/",
         transport=httpx2.MockTransport(_ok),
@@ -88,11 +109,14 @@ async def test_kova_s_own_client_builds_what_build_request_would(
         for round in range(3):  # then from the cached URL (and head)
             if body is not None:
                 body = {**body, "round": "x" * round}  # another Content-Length each time
-            built = transport._build(method, path, json_body=body, params=params, headers=headers)
+            built = _built(transport, method, path, json_body=body, params=params, headers=headers)
             _same(built, _expected(client, transport, method, path, body, params, headers))
+        # The head kept (made requests matched httpx2's own: see HttpTransport._keep_head).
+        kept = body is not None and params is None and (secret or headers is None)
+        assert len(transport._heads) == kept
         # A cookie the server set goes back as build_request would send it.
         client.cookies.set("__cf_bm", "abc", domain=built.url.host)
-        built = transport._build(method, path, json_body=body, params=params, headers=headers)
+        built = _built(transport, method, path, json_body=body, params=params, headers=headers)
         assert built.headers["cookie"] == "__cf_bm=abc"
         _same(built, _expected(client, transport, method, path, body, params, headers))
 
@@ -165,12 +189,12 @@ async def test_the_url_cache_is_bounded() -> None:
     )
     async with transport.open():
         for i in range(_MAX_CACHED_URLS + 10):
-            request = transport._build(
-                "GET", f"/models/m{i}", json_body=None, params=None, headers=None
+            request = _built(
+                transport, "GET", f"/models/m{i}", json_body=None, params=None, headers=None
             )
             assert request.url.path == f"/models/m{i}"
-            request = transport._build(
-                "POST", f"/models/m{i}", json_body={}, params=None, headers=None
+            request = _built(
+                transport, "POST", f"/models/m{i}", json_body={}, params=None, headers=None
             )
             assert request.url.path == f"/models/m{i}"
         assert len(transport._urls) <= _MAX_CACHED_URLS
@@ -201,3 +225,29 @@ async def test_a_path_that_is_no_url_fails_that_request_only(path: str, injected
         assert str(theirs.value) in str(ours.value)
         assert repr(path) in str(ours.value)
         assert await transport.request_json("GET", "/v1/models") == {}
+
+
+async def test_a_header_auth_changed_between_requests_sends_its_new_header() -> None:
+    # The auth header is kept in the head with the request's other headers; a HeaderAuth
+    # given another key (rotated in place) makes a new head, never the old key.
+    seen: list[str | None] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request.headers.get("authorization"))
+        return httpx2.Response(200, json={})
+
+    auth = bearer_auth(Secret("sk-old"))
+    transport = HttpTransport(
+        provider="test",
+        base_url="http://api.test/",
+        transport=httpx2.MockTransport(handler),
+        auth=auth,
+    )
+    headers = SecretHeaders({"anthropic-version": "2023-06-01"})
+    async with transport.open():
+        for key in ("sk-old", "sk-old", "sk-new", "sk-new"):
+            auth.secret = Secret(key)
+            await transport.request_json("POST", "/v1/x", json_body={}, headers=headers)
+        assert len(transport._heads) == 2
+    assert seen == ["Bearer sk-old", "Bearer sk-old", "Bearer sk-new", "Bearer sk-new"]
+    assert not transport._heads  # the auth headers they hold go with the client
