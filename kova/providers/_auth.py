@@ -63,12 +63,19 @@ class _OneRequest(AsyncGenerator[httpx2.Request, httpx2.Response]):
     def __init__(self, request: httpx2.Request) -> None:
         self._request: httpx2.Request | None = request
 
-    async def asend(self, value: httpx2.Response | None) -> httpx2.Request:
+    async def asend(self, value: httpx2.Response | None = None) -> httpx2.Request:
         request = self._request
         if request is None:
             raise StopAsyncIteration
         self._request = None
         return request
+
+    # httpx2 takes the request with __anext__ and ends the flow with aclose: both without
+    # the mixins' extra coroutine and GeneratorExit thrown in and caught (~10k a request).
+    __anext__ = asend
+
+    async def aclose(self) -> None:
+        self._request = None
 
     async def athrow(
         self,
