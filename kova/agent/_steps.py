@@ -575,7 +575,7 @@ class ToolStep:
         """The calls as the agent's tool runner takes them; what their agent tools see of
         ``turn`` (``None``: calls run on their own) and the turns enclosing it."""
         emitter = self._emitter
-        path, outer, approver = self._where()
+        path, outer, approver = self._nest or self._where()
         return ToolCalls(
             calls,
             on_event=on_event,
@@ -599,8 +599,7 @@ class ToolStep:
         self, turn: Turn, step: RunTools, denied: Mapping[str, ToolResult] | None = None
     ) -> tuple[dict[str, ToolResult], ToolCalls]:
         observer = self._observer
-        where = self._nest if self._nest is not None else self._where()
-        for enclosing in where[1]:
+        for enclosing in (self._nest or self._where())[1]:
             enclosing.inner_tools(len(step.calls))
         answered: dict[str, ToolResult]
         if observer is NO_OBSERVER:  # nothing answered yet: every call runs
