@@ -131,3 +131,17 @@ def test_media_blocks_go_into_user_messages_like_images() -> None:
     message = Message.user([Text(text="summarize"), Document(data=PDF), Audio(data=b"RIFF")])
     assert message.text == "summarize"
     assert [type(block) for block in message.content] == [Text, Document, Audio]
+
+
+def test_text_and_tool_uses_read_every_block_in_order() -> None:
+    first, second = (
+        kova.ToolUse(id="c1", name="f", input={}),
+        kova.ToolUse(id="c2", name="g", input={}),
+    )
+    message = Message(role="assistant", content=(Text(text="a"), first, Text(text="b"), second))
+    assert message.text == "ab"
+    assert message.tool_uses == (first, second)
+    result = kova.ToolResult(
+        content=(Text(text="x"), Image(url="https://x.test/i.png"), Text(text="y"))
+    )
+    assert result.text == "xy"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+from typing import Any
 
 import pytest
 import trio
@@ -208,3 +209,17 @@ def test_any_call_id_has_an_idempotency_key_and_valid_ids_keep_theirs() -> None:
     assert all(len(key) == 32 for key in keys)
     expected = hashlib.sha256(b"kova-tool-call\x00turn\x00call_1").hexdigest()[:32]
     assert keys[0] == expected
+
+
+@pytest.mark.parametrize("field", ["call_id", "turn_id", "agent"])
+def test_a_context_whose_ids_are_not_text_is_refused_naming_the_field(field: str) -> None:
+    values: dict[str, Any] = {"call_id": "c1", "turn_id": "t1", "agent": "a", "deps": None}
+    values[field] = 1
+    with pytest.raises(TypeError, match=f"ToolContext {field} must be a str, got int"):
+        ToolContext(**values)
+
+    class Name(str):
+        pass
+
+    values[field] = Name("x")  # a str subclass is text
+    assert getattr(ToolContext(**values), field) == "x"
