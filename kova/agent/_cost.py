@@ -423,7 +423,7 @@ class Pricer:
     one trio run; every method is synchronous.
     """
 
-    __slots__ = ("_api_url", "_by_model", "_cache", "_prices", "_provider_id")
+    __slots__ = ("_api_url", "_by_model", "_cache", "_looks_up", "_prices", "_provider_id")
 
     def __init__(self, prices: Prices | None, provider: object) -> None:
         self._prices = prices if prices is not None else _DEFAULT
@@ -435,15 +435,17 @@ class Pricer:
         url = getattr(getattr(provider, "transport", None), "base_url", None)
         # Ollama serves local models: the sheet's prices of the same names are not its own.
         self._api_url = url if isinstance(url, str) and name != "ollama" else None
+        # Whether a model the caller's prices do not name is looked up in the sheet.
+        self._looks_up = self._prices.sheet and (
+            self._provider_id is not None or self._api_url is not None or self._by_model
+        )
         # model -> (sheet or None, the genai-prices model when its price is dated)
         self._cache: dict[str, tuple[_Sheet | None, Any]] = {}
 
     def needs_sheet(self) -> bool:
         """Whether this pricer looks models up in the sheet and the sheet is not loaded yet
         (``genai-prices`` installed)."""
-        if not self._prices.sheet or "genai_prices.data" in sys.modules:
-            return False
-        if self._provider_id is None and self._api_url is None and not self._by_model:
+        if not self._looks_up or "genai_prices.data" in sys.modules:
             return False
         try:
             return importlib.util.find_spec("genai_prices") is not None
@@ -454,11 +456,7 @@ class Pricer:
     def can_price(self) -> bool:
         """Whether any model may have a price here (the caller's prices name some, or the
         sheet is looked up for this provider); if not, every call's cost is ``None``."""
-        if self._prices.models:
-            return True
-        if not self._prices.sheet:
-            return False
-        return self._provider_id is not None or self._api_url is not None or self._by_model
+        return bool(self._prices.models) or self._looks_up
 
     def sheet(self, model: str | None, when: float | None = None) -> _Sheet | None:
         """``model``'s prices (at the time ``when``, default now, for a dated price), or
@@ -481,10 +479,8 @@ class Pricer:
 
     def _resolve(self, model: str) -> tuple[_Sheet | None, Any]:
         own = self._prices._own(model)
-        if own is not None or not self._prices.sheet:
+        if own is not None or not self._looks_up:
             return own, None
-        if self._provider_id is None and self._api_url is None and not self._by_model:
-            return None, None
         info, dated = _sheet_lookup(
             self._provider_id, self._api_url, model, by_model=self._by_model
         )
