@@ -222,6 +222,15 @@ class _HttpFields:
         default=DEFAULT_MAX_MESSAGE_BYTES, kw_only=True, validator=_positive_int
     )
 
+    def _client(self, transport: httpx2.AsyncBaseTransport) -> httpx2.AsyncClient:
+        """An HTTP client over ``transport`` with these headers, timeouts and auth."""
+        return httpx2.AsyncClient(
+            headers=dict(self.headers),
+            timeout=httpx2.Timeout(self.timeout, read=self.sse_read_timeout),
+            auth=McpHttpAuth(self.auth, inner=self.http_auth),
+            transport=transport,
+        )
+
 
 @attrs.frozen
 class StreamableHttpTransport(_HttpFields):
@@ -527,12 +536,7 @@ async def _open_streamable_http(
     inner: httpx2.AsyncBaseTransport = _RefusalTransport(httpx2.AsyncHTTPTransport())
     if watch is not None:
         inner = _SessionWatchTransport(inner, watch)
-    client = httpx2.AsyncClient(
-        headers=dict(transport.headers),
-        timeout=httpx2.Timeout(transport.timeout, read=transport.sse_read_timeout),
-        auth=McpHttpAuth(transport.auth, inner=transport.http_auth),
-        transport=inner,
-    )
+    client = transport._client(inner)
     async with (
         client,
         _streamable_http_streams(
@@ -695,12 +699,7 @@ async def _open_sse(transport: SseTransport, watch: SessionWatch | None) -> Asyn
         with anyio.move_on_after(SSE_END_GRACE):
             await posts.drained()
 
-    client = httpx2.AsyncClient(
-        headers=dict(transport.headers),
-        timeout=httpx2.Timeout(transport.timeout, read=transport.sse_read_timeout),
-        auth=McpHttpAuth(transport.auth, inner=transport.http_auth),
-        transport=posts if posts is not None else inner,
-    )
+    client = transport._client(posts if posts is not None else inner)
     with send, receive:  # closed also when connecting fails
         async with (
             client,
