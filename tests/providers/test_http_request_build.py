@@ -5,12 +5,13 @@ build_request, with everything that client adds."""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 import httpx2
 import pytest
 
-from kova import InvalidRequest, Secret, SecretHeaders
+from kova import InvalidRequest, KovaConnectionError, Secret, SecretHeaders
 from kova._json import dumps_bytes
 from kova.providers import HeaderAuth, bearer_auth, header_auth
 from kova.providers._auth import AS_BUILT
@@ -251,3 +252,36 @@ async def test_a_header_auth_changed_between_requests_sends_its_new_header() -> 
         assert len(transport._heads) == 2
     assert seen == ["Bearer sk-old", "Bearer sk-old", "Bearer sk-new", "Bearer sk-new"]
     assert not transport._heads  # the auth headers they hold go with the client
+
+
+async def test_kova_s_own_client_sends_as_client_send_would(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # HttpTransport._send skips client.send's layers on kova's own client: what they do
+    # for kova still happens (httpx2's log line, the request on a transport error, the
+    # URL's user:password as basic auth when there is no other auth).
+    seen: list[str | None] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/down":
+            raise httpx2.ConnectError("refused")
+        seen.append(request.headers.get("authorization"))
+        return httpx2.Response(200, json={})
+
+    mock = httpx2.MockTransport(handler)
+    transport = HttpTransport(provider="test", base_url="http://api.test/", transport=mock)
+    async with transport.open():
+        with caplog.at_level(logging.INFO, logger="httpx2"):
+            await transport.request_json("POST", "/v1/x", json_body={})
+        with pytest.raises(KovaConnectionError) as failed:
+            await transport.request_json("POST", "/down", json_body={})
+    assert [record.getMessage() for record in caplog.records] == [
+        'HTTP Request: POST http://api.test/v1/x "HTTP/1.1 200 OK"'
+    ]
+    cause = failed.value.__cause__
+    assert isinstance(cause, httpx2.ConnectError)
+    assert cause.request.url.path == "/down"
+    userinfo = HttpTransport(provider="test", base_url="http://u:p@api.test/", transport=mock)
+    async with userinfo.open():
+        await userinfo.request_json("POST", "/v1/x", json_body={})
+    assert seen == [None, "Basic dTpw"]
