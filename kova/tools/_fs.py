@@ -23,7 +23,7 @@ from ._patch import PatchError, apply_patch
 from ._workspace import PathRefused, Workspace
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Callable
     from pathlib import Path
 
     from .._models import JSONObject, JSONValue
@@ -48,24 +48,6 @@ def _parameters(properties: JSONObject, *required: str) -> JSONObject:
         schema["required"] = [*required]
     schema["additionalProperties"] = False
     return schema
-
-
-async def _guarded(run: Callable[[], Awaitable[ToolResult]]) -> ToolResult:
-    """Turn the refusals and OS errors of a file operation into in-band error results."""
-    try:
-        return await run()
-    except PathRefused as exc:
-        return ToolResult.error(f"refused: {exc}")
-    except FileNotFoundError as exc:
-        return ToolResult.error(f"not found: {exc.filename or exc}")
-    except IsADirectoryError as exc:
-        return ToolResult.error(f"{exc.filename or exc} is a directory")
-    except NotADirectoryError as exc:
-        return ToolResult.error(f"{exc.filename or exc} is not a directory")
-    except PermissionError as exc:
-        return ToolResult.error(f"permission denied: {exc.filename or exc}")
-    except OSError as exc:
-        return ToolResult.error(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "))
 
 
 def _is_binary(data: bytes) -> bool:
@@ -122,7 +104,20 @@ class _FileTool(Record):
 
     async def execute(self, arguments: JSONObject) -> ToolResult:
         """Run the tool; refusals and OS errors come back as error results."""
-        return await _guarded(functools.partial(self._execute, arguments))
+        try:
+            return await self._execute(arguments)
+        except PathRefused as exc:
+            return ToolResult.error(f"refused: {exc}")
+        except FileNotFoundError as exc:
+            return ToolResult.error(f"not found: {exc.filename or exc}")
+        except IsADirectoryError as exc:
+            return ToolResult.error(f"{exc.filename or exc} is a directory")
+        except NotADirectoryError as exc:
+            return ToolResult.error(f"{exc.filename or exc} is not a directory")
+        except PermissionError as exc:
+            return ToolResult.error(f"permission denied: {exc.filename or exc}")
+        except OSError as exc:
+            return ToolResult.error(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "))
 
     async def _execute(self, arguments: JSONObject) -> ToolResult:
         raise NotImplementedError
