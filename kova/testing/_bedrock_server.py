@@ -214,7 +214,9 @@ class _EventWriter:
                 out += self._event("messageStop", {"stopReason": stop_to_wire(stop)})
                 self.stop = stop
             case UsageEvent(usage=usage):
-                out += self._metadata(usage)
+                out += self._event(
+                    "metadata", {"usage": usage_to_wire(usage), "metrics": {"latencyMs": 1}}
+                )
                 self.usage_sent = True
             case ErrorEvent(message=message, error_type=error_type):
                 out += exception_message(error_type or "internalServerException", message)
@@ -229,9 +231,6 @@ class _EventWriter:
         if self.stop is None:
             out += self.encode(StopEvent(stop_reason=StopReason.END_TURN))
         return out + self.encode(UsageEvent(usage=Usage()))
-
-    def _metadata(self, usage: Usage) -> bytes:
-        return self._event("metadata", {"usage": usage_to_wire(usage), "metrics": {"latencyMs": 1}})
 
 
 def _summary(model: ModelInfo, region: str) -> dict[str, JSONValue]:

@@ -158,17 +158,21 @@ class _Items:
         self._followers = followers
         self._pending: list[str] = []
 
-    def new_id(self, kind: str) -> str:
-        self._count += 1
-        return f"{kind}_{self._prefix}{self._count:02d}"
-
-    def reasoning(self, item_id: str) -> None:
+    def reasoning(self) -> str:
+        item_id = self._new_id("rs")
         self._pending.append(item_id)
+        return item_id
 
-    def follower(self, item_id: str) -> None:
+    def follower(self, kind: str) -> str:
+        item_id = self._new_id(kind)
         for reasoning_id in self._pending:
             self._followers[reasoning_id] = item_id
         self._pending = []
+        return item_id
+
+    def _new_id(self, kind: str) -> str:
+        self._count += 1
+        return f"{kind}_{self._prefix}{self._count:02d}"
 
 
 def _reasoning_item(item_id: str, summary: str) -> dict[str, JSONValue]:
@@ -227,27 +231,23 @@ def output_items(response: ModelResponse, items: _Items) -> list[JSONValue]:
     if response.thinking and not any(
         isinstance(b, Thinking | RedactedThinking) for b in response.content
     ):
-        item_id = items.new_id("rs")
-        items.reasoning(item_id)
+        item_id = items.reasoning()
         output.append(_reasoning_item(item_id, response.thinking))
     for block in response.content:
         if isinstance(block, Thinking | RedactedThinking):
-            item_id = items.new_id("rs")
-            items.reasoning(item_id)
+            item_id = items.reasoning()
             output.append(
                 _reasoning_item(item_id, block.text if isinstance(block, Thinking) else "")
             )
         elif isinstance(block, Text):
-            item_id = items.new_id("msg")
-            items.follower(item_id)
+            item_id = items.follower("msg")
             output.append(
                 _message_item(
                     item_id, block.text, refusal=refusal, phase=_phase(block.provider_metadata)
                 )
             )
         elif isinstance(block, ToolUse):
-            item_id = items.new_id("fc")
-            items.follower(item_id)
+            item_id = items.follower("fc")
             output.append(_call_item(item_id, block, encode_arguments(block)))
     return output
 
@@ -521,16 +521,14 @@ class _EventEncoder:
         return out + self._event("response.output_item.done", output_index=index, item=done)
 
     def _open_reasoning(self) -> bytes:
-        item_id = self._items.new_id("rs")
-        self._items.reasoning(item_id)
+        item_id = self._items.reasoning()
         self._open = {"id": item_id, "type": "reasoning"}
         index = len(self._output)
         added: JSONValue = {"id": item_id, "type": "reasoning", "summary": []}
         return self._event("response.output_item.added", output_index=index, item=added)
 
     def _open_message(self, phase: JSONValue) -> bytes:
-        item_id = self._items.new_id("msg")
-        self._items.follower(item_id)
+        item_id = self._items.follower("msg")
         self._open = {"id": item_id, "type": "message", "phase": phase}
         index = len(self._output)
         added: dict[str, JSONValue] = {
@@ -598,8 +596,7 @@ class _EventEncoder:
                 return self._close() + self._open_reasoning() + self._close()
             case ToolUseStart(index=index):
                 out = self._close()
-                item_id = self._items.new_id("fc")
-                self._items.follower(item_id)
+                item_id = self._items.follower("fc")
                 output_index = len(self._output)
                 self._output.append(None)  # its place; filled when the call ends
                 self._calls[index] = (event, output_index, item_id, [])
