@@ -60,7 +60,7 @@ async def attachment(text: str) -> ContentBlock:
         return Image(media_type=media_type, data=base64.b64encode(data).decode("ascii"))
     if media_type in _AUDIO_TYPES:
         return Audio(data=data, format=_AUDIO_TYPES[media_type])
-    if (media_type is None or media_type.startswith("text/")) and _is_text(data):
+    if (media_type is None or media_type.startswith("text/")) and b"\0" not in data[:8192]:
         # Source code, logs, config files: text the model reads as a plain-text document.
         try:
             data.decode("utf-8")
@@ -72,10 +72,6 @@ async def attachment(text: str) -> ContentBlock:
         f"{path.name} is {media_type or 'of an unknown type'}; /attach sends PDF, text, "
         "image and audio files"
     )
-
-
-def _is_text(data: bytes) -> bool:
-    return b"\0" not in data[:8192]
 
 
 def describe_attachment(block: ContentBlock) -> str:

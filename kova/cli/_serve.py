@@ -139,10 +139,8 @@ def _listen(host: str, port: int) -> socket.socket:
     try:
         return socket.create_server((host, port), family=family, backlog=1024)
     except OSError as exc:
-        raise CliError(_cannot_listen(host, port, exc)) from exc
-
-
-def _cannot_listen(host: str, port: int, exc: OSError) -> str:
-    if exc.errno == errno.EADDRINUSE:
-        return f"port {port} on {host} is already in use; pass --port 0 to use any free port"
-    return f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+        if exc.errno == errno.EADDRINUSE:
+            message = f"port {port} on {host} is already in use; pass --port 0 to use any free port"
+        else:
+            message = f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+        raise CliError(message) from exc

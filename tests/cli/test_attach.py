@@ -44,6 +44,7 @@ async def test_a_file_becomes_its_block(
         ("missing.pdf", None, "cannot read"),
         ("empty.txt", b"", "is empty"),
         ("blob.bin", b"\0\xff\0", "sends PDF, text, image and audio"),
+        ("nul.dat", b"valid UTF-8, but \0 a NUL", "sends PDF, text, image and audio"),
         ("archive.zip", b"PK\3\4", "application/zip"),
     ],
 )
