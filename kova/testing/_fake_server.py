@@ -185,8 +185,8 @@ class StreamEncoder(Protocol):
     """Writes kova stream events as one fake's streamed body."""
 
     def start(self) -> bytes:
-        """What the body opens with (``b""`` for nothing)."""
-        ...
+        """What the body opens with (``b""``, nothing, unless a subclass says otherwise)."""
+        return b""
 
     def encode(self, event: StreamEvent) -> bytes:
         """One event's bytes (``b""`` when the event shows up later, or never)."""

@@ -58,6 +58,7 @@ from .._models import (
 from ..providers._base import heuristic_count_tokens
 from ._fake_server import (
     FakeServer,
+    StreamEncoder,
     WholeToolCalls,
     opener,
     script_request,
@@ -267,7 +268,7 @@ def _chunk(body: JSONValue) -> bytes:
     return b"data: " + dumps_bytes(body) + b"\r\n\r\n"
 
 
-class _ChunkEncoder:
+class _ChunkEncoder(StreamEncoder):
     """kova stream events → Gemini SSE chunks (one per piece; function calls whole)."""
 
     def __init__(self, model: str, response_id: str) -> None:
@@ -287,9 +288,6 @@ class _ChunkEncoder:
         body["modelVersion"] = self._model
         body["responseId"] = self._response_id
         return _chunk(body)
-
-    def start(self) -> bytes:
-        return b""
 
     def encode(self, event: StreamEvent) -> bytes:
         match event:

@@ -47,6 +47,7 @@ from .._models import (
 )
 from ._fake_server import (
     FakeServer,
+    StreamEncoder,
     WholeToolCalls,
     opener,
     script_request,
@@ -172,7 +173,7 @@ def _line(body: JSONValue) -> bytes:
     return dumps_bytes(body) + b"\n"
 
 
-class _LineEncoder:
+class _LineEncoder(StreamEncoder):
     """kova stream events → Ollama NDJSON lines (tool calls whole, one per line)."""
 
     def __init__(self, model: str, created_at: str) -> None:
@@ -191,9 +192,6 @@ class _LineEncoder:
                 "done": False,
             }
         )
-
-    def start(self) -> bytes:
-        return b""
 
     def encode(self, event: StreamEvent) -> bytes:
         match event:
