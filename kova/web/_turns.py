@@ -43,18 +43,15 @@ class Turn:
 class TurnLog:
     """The last ``keep`` turns, newest last."""
 
-    __slots__ = ("_numbers", "_turns", "keep")
+    __slots__ = ("_numbers", "_turns")
 
     def __init__(self, *, keep: int) -> None:
-        self.keep = keep
-        self._turns: deque[Turn] = deque()
+        self._turns: deque[Turn] = deque(maxlen=keep)  # a new turn pushes the oldest out
         self._numbers = itertools.count(1)
 
     def begin(self, started: float) -> Turn:
         turn = Turn(number=next(self._numbers), started=started)
         self._turns.append(turn)
-        while len(self._turns) > self.keep:
-            self._turns.popleft()
         return turn
 
     def current(self) -> Turn | None:

@@ -586,3 +586,14 @@ async def test_a_priced_turn_shows_its_cost_on_the_page() -> None:
         done = await page.wait_for("turn_completed")
     # 10 tokens in at $1 and 5 out at $2 per million: exact, as a string.
     assert done["usage"]["cost"] == "0.00002"
+
+
+async def test_a_connecting_page_is_replayed_only_the_turns_kept() -> None:
+    async with open_event_server(keep_turns=2) as server:
+        for number in range(1, 4):
+            server.begin_turn(f"prompt {number}")
+            server.fail_turn("done")
+        async with open_page(server) as page:
+            replay = page.events[0]["replay"]
+    started = [event["prompt"] for event in replay if event["type"] == "turn_started"]
+    assert started == ["prompt 2", "prompt 3"]
