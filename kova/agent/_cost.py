@@ -411,11 +411,6 @@ def load_sheet() -> None:
     data_snapshot.get_snapshot()
 
 
-def _standard(info: Any) -> Any:
-    prices = info.prices
-    return prices if not isinstance(prices, list) else prices[0].prices
-
-
 class Pricer:
     """Prices an agent's model calls: its :class:`Prices`, then the sheet for its provider.
 
@@ -488,7 +483,7 @@ class Pricer:
             return None, None
         if dated:
             return None, info
-        return _from_sheet(_standard(info)), None
+        return _from_sheet(info.prices), None  # not dated: one price
 
     def cost(self, usage: Usage, model: str | None) -> Decimal | None:
         """What ``usage`` of a call answered by ``model`` costs (``None``: unknown)."""
