@@ -152,9 +152,8 @@ class OtelSubscriber:
                         "error.type": event.error_type,
                         "kova.retry.attempt": event.attempt,
                         "kova.retry.wait": event.wait,
+                        "kova.error_class": event.error_class,
                     }
-                    if event.error_class is not None:
-                        attributes["kova.error_class"] = event.error_class
                     span.add_event(
                         "retry", _clean(attributes), timestamp=self._ns(event.turn_id, event.time)
                     )
@@ -164,11 +163,9 @@ class OtelSubscriber:
                     fallback: dict[str, Any] = {
                         "kova.fallback.from": event.from_provider,
                         "kova.fallback.to": event.to_provider,
+                        "error.type": event.error_type,
+                        "kova.error_class": event.error_class,
                     }
-                    if event.error_type is not None:
-                        fallback["error.type"] = event.error_type
-                    if event.error_class is not None:
-                        fallback["kova.error_class"] = event.error_class
                     span.add_event(
                         "fallback", _clean(fallback), timestamp=self._ns(event.turn_id, event.time)
                     )
@@ -230,9 +227,8 @@ class OtelSubscriber:
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": event.agent,
             "gen_ai.provider.name": provider,
+            "gen_ai.request.model": event.model,
         }
-        if event.model is not None:
-            attributes["gen_ai.request.model"] = event.model
         # The turn runs in the caller's task: its current span (if any) is the parent; an
         # agent run as a tool belongs to its tool call (in the tool pool's task).
         self._start(
@@ -258,8 +254,7 @@ class OtelSubscriber:
         attributes: dict[str, Any] = {"gen_ai.operation.name": "chat"}
         if turn is not None:
             attributes["gen_ai.provider.name"] = turn[1]
-            if turn[2] is not None:
-                attributes["gen_ai.request.model"] = turn[2]
+            attributes["gen_ai.request.model"] = turn[2]
         return attributes
 
     def _call_started(self, event: ModelCallStarted) -> None:
@@ -267,18 +262,15 @@ class OtelSubscriber:
         attributes["gen_ai.provider.name"] = PROVIDER_NAMES.get(event.provider, event.provider)
         if event.model is not None:
             attributes["gen_ai.request.model"] = event.model
-        if event.max_tokens is not None:
-            attributes["gen_ai.request.max_tokens"] = event.max_tokens
-        if event.temperature is not None:
-            attributes["gen_ai.request.temperature"] = event.temperature
+        attributes["gen_ai.request.max_tokens"] = event.max_tokens
+        attributes["gen_ai.request.temperature"] = event.temperature
         name = f"chat {event.model}" if event.model else "chat"
         self._start(event, event.span_id, name, SpanKind.CLIENT, attributes)
 
     def _call_finished(self, event: ModelCallFinished) -> None:
         span = self._spans.pop(event.span_id, None)
         attributes = self._call_attributes(event.turn_id)
-        if event.response_model is not None:
-            attributes["gen_ai.response.model"] = event.response_model
+        attributes["gen_ai.response.model"] = event.response_model
         if event.outcome != "ok":
             attributes["error.type"] = event.error_type or event.outcome
         self._duration.record(event.latency, _clean(attributes))
@@ -400,11 +392,13 @@ def _text(value: str) -> str:
 
 
 def _clean(attributes: dict[str, Any]) -> dict[str, Any]:
-    """``attributes`` with every string value made encodable (see :func:`_text`)."""
-    for key, value in attributes.items():
-        if isinstance(value, str):
-            attributes[key] = _text(value)
-    return attributes
+    """``attributes`` without those the event has no value for (``None``: OpenTelemetry has
+    no null attribute), every string value made encodable (see :func:`_text`)."""
+    return {
+        key: _text(value) if isinstance(value, str) else value
+        for key, value in attributes.items()
+        if value is not None
+    }
 
 
 def _offset() -> int:

@@ -435,3 +435,22 @@ async def test_spans_with_a_models_lone_surrogates_still_export_as_otlp(
     data = otel.reader.get_metrics_data()
     assert data is not None
     assert encode_metrics(data).SerializeToString()
+
+
+async def test_a_setting_the_call_does_not_have_is_no_attribute(
+    otel: Otel, caplog: pytest.LogCaptureFixture
+) -> None:
+    # No model, max_tokens or temperature: those attributes are left out, not given as None
+    # (which OpenTelemetry refuses with a warning per attribute).
+    provider = ScriptedProvider([reply_text("hi")])
+    with caplog.at_level("WARNING"):
+        async with AgentBuilder().provider(provider).build() as agent:
+            agent.telemetry.subscribe(otel.subscriber)
+            await agent.run(HISTORY)
+    (chat,) = [span for span in otel.spans() if span.name.startswith("chat")]
+    assert not {"gen_ai.request.max_tokens", "gen_ai.request.temperature"} & set(
+        chat.attributes or {}
+    )
+    assert [
+        record.getMessage() for record in caplog.records if "Invalid type" in record.getMessage()
+    ] == []
