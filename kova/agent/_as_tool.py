@@ -154,7 +154,9 @@ class AgentTool:
                     value, response = await run_structured_turn(
                         attempt, history, raw, None, agent.config.output_retries, first
                     )
-                    return _structured_result(output.to_json(value))
+                    # The answer as the tool's result: its JSON text, and the value itself.
+                    data = output.to_json(value)
+                    return ToolResult(content=json.dumps(data, ensure_ascii=False), structured=data)
         except trio.Cancelled:
             raise
         except (KovaError, Exception) as exc:  # in-band: the outer model decides what next
@@ -204,10 +206,6 @@ async def run_inner_turn(
     return response
 
 
-def _agent_tools(agent: OpenAgent) -> list[AgentTool]:
-    return [tool for tool in agent.config.registry if isinstance(tool, AgentTool)]
-
-
 def check_agent_names(outer: OpenAgent) -> None:
     """Refuse a tree of agents (``outer`` and the agents given to it as tools, at any depth)
     in which two different agents would be counted under one key of ``usage_by_agent``:
@@ -250,8 +248,9 @@ def check_agent_names(outer: OpenAgent) -> None:
         if id(agent) in expanded:
             return
         expanded.add(id(agent))
-        for tool in _agent_tools(agent):
-            visit(tool.agent, (*tools, tool))
+        for tool in agent.config.registry:
+            if isinstance(tool, AgentTool):
+                visit(tool.agent, (*tools, tool))
 
     visit(outer, ())
 
@@ -304,11 +303,6 @@ async def _in_session(
 
     response = await session.resume_turn(None, resume.pending, resumed)
     return response
-
-
-def _structured_result(value: Any) -> ToolResult:
-    """A structured answer as the tool's result: its JSON text, and the value itself."""
-    return ToolResult(content=json.dumps(value, ensure_ascii=False), structured=value)
 
 
 def make_agent_tool(
