@@ -114,6 +114,9 @@ def _error(
     return json_response(body, status=status, headers=headers)
 
 
+_THINKING_START: dict[str, JSONValue] = {"type": "thinking", "thinking": "", "signature": ""}
+
+
 def _sse(event: str, data: Mapping[str, JSONValue]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
@@ -189,15 +192,11 @@ class _SseWriter:
                 out += self._delta({"type": "text_delta", "text": text})
             case ThinkingDelta(text=text):
                 if self.open_kind != "thinking":
-                    out += self._open(
-                        "thinking", {"type": "thinking", "thinking": "", "signature": ""}
-                    )
+                    out += self._open("thinking", _THINKING_START)
                 out += self._delta({"type": "thinking_delta", "thinking": text})
             case SignedThinking(block=Thinking(text=text, signature=signature)):
                 if self.open_kind != "thinking":
-                    out += self._open(
-                        "thinking", {"type": "thinking", "thinking": "", "signature": ""}
-                    )
+                    out += self._open("thinking", _THINKING_START)
                     if text:
                         out += self._delta({"type": "thinking_delta", "thinking": text})
                 if signature:
