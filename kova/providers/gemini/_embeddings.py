@@ -46,11 +46,10 @@ def decode_batch_embeddings(body: JSONValue, count: int) -> list[list[float]]:
         raise InvalidResponse("the embeddings response has no embeddings", provider=PROVIDER)
     if len(items) != count:
         raise InvalidResponse(f"asked for {count} embeddings, got {len(items)}", provider=PROVIDER)
-    vectors: list[list[float]] = []
-    for item in items:
-        values = item.get("values") if isinstance(item, Mapping) else None
-        vectors.append(finite_vector(values, provider=PROVIDER))
-    return vectors
+    return [
+        finite_vector(item.get("values") if isinstance(item, Mapping) else None, provider=PROVIDER)
+        for item in items
+    ]
 
 
 class GeminiEmbeddingProvider(HttpEmbeddings):

@@ -46,9 +46,7 @@ def decode_embed(body: JSONValue, count: int) -> tuple[list[list[float]], Usage 
         raise InvalidResponse("the embed response has no embeddings", provider=PROVIDER)
     if len(items) != count:
         raise InvalidResponse(f"asked for {count} embeddings, got {len(items)}", provider=PROVIDER)
-    vectors: list[list[float]] = []
-    for item in items:
-        vectors.append(finite_vector(item, provider=PROVIDER))
+    vectors = [finite_vector(item, provider=PROVIDER) for item in items]
     assert isinstance(body, Mapping)
     tokens = body.get("prompt_eval_count")
     usage = (
