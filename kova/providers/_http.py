@@ -577,11 +577,11 @@ class _Streaming:
         method, path, json_body, params, headers = self._args
         self._args = None
         client = transport._require_client()
-        request, auth = transport._build(
+        request = transport._build(
             method, path, json_body=json_body, params=params, headers=headers
         )
         del json_body
-        response = await transport._send_for_head(client, request, auth)
+        response = await transport._send_for_head(client, request)
         del request
         try:
             if response.status_code >= 400:
@@ -827,9 +827,8 @@ class HttpTransport:
         json_body: JSONValue | None,
         params: Mapping[str, str] | None,
         headers: Mapping[str, str] | None,
-    ) -> tuple[httpx2.Request, httpx2.Auth | None]:
-        """The request, and the auth flow to send it with (a :class:`HeaderAuth`'s header is
-        set here: :data:`AS_BUILT` then)."""
+    ) -> httpx2.Request:
+        """The request (with a :class:`HeaderAuth`'s header: see :meth:`_send`)."""
         client = self._require_client()
         # Compact separators: the same bytes the official SDKs send, and fewer of them.
         # A lone surrogate (half an emoji the provider itself sent as "\ud83d") goes back
@@ -837,7 +836,6 @@ class HttpTransport:
         content = None if json_body is None else dumps_bytes(json_body)
         auth = self.auth
         signed = (auth.header, auth.secret, auth.prefix) if type(auth) is HeaderAuth else None
-        sent_with = auth if signed is None else AS_BUILT
         # A provider's call: kova's own client, a JSON body, and the codec's headers, which
         # are the same immutable SecretHeaders every call (or none). Every such request of a
         # path has the same headers but its Content-Length, so the first one's are kept and
@@ -856,14 +854,14 @@ class HttpTransport:
             key = (method, path, id(headers), signed)
             head = self._heads.get(key)
             if head is not None and head.headers is headers:
-                return head.request(method, content, self._extensions), sent_with
+                return head.request(method, content, self._extensions)
         request = self._request(client, method, path, content, params, headers)
         at = len(request.headers.raw) - 1  # Content-Length's entry, when it is the last
         if signed is not None:
             auth.async_auth_flow(request)  # type: ignore[union-attr]  # sets its header
         if key is not None and request.headers.raw[at][0] == b"Content-Length":
             self._keep_head(key, headers, request, at)
-        return request, sent_with
+        return request
 
     def _keep_head(
         self, key: object, headers: Mapping[str, str] | None, request: httpx2.Request, at: int
@@ -955,9 +953,7 @@ class HttpTransport:
             KovaError: the transport is not open.
         """
         client = self._require_client()
-        request, auth = self._build(
-            method, path, json_body=json_body, params=params, headers=headers
-        )
+        request = self._build(method, path, json_body=json_body, params=params, headers=headers)
         # One cancel scope bounds both the time to the response head (``timeout``, see
         # _send_for_head) and the whole exchange (``total_timeout``): its deadline is the
         # nearer of the two until the head arrives, then the total's. (A cancel scope costs
@@ -970,7 +966,7 @@ class HttpTransport:
         start = trio.current_time()
         with trio.CancelScope(deadline=start + min(first, limit)) as scope:
             try:
-                response = await self._send(client, request, auth)
+                response = await self._send(client, request)
             except HTTPX_ERRORS as exc:
                 raise translate_error(exc, self.provider) from without_frames(exc)
             if first < limit:
@@ -1146,7 +1142,7 @@ class HttpTransport:
         return self.status_error(response.status_code, response.headers, body, secrets=secrets)
 
     async def _send_for_head(
-        self, client: httpx2.AsyncClient, request: httpx2.Request, auth: httpx2.Auth | None
+        self, client: httpx2.AsyncClient, request: httpx2.Request
     ) -> httpx2.Response:
         """Send ``request`` and return once its response head has arrived.
 
@@ -1157,20 +1153,20 @@ class HttpTransport:
         # A millisecond past the read timeout: a silent server trips httpx2's read timeout
         # first (its error, the cause, names the phase); this deadline catches the trickle.
         with trio.move_on_after(first + 0.001), map_errors(self.provider):
-            return await self._send(client, request, auth)
+            return await self._send(client, request)
         # Only reached when the deadline cancelled the send.
         raise KovaTimeoutError(
             f"{self.provider}: no response head within {first:g}s (timeout)", timeout=first
         )
 
-    async def _send(
-        self, client: httpx2.AsyncClient, request: httpx2.Request, auth: httpx2.Auth | None
-    ) -> httpx2.Response:
-        """``client.send(request, stream=True, auth=auth)``; on kova's own client, with its one
-        transport and no auth flow to run (AS_BUILT, or none and no user:password in the
-        URL), only what send would do around that transport (~90k instructions a request
-        fewer): there are no redirects to follow, event hooks or timeouts to set. httpx2's
-        log line is kept; ``response.elapsed`` is not measured."""
+    async def _send(self, client: httpx2.AsyncClient, request: httpx2.Request) -> httpx2.Response:
+        """``client.send(request, stream=True, auth=self.auth)``, a :class:`HeaderAuth`'s
+        header already set by :meth:`_build` (so sent as it is: :data:`AS_BUILT`). On kova's
+        own client, with its one transport and no auth flow to run (that, or none and no
+        user:password in the URL), only what send would do around that transport (~90k
+        instructions a request fewer): there are no redirects to follow, event hooks or
+        timeouts to set. httpx2's log line is kept; ``response.elapsed`` is not measured."""
+        auth = AS_BUILT if type(self.auth) is HeaderAuth else self.auth
         direct = self._direct
         if direct is None or not (auth is AS_BUILT or (auth is None and not request.url.userinfo)):
             return await client.send(request, stream=True, auth=auth)

@@ -42,8 +42,7 @@ def no_network() -> Iterator[list[str]]:
     original = HttpTransport._build
 
     def checked(self: HttpTransport, *args: Any, **kwargs: Any) -> Any:
-        built = original(self, *args, **kwargs)
-        request = built[0]  # and the auth flow to send it with
+        request = original(self, *args, **kwargs)
         if not _local(request.url.host):
             url = str(request.url.copy_with(query=None))
             refused.append(url)
@@ -52,7 +51,7 @@ def no_network() -> Iterator[list[str]]:
                 "point it at a fake server (kova.testing.open_*_server) or use a "
                 "ScriptedProvider or TestProvider"
             )
-        return built
+        return request
 
     HttpTransport._build = checked  # type: ignore[method-assign]
     try:

@@ -14,7 +14,6 @@ import pytest
 from kova import InvalidRequest, KovaConnectionError, Secret, SecretHeaders
 from kova._json import dumps_bytes
 from kova.providers import HeaderAuth, bearer_auth, header_auth
-from kova.providers._auth import AS_BUILT
 from kova.providers._http import _MAX_CACHED_URLS, HttpTransport
 
 if TYPE_CHECKING:
@@ -66,15 +65,6 @@ CASES = [
 ]
 
 
-def _built(transport: HttpTransport, *args: Any, **kwargs: Any) -> httpx2.Request:
-    """The request _build makes, its auth header set (as the auth flow it goes with would)."""
-    request, auth = transport._build(*args, **kwargs)
-    assert auth is (AS_BUILT if type(transport.auth) is HeaderAuth else transport.auth)
-    if auth is not None and auth is not AS_BUILT:
-        next(auth.auth_flow(request))
-    return request
-
-
 AUTHS = [None, bearer_auth(Secret("sk-b")), header_auth("x-api-key", Secret("sk-h"))]
 
 
@@ -110,14 +100,14 @@ async def test_kova_s_own_client_builds_what_build_request_would(
         for round in range(3):  # then from the cached URL (and head)
             if body is not None:
                 body = {**body, "round": "x" * round}  # another Content-Length each time
-            built = _built(transport, method, path, json_body=body, params=params, headers=headers)
+            built = transport._build(method, path, json_body=body, params=params, headers=headers)
             _same(built, _expected(client, transport, method, path, body, params, headers))
         # The head kept (made requests matched httpx2's own: see HttpTransport._keep_head).
         kept = body is not None and params is None and (secret or headers is None)
         assert len(transport._heads) == kept
         # A cookie the server set goes back as build_request would send it.
         client.cookies.set("__cf_bm", "abc", domain=built.url.host)
-        built = _built(transport, method, path, json_body=body, params=params, headers=headers)
+        built = transport._build(method, path, json_body=body, params=params, headers=headers)
         assert built.headers["cookie"] == "__cf_bm=abc"
         _same(built, _expected(client, transport, method, path, body, params, headers))
 
@@ -190,12 +180,12 @@ async def test_the_url_cache_is_bounded() -> None:
     )
     async with transport.open():
         for i in range(_MAX_CACHED_URLS + 10):
-            request = _built(
-                transport, "GET", f"/models/m{i}", json_body=None, params=None, headers=None
+            request = transport._build(
+                "GET", f"/models/m{i}", json_body=None, params=None, headers=None
             )
             assert request.url.path == f"/models/m{i}"
-            request = _built(
-                transport, "POST", f"/models/m{i}", json_body={}, params=None, headers=None
+            request = transport._build(
+                "POST", f"/models/m{i}", json_body={}, params=None, headers=None
             )
             assert request.url.path == f"/models/m{i}"
         assert len(transport._urls) <= _MAX_CACHED_URLS
