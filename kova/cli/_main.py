@@ -46,6 +46,7 @@ _WEATHER = {
     "lisbon": "17°C, sunny",
     "tokyo": "9°C, clear",
 }
+_KNOWN = ", ".join(name.title() for name in _WEATHER)
 _CITY_IN = re.compile(r"\b(?:in|for|at)\s+([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)")
 _NO_DATA = "no data for that city"
 _DEMO_SYSTEM = "You are a helpful weather assistant."
@@ -101,13 +102,11 @@ def _demo_model(request: ScriptRequest) -> ModelResponse:
                 "Without the forecast I can only suggest looking out of the window."
             )
         if result.text == _NO_DATA:
-            known = ", ".join(name.title() for name in _WEATHER)
-            return answer(f"I have no weather data for {city}; this demo knows {known}.")
+            return answer(f"I have no weather data for {city}; this demo knows {_KNOWN}.")
         return answer(f"Right now in {city} it is {result.text}.{_advice(result.text)}")
     asked = _asked_city(last.text)
     if asked is None:
-        known = ", ".join(name.title() for name in _WEATHER)
-        return answer(f"Which city would you like the weather for? This demo knows {known}.")
+        return answer(f"Which city would you like the weather for? This demo knows {_KNOWN}.")
     count = sum(1 for m in messages for b in m.content if isinstance(b, ToolUse))
     return ModelResponse(
         content=(

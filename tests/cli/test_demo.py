@@ -35,3 +35,26 @@ def test_version() -> None:
     import kova
 
     assert result.stdout.strip() == kova.__version__
+
+
+def test_the_demo_model_names_the_cities_it_knows() -> None:
+    from kova import Message, ToolResult
+    from kova.cli._main import _demo_model
+    from kova.providers import ChatRequest
+    from kova.testing import ScriptRequest
+
+    def asked(*messages: Message) -> str:
+        request = ScriptRequest(request=ChatRequest(messages=messages), stream=False)
+        return _demo_model(request).text
+
+    assert asked(Message.user("will it rain?")).endswith("This demo knows Oslo, Lisbon, Tokyo.")
+    call = _demo_model(
+        ScriptRequest(
+            request=ChatRequest(messages=(Message.user("weather in Paris?"),)), stream=False
+        )
+    ).tool_uses[0]
+    no_data = Message.tool_results(
+        [ToolResult(tool_use_id=call.id, content="no data for that city")]
+    )
+    answer = asked(Message.user("weather in Paris?"), Message.assistant([call]), no_data)
+    assert answer == "I have no weather data for Paris; this demo knows Oslo, Lisbon, Tokyo."
