@@ -113,18 +113,14 @@ def _parts_from_wire(content: object) -> str | tuple[Text | Image | Document, ..
     if content is None or isinstance(content, str):
         return content or ""
     parts: list[Text | Image | Document] = []
-    if isinstance(content, list):
-        for item in content:
-            if isinstance(item, Mapping) and item.get("type") == "text":
-                parts.append(Text(text=str(item.get("text", ""))))
-            elif isinstance(item, Mapping) and item.get("type") == "image":
-                image = _image_from_wire(item)
-                if isinstance(image, Image):
-                    parts.append(image)
-            elif isinstance(item, Mapping) and item.get("type") == "document":
-                document = _document_from_wire(item)
-                if isinstance(document, Document):
-                    parts.append(document)
+    for item in content if isinstance(content, list) else []:
+        kind = item.get("type") if isinstance(item, Mapping) else None
+        if kind == "text":
+            parts.append(Text(text=str(item.get("text", ""))))
+        elif kind in ("image", "document"):
+            block = _image_from_wire(item) if kind == "image" else _document_from_wire(item)
+            if not isinstance(block, File):  # a result holds no file by id: left out
+                parts.append(block)
     return tuple(parts)
 
 
