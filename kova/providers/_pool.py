@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict, deque
-from contextlib import aclosing
 from types import AsyncGeneratorType
 from typing import TYPE_CHECKING
 
@@ -254,29 +253,29 @@ class ConnectionPool(httpcore2.AsyncConnectionPool):
 class _PoolStream:
     """A response body that gives its connection back to the pool when closed."""
 
-    __slots__ = ("_closed", "_lease", "_pool", "_stream")
+    __slots__ = ("_closed", "_iterator", "_lease", "_pool", "_stream")
 
     def __init__(self, stream: object, lease: _Lease, pool: ConnectionPool) -> None:
         self._stream = stream
         self._lease = lease
         self._pool = pool
         self._closed = False
+        self._iterator: object = None
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        iterator = self._stream.__aiter__()  # type: ignore[attr-defined]
-        if isinstance(iterator, AsyncGeneratorType):
-            async with aclosing(iterator):
-                async for chunk in iterator:
-                    yield chunk
-        else:
-            async for chunk in iterator:
-                yield chunk
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        # The connection's own iterator, not one of ours around it (an async generator
+        # layer per body read); closing the body closes it.
+        iterator: AsyncIterator[bytes] = self._stream.__aiter__()  # type: ignore[attr-defined]
+        self._iterator = iterator
+        return iterator
 
     async def aclose(self) -> None:
         if self._closed:
             return
         self._closed = True
         with trio.CancelScope(shield=True):
+            if isinstance(self._iterator, AsyncGeneratorType):
+                await self._iterator.aclose()
             close = getattr(self._stream, "aclose", None)
             if close is not None:
                 await close()

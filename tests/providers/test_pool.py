@@ -14,11 +14,11 @@ import trio
 import trio.testing
 
 from kova.providers._http import HttpTransport
-from kova.providers._pool import ConnectionPool, pooled_transport
+from kova.providers._pool import ConnectionPool, _Lease, _PoolStream, pooled_transport
 from kova.testing._http_server import FakeResponse, FakeStream, RecordedRequest, serve_http
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import AsyncIterator, Callable
 
     from httpcore2 import AsyncConnectionInterface, Origin, Request, Response
 
@@ -344,3 +344,29 @@ async def test_without_what_the_pool_is_built_on_the_stock_pool_serves(
         async with httpx2.AsyncClient(transport=transport, timeout=30.0) as client:
             await get_ok(client, base_url + "/")
         nursery.cancel_scope.cancel()
+
+
+async def test_a_body_closed_early_closes_the_connection_s_own_iterator() -> None:
+    # The pool hands out the connection's body iterator itself (no async generator of its
+    # own around it): closing the body finishes that iterator, not the garbage collector.
+    events: list[str] = []
+
+    class Body:
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            try:
+                yield b"one"
+                yield b"two"
+            finally:
+                events.append("iterator closed")
+
+        async def aclose(self) -> None:
+            events.append("body closed")
+
+    pool = ConnectionPool()
+    stream = _PoolStream(Body(), _Lease(httpcore2.Origin(b"http", b"a.test", 80)), pool)
+    chunks = stream.__aiter__()
+    assert await chunks.__anext__() == b"one"
+    await stream.aclose()
+    assert events == ["iterator closed", "body closed"]
+    await stream.aclose()  # once
+    assert events == ["iterator closed", "body closed"]
