@@ -85,54 +85,51 @@ class GeminiStreamDecoder:
             return out
         parse = loads
         append = out.append
-        for sse in frames:
-            data = sse.data
-            if not data:
-                continue
-            try:
-                chunk = parse(data)
-            except ValueError as exc:
-                self.error = InvalidResponse(
-                    f"the stream sent a chunk that is not JSON ({exc}): {data[:200]!r}",
-                    provider=PROVIDER,
-                )
-                break
-            # The hot path: one candidate, no finishReason, one part that is plain text.
-            # Subscripts instead of type checks: only a dict takes a string subscript, so a
-            # chunk of any other shape fails here and the checked path below reports it.
-            try:
-                candidate = chunk["candidates"][0]
-                parts = candidate["content"]["parts"]
-                part = parts[0]
-                text = part["text"]
-            except (LookupError, TypeError):
-                text = None
-            if (
-                type(text) is str
-                and len(parts) == 1
-                and len(part) == 1
-                and "finishReason" not in candidate
-                and "error" not in chunk
-            ):
-                if text:
-                    append(text_delta(text))
-                if self._thought:
-                    self._thought.clear()  # a thought ends where other content begins
-                usage = chunk.get("usageMetadata")
-                if usage is not None:
-                    self._usage = usage
-                continue
-            if type(chunk) is not dict:
-                self.error = _bad_shape("a stream chunk", chunk)
-                break
-            if "error" in chunk:
-                self.error = stream_error(chunk["error"])
-                break
-            try:
+        try:
+            for sse in frames:
+                data = sse.data
+                if not data:
+                    continue
+                try:
+                    chunk = parse(data)
+                except ValueError as exc:
+                    raise InvalidResponse(
+                        f"the stream sent a chunk that is not JSON ({exc}): {data[:200]!r}",
+                        provider=PROVIDER,
+                    ) from None
+                # The hot path: one candidate, no finishReason, one part that is plain text.
+                # Subscripts instead of type checks: only a dict takes a string subscript, so a
+                # chunk of any other shape fails here and the checked path below reports it.
+                try:
+                    candidate = chunk["candidates"][0]
+                    parts = candidate["content"]["parts"]
+                    part = parts[0]
+                    text = part["text"]
+                except (LookupError, TypeError):
+                    text = None
+                if (
+                    type(text) is str
+                    and len(parts) == 1
+                    and len(part) == 1
+                    and "finishReason" not in candidate
+                    and "error" not in chunk
+                ):
+                    if text:
+                        append(text_delta(text))
+                    if self._thought:
+                        self._thought.clear()  # a thought ends where other content begins
+                    usage = chunk.get("usageMetadata")
+                    if usage is not None:
+                        self._usage = usage
+                    continue
+                if type(chunk) is not dict:
+                    raise _bad_shape("a stream chunk", chunk)
+                if "error" in chunk:
+                    self.error = stream_error(chunk["error"])
+                    break
                 self._chunk(chunk, out)
-            except InvalidResponse as exc:
-                self.error = exc
-                break
+        except InvalidResponse as exc:
+            self.error = exc
         return out
 
     def _chunk(self, chunk: Mapping[str, object], out: list[StreamEvent]) -> None:
